@@ -1,0 +1,14 @@
+"""slurm-energy: energy (kWh) and carbon (kgCO2e) accounting for Slurm batch jobs.
+
+Four parts, one module tree each:
+
+* device information collector  -> :mod:`slurm_energy.devices`
+* carbon information collector  -> :mod:`slurm_energy.carbon`
+* hardware sampler              -> :mod:`slurm_energy.sampling`
+* energy/carbon output          -> :mod:`slurm_energy.accounting`, :mod:`slurm_energy.reporting`
+
+Slurm is only the host (:mod:`slurm_energy.slurm`); the same sampler runs without it
+(``slurm-energy run -- CMD``). One data model (:mod:`slurm_energy.model`) flows through all of them.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,182 @@
+"""The one data model that flows through the sampler, accounting, store, report and CLI.
+
+Shapes (all pydantic v2 models, JSON round-trippable with ``model_dump_json`` /
+``model_validate_json``):
+
+* :class:`DeviceEnergy` -- one device (or device class aggregate) on one node over one job:
+  energy in J with its provenance (:class:`Method`), coverage and counter anomalies.
+* :class:`NodeSummary` -- what one node's Epilog (or interim sampler flush) knows about the job.
+* :class:`CarbonFacts` -- PUE, carbon intensity, alpha and where each came from.
+* :class:`JobRecord` -- the merged job: Slurm facts + node summaries + carbon facts + totals.
+
+Units are in the field names: ``_j`` joules, ``_w`` watts, ``_s`` seconds, ``_kwh`` kilowatt-hours,
+``_g_per_kwh`` gCO2e/kWh, ``_kg`` kgCO2e, ``_bytes`` bytes. Times are Unix epoch seconds (UTC).
+
+"Unmeasured" is ``None`` everywhere, never 0: a device whose energy could not be obtained has
+``method=Method.UNAVAILABLE`` and ``energy_j=None``; totals over a set containing such a device are
+flagged partial by :attr:`JobRecord.coverage_complete`, never silently summed as 0.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Optional
+
+from pydantic import BaseModel, Field
+
+#: Device classes of the method (E = PUE x sum_i n_i u_i P_i t_i over i in CPU, GPU, RAM).
+DEVICE_CLASSES = ("cpu", "gpu", "ram")
+
+SCHEMA_VERSION = 1
+
+
+class Method(str, enum.Enum):
+    """How an energy number was obtained, best first."""
+
+    COUNTER = "counter"  # hardware energy counter deltas (RAPL energy_uj, NVML total energy)
+    POWER_INTEGRATION = "power_integration"  # trapezoidal integral of sampled power (W x s)
+    TDP_ESTIMATE = "tdp_estimate"  # rated power (TDP, W/GB) x utilisation x time: a model
+    UNAVAILABLE = "unavailable"  # not measured; energy is None
+
+
+#: Rank used when a class aggregates devices measured differently: the worst method wins.
+METHOD_RANK = {Method.COUNTER: 0, Method.POWER_INTEGRATION: 1, Method.TDP_ESTIMATE: 2, Method.UNAVAILABLE: 3}
+
+
+def worst_method(methods) -> Method:
+    """Return the least exact of ``methods`` (iterable of :class:`Method`); UNAVAILABLE if empty."""
+    ms = list(methods)
+    if not ms:
+        return Method.UNAVAILABLE
+    return max(ms, key=lambda m: METHOD_RANK[Method(m)])
+
+
+class Status(str, enum.Enum):
+    """Status of a node summary or job record."""
+
+    RUNNING = "running"  # interim: the sampler's periodic flush while the job runs
+    COMPLETE = "complete"  # every node reported and was measured
+    PARTIAL = "partial"  # some nodes never reported, or a sampler died early
+    FAILED = "failed"  # the hooks failed; see ``errors``
+
+
+class DeviceEnergy(BaseModel):
+    """Energy of one device (or one device class on one node) over the job.
+
+    Two attribution views are kept apart:
+
+    * ``device_energy_j``: the whole physical device(s) over the job's time (full device, idle
+      and other jobs included), as measured/estimated.
+    * ``energy_j``: the job's share -- the number that is summed into the job's IT energy. For
+      ``tdp_estimate`` it is the method's utilisation-weighted n x u x P x t.
+    """
+
+    device_class: str  # one of DEVICE_CLASSES
+    device_id: str  # e.g. "rapl:intel-rapl:0", GPU UUID, "cpu-tdp", "ram"
+    node: str = ""
+    model: str = ""  # CPU/GPU model name as reported by the OS/NVML
+    count: int = 1  # n_i: number of devices (cores for a per-core TDP model) this entry covers
+    method: Method = Method.UNAVAILABLE
+    energy_j: Optional[float] = None  # the job's share, J; None = unmeasured
+    device_energy_j: Optional[float] = None  # the whole device(s) over the job's time, J
+    rated_power_w: Optional[float] = None  # P_i: TDP / rated power per device, W
+    mean_power_w: Optional[float] = None  # job's attributed mean power, W
+    var_power_w2: Optional[float] = None  # variance of the attributed power, W^2
+    mean_util: Optional[float] = None  # u_i in [0, 1]
+    var_util: Optional[float] = None
+    duration_s: float = 0.0  # t_i: time this entry covers, s
+    coverage: float = 0.0  # fraction of the job's time that was measured, [0, 1]
+    wraps: int = 0  # counter wrap-arounds unwrapped
+    resets: int = 0  # counter resets (went backwards with no known range): interval skipped
+    dropped_samples: int = 0  # intervals dropped (unreadable, implausible)
+    covers: str = ""  # human text: what this number covers ("package-0 + dram-0, job share by CPU time")
+    flags: list[str] = Field(default_factory=list)  # e.g. "possible_multiple_wrap", "eacces_fallback"
+
+
+class NodeSummary(BaseModel):
+    """One node's view of the job, written by its Epilog (or interim by its sampler)."""
+
+    node: str
+    job_id: str
+    start_time: float  # Prolog time, epoch s
+    end_time: float  # Epilog time (or now for interim), epoch s
+    cpu_time_s: Optional[float] = None  # job's CPU time on this node (cgroup or psutil), s
+    max_mem_bytes: Optional[int] = None
+    mean_mem_bytes: Optional[float] = None
+    n_samples: int = 0
+    interval_s: float = 5.0
+    cpu_time_source: str = ""  # "cgroup-v1", "cgroup-v2", "psutil", ""
+    devices: list[DeviceEnergy] = Field(default_factory=list)
+    static: dict = Field(default_factory=dict)  # device info collector: CPU model, cores, GPUs, OS, Python, RAM
+    power_trace: list[list[float]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
+    hourly_energy_j: dict[str, float] = Field(default_factory=dict)  # ISO hour (UTC) -> job IT energy J
+    status: Status = Status.COMPLETE
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def elapsed_s(self) -> float:
+        return max(0.0, self.end_time - self.start_time)
+
+
+class CarbonFacts(BaseModel):
+    """The site facts applied to IT energy, each with where it came from."""
+
+    pue: float = 1.58
+    pue_source: str = "default: industry average PUE 1.58 (Uptime Institute 2023)"
+    ci_g_per_kwh: float = 475.0
+    ci_source: str = "default: world average 475 gCO2e/kWh (IEA 2019)"
+    ci_basis: str = ""  # "lifecycle" / "direct" / ""
+    ci_year: Optional[int] = None
+    alpha: float = 1.0
+    alpha_source: str = "default: no offset (alpha 1.0)"
+    datacenter: str = ""
+    defaults_used: list[str] = Field(default_factory=list)  # names of facts that are defaults
+    hourly: bool = False  # CO2e computed from hourly intensity
+
+
+class JobRecord(BaseModel):
+    """A job (one attempt) as stored and reported.
+
+    Key: (cluster, job_id, start_time). ``job_id`` is Slurm's raw job id as a string.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    cluster: str = ""
+    job_id: str
+    array_job_id: Optional[str] = None
+    array_task_id: Optional[str] = None
+    het_job_id: Optional[str] = None
+    het_job_offset: Optional[str] = None
+    job_name: str = ""
+    user: str = ""
+    uid: Optional[int] = None
+    gid: Optional[int] = None
+    account: str = ""
+    partition: str = ""
+    work_dir: str = ""
+    restart_count: int = 0
+    exit_code: str = ""
+    expected_nodes: list[str] = Field(default_factory=list)
+    start_time: float
+    end_time: float
+    nodes: list[NodeSummary] = Field(default_factory=list)
+    carbon: CarbonFacts = Field(default_factory=CarbonFacts)
+    # totals (filled by accounting.formulas.finalise_record)
+    energy_it_j: dict[str, Optional[float]] = Field(default_factory=dict)  # class -> job share J (None=unmeasured)
+    device_energy_j: dict[str, Optional[float]] = Field(default_factory=dict)  # class -> full-device J
+    methods: dict[str, Method] = Field(default_factory=dict)  # class -> worst method over nodes
+    it_kwh: Optional[float] = None
+    facility_kwh: Optional[float] = None
+    co2e_kg: Optional[float] = None
+    coverage_complete: bool = True
+    status: Status = Status.COMPLETE
+    errors: list[str] = Field(default_factory=list)
+
+    @property
+    def elapsed_s(self) -> float:
+        return max(0.0, self.end_time - self.start_time)
+
+    @property
+    def method_summary(self) -> str:
+        """e.g. ``cpu=tdp_estimate,ram=tdp_estimate,gpu=unavailable``."""
+        return ",".join(f"{k}={Method(v).value}" for k, v in sorted(self.methods.items()))
