@@ -1,0 +1,219 @@
+"""Write a file into a job user's directory *as that user*, without following planted symlinks.
+
+The Epilog runs as root (SlurmdUser), but a job's working directory belongs to the job's user, who
+may plant a symlink at the report's name (``energy-<jobid>.html -> /etc/shadow``). Writing there as
+root would let any user overwrite any file on the node. So, when running as root,
+:func:`write_file_as_user` forks a child that drops to the user's uid/gid (``setgroups`` ->
+``setgid`` -> ``setuid``, in that order: once the uid is dropped the groups can no longer be
+changed) and only then touches the directory. In the child, the write is:
+
+1. ``open(directory, O_DIRECTORY | O_NOFOLLOW)`` -- the directory itself must not be a symlink;
+2. a fresh temp file relative to that directory fd with ``O_CREAT | O_EXCL | O_NOFOLLOW``
+   (``O_EXCL`` never opens an existing file or symlink);
+3. ``write`` + ``fsync``;
+4. ``rename(tmp, name)`` relative to the dir fd: rename(2) replaces a symlink at ``name`` by the
+   new file, it never follows it; then ``fsync`` the directory so the entry is durable.
+
+The parent waits with a timeout (a hung NFS home must not hang the Epilog) and raises
+:class:`SafeWriteError` naming the path and the reason on failure.
+
+When not running as root the same steps run in-process, as the current user.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pwd
+import secrets
+import select
+import signal
+import time
+
+__all__ = ["SafeWriteError", "write_file_as_user"]
+
+_DEFAULT_TIMEOUT_S = 30.0
+
+
+class SafeWriteError(OSError):
+    """A report file could not be written; ``path`` and ``reason`` say where and why."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"could not write {path!r}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _check_name(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is a plain file name (no directory part)."""
+    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise ValueError(
+            f"name={name!r} is not a plain file name; pass a name without '/' (e.g. 'energy-123.html') "
+            "and the directory separately"
+        )
+
+
+def _write_in_dir(directory: str, name: str, data: bytes, mode: int) -> None:
+    """Steps 1-4 of the module docstring, as the current user. Raises ``OSError``."""
+    try:
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno in (errno.ENOTDIR, errno.ELOOP) and os.path.islink(directory):
+            raise OSError(e.errno, "the directory is a symlink; refusing to follow it (pass the real path)") from e
+        raise
+    try:
+        tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd
+        )
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+            raise
+        try:
+            os.fsync(dfd)
+        except OSError:  # some filesystems refuse fsync on a directory; the data is already synced
+            pass
+    finally:
+        os.close(dfd)
+
+
+def _user_groups(uid: int, gid: int) -> list[int]:
+    """The user's supplementary groups (``getgrouplist``), or just ``[gid]`` if the uid has no name."""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return [gid]
+    try:
+        groups = os.getgrouplist(name, gid)
+    except OSError:
+        return [gid]
+    return groups or [gid]
+
+
+def _drop_privileges(uid: int, gid: int) -> None:
+    """setgroups -> setgid -> setuid (this order), then check the drop stuck. Raises ``OSError``."""
+    os.setgroups(_user_groups(uid, gid))
+    os.setgid(gid)
+    os.setuid(uid)
+    if os.geteuid() != uid or os.getegid() != gid:
+        raise OSError(f"privilege drop did not stick (euid={os.geteuid()}, egid={os.getegid()})")
+    if uid != 0:
+        try:
+            os.setuid(0)
+        except PermissionError:
+            pass
+        else:
+            raise OSError("privilege drop is reversible: setuid(0) succeeded after dropping")
+
+
+def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float) -> None:
+    """Run ``fn()`` in a forked child as ``uid``/``gid``; raise :class:`SafeWriteError` on failure.
+
+    The child reports an error as text through a pipe and exits 1; the parent waits at most
+    ``timeout_s`` seconds, then kills the child (SIGKILL) and raises.
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into the caller's stack
+        code = 1
+        try:
+            os.close(r)
+            _drop_privileges(uid, gid)
+            fn()
+            code = 0
+        except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
+            try:
+                msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) else (
+                    f"{e.strerror or e} (errno {e.errno}) as uid={uid} gid={gid}"
+                )
+                os.write(w, msg.encode("utf-8", "replace")[:4000])
+            except BaseException:  # noqa: BLE001
+                pass
+        finally:
+            os._exit(code)
+
+    os.close(w)
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
+    try:
+        while True:  # read the child's message until EOF (child exit) or the deadline
+            left = deadline - time.monotonic()
+            if left <= 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise SafeWriteError(path, f"timed out after {timeout_s:g} s writing as uid={uid} (hung filesystem?)")
+            ready, _, _ = select.select([r], [], [], left)
+            if ready:
+                chunk = os.read(r, 4096)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    finally:
+        os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return
+    msg = b"".join(chunks).decode("utf-8", "replace").strip()
+    if not msg:
+        msg = f"writer process ended with wait status {status}"
+    raise SafeWriteError(path, msg)
+
+
+def write_file_as_user(
+    directory: str,
+    name: str,
+    data: bytes,
+    uid: int,
+    gid: int,
+    *,
+    mode: int = 0o644,
+    timeout_s: float = _DEFAULT_TIMEOUT_S,
+) -> str:
+    """Atomically write ``data`` to ``directory/name`` as user ``uid``/``gid``; return the path.
+
+    Args:
+        directory: existing directory (e.g. the job's working directory); must not be a symlink.
+        name: plain file name, no ``/``.
+        data: file contents, bytes.
+        uid, gid: the job's user and primary group (ints). Used only when running as root; otherwise
+            the file is written as the current user.
+        mode: permission bits of the new file (before umask), default ``0o644``.
+        timeout_s: how long (s) to wait for the privilege-dropped writer before killing it.
+
+    Returns:
+        ``os.path.join(directory, name)``.
+
+    Raises:
+        ValueError: ``name`` is not a plain file name, or ``uid``/``gid`` are not non-negative ints.
+        SafeWriteError: the write failed (permission denied, directory is a symlink, disk full,
+            timeout...); ``.path`` and ``.reason`` say which and why. Nothing is ever written as root
+            into a directory on behalf of another user.
+    """
+    _check_name(name)
+    for field, v in (("uid", uid), ("gid", gid)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{field}={v!r} is not a user/group id; pass the job's numeric {field} (e.g. from SLURM_JOB_UID)")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ValueError(f"data is {type(data).__name__}, not bytes; encode text first (e.g. text.encode('utf-8'))")
+    path = os.path.join(directory, name)
+    if os.geteuid() == 0:
+        _run_as_user(lambda: _write_in_dir(directory, name, bytes(data), mode), uid, gid, path, timeout_s)
+    else:
+        try:
+            _write_in_dir(directory, name, bytes(data), mode)
+        except OSError as e:
+            raise SafeWriteError(path, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}") from e
+    return path
