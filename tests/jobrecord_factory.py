@@ -1,0 +1,80 @@
+"""Build small JobRecords for the merge/store/jobenergy tests (plain data, no hardware faked)."""
+
+from __future__ import annotations
+
+from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary, Status
+
+
+def device(cls: str, energy_j, method=Method.TDP_ESTIMATE, node="n1", coverage=1.0, **kw) -> DeviceEnergy:
+    return DeviceEnergy(
+        device_class=cls,
+        device_id=f"{cls}-0",
+        node=node,
+        method=method,
+        energy_j=energy_j,
+        coverage=coverage if energy_j is not None else 0.0,
+        **kw,
+    )
+
+
+def node_record(
+    job_id="100",
+    node="n1",
+    start=1000.0,
+    end=4600.0,
+    cpu_j=3.6e6,
+    ram_j=3.6e5,
+    gpu_j=None,
+    expected=("n1",),
+    status=Status.COMPLETE,
+    **kw,
+) -> JobRecord:
+    """One node's record as its Epilog writes it (one NodeSummary)."""
+    devs = [device("cpu", cpu_j, node=node), device("ram", ram_j, node=node)]
+    if gpu_j is not None:
+        devs.append(device("gpu", gpu_j, method=Method.COUNTER, node=node))
+    ns = NodeSummary(node=node, job_id=job_id, start_time=start, end_time=end, devices=devs, status=status)
+    fields = dict(
+        cluster="c1",
+        job_id=job_id,
+        user="alice",
+        uid=1001,
+        account="physics",
+        partition="batch",
+        start_time=start,
+        end_time=end,
+        expected_nodes=list(expected),
+        nodes=[ns],
+        status=status,
+    )
+    fields.update(kw)
+    return JobRecord(**fields)
+
+
+def finished(record: JobRecord, pue=1.5, ci=400.0) -> JobRecord:
+    """Fill totals the way finalise_record will (sum of device energies, x PUE, x CI); test-only.
+
+    Kept here so the store/CLI tests do not depend on the lead's module; the arithmetic is the
+    method's: it_kwh = sum J / 3.6e6, facility = it x PUE, kg = facility x CI / 1000.
+    """
+    per_class: dict = {}
+    methods: dict = {}
+    for ns in record.nodes:
+        for d in ns.devices:
+            if d.energy_j is None:
+                per_class.setdefault(d.device_class, None)
+            else:
+                prev = per_class.get(d.device_class)
+                per_class[d.device_class] = (prev or 0.0) + d.energy_j
+            methods[d.device_class] = d.method
+    measured = [v for v in per_class.values() if v is not None]
+    it_kwh = sum(measured) / 3.6e6 if measured else None
+    r = record.model_copy(deep=True)
+    r.energy_it_j = per_class
+    r.methods = methods
+    r.it_kwh = it_kwh
+    r.facility_kwh = None if it_kwh is None else it_kwh * pue
+    r.co2e_kg = None if it_kwh is None else it_kwh * pue * ci / 1000.0
+    r.carbon.pue = pue
+    r.carbon.ci_g_per_kwh = ci
+    return r
