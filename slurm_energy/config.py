@@ -1,0 +1,543 @@
+"""Site configuration: one validated YAML file (``site.yaml``) with the facts only an admin knows.
+
+Where the file is found (:func:`load_site_config`): the path given, else ``$SLURM_ENERGY_CONFIG``,
+else ``/etc/slurm-energy/site.yaml``, else documented defaults (``defaults_used`` says which).
+``site_config/site.yaml`` in the repository is the documented example of every key.
+
+Resolution of the carbon facts of a job (:meth:`SiteConfig.carbon_for`), recorded in the
+``*_source`` strings of :class:`slurm_energy.model.CarbonFacts`:
+
+1. the datacenter of the job's partition, else of its node (``fnmatch`` patterns), else the one
+   datacenter with neither partitions nor nodes (catch-all);
+2. the site's ``location.country`` (bundled table);
+3. opt-in geolocation of the node's public IP (geojs; off by default, cached per node, never with
+   ``offline``);
+4. the world average 475 gCO2e/kWh, labelled ``DEFAULT``.
+
+Never silently another country: an unknown zone falls back only to its own datacenter's country.
+
+Errors: :class:`ConfigError`, whose message names the field (dotted path), the bad value and the
+fix. This module imports pydantic and yaml, not pandas.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from slurm_energy.carbon import tables as _tables
+from slurm_energy.carbon.units import UNIT_FACTORS, to_g_per_kwh
+from slurm_energy.model import CarbonFacts
+
+ENV_VAR = "SLURM_ENERGY_CONFIG"
+DEFAULT_PATH = "/etc/slurm-energy/site.yaml"
+
+#: Industry-average PUE, Uptime Institute Global Data Center Survey 2023 (1.58).
+DEFAULT_PUE = 1.58
+DEFAULT_PUE_SOURCE = "DEFAULT: industry average PUE 1.58 (Uptime Institute Global Data Center Survey 2023)"
+#: Green Algorithms (Lannelongue et al. 2021) memory power model: 0.3725 W per GB.
+DEFAULT_RAM_W_PER_GB = 0.3725
+#: Green Algorithms ``TDP_cpu.csv`` "Any" row: 12.0 W per core for an unknown CPU.
+DEFAULT_CPU_W_PER_CORE = 12.0
+DEFAULT_GEO_URL = "https://get.geojs.io/v1/ip/geo.json"
+
+
+class ConfigError(ValueError):
+    """Invalid site configuration; ``str()`` names field, value and fix, one problem per line."""
+
+
+# --------------------------------------------------------------------------- models
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CarbonIntensity(_Strict):
+    """A grid carbon intensity as written by the admin: ``{value, unit}``; stored in gCO2e/kWh.
+
+    Accepted units: gCO2e/kWh, kgCO2e/kWh (x1000), kgCO2e/MWh (x1), tCO2e/MWh (x1000),
+    gCO2e/MWh (x0.001). Above 2000 gCO2e/kWh after conversion is rejected as a unit mistake.
+    """
+
+    value: float
+    unit: str = "gCO2e/kWh"
+
+    @model_validator(mode="after")
+    def _check(self) -> "CarbonIntensity":
+        to_g_per_kwh(self.value, self.unit, field="carbon_intensity")
+        return self
+
+    @property
+    def g_per_kwh(self) -> float:
+        """The intensity in gCO2e/kWh."""
+        return to_g_per_kwh(self.value, self.unit)
+
+
+class Location(_Strict):
+    """Where a datacenter (or the site) draws power: ISO 3166 country, optional grid zone.
+
+    ``country``: alpha-2 (``FR``) or alpha-3 (``FRA``), checked against the bundled table.
+    ``region``: sub-national grid zone (``US-CA``, ``CA-QC``) or cloud region (``europe-west1``);
+    also the zone name of an hourly-intensity file imported with ``slurm-energy ci-import``.
+    """
+
+    country: str
+    region: str = ""
+
+    @field_validator("country")
+    @classmethod
+    def _country(cls, v: str) -> str:
+        c = str(v).strip().upper()
+        if not re.fullmatch(r"[A-Z]{2}|[A-Z]{3}", c):
+            raise ValueError("must be an ISO 3166 country code, alpha-2 (FR) or alpha-3 (FRA)")
+        try:
+            known = _tables.is_known_country(c)
+        except FileNotFoundError:  # table not built yet: format check only
+            known = True
+        if not known:
+            raise ValueError("is not a country in the bundled intensity table; use an ISO 3166 "
+                             "alpha-2/alpha-3 code, or give carbon_intensity explicitly")
+        return c
+
+
+class Datacenter(_Strict):
+    """One datacenter (or machine room): PUE, carbon intensity, alpha, and which jobs run there."""
+
+    pue: Optional[float] = Field(default=None, ge=1.0, le=4.0)
+    pue_source: str = ""
+    carbon_intensity: Optional[CarbonIntensity] = None
+    alpha: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of emissions counted (1 = no offset)
+    alpha_source: str = ""
+    location: Optional[Location] = None
+    basis: Literal["lifecycle", "direct", ""] = ""
+    source: str = ""
+    year: Optional[int] = Field(default=None, ge=1990, le=2100)
+    partitions: list[str] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list)  # fnmatch patterns, e.g. "gpu[0-9]*", "cn*"
+
+
+class GpuOverride(_Strict):
+    """Admin's rated power (W) and dense FLOP/s for a GPU model (NVML name or part of it)."""
+
+    rated_w: Optional[float] = Field(default=None, gt=0, le=5000)
+    fp32_flops: Optional[float] = Field(default=None, gt=0)
+    tf32_flops: Optional[float] = Field(default=None, gt=0)
+    bf16_flops: Optional[float] = Field(default=None, gt=0)
+
+
+class Hardware(_Strict):
+    """Rated-power overrides and fallbacks for the TDP estimate (W)."""
+
+    cpu_tdp_w: dict[str, float] = Field(default_factory=dict)  # model string -> W per socket
+    cpu_tdp_default_w: Optional[float] = Field(default=None, gt=0, le=2000)  # W per socket, unknown model
+    cpu_w_per_core: float = Field(default=DEFAULT_CPU_W_PER_CORE, gt=0, le=100)
+    ram_w_per_gb: float = Field(default=DEFAULT_RAM_W_PER_GB, gt=0, le=10)
+    gpu: dict[str, GpuOverride] = Field(default_factory=dict)
+    gpu_fallback_w: Optional[float] = Field(default=None, gt=0, le=5000)
+    rapl_root: str = "/sys/class/powercap"
+
+    @field_validator("cpu_tdp_w")
+    @classmethod
+    def _tdps(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, w in v.items():
+            if not (0 < float(w) <= 2000):
+                raise ValueError(f"TDP for {k!r} is {w} W; a CPU socket TDP is in (0, 2000] W")
+        return v
+
+
+class Sampling(_Strict):
+    """Sampler settings."""
+
+    interval_s: float = Field(default=5.0, gt=0, le=3600)
+
+
+class Attribution(_Strict):
+    """How a shared node's energy is split between jobs."""
+
+    policy: Literal["shared", "exclusive_whole_node", "utilisation_weighted"] = "shared"
+
+
+class Paths(_Strict):
+    """Where files go. Empty derived paths are filled from ``spool_dir``."""
+
+    spool_dir: str = "/var/spool/slurm-energy"
+    results_dir: str = ""  # default <spool_dir>/results
+    store_url: str = ""  # default sqlite:///<spool_dir>/jobs.db
+    log_dir: str = "/var/log/slurm-energy"
+    hourly_ci_dir: str = ""  # default <spool_dir>/carbon-intensity (ci-import writes here)
+    geo_cache_dir: str = ""  # default <spool_dir>/geo (one JSON file per node)
+
+    @model_validator(mode="after")
+    def _derive(self) -> "Paths":
+        sp = self.spool_dir.rstrip("/") or "/"
+        if not self.results_dir:
+            object.__setattr__(self, "results_dir", os.path.join(sp, "results"))
+        if not self.store_url:
+            object.__setattr__(self, "store_url", "sqlite:///" + os.path.join(sp, "jobs.db"))
+        if not self.hourly_ci_dir:
+            object.__setattr__(self, "hourly_ci_dir", os.path.join(sp, "carbon-intensity"))
+        if not self.geo_cache_dir:
+            object.__setattr__(self, "geo_cache_dir", os.path.join(sp, "geo"))
+        return self
+
+
+class Geolocation(_Strict):
+    """Opt-in IP geolocation (geojs). Off by default; never used when ``offline``."""
+
+    enabled: bool = False
+    url: str = DEFAULT_GEO_URL
+    timeout_s: float = Field(default=2.0, gt=0, le=30)
+
+
+_TOP_FACTS = ("cluster_name", "timezone", "location", "pue", "datacenters", "hardware", "sampling",
+              "attribution", "paths", "geolocation", "offline", "admins")
+
+
+class SiteConfig(_Strict):
+    """The whole site configuration. Build with :func:`load_site_config` (or directly in tests)."""
+
+    cluster_name: str = ""
+    timezone: str = "UTC"
+    location: Optional[Location] = None  # the site's country (used when no datacenter matches)
+    pue: Optional[float] = Field(default=None, ge=1.0, le=4.0)  # site-wide PUE, below datacenter's
+    datacenters: dict[str, Datacenter] = Field(default_factory=dict)
+    hardware: Hardware = Field(default_factory=Hardware)
+    sampling: Sampling = Field(default_factory=Sampling)
+    attribution: Attribution = Field(default_factory=Attribution)
+    paths: Paths = Field(default_factory=Paths)
+    geolocation: Geolocation = Field(default_factory=Geolocation)
+    offline: bool = False
+    admins: list[str] = Field(default_factory=list)
+    defaults_used: list[str] = Field(default_factory=list)
+    source_path: str = ""  # file it was loaded from ("" = documented defaults)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _record_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "defaults_used" not in data:
+            data = dict(data)
+            data["defaults_used"] = [k for k in _TOP_FACTS if k not in data]
+        return data
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("is not an IANA time zone; write e.g. 'Europe/Paris' or 'UTC'") from None
+        return v
+
+    @model_validator(mode="after")
+    def _partitions_unique(self) -> "SiteConfig":
+        seen: dict[str, str] = {}
+        catch_all = [n for n, d in self.datacenters.items() if not d.partitions and not d.nodes]
+        if len(catch_all) > 1:
+            raise ValueError(f"datacenters {catch_all} all have neither partitions nor nodes; at most "
+                             f"one datacenter may be the catch-all, give the others partitions/nodes")
+        for name, dc in self.datacenters.items():
+            for p in dc.partitions:
+                if p in seen:
+                    raise ValueError(f"partition {p!r} is listed in datacenters {seen[p]!r} and "
+                                     f"{name!r}; list each partition in one datacenter")
+                seen[p] = name
+        return self
+
+    # ----------------------------------------------------------------- resolution
+    def datacenter_for(self, partition: str = "", node: str = "") -> Optional[tuple[str, Datacenter]]:
+        """The ``(name, Datacenter)`` of a job: by partition, then node pattern, then catch-all.
+
+        Returns None when no datacenter applies. Pure (no I/O).
+        """
+        if partition:
+            for name, dc in self.datacenters.items():
+                if partition in dc.partitions:
+                    return name, dc
+        if node:
+            for name, dc in self.datacenters.items():
+                if any(fnmatch.fnmatchcase(node, pat) for pat in dc.nodes):
+                    return name, dc
+        for name, dc in self.datacenters.items():
+            if not dc.partitions and not dc.nodes:
+                return name, dc
+        return None
+
+    def carbon_for(self, partition: str = "", node: str = "", *, offline: Optional[bool] = None) -> CarbonFacts:
+        """PUE, carbon intensity (gCO2e/kWh) and alpha for a job on ``partition``/``node``.
+
+        Order: datacenter > site country (bundled table) > geolocation (opt-in, cached per node,
+        skipped when ``offline`` -- argument, else ``self.offline``) > world average 475 g/kWh
+        (IEA 2019) labelled ``DEFAULT``. PUE: datacenter > site ``pue`` > 1.58 (Uptime 2023),
+        labelled. Each ``*_source`` says where the value came from; ``defaults_used`` lists the
+        facts (``pue``, ``ci``, ``alpha``) that are defaults. Never raises for network problems.
+        """
+        off = self.offline if offline is None else offline
+        facts: dict[str, Any] = {"defaults_used": []}
+        found = self.datacenter_for(partition, node)
+        dc_name, dc = found if found else ("", None)
+        facts["datacenter"] = dc_name
+
+        # PUE
+        if dc is not None and dc.pue is not None:
+            facts["pue"] = dc.pue
+            facts["pue_source"] = f"datacenter {dc_name}: " + (dc.pue_source or "site config")
+        elif self.pue is not None:
+            facts["pue"] = self.pue
+            facts["pue_source"] = "site config: pue"
+        else:
+            facts["pue"] = DEFAULT_PUE
+            facts["pue_source"] = DEFAULT_PUE_SOURCE
+            facts["defaults_used"].append("pue")
+
+        # alpha
+        if dc is not None and "alpha" in dc.model_fields_set:
+            facts["alpha"] = dc.alpha
+            facts["alpha_source"] = f"datacenter {dc_name}: " + (dc.alpha_source or "site config")
+        else:
+            facts["alpha"] = 1.0
+            facts["alpha_source"] = "DEFAULT: no offset (alpha 1.0)"
+            facts["defaults_used"].append("alpha")
+
+        # carbon intensity
+        ci = self._ci_for(dc_name, dc, node, off)
+        facts.update(ci)
+        if ci.pop("_default", False):
+            facts["defaults_used"].append("ci")
+        facts.pop("_default", None)
+        return CarbonFacts(**facts)
+
+    def _ci_for(self, dc_name: str, dc: Optional[Datacenter], node: str, offline: bool) -> dict:
+        if dc is not None and dc.carbon_intensity is not None:
+            c = dc.carbon_intensity
+            src = dc.source or "site config"
+            unit = "" if c.unit == "gCO2e/kWh" else f" (given as {c.value:g} {c.unit})"
+            return {"ci_g_per_kwh": c.g_per_kwh, "ci_basis": dc.basis, "ci_year": dc.year,
+                    "ci_source": f"datacenter {dc_name}: {src}{unit}"}
+        if dc is not None and dc.location is not None:
+            return _from_location(dc.location, f"datacenter {dc_name} location", dc.basis)
+        if self.location is not None:
+            return _from_location(self.location, "site location", "")
+        if self.geolocation.enabled and not offline:
+            from slurm_energy.carbon import geo
+
+            res = geo.locate(node or _hostname(), url=self.geolocation.url,
+                             timeout_s=self.geolocation.timeout_s,
+                             cache_dir=self.paths.geo_cache_dir)
+            if res.country:
+                row = _tables.lookup_country(res.country)
+                if row is not None:
+                    return {"ci_g_per_kwh": row.g_per_kwh, "ci_basis": row.basis, "ci_year": row.year,
+                            "ci_source": f"geolocation ({res.how}) country {res.country}: {row.describe()}"}
+                why = f"geolocated country {res.country!r} is not in the bundled table"
+            else:
+                why = f"geolocation failed: {res.error}"
+        elif self.geolocation.enabled:
+            why = "geolocation enabled but offline"
+        else:
+            why = "no datacenter, site location or geolocation configured"
+        return {"ci_g_per_kwh": _tables.WORLD_AVERAGE_G_PER_KWH, "ci_basis": "", "ci_year": 2019,
+                "ci_source": f"DEFAULT: world average 475 gCO2e/kWh ({_tables.WORLD_AVERAGE_SOURCE}); "
+                             f"{why} -- set location.country or datacenters.<name>.carbon_intensity "
+                             f"in site.yaml", "_default": True}
+
+    def hourly_zones_for(self, facts: CarbonFacts) -> list[str]:
+        """Zone names to look up hourly intensity for a job: its datacenter's region then country
+        (the site's location when no datacenter applies). Empty when no location is known."""
+        dc = self.datacenters.get(facts.datacenter) if facts.datacenter else None
+        loc = dc.location if dc is not None else self.location
+        if loc is None:
+            return []
+        return [z for z in (loc.region, loc.country) if z]
+
+    def hourly_intensity_for(self, facts: CarbonFacts) -> Optional[dict[str, float]]:
+        """Hourly intensity ``{ISO hour UTC "YYYY-MM-DDTHH:00:00Z": gCO2e/kWh}`` imported with
+        ``slurm-energy ci-import`` for the job's zone (datacenter region, else country), or None
+        when no file was imported for it. See :mod:`slurm_energy.carbon.hourly`.
+
+        :raises slurm_energy.carbon.hourly.HourlyDataError: the stored file is corrupt.
+        """
+        from slurm_energy.carbon import hourly
+
+        for zone in self.hourly_zones_for(facts):
+            data = hourly.load_zone(self.paths.hourly_ci_dir, zone)
+            if data is not None:
+                return data
+        return None
+
+    # ----------------------------------------------------------------- hardware
+    def cpu_tdp(self, model_string: str, cores: int) -> tuple[float, float, str, bool]:
+        """Rated power of a CPU: ``(W per socket, W per core, source, is_fallback)``.
+
+        :param model_string: as the OS reports it (``/proc/cpuinfo`` model name).
+        :param cores: physical cores per socket as seen on this node (>= 1); used for W per core
+            when the table has no core count, and for the per-core fallback.
+        Order: ``hardware.cpu_tdp_w`` (by normalized model) > bundled table > ``cpu_tdp_default_w``
+        (flagged) > ``cpu_w_per_core`` x cores (flagged; default 12 W/core, Green Algorithms "Any").
+        :raises ValueError: ``cores < 1``.
+        """
+        from slurm_energy.devices import hwtables
+
+        if cores < 1:
+            raise ValueError(f"cores: {cores!r} must be >= 1 (physical cores per socket)")
+        key = hwtables.normalize_cpu_model(model_string)
+        for m, w in self.hardware.cpu_tdp_w.items():
+            if hwtables.normalize_cpu_model(m) == key:
+                return float(w), float(w) / cores, f"site config hardware.cpu_tdp_w[{m!r}]", False
+        try:
+            row = hwtables.lookup_cpu(model_string)
+        except FileNotFoundError:
+            row = None
+        if row is not None:
+            n = row.n_cores or cores
+            yr = f" {row.year}" if row.year else ""
+            return row.tdp_w, row.tdp_w / n, f"table: {row.model}{yr}, {row.source} ({row.licence})", False
+        if self.hardware.cpu_tdp_default_w is not None:
+            w = self.hardware.cpu_tdp_default_w
+            return w, w / cores, (f"fallback: unknown CPU model {model_string!r}; site config "
+                                  f"hardware.cpu_tdp_default_w"), True
+        w = self.hardware.cpu_w_per_core
+        src = ("Green Algorithms TDP_cpu.csv 'Any' 12 W/core" if w == DEFAULT_CPU_W_PER_CORE
+               else "site config hardware.cpu_w_per_core")
+        return w * cores, w, f"fallback: unknown CPU model {model_string!r}; {w:g} W/core ({src})", True
+
+    def gpu_rated(self, name: str) -> tuple[Optional[float], dict[str, Optional[float]], str, bool]:
+        """GPU rated power and dense FLOP/s: ``(W or None, {"fp32","tf32","bf16": FLOP/s|None},
+        source, is_fallback)``. Order: ``hardware.gpu`` override (key words all in the NVML name)
+        > bundled table > ``hardware.gpu_fallback_w`` (flagged) > ``(None, ..., fallback)``.
+        At run time NVML's enforced power limit should be preferred to any of these.
+        """
+        from slurm_energy.devices import hwtables
+
+        key = hwtables.normalize_gpu_model(name)
+        for m, o in self.hardware.gpu.items():
+            mk = hwtables.normalize_gpu_model(m)
+            if mk and set(mk.split()) <= set(key.split()):
+                return o.rated_w, {"fp32": o.fp32_flops, "tf32": o.tf32_flops, "bf16": o.bf16_flops}, \
+                    f"site config hardware.gpu[{m!r}]", False
+        try:
+            row = hwtables.lookup_gpu(name)
+        except FileNotFoundError:
+            row = None
+        if row is not None and row.rated_w is not None:
+            return row.rated_w, {"fp32": row.fp32_flops, "tf32": row.tf32_flops, "bf16": row.bf16_flops}, \
+                f"table: {row.model}, {row.source} ({row.licence})", False
+        none = {"fp32": None, "tf32": None, "bf16": None}
+        if self.hardware.gpu_fallback_w is not None:
+            return self.hardware.gpu_fallback_w, none, (f"fallback: unknown GPU {name!r}; site config "
+                                                        f"hardware.gpu_fallback_w"), True
+        return None, none, f"unavailable: unknown GPU {name!r} and no hardware.gpu_fallback_w", True
+
+
+def _from_location(loc: Location, what: str, basis: str) -> dict:
+    if loc.region:
+        try:
+            row = _tables.lookup_zone(loc.region)
+        except FileNotFoundError:
+            row = None
+        if row is not None:
+            return {"ci_g_per_kwh": row.g_per_kwh, "ci_basis": basis or row.basis, "ci_year": row.year,
+                    "ci_source": f"{what} region {loc.region}: {row.describe()}"}
+    row = _tables.lookup_country(loc.country)
+    if row is None:  # only when the table is missing: validation checked the code
+        return {"ci_g_per_kwh": _tables.WORLD_AVERAGE_G_PER_KWH, "ci_basis": "", "ci_year": 2019,
+                "ci_source": f"DEFAULT: world average 475 gCO2e/kWh; {what} country {loc.country} "
+                             f"not in bundled table", "_default": True}
+    note = f" (region {loc.region!r} not in bundled table; its country used)" if loc.region else ""
+    return {"ci_g_per_kwh": row.g_per_kwh, "ci_basis": basis or row.basis, "ci_year": row.year,
+            "ci_source": f"{what} country {loc.country}{note}: {row.describe()}"}
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname().split(".")[0]
+
+
+# --------------------------------------------------------------------------- loading
+_HINTS = {
+    "pue": "PUE = facility energy / IT energy: a number in [1.0, 4.0], typically 1.1-2.0",
+    "alpha": "alpha is the fraction of emissions counted, in [0, 1] (1.0 = no offset)",
+    "interval_s": "sampling interval in seconds, > 0 (e.g. 5)",
+    "timeout_s": "timeout in seconds, in (0, 30]",
+    "country": "an ISO 3166 code, alpha-2 (FR) or alpha-3 (FRA)",
+    "policy": "one of shared, exclusive_whole_node, utilisation_weighted",
+    "value": "a number >= 0 in the given unit",
+    "unit": "one of " + ", ".join(UNIT_FACTORS),
+    "basis": "one of lifecycle, direct (or leave it out)",
+    "year": "a four-digit year",
+    "cpu_w_per_core": "watts per core, in (0, 100] (default 12)",
+    "ram_w_per_gb": "watts per GB of RAM, in (0, 10] (default 0.3725)",
+    "timezone": "an IANA zone such as Europe/Paris",
+    "carbon_intensity": "write {value: 233, unit: gCO2e/kWh} (at most 2000 gCO2e/kWh after conversion)",
+}
+
+
+def _format_error(e: ValidationError, origin: str) -> str:
+    lines = []
+    for err in e.errors():
+        loc = [str(x) for x in err.get("loc", ()) if not str(x).startswith("function-")]
+        path = ".".join(loc) or "(top level)"
+        bad = err.get("input")
+        msg = err.get("msg", "")
+        if err.get("type") == "extra_forbidden":
+            fix = "unknown key: fix its spelling or remove it (documented keys: site_config/site.yaml)"
+        else:
+            leaf = loc[-1] if loc else ""
+            fix = _HINTS.get(leaf, "see site_config/site.yaml for the documented form")
+        if isinstance(bad, dict) and len(bad) > 3:
+            shown = "{" + ", ".join(map(str, bad)) + "}"
+        else:
+            shown = repr(bad)
+        lines.append(f"{origin}: {path}: bad value {shown}: {msg}. Fix: {fix}")
+    return "\n".join(lines)
+
+
+def site_config_from_dict(data: Any, origin: str = "site config") -> SiteConfig:
+    """Validate a parsed YAML mapping into a :class:`SiteConfig`.
+
+    :raises ConfigError: not a mapping, or invalid; the message names the dotted field path, the
+        bad value and the fix (one line per problem).
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: top level must be a mapping of keys (cluster_name:, datacenters:, "
+                          f"...), got {type(data).__name__}")
+    try:
+        return SiteConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_error(e, origin)) from None
+
+
+def load_site_config(path: "str | os.PathLike | None" = None) -> SiteConfig:
+    """Load and validate the site configuration.
+
+    ``path`` None: ``$SLURM_ENERGY_CONFIG``, else ``/etc/slurm-energy/site.yaml`` if it exists,
+    else documented defaults (``defaults_used`` then also contains ``"config_file"``).
+    :raises ConfigError: file given but missing/unreadable, not YAML, or invalid (message names
+        field, value and fix).
+    """
+    if path is None:
+        path = os.environ.get(ENV_VAR) or (DEFAULT_PATH if os.path.exists(DEFAULT_PATH) else None)
+    if path is None:
+        cfg = SiteConfig()
+        cfg.defaults_used = ["config_file"] + cfg.defaults_used
+        return cfg
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read the site config ({e.strerror}); fix the path or set "
+                          f"{ENV_VAR}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+    cfg = site_config_from_dict(data, origin=p)
+    cfg.source_path = p
+    return cfg

@@ -1,0 +1,171 @@
+"""Look-ups in the bundled hardware tables: CPU TDP by model, GPU rated power and dense FLOP/s.
+
+Tables (built by ``scripts/build_tables.py``; provenance and licences in ``devices/data/NOTICE``):
+
+* ``devices/data/cpu_tdp.csv``: ``key, model, tdp_w, n_cores, source, year, licence`` -- TDP per
+  socket (W) from Green Algorithms ``TDP_cpu.csv`` (with core counts) and CodeCarbon
+  ``cpu_power.csv``.
+* ``devices/data/gpu_specs.csv``: ``key, model, rated_w, fp32_flops, tf32_flops, bf16_flops,
+  source, year, licence`` -- board power (W) and dense FLOP/s from Epoch AI ``ml_hardware.csv``
+  and Green Algorithms ``TDP_gpu.csv``.
+
+Model strings as the OS (``/proc/cpuinfo`` "model name") or NVML report them are reduced by
+:func:`normalize_cpu_model` / :func:`normalize_gpu_model` to a key; matching is exact on the key,
+then on the key without the family word (``xeon``, ``epyc``...) when that is unambiguous. No fuzzy
+matching: a wrong TDP is worse than a flagged fallback. Parsed with ``csv`` once per process.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import os
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
+CPU_TABLE = os.path.join(DATA_DIR, "cpu_tdp.csv")
+GPU_TABLE = os.path.join(DATA_DIR, "gpu_specs.csv")
+
+_TRADEMARKS = re.compile(r"\((?:r|tm|c)\)|®|™", re.I)
+_CLOCK = re.compile(r"@.*$")
+_CORES = re.compile(r"\b\d+-core\b|\b(?:dual|quad|six|eight|twelve|sixteen)-core\b", re.I)
+_NOISE_WORDS = {"intel", "amd", "cpu", "processor", "apu", "with", "radeon", "graphics", "vega",
+                "mobile", "genuine", "0000"}
+_CPU_FAMILY_WORDS = {"xeon", "epyc", "ryzen", "core", "opteron", "threadripper", "athlon",
+                     "pentium", "celeron", "phenom", "ii", "pro"}
+_GPU_NOISE = {"nvidia", "tesla", "geforce", "amd", "radeon", "instinct", "graphics"}
+
+
+def normalize_cpu_model(model: str) -> str:
+    """Reduce a CPU model string to its lookup key.
+
+    ``"Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz"`` -> ``"xeon e5-2683 v4"``;
+    ``"AMD EPYC 7763 64-Core Processor"`` -> ``"epyc 7763"``. Pure; never raises.
+    """
+    s = _TRADEMARKS.sub(" ", str(model))
+    s = _CLOCK.sub(" ", s)
+    s = _CORES.sub(" ", s)
+    words = [w for w in re.split(r"[\s,]+", s.lower()) if w and w not in _NOISE_WORDS]
+    return " ".join(words)
+
+
+def strip_family(key: str) -> str:
+    """Drop family words from a normalized CPU key (``"xeon e5-2683 v4"`` -> ``"e5-2683 v4"``)."""
+    return " ".join(w for w in key.split() if w not in _CPU_FAMILY_WORDS)
+
+
+def normalize_gpu_model(model: str) -> str:
+    """Reduce a GPU name (NVML ``nvmlDeviceGetName``) to its lookup key.
+
+    ``"NVIDIA H100 80GB HBM3"`` -> ``"h100 80gb hbm3"``; ``"Tesla V100-SXM2-16GB"`` ->
+    ``"v100 sxm2 16gb"``. Pure; never raises.
+    """
+    s = _TRADEMARKS.sub(" ", str(model)).lower().replace("-", " ").replace("_", " ")
+    return " ".join(w for w in s.split() if w not in _GPU_NOISE)
+
+
+@dataclass(frozen=True)
+class CpuRow:
+    """CPU TDP per socket (W), cores per socket if known, with provenance."""
+
+    key: str
+    model: str
+    tdp_w: float
+    n_cores: Optional[int]
+    source: str
+    year: Optional[int]
+    licence: str
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """GPU board power (W) and dense FLOP/s (None = not in the source), with provenance."""
+
+    key: str
+    model: str
+    rated_w: Optional[float]
+    fp32_flops: Optional[float]
+    tf32_flops: Optional[float]
+    bf16_flops: Optional[float]
+    source: str
+    year: Optional[int]
+    licence: str
+
+
+def _f(x: str) -> Optional[float]:
+    return float(x) if x not in ("", None) else None
+
+
+def _i(x: str) -> Optional[int]:
+    return int(float(x)) if x not in ("", None) else None
+
+
+@functools.lru_cache(maxsize=4)
+def _cpu_index(path: str = CPU_TABLE) -> tuple[dict[str, CpuRow], dict[str, CpuRow]]:
+    exact: dict[str, CpuRow] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            row = CpuRow(r["key"], r["model"], float(r["tdp_w"]), _i(r["n_cores"]), r["source"],
+                         _i(r["year"]), r["licence"])
+            exact.setdefault(row.key, row)
+    loose: dict[str, CpuRow] = {}
+    ambiguous: set[str] = set()
+    for row in exact.values():
+        k = strip_family(row.key)
+        if not k or k.isdigit() and len(k) < 4:
+            continue  # "3260" alone is too weak a key
+        if k in loose and loose[k].tdp_w != row.tdp_w:
+            ambiguous.add(k)
+        loose.setdefault(k, row)
+    for k in ambiguous:
+        loose.pop(k, None)
+    return exact, loose
+
+
+def lookup_cpu(model: str, path: str = CPU_TABLE) -> Optional[CpuRow]:
+    """TDP row for an OS-reported CPU model string, or None if the model is not in the table.
+
+    :raises FileNotFoundError: table missing (run ``scripts/build_tables.py``).
+    """
+    key = normalize_cpu_model(model)
+    if not key:
+        return None
+    exact, loose = _cpu_index(path)
+    return exact.get(key) or loose.get(strip_family(key))
+
+
+@functools.lru_cache(maxsize=4)
+def _gpu_index(path: str = GPU_TABLE) -> dict[str, GpuRow]:
+    out: dict[str, GpuRow] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            row = GpuRow(r["key"], r["model"], _f(r["rated_w"]), _f(r["fp32_flops"]),
+                         _f(r["tf32_flops"]), _f(r["bf16_flops"]), r["source"], _i(r["year"]),
+                         r["licence"])
+            out.setdefault(row.key, row)
+    return out
+
+
+def lookup_gpu(name: str, path: str = GPU_TABLE) -> Optional[GpuRow]:
+    """Rated power / FLOP/s row for an NVML GPU name, or None.
+
+    Exact key first; else the longest table key whose words are all in the name's key
+    (``"h100 80gb hbm3"`` finds ``"h100 sxm5 80gb"`` only if every word matches, so it finds
+    ``"h100"`` style keys, never a different chip). At run time NVML's enforced power limit beats
+    this table.
+    """
+    key = normalize_gpu_model(name)
+    if not key:
+        return None
+    idx = _gpu_index(path)
+    if key in idx:
+        return idx[key]
+    words = set(key.split())
+    best: Optional[GpuRow] = None
+    for k, row in idx.items():
+        kw = set(k.split())
+        if kw and kw <= words and (best is None or len(kw) > len(best.key.split())):
+            best = row
+    return best
