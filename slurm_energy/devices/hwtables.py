@@ -63,6 +63,7 @@ def normalize_gpu_model(model: str) -> str:
     ``"v100 sxm2 16gb"``. Pure; never raises.
     """
     s = _TRADEMARKS.sub(" ", str(model)).lower().replace("-", " ").replace("_", " ")
+    s = re.sub(r"(\d+)\s*gb\b", r"\1gb", s)
     return " ".join(w for w in s.split() if w not in _GPU_NOISE)
 
 
@@ -163,8 +164,11 @@ def lookup_gpu(name: str, path: str = GPU_TABLE) -> Optional[GpuRow]:
     if key in idx:
         return idx[key]
     words = set(key.split())
+    for k, row in idx.items():  # same words, other order ("a100 pcie 40gb" = "a100 40gb pcie")
+        if set(k.split()) == words:
+            return row
     best: Optional[GpuRow] = None
-    for k, row in idx.items():
+    for k, row in sorted(idx.items()):
         kw = set(k.split())
         if kw and kw <= words and (best is None or len(kw) > len(best.key.split())):
             best = row
