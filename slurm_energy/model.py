@@ -108,7 +108,7 @@ class NodeSummary(BaseModel):
     cpu_time_source: str = ""  # "cgroup-v1", "cgroup-v2", "psutil", ""
     devices: list[DeviceEnergy] = Field(default_factory=list)
     static: dict = Field(default_factory=dict)  # device info collector: CPU model, cores, GPUs, OS, Python, RAM
-    power_trace: list[list[float]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
+    power_trace: list[list[Optional[float]]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
     hourly_energy_j: dict[str, float] = Field(default_factory=dict)  # ISO hour (UTC) -> job IT energy J
     status: Status = Status.COMPLETE
     errors: list[str] = Field(default_factory=list)
