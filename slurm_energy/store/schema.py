@@ -1,0 +1,109 @@
+"""Store schema and its migrations.
+
+Decision: a ``schema_version`` table plus an ordered list of migration functions, instead of
+Alembic. Alembic needs an ini file, a script directory and Mako templates shipped with the package
+and run by admins; our schema is one table and a handful of indexes, and every migration must run
+unattended from the first ``open_store`` on a compute node or the controller. Each entry of
+:data:`MIGRATIONS` takes a SQLAlchemy ``Connection`` and moves the schema from version ``i`` to
+``i + 1``; :func:`migrate` applies the missing ones in one transaction (PostgreSQL: DDL is
+transactional; SQLite: likewise for CREATE TABLE/INDEX). Never edit a released migration: append one.
+
+Columns: the full JobRecord JSON (``record_json``, ``model_dump_json``) is the source of truth; the
+other columns are copies of the fields ``jobenergy`` filters and sorts on, indexed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+jobs = sa.Table(
+    "job_records",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("cluster", sa.String(128), nullable=False),
+    sa.Column("job_id", sa.String(32), nullable=False),  # Slurm's raw job id
+    sa.Column("start_time", sa.Double, nullable=False),  # epoch s; DOUBLE PRECISION on PostgreSQL
+    sa.Column("end_time", sa.Double, nullable=False),
+    sa.Column("restart_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("array_job_id", sa.String(32)),
+    sa.Column("array_task_id", sa.String(32)),
+    sa.Column("het_job_id", sa.String(32)),
+    sa.Column("het_job_offset", sa.String(16)),
+    sa.Column("user", sa.String(128), nullable=False, server_default=""),
+    sa.Column("uid", sa.Integer),
+    sa.Column("account", sa.String(128), nullable=False, server_default=""),
+    sa.Column("partition", sa.String(128), nullable=False, server_default=""),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("it_kwh", sa.Double),  # NULL = unmeasured, never 0
+    sa.Column("facility_kwh", sa.Double),
+    sa.Column("co2e_kg", sa.Double),
+    sa.Column("record_json", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.UniqueConstraint("cluster", "job_id", "start_time", name="uq_job_attempt"),
+    sa.Index("ix_job_id", "job_id"),
+    sa.Index("ix_array", "array_job_id", "array_task_id"),
+    sa.Index("ix_het", "het_job_id", "het_job_offset"),
+    sa.Index("ix_user_start", "user", "start_time"),
+    sa.Index("ix_account_start", "account", "start_time"),
+    sa.Index("ix_partition", "partition"),
+    sa.Index("ix_start", "start_time"),
+    sa.Index("ix_end", "end_time"),
+    sa.Index("ix_status", "status"),
+)
+
+version_table = sa.Table(
+    "schema_version",
+    metadata,
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+
+def _m1_create(conn: sa.Connection) -> None:
+    """v0 -> v1: the job_records table with its query indexes.
+
+    When a v2 changes ``jobs``, first freeze the v1 definition inside this function (a copy of the
+    Table on a private MetaData), so a fresh database still goes v0 -> v1 -> v2 step by step.
+    """
+    jobs.create(conn)
+
+
+#: Ordered migrations; MIGRATIONS[i] upgrades from version i to i + 1.
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_m1_create]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def current_version(conn: sa.Connection) -> int:
+    """Schema version recorded in the database (0 for an empty database)."""
+    insp = sa.inspect(conn)
+    if not insp.has_table("schema_version"):
+        return 0
+    v = conn.execute(sa.select(sa.func.max(version_table.c.version))).scalar()
+    return int(v or 0)
+
+
+def migrate(engine: sa.Engine) -> int:
+    """Apply missing migrations; return the resulting version.
+
+    Raises:
+        RuntimeError: the database is newer than this code (downgrade refused; upgrade slurm-energy).
+    """
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # serialise concurrent first opens (two Epilogs creating the schema at once)
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(827364501)"))
+        v = current_version(conn)
+        if v > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"store schema version {v} is newer than this slurm-energy ({SCHEMA_VERSION}); "
+                "upgrade slurm-energy on this host"
+            )
+        if v == 0 and not sa.inspect(conn).has_table("schema_version"):
+            version_table.create(conn)
+        for i in range(v, SCHEMA_VERSION):
+            MIGRATIONS[i](conn)
+            conn.execute(version_table.insert().values(version=i + 1))
+    return SCHEMA_VERSION

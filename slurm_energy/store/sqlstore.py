@@ -1,0 +1,290 @@
+"""SQLAlchemy 2 store of JobRecords: SQLite (default, one file under the spool) or PostgreSQL.
+
+One row per job *attempt*, key (cluster, job_id, start_time); requeued attempts are separate rows.
+The full record JSON is stored; indexed copies of the query fields sit beside it (see schema.py).
+
+Interim records (status ``running``, put by the sampler every minute while the job runs) are
+special-cased so a job shows one row while running and one when done:
+
+* a running record replaces the running row of the same (cluster, job_id, restart_count) whose
+  start time is within :data:`SAME_ATTEMPT_S`; if that row came from another node, the two views
+  are merged (``merge_records``) and re-totalled (``finalise_record``) with the record's carbon facts;
+* a running record is ignored once a final row for that attempt exists (a late flush must not
+  overwrite the Epilog's record);
+* a final record deletes the attempt's running rows, then upserts on the key.
+
+Access control: see docs/STORE.md. With SQLite the file is created 0644 root-owned in a 0755
+directory: users can read the whole store with sqlite3 but cannot write it; jobenergy's filter to a
+user's own jobs is a convenience there, not a confidentiality boundary. Use PostgreSQL roles (and
+row-level security) where job energy per user must be private.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Iterable, Optional
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from slurm_energy.model import JobRecord, Status
+from slurm_energy.slurm.jobid import JobSpec, parse_jobid
+from slurm_energy.store import schema
+from slurm_energy.store.schema import jobs as T
+
+log = logging.getLogger(__name__)
+
+#: Interim node views whose start times differ by less than this are the same attempt, s.
+#: (Prologs of one allocation start within seconds; a reused job id is months apart.)
+SAME_ATTEMPT_S = 3600.0
+
+_INDEXED = (
+    "cluster", "job_id", "array_job_id", "array_task_id", "het_job_id", "het_job_offset",
+    "user", "uid", "account", "partition", "start_time", "end_time", "restart_count",
+    "it_kwh", "facility_kwh", "co2e_kg",
+)  # fmt: skip
+
+
+def _row(record: JobRecord) -> dict:
+    row = {k: getattr(record, k) for k in _INDEXED}
+    row["status"] = record.status.value if isinstance(record.status, Status) else str(record.status)
+    row["record_json"] = record.model_dump_json()
+    row["updated_at"] = time.time()
+    return row
+
+
+def spec_condition(spec: JobSpec):
+    """SQL condition for one job id form (same rule as :func:`slurm_energy.slurm.jobid.matches`)."""
+    if spec.array_tasks is not None:
+        return sa.and_(T.c.array_job_id == spec.job_id, T.c.array_task_id.in_(spec.array_tasks))
+    if spec.het_offset is not None:
+        return sa.and_(T.c.het_job_id == spec.job_id, T.c.het_job_offset == spec.het_offset)
+    return sa.or_(T.c.job_id == spec.job_id, T.c.array_job_id == spec.job_id, T.c.het_job_id == spec.job_id)
+
+
+class Store:
+    """Job records in a SQL database. Build with :func:`open_store`."""
+
+    def __init__(self, engine: sa.Engine, readonly: bool = False):
+        self.engine = engine
+        self.readonly = readonly
+
+    # -- writing ------------------------------------------------------------------------------
+    def put(self, record: JobRecord) -> None:
+        """Insert or replace one attempt (key cluster, job_id, start_time); see module docstring
+        for interim (``running``) records.
+
+        Raises:
+            PermissionError: the store was opened read-only.
+            sqlalchemy.exc.SQLAlchemyError: database errors (locked past the 30 s busy timeout, ...).
+        """
+        if self.readonly:
+            raise PermissionError("store opened read-only (jobenergy); only root's hooks write the store")
+        with self.engine.begin() as conn:
+            same_attempt = sa.and_(
+                T.c.cluster == record.cluster,
+                T.c.job_id == record.job_id,
+                T.c.restart_count == record.restart_count,
+                sa.func.abs(T.c.start_time - record.start_time) < SAME_ATTEMPT_S,
+            )
+            if record.status == Status.RUNNING:
+                done = conn.execute(
+                    sa.select(T.c.id).where(same_attempt, T.c.status != Status.RUNNING.value).limit(1)
+                ).first()
+                if done is not None:
+                    log.info("ignoring interim record for %s: final record already stored", record.job_id)
+                    return
+                olds = conn.execute(
+                    sa.select(T.c.id, T.c.record_json).where(same_attempt, T.c.status == Status.RUNNING.value)
+                ).all()
+                if olds:
+                    record = _merge_interim([JobRecord.model_validate_json(o.record_json) for o in olds], record)
+                    conn.execute(sa.delete(T).where(T.c.id.in_([o.id for o in olds])))
+            else:
+                conn.execute(sa.delete(T).where(same_attempt, T.c.status == Status.RUNNING.value))
+            row = _row(record)
+            ins = (pg_dialect.insert if conn.dialect.name == "postgresql" else sqlite_dialect.insert)(T)
+            ins = ins.values(**row).on_conflict_do_update(
+                index_elements=[T.c.cluster, T.c.job_id, T.c.start_time],
+                set_={k: ins.excluded[k] for k in row if k not in ("cluster", "job_id", "start_time")},
+            )
+            conn.execute(ins)
+
+    def put_many(self, records: Iterable[JobRecord], batch: int = 5000) -> int:
+        """Bulk insert final records (benchmarks, imports); no interim handling, no upsert.
+
+        Returns the number of rows inserted. Raises IntegrityError on a duplicate key.
+        """
+        if self.readonly:
+            raise PermissionError("store opened read-only")
+        n, buf = 0, []
+        with self.engine.begin() as conn:
+            for r in records:
+                buf.append(_row(r))
+                if len(buf) >= batch:
+                    conn.execute(sa.insert(T), buf)
+                    n += len(buf)
+                    buf = []
+            if buf:
+                conn.execute(sa.insert(T), buf)
+                n += len(buf)
+        return n
+
+    # -- reading ------------------------------------------------------------------------------
+    def get_job(self, job_id: str, *, cluster: Optional[str] = None) -> list[JobRecord]:
+        """All stored attempts matching one job id in any form (``715219``, ``715219_23``,
+        ``1234+0``, ``X.batch``; see :mod:`slurm_energy.slurm.jobid`), oldest first.
+
+        Raises ValueError for a malformed job id. Returns ``[]`` for an unknown one.
+        """
+        return self.query(jobs=[job_id], clusters=[cluster] if cluster else None)
+
+    def query(
+        self,
+        *,
+        jobs=None,
+        users=None,
+        accounts=None,
+        partitions=None,
+        states=None,
+        start: Optional[float] = None,
+        end: Optional[float] = None,
+        clusters=None,
+        uids=None,
+        limit: Optional[int] = None,
+    ) -> list[JobRecord]:
+        """Records matching every given filter (each a list; None = no filter), oldest first.
+
+        Args:
+            jobs: job ids in any form (str or :class:`JobSpec`); a record matches any of them.
+            users, accounts, partitions, clusters: exact names. uids: numeric user ids.
+            states: record statuses (``running``, ``complete``, ``partial``, ``failed``).
+            start, end: epoch s; like sacct, selects attempts that were running at some moment in
+                [start, end] (``end_time >= start`` and ``start_time <= end``).
+            limit: at most this many rows (the newest ones when set), still returned oldest first.
+        Raises:
+            ValueError: a malformed job id, or start > end (names both values).
+        """
+        if start is not None and end is not None and start > end:
+            raise ValueError(f"start={start} is after end={end}; swap them or widen the window")
+        q = sa.select(T.c.record_json)
+        conds = []
+        if jobs:
+            specs = [j if isinstance(j, JobSpec) else parse_jobid(j) for j in jobs]
+            conds.append(sa.or_(*[spec_condition(s) for s in specs]))
+        for col, vals in ((T.c.user, users), (T.c.account, accounts), (T.c.partition, partitions),
+                          (T.c.cluster, clusters), (T.c.uid, uids)):  # fmt: skip
+            if vals:
+                conds.append(col.in_(list(vals)))
+        if states:
+            conds.append(T.c.status.in_([str(getattr(s, "value", s)).lower() for s in states]))
+        if start is not None:
+            conds.append(T.c.end_time >= start)
+        if end is not None:
+            conds.append(T.c.start_time <= end)
+        if conds:
+            q = q.where(*conds)
+        if limit is not None:
+            q = q.order_by(T.c.start_time.desc(), T.c.id.desc()).limit(int(limit))
+        else:
+            q = q.order_by(T.c.start_time, T.c.id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).scalars().all()
+        out = [JobRecord.model_validate_json(r) for r in rows]
+        if limit is not None:
+            out.reverse()
+        return out
+
+    def count(self) -> int:
+        """Number of stored attempts."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(T)).scalar())
+
+    def close(self) -> None:
+        """Dispose the connection pool."""
+        self.engine.dispose()
+
+
+def _merge_interim(olds: list[JobRecord], new: JobRecord) -> JobRecord:
+    """Union interim node views of one running attempt and re-total them."""
+    from slurm_energy.accounting.formulas import finalise_record
+    from slurm_energy.accounting.merge import merge_records
+
+    parts = [o for o in olds if o.restart_count == new.restart_count] + [new]
+    merged = merge_records(parts)
+    merged = finalise_record(merged, new.carbon)
+    return merged.model_copy(update={"status": Status.RUNNING})
+
+
+def _prepare_sqlite_file(url: sa.URL, readonly: bool) -> None:
+    db = url.database
+    if not db or db == ":memory:" or readonly:
+        return
+    p = Path(db)
+    if not p.parent.exists():
+        p.parent.mkdir(parents=True, mode=0o755)
+    if not p.exists():
+        # created here so the mode is exact: root writes, everyone reads (see module docstring)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.close(fd)
+        os.chmod(p, 0o644)
+
+
+def open_store(url: str, *, readonly: bool = False, migrate: bool = True) -> Store:
+    """Open (and create or migrate) the store at a SQLAlchemy URL.
+
+    Args:
+        url: ``sqlite:////var/spool/slurm-energy/store.db`` (default site layout; the file is created
+            0644) or ``postgresql+psycopg://user:pw@host:5432/db``.
+        readonly: open for reading only (jobenergy as an ordinary user): SQLite is opened with
+            ``mode=ro``; no migration is attempted, and :meth:`Store.put` raises PermissionError.
+        migrate: apply missing schema migrations (see :mod:`slurm_energy.store.schema`).
+
+    Returns:
+        A :class:`Store`.
+
+    Raises:
+        ValueError: the URL is not sqlite or postgresql, or cannot be parsed (names the URL and the fix).
+        RuntimeError: the schema is newer than this code, or a read-only store has no schema yet.
+    """
+    try:
+        u = sa.make_url(url)
+    except Exception as e:  # sqlalchemy.exc.ArgumentError
+        raise ValueError(
+            f"store URL {url!r} cannot be parsed ({e}); use sqlite:////abs/path/store.db or "
+            "postgresql+psycopg://user:password@host:port/dbname"
+        ) from e
+    backend = u.get_backend_name()
+    if backend == "sqlite":
+        _prepare_sqlite_file(u, readonly)
+        if readonly and u.database and u.database != ":memory:":
+            if not Path(u.database).exists():
+                raise RuntimeError(f"store {u.database} does not exist yet (no job has been recorded)")
+            engine = sa.create_engine(
+                f"sqlite:///file:{u.database}?mode=ro&uri=true", connect_args={"timeout": 30}
+            )
+        else:
+            engine = sa.create_engine(u, connect_args={"timeout": 30})
+    elif backend == "postgresql":
+        if u.get_driver_name() in ("psycopg2", "default") and u.drivername == "postgresql":
+            u = u.set(drivername="postgresql+psycopg")  # psycopg 3 is the dependency we ship
+        engine = sa.create_engine(u, pool_pre_ping=True)
+    else:
+        raise ValueError(
+            f"store URL {url!r}: backend {backend!r} is not supported; use sqlite:////abs/path/store.db "
+            "or postgresql+psycopg://..."
+        )
+    if readonly or not migrate:
+        with engine.connect() as conn:
+            v = schema.current_version(conn)
+        if v == 0:
+            raise RuntimeError(f"store {u.render_as_string(hide_password=True)} has no schema yet (no job recorded)")
+        if v > schema.SCHEMA_VERSION:
+            raise RuntimeError(f"store schema version {v} is newer than this slurm-energy ({schema.SCHEMA_VERSION})")
+    else:
+        schema.migrate(engine)
+    return Store(engine, readonly=readonly)
