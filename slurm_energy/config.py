@@ -95,13 +95,13 @@ class Location(_Strict):
         if not re.fullmatch(r"[A-Z]{2}|[A-Z]{3}", c):
             raise ValueError("must be an ISO 3166 country code, alpha-2 (FR) or alpha-3 (FRA)")
         try:
-            known = _tables.is_known_country(c)
+            row = _tables.lookup_country(c)
         except FileNotFoundError:  # table not built yet: format check only
-            known = True
-        if not known:
+            return c
+        if row is None:
             raise ValueError("is not a country in the bundled intensity table; use an ISO 3166 "
                              "alpha-2/alpha-3 code, or give carbon_intensity explicitly")
-        return c
+        return row.iso_alpha2  # one spelling (alpha-2) for look-ups and hourly zone names
 
 
 class Datacenter(_Strict):
@@ -323,12 +323,12 @@ class SiteConfig(_Strict):
             return _from_location(dc.location, f"datacenter {dc_name} location", dc.basis)
         if self.location is not None:
             return _from_location(self.location, "site location", "")
-        if self.geolocation.enabled and not offline:
+        if self.geolocation.enabled:
             from slurm_energy.carbon import geo
 
             res = geo.locate(node or _hostname(), url=self.geolocation.url,
                              timeout_s=self.geolocation.timeout_s,
-                             cache_dir=self.paths.geo_cache_dir)
+                             cache_dir=self.paths.geo_cache_dir, offline=offline)
             if res.country:
                 row = _tables.lookup_country(res.country)
                 if row is not None:
@@ -336,9 +336,7 @@ class SiteConfig(_Strict):
                             "ci_source": f"geolocation ({res.how}) country {res.country}: {row.describe()}"}
                 why = f"geolocated country {res.country!r} is not in the bundled table"
             else:
-                why = f"geolocation failed: {res.error}"
-        elif self.geolocation.enabled:
-            why = "geolocation enabled but offline"
+                why = f"geolocation gave no country ({res.error})"
         else:
             why = "no datacenter, site location or geolocation configured"
         return {"ci_g_per_kwh": _tables.WORLD_AVERAGE_G_PER_KWH, "ci_basis": "", "ci_year": 2019,

@@ -1,0 +1,200 @@
+"""Hourly carbon intensity: admin-supplied CSV per grid zone, and CO2e summed hour by hour.
+
+Input CSV (what an admin syncs, e.g. from their grid operator): a header, then one row per hour::
+
+    timestamp,gco2e_per_kwh
+    2026-11-30T10:00:00Z,212.5
+    2026-11-30T11:00:00+00:00,198
+
+* ``timestamp``: ISO 8601 with an explicit UTC offset (``Z`` or ``+HH:MM``; converted to UTC),
+  on the hour. A naive timestamp is rejected (it is ambiguous across DST changes).
+* intensity column: ``gco2e_per_kwh`` (aliases ``g_per_kwh``, ``carbon_intensity``), in
+  gCO2e/kWh, 0..2000.
+
+Storage (``slurm-energy ci-import FILE --zone Z``): ``<paths.hourly_ci_dir>/<Z>.csv``, default
+``/var/spool/slurm-energy/carbon-intensity/<Z>.csv``, normalized to ``hour_utc,g_per_kwh`` sorted by
+hour, merged with what was there (re-imported hours replace old ones), written atomically.
+
+Keys everywhere are UTC hour strings ``YYYY-MM-DDTHH:00:00Z`` (:func:`hour_key`), the same keys as
+:attr:`slurm_energy.model.NodeSummary.hourly_energy_j`. The site's local time zone plays no part,
+so DST changes cannot double or drop an hour.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import tempfile
+from datetime import datetime, timezone
+from typing import Optional
+
+from slurm_energy.carbon.units import to_g_per_kwh
+
+_TS_COLS = ("timestamp", "hour_utc", "datetime", "time")
+_CI_COLS = ("gco2e_per_kwh", "g_per_kwh", "carbon_intensity")
+_ZONE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.-]{0,63}")
+
+
+class HourlyDataError(ValueError):
+    """Bad hourly-intensity data; the message names the file, line, value and fix."""
+
+
+def hour_key(t: float) -> str:
+    """UTC hour containing epoch second ``t``: ``"2026-11-30T10:00:00Z"``."""
+    return datetime.fromtimestamp(math.floor(t / 3600.0) * 3600, tz=timezone.utc).strftime("%Y-%m-%dT%H:00:00Z")
+
+
+def split_interval_by_hour(t0: float, t1: float, energy: float) -> dict[str, float]:
+    """Spread ``energy`` used uniformly over ``[t0, t1]`` (epoch s) onto UTC hours.
+
+    Returns ``{hour_key: share}``; shares sum to ``energy`` (same unit, e.g. J). ``t1 == t0`` puts
+    it all in ``t0``'s hour. :raises ValueError: ``t1 < t0``.
+    """
+    if t1 < t0:
+        raise ValueError(f"t1 ({t1}) is before t0 ({t0}); sample times must increase")
+    if t1 == t0:
+        return {hour_key(t0): energy}
+    out: dict[str, float] = {}
+    a = t0
+    while a < t1:
+        b = min(t1, (math.floor(a / 3600.0) + 1) * 3600.0)
+        k = hour_key(a)
+        out[k] = out.get(k, 0.0) + energy * (b - a) / (t1 - t0)
+        a = b
+    return out
+
+
+def facility_kwh_by_hour(hourly_it_j: dict[str, float], pue: float) -> dict[str, float]:
+    """IT energy per hour (J) -> facility energy per hour (kWh): ``J / 3.6e6 x PUE``."""
+    return {h: j / 3.6e6 * pue for h, j in hourly_it_j.items()}
+
+
+def co2e_kg_hourly(hourly_facility_kwh: dict[str, float], intensity: dict[str, float], alpha: float,
+                   *, fallback_g_per_kwh: Optional[float] = None) -> float:
+    """CO2e (kg) = sum over hours h of facility_kWh[h] x CI[h] (gCO2e/kWh) x alpha / 1000.
+
+    :param hourly_facility_kwh: ``{hour_key: facility kWh}`` (PUE already applied, once).
+    :param intensity: ``{hour_key: gCO2e/kWh}``.
+    :param alpha: fraction counted, [0, 1].
+    :param fallback_g_per_kwh: used for hours missing from ``intensity``; None -> those hours raise.
+    :raises KeyError: an hour has energy but no intensity and no fallback (message lists them).
+    """
+    missing = [h for h in hourly_facility_kwh if h not in intensity]
+    if missing and fallback_g_per_kwh is None:
+        raise KeyError(f"no hourly intensity for {len(missing)} hour(s) of the job, first "
+                       f"{sorted(missing)[0]}; import them with 'slurm-energy ci-import' or pass a fallback")
+    total_g = 0.0
+    for h, kwh in hourly_facility_kwh.items():
+        ci = intensity.get(h, fallback_g_per_kwh)
+        total_g += kwh * ci
+    return total_g * alpha / 1000.0
+
+
+def _parse_ts(raw: str, where: str) -> str:
+    s = raw.strip()
+    try:
+        dt = datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s)
+    except ValueError:
+        raise HourlyDataError(f"{where}: timestamp {raw!r} is not ISO 8601; write e.g. 2026-11-30T10:00:00Z") from None
+    if dt.tzinfo is None:
+        raise HourlyDataError(f"{where}: timestamp {raw!r} has no UTC offset; append 'Z' if it is UTC")
+    dt = dt.astimezone(timezone.utc)
+    if dt.minute or dt.second or dt.microsecond:
+        raise HourlyDataError(f"{where}: timestamp {raw!r} is not on the hour; give one value per UTC hour")
+    return dt.strftime("%Y-%m-%dT%H:00:00Z")
+
+
+def load_hourly_csv(path: "str | os.PathLike") -> dict[str, float]:
+    """Read and validate an hourly-intensity CSV (format in the module docstring).
+
+    :returns: ``{hour_key UTC: gCO2e/kWh}``.
+    :raises HourlyDataError: missing columns, bad/naive/off-hour timestamp, duplicate hour,
+        non-numeric or out-of-range (<0, >2000 gCO2e/kWh) intensity, or no rows. Messages name file
+        and line.
+    """
+    p = os.fspath(path)
+    out: dict[str, float] = {}
+    try:
+        fh = open(p, newline="", encoding="utf-8")
+    except OSError as e:
+        raise HourlyDataError(f"{p}: cannot read ({e.strerror})") from None
+    with fh:
+        rd = csv.DictReader(fh)
+        cols = {c.strip().lower(): c for c in (rd.fieldnames or [])}
+        ts_col = next((cols[c] for c in _TS_COLS if c in cols), None)
+        ci_col = next((cols[c] for c in _CI_COLS if c in cols), None)
+        if ts_col is None or ci_col is None:
+            raise HourlyDataError(f"{p}: header {rd.fieldnames!r} lacks a timestamp column ({'/'.join(_TS_COLS)}) "
+                                  f"or an intensity column ({'/'.join(_CI_COLS)}, gCO2e/kWh)")
+        for i, row in enumerate(rd, start=2):
+            where = f"{p} line {i}"
+            h = _parse_ts(row.get(ts_col) or "", where)
+            try:
+                v = to_g_per_kwh(row.get(ci_col), "gCO2e/kWh", field=f"{where} {ci_col}")
+            except ValueError as e:
+                raise HourlyDataError(str(e)) from None
+            if h in out:
+                raise HourlyDataError(f"{where}: hour {h} appears twice; keep one value per UTC hour")
+            out[h] = v
+    if not out:
+        raise HourlyDataError(f"{p}: no data rows")
+    return out
+
+
+def check_zone(zone: str) -> str:
+    """Validate a zone name used as a file name (``FR``, ``US-CA``, ``gcp:europe-west1``).
+
+    :raises HourlyDataError: empty, path separators, or other characters.
+    """
+    if not isinstance(zone, str) or not _ZONE_RE.fullmatch(zone):
+        raise HourlyDataError(f"zone {zone!r}: use letters, digits and ':_.-' only (e.g. FR, US-CA), "
+                              f"the same name as location.region or location.country in site.yaml")
+    return zone
+
+
+def zone_path(store_dir: str, zone: str) -> str:
+    """Stored file of ``zone`` under ``store_dir``."""
+    return os.path.join(store_dir, check_zone(zone).replace(":", "_") + ".csv")
+
+
+def write_zone(store_dir: str, zone: str, data: dict[str, float]) -> str:
+    """Write ``{hour: g/kWh}`` as the zone's stored file (atomic replace). Returns its path."""
+    os.makedirs(store_dir, exist_ok=True)
+    dest = zone_path(store_dir, zone)
+    fd, tmp = tempfile.mkstemp(dir=store_dir, prefix=".ci-")
+    with os.fdopen(fd, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["hour_utc", "g_per_kwh"])
+        for h in sorted(data):
+            w.writerow([h, repr(float(data[h]))])
+    os.replace(tmp, dest)
+    return dest
+
+
+def load_zone(store_dir: str, zone: str) -> Optional[dict[str, float]]:
+    """Stored hourly intensity of ``zone`` (``{hour: gCO2e/kWh}``), or None if never imported.
+
+    :raises HourlyDataError: the stored file exists but is invalid.
+    """
+    try:
+        p = zone_path(store_dir, zone)
+    except HourlyDataError:
+        return None
+    if not os.path.exists(p):
+        return None
+    return load_hourly_csv(p)
+
+
+def import_hourly_csv(src: "str | os.PathLike", zone: str, store_dir: str) -> tuple[int, int, str]:
+    """Validate ``src`` and merge it into ``zone``'s stored file.
+
+    :returns: ``(rows imported, rows now stored, stored path)``.
+    :raises HourlyDataError: invalid source (nothing is written) or bad zone name.
+    """
+    check_zone(zone)
+    new = load_hourly_csv(src)
+    merged = dict(load_zone(store_dir, zone) or {})
+    merged.update(new)
+    return len(new), len(merged), write_zone(store_dir, zone, merged)

@@ -1,0 +1,87 @@
+"""``slurm-energy check-config [FILE]`` and ``slurm-energy ci-import FILE --zone Z``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    """Add ``check-config`` and ``ci-import`` to the ``slurm-energy`` sub-command parsers."""
+    p = subparsers.add_parser("check-config", help="validate site.yaml and print the resolved values per partition")
+    p.add_argument("file", nargs="?", default=None,
+                   help="site config (default: $SLURM_ENERGY_CONFIG, else /etc/slurm-energy/site.yaml)")
+    p.add_argument("--partition", action="append", default=[],
+                   help="also resolve this partition (repeatable); configured partitions are always shown")
+    p.add_argument("--offline", action="store_true", help="no network access (no geolocation request)")
+    p.set_defaults(func=cmd_check_config)
+
+    q = subparsers.add_parser("ci-import", help="validate an hourly carbon-intensity CSV and store it for a zone")
+    q.add_argument("file", help="CSV: timestamp (ISO 8601 with offset, on the hour), gco2e_per_kwh")
+    q.add_argument("--zone", required=True, help="grid zone: the location.region or location.country it applies to")
+    q.add_argument("--config", default=None, help="site config (for paths.hourly_ci_dir)")
+    q.set_defaults(func=cmd_ci_import)
+
+
+def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
+    out = [f"config: {cfg.source_path or '(none found: documented defaults)'}",
+           f"cluster_name: {cfg.cluster_name!r}  timezone: {cfg.timezone}",
+           f"sampling.interval_s: {cfg.sampling.interval_s:g} s  attribution.policy: {cfg.attribution.policy}",
+           f"paths: spool={cfg.paths.spool_dir} results={cfg.paths.results_dir} store={cfg.paths.store_url} "
+           f"hourly_ci={cfg.paths.hourly_ci_dir}",
+           f"hardware: cpu_w_per_core={cfg.hardware.cpu_w_per_core:g} W ram_w_per_gb={cfg.hardware.ram_w_per_gb:g} W/GB "
+           f"gpu_fallback_w={cfg.hardware.gpu_fallback_w}",
+           f"geolocation: {'enabled' if cfg.geolocation.enabled else 'disabled'}"
+           f"{' (offline)' if offline or cfg.offline else ''}"]
+    if cfg.defaults_used:
+        out.append(f"defaults used for: {', '.join(cfg.defaults_used)}")
+    names = []
+    for dc in cfg.datacenters.values():
+        names += [p for p in dc.partitions if p not in names]
+    names += [p for p in partitions if p not in names]
+    rows = [(p, cfg.carbon_for(partition=p, offline=True if offline else None)) for p in names]
+    rows.append(("(any other)", cfg.carbon_for(offline=True if offline else None)))
+    for name, f in rows:
+        hourly = cfg.hourly_zones_for(f)
+        out.append(f"partition {name}: datacenter={f.datacenter or '-'}")
+        out.append(f"  PUE {f.pue:g}  [{f.pue_source}]")
+        out.append(f"  carbon intensity {f.ci_g_per_kwh:g} gCO2e/kWh basis={f.ci_basis or '?'} "
+                   f"year={f.ci_year or '?'}  [{f.ci_source}]")
+        out.append(f"  alpha {f.alpha:g}  [{f.alpha_source}]")
+        if hourly:
+            out.append(f"  hourly intensity zones looked up: {', '.join(hourly)}")
+        if f.defaults_used:
+            out.append(f"  DEFAULTS: {', '.join(f.defaults_used)}")
+    return out
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    """Validate and print the resolved facts; exit 1 with the error text on a bad config."""
+    from slurm_energy.config import ConfigError, load_site_config
+
+    try:
+        cfg = load_site_config(args.file)
+    except ConfigError as e:
+        print(f"invalid site config:\n{e}", file=sys.stderr)
+        return 1
+    print("\n".join(_resolved_lines(cfg, args.partition, args.offline)))
+    print("OK")
+    return 0
+
+
+def cmd_ci_import(args: argparse.Namespace) -> int:
+    """Validate FILE and merge it into ``<paths.hourly_ci_dir>/<zone>.csv``; exit 1 on bad data."""
+    from slurm_energy.carbon.hourly import HourlyDataError, import_hourly_csv
+    from slurm_energy.config import ConfigError, load_site_config
+
+    try:
+        cfg = load_site_config(args.config)
+        n_new, n_all, path = import_hourly_csv(args.file, args.zone, cfg.paths.hourly_ci_dir)
+    except (ConfigError, HourlyDataError) as e:
+        print(f"ci-import failed:\n{e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"ci-import failed: cannot write under {cfg.paths.hourly_ci_dir}: {e.strerror}", file=sys.stderr)
+        return 1
+    print(f"imported {n_new} hours for zone {args.zone}; {n_all} hours stored in {path}")
+    return 0
