@@ -1,0 +1,1 @@
+"""Report templates (jinja2), installed as package data of ``slurm_energy.templates``."""
