@@ -1,0 +1,112 @@
+"""The method's formulas, as pure functions, and the one place PUE, CI and alpha are applied.
+
+    E_IT       = sum_i n_i x u_i x P_i x t_i      over device classes i in {CPU, GPU, RAM}
+    E_facility = E_IT x PUE
+    CO2e       = E_facility x CI x alpha
+
+n_i: device count; u_i: utilisation in [0, 1]; P_i: average (or rated) power per device, W;
+t_i: running time, s. CI: grid carbon intensity, gCO2e/kWh; alpha: datacenter carbon offset factor
+(1.0 = no offset). PUE: datacenter power usage effectiveness (facility / IT energy), >= 1.
+The measured path replaces n_i u_i P_i t_i by the job's attributed share of counter or integrated
+power energy; the sum, PUE, CI and alpha are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from slurm_energy.model import DEVICE_CLASSES, CarbonFacts, JobRecord, Method, Status, worst_method
+
+J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
+
+
+def class_energy_j(n: float, u: float, p_w: float, t_s: float) -> float:
+    """n x u x P x t for one device class, in J (W x s). Raises ValueError on negative inputs or u > 1."""
+    if n < 0 or p_w < 0 or t_s < 0 or not 0 <= u <= 1:
+        raise ValueError(f"need n >= 0, 0 <= u <= 1, P >= 0 W, t >= 0 s; got n={n}, u={u}, P={p_w}, t={t_s}")
+    return n * u * p_w * t_s
+
+
+def it_energy_j(terms: Iterable[tuple[float, float, float, float]]) -> float:
+    """E_IT = sum n_i u_i P_i t_i over ``terms`` = [(n, u, P_W, t_s), ...], in J."""
+    return sum(class_energy_j(*t) for t in terms)
+
+
+def j_to_kwh(j: Optional[float]) -> Optional[float]:
+    """J -> kWh (None stays None: unmeasured is not 0)."""
+    return None if j is None else j / J_PER_KWH
+
+
+def facility_kwh(it_kwh: float, pue: float) -> float:
+    """E_facility = E_IT x PUE, kWh. Raises ValueError if PUE < 1 (a PUE below 1 is not physical)."""
+    if pue < 1:
+        raise ValueError(f"PUE must be >= 1, got {pue}: fix datacenters.<name>.pue in the site config")
+    return it_kwh * pue
+
+
+def co2e_kg(facility_kwh_: float, ci_g_per_kwh: float, alpha: float = 1.0) -> float:
+    """CO2e = E_facility (kWh) x CI (gCO2e/kWh) x alpha / 1000, in kgCO2e."""
+    if ci_g_per_kwh < 0 or alpha < 0:
+        raise ValueError(f"carbon intensity and alpha must be >= 0, got CI={ci_g_per_kwh}, alpha={alpha}")
+    return facility_kwh_ * ci_g_per_kwh * alpha / 1000.0
+
+
+def _sum_known(values: list[Optional[float]]) -> Optional[float]:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[dict[str, float]] = None) -> JobRecord:
+    """Fill a merged record's totals once: per-class IT energy, facility kWh, kgCO2e.
+
+    Args:
+        record: merged JobRecord (nodes filled; totals ignored and recomputed).
+        carbon: PUE, CI, alpha and their sources (from the site config's resolution).
+        hourly_ci: optional {ISO hour UTC: gCO2e/kWh}; when it covers every hour with energy, CO2e is
+            sum over hours of facility energy in that hour x that hour's CI x alpha.
+    Returns:
+        A new JobRecord (the input is not modified). A class whose every device is unmeasured has
+        energy None; a class with some unmeasured devices sums the measured ones and sets
+        ``coverage_complete`` False. Classes with no device on any node (e.g. no GPU allocated) are
+        absent from ``energy_it_j``.
+    """
+    rec = record.model_copy(deep=True)
+    per_class: dict[str, list[Optional[float]]] = {}
+    per_class_dev: dict[str, list[Optional[float]]] = {}
+    methods: dict[str, list[Method]] = {}
+    complete = True
+    for node in rec.nodes:
+        for d in node.devices:
+            per_class.setdefault(d.device_class, []).append(d.energy_j)
+            per_class_dev.setdefault(d.device_class, []).append(d.device_energy_j)
+            methods.setdefault(d.device_class, []).append(d.method)
+            if d.energy_j is None or d.coverage < 0.999:
+                complete = False
+    order = [c for c in DEVICE_CLASSES if c in per_class] + sorted(set(per_class) - set(DEVICE_CLASSES))
+    rec.energy_it_j = {c: _sum_known(per_class[c]) for c in order}
+    rec.device_energy_j = {c: _sum_known(per_class_dev[c]) for c in order}
+    rec.methods = {c: worst_method(methods[c]) for c in order}
+    rec.coverage_complete = complete and bool(rec.nodes)
+    it_j = _sum_known(list(rec.energy_it_j.values()))
+    rec.carbon = carbon
+    if it_j is None:
+        rec.it_kwh = rec.facility_kwh = rec.co2e_kg = None
+    else:
+        rec.it_kwh = it_j / J_PER_KWH
+        rec.facility_kwh = facility_kwh(rec.it_kwh, carbon.pue)
+        rec.co2e_kg = co2e_kg(rec.facility_kwh, carbon.ci_g_per_kwh, carbon.alpha)
+        hourly = _hourly_it_j(rec)
+        if hourly_ci and hourly and all(h in hourly_ci for h in hourly):
+            rec.co2e_kg = sum(e / J_PER_KWH * carbon.pue * hourly_ci[h] * carbon.alpha / 1000.0 for h, e in hourly.items())
+            rec.carbon = carbon.model_copy(update={"hourly": True})
+    if rec.status == Status.COMPLETE and not rec.nodes:
+        rec.status = Status.PARTIAL
+    return rec
+
+
+def _hourly_it_j(rec: JobRecord) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for node in rec.nodes:
+        for h, e in node.hourly_energy_j.items():
+            out[h] = out.get(h, 0.0) + e
+    return out

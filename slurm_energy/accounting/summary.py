@@ -1,0 +1,283 @@
+"""Sample rows -> one node's :class:`~slurm_energy.model.NodeSummary` (pure; no files, no Slurm).
+
+For every device in the sample rows:
+
+1. its whole energy per interval, by its readings' method (:func:`integrate.series_from_readings`);
+2. the job's share per interval (:mod:`attribution`): CPU by the job's CPU-time delta / the node's
+   busy CPU-time delta; RAM by the job's memory / the node's used memory; a GPU allocated to the job
+   is the job's (share 1) unless NVML per-process utilisation says it is shared; a MIG slice gets the
+   parent's energy x slice fraction (flag ``mig_fraction:<f>`` on its readings);
+3. job energy = sum_k energy_k x share_k; device energy = sum_k energy_k; coverage = seconds with a
+   job energy / the node's elapsed time.
+
+Per-class statistics (mean and variance of attributed power and of utilisation, time-weighted),
+a power trace for the report and the job's energy per UTC hour (for hourly carbon intensity) come
+from the same intervals.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Iterable, Optional
+
+from slurm_energy.accounting import attribution
+from slurm_energy.accounting.integrate import Interval, series_from_readings
+from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
+from slurm_energy.sampling.readers.base import DeviceStatic, Reading
+
+_METHOD_OF = {"counter": Method.COUNTER, "power_integration": Method.POWER_INTEGRATION,
+              "tdp_estimate": Method.TDP_ESTIMATE, "unavailable": Method.UNAVAILABLE}
+
+
+def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
+    """Cumulative job CPU time per row: 0 before the cgroup is first seen (the job had just
+    started), carried forward after it is gone (the job has ended)."""
+    out: list[Optional[float]] = []
+    last: Optional[float] = None
+    seen = False
+    for r in rows:
+        v = (r.get("job") or {}).get("cpu_time_s")
+        if v is not None:
+            seen = True
+            last = v if last is None else max(last, v)
+        out.append(last if seen else 0.0)
+    return out
+
+
+def _hour_key(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:00:00Z")
+
+
+def split_by_hour(t0: float, t1: float, energy_j: float) -> dict[str, float]:
+    """Split an interval's energy (J) over the UTC hours it spans, in proportion to time.
+
+    Returns {"YYYY-MM-DDTHH:00:00Z": J}; a zero-length interval goes wholly to t1's hour.
+    """
+    if t1 <= t0:
+        return {_hour_key(t1): energy_j}
+    out: dict[str, float] = {}
+    a = t0
+    while a < t1:
+        b = min(t1, (a // 3600 + 1) * 3600)
+        out[_hour_key(a)] = out.get(_hour_key(a), 0.0) + energy_j * (b - a) / (t1 - t0)
+        a = b
+    return out
+
+
+def _weighted_stats(values: Iterable[tuple[float, float]]) -> tuple[Optional[float], Optional[float]]:
+    """Time-weighted mean and variance of [(value, weight_s)]; (None, None) if no weight."""
+    vals = [(v, w) for v, w in values if v is not None and w > 0]
+    wsum = sum(w for _, w in vals)
+    if wsum <= 0:
+        return None, None
+    mean = sum(v * w for v, w in vals) / wsum
+    var = sum(w * (v - mean) ** 2 for v, w in vals) / wsum
+    return mean, var
+
+
+def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: float, end_time: float,
+                   statics: list[DeviceStatic] = (), cpus_alloc: Optional[int] = None, policy: str = "shared",
+                   interval_s: float = 5.0, status: Status = Status.COMPLETE,
+                   errors: Optional[list[str]] = None) -> NodeSummary:
+    """Build a node summary from sample rows (see :mod:`slurm_energy.sampling.samplefile`).
+
+    Args:
+        rows: sample rows in time order (Prolog start, samples, final, Epilog reading).
+        job_id, node: identify the summary.
+        start_time, end_time: the job's span on this node, epoch s (Prolog and Epilog times).
+        statics: device inventory (model names, rated power) for the report.
+        cpus_alloc: CPUs allocated to the job on this node (for the CPU utilisation u_cpu).
+        policy: attribution policy (``shared``, ``exclusive_whole_node``, ``utilisation_weighted``).
+    Returns:
+        NodeSummary; a device never read gets method ``unavailable`` and energy None.
+    Raises:
+        ValueError: unknown policy.
+    """
+    if policy not in attribution.POLICIES:
+        raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
+    rows = sorted(rows, key=lambda r: r["t"])
+    elapsed = max(0.0, end_time - start_time)
+    times = [r["t"] for r in rows]
+    job_cpu = _job_cpu_at(rows)
+    node_busy = [(r.get("node") or {}).get("cpu_busy_s") for r in rows]
+    node_mem = [(r.get("node") or {}).get("mem_used_bytes") for r in rows]
+    job_mem = [(r.get("job") or {}).get("mem_bytes") for r in rows]
+    job_pids: set[int] = set()
+    for r in rows:
+        job_pids.update((r.get("job") or {}).get("pids") or [])
+    row_index = {t: i for i, t in enumerate(times)}
+    static_by_id = {s.device_id: s for s in statics}
+
+    # device_id -> [(t, Reading)]
+    per_device: dict[str, list[tuple[float, Reading]]] = {}
+    for r in rows:
+        for d in r.get("readings") or []:
+            rd = Reading.from_dict(d)
+            per_device.setdefault(rd.device_id, []).append((r["t"], rd))
+
+    devices: list[DeviceEnergy] = []
+    trace: dict[float, list[Optional[float]]] = {}
+    hourly: dict[str, float] = {}
+    cls_col = {"cpu": 1, "gpu": 2, "ram": 3}
+    for dev_id, samples in sorted(per_device.items()):
+        cls = samples[-1][1].device_class
+        whole = series_from_readings(samples)
+        shares: list[Optional[float]] = []
+        flags = set(whole.flags)
+        for iv in whole.intervals:
+            i0, i1 = row_index.get(iv.t0), row_index.get(iv.t1)
+            shares.append(_share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids,
+                                 _reading_at(samples, iv.t1), flags))
+        mig = _mig_fraction(samples)
+        if mig is not None:
+            shares = [None if s is None else s * mig for s in shares]
+            flags.add(f"mig_fraction:{mig:.4g}")
+        st = static_by_id.get(dev_id)
+        methods = {_METHOD_OF.get(rd.method, Method.UNAVAILABLE) for _, rd in samples}
+        if policy == "utilisation_weighted":
+            job = _utilisation_weighted(cls, whole, st, rows, row_index, job_cpu, job_mem, samples, cpus_alloc)
+            methods = {Method.TDP_ESTIMATE} if job.total_j is not None else methods
+        else:
+            job = attribution.attribute_series(whole, shares, policy) if whole.intervals else whole
+        job_total = job.total_j
+        method = worst_method(methods) if job_total is not None else Method.UNAVAILABLE
+        known = methods - {Method.UNAVAILABLE}
+        if job_total is None and elapsed == 0 and known:  # zero-length job: 0 J, no division by 0
+            job_total, method = 0.0, worst_method(known)
+        # statistics over intervals: attributed power and utilisation
+        p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals
+                                  if iv.energy_j is not None and iv.duration_s > 0)
+        utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, samples, cpus_alloc)
+        u_stats = _weighted_stats((u, iv.duration_s) for u, iv in zip(utils, whole.intervals))
+        for iv in job.intervals:
+            if iv.energy_j is None:
+                continue
+            for h, e in split_by_hour(iv.t0, iv.t1, iv.energy_j).items():
+                hourly[h] = hourly.get(h, 0.0) + e
+            if iv.duration_s > 0:
+                row = trace.setdefault(iv.t1, [iv.t1, None, None, None])
+                c = cls_col.get(cls)
+                if c:
+                    row[c] = (row[c] or 0.0) + iv.energy_j / iv.duration_s
+        coverage = 1.0 if elapsed == 0 else min(1.0, job.measured_s / elapsed)
+        devices.append(DeviceEnergy(
+            device_class=cls, device_id=dev_id, node=node, model=st.model if st else "",
+            count=st.count if st else 1, method=method, energy_j=job_total,
+            device_energy_j=whole.total_j, rated_power_w=st.rated_power_w if st else None,
+            mean_power_w=p_stats[0], var_power_w2=p_stats[1], mean_util=u_stats[0], var_util=u_stats[1],
+            duration_s=elapsed, coverage=coverage, wraps=whole.wraps, resets=whole.resets,
+            dropped_samples=whole.dropped, covers=_covers(cls, dev_id, method, policy, st),
+            flags=sorted(flags | set(job.flags)),
+        ))
+    cpu_times = [v for v in job_cpu if v is not None]
+    mems = [m for m in job_mem if m is not None]
+    max_mems = [(r.get("job") or {}).get("max_mem_bytes") for r in rows]
+    max_mems = [m for m in max_mems if m is not None]
+    src = next(((r.get("job") or {}).get("source") for r in reversed(rows) if (r.get("job") or {}).get("source")), "")
+    return NodeSummary(
+        node=node, job_id=job_id, start_time=start_time, end_time=end_time,
+        cpu_time_s=max(cpu_times) if src else None,
+        max_mem_bytes=max(max_mems + mems) if (max_mems or mems) else None,
+        mean_mem_bytes=sum(mems) / len(mems) if mems else None,
+        n_samples=len(rows), interval_s=interval_s, cpu_time_source=src, devices=devices,
+        power_trace=[trace[t] for t in sorted(trace)], hourly_energy_j=hourly,
+        status=status, errors=list(errors or []),
+    )
+
+
+def _reading_at(samples: list[tuple[float, Reading]], t: float) -> Optional[Reading]:
+    for ts, rd in samples:
+        if ts == t:
+            return rd
+    return None
+
+
+def _mig_fraction(samples: list[tuple[float, Reading]]) -> Optional[float]:
+    for _, rd in samples:
+        for f in rd.flags or []:
+            if isinstance(f, str) and f.startswith("mig_fraction:"):
+                try:
+                    return float(f.split(":", 1)[1])
+                except ValueError:
+                    return None
+    return None
+
+
+def _share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids, reading, flags) -> Optional[float]:
+    if i0 is None or i1 is None:
+        return None
+    if cls == "cpu":
+        jc = None if job_cpu[i1] is None or job_cpu[i0] is None else job_cpu[i1] - job_cpu[i0]
+        nb = None if node_busy[i1] is None or node_busy[i0] is None else node_busy[i1] - node_busy[i0]
+        s = attribution.cpu_share(jc, nb)
+        if s is None and jc == 0:
+            return 0.0
+        return s
+    if cls == "ram":
+        jm = job_mem[i1] if job_mem[i1] is not None else job_mem[i0]
+        if jm is None:
+            return 0.0 if job_cpu[i1] == job_cpu[i0] else None  # no memory seen and no CPU used: job not running
+        return attribution.ram_share(jm, node_mem[i1])
+    if cls == "gpu":
+        if reading is not None and reading.proc_util:
+            s = attribution.gpu_process_share(job_pids, {int(k): v for k, v in reading.proc_util.items()})
+            if s is not None:
+                flags.add("shared_gpu_by_process_util")
+                return s
+        return 1.0  # a GPU Slurm allocated to the job: the whole GPU is the job's
+    return None
+
+
+def _utilisation(cls, intervals: list[Interval], row_index, job_cpu, job_mem, rows, samples, cpus_alloc):
+    """The job's utilisation u in [0, 1] per interval (aligned with ``intervals``; None = unknown):
+    CPU = job CPU-time delta / (interval x allocated CPUs); RAM = job memory / node memory;
+    GPU = NVML utilisation of the device."""
+    out: list[Optional[float]] = []
+    for iv in intervals:
+        i0, i1 = row_index.get(iv.t0), row_index.get(iv.t1)
+        d = iv.duration_s
+        u = None
+        if i0 is not None and i1 is not None and d > 0:
+            if cls == "cpu":
+                n = cpus_alloc or (rows[i1].get("node") or {}).get("ncpu") or 1
+                if job_cpu[i1] is not None and job_cpu[i0] is not None:
+                    u = min(1.0, max(0.0, (job_cpu[i1] - job_cpu[i0]) / (d * n)))
+            elif cls == "ram":
+                tot = (rows[i1].get("node") or {}).get("mem_total_bytes")
+                if job_mem[i1] is not None and tot:
+                    u = job_mem[i1] / tot
+            else:
+                rd = _reading_at(samples, iv.t1)
+                if rd is not None and rd.util is not None:
+                    u = rd.util
+        out.append(u)
+    return out
+
+
+def _utilisation_weighted(cls, whole, st, rows, row_index, job_cpu, job_mem, samples, cpus_alloc):
+    """Policy ``utilisation_weighted``: per interval n x u x P x t with P the rated power (TDP) of
+    the job's part of the device; needs the device's rated power, else every interval is dropped."""
+    from slurm_energy.accounting.integrate import summarise_intervals
+
+    ivs = []
+    utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, samples, cpus_alloc)
+    for iv, u in zip(whole.intervals, utils):
+        p = st.rated_power_w if st else None
+        if cls == "cpu" and p is not None:
+            ncpu = (rows[row_index[iv.t1]].get("node") or {}).get("ncpu") or 1
+            p = p * min(1.0, (cpus_alloc or ncpu) / ncpu)  # rated power of the allocated CPUs
+        if u is None or p is None:
+            ivs.append(Interval(iv.t0, iv.t1, None, ["share_unknown"]))
+        else:
+            ivs.append(Interval(iv.t0, iv.t1, attribution.utilisation_weighted_j(1, u, p, iv.duration_s), []))
+    return summarise_intervals(ivs)
+
+
+def _covers(cls: str, dev_id: str, method: Method, policy: str, st: Optional[DeviceStatic]) -> str:
+    share = {"cpu": "job share by cgroup CPU time / node busy CPU time",
+             "ram": "job share by job memory / node used memory",
+             "gpu": "GPU allocated to the job (or share by per-process utilisation)"}.get(cls, "")
+    if policy == "exclusive_whole_node":
+        share = "whole device charged to the job (exclusive_whole_node)"
+    what = dev_id if not st or not st.model else f"{dev_id} ({st.model})"
+    return f"{what}; {method.value}; {share}"

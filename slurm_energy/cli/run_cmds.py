@@ -1,0 +1,218 @@
+"""`slurm-energy run -- CMD`, `slurm-energy attach PID`, `slurm-energy install`, `slurm-energy hook`.
+
+``run`` and ``attach`` use the same readers, sampler and accounting as the Slurm hooks, without
+Slurm: the job is a process tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from importlib import resources
+
+
+def register(sub) -> None:
+    """Add run, attach, install and hook sub-commands."""
+    p = sub.add_parser("run", help="measure a command (no Slurm needed): slurm-energy run -- CMD ...")
+    _common(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("attach", help="measure a running process tree until it exits (or Ctrl-C)")
+    _common(p)
+    p.add_argument("pid", type=int)
+    p.set_defaults(func=cmd_attach)
+
+    p = sub.add_parser("install", help="install the Slurm hooks and print the slurm.conf lines")
+    p.add_argument("--hooks-dir", default="/etc/slurm-energy/hooks", help="where to write prolog/epilog")
+    p.add_argument("--config", default="", help="site config the hooks use (default /etc/slurm-energy/site.yaml)")
+    p.add_argument("--print", dest="print_only", action="store_true", help="only print the slurm.conf lines")
+    p.set_defaults(func=cmd_install)
+
+    p = sub.add_parser("hook", help="run the Prolog/Epilog logic by hand (as slurmd would)")
+    p.add_argument("which", choices=["prolog", "epilog"])
+    p.set_defaults(func=lambda a: __import__("slurm_energy.slurm.hooks", fromlist=["x"]).main([a.which]))
+
+
+def _common(p) -> None:
+    p.add_argument("--config", help="site config YAML (default $SLURM_ENERGY_CONFIG or /etc/slurm-energy/site.yaml)")
+    p.add_argument("--interval", type=float, help="sampling interval, s (default: site config, 5 s)")
+    p.add_argument("--out", default=".", help="directory for energy-<id>.html/.csv (default .)")
+    p.add_argument("--partition", default="", help="partition/datacenter whose carbon facts apply")
+    p.add_argument("--no-report", action="store_true", help="print the summary only")
+
+
+def _load(args):
+    from slurm_energy.config import ConfigError, load_site_config
+
+    try:
+        return load_site_config(args.config)
+    except ConfigError as e:
+        print(f"slurm-energy: {e}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _measure(args, probe, wait_for_end, label: str):
+    """Sample ``probe`` until ``wait_for_end()`` returns; then summarise and report."""
+    from slurm_energy.accounting.summary import summarise_node
+    from slurm_energy.devices.info import collect_static
+    from slurm_energy.model import JobRecord
+    from slurm_energy.sampling.sampler import Sampler
+    from slurm_energy.sampling.samplefile import SampleWriter, read_samples
+    from slurm_energy.sampling.setup import build_readers
+    from slurm_energy.slurm.finalize import finalise
+
+    cfg = _load(args)
+    interval = args.interval or cfg.sampling.interval_s
+    readers, notes = build_readers(cfg, _visible_gpus())
+    statics = [d for r in readers for d in r.devices()]
+    tmp = tempfile.mkdtemp(prefix="slurm-energy-")
+    path = os.path.join(tmp, "samples.jsonl")
+    t0 = time.time()
+    s = Sampler(readers, probe, SampleWriter(path, fsync=False), interval_s=interval, gone_after_s=0.0)
+    th = threading.Thread(target=s.run, daemon=True)
+    th.start()
+    final_usage = wait_for_end()
+    if final_usage is not None:
+        s.last_usage = final_usage
+    s.stop()
+    th.join(10)
+    t1 = time.time()
+    rows = list(read_samples(path))
+    node = socket.gethostname().split(".")[0]
+    summary = summarise_node(rows, job_id=label, node=node, start_time=t0, end_time=t1, statics=statics,
+                             cpus_alloc=os.cpu_count(), policy=cfg.attribution.policy, interval_s=interval)
+    summary.static = collect_static(statics)
+    summary.static["reader_notes"] = notes
+    rec = JobRecord(cluster=cfg.cluster_name, job_id=label, user=getpass.getuser(), uid=os.getuid(), gid=os.getgid(),
+                    partition=args.partition, work_dir=os.path.abspath(args.out), expected_nodes=[node],
+                    start_time=t0, end_time=t1, nodes=[summary])
+    final = finalise(cfg, rec)
+    _print_summary(final)
+    if not args.no_report:
+        from slurm_energy.reporting.report import write_reports
+
+        html, csv = write_reports(final, os.path.abspath(args.out), os.getuid(), os.getgid())
+        print(f"report: {html}\n        {csv}")
+    return final
+
+
+def _visible_gpus():
+    """NVML UUIDs of CUDA_VISIBLE_DEVICES (or all GPUs) when NVML works; [] otherwise."""
+    try:
+        from slurm_energy.devices.gpus import resolve_job_gpus
+
+        res = resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+        gpus = res.gpus if hasattr(res, "gpus") else res
+        return [g.uuid for g in gpus]
+    except Exception:
+        return []
+
+
+def _print_summary(rec) -> None:
+    def kwh(j):
+        return "n/a (not measured)" if j is None else f"{j / 3.6e6:.6f} kWh"
+
+    print(f"job {rec.job_id}: elapsed {rec.elapsed_s:.1f} s, CPU time "
+          f"{rec.nodes[0].cpu_time_s if rec.nodes and rec.nodes[0].cpu_time_s is not None else float('nan'):.2f} s")
+    for cls, j in rec.energy_it_j.items():
+        print(f"  {cls:4s} {kwh(j):>22s}  method={rec.methods[cls].value}")
+    c = rec.carbon
+    if rec.it_kwh is None:
+        print("  IT energy: n/a (nothing measured)")
+        return
+    print(f"  IT {rec.it_kwh:.6f} kWh x PUE {c.pue} = facility {rec.facility_kwh:.6f} kWh")
+    print(f"  x CI {c.ci_g_per_kwh:g} gCO2e/kWh ({c.ci_source}) x alpha {c.alpha:g} = {rec.co2e_kg:.6f} kgCO2e")
+
+
+def cmd_run(args) -> int:
+    """Run ``args.cmd`` as a child and measure it; exit with its exit status."""
+    from slurm_energy.sampling.probes import ProcessTreeProbe
+    from slurm_energy.sampling.sampler import Usage
+
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        print("slurm-energy run: no command given; usage: slurm-energy run [options] -- CMD [ARGS...]", file=sys.stderr)
+        return 2
+    try:
+        child = subprocess.Popen(cmd)
+    except OSError as e:
+        print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
+        return 127
+    status = {}
+
+    def wait():
+        while True:
+            try:
+                _pid, st, ru = os.wait4(child.pid, 0)
+                break
+            except KeyboardInterrupt:
+                child.send_signal(2)
+        status["rc"] = os.waitstatus_to_exitcode(st)
+        child.returncode = status["rc"]
+        # the child's own rusage: exact CPU time of it and every descendant it waited for
+        return Usage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
+
+    _measure(args, ProcessTreeProbe(child.pid), wait, f"run-{child.pid}")
+    rc = status.get("rc", 1)
+    return rc if rc >= 0 else 128 - rc
+
+
+def cmd_attach(args) -> int:
+    """Measure an existing process tree until it exits (or Ctrl-C)."""
+    import psutil
+
+    from slurm_energy.sampling.probes import ProcessTreeProbe
+
+    if not psutil.pid_exists(args.pid):
+        print(f"slurm-energy attach: no process {args.pid}", file=sys.stderr)
+        return 1
+    probe = ProcessTreeProbe(args.pid)
+
+    def wait():
+        try:
+            while not probe.gone():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        return None
+
+    _measure(args, probe, wait, f"pid-{args.pid}")
+    return 0
+
+
+def hook_text(which: str, python: str, config: str) -> str:
+    """The shipped hook script ``which`` with this installation's interpreter and config."""
+    text = resources.files("slurm_energy.hooks").joinpath(which).read_text()
+    text = re.sub(r"^PY=.*$", f"PY={python}", text, count=1, flags=re.M)
+    text = re.sub(r"^SLURM_ENERGY_CONFIG=[^;]*;", f"SLURM_ENERGY_CONFIG={config};", text, count=1, flags=re.M)
+    return text
+
+
+def cmd_install(args) -> int:
+    """Write the hooks (root-owned, 0755) and print the slurm.conf lines."""
+    hooks_dir = os.path.abspath(args.hooks_dir)
+    config = os.path.abspath(args.config) if args.config else ""
+    if not args.print_only:
+        os.makedirs(hooks_dir, mode=0o755, exist_ok=True)
+        for which in ("prolog", "epilog"):
+            dst = os.path.join(hooks_dir, which)
+            tmp = dst + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(hook_text(which, sys.executable, config))
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dst)
+        print(f"# hooks written to {hooks_dir} (python {sys.executable})", file=sys.stderr)
+    print("# slurm-energy: add to slurm.conf on every node and the controller, then `scontrol reconfigure`")
+    print(f"Prolog={os.path.join(hooks_dir, 'prolog')}")
+    print(f"Epilog={os.path.join(hooks_dir, 'epilog')}")
+    print("PrologFlags=Alloc,Contain")
+    return 0

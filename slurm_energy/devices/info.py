@@ -1,0 +1,89 @@
+"""Device information collector: static facts about the node (CPU, GPUs, RAM, OS, Python).
+
+Read once per job by the sampler and kept in the node summary for the report; nothing here is
+sampled.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from dataclasses import asdict
+from typing import Iterable
+
+import psutil
+
+from slurm_energy.sampling.readers.base import DeviceStatic
+
+
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU model name as the OS reports it ("Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz"); "" if unknown."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or ""
+
+
+def cpu_topology(cpuinfo: str = "/proc/cpuinfo") -> tuple[int, int, int]:
+    """(sockets, physical cores per socket, logical CPUs) from /proc/cpuinfo; at least 1 each."""
+    sockets: set[str] = set()
+    cores: set[tuple[str, str]] = set()
+    logical = 0
+    phys = "0"
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                k, v = k.strip(), v.strip()
+                if k == "processor":
+                    logical += 1
+                elif k == "physical id":
+                    phys = v
+                    sockets.add(v)
+                elif k == "core id":
+                    cores.add((phys, v))
+    except OSError:
+        pass
+    logical = logical or (psutil.cpu_count() or 1)
+    n_sockets = max(1, len(sockets))
+    n_cores = len(cores) or psutil.cpu_count(logical=False) or logical
+    return n_sockets, max(1, n_cores // n_sockets), logical
+
+
+def os_name() -> str:
+    """PRETTY_NAME from /etc/os-release, else platform's system + release."""
+    try:
+        with open("/etc/os-release", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return f"{platform.system()} {platform.release()}"
+
+
+def collect_static(devices: Iterable[DeviceStatic] = ()) -> dict:
+    """The node's static facts as a JSON-able dict.
+
+    Keys: host, cpu_model, sockets, cores_per_socket, logical_cpus, ram_total_bytes, os, kernel,
+    python, devices (list of DeviceStatic dicts: model, count, rated_power_w (W) and its source).
+    """
+    sockets, cps, logical = cpu_topology()
+    return {
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "sockets": sockets,
+        "cores_per_socket": cps,
+        "logical_cpus": logical,
+        "ram_total_bytes": int(psutil.virtual_memory().total),
+        "os": os_name(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "devices": [asdict(d) for d in devices],
+        "pid": os.getpid(),
+    }

@@ -1,0 +1,101 @@
+"""Usage probes for the sampler: a process tree (no Slurm) and a Slurm job (cgroup, else PIDs)."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import psutil
+
+from slurm_energy.sampling.nodestats import job_pids_by_env, pids_usage
+from slurm_energy.sampling.sampler import Usage
+
+
+class ProcessTreeProbe:
+    """A process and all its descendants (``slurm-energy run -- CMD``, or attach by PID).
+
+    CPU time is the tree's user + system time including reaped children; a descendant that exits
+    before its parent reaps it may lose up to one poll of CPU time.
+    """
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self._max_rss = 0
+        self._best_cpu = 0.0
+
+    def _tree(self) -> list[int]:
+        try:
+            p = psutil.Process(self.pid)
+            if p.status() == psutil.STATUS_ZOMBIE:
+                return []
+            return [self.pid] + [c.pid for c in p.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def poll(self) -> Optional[Usage]:
+        pids = self._tree()
+        cpu, rss = pids_usage(pids)
+        if cpu is None:
+            return None
+        self._best_cpu = max(self._best_cpu, cpu)  # never report CPU time going backwards
+        self._max_rss = max(self._max_rss, rss or 0)
+        return Usage(self._best_cpu, rss, self._max_rss, pids, "psutil")
+
+    def gone(self) -> bool:
+        return not self._tree()
+
+
+class SlurmJobProbe:
+    """A Slurm job on this node: its cgroup (v1/v2) once it exists, else its PIDs by environment.
+
+    The cgroup appears just after the Prolog and is removed before the Epilog; PIDs found by
+    SLURM_JOB_ID in /proc/PID/environ are the fallback for proctrack/linuxproc (no cgroup), used
+    only after ``pid_fallback_after_s`` without a cgroup.
+    """
+
+    def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
+                 pid_fallback_after_s: float = 3.0, clock=time.monotonic):
+        from slurm_energy.slurm.cgroup import find_job_cgroup  # noqa: F401 (import check)
+
+        self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
+        self.cg = None
+        self._seen_cgroup = False
+        self._t0 = clock()
+        self._clock = clock
+        self._fallback_after = pid_fallback_after_s
+        self._pid_probe_pids: list[int] = []
+        self._gone = False
+        self._best_cpu = 0.0
+        self._max_mem = 0
+
+    def poll(self) -> Optional[Usage]:
+        from slurm_energy.slurm.cgroup import find_job_cgroup
+
+        if self.cg is None and not self._seen_cgroup:
+            self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root)
+        if self.cg is not None:
+            u = self.cg.read()
+            if u is not None:
+                self._seen_cgroup = True
+                self._gone = False
+                return Usage(u.cpu_time_s, u.mem_bytes, u.max_mem_bytes, u.pids, self.cg.source)
+            self.cg = None  # removed: the job's processes are gone
+            self._gone = True
+            return None
+        if self._seen_cgroup:
+            self._gone = True
+            return None
+        if self._clock() - self._t0 < self._fallback_after:
+            return None
+        pids = job_pids_by_env(self.job_id)
+        cpu, rss = pids_usage(pids)
+        if cpu is None:
+            self._gone = True
+            return None
+        self._gone = False
+        self._best_cpu = max(self._best_cpu, cpu)
+        self._max_mem = max(self._max_mem, rss or 0)
+        return Usage(self._best_cpu, rss, self._max_mem, pids, "psutil")
+
+    def gone(self) -> bool:
+        return self._gone

@@ -1,0 +1,83 @@
+"""Model readers: rated power x utilisation, labelled ``tdp_estimate``.
+
+Used where no energy counter can be read (no RAPL, EACCES, no NVML), and for RAM without a DRAM
+RAPL zone. Both are the method's own model, P_i x u_i per device class:
+
+* CPU: mean power over the interval = TDP_total (W) x node CPU utilisation, utilisation =
+  busy CPU time delta / all CPU time delta (/proc/stat). The job's share by CPU time then gives
+  TDP_total / n_logical_cpus x job CPU seconds (Green Algorithms' per-core TDP model,
+  Lannelongue et al. 2021).
+* RAM: mean power = W/GB x GB in use on the node (default 0.3725 W/GB, Green Algorithms, after
+  Karyakin & Salem 2017); the job's share by its cgroup memory gives W/GB x job GB x t.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from slurm_energy.sampling.nodestats import read_node_stats
+from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+
+GIB = 1024 ** 3
+
+
+class CpuTdpReader(Reader):
+    """Node CPU power modelled as TDP_total x utilisation (``tdp_estimate``)."""
+
+    device_class = "cpu"
+    name = "tdp-cpu"
+
+    def __init__(self, tdp_total_w: float, model: str = "", cores: int = 1, source: str = "", flags=None):
+        """Args: tdp_total_w: rated power of all sockets, W (> 0); cores: physical cores covered;
+        source: where the TDP came from (table row, site config, per-core fallback).
+        Raises ValueError if tdp_total_w <= 0."""
+        if not tdp_total_w or tdp_total_w <= 0:
+            raise ValueError(f"CPU TDP must be > 0 W, got {tdp_total_w!r}: set hardware.cpu_tdp_w in the site config")
+        self.tdp_total_w = float(tdp_total_w)
+        self.model = model
+        self.cores = cores
+        self.source = source
+        self.flags = list(flags or [])
+        self._last: Optional[tuple[float, float]] = None
+
+    def devices(self) -> list[DeviceStatic]:
+        return [DeviceStatic("cpu", "cpu-tdp", self.model, self.cores, self.tdp_total_w, self.source)]
+
+    def read(self) -> list[Reading]:
+        try:
+            s = read_node_stats()
+        except OSError as e:  # pragma: no cover - /proc always exists on Linux
+            return [Reading("cpu", "cpu-tdp", "unavailable", flags=[f"proc_stat:{e.errno}"])]
+        prev, self._last = self._last, (s.cpu_busy_s, s.cpu_total_s)
+        if prev is None or s.cpu_total_s <= prev[1]:
+            util = None  # first read: no interval yet
+        else:
+            util = min(1.0, max(0.0, (s.cpu_busy_s - prev[0]) / (s.cpu_total_s - prev[1])))
+        return [Reading("cpu", "cpu-tdp", "tdp_estimate",
+                        mean_power_w=None if util is None else self.tdp_total_w * util,
+                        util=util, flags=list(self.flags))]
+
+
+class RamModelReader(Reader):
+    """Node RAM power modelled as W/GB x GB in use (``tdp_estimate``)."""
+
+    device_class = "ram"
+    name = "ram-model"
+
+    def __init__(self, w_per_gb: float = 0.3725, source: str = "Green Algorithms 0.3725 W/GB"):
+        """Args: w_per_gb: W per GB (GiB) of memory in use (> 0). Raises ValueError otherwise."""
+        if not w_per_gb or w_per_gb <= 0:
+            raise ValueError(f"RAM W/GB must be > 0, got {w_per_gb!r}: set hardware.ram_w_per_gb in the site config")
+        self.w_per_gb = float(w_per_gb)
+        self.source = source
+
+    def devices(self) -> list[DeviceStatic]:
+        s = read_node_stats()
+        return [DeviceStatic("ram", "ram-model", f"{s.mem_total_bytes / GIB:.1f} GiB", 1,
+                             self.w_per_gb * s.mem_total_bytes / GIB, self.source)]
+
+    def read(self) -> list[Reading]:
+        s = read_node_stats()
+        return [Reading("ram", "ram-model", "tdp_estimate", mean_power_w=self.w_per_gb * s.mem_used_bytes / GIB,
+                        util=s.mem_used_bytes / s.mem_total_bytes if s.mem_total_bytes else None,
+                        mem_bytes=s.mem_used_bytes)]

@@ -1,0 +1,95 @@
+"""Choose this node's readers from the site config: measured where possible, labelled models else.
+
+* CPU: RAPL package zones (``counter``) when readable; otherwise the TDP model (``tdp_estimate``),
+  flagged ``eacces_fallback`` when RAPL exists but ``energy_uj`` is root-only.
+* RAM: RAPL dram zones when present and readable; otherwise W/GB x memory (``tdp_estimate``).
+* GPU: NVML for the job's GPUs (resolved once in the Prolog, by UUID).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+from slurm_energy.devices.info import cpu_model, cpu_topology
+from slurm_energy.sampling.readers.base import Reader
+from slurm_energy.sampling.readers.tdp import CpuTdpReader, RamModelReader
+
+log = logging.getLogger("slurm_energy.setup")
+
+
+def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
+                  unresolved_gpus: Optional[list[str]] = None) -> tuple[list[Reader], list[str]]:
+    """Readers for this node and notes on the choices made.
+
+    Args:
+        cfg: :class:`slurm_energy.config.SiteConfig`.
+        gpu_uuids: the job's GPUs (NVML UUIDs, MIG UUIDs allowed); None/[] = no GPU reader.
+        unresolved_gpus: GPUs Slurm allocated that could not be resolved to NVML devices (e.g.
+            "gpu-index-0" when NVML is absent): reported as ``unavailable``, never as 0 J.
+    Returns:
+        (readers, notes) -- notes are short strings for the node summary ("rapl: eacces -> tdp").
+    """
+    from slurm_energy.sampling.readers.rapl import RaplReader
+
+    readers: list[Reader] = []
+    notes: list[str] = []
+    have_cpu = have_ram = False
+    try:
+        rapl = RaplReader(cfg.hardware.rapl_root)
+        if rapl.available:
+            first = rapl.read()
+            readable = [r for r in first if r.method == "counter"]
+            if readable:
+                readers.append(rapl)
+                have_cpu = any(r.device_class == "cpu" for r in readable)
+                have_ram = any(r.device_class == "ram" for r in readable)
+            elif any("eacces" in r.flags for r in first):
+                notes.append("eacces_fallback: RAPL energy_uj not readable; CPU/RAM use the TDP model")
+        else:
+            notes.append(f"rapl: {rapl.reason}")
+    except Exception as e:  # never let a reader break the sampler
+        notes.append(f"rapl: {type(e).__name__}: {e}")
+    if not have_cpu:
+        model = cpu_model()
+        sockets, cores, _logical = cpu_topology()
+        w_socket, _w_core, src, fallback = cfg.cpu_tdp(model, cores)
+        flags = ["tdp_fallback_per_core"] if fallback else []
+        if any(n.startswith("eacces_fallback") for n in notes):
+            flags.append("eacces_fallback")
+        readers.append(CpuTdpReader(w_socket * sockets, model, cores * sockets, src, flags))
+    if not have_ram:
+        readers.append(RamModelReader(cfg.hardware.ram_w_per_gb,
+                                      f"{cfg.hardware.ram_w_per_gb:g} W/GB (site config hardware.ram_w_per_gb)"))
+    if gpu_uuids:
+        try:
+            from slurm_energy.sampling.readers.nvml import NvmlReader
+
+            readers.append(NvmlReader(gpu_uuids, fallback_w=cfg.hardware.gpu_fallback_w))
+        except Exception as e:
+            notes.append(f"nvml: {type(e).__name__}: {e}")
+            readers.append(UnavailableReader("gpu", gpu_uuids, f"nvml_error:{type(e).__name__}"))
+    if unresolved_gpus:
+        readers.append(UnavailableReader("gpu", unresolved_gpus, "gpu_not_resolved"))
+    return readers, notes
+
+
+class UnavailableReader(Reader):
+    """Stands in for devices the job has but nothing can read (e.g. NVML missing): every reading is
+    ``unavailable`` with the reason, so the report says "not measured" instead of "no device"."""
+
+    def __init__(self, device_class: str, device_ids: list[str], reason: str):
+        self.device_class = device_class
+        self.name = f"unavailable-{device_class}"
+        self.ids = list(device_ids)
+        self.reason = reason
+
+    def devices(self):
+        from slurm_energy.sampling.readers.base import DeviceStatic
+
+        return [DeviceStatic(self.device_class, i, extra={"unavailable": self.reason}) for i in self.ids]
+
+    def read(self):
+        from slurm_energy.sampling.readers.base import Reading
+
+        return [Reading(self.device_class, i, "unavailable", flags=[self.reason]) for i in self.ids]

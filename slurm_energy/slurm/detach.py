@@ -1,0 +1,94 @@
+"""Start a process detached from the hook, and stop it again: the two things slurmd punishes.
+
+* slurmd kills the Prolog's whole process group when the Prolog exits (TERM, then KILL ~2 ms
+  later), so the child must lead its own session *before* the Prolog exits: ``setsid`` in the child
+  (``start_new_session=True``) and we wait until ``getsid(pid) == pid``.
+* slurmd reads the Prolog's stdout/stderr to EOF, so the child must not inherit them: stdin is
+  /dev/null, stdout and stderr go to a log file, every other fd is closed.
+* A stopped process may linger as a zombie (PID 1 here reaps slowly): a zombie counts as stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Optional
+
+
+def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Optional[dict] = None) -> int:
+    """Start ``argv`` in its own session with stdio detached; return its PID.
+
+    Returns once the child leads its own session (or raises after ``wait_s``).
+    Raises:
+        OSError: the program cannot be started, or the log cannot be opened.
+        TimeoutError: the child did not become a session leader within ``wait_s`` seconds.
+    """
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, close_fds=True,
+                             start_new_session=True, cwd="/", env=env if env is not None else {"LANG": "C.UTF-8"})
+    finally:
+        os.close(fd)
+    # Popen returns after exec succeeded, and setsid() runs before exec: this loop normally ends at once.
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if os.getsid(p.pid) == p.pid:
+                return p.pid
+        except ProcessLookupError:
+            raise OSError(f"{argv[0]} exited at once; see {log_path}") from None
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"child {p.pid} did not lead its own session within {wait_s} s")
+        time.sleep(0.005)
+
+
+def proc_state(pid: int) -> Optional[str]:
+    """The process state letter from /proc/PID/stat ('R', 'S', 'Z', ...), None if no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+        return data[data.rindex(")") + 2]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_running(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie or dead."""
+    return proc_state(pid) not in (None, "Z", "X", "x")
+
+
+def cmdline(pid: int) -> list[str]:
+    """argv of ``pid`` ([] if unreadable)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def stop_process(pid: int, term_wait_s: float = 1.0, kill_wait_s: float = 0.3) -> str:
+    """TERM, bounded wait, then KILL. Returns what happened: "not_running", "terminated",
+    "killed" or "unkillable" (still running after KILL, e.g. stuck in D state)."""
+    if not is_running(pid):
+        return "not_running"
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "not_running"
+    deadline = time.monotonic() + term_wait_s
+    while time.monotonic() < deadline:
+        if not is_running(pid):
+            return "terminated"
+        time.sleep(0.02)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return "terminated"
+    deadline = time.monotonic() + kill_wait_s
+    while time.monotonic() < deadline:
+        if not is_running(pid):
+            return "killed"
+        time.sleep(0.02)
+    return "unkillable"

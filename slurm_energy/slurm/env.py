@@ -1,0 +1,137 @@
+"""The job as the Prolog/Epilog sees it: parsed from slurmd's environment, never from scontrol.
+
+slurmd runs Prolog and Epilog as root with no PATH, HOME or USER; what it does give is listed in
+../shared/notes/slurm-on-debian12.md (Slurm 22.05): SLURM_JOB_ID, SLURM_JOB_UID, SLURM_JOB_GID,
+SLURM_JOB_USER, SLURM_JOB_ACCOUNT (only with accounting storage), SLURM_JOB_PARTITION,
+SLURM_JOB_WORK_DIR, SLURM_JOB_NUM_NODES, SLURM_NODELIST, SLURMD_NODENAME, SLURM_CLUSTER_NAME,
+SLURM_JOB_RESTART_COUNT, SLURM_JOB_GPUS (physical indices), CUDA_VISIBLE_DEVICES; the Epilog adds
+SLURM_JOB_EXIT_CODE2 ("3:0"). Array and het-job variables are read when present.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass, field
+from typing import Mapping, Optional
+
+
+class SlurmEnvError(ValueError):
+    """The environment lacks a field the hook needs, or holds an unparsable one."""
+
+
+@dataclass
+class JobContext:
+    """The job's facts on one node, as read in the Prolog (and again in the Epilog)."""
+
+    job_id: str
+    uid: int
+    gid: int
+    user: str = ""
+    account: str = ""
+    partition: str = ""
+    work_dir: str = ""
+    node: str = ""
+    cluster: str = ""
+    nodelist: str = ""  # compressed Slurm hostlist, e.g. "n[1-2]"
+    num_nodes: int = 1
+    cpus_per_node: str = ""  # SLURM_JOB_CPUS_PER_NODE, e.g. "2(x2)" or "4,2"
+    restart_count: int = 0
+    job_gpus: str = ""  # SLURM_JOB_GPUS: physical GPU indices on this node, e.g. "0,2"
+    cuda_visible_devices: str = ""
+    array_job_id: Optional[str] = None
+    array_task_id: Optional[str] = None
+    het_job_id: Optional[str] = None
+    het_job_offset: Optional[str] = None
+    exit_code: str = ""  # Epilog only: SLURM_JOB_EXIT_CODE2, e.g. "0:0"
+    prolog_time: float = 0.0  # epoch s, set by the Prolog
+    gpu_uuids: list = field(default_factory=list)  # resolved once in the Prolog
+    gpu_resolution_error: str = ""
+
+    def to_json(self) -> str:
+        """JSON text of every field (the job's start record in the spool)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobContext":
+        """Inverse of :meth:`to_json`; unknown keys ignored. Raises ``ValueError`` on bad JSON."""
+        d = json.loads(text)
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def _int(env: Mapping[str, str], name: str, default: Optional[int] = None) -> int:
+    raw = env.get(name, "")
+    if raw == "":
+        if default is None:
+            raise SlurmEnvError(f"{name} is not set: the hook must run from slurmd (Prolog/Epilog), "
+                                f"or set {name} by hand for a manual run")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SlurmEnvError(f"{name}={raw!r} is not an integer; slurmd sets it to a number") from None
+
+
+def _opt(env: Mapping[str, str], name: str) -> Optional[str]:
+    v = env.get(name, "")
+    return v if v not in ("", "N/A", "4294967294") else None
+
+
+def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
+    """Parse slurmd's Prolog/Epilog environment into a :class:`JobContext`.
+
+    Args:
+        env: the environment mapping (default ``os.environ``).
+    Returns:
+        JobContext with ``node`` = SLURMD_NODENAME (falls back to the short host name) and
+        ``job_id`` = SLURM_JOB_ID (the raw job id; array/het ids kept apart).
+    Raises:
+        SlurmEnvError: SLURM_JOB_ID, SLURM_JOB_UID or SLURM_JOB_GID missing or not integers.
+    """
+    env = os.environ if env is None else env
+    job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or ""
+    if not job_id:
+        raise SlurmEnvError("SLURM_JOB_ID is not set: the hook must run from slurmd (Prolog/Epilog)")
+    if not job_id.isdigit():
+        raise SlurmEnvError(f"SLURM_JOB_ID={job_id!r} is not a raw numeric job id")
+    uid = _int(env, "SLURM_JOB_UID")
+    gid = _int(env, "SLURM_JOB_GID")
+    return JobContext(
+        job_id=job_id,
+        uid=uid,
+        gid=gid,
+        user=env.get("SLURM_JOB_USER", ""),
+        account=env.get("SLURM_JOB_ACCOUNT", ""),
+        partition=env.get("SLURM_JOB_PARTITION", ""),
+        work_dir=env.get("SLURM_JOB_WORK_DIR", ""),
+        node=env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
+        cluster=env.get("SLURM_CLUSTER_NAME", ""),
+        nodelist=env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST", ""),
+        num_nodes=_int(env, "SLURM_JOB_NUM_NODES", 1),
+        cpus_per_node=env.get("SLURM_JOB_CPUS_PER_NODE", ""),
+        restart_count=_int(env, "SLURM_JOB_RESTART_COUNT", 0),
+        job_gpus=env.get("SLURM_JOB_GPUS", ""),
+        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES", ""),
+        array_job_id=_opt(env, "SLURM_ARRAY_JOB_ID"),
+        array_task_id=_opt(env, "SLURM_ARRAY_TASK_ID"),
+        het_job_id=_opt(env, "SLURM_HET_JOB_ID"),
+        het_job_offset=_opt(env, "SLURM_HET_JOB_OFFSET"),
+        exit_code=env.get("SLURM_JOB_EXIT_CODE2", ""),
+    )
+
+
+def cpus_on_node(cpus_per_node: str, node_index: int) -> Optional[int]:
+    """CPUs allocated on the ``node_index``-th node (0-based, hostlist order) of a job.
+
+    ``cpus_per_node`` is Slurm's compressed SLURM_JOB_CPUS_PER_NODE: "2", "2(x3)", "4,2(x2)".
+    Returns None if the string is empty, malformed, or shorter than ``node_index + 1`` nodes.
+    """
+    counts: list[int] = []
+    for part in filter(None, (p.strip() for p in cpus_per_node.split(","))):
+        n, _, rep = part.partition("(x")
+        try:
+            counts.extend([int(n)] * (int(rep.rstrip(")")) if rep else 1))
+        except ValueError:
+            return None
+    return counts[node_index] if 0 <= node_index < len(counts) else None

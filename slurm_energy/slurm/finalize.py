@@ -1,0 +1,151 @@
+"""The slow half of the Epilog, run detached: node summary -> merge -> carbon -> store -> report.
+
+Also the sampler's interim flush (every minute): the job's energy so far, stored with status
+``running`` so ``jobenergy`` shows a running job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Optional
+
+from slurm_energy.model import JobRecord, Status
+from slurm_energy.slurm.env import JobContext, cpus_on_node
+from slurm_energy.slurm.spool import JobSpool
+
+log = logging.getLogger("slurm_energy.finalize")
+
+
+def _expected_nodes(ctx: JobContext) -> list[str]:
+    from slurm_energy.slurm.hostlist import expand_hostlist
+
+    try:
+        nodes = expand_hostlist(ctx.nodelist) if ctx.nodelist else []
+    except ValueError:
+        nodes = []
+    return nodes or [ctx.node]
+
+
+def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
+                status: Status = Status.COMPLETE) -> JobRecord:
+    """This node's JobRecord (one NodeSummary) from the spool's sample file. Pure but for reads."""
+    from slurm_energy.accounting.summary import summarise_node
+    from slurm_energy.sampling.readers.base import DeviceStatic
+    from slurm_energy.sampling.samplefile import read_samples
+
+    rows = list(read_samples(spool.samples))
+    errors = spool.read_errors()
+    static: dict = {}
+    try:
+        with open(spool.static, encoding="utf-8") as f:
+            static = json.load(f)
+    except (OSError, ValueError):
+        errors.append("no device inventory: the sampler did not start on this node")
+    statics = [DeviceStatic(**d) for d in static.get("devices", [])]
+    if not rows:
+        errors.append("no samples: the sampler never wrote a sample on this node")
+    nodes = _expected_nodes(ctx)
+    idx = nodes.index(ctx.node) if ctx.node in nodes else 0
+    st = status
+    if status == Status.COMPLETE and (not rows or any("sampler" in e and "terminated" not in e for e in errors)):
+        st = Status.PARTIAL
+    summary = summarise_node(
+        rows, job_id=ctx.job_id, node=ctx.node, start_time=ctx.prolog_time or (rows[0]["t"] if rows else end_time),
+        end_time=end_time, statics=statics, cpus_alloc=cpus_on_node(ctx.cpus_per_node, idx),
+        policy=cfg.attribution.policy, interval_s=cfg.sampling.interval_s, status=st, errors=errors)
+    summary.static = {k: v for k, v in static.items() if k != "devices"}
+    summary.static["devices"] = static.get("devices", [])
+    return JobRecord(
+        cluster=ctx.cluster, job_id=ctx.job_id, array_job_id=ctx.array_job_id, array_task_id=ctx.array_task_id,
+        het_job_id=ctx.het_job_id, het_job_offset=ctx.het_job_offset, user=ctx.user, uid=ctx.uid, gid=ctx.gid,
+        account=ctx.account, partition=ctx.partition, work_dir=ctx.work_dir, restart_count=ctx.restart_count,
+        exit_code=exit_code, expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,
+        nodes=[summary], status=st, errors=list(summary.errors))
+
+
+def finalise(cfg, merged: JobRecord) -> JobRecord:
+    """Apply the site's carbon facts (PUE, CI, alpha; hourly CI when imported) once."""
+    from slurm_energy.accounting.formulas import finalise_record
+
+    node = merged.nodes[0].node if merged.nodes else ""
+    facts = cfg.carbon_for(merged.partition, node)
+    hourly = None
+    try:
+        hourly = cfg.hourly_intensity_for(facts)
+    except Exception as e:  # a bad hourly file must not lose the job
+        merged.errors.append(f"hourly carbon intensity not used: {e}")
+    return finalise_record(merged, facts, hourly)
+
+
+def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "") -> int:
+    """Entry point of the detached finalizer. Returns 0; failures are logged and on the record."""
+    from slurm_energy.slurm.hooks import _load_config, _spool_from_dir, setup_logging
+
+    errors: list[str] = []
+    cfg = _load_config(errors)
+    setup_logging(cfg.paths.log_dir, "finalize.log")
+    spool, ctx = _spool_from_dir(job_dir, node)
+    for e in errors:
+        spool.record_error(e)
+    try:
+        rec = node_record(cfg, spool, ctx, end_time, exit_code)
+        finish_node(cfg, rec, ctx)
+    except Exception as e:
+        log.exception("finalize job=%s node=%s failed", ctx.job_id, node)
+        spool.record_error(f"finalize: {type(e).__name__}: {e}")
+    return 0
+
+
+def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
+    """Write this node's record; if every node has reported, merge, finalise, store and report.
+
+    Returns the stored job record, or None while other nodes are still to report.
+    """
+    from slurm_energy.accounting.merge import try_merge, write_node_record
+
+    write_node_record(cfg.paths.results_dir, rec)
+    merged = try_merge(cfg.paths.results_dir, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes)
+    if merged is None:
+        log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
+        return None
+    final = finalise(cfg, merged)
+    return store_and_report(cfg, final)
+
+
+def store_and_report(cfg, final: JobRecord) -> JobRecord:
+    """Store the record, then write energy-<jobid>.html/.csv into its work dir as the job's user."""
+    from slurm_energy.store import open_store
+
+    if final.work_dir and final.uid is not None:
+        try:
+            from slurm_energy.reporting.report import write_reports
+
+            html, csv = write_reports(final, final.work_dir, final.uid, final.gid if final.gid is not None else final.uid)
+            log.info("job=%s report %s %s", final.job_id, html, csv)
+        except Exception as e:
+            log.exception("report for job %s failed", final.job_id)
+            final.errors.append(f"report not written: {e}")
+    st = open_store(cfg.paths.store_url)
+    try:
+        st.put(final)
+    finally:
+        st.close()
+    log.info("job=%s stored: it=%s kWh facility=%s kWh co2e=%s kg status=%s", final.job_id, final.it_kwh,
+             final.facility_kwh, final.co2e_kg, final.status.value)
+    return final
+
+
+def interim(cfg, spool: JobSpool, ctx: JobContext) -> None:
+    """The sampler's periodic flush: this node's energy so far, stored with status running."""
+    from slurm_energy.store import open_store
+
+    rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING)
+    rec = finalise(cfg, rec).model_copy(update={"status": Status.RUNNING})
+    st = open_store(cfg.paths.store_url)
+    try:
+        st.put(rec)
+    finally:
+        st.close()

@@ -1,0 +1,262 @@
+"""Prolog and Epilog entry points: short, never raising, exit 0 within 2 s.
+
+Prolog (as root, no PATH): parse the environment -> job spool -> resolve the job's GPUs once ->
+start the sampler detached (own session, stdio to a log) -> exit 0.
+
+Epilog (as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as stopped); if it
+was already dead, take the last counter reading itself; start the finalizer detached -> exit 0.
+The finalizer (:mod:`slurm_energy.slurm.finalize`) does the slow part -- summary, merge, carbon,
+store, report as the job's user -- outside the Epilog's 2 s.
+
+Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool); nothing is
+raised to slurmd (a non-zero Prolog/Epilog drains the node).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from slurm_energy.slurm.env import JobContext, parse_slurm_env
+from slurm_energy.slurm.spool import JobSpool, write_private
+
+log = logging.getLogger("slurm_energy.hooks")
+
+FALLBACK_LOG_DIR = "/var/log/slurm-energy"
+
+
+def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
+    """Log to ``log_dir/name`` (root-only dir); falls back to stderr. Returns the log path."""
+    path = os.path.join(log_dir, name)
+    try:
+        os.makedirs(log_dir, mode=0o700, exist_ok=True)
+        h: logging.Handler = logging.FileHandler(path)
+    except OSError:
+        h = logging.StreamHandler(sys.stderr)
+        path = "<stderr>"
+    h.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger("slurm_energy")
+    root.handlers[:] = [h]
+    root.setLevel(logging.INFO)
+    return path
+
+
+def _load_config(errors: list[str]):
+    from slurm_energy.config import ConfigError, SiteConfig, load_site_config
+
+    try:
+        return load_site_config()
+    except ConfigError as e:
+        errors.append(f"site config invalid, defaults used: {e}")
+        return SiteConfig()
+
+
+def _python() -> str:
+    return sys.executable or "/usr/bin/python3"
+
+
+def prolog(env=None) -> int:
+    """The Prolog. Always returns 0."""
+    t0 = time.time()
+    errors: list[str] = []
+    spool = None
+    try:
+        cfg = _load_config(errors)
+        setup_logging(cfg.paths.log_dir)
+        for e in errors:
+            log.error(e)
+        ctx = parse_slurm_env(env)
+        ctx.prolog_time = t0
+        spool = JobSpool(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node).ensure()
+        for e in errors:
+            spool.record_error(e)
+        _resolve_gpus(ctx)
+        write_private(spool.context, ctx.to_json())
+        pid = _start_sampler(cfg, spool)
+        write_private(spool.pidfile, str(pid))
+        log.info("prolog job=%s node=%s sampler=%d gpus=%s (%.3f s)", ctx.job_id, ctx.node, pid,
+                 ctx.gpu_uuids or ctx.job_gpus or "-", time.time() - t0)
+    except BaseException as e:  # noqa: BLE001 - a Prolog must never fail the job
+        log.exception("prolog failed")
+        if spool is not None:
+            spool.record_error(f"prolog: {type(e).__name__}: {e}")
+    return 0
+
+
+def _resolve_gpus(ctx: JobContext) -> None:
+    """Resolve SLURM_JOB_GPUS (physical indices) to NVML UUIDs once; record why not otherwise."""
+    if not ctx.job_gpus:
+        return
+    try:
+        from slurm_energy.devices.gpus import resolve_job_gpus
+
+        res = resolve_job_gpus(ctx.job_gpus, ctx.cuda_visible_devices)
+        ctx.gpu_uuids = [g.uuid for g in res.gpus] if hasattr(res, "gpus") else [g.uuid for g in res]
+        if not ctx.gpu_uuids:
+            ctx.gpu_resolution_error = getattr(res, "reason", "") or "no NVML device"
+    except Exception as e:
+        ctx.gpu_resolution_error = f"{type(e).__name__}: {e}"
+
+
+def _start_sampler(cfg, spool: JobSpool) -> int:
+    logf = os.path.join(spool.dir, f"sampler-{spool.node}.log")
+    return spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node], logf)
+
+
+def spawn(args: list[str], logf: str) -> int:
+    """Start ``python args...`` detached (see :mod:`slurm_energy.slurm.detach`)."""
+    from slurm_energy.slurm.detach import spawn_detached
+
+    env = {"LANG": "C.UTF-8"}
+    if os.environ.get("SLURM_ENERGY_CONFIG"):
+        env["SLURM_ENERGY_CONFIG"] = os.environ["SLURM_ENERGY_CONFIG"]
+    return spawn_detached([_python(), *args], logf, env=env)
+
+
+def _spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
+    spool_dir = os.path.dirname(os.path.dirname(job_dir.rstrip("/")))
+    name = os.path.basename(job_dir.rstrip("/"))
+    job_id, _, r = name.rpartition("-r")
+    spool = JobSpool(spool_dir, job_id, int(r or 0), node)
+    with open(spool.context, encoding="utf-8") as f:
+        ctx = JobContext.from_json(f.read())
+    return spool, ctx
+
+
+def sampler_main(job_dir: str, node: str) -> int:
+    """The detached per-job sampler (started by the Prolog). Returns 0."""
+    errors: list[str] = []
+    cfg = _load_config(errors)
+    setup_logging(cfg.paths.log_dir, "sampler.log")
+    spool, ctx = _spool_from_dir(job_dir, node)
+    try:
+        from slurm_energy.devices.info import collect_static
+        from slurm_energy.sampling.probes import SlurmJobProbe
+        from slurm_energy.sampling.sampler import Sampler
+        from slurm_energy.sampling.samplefile import SampleWriter
+        from slurm_energy.sampling.setup import build_readers
+
+        unresolved = []
+        if ctx.job_gpus and not ctx.gpu_uuids:
+            unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
+            errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML devices: {ctx.gpu_resolution_error}")
+        readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved)
+        statics = [d for r in readers for d in _safe_devices(r)]
+        static = collect_static(statics)
+        static["reader_notes"] = notes
+        import json
+
+        write_private(spool.static, json.dumps(static))
+        for e in errors:
+            spool.record_error(e)
+        probe = SlurmJobProbe(ctx.job_id, ctx.uid, ctx.node)
+        writer = SampleWriter(spool.samples)
+        from slurm_energy.slurm.finalize import interim
+
+        s = Sampler(readers, probe, writer, interval_s=cfg.sampling.interval_s,
+                    on_interim=lambda: interim(cfg, spool, ctx))
+        s.install_signal_handlers()
+        n = s.run()
+        log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)
+    except BaseException as e:  # noqa: BLE001
+        log.exception("sampler failed")
+        spool.record_error(f"sampler: {type(e).__name__}: {e}")
+    return 0
+
+
+def _safe_devices(r):
+    try:
+        return r.devices()
+    except Exception:
+        return []
+
+
+def epilog(env=None) -> int:
+    """The Epilog. Always returns 0."""
+    t_end = time.time()
+    errors: list[str] = []
+    spool = None
+    try:
+        cfg = _load_config(errors)
+        setup_logging(cfg.paths.log_dir)
+        ctx = parse_slurm_env(env)
+        spool = JobSpool(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node).ensure()
+        if not os.path.exists(spool.context):  # the Prolog failed or never ran: record from our env
+            spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
+                               "nothing was sampled on this node")
+            write_private(spool.context, ctx.to_json())
+        outcome = _stop_sampler(spool)
+        if outcome != "terminated":
+            spool.record_error(f"epilog: sampler {outcome}; the last flushed sample and the Epilog's reading are used")
+            _epilog_reading(cfg, spool)
+        logf = os.path.join(spool.dir, f"finalize-{spool.node}.log")
+        spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(t_end),
+               ctx.exit_code or ""], logf)
+        log.info("epilog job=%s node=%s sampler=%s (%.3f s)", ctx.job_id, ctx.node, outcome, time.time() - t_end)
+    except BaseException as e:  # noqa: BLE001 - an Epilog must never drain the node
+        log.exception("epilog failed")
+        if spool is not None:
+            spool.record_error(f"epilog: {type(e).__name__}: {e}")
+    return 0
+
+
+def _stop_sampler(spool: JobSpool) -> str:
+    from slurm_energy.slurm.detach import cmdline, stop_process
+
+    try:
+        with open(spool.pidfile) as f:
+            pid = int(f.read().strip())
+    except (OSError, ValueError):
+        return "no_pidfile"
+    argv = cmdline(pid)
+    if argv and (spool.dir not in argv or "sampler" not in argv):
+        return "not_running"  # the PID was reused by another process: never signal it
+    return stop_process(pid, term_wait_s=1.0, kill_wait_s=0.2)
+
+
+def _epilog_reading(cfg, spool: JobSpool) -> None:
+    """The sampler is gone: read the counters once more so the tail after its last sample counts."""
+    try:
+        from slurm_energy.sampling.nodestats import read_node_stats
+        from slurm_energy.sampling.samplefile import SampleWriter
+        from slurm_energy.sampling.setup import build_readers
+
+        with open(spool.context, encoding="utf-8") as f:
+            ctx = JobContext.from_json(f.read())
+        readers, _ = build_readers(cfg, ctx.gpu_uuids)
+        rows = []
+        for r in readers:
+            rows.extend(x.to_dict() for x in r.read())
+            r.close()
+        w = SampleWriter(spool.samples)
+        w.write({"t": time.time(), "kind": "epilog", "job": None, "node": read_node_stats().to_dict(), "readings": rows})
+        w.close()
+    except Exception as e:
+        spool.record_error(f"epilog reading: {type(e).__name__}: {e}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m slurm_energy.slurm.hooks {prolog|epilog|sampler DIR NODE|finalize DIR NODE T EXIT}``."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        what = argv[0] if argv else ""
+        if what == "prolog":
+            return prolog()
+        if what == "epilog":
+            return epilog()
+        if what == "sampler":
+            return sampler_main(argv[1], argv[2])
+        if what == "finalize":
+            from slurm_energy.slurm.finalize import finalize_main
+
+            return finalize_main(argv[1], argv[2], float(argv[3]), argv[4] if len(argv) > 4 else "")
+        print("usage: python -m slurm_energy.slurm.hooks {prolog|epilog|sampler|finalize}", file=sys.stderr)
+    except BaseException:  # noqa: BLE001
+        logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
