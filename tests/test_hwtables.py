@@ -1,0 +1,72 @@
+"""CPU/GPU model-name normalisation and table look-ups."""
+
+import os
+
+import pytest
+
+from slurm_energy.devices import hwtables as hw
+
+
+@pytest.mark.parametrize("raw, key", [
+    ("Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz", "xeon e5-2683 v4"),
+    ("AMD EPYC 7763 64-Core Processor", "epyc 7763"),
+    ("Intel(R) Core(TM) i7-8700 CPU @ 3.20GHz", "core i7-8700"),
+    ("Intel Xeon E5-2683 v4", "xeon e5-2683 v4"),
+])
+def test_normalize_cpu(raw, key):
+    assert hw.normalize_cpu_model(raw) == key
+
+
+def test_e5_2683_v4_as_the_os_reports_it():
+    row = hw.lookup_cpu("Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz")
+    assert (row.tdp_w, row.n_cores) == (120.0, 16)  # W per socket, cores per socket (Green Algorithms)
+
+
+@pytest.mark.parametrize("raw, tdp", [
+    ("AMD EPYC 7763 64-Core Processor", 280.0),  # GA TDP_cpu.csv "AMD EPYC 7763"
+    ("Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", 270.0),  # codecarbon "Intel Xeon Platinum 8380"
+    ("AMD Ryzen 9 5950X 16-Core Processor", 105.0),  # codecarbon
+])
+def test_cpu_table_values(raw, tdp):
+    assert hw.lookup_cpu(raw).tdp_w == tdp
+
+
+def test_unknown_cpu_is_none_not_a_guess():
+    assert hw.lookup_cpu("QEMU Virtual CPU version 2.5+") is None
+    assert hw.lookup_cpu("AMD EPYC") is None  # family only: too vague to pick a TDP
+    assert hw.lookup_cpu("") is None
+
+
+@pytest.mark.parametrize("nvml_name, watts, bf16", [
+    ("NVIDIA H100 80GB HBM3", 700.0, 989.4e12),  # H100 SXM5 datasheet: 700 W, 989.4 TFLOP/s dense BF16
+    ("NVIDIA H200", 700.0, 989.5e12),
+    ("NVIDIA A100-SXM4-80GB", 400.0, 312e12),
+    ("Tesla V100-SXM2-16GB", 300.0, 125e12),
+    ("NVIDIA H100 PCIe", 350.0, 756e12),
+])
+def test_gpu_table(nvml_name, watts, bf16):
+    r = hw.lookup_gpu(nvml_name)
+    assert (r.rated_w, r.bf16_flops) == (watts, bf16)
+
+
+def test_gpu_word_order_and_unknown():
+    assert hw.lookup_gpu("NVIDIA A100-PCIE-40GB").rated_w == 250.0  # GA "NVIDIA A100 40GB PCIe"
+    assert hw.lookup_gpu("Tesla T4").rated_w == 70.0
+    assert hw.lookup_gpu("NVIDIA Mystery 9000") is None
+
+
+def test_devices_notice_ships_mit_licence():
+    text = open(os.path.join(hw.DATA_DIR, "NOTICE")).read()
+    assert "MIT License" in text and "Epoch AI" in text
+
+
+def test_lookup_does_not_import_pandas():
+    import subprocess
+    import sys
+
+    code = ("import sys; from slurm_energy.config import SiteConfig; c=SiteConfig();"
+            "c.cpu_tdp('AMD EPYC 7763 64-Core Processor', 64); c.carbon_for(offline=True);"
+            "print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.stdout.strip() == "False", out.stderr
