@@ -1,0 +1,271 @@
+"""Resolve a job's GPUs to NVML devices, once, in the Prolog.
+
+Slurm and CUDA name GPUs in several ways; only some of them are NVML indices:
+
+* ``SLURM_JOB_GPUS`` as seen by the Prolog/Epilog: the job's GPUs as *physical* indices (Slurm's
+  GRES indices, which follow NVML's PCI bus order with ``AutoDetect=nvml``), e.g. ``"0,2"``.
+* ``CUDA_VISIBLE_DEVICES`` inside the job: with ``ConstrainDevices=yes`` the job's numeric ordinals
+  are *renumbered* from 0 and CUDA's own ordering (``CUDA_DEVICE_ORDER=FASTEST_FIRST``) may differ
+  from NVML's, so a numeric ``CUDA_VISIBLE_DEVICES`` is never read as an NVML index (error unless
+  the caller vouches with ``cuda_ordinals_are_nvml=True``). Its other forms are unambiguous: full
+  UUIDs ``GPU-8f3c...``, unique UUID prefixes (CUDA accepts them), MIG UUIDs ``MIG-<uuid>`` (driver
+  R470+), legacy MIG names ``MIG-GPU-<parent uuid>/<gpu instance>/<compute instance>``.
+* ``/dev/nvidiaN`` (gres.conf ``File=``): N is the device *minor number*
+  (``nvmlDeviceGetMinorNumber``), which is not the NVML index.
+
+A MIG instance is recorded with its parent GPU's UUID and the slice fraction
+(:func:`slurm_energy.accounting.attribution.mig_fraction` of the instance's GPU-instance slices over
+the parent's largest profile's slices): NVML measures power/energy for the parent only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from slurm_energy.accounting.attribution import mig_fraction
+
+
+class GpuResolveError(ValueError):
+    """A GPU name that cannot be resolved to exactly one NVML device (message says which and why)."""
+
+
+@dataclass
+class ResolvedGpu:
+    """One of the job's GPUs (or MIG instances) as NVML knows it."""
+
+    uuid: str  # "GPU-..." or "MIG-..." (what the reader reads by)
+    nvml_index: int  # NVML index of the physical GPU (the parent for a MIG instance)
+    minor: Optional[int]  # /dev/nvidiaN minor number of the physical GPU
+    model: str  # nvmlDeviceGetName of the physical GPU
+    mig_parent_uuid: Optional[str] = None  # parent GPU UUID for a MIG instance
+    mig_fraction: Optional[float] = None  # instance slices / parent slices, (0, 1]
+    mig_gi: Optional[int] = None  # GPU instance id
+    mig_ci: Optional[int] = None  # compute instance id
+    source: str = ""  # the token it was resolved from, e.g. "SLURM_JOB_GPUS=2"
+
+
+class ResolvedGpus(list):
+    """A ``list[ResolvedGpu]`` with ``reason``: why it is empty ("" when GPUs were resolved)."""
+
+    def __init__(self, items=(), reason: str = ""):
+        super().__init__(items)
+        self.reason = reason
+
+
+def _s(v) -> str:
+    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+@dataclass
+class _Dev:
+    uuid: str
+    index: int
+    minor: Optional[int]
+    model: str
+    handle: object
+    migs: list = field(default_factory=list)  # list[_Mig]
+
+
+@dataclass
+class _Mig:
+    uuid: str
+    gi: Optional[int]
+    ci: Optional[int]
+    fraction: Optional[float]
+
+
+def parent_slices(pynvml, handle) -> Optional[int]:
+    """Compute slices of a whole GPU: the largest ``sliceCount`` over its GPU-instance profiles.
+
+    (7 on A100/H100/H200, 4 on A30.) ``None`` if NVML reports no profile.
+    """
+    best = None
+    for prof in range(getattr(pynvml, "NVML_GPU_INSTANCE_PROFILE_COUNT", 0)):
+        try:
+            info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, prof)
+        except pynvml.NVMLError:
+            continue
+        sc = int(getattr(info, "sliceCount", 0) or 0)
+        if sc > 0:
+            best = sc if best is None else max(best, sc)
+    return best
+
+
+def mig_instance_fraction(pynvml, mig_handle, parent_handle) -> Optional[float]:
+    """Fraction of the parent GPU held by a MIG instance, or ``None`` if NVML cannot say."""
+    try:
+        attrs = pynvml.nvmlDeviceGetAttributes(mig_handle)
+        mine = int(attrs.gpuInstanceSliceCount)
+    except pynvml.NVMLError:
+        return None
+    total = parent_slices(pynvml, parent_handle)
+    if not total or not mine or mine > total:
+        return None
+    return mig_fraction(mine, total)
+
+
+def _opt(pynvml, fn, *a):
+    """``fn(*a)``, or ``None`` when NVML says the fact is not available (NotSupported, NotFound...)."""
+    try:
+        return fn(*a)
+    except pynvml.NVMLError:
+        return None
+
+
+def _inventory(pynvml) -> list[_Dev]:
+    devs = []
+    for i in range(pynvml.nvmlDeviceGetCount()):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        d = _Dev(
+            uuid=_s(pynvml.nvmlDeviceGetUUID(h)),
+            index=i,
+            minor=_opt(pynvml, pynvml.nvmlDeviceGetMinorNumber, h),
+            model=_s(_opt(pynvml, pynvml.nvmlDeviceGetName, h) or ""),
+            handle=h,
+        )
+        mode = _opt(pynvml, pynvml.nvmlDeviceGetMigMode, h)
+        if mode and mode[0] == getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            for k in range(_opt(pynvml, pynvml.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
+                mh = _opt(pynvml, pynvml.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
+                if mh is None:  # NVML_ERROR_NOT_FOUND: no instance at this index
+                    continue
+                d.migs.append(
+                    _Mig(
+                        uuid=_s(pynvml.nvmlDeviceGetUUID(mh)),
+                        gi=_opt(pynvml, pynvml.nvmlDeviceGetGpuInstanceId, mh),
+                        ci=_opt(pynvml, pynvml.nvmlDeviceGetComputeInstanceId, mh),
+                        fraction=mig_instance_fraction(pynvml, mh, h),
+                    )
+                )
+        devs.append(d)
+    return devs
+
+
+_DEV_RE = re.compile(r"^(?:/dev/)?nvidia(\d+)$")
+_LEGACY_MIG_RE = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")
+
+
+def _whole(d: _Dev, src: str) -> ResolvedGpu:
+    return ResolvedGpu(d.uuid, d.index, d.minor, d.model, source=src)
+
+
+def _mig(d: _Dev, m: _Mig, src: str) -> ResolvedGpu:
+    return ResolvedGpu(m.uuid, d.index, d.minor, d.model, d.uuid, m.fraction, m.gi, m.ci, src)
+
+
+def _by_prefix(token: str, cands: list[tuple[str, object]], what: str, src: str):
+    hits = [c for u, c in cands if u.lower().startswith(token.lower())]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise GpuResolveError(f"{src}: no {what} UUID starts with {token!r}; check nvidia-smi -L on this node")
+    raise GpuResolveError(
+        f"{src}: {token!r} is an ambiguous UUID prefix ({len(hits)} {what}s match); give more characters"
+    )
+
+
+def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool) -> ResolvedGpu:
+    src = f"{var}={tok}"
+    m = _DEV_RE.match(tok)
+    if m:
+        minor = int(m.group(1))
+        hits = [d for d in devs if d.minor == minor]
+        if not hits:
+            raise GpuResolveError(f"{src}: no GPU has minor number {minor} (/dev/nvidia{minor})")
+        return _whole(hits[0], src)
+    if tok.isdigit():
+        if not numeric_is_index:
+            raise GpuResolveError(
+                f"{src}: a numeric CUDA_VISIBLE_DEVICES is a job-relative, renumbered ordinal, not an "
+                "NVML index; resolve from the Prolog's SLURM_JOB_GPUS or use GPU UUIDs"
+            )
+        idx = int(tok)
+        hits = [d for d in devs if d.index == idx]
+        if not hits:
+            raise GpuResolveError(f"{src}: NVML index {idx} does not exist ({len(devs)} GPUs on this node)")
+        return _whole(hits[0], src)
+    m = _LEGACY_MIG_RE.match(tok)
+    if m:
+        parent = _by_prefix(m.group(1), [(d.uuid, d) for d in devs], "GPU", src)
+        gi, ci = int(m.group(2)), int(m.group(3))
+        for mi in parent.migs:
+            if mi.gi == gi and mi.ci == ci:
+                return _mig(parent, mi, src)
+        raise GpuResolveError(f"{src}: GPU {parent.uuid} has no MIG instance gi={gi} ci={ci}")
+    if tok.upper().startswith("MIG-"):
+        cands = [(mi.uuid, (d, mi)) for d in devs for mi in d.migs]
+        d, mi = _by_prefix(tok, cands, "MIG instance", src)
+        return _mig(d, mi, src)
+    t = tok if tok.upper().startswith("GPU-") else f"GPU-{tok}"
+    return _whole(_by_prefix(t, [(d.uuid, d) for d in devs], "GPU", src), src)
+
+
+def _split(v: Optional[str]) -> list[str]:
+    if not v:
+        return []
+    return [t.strip() for t in v.split(",") if t.strip()]
+
+
+def resolve_job_gpus(
+    slurm_job_gpus: Optional[str] = None,
+    cuda_visible_devices: Optional[str] = None,
+    cuda_ordinals_are_nvml: bool = False,
+    pynvml_module=None,
+) -> ResolvedGpus:
+    """Resolve the job's GPUs to NVML devices (call once, in the Prolog).
+
+    Precedence: a ``CUDA_VISIBLE_DEVICES`` holding UUIDs / MIG names is the most specific and wins;
+    otherwise ``SLURM_JOB_GPUS`` (physical indices, or ``/dev/nvidiaN``, or UUIDs); a numeric
+    ``CUDA_VISIBLE_DEVICES`` alone is an error (renumbered in-job ordinal) unless
+    ``cuda_ordinals_are_nvml``. ``"NoDevFiles"`` / empty = no GPUs.
+
+    Args:
+        slurm_job_gpus: value of ``SLURM_JOB_GPUS`` (e.g. ``"0,2"``).
+        cuda_visible_devices: value of ``CUDA_VISIBLE_DEVICES``.
+        cuda_ordinals_are_nvml: caller guarantees numeric CUDA_VISIBLE_DEVICES are NVML indices.
+        pynvml_module: the ``pynvml`` module (default: ``import pynvml``).
+
+    Returns:
+        :class:`ResolvedGpus` in input order, duplicates removed; empty with ``reason`` when no GPU
+        was allocated or NVML cannot initialise (no driver).
+
+    Raises:
+        GpuResolveError: a token names no device, an ambiguous UUID prefix, a missing MIG instance,
+            or a numeric in-job ordinal. The message names the variable, the token and the fix.
+    """
+    cvd = [t for t in _split(cuda_visible_devices) if t != "NoDevFiles"]
+    sjg = [t for t in _split(slurm_job_gpus) if t != "NoDevFiles"]
+    if cvd and any(not t.isdigit() for t in cvd):
+        tokens, var, numeric_ok = cvd, "CUDA_VISIBLE_DEVICES", False
+    elif sjg:
+        tokens, var, numeric_ok = sjg, "SLURM_JOB_GPUS", True
+    elif cvd:
+        tokens, var, numeric_ok = cvd, "CUDA_VISIBLE_DEVICES", cuda_ordinals_are_nvml
+    else:
+        return ResolvedGpus([], "no GPUs allocated (SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES empty)")
+    if pynvml_module is None:
+        try:
+            import pynvml as pynvml_module  # noqa: N813 - nvidia-ml-py's module name
+        except ImportError as e:
+            return ResolvedGpus([], f"pynvml not importable: {e}")
+    pynvml = pynvml_module
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return ResolvedGpus([], f"NVML cannot initialise ({type(e).__name__}: {e}); GPUs not measured")
+    try:
+        devs = _inventory(pynvml)
+        out, seen = [], set()
+        for tok in tokens:
+            g = _resolve_token(tok, devs, var, numeric_ok)
+            if g.uuid not in seen:
+                seen.add(g.uuid)
+                out.append(g)
+        return ResolvedGpus(out)
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass

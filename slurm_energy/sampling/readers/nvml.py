@@ -1,0 +1,240 @@
+"""NVIDIA GPU energy via NVML (``pynvml`` from nvidia-ml-py), for the job's GPUs only.
+
+Per GPU, the best source NVML offers, probed once at start (the counter wins):
+
+1. ``nvmlDeviceGetTotalEnergyConsumption`` -- mJ since driver load, Volta and newer
+   -> ``method="counter"``, ``energy_uj = mJ x 1000``, no range (64-bit, does not wrap).
+2. ``nvmlDeviceGetPowerUsage`` -- mW, current draw -> ``method="power_integration"``,
+   ``power_w = mW / 1000`` (accounting integrates by the trapezoidal rule).
+3. Neither: ``method="unavailable"`` (energy ``None``, never 0), or, when the site configured a
+   fallback wattage, ``method="tdp_estimate"`` with ``mean_power_w = fallback_w x utilisation``
+   flagged ``gpu_fallback_w`` (an estimate, labelled).
+
+Every reading also carries utilisation (``nvmlDeviceGetUtilizationRates``, 0..1), memory in use
+(bytes) and per-process SM utilisation ``proc_util = {pid: 0..1}`` from
+``nvmlDeviceGetProcessUtilization`` (samples since the previous read), which accounting uses to
+split a GPU shared by several jobs. Rated power (:meth:`NvmlReader.devices`) is the enforced power
+limit (``nvmlDeviceGetEnforcedPowerLimit``, mW / 1000).
+
+MIG: NVML measures the parent GPU only. A MIG instance reads its parent's counter/power and is
+flagged ``mig_estimated`` and ``mig_fraction:<f>`` (f = instance slices / parent slices, see
+:mod:`slurm_energy.devices.gpus`); accounting multiplies by f, so the jobs on one GPU never sum to
+more than the parent. If f is unknown the instance is ``unavailable`` (flag
+``mig_fraction_unknown``) rather than charged the whole parent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from slurm_energy.devices.gpus import ResolvedGpu, mig_instance_fraction
+from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+
+
+def _s(v) -> str:
+    return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+@dataclass
+class _Target:
+    uuid: str  # what the job sees: GPU-... or MIG-...
+    handle: object  # handle to read energy/power from (the parent for MIG)
+    own_handle: object  # handle of the device itself (MIG handle for MIG)
+    mode: str  # counter / power_integration / tdp_estimate / unavailable
+    mig_fraction: Optional[float] = None
+    is_mig: bool = False
+    model: str = ""
+    limit_w: Optional[float] = None
+    error: str = ""
+    last_ts: int = 0  # last process-utilisation sample timestamp seen, us
+
+
+class NvmlReader(Reader):
+    """Reads the job's GPUs through NVML.
+
+    Args:
+        gpus: the job's GPUs: UUIDs (``GPU-...``, ``MIG-...``) or :class:`ResolvedGpu` from
+            :func:`slurm_energy.devices.gpus.resolve_job_gpus`.
+        fallback_w: site's rated wattage per GPU for GPUs with neither energy counter nor power
+            reading (labelled ``tdp_estimate``); ``None`` = leave such GPUs unmeasured.
+        pynvml_module: the ``pynvml`` module (default ``import pynvml``).
+
+    Never raises: if NVML cannot initialise every reading is ``unavailable`` with flag
+    ``nvml_init_failed`` (``reason`` says why).
+
+    Raises:
+        ValueError: ``fallback_w`` negative (names the field).
+    """
+
+    name = "nvml"
+    device_class = "gpu"
+
+    def __init__(self, gpus: list[Union[str, ResolvedGpu]], fallback_w: Optional[float] = None,
+                 pynvml_module=None):
+        if fallback_w is not None and fallback_w < 0:
+            raise ValueError(f"fallback_w: GPU fallback wattage must be >= 0 W, got {fallback_w!r}")
+        if pynvml_module is None:
+            import pynvml as pynvml_module  # noqa: N813
+        self.nv = pynvml_module
+        self.fallback_w = fallback_w
+        self.reason = ""
+        self._ids = [g.uuid if isinstance(g, ResolvedGpu) else str(g) for g in gpus]
+        self.targets: list[_Target] = []
+        self._init = False
+        try:
+            self.nv.nvmlInit()
+            self._init = True
+        except self.nv.NVMLError as e:
+            self.reason = f"NVML cannot initialise: {type(e).__name__}: {e}"
+            return
+        for g in gpus:
+            self.targets.append(self._target(g))
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def _target(self, g) -> _Target:
+        nv = self.nv
+        uuid = g.uuid if isinstance(g, ResolvedGpu) else str(g)
+        try:
+            own = nv.nvmlDeviceGetHandleByUUID(uuid)
+        except nv.NVMLError as e:
+            return _Target(uuid, None, None, "unavailable", error=f"nvml_error:{type(e).__name__}")
+        handle, frac, is_mig = own, None, False
+        try:
+            is_mig = bool(nv.nvmlDeviceIsMigDeviceHandle(own))
+        except nv.NVMLError:
+            is_mig = False
+        if is_mig:
+            try:
+                handle = nv.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(own)
+            except nv.NVMLError as e:
+                return _Target(uuid, None, own, "unavailable", is_mig=True,
+                               error=f"nvml_error:{type(e).__name__}")
+            if isinstance(g, ResolvedGpu) and g.mig_fraction is not None:
+                frac = g.mig_fraction
+            else:
+                frac = mig_instance_fraction(nv, own, handle)
+        t = _Target(uuid, handle, own, "unavailable", mig_fraction=frac, is_mig=is_mig)
+        try:
+            t.model = _s(nv.nvmlDeviceGetName(handle))
+        except nv.NVMLError:
+            pass
+        try:
+            t.limit_w = nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0
+        except nv.NVMLError:
+            pass
+        if is_mig and frac is None:
+            t.error = "mig_fraction_unknown"
+            return t
+        try:
+            nv.nvmlDeviceGetTotalEnergyConsumption(handle)
+            t.mode = "counter"
+        except nv.NVMLError:
+            try:
+                nv.nvmlDeviceGetPowerUsage(handle)
+                t.mode = "power_integration"
+            except nv.NVMLError:
+                t.mode = "tdp_estimate" if self.fallback_w is not None else "unavailable"
+                if t.mode == "unavailable":
+                    t.error = "no_energy_or_power"
+        return t
+
+    # -- Reader API --------------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceStatic]:
+        """One :class:`DeviceStatic` per GPU; rated power = enforced power limit (W).
+
+        For a MIG instance the rated power is the parent's limit x slice fraction.
+        """
+        if not self._init:
+            return [DeviceStatic("gpu", u, extra={"unavailable": self.reason}) for u in self._ids]
+        out = []
+        for t in self.targets:
+            rated, src = t.limit_w, "NVML enforced power limit" if t.limit_w is not None else ""
+            if t.mode == "tdp_estimate":
+                rated, src = self.fallback_w, "site config gpu_fallback_w"
+            if t.is_mig and rated is not None and t.mig_fraction is not None:
+                rated, src = rated * t.mig_fraction, src + " x MIG slice fraction"
+            extra = {"energy_source": t.mode}
+            if t.is_mig:
+                extra.update(mig=True, mig_fraction=t.mig_fraction)
+            if t.error:
+                extra["error"] = t.error
+            out.append(DeviceStatic("gpu", t.uuid, model=t.model, rated_power_w=rated,
+                                    rated_power_source=src, extra=extra))
+        return out
+
+    def read(self) -> list[Reading]:
+        """One :class:`Reading` per GPU, now. Never raises."""
+        if not self._init:
+            return [Reading("gpu", u, "unavailable", flags=["nvml_init_failed"]) for u in self._ids]
+        return [self._read_one(t) for t in self.targets]
+
+    def _read_one(self, t: _Target) -> Reading:
+        nv = self.nv
+        flags = []
+        if t.is_mig:
+            flags += ["mig_estimated"]
+            if t.mig_fraction is not None:
+                flags.append(f"mig_fraction:{t.mig_fraction:.6g}")
+        if t.mode == "unavailable" or t.handle is None:
+            return Reading("gpu", t.uuid, "unavailable", flags=flags + [t.error or "unavailable"])
+        r = Reading("gpu", t.uuid, t.mode, flags=flags)
+        r.util = self._util(t)
+        r.mem_bytes = self._mem(t)
+        r.proc_util = self._proc_util(t)
+        try:
+            if t.mode == "counter":
+                r.energy_uj = int(nv.nvmlDeviceGetTotalEnergyConsumption(t.handle)) * 1000
+            elif t.mode == "power_integration":
+                r.power_w = nv.nvmlDeviceGetPowerUsage(t.handle) / 1000.0
+            else:  # tdp_estimate with the site's fallback wattage
+                u = r.util
+                if u is None:
+                    u = 1.0
+                    flags.append("util_unknown_assumed_1")
+                r.mean_power_w = self.fallback_w * u
+                flags.append("gpu_fallback_w")
+        except nv.NVMLError as e:
+            return Reading("gpu", t.uuid, "unavailable", util=r.util, mem_bytes=r.mem_bytes,
+                           flags=flags + [f"nvml_error:{type(e).__name__}"])
+        return r
+
+    def _util(self, t: _Target) -> Optional[float]:
+        for h in (t.own_handle, t.handle) if t.is_mig else (t.handle,):
+            try:
+                return self.nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0
+            except self.nv.NVMLError:
+                continue
+        return None
+
+    def _mem(self, t: _Target) -> Optional[int]:
+        try:
+            return int(self.nv.nvmlDeviceGetMemoryInfo(t.own_handle).used)
+        except self.nv.NVMLError:
+            return None
+
+    def _proc_util(self, t: _Target) -> Optional[dict]:
+        """``{pid: mean SM utilisation 0..1}`` since the previous read; {} if no process ran."""
+        nv = self.nv
+        try:
+            samples = nv.nvmlDeviceGetProcessUtilization(t.handle, t.last_ts)
+        except nv.NVMLError_NotFound:
+            return {}
+        except nv.NVMLError:
+            return None
+        acc: dict[int, list] = {}
+        for s in samples:
+            acc.setdefault(int(s.pid), []).append(s.smUtil / 100.0)
+            t.last_ts = max(t.last_ts, int(s.timeStamp))
+        return {pid: sum(v) / len(v) for pid, v in acc.items()}
+
+    def close(self) -> None:
+        """Shut NVML down (once)."""
+        if self._init:
+            try:
+                self.nv.nvmlShutdown()
+            except self.nv.NVMLError:
+                pass
+            self._init = False
