@@ -1,0 +1,190 @@
+"""Prediction mode of the method: energy and carbon of a job *before* it runs.
+
+Pure functions, no I/O:
+
+1. Work: ``F`` FLOPs, either given, or for training a dense transformer ``F ~= 6 N D``
+   (N parameters, D training tokens; Kaplan et al. 2020, "Scaling Laws for Neural Language
+   Models", arXiv:2001.08361, section 2.1: C ~= 6 N FLOPs per token, 2N forward + 4N backward).
+   Inference (forward pass only) is ``2 N D`` (same source).
+2. Time: ``t = F / sum_i n_i R_i u_i`` over compute devices (R_i rated FLOP/s per device, u_i
+   utilisation, the fraction of rated FLOP/s achieved, "model FLOPs utilisation").
+3. Energy: ``E_IT = sum_i n_i P_i u_i t`` over every device class given (GPU, and CPU cores and RAM
+   if given), P_i rated power per device (W); ``E_facility = E_IT x PUE``.
+4. Carbon: ``CO2e = E_facility x CI x alpha`` (CI in gCO2e/kWh).
+
+The result is a model (rated power x utilisation, like the ``tdp_estimate`` method), never a
+measurement; :class:`Prediction` says so in ``method``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
+
+#: Training FLOPs per parameter per token (Kaplan et al. 2020, arXiv:2001.08361, sec. 2.1).
+TRAINING_FLOPS_PER_PARAM_TOKEN = 6.0
+#: Inference (forward only) FLOPs per parameter per token (same source).
+INFERENCE_FLOPS_PER_PARAM_TOKEN = 2.0
+
+PREDICTION_METHOD = "prediction: rated power x utilisation x predicted time (a model, not a measurement)"
+
+
+class PredictionError(ValueError):
+    """A prediction input is invalid; the message names the field, the value and the fix."""
+
+
+def _positive(name: str, value, fix: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise PredictionError(f"{name}={value!r} is not a number; {fix}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise PredictionError(f"{name}={value!r} must be a finite number > 0; {fix}")
+    return v
+
+
+def training_flops(params: float, tokens: float) -> float:
+    """Training FLOPs of a dense transformer: ``6 x params x tokens`` (Kaplan et al. 2020).
+
+    Args:
+        params: parameter count N (e.g. ``7e9``). tokens: training tokens D (e.g. ``1e9``).
+
+    Returns:
+        FLOPs (floating-point operations, not per second).
+
+    Raises:
+        PredictionError: ``params`` or ``tokens`` not a finite number > 0.
+    """
+    n = _positive("params", params, "pass the model's parameter count, e.g. 7e9")
+    d = _positive("tokens", tokens, "pass the number of training tokens, e.g. 1e9")
+    return TRAINING_FLOPS_PER_PARAM_TOKEN * n * d
+
+
+def inference_flops(params: float, tokens: float) -> float:
+    """Inference FLOPs (forward pass only): ``2 x params x tokens`` (Kaplan et al. 2020). FLOPs.
+
+    Raises:
+        PredictionError: ``params`` or ``tokens`` not a finite number > 0.
+    """
+    n = _positive("params", params, "pass the model's parameter count, e.g. 7e9")
+    d = _positive("tokens", tokens, "pass the number of tokens processed, e.g. 1e9")
+    return INFERENCE_FLOPS_PER_PARAM_TOKEN * n * d
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device class in a prediction: n_i devices of rated power P_i at utilisation u_i.
+
+    ``flops_per_s`` (rated FLOP/s per device) makes it a compute device that sets the run time;
+    devices without it (CPU cores feeding the GPUs, RAM) only draw power for that time.
+    ``source`` says where P_i and R_i came from (table row, user input).
+    """
+
+    device_class: str  # "gpu" | "cpu" | "ram"
+    count: float  # n_i: devices, cores, or GB of RAM
+    rated_power_w: float  # P_i per device (per core, per GB), W
+    util: float  # u_i in (0, 1]
+    flops_per_s: Optional[float] = None  # R_i rated FLOP/s per device
+    model: str = ""
+    source: str = ""
+
+    def validate(self) -> "DeviceSpec":
+        """Return self, or raise :class:`PredictionError` naming the bad field."""
+        p = f"{self.device_class or 'device'}."
+        _positive(p + "count", self.count, "pass how many devices (cores, GB) the job uses, e.g. 8")
+        _positive(p + "rated_power_w", self.rated_power_w, "pass the rated power per device in W (TDP), e.g. 700")
+        u = _positive(p + "util", self.util, "pass a utilisation in (0, 1], e.g. 0.4")
+        if u > 1:
+            raise PredictionError(f"{p}util={self.util!r} is above 1; pass a fraction in (0, 1], e.g. 0.4 for 40 %")
+        if self.flops_per_s is not None:
+            _positive(p + "flops_per_s", self.flops_per_s, "pass the rated FLOP/s per device, e.g. 9.895e14")
+        return self
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted job: time (s), energy per class and totals (kWh), carbon (kgCO2e), with inputs."""
+
+    flops: float
+    time_s: float
+    energy_kwh: dict[str, float]  # device class -> IT kWh
+    it_kwh: float
+    pue: float
+    facility_kwh: float
+    ci_g_per_kwh: float
+    alpha: float
+    co2e_kg: float
+    devices: tuple[DeviceSpec, ...] = field(default_factory=tuple)
+    method: str = PREDICTION_METHOD
+
+
+def predict_time_s(flops: float, devices: Sequence[DeviceSpec]) -> float:
+    """Run time ``t = F / sum_i n_i R_i u_i`` over devices with ``flops_per_s``; seconds.
+
+    Raises:
+        PredictionError: ``flops`` not > 0, a device invalid, or no device has ``flops_per_s``.
+    """
+    f = _positive("flops", flops, "pass the job's total FLOPs, or params and tokens")
+    rate = sum(d.validate().count * d.flops_per_s * d.util for d in devices if d.flops_per_s is not None)
+    if rate <= 0:
+        raise PredictionError(
+            "devices=no device has a rated FLOP/s; give the GPU model (table look-up) or --gpu-flops"
+        )
+    return f / rate
+
+
+def predict_energy_kwh(devices: Sequence[DeviceSpec], time_s: float) -> dict[str, float]:
+    """IT energy per device class, ``n_i x P_i x u_i x t / 3.6e6`` kWh, summed per class.
+
+    Args:
+        devices: device specs (validated here). time_s: run time, s.
+
+    Raises:
+        PredictionError: a device or ``time_s`` invalid.
+    """
+    t = _positive("time_s", time_s, "pass the predicted run time in seconds")
+    out: dict[str, float] = {}
+    for d in devices:
+        d.validate()
+        out[d.device_class] = out.get(d.device_class, 0.0) + d.count * d.rated_power_w * d.util * t / J_PER_KWH
+    return out
+
+
+def predict(
+    flops: float,
+    devices: Sequence[DeviceSpec],
+    pue: float,
+    ci_g_per_kwh: float,
+    alpha: float = 1.0,
+) -> Prediction:
+    """The whole prediction: time, IT / facility kWh and kgCO2e.
+
+    ``E_facility = PUE x sum_i n_i P_i u_i t`` (kWh); ``CO2e = E_facility x CI x alpha / 1000`` (kg,
+    CI in gCO2e/kWh).
+
+    Raises:
+        PredictionError: any input invalid (``pue`` < 1, ``ci_g_per_kwh`` < 0, ``alpha`` < 0, or
+            the device/FLOPs errors of :func:`predict_time_s`).
+    """
+    pue_v = _positive("pue", pue, "pass the data centre's PUE, e.g. 1.58")
+    if pue_v < 1:
+        raise PredictionError(f"pue={pue!r} is below 1 (facility energy cannot be less than IT energy); pass e.g. 1.58")
+    for name, v in (("ci_g_per_kwh", ci_g_per_kwh), ("alpha", alpha)):
+        try:
+            ok = math.isfinite(float(v)) and float(v) >= 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise PredictionError(f"{name}={v!r} must be a finite number >= 0; pass e.g. 475 gCO2e/kWh / alpha 1.0")
+    t = predict_time_s(flops, devices)
+    per_class = predict_energy_kwh(devices, t)
+    it = sum(per_class.values())
+    facility = it * pue_v
+    co2e = facility * float(ci_g_per_kwh) * float(alpha) / 1000.0
+    return Prediction(
+        flops=float(flops), time_s=t, energy_kwh=per_class, it_kwh=it, pue=pue_v, facility_kwh=facility,
+        ci_g_per_kwh=float(ci_g_per_kwh), alpha=float(alpha), co2e_kg=co2e, devices=tuple(devices),
+    )

@@ -1,0 +1,115 @@
+"""Prediction mode: FLOPs -> time -> kWh -> kgCO2e, values computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from slurm_energy.accounting.prediction import (
+    DeviceSpec,
+    PredictionError,
+    inference_flops,
+    predict,
+    predict_energy_kwh,
+    predict_time_s,
+    training_flops,
+)
+
+GPU = DeviceSpec("gpu", count=8, rated_power_w=700.0, util=0.5, flops_per_s=1e15)
+CPU = DeviceSpec("cpu", count=32, rated_power_w=10.0, util=0.5)
+RAM = DeviceSpec("ram", count=100, rated_power_w=0.3725, util=1.0)
+
+
+def test_training_flops_kaplan():
+    # 6 x 7e9 params x 1e9 tokens = 4.2e19 FLOPs
+    assert training_flops(7e9, 1e9) == pytest.approx(4.2e19)
+
+
+def test_inference_flops():
+    # 2 x 7e9 x 1e9 = 1.4e19 FLOPs
+    assert inference_flops(7e9, 1e9) == pytest.approx(1.4e19)
+
+
+def test_time_from_flops_and_rated_throughput():
+    # rate = 8 GPUs x 1e15 FLOP/s x 0.5 = 4e15 FLOP/s; t = 4.2e19 / 4e15 = 10_500 s
+    assert predict_time_s(4.2e19, [GPU, CPU, RAM]) == pytest.approx(10_500.0)
+
+
+def test_energy_per_class():
+    e = predict_energy_kwh([GPU, CPU, RAM], 10_500.0)
+    # GPU: 8 x 700 W x 0.5 x 10_500 s = 29_400_000 J = 8.16667 kWh
+    assert e["gpu"] == pytest.approx(29_400_000 / 3.6e6)
+    # CPU: 32 cores x 10 W x 0.5 x 10_500 s = 1_680_000 J = 0.466667 kWh
+    assert e["cpu"] == pytest.approx(1_680_000 / 3.6e6)
+    # RAM: 100 GB x 0.3725 W/GB x 1.0 x 10_500 s = 391_125 J = 0.108646 kWh
+    assert e["ram"] == pytest.approx(391_125 / 3.6e6)
+
+
+def test_full_prediction():
+    p = predict(training_flops(7e9, 1e9), [GPU, CPU, RAM], pue=1.5, ci_g_per_kwh=200.0, alpha=1.0)
+    assert p.time_s == pytest.approx(10_500.0)
+    # IT = 29_400_000 + 1_680_000 + 391_125 = 31_471_125 J = 8.741979 kWh
+    assert p.it_kwh == pytest.approx(31_471_125 / 3.6e6)
+    # facility = 8.741979 kWh x 1.5 = 13.112969 kWh
+    assert p.facility_kwh == pytest.approx(31_471_125 / 3.6e6 * 1.5)
+    # CO2e = 13.112969 kWh x 200 g/kWh x 1.0 = 2622.59 g = 2.62259 kg
+    assert p.co2e_kg == pytest.approx(31_471_125 / 3.6e6 * 1.5 * 200 / 1000)
+    assert "not a measurement" in p.method
+
+
+def test_alpha_scales_carbon_only():
+    a = predict(4.2e19, [GPU], pue=1.2, ci_g_per_kwh=100.0, alpha=1.0)
+    b = predict(4.2e19, [GPU], pue=1.2, ci_g_per_kwh=100.0, alpha=0.25)
+    # GPU only: 8.16667 kWh x 1.2 = 9.8 kWh; x 100 g/kWh = 980 g = 0.98 kg; alpha 0.25 -> 0.245 kg
+    assert a.facility_kwh == pytest.approx(9.8) and b.facility_kwh == pytest.approx(9.8)
+    assert a.co2e_kg == pytest.approx(0.98) and b.co2e_kg == pytest.approx(0.245)
+
+
+def test_mixed_compute_devices_add_throughput():
+    gpus = DeviceSpec("gpu", count=2, rated_power_w=400.0, util=1.0, flops_per_s=3e14)
+    cpus = DeviceSpec("cpu", count=64, rated_power_w=5.0, util=1.0, flops_per_s=5e10)
+    # rate = 2 x 3e14 + 64 x 5e10 = 6e14 + 3.2e12 = 6.032e14 FLOP/s; t = 6.032e18 / 6.032e14 = 10_000 s
+    assert predict_time_s(6.032e18, [gpus, cpus]) == pytest.approx(10_000.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(util=1.5), r"gpu\.util=1\.5 is above 1"),
+        (dict(util=0), r"gpu\.util=0 must be a finite number > 0"),
+        (dict(count=-1), r"gpu\.count=-1"),
+        (dict(rated_power_w=float("nan")), r"gpu\.rated_power_w=nan"),
+        (dict(flops_per_s=0.0), r"gpu\.flops_per_s=0\.0"),
+    ],
+)
+def test_bad_device_fields_named(kwargs, match):
+    base = dict(device_class="gpu", count=8, rated_power_w=700.0, util=0.5, flops_per_s=1e15)
+    base.update(kwargs)
+    with pytest.raises(PredictionError, match=match):
+        predict(1e18, [DeviceSpec(**base)], pue=1.5, ci_g_per_kwh=200.0)
+
+
+def test_no_compute_device_is_a_clear_error():
+    with pytest.raises(PredictionError, match="no device has a rated FLOP/s"):
+        predict_time_s(1e18, [CPU, RAM])
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(pue=0.9), r"pue=0\.9 is below 1"),
+        (dict(ci_g_per_kwh=-5), r"ci_g_per_kwh=-5"),
+        (dict(alpha="x"), r"alpha='x'"),
+    ],
+)
+def test_bad_site_facts_named(kwargs, match):
+    args = dict(pue=1.5, ci_g_per_kwh=200.0, alpha=1.0)
+    args.update(kwargs)
+    with pytest.raises(PredictionError, match=match):
+        predict(1e18, [GPU], **args)
+
+
+def test_bad_params_named():
+    with pytest.raises(PredictionError, match=r"params=0 "):
+        training_flops(0, 1e9)
+    with pytest.raises(PredictionError, match=r"tokens='many'"):
+        training_flops(7e9, "many")
