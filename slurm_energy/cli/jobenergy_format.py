@@ -1,0 +1,186 @@
+"""Columns and output formats for ``jobenergy`` (sacct-like tables, parsable, JSON, long view).
+
+Energy cells: ``n/a`` = unmeasured (None), never 0; ``-`` = the job had no device of that class
+(e.g. GPU_kWh of a CPU-only job). kWh are printed with 4 significant figures, kgCO2e likewise.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Callable, Optional
+
+from slurm_energy.model import JobRecord, Method, Status
+from slurm_energy.slurm.jobid import display_id
+
+J_PER_KWH = 3.6e6  # 1 kWh = 3600 s x 1000 W
+
+DEFAULT_FIELDS = ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",
+                  "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "Status"]  # fmt: skip
+LONG_FIELDS = ["JobID", "Node", "Class", "DeviceID", "Model", "Count", "Method", "Energy_kWh",
+               "Device_kWh", "Coverage", "Wraps", "Resets", "Dropped", "Covers"]  # fmt: skip
+
+
+def fmt_num(v: Optional[float]) -> str:
+    """4 significant figures; ``n/a`` for None (unmeasured)."""
+    if v is None:
+        return "n/a"
+    return f"{v:.4g}"
+
+
+def fmt_elapsed(seconds: float) -> str:
+    """sacct's Elapsed: ``[D-]HH:MM:SS``."""
+    s = int(round(max(0.0, seconds)))
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def fmt_time(ts: float, tz: str = "UTC") -> str:
+    """sacct's Start/End: ``YYYY-MM-DDTHH:MM:SS`` in the site time zone."""
+    from zoneinfo import ZoneInfo
+
+    return dt.datetime.fromtimestamp(ts, ZoneInfo(tz)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _class_kwh(rec: JobRecord, cls: str) -> str:
+    if cls not in rec.energy_it_j:
+        return "-"
+    v = rec.energy_it_j[cls]
+    return fmt_num(None if v is None else v / J_PER_KWH)
+
+
+def _status(rec: JobRecord) -> str:
+    s = Status(rec.status).value
+    if s == Status.COMPLETE.value and not rec.coverage_complete:
+        return "complete(partial-coverage)"
+    return s
+
+
+def _method(rec: JobRecord) -> str:
+    if not rec.methods:
+        return Method.UNAVAILABLE.value
+    return rec.method_summary
+
+
+FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
+    "jobid": lambda r, o: o.get("jobid_override") or display_id(r),
+    "jobidraw": lambda r, o: r.job_id,
+    "cluster": lambda r, o: r.cluster,
+    "jobname": lambda r, o: r.job_name,
+    "user": lambda r, o: r.user,
+    "uid": lambda r, o: "" if r.uid is None else str(r.uid),
+    "account": lambda r, o: r.account,
+    "partition": lambda r, o: r.partition,
+    "nnodes": lambda r, o: str(len(r.expected_nodes) or len(r.nodes)),
+    "nodelist": lambda r, o: ",".join(r.expected_nodes or [n.node for n in r.nodes]),
+    "elapsed": lambda r, o: fmt_elapsed(o.get("elapsed_s", r.elapsed_s)),
+    "start": lambda r, o: fmt_time(r.start_time, o.get("tz", "UTC")),
+    "end": lambda r, o: fmt_time(r.end_time, o.get("tz", "UTC")),
+    "restartcount": lambda r, o: str(r.restart_count),
+    "arrayjobid": lambda r, o: r.array_job_id or "",
+    "arraytaskid": lambda r, o: r.array_task_id or "",
+    "hetjobid": lambda r, o: r.het_job_id or "",
+    "hetjoboffset": lambda r, o: r.het_job_offset or "",
+    "cpu_kwh": lambda r, o: _class_kwh(r, "cpu"),
+    "gpu_kwh": lambda r, o: _class_kwh(r, "gpu"),
+    "ram_kwh": lambda r, o: _class_kwh(r, "ram"),
+    "it_kwh": lambda r, o: fmt_num(r.it_kwh),
+    "facility_kwh": lambda r, o: fmt_num(r.facility_kwh),
+    "kgco2e": lambda r, o: fmt_num(r.co2e_kg),
+    "pue": lambda r, o: f"{r.carbon.pue:g}",
+    "ci_g_per_kwh": lambda r, o: f"{r.carbon.ci_g_per_kwh:g}",
+    "method": lambda r, o: _method(r),
+    "coverage": lambda r, o: "complete" if r.coverage_complete else "partial",
+    "status": lambda r, o: _status(r),
+    "exitcode": lambda r, o: r.exit_code,
+    "errors": lambda r, o: "; ".join(r.errors),
+}
+_CANON = {k: k for k in FIELDS}
+_HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobName", "UID", "NodeList", "Start",
+                                                   "End", "RestartCount", "ArrayJobID", "ArrayTaskID",
+                                                   "HetJobID", "HetJobOffset", "IT_kWh", "PUE",
+                                                   "CI_g_per_kWh", "Coverage", "ExitCode", "Errors"]}
+
+
+def parse_format(spec: str) -> list[str]:
+    """``"JobID,User,CPU_kWh"`` -> canonical lower-case field keys (sacct: case-insensitive).
+
+    Raises ValueError naming the unknown field and listing the valid ones.
+    """
+    out = []
+    for name in [x.strip() for x in spec.split(",") if x.strip()]:
+        key = name.lower().split("%")[0]  # sacct's "%width" suffix is accepted and ignored
+        if key not in FIELDS:
+            raise ValueError(
+                f"--format: unknown field {name!r}; valid fields: {', '.join(_HEADER[k] for k in FIELDS)}"
+            )
+        out.append(key)
+    return out
+
+
+def header(key: str) -> str:
+    return _HEADER.get(key, key)
+
+
+def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noheader: bool = False) -> str:
+    """Table text. ``parsable``: ``""`` aligned columns (sacct default), ``"p"`` ``a|b|`` with a
+    trailing bar (-p), ``"P"`` ``a|b`` (-P)."""
+    lines = []
+    if parsable:
+        tail = "|" if parsable == "p" else ""
+        if not noheader:
+            lines.append("|".join(headers) + tail)
+        lines += ["|".join(r) + tail for r in rows]
+        return "\n".join(lines)
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    if not noheader:
+        lines.append(" ".join(h.rjust(w) for h, w in zip(headers, widths)))
+        lines.append(" ".join("-" * w for w in widths))
+    lines += [" ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
+    """One row per (node, device) for ``--long`` (method, coverage, counter anomalies)."""
+    rows = []
+    for ns in rec.nodes:
+        for d in ns.devices:
+            rows.append([
+                jobid, ns.node, d.device_class, d.device_id, d.model, str(d.count), Method(d.method).value,
+                fmt_num(None if d.energy_j is None else d.energy_j / J_PER_KWH),
+                fmt_num(None if d.device_energy_j is None else d.device_energy_j / J_PER_KWH),
+                f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples), d.covers,
+            ])  # fmt: skip
+    return rows
+
+
+def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:
+    """A requeued job's total: energies summed over attempts (None stays None only if every
+    attempt is unmeasured). Returns (synthetic record for display, summed elapsed s)."""
+
+    def add(vals):
+        known = [v for v in vals if v is not None]
+        return sum(known) if known else None
+
+    last = attempts[-1]
+    classes = {c for a in attempts for c in a.energy_it_j}
+    total = last.model_copy(
+        update=dict(
+            energy_it_j={c: add([a.energy_it_j.get(c) for a in attempts]) for c in classes},
+            it_kwh=add([a.it_kwh for a in attempts]),
+            facility_kwh=add([a.facility_kwh for a in attempts]),
+            co2e_kg=add([a.co2e_kg for a in attempts]),
+            coverage_complete=all(a.coverage_complete for a in attempts),
+            start_time=attempts[0].start_time,
+        )
+    )
+    return total, sum(a.elapsed_s for a in attempts)
+
+
+def to_json(items: list[tuple[str, JobRecord]]) -> str:
+    """``--json``: ``{"jobs": [{"jobid": display id, "record": JobRecord}, ...]}``."""
+    return json.dumps(
+        {"jobs": [{"jobid": jid, "record": json.loads(r.model_dump_json())} for jid, r in items]}, indent=1
+    )
