@@ -174,3 +174,16 @@ def test_gpu_rated_override_table_fallback():
     assert w is None and fb and src.startswith("unavailable")  # unmeasured stays None, not 0
     cfg2 = site_config_from_dict({"hardware": {"gpu_fallback_w": 250}})
     assert cfg2.gpu_rated("NVIDIA Mystery 9000")[0] == 250.0
+
+
+def test_check_config_cli(tmp_path, capsys):
+    from slurm_energy.cli.main import main
+
+    good = os.path.join(REPO, "site_config", "site.yaml")
+    assert main(["check-config", good, "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert "partition gpu: datacenter=gpu-container" in out and "PUE 1.2" in out and out.rstrip().endswith("OK")
+    bad = _write(tmp_path, "datacenters:\n  a: {pue: 0.9}\n")
+    assert main(["check-config", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "datacenters.a.pue: bad value 0.9" in err
