@@ -113,3 +113,67 @@ def test_bad_params_named():
         training_flops(0, 1e9)
     with pytest.raises(PredictionError, match=r"tokens='many'"):
         training_flops(7e9, "many")
+
+
+# ------------------------------------------------------------------------ slurm-energy predict
+
+import json  # noqa: E402
+
+from slurm_energy.cli.main import main  # noqa: E402
+
+
+def _run(capsys, *argv):
+    rc = main(["predict", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_cli_explicit_gpu_values(capsys):
+    rc, out, _ = _run(capsys, "--params", "7e9", "--tokens", "1e9", "--gpu-flops", "1e15", "--gpu-watts", "700",
+                      "--n-gpus", "8", "--util", "0.5", "--pue", "1.5", "--ci", "200", "--json")
+    assert rc == 0
+    d = json.loads(out)
+    # t = 6 x 7e9 x 1e9 / (8 x 1e15 x 0.5) = 4.2e19 / 4e15 = 10_500 s
+    assert d["time_s"] == pytest.approx(10_500.0)
+    # 8 x 700 W x 0.5 x 10_500 s = 29_400_000 J = 8.16667 kWh; x1.5 = 12.25 kWh; x 0.2 kg/kWh = 2.45 kg
+    assert d["it_kwh"] == pytest.approx(29_400_000 / 3.6e6)
+    assert d["facility_kwh"] == pytest.approx(12.25)
+    assert d["co2e_kg"] == pytest.approx(2.45)
+    assert d["pue_source"] == "--pue" and d["ci_source"] == "--ci"
+
+
+def test_cli_table_lookup_a100(capsys):
+    # bundled table (Epoch AI): NVIDIA A100 SXM4 40 GB, 400 W, dense BF16 312 TFLOP/s
+    rc, out, _ = _run(capsys, "--flops", "3.12e18", "--gpu", "NVIDIA A100-SXM4-40GB", "--n-gpus", "4",
+                      "--util", "0.25", "--pue", "1.0", "--ci", "100")
+    assert rc == 0
+    # t = 3.12e18 / (4 x 3.12e14 x 0.25) = 3.12e18 / 3.12e14 = 10_000 s = 2.778 h
+    assert "time:             1e+04 s (2.778 h)" in out
+    # E = 4 x 400 W x 0.25 x 10_000 s = 4_000_000 J = 1.111 kWh; x 100 g/kWh = 111.1 g = 0.1111 kg
+    assert "IT energy:        1.111 kWh" in out
+    assert "carbon:           0.1111 kgCO2e" in out
+    assert "Epoch AI" in out
+
+
+def test_cli_defaults_are_named(capsys):
+    rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "1")
+    assert rc == 0
+    # defaults: PUE 1.58 (Uptime 2023), CI 475 g/kWh (IEA 2019)
+    assert "PUE 1.58: default" in out and "CI 475 gCO2e/kWh: default" in out
+
+
+def test_cli_unknown_gpu_is_clear(capsys):
+    rc, _, err = _run(capsys, "--flops", "1e18", "--gpu", "Quantum Toaster 9000", "--util", "0.4")
+    assert rc == 2
+    assert "--gpu='Quantum Toaster 9000' is not in the bundled GPU table" in err and "--gpu-flops" in err
+
+
+def test_cli_needs_work(capsys):
+    rc, _, err = _run(capsys, "--params", "7e9", "--gpu-flops", "1e15", "--gpu-watts", "700", "--util", "0.4")
+    assert rc == 2 and "--params/--tokens: both are needed" in err
+
+
+def test_cli_cpu_cores_need_watts(capsys):
+    rc, _, err = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "700", "--util", "0.4",
+                      "--cpu-cores", "8")
+    assert rc == 2 and "--cpu-watts-per-core is needed" in err

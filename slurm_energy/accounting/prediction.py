@@ -36,7 +36,8 @@ class PredictionError(ValueError):
     """A prediction input is invalid; the message names the field, the value and the fix."""
 
 
-def _positive(name: str, value, fix: str) -> float:
+def require_positive(name: str, value, fix: str) -> float:
+    """``float(value)`` if finite and > 0, else :class:`PredictionError` naming ``name``, the value and ``fix``."""
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -58,8 +59,8 @@ def training_flops(params: float, tokens: float) -> float:
     Raises:
         PredictionError: ``params`` or ``tokens`` not a finite number > 0.
     """
-    n = _positive("params", params, "pass the model's parameter count, e.g. 7e9")
-    d = _positive("tokens", tokens, "pass the number of training tokens, e.g. 1e9")
+    n = require_positive("params", params, "pass the model's parameter count, e.g. 7e9")
+    d = require_positive("tokens", tokens, "pass the number of training tokens, e.g. 1e9")
     return TRAINING_FLOPS_PER_PARAM_TOKEN * n * d
 
 
@@ -69,8 +70,8 @@ def inference_flops(params: float, tokens: float) -> float:
     Raises:
         PredictionError: ``params`` or ``tokens`` not a finite number > 0.
     """
-    n = _positive("params", params, "pass the model's parameter count, e.g. 7e9")
-    d = _positive("tokens", tokens, "pass the number of tokens processed, e.g. 1e9")
+    n = require_positive("params", params, "pass the model's parameter count, e.g. 7e9")
+    d = require_positive("tokens", tokens, "pass the number of tokens processed, e.g. 1e9")
     return INFERENCE_FLOPS_PER_PARAM_TOKEN * n * d
 
 
@@ -94,13 +95,13 @@ class DeviceSpec:
     def validate(self) -> "DeviceSpec":
         """Return self, or raise :class:`PredictionError` naming the bad field."""
         p = f"{self.device_class or 'device'}."
-        _positive(p + "count", self.count, "pass how many devices (cores, GB) the job uses, e.g. 8")
-        _positive(p + "rated_power_w", self.rated_power_w, "pass the rated power per device in W (TDP), e.g. 700")
-        u = _positive(p + "util", self.util, "pass a utilisation in (0, 1], e.g. 0.4")
+        require_positive(p + "count", self.count, "pass how many devices (cores, GB) the job uses, e.g. 8")
+        require_positive(p + "rated_power_w", self.rated_power_w, "pass the rated power per device in W (TDP), e.g. 700")
+        u = require_positive(p + "util", self.util, "pass a utilisation in (0, 1], e.g. 0.4")
         if u > 1:
             raise PredictionError(f"{p}util={self.util!r} is above 1; pass a fraction in (0, 1], e.g. 0.4 for 40 %")
         if self.flops_per_s is not None:
-            _positive(p + "flops_per_s", self.flops_per_s, "pass the rated FLOP/s per device, e.g. 9.895e14")
+            require_positive(p + "flops_per_s", self.flops_per_s, "pass the rated FLOP/s per device, e.g. 9.895e14")
         return self
 
 
@@ -127,7 +128,7 @@ def predict_time_s(flops: float, devices: Sequence[DeviceSpec]) -> float:
     Raises:
         PredictionError: ``flops`` not > 0, a device invalid, or no device has ``flops_per_s``.
     """
-    f = _positive("flops", flops, "pass the job's total FLOPs, or params and tokens")
+    f = require_positive("flops", flops, "pass the job's total FLOPs, or params and tokens")
     rate = sum(d.validate().count * d.flops_per_s * d.util for d in devices if d.flops_per_s is not None)
     if rate <= 0:
         raise PredictionError(
@@ -145,7 +146,7 @@ def predict_energy_kwh(devices: Sequence[DeviceSpec], time_s: float) -> dict[str
     Raises:
         PredictionError: a device or ``time_s`` invalid.
     """
-    t = _positive("time_s", time_s, "pass the predicted run time in seconds")
+    t = require_positive("time_s", time_s, "pass the predicted run time in seconds")
     out: dict[str, float] = {}
     for d in devices:
         d.validate()
@@ -169,7 +170,7 @@ def predict(
         PredictionError: any input invalid (``pue`` < 1, ``ci_g_per_kwh`` < 0, ``alpha`` < 0, or
             the device/FLOPs errors of :func:`predict_time_s`).
     """
-    pue_v = _positive("pue", pue, "pass the data centre's PUE, e.g. 1.58")
+    pue_v = require_positive("pue", pue, "pass the data centre's PUE, e.g. 1.58")
     if pue_v < 1:
         raise PredictionError(f"pue={pue!r} is below 1 (facility energy cannot be less than IT energy); pass e.g. 1.58")
     for name, v in (("ci_g_per_kwh", ci_g_per_kwh), ("alpha", alpha)):

@@ -17,6 +17,7 @@ _COMMAND_MODULES = [
     "slurm_energy.cli.run_cmds",
     "slurm_energy.cli.config_cmds",
     "slurm_energy.cli.store_cmds",
+    "slurm_energy.cli.predict_cmd",
 ]
 
 
