@@ -1,0 +1,215 @@
+"""``slurm-energy collect`` and ``slurm-energy rollup`` (admin commands over the results dir and store).
+
+* ``collect [--older-than MIN]``: finalise job attempts whose nodes never all reported. Each
+  ``<results_dir>/<cluster>/<job>.<restart>/`` whose newest node record is older than MIN minutes
+  (default 60) and which is not already in the store as a final record is merged as it is (status
+  ``partial``, an error per missing node), totalled with ``accounting.formulas.finalise_record`` and
+  the site's carbon facts, and put into the store. Idempotent: a second run finds nothing to do.
+* ``rollup --month YYYY-MM [--by user|account]``: per user (or account) for jobs that *ended* in that
+  month (UTC): jobs, IT kWh, facility kWh, kgCO2e, and how many jobs were unmeasured (not summed
+  as 0). Root and site-config admins only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import datetime as dt
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def register(sub) -> None:
+    """Add ``collect`` and ``rollup`` to the ``slurm-energy`` sub-parsers."""
+    c = sub.add_parser("collect", help="finalise jobs whose nodes never all reported (status partial)")
+    c.add_argument("--older-than", type=float, default=60.0, metavar="MIN",
+                   help="only attempts whose newest node record is at least MIN minutes old (default 60)")
+    c.add_argument("--results-dir", help="default: site config paths.results_dir")
+    c.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
+    c.add_argument("--dry-run", action="store_true", help="list what would be stored, store nothing")
+    c.set_defaults(func=cmd_collect)
+
+    r = sub.add_parser("rollup", help="monthly kWh and kgCO2e per user or account (admins)")
+    r.add_argument("--month", required=True, help="YYYY-MM (UTC), e.g. 2024-03")
+    r.add_argument("--by", choices=["user", "account"], default="user")
+    r.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
+    r.add_argument("-P", "--parsable2", action="store_true", help="'|'-separated output")
+    r.set_defaults(func=cmd_rollup)
+
+
+def _cfg():
+    from slurm_energy.config import load_site_config
+
+    return load_site_config()
+
+
+def _err(msg: str) -> None:
+    print(f"slurm-energy: {msg}", file=sys.stderr)
+
+
+def find_stale_attempts(results_dir, older_than_s: float, now: float) -> list[Path]:
+    """Attempt directories (``<cluster>/<job>.<restart>``) whose newest ``*.json`` node record is at
+    least ``older_than_s`` seconds older than ``now`` (epoch s). Sorted by path."""
+    root = Path(results_dir)
+    out = []
+    if not root.is_dir():
+        return out
+    for d in sorted(root.glob("*/*.*")):
+        if not d.is_dir():
+            continue
+        mt = [p.stat().st_mtime for p in d.glob("*.json") if not p.name.startswith(".")]
+        if mt and now - max(mt) >= older_than_s:
+            out.append(d)
+    return out
+
+
+def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: bool = False) -> list:
+    """Finalise stale attempts into ``store``; returns the JobRecords put (or that would be put).
+
+    Attempts already stored with a final (non-running) record of the same start time are skipped.
+    Carbon facts: ``cfg.carbon_for(partition, first node)``, hourly intensity when the site has it.
+    Raises nothing for one bad directory: it is reported on stderr and skipped.
+    """
+    from slurm_energy.accounting.formulas import finalise_record
+    from slurm_energy.accounting.merge import merge_records, read_node_records
+    from slurm_energy.model import Status
+
+    done = []
+    for d in find_stale_attempts(results_dir, older_than_s, now):
+        try:
+            records = read_node_records(d)
+            if not records:
+                continue
+            merged = merge_records(records)
+            stored = store.query(jobs=[merged.job_id], clusters=[merged.cluster] if merged.cluster else None)
+            if any(r.job_id == merged.job_id and r.start_time == merged.start_time
+                   and r.status != Status.RUNNING for r in stored):  # fmt: skip
+                continue
+            node0 = merged.nodes[0].node if merged.nodes else ""
+            facts = cfg.carbon_for(merged.partition, node0)
+            hourly = cfg.hourly_intensity_for(facts) if hasattr(cfg, "hourly_intensity_for") else None
+            final = finalise_record(merged, facts, hourly)
+            if not merged.coverage_complete:  # a node never reported: its energy is not in the totals
+                final.coverage_complete = False
+            if final.status == Status.RUNNING:  # only interim summaries were left: the job never ended cleanly
+                final.status = Status.PARTIAL
+                final.errors.append("no Epilog record: finalised by collect from interim data")
+            if not dry_run:
+                store.put(final)
+            done.append(final)
+        except (ValueError, OSError) as e:
+            _err(f"collect: skipping {d}: {e}")
+    return done
+
+
+def _open(args, cfg, readonly=False):
+    from slurm_energy.store import open_store
+
+    url = args.store or os.environ.get("SLURM_ENERGY_STORE") or cfg.paths.store_url
+    return open_store(url, readonly=readonly)
+
+
+def cmd_collect(args) -> int:
+    """Entry for ``slurm-energy collect``; exit 0 ok, 2 bad config/arguments."""
+    if args.older_than < 0:
+        _err(f"--older-than={args.older_than} must be >= 0 minutes")
+        return 2
+    try:
+        cfg = _cfg()
+        store = _open(args, cfg)
+    except (ValueError, RuntimeError, OSError) as e:
+        _err(str(e))
+        return 2
+    results_dir = args.results_dir or cfg.paths.results_dir
+    try:
+        done = collect(results_dir, store, cfg, args.older_than * 60.0, time.time(), args.dry_run)
+    finally:
+        store.close()
+    for r in done:
+        missing = [n for n in r.expected_nodes if n not in {x.node for x in r.nodes}]
+        print(f"{'would store' if args.dry_run else 'stored'} {r.cluster}/{r.job_id} attempt {r.restart_count}: "
+              f"status {r.status.value}, {len(r.nodes)} node(s)" + (f", missing {','.join(missing)}" if missing else ""))
+    print(f"collect: {len(done)} attempt(s) {'to finalise' if args.dry_run else 'finalised'} from {results_dir}")
+    return 0
+
+
+def month_bounds(month: str) -> tuple[float, float]:
+    """``"2024-03"`` -> (epoch s of 2024-03-01T00:00Z, epoch s of 2024-04-01T00:00Z).
+
+    Raises ValueError naming --month, the value and the expected form.
+    """
+    try:
+        y, m = (int(x) for x in month.split("-"))
+        if not 1 <= m <= 12 or len(month) != 7:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"--month={month!r} is not a month; write YYYY-MM, e.g. 2024-03") from None
+    start = dt.datetime(y, m, 1, tzinfo=dt.timezone.utc)
+    end = start + dt.timedelta(days=calendar.monthrange(y, m)[1])
+    return start.timestamp(), end.timestamp()
+
+
+def rollup(records, by: str, t0: float, t1: float):
+    """Monthly table (pandas DataFrame) of jobs that ended in [t0, t1), grouped by ``by``.
+
+    Columns: ``by``, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg. Sums skip unmeasured
+    jobs (counted in unmeasured_jobs); a group with only unmeasured jobs has None sums.
+    """
+    import pandas as pd
+
+    rows = [
+        {by: getattr(r, by) or "(none)", "it_kwh": r.it_kwh, "facility_kwh": r.facility_kwh, "co2e_kg": r.co2e_kg}
+        for r in records
+        if t0 <= r.end_time < t1 and r.status.value != "running"
+    ]
+    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    g = df.groupby(by, sort=True)
+    out = pd.DataFrame({
+        "jobs": g.size(),
+        "unmeasured_jobs": g["it_kwh"].apply(lambda s: int(s.isna().sum())),
+        "it_kwh": g["it_kwh"].sum(min_count=1),
+        "facility_kwh": g["facility_kwh"].sum(min_count=1),
+        "co2e_kg": g["co2e_kg"].sum(min_count=1),
+    }).reset_index()  # fmt: skip
+    return out[cols].astype(object).where(out[cols].notna(), None)
+
+
+def cmd_rollup(args) -> int:
+    """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
+    try:
+        t0, t1 = month_bounds(args.month)
+        cfg = _cfg()
+    except ValueError as e:
+        _err(str(e))
+        return 2
+    import pwd
+
+    me = pwd.getpwuid(os.getuid()).pw_name if os.getuid() != 0 else "root"
+    if os.getuid() != 0 and me not in cfg.admins:
+        _err(f"rollup shows every user's energy: only root and site-config admins may run it (you are {me})")
+        return 1
+    try:
+        store = _open(args, cfg, readonly=os.getuid() != 0)
+    except (ValueError, RuntimeError, OSError) as e:
+        _err(str(e))
+        return 2
+    try:
+        records = store.query(start=t0, end=t1)
+    finally:
+        store.close()
+    df = rollup(records, args.by, t0, t1)
+
+    def f(v):
+        return "n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+    head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e"]
+    rows = [[f(v) for v in row] for row in df.itertuples(index=False)]
+    from slurm_energy.cli.jobenergy_format import render
+
+    print(render(rows, head, parsable="P" if args.parsable2 else ""))
+    return 0
