@@ -104,3 +104,31 @@ def test_exclusive_policy_charges_whole_node():
         attribute_series(node, [0.1, 0.1], policy="utilisation_weighted")
     with pytest.raises(ValueError, match="one share per interval"):
         attribute_series(node, [0.1])
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1e4), st.floats(0, 1), st.floats(0, 1), st.floats(0, 1)),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_property_three_jobs_never_exceed_node(rows):
+    # per interval: node energy E (J) and three jobs' CPU-time fractions a, b, c of the busy time,
+    # normalised so a + b + c <= 1 (consistent counters); node busy = 10 CPU-s.
+    pts, t, e_uj = [(0.0, 0)], 0.0, 0
+    fracs = []
+    for e, a, b, c in rows:
+        s = max(1.0, a + b + c)
+        fracs.append((a / s, b / s, c / s))
+        t += 5.0
+        e_uj += int(e * 1e6)
+        pts.append((t, e_uj))
+    node = counter_series(pts, max_range_uj=None)
+    jobs = [attribute_series(node, [cpu_share(f[k] * 10.0, 10.0) for f in fracs]) for k in range(3)]
+    for i, iv in enumerate(node.intervals):
+        assert sum(j.intervals[i].energy_j for j in jobs) <= iv.energy_j * (1 + 1e-9) + 1e-9

@@ -130,3 +130,18 @@ def test_series_from_readings_uses_reading_range_for_wrap():
     ]
     s = series_from_readings(rs)
     assert s.total_j == pytest.approx(2.0) and s.wraps == 1
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(0, 10**9 - 1)), min_size=2, max_size=30),
+       st.one_of(st.none(), st.just(10**9)))
+def test_property_counter_never_negative_and_bounded(values, rng):
+    # any sequence of readings, with or without a range: no interval is negative, and with a
+    # range no interval exceeds one full range (1e9 uJ = 1000 J)
+    s = counter_series([(float(i), v) for i, v in enumerate(values)], max_range_uj=rng)
+    for iv in s.intervals:
+        assert iv.energy_j is None or 0.0 <= iv.energy_j <= 1000.0
+    assert s.dropped == sum(iv.energy_j is None for iv in s.intervals)

@@ -155,3 +155,14 @@ def test_real_machine_has_no_powercap_here():
     if os.path.isdir("/sys/class/powercap"):
         pytest.skip("this machine has powercap")
     assert RaplReader().reason.startswith("/sys/class/powercap absent")
+
+
+def test_nested_tree_root_gives_same_zones(tmp_path):
+    # /sys/devices/virtual/powercap (nested) and /sys/class/powercap (flat links) list the same zones
+    build_tree(tmp_path, [Zone("intel-rapl:0", "package-0"), Zone("intel-rapl:0:0", "dram"),
+                          Zone("intel-rapl:1", "package-1"), Zone("intel-rapl:1:0", "dram")])
+    nested = RaplReader(str(tmp_path / "devices" / "virtual" / "powercap"))
+    flat = RaplReader(str(tmp_path / "class" / "powercap"))
+    ids = ["intel-rapl:0", "intel-rapl:0:0", "intel-rapl:1", "intel-rapl:1:0"]
+    assert [d.device_id for d in nested.devices()] == ids
+    assert [d.device_id for d in flat.devices()] == ids
