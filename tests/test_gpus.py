@@ -104,3 +104,9 @@ def test_this_machine_has_no_nvidia_driver():
         pass
     got = resolve_job_gpus(slurm_job_gpus="0")
     assert got == [] and got.reason.startswith("NVML cannot initialise")
+
+
+def test_all_if_unset_outside_slurm(monkeypatch):
+    install(monkeypatch, node())
+    assert [g.uuid for g in resolve_job_gpus("", "", all_if_unset=True)] == [U0, U1, U2]  # NVML order
+    assert resolve_job_gpus("", "") == []  # default: nothing allocated, nothing resolved

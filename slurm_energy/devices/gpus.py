@@ -213,6 +213,7 @@ def resolve_job_gpus(
     cuda_visible_devices: Optional[str] = None,
     cuda_ordinals_are_nvml: bool = False,
     pynvml_module=None,
+    all_if_unset: bool = False,
 ) -> ResolvedGpus:
     """Resolve the job's GPUs to NVML devices (call once, in the Prolog).
 
@@ -226,6 +227,8 @@ def resolve_job_gpus(
         cuda_visible_devices: value of ``CUDA_VISIBLE_DEVICES``.
         cuda_ordinals_are_nvml: caller guarantees numeric CUDA_VISIBLE_DEVICES are NVML indices.
         pynvml_module: the ``pynvml`` module (default: ``import pynvml``).
+        all_if_unset: when both variables are empty, resolve every GPU on the node (whole GPUs;
+            for ``slurm-energy run`` outside Slurm) instead of returning [].
 
     Returns:
         :class:`ResolvedGpus` in input order, duplicates removed; empty with ``reason`` when no GPU
@@ -243,6 +246,8 @@ def resolve_job_gpus(
         tokens, var, numeric_ok = sjg, "SLURM_JOB_GPUS", True
     elif cvd:
         tokens, var, numeric_ok = cvd, "CUDA_VISIBLE_DEVICES", cuda_ordinals_are_nvml
+    elif all_if_unset and not cuda_visible_devices:
+        tokens, var, numeric_ok = None, "all GPUs", True
     else:
         return ResolvedGpus([], "no GPUs allocated (SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES empty)")
     if pynvml_module is None:
@@ -257,6 +262,9 @@ def resolve_job_gpus(
         return ResolvedGpus([], f"NVML cannot initialise ({type(e).__name__}: {e}); GPUs not measured")
     try:
         devs = _inventory(pynvml)
+        if tokens is None:
+            return ResolvedGpus([_whole(d, "all GPUs") for d in devs],
+                                "" if devs else "NVML reports no GPU on this node")
         out, seen = [], set()
         for tok in tokens:
             g = _resolve_token(tok, devs, var, numeric_ok)
