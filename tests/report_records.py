@@ -38,7 +38,10 @@ def sample_record() -> JobRecord:
         ],
         static={"cpu_model": "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", "cpu_cores": 40,
                 "gpu_models": ["NVIDIA A100-SXM4-40GB"], "ram_total_bytes": 192 * 2**30,
-                "os": "Debian GNU/Linux 12 (bookworm)", "python": "3.11.2"},
+                "os": "Debian GNU/Linux 12 (bookworm)", "python": "3.11.2", "host": "node001", "pid": 4711,
+                "devices": [{"device_class": "gpu", "device_id": "GPU-0000", "model": "NVIDIA A100-SXM4-40GB",
+                             "count": 1, "rated_power_w": 400.0, "rated_power_source": "NVML enforced limit",
+                             "extra": {"memory_bytes": 40 * 2**30}}]},
         power_trace=trace,
     )
     return JobRecord(

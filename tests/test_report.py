@@ -231,3 +231,18 @@ def test_multi_node_plot_labels_nodes():
     svg = power_svg(rec.nodes, T0)
     assert "CPU (node001)" in svg and "CPU (node002)" in svg
     assert ELAPSED == 3600.0
+
+
+def test_html_static_devices_table_and_grouping():
+    rec = sample_record()
+    n2 = rec.nodes[0].model_copy(deep=True)
+    n2.node = "node002"
+    n2.static["host"], n2.static["pid"] = "node002", 999  # differ only in host/pid: same hardware group
+    n2.static["devices"][0]["device_id"] = "GPU-1111"
+    rec.nodes.append(n2)
+    groups = report._static_groups(rec)
+    assert len(groups) == 1 and groups[0]["nodes"] == ["node001", "node002"]
+    html = render_html(rec)
+    assert "NVML enforced limit" in html and "400 W" in html
+    assert "memory: 40.0 GiB" in html  # extra.memory_bytes, 40 x 2**30 B
+    assert ">4711<" not in html  # the sampler's pid is not a hardware fact

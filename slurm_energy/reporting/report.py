@@ -199,7 +199,7 @@ def _fmt_static_value(key: str, v) -> str:
     if isinstance(v, (list, tuple)):
         return ", ".join(_fmt_static_value(key, x) for x in v) or "none"
     if isinstance(v, dict):
-        return ", ".join(f"{k}: {_fmt_static_value(str(k), x)}" for k, x in v.items())
+        return ", ".join(f"{_static_label(str(k))}: {_fmt_static_value(str(k), x)}" for k, x in v.items())
     return str(v)
 
 
@@ -211,18 +211,49 @@ def _static_label(key: str) -> str:
     return key.replace("_", " ")
 
 
+#: Static keys shown first, in this order; ``host``/``pid`` are not hardware facts (the node name is
+#: shown) and ``devices`` gets its own table.
+_STATIC_ORDER = ("cpu_model", "sockets", "cores_per_socket", "logical_cpus", "ram_total_bytes",
+                 "gpu_models", "os", "kernel", "python")
+_STATIC_SKIP = {"host", "pid", "devices"}
+
+
+def _static_devices(static: dict) -> list[dict]:
+    """``static["devices"]`` (``DeviceStatic`` dicts) as display rows, without per-node ids."""
+    out = []
+    for d in static.get("devices") or []:
+        if not isinstance(d, dict):
+            continue
+        rated = d.get("rated_power_w")
+        out.append({
+            "device_class": str(d.get("device_class", "")).upper(),
+            "model": d.get("model") or "n/a",
+            "count": d.get("count", 1),
+            "rated": "n/a" if rated is None else f"{rated:g} W",
+            "source": d.get("rated_power_source") or "",
+            "extra": _fmt_static_value("extra", {k: v for k, v in (d.get("extra") or {}).items()}),
+        })
+    return out
+
+
 def _static_groups(record: JobRecord) -> list[dict]:
-    """Nodes with identical ``NodeSummary.static`` grouped: ``[{"nodes": [...], "items": [(label, text)]}]``."""
+    """Nodes with identical static facts grouped (node name, pid and device ids ignored).
+
+    Returns ``[{"nodes": [...], "items": [(label, text)], "devices": [row dicts]}]``.
+    """
     groups: list[dict] = []
     for n in record.nodes:
-        items = [(_static_label(k), _fmt_static_value(k, v)) for k, v in sorted(n.static.items())]
+        st = n.static
+        keys = [k for k in _STATIC_ORDER if k in st] + sorted(k for k in st if k not in _STATIC_ORDER and k not in _STATIC_SKIP)
+        items = [(_static_label(k), _fmt_static_value(k, st[k])) for k in keys]
+        devices = _static_devices(st)
         for g in groups:
-            if g["items"] == items:
+            if g["items"] == items and g["devices"] == devices:
                 g["nodes"].append(n.node)
                 break
         else:
-            groups.append({"nodes": [n.node], "items": items})
-    return groups
+            groups.append({"nodes": [n.node], "items": items, "devices": devices})
+    return [g for g in groups if g["items"] or g["devices"]]
 
 
 def _job_label(record: JobRecord) -> str:
