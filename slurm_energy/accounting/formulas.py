@@ -18,6 +18,9 @@ from typing import Iterable, Optional
 from slurm_energy.model import DEVICE_CLASSES, CarbonFacts, JobRecord, Method, Status, worst_method
 
 J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
+#: A device counts as fully measured when intervals with energy cover this fraction of the job's
+#: time (the sampler starts ~0.3 s after the Prolog: a short job never reaches 100 %).
+COVERAGE_COMPLETE = 0.95
 
 
 def class_energy_j(n: float, u: float, p_w: float, t_s: float) -> float:
@@ -80,7 +83,7 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
             per_class.setdefault(d.device_class, []).append(d.energy_j)
             per_class_dev.setdefault(d.device_class, []).append(d.device_energy_j)
             methods.setdefault(d.device_class, []).append(d.method)
-            if d.energy_j is None or d.coverage < 0.999:
+            if d.energy_j is None or d.coverage < COVERAGE_COMPLETE:
                 complete = False
     order = [c for c in DEVICE_CLASSES if c in per_class] + sorted(set(per_class) - set(DEVICE_CLASSES))
     rec.energy_it_j = {c: _sum_known(per_class[c]) for c in order}
@@ -96,8 +99,12 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
         rec.facility_kwh = facility_kwh(rec.it_kwh, carbon.pue)
         rec.co2e_kg = co2e_kg(rec.facility_kwh, carbon.ci_g_per_kwh, carbon.alpha)
         hourly = _hourly_it_j(rec)
-        if hourly_ci and hourly and all(h in hourly_ci for h in hourly):
-            rec.co2e_kg = sum(e / J_PER_KWH * carbon.pue * hourly_ci[h] * carbon.alpha / 1000.0 for h, e in hourly.items())
+        if hourly_ci and hourly:
+            from slurm_energy.carbon.hourly import co2e_kg_hourly, facility_kwh_by_hour
+
+            # hours without an imported intensity use the annual CI (recorded: hourly stays per-hour)
+            rec.co2e_kg = co2e_kg_hourly(facility_kwh_by_hour(hourly, carbon.pue), hourly_ci, carbon.alpha,
+                                         fallback_g_per_kwh=carbon.ci_g_per_kwh)
             rec.carbon = carbon.model_copy(update={"hourly": True})
     if rec.status == Status.COMPLETE and not rec.nodes:
         rec.status = Status.PARTIAL

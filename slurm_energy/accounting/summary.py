@@ -17,11 +17,11 @@ from the same intervals.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Iterable, Optional
 
 from slurm_energy.accounting import attribution
 from slurm_energy.accounting.integrate import Interval, series_from_readings
+from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
 from slurm_energy.sampling.readers.base import DeviceStatic, Reading
 
@@ -41,26 +41,6 @@ def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
             seen = True
             last = v if last is None else max(last, v)
         out.append(last if seen else 0.0)
-    return out
-
-
-def _hour_key(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%dT%H:00:00Z")
-
-
-def split_by_hour(t0: float, t1: float, energy_j: float) -> dict[str, float]:
-    """Split an interval's energy (J) over the UTC hours it spans, in proportion to time.
-
-    Returns {"YYYY-MM-DDTHH:00:00Z": J}; a zero-length interval goes wholly to t1's hour.
-    """
-    if t1 <= t0:
-        return {_hour_key(t1): energy_j}
-    out: dict[str, float] = {}
-    a = t0
-    while a < t1:
-        b = min(t1, (a // 3600 + 1) * 3600)
-        out[_hour_key(a)] = out.get(_hour_key(a), 0.0) + energy_j * (b - a) / (t1 - t0)
-        a = b
     return out
 
 
@@ -152,7 +132,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         for iv in job.intervals:
             if iv.energy_j is None:
                 continue
-            for h, e in split_by_hour(iv.t0, iv.t1, iv.energy_j).items():
+            for h, e in split_interval_by_hour(iv.t0, iv.t1, iv.energy_j).items():
                 hourly[h] = hourly.get(h, 0.0) + e
             if iv.duration_s > 0:
                 row = trace.setdefault(iv.t1, [iv.t1, None, None, None])

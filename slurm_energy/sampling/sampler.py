@@ -3,8 +3,8 @@
 Knows nothing of Slurm: the job is a :class:`UsageProbe` (a Slurm job cgroup, or a process tree
 for ``slurm-energy run -- CMD`` / attach by PID). Timing:
 
-* every ``poll_s`` (1 s): the job's usage (cheap: one cgroup file read), so the job's CPU time is
-  known to within 1 s of its end even though the cgroup is removed before the Epilog runs;
+* every ``poll_s`` (0.25 s): the job's usage (cheap: one cgroup file read), so the job's CPU time
+  is known to within 0.25 s of its end even though the cgroup is removed before the Epilog runs;
 * every ``interval_s`` (default 5 s): a full sample (usage + node counters + all readers), one
   flushed line in the sample file;
 * when the job's cgroup disappears: a full sample at once (kind ``cgroup_gone``);
@@ -59,7 +59,7 @@ class Sampler:
     """Runs until stopped by a signal, by :meth:`stop`, or by the job being gone for a while."""
 
     def __init__(self, readers: list[Reader], probe: UsageProbe, writer: SampleWriter, interval_s: float = 5.0,
-                 poll_s: float = 1.0, gone_after_s: float = 60.0, interim_every_s: float = 60.0,
+                 poll_s: float = 0.25, gone_after_s: float = 60.0, interim_every_s: float = 60.0,
                  on_interim: Optional[Callable[[], None]] = None, clock: Callable[[], float] = time.time):
         if interval_s <= 0:
             raise ValueError(f"sampling interval must be > 0 s, got {interval_s!r}: fix sampling.interval_s")

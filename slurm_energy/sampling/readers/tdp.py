@@ -39,6 +39,7 @@ class CpuTdpReader(Reader):
         self.source = source
         self.flags = list(flags or [])
         self._last: Optional[tuple[float, float]] = None
+        self._util: Optional[float] = None
 
     def devices(self) -> list[DeviceStatic]:
         return [DeviceStatic("cpu", "cpu-tdp", self.model, self.cores, self.tdp_total_w, self.source)]
@@ -49,10 +50,14 @@ class CpuTdpReader(Reader):
         except OSError as e:  # pragma: no cover - /proc always exists on Linux
             return [Reading("cpu", "cpu-tdp", "unavailable", flags=[f"proc_stat:{e.errno}"])]
         prev, self._last = self._last, (s.cpu_busy_s, s.cpu_total_s)
-        if prev is None or s.cpu_total_s <= prev[1]:
+        if prev is None:
             util = None  # first read: no interval yet
+        elif s.cpu_total_s <= prev[1]:
+            util = self._util  # two reads within one /proc/stat tick: the last utilisation holds
+            self._last = prev
         else:
             util = min(1.0, max(0.0, (s.cpu_busy_s - prev[0]) / (s.cpu_total_s - prev[1])))
+        self._util = util
         return [Reading("cpu", "cpu-tdp", "tdp_estimate",
                         mean_power_w=None if util is None else self.tdp_total_w * util,
                         util=util, flags=list(self.flags))]

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Install what slurm-energy and its tests need on a fresh Debian 12 machine (as root), idempotently:
+# Debian's Slurm 22.05 + munge (+ slurmdbd/MariaDB for sacct), PostgreSQL, and a virtual
+# environment at $VENV (default /opt/slurm-energy/venv) built from Debian's /usr/bin/python3 with
+# this checkout installed non-editable (pip install .[test,demo]). The venv lives outside /root so
+# the hooks (root, no PATH) and the jobs (ordinary users) can run its python.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${VENV:-/opt/slurm-energy/venv}
+log() { echo "[setup] $*"; }
+
+PKGS=(munge slurm-wlm slurmctld slurmd slurm-client slurmdbd mariadb-server postgresql procps
+      python3 python3-venv python3-dev coreutils)
+MISSING=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || MISSING+=("$p")
+done
+if [ ${#MISSING[@]} -gt 0 ]; then
+  log "apt-get install ${MISSING[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${MISSING[@]}" >/tmp/slurm-energy-apt.log 2>&1 \
+    || { tail -30 /tmp/slurm-energy-apt.log; exit 1; }
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  mkdir -p "$(dirname "$VENV")"
+  /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q -U pip
+fi
+log "pip install $REPO[test,demo] into $VENV"
+# a copy, so a build/ or egg-info left by an earlier build never leaks stale files into the install
+BUILD=$(mktemp -d)
+git -C "$REPO" ls-files -z --cached --others --exclude-standard | (cd "$REPO" && xargs -0 cp --parents -t "$BUILD" 2>/dev/null || true)
+"$VENV/bin/pip" install -q "$BUILD[test,demo]" 2>&1 | grep -vE "^\s*$|WARNING: Location" || true
+rm -rf "$BUILD"
+"$VENV/bin/python" -c "import slurm_energy, pynvml, sklearn; print('[setup] slurm_energy', slurm_energy.__version__, 'at', slurm_energy.__file__)"
+chmod -R a+rX "$(dirname "$VENV")"

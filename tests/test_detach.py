@@ -1,0 +1,49 @@
+"""Detaching from the Prolog and stopping again, with real processes."""
+
+import os
+import subprocess
+import sys
+import time
+
+from slurm_energy.slurm.detach import is_running, spawn_detached, stop_process
+
+
+def test_child_leads_own_session_with_stdio_detached(tmp_path):
+    log = str(tmp_path / "child.log")
+    pid = spawn_detached([sys.executable, "-c", "import time; print('hello', flush=True); time.sleep(30)"], log)
+    try:
+        assert os.getsid(pid) == pid  # already a session leader when spawn_detached returns
+        assert os.getpgid(pid) != os.getpgid(0)  # out of our process group: slurmd's group kill misses it
+        assert os.readlink(f"/proc/{pid}/fd/0") == "/dev/null"
+        assert os.readlink(f"/proc/{pid}/fd/1") == log and os.readlink(f"/proc/{pid}/fd/2") == log
+        for _ in range(100):
+            if "hello" in open(log).read():
+                break
+            time.sleep(0.05)
+        assert "hello" in open(log).read()
+        assert sorted(os.listdir(f"/proc/{pid}/fd")) == ["0", "1", "2"]  # no inherited pipe to slurmd
+    finally:
+        assert stop_process(pid) == "terminated"
+
+
+def test_term_ignored_gets_killed(tmp_path):
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    pid = spawn_detached([sys.executable, "-c", code], str(tmp_path / "l"))
+    for _ in range(100):
+        if "ready" in open(tmp_path / "l").read():
+            break
+        time.sleep(0.05)
+    t = time.monotonic()
+    assert stop_process(pid, term_wait_s=0.3) == "killed"
+    assert time.monotonic() - t < 1.0
+
+
+def test_zombie_counts_as_stopped():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    for _ in range(100):  # exits but is not reaped: a zombie
+        if not is_running(p.pid):
+            break
+        time.sleep(0.02)
+    assert os.path.exists(f"/proc/{p.pid}")  # still there, as a zombie
+    assert stop_process(p.pid) == "not_running"
+    p.wait()

@@ -1,0 +1,54 @@
+"""Parsing slurmd's Prolog/Epilog environment (as listed in shared/notes/slurm-on-debian12.md)."""
+
+import pytest
+
+from slurm_energy.slurm.env import JobContext, SlurmEnvError, cpus_on_node, parse_slurm_env
+
+PROLOG_ENV = {  # what slurmd 22.05 gave a Prolog on this machine (no PATH, HOME, USER)
+    "SLURM_JOB_ID": "42", "SLURM_JOBID": "42", "SLURM_JOB_UID": "2001", "SLURM_JOB_GID": "2001",
+    "SLURM_JOB_USER": "alice", "SLURM_JOB_ACCOUNT": "research", "SLURM_JOB_PARTITION": "debug",
+    "SLURM_JOB_WORK_DIR": "/home/alice/run", "SLURM_JOB_CPUS_PER_NODE": "2(x2)", "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_NODELIST": "n[1-2]", "SLURMD_NODENAME": "n2", "SLURM_CLUSTER_NAME": "lab",
+    "SLURM_JOB_RESTART_COUNT": "1", "SLURM_SCRIPT_CONTEXT": "prolog_slurmd", "SLURM_JOB_GPUS": "1,3",
+    "CUDA_VISIBLE_DEVICES": "1,3",
+}
+
+
+def test_prolog_environment_parsed():
+    c = parse_slurm_env(PROLOG_ENV)
+    assert (c.job_id, c.uid, c.gid, c.user, c.account, c.partition) == ("42", 2001, 2001, "alice", "research", "debug")
+    assert (c.node, c.cluster, c.nodelist, c.num_nodes, c.restart_count) == ("n2", "lab", "n[1-2]", 2, 1)
+    assert c.work_dir == "/home/alice/run"
+    assert c.job_gpus == "1,3"  # physical indices, as the Prolog sees them
+    assert c.array_job_id is None and c.het_job_id is None
+
+
+def test_array_and_het_ids_kept_apart_from_raw_job_id():
+    env = dict(PROLOG_ENV, SLURM_JOB_ID="715242", SLURM_ARRAY_JOB_ID="715219", SLURM_ARRAY_TASK_ID="23",
+               SLURM_HET_JOB_ID="", SLURM_JOB_EXIT_CODE2="3:0")
+    c = parse_slurm_env(env)
+    assert (c.job_id, c.array_job_id, c.array_task_id, c.het_job_id, c.exit_code) == ("715242", "715219", "23", None, "3:0")
+
+
+def test_round_trip_json():
+    c = parse_slurm_env(PROLOG_ENV)
+    c.gpu_uuids = ["GPU-abc"]
+    assert JobContext.from_json(c.to_json()) == c
+
+
+@pytest.mark.parametrize("drop", ["SLURM_JOB_ID", "SLURM_JOB_UID", "SLURM_JOB_GID"])
+def test_missing_required_field_names_it(drop):
+    env = {k: v for k, v in PROLOG_ENV.items() if k not in (drop, "SLURM_JOBID")}
+    with pytest.raises(SlurmEnvError, match=drop):
+        parse_slurm_env(env)
+
+
+def test_non_numeric_uid_names_field_and_value():
+    with pytest.raises(SlurmEnvError, match=r"SLURM_JOB_UID='alice'"):
+        parse_slurm_env(dict(PROLOG_ENV, SLURM_JOB_UID="alice"))
+
+
+@pytest.mark.parametrize("s,i,want", [("2", 0, 2), ("2(x3)", 2, 2), ("4,2(x2)", 0, 4), ("4,2(x2)", 2, 2),
+                                      ("4,2(x2)", 3, None), ("", 0, None), ("x", 0, None)])
+def test_cpus_on_node(s, i, want):
+    assert cpus_on_node(s, i) == want

@@ -1,0 +1,141 @@
+"""Sample rows -> NodeSummary: integration, attribution to the job, coverage, hourly split."""
+
+import pytest
+
+from slurm_energy.accounting.summary import summarise_node
+from slurm_energy.model import Method
+from slurm_energy.sampling.readers.base import DeviceStatic
+
+GIB = 1024 ** 3
+T0 = 1_796_034_000.0  # 2026-11-30T10:20:00Z (1_796_036_400 is 11:00:00Z)
+
+
+def row(t, job_cpu, node_busy, node_total, readings, job_mem=None, node_mem=None, kind="sample"):
+    return {"t": T0 + t, "kind": kind,
+            "job": None if job_cpu is None else {"cpu_time_s": job_cpu, "mem_bytes": job_mem, "pids": [1], "source": "cgroup-v1"},
+            "node": {"cpu_busy_s": node_busy, "cpu_total_s": node_total, "ncpu": 2, "mem_used_bytes": node_mem,
+                     "mem_total_bytes": 16 * GIB},
+            "readings": readings}
+
+
+def tdp(p):
+    return {"device_class": "cpu", "device_id": "cpu-tdp", "method": "tdp_estimate", "mean_power_w": p}
+
+
+def ram(p):
+    return {"device_class": "ram", "device_id": "ram-model", "method": "tdp_estimate", "mean_power_w": p}
+
+
+def test_tdp_model_job_share_by_cpu_time():
+    # node: 2 CPUs, half busy (10 busy-s per 20 CPU-s per 10 s) -> TDP 100 W x 0.5 = 50 W modelled
+    # job: 5 CPU-s per 10 s = half of the node's busy time
+    rows = [row(0, 0.0, 0, 0, [tdp(None)]),
+            row(10, 5.0, 10, 20, [tdp(50.0)]),
+            row(20, 10.0, 20, 40, [tdp(50.0)])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 20, cpus_alloc=1,
+                       statics=[DeviceStatic("cpu", "cpu-tdp", "Xeon", 2, 100.0)])
+    (d,) = s.devices
+    # device: 50 W x 10 s x 2 intervals = 1000 J; job: x 0.5 = 500 J (= 100 W / 2 CPUs x 10 CPU-s)
+    assert d.device_energy_j == pytest.approx(1000.0)
+    assert d.energy_j == pytest.approx(500.0)
+    assert d.method == Method.TDP_ESTIMATE
+    assert d.coverage == pytest.approx(1.0)
+    assert d.mean_power_w == pytest.approx(25.0)  # 500 J / 20 s
+    assert d.mean_util == pytest.approx(0.5)  # 5 CPU-s / (10 s x 1 allocated CPU)
+    assert s.cpu_time_s == 10.0 and s.cpu_time_source == "cgroup-v1"
+    assert d.rated_power_w == 100.0 and d.model == "Xeon"
+
+
+def test_ram_model_share_by_memory():
+    # node uses 8 GiB at 0.3725 W/GB -> 2.98 W; job holds 2 GiB -> share 0.25 -> 0.745 W x 20 s = 14.9 J
+    p = 0.3725 * 8
+    rows = [row(0, 0.0, 0, 0, [ram(p)], 2 * GIB, 8 * GIB),
+            row(10, 1.0, 1, 20, [ram(p)], 2 * GIB, 8 * GIB),
+            row(20, 2.0, 2, 40, [ram(p)], 2 * GIB, 8 * GIB)]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 20)
+    (d,) = s.devices
+    assert d.device_energy_j == pytest.approx(p * 20)
+    assert d.energy_j == pytest.approx(14.9)
+
+
+def test_rapl_counter_with_wrap_attributed():
+    # package counter wraps at 1000 J: 900 J -> 100 J is +200 J; then +300 J. Job share 0.5 then 0.25.
+    rng = 1_000_000_000
+    pkg = lambda e: {"device_class": "cpu", "device_id": "intel-rapl:0", "method": "counter", "energy_uj": e,
+                     "max_energy_range_uj": rng, "max_power_w": 200.0}
+    rows = [row(0, 0.0, 0, 0, [pkg(900_000_000)]),
+            row(10, 5.0, 10, 20, [pkg(100_000_000)]),
+            row(20, 7.5, 20, 40, [pkg(400_000_000)])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 20)
+    (d,) = s.devices
+    assert d.device_energy_j == pytest.approx(500.0)  # 200 + 300 J
+    assert d.energy_j == pytest.approx(200 * 0.5 + 300 * 0.25)  # 175 J
+    assert d.wraps == 1 and d.method == Method.COUNTER
+
+
+def test_two_jobs_on_a_node_never_sum_to_more_than_the_node():
+    pkg = lambda e: {"device_class": "cpu", "device_id": "intel-rapl:0", "method": "counter", "energy_uj": e,
+                     "max_energy_range_uj": 10 ** 12}
+    node_rows = [(0, 0, 0, 0), (10, 10, 20, 1_000_000_000), (20, 20, 40, 2_000_000_000)]
+    jobs = {"A": [0.0, 6.0, 12.0], "B": [0.0, 4.0, 8.0]}  # A + B = all of the node's busy time
+    total = 0.0
+    for jid, cpu in jobs.items():
+        rows = [row(t, c, b, tot, [pkg(e)]) for (t, b, tot, e), c in zip(node_rows, cpu)]
+        s = summarise_node(rows, job_id=jid, node="n1", start_time=T0, end_time=T0 + 20)
+        total += s.devices[0].energy_j
+        assert s.devices[0].device_energy_j == pytest.approx(2000.0)
+    # A: 2000 J x 0.6 = 1200 J; B: 2000 J x 0.4 = 800 J; together exactly the node's 2000 J
+    assert total == pytest.approx(2000.0)
+
+
+def test_exclusive_whole_node_policy_charges_idle_too():
+    rows = [row(0, 0.0, 0, 0, [tdp(None)]), row(10, 1.0, 2, 20, [tdp(10.0)])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, policy="exclusive_whole_node")
+    assert s.devices[0].energy_j == pytest.approx(100.0)  # 10 W x 10 s, share 1
+
+
+def test_unavailable_gpu_is_none_not_zero():
+    gpu = {"device_class": "gpu", "device_id": "gpu-index-0", "method": "unavailable", "flags": ["gpu_not_resolved"]}
+    rows = [row(0, 0.0, 0, 0, [gpu]), row(10, 1.0, 2, 20, [gpu])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10)
+    (d,) = s.devices
+    assert d.energy_j is None and d.method == Method.UNAVAILABLE and d.coverage == 0.0
+    assert "gpu_not_resolved" in d.flags
+
+
+def test_zero_length_job_is_zero_without_division_by_zero():
+    s = summarise_node([row(0, 0.0, 0, 0, [tdp(None)])], job_id="1", node="n1", start_time=T0, end_time=T0)
+    (d,) = s.devices
+    assert d.energy_j == 0.0 and d.method == Method.TDP_ESTIMATE and d.coverage == 1.0
+
+
+def test_cgroup_not_yet_there_counts_as_zero_then_carries_last_value():
+    # the first row (Prolog time) has no job usage; after the cgroup is gone the last value holds
+    rows = [row(0, None, 0, 0, [tdp(None)]), row(10, 4.0, 8, 20, [tdp(40.0)]),
+            {**row(20, None, 8, 40, [tdp(0.0)]), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 20)
+    d = s.devices[0]
+    # interval 1: 40 W x 10 s = 400 J x (4 / 8) = 200 J; interval 2: 0 W -> 0 J (node idle)
+    assert d.energy_j == pytest.approx(200.0)
+    assert s.cpu_time_s == 4.0
+
+
+def test_hourly_split_across_the_hour_boundary():
+    # T0 = 10:20; a 3600 s interval of 36 W = 129600 J: 40 min in hour 10, 20 min in hour 11
+    rows = [row(0, 0.0, 0, 0, [tdp(None)]), row(3600, 3600.0, 3600, 7200, [tdp(36.0)])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 3600)
+    assert s.hourly_energy_j == pytest.approx({"2026-11-30T10:00:00Z": 129600 * 2 / 3,
+                                               "2026-11-30T11:00:00Z": 129600 / 3})
+
+
+def test_utilisation_weighted_policy_uses_rated_power():
+    # rated 100 W for 2 CPUs, job allocated 1 CPU -> P = 50 W; u = 5 CPU-s / (10 s x 1) = 0.5 -> 250 J
+    rows = [row(0, 0.0, 0, 0, [tdp(None)]), row(10, 5.0, 10, 20, [tdp(50.0)])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, cpus_alloc=1,
+                       policy="utilisation_weighted", statics=[DeviceStatic("cpu", "cpu-tdp", "X", 2, 100.0)])
+    assert s.devices[0].energy_j == pytest.approx(250.0)
+
+
+def test_unknown_policy_names_field():
+    with pytest.raises(ValueError, match="attribution.policy"):
+        summarise_node([], job_id="1", node="n1", start_time=0, end_time=0, policy="fair")
