@@ -97,7 +97,13 @@ class Sampler:
         return out
 
     def sample(self, kind: str = "sample") -> dict:
-        """Take one full sample and append it to the sample file; returns the row."""
+        """Take one full sample and append it to the sample file; returns the row.
+
+        The job's usage is polled right before the node's counters, so the job's CPU-time delta and
+        the node's busy delta cover the same instants (the CPU share's numerator and denominator).
+        """
+        if kind != "cgroup_gone":
+            self._poll()
         try:
             node = read_node_stats().to_dict()
         except OSError:

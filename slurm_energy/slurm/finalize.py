@@ -116,9 +116,14 @@ def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
 
 
 def store_and_report(cfg, final: JobRecord) -> JobRecord:
-    """Store the record, then write energy-<jobid>.html/.csv into its work dir as the job's user."""
-    from slurm_energy.store import open_store
+    """Store the record, then write energy-<jobid>.html/.csv into its work dir as the job's user.
 
+    The record is stored first, so ``jobenergy`` answers as soon as the report exists; a report
+    that cannot be written is recorded on the stored record as an error.
+    """
+    _put(cfg, final)
+    log.info("job=%s stored: it=%s kWh facility=%s kWh co2e=%s kg status=%s", final.job_id, final.it_kwh,
+             final.facility_kwh, final.co2e_kg, final.status.value)
     if final.work_dir and final.uid is not None:
         try:
             from slurm_energy.reporting.report import write_reports
@@ -128,24 +133,21 @@ def store_and_report(cfg, final: JobRecord) -> JobRecord:
         except Exception as e:
             log.exception("report for job %s failed", final.job_id)
             final.errors.append(f"report not written: {e}")
-    st = open_store(cfg.paths.store_url)
-    try:
-        st.put(final)
-    finally:
-        st.close()
-    log.info("job=%s stored: it=%s kWh facility=%s kWh co2e=%s kg status=%s", final.job_id, final.it_kwh,
-             final.facility_kwh, final.co2e_kg, final.status.value)
+            _put(cfg, final)
     return final
 
 
-def interim(cfg, spool: JobSpool, ctx: JobContext) -> None:
-    """The sampler's periodic flush: this node's energy so far, stored with status running."""
+def _put(cfg, rec: JobRecord) -> None:
     from slurm_energy.store import open_store
 
-    rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING)
-    rec = finalise(cfg, rec).model_copy(update={"status": Status.RUNNING})
     st = open_store(cfg.paths.store_url)
     try:
         st.put(rec)
     finally:
         st.close()
+
+
+def interim(cfg, spool: JobSpool, ctx: JobContext) -> None:
+    """The sampler's periodic flush: this node's energy so far, stored with status running."""
+    rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING)
+    _put(cfg, finalise(cfg, rec).model_copy(update={"status": Status.RUNNING}))

@@ -1,0 +1,80 @@
+"""Fixtures for end-to-end tests on the real Slurm test cluster (scripts/testcluster.sh).
+
+When SLURM_ENERGY_TEST_CLUSTER is set (scripts/run-tests.sh, CI) a cluster that is not running is
+an error, not a skip: CI must never pass by skipping the real-Slurm tests.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TC = REPO / "scripts" / "testcluster.sh"
+VENV_PY = "/opt/slurm-energy/venv/bin/python"
+
+
+class Cluster:
+    def __init__(self, base: Path):
+        self.base = base
+        self.conf = base / "etc" / "slurm.conf"
+        self.site = base / "etc" / "site.yaml"
+        self.env = dict(os.environ, SLURM_CONF=str(self.conf), SLURM_ENERGY_CONFIG=str(self.site))
+
+    @property
+    def store_url(self) -> str:
+        return f"sqlite:///{self.base}/lib/jobs.db"
+
+    def workdir(self, user: str, name: str) -> Path:
+        d = self.base / "jobs" / user / name
+        pw = pwd.getpwnam(user)
+        d.mkdir(parents=True, exist_ok=True)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+        return d
+
+    def sbatch(self, user: str, workdir: Path, script: str, *args: str) -> str:
+        """Submit ``script`` (text) with plain sbatch as ``user`` from ``workdir``; returns the job id."""
+        pw = pwd.getpwnam(user)
+        f = workdir / "job.sbatch"
+        f.write_text(script)
+        os.chown(f, pw.pw_uid, pw.pw_gid)
+        out = subprocess.run(["runuser", "-u", user, "--", "env", "-i", "PATH=/usr/bin:/bin",
+                              f"HOME={pw.pw_dir}", f"SLURM_CONF={self.conf}", "sbatch", "--parsable", *args,
+                              str(f)], cwd=workdir, capture_output=True, text=True, check=True)
+        return out.stdout.strip().split(";")[0]
+
+    def wait_record(self, job_id: str, timeout_s: float = 180.0):
+        """The job's final (not running) records from the store, waiting for the finalizer."""
+        from slurm_energy.model import Status
+        from slurm_energy.store import open_store
+
+        t0 = time.time()
+        recs = []
+        while time.time() - t0 < timeout_s:
+            st = open_store(self.store_url, readonly=True) if Path(f"{self.base}/lib/jobs.db").exists() else None
+            if st is not None:
+                try:
+                    recs = st.get_job(job_id)
+                finally:
+                    st.close()
+                if recs and all(r.status != Status.RUNNING for r in recs):
+                    return recs
+            time.sleep(0.5)
+        raise AssertionError(f"job {job_id}: no final record after {timeout_s} s (got {recs}); see {self.base}/log")
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    base = Path(os.environ.get("SLURM_ENERGY_TEST_CLUSTER") or os.environ.get("L") or "/var/tmp/slurm-energy-cluster")
+    ok = TC.exists() and subprocess.run(["bash", str(TC), "status"], capture_output=True,
+                                        env=dict(os.environ, L=str(base))).returncode == 0
+    if not ok:
+        if os.environ.get("SLURM_ENERGY_TEST_CLUSTER"):
+            pytest.fail(f"SLURM_ENERGY_TEST_CLUSTER={base} but the test cluster is not running")
+        pytest.skip("test cluster not running: start it with `scripts/testcluster.sh start`")
+    return Cluster(base)

@@ -1,0 +1,87 @@
+"""End to end on the real Slurm test cluster: plain sbatch as an ordinary user -> report + record."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import subprocess
+import time
+
+import pytest
+
+from slurm_energy.model import Method
+
+pytestmark = pytest.mark.slurm
+
+CPU_JOB = """#!/bin/bash
+#SBATCH --job-name=cpuloop
+#SBATCH --output=slurm-%j.out
+#SBATCH --cpus-per-task=1
+#SBATCH --mem=300M
+/opt/slurm-energy/venv/bin/python -c '
+import time
+t0 = time.time()
+while time.time() - t0 < {seconds}:
+    sum(i * i for i in range(10000))
+print("self_cpu_s", time.process_time())'
+"""
+
+
+def _self_cpu(out_file) -> float:
+    m = re.search(r"self_cpu_s ([0-9.]+)", out_file.read_text())
+    assert m, f"job output lacks its own CPU time: {out_file.read_text()!r}"
+    return float(m.group(1))
+
+
+def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
+    wd = cluster.workdir("alice", f"e2e-cpu-{os.getpid()}")
+    job = cluster.sbatch("alice", wd, CPU_JOB.format(seconds=15))
+    (rec,) = cluster.wait_record(job)
+    alice = pwd.getpwnam("alice")
+    # report files in the job's work dir, owned by the job's user (written after dropping root)
+    for name in (f"energy-{job}.html", f"energy-{job}.csv"):
+        p = wd / name
+        for _ in range(40):
+            if p.exists():
+                break
+            time.sleep(0.25)
+        st = os.lstat(p)
+        assert st.st_uid == alice.pw_uid and st.st_gid == alice.pw_gid, name
+        assert not os.path.islink(p)
+    # the record's CPU time vs the CPU time the job measured itself: within 10 %
+    self_cpu = _self_cpu(wd / f"slurm-{job}.out")
+    node = rec.nodes[0]
+    assert node.cpu_time_source == "cgroup-v1"
+    assert abs(node.cpu_time_s - self_cpu) <= 0.10 * self_cpu, (node.cpu_time_s, self_cpu)
+    # CPU energy > 0, obtained by the labelled TDP model (no RAPL here)
+    assert rec.energy_it_j["cpu"] > 0
+    assert rec.methods["cpu"] == Method.TDP_ESTIMATE
+    assert (rec.user, rec.account, rec.partition, rec.cluster) == ("alice", "research", "debug", "lab")
+    # the job's fake GPU-less allocation has no GPU class at all; PUE applied once
+    assert rec.facility_kwh == pytest.approx(rec.it_kwh * rec.carbon.pue)
+    assert rec.co2e_kg == pytest.approx(rec.facility_kwh * rec.carbon.ci_g_per_kwh * rec.carbon.alpha / 1000)
+    # jobenergy prints the job, as the job's user
+    out = subprocess.run(["runuser", "-u", "alice", "--", "/opt/slurm-energy/venv/bin/jobenergy", "-P", job],
+                         capture_output=True, text=True, env=cluster.env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("JobID|User|Account")
+    assert lines[1].split("|")[:4] == [job, "alice", "research", "debug"]
+    # an unknown job id: clear message, non-zero
+    bad = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "999999"], capture_output=True, text=True,
+                         env=cluster.env)
+    assert bad.returncode != 0 and "999999" in bad.stderr
+
+
+def test_gpu_job_without_nvml_is_unavailable_not_zero(cluster):
+    # the test cluster's GPUs are fake char devices: Slurm allocates one, NVML cannot read it
+    wd = cluster.workdir("bob", f"e2e-gpu-{os.getpid()}")
+    job = cluster.sbatch("bob", wd, CPU_JOB.format(seconds=3), "--gres=gpu:1")
+    (rec,) = cluster.wait_record(job)
+    assert rec.energy_it_j["gpu"] is None
+    assert rec.methods["gpu"] == Method.UNAVAILABLE
+    assert rec.coverage_complete is False
+    gpu = [d for d in rec.nodes[0].devices if d.device_class == "gpu"]
+    assert gpu and gpu[0].energy_j is None and gpu[0].device_id.startswith("gpu-index-")
+    assert any("not resolved" in e for e in rec.errors)
