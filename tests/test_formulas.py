@@ -93,3 +93,10 @@ def test_hourly_intensity_weights_each_hour():
     assert out.co2e_kg == pytest.approx(0.6)
     assert out.carbon.hourly is True
     assert out.status == Status.COMPLETE
+
+
+def test_node_that_never_reported_makes_coverage_incomplete():
+    devs = [DeviceEnergy(device_class="cpu", device_id="a", method=Method.COUNTER, energy_j=3.6e6, coverage=1.0)]
+    rec = finalise_record(_rec(devs, expected_nodes=["n1", "n2"]), CarbonFacts(pue=1.0))
+    assert rec.it_kwh == pytest.approx(1.0)  # n1's energy only: n2's is unknown, never assumed 0
+    assert rec.coverage_complete is False

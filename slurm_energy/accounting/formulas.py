@@ -89,7 +89,9 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
     rec.energy_it_j = {c: _sum_known(per_class[c]) for c in order}
     rec.device_energy_j = {c: _sum_known(per_class_dev[c]) for c in order}
     rec.methods = {c: worst_method(methods[c]) for c in order}
-    rec.coverage_complete = complete and bool(rec.nodes)
+    reported = {n.node for n in rec.nodes}
+    missing = [n for n in rec.expected_nodes if n not in reported]
+    rec.coverage_complete = complete and bool(rec.nodes) and not missing
     it_j = _sum_known(list(rec.energy_it_j.values()))
     rec.carbon = carbon
     if it_j is None:

@@ -58,7 +58,7 @@ def _weighted_stats(values: Iterable[tuple[float, float]]) -> tuple[Optional[flo
 def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: float, end_time: float,
                    statics: list[DeviceStatic] = (), cpus_alloc: Optional[int] = None, policy: str = "shared",
                    interval_s: float = 5.0, status: Status = Status.COMPLETE,
-                   errors: Optional[list[str]] = None) -> NodeSummary:
+                   errors: Optional[list[str]] = None, span_known: bool = True) -> NodeSummary:
     """Build a node summary from sample rows (see :mod:`slurm_energy.sampling.samplefile`).
 
     Args:
@@ -68,6 +68,8 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         statics: device inventory (model names, rated power) for the report.
         cpus_alloc: CPUs allocated to the job on this node (for the CPU utilisation u_cpu).
         policy: attribution policy (``shared``, ``exclusive_whole_node``, ``utilisation_weighted``).
+        span_known: False when the job's start is unknown (no Prolog ran): a zero-length span then
+            means "not measured" (None), not a zero-length job (0 J).
     Returns:
         NodeSummary; a device never read gets method ``unavailable`` and energy None.
     Raises:
@@ -122,7 +124,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         job_total = job.total_j
         method = worst_method(methods) if job_total is not None else Method.UNAVAILABLE
         known = methods - {Method.UNAVAILABLE}
-        if job_total is None and elapsed == 0 and known:  # zero-length job: 0 J, no division by 0
+        if job_total is None and elapsed == 0 and known and span_known:  # zero-length job: 0 J, no division by 0
             job_total, method = 0.0, worst_method(known)
         # statistics over intervals: attributed power and utilisation
         p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals

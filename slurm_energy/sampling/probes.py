@@ -50,11 +50,12 @@ class SlurmJobProbe:
 
     The cgroup appears just after the Prolog and is removed before the Epilog; PIDs found by
     SLURM_JOB_ID in /proc/PID/environ are the fallback for proctrack/linuxproc (no cgroup), used
-    only after ``pid_fallback_after_s`` without a cgroup.
+    only after ``pid_fallback_after_s`` without a cgroup and rescanned every ``pid_rescan_s``. CPU
+    time of job processes that exit between polls is lost in that mode: cgroups are preferred.
     """
 
     def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
-                 pid_fallback_after_s: float = 3.0, clock=time.monotonic):
+                 pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 1.0, clock=time.monotonic):
         from slurm_energy.slurm.cgroup import find_job_cgroup  # noqa: F401 (import check)
 
         self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
@@ -63,7 +64,9 @@ class SlurmJobProbe:
         self._t0 = clock()
         self._clock = clock
         self._fallback_after = pid_fallback_after_s
-        self._pid_probe_pids: list[int] = []
+        self._pids: list[int] = []
+        self._pid_rescan_s = pid_rescan_s
+        self._last_scan = -1e9
         self._gone = False
         self._best_cpu = 0.0
         self._max_mem = 0
@@ -87,7 +90,10 @@ class SlurmJobProbe:
             return None
         if self._clock() - self._t0 < self._fallback_after:
             return None
-        pids = job_pids_by_env(self.job_id)
+        if self._clock() - self._last_scan >= self._pid_rescan_s:  # /proc/*/environ scans are costly
+            self._pids = job_pids_by_env(self.job_id)
+            self._last_scan = self._clock()
+        pids = self._pids
         cpu, rss = pids_usage(pids)
         if cpu is None:
             self._gone = True

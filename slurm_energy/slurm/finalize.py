@@ -52,10 +52,14 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
     st = status
     if status == Status.COMPLETE and (not rows or any("sampler" in e and "terminated" not in e for e in errors)):
         st = Status.PARTIAL
+    span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
+    if not span_known:
+        st = Status.PARTIAL if status == Status.COMPLETE else status
     summary = summarise_node(
-        rows, job_id=ctx.job_id, node=ctx.node, start_time=ctx.prolog_time or (rows[0]["t"] if rows else end_time),
+        rows, job_id=ctx.job_id, node=ctx.node, start_time=ctx.prolog_time or min([end_time] + [r["t"] for r in rows]),
         end_time=end_time, statics=statics, cpus_alloc=cpus_on_node(ctx.cpus_per_node, idx),
-        policy=cfg.attribution.policy, interval_s=cfg.sampling.interval_s, status=st, errors=errors)
+        policy=cfg.attribution.policy, interval_s=cfg.sampling.interval_s, status=st, errors=errors,
+        span_known=span_known)
     summary.static = {k: v for k, v in static.items() if k != "devices"}
     summary.static["devices"] = static.get("devices", [])
     return JobRecord(

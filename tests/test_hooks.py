@@ -1,0 +1,154 @@
+"""The hook scripts as slurmd runs them: root, no PATH, exit 0 within 2 s whatever happens.
+
+No Slurm here: the job is a process carrying SLURM_JOB_ID in its environment (the psutil fallback
+for nodes without job cgroups). Real processes, real files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from slurm_energy.slurm.detach import is_running
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_PY = "/opt/slurm-energy/venv/bin/python"
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY),
+                                reason="hooks run as root with the installed venv (scripts/setup.sh)")
+
+
+def _hook(tmp: Path, which: str) -> str:
+    """The repo's hook script, installed by `slurm-energy install` with a test config."""
+    out = subprocess.run([VENV_PY, "-m", "slurm_energy.cli.main", "install", "--hooks-dir", str(tmp / "hooks"),
+                          "--config", str(tmp / "site.yaml")], capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0, out.stderr
+    return str(tmp / "hooks" / which)
+
+
+def _site(tmp: Path, extra: str = "") -> None:
+    (tmp / "site.yaml").write_text(f"""cluster_name: t
+sampling:
+  interval_s: 0.5
+hardware:
+  rapl_root: {tmp}/no-powercap
+paths:
+  spool_dir: {tmp}/spool
+  store_url: sqlite:///{tmp}/lib/jobs.db
+  log_dir: {tmp}/log
+{extra}""")
+
+
+def _env(job_id: str, workdir: Path, uid: int, gid: int) -> dict:
+    return {"SLURM_JOB_ID": job_id, "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(gid), "SLURM_JOB_USER": "nobody",
+            "SLURM_JOB_PARTITION": "debug", "SLURM_JOB_WORK_DIR": str(workdir), "SLURMD_NODENAME": "h1",
+            "SLURM_NODELIST": "h1", "SLURM_CLUSTER_NAME": "t", "SLURM_JOB_CPUS_PER_NODE": "1",
+            "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}
+
+
+def _run_hook(script: str, env: dict) -> tuple[int, float]:
+    """Run a hook as slurmd does (no PATH), in its own process group, then kill that group the way
+    slurmd does when the Prolog exits (TERM, then KILL)."""
+    t = time.monotonic()
+    p = subprocess.Popen([script], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    out, err = p.communicate(timeout=10)  # reads stdout/stderr to EOF, as slurmd does
+    dt = time.monotonic() - t
+    for s in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, s)
+        except ProcessLookupError:
+            pass
+    return p.returncode, dt
+
+
+def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
+    _site(tmp_path)
+    nobody = pwd.getpwnam("nobody")
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="se-hooks-", dir="/var/tmp"))  # traversable by nobody
+    os.chmod(base, 0o755)
+    wd = base / "work"
+    wd.mkdir()
+    os.chown(wd, nobody.pw_uid, nobody.pw_gid)
+    env = _env("4242", wd, nobody.pw_uid, nobody.pw_gid)
+    rc, dt = _run_hook(_hook(tmp_path, "prolog"), env)
+    assert rc == 0 and dt < 2.0, (rc, dt)
+    spool = tmp_path / "spool" / "jobs" / "4242-r0"
+    pid = int((spool / "sampler-h1.pid").read_text())
+    assert is_running(pid) and os.getsid(pid) == pid  # survived the process-group kill
+    assert oct(os.stat(tmp_path / "spool").st_mode & 0o777) == "0o700"  # the spool is root-only
+    # "the job": a CPU-bound process carrying the job id, as slurmstepd's children do
+    job = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"],
+                           env={"SLURM_JOB_ID": "4242"})
+    job.wait()
+    rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd",
+                                                         SLURM_JOB_EXIT_CODE2="0:0"))
+    assert rc == 0 and dt < 2.0, (rc, dt)
+    assert not is_running(pid)
+    html = wd / "energy-4242.html"
+    for _ in range(100):
+        if html.exists() and (wd / "energy-4242.csv").exists():
+            break
+        time.sleep(0.1)
+    assert os.lstat(html).st_uid == nobody.pw_uid  # written after dropping root
+    from slurm_energy.store import open_store
+
+    st = open_store(f"sqlite:///{tmp_path}/lib/jobs.db")
+    for _ in range(50):
+        recs = st.get_job("4242")
+        if recs:
+            break
+        time.sleep(0.1)
+    (rec,) = recs
+    assert rec.energy_it_j["cpu"] > 0 and rec.nodes[0].cpu_time_source == "psutil"
+    assert rec.nodes[0].cpu_time_s == pytest.approx(3.0, rel=0.35)  # a 3 s busy loop, seen by polling
+    assert rec.exit_code == "0:0"
+    import shutil
+
+    shutil.rmtree(base)
+
+
+def test_prolog_exits_0_fast_on_bad_config_and_records_it(tmp_path):
+    _site(tmp_path, "sampling:\n  interval_s: -1\n")  # duplicate key + bad value: invalid config
+    (tmp_path / "site.yaml").write_text((tmp_path / "site.yaml").read_text().replace("interval_s: 0.5\n", ""))
+    env = _env("77", tmp_path, 65534, 65534)
+    rc, dt = _run_hook(_hook(tmp_path, "prolog"), env)
+    assert rc == 0 and dt < 2.0
+    # the config's spool was unusable, so the defaults' log is used; nothing raised to slurmd
+
+
+def test_hooks_exit_0_without_slurm_environment(tmp_path):
+    _site(tmp_path)
+    for which in ("prolog", "epilog"):
+        rc, dt = _run_hook(_hook(tmp_path, which), {})
+        assert rc == 0 and dt < 2.0
+    log = (tmp_path / "log" / "hooks.log").read_text()
+    assert "SLURM_JOB_ID is not set" in log
+
+
+def test_epilog_without_prolog_records_partial_job(tmp_path):
+    _site(tmp_path)
+    env = _env("88", tmp_path / "nowhere", 65534, 65534)
+    rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd"))
+    assert rc == 0 and dt < 2.0
+    from slurm_energy.store import open_store
+
+    for _ in range(100):
+        if (tmp_path / "lib" / "jobs.db").exists():
+            recs = open_store(f"sqlite:///{tmp_path}/lib/jobs.db").get_job("88")
+            if recs:
+                break
+        time.sleep(0.1)
+    (rec,) = recs
+    assert rec.status.value == "partial"
+    assert rec.it_kwh is None  # nothing was sampled: unmeasured, not 0
+    assert any("no Prolog context" in e for e in rec.errors)
