@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from slurm_energy.config import (ConfigError, DEFAULT_PUE, SiteConfig, load_site_config,
+from slurm_energy.config import (ConfigError, DEFAULT_PUE, load_site_config,
                                  site_config_from_dict)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

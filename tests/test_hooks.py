@@ -6,7 +6,6 @@ for nodes without job cgroups). Real processes, real files.
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import signal

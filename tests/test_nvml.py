@@ -83,7 +83,7 @@ def test_mig_slices_get_parent_energy_flagged_with_fraction(monkeypatch):
     ra, rb = NvmlReader([MA]), NvmlReader([MB])
     a0, b0 = ra.read()[0], rb.read()[0]
     devs[3].energy_mj += 70_000  # parent +70 J
-    a1, b1 = ra.read()[0], rb.read()[0]
+    a1, _b1 = ra.read()[0], rb.read()[0]
     assert a0.energy_uj == 5_000_000_000  # the parent's counter, mJ x 1000
     assert "mig_estimated" in a0.flags and "mig_fraction:0.428571" in a0.flags  # 3/7
     assert "mig_fraction:0.571429" in b0.flags  # 4/7

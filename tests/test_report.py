@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 from report_records import ELAPSED, T0, sample_record
-from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary
+from slurm_energy.model import NodeSummary
 from slurm_energy.reporting import report
 from slurm_energy.reporting.plot import downsample, power_svg
 from slurm_energy.reporting.report import class_rows, render_csv, render_html, write_reports

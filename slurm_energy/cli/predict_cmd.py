@@ -10,7 +10,6 @@ Epoch AI / Green Algorithms) unless ``--gpu-flops`` / ``--gpu-watts`` are given 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import asdict

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import argparse
 import calendar
 import datetime as dt
 import os

@@ -68,27 +68,25 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def _wait_stopped(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not is_running(pid):
+            return True
+        time.sleep(0.02)
+    return not is_running(pid)
+
+
 def stop_process(pid: int, term_wait_s: float = 1.0, kill_wait_s: float = 0.3) -> str:
     """TERM, bounded wait, then KILL. Returns what happened: "not_running", "terminated",
     "killed" or "unkillable" (still running after KILL, e.g. stuck in D state)."""
     if not is_running(pid):
         return "not_running"
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "not_running"
-    deadline = time.monotonic() + term_wait_s
-    while time.monotonic() < deadline:
-        if not is_running(pid):
-            return "terminated"
-        time.sleep(0.02)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return "terminated"
-    deadline = time.monotonic() + kill_wait_s
-    while time.monotonic() < deadline:
-        if not is_running(pid):
-            return "killed"
-        time.sleep(0.02)
+    for sig, wait_s, outcome in ((signal.SIGTERM, term_wait_s, "terminated"), (signal.SIGKILL, kill_wait_s, "killed")):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return "not_running" if sig == signal.SIGTERM else "terminated"
+        if _wait_stopped(pid, wait_s):
+            return outcome
     return "unkillable"

@@ -57,21 +57,28 @@ def _python() -> str:
     return sys.executable or "/usr/bin/python3"
 
 
+def _begin(env, errors: list[str]):
+    """Config (defaults on error), logging, the job from the environment, its spool; config errors
+    are logged and recorded on the job. Raises SlurmEnvError/OSError for the caller to log."""
+    cfg = _load_config(errors)
+    setup_logging(cfg.paths.log_dir)
+    for e in errors:
+        log.error(e)
+    ctx = parse_slurm_env(env)
+    spool = JobSpool(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node).ensure()
+    for e in errors:
+        spool.record_error(e)
+    return cfg, ctx, spool
+
+
 def prolog(env=None) -> int:
     """The Prolog. Always returns 0."""
     t0 = time.time()
     errors: list[str] = []
     spool = None
     try:
-        cfg = _load_config(errors)
-        setup_logging(cfg.paths.log_dir)
-        for e in errors:
-            log.error(e)
-        ctx = parse_slurm_env(env)
+        cfg, ctx, spool = _begin(env, errors)
         ctx.prolog_time = t0
-        spool = JobSpool(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node).ensure()
-        for e in errors:
-            spool.record_error(e)
         _resolve_gpus(ctx)
         write_private(spool.context, ctx.to_json())
         pid = _start_sampler(cfg, spool)
@@ -179,10 +186,7 @@ def epilog(env=None) -> int:
     errors: list[str] = []
     spool = None
     try:
-        cfg = _load_config(errors)
-        setup_logging(cfg.paths.log_dir)
-        ctx = parse_slurm_env(env)
-        spool = JobSpool(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node).ensure()
+        cfg, ctx, spool = _begin(env, errors)
         if not os.path.exists(spool.context):  # the Prolog failed or never ran: record from our env
             spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
                                "nothing was sampled on this node")
