@@ -33,7 +33,8 @@ log "pip install $REPO[test,demo] into $VENV"
 # a copy, so a build/ or egg-info left by an earlier build never leaks stale files into the install
 BUILD=$(mktemp -d)
 git -C "$REPO" ls-files -z --cached --others --exclude-standard | (cd "$REPO" && xargs -0 cp --parents -t "$BUILD" 2>/dev/null || true)
-"$VENV/bin/pip" install -q "$BUILD[test,demo]" 2>&1 | grep -vE "^\s*$|WARNING: Location" || true
+"$VENV/bin/pip" install -q "$BUILD[test,demo]" >/tmp/slurm-energy-pip.log 2>&1 \
+  || { tail -30 /tmp/slurm-energy-pip.log; exit 1; }
 rm -rf "$BUILD"
 "$VENV/bin/python" -c "import slurm_energy, pynvml, sklearn; print('[setup] slurm_energy', slurm_energy.__version__, 'at', slurm_energy.__file__)"
 chmod -R a+rX "$(dirname "$VENV")"

@@ -92,13 +92,14 @@ def test_class_co2_split_follows_hourly_total():
     assert rows["cpu"].co2e_kg + rows["ram"].co2e_kg == pytest.approx(0.1)
 
 
-def test_class_without_devices_has_no_coverage():
+def test_class_without_devices_has_no_row():
     rec = sample_record()
     rec.nodes[0].devices = [d for d in rec.nodes[0].devices if d.device_class != "gpu"]
     rec.energy_it_j.pop("gpu")
     rec.methods.pop("gpu")
     rows = {r.device_class: r for r in class_rows(rec)}
-    assert rows["gpu"].n_devices == 0 and rows["gpu"].coverage is None and rows["gpu"].energy_it_j is None
+    assert list(rows) == ["cpu", "ram", "total"]  # no GPU on the job: no GPU row (not "unavailable")
+    assert ",gpu," not in render_csv(rec)
     # total coverage is now min(1.0, 0.95) = 0.95
     assert rows["total"].coverage == 0.95
 

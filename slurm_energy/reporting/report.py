@@ -74,7 +74,7 @@ def _mean_or_none(values, weights) -> Optional[float]:
 
 
 def class_rows(record: JobRecord) -> list[ClassRow]:
-    """Per device class (cpu, gpu, ram, in that order) then a ``total`` row.
+    """Per device class the job had (cpu, gpu, ram, in that order) then a ``total`` row.
 
     Energies are the record's totals (``record.energy_it_j`` / ``record.device_energy_j``, J);
     coverage is the lowest device coverage in the class (a class is only as covered as its
@@ -93,6 +93,8 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
     rows: list[ClassRow] = []
     for cls in DEVICE_CLASSES:
         devs = _devices(record, cls)
+        if not devs and cls not in record.energy_it_j:
+            continue  # the job had no device of this class (e.g. no GPU): no row, not "unavailable"
         e = record.energy_it_j.get(cls)
         row = ClassRow(
             device_class=cls,
