@@ -105,6 +105,7 @@ cluster_name: $CLUSTER
 timezone: UTC
 sampling:
   interval_s: $INTERVAL
+  interim_s: 5
 hardware:
   rapl_root: $L/powercap
 paths:

@@ -153,6 +153,7 @@ class Sampling(_Strict):
     """Sampler settings."""
 
     interval_s: float = Field(default=5.0, gt=0, le=3600)
+    interim_s: float = Field(default=60.0, ge=5, le=86400)  # running jobs: energy so far stored this often
 
 
 class Attribution(_Strict):

@@ -163,7 +163,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         from slurm_energy.slurm.finalize import interim
 
         s = Sampler(readers, probe, writer, interval_s=cfg.sampling.interval_s,
-                    on_interim=lambda: interim(cfg, spool, ctx))
+                    interim_every_s=cfg.sampling.interim_s, on_interim=lambda: interim(cfg, spool, ctx))
         s.install_signal_handlers()
         n = s.run()
         log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)

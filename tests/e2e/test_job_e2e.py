@@ -85,3 +85,22 @@ def test_gpu_job_without_nvml_is_unavailable_not_zero(cluster):
     gpu = [d for d in rec.nodes[0].devices if d.device_class == "gpu"]
     assert gpu and gpu[0].energy_j is None and gpu[0].device_id.startswith("gpu-index-")
     assert any("not resolved" in e for e in rec.errors)
+
+
+def test_running_job_shows_energy_so_far(cluster):
+    # the test cluster stores a running job's energy every 5 s (sampling.interim_s)
+    wd = cluster.workdir("alice", f"e2e-run-{os.getpid()}")
+    job = cluster.sbatch("alice", wd, CPU_JOB.format(seconds=14))
+    seen = None
+    t0 = time.time()
+    while time.time() - t0 < 40 and seen is None:
+        out = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "-P", "-n", "-o", "JobID,CPU_kWh,Status", job],
+                             capture_output=True, text=True, env=cluster.env)
+        if out.returncode == 0 and out.stdout.strip().endswith("|running"):
+            seen = out.stdout.strip().split("|")
+        time.sleep(0.5)
+    assert seen is not None, "jobenergy never showed the job as running"
+    assert seen[0] == job and float(seen[1]) > 0  # energy so far, not 0 and not n/a
+    (rec,) = cluster.wait_record(job)  # then one final record replaces the interim one
+    assert rec.status.value == "complete"
+    assert rec.energy_it_j["cpu"] >= float(seen[1]) * 3.6e6 * 0.999
