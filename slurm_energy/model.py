@@ -155,7 +155,10 @@ class JobRecord(BaseModel):
     partition: str = ""
     work_dir: str = ""
     restart_count: int = 0
-    exit_code: str = ""
+    exit_code: str = ""  # Slurm's "exit:signal" from the Epilog (SLURM_JOB_EXIT_CODE2), e.g. "3:0"
+    # Slurm-like job state derived from exit_code (the Epilog sees no JobState): COMPLETED (0:0),
+    # FAILED (exit != 0), CANCELLED (killed by a signal: scancel, time limit, OOM), "" = unknown.
+    job_state: str = ""
     expected_nodes: list[str] = Field(default_factory=list)
     start_time: float
     end_time: float
@@ -180,3 +183,16 @@ class JobRecord(BaseModel):
     def method_summary(self) -> str:
         """e.g. ``cpu=tdp_estimate,ram=tdp_estimate,gpu=unavailable``."""
         return ",".join(f"{k}={Method(v).value}" for k, v in sorted(self.methods.items()))
+
+
+def job_state_from_exit_code(exit_code: str) -> str:
+    """Slurm-like state from SLURM_JOB_EXIT_CODE2 ("exit:signal"): "0:0" -> COMPLETED, "3:0" -> FAILED,
+    "0:15" -> CANCELLED (a signal ended it: scancel, time limit, OOM kill); "" if unparsable."""
+    code, _, sig = (exit_code or "").partition(":")
+    try:
+        code_i, sig_i = int(code), int(sig or 0)
+    except ValueError:
+        return ""
+    if sig_i:
+        return "CANCELLED"
+    return "FAILED" if code_i else "COMPLETED"

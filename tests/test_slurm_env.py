@@ -52,3 +52,11 @@ def test_non_numeric_uid_names_field_and_value():
                                       ("4,2(x2)", 3, None), ("", 0, None), ("x", 0, None)])
 def test_cpus_on_node(s, i, want):
     assert cpus_on_node(s, i) == want
+
+
+@pytest.mark.parametrize("ec,state", [("0:0", "COMPLETED"), ("3:0", "FAILED"), ("0:15", "CANCELLED"),
+                                      ("0:9", "CANCELLED"), ("", ""), ("x:y", "")])
+def test_job_state_from_epilog_exit_code(ec, state):
+    from slurm_energy.model import job_state_from_exit_code
+
+    assert job_state_from_exit_code(ec) == state

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Optional
 
-from slurm_energy.model import JobRecord, Status
+from slurm_energy.model import JobRecord, Status, job_state_from_exit_code
 from slurm_energy.slurm.env import JobContext, cpus_on_node
 from slurm_energy.slurm.spool import JobSpool
 
@@ -65,7 +65,7 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
         cluster=ctx.cluster, job_id=ctx.job_id, array_job_id=ctx.array_job_id, array_task_id=ctx.array_task_id,
         het_job_id=ctx.het_job_id, het_job_offset=ctx.het_job_offset, user=ctx.user, uid=ctx.uid, gid=ctx.gid,
         account=ctx.account, partition=ctx.partition, work_dir=ctx.work_dir, restart_count=ctx.restart_count,
-        exit_code=exit_code, expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,
+        exit_code=exit_code, job_state=job_state_from_exit_code(exit_code), expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,
         nodes=[summary], status=st, errors=list(summary.errors))
 
 
