@@ -514,6 +514,32 @@ def site_config_from_dict(data: Any, origin: str = "site config") -> SiteConfig:
         raise ConfigError(_format_error(e, origin)) from None
 
 
+def _config_path(path: "str | os.PathLike | None") -> Optional[str]:
+    """The file to load: ``path``, else ``$SLURM_ENERGY_CONFIG``, else :data:`DEFAULT_PATH` if it
+    exists, else None (documented defaults)."""
+    if path is None:
+        path = os.environ.get(ENV_VAR) or (DEFAULT_PATH if os.path.exists(DEFAULT_PATH) else None)
+    return None if path is None else os.fspath(path)
+
+
+def _defaults_without_file() -> SiteConfig:
+    cfg = SiteConfig()
+    cfg.defaults_used = ["config_file"] + cfg.defaults_used
+    return cfg
+
+
+def _read_yaml(p: str) -> Any:
+    """Parsed YAML of file ``p``. :raises ConfigError: unreadable or not YAML."""
+    try:
+        with open(p, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read the site config ({e.strerror}); fix the path or set "
+                          f"{ENV_VAR}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+
+
 def load_site_config(path: "str | os.PathLike | None" = None) -> SiteConfig:
     """Load and validate the site configuration.
 
@@ -522,21 +548,131 @@ def load_site_config(path: "str | os.PathLike | None" = None) -> SiteConfig:
     :raises ConfigError: file given but missing/unreadable, not YAML, or invalid (message names
         field, value and fix).
     """
-    if path is None:
-        path = os.environ.get(ENV_VAR) or (DEFAULT_PATH if os.path.exists(DEFAULT_PATH) else None)
-    if path is None:
-        cfg = SiteConfig()
-        cfg.defaults_used = ["config_file"] + cfg.defaults_used
-        return cfg
-    p = os.fspath(path)
-    try:
-        with open(p, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read the site config ({e.strerror}); fix the path or set "
-                          f"{ENV_VAR}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
-    cfg = site_config_from_dict(data, origin=p)
+    p = _config_path(path)
+    if p is None:
+        return _defaults_without_file()
+    cfg = site_config_from_dict(_read_yaml(p), origin=p)
     cfg.source_path = p
     return cfg
+
+
+# --------------------------------------------------------------------------- lenient loading
+#: Sections whose keys are dropped one by one when invalid (``paths.log_dir`` alone falls back to
+#: its default, ``datacenters.X`` alone is dropped). Any other bad key drops its whole top-level key.
+_PER_KEY_SECTIONS = ("paths", "datacenters", "hardware", "sampling", "attribution", "geolocation")
+#: Maps inside ``hardware`` whose entries are dropped one by one (one bad GPU override).
+_PER_ENTRY_MAPS = (("hardware", "gpu"), ("hardware", "cpu_tdp_w"))
+
+
+def _drop_target(loc: tuple) -> tuple:
+    """The key path to drop for a pydantic error at ``loc`` (see :data:`_PER_KEY_SECTIONS`)."""
+    if not loc:
+        return ()
+    if loc[0] in _PER_KEY_SECTIONS and len(loc) >= 2:
+        return loc[:3] if loc[:2] in _PER_ENTRY_MAPS and len(loc) >= 3 else loc[:2]
+    return loc[:1]
+
+
+def _delete(data: dict, target: tuple) -> bool:
+    """Delete ``data[t0][t1]...``; False when that key is not there (or a parent is no mapping)."""
+    node: Any = data
+    for k in target[:-1]:
+        if not isinstance(node, dict) or k not in node:
+            return False
+        node = node[k]
+    if isinstance(node, dict) and target and target[-1] in node:
+        del node[target[-1]]
+        return True
+    return False
+
+
+def _drop_conflicting_datacenters(data: dict) -> list[str]:
+    """Model-level errors (a partition in two datacenters, two catch-alls): keep datacenters in file
+    order while they validate together; returns the dotted names of those dropped."""
+    dcs = data.get("datacenters")
+    if not isinstance(dcs, dict):
+        return []
+    kept: dict = {}
+    dropped = []
+    for name, dc in dcs.items():
+        trial = {**kept, name: dc}
+        try:
+            SiteConfig.model_validate({"datacenters": trial})
+            kept = trial
+        except ValidationError:
+            dropped.append(f"datacenters.{name}")
+    if dropped:
+        data["datacenters"] = kept
+    return dropped
+
+
+def site_config_from_dict_lenient(data: Any, origin: str = "site config") -> tuple[SiteConfig, list[str]]:
+    """Validate a parsed YAML mapping, dropping only what is invalid; never raises on bad values.
+
+    Every top-level key that validates is kept; inside ``paths``, ``hardware``, ``sampling``,
+    ``attribution``, ``geolocation`` only the bad keys are dropped (their defaults apply), inside
+    ``datacenters`` only the bad datacenters, inside ``hardware.gpu``/``hardware.cpu_tdp_w`` only
+    the bad entries. Returns ``(config, messages)``: one message per problem, worded as
+    :class:`ConfigError` (``origin: dotted.field: bad value V: why. Fix: ...``), then one line
+    listing what was ignored. The dropped dotted keys are appended to ``config.defaults_used``.
+    Not a mapping: ``(SiteConfig(), [message])``.
+    """
+    import copy
+
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        return SiteConfig(), [f"{origin}: top level must be a mapping of keys (cluster_name:, datacenters:, "
+                              f"...), got {type(data).__name__}; documented defaults used"]
+    data = copy.deepcopy(data)
+    messages: list[str] = []
+    dropped: list[str] = []
+    for _ in range(1000):  # each round drops at least one key, so this ends
+        try:
+            cfg = SiteConfig.model_validate(data)
+            break
+        except ValidationError as e:
+            messages += [m for m in _format_error(e, origin).splitlines() if m not in messages]
+            progress = False
+            for err in e.errors():
+                loc = tuple(x for x in err.get("loc", ()) if not str(x).startswith("function-"))
+                target = _drop_target(loc)
+                if target and (_delete(data, target) or _delete(data, target[:1])):
+                    dropped.append(".".join(map(str, target)))
+                    progress = True
+            if not progress:
+                gone = _drop_conflicting_datacenters(data)
+                dropped += gone
+                progress = bool(gone)
+            if not progress:  # nothing left to single out: documented defaults
+                cfg = SiteConfig()
+                dropped.append("(everything)")
+                break
+    else:  # pragma: no cover - unreachable: every round drops a key
+        cfg = SiteConfig()
+    if dropped:
+        seen = list(dict.fromkeys(dropped))
+        messages.append(f"{origin}: ignored, defaults used instead: {', '.join(seen)}")
+        cfg.defaults_used = cfg.defaults_used + [d for d in seen if d not in cfg.defaults_used]
+    return cfg, messages
+
+
+def load_site_config_lenient(path: "str | os.PathLike | None" = None) -> tuple[SiteConfig, list[str]]:
+    """Load the site configuration keeping every part that is valid; for the Slurm hooks, where a
+    typo must not send a job's record to the default store (``paths`` above all).
+
+    File chosen as in :func:`load_site_config`. Returns ``(config, messages)``; ``messages`` is
+    empty for a valid file (or no file: documented defaults, ``"config_file"`` in
+    ``defaults_used``). A missing/unreadable/non-YAML file gives ``(defaults, [message])``; invalid
+    keys are dropped as in :func:`site_config_from_dict_lenient`. Never raises ConfigError.
+    """
+    p = _config_path(path)
+    if p is None:
+        return _defaults_without_file(), []
+    try:
+        data = _read_yaml(p)
+    except ConfigError as e:
+        return _defaults_without_file(), [f"{e}; documented defaults used"]
+    cfg, messages = site_config_from_dict_lenient(data, origin=p)
+    cfg.source_path = p
+    return cfg, messages

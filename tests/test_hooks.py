@@ -151,3 +151,18 @@ def test_epilog_without_prolog_records_partial_job(tmp_path):
     assert rec.status.value == "partial"
     assert rec.it_kwh is None  # nothing was sampled: unmeasured, not 0
     assert any("no Prolog context" in e for e in rec.errors)
+
+
+def test_requeued_job_epilog_finds_its_attempt(tmp_path):
+    # Slurm may run attempt 0's Epilog with SLURM_JOB_RESTART_COUNT already 1
+    from slurm_energy.slurm.spool import JobSpool, find_attempt
+
+    sp = str(tmp_path / "spool")
+    a0 = JobSpool(sp, "61", 0, "n1").ensure()
+    open(a0.context, "w").write("{}")
+    assert find_attempt(sp, "61", "n1", 1).dir == a0.dir  # attempt 0 is still waiting for its Epilog
+    open(a0.done, "w").write("1")
+    a1 = JobSpool(sp, "61", 1, "n1").ensure()
+    open(a1.context, "w").write("{}")
+    assert find_attempt(sp, "61", "n1", 1).dir == a1.dir
+    assert find_attempt(sp, "61", "n2", 1).dir == JobSpool(sp, "61", 1, "n2").dir  # other node: no Prolog ran

@@ -139,3 +139,34 @@ def test_utilisation_weighted_policy_uses_rated_power():
 def test_unknown_policy_names_field():
     with pytest.raises(ValueError, match="attribution.policy"):
         summarise_node([], job_id="1", node="n1", start_time=0, end_time=0, policy="fair")
+
+
+def test_sampler_killed_mid_job_leaves_the_gap_unmeasured_not_zero():
+    # samples at 0 and 10 s, then the sampler died; the Epilog read the counters at 60 s
+    rows = [row(0, 0.0, 0, 0, [tdp(None), ram(1.0)], 1 * GIB, 4 * GIB),
+            row(10, 5.0, 10, 20, [tdp(50.0), ram(1.0)], 1 * GIB, 4 * GIB),
+            {**row(60, None, 60, 120, [tdp(50.0), ram(1.0)], None, 4 * GIB), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 60)
+    cpu = next(d for d in s.devices if d.device_class == "cpu")
+    ram_ = next(d for d in s.devices if d.device_class == "ram")
+    assert cpu.energy_j == pytest.approx(250.0)  # 50 W x 10 s x (5 / 10); the 50 s gap: unknown share
+    assert cpu.coverage == pytest.approx(10 / 60)
+    assert ram_.coverage == pytest.approx(10 / 60)  # memory in the gap is unknown too
+    assert "share_unknown" in cpu.flags
+
+
+def test_job_shorter_than_one_interval_measured_between_prolog_and_epilog_rows():
+    # only the Prolog's and the Epilog's readings exist (each a reader's first read: no mean power);
+    # the node was 30 % busy over 2 CPUs x 1 s -> TDP 100 W x 0.3 = 30 W for 1 s = 30 J on the device
+    rows = [{**row(0, None, 10.0, 100.0, [tdp(None)]), "kind": "prolog"},
+            {**row(1, 0.6, 10.6, 102.0, [tdp(None)]), "kind": "final"},
+            {**row(1.5, None, 10.6, 103.0, [tdp(None)]), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 1.5,
+                       statics=[DeviceStatic("cpu", "cpu-tdp", "X", 2, 100.0)])
+    (d,) = s.devices
+    # interval 1: 100 W x (0.6 / 2.0) x 1 s = 30 J, job share 0.6 / 0.6 = 1 -> 30 J
+    # interval 2: node idle (busy delta 0) -> 0 J
+    assert d.device_energy_j == pytest.approx(30.0)
+    assert d.energy_j == pytest.approx(30.0)
+    assert d.coverage == pytest.approx(1.0)
+    assert "util_from_node_counters" in d.flags

@@ -30,17 +30,25 @@ _METHOD_OF = {"counter": Method.COUNTER, "power_integration": Method.POWER_INTEG
 
 
 def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
-    """Cumulative job CPU time per row: 0 before the cgroup is first seen (the job had just
-    started), carried forward after it is gone (the job has ended)."""
+    """Cumulative job CPU time per row: 0 before the job is first seen (it had just started);
+    carried forward once the job is known to have ended (a ``cgroup_gone`` or ``final`` row);
+    None where the job was running but nobody looked (the sampler died): the job's share of such
+    an interval is unknown, never 0."""
     out: list[Optional[float]] = []
     last: Optional[float] = None
-    seen = False
+    seen = ended = False
     for r in rows:
         v = (r.get("job") or {}).get("cpu_time_s")
         if v is not None:
             seen = True
             last = v if last is None else max(last, v)
-        out.append(last if seen else 0.0)
+            out.append(last)
+        elif not seen:
+            out.append(0.0)
+        else:
+            out.append(last if ended else None)
+        if r.get("kind") in ("cgroup_gone", "final"):
+            ended = True
     return out
 
 
@@ -96,6 +104,9 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         for d in r.get("readings") or []:
             rd = Reading.from_dict(d)
             per_device.setdefault(rd.device_id, []).append((r["t"], rd))
+
+    for dev_id, samples in per_device.items():
+        _fill_tdp_cpu_power(samples, rows, row_index, static_by_id.get(dev_id))
 
     devices: list[DeviceEnergy] = []
     trace: dict[float, list[Optional[float]]] = {}
@@ -167,6 +178,28 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
     )
 
 
+def _fill_tdp_cpu_power(samples, rows, row_index, st: Optional[DeviceStatic]) -> None:
+    """A modelled CPU reading without its mean power (the first read of a reader in a new process:
+    the Prolog's, the sampler's first, the Epilog's) gets it from the rows' node counters:
+    TDP_total x busy CPU-time delta / all CPU-time delta since the device's previous reading."""
+    if not st or not st.rated_power_w:
+        return
+    for k in range(1, len(samples)):
+        t, rd = samples[k]
+        if rd.device_class != "cpu" or rd.method != "tdp_estimate" or rd.mean_power_w is not None:
+            continue
+        a = (rows[row_index[samples[k - 1][0]]].get("node") or {})
+        b = (rows[row_index[t]].get("node") or {})
+        try:
+            d_total = b["cpu_total_s"] - a["cpu_total_s"]
+            d_busy = b["cpu_busy_s"] - a["cpu_busy_s"]
+        except (KeyError, TypeError):
+            continue
+        if d_total > 0:
+            rd.mean_power_w = st.rated_power_w * min(1.0, max(0.0, d_busy / d_total))
+            rd.flags = list(rd.flags or []) + ["util_from_node_counters"]
+
+
 def _reading_at(samples: list[tuple[float, Reading]], t: float) -> Optional[Reading]:
     for ts, rd in samples:
         if ts == t:
@@ -196,6 +229,8 @@ def _share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids, reading
             return 0.0
         return s
     if cls == "ram":
+        if job_cpu[i1] is None:
+            return None  # the sampler was not running: the job's memory is unknown
         jm = job_mem[i1] if job_mem[i1] is not None else job_mem[i0]
         if jm is None:
             return 0.0 if job_cpu[i1] == job_cpu[i0] else None  # no memory seen and no CPU used: job not running

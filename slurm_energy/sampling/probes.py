@@ -55,7 +55,8 @@ class SlurmJobProbe:
     """
 
     def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
-                 pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 1.0, clock=time.monotonic):
+                 pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 1.0, clock=time.monotonic,
+                 on_job_env=None):
         from slurm_energy.slurm.cgroup import find_job_cgroup  # noqa: F401 (import check)
 
         self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
@@ -70,8 +71,33 @@ class SlurmJobProbe:
         self._gone = False
         self._best_cpu = 0.0
         self._max_mem = 0
+        self._on_job_env = on_job_env  # called once with the job's env facts (array/het ids, name)
+        self._env_seen: set[int] = set()
+
+    def _look_for_job_env(self, pids: list[int]) -> None:
+        """Read array/het ids from the job's processes (Slurm 22.05 keeps them from the Prolog)."""
+        from slurm_energy.slurm.env import job_env_facts
+
+        for pid in pids:
+            if pid in self._env_seen:
+                continue
+            self._env_seen.add(pid)
+            try:
+                facts = job_env_facts(psutil.Process(pid).environ(), self.job_id)
+            except (psutil.Error, OSError):
+                continue
+            if facts is not None:
+                cb, self._on_job_env = self._on_job_env, None
+                cb(facts)
+                return
 
     def poll(self) -> Optional[Usage]:
+        u = self._poll()
+        if u is not None and self._on_job_env is not None and u.pids:
+            self._look_for_job_env(u.pids)
+        return u
+
+    def _poll(self) -> Optional[Usage]:
         from slurm_energy.slurm.cgroup import find_job_cgroup
 
         if self.cg is None and not self._seen_cgroup:

@@ -126,7 +126,8 @@ class Sampler:
         self._poll()
         self.sample("start")
         next_sample = self.clock() + self.interval_s
-        next_interim = self.clock() + self.interim_every_s
+        # the first interim soon (2 intervals), so a running job shows up early; then every interim_every_s
+        next_interim = self.clock() + min(self.interim_every_s, 2 * self.interval_s)
         gone_since: Optional[float] = None
         announced_gone = False
         while not self._stop:

@@ -44,6 +44,7 @@ class JobContext:
     array_task_id: Optional[str] = None
     het_job_id: Optional[str] = None
     het_job_offset: Optional[str] = None
+    job_name: str = ""  # not in 22.05's Prolog env: read later from the job's processes
     exit_code: str = ""  # Epilog only: SLURM_JOB_EXIT_CODE2, e.g. "0:0"
     prolog_time: float = 0.0  # epoch s, set by the Prolog
     gpu_uuids: list = field(default_factory=list)  # resolved once in the Prolog
@@ -117,6 +118,7 @@ def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
         array_task_id=_opt(env, "SLURM_ARRAY_TASK_ID"),
         het_job_id=_opt(env, "SLURM_HET_JOB_ID"),
         het_job_offset=_opt(env, "SLURM_HET_JOB_OFFSET"),
+        job_name=env.get("SLURM_JOB_NAME", ""),
         exit_code=env.get("SLURM_JOB_EXIT_CODE2", ""),
     )
 
@@ -135,3 +137,31 @@ def cpus_on_node(cpus_per_node: str, node_index: int) -> Optional[int]:
         except ValueError:
             return None
     return counts[node_index] if 0 <= node_index < len(counts) else None
+
+
+#: Facts Slurm 22.05 gives the job's processes but not the Prolog/Epilog (slurmd's _build_env
+#: leaves out the array and het-job variables and the job name).
+JOB_ENV_FACTS = {"SLURM_ARRAY_JOB_ID": "array_job_id", "SLURM_ARRAY_TASK_ID": "array_task_id",
+                 "SLURM_HET_JOB_ID": "het_job_id", "SLURM_HET_JOB_OFFSET": "het_job_offset",
+                 "SLURM_JOB_NAME": "job_name"}
+
+
+def job_env_facts(environ: Mapping[str, str], job_id: str) -> Optional[dict]:
+    """Array/het-job ids and job name from one of the job's processes' environment.
+
+    Args:
+        environ: a process environment (``/proc/PID/environ`` of a PID in the job's cgroup).
+        job_id: the raw job id; the environment must carry SLURM_JOB_ID equal to it (slurmstepd
+            itself runs with slurmd's environment and is skipped this way).
+    Returns:
+        {"array_job_id": ..., "array_task_id": ..., "het_job_id": ..., "het_job_offset": ...,
+        "job_name": ...} with the keys found (possibly none), or None if ``environ`` is not the job's.
+    """
+    if environ.get("SLURM_JOB_ID") != job_id:
+        return None
+    out = {}
+    for var, key in JOB_ENV_FACTS.items():
+        v = _opt(environ, var)
+        if v is not None:
+            out[key] = v
+    return out

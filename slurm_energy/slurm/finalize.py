@@ -28,6 +28,19 @@ def _expected_nodes(ctx: JobContext) -> list[str]:
     return nodes or [ctx.node]
 
 
+def _with_job_env(spool: JobSpool, ctx: JobContext) -> JobContext:
+    """ctx completed with what the sampler read from the job's processes (array/het ids, name)."""
+    import dataclasses
+
+    try:
+        with open(spool.jobenv, encoding="utf-8") as f:
+            facts = json.load(f)
+    except (OSError, ValueError):
+        return ctx
+    return dataclasses.replace(ctx, **{k: v for k, v in facts.items()
+                                       if hasattr(ctx, k) and not getattr(ctx, k)})
+
+
 def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
                 status: Status = Status.COMPLETE) -> JobRecord:
     """This node's JobRecord (one NodeSummary) from the spool's sample file. Pure but for reads."""
@@ -36,6 +49,7 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
     from slurm_energy.sampling.samplefile import read_samples
 
     rows = list(read_samples(spool.samples))
+    ctx = _with_job_env(spool, ctx)
     errors = spool.read_errors()
     static: dict = {}
     try:
@@ -62,7 +76,7 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
     summary.static = {k: v for k, v in static.items() if k != "devices"}
     summary.static["devices"] = static.get("devices", [])
     return JobRecord(
-        cluster=ctx.cluster, job_id=ctx.job_id, array_job_id=ctx.array_job_id, array_task_id=ctx.array_task_id,
+        cluster=ctx.cluster, job_id=ctx.job_id, job_name=ctx.job_name, array_job_id=ctx.array_job_id, array_task_id=ctx.array_task_id,
         het_job_id=ctx.het_job_id, het_job_offset=ctx.het_job_offset, user=ctx.user, uid=ctx.uid, gid=ctx.gid,
         account=ctx.account, partition=ctx.partition, work_dir=ctx.work_dir, restart_count=ctx.restart_count,
         exit_code=exit_code, job_state=job_state_from_exit_code(exit_code), expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,

@@ -14,13 +14,14 @@ raised to slurmd (a non-zero Prolog/Epilog drains the node).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 import time
 
 from slurm_energy.slurm.env import JobContext, parse_slurm_env
-from slurm_energy.slurm.spool import JobSpool, write_private
+from slurm_energy.slurm.spool import JobSpool, find_attempt, write_private
 
 log = logging.getLogger("slurm_energy.hooks")
 
@@ -33,6 +34,7 @@ def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
     try:
         os.makedirs(log_dir, mode=0o700, exist_ok=True)
         h: logging.Handler = logging.FileHandler(path)
+        os.chmod(path, 0o600)  # job names, users and paths: root-only, like the spool
     except OSError:
         h = logging.StreamHandler(sys.stderr)
         path = "<stderr>"
@@ -44,20 +46,18 @@ def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
 
 
 def _load_config(errors: list[str]):
-    from slurm_energy.config import ConfigError, SiteConfig, load_site_config
+    from slurm_energy.config import load_site_config_lenient
 
-    try:
-        return load_site_config()
-    except ConfigError as e:
-        errors.append(f"site config invalid, defaults used: {e}")
-        return SiteConfig()
+    cfg, problems = load_site_config_lenient()  # keeps every valid part (paths above all)
+    errors += [f"site config invalid, that part ignored: {m}" for m in problems]
+    return cfg
 
 
 def _python() -> str:
     return sys.executable or "/usr/bin/python3"
 
 
-def _begin(env, errors: list[str]):
+def _begin(env, errors: list[str], epilog: bool = False):
     """Config (defaults on error), logging, the job from the environment, its spool; config errors
     are logged and recorded on the job. Raises SlurmEnvError/OSError for the caller to log."""
     cfg = _load_config(errors)
@@ -65,7 +65,10 @@ def _begin(env, errors: list[str]):
     for e in errors:
         log.error(e)
     ctx = parse_slurm_env(env)
-    spool = JobSpool(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node).ensure()
+    if epilog:  # a requeued job's Epilog may carry the next attempt's restart count
+        spool = find_attempt(cfg.paths.spool_dir, ctx.job_id, ctx.node, ctx.restart_count).ensure()
+    else:
+        spool = JobSpool(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node).ensure()
     for e in errors:
         spool.record_error(e)
     return cfg, ctx, spool
@@ -81,6 +84,10 @@ def prolog(env=None) -> int:
         ctx.prolog_time = t0
         _resolve_gpus(ctx)
         write_private(spool.context, ctx.to_json())
+        try:
+            _reading_row(cfg, ctx, spool, "prolog")
+        except Exception as e:  # the sampler still starts; its own first sample is the start then
+            spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
         pid = _start_sampler(cfg, spool)
         write_private(spool.pidfile, str(pid))
         log.info("prolog job=%s node=%s sampler=%d gpus=%s (%.3f s)", ctx.job_id, ctx.node, pid,
@@ -132,45 +139,76 @@ def _spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
     return spool, ctx
 
 
+_EARLY_STOP = []  # a TERM that arrives while the sampler is still starting up (very short jobs)
+
+
 def sampler_main(job_dir: str, node: str) -> int:
     """The detached per-job sampler (started by the Prolog). Returns 0."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: _EARLY_STOP.append(1))  # before the slow imports
     errors: list[str] = []
     cfg = _load_config(errors)
     setup_logging(cfg.paths.log_dir, "sampler.log")
     spool, ctx = _spool_from_dir(job_dir, node)
     try:
-        from slurm_energy.devices.info import collect_static
         from slurm_energy.sampling.probes import SlurmJobProbe
         from slurm_energy.sampling.sampler import Sampler
         from slurm_energy.sampling.samplefile import SampleWriter
-        from slurm_energy.sampling.setup import build_readers
 
-        unresolved = []
-        if ctx.job_gpus and not ctx.gpu_uuids:
-            unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
-            errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML devices: {ctx.gpu_resolution_error}")
-        readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved)
-        statics = [d for r in readers for d in _safe_devices(r)]
-        static = collect_static(statics)
-        static["reader_notes"] = notes
-        import json
-
-        write_private(spool.static, json.dumps(static))
+        readers, _ = _readers_for(cfg, ctx, spool, errors)
         for e in errors:
             spool.record_error(e)
-        probe = SlurmJobProbe(ctx.job_id, ctx.uid, ctx.node)
+        probe = SlurmJobProbe(ctx.job_id, ctx.uid, ctx.node,
+                              on_job_env=lambda facts: write_private(spool.jobenv, json.dumps(facts)))
         writer = SampleWriter(spool.samples)
         from slurm_energy.slurm.finalize import interim
 
         s = Sampler(readers, probe, writer, interval_s=cfg.sampling.interval_s,
                     interim_every_s=cfg.sampling.interim_s, on_interim=lambda: interim(cfg, spool, ctx))
         s.install_signal_handlers()
+        if _EARLY_STOP:
+            s.stop()  # the job already ended: one start and one final sample, then exit
         n = s.run()
         log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)
     except BaseException as e:  # noqa: BLE001
         log.exception("sampler failed")
         spool.record_error(f"sampler: {type(e).__name__}: {e}")
     return 0
+
+
+def _readers_for(cfg, ctx: JobContext, spool: JobSpool, errors: list[str]):
+    """This node's readers for the job, and the device inventory written once to the spool."""
+    from slurm_energy.sampling.setup import build_readers
+
+    unresolved = []
+    if ctx.job_gpus and not ctx.gpu_uuids:
+        unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
+        errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML devices: {ctx.gpu_resolution_error}")
+    readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved)
+    if not os.path.exists(spool.static):
+        from slurm_energy.devices.info import collect_static
+
+        static = collect_static([d for r in readers for d in _safe_devices(r)])
+        static["reader_notes"] = notes
+        write_private(spool.static, json.dumps(static))
+    return readers, notes
+
+
+def _reading_row(cfg, ctx: JobContext, spool: JobSpool, kind: str) -> None:
+    """One row of every reader's counters, written by a hook itself (Prolog start, or the Epilog
+    when the sampler is gone): a job shorter than one interval is measured between the two."""
+    from slurm_energy.sampling.nodestats import read_node_stats
+    from slurm_energy.sampling.samplefile import SampleWriter
+
+    readers, _ = _readers_for(cfg, ctx, spool, [])
+    rows = []
+    for r in readers:
+        rows.extend(x.to_dict() for x in r.read())
+        r.close()
+    w = SampleWriter(spool.samples)
+    w.write({"t": time.time(), "kind": kind, "job": None, "node": read_node_stats().to_dict(), "readings": rows})
+    w.close()
 
 
 def _safe_devices(r):
@@ -186,7 +224,7 @@ def epilog(env=None) -> int:
     errors: list[str] = []
     spool = None
     try:
-        cfg, ctx, spool = _begin(env, errors)
+        cfg, ctx, spool = _begin(env, errors, epilog=True)
         if not os.path.exists(spool.context):  # the Prolog failed or never ran: record from our env
             spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
                                "nothing was sampled on this node")
@@ -198,6 +236,7 @@ def epilog(env=None) -> int:
         logf = os.path.join(spool.dir, f"finalize-{spool.node}.log")
         spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(t_end),
                ctx.exit_code or ""], logf)
+        write_private(spool.done, repr(t_end))
         log.info("epilog job=%s node=%s sampler=%s (%.3f s)", ctx.job_id, ctx.node, outcome, time.time() - t_end)
     except BaseException as e:  # noqa: BLE001 - an Epilog must never drain the node
         log.exception("epilog failed")
@@ -217,26 +256,15 @@ def _stop_sampler(spool: JobSpool) -> str:
     argv = cmdline(pid)
     if argv and (spool.dir not in argv or "sampler" not in argv):
         return "not_running"  # the PID was reused by another process: never signal it
-    return stop_process(pid, term_wait_s=1.0, kill_wait_s=0.2)
+    return stop_process(pid, term_wait_s=1.2, kill_wait_s=0.2)
 
 
 def _epilog_reading(cfg, spool: JobSpool) -> None:
     """The sampler is gone: read the counters once more so the tail after its last sample counts."""
     try:
-        from slurm_energy.sampling.nodestats import read_node_stats
-        from slurm_energy.sampling.samplefile import SampleWriter
-        from slurm_energy.sampling.setup import build_readers
-
         with open(spool.context, encoding="utf-8") as f:
             ctx = JobContext.from_json(f.read())
-        readers, _ = build_readers(cfg, ctx.gpu_uuids)
-        rows = []
-        for r in readers:
-            rows.extend(x.to_dict() for x in r.read())
-            r.close()
-        w = SampleWriter(spool.samples)
-        w.write({"t": time.time(), "kind": "epilog", "job": None, "node": read_node_stats().to_dict(), "readings": rows})
-        w.close()
+        _reading_row(cfg, ctx, spool, "epilog")
     except Exception as e:
         spool.record_error(f"epilog reading: {type(e).__name__}: {e}")
 

@@ -8,6 +8,8 @@ Layout (``spool_dir`` from the site config, default /var/spool/slurm-energy, mod
         samples-<node>.jsonl             the sample file
         sampler-<node>.pid               the detached sampler's PID
         errors-<node>.jsonl              hook failures recorded on the job (one JSON string a line)
+        jobenv-<node>.json               array/het ids and job name read from the job's processes
+        epilog-<node>.done               this node's Epilog has run for this attempt
 """
 
 from __future__ import annotations
@@ -64,6 +66,14 @@ class JobSpool:
         return self.path("sampler", "pid")
 
     @property
+    def jobenv(self) -> str:
+        return self.path("jobenv")
+
+    @property
+    def done(self) -> str:
+        return self.path("epilog", "done")
+
+    @property
     def errors(self) -> str:
         return self.path("errors", "jsonl")
 
@@ -91,3 +101,31 @@ def write_private(path: str, text: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def find_attempt(spool_dir: str, job_id: str, node: str, restart_count: int) -> JobSpool:
+    """The attempt an Epilog belongs to.
+
+    A requeued job's Epilog for attempt k may already see SLURM_JOB_RESTART_COUNT = k + 1, so the
+    attempt is the one this node's Prolog started (context file present) whose Epilog has not run
+    yet: the given restart count if it qualifies, else the newest such attempt below it. Falls back
+    to the given restart count (a job whose Prolog never ran).
+    """
+    want = JobSpool(spool_dir, job_id, restart_count, node)
+    jobs = os.path.join(spool_dir, "jobs")
+    pending = []
+    try:
+        names = os.listdir(jobs)
+    except OSError:
+        return want
+    for name in names:
+        jid, sep, r = name.rpartition("-r")
+        if jid != job_id or not sep or not r.isdigit():
+            continue
+        sp = JobSpool(spool_dir, job_id, int(r), node)
+        if os.path.exists(sp.context) and not os.path.exists(sp.done):
+            pending.append((int(r), sp))
+    if any(r == restart_count for r, _ in pending):
+        return want
+    older = [p for p in pending if p[0] < restart_count]
+    return max(older, key=lambda p: p[0])[1] if older else want

@@ -7,7 +7,7 @@ RAPL zone. Both are the method's own model, P_i x u_i per device class:
   busy CPU time delta / all CPU time delta (/proc/stat). The job's share by CPU time then gives
   TDP_total / n_logical_cpus x job CPU seconds (Green Algorithms' per-core TDP model,
   Lannelongue et al. 2021).
-* RAM: mean power = W/GB x GB in use on the node (default 0.3725 W/GB, Green Algorithms, after
+* RAM: mean power = W/GB x GB (10^9 bytes) in use on the node (default 0.3725 W/GB, Green Algorithms, after
   Karyakin & Salem 2017); the job's share by its cgroup memory gives W/GB x job GB x t.
 """
 
@@ -18,6 +18,7 @@ from typing import Optional
 from slurm_energy.sampling.nodestats import read_node_stats
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 
+GB = 1e9  # bytes; W/GB figures (Green Algorithms) are per decimal GB
 GIB = 1024 ** 3
 
 
@@ -79,10 +80,10 @@ class RamModelReader(Reader):
     def devices(self) -> list[DeviceStatic]:
         s = read_node_stats()
         return [DeviceStatic("ram", "ram-model", f"{s.mem_total_bytes / GIB:.1f} GiB", 1,
-                             self.w_per_gb * s.mem_total_bytes / GIB, self.source)]
+                             self.w_per_gb * s.mem_total_bytes / GB, self.source)]
 
     def read(self) -> list[Reading]:
         s = read_node_stats()
-        return [Reading("ram", "ram-model", "tdp_estimate", mean_power_w=self.w_per_gb * s.mem_used_bytes / GIB,
+        return [Reading("ram", "ram-model", "tdp_estimate", mean_power_w=self.w_per_gb * s.mem_used_bytes / GB,
                         util=s.mem_used_bytes / s.mem_total_bytes if s.mem_total_bytes else None,
                         mem_bytes=s.mem_used_bytes)]
