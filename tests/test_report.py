@@ -71,8 +71,10 @@ def test_csv_total_row():
     assert float(total["facility_kWh"]) == pytest.approx(0.31788)
     # 0.31788 kWh x 200 g/kWh = 63.576 g = 0.063576 kg
     assert float(total["kgCO2e"]) == pytest.approx(0.063576)
-    # 762_912 J / 3600 s = 211.92 W
-    assert float(total["mean_power_W"]) == pytest.approx(211.92)
+    # sum of class mean powers over their measured time: CPU 720_000 J / (1.0 x 3600 s) = 200 W,
+    # RAM 42_912 J / (0.95 x 3600 s) = 12.5474 W -> 212.5474 W, over the lowest coverage 0.95
+    assert float(total["mean_power_W"]) == pytest.approx(200.0 + 42_912.0 / (0.95 * 3600.0))
+    assert float(total["mean_power_coverage"]) == 0.95
     # full-device total unknown because the GPU's is unknown
     assert total["device_energy_kWh"] == ""
     # worst method among the summed classes (counter, tdp_estimate); coverage 0 because of the GPU
@@ -114,13 +116,16 @@ def test_html_shows_facts_energy_formula_and_sources():
                  "Debian GNU/Linux 12", "3.11.2", "192.0 GiB",
                  "site config: measured 2024", "table: OWID GB", "lifecycle", "2024"):
         assert text in html, text
-    # formula with the values used: 0.2 + 0.01192 = 0.2119 kWh; x 1.5 = 0.3179 kWh; x 200 = 0.06358 kg
-    assert "E_IT = Σ n_i u_i P_i t_i = 0.2 + 0.01192 = 0.2119 kWh" in html
+    # formula with the values used: 0.2 + 0.01192 = 0.2119 kWh; 0.21192 x 1.5 = 0.3179 kWh;
+    # 0.31788 kWh x 200 g/kWh x 1 = 63.576 g = 0.06358 kg
+    assert "E_IT = Σ E_i = E_cpu + E_ram = 0.2 + 0.01192 = 0.2119 kWh" in html
     assert "GPU not measured, not counted as 0" in html
-    assert "E_facility = E_IT × PUE = 0.2119 kWh × 1.5 = 0.3179 kWh" in html
-    assert "CO2e = E_facility × CI × α = 0.3179 kWh × 200 gCO2e/kWh × 1 = 0.06358 kgCO2e" in html
-    # the TDP-model class is expanded: 64 x 0.5 x 0.3725 W x 3600 s = 0.01192 kWh
-    assert "E_ram = n·u·P·t ≈ 64 × 0.5 × 0.3725 W × 3600 s = 0.01192 kWh (tdp_estimate)" in html
+    assert "E_facility = E_IT × PUE = 0.21192 kWh × 1.5 = 0.3179 kWh" in html
+    assert "CO2e = E_facility × CI × α = 0.31788 kWh × 200 gCO2e/kWh × 1 = 63.576 gCO2e = 0.06358 kgCO2e" in html
+    # the TDP-model class is expanded: 64 x 0.5 x 0.3725 W x 3600 s = 42_912 J = 0.01192 kWh
+    assert "E_ram = n·u·P·t = 64 × 0.5 × 0.3725 W × 3600 s = 42912 J = 0.01192 kWh" in html
+    # the counter class states its measured job share: 720_000 J / 3.6e6 = 0.2 kWh
+    assert "E_cpu = 720000 J = 0.2 kWh (counter: RAPL energy_uj deltas, job share by CPU time)" in html
     # provenance
     assert "nvml_error:NVML_ERROR_GPU_IS_LOST" in html and "no_dram_zone" in html
 

@@ -19,17 +19,23 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from slurm_energy.model import DEVICE_CLASSES, DeviceEnergy, JobRecord, Method, worst_method
-from slurm_energy.reporting.safe_write import write_file_as_user
+from slurm_energy.reporting import explain
+from slurm_energy.reporting.safe_write import SafeWriteError, write_file_as_user
 
 J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s = 3.6e6 J
 
 #: CSV columns, units in the names. ``energy_it_kWh`` is the job's share; ``device_energy_kWh``
-#: the whole devices over the job's time; ``mean_power_W`` = job-share energy / elapsed time.
+#: the whole devices over the job's time; ``mean_power_W`` = job-share energy / measured time
+#: (coverage x elapsed), over the fraction ``mean_power_coverage`` of the job.
 CSV_COLUMNS = (
     "job_id", "device_class", "n_devices", "method", "coverage",
     "energy_it_kWh", "device_energy_kWh", "mean_power_W", "elapsed_s",
-    "pue", "facility_kWh", "ci_gCO2e_per_kWh", "alpha", "kgCO2e",
+    "pue", "facility_kWh", "ci_gCO2e_per_kWh", "alpha", "kgCO2e", "mean_power_coverage",
 )
+
+#: Below this coverage the report says a mean power is "over the measured X % of the job"
+#: (the same threshold as accounting.formulas.COVERAGE_COMPLETE).
+MEAN_POWER_NOTE_BELOW = 0.95
 
 
 @dataclass
@@ -46,7 +52,8 @@ class ClassRow:
     coverage: Optional[float] = None
     energy_it_j: Optional[float] = None
     device_energy_j: Optional[float] = None
-    mean_power_w: Optional[float] = None
+    mean_power_w: Optional[float] = None  # job-share energy / measured time, W
+    mean_power_coverage: Optional[float] = None  # fraction of the job the mean power is over
     rated_power_w: list[float] = field(default_factory=list)  # distinct P_i, W
     mean_util: Optional[float] = None  # count-weighted mean u_i
     duration_s: Optional[float] = None  # longest t_i
@@ -67,6 +74,24 @@ def _devices(record: JobRecord, cls: str) -> list[DeviceEnergy]:
     return [d for n in record.nodes for d in n.devices if d.device_class == cls]
 
 
+def _mean_power_measured(devs: list[DeviceEnergy], elapsed_s: float) -> tuple[Optional[float], Optional[float]]:
+    """(W, coverage): sum over measured devices of E_j / (coverage x t), t = the device's
+    ``duration_s`` (its node's elapsed time) or ``elapsed_s``; coverage = the lowest coverage
+    among those devices. (None, None) when no device has energy and measured time.
+
+    Dividing by the measured time, not the whole elapsed time, keeps a device whose sampler died
+    early from reading as a low-power device: unmeasured time is not counted as 0 W.
+    """
+    total, covs = 0.0, []
+    for d in devs:
+        t = (d.duration_s or elapsed_s) * d.coverage
+        if d.energy_j is None or t <= 0:
+            continue
+        total += d.energy_j / t
+        covs.append(d.coverage)
+    return (total, min(covs)) if covs else (None, None)
+
+
 def _mean_or_none(values, weights) -> Optional[float]:
     pairs = [(v, w) for v, w in zip(values, weights) if v is not None]
     tw = sum(w for _, w in pairs)
@@ -78,12 +103,14 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
 
     Energies are the record's totals (``record.energy_it_j`` / ``record.device_energy_j``, J);
     coverage is the lowest device coverage in the class (a class is only as covered as its
-    least-covered device); ``mean_power_w`` = job-share energy / job elapsed time (W, summed over
-    nodes). Facility kWh = IT kWh x PUE. kgCO2e per class is the record's ``co2e_kg`` split in
+    least-covered device); ``mean_power_w`` = job-share energy / measured time (coverage x elapsed,
+    W, summed over devices and nodes; see :func:`_mean_power_measured`) with
+    ``mean_power_coverage`` the fraction of the job it is over. Facility kWh = IT kWh x PUE. kgCO2e per class is the record's ``co2e_kg`` split in
     proportion to IT energy, which equals facility x CI x alpha / 1000 for a flat intensity and
     stays consistent with the total when the record used hourly intensity.
 
-    The total row's method is the worst over the classes its energy sums; its coverage the lowest
+    The total row's mean power is the sum of the class mean powers (each over its own measured
+    time), its ``mean_power_coverage`` the lowest of theirs. The total row's method is the worst over the classes its energy sums; its coverage the lowest
     over every class with devices (an unmeasured class makes it 0). The total row's energy is ``record.it_kwh`` (partial totals are flagged by
     ``record.coverage_complete``, never padded); its device energy is ``None`` unless every class
     with devices has one.
@@ -96,6 +123,9 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
         if not devs and cls not in record.energy_it_j:
             continue  # the job had no device of this class (e.g. no GPU): no row, not "unavailable"
         e = record.energy_it_j.get(cls)
+        mp, mp_cov = _mean_power_measured(devs, elapsed)
+        if mp is None and e is not None and not devs and elapsed > 0:
+            mp, mp_cov = e / elapsed, None  # totals without per-device detail: elapsed time only
         row = ClassRow(
             device_class=cls,
             n_devices=sum(d.count for d in devs),
@@ -103,7 +133,8 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
             coverage=min((d.coverage for d in devs), default=None),
             energy_it_j=e,
             device_energy_j=record.device_energy_j.get(cls),
-            mean_power_w=(e / elapsed) if (e is not None and elapsed > 0) else None,
+            mean_power_w=mp,
+            mean_power_coverage=mp_cov,
             rated_power_w=sorted({d.rated_power_w for d in devs if d.rated_power_w is not None}),
             mean_util=_mean_or_none([d.mean_util for d in devs], [d.count for d in devs]),
             duration_s=max((d.duration_s for d in devs), default=None),
@@ -117,6 +148,8 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
 
     with_devices = [r for r in rows if r.n_devices > 0 or r.energy_it_j is not None]
     dev_parts = [r.device_energy_j for r in with_devices]
+    powered = [r.mean_power_w for r in rows if r.mean_power_w is not None]
+    power_covs = [r.mean_power_coverage for r in rows if r.mean_power_w is not None and r.mean_power_coverage is not None]
     total = ClassRow(
         device_class="total",
         n_devices=sum(r.n_devices for r in rows),
@@ -126,7 +159,8 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
         coverage=min((r.coverage for r in with_devices if r.coverage is not None), default=None),
         energy_it_j=it_total_j,
         device_energy_j=sum(dev_parts) if dev_parts and None not in dev_parts else None,
-        mean_power_w=(it_total_j / elapsed) if (it_total_j is not None and elapsed > 0) else None,
+        mean_power_w=sum(powered) if powered else None,
+        mean_power_coverage=min(power_covs) if power_covs else None,
         facility_kwh=record.facility_kwh,
         co2e_kg=record.co2e_kg,
     )
@@ -162,7 +196,7 @@ def render_csv(record: JobRecord) -> str:
         w.writerow([_cell(v) for v in (
             record.job_id, r.device_class, r.n_devices, r.method, r.coverage,
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
-            c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg,
+            c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
         )])
     return buf.getvalue()
 
@@ -267,39 +301,51 @@ def _job_label(record: JobRecord) -> str:
 
 
 def _formula_lines(rows: list[ClassRow], record: JobRecord) -> dict:
-    """The method's formulas with this job's values, as display strings."""
+    """The method's formulas with this job's values, as display strings; every line is an identity
+    whose printed numbers multiply (or add) out to its printed result (see :mod:`.explain`)."""
     c = record.carbon
     per_class = []
     for r in rows[:-1]:
-        if r.n_devices == 0 and r.energy_it_j is None:
-            per_class.append(f"E_{r.device_class} = n/a (no {r.device_class.upper()} in the job)")
-            continue
-        e = _fmt_num(r.energy_it_kwh, 4, "kWh")
-        if r.method == Method.TDP_ESTIMATE and r.rated_power_w and r.mean_util is not None and r.duration_s:
-            p = " / ".join(f"{x:g}" for x in r.rated_power_w)
-            per_class.append(
-                f"E_{r.device_class} = n·u·P·t ≈ {r.n_devices} × {r.mean_util:.3g} × {p} W × "
-                f"{r.duration_s:.0f} s = {e} (tdp_estimate)"
-            )
+        devs = [(d, n) for n in record.nodes for d in n.devices if d.device_class == r.device_class]
+        name = f"E_{r.device_class}"
+        if len(devs) == 1:
+            d, n = devs[0]
+            per_class.append(explain.device_line(d, n.cpu_time_s, n.cpu_time_source))
         else:
-            per_class.append(f"E_{r.device_class} = {e} ({r.method.value})")
+            per_class.append(explain.measured_line(name, r.device_class, r.method, r.energy_it_j, len(devs)))
     total = rows[-1]
     present = [r for r in rows[:-1] if r.n_devices or r.energy_it_j is not None]
-    parts = " + ".join(f"{r.energy_it_kwh:.4g}" for r in present if r.energy_it_j is not None) or "n/a"
+    measured = [r for r in present if r.energy_it_j is not None]
     unmeasured = [r.device_class.upper() for r in present if r.energy_it_j is None]
-    it_line = f"E_IT = Σ n_i u_i P_i t_i = {parts} = {_fmt_num(total.energy_it_kwh, 4, 'kWh')}"
+    label = "Σ E_i = " + " + ".join(f"E_{r.device_class}" for r in measured) if measured else "Σ E_i"
+    if total.energy_it_j is None or not measured:
+        it_line = f"E_IT = {label} = n/a — not measured"
+    else:
+        it_line = explain.sum_line("E_IT", [r.energy_it_j for r in measured], total.energy_it_j, label)
     if unmeasured:
         it_line += f"  (partial: {', '.join(unmeasured)} not measured, not counted as 0)"
-    fac_line = (
-        f"E_facility = E_IT × PUE = {_fmt_num(record.it_kwh, 4, 'kWh')} × {c.pue:g} = "
-        f"{_fmt_num(record.facility_kwh, 4, 'kWh')}"
-    )
-    ci = f"{c.ci_g_per_kwh:g} gCO2e/kWh" + (" (hourly-weighted)" if c.hourly else "")
-    co2_line = (
-        f"CO2e = E_facility × CI × α = {_fmt_num(record.facility_kwh, 4, 'kWh')} × {ci} × {c.alpha:g} = "
-        f"{_fmt_num(record.co2e_kg, 4, 'kgCO2e')}"
-    )
+    if record.it_kwh is None or record.facility_kwh is None:
+        fac_line = "E_facility = E_IT × PUE = n/a — not measured"
+    else:
+        fac_line = explain.facility_line(record.it_kwh, c.pue, record.facility_kwh)
+    if record.facility_kwh is None or record.co2e_kg is None:
+        co2_line = "CO2e = E_facility × CI × α = n/a — not measured"
+    else:
+        co2_line = explain.co2e_line(record.facility_kwh, c.ci_g_per_kwh, c.alpha, record.co2e_kg, c.hourly)
     return {"per_class": per_class, "it": it_line, "facility": fac_line, "co2e": co2_line}
+
+
+def _full_device_captions(rows: list[ClassRow]) -> list[str]:
+    """"CPU (tdp_estimate): TDP model: ..." per class row, saying what its "Full devices" number is."""
+    return [f"{r.device_class.upper()} ({r.method.value}): {explain.full_device_caption(r.device_class, r.method)}"
+            for r in rows[:-1]]
+
+
+def _default_flags(record: JobRecord) -> dict[str, str]:
+    """``{"pue": " (default)", "ci": "", "alpha": ...}``: the suffix for each carbon fact on the
+    summary cards, from ``record.carbon.defaults_used``."""
+    used = set(record.carbon.defaults_used)
+    return {k: (" (default)" if k in used else "") for k in ("pue", "ci", "alpha")}
 
 
 def _template_env():
@@ -350,6 +396,9 @@ def render_html(record: JobRecord) -> str:
         "rows": rows,
         "static_groups": _static_groups(record),
         "formula": _formula_lines(rows, record),
+        "full_captions": _full_device_captions(rows),
+        "default_flag": _default_flags(record),
+        "power_note_below": MEAN_POWER_NOTE_BELOW,
         "plot_svg": Markup(svg) if svg else None,  # our own matplotlib output; text in it is escaped
         "fmt": _fmt_num,
         "J_PER_KWH": J_PER_KWH,
@@ -368,23 +417,54 @@ def report_names(record: JobRecord) -> tuple[str, str]:
     return f"energy-{safe}.html", f"energy-{safe}.csv"
 
 
+class ReportWriteError(SafeWriteError):
+    """One or both report files could not be written; the others were.
+
+    Attributes: ``failures`` -- ``[(path, reason)]`` for each file not written; ``written`` --
+    paths that were written. ``path`` / ``reason`` (from :class:`SafeWriteError`) name the first
+    failure; the message lists all of them.
+    """
+
+    def __init__(self, failures: list[tuple[str, str]], written: list[str]):
+        self.failures = list(failures)
+        self.written = list(written)
+        OSError.__init__(self, "report files not written: " + "; ".join(f"{p!r}: {r}" for p, r in failures)
+                         + (f" (written: {', '.join(written)})" if written else " (nothing written)"))
+        self.path, self.reason = failures[0]
+
+
 def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int) -> tuple[str, str]:
-    """Render both reports and write them into ``work_dir`` as ``uid``/``gid``.
+    """Render both reports and write them into ``work_dir`` as ``uid``/``gid``, each independently.
 
     Files: ``energy-<jobid>.html`` and ``energy-<jobid>.csv`` (see :func:`report_names`), each
     written by :func:`~slurm_energy.reporting.safe_write.write_file_as_user` (privilege-dropped,
-    atomic, planted symlinks replaced not followed).
+    atomic, planted symlinks replaced not followed). A file that cannot be rendered or written
+    (e.g. a directory named ``energy-<jobid>.html``) does not stop the other from being written.
 
     Returns:
         ``(html_path, csv_path)``.
 
     Raises:
         ValueError: ``work_dir`` is empty (the job's ``SLURM_JOB_WORK_DIR`` / ``WorkDir`` is needed).
-        SafeWriteError: a file could not be written (path and reason in the message).
+        ReportWriteError: after writing what could be written, when any file failed; lists each
+            failed path with its reason (a :class:`SafeWriteError`, so existing handlers still catch it).
     """
     if not work_dir:
         raise ValueError(f"work_dir={work_dir!r} is empty; pass the job's working directory (Slurm WorkDir)")
     html_name, csv_name = report_names(record)
-    html_path = write_file_as_user(work_dir, html_name, render_html(record).encode("utf-8"), uid, gid)
-    csv_path = write_file_as_user(work_dir, csv_name, render_csv(record).encode("utf-8"), uid, gid)
-    return html_path, csv_path
+    written: list[str] = []
+    failures: list[tuple[str, str]] = []
+    for name, render in ((html_name, render_html), (csv_name, render_csv)):
+        path = os.path.join(work_dir, name)
+        try:
+            data = render(record).encode("utf-8")
+        except Exception as e:  # a rendering bug must not cost the other file
+            failures.append((path, f"rendering failed: {type(e).__name__}: {e}"))
+            continue
+        try:
+            written.append(write_file_as_user(work_dir, name, data, uid, gid))
+        except SafeWriteError as e:
+            failures.append((e.path, e.reason))
+    if failures:
+        raise ReportWriteError(failures, written)
+    return written[0], written[1]
