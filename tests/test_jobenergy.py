@@ -21,7 +21,7 @@ def url(tmp_path, monkeypatch):
     u = f"sqlite:///{tmp_path}/spool/jobs.db"
     s = open_store(u)
     # job 100: 1 node, cpu 3.6e6 J (1 kWh), ram 3.6e5 J (0.1 kWh), 1 h
-    s.put(finished(node_record(job_id="100", start=T0, end=T0 + 3600)))
+    s.put(finished(node_record(job_id="100", start=T0, end=T0 + 3600, exit_code="0:0", job_state="COMPLETED")))
     # job 200: 2 nodes, each cpu 7.2e6 J (2 kWh), ram unmeasured, gpu 1.8e6 J (0.5 kWh)
     two = node_record(job_id="200", node="n1", start=T0, end=T0 + 7200, cpu_j=7.2e6, ram_j=None, gpu_j=1.8e6,
                       user="bob", account="chem", expected=("n1", "n2"))
@@ -54,12 +54,13 @@ def test_default_columns_and_values(url, capsys):
     assert rc == 0, err
     [row] = parsed(out)
     assert list(row) == ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",
-                         "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "Status"]
+                         "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "State", "Status"]
     # cpu 3.6e6 J / 3.6e6 = 1 kWh; ram 0.1 kWh; no GPU -> "-"; facility (1.1 kWh x PUE 1.5) = 1.65;
     # CO2e 1.65 kWh x 400 g/kWh = 660 g = 0.66 kg; elapsed 3600 s
     assert row["CPU_kWh"] == "1" and row["RAM_kWh"] == "0.1" and row["GPU_kWh"] == "-"
     assert row["Facility_kWh"] == "1.65" and row["kgCO2e"] == "0.66"
     assert row["Elapsed"] == "01:00:00" and row["NNodes"] == "1" and row["Status"] == "complete"
+    assert row["State"] == "COMPLETED"  # exit code 0:0
 
 
 def test_multinode_sums_and_unmeasured_is_na(url, capsys):
@@ -92,7 +93,9 @@ def test_array_forms(url, capsys):
 def test_unknown_job_exits_nonzero(url, capsys):
     rc, out, err = run(capsys, "--store", url, "999")
     assert rc == 1
-    assert "job 999 not found" in err
+    # names the store and where the config came from (the fixture's site.yaml)
+    cfg = os.environ["SLURM_ENERGY_CONFIG"]
+    assert err.strip() == f"jobenergy: job 999: not in the store: {url} (from --store; site config {cfg})"
 
 
 def test_bad_inputs_exit_2(url, capsys):
@@ -197,10 +200,15 @@ def test_ordinary_user_sees_only_own_jobs_and_cannot_write(tmp_path_factory):
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=d)
         assert p.returncode == 0, p.stderr
         assert p.stdout.split() == ["1"]
+        # only another user asked for: nothing of alice's, nothing of nobody's unasked, exit 1 (as sacct)
         p = subprocess.run(cmd + ["-u", "alice"], capture_output=True, text=True, env=env, cwd=d)
-        assert p.stdout.split() == ["1"] and "only see your own jobs" in p.stderr
+        assert p.returncode == 1 and p.stdout == "" and "can only see your own jobs; nothing shown" in p.stderr
+        # an explicit list with oneself: the allowed subset, with a warning naming the other user
+        p = subprocess.run(cmd + ["-u", "nobody,alice"], capture_output=True, text=True, env=env, cwd=d)
+        assert p.returncode == 0 and p.stdout.split() == ["1"]
+        assert "warning: you (nobody) can only see your own jobs; not showing alice" in p.stderr
         p = subprocess.run(cmd[:-2] + ["2"], capture_output=True, text=True, env=env, cwd=d)
-        assert p.returncode == 1 and "among nobody's jobs" in p.stderr
+        assert p.returncode == 1 and "job 2: not in the store among nobody's jobs" in p.stderr
         # the store file itself refuses writes from that user
         w = subprocess.run([shutil.which("runuser"), "-u", "nobody", "--", sys.executable, "-c",
                             f"import sqlite3; sqlite3.connect('{d}/spool/jobs.db').execute('DELETE FROM job_records')"

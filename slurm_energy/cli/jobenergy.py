@@ -14,10 +14,16 @@ Requeued jobs: a job with several attempts prints one row with the sum (JobID ``
 per attempt (JobID ``103#0``, ``103#1``...). A job id that Slurm reused selects the newest job, with
 a warning on stderr; ``-S``/``-E`` select another.
 
-Store location: ``--store URL``, else ``$SLURM_ENERGY_STORE``, else the site config's
-``paths.store_url``.
+State filter (``-s``) and row order: see :mod:`slurm_energy.cli.jobenergy_select` (sacct's job
+states CD/F/CA/R and our measurement statuses; rows by job id as sacct). Columns: ``State`` is the
+Slurm job state, ``Status`` the measurement's (``--help`` explains ``complete(partial-coverage)``).
 
-Exit status: 0 ok; 1 a requested job id is not in the store (message on stderr); 2 bad usage/config.
+Store location: ``--store URL``, else ``$SLURM_ENERGY_STORE``, else the site config's
+``paths.store_url``. The site config is read leniently: an invalid key is a warning on stderr and
+its default is used. Messages about the store name its URL and where the config came from.
+
+Exit status: 0 ok; 1 a requested job id is not in the store, or ``-u`` names only other users
+(nothing is shown, as sacct); 2 bad usage (e.g. ``-S`` after ``-E``) or the store cannot be read.
 """
 
 from __future__ import annotations
@@ -25,16 +31,17 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+import re
 import sys
 import time
 from collections import OrderedDict
+from typing import NamedTuple
 
 from slurm_energy.cli import jobenergy_format as F
-from slurm_energy.model import JobRecord, Status
+from slurm_energy.cli import jobenergy_select as S
+from slurm_energy.model import JobRecord
 from slurm_energy.slurm.jobid import display_id, matches, parse_jobids, split_reused
 from slurm_energy.slurm.timespec import parse_time
-
-STATES = [s.value for s in Status]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,13 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jobenergy",
         description="Energy (kWh) and carbon (kgCO2e) of Slurm jobs, sacct-style. "
         "'n/a' = not measured; '-' = no device of that class.",
+        epilog="Columns: State is Slurm's job state (COMPLETED, FAILED, CANCELLED from the job's exit code; "
+        "RUNNING; UNKNOWN if no exit code was recorded). Status is the measurement's: complete (every node "
+        "reported), complete(partial-coverage) (every node reported, but some device was unmeasured (n/a) "
+        "or measured for under 95%% of the job's time, so the totals are a lower bound; see -l, Coverage), "
+        "partial (a node never reported or a sampler died), failed (the energy hooks failed), running "
+        "(energy so far). Rows are in sacct's order: by job id. Exit status: 0 ok; 1 a requested job is "
+        "not in the store, or -u names only other users; 2 bad usage or unreadable store.",
     )
     p.add_argument("jobids", nargs="*", metavar="JOBID", help="job ids (715219, 715219_23, 1234+0, 42.batch)")
     p.add_argument("-j", "--jobs", action="append", default=[], help="comma-separated job ids")
     p.add_argument("-u", "--user", action="append", default=[], help="comma-separated user names")
     p.add_argument("-A", "--account", "--accounts", action="append", default=[], help="comma-separated accounts")
     p.add_argument("-r", "--partition", action="append", default=[], help="comma-separated partitions")
-    p.add_argument("-s", "--state", action="append", default=[], help=f"comma-separated: {','.join(STATES)}")
+    p.add_argument("-s", "--state", action="append", default=[], help=S.STATE_HELP)
     p.add_argument("-S", "--starttime", help="jobs running at or after this time (sacct formats)")
     p.add_argument("-E", "--endtime", help="jobs running at or before this time (sacct formats)")
     p.add_argument("-o", "--format", help="comma-separated fields (default: %s)" % ",".join(F.DEFAULT_FIELDS))
@@ -73,12 +87,53 @@ def _whoami() -> tuple[int, str]:
         return uid, str(uid)
 
 
-def _site():
-    """(store_url, admins, timezone) from the site config; errors propagate as ConfigError."""
-    from slurm_energy.config import load_site_config
+class Site(NamedTuple):
+    """What jobenergy takes from the site config, and where it came from (for messages)."""
 
-    cfg = load_site_config()
-    return cfg.paths.store_url, list(cfg.admins), cfg.timezone
+    store_url: str
+    admins: list
+    timezone: str
+    origin: str  # "site config /etc/slurm-energy/site.yaml" or "site config: none found, defaults used; ..."
+    warnings: list
+
+
+def load_site() -> Site:
+    """The site config, leniently: an invalid key is reported (``warnings``) and its default used,
+    so a typo in site.yaml does not stop ``jobenergy`` (``slurm_energy.config.load_site_config_lenient``;
+    the strict loader, if that is absent). Never raises ConfigError."""
+    from slurm_energy import config as C
+
+    lenient = getattr(C, "load_site_config_lenient", None)
+    if lenient is not None:
+        cfg, warnings = lenient()
+    else:  # pragma: no cover - older config module
+        try:
+            cfg, warnings = C.load_site_config(), []
+        except C.ConfigError as e:
+            cfg, warnings = C.SiteConfig(), [f"{e}; documented defaults used"]
+    if cfg.source_path:
+        origin = f"site config {cfg.source_path}"
+    elif os.environ.get(C.ENV_VAR):
+        origin = f"site config ${C.ENV_VAR}={os.environ[C.ENV_VAR]} unreadable, defaults used"
+    else:
+        origin = f"site config: none found, defaults used; set {C.ENV_VAR} or create {C.DEFAULT_PATH}"
+    return Site(cfg.paths.store_url, list(cfg.admins), cfg.timezone, origin, list(warnings))
+
+
+def _shown_url(url: str) -> str:
+    """The store URL with any password hidden."""
+    try:
+        import sqlalchemy as sa
+
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def _sqlite_missing(url: str) -> bool:
+    """True for a SQLite file URL whose file does not exist (jobenergy must not create it)."""
+    m = re.match(r"sqlite:///(.+)$", url)
+    return bool(m) and m.group(1) != ":memory:" and not os.path.exists(m.group(1).split("?")[0])
 
 
 def _err(msg: str) -> None:
@@ -103,78 +158,115 @@ def _select_generation(records: list[JobRecord], spec_text: str) -> list[JobReco
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run ``jobenergy``; returns the exit status (0 ok, 1 unknown job id, 2 bad usage/config)."""
+def _parse_args(argv):
+    """(args, specs, fields, state filter); raises ValueError naming the option for bad input."""
     args = build_parser().parse_args(argv)
+    id_texts = list(args.jobids) + list(args.jobs)
+    specs = parse_jobids(id_texts)
+    if id_texts and not specs:
+        raise ValueError(f"-j/--jobs: no job id in {','.join(id_texts)!r}; give e.g. -j 715219,715220")
+    if args.format is not None:
+        fields = F.parse_format(args.format)
+        if not fields:
+            raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. -o JobID,CPU_kWh,State")
+    else:
+        fields = [f.lower() for f in F.DEFAULT_FIELDS]
+    return args, specs, fields, S.parse_states(_split(args.state))
+
+
+def _window(args, specs, tz: str, now: float):
+    """(start, end) epoch s from -S/-E (sacct's default -S midnight without -j); ValueError if bad."""
+    start = parse_time(args.starttime, now=now, tz=tz, field="--starttime") if args.starttime else None
+    end = parse_time(args.endtime, now=now, tz=tz, field="--endtime") if args.endtime else None
+    start_text = repr(args.starttime)
+    if start is None and not specs:
+        start, start_text = parse_time("midnight", now=now, tz=tz), "'midnight' (the default without -j)"
+    S.check_window(start, end, start_text, repr(args.endtime), lambda t: F.fmt_time(t, tz))
+    return start, end
+
+
+def _allowed_users(requested: list[str], me: str) -> list[str]:
+    """An ordinary user's -u list cut to their own name (sacct: others' jobs are not shown).
+
+    Returns ``[me]`` when ``requested`` is empty or names ``me``; raises PermissionError (message
+    for the user) when it names only other users -- then nothing is shown.
+    """
+    others = [u for u in requested if u != me]
+    if requested and len(others) == len(requested):
+        raise PermissionError(
+            f"-u/--user {','.join(requested)}: you ({me}) can only see your own jobs; nothing shown. "
+            "Ask an admin (root or 'admins' in the site config) for other users' jobs"
+        )
+    if others:
+        _err(f"warning: you ({me}) can only see your own jobs; not showing {', '.join(others)}")
+    return [me]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``jobenergy``; returns the exit status (0 ok; 1 a requested job is not in the store, or
+    -u names only other users; 2 bad usage, or the store cannot be read)."""
     try:
-        specs = parse_jobids(list(args.jobids) + list(args.jobs))
-        fields = F.parse_format(args.format) if args.format else [f.lower() for f in F.DEFAULT_FIELDS]
-        states = [s.lower() for s in _split(args.state)]
-        for s in states:
-            if s not in STATES:
-                raise ValueError(f"--state: unknown state {s!r}; use one of {', '.join(STATES)}")
+        args, specs, fields, states = _parse_args(argv)
     except ValueError as e:
         _err(str(e))
         return 2
 
-    admins, tz, url = [], "UTC", args.store or os.environ.get("SLURM_ENERGY_STORE")
-    try:
-        site_url, admins, tz = _site()
-        url = url or site_url
-    except ImportError:
-        pass
-    except ValueError as e:  # ConfigError
-        _err(f"site config: {e}")
-        if not url:
-            return 2
+    site = load_site()
+    for w in site.warnings:
+        _err(f"warning: {w}")
+    url, url_from = args.store, "--store"
+    if not url and os.environ.get("SLURM_ENERGY_STORE"):
+        url, url_from = os.environ["SLURM_ENERGY_STORE"], "$SLURM_ENERGY_STORE"
     if not url:
-        _err("no store configured: pass --store URL, set $SLURM_ENERGY_STORE or paths.store_url in the site config")
-        return 2
+        url, url_from = site.store_url, "paths.store_url"
+    where = f"{_shown_url(url)} (from {url_from}; {site.origin})"
 
-    now = time.time()
     try:
-        start = parse_time(args.starttime, now=now, tz=tz, field="--starttime") if args.starttime else None
-        end = parse_time(args.endtime, now=now, tz=tz, field="--endtime") if args.endtime else None
-        if start is None and not specs:
-            start = parse_time("midnight", now=now, tz=tz)  # sacct's default window
+        start, end = _window(args, specs, site.timezone, time.time())
     except ValueError as e:
         _err(str(e))
         return 2
 
     uid, me = _whoami()
-    privileged = uid == 0 or me in admins
+    privileged = uid == 0 or me in site.admins
     users = _split(args.user)
     if not privileged:
-        others = [u for u in users if u != me]
-        if others:
-            _err(f"you can only see your own jobs ({me}); not showing {', '.join(others)}")
-        users = [me]
+        try:
+            users = _allowed_users(users, me)
+        except PermissionError as e:
+            _err(str(e))
+            return 1
+
+    import sqlalchemy.exc
 
     from slurm_energy.store import open_store
 
     try:
-        store = open_store(url, readonly=uid != 0)
-    except (ValueError, RuntimeError, OSError) as e:
-        _err(f"cannot open the store: {e}")
+        store = open_store(url, readonly=uid != 0 or _sqlite_missing(url))
+        try:
+            records = store.query(
+                jobs=specs or None,
+                users=users or None,
+                accounts=_split(args.account) or None,
+                partitions=_split(args.partition) or None,
+                start=start,
+                end=end,
+            )
+        finally:
+            store.close()
+    except (ValueError, RuntimeError, OSError, sqlalchemy.exc.SQLAlchemyError) as e:
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        _err(f"cannot read the store {where}: {text}")
         return 2
-    try:
-        records = store.query(
-            jobs=specs or None,
-            users=users or None,
-            accounts=_split(args.account) or None,
-            partitions=_split(args.partition) or None,
-            states=states or None,
-            start=start,
-            end=end,
-        )
-    finally:
-        store.close()
+    records = [r for r in records if S.state_matches(r, states)]
 
     rc = 0
     if specs:
         for spec in specs:
             if not any(matches(spec, r) for r in records):
-                _err(f"job {spec.raw} not found in the store" + ("" if privileged else f" among {me}'s jobs"))
+                among = "" if privileged else f" among {me}'s jobs"
+                cond = " in the given -S/-E window or -s states" if (args.starttime or args.endtime or states) else ""
+                _err(f"job {spec.raw}: not in the store{among}{cond}: {where}")
                 rc = 1
         for spec in specs:
             if spec.step:
@@ -184,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
 
     items = _rows(records)
     for _, _, opts in items:
-        opts["tz"] = tz
+        opts["tz"] = site.timezone
     if args.json:  # attempts only; a requeued job's sum is for the table
         print(F.to_json([(jid, r) for jid, r, o in items if not o.get("is_sum")]))
         return rc
@@ -201,13 +293,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:
-    """(JobID text, record, field options) per output row; requeued jobs get a sum row first."""
-    groups: "OrderedDict[tuple, list]" = OrderedDict()
-    for r in records:
-        groups.setdefault((r.cluster, r.job_id), []).append(r)
+    """(JobID text, record, field options) per output row, in sacct's order
+    (:func:`slurm_energy.cli.jobenergy_select.ordered_jobs`); requeued jobs get a sum row first."""
     out = []
-    for (_, _), recs in groups.items():
-        recs.sort(key=lambda r: (r.start_time, r.restart_count))
+    for recs in S.ordered_jobs(records):
         if len(recs) == 1:
             out.append((display_id(recs[0]), recs[0], {}))
             continue

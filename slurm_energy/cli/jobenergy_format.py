@@ -2,6 +2,7 @@
 
 Energy cells: ``n/a`` = unmeasured (None), never 0; ``-`` = the job had no device of that class
 (e.g. GPU_kWh of a CPU-only job). kWh are printed with 4 significant figures, kgCO2e likewise.
+``State`` is Slurm's job state (from the Epilog's exit code), ``Status`` the measurement's.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import datetime as dt
 import json
 from typing import Callable, Optional
 
+from slurm_energy.cli.jobenergy_select import job_state
 from slurm_energy.model import JobRecord, Method, Status
 from slurm_energy.slurm.jobid import display_id
 
 J_PER_KWH = 3.6e6  # 1 kWh = 3600 s x 1000 W
 
 DEFAULT_FIELDS = ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",
-                  "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "Status"]  # fmt: skip
+                  "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "State", "Status"]  # fmt: skip
 LONG_FIELDS = ["JobID", "Node", "Class", "DeviceID", "Model", "Count", "Method", "Energy_kWh",
                "Device_kWh", "Coverage", "Wraps", "Resets", "Dropped", "Covers"]  # fmt: skip
 
@@ -52,6 +54,8 @@ def _class_kwh(rec: JobRecord, cls: str) -> str:
 
 
 def _status(rec: JobRecord) -> str:
+    """Measurement status; ``complete(partial-coverage)``: every node reported but some device is
+    unmeasured or covered under 95 % of the job (formulas.COVERAGE_COMPLETE): totals are a lower bound."""
     s = Status(rec.status).value
     if s == Status.COMPLETE.value and not rec.coverage_complete:
         return "complete(partial-coverage)"
@@ -93,6 +97,7 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "ci_g_per_kwh": lambda r, o: f"{r.carbon.ci_g_per_kwh:g}",
     "method": lambda r, o: _method(r),
     "coverage": lambda r, o: "complete" if r.coverage_complete else "partial",
+    "state": lambda r, o: job_state(r),
     "status": lambda r, o: _status(r),
     "exitcode": lambda r, o: r.exit_code,
     "errors": lambda r, o: "; ".join(r.errors),

@@ -1,0 +1,139 @@
+"""Which records ``jobenergy`` shows, and in which order: ``-s/--state``, ``-S``/``-E`` checks, sorting.
+
+Two kinds of state, both accepted by ``-s/--state`` (a record matches if it is in any listed state):
+
+* Slurm job states, sacct's names and short forms, case-insensitive: ``CD``/``COMPLETED`` (exit 0),
+  ``F``/``FAILED`` (non-zero exit), ``CA``/``CANCELLED`` (ended by a signal: scancel, time limit,
+  OOM kill -- the Epilog sees only the exit code, so these cannot be told apart), ``R``/``RUNNING``
+  (the job is still running = our measurement status ``running``). Source of the names: sacct(1),
+  "JOB STATE CODES".
+* our measurement statuses, lower case exactly: ``complete``, ``partial``, ``failed`` (the hooks
+  failed, nothing to do with the job's exit), ``running``. Lower-case ``failed`` is this status;
+  ``FAILED`` or ``F`` is the job state.
+
+Order (sacct's: slurmdbd returns jobs ``order by id_job, time_submit desc``): by cluster, then
+numeric raw job id (an array task sorts at its raw id, e.g. 403 for 400_3), whatever order ids were
+given in; a reused job id's jobs newest first; a requeued job's attempts oldest first.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple
+
+from slurm_energy.model import JobRecord, Status, job_state_from_exit_code
+from slurm_energy.slurm.jobid import split_reused
+
+#: Our measurement statuses (JobRecord.status), matched in lower case exactly.
+STATUSES = tuple(s.value for s in Status)
+
+#: sacct job state short forms -> the long name (sacct(1) "JOB STATE CODES"); the ones we can tell.
+JOB_STATES = {"CD": "COMPLETED", "F": "FAILED", "CA": "CANCELLED", "R": "RUNNING"}
+
+#: sacct states jobenergy cannot tell from the Epilog's exit code, with what they show as instead.
+UNTELLABLE = {
+    "PD": "PENDING", "TO": "TIMEOUT", "OOM": "OUT_OF_MEMORY", "NF": "NODE_FAIL", "PR": "PREEMPTED",
+    "BF": "BOOT_FAIL", "DL": "DEADLINE", "RQ": "REQUEUED", "RS": "RESIZING", "RV": "REVOKED",
+    "S": "SUSPENDED", "CG": "COMPLETING",
+}  # fmt: skip
+
+STATE_HELP = (
+    "comma-separated states; a job in any of them is shown. Slurm job states (sacct's, any case): "
+    "CD|COMPLETED (exit 0), F|FAILED (non-zero exit), CA|CANCELLED (ended by a signal: scancel, "
+    "time limit, OOM), R|RUNNING (still running). Our measurement statuses (lower case): complete "
+    "(every node measured), partial (a node never reported or a sampler died), failed (the energy "
+    "hooks failed; not the job's exit: use F/FAILED for that), running (energy so far)"
+)
+
+
+class StateFilter(NamedTuple):
+    """Parsed ``-s``: measurement statuses (``Status`` values) and Slurm job states (long names)."""
+
+    statuses: frozenset
+    job_states: frozenset
+
+    def __bool__(self) -> bool:
+        return bool(self.statuses or self.job_states)
+
+
+def parse_states(tokens: Iterable[str]) -> StateFilter:
+    """``["F", "complete"]`` -> StateFilter(statuses={"complete"}, job_states={"FAILED"}).
+
+    Raises:
+        ValueError: an unknown state (names it and lists the accepted ones), or a Slurm state that
+            the Epilog's exit code cannot reveal (``TIMEOUT``: says what it shows as instead).
+    """
+    statuses, job_states = set(), set()
+    for raw in tokens:
+        t = raw.strip()
+        if t in STATUSES:
+            statuses.add(t)
+            continue
+        up = t.upper()
+        long = JOB_STATES.get(up, up)
+        if long in JOB_STATES.values():
+            if long == "RUNNING":
+                statuses.add(Status.RUNNING.value)
+            else:
+                job_states.add(long)
+            continue
+        if up in UNTELLABLE or up in UNTELLABLE.values():
+            raise ValueError(
+                f"--state: {t!r} ({UNTELLABLE.get(up, up)}) cannot be told from the Epilog's exit code; a job "
+                "ended by a signal (time limit, OOM, preemption) shows as CA/CANCELLED, a node failure as "
+                "partial. Use CD, F, CA, R or complete, partial, failed, running"
+            )
+        raise ValueError(
+            f"--state: unknown state {t!r}; use Slurm job states CD|COMPLETED, F|FAILED, CA|CANCELLED, "
+            f"R|RUNNING or measurement statuses {', '.join(STATUSES)} (see --help)"
+        )
+    return StateFilter(frozenset(statuses), frozenset(job_states))
+
+
+def job_state(rec: JobRecord) -> str:
+    """Slurm-like job state of a record: ``COMPLETED``/``FAILED``/``CANCELLED`` (stored, else derived
+    from ``exit_code`` for records stored before ``job_state`` existed), ``RUNNING`` while the
+    job runs, ``UNKNOWN`` when the Epilog gave no exit code."""
+    if Status(rec.status) == Status.RUNNING:
+        return "RUNNING"
+    return rec.job_state or job_state_from_exit_code(rec.exit_code) or "UNKNOWN"
+
+
+def state_matches(rec: JobRecord, flt: StateFilter) -> bool:
+    """True if ``rec`` is in any state of ``flt`` (an empty filter matches everything)."""
+    if not flt:
+        return True
+    return Status(rec.status).value in flt.statuses or job_state(rec) in flt.job_states
+
+
+def check_window(start, end, start_text: str, end_text: str, fmt) -> None:
+    """Refuse a ``-S`` after ``-E`` (epoch s; either may be None).
+
+    ``start_text``/``end_text``: what the user typed (or ``"midnight (default)"``); ``fmt`` turns
+    epoch s into the printed time. Raises ValueError naming both options, values and the fix.
+    """
+    if start is None or end is None or start <= end:
+        return
+    raise ValueError(
+        f"-S/--starttime {start_text} ({fmt(start)}) is after -E/--endtime {end_text} ({fmt(end)}): "
+        "nothing can run in that window. Give an -S before the -E (e.g. -S "
+        f"{fmt(end - 86400)[:10]}), or a later -E"
+    )
+
+
+def _num(text) -> tuple:
+    s = str(text or "")
+    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+
+
+def ordered_jobs(records: list[JobRecord]) -> list[list[JobRecord]]:
+    """Group attempts into jobs and put them in sacct's order (see module docstring).
+
+    Returns a list of jobs, each its attempts oldest first (a reused id gives several jobs).
+    """
+    groups: dict[tuple, list] = {}
+    for r in records:
+        groups.setdefault((r.cluster, r.job_id), []).append(r)
+    out = []
+    for key in sorted(groups, key=lambda k: (k[0], _num(k[1]))):
+        out.extend(reversed(split_reused(groups[key])))  # newest job first, as sacct
+    return out
