@@ -55,9 +55,34 @@ def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
     return out
 
 
+def no_config_lines() -> list[str]:
+    """What is in force when no site config exists: the documented defaults, each with its source."""
+    from slurm_energy.carbon.tables import WORLD_AVERAGE_G_PER_KWH, WORLD_AVERAGE_SOURCE
+    from slurm_energy import config as c
+
+    d = c.SiteConfig()
+    return [
+        f"NO SITE CONFIG FOUND: no FILE given, ${c.ENV_VAR} unset and {c.DEFAULT_PATH} absent.",
+        "Documented defaults are in force:",
+        f"  PUE {c.DEFAULT_PUE:g}: {c.DEFAULT_PUE_SOURCE.removeprefix('DEFAULT: ')}",
+        f"  carbon intensity {WORLD_AVERAGE_G_PER_KWH:g} gCO2e/kWh, world average ({WORLD_AVERAGE_SOURCE}); "
+        f"alpha 1.0 (no offset)",
+        f"  CPU {c.DEFAULT_CPU_W_PER_CORE:g} W/core for unknown models; RAM {c.DEFAULT_RAM_W_PER_GB:g} W/GB "
+        f"(Green Algorithms); sampling every {d.sampling.interval_s:g} s",
+        f"  paths: spool {d.paths.spool_dir}, store {d.paths.store_url}, logs {d.paths.log_dir}",
+        f"To set your site's PUE, country and paths: copy site_config/site.yaml to {c.DEFAULT_PATH} "
+        f"(or set ${c.ENV_VAR}) and edit it.",
+    ]
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Validate and print the resolved facts; exit 1 with the error text on a bad config."""
+    """Validate site.yaml, check that its paths are usable, print the resolved facts.
+
+    Exit 1 with the error text (field, value, fix) on an invalid config or an unusable path;
+    exit 0 otherwise. Without any config file it says so and lists the documented defaults.
+    """
     from slurm_energy.config import ConfigError, load_site_config
+    from slurm_energy.config_check import check_paths
 
     try:
         cfg = load_site_config(args.file)
@@ -65,6 +90,17 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         print(f"invalid site config:\n{e}", file=sys.stderr)
         return 1
     print("\n".join(_resolved_lines(cfg, args.partition, args.offline)))
+    notes: list[str] = []
+    errors = check_paths(cfg, notes)
+    for n in notes:
+        print(f"note: {n}")
+    if errors:
+        print("unusable paths (jobs would be lost):\n" + "\n".join(errors), file=sys.stderr)
+        return 1
+    if not cfg.source_path:
+        print("\n".join(no_config_lines()))
+        print("OK: documented defaults in force (no site config found)")
+        return 0
     print("OK")
     return 0
 

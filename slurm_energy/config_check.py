@@ -1,0 +1,150 @@
+"""Run-time checks of a loaded site config that need the file system (``slurm-energy check-config``).
+
+Kept out of the pydantic model on purpose: loading a config never touches the disk (the hooks
+load it on every job); these checks do, and only when an admin asks.
+
+A path in ``paths`` is usable when it is a directory root can write into, or does not exist yet
+but its nearest existing ancestor is such a directory (the hooks create it with ``mkdir -p``).
+"Can write" is probed for real (a temporary directory is created and removed), because as root
+``os.access`` says yes even where ``mkdir`` fails (``/proc``, ``/sys``, read-only mounts).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from typing import Optional
+
+#: Directory fields of :class:`slurm_energy.config.Paths`, in the order they are reported.
+DIR_FIELDS = ("spool_dir", "results_dir", "log_dir", "hourly_ci_dir", "geo_cache_dir")
+
+_DENIED = (errno.EACCES, errno.EPERM)
+
+
+def _probe(d: str) -> Optional[OSError]:
+    """Create and remove a temporary directory in ``d``; the OSError if that fails, else None."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".slurm-energy-check-", dir=d))
+    except OSError as e:
+        return e
+    return None
+
+
+def _nearest_existing(path: str) -> str:
+    p = path
+    while not os.path.lexists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+def _why(e: OSError) -> str:
+    return f"{e.strerror or e} [{errno.errorcode.get(e.errno, e.errno)}]"
+
+
+def dir_problem(path: str) -> Optional[tuple[str, str, bool]]:
+    """Why directory ``path`` is unusable by the hooks, or None when it is usable.
+
+    Returns ``(what is wrong, the fix, permission_only)``; ``permission_only`` is True when the
+    only failure is EACCES/EPERM (a non-root caller cannot tell whether root could write there).
+    Creates and removes one temporary directory in ``path`` or its nearest existing ancestor.
+    """
+    if not os.path.isabs(path):
+        return ("is not an absolute path (the hooks run from slurmd, whose working directory is not "
+                "yours)", "write an absolute path, e.g. /var/spool/slurm-energy", False)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            return ("exists but is not a directory (it is a file)",
+                    "point it at a directory, or move that file away", False)
+        e = _probe(path)
+        if e is not None:
+            return (f"is a directory but cannot be written: {_why(e)}",
+                    "make it writable by root (chown root / chmod u+w, remount read-write) or choose "
+                    "another directory", e.errno in _DENIED)
+        return None
+    anc = _nearest_existing(path)
+    if not os.path.isdir(anc):
+        return (f"does not exist and cannot be created: {anc} is not a directory",
+                f"move {anc} away, or choose a path under a writable directory", False)
+    e = _probe(anc)
+    if e is not None:
+        denied = e.errno in _DENIED
+        fix = (f"make {anc} writable by root, or choose a path under a directory root can write" if denied
+               else "choose a path under a writable directory on a real file system "
+                    "(e.g. /var/spool/slurm-energy), not /proc or /sys")
+        return (f"does not exist and cannot be created under its nearest existing directory {anc}: "
+                f"{_why(e)}", fix, denied)
+    return None
+
+
+def sqlite_path(store_url: str) -> tuple[Optional[str], Optional[str]]:
+    """``(database file path, None)`` of a SQLite ``store_url``; ``(None, None)`` for another backend
+    or an in-memory database; ``(None, error)`` when the URL cannot be parsed (SQLAlchemy syntax)."""
+    import sqlalchemy as sa
+
+    try:
+        u = sa.make_url(store_url)
+    except Exception as e:  # sqlalchemy.exc.ArgumentError
+        return None, f"cannot be parsed as a store URL ({e})"
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None, None
+    return u.database, None
+
+
+def check_paths(cfg, notes: Optional[list[str]] = None) -> list[str]:
+    """Check that every path in ``cfg.paths`` can be used by the hooks (run as root).
+
+    :param cfg: a :class:`slurm_energy.config.SiteConfig`.
+    :param notes: when given, receives what could not be decided by this (non-root) user: a path
+        refused with EACCES/EPERM is only an error when the caller is root.
+    :returns: one message per unusable path, ``"FILE: paths.FIELD: bad value 'PATH': what is wrong. Fix:
+        ..."`` (the wording of :class:`slurm_energy.config.ConfigError`); empty when all are usable.
+        For a SQLite ``store_url`` its directory is checked, and an existing database path must be
+        a file that can be opened for appending. Other backends (PostgreSQL) are not checked here.
+    """
+    errors: list[str] = []
+    root = os.geteuid() == 0
+    origin = cfg.source_path or "documented defaults"
+
+    def report(field: str, shown: str, problem: tuple[str, str, bool]) -> None:
+        what, fix, denied_only = problem
+        msg = f"{origin}: paths.{field}: bad value {shown!r}: {what}. Fix: {fix}"
+        if denied_only and not root:
+            if notes is not None:
+                notes.append(f"{msg} (checked as uid {os.geteuid()}; the hooks run as root: rerun "
+                             f"check-config as root to decide)")
+        else:
+            errors.append(msg)
+
+    for field in DIR_FIELDS:
+        path = getattr(cfg.paths, field)
+        problem = dir_problem(path)
+        if problem is not None:
+            report(field, path, problem)
+
+    url = cfg.paths.store_url
+    db, err = sqlite_path(url)
+    if err is not None:
+        errors.append(f"{origin}: paths.store_url: bad value {url!r}: {err}. Fix: write sqlite:////abs/path/jobs.db "
+                      f"or postgresql+psycopg://user:password@host:port/dbname")
+    elif db is not None:
+        problem = dir_problem(os.path.dirname(db) or ".") if os.path.isabs(db) else dir_problem(db)
+        if problem is not None:
+            report("store_url", url, (f"its directory {os.path.dirname(db)} {problem[0]}"
+                                      if os.path.isabs(db) else problem[0], problem[1], problem[2]))
+        elif os.path.lexists(db):
+            if not os.path.isfile(db):
+                report("store_url", url, ("the database path exists but is not a regular file",
+                                          "point store_url at a file path, or move that entry away", False))
+            else:
+                try:
+                    with open(db, "ab"):
+                        pass
+                except OSError as e:
+                    report("store_url", url, (f"the database file cannot be opened for writing: {_why(e)}",
+                                              "make it writable by root, or choose another path",
+                                              e.errno in _DENIED))
+    return errors

@@ -1,0 +1,131 @@
+"""check-config on the real file system: unusable paths are errors (exit 1), no config says so."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from slurm_energy.config import site_config_from_dict
+from slurm_energy.config_check import check_paths
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _cfg(tmp_path, **paths):
+    base = {"spool_dir": str(tmp_path / "spool"), "log_dir": str(tmp_path / "log")}
+    cfg = site_config_from_dict({"paths": {**base, **paths}})
+    cfg.source_path = "site.yaml"
+    return cfg
+
+
+def test_usable_paths_give_no_error_and_create_nothing(tmp_path):
+    (tmp_path / "log").mkdir()  # one existing directory, the others to be created under tmp_path
+    assert check_paths(_cfg(tmp_path)) == []
+    assert sorted(os.listdir(tmp_path)) == ["log"] and os.listdir(tmp_path / "log") == []  # probe removed
+
+
+def test_spool_dir_that_is_a_file_is_an_error_naming_field_path_and_fix(tmp_path):
+    f = tmp_path / "notadir"
+    f.write_text("x")
+    errors = check_paths(_cfg(tmp_path, spool_dir=str(f)))
+    # spool_dir itself, the 3 dirs derived from it (results, hourly_ci, geo) and the derived store_url
+    fields = [e.split(": ")[1] for e in errors]
+    assert fields == ["paths.spool_dir", "paths.results_dir", "paths.hourly_ci_dir", "paths.geo_cache_dir",
+                      "paths.store_url"]
+    assert errors[0] == (f"site.yaml: paths.spool_dir: bad value {str(f)!r}: exists but is not a directory "
+                         f"(it is a file). Fix: point it at a directory, or move that file away")
+    assert f"{f} is not a directory" in errors[1]
+
+
+def test_log_dir_under_proc_is_an_error(tmp_path):
+    if not os.path.isdir("/proc"):
+        pytest.skip("no /proc")
+    errors = check_paths(_cfg(tmp_path, log_dir="/proc/nope"))
+    assert len(errors) == 1 and errors[0].startswith("site.yaml: paths.log_dir: bad value '/proc/nope': ")
+    assert "cannot be created under its nearest existing directory /proc" in errors[0] and "Fix:" in errors[0]
+
+
+def test_relative_path_and_bad_store_url(tmp_path):
+    errors = check_paths(_cfg(tmp_path, results_dir="results", store_url="notaurl"))
+    assert "paths.results_dir: bad value 'results': is not an absolute path" in errors[0]
+    assert "paths.store_url: bad value 'notaurl': cannot be parsed" in errors[1]
+    assert len(errors) == 2
+
+
+def test_store_db_path_that_is_a_directory(tmp_path):
+    (tmp_path / "db").mkdir()
+    errors = check_paths(_cfg(tmp_path, store_url=f"sqlite:///{tmp_path}/db"))
+    assert len(errors) == 1 and "paths.store_url" in errors[0] and "not a regular file" in errors[0]
+    # PostgreSQL stores are not file-system paths: nothing to check here
+    assert check_paths(_cfg(tmp_path, store_url="postgresql+psycopg://u:p@db:5432/se")) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a check as another user")
+def test_permission_denied_is_a_note_for_non_root_and_fine_for_root():
+    base = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chmod(base, 0o755)
+        locked = os.path.join(base, "locked")
+        os.mkdir(locked, 0o700)  # root-only: root can create spool/ in it, nobody (65534) cannot
+        os.mkdir(os.path.join(base, "open"))
+        os.chmod(os.path.join(base, "open"), 0o777)  # anyone may create log/ here
+        cfg = {"paths": {"spool_dir": f"{locked}/spool", "log_dir": f"{base}/open/log"}}
+        assert check_paths(site_config_from_dict(cfg)) == []  # as root: usable
+        code = ("import json,sys; from slurm_energy.config import site_config_from_dict as f; "
+                "from slurm_energy.config_check import check_paths; n=[]; "
+                f"e=check_paths(f({cfg!r}), n); print(json.dumps([e, n]))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/",
+                             env={"PYTHONPATH": REPO}, user=65534, group=65534, timeout=60)
+        assert out.returncode == 0, out.stderr
+        errors, notes = json.loads(out.stdout)
+        # spool_dir, results_dir, hourly_ci_dir, geo_cache_dir and the store's directory (all under
+        # locked/): 5 notes; log_dir under open/ is usable by nobody too
+        assert errors == [] and len(notes) == 5 and not any("paths.log_dir" in n for n in notes)
+        assert "Permission denied" in notes[0] and "rerun check-config as root" in notes[0]
+        assert f"make {locked} writable by root" in notes[0]
+    finally:
+        shutil.rmtree(base)
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "site.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_check_config_cli_exits_1_on_unusable_paths(tmp_path, capsys):
+    from slurm_energy.cli.main import main
+
+    (tmp_path / "notadir").write_text("x")
+    p = _write(tmp_path, f"paths:\n  spool_dir: {tmp_path}/notadir\n  log_dir: /proc/nope\n")
+    assert main(["check-config", p, "--offline"]) == 1
+    cap = capsys.readouterr()
+    assert f"{p}: paths.spool_dir: bad value '{tmp_path}/notadir': exists but is not a directory" in cap.err
+    assert f"{p}: paths.log_dir: bad value '/proc/nope'" in cap.err
+    assert not cap.out.rstrip().endswith("OK")
+
+
+def test_check_config_cli_ok_for_usable_paths(tmp_path, capsys):
+    from slurm_energy.cli.main import main
+
+    p = _write(tmp_path, f"paths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/log\n")
+    assert main(["check-config", p, "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("OK") and "NO SITE CONFIG" not in out
+
+
+def test_check_config_without_any_file_says_defaults_are_in_force(tmp_path, monkeypatch, capsys):
+    from slurm_energy.cli.main import main
+
+    monkeypatch.delenv("SLURM_ENERGY_CONFIG", raising=False)
+    monkeypatch.setattr("slurm_energy.config.DEFAULT_PATH", str(tmp_path / "absent.yaml"))
+    assert main(["check-config", "--offline"]) == 0
+    out = capsys.readouterr().out
+    assert f"NO SITE CONFIG FOUND: no FILE given, $SLURM_ENERGY_CONFIG unset and {tmp_path}/absent.yaml absent" in out
+    assert "PUE 1.58: industry average" in out  # Uptime Institute 2023
+    assert "carbon intensity 475 gCO2e/kWh, world average" in out  # IEA 2019
+    assert out.rstrip().endswith("OK: documented defaults in force (no site config found)")
