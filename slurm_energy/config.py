@@ -18,6 +18,12 @@ Never silently another country: an unknown zone falls back only to its own datac
 
 Errors: :class:`ConfigError`, whose message names the field (dotted path), the bad value and the
 fix. This module imports pydantic and yaml, not pandas.
+
+The Slurm hooks use :func:`load_site_config_lenient` instead: it keeps every part of the file that
+is valid (above all ``paths``, so a typo elsewhere never sends a job's record to the default store)
+and returns the messages, which the hooks record on the job. Whether the paths are usable on disk
+is a run-time check, :func:`slurm_energy.config_check.check_paths` (``slurm-energy check-config``);
+loading never touches the disk beyond reading the file.
 """
 
 from __future__ import annotations
