@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Columns: State is Slurm's job state (COMPLETED, FAILED, CANCELLED from the job's exit code; "
         "RUNNING; UNKNOWN if no exit code was recorded). Status is the measurement's: complete (every node "
         "reported), complete(partial-coverage) (every node reported, but some device was unmeasured (n/a) "
-        "or measured for under 95%% of the job's time, so the totals are a lower bound; see -l, Coverage), "
+        "or measured for under 95% of the job's time, so the totals are a lower bound; see -l, Coverage), "
         "partial (a node never reported or a sampler died), failed (the energy hooks failed), running "
         "(energy so far). Rows are in sacct's order: by job id. Exit status: 0 ok; 1 a requested job is "
         "not in the store, or -u names only other users; 2 bad usage or unreadable store.",
