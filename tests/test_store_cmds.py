@@ -99,3 +99,13 @@ def test_rollup_cli(store, site, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     # phys: 1.1 + 2.1 = 3.2 kWh IT, 4.8 kWh facility, 1.92 kg
     assert rc == 0 and out == ["account|Jobs|Unmeasured|IT_kWh|Facility_kWh|kgCO2e", "phys|2|0|3.2|4.8|1.92"]
+
+
+@pytest.mark.parametrize("cmd", [["rollup", "--month", "2024-02"], ["collect"]])
+def test_unreadable_store_is_named_not_a_traceback(tmp_path, site, capsys, cmd):
+    junk = tmp_path / "junk.db"
+    junk.write_text("not sqlite\n")
+    rc = se_main(cmd + ["--store", f"sqlite:///{junk}"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert f"cannot read the store sqlite:///{junk}: (sqlite3.DatabaseError) file is not a database" in err

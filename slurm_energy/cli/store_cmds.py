@@ -104,10 +104,21 @@ def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: b
 
 
 def _open(args, cfg, readonly=False):
+    """Open the store (``--store``, else ``$SLURM_ENERGY_STORE``, else ``paths.store_url``).
+
+    Raises RuntimeError naming the URL (password hidden) for a database that cannot be read (not a
+    database, server unreachable), and ValueError/RuntimeError from ``open_store``.
+    """
+    import sqlalchemy.exc
+
+    from slurm_energy.cli.jobenergy import _shown_url
     from slurm_energy.store import open_store
 
     url = args.store or os.environ.get("SLURM_ENERGY_STORE") or cfg.paths.store_url
-    return open_store(url, readonly=readonly)
+    try:
+        return open_store(url, readonly=readonly)
+    except sqlalchemy.exc.SQLAlchemyError as e:
+        raise RuntimeError(f"cannot read the store {_shown_url(url)}: {str(e).splitlines()[0]}") from None
 
 
 def cmd_collect(args) -> int:
@@ -197,8 +208,13 @@ def cmd_rollup(args) -> int:
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return 2
+    import sqlalchemy.exc
+
     try:
         records = store.query(start=t0, end=t1)
+    except sqlalchemy.exc.SQLAlchemyError as e:
+        _err(f"cannot read the store: {str(e).splitlines()[0]}")
+        return 2
     finally:
         store.close()
     df = rollup(records, args.by, t0, t1)
