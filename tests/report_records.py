@@ -58,3 +58,37 @@ def sample_record() -> JobRecord:
         co2e_kg=762_912.0 / 3.6e6 * 1.5 * 200.0 / 1000.0,
         coverage_complete=False,
     )
+
+
+def tdp_cpu_record(*, count: int = 2, rated_w: float = 24.0, util: float = 0.984, elapsed: float = 42.0,
+                   energy_j: float = 492.84, coverage: float = 1.0, cpu_time_s=None,
+                   defaults: bool = False) -> JobRecord:
+    """One node, CPU by the TDP model only (the new user's job, by default).
+
+    Default numbers are the user's report: 2 cores, rated power 24 W for both cores, job utilisation
+    of its allocated CPUs 0.984, 42 s, job share by CPU time 0.0001369 kWh = 0.0001369 x 3.6e6 J =
+    492.84 J. The naive 2 x 0.984 x 24 W x 42 s = 1983.7 J does NOT equal it.
+    IT = 492.84 J = 1.369e-4 kWh; facility and CO2e filled with PUE 1.58 / CI 475 when
+    ``defaults`` (the shipped defaults, listed in ``defaults_used``), else PUE 1.2 / CI 100 (site).
+    """
+    node = NodeSummary(
+        node="cn01", job_id="77", start_time=T0, end_time=T0 + elapsed, cpu_time_s=cpu_time_s,
+        cpu_time_source="cgroup-v1" if cpu_time_s is not None else "",
+        devices=[DeviceEnergy(device_class="cpu", device_id="cpu-tdp", node="cn01", model="AMD EPYC",
+                              count=count, method=Method.TDP_ESTIMATE, energy_j=energy_j,
+                              device_energy_j=energy_j * 1.2, rated_power_w=rated_w, mean_util=util,
+                              duration_s=elapsed, coverage=coverage)],
+    )
+    if defaults:
+        carbon = CarbonFacts(defaults_used=["pue", "alpha", "ci"])  # 1.58, 475 gCO2e/kWh, alpha 1
+    else:
+        carbon = CarbonFacts(pue=1.2, pue_source="site config: pue", ci_g_per_kwh=100.0,
+                             ci_source="site config", alpha=1.0, alpha_source="site config")
+    it_kwh = energy_j / 3.6e6
+    fac = it_kwh * carbon.pue
+    return JobRecord(
+        job_id="77", user="bob", start_time=T0, end_time=T0 + elapsed, nodes=[node], expected_nodes=["cn01"],
+        carbon=carbon, energy_it_j={"cpu": energy_j}, device_energy_j={"cpu": energy_j * 1.2},
+        methods={"cpu": Method.TDP_ESTIMATE}, it_kwh=it_kwh, facility_kwh=fac,
+        co2e_kg=fac * carbon.ci_g_per_kwh * carbon.alpha / 1000.0, coverage_complete=coverage >= 0.95,
+    )

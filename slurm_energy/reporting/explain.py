@@ -87,7 +87,8 @@ class Factor:
 
 
 def identity_line(name: str, symbolic: str, factors: Sequence[Factor], energy_j: float, note: str) -> Optional[str]:
-    """``"<name> = <symbolic> = f1 × f2 W × f3 s = <J> J = <kWh> kWh (<note>)"`` if the printed
+    """``"<name> = <symbolic> = f1 × f2 W × f3 s = <J> J = <kWh> kWh (<note>)"`` (``note`` must not
+    contain " = ", so the line splits into its parts) if the printed
     factors multiply out to ``energy_j`` (J) and to the printed J and kWh within :data:`TOLERANCE`;
     else ``None`` (the caller then prints the measured form). Units: W × s = J; 1 kWh = 3.6e6 J."""
     prod_printed = 1.0
@@ -124,13 +125,13 @@ def _candidates(d: DeviceEnergy, cpu_time_s: Optional[float], cpu_time_source: s
     if u is not None and t:
         if n > 1:
             out.append((f"n·u·{per}·t", [Factor(n), Factor(u), Factor(p / n, "W"), Factor(t, "s")],
-                        f"tdp_estimate; n = {n} {unit_n}, {per} = {p:g} W / {n}"))
+                        f"tdp_estimate; n: {n} {unit_n}, {per}: {p:g} W for all {n} / {n}"))
         out.append(("n·u·P·t", [Factor(n), Factor(u), Factor(p, "W"), Factor(t, "s")],
-                    f"tdp_estimate; n = {n} {unit_n if n > 1 else 'device'}, P = {p:g} W rated power per device"))
+                    f"tdp_estimate; P: rated power per device"))
     if d.device_class == "cpu" and cpu_time_s is not None:
         src = f" ({cpu_time_source})" if cpu_time_source else ""
         out.append(("P_core·CPU time", [Factor(p / n, "W"), Factor(cpu_time_s, "s")],
-                    f"tdp_estimate; P_core = {p:g} W / {n} {unit_n}, job CPU time{src}"))
+                    f"tdp_estimate; P_core: {p:g} W for {n} {unit_n} / {n}, job CPU time{src}"))
     return out
 
 
