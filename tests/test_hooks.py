@@ -109,7 +109,9 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
         time.sleep(0.1)
     (rec,) = recs
     assert rec.energy_it_j["cpu"] > 0 and rec.nodes[0].cpu_time_source == "psutil"
-    assert rec.nodes[0].cpu_time_s == pytest.approx(3.0, rel=0.35)  # a 3 s busy loop, seen by polling
+    # a 3 s busy loop seen by polling PIDs (no cgroup): never more than it used, most of it seen
+    # (the PID fallback starts 0.5 s after the sampler and loses what runs before; cgroups don't)
+    assert 1.0 <= rec.nodes[0].cpu_time_s <= 3.15
     assert rec.exit_code == "0:0"
     import shutil
 

@@ -71,7 +71,7 @@ class RamModelReader(Reader):
     name = "ram-model"
 
     def __init__(self, w_per_gb: float = 0.3725, source: str = "Green Algorithms 0.3725 W/GB"):
-        """Args: w_per_gb: W per GB (GiB) of memory in use (> 0). Raises ValueError otherwise."""
+        """Args: w_per_gb: W per GB (10^9 bytes) of memory in use (> 0). Raises ValueError otherwise."""
         if not w_per_gb or w_per_gb <= 0:
             raise ValueError(f"RAM W/GB must be > 0, got {w_per_gb!r}: set hardware.ram_w_per_gb in the site config")
         self.w_per_gb = float(w_per_gb)
