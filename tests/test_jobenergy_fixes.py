@@ -2,8 +2,8 @@
 row order, the State column and sacct's states for -s, what complete(partial-coverage) means."""
 
 import pytest
-
 from jobrecord_factory import finished, node_record
+
 from slurm_energy.cli import jobenergy as je
 from slurm_energy.cli.jobenergy import build_parser, main
 from slurm_energy.cli.jobenergy_select import job_state, parse_states
@@ -131,16 +131,16 @@ def test_invalid_site_config_warns_and_uses_its_valid_store(tmp_path, site, stat
 def test_rows_in_job_id_order_like_sacct(states_url, capsys):
     # stored 30, 5, 1000, 7, 8, 9 with start times T0+500, T0+1000, T0, ...: printed by numeric job id
     rc, out, _ = run(capsys, "--store", states_url, "-P", "-n", "-o", "JobID", "-S", "2023-11-14")
-    assert ids(out) == ["5", "7", "8", "9", "30", "1000"]
+    assert rc == 0 and ids(out) == ["5", "7", "8", "9", "30", "1000"]
     # requested ids in another order: still by job id (sacct: "order by id_job")
     rc, out, _ = run(capsys, "--store", states_url, "-P", "-n", "-o", "JobID", "-j", "1000,30", "5")
-    assert ids(out) == ["5", "30", "1000"]
+    assert rc == 0 and ids(out) == ["5", "30", "1000"]
 
 
 # -- 5. State column and sacct states -------------------------------------------------------------
 def test_state_column(states_url, capsys):
     rc, out, _ = run(capsys, "--store", states_url, "-P", "-n", "-o", "JobID,State,Status", "-S", "2023-11-14")
-    assert out.split() == ["5|COMPLETED|complete", "7|RUNNING|running", "8|FAILED|complete",
+    assert rc == 0 and out.split() == ["5|COMPLETED|complete", "7|RUNNING|running", "8|FAILED|complete",
                            "9|COMPLETED|partial", "30|FAILED|complete", "1000|CANCELLED|complete"]
 
 
@@ -202,7 +202,7 @@ def test_partial_coverage_status_shown(tmp_path, site, capsys):
     s.put(r)
     s.close()
     rc, out, _ = run(capsys, "--store", u, "-P", "-n", "-o", "JobID,RAM_kWh,Status", "11")
-    assert out.strip() == "11|n/a|complete(partial-coverage)"
+    assert rc == 0 and out.strip() == "11|n/a|complete(partial-coverage)"
 
 
 def test_allowed_users_subset(capsys):

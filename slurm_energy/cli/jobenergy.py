@@ -122,11 +122,12 @@ def load_site() -> Site:
 
 def _shown_url(url: str) -> str:
     """The store URL with any password hidden."""
-    try:
-        import sqlalchemy as sa
+    import sqlalchemy as sa
+    import sqlalchemy.exc
 
+    try:
         return sa.make_url(url).render_as_string(hide_password=True)
-    except Exception:
+    except sqlalchemy.exc.ArgumentError:  # not a URL: shown as typed (open_store names the fix)
         return url
 
 
