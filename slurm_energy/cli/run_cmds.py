@@ -100,8 +100,13 @@ def _measure(args, probe, wait_for_end, label: str):
     if not args.no_report:
         from slurm_energy.reporting.report import write_reports
 
-        html, csv = write_reports(final, os.path.abspath(args.out), os.getuid(), os.getgid())
-        print(f"report: {html}\n        {csv}")
+        from slurm_energy.reporting.report import ReportWriteError
+
+        try:
+            html, csv = write_reports(final, os.path.abspath(args.out), os.getuid(), os.getgid())
+            print(f"report: {html}\n        {csv}")
+        except ReportWriteError as e:
+            print(f"slurm-energy: report not (fully) written: {e}", file=sys.stderr)
     return final
 
 
@@ -119,7 +124,7 @@ def _visible_gpus():
 
 def _print_summary(rec) -> None:
     def kwh(j):
-        return "n/a (not measured)" if j is None else f"{j / 3.6e6:.6f} kWh"
+        return "n/a (not measured)" if j is None else f"{j / 3.6e6:.4g} kWh"
 
     print(f"job {rec.job_id}: elapsed {rec.elapsed_s:.1f} s, CPU time "
           f"{rec.nodes[0].cpu_time_s if rec.nodes and rec.nodes[0].cpu_time_s is not None else float('nan'):.2f} s")
@@ -129,8 +134,8 @@ def _print_summary(rec) -> None:
     if rec.it_kwh is None:
         print("  IT energy: n/a (nothing measured)")
         return
-    print(f"  IT {rec.it_kwh:.6f} kWh x PUE {c.pue} = facility {rec.facility_kwh:.6f} kWh")
-    print(f"  x CI {c.ci_g_per_kwh:g} gCO2e/kWh ({c.ci_source}) x alpha {c.alpha:g} = {rec.co2e_kg:.6f} kgCO2e")
+    print(f"  IT {rec.it_kwh:.4g} kWh x PUE {c.pue} = facility {rec.facility_kwh:.4g} kWh")
+    print(f"  x CI {c.ci_g_per_kwh:g} gCO2e/kWh ({c.ci_source}) x alpha {c.alpha:g} = {rec.co2e_kg:.4g} kgCO2e")
 
 
 def cmd_run(args) -> int:
