@@ -90,8 +90,14 @@ def test_two_jobs_on_a_node_never_sum_to_more_than_the_node():
 
 def test_exclusive_whole_node_policy_charges_idle_too():
     rows = [row(0, 0.0, 0, 0, [tdp(None)]), row(10, 1.0, 2, 20, [tdp(10.0)])]
-    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, policy="exclusive_whole_node")
-    assert s.devices[0].energy_j == pytest.approx(100.0)  # 10 W x 10 s, share 1
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, cpus_alloc=2,
+                       policy="exclusive_whole_node")
+    assert s.devices[0].energy_j == pytest.approx(100.0)  # 10 W x 10 s, share 1: holds both CPUs
+    # a job holding 1 of the 2 CPUs is not exclusive: shared by CPU time, 100 J x 1/2 = 50 J
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, cpus_alloc=1,
+                       policy="exclusive_whole_node")
+    assert s.devices[0].energy_j == pytest.approx(50.0)
+    assert "not_exclusive:shared_policy_used" in s.devices[0].flags
 
 
 def test_unavailable_gpu_is_none_not_zero():

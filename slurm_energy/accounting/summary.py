@@ -75,7 +75,9 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         start_time, end_time: the job's span on this node, epoch s (Prolog and Epilog times).
         statics: device inventory (model names, rated power) for the report.
         cpus_alloc: CPUs allocated to the job on this node (for the CPU utilisation u_cpu).
-        policy: attribution policy (``shared``, ``exclusive_whole_node``, ``utilisation_weighted``).
+        policy: attribution policy (``shared``, ``exclusive_whole_node``, ``utilisation_weighted``);
+            ``exclusive_whole_node`` applies to jobs that hold every CPU of the node
+            (``cpus_alloc`` >= the node's CPUs); other jobs on such a site are shared, flagged.
         span_known: False when the job's start is unknown (no Prolog ran): a zero-length span then
             means "not measured" (None), not a zero-length job (0 J).
     Returns:
@@ -87,6 +89,12 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
     rows = sorted(rows, key=lambda r: r["t"])
     elapsed = max(0.0, end_time - start_time)
+    node_flags: list[str] = []
+    if policy == "exclusive_whole_node":
+        ncpu = next(((r.get("node") or {}).get("ncpu") for r in rows if (r.get("node") or {}).get("ncpu")), None)
+        if not (cpus_alloc and ncpu and cpus_alloc >= ncpu):
+            policy = "shared"  # only a job holding every CPU of the node is charged the whole node
+            node_flags.append("not_exclusive:shared_policy_used")
     times = [r["t"] for r in rows]
     job_cpu = _job_cpu_at(rows)
     node_busy = [(r.get("node") or {}).get("cpu_busy_s") for r in rows]
@@ -160,7 +168,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
             mean_power_w=p_stats[0], var_power_w2=p_stats[1], mean_util=u_stats[0], var_util=u_stats[1],
             duration_s=elapsed, coverage=coverage, wraps=whole.wraps, resets=whole.resets,
             dropped_samples=whole.dropped, covers=_covers(cls, dev_id, method, policy, st),
-            flags=sorted(flags | set(job.flags)),
+            flags=sorted(flags | set(job.flags) | set(node_flags)),
         ))
     cpu_times = [v for v in job_cpu if v is not None]
     mems = [m for m in job_mem if m is not None]
