@@ -9,6 +9,8 @@ Inputs (``--data-dir``, default ``$SLURM_ENERGY_REFDATA`` or ``/work/shared/data
   -> country rows (latest year, ISO alpha-2 and alpha-3), lifecycle basis, CC BY 4.0.
 * ``green-algorithms/CI_aggregated.csv`` -> sub-national zones (US states, CA provinces, AU states).
 * ``gcp-region-carbon-info/<year>.csv`` -> Google Cloud regions, latest year per region.
+* ``green-algorithms/cloudProviders_datacenters.csv`` -> Azure regions, each given the intensity of
+  the grid location Green Algorithms maps it to (AWS is not in that file).
 * ``green-algorithms/TDP_cpu.csv`` + ``codecarbon/cpu_power.csv`` -> CPU TDP per socket.
 * ``epoch/ml_hardware.csv`` + ``green-algorithms/TDP_gpu.csv`` -> GPU board power, dense FLOP/s.
 
@@ -146,6 +148,22 @@ def build_grid(d: str) -> pd.DataFrame:
                              iso_alpha2="", iso_alpha3="", g_per_kwh=float(v), year=year, basis=basis,
                              source=f"{GCP_SRC} {year}.csv", licence="Apache-2.0")
     rows.extend(gcp[k] for k in sorted(gcp))
+    # Azure regions: Green Algorithms maps each to a grid location; its intensity is that location's
+    # row above (GCP regions keep Google's own figures)
+    by_zone = {x["zone"]: x for x in rows}
+    dcs = pd.read_csv(os.path.join(d, "green-algorithms/cloudProviders_datacenters.csv"), header=1,
+                      keep_default_na=False)
+    for r in dcs.itertuples():
+        if r.provider != "azure" or r.location not in by_zone:
+            continue
+        grid = by_zone[r.location]
+        # Azure programmatic region names: "West Europe" -> "westeurope"
+        rows.append(dict(zone=f"azure:{r.Name.lower().replace(' ', '')}", kind="cloud",
+                         name=f"{r.location_freeForm.strip() or r.location} (Azure {r.Name})",
+                         iso_alpha2=grid["iso_alpha2"], iso_alpha3=grid["iso_alpha3"], g_per_kwh=grid["g_per_kwh"],
+                         year=grid["year"], basis=grid["basis"],
+                         source=f"grid {r.location}: {grid['source']}; region->location: {GA_SRC}",
+                         licence="CC BY 4.0"))
     return pd.DataFrame(rows)
 
 

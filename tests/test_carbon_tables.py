@@ -42,3 +42,12 @@ def test_notice_has_attribution_texts():
     assert "with major processing by Our World in Data" in text
     assert "doi:10.1002/advs.202100707" in text
     assert "Google LLC" in text
+
+
+def test_azure_region_takes_its_grid_locations_intensity():
+    from slurm_energy.carbon.tables import lookup_country, lookup_zone
+
+    row = lookup_zone("azure:westeurope")  # Green Algorithms maps West Europe to NL
+    assert row.g_per_kwh == 253.31 and row.year == 2024  # OWID/Ember NL 2024, gCO2e/kWh
+    assert row.g_per_kwh == lookup_country("NL").g_per_kwh
+    assert "Green Algorithms" in row.source and row.licence == "CC BY 4.0"
