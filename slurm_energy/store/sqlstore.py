@@ -17,6 +17,18 @@ Access control: see docs/STORE.md. With SQLite the file is created 0644 root-own
 directory: users can read the whole store with sqlite3 but cannot write it; jobenergy's filter to a
 user's own jobs is a convenience there, not a confidentiality boundary. Use PostgreSQL roles (and
 row-level security) where job energy per user must be private.
+
+Locking (SQLite): any user may hold a read transaction on the world-readable file (``BEGIN;
+SELECT ...`` in ``sqlite3``), and in SQLite's rollback-journal mode a writer cannot commit while a
+reader holds its SHARED lock. Writers therefore wait up to :data:`BUSY_TIMEOUT_S` per attempt
+(``sqlite3.connect(timeout=...)``, SQLite's busy handler) and :meth:`Store.put` retries a locked
+database :data:`PUT_ATTEMPTS` times with a doubling pause (about 2 minutes in all), so the detached
+finalizer outlasts such a reader; past that the node records stay in the results directory for
+``slurm-energy collect``. WAL mode (readers never block the writer) was evaluated and *not* enabled:
+a read-only (``mode=ro``) connection by an ordinary user to a WAL database in a root-owned 0755
+directory fails ("attempt to write a readonly database") whenever no writer is connected, because
+the last writer removes the -wal/-shm files on close and the user cannot create them (measured as
+``nobody``, SQLite 3.40.1; see docs/STORE.md). ``immutable=1`` would read it but ignores locks.
 """
 
 from __future__ import annotations
@@ -41,6 +53,14 @@ log = logging.getLogger(__name__)
 #: Interim node views whose start times differ by less than this are the same attempt, s.
 #: (Prologs of one allocation start within seconds; a reused job id is months apart.)
 SAME_ATTEMPT_S = 3600.0
+
+#: SQLite busy timeout of every connection, s: how long one statement waits for a lock held by
+#: another connection before "database is locked" (Python's ``sqlite3.connect(timeout=...)``).
+BUSY_TIMEOUT_S = 30.0
+#: :meth:`Store.put` tries a locked SQLite database this many times in all ...
+PUT_ATTEMPTS = 4
+#: ... pausing this long after the first failure, doubling each time (2 + 4 + 8 s), s.
+PUT_RETRY_WAIT_S = 2.0
 
 _INDEXED = (
     "cluster", "job_id", "array_job_id", "array_task_id", "het_job_id", "het_job_offset",
@@ -69,21 +89,42 @@ def spec_condition(spec: JobSpec):
 class Store:
     """Job records in a SQL database. Build with :func:`open_store`."""
 
-    def __init__(self, engine: sa.Engine, readonly: bool = False):
+    def __init__(self, engine: sa.Engine, readonly: bool = False, *, put_attempts: int = PUT_ATTEMPTS,
+                 retry_wait_s: float = PUT_RETRY_WAIT_S):
         self.engine = engine
         self.readonly = readonly
+        self.put_attempts = max(1, int(put_attempts))
+        self.retry_wait_s = retry_wait_s
 
     # -- writing ------------------------------------------------------------------------------
     def put(self, record: JobRecord) -> None:
         """Insert or replace one attempt (key cluster, job_id, start_time); see module docstring
         for interim (``running``) records.
 
+        A SQLite database locked by another connection (e.g. a user's open read transaction) is
+        waited for (busy timeout, :data:`BUSY_TIMEOUT_S` s) and the whole put retried up to
+        ``put_attempts`` times, pausing ``retry_wait_s`` s, doubling (module docstring: Locking).
+
         Raises:
             PermissionError: the store was opened read-only.
-            sqlalchemy.exc.SQLAlchemyError: database errors (locked past the 30 s busy timeout, ...).
+            sqlalchemy.exc.OperationalError: still locked after every attempt.
+            sqlalchemy.exc.SQLAlchemyError: other database errors (not retried).
         """
         if self.readonly:
             raise PermissionError("store opened read-only (jobenergy); only root's hooks write the store")
+        wait = self.retry_wait_s
+        for attempt in range(1, self.put_attempts + 1):
+            try:
+                return self._put_once(record)
+            except sa.exc.OperationalError as e:
+                if attempt == self.put_attempts or not is_locked_error(e):
+                    raise
+                log.warning("store %s locked (attempt %d of %d): retrying in %.1f s", self.engine.url.database,
+                            attempt, self.put_attempts, wait)
+                time.sleep(wait)
+                wait *= 2
+
+    def _put_once(self, record: JobRecord) -> None:
         with self.engine.begin() as conn:
             same_attempt = sa.and_(
                 T.c.cluster == record.cluster,
@@ -209,6 +250,11 @@ class Store:
         self.engine.dispose()
 
 
+def is_locked_error(e: BaseException) -> bool:
+    """True for SQLite's "database is locked" / "database table is locked" (SQLITE_BUSY/LOCKED)."""
+    return "is locked" in str(getattr(e, "orig", e) or e)
+
+
 def _merge_interim(olds: list[JobRecord], new: JobRecord) -> JobRecord:
     """Union interim node views of one running attempt and re-total them."""
     from slurm_energy.accounting.formulas import finalise_record
@@ -234,7 +280,8 @@ def _prepare_sqlite_file(url: sa.URL, readonly: bool) -> None:
         os.chmod(p, 0o644)
 
 
-def open_store(url: str, *, readonly: bool = False, migrate: bool = True) -> Store:
+def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
+               busy_timeout_s: float = BUSY_TIMEOUT_S) -> Store:
     """Open (and create or migrate) the store at a SQLAlchemy URL.
 
     Args:
@@ -243,6 +290,7 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True) -> Sto
         readonly: open for reading only (jobenergy as an ordinary user): SQLite is opened with
             ``mode=ro``; no migration is attempted, and :meth:`Store.put` raises PermissionError.
         migrate: apply missing schema migrations (see :mod:`slurm_energy.store.schema`).
+        busy_timeout_s: SQLite only: how long a statement waits for another connection's lock, s.
 
     Returns:
         A :class:`Store`.
@@ -265,10 +313,10 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True) -> Sto
             if not Path(u.database).exists():
                 raise RuntimeError(f"store {u.database} does not exist yet (no job has been recorded)")
             engine = sa.create_engine(
-                f"sqlite:///file:{u.database}?mode=ro&uri=true", connect_args={"timeout": 30}
+                f"sqlite:///file:{u.database}?mode=ro&uri=true", connect_args={"timeout": busy_timeout_s}
             )
         else:
-            engine = sa.create_engine(u, connect_args={"timeout": 30})
+            engine = sa.create_engine(u, connect_args={"timeout": busy_timeout_s})
     elif backend == "postgresql":
         if u.get_driver_name() in ("psycopg2", "default") and u.drivername == "postgresql":
             u = u.set(drivername="postgresql+psycopg")  # psycopg 3 is the dependency we ship

@@ -1,0 +1,92 @@
+"""A reader holding a transaction on the SQLite store must not make a concurrent put fail.
+
+The reader is a separate process with its own read-only connection, as a user's ``sqlite3`` would
+be: ``BEGIN; SELECT ...`` then hold the SHARED lock for 2 s.
+"""
+
+import subprocess
+import sys
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from jobrecord_factory import finished, node_record
+from slurm_energy.store import open_store
+
+HOLD_S = 2.0
+
+_READER = """
+import sqlite3, sys, time
+c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, isolation_level=None)
+c.execute("BEGIN")
+c.execute("SELECT count(*) FROM job_records").fetchone()
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+c.execute("COMMIT")
+"""
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "spool" / "jobs.db"
+    s = open_store(f"sqlite:///{path}")
+    s.put(finished(node_record(job_id="1")))
+    s.close()
+    return path
+
+
+def _hold_reader(path):
+    p = subprocess.Popen([sys.executable, "-c", _READER, str(path), str(HOLD_S)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "holding"
+    return p, time.monotonic()
+
+
+def test_put_waits_out_a_reader_with_default_settings(db):
+    s = open_store(f"sqlite:///{db}")
+    reader, t0 = _hold_reader(db)
+    try:
+        s.put(finished(node_record(job_id="2", cpu_j=7.2e6)))
+        waited = time.monotonic() - t0
+    finally:
+        reader.wait()
+    # the put could only commit once the reader let go: it really waited (~2 s, allow scheduling slack)
+    assert waited >= HOLD_S - 0.3
+    [r] = s.get_job("2")
+    # 7.2e6 J CPU + 3.6e5 J RAM = 7.56e6 J = 2.1 kWh
+    assert r.it_kwh == pytest.approx(2.1)
+    # rollback-journal mode, not WAL: a read-only user could not open a WAL store with no writer
+    # connected (docs/STORE.md "Locking")
+    with s.engine.connect() as c:
+        assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "delete"
+    s.close()
+
+
+def test_short_busy_timeout_without_retry_fails_locked(db):
+    # the control: the lock is real, so one 0.2 s attempt fails while the reader holds it
+    s = open_store(f"sqlite:///{db}", busy_timeout_s=0.2)
+    s.put_attempts = 1
+    reader, _ = _hold_reader(db)
+    try:
+        with pytest.raises(sa.exc.OperationalError, match="database is locked"):
+            s.put(finished(node_record(job_id="3")))
+    finally:
+        reader.wait()
+    assert s.get_job("3") == []
+    s.close()
+
+
+def test_put_retries_until_the_reader_is_gone(db):
+    s = open_store(f"sqlite:///{db}", busy_timeout_s=0.2)
+    s.put_attempts, s.retry_wait_s = 5, 0.5
+    reader, _ = _hold_reader(db)
+    try:
+        # attempts end at about 0.2, 0.9, 2.1 s (0.2 s busy wait each, pauses 0.5 then 1.0 s):
+        # the third or fourth (at about 4.3 s) comes after the 2 s reader has committed
+        s.put(finished(node_record(job_id="4")))
+    finally:
+        reader.wait()
+    [r] = s.get_job("4")
+    # 3.6e6 J + 3.6e5 J = 3.96e6 J = 1.1 kWh
+    assert r.it_kwh == pytest.approx(1.1)
+    s.close()
