@@ -534,16 +534,92 @@ def _defaults_without_file() -> SiteConfig:
     return cfg
 
 
-def _read_yaml(p: str) -> Any:
-    """Parsed YAML of file ``p``. :raises ConfigError: unreadable or not YAML."""
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping in the YAML text has the same key twice (PyYAML would keep only the last)."""
+
+
+def _key_path(root: yaml.Node, target: yaml.Node) -> list[str]:
+    """Dotted key path from ``root`` down to mapping node ``target`` (list of keys; [] = top level)."""
+    stack: list[tuple[yaml.Node, list[str]]] = [(root, [])]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, yaml.MappingNode):
+            stack += [(v, path + [str(getattr(k, "value", "?"))]) for k, v in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(v, path + [f"[{i}]"]) for i, v in enumerate(node.value)]
+    return []
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects a key given twice in one mapping, at any level.
+
+    PyYAML (like most YAML parsers) silently keeps the last of two equal keys, so a second
+    ``sampling:`` block would wipe out the first; YAML 1.2 (section 3.2.1.1) requires keys to be
+    unique. Merge keys (``<<``) are left to PyYAML (overriding a merged key is allowed).
+    :raises DuplicateKeyError: naming the dotted key and both line numbers (1-based).
+    """
+
+    def construct_document(self, node):  # noqa: D102 - remember the root to name nested keys
+        self._se_root = node
+        return super().construct_document(node)
+
+    def construct_mapping(self, node, deep=False):  # noqa: D102
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # unhashable key: PyYAML's own error follows
+                    continue
+                line = key_node.start_mark.line + 1
+                if first is not None:
+                    parent = _key_path(getattr(self, "_se_root", node), node)
+                    dotted = ".".join(parent + [str(key)])
+                    raise DuplicateKeyError(
+                        problem=f"duplicate key {dotted!r} at line {first} and again at line {line}; "
+                                f"YAML keeps only the last, so the one at line {first} would be silently "
+                                f"lost. Fix: merge the two into one {str(key)!r} entry")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_text(p: str) -> str:
+    """Text of file ``p``. :raises ConfigError: unreadable (message names path, reason and fix)."""
     try:
         with open(p, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return fh.read()
     except OSError as e:
         raise ConfigError(f"{p}: cannot read the site config ({e.strerror}); fix the path or set "
                           f"{ENV_VAR}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: cannot read the site config (not UTF-8 text: {e}); save it as "
+                          f"UTF-8") from None
+
+
+def parse_yaml_text(text: str, origin: str = "site config") -> Any:
+    """Parse YAML ``text`` (safe loader, duplicate keys rejected, see :class:`UniqueKeyLoader`).
+
+    :raises ConfigError: not YAML or a duplicate key; the message starts with ``origin`` and
+        contains the exact YAML error (line and column).
+    """
+    loader = UniqueKeyLoader(text)
+    loader.name = origin  # marks say 'in "/etc/slurm-energy/site.yaml", line 3' (not <unicode string>)
+    try:
+        return loader.get_single_data()
     except yaml.YAMLError as e:
-        raise ConfigError(f"{p}: not valid YAML: {e}") from None
+        raise ConfigError(f"{origin}: not valid YAML: {str(e).strip()}") from None
+    finally:
+        loader.dispose()
+
+
+def _read_yaml(p: str) -> Any:
+    """Parsed YAML of file ``p``. :raises ConfigError: unreadable, not YAML, or a duplicate key."""
+    return parse_yaml_text(_read_text(p), p)
 
 
 def load_site_config(path: "str | os.PathLike | None" = None) -> SiteConfig:
@@ -629,7 +705,8 @@ def site_config_from_dict_lenient(data: Any, origin: str = "site config") -> tup
         data = {}
     if not isinstance(data, dict):
         return SiteConfig(), [f"{origin}: top level must be a mapping of keys (cluster_name:, datacenters:, "
-                              f"...), got {type(data).__name__}; documented defaults used"]
+                              f"...), got {type(data).__name__}; nothing from it is in force: "
+                              f"{_defaults_in_force()}"]
     data = copy.deepcopy(data)
     messages: list[str] = []
     dropped: list[str] = []
@@ -658,9 +735,75 @@ def site_config_from_dict_lenient(data: Any, origin: str = "site config") -> tup
         cfg = SiteConfig()
     if dropped:
         seen = list(dict.fromkeys(dropped))
-        messages.append(f"{origin}: ignored, defaults used instead: {', '.join(seen)}")
+        messages.append(_in_force_message(cfg, seen, origin))
         cfg.defaults_used = cfg.defaults_used + [d for d in seen if d not in cfg.defaults_used]
     return cfg, messages
+
+
+_MISSING = object()
+
+
+def _value_at(cfg: SiteConfig, dotted: str) -> Any:
+    """The value of ``dotted`` (``paths.log_dir``, ``datacenters.bad``) in ``cfg``, or _MISSING."""
+    node: Any = cfg
+    for k in dotted.split("."):
+        if isinstance(node, BaseModel):
+            node = getattr(node, k, _MISSING) if k in type(node).model_fields else _MISSING
+        elif isinstance(node, dict):
+            node = node.get(k, _MISSING)
+        else:
+            return _MISSING
+        if node is _MISSING:
+            return _MISSING
+    return node
+
+
+def _defaults_in_force() -> str:
+    """One phrase naming the documented defaults that matter most when no config is in force."""
+    d = SiteConfig()
+    return (f"documented defaults are in force for every setting (store {d.paths.store_url}, logs "
+            f"{d.paths.log_dir}, spool {d.paths.spool_dir}, PUE {DEFAULT_PUE:g}, carbon intensity "
+            f"{_tables.WORLD_AVERAGE_G_PER_KWH:g} gCO2e/kWh world average)")
+
+
+def _in_force_message(cfg: SiteConfig, dropped: list[str], origin: str) -> str:
+    """What is in force after the lenient loader dropped the keys ``dropped`` (dotted)."""
+    if "(everything)" in dropped:
+        return f"{origin}: nothing from this file is in force: {_defaults_in_force()}"
+    parts = []
+    for d in dropped:
+        v = _value_at(cfg, d)
+        if v is _MISSING:
+            parts.append(f"{d} not defined")
+        elif v is None:
+            parts.append(f"{d} unset (its documented fallback applies)")
+        elif isinstance(v, BaseModel):
+            parts.append(f"{d} = documented defaults {v.model_dump()}")
+        else:
+            parts.append(f"{d} = {v!r} (documented default)")
+    return (f"{origin}: every other key of this file is in force; in place of the bad keys: "
+            + "; ".join(parts))
+
+
+def _load_lenient(p: str) -> tuple[SiteConfig, list[str], Optional[str], Optional[str]]:
+    """``(config, messages, text, fatal)`` of file ``p``: ``fatal`` is the error text when the file
+    cannot be read, is not YAML or its top level is no mapping (config = documented defaults),
+    else None; ``text`` is the file's text when it was read."""
+    try:
+        text = _read_text(p)
+    except ConfigError as e:
+        return _defaults_without_file(), [], None, str(e)
+    try:
+        data = parse_yaml_text(text, p)
+    except ConfigError as e:
+        return _defaults_without_file(), [], text, str(e)
+    if data is not None and not isinstance(data, dict):
+        return _defaults_without_file(), [], text, (
+            f"{p}: top level must be a mapping of keys (cluster_name:, datacenters:, ...), got "
+            f"{type(data).__name__}")
+    cfg, messages = site_config_from_dict_lenient(data, origin=p)
+    cfg.source_path = p
+    return cfg, messages, text, None
 
 
 def load_site_config_lenient(path: "str | os.PathLike | None" = None) -> tuple[SiteConfig, list[str]]:
@@ -669,16 +812,106 @@ def load_site_config_lenient(path: "str | os.PathLike | None" = None) -> tuple[S
 
     File chosen as in :func:`load_site_config`. Returns ``(config, messages)``; ``messages`` is
     empty for a valid file (or no file: documented defaults, ``"config_file"`` in
-    ``defaults_used``). A missing/unreadable/non-YAML file gives ``(defaults, [message])``; invalid
-    keys are dropped as in :func:`site_config_from_dict_lenient`. Never raises ConfigError.
+    ``defaults_used``). A missing/unreadable/non-YAML file (duplicate keys included) or a top level
+    that is no mapping gives ``(defaults, [message])``, the message ending in what is in force;
+    invalid keys are dropped as in :func:`site_config_from_dict_lenient`. Never raises ConfigError.
+    See :func:`load_site_config_for_hooks` for the variant that falls back to the last good copy.
     """
     p = _config_path(path)
     if p is None:
         return _defaults_without_file(), []
-    try:
-        data = _read_yaml(p)
-    except ConfigError as e:
-        return _defaults_without_file(), [f"{e}; documented defaults used"]
-    cfg, messages = site_config_from_dict_lenient(data, origin=p)
-    cfg.source_path = p
+    cfg, messages, _text, fatal = _load_lenient(p)
+    if fatal is not None:
+        return cfg, [f"{fatal}\nNothing from {p} is in force: {_defaults_in_force()}"]
     return cfg, messages
+
+
+# --------------------------------------------------------------------------- last good copy
+#: Suffix of the copy of the last site config that loaded without any problem (same directory).
+LAST_GOOD_SUFFIX = ".last-good"
+
+
+def last_good_path(path: "str | os.PathLike") -> str:
+    """``<path>.last-good``: where :func:`load_site_config_for_hooks` keeps the last good copy."""
+    return os.fspath(path) + LAST_GOOD_SUFFIX
+
+
+def save_last_good(path: "str | os.PathLike", text: str) -> bool:
+    """Keep ``text`` (a site config that loaded with no problem) as ``<path>.last-good``.
+
+    Written only when its content differs from the existing copy; atomically (a temporary file in
+    the same directory, fsync, ``os.replace``), mode 0600 (the config may hold store credentials).
+    Returns True when the copy now holds ``text``, False when it could not be written; never raises
+    (a failure is logged as a warning, since the hooks must go on).
+    """
+    import logging
+    import tempfile
+
+    lg = last_good_path(path)
+    try:
+        try:
+            with open(lg, encoding="utf-8") as fh:
+                if fh.read() == text:
+                    return True
+        except FileNotFoundError:
+            pass
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(lg) + ".", suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(lg)))
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, lg)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except (OSError, UnicodeError) as e:
+        logging.getLogger("slurm_energy.config").warning(
+            "cannot keep the last good site config as %s: %s", lg, e)
+        return False
+    return True
+
+
+def load_site_config_for_hooks(path: "str | os.PathLike | None" = None) -> tuple[SiteConfig, list[str]]:
+    """Site config for the Slurm hooks: lenient, and an unparsable file falls back to the last good copy.
+
+    File chosen as in :func:`load_site_config`. When the file loads leniently with no message, its
+    text is kept as ``<path>.last-good`` (:func:`save_last_good`; never raises). When the file
+    cannot be read, is not YAML (a missing ``}``, a duplicate key) or its top level is no mapping,
+    ``<path>.last-good`` is loaded leniently instead and the first message says the site config is
+    unparsable, gives the exact YAML error and the time (mtime, ISO 8601) of the copy now in force;
+    ``config.source_path`` is then the copy's path. Without a readable copy: documented defaults,
+    and the message says so. Invalid keys in a parsable file: as :func:`load_site_config_lenient`.
+
+    :returns: ``(config, messages)``; messages empty when all is well. Never raises ConfigError.
+    """
+    from datetime import datetime
+
+    p = _config_path(path)
+    if p is None:
+        return _defaults_without_file(), []
+    cfg, messages, text, fatal = _load_lenient(p)
+    if fatal is None:
+        if not messages and text is not None:
+            save_last_good(p, text)
+        return cfg, messages
+    what = "cannot be read" if text is None else "is unparsable"
+    lg = last_good_path(p)
+    try:
+        mtime = datetime.fromtimestamp(os.stat(lg).st_mtime).astimezone().isoformat(timespec="seconds")
+    except OSError as e:
+        return cfg, [f"{fatal}\nThe site config {p} {what} and there is no last good copy "
+                     f"({lg}: {e.strerror}): {_defaults_in_force()}. Fix {p} (check it with "
+                     f"`slurm-energy check-config {p}`)"]
+    good, good_msgs, _t, good_fatal = _load_lenient(lg)
+    if good_fatal is not None:
+        return good, [f"{fatal}\nThe site config {p} {what} and its last good copy cannot be used "
+                      f"either ({good_fatal}): {_defaults_in_force()}. Fix {p}"]
+    return good, [f"{fatal}\nThe site config {p} {what}; the last good copy {lg} from {mtime} is in "
+                  f"force instead (every setting as it was then). Fix {p} (check it with "
+                  f"`slurm-energy check-config {p}`)"] + good_msgs

@@ -42,7 +42,9 @@ def test_top_level_bad_pue_keeps_paths_and_datacenters(tmp_path):
     assert "pue" in cfg.defaults_used
     # same wording as ConfigError: file, dotted field, bad value, fix
     assert any(m.startswith(f"{p}: pue: bad value 0.5") and "Fix: PUE = facility energy" in m for m in msgs)
-    assert msgs[-1] == f"{p}: ignored, defaults used instead: pue"
+    # the message says what is in force, not just what was ignored
+    assert msgs[-1] == (f"{p}: every other key of this file is in force; in place of the bad keys: "
+                        f"pue unset (its documented fallback applies)")
     with pytest.raises(ConfigError, match="pue: bad value 0.5"):  # the strict loader still refuses the file
         load_site_config(p)
 
@@ -71,7 +73,7 @@ def test_bad_datacenter_is_dropped_alone():
     assert cfg.carbon_for(partition="y").pue == 1.2
     assert cfg.carbon_for(partition="x", offline=True).pue == 1.58  # no datacenter: documented default
     assert "datacenters.bad.pue: bad value 0.8" in msgs[0]
-    assert msgs[-1].endswith("ignored, defaults used instead: datacenters.bad")
+    assert msgs[-1].endswith("in place of the bad keys: datacenters.bad not defined")
 
 
 def test_partition_in_two_datacenters_keeps_the_first_listed():
@@ -79,7 +81,7 @@ def test_partition_in_two_datacenters_keeps_the_first_listed():
         "a": {"pue": 1.1, "partitions": ["gpu"]}, "b": {"pue": 1.9, "partitions": ["gpu", "cpu"]}}})
     assert list(cfg.datacenters) == ["a"] and cfg.carbon_for(partition="gpu").pue == 1.1
     assert "partition 'gpu' is listed in datacenters 'a' and 'b'" in msgs[0]
-    assert msgs[-1].endswith("datacenters.b")
+    assert msgs[-1].endswith("in place of the bad keys: datacenters.b not defined")
 
 
 def test_one_bad_gpu_override_keeps_the_others():
@@ -104,7 +106,9 @@ def test_valid_file_gives_no_messages():
 def test_unreadable_missing_and_non_yaml_give_defaults_and_a_message(tmp_path, monkeypatch):
     cfg, msgs = load_site_config_lenient(tmp_path / "nope.yaml")
     assert cfg.paths.spool_dir == "/var/spool/slurm-energy" and len(msgs) == 1
-    assert "cannot read the site config" in msgs[0] and "documented defaults used" in msgs[0]
+    assert "cannot read the site config" in msgs[0]
+    assert ("documented defaults are in force for every setting (store "
+            "sqlite:////var/spool/slurm-energy/jobs.db, logs /var/log/slurm-energy") in msgs[0]
     assert cfg.defaults_used[0] == "config_file"
     cfg, msgs = load_site_config_lenient(_write(tmp_path, "datacenters: [unclosed\n"))
     assert len(msgs) == 1 and "not valid YAML" in msgs[0]

@@ -46,10 +46,10 @@ def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
 
 
 def _load_config(errors: list[str]):
-    from slurm_energy.config import load_site_config_lenient
+    from slurm_energy.config import load_site_config_for_hooks
 
-    cfg, problems = load_site_config_lenient()  # keeps every valid part (paths above all)
-    errors += [f"site config invalid, that part ignored: {m}" for m in problems]
+    cfg, problems = load_site_config_for_hooks()  # valid parts kept; unparsable: last good copy
+    errors += [f"site config problem: {m}" for m in problems]  # each message says what is in force
     return cfg
 
 
