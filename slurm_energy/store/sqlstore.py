@@ -47,6 +47,7 @@ from slurm_energy.model import JobRecord, Status
 from slurm_energy.slurm.jobid import JobSpec, parse_jobid
 from slurm_energy.store import schema
 from slurm_energy.store.schema import jobs as T
+from slurm_energy.store.urls import check_store_url, effective_url
 
 log = logging.getLogger(__name__)
 
@@ -296,16 +297,14 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
         A :class:`Store`.
 
     Raises:
-        ValueError: the URL is not sqlite or postgresql, or cannot be parsed (names the URL and the fix).
+        ValueError: :func:`slurm_energy.store.urls.check_store_url`'s message: the URL cannot be
+            parsed, its backend or driver is unsupported or not installed, or a SQLite path is relative.
         RuntimeError: the schema is newer than this code, or a read-only store has no schema yet.
     """
-    try:
-        u = sa.make_url(url)
-    except Exception as e:  # sqlalchemy.exc.ArgumentError
-        raise ValueError(
-            f"store URL {url!r} cannot be parsed ({e}); use sqlite:////abs/path/store.db or "
-            "postgresql+psycopg://user:password@host:port/dbname"
-        ) from e
+    problem = check_store_url(url)
+    if problem:
+        raise ValueError(problem)
+    u = effective_url(sa.make_url(url))
     backend = u.get_backend_name()
     if backend == "sqlite":
         _prepare_sqlite_file(u, readonly)
@@ -317,15 +316,8 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
             )
         else:
             engine = sa.create_engine(u, connect_args={"timeout": busy_timeout_s})
-    elif backend == "postgresql":
-        if u.get_driver_name() in ("psycopg2", "default") and u.drivername == "postgresql":
-            u = u.set(drivername="postgresql+psycopg")  # psycopg 3 is the dependency we ship
+    else:  # postgresql+psycopg (check_store_url allows nothing else)
         engine = sa.create_engine(u, pool_pre_ping=True)
-    else:
-        raise ValueError(
-            f"store URL {url!r}: backend {backend!r} is not supported; use sqlite:////abs/path/store.db "
-            "or postgresql+psycopg://..."
-        )
     if readonly or not migrate:
         with engine.connect() as conn:
             v = schema.current_version(conn)
