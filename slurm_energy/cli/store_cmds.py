@@ -121,20 +121,65 @@ def _open(args, cfg, readonly=False):
         raise RuntimeError(f"cannot read the store {_shown_url(url)}: {str(e).splitlines()[0]}") from None
 
 
+def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
+    """Why ``collect`` cannot run as user id ``euid`` (None for root, 0).
+
+    The node records under ``results_dir`` are root's (directories 0700, files 0600: docs/STORE.md)
+    and the store is written only by root, so an ordinary user would see nothing to collect (or a
+    PermissionError). Returns one line naming both paths, the user, and the fix.
+    """
+    if euid == 0:
+        return None
+    import pwd
+
+    from slurm_energy.cli.jobenergy import _shown_url
+
+    try:
+        who = f"{pwd.getpwuid(euid).pw_name} (uid {euid})"
+    except KeyError:
+        who = f"uid {euid}"
+    return (f"collect must run as root: it reads the node records under {results_dir} (root's, mode 0700) "
+            f"and writes the store {_shown_url(store_url)}; you are {who}. Run it as root, e.g. from root's "
+            "crontab on the controller")
+
+
 def cmd_collect(args) -> int:
-    """Entry for ``slurm-energy collect``; exit 0 ok, 2 bad config/arguments."""
+    """Entry for ``slurm-energy collect``; exit 0 ok, 2 bad config/arguments, not root, or a path or
+    store that cannot be read or written (the message names it)."""
     if args.older_than < 0:
         _err(f"--older-than={args.older_than} must be >= 0 minutes")
         return 2
     try:
         cfg = _cfg()
-        store = _open(args, cfg)
-    except (ValueError, RuntimeError, OSError) as e:
+    except (ValueError, OSError) as e:
         _err(str(e))
         return 2
     results_dir = args.results_dir or cfg.paths.results_dir
+    url = args.store or os.environ.get("SLURM_ENERGY_STORE") or cfg.paths.store_url
+    msg = not_root_message(results_dir, url, os.geteuid())
+    if msg:
+        _err(msg)
+        return 2
+    try:
+        store = _open(args, cfg)
+    except PermissionError as e:
+        _err(f"collect: cannot create or write {e.filename or url}: {e.strerror}; collect must run as root")
+        return 2
+    except (ValueError, RuntimeError, OSError) as e:
+        _err(str(e))
+        return 2
+    import sqlalchemy.exc
+
+    from slurm_energy.cli.jobenergy import _shown_url
+
     try:
         done = collect(results_dir, store, cfg, args.older_than * 60.0, time.time(), args.dry_run)
+    except PermissionError as e:
+        _err(f"collect: cannot read {e.filename or results_dir}: {e.strerror}; collect must run as root")
+        return 2
+    except sqlalchemy.exc.SQLAlchemyError as e:
+        _err(f"collect: cannot write the store {_shown_url(url)}: {str(e).splitlines()[0]}")
+        return 2
     finally:
         store.close()
     for r in done:
