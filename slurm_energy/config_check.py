@@ -94,6 +94,33 @@ def sqlite_path(store_url: str) -> tuple[Optional[str], Optional[str]]:
     return u.database, None
 
 
+def _hide_password(url: str) -> str:
+    import sqlalchemy as sa
+
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all: shown as typed
+        return url
+
+
+def store_url_problem(url: str) -> Optional[str]:
+    """Why ``url`` cannot be the store here (unsupported backend or driver, relative SQLite path,
+    psycopg missing), or None. Delegates to :func:`slurm_energy.store.check_store_url` (supported:
+    ``sqlite:////abs/path``, ``postgresql+psycopg://...``, plain ``postgresql://`` read as psycopg);
+    its leading ``store URL '...'`` is dropped, since the caller names the field and value.
+    Does not connect to any server.
+    """
+    from slurm_energy.store import check_store_url
+
+    msg = check_store_url(url)
+    if msg is None:
+        return None
+    for lead in (f"store URL {_hide_password(url)!r}: ", f"store URL {_hide_password(url)!r} "):
+        if msg.startswith(lead):
+            return msg[len(lead):]
+    return msg
+
+
 def check_paths(cfg, notes: Optional[list[str]] = None) -> list[str]:
     """Check that every path in ``cfg.paths`` can be used by the hooks (run as root).
 
@@ -103,7 +130,9 @@ def check_paths(cfg, notes: Optional[list[str]] = None) -> list[str]:
     :returns: one message per unusable path, ``"FILE: paths.FIELD: bad value 'PATH': what is wrong. Fix:
         ..."`` (the wording of :class:`slurm_energy.config.ConfigError`); empty when all are usable.
         For a SQLite ``store_url`` its directory is checked, and an existing database path must be
-        a file that can be opened for appending. Other backends (PostgreSQL) are not checked here.
+        a file that can be opened for appending. The URL itself must pass
+        :func:`store_url_problem` (a ``mysql://`` URL is an error); a PostgreSQL server is not
+        contacted.
     """
     errors: list[str] = []
     root = os.geteuid() == 0
@@ -126,11 +155,12 @@ def check_paths(cfg, notes: Optional[list[str]] = None) -> list[str]:
             report(field, path, problem)
 
     url = cfg.paths.store_url
-    db, err = sqlite_path(url)
-    if err is not None:
-        errors.append(f"{origin}: paths.store_url: bad value {url!r}: {err}. Fix: write sqlite:////abs/path/jobs.db "
-                      f"or postgresql+psycopg://user:password@host:port/dbname")
-    elif db is not None:
+    bad = store_url_problem(url)
+    if bad is not None:
+        errors.append(f"{origin}: paths.store_url: bad value {_hide_password(url)!r}: {bad}")
+        return errors
+    db, _err = sqlite_path(url)
+    if db is not None:
         problem = dir_problem(os.path.dirname(db) or ".") if os.path.isabs(db) else dir_problem(db)
         if problem is not None:
             report("store_url", url, (f"its directory {os.path.dirname(db)} {problem[0]}"

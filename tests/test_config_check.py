@@ -129,3 +129,38 @@ def test_check_config_without_any_file_says_defaults_are_in_force(tmp_path, monk
     assert "PUE 1.58: industry average" in out  # Uptime Institute 2023
     assert "carbon intensity 475 gCO2e/kWh, world average" in out  # IEA 2019
     assert out.rstrip().endswith("OK: documented defaults in force (no site config found)")
+
+
+def test_unsupported_store_backend_is_an_error_naming_field_value_and_fix(tmp_path):
+    errors = check_paths(_cfg(tmp_path, store_url="mysql://x/db"))
+    assert errors == ["site.yaml: paths.store_url: bad value 'mysql://x/db': backend 'mysql' is not "
+                      "supported; use sqlite:////abs/path/jobs.db or "
+                      "postgresql+psycopg://user:password@host:port/dbname"]
+
+
+def test_store_url_password_is_hidden_and_relative_sqlite_refused(tmp_path):
+    errors = check_paths(_cfg(tmp_path, store_url="postgresql+psycopg2://u:secret@db/se"))
+    assert len(errors) == 1 and "secret" not in errors[0]
+    assert "bad value 'postgresql+psycopg2://u:***@db/se': PostgreSQL driver 'psycopg2' is not supported" in errors[0]
+    errors = check_paths(_cfg(tmp_path, store_url="sqlite:///jobs.db"))  # three slashes: relative path
+    assert len(errors) == 1 and "SQLite path 'jobs.db' is relative" in errors[0]
+    assert not os.path.exists("jobs.db")  # nothing created in the working directory
+
+
+def test_check_config_cli_exits_1_on_mysql_store(tmp_path, capsys):
+    from slurm_energy.cli.main import main
+
+    p = _write(tmp_path, f"paths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/log\n"
+                         f"  store_url: mysql://x/db\n")
+    assert main(["check-config", p, "--offline"]) == 1
+    cap = capsys.readouterr()
+    assert f"{p}: paths.store_url: bad value 'mysql://x/db': backend 'mysql' is not supported" in cap.err
+    assert not cap.out.rstrip().endswith("OK")
+
+
+def test_check_config_cli_exits_1_on_duplicate_key(tmp_path, capsys):
+    from slurm_energy.cli.main import main
+
+    p = _write(tmp_path, "sampling: {interval_s: 2}\nsampling: {interim_s: 30}\n")
+    assert main(["check-config", p, "--offline"]) == 1
+    assert "duplicate key 'sampling' at line 1 and again at line 2" in capsys.readouterr().err
