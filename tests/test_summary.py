@@ -176,3 +176,16 @@ def test_job_shorter_than_one_interval_measured_between_prolog_and_epilog_rows()
     assert d.energy_j == pytest.approx(30.0)
     assert d.coverage == pytest.approx(1.0)
     assert "util_from_node_counters" in d.flags
+
+
+def test_job_never_observed_is_unmeasured_not_zero():
+    # a `true` job: gone before the sampler's first poll; only node counters and readings exist
+    rows = [{**row(0, None, 10.0, 100.0, [tdp(None)]), "kind": "prolog"},
+            {**row(0.4, None, 10.2, 100.8, [tdp(None)]), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 0.4,
+                       statics=[DeviceStatic("cpu", "cpu-tdp", "X", 2, 100.0)])
+    (d,) = s.devices
+    assert d.energy_j is None and d.method == Method.UNAVAILABLE and d.coverage == 0.0
+    assert d.device_energy_j == pytest.approx(100.0 * 0.2 / 0.8 * 0.4)  # the node's part is still known: 10 J
+    assert "job_never_observed" in d.flags
+    assert s.cpu_time_s is None

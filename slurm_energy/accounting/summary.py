@@ -30,7 +30,8 @@ _METHOD_OF = {"counter": Method.COUNTER, "power_integration": Method.POWER_INTEG
 
 
 def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
-    """Cumulative job CPU time per row: 0 before the job is first seen (it had just started);
+    """Cumulative job CPU time per row: 0 before the job is first seen (it had just started), but
+    None everywhere if it was never seen at all;
     carried forward once the job is known to have ended (a ``cgroup_gone`` or ``final`` row);
     None where the job was running but nobody looked (the sampler died): the job's share of such
     an interval is unknown, never 0."""
@@ -49,6 +50,8 @@ def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
             out.append(last if ended else None)
         if r.get("kind") in ("cgroup_gone", "final"):
             ended = True
+    if not seen:  # the job ended before anyone saw it (shorter than the first poll): unknown, not 0
+        return [None] * len(rows)
     return out
 
 
@@ -129,6 +132,8 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
             i0, i1 = row_index.get(iv.t0), row_index.get(iv.t1)
             shares.append(_share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids,
                                  _reading_at(samples, iv.t1), flags))
+        if cls in ("cpu", "ram") and all(v is None for v in job_cpu):
+            flags.add("job_never_observed")
         mig = _mig_fraction(samples)
         if mig is not None:
             shares = [None if s is None else s * mig for s in shares]

@@ -41,15 +41,37 @@ def _with_job_env(spool: JobSpool, ctx: JobContext) -> JobContext:
                                        if hasattr(ctx, k) and not getattr(ctx, k)})
 
 
+def _with_slurm_facts(ctx: JobContext, facts: Optional[dict]) -> JobContext:
+    """ctx completed with slurmctld's facts (array/het ids, job name) where it lacks them."""
+    import dataclasses
+
+    if not facts:
+        return ctx
+    keys = ("array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_name")
+    return dataclasses.replace(ctx, **{k: facts[k] for k in keys if facts.get(k) and not getattr(ctx, k)})
+
+
+def slurm_job_state(facts: Optional[dict], ctx: JobContext, exit_code: str) -> str:
+    """The attempt's state: slurmctld's (REQUEUED when the job has been restarted since this attempt),
+    else derived from the Epilog's exit code (which reads 0:0 for a cancelled or timed-out job)."""
+    from slurm_energy.slurm.scontrol import UNFINISHED
+
+    if facts and facts.get("restarts", 0) > ctx.restart_count:
+        return "REQUEUED"  # slurmctld already describes a later attempt
+    if facts and facts.get("job_state") and facts["job_state"] not in UNFINISHED:
+        return facts["job_state"]
+    return job_state_from_exit_code(exit_code)
+
+
 def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
-                status: Status = Status.COMPLETE) -> JobRecord:
+                status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None) -> JobRecord:
     """This node's JobRecord (one NodeSummary) from the spool's sample file. Pure but for reads."""
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.sampling.readers.base import DeviceStatic
     from slurm_energy.sampling.samplefile import read_samples
 
     rows = list(read_samples(spool.samples))
-    ctx = _with_job_env(spool, ctx)
+    ctx = _with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
     errors = spool.read_errors()
     static: dict = {}
     try:
@@ -79,7 +101,7 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
         cluster=ctx.cluster, job_id=ctx.job_id, job_name=ctx.job_name, array_job_id=ctx.array_job_id, array_task_id=ctx.array_task_id,
         het_job_id=ctx.het_job_id, het_job_offset=ctx.het_job_offset, user=ctx.user, uid=ctx.uid, gid=ctx.gid,
         account=ctx.account, partition=ctx.partition, work_dir=ctx.work_dir, restart_count=ctx.restart_count,
-        exit_code=exit_code, job_state=job_state_from_exit_code(exit_code), expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,
+        exit_code=exit_code, job_state=slurm_job_state(slurm_facts, ctx, exit_code), expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,
         nodes=[summary], status=st, errors=list(summary.errors))
 
 
@@ -108,7 +130,10 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "")
     for e in errors:
         spool.record_error(e)
     try:
-        rec = node_record(cfg, spool, ctx, end_time, exit_code)
+        from slurm_energy.slurm.scontrol import show_job
+
+        facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
+        rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts)
         finish_node(cfg, rec, ctx)
     except Exception as e:
         log.exception("finalize job=%s node=%s failed", ctx.job_id, node)

@@ -124,8 +124,9 @@ def spawn(args: list[str], logf: str) -> int:
     from slurm_energy.slurm.detach import spawn_detached
 
     env = {"LANG": "C.UTF-8"}
-    if os.environ.get("SLURM_ENERGY_CONFIG"):
-        env["SLURM_ENERGY_CONFIG"] = os.environ["SLURM_ENERGY_CONFIG"]
+    for var in ("SLURM_ENERGY_CONFIG", "SLURM_CONF"):  # the finalizer asks scontrol for the job's state
+        if os.environ.get(var):
+            env[var] = os.environ[var]
     return spawn_detached([_python(), *args], logf, env=env)
 
 

@@ -136,9 +136,16 @@ def test_failed_job_state_and_very_short_job(cluster):
     failed = cluster.sbatch("bob", wd, "#!/bin/bash\n#SBATCH --output=slurm-%j.out\nexit 3\n")
     (rec,) = cluster.wait_record(failed)
     assert rec.exit_code == "3:0" and rec.job_state == "FAILED"
-    # `true`: shorter than one interval, measured between the Prolog's and the Epilog's readings
-    assert rec.energy_it_j["cpu"] is not None and rec.energy_it_j["cpu"] >= 0
-    assert rec.methods["cpu"] == Method.TDP_ESTIMATE
+    assert rec.job_name == "job.sbatch"  # from slurmctld: the job ended before its processes were seen
+    # shorter than one interval: measured between the Prolog's and the Epilog's readings when the
+    # job was seen at all; a job gone before the first 0.25 s poll is unmeasured, never 0
+    cpu = [d for d in rec.nodes[0].devices if d.device_class == "cpu"][0]
+    if cpu.energy_j is None:
+        assert "job_never_observed" in cpu.flags and rec.methods["cpu"] == Method.UNAVAILABLE
+        assert rec.coverage_complete is False
+    else:
+        assert cpu.energy_j >= 0 and rec.methods["cpu"] == Method.TDP_ESTIMATE
+    assert cpu.device_energy_j is not None  # the node's own energy over the job is known either way
 
 
 def test_sampler_killed_mid_job_is_partial_not_zero(cluster):
@@ -158,3 +165,21 @@ def test_sampler_killed_mid_job_is_partial_not_zero(cluster):
     assert 0 < cpu.coverage < 0.8  # the gap is not measured ...
     assert "share_unknown" in cpu.flags  # ... and not counted as 0 either
     assert any("sampler" in e for e in rec.errors)
+
+
+def test_cancelled_job_state_from_slurmctld(cluster):
+    # the Epilog sees exit code 0:0 for a cancelled job; the finalizer asks slurmctld
+    wd = cluster.workdir("bob", f"e2e-cancel-{os.getpid()}")
+    job = cluster.sbatch("bob", wd, "#!/bin/bash\n#SBATCH --output=slurm-%j.out\nsleep 60\n")
+    for _ in range(60):
+        st = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, env=cluster.env)
+        if st.stdout.strip() == "RUNNING":
+            break
+        time.sleep(0.5)
+    time.sleep(2)
+    subprocess.run(["runuser", "-u", "bob", "--", "env", f"SLURM_CONF={cluster.conf}", "scancel", job], check=True)
+    (rec,) = cluster.wait_record(job)
+    assert rec.job_state == "CANCELLED"
+    out = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "-P", "-n", "-s", "CA", "-o", "JobID,State", job],
+                         capture_output=True, text=True, env=cluster.env)
+    assert out.stdout.strip() == f"{job}|CANCELLED"

@@ -1,0 +1,79 @@
+"""The job's final facts from slurmctld, read by the detached finalizer (never by Prolog/Epilog).
+
+Slurm 22.05 gives the Prolog/Epilog no job state, no array/het-job ids and no job name, and its
+Epilog's exit code is 0:0 for a job that was cancelled or timed out. The finalizer runs after the
+Epilog, detached and with time to spare, so it asks ``scontrol show job -o`` (absolute path: hooks
+have no PATH) once the job has left COMPLETING. Any failure leaves the facts unknown: the record
+then keeps what the environment and the job's processes gave.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from typing import Callable, Optional
+
+SCONTROL = "/usr/bin/scontrol"
+
+_KEYS = {"ArrayJobId": "array_job_id", "ArrayTaskId": "array_task_id", "HetJobId": "het_job_id",
+         "HetJobOffset": "het_job_offset", "JobState": "job_state", "Restarts": "restarts",
+         "ExitCode": "exit_code"}
+
+#: states in which the job has not finished yet (the Epilog runs while the job is COMPLETING)
+UNFINISHED = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED",
+              "RESIZING", "SIGNALING", "STAGE_OUT"}
+
+
+def parse_show_job(line: str) -> dict:
+    """Facts from one ``scontrol show job -o`` line.
+
+    Returns {"array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_state",
+    "restarts" (int), "exit_code", "job_name"} for the keys present; "N/A" / "(null)" values are
+    dropped. JobName may contain spaces (it runs up to `` UserId=``).
+    """
+    out: dict = {}
+    for k, v in re.findall(r"(?:^|\s)(\w+)=(\S*)", line):
+        if k in _KEYS and v not in ("", "N/A", "(null)"):
+            out[_KEYS[k]] = v
+    m = re.search(r"(?:^|\s)JobName=(.*?) UserId=", line)
+    if m and m.group(1) not in ("", "(null)"):
+        out["job_name"] = m.group(1)
+    if "restarts" in out:
+        try:
+            out["restarts"] = int(out["restarts"])
+        except ValueError:
+            del out["restarts"]
+    if "job_state" in out:
+        out["job_state"] = out["job_state"].split("+")[0]
+    return out
+
+
+def show_job(job_id: str, *, attempt: Optional[int] = None, wait_s: float = 20.0, timeout_s: float = 5.0,
+             scontrol: str = SCONTROL, run: Callable = subprocess.run, sleep: Callable = time.sleep) -> Optional[dict]:
+    """``scontrol show job -o JOB`` parsed, waiting (up to ``wait_s``) until the job has finished
+    (or, given the ``attempt``'s restart count, until slurmctld shows a later attempt: requeued).
+
+    Returns the facts (see :func:`parse_show_job`), the last unfinished ones if it never finished
+    within ``wait_s``, or None when scontrol is missing, fails, times out or knows no such job.
+    """
+    if not os.path.exists(scontrol):
+        return None
+    deadline = time.monotonic() + wait_s
+    facts = None
+    while True:
+        try:
+            r = run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, text=True,
+                    timeout=timeout_s, env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]}
+                                                           if os.environ.get("SLURM_CONF") else {})})
+        except (OSError, subprocess.TimeoutExpired):
+            return facts
+        if r.returncode != 0 or "JobId=" not in r.stdout:
+            return facts
+        facts = parse_show_job(r.stdout.strip().splitlines()[0])
+        if facts.get("job_state") not in UNFINISHED or time.monotonic() > deadline:
+            return facts
+        if attempt is not None and facts.get("restarts", 0) > attempt:
+            return facts
+        sleep(0.5)

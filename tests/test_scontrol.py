@@ -1,0 +1,57 @@
+"""Parsing `scontrol show job -o` (Slurm 22.05 output seen on the test cluster)."""
+
+import subprocess
+
+from slurm_energy.slurm.scontrol import parse_show_job, show_job
+
+LINE = ("JobId=171 ArrayJobId=170 ArrayTaskId=2 JobName=my sweep UserId=alice(2001) GroupId=alice(2001) "
+        "MCS_label=N/A Priority=4294901634 Nice=0 Account=research QOS=normal JobState=CANCELLED Reason=None "
+        "Dependency=(null) Requeue=1 Restarts=1 BatchFlag=1 Reboot=0 ExitCode=0:15 RunTime=00:00:02")
+HET = ("JobId=142 HetJobId=141 HetJobOffset=1 JobName=het UserId=bob(2002) JobState=COMPLETED Reason=None "
+       "Restarts=0 ExitCode=0:0")
+
+
+def test_array_task_line():
+    f = parse_show_job(LINE)
+    assert f == {"array_job_id": "170", "array_task_id": "2", "job_name": "my sweep", "job_state": "CANCELLED",
+                 "restarts": 1, "exit_code": "0:15"}
+
+
+def test_het_component_line():
+    f = parse_show_job(HET)
+    assert (f["het_job_id"], f["het_job_offset"], f["job_state"]) == ("141", "1", "COMPLETED")
+    assert "array_job_id" not in f
+
+
+def test_waits_while_completing(tmp_path):
+    states = iter(["COMPLETING", "COMPLETING", "TIMEOUT"])
+    calls = []
+
+    def run(argv, **kw):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, f"JobId=5 JobName=x UserId=a(1) JobState={next(states)} Restarts=0\n", "")
+
+    exe = tmp_path / "scontrol"
+    exe.write_text("")
+    f = show_job("5", scontrol=str(exe), run=run, sleep=lambda s: None)
+    assert f["job_state"] == "TIMEOUT" and len(calls) == 3
+    assert calls[0] == [str(exe), "show", "job", "-o", "5"]
+
+
+def test_unknown_job_or_missing_scontrol_is_none(tmp_path):
+    exe = tmp_path / "scontrol"
+    exe.write_text("")
+    fail = lambda argv, **kw: subprocess.CompletedProcess(argv, 1, "", "slurm_load_jobs error: Invalid job id specified")
+    assert show_job("5", scontrol=str(exe), run=fail) is None
+    assert show_job("5", scontrol=str(tmp_path / "nope")) is None
+
+
+def test_attempt_state_prefers_slurmctld_then_exit_code():
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.finalize import slurm_job_state
+
+    ctx = JobContext(job_id="61", uid=1, gid=1, restart_count=0)
+    assert slurm_job_state({"job_state": "TIMEOUT"}, ctx, "0:0") == "TIMEOUT"  # Epilog saw 0:0
+    assert slurm_job_state({"job_state": "RUNNING", "restarts": 1}, ctx, "0:0") == "REQUEUED"
+    assert slurm_job_state({"job_state": "COMPLETED", "restarts": 1}, ctx, "0:0") == "REQUEUED"  # late finalizer
+    assert slurm_job_state(None, ctx, "3:0") == "FAILED"
