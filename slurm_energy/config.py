@@ -22,8 +22,16 @@ fix. This module imports pydantic and yaml, not pandas.
 The Slurm hooks use :func:`load_site_config_lenient` instead: it keeps every part of the file that
 is valid (above all ``paths``, so a typo elsewhere never sends a job's record to the default store)
 and returns the messages, which the hooks record on the job. Whether the paths are usable on disk
-is a run-time check, :func:`slurm_energy.config_check.check_paths` (``slurm-energy check-config``);
+is a run-time check, :func:`slurm_energy.config_check.check_paths` (``slurm-energy check-config``).
+They call it through :func:`load_site_config_for_hooks`, which also keeps ``<file>.last-good`` (the
+last text that loaded without any problem) and loads that copy when the file cannot be read or
+parsed at all, so a missing ``}`` never sends records to the default store. Apart from that copy,
 loading never touches the disk beyond reading the file.
+
+YAML is read with :class:`UniqueKeyLoader` (a ``yaml.SafeLoader``): a key given twice in one mapping
+is an error naming the key and both lines, since PyYAML would silently keep only the last.
+Every message of the lenient loaders says what is in force (the file minus named keys, the last
+good copy, or the documented defaults).
 """
 
 from __future__ import annotations
