@@ -127,7 +127,7 @@ def _candidates(d: DeviceEnergy, cpu_time_s: Optional[float], cpu_time_source: s
             out.append((f"n·u·{per}·t", [Factor(n), Factor(u), Factor(p / n, "W"), Factor(t, "s")],
                         f"tdp_estimate; n: {n} {unit_n}, {per}: {p:g} W for all {n} / {n}"))
         out.append(("n·u·P·t", [Factor(n), Factor(u), Factor(p, "W"), Factor(t, "s")],
-                    f"tdp_estimate; P: rated power per device"))
+                    "tdp_estimate; P: rated power per device"))
     if d.device_class == "cpu" and cpu_time_s is not None:
         src = f" ({cpu_time_source})" if cpu_time_source else ""
         out.append(("P_core·CPU time", [Factor(p / n, "W"), Factor(cpu_time_s, "s")],

@@ -174,7 +174,7 @@ def store_and_report(cfg, final: JobRecord) -> JobRecord:
             log.info("job=%s report %s %s", final.job_id, html, csv)
         except Exception as e:
             log.exception("report for job %s failed", final.job_id)
-            final.errors.append(f"report not written: {e}")
+            final.errors.append(str(e) if "not written" in str(e) else f"report not written: {e}")
             _put(cfg, final)
     return final
 
