@@ -176,12 +176,17 @@ class Attribution(_Strict):
     policy: Literal["shared", "exclusive_whole_node", "utilisation_weighted"] = "shared"
 
 
+DEFAULT_STORE_PATH = "/var/lib/slurm-energy/jobs.db"
+
+
 class Paths(_Strict):
     """Where files go. Empty derived paths are filled from ``spool_dir``."""
 
     spool_dir: str = "/var/spool/slurm-energy"
     results_dir: str = ""  # default <spool_dir>/results
-    store_url: str = ""  # default sqlite:///<spool_dir>/jobs.db
+    # default sqlite:////var/lib/slurm-energy/jobs.db: NOT under the spool, which is root-only
+    # (0700), so that ordinary users can run jobenergy against it (the file is 0644, root-written)
+    store_url: str = ""
     log_dir: str = "/var/log/slurm-energy"
     hourly_ci_dir: str = ""  # default <spool_dir>/carbon-intensity (ci-import writes here)
     geo_cache_dir: str = ""  # default <spool_dir>/geo (one JSON file per node)
@@ -192,7 +197,7 @@ class Paths(_Strict):
         if not self.results_dir:
             object.__setattr__(self, "results_dir", os.path.join(sp, "results"))
         if not self.store_url:
-            object.__setattr__(self, "store_url", "sqlite:///" + os.path.join(sp, "jobs.db"))
+            object.__setattr__(self, "store_url", "sqlite:///" + DEFAULT_STORE_PATH)
         if not self.hourly_ci_dir:
             object.__setattr__(self, "hourly_ci_dir", os.path.join(sp, "carbon-intensity"))
         if not self.geo_cache_dir:

@@ -44,7 +44,7 @@ def test_no_file_gives_documented_defaults_and_says_so(monkeypatch, tmp_path):
     assert cfg.sampling.interval_s == 5.0  # s
     assert cfg.hardware.ram_w_per_gb == 0.3725  # W/GB, Green Algorithms
     assert cfg.paths.results_dir == "/var/spool/slurm-energy/results"
-    assert cfg.paths.store_url == "sqlite:////var/spool/slurm-energy/jobs.db"
+    assert cfg.paths.store_url == "sqlite:////var/lib/slurm-energy/jobs.db"  # outside the 0700 spool
     f = cfg.carbon_for(partition="any", node="n1", offline=True)
     assert (f.pue, f.ci_g_per_kwh, f.alpha) == (1.58, 475.0, 1.0)
     assert f.ci_source.startswith("DEFAULT: world average 475")
@@ -60,7 +60,7 @@ def test_env_var_is_used(monkeypatch, tmp_path):
 def test_derived_paths_follow_spool(tmp_path):
     cfg = site_config_from_dict({"paths": {"spool_dir": "/srv/se"}})
     assert cfg.paths.results_dir == "/srv/se/results"
-    assert cfg.paths.store_url == "sqlite:////srv/se/jobs.db"
+    assert cfg.paths.store_url == "sqlite:////var/lib/slurm-energy/jobs.db"  # never under the 0700 spool
     assert cfg.paths.hourly_ci_dir == "/srv/se/carbon-intensity"
 
 

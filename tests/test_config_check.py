@@ -32,10 +32,10 @@ def test_spool_dir_that_is_a_file_is_an_error_naming_field_path_and_fix(tmp_path
     f = tmp_path / "notadir"
     f.write_text("x")
     errors = check_paths(_cfg(tmp_path, spool_dir=str(f)))
-    # spool_dir itself, the 3 dirs derived from it (results, hourly_ci, geo) and the derived store_url
+    # spool_dir itself and the 3 dirs derived from it (results, hourly_ci, geo); the store is not
+    # under the spool (it lives in /var/lib/slurm-energy, readable by users)
     fields = [e.split(": ")[1] for e in errors]
-    assert fields == ["paths.spool_dir", "paths.results_dir", "paths.hourly_ci_dir", "paths.geo_cache_dir",
-                      "paths.store_url"]
+    assert fields == ["paths.spool_dir", "paths.results_dir", "paths.hourly_ci_dir", "paths.geo_cache_dir"]
     assert errors[0] == (f"site.yaml: paths.spool_dir: bad value {str(f)!r}: exists but is not a directory "
                          f"(it is a file). Fix: point it at a directory, or move that file away")
     assert f"{f} is not a directory" in errors[1]

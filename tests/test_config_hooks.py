@@ -77,7 +77,7 @@ def test_syntax_error_uses_last_good_copy_and_says_so(tmp_path):
     os.utime(lg, (MTIME, MTIME))
     p.write_text(BROKEN)
     cfg, msgs = load_site_config_for_hooks(p)
-    # the admin's store and logs stay in force, not /var/spool/slurm-energy/jobs.db
+    # the admin's store and logs stay in force, not /var/lib/slurm-energy/jobs.db
     assert cfg.paths.store_url == "sqlite:////srv/se/lib/jobs.db" and cfg.paths.log_dir == "/srv/se/log"
     assert cfg.carbon_for(partition="p1").pue == 1.1  # PUE of datacenter north, from the copy
     assert cfg.source_path == str(lg)
@@ -95,10 +95,10 @@ def test_syntax_error_uses_last_good_copy_and_says_so(tmp_path):
 def test_syntax_error_without_last_good_says_documented_defaults(tmp_path):
     p = _write(tmp_path, BROKEN)
     cfg, msgs = load_site_config_for_hooks(p)
-    assert cfg.paths.store_url == "sqlite:////var/spool/slurm-energy/jobs.db"
+    assert cfg.paths.store_url == "sqlite:////var/lib/slurm-energy/jobs.db"  # outside the 0700 spool
     assert len(msgs) == 1 and "not valid YAML" in msgs[0]
     assert f"is unparsable and there is no last good copy ({p}.last-good: No such file" in msgs[0]
-    assert "documented defaults are in force for every setting (store sqlite:////var/spool/" in msgs[0]
+    assert "documented defaults are in force for every setting (store sqlite:////var/lib/slurm-energy/" in msgs[0]
     assert not os.path.exists(last_good_path(p))
 
 

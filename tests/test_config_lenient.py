@@ -29,7 +29,7 @@ GOOD_PATHS = textwrap.dedent("""\
 def test_top_level_bad_pue_keeps_paths_and_datacenters(tmp_path):
     p = _write(tmp_path, "pue: 0.5\n" + GOOD_PATHS)
     cfg, msgs = load_site_config_lenient(p)
-    # the configured store and logs, not /var/spool/slurm-energy/jobs.db and /var/log/slurm-energy
+    # the configured store and logs, not /var/lib/slurm-energy/jobs.db and /var/log/slurm-energy
     assert cfg.paths.store_url == "sqlite:////srv/se/lib/jobs.db"
     assert cfg.paths.log_dir == "/srv/se/log"
     assert cfg.paths.results_dir == "/srv/se/spool/results"  # derived from spool_dir
@@ -61,7 +61,7 @@ def test_bad_path_falls_back_to_that_path_only():
     cfg, msgs = site_config_from_dict_lenient({"paths": {"spool_dir": "/srv/se", "log_dir": ["a", "b"]}})
     assert cfg.paths.log_dir == "/var/log/slurm-energy"  # the one bad path: its default
     assert cfg.paths.spool_dir == "/srv/se"
-    assert cfg.paths.store_url == "sqlite:////srv/se/jobs.db"  # still derived from the kept spool_dir
+    assert cfg.paths.store_url == "sqlite:////var/lib/slurm-energy/jobs.db"  # the default, not under the spool
     assert len(msgs) == 2 and "paths.log_dir: bad value ['a', 'b']" in msgs[0]
 
 
@@ -108,7 +108,7 @@ def test_unreadable_missing_and_non_yaml_give_defaults_and_a_message(tmp_path, m
     assert cfg.paths.spool_dir == "/var/spool/slurm-energy" and len(msgs) == 1
     assert "cannot read the site config" in msgs[0]
     assert ("documented defaults are in force for every setting (store "
-            "sqlite:////var/spool/slurm-energy/jobs.db, logs /var/log/slurm-energy") in msgs[0]
+            "sqlite:////var/lib/slurm-energy/jobs.db, logs /var/log/slurm-energy") in msgs[0]
     assert cfg.defaults_used[0] == "config_file"
     cfg, msgs = load_site_config_lenient(_write(tmp_path, "datacenters: [unclosed\n"))
     assert len(msgs) == 1 and "not valid YAML" in msgs[0]
