@@ -35,7 +35,7 @@ class Probe:
         self.cpu = 0.0
         self.alive = True
 
-    def poll(self):
+    def poll(self, full=True):
         if not self.alive:
             return None
         self.cpu += 0.1

@@ -32,7 +32,7 @@ class ProcessTreeProbe:
         except psutil.Error:
             return []
 
-    def poll(self) -> Optional[Usage]:
+    def poll(self, full: bool = True) -> Optional[Usage]:
         pids = self._tree()
         cpu, rss = pids_usage(pids)
         if cpu is None:
@@ -91,19 +91,19 @@ class SlurmJobProbe:
                 cb(facts)
                 return
 
-    def poll(self) -> Optional[Usage]:
-        u = self._poll()
+    def poll(self, full: bool = True) -> Optional[Usage]:
+        u = self._poll(full)
         if u is not None and self._on_job_env is not None and u.pids:
             self._look_for_job_env(u.pids)
         return u
 
-    def _poll(self) -> Optional[Usage]:
+    def _poll(self, full: bool = True) -> Optional[Usage]:
         from slurm_energy.slurm.cgroup import find_job_cgroup
 
         if self.cg is None and not self._seen_cgroup:
             self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root)
         if self.cg is not None:
-            u = self.cg.read()
+            u = self.cg.read(pids=full)
             if u is not None:
                 self._seen_cgroup = True
                 self._gone = False

@@ -48,8 +48,9 @@ class Usage:
 class UsageProbe(Protocol):
     """What the sampler measures the job by."""
 
-    def poll(self) -> Optional[Usage]:
-        """Usage now, or None if the job cannot be seen right now."""
+    def poll(self, full: bool = True) -> Optional[Usage]:
+        """Usage now, or None if the job cannot be seen right now. ``full=False`` (the fast 0.25 s
+        poll) may skip the PID list; the previous sample's PIDs are kept then."""
 
     def gone(self) -> bool:
         """True once the job has ended (no cgroup and no PIDs)."""
@@ -115,8 +116,10 @@ class Sampler:
         self.n_samples += 1
         return row
 
-    def _poll(self) -> None:
-        u = self.probe.poll()
+    def _poll(self, full: bool = True) -> None:
+        u = self.probe.poll(full)
+        if u is not None and not u.pids and self.last_usage is not None:
+            u.pids = self.last_usage.pids
         if u is not None:
             self.last_usage = u
             self._seen_job = True
@@ -134,7 +137,7 @@ class Sampler:
             self._sleep_until(min(next_sample, self.clock() + self.poll_s))
             if self._stop:
                 break
-            self._poll()
+            self._poll(full=False)
             now = self.clock()
             if self.probe.gone():
                 if self._seen_job and not announced_gone:

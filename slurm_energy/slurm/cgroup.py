@@ -50,8 +50,11 @@ class JobCgroup:
         """True while the job's cgroup directory exists."""
         return os.path.isdir(self.cpu_dir)
 
-    def read(self) -> Optional[CgroupUsage]:
-        """Read CPU time, memory and PIDs now; ``None`` once the cgroup is gone."""
+    def read(self, pids: bool = True) -> Optional[CgroupUsage]:
+        """Read CPU time, memory and (if ``pids``) PIDs now; ``None`` once the cgroup is gone.
+
+        Listing PIDs walks every step's cgroup.procs: the sampler does it once per sample, not at
+        every 0.25 s CPU-time poll."""
         try:
             if self.version == 1:
                 cpu = _read_int(os.path.join(self.cpu_dir, "cpuacct.usage"))
@@ -68,7 +71,7 @@ class JobCgroup:
                 mx = _read_int(os.path.join(self.cpu_dir, "memory.peak"))
             if cpu_s is None and not self.exists():
                 return None
-            return CgroupUsage(cpu_s, mem, mx, _pids_under(self.cpu_dir))
+            return CgroupUsage(cpu_s, mem, mx, _pids_under(self.cpu_dir) if pids else [])
         except OSError:
             return None
 
