@@ -32,7 +32,7 @@ from slurm_energy.sampling.sampler import Sampler, Usage  # noqa: E402
 
 
 class _Probe:
-    def poll(self):
+    def poll(self, full=True):
         return Usage(cpu_time_s=123.4, mem_bytes=2**30, max_mem_bytes=2**31, pids=list(range(1000, 1016)),
                      source="benchmark")
 
