@@ -853,7 +853,9 @@ def save_last_good(path: "str | os.PathLike", text: str) -> bool:
     """Keep ``text`` (a site config that loaded with no problem) as ``<path>.last-good``.
 
     Written only when its content differs from the existing copy; atomically (a temporary file in
-    the same directory, fsync, ``os.replace``), mode 0600 (the config may hold store credentials).
+    the same directory, fsync, ``os.replace``), with the site config's own permission bits (0600
+    if it cannot be read: the config may hold store credentials), so whoever may read site.yaml
+    (jobenergy as an ordinary user) may read its last good copy.
     Returns True when the copy now holds ``text``, False when it could not be written; never raises
     (a failure is logged as a warning, since the hooks must go on).
     """
@@ -871,7 +873,11 @@ def save_last_good(path: "str | os.PathLike", text: str) -> bool:
         fd, tmp = tempfile.mkstemp(prefix=os.path.basename(lg) + ".", suffix=".tmp",
                                    dir=os.path.dirname(os.path.abspath(lg)))
         try:
-            os.fchmod(fd, 0o600)
+            try:
+                mode = os.stat(path).st_mode & 0o644  # never group/other-writable or executable
+            except OSError:
+                mode = 0o600
+            os.fchmod(fd, mode)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
                 fh.flush()
@@ -890,7 +896,8 @@ def save_last_good(path: "str | os.PathLike", text: str) -> bool:
     return True
 
 
-def load_site_config_for_hooks(path: "str | os.PathLike | None" = None) -> tuple[SiteConfig, list[str]]:
+def load_site_config_for_hooks(path: "str | os.PathLike | None" = None,
+                               save: bool = True) -> tuple[SiteConfig, list[str]]:
     """Site config for the Slurm hooks: lenient, and an unparsable file falls back to the last good copy.
 
     File chosen as in :func:`load_site_config`. When the file loads leniently with no message, its
@@ -901,6 +908,8 @@ def load_site_config_for_hooks(path: "str | os.PathLike | None" = None) -> tuple
     ``config.source_path`` is then the copy's path. Without a readable copy: documented defaults,
     and the message says so. Invalid keys in a parsable file: as :func:`load_site_config_lenient`.
 
+    ``save=False`` (readers such as jobenergy) never writes the copy, only falls back to it.
+
     :returns: ``(config, messages)``; messages empty when all is well. Never raises ConfigError.
     """
     from datetime import datetime
@@ -910,7 +919,7 @@ def load_site_config_for_hooks(path: "str | os.PathLike | None" = None) -> tuple
         return _defaults_without_file(), []
     cfg, messages, text, fatal = _load_lenient(p)
     if fatal is None:
-        if not messages and text is not None:
+        if save and not messages and text is not None:
             save_last_good(p, text)
         return cfg, messages
     what = "cannot be read" if text is None else "is unparsable"

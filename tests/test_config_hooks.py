@@ -37,15 +37,26 @@ def _write(tmp_path, text, name="site.yaml"):
 
 
 # --------------------------------------------------------------------------- last good copy
-def test_valid_file_is_kept_as_last_good_mode_0600(tmp_path):
+def test_valid_file_is_kept_as_last_good_with_the_files_mode(tmp_path):
     p = _write(tmp_path, GOOD)
+    os.chmod(p, 0o600)  # a config holding store credentials
     cfg, msgs = load_site_config_for_hooks(p)
     assert msgs == [] and cfg.paths.store_url == "sqlite:////srv/se/lib/jobs.db"
     lg = tmp_path / "site.yaml.last-good"
     assert last_good_path(p) == str(lg)
     assert lg.read_text() == GOOD
-    assert stat.S_IMODE(lg.stat().st_mode) == 0o600  # may hold store credentials
+    assert stat.S_IMODE(lg.stat().st_mode) == 0o600  # as private as the config itself
     assert [f.name for f in tmp_path.iterdir() if f.name.endswith(".tmp")] == []  # no temp file left
+    os.chmod(p, 0o664)
+    open(p, "a").write("# changed\n")
+    load_site_config_for_hooks(p)
+    assert stat.S_IMODE(lg.stat().st_mode) == 0o644  # readable like site.yaml, never group-writable
+
+
+def test_readers_do_not_write_the_copy(tmp_path):
+    p = _write(tmp_path, GOOD)
+    load_site_config_for_hooks(p, save=False)
+    assert not os.path.exists(last_good_path(p))
 
 
 def test_last_good_rewritten_only_when_content_differs(tmp_path):

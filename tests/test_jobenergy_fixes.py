@@ -6,7 +6,7 @@ from jobrecord_factory import finished, node_record
 
 from slurm_energy.cli import jobenergy as je
 from slurm_energy.cli.jobenergy import build_parser, main
-from slurm_energy.cli.jobenergy_select import job_state, parse_states
+from slurm_energy.cli.jobenergy_select import job_state, parse_states, state_matches
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 
@@ -76,7 +76,7 @@ def test_explicit_start_after_end(states_url, capsys):
     [
         (["-o", ","], "-o/--format: no field in ','"),
         (["-j", ",,"], "-j/--jobs: no job id in ',,'"),
-        (["-s", "TO"], "--state: 'TO' (TIMEOUT) cannot be told from the Epilog's exit code"),
+        (["-s", "PD"], "--state: 'PD' (PENDING) is never a stored job's state"),
         (["-s", "done"], "--state: unknown state 'done'"),
     ],
 )
@@ -182,6 +182,13 @@ def test_parse_states_splits_job_states_and_statuses():
     assert f.job_states == {"FAILED", "CANCELLED"} and f.statuses == {"failed", "running"}
 
 
+def test_timeout_and_oom_states_are_selectable():
+    f = parse_states(["TO", "oom", "RQ"])
+    assert f.job_states == {"TIMEOUT", "OUT_OF_MEMORY", "REQUEUED"}
+    rec = node_record().model_copy(update={"job_state": "TIMEOUT"})
+    assert state_matches(rec, parse_states(["TO"])) and not state_matches(rec, parse_states(["CA"]))
+
+
 def test_job_state_unknown_without_exit_code():
     assert job_state(node_record()) == "UNKNOWN"  # no exit code stored
 
@@ -191,7 +198,7 @@ def test_help_explains_states_and_partial_coverage():
     h = " ".join(build_parser().format_help().split())
     assert "complete(partial-coverage) (every node reported, but some device was unmeasured (n/a) or " \
            "measured for under 95% of the job's time" in h
-    assert "F|FAILED (non-zero exit)" in h and "failed (the energy hooks failed; not the job's exit" in h
+    assert "F|FAILED" in h and "TO|TIMEOUT" in h and "failed (the energy hooks failed; not the job's exit" in h
 
 
 def test_partial_coverage_status_shown(tmp_path, site, capsys):

@@ -40,7 +40,7 @@ def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
     seen = ended = False
     for r in rows:
         v = (r.get("job") or {}).get("cpu_time_s")
-        if v is not None:
+        if v is not None and (seen or v > 0):  # a cgroup read at 0 ns: nothing of the job ran yet
             seen = True
             last = v if last is None else max(last, v)
             out.append(last)
@@ -126,12 +126,13 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
     for dev_id, samples in sorted(per_device.items()):
         cls = samples[-1][1].device_class
         whole = series_from_readings(samples)
+        by_t = dict(samples)  # t -> Reading, O(1) look-ups per interval
         shares: list[Optional[float]] = []
         flags = set(whole.flags)
         for iv in whole.intervals:
             i0, i1 = row_index.get(iv.t0), row_index.get(iv.t1)
             shares.append(_share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids,
-                                 _reading_at(samples, iv.t1), flags))
+                                 by_t.get(iv.t1), flags))
         if cls in ("cpu", "ram") and all(v is None for v in job_cpu):
             flags.add("job_never_observed")
         mig = _mig_fraction(samples)
@@ -153,7 +154,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         # statistics over intervals: attributed power and utilisation
         p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals
                                   if iv.energy_j is not None and iv.duration_s > 0)
-        utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, samples, cpus_alloc)
+        utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, by_t, cpus_alloc)
         u_stats = _weighted_stats((u, iv.duration_s) for u, iv in zip(utils, whole.intervals))
         for iv in job.intervals:
             if iv.energy_j is None:
@@ -182,7 +183,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
     src = next(((r.get("job") or {}).get("source") for r in reversed(rows) if (r.get("job") or {}).get("source")), "")
     return NodeSummary(
         node=node, job_id=job_id, start_time=start_time, end_time=end_time,
-        cpu_time_s=max(cpu_times) if src else None,
+        cpu_time_s=max(cpu_times) if src and cpu_times else None,
         max_mem_bytes=max(max_mems + mems) if (max_mems or mems) else None,
         mean_mem_bytes=sum(mems) / len(mems) if mems else None,
         n_samples=len(rows), interval_s=interval_s, cpu_time_source=src, devices=devices,
@@ -213,11 +214,9 @@ def _fill_tdp_cpu_power(samples, rows, row_index, st: Optional[DeviceStatic]) ->
             rd.flags = list(rd.flags or []) + ["util_from_node_counters"]
 
 
-def _reading_at(samples: list[tuple[float, Reading]], t: float) -> Optional[Reading]:
-    for ts, rd in samples:
-        if ts == t:
-            return rd
-    return None
+def _reading_at(samples, t: float) -> Optional[Reading]:
+    """The device's reading at sample time ``t`` (``samples`` is a {t: Reading} dict)."""
+    return samples.get(t)
 
 
 def _mig_fraction(samples: list[tuple[float, Reading]]) -> Optional[float]:
@@ -290,7 +289,7 @@ def _utilisation_weighted(cls, whole, st, rows, row_index, job_cpu, job_mem, sam
     from slurm_energy.accounting.integrate import summarise_intervals
 
     ivs = []
-    utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, samples, cpus_alloc)
+    utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, dict(samples), cpus_alloc)
     for iv, u in zip(whole.intervals, utils):
         p = st.rated_power_w if st else None
         if cls == "cpu" and p is not None:

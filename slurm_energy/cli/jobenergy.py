@@ -103,9 +103,9 @@ def load_site() -> Site:
     the strict loader, if that is absent). Never raises ConfigError."""
     from slurm_energy import config as C
 
-    lenient = getattr(C, "load_site_config_lenient", None)
-    if lenient is not None:
-        cfg, warnings = lenient()
+    lenient = getattr(C, "load_site_config_for_hooks", None)
+    if lenient is not None:  # the same file the hooks use, its last good copy if it is unparsable
+        cfg, warnings = lenient(save=False)
     else:  # pragma: no cover - older config module
         try:
             cfg, warnings = C.load_site_config(), []

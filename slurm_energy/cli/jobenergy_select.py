@@ -26,20 +26,20 @@ from slurm_energy.slurm.jobid import split_reused
 #: Our measurement statuses (JobRecord.status), matched in lower case exactly.
 STATUSES = tuple(s.value for s in Status)
 
-#: sacct job state short forms -> the long name (sacct(1) "JOB STATE CODES"); the ones we can tell.
-JOB_STATES = {"CD": "COMPLETED", "F": "FAILED", "CA": "CANCELLED", "R": "RUNNING"}
+#: sacct job state short forms -> the long name (sacct(1) "JOB STATE CODES"). The finalizer records
+#: slurmctld's final state (scontrol), else one derived from the Epilog's exit code.
+JOB_STATES = {"CD": "COMPLETED", "F": "FAILED", "CA": "CANCELLED", "R": "RUNNING", "TO": "TIMEOUT",
+              "OOM": "OUT_OF_MEMORY", "NF": "NODE_FAIL", "PR": "PREEMPTED", "BF": "BOOT_FAIL",
+              "DL": "DEADLINE", "RQ": "REQUEUED"}
 
-#: sacct states jobenergy cannot tell from the Epilog's exit code, with what they show as instead.
-UNTELLABLE = {
-    "PD": "PENDING", "TO": "TIMEOUT", "OOM": "OUT_OF_MEMORY", "NF": "NODE_FAIL", "PR": "PREEMPTED",
-    "BF": "BOOT_FAIL", "DL": "DEADLINE", "RQ": "REQUEUED", "RS": "RESIZING", "RV": "REVOKED",
-    "S": "SUSPENDED", "CG": "COMPLETING",
-}  # fmt: skip
+#: sacct states a finished job's record never has (it is stored once the job has ended).
+UNTELLABLE = {"PD": "PENDING", "RS": "RESIZING", "RV": "REVOKED", "S": "SUSPENDED", "CG": "COMPLETING"}
 
 STATE_HELP = (
     "comma-separated states; a job in any of them is shown. Slurm job states (sacct's, any case): "
-    "CD|COMPLETED (exit 0), F|FAILED (non-zero exit), CA|CANCELLED (ended by a signal: scancel, "
-    "time limit, OOM), R|RUNNING (still running). Our measurement statuses (lower case): complete "
+    "CD|COMPLETED, F|FAILED, CA|CANCELLED, TO|TIMEOUT, OOM|OUT_OF_MEMORY, NF|NODE_FAIL, "
+    "PR|PREEMPTED, RQ|REQUEUED (an earlier attempt of a requeued job), R|RUNNING (still running); "
+    "from slurmctld when the job ended, else from its exit code. Our measurement statuses (lower case): complete "
     "(every node measured), partial (a node never reported or a sampler died), failed (the energy "
     "hooks failed; not the job's exit: use F/FAILED for that), running (energy so far)"
 )
@@ -78,13 +78,13 @@ def parse_states(tokens: Iterable[str]) -> StateFilter:
             continue
         if up in UNTELLABLE or up in UNTELLABLE.values():
             raise ValueError(
-                f"--state: {t!r} ({UNTELLABLE.get(up, up)}) cannot be told from the Epilog's exit code; a job "
-                "ended by a signal (time limit, OOM, preemption) shows as CA/CANCELLED, a node failure as "
-                "partial. Use CD, F, CA, R or complete, partial, failed, running"
+                f"--state: {t!r} ({UNTELLABLE.get(up, up)}) is never a stored job's state: records are "
+                "stored once a job has ended (a running job shows as R/RUNNING). Use CD, F, CA, TO, OOM, "
+                "NF, PR, RQ, R or complete, partial, failed, running"
             )
         raise ValueError(
             f"--state: unknown state {t!r}; use Slurm job states CD|COMPLETED, F|FAILED, CA|CANCELLED, "
-            f"R|RUNNING or measurement statuses {', '.join(STATUSES)} (see --help)"
+            f"TO|TIMEOUT, OOM|OUT_OF_MEMORY, NF|NODE_FAIL, PR|PREEMPTED, RQ|REQUEUED, R|RUNNING or measurement statuses {', '.join(STATUSES)} (see --help)"
         )
     return StateFilter(frozenset(statuses), frozenset(job_states))
 

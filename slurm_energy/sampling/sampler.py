@@ -11,8 +11,8 @@ for ``slurm-energy run -- CMD`` / attach by PID). Timing:
 * on SIGTERM/SIGINT (the Epilog): a last full sample (kind ``final``), then exit 0;
 * by itself once the job is gone (no cgroup and no job PIDs) for ``gone_after_s`` (60 s), so a
   lost Epilog leaves no process behind;
-* every ``interim_every_s`` (60 s) ``on_interim()`` is called (the Slurm glue stores the job's
-  energy so far).
+* every ``interim_every_s`` (60 s; longer when one call costs more than 2 % of that in CPU)
+  ``on_interim()`` is called (the Slurm glue stores the job's energy so far).
 """
 
 from __future__ import annotations
@@ -153,11 +153,13 @@ class Sampler:
                 self.sample()
                 next_sample += self.interval_s * max(1, int((now - next_sample) // self.interval_s) + 1)
             if self.on_interim and now >= next_interim:
-                next_interim = now + self.interim_every_s
+                t_cpu = time.process_time()
                 try:
                     self.on_interim()
                 except Exception:
                     log.exception("interim summary failed")
+                # it re-reads the whole sample file: keep it under 2 % of a core on long jobs
+                next_interim = now + max(self.interim_every_s, 50 * (time.process_time() - t_cpu))
         self._poll()
         self.sample("final")
         for r in self.readers:
