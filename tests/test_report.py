@@ -252,3 +252,10 @@ def test_html_static_devices_table_and_grouping():
     assert "NVML enforced limit" in html and "400 W" in html
     assert "memory: 40.0 GiB" in html  # extra.memory_bytes, 40 x 2**30 B
     assert ">4711<" not in html  # the sampler's pid is not a hardware fact
+
+
+def test_html_shows_slurm_state_apart_from_measurement_status():
+    rec = sample_record().model_copy(update={"job_state": "TIMEOUT"})
+    html = render_html(rec)
+    assert "<th>Slurm state</th><td>TIMEOUT</td>" in html
+    assert "<th>Measurement</th><td>complete" in html
