@@ -6,6 +6,7 @@ for nodes without job cgroups). Real processes, real files.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import signal
@@ -168,3 +169,36 @@ def test_requeued_job_epilog_finds_its_attempt(tmp_path):
     open(a1.context, "w").write("{}")
     assert find_attempt(sp, "61", "n1", 1).dir == a1.dir
     assert find_attempt(sp, "61", "n2", 1).dir == JobSpool(sp, "61", 1, "n2").dir  # other node: no Prolog ran
+
+
+def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_read(tmp_path):
+    # a stuck sampler (ignores TERM) costs the Epilog its whole wait: it must still exit 0 in < 2 s,
+    # and the finalizer (not the Epilog) takes the last reading and marks the node partial
+    _site(tmp_path)
+    nobody = pwd.getpwnam("nobody")
+    env = _env("5151", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
+    rc, _ = _run_hook(_hook(tmp_path, "prolog"), env)
+    spool = tmp_path / "spool" / "jobs" / "5151-r0"
+    real = int((spool / "sampler-h1.pid").read_text())
+    os.kill(real, signal.SIGKILL)
+    stuck = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+                              " time.sleep(60)", str(spool), "sampler"])  # argv names the spool, like the sampler's
+    (spool / "sampler-h1.pid").write_text(str(stuck.pid))
+    time.sleep(0.3)
+    rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd"))
+    assert rc == 0 and dt < 2.0, (rc, dt)
+    assert stuck.wait(timeout=5) == -signal.SIGKILL  # TERM ignored, then KILLed
+    from slurm_energy.store import open_store
+
+    recs = []
+    for _ in range(200):
+        if (tmp_path / "lib" / "jobs.db").exists():
+            recs = open_store(f"sqlite:///{tmp_path}/lib/jobs.db").get_job("5151")
+            if recs:
+                break
+        time.sleep(0.1)
+    (rec,) = recs
+    assert rec.status.value == "partial"
+    assert any("sampler killed" in e for e in rec.errors)
+    kinds = [json.loads(x)["kind"] for x in (spool / "samples-h1.jsonl").read_text().splitlines()]
+    assert kinds[0] == "prolog" and kinds[-1] == "epilog"  # the finalizer's reading closes the series

@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from report_records import T0, sample_record, tdp_cpu_record
+from report_records import sample_record, tdp_cpu_record
 from slurm_energy.devices.info import collect_static
-from slurm_energy.model import DeviceEnergy, Method, NodeSummary
+from slurm_energy.model import DeviceEnergy, Method
 from slurm_energy.reporting import explain
 from slurm_energy.reporting.report import ReportWriteError, class_rows, render_csv, render_html, write_reports
 from slurm_energy.reporting.safe_write import SafeWriteError

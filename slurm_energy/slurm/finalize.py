@@ -63,9 +63,22 @@ def slurm_job_state(facts: Optional[dict], ctx: JobContext, exit_code: str) -> s
     return job_state_from_exit_code(exit_code)
 
 
+def _last_reading(cfg, spool: JobSpool, ctx: JobContext) -> None:
+    from slurm_energy.slurm.hooks import _reading_row
+
+    try:
+        _reading_row(cfg, ctx, spool, "epilog")
+    except Exception as e:
+        spool.record_error(f"epilog reading: {type(e).__name__}: {e}")
+
+
 def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
-                status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None) -> JobRecord:
-    """This node's JobRecord (one NodeSummary) from the spool's sample file. Pure but for reads."""
+                status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None,
+                sampler_outcome: str = "terminated") -> JobRecord:
+    """This node's JobRecord (one NodeSummary) from the spool's sample file. Pure but for reads.
+
+    ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
+    anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial."""
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.sampling.readers.base import DeviceStatic
     from slurm_energy.sampling.samplefile import read_samples
@@ -85,7 +98,7 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
     nodes = _expected_nodes(ctx)
     idx = nodes.index(ctx.node) if ctx.node in nodes else 0
     st = status
-    if status == Status.COMPLETE and (not rows or any("sampler" in e and "terminated" not in e for e in errors)):
+    if status == Status.COMPLETE and (not rows or sampler_outcome != "terminated"):
         st = Status.PARTIAL
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
@@ -119,8 +132,13 @@ def finalise(cfg, merged: JobRecord) -> JobRecord:
     return finalise_record(merged, facts, hourly)
 
 
-def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "") -> int:
-    """Entry point of the detached finalizer. Returns 0; failures are logged and on the record."""
+def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
+                  sampler_outcome: str = "terminated") -> int:
+    """Entry point of the detached finalizer. Returns 0; failures are logged and on the record.
+
+    When the Epilog did not see the sampler end cleanly (``sampler_outcome`` killed, not_running,
+    no_pidfile...), the counters are read once more here, so the tail after the sampler's last
+    flushed sample counts -- here rather than in the Epilog, whose 2 s it would risk."""
     from slurm_energy.slurm.hooks import _load_config, _spool_from_dir, setup_logging
 
     errors: list[str] = []
@@ -132,8 +150,12 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "")
     try:
         from slurm_energy.slurm.scontrol import show_job
 
+        if sampler_outcome != "terminated":  # first: the reading should be as close to the Epilog as can be
+            spool.record_error(f"epilog: sampler {sampler_outcome}; the last flushed sample and a reading "
+                               "taken after the Epilog are used")
+            _last_reading(cfg, spool, ctx)
         facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
-        rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts)
+        rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
         finish_node(cfg, rec, ctx)
     except Exception as e:
         log.exception("finalize job=%s node=%s failed", ctx.job_id, node)
