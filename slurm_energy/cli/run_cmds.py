@@ -115,9 +115,7 @@ def _visible_gpus():
     try:
         from slurm_energy.devices.gpus import resolve_job_gpus
 
-        res = resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-        gpus = res.gpus if hasattr(res, "gpus") else res
-        return [g.uuid for g in gpus]
+        return [g.uuid for g in resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True)]
     except Exception:
         return []
 

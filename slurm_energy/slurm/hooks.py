@@ -29,15 +29,20 @@ FALLBACK_LOG_DIR = "/var/log/slurm-energy"
 
 
 def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
-    """Log to ``log_dir/name`` (root-only dir); falls back to stderr. Returns the log path."""
-    path = os.path.join(log_dir, name)
-    try:
-        os.makedirs(log_dir, mode=0o700, exist_ok=True)
-        h: logging.Handler = logging.FileHandler(path)
-        os.chmod(path, 0o600)  # job names, users and paths: root-only, like the spool
-    except OSError:
-        h = logging.StreamHandler(sys.stderr)
-        path = "<stderr>"
+    """Log to ``log_dir/name`` (root-only dir), else to the default log dir (an unusable
+    ``paths.log_dir`` must not hide why jobs go unrecorded), else stderr. Returns the log path."""
+    h: logging.Handler = logging.StreamHandler(sys.stderr)
+    path = "<stderr>"
+    for d in dict.fromkeys((log_dir, FALLBACK_LOG_DIR)):
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            p = os.path.join(d, name)
+            h = logging.FileHandler(p)
+            os.chmod(p, 0o600)  # job names, users and paths: root-only, like the spool
+            path = p
+            break
+        except OSError:
+            continue
     h.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger("slurm_energy")
     root.handlers[:] = [h]
@@ -106,8 +111,8 @@ def _resolve_gpus(ctx: JobContext) -> None:
     try:
         from slurm_energy.devices.gpus import resolve_job_gpus
 
-        res = resolve_job_gpus(ctx.job_gpus, ctx.cuda_visible_devices)
-        ctx.gpu_uuids = [g.uuid for g in res.gpus] if hasattr(res, "gpus") else [g.uuid for g in res]
+        res = resolve_job_gpus(ctx.job_gpus, ctx.cuda_visible_devices)  # a list, with .reason when empty
+        ctx.gpu_uuids = [g.uuid for g in res]
         if not ctx.gpu_uuids:
             ctx.gpu_resolution_error = getattr(res, "reason", "") or "no NVML device"
     except Exception as e:
