@@ -57,8 +57,6 @@ class SlurmJobProbe:
     def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
                  pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 1.0, clock=time.monotonic,
                  on_job_env=None):
-        from slurm_energy.slurm.cgroup import find_job_cgroup  # noqa: F401 (import check)
-
         self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
         self.cg = None
         self._seen_cgroup = False

@@ -126,8 +126,7 @@ class Sampler:
 
     def run(self) -> int:
         """The loop. Returns the number of samples written."""
-        self._poll()
-        self.sample("start")
+        self.sample("start")  # sample() polls the job's usage first
         next_sample = self.clock() + self.interval_s
         # the first interim soon (2 intervals), so a running job shows up early; then every interim_every_s
         next_interim = self.clock() + min(self.interim_every_s, 2 * self.interval_s)
@@ -160,7 +159,6 @@ class Sampler:
                     log.exception("interim summary failed")
                 # it re-reads the whole sample file: keep it under 2 % of a core on long jobs
                 next_interim = now + max(self.interim_every_s, 50 * (time.process_time() - t_cpu))
-        self._poll()
         self.sample("final")
         for r in self.readers:
             try:
