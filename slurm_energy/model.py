@@ -20,7 +20,7 @@ flagged partial by :attr:`JobRecord.coverage_complete`, never silently summed as
 from __future__ import annotations
 
 import enum
-from typing import Optional
+from typing import Optional, Union
 
 from pydantic import BaseModel, Field
 
@@ -174,6 +174,10 @@ class JobRecord(BaseModel):
     coverage_complete: bool = True
     status: Status = Status.COMPLETE
     errors: list[str] = Field(default_factory=list)
+    # What the training script declared about its work (issue 13's ``t.tag(...)``): keys ``flops``
+    # (total FLOPs of the job), ``model_params``, ``tokens``; values float or str. Empty = none
+    # declared; records stored before this field existed read back with {}.
+    tags: dict[str, Union[float, str]] = Field(default_factory=dict)
 
     @property
     def elapsed_s(self) -> float:

@@ -14,9 +14,9 @@ from slurm_energy.accounting.prediction import (
     training_flops,
 )
 
-GPU = DeviceSpec("gpu", count=8, rated_power_w=700.0, util=0.5, flops_per_s=1e15)
-CPU = DeviceSpec("cpu", count=32, rated_power_w=10.0, util=0.5)
-RAM = DeviceSpec("ram", count=100, rated_power_w=0.3725, util=1.0)
+GPU = DeviceSpec("gpu", count=8, rated_power_w=700.0, power_frac=0.5, flops_per_s=1e15, flops_frac=0.5)
+CPU = DeviceSpec("cpu", count=32, rated_power_w=10.0, power_frac=0.5)
+RAM = DeviceSpec("ram", count=100, rated_power_w=0.3725, power_frac=1.0)
 
 
 def test_training_flops_kaplan():
@@ -65,8 +65,8 @@ def test_alpha_scales_carbon_only():
 
 
 def test_mixed_compute_devices_add_throughput():
-    gpus = DeviceSpec("gpu", count=2, rated_power_w=400.0, util=1.0, flops_per_s=3e14)
-    cpus = DeviceSpec("cpu", count=64, rated_power_w=5.0, util=1.0, flops_per_s=5e10)
+    gpus = DeviceSpec("gpu", count=2, rated_power_w=400.0, power_frac=1.0, flops_per_s=3e14, flops_frac=1.0)
+    cpus = DeviceSpec("cpu", count=64, rated_power_w=5.0, power_frac=1.0, flops_per_s=5e10, flops_frac=1.0)
     # rate = 2 x 3e14 + 64 x 5e10 = 6e14 + 3.2e12 = 6.032e14 FLOP/s; t = 6.032e18 / 6.032e14 = 10_000 s
     assert predict_time_s(6.032e18, [gpus, cpus]) == pytest.approx(10_000.0)
 
@@ -74,15 +74,16 @@ def test_mixed_compute_devices_add_throughput():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(util=1.5), r"gpu\.util=1\.5 is above 1"),
-        (dict(util=0), r"gpu\.util=0 must be a finite number > 0"),
+        (dict(flops_frac=1.5), r"gpu\.flops_frac=1\.5 is above 1"),
+        (dict(flops_frac=0), r"gpu\.flops_frac=0 must be a finite number > 0"),
+        (dict(power_frac=1.2), r"gpu\.power_frac=1\.2 is above 1.*--power-frac"),
         (dict(count=-1), r"gpu\.count=-1"),
         (dict(rated_power_w=float("nan")), r"gpu\.rated_power_w=nan"),
         (dict(flops_per_s=0.0), r"gpu\.flops_per_s=0\.0"),
     ],
 )
 def test_bad_device_fields_named(kwargs, match):
-    base = dict(device_class="gpu", count=8, rated_power_w=700.0, util=0.5, flops_per_s=1e15)
+    base = dict(device_class="gpu", count=8, rated_power_w=700.0, power_frac=0.5, flops_per_s=1e15, flops_frac=0.5)
     base.update(kwargs)
     with pytest.raises(PredictionError, match=match):
         predict(1e18, [DeviceSpec(**base)], pue=1.5, ci_g_per_kwh=200.0)
@@ -123,6 +124,8 @@ from slurm_energy.cli.main import main  # noqa: E402
 
 
 def _run(capsys, *argv):
+    if "--store" not in argv:  # never read whatever store this machine has
+        argv = (*argv, "--no-calibration")
     rc = main(["predict", *argv])
     out = capsys.readouterr()
     return rc, out.out, out.err
@@ -130,7 +133,7 @@ def _run(capsys, *argv):
 
 def test_cli_explicit_gpu_values(capsys):
     rc, out, _ = _run(capsys, "--params", "7e9", "--tokens", "1e9", "--gpu-flops", "1e15", "--gpu-watts", "700",
-                      "--n-gpus", "8", "--util", "0.5", "--pue", "1.5", "--ci", "200", "--json")
+                      "--n-gpus", "8", "--util", "0.5", "--power-frac", "0.5", "--pue", "1.5", "--ci", "200", "--json")
     assert rc == 0
     d = json.loads(out)
     # t = 6 x 7e9 x 1e9 / (8 x 1e15 x 0.5) = 4.2e19 / 4e15 = 10_500 s
@@ -148,11 +151,15 @@ def test_cli_table_lookup_a100(capsys):
                       "--util", "0.25", "--pue", "1.0", "--ci", "100")
     assert rc == 0
     # t = 3.12e18 / (4 x 3.12e14 x 0.25) = 3.12e18 / 3.12e14 = 10_000 s = 2.778 h
-    assert "time:             1e+04 s (2.778 h)" in out
-    # E = 4 x 400 W x 0.25 x 10_000 s = 4_000_000 J = 1.111 kWh; x 100 g/kWh = 111.1 g = 0.1111 kg
-    assert "IT energy:        1.111 kWh" in out
-    assert "carbon:           0.1111 kgCO2e" in out
+    assert "time:             1e+04 s (2.778 h; FLOPs / (n x rated FLOP/s x FLOP/s fraction))" in out
+    # power fraction is not the FLOP/s fraction: default 0.76 (measured under training, Newkirk et al. 2025)
+    # E = 4 x 400 W x 0.76 x 10_000 s = 12_160_000 J = 3.378 kWh; x 100 g/kWh = 337.8 g = 0.3378 kg
+    assert "IT energy:        3.378 kWh" in out
+    assert "carbon:           0.3378 kgCO2e" in out
     assert "Epoch AI" in out
+    assert "FLOP/s fraction:  0.25 (achieved / rated FLOP/s, sets the time: --util)" in out
+    assert "power fraction:   0.76 (drawn / rated GPU power, sets the energy: default:" in out
+    assert "arXiv:2506.14551" in out and "--no-calibration" in out
 
 
 def test_cli_defaults_are_named(capsys):
@@ -177,3 +184,46 @@ def test_cli_cpu_cores_need_watts(capsys):
     rc, _, err = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "700", "--util", "0.4",
                       "--cpu-cores", "8")
     assert rc == 2 and "--cpu-watts-per-core is needed" in err
+
+
+def test_cli_fractions_kept_apart(capsys):
+    # FLOP/s fraction 0.2 sets the time, power fraction 0.9 the energy (issue 17).
+    rc, out, _ = _run(capsys, "--flops", "8e18", "--gpu-flops", "1e15", "--gpu-watts", "500", "--n-gpus", "4",
+                      "--util", "0.2", "--power-frac", "0.9", "--pue", "1.0", "--ci", "0", "--json")
+    d = json.loads(out)
+    # t = 8e18 / (4 x 1e15 x 0.2) = 10_000 s; E = 4 x 500 W x 0.9 x 10_000 s = 18_000_000 J = 5 kWh
+    assert d["time_s"] == pytest.approx(10_000.0)
+    assert d["it_kwh"] == pytest.approx(5.0)
+    # the old formula (power scaled by the FLOP/s fraction) gave 4 x 500 x 0.2 x 10_000 J = 1.111 kWh, 4.5x less
+    assert d["flops_frac_source"] == "--util" and d["power_frac_source"] == "--power-frac"
+
+
+def test_cli_gpu_hours_and_node_overhead(capsys):
+    # 1000 GPU-hours on 8 GPUs: t = 3600 x 1000 / 8 = 450_000 s = 125 h
+    rc, out, _ = _run(capsys, "--gpu-hours", "1000", "--gpu-watts", "400", "--n-gpus", "8", "--power-frac", "1",
+                      "--node-watts", "800", "--gpus-per-node", "8", "--pue", "1.1", "--ci", "100", "--json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["time_s"] == pytest.approx(450_000.0)
+    # GPU: 8 x 400 W x 1.0 x 450_000 s = 1.44e9 J = 400 kWh; node: 8 x (800 W / 8) x 450_000 s = 3.6e8 J = 100 kWh
+    assert d["energy_kwh"]["gpu"] == pytest.approx(400.0)
+    assert d["energy_kwh"]["node"] == pytest.approx(100.0)
+    # facility = 500 kWh x 1.1 = 550 kWh; CO2e = 550 x 100 g = 55 kg
+    assert d["facility_kwh"] == pytest.approx(550.0) and d["co2e_kg"] == pytest.approx(55.0)
+    assert d["flops"] is None and d["time_basis"] == "given (GPU-hours / n)"
+
+
+def test_cli_node_overhead_not_included_is_said(capsys):
+    rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "1")
+    assert rc == 0 and "node overhead:    not included (give --node-watts" in out
+
+
+def test_cli_needs_util_without_calibration(capsys):
+    rc, _, err = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100")
+    assert rc == 2 and "--util is needed: site calibration: off (--no-calibration)" in err
+
+
+def test_cli_power_frac_above_one_is_named(capsys):
+    rc, _, err = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "0.5",
+                      "--power-frac", "1.3")
+    assert rc == 2 and "--power-frac=1.3 is above 1" in err

@@ -6,14 +6,18 @@ Pure functions, no I/O:
    (N parameters, D training tokens; Kaplan et al. 2020, "Scaling Laws for Neural Language
    Models", arXiv:2001.08361, section 2.1: C ~= 6 N FLOPs per token, 2N forward + 4N backward).
    Inference (forward pass only) is ``2 N D`` (same source).
-2. Time: ``t = F / sum_i n_i R_i u_i`` over compute devices (R_i rated FLOP/s per device, u_i
-   utilisation, the fraction of rated FLOP/s achieved, "model FLOPs utilisation").
-3. Energy: ``E_IT = sum_i n_i P_i u_i t`` over every device class given (GPU, and CPU cores and RAM
-   if given), P_i rated power per device (W); ``E_facility = E_IT x PUE``.
+2. Time: ``t = F / sum_i n_i R_i f_i`` over compute devices: R_i rated FLOP/s per device, f_i the
+   *FLOP/s fraction* (achieved / rated FLOP/s, "model FLOPs utilisation"). Or, when a published
+   run gives GPU-hours H instead, ``t = 3600 H / n_gpu``.
+3. Energy: ``E_IT = sum_i n_i P_i p_i t`` over every device class (GPU, node overhead, CPU cores,
+   RAM), P_i rated power per device (W), p_i the *power fraction* (drawn / rated power). The two
+   fractions are kept apart: a large-model training run reaching f = 0.2-0.5 of rated FLOP/s still
+   draws most of its GPUs' rated power (see :mod:`slurm_energy.accounting.power_defaults`), so
+   scaling the power by f under-predicts energy several times. ``E_facility = E_IT x PUE``.
 4. Carbon: ``CO2e = E_facility x CI x alpha`` (CI in gCO2e/kWh).
 
-The result is a model (rated power x utilisation, like the ``tdp_estimate`` method), never a
-measurement; :class:`Prediction` says so in ``method``.
+The result is a model (rated power x power fraction x predicted time, like the ``tdp_estimate``
+method), never a measurement; :class:`Prediction` says so in ``method``.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ TRAINING_FLOPS_PER_PARAM_TOKEN = 6.0
 #: Inference (forward only) FLOPs per parameter per token (same source).
 INFERENCE_FLOPS_PER_PARAM_TOKEN = 2.0
 
-PREDICTION_METHOD = "prediction: rated power x utilisation x predicted time (a model, not a measurement)"
+PREDICTION_METHOD = "prediction: rated power x power fraction x predicted time (a model, not a measurement)"
 
 
 class PredictionError(ValueError):
@@ -75,41 +79,61 @@ def inference_flops(params: float, tokens: float) -> float:
     return INFERENCE_FLOPS_PER_PARAM_TOKEN * n * d
 
 
+def require_fraction(name: str, value, fix: str) -> float:
+    """``float(value)`` if in (0, 1], else :class:`PredictionError` naming ``name``, the value and ``fix``."""
+    v = require_positive(name, value, fix)
+    if v > 1:
+        raise PredictionError(f"{name}={value!r} is above 1; {fix}")
+    return v
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
-    """One device class in a prediction: n_i devices of rated power P_i at utilisation u_i.
+    """One device class in a prediction: n_i devices of rated power P_i drawing p_i x P_i.
 
-    ``flops_per_s`` (rated FLOP/s per device) makes it a compute device that sets the run time;
-    devices without it (CPU cores feeding the GPUs, RAM) only draw power for that time.
-    ``source`` says where P_i and R_i came from (table row, user input).
+    ``flops_per_s`` (rated FLOP/s per device) with ``flops_frac`` (achieved / rated FLOP/s) makes
+    it a compute device that sets the run time; devices without it (node overhead, CPU cores
+    feeding the GPUs, RAM) only draw power for that time. ``power_frac`` (drawn / rated power)
+    sets the energy. ``source`` says where P_i and R_i came from; ``power_frac_source`` and
+    ``flops_frac_source`` where the two fractions came from (option, site calibration, default).
     """
 
-    device_class: str  # "gpu" | "cpu" | "ram"
-    count: float  # n_i: devices, cores, or GB of RAM
+    device_class: str  # "gpu" | "node" | "cpu" | "ram"
+    count: float  # n_i: devices, cores, GB of RAM, or GPUs for a per-GPU node overhead
     rated_power_w: float  # P_i per device (per core, per GB), W
-    util: float  # u_i in (0, 1]
+    power_frac: float  # p_i in (0, 1]: drawn / rated power
     flops_per_s: Optional[float] = None  # R_i rated FLOP/s per device
+    flops_frac: Optional[float] = None  # f_i in (0, 1]: achieved / rated FLOP/s
     model: str = ""
     source: str = ""
+    power_frac_source: str = ""
+    flops_frac_source: str = ""
 
     def validate(self) -> "DeviceSpec":
         """Return self, or raise :class:`PredictionError` naming the bad field."""
         p = f"{self.device_class or 'device'}."
         require_positive(p + "count", self.count, "pass how many devices (cores, GB) the job uses, e.g. 8")
         require_positive(p + "rated_power_w", self.rated_power_w, "pass the rated power per device in W (TDP), e.g. 700")
-        u = require_positive(p + "util", self.util, "pass a utilisation in (0, 1], e.g. 0.4")
-        if u > 1:
-            raise PredictionError(f"{p}util={self.util!r} is above 1; pass a fraction in (0, 1], e.g. 0.4 for 40 %")
+        require_fraction(p + "power_frac", self.power_frac,
+                         "pass drawn / rated power in (0, 1], e.g. 0.76 (--power-frac)")
         if self.flops_per_s is not None:
             require_positive(p + "flops_per_s", self.flops_per_s, "pass the rated FLOP/s per device, e.g. 9.895e14")
+        if self.flops_frac is not None:
+            require_fraction(p + "flops_frac", self.flops_frac,
+                             "pass achieved / rated FLOP/s in (0, 1], e.g. 0.4 for 40 % (--util)")
         return self
+
+    @property
+    def drawn_w(self) -> float:
+        """Power drawn per device, ``P_i x p_i`` (W)."""
+        return self.rated_power_w * self.power_frac
 
 
 @dataclass(frozen=True)
 class Prediction:
     """A predicted job: time (s), energy per class and totals (kWh), carbon (kgCO2e), with inputs."""
 
-    flops: float
+    flops: Optional[float]  # None when the time came from GPU-hours
     time_s: float
     energy_kwh: dict[str, float]  # device class -> IT kWh
     it_kwh: float
@@ -119,26 +143,41 @@ class Prediction:
     alpha: float
     co2e_kg: float
     devices: tuple[DeviceSpec, ...] = field(default_factory=tuple)
+    time_basis: str = "FLOPs / (n x rated FLOP/s x FLOP/s fraction)"
     method: str = PREDICTION_METHOD
 
 
 def predict_time_s(flops: float, devices: Sequence[DeviceSpec]) -> float:
-    """Run time ``t = F / sum_i n_i R_i u_i`` over devices with ``flops_per_s``; seconds.
+    """Run time ``t = F / sum_i n_i R_i f_i`` over devices with ``flops_per_s``; seconds.
 
     Raises:
-        PredictionError: ``flops`` not > 0, a device invalid, or no device has ``flops_per_s``.
+        PredictionError: ``flops`` not > 0, a device invalid, or no device has ``flops_per_s``
+            with a ``flops_frac``.
     """
     f = require_positive("flops", flops, "pass the job's total FLOPs, or params and tokens")
-    rate = sum(d.validate().count * d.flops_per_s * d.util for d in devices if d.flops_per_s is not None)
+    rate = sum(d.validate().count * d.flops_per_s * d.flops_frac for d in devices
+               if d.flops_per_s is not None and d.flops_frac is not None)
     if rate <= 0:
         raise PredictionError(
-            "devices=no device has a rated FLOP/s; give the GPU model (table look-up) or --gpu-flops"
+            "devices=no device has a rated FLOP/s and a FLOP/s fraction; give the GPU model (table "
+            "look-up) or --gpu-flops, and --util"
         )
     return f / rate
 
 
+def time_from_gpu_hours(gpu_hours: float, n_gpus: float) -> float:
+    """Wall time of a run given its GPU-hours: ``t = 3600 x H / n`` seconds.
+
+    Raises:
+        PredictionError: ``gpu_hours`` or ``n_gpus`` not > 0.
+    """
+    h = require_positive("gpu_hours", gpu_hours, "pass the run's GPU-hours, e.g. 82432")
+    n = require_positive("n_gpus", n_gpus, "pass the number of GPUs, e.g. 2048")
+    return 3600.0 * h / n
+
+
 def predict_energy_kwh(devices: Sequence[DeviceSpec], time_s: float) -> dict[str, float]:
-    """IT energy per device class, ``n_i x P_i x u_i x t / 3.6e6`` kWh, summed per class.
+    """IT energy per device class, ``n_i x P_i x p_i x t / 3.6e6`` kWh, summed per class.
 
     Args:
         devices: device specs (validated here). time_s: run time, s.
@@ -150,26 +189,11 @@ def predict_energy_kwh(devices: Sequence[DeviceSpec], time_s: float) -> dict[str
     out: dict[str, float] = {}
     for d in devices:
         d.validate()
-        out[d.device_class] = out.get(d.device_class, 0.0) + d.count * d.rated_power_w * d.util * t / J_PER_KWH
+        out[d.device_class] = out.get(d.device_class, 0.0) + d.count * d.drawn_w * t / J_PER_KWH
     return out
 
 
-def predict(
-    flops: float,
-    devices: Sequence[DeviceSpec],
-    pue: float,
-    ci_g_per_kwh: float,
-    alpha: float = 1.0,
-) -> Prediction:
-    """The whole prediction: time, IT / facility kWh and kgCO2e.
-
-    ``E_facility = PUE x sum_i n_i P_i u_i t`` (kWh); ``CO2e = E_facility x CI x alpha / 1000`` (kg,
-    CI in gCO2e/kWh).
-
-    Raises:
-        PredictionError: any input invalid (``pue`` < 1, ``ci_g_per_kwh`` < 0, ``alpha`` < 0, or
-            the device/FLOPs errors of :func:`predict_time_s`).
-    """
+def _check_site(pue, ci_g_per_kwh, alpha) -> float:
     pue_v = require_positive("pue", pue, "pass the data centre's PUE, e.g. 1.58")
     if pue_v < 1:
         raise PredictionError(f"pue={pue!r} is below 1 (facility energy cannot be less than IT energy); pass e.g. 1.58")
@@ -180,12 +204,39 @@ def predict(
             ok = False
         if not ok:
             raise PredictionError(f"{name}={v!r} must be a finite number >= 0; pass e.g. 475 gCO2e/kWh / alpha 1.0")
-    t = predict_time_s(flops, devices)
+    return pue_v
+
+
+def predict(
+    flops: Optional[float],
+    devices: Sequence[DeviceSpec],
+    pue: float,
+    ci_g_per_kwh: float,
+    alpha: float = 1.0,
+    *,
+    time_s: Optional[float] = None,
+) -> Prediction:
+    """The whole prediction: time, IT / facility kWh and kgCO2e.
+
+    ``t = F / sum n_i R_i f_i`` unless ``time_s`` is given (e.g. from :func:`time_from_gpu_hours`);
+    ``E_facility = PUE x sum_i n_i P_i p_i t`` (kWh); ``CO2e = E_facility x CI x alpha / 1000``
+    (kg, CI in gCO2e/kWh).
+
+    Raises:
+        PredictionError: any input invalid (``pue`` < 1, ``ci_g_per_kwh`` < 0, ``alpha`` < 0, or
+            the device/FLOPs errors of :func:`predict_time_s`).
+    """
+    pue_v = _check_site(pue, ci_g_per_kwh, alpha)
+    if time_s is None:
+        t, basis = predict_time_s(flops, devices), "FLOPs / (n x rated FLOP/s x FLOP/s fraction)"
+    else:
+        t, basis = require_positive("time_s", time_s, "pass the run time in seconds"), "given (GPU-hours / n)"
     per_class = predict_energy_kwh(devices, t)
     it = sum(per_class.values())
     facility = it * pue_v
     co2e = facility * float(ci_g_per_kwh) * float(alpha) / 1000.0
     return Prediction(
-        flops=float(flops), time_s=t, energy_kwh=per_class, it_kwh=it, pue=pue_v, facility_kwh=facility,
-        ci_g_per_kwh=float(ci_g_per_kwh), alpha=float(alpha), co2e_kg=co2e, devices=tuple(devices),
+        flops=None if flops is None else float(flops), time_s=t, energy_kwh=per_class, it_kwh=it, pue=pue_v,
+        facility_kwh=facility, ci_g_per_kwh=float(ci_g_per_kwh), alpha=float(alpha), co2e_kg=co2e,
+        devices=tuple(devices), time_basis=basis,
     )

@@ -4,27 +4,39 @@ Example::
 
     slurm-energy predict --params 7e9 --tokens 1e9 --gpu "NVIDIA H100 80GB HBM3" --n-gpus 8 --util 0.4
 
-GPU rated FLOP/s and power come from the bundled table (:mod:`slurm_energy.devices.hwtables`,
-Epoch AI / Green Algorithms) unless ``--gpu-flops`` / ``--gpu-watts`` are given (they win).
+Two fractions, kept apart: ``--util`` is the FLOP/s fraction (achieved / rated FLOP/s; sets the
+time), ``--power-frac`` the power fraction (drawn / rated power; sets the energy). Each comes from
+the option, else from the site's own measured jobs that declared their FLOPs
+(:mod:`slurm_energy.accounting.calibration`, read from the store), else (power only) from the
+documented default (:mod:`slurm_energy.accounting.power_defaults`); the output says which.
+``--gpu-hours`` gives the time directly (published runs often report GPU-hours). GPU rated FLOP/s
+and power come from the bundled table (:mod:`slurm_energy.devices.hwtables`, Epoch AI / Green
+Algorithms) unless ``--gpu-flops`` / ``--gpu-watts`` are given (they win).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
+from typing import Optional
 
 from slurm_energy.accounting.prediction import (
     DeviceSpec,
     Prediction,
     PredictionError,
     inference_flops,
+    require_fraction,
     require_positive,
+    time_from_gpu_hours,
     training_flops,
 )
 
 #: RAM power per GB, W/GB (Green Algorithms: Lannelongue, Grealey & Inouye, Adv. Sci. 2021).
 RAM_W_PER_GB = 0.3725
+#: Newest stored records read for the site calibration (the store has no index on tags).
+CALIBRATION_RECORDS = 20000
 
 
 def register(subparsers) -> None:
@@ -32,39 +44,53 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "predict",
         help="predict time, kWh and kgCO2e of a job from its FLOPs (or model size) and hardware",
-        description="E = PUE x sum_i n_i P_i u_i t with t = FLOPs / sum_i n_i R_i u_i; "
-                    "CO2e = E x CI x alpha. Training FLOPs = 6 x params x tokens (Kaplan et al. 2020).",
+        description="t = FLOPs / (n R f) (f: FLOP/s fraction, --util); E = PUE x (n P p + node overhead) x t "
+                    "(p: power fraction, --power-frac); CO2e = E x CI x alpha. Training FLOPs = 6 x params x "
+                    "tokens (Kaplan et al. 2020). Fractions not given come from the site's measured jobs "
+                    "(store), else (power) a documented default.",
     )
-    w = p.add_argument_group("work (give --flops, or --params and --tokens)")
+    w = p.add_argument_group("work (give --flops, or --params and --tokens, or --gpu-hours)")
     w.add_argument("--flops", type=float, help="total FLOPs of the job")
     w.add_argument("--params", type=float, help="model parameters N, e.g. 7e9")
     w.add_argument("--tokens", type=float, help="tokens D, e.g. 1e9")
     w.add_argument("--inference", action="store_true", help="forward pass only: 2 N D FLOPs instead of 6 N D")
+    w.add_argument("--gpu-hours", type=float, help="GPU-hours of the run (as published runs report them): "
+                   "time = GPU-hours / --n-gpus; no FLOPs or --util needed")
     g = p.add_argument_group("GPUs")
     g.add_argument("--gpu", default="", help='GPU model for the table look-up, e.g. "NVIDIA H100 80GB HBM3", "A100"')
     g.add_argument("--n-gpus", type=int, default=1, help="number of GPUs (default 1)")
-    g.add_argument("--util", type=float, required=True, help="GPU utilisation u in (0, 1]: fraction of rated FLOP/s achieved")
+    g.add_argument("--util", type=float, help="FLOP/s fraction in (0, 1]: achieved / rated FLOP/s (sets the time; "
+                   "default: the site's measured jobs on this GPU)")
+    g.add_argument("--power-frac", type=float, help="power fraction in (0, 1]: drawn / rated GPU power (sets the "
+                   "energy; default: the site's measured jobs, else 0.76 measured under training)")
     g.add_argument("--precision", choices=("bf16", "tf32", "fp32"), default="bf16", help="rated FLOP/s column (default bf16)")
     g.add_argument("--gpu-flops", type=float, help="rated FLOP/s per GPU (overrides the table)")
     g.add_argument("--gpu-watts", type=float, help="rated power per GPU, W (overrides the table)")
-    c = p.add_argument_group("CPU and RAM (optional)")
-    c.add_argument("--cpu-cores", type=int, help="CPU cores the job holds")
-    c.add_argument("--cpu-watts-per-core", type=float, help="TDP per core, W")
-    c.add_argument("--cpu-util", type=float, default=1.0, help="CPU utilisation in (0, 1] (default 1)")
-    c.add_argument("--ram-gb", type=float, help="memory the job holds, GB")
-    c.add_argument("--ram-watts-per-gb", type=float, default=RAM_W_PER_GB,
+    n = p.add_argument_group("node overhead: CPU, RAM, network, fans (optional)")
+    n.add_argument("--node-watts", type=float, help="power drawn per node besides its GPUs, W "
+                   "(default: the site's measured jobs, else not included)")
+    n.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node for --node-watts (default 8)")
+    n.add_argument("--cpu-cores", type=int, help="CPU cores the job holds (method's TDP model)")
+    n.add_argument("--cpu-watts-per-core", type=float, help="TDP per core, W")
+    n.add_argument("--cpu-util", type=float, default=1.0, help="CPU power fraction in (0, 1] (default 1)")
+    n.add_argument("--ram-gb", type=float, help="memory the job holds, GB")
+    n.add_argument("--ram-watts-per-gb", type=float, default=RAM_W_PER_GB,
                    help=f"W per GB (default {RAM_W_PER_GB}, Green Algorithms 2021)")
     s = p.add_argument_group("site")
     s.add_argument("--pue", type=float, help="PUE (default: 1.58, Uptime Institute 2023)")
     s.add_argument("--ci", type=float, help="carbon intensity, gCO2e/kWh (default: --country, else 475 world IEA 2019)")
     s.add_argument("--country", help="ISO country code for the bundled carbon-intensity table, e.g. FR")
     s.add_argument("--alpha", type=float, default=1.0, help="offset factor alpha (default 1.0)")
+    s.add_argument("--store", help="store URL for the site calibration (default: $SLURM_ENERGY_STORE, else "
+                   "site config paths.store_url)")
+    s.add_argument("--no-calibration", action="store_true", help="ignore the site's measured jobs")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=cmd_predict)
 
 
-def work_flops(args) -> tuple[float, str]:
-    """FLOPs from ``--flops`` or ``--params``/``--tokens``, with how they were obtained.
+def work_flops(args) -> tuple[Optional[float], str]:
+    """FLOPs from ``--flops`` or ``--params``/``--tokens``, with how they were obtained; ``(None, ...)``
+    when ``--gpu-hours`` gives the time and no work was given.
 
     Raises:
         PredictionError: neither or both given, or a value invalid.
@@ -73,22 +99,26 @@ def work_flops(args) -> tuple[float, str]:
         if args.params is not None or args.tokens is not None:
             raise PredictionError("--flops given together with --params/--tokens; pass one or the other")
         return require_positive("--flops", args.flops, "pass the job's total FLOPs, e.g. 4.2e19"), "given (--flops)"
+    if args.params is None and args.tokens is None and args.gpu_hours is not None:
+        return None, "not needed (--gpu-hours gives the time)"
     if args.params is None or args.tokens is None:
-        raise PredictionError("--params/--tokens: both are needed (or give --flops); e.g. --params 7e9 --tokens 1e9")
+        raise PredictionError("--params/--tokens: both are needed (or give --flops, or --gpu-hours); "
+                              "e.g. --params 7e9 --tokens 1e9")
     if args.inference:
         return inference_flops(args.params, args.tokens), "2 x params x tokens (inference, Kaplan et al. 2020)"
     return training_flops(args.params, args.tokens), "6 x params x tokens (training, Kaplan et al. 2020)"
 
 
-def gpu_spec(args) -> DeviceSpec:
-    """The GPU :class:`DeviceSpec` from the table look-up and/or ``--gpu-flops``/``--gpu-watts``.
+def gpu_rated(args) -> tuple[Optional[float], float, str, str]:
+    """``(rated FLOP/s or None, rated W, model, source)`` from the table and/or ``--gpu-flops``/``--gpu-watts``.
 
     Raises:
         PredictionError: the model is unknown (and no explicit values), or the table lacks the
-            requested precision's FLOP/s.
+            requested precision's FLOP/s while FLOPs must be turned into a time.
     """
     flops, watts, model, sources = args.gpu_flops, args.gpu_watts, args.gpu, []
-    if flops is None or watts is None:
+    need_flops = args.gpu_hours is None
+    if (flops is None and need_flops) or watts is None:
         if not args.gpu:
             raise PredictionError("--gpu is empty; name the GPU model (e.g. \"A100\") or give --gpu-flops and --gpu-watts")
         from slurm_energy.devices.hwtables import lookup_gpu
@@ -102,7 +132,7 @@ def gpu_spec(args) -> DeviceSpec:
         model = row.model
         if flops is None:
             flops = getattr(row, f"{args.precision}_flops")
-            if flops is None:
+            if flops is None and need_flops:
                 raise PredictionError(
                     f"--precision={args.precision!r}: the table has no {args.precision} FLOP/s for {row.model}; "
                     "try another --precision or give --gpu-flops"
@@ -118,8 +148,7 @@ def gpu_spec(args) -> DeviceSpec:
         sources.append("FLOP/s: --gpu-flops")
     if args.gpu_watts is not None:
         sources.append("power: --gpu-watts")
-    return DeviceSpec("gpu", count=args.n_gpus, rated_power_w=watts, util=args.util, flops_per_s=flops,
-                      model=model, source="; ".join(sources)).validate()
+    return flops, watts, model, "; ".join(sources)
 
 
 def site_facts(args) -> dict:
@@ -147,44 +176,158 @@ def site_facts(args) -> dict:
     return out
 
 
+def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
+    """``(Calibration or None, note)`` for ``gpu_model`` from the store's newest
+    :data:`CALIBRATION_RECORDS` records; the note says why there is none (never an error: a
+    prediction without the store falls back to the options and documented defaults)."""
+    if args.no_calibration:
+        return None, "site calibration: off (--no-calibration)"
+    url = args.store or os.environ.get("SLURM_ENERGY_STORE")
+    if not url:
+        try:
+            from slurm_energy.cli.jobenergy import load_site
+
+            url = load_site().store_url
+        except Exception as e:  # noqa: BLE001 - a broken site config must not stop a prediction
+            return None, f"site calibration: none (site config unreadable: {e})"
+    try:
+        from slurm_energy.accounting.calibration import fit, for_gpu
+        from slurm_energy.store import open_store
+
+        store = open_store(url, readonly=True)
+        try:
+            records = store.query(limit=CALIBRATION_RECORDS)
+        finally:
+            store.close()
+    except Exception as e:  # noqa: BLE001 - no store yet, no permission, bad URL: say so, go on
+        return None, f"site calibration: none (store not readable: {e})"
+    cal = for_gpu(fit(records), gpu_model) if gpu_model else None
+    if cal is None:
+        return None, f"site calibration: no measured job on {gpu_model or 'this GPU'} declared its FLOPs"
+    return cal, cal.describe()
+
+
+def _spread_text(sp) -> str:
+    return f"{sp.median:.3g} (p10-p90 {sp.p10:.3g}-{sp.p90:.3g} over {sp.n} jobs)"
+
+
+def fractions(args, cal, cal_note: str) -> dict:
+    """FLOP/s fraction, power fraction and node overhead per GPU with where each came from.
+
+    Raises:
+        PredictionError: a fraction given out of (0, 1], or no FLOP/s fraction at all where the
+            time must come from FLOPs.
+    """
+    from slurm_energy.accounting.power_defaults import GPU_TRAINING
+
+    out: dict = {"calibration": cal_note}
+    if args.util is not None:
+        out["flops_frac"], out["flops_frac_source"] = require_fraction(
+            "--util", args.util, "pass achieved / rated FLOP/s, e.g. 0.4 for 40 %"), "--util"
+    elif cal is not None:
+        out["flops_frac"], out["flops_frac_source"] = cal.flops_frac.median, f"{cal_note}: {_spread_text(cal.flops_frac)}"
+    elif args.gpu_hours is None:
+        raise PredictionError(f"--util is needed: {cal_note}; pass the FLOP/s fraction you expect "
+                              "(achieved / rated FLOP/s, e.g. 0.4), or --gpu-hours")
+    else:
+        out["flops_frac"], out["flops_frac_source"] = None, "not needed (--gpu-hours)"
+    if args.power_frac is not None:
+        out["power_frac"], out["power_frac_source"] = require_fraction(
+            "--power-frac", args.power_frac, "pass drawn / rated GPU power, e.g. 0.76"), "--power-frac"
+    elif cal is not None:
+        out["power_frac"], out["power_frac_source"] = cal.power_frac.median, f"{cal_note}: {_spread_text(cal.power_frac)}"
+    else:
+        out["power_frac"], out["power_frac_source"] = GPU_TRAINING.power_frac, f"{GPU_TRAINING.source} ({cal_note})"
+    if args.node_watts is not None:
+        w = require_positive("--node-watts", args.node_watts, "pass the node's power besides its GPUs in W, e.g. 1200")
+        per = require_positive("--gpus-per-node", args.gpus_per_node, "pass GPUs per node, e.g. 8")
+        out["node_w_per_gpu"], out["node_source"] = w / per, f"--node-watts {w:g} W / {per:g} GPUs per node"
+    elif cal is not None and cal.node_w_per_gpu is not None:
+        out["node_w_per_gpu"], out["node_source"] = cal.node_w_per_gpu.median, f"{cal_note}: CPU+RAM measured, " \
+            f"W per GPU {_spread_text(cal.node_w_per_gpu)}"
+    else:
+        out["node_w_per_gpu"], out["node_source"] = None, "not included (give --node-watts, or --cpu-cores/--ram-gb)"
+    return out
+
+
 def build(args) -> tuple[Prediction, dict]:
-    """Parse ``args`` into a :class:`Prediction` and notes (FLOPs basis, sources). Pure but for table reads."""
+    """Parse ``args`` into a :class:`Prediction` and notes (FLOPs basis, fractions and their sources,
+    site facts, the site's range). Reads the bundled tables and, unless ``--no-calibration``, the store."""
+    from slurm_energy.accounting.calibration import predict_range
     from slurm_energy.accounting.prediction import predict
 
     flops, flops_basis = work_flops(args)
-    devices = [gpu_spec(args)]
+    rate, watts, model, source = gpu_rated(args)
+    cal, cal_note = load_calibration(args, args.gpu or model)
+    fr = fractions(args, cal, cal_note)
+    n = require_positive("--n-gpus", args.n_gpus, "pass the number of GPUs, e.g. 8")
+    devices = [DeviceSpec("gpu", count=n, rated_power_w=watts, power_frac=fr["power_frac"],
+                          flops_per_s=rate if flops is not None else None, flops_frac=fr["flops_frac"],
+                          model=model, source=source, power_frac_source=fr["power_frac_source"],
+                          flops_frac_source=fr["flops_frac_source"]).validate()]
+    if fr["node_w_per_gpu"] is not None:
+        devices.append(DeviceSpec("node", count=n, rated_power_w=fr["node_w_per_gpu"], power_frac=1.0,
+                                  model="node overhead (CPU, RAM, network, fans) per GPU", source=fr["node_source"],
+                                  power_frac_source="drawn power").validate())
     if args.cpu_cores is not None:
         if args.cpu_watts_per_core is None:
             raise PredictionError("--cpu-watts-per-core is needed with --cpu-cores (TDP / cores, e.g. 150 W / 20 = 7.5)")
         devices.append(DeviceSpec("cpu", count=args.cpu_cores, rated_power_w=args.cpu_watts_per_core,
-                                  util=args.cpu_util, source="--cpu-watts-per-core").validate())
+                                  power_frac=args.cpu_util, source="--cpu-watts-per-core",
+                                  power_frac_source="--cpu-util").validate())
     if args.ram_gb is not None:
-        devices.append(DeviceSpec("ram", count=args.ram_gb, rated_power_w=args.ram_watts_per_gb, util=1.0,
+        devices.append(DeviceSpec("ram", count=args.ram_gb, rated_power_w=args.ram_watts_per_gb, power_frac=1.0,
                                   source="--ram-watts-per-gb" if args.ram_watts_per_gb != RAM_W_PER_GB
-                                  else "Green Algorithms 0.3725 W/GB").validate())
+                                  else "Green Algorithms 0.3725 W/GB", power_frac_source="drawn power").validate())
     site = site_facts(args)
-    pred = predict(flops, devices, pue=site["pue"], ci_g_per_kwh=site["ci"], alpha=site["alpha"])
-    return pred, {"flops_basis": flops_basis, **site}
+    t = time_from_gpu_hours(args.gpu_hours, n) if args.gpu_hours is not None else None
+    pred = predict(flops, devices, pue=site["pue"], ci_g_per_kwh=site["ci"], alpha=site["alpha"], time_s=t)
+    notes = {"flops_basis": flops_basis, **fr, **site, "site_range": None}
+    if cal is not None and flops is not None and rate:
+        notes["site_range"] = {k: asdict(v) for k, v in predict_range(
+            cal, flops, n, rate, watts, site["pue"], site["ci"], site["alpha"], flops_frac=args.util,
+            power_frac=args.power_frac, node_w_per_gpu=fr["node_w_per_gpu"] if args.node_watts is not None else None,
+        ).items()}
+    return pred, notes
 
 
-_UNITS = {"gpu": ("GPU", "GPU"), "cpu": ("CPU cores", "core"), "ram": ("GB RAM", "GB")}
+_UNITS = {"gpu": ("GPU", "GPU"), "node": ("node overhead", "GPU"), "cpu": ("CPU cores", "core"), "ram": ("GB RAM", "GB")}
+
+
+def _h(s: float) -> str:
+    return f"{s / 3600:.4g} h"
 
 
 def format_text(pred: Prediction, notes: dict) -> str:
-    """Human-readable lines: FLOPs, devices, time, kWh per class, facility kWh, kgCO2e, sources."""
-    lines = [f"FLOPs:            {pred.flops:.4g} ({notes['flops_basis']})"]
+    """Human-readable lines: FLOPs, devices, both fractions and their sources, time, kWh per class,
+    facility kWh, kgCO2e, the site's range, sources."""
+    lines = [f"FLOPs:            {'n/a' if pred.flops is None else f'{pred.flops:.4g}'} ({notes['flops_basis']})"]
     for d in pred.devices:
         rate = f", {d.flops_per_s / 1e12:.4g} TFLOP/s" if d.flops_per_s else ""
         what, per = _UNITS.get(d.device_class, (d.device_class, "device"))
-        lines.append(f"{d.device_class.upper() + ':':<18}{d.count:g} x {d.model or what}, {d.rated_power_w:g} W/{per}{rate}, "
-                     f"util {d.util:g}" + (f"  [{d.source}]" if d.source else ""))
-    lines.append(f"time:             {pred.time_s:.4g} s ({pred.time_s / 3600:.4g} h)")
+        lines.append(f"{d.device_class.upper() + ':':<18}{d.count:g} x {d.model or what}, {d.rated_power_w:.4g} W/{per}{rate}"
+                     + (f"  [{d.source}]" if d.source else ""))
+    ff = notes.get("flops_frac")
+    lines.append(f"FLOP/s fraction:  {'n/a' if ff is None else f'{ff:.3g}'} (achieved / rated FLOP/s, sets the time: "
+                 f"{notes['flops_frac_source']})")
+    lines.append(f"power fraction:   {notes['power_frac']:.3g} (drawn / rated GPU power, sets the energy: "
+                 f"{notes['power_frac_source']})")
+    if notes.get("node_w_per_gpu") is None:
+        lines.append(f"node overhead:    {notes['node_source']}")
+    lines.append(f"time:             {pred.time_s:.4g} s ({_h(pred.time_s)}; {pred.time_basis})")
     for cls, kwh in pred.energy_kwh.items():
-        lines.append(f"IT energy {cls}:    {kwh:.4g} kWh")
+        lines.append(f"IT energy {cls}:{' ' * max(1, 7 - len(cls))}{kwh:.4g} kWh")
     lines.append(f"IT energy:        {pred.it_kwh:.4g} kWh")
     lines.append(f"facility energy:  {pred.facility_kwh:.4g} kWh (PUE {pred.pue:g}: {notes['pue_source']})")
     lines.append(f"carbon:           {pred.co2e_kg:.4g} kgCO2e (CI {pred.ci_g_per_kwh:g} gCO2e/kWh: "
                  f"{notes['ci_source']}; alpha {pred.alpha:g})")
+    rng = notes.get("site_range")
+    if rng:
+        t, e, c = rng["time_s"], rng["facility_kwh"], rng["co2e_kg"]
+        lines.append(f"site range:       p10-p90 over the {t['n']} measured jobs: time {_h(t['p10'])}-{_h(t['p90'])}, "
+                     f"facility {e['p10']:.4g}-{e['p90']:.4g} kWh, {c['p10']:.4g}-{c['p90']:.4g} kgCO2e")
+    else:
+        lines.append(f"site range:       none ({notes['calibration']})")
     lines.append(f"method:           {pred.method}")
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,162 @@
+"""Prediction calibrated on the site's own measured jobs (issue 13 item 5, issue 17): values by hand.
+
+Jobs on NVIDIA A100-SXM4-80GB (bundled table: 400 W, dense BF16 312 TFLOP/s = 3.12e14 FLOP/s):
+
+  job  GPUs  elapsed s  FLOP/s frac f  power frac p  GPU J                        CPU+RAM J   node W/GPU
+  A    4     10_000     0.4            0.8           4 x 400 x 0.8 x 10_000 = 12.8e6   2.4e6   2.4e6 / (4 x 10_000) = 60
+  B    8      5_000     0.3            0.7           8 x 400 x 0.7 x 5_000 = 11.2e6   3.2e6   3.2e6 / (8 x 5_000) = 80
+  C    8      2_000     0.5            0.9           8 x 400 x 0.9 x 2_000 = 5.76e6   none    (not measured)
+
+FLOPs tags: A 4 x 3.12e14 x 10_000 x 0.4 = 4.992e18; B 8 x 3.12e14 x 5_000 x 0.3 = 3.744e18;
+C declares model_params 1e9 and tokens 4.16e8: 6 x 1e9 x 4.16e8 = 2.496e18 = 8 x 3.12e14 x 2_000 x 0.5.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slurm_energy.accounting.calibration import check_job, fit, for_gpu, job_fit, percentile, predict_range
+from slurm_energy.cli.main import main
+from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary
+from slurm_energy.store import open_store
+
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+def rec(job_id, n_gpus, elapsed, gpu_j, cpu_j=None, ram_j=None, tags=None, model=A100, method=Method.COUNTER):
+    devs = [DeviceEnergy(device_class="gpu", device_id="gpu-all", node="n1", model=model, count=n_gpus,
+                         method=method, energy_j=gpu_j, rated_power_w=400.0, duration_s=elapsed, coverage=1.0)]
+    if cpu_j is not None:
+        devs.append(DeviceEnergy(device_class="cpu", device_id="rapl", node="n1", method=Method.COUNTER,
+                                 energy_j=cpu_j, duration_s=elapsed, coverage=1.0))
+    if ram_j is not None:
+        devs.append(DeviceEnergy(device_class="ram", device_id="ram", node="n1", method=Method.TDP_ESTIMATE,
+                                 energy_j=ram_j, duration_s=elapsed, coverage=1.0))
+    ns = NodeSummary(node="n1", job_id=job_id, start_time=1000.0, end_time=1000.0 + elapsed, devices=devs)
+    return JobRecord(cluster="c1", job_id=job_id, start_time=1000.0, end_time=1000.0 + elapsed, nodes=[ns],
+                     tags=tags or {})
+
+
+JOBS = [
+    rec("A", 4, 10_000, 12.8e6, cpu_j=2.0e6, ram_j=0.4e6, tags={"flops": 4.992e18}),
+    rec("B", 8, 5_000, 11.2e6, cpu_j=3.0e6, ram_j=0.2e6, tags={"flops": 3.744e18}),
+    rec("C", 8, 2_000, 5.76e6, tags={"model_params": 1e9, "tokens": 4.16e8}),
+    rec("untagged", 8, 2_000, 5.76e6),
+    rec("estimated", 8, 2_000, 5.76e6, tags={"flops": 1e18}, method=Method.TDP_ESTIMATE),
+]
+
+
+def test_tags_field_default_and_old_records():
+    old = json.loads(JOBS[0].model_dump_json())
+    del old["tags"]  # a record stored before the field existed
+    assert JobRecord.model_validate(old).tags == {}
+    r = JobRecord.model_validate_json(JOBS[0].model_dump_json())
+    assert r.tags == {"flops": 4.992e18}
+
+
+def test_job_fit_by_hand():
+    jf, why = job_fit(JOBS[0])
+    assert why == ""
+    assert jf.flops_frac == pytest.approx(0.4)  # 4.992e18 / (10_000 s x 4 x 3.12e14)
+    assert jf.power_frac == pytest.approx(0.8)  # 12.8e6 J / (4 x 400 W x 10_000 s)
+    assert jf.node_w_per_gpu == pytest.approx(60.0)  # 2.4e6 J / (4 x 10_000 s)
+    assert job_fit(JOBS[2])[0].flops_frac == pytest.approx(0.5)
+    assert job_fit(JOBS[2])[0].node_w_per_gpu is None
+    assert job_fit(JOBS[3]) == (None, "no flops tag (or model_params and tokens)")
+    assert job_fit(JOBS[4])[1] == "no measured GPU energy (counter or power_integration)"
+
+
+def test_implausible_tag_is_refused():
+    # 4.992e19 FLOPs in 10_000 s on 4 GPUs is 4.0 x rated FLOP/s
+    jf, why = job_fit(rec("X", 4, 10_000, 12.8e6, tags={"flops": 4.992e19}))
+    assert jf is None and "4.00 of rated FLOP/s (> 1)" in why
+
+
+def test_percentile_linear():
+    # [0.3, 0.4, 0.5]: p10 at position 0.2 -> 0.3 + 0.2 x 0.1 = 0.32; p90 at 1.8 -> 0.48
+    assert percentile([0.5, 0.3, 0.4], 10) == pytest.approx(0.32)
+    assert percentile([0.5, 0.3, 0.4], 90) == pytest.approx(0.48)
+    assert percentile([7.0], 90) == 7.0
+
+
+def test_fit_spread_by_hand():
+    cal = for_gpu(fit(JOBS), "A100 SXM4 80GB")
+    assert cal.n_jobs == 3
+    assert (cal.flops_frac.median, cal.flops_frac.p10, cal.flops_frac.p90) == pytest.approx((0.4, 0.32, 0.48))
+    assert (cal.power_frac.median, cal.power_frac.p10, cal.power_frac.p90) == pytest.approx((0.8, 0.72, 0.88))
+    # node W/GPU [60, 80]: median 70, p10 60 + 0.1 x 20 = 62, p90 78; only 2 jobs measured it
+    assert (cal.node_w_per_gpu.median, cal.node_w_per_gpu.p10, cal.node_w_per_gpu.p90) == pytest.approx((70, 62, 78))
+    assert cal.node_w_per_gpu.n == 2
+    assert for_gpu(fit(JOBS), "NVIDIA H100 80GB HBM3") is None
+
+
+def test_predict_range_by_hand():
+    cal = for_gpu(fit(JOBS), A100)
+    rng = predict_range(cal, 1.248e18, 4, 3.12e14, 400.0, pue=1.0, ci_g_per_kwh=100.0)
+    # t_j = 1.248e18 / (4 x 3.12e14 x f_j): A 2500 s, B 3333.3 s, C 2000 s
+    # E_j = 4 t_j (400 p_j + o_j): A 4 x 2500 x 380 = 3.8e6 J; B 4 x 3333.3 x 360 = 4.8e6 J;
+    #       C (no node measurement: median 70 W) 4 x 2000 x 430 = 3.44e6 J
+    kwh = sorted([3.8e6 / 3.6e6, 4.8e6 / 3.6e6, 3.44e6 / 3.6e6])
+    assert rng["facility_kwh"].median == pytest.approx(kwh[1])
+    assert rng["facility_kwh"].p10 == pytest.approx(kwh[0] + 0.2 * (kwh[1] - kwh[0]))
+    assert rng["facility_kwh"].p90 == pytest.approx(kwh[1] + 0.8 * (kwh[2] - kwh[1]))
+    assert rng["time_s"].p10 == pytest.approx(2100.0) and rng["time_s"].p90 == pytest.approx(2500 + 0.8 * 833.333, rel=1e-5)
+    assert rng["co2e_kg"].median == pytest.approx(kwh[1] * 0.1)
+
+
+def test_check_job_predicted_vs_measured():
+    c = check_job(JOBS[1])
+    # measured GPU 11.2e6 J = 3.111 kWh; predicted at the default 0.76: 8 x 400 x 0.76 x 5_000 = 12.16e6 J = 3.378 kWh
+    assert c["gpu_kwh_measured"] == pytest.approx(11.2e6 / 3.6e6)
+    assert c["gpu_kwh_predicted"] == pytest.approx(12.16e6 / 3.6e6)
+    assert c["gpu_kwh_error_pct"] == pytest.approx((12.16 - 11.2) / 11.2 * 100)  # +8.57 %
+    assert c["flops_frac_measured"] == pytest.approx(0.3) and c["power_frac_measured"] == pytest.approx(0.7)
+    assert check_job(JOBS[3]) is None
+    assert check_job(JOBS[4])["note"].startswith("no measured GPU energy")
+
+
+@pytest.fixture
+def store_url(tmp_path):
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    s = open_store(url)
+    for r in JOBS:
+        s.put(r)
+    s.close()
+    return url
+
+
+def test_cli_predict_uses_site_calibration(store_url, capsys):
+    rc = main(["predict", "--flops", "1.248e18", "--gpu", A100, "--n-gpus", "4", "--pue", "1.0", "--ci", "100",
+               "--store", store_url, "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    # medians f 0.4, p 0.8, node 70 W/GPU: t = 1.248e18 / (4 x 3.12e14 x 0.4) = 2500 s
+    assert d["time_s"] == pytest.approx(2500.0)
+    # GPU 4 x 400 x 0.8 x 2500 = 3.2e6 J; node 4 x 70 x 2500 = 0.7e6 J; IT 3.9e6 J = 1.0833 kWh; x 0.1 kg/kWh
+    assert d["energy_kwh"]["gpu"] == pytest.approx(3.2e6 / 3.6e6)
+    assert d["energy_kwh"]["node"] == pytest.approx(0.7e6 / 3.6e6)
+    assert d["co2e_kg"] == pytest.approx(3.9e6 / 3.6e6 * 0.1)
+    assert d["calibration"] == f"site calibration: 3 jobs on {A100}"
+    assert d["site_range"]["facility_kwh"]["n"] == 3
+
+
+def test_cli_predict_text_says_range_and_jobs(store_url, capsys):
+    rc = main(["predict", "--flops", "1.248e18", "--gpu", A100, "--n-gpus", "4", "--pue", "1.0", "--ci", "100",
+               "--store", store_url])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert f"FLOP/s fraction:  0.4 (achieved / rated FLOP/s, sets the time: site calibration: 3 jobs on {A100}: " \
+           "0.4 (p10-p90 0.32-0.48 over 3 jobs))" in out
+    assert "power fraction:   0.8 (" in out and "0.8 (p10-p90 0.72-0.88 over 3 jobs)" in out
+    # time p10-p90 2100-3166.7 s = 0.5833-0.8796 h
+    assert "site range:       p10-p90 over the 3 measured jobs: time 0.5833 h-0.8796 h" in out
+
+
+def test_cli_predict_other_gpu_falls_back_labelled(store_url, capsys):
+    rc = main(["predict", "--flops", "1e18", "--gpu", "NVIDIA H100 80GB HBM3", "--util", "0.4", "--store", store_url])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "power fraction:   0.76 (drawn / rated GPU power, sets the energy: default:" in out
+    assert "site calibration: no measured job on NVIDIA H100 80GB HBM3 declared its FLOPs" in out
