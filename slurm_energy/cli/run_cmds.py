@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from importlib import resources
+from pathlib import Path
 
 
 def register(sub) -> None:
@@ -192,19 +193,69 @@ def cmd_attach(args) -> int:
     return 0
 
 
+def _hook_template(which: str) -> str:
+    """The shipped hook script: package data when installed, ``hooks/`` of the checkout otherwise."""
+    try:
+        return resources.files("slurm_energy.hooks").joinpath(which).read_text()
+    except ModuleNotFoundError:  # run from a source checkout: hooks/ sits beside slurm_energy/
+        return (Path(__file__).resolve().parents[2] / "hooks" / which).read_text()
+
+
 def hook_text(which: str, python: str, config: str) -> str:
     """The shipped hook script ``which`` with this installation's interpreter and config."""
-    text = resources.files("slurm_energy.hooks").joinpath(which).read_text()
+    text = _hook_template(which)
     text = re.sub(r"^PY=.*$", f"PY={python}", text, count=1, flags=re.M)
     text = re.sub(r"^SLURM_ENERGY_CONFIG=[^;]*;", f"SLURM_ENERGY_CONFIG={config};", text, count=1, flags=re.M)
     return text
 
 
+def installed_hook_problems(hooks_dir: str, config: str | None) -> list[str]:
+    """Why the hooks in ``hooks_dir`` are not this installation's (empty list: they are).
+
+    A hook must exist, be executable and be exactly what ``slurm-energy install`` of this package
+    writes: the shipped script with this interpreter (``sys.executable``) and, when ``config`` is
+    given, that site config. ``config=None`` accepts whatever config the file names.
+    """
+    problems = []
+    for which in ("prolog", "epilog"):
+        path = os.path.join(hooks_dir, which)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            problems.append(f"{path}: {e.strerror or e}")
+            continue
+        if not os.access(path, os.X_OK):
+            problems.append(f"{path}: not executable")
+        m = re.search(r"^SLURM_ENERGY_CONFIG=([^;]*);", text, flags=re.M)
+        cfg = config if config is not None else (m.group(1) if m else "")
+        if text != hook_text(which, sys.executable, cfg):
+            py = re.search(r"^PY=(.*)$", text, flags=re.M)
+            problems.append(f"{path}: not written by this installation (its PY={py.group(1) if py else '?'}, "
+                            f"this package's python is {sys.executable}"
+                            + (f", config {cfg!r}" if config is not None else "") + ")")
+    return problems
+
+
 def cmd_install(args) -> int:
-    """Write the hooks (root-owned, 0755) and print the slurm.conf lines."""
+    """Write the hooks (root-owned, 0755) and print the slurm.conf lines.
+
+    With ``--print`` nothing is written: the lines are printed only if the hooks in ``--hooks-dir``
+    are this installation's own (see :func:`installed_hook_problems`); otherwise a warning goes to
+    stderr, nothing to stdout, and the exit status is 1 (pasting Prolog=/Epilog= lines that point at
+    missing or foreign hook files drains every node)."""
     hooks_dir = os.path.abspath(args.hooks_dir)
     config = os.path.abspath(args.config) if args.config else ""
-    if not args.print_only:
+    if args.print_only:
+        problems = installed_hook_problems(hooks_dir, config if args.config else None)
+        if problems:
+            print("slurm-energy install --print: the hooks are not installed for this package:", file=sys.stderr)
+            for p in problems:
+                print(f"  {p}", file=sys.stderr)
+            print(f"Install them first (as root): {sys.executable} -m slurm_energy.cli.main install "
+                  f"--hooks-dir {hooks_dir}" + (f" --config {config}" if config else ""), file=sys.stderr)
+            return 1
+    else:
         os.makedirs(hooks_dir, mode=0o755, exist_ok=True)
         for which in ("prolog", "epilog"):
             dst = os.path.join(hooks_dir, which)

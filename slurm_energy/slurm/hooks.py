@@ -125,14 +125,15 @@ def _start_sampler(cfg, spool: JobSpool) -> int:
 
 
 def spawn(args: list[str], logf: str) -> int:
-    """Start ``python args...`` detached (see :mod:`slurm_energy.slurm.detach`)."""
+    """Start ``python -I args...`` detached (see :mod:`slurm_energy.slurm.detach`); isolated, so only
+    the installed package is imported (never one from a working directory or PYTHONPATH)."""
     from slurm_energy.slurm.detach import spawn_detached
 
     env = {"LANG": "C.UTF-8"}
     for var in ("SLURM_ENERGY_CONFIG", "SLURM_CONF"):  # the finalizer asks scontrol for the job's state
         if os.environ.get(var):
             env[var] = os.environ[var]
-    return spawn_detached([_python(), *args], logf, env=env)
+    return spawn_detached([_python(), "-I", *args], logf, env=env)
 
 
 def _spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:

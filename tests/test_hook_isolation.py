@@ -1,0 +1,89 @@
+"""Hardening of the installed hooks (issue 11): slurmd runs the Prolog/Epilog as root in its own
+working directory, so nothing may be imported from there (or from PYTHONPATH), and
+`slurm-energy install --print` must never print Prolog=/Epilog= lines for hook files that are not
+this installation's (pasting them into slurm.conf drains every node)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slurm_energy.cli.main import main as cli
+from slurm_energy.cli.run_cmds import hook_text
+
+
+def _planted(d: Path, marker: Path) -> None:
+    """A fake slurm_energy package in ``d`` that leaves ``marker`` behind when imported."""
+    pkg = d / "slurm_energy"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('planted package imported')\n")
+
+
+@pytest.mark.parametrize("which", ["prolog", "epilog"])
+def test_hook_never_imports_a_package_from_its_cwd_or_pythonpath(tmp_path, which):
+    cwd, pp = tmp_path / "slurmd-cwd", tmp_path / "pythonpath"
+    m_cwd, m_pp = tmp_path / "imported-from-cwd", tmp_path / "imported-from-pythonpath"
+    _planted(cwd, m_cwd)
+    _planted(pp, m_pp)
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\npaths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/log\n")
+    hook = tmp_path / which
+    hook.write_text(hook_text(which, sys.executable, str(site)))  # as `slurm-energy install` writes it
+    hook.chmod(0o755)
+    # no SLURM_JOB_ID: the real package's hook logs that and exits 0
+    p = subprocess.run([str(hook)], cwd=cwd, env={"PYTHONPATH": str(pp)}, capture_output=True, timeout=10)
+    assert p.returncode == 0
+    assert not m_cwd.exists(), "the hook imported slurm_energy from slurmd's working directory"
+    assert not m_pp.exists(), "the hook imported slurm_energy from PYTHONPATH"
+    logged = (tmp_path / "log" / "hooks.log").read_text()  # the installed package ran instead
+    assert "SLURM_JOB_ID is not set" in logged
+
+
+def test_detached_sampler_and_finalizer_run_isolated(monkeypatch):
+    from slurm_energy.slurm import detach, hooks
+
+    seen = []
+    monkeypatch.setattr(detach, "spawn_detached", lambda argv, logf, env=None: seen.append(argv) or 4242)
+    assert hooks.spawn(["-m", "slurm_energy.slurm.hooks", "sampler", "/x", "n1"], "/dev/null") == 4242
+    assert seen[0][:3] == [hooks._python(), "-I", "-m"]
+
+
+def _install(tmp_path, *extra: str) -> int:
+    return cli(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml"), *extra])
+
+
+def test_install_print_without_installed_hooks_warns_and_fails(tmp_path, capsys):
+    assert _install(tmp_path, "--print") == 1
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing an admin could paste into slurm.conf
+    assert f"{tmp_path}/hooks/prolog" in err and "install" in err and "--hooks-dir" in err
+
+
+def test_install_print_after_install_prints_this_installations_hooks(tmp_path, capsys):
+    assert _install(tmp_path) == 0
+    capsys.readouterr()
+    assert _install(tmp_path, "--print") == 0
+    out, err = capsys.readouterr()
+    assert f"Prolog={tmp_path}/hooks/prolog" in out.splitlines()
+    assert f"Epilog={tmp_path}/hooks/epilog" in out.splitlines()
+    # the files are what this package ships, with this interpreter
+    assert f"PY={sys.executable}\n" in (tmp_path / "hooks" / "prolog").read_text()
+
+
+def test_install_print_rejects_hooks_of_another_python_or_not_executable(tmp_path, capsys):
+    assert _install(tmp_path) == 0
+    pro = tmp_path / "hooks" / "prolog"
+    pro.write_text(pro.read_text().replace(f"PY={sys.executable}", "PY=/elsewhere/bin/python"))
+    os.chmod(tmp_path / "hooks" / "epilog", 0o644)
+    capsys.readouterr()
+    assert _install(tmp_path, "--print") == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "PY=/elsewhere/bin/python" in err and "epilog: not executable" in err
+    # another --config than the one the hooks were written with is not this installation either
+    assert _install(tmp_path) == 0
+    assert cli(["install", "--print", "--hooks-dir", str(tmp_path / "hooks"), "--config", "/other.yaml"]) == 1
