@@ -91,6 +91,9 @@ class DeviceEnergy(BaseModel):
     dropped_samples: int = 0  # intervals dropped (unreadable, implausible)
     covers: str = ""  # human text: what this number covers ("package-0 + dram-0, job share by CPU time")
     flags: list[str] = Field(default_factory=list)  # e.g. "possible_multiple_wrap", "eacces_fallback"
+    # raw value of each bounded ratio that came out of [0, 1] and was clamped (flags util_clamped,
+    # share_clamped, coverage_clamped): e.g. {"cpu_util": 1.07} -- the most extreme value seen
+    unclamped: dict[str, float] = Field(default_factory=dict)
 
 
 class NodeSummary(BaseModel):

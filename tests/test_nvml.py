@@ -34,13 +34,14 @@ def test_counter_preferred_and_in_uj(monkeypatch):
     r = NvmlReader([VOLTA])
     a = r.read()[0]
     # 1_000_000 mJ x 1000 = 1e9 uJ; counter wins although power is supported too
-    assert (a.method, a.energy_uj, a.max_energy_range_uj, a.power_w) == ("counter", 1_000_000_000, None, None)
+    # power (250 W) is read beside the counter, for the cross-check; the counter is the method
+    assert (a.method, a.energy_uj, a.max_energy_range_uj, a.power_w) == ("counter", 1_000_000_000, None, 250.0)
     assert a.util == pytest.approx(0.80)  # 80 % -> 0.8
     assert a.mem_bytes == 2 * 2**30
     assert a.proc_util == {100: pytest.approx(0.6), 200: pytest.approx(0.2)}
-    devs[0].energy_mj += 45_000  # +45 J over 5 s
+    devs[0].energy_mj += 1_250_000  # +1250 J over 5 s = 250 W, as the power reads
     b = r.read()[0]
-    assert series_from_readings([(0.0, a), (5.0, b)]).total_j == pytest.approx(45.0)
+    assert series_from_readings([(0.0, a), (5.0, b)]).total_j == pytest.approx(1250.0)
     (d,) = r.devices()
     assert d.rated_power_w == pytest.approx(300.0) and d.rated_power_source == "NVML enforced power limit"
 
@@ -83,6 +84,7 @@ def test_mig_slices_get_parent_energy_flagged_with_fraction(monkeypatch):
     ra, rb = NvmlReader([MA]), NvmlReader([MB])
     a0, b0 = ra.read()[0], rb.read()[0]
     devs[3].energy_mj += 70_000  # parent +70 J
+    devs[3].power_mw = 14_000  # 14 W x 5 s = 70 J: the power read beside the counter agrees
     a1, _b1 = ra.read()[0], rb.read()[0]
     assert a0.energy_uj == 5_000_000_000  # the parent's counter, mJ x 1000
     assert "mig_estimated" in a0.flags and "mig_fraction:0.428571" in a0.flags  # 3/7

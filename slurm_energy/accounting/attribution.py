@@ -4,7 +4,8 @@ A job on a shared node gets, for every sample interval ``(t_{k-1}, t_k]``::
 
     job energy_k = device energy_k (J, from accounting.integrate) x share_k (dimensionless, [0, 1])
 
-Shares (all clamped to [0, 1]; ``None`` when unknown, never 0 for "unknown"):
+Shares (all clamped to [0, 1], the raw value kept in ``clamps`` when given and the device flagged
+``share_clamped``; ``None`` when unknown, never 0 for "unknown"):
 
 * CPU (RAPL package energy): job's cgroup CPU-time delta / node busy CPU-time delta
   (:func:`cpu_share`), both in CPU-seconds over the same interval (issue 3 point 4).
@@ -45,11 +46,36 @@ FLAG_SHARE_UNKNOWN = "share_unknown"  # the job's share of this interval could n
 FLAG_SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
 
 
-def _clamp01(x: float) -> float:
-    return 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+#: A physically bounded ratio (utilisation, share, coverage) came out above 1 (or below 0) and was
+#: clamped; the raw value is kept on the device (``DeviceEnergy.unclamped``).
+FLAG_UTIL_CLAMPED = "util_clamped"  # CPU time / (allocated CPUs x wall) > 1, GPU util > 100 %, memory > node
+FLAG_SHARE_CLAMPED = "share_clamped"  # job CPU time / node busy CPU time > 1, job memory / node used > 1
+FLAG_COVERAGE_CLAMPED = "coverage_clamped"  # measured seconds > the job's elapsed seconds
 
 
-def cpu_share(job_cpu_delta_s: Optional[float], node_busy_delta_s: Optional[float]) -> Optional[float]:
+def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict] = None) -> Optional[float]:
+    """``x`` clamped to [0, 1]; ``None`` stays ``None``.
+
+    When ``clamps`` (a dict) is given and ``x`` was outside [0, 1], the most extreme raw value seen
+    for ``name`` is kept there (``clamps[name]``), so the caller can flag it and keep the raw number:
+    CPU time over allocated CPUs x wall exceeds 1 with hyperthreads and accounting jitter, and a
+    clamp must not hide it.
+    """
+    if x is None:
+        return None
+    c = 0.0 if x < 0.0 else 1.0 if x > 1.0 else x
+    if clamps is not None and c != x:
+        old = clamps.get(name)
+        clamps[name] = x if old is None or abs(x - c) > abs(old - (1.0 if old > 1 else 0.0)) else old
+    return c
+
+
+def _clamp01(x: float, name: str = "", clamps: Optional[dict] = None) -> float:
+    return clamp_ratio(x, name, clamps)  # type: ignore[return-value]
+
+
+def cpu_share(job_cpu_delta_s: Optional[float], node_busy_delta_s: Optional[float],
+              clamps: Optional[dict] = None) -> Optional[float]:
     """Job's share of the node's CPU (package) energy over one interval.
 
     Args:
@@ -68,10 +94,11 @@ def cpu_share(job_cpu_delta_s: Optional[float], node_busy_delta_s: Optional[floa
         return None
     if node_busy_delta_s == 0:
         return 0.0
-    return _clamp01(job_cpu_delta_s / node_busy_delta_s)
+    return _clamp01(job_cpu_delta_s / node_busy_delta_s, "cpu_share", clamps)
 
 
-def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int]) -> Optional[float]:
+def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int],
+              clamps: Optional[dict] = None) -> Optional[float]:
     """Job's share of the node's DRAM energy: job memory in use / node memory in use.
 
     Args:
@@ -86,7 +113,7 @@ def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int]) 
         return None
     if job_mem_bytes < 0 or node_mem_used_bytes <= 0:
         return None
-    return _clamp01(job_mem_bytes / node_mem_used_bytes)
+    return _clamp01(job_mem_bytes / node_mem_used_bytes, "ram_share", clamps)
 
 
 def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float]]) -> Optional[float]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from slurm_energy.accounting import attribution
-from slurm_energy.accounting.integrate import Interval, series_from_readings
+from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
 from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
 from slurm_energy.sampling.readers.base import DeviceStatic, Reading
@@ -129,10 +129,11 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         by_t = dict(samples)  # t -> Reading, O(1) look-ups per interval
         shares: list[Optional[float]] = []
         flags = set(whole.flags)
+        clamps: dict[str, float] = {}
         for iv in whole.intervals:
             i0, i1 = row_index.get(iv.t0), row_index.get(iv.t1)
             shares.append(_share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids,
-                                 by_t.get(iv.t1), flags))
+                                 by_t.get(iv.t1), flags, clamps))
         if cls in ("cpu", "ram") and all(v is None for v in job_cpu):
             flags.add("job_never_observed")
         mig = _mig_fraction(samples)
@@ -141,6 +142,8 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
             flags.add(f"mig_fraction:{mig:.4g}")
         st = static_by_id.get(dev_id)
         methods = {_METHOD_OF.get(rd.method, Method.UNAVAILABLE) for _, rd in samples}
+        if FLAG_COUNTER_INCONSISTENT in whole.flags:  # the counter lied: its power integration was used
+            methods = {Method.POWER_INTEGRATION if m == Method.COUNTER else m for m in methods}
         if policy == "utilisation_weighted":
             job = _utilisation_weighted(cls, whole, st, rows, row_index, job_cpu, job_mem, samples, cpus_alloc)
             methods = {Method.TDP_ESTIMATE} if job.total_j is not None else methods
@@ -154,7 +157,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         # statistics over intervals: attributed power and utilisation
         p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals
                                   if iv.energy_j is not None and iv.duration_s > 0)
-        utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, by_t, cpus_alloc)
+        utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, by_t, cpus_alloc, clamps)
         u_stats = _weighted_stats((u, iv.duration_s) for u, iv in zip(utils, whole.intervals))
         for iv in job.intervals:
             if iv.energy_j is None:
@@ -166,7 +169,8 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
                 c = cls_col.get(cls)
                 if c:
                     row[c] = (row[c] or 0.0) + iv.energy_j / iv.duration_s
-        coverage = 1.0 if elapsed == 0 else min(1.0, job.measured_s / elapsed)
+        coverage = 1.0 if elapsed == 0 else attribution.clamp_ratio(job.measured_s / elapsed, "coverage", clamps)
+        flags |= _clamp_flags(clamps)
         devices.append(DeviceEnergy(
             device_class=cls, device_id=dev_id, node=node, model=st.model if st else "",
             count=st.count if st else 1, method=method, energy_j=job_total,
@@ -174,7 +178,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
             mean_power_w=p_stats[0], var_power_w2=p_stats[1], mean_util=u_stats[0], var_util=u_stats[1],
             duration_s=elapsed, coverage=coverage, wraps=whole.wraps, resets=whole.resets,
             dropped_samples=whole.dropped, covers=_covers(cls, dev_id, method, policy, st),
-            flags=sorted(flags | set(job.flags) | set(node_flags)),
+            flags=sorted(flags | set(job.flags) | set(node_flags)), unclamped=clamps,
         ))
     cpu_times = [v for v in job_cpu if v is not None]
     mems = [m for m in job_mem if m is not None]
@@ -230,13 +234,23 @@ def _mig_fraction(samples: list[tuple[float, Reading]]) -> Optional[float]:
     return None
 
 
-def _share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids, reading, flags) -> Optional[float]:
+def _clamp_flags(clamps: dict) -> set[str]:
+    """Flags for the ratios that were clamped (keys of ``clamps``: ``*_util``, ``*_share``, ``coverage``)."""
+    out = set()
+    for k in clamps:
+        out.add(attribution.FLAG_COVERAGE_CLAMPED if k == "coverage" else
+                attribution.FLAG_SHARE_CLAMPED if k.endswith("_share") else attribution.FLAG_UTIL_CLAMPED)
+    return out
+
+
+def _share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids, reading, flags,
+           clamps: Optional[dict] = None) -> Optional[float]:
     if i0 is None or i1 is None:
         return None
     if cls == "cpu":
         jc = None if job_cpu[i1] is None or job_cpu[i0] is None else job_cpu[i1] - job_cpu[i0]
         nb = None if node_busy[i1] is None or node_busy[i0] is None else node_busy[i1] - node_busy[i0]
-        s = attribution.cpu_share(jc, nb)
+        s = attribution.cpu_share(jc, nb, clamps)
         if s is None and jc == 0:
             return 0.0
         return s
@@ -246,7 +260,7 @@ def _share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids, reading
         jm = job_mem[i1] if job_mem[i1] is not None else job_mem[i0]
         if jm is None:
             return 0.0 if job_cpu[i1] == job_cpu[i0] else None  # no memory seen and no CPU used: job not running
-        return attribution.ram_share(jm, node_mem[i1])
+        return attribution.ram_share(jm, node_mem[i1], clamps)
     if cls == "gpu":
         if reading is not None and reading.proc_util:
             s = attribution.gpu_process_share(job_pids, {int(k): v for k, v in reading.proc_util.items()})
@@ -257,10 +271,12 @@ def _share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids, reading
     return None
 
 
-def _utilisation(cls, intervals: list[Interval], row_index, job_cpu, job_mem, rows, samples, cpus_alloc):
+def _utilisation(cls, intervals: list[Interval], row_index, job_cpu, job_mem, rows, samples, cpus_alloc,
+                 clamps: Optional[dict] = None):
     """The job's utilisation u in [0, 1] per interval (aligned with ``intervals``; None = unknown):
     CPU = job CPU-time delta / (interval x allocated CPUs); RAM = job memory / node memory;
-    GPU = NVML utilisation of the device."""
+    GPU = NVML utilisation of the device. Values outside [0, 1] (hyperthreads, accounting jitter)
+    are clamped, the raw extreme kept in ``clamps`` as ``<class>_util``."""
     out: list[Optional[float]] = []
     for iv in intervals:
         i0, i1 = row_index.get(iv.t0), row_index.get(iv.t1)
@@ -270,7 +286,7 @@ def _utilisation(cls, intervals: list[Interval], row_index, job_cpu, job_mem, ro
             if cls == "cpu":
                 n = cpus_alloc or (rows[i1].get("node") or {}).get("ncpu") or 1
                 if job_cpu[i1] is not None and job_cpu[i0] is not None:
-                    u = min(1.0, max(0.0, (job_cpu[i1] - job_cpu[i0]) / (d * n)))
+                    u = (job_cpu[i1] - job_cpu[i0]) / (d * n)
             elif cls == "ram":
                 tot = (rows[i1].get("node") or {}).get("mem_total_bytes")
                 if job_mem[i1] is not None and tot:
@@ -279,7 +295,7 @@ def _utilisation(cls, intervals: list[Interval], row_index, job_cpu, job_mem, ro
                 rd = _reading_at(samples, iv.t1)
                 if rd is not None and rd.util is not None:
                     u = rd.util
-        out.append(u)
+        out.append(attribution.clamp_ratio(u, f"{cls}_util", clamps))
     return out
 
 

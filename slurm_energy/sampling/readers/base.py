@@ -34,7 +34,9 @@ class Reading:
     energy_uj: Optional[int] = None  # cumulative counter, uJ
     max_energy_range_uj: Optional[int] = None  # counter range (wraps to 0 past it), uJ; None = no wrap
     max_power_w: Optional[float] = None  # zone/device max power, W (for the multiple-wrap check)
-    power_w: Optional[float] = None  # instantaneous power, W
+    power_w: Optional[float] = None  # instantaneous power, W (beside a counter: for the cross-check)
+    energy_resolution_uj: Optional[int] = None  # the counter's quantum, uJ (NVML: 1000, it counts mJ)
+    power_accuracy_w: Optional[float] = None  # accuracy of power_w, W (NVML power.draw: +/- 5 W)
     mean_power_w: Optional[float] = None  # modelled mean power since the previous read, W
     util: Optional[float] = None  # device utilisation in [0, 1]
     mem_bytes: Optional[int] = None  # device memory in use, bytes

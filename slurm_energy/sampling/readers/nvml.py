@@ -3,7 +3,9 @@
 Per GPU, the best source NVML offers, probed once at start (the counter wins):
 
 1. ``nvmlDeviceGetTotalEnergyConsumption`` -- mJ since driver load, Volta and newer
-   -> ``method="counter"``, ``energy_uj = mJ x 1000``, no range (64-bit, does not wrap).
+   -> ``method="counter"``, ``energy_uj = mJ x 1000``, no range (64-bit, does not wrap). Power
+   (``nvmlDeviceGetPowerUsage``) is read beside it, so accounting can cross-check a counter that
+   sticks, resets or runs away (:func:`slurm_energy.accounting.integrate.cross_check_counter`).
 2. ``nvmlDeviceGetPowerUsage`` -- mW, current draw -> ``method="power_integration"``,
    ``power_w = mW / 1000`` (accounting integrates by the trapezoidal rule).
 3. Neither: ``method="unavailable"`` (energy ``None``, never 0), or, when the site configured a
@@ -30,6 +32,13 @@ from typing import Optional, Union
 
 from slurm_energy.devices.gpus import ResolvedGpu, mig_instance_fraction
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+
+
+#: nvmlDeviceGetTotalEnergyConsumption counts whole millijoules (NVML API reference): 1 mJ = 1000 uJ.
+NVML_ENERGY_RESOLUTION_UJ = 1000
+#: nvidia-smi --help-query-gpu, power.draw: "This reading is accurate to within +/- 5 watts." (on
+#: Ampere and newer a 1 s average, on older GPUs instantaneous; nvmlDeviceGetPowerUsage is the same).
+NVML_POWER_ACCURACY_W = 5.0
 
 
 def _s(v) -> str:
@@ -187,6 +196,8 @@ class NvmlReader(Reader):
         try:
             if t.mode == "counter":
                 r.energy_uj = int(nv.nvmlDeviceGetTotalEnergyConsumption(t.handle)) * 1000
+                r.energy_resolution_uj = NVML_ENERGY_RESOLUTION_UJ
+                r.power_w, r.power_accuracy_w = self._power_beside_counter(t)
             elif t.mode == "power_integration":
                 r.power_w = nv.nvmlDeviceGetPowerUsage(t.handle) / 1000.0
             else:  # tdp_estimate with the site's fallback wattage
@@ -200,6 +211,13 @@ class NvmlReader(Reader):
             return Reading("gpu", t.uuid, "unavailable", util=r.util, mem_bytes=r.mem_bytes,
                            flags=flags + [f"nvml_error:{type(e).__name__}"])
         return r
+
+    def _power_beside_counter(self, t: _Target) -> tuple[Optional[float], Optional[float]]:
+        """Power (W) read with the counter, for accounting's cross-check; (None, None) if unsupported."""
+        try:
+            return self.nv.nvmlDeviceGetPowerUsage(t.handle) / 1000.0, NVML_POWER_ACCURACY_W
+        except self.nv.NVMLError:
+            return None, None
 
     def _util(self, t: _Target) -> Optional[float]:
         for h in (t.own_handle, t.handle) if t.is_mig else (t.handle,):

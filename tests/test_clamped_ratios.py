@@ -1,0 +1,84 @@
+"""Physically bounded ratios (CPU/GPU utilisation, shares, coverage) clamped AND flagged, raw kept."""
+
+import pytest
+
+from slurm_energy.accounting import attribution
+from slurm_energy.accounting.summary import summarise_node
+from slurm_energy.sampling.readers.base import DeviceStatic
+
+GIB = 1024 ** 3
+T0 = 1_796_034_000.0
+
+
+def row(t, job_cpu, node_busy, readings, job_mem=None, node_mem=None):
+    return {"t": T0 + t, "kind": "sample",
+            "job": {"cpu_time_s": job_cpu, "mem_bytes": job_mem, "pids": [1], "source": "cgroup-v1"},
+            "node": {"cpu_busy_s": node_busy, "cpu_total_s": 4.0 * t, "ncpu": 4, "mem_used_bytes": node_mem,
+                     "mem_total_bytes": 16 * GIB},
+            "readings": readings}
+
+
+def tdp(p):
+    return {"device_class": "cpu", "device_id": "cpu-tdp", "method": "tdp_estimate", "mean_power_w": p}
+
+
+def test_cpu_util_above_100_percent_is_clamped_and_flagged():
+    # 1 allocated CPU; the job's cgroup counts 12 CPU-s in 10 s (hyperthread siblings, jitter):
+    # raw utilisation 12 / (10 s x 1 CPU) = 1.2 -> 1.0, flagged, raw 1.2 kept.
+    # node busy 12 CPU-s too -> share 12/12 = 1.0 (not clamped); energy = 40 W x 10 s x 1.0 = 400 J
+    rows = [row(0, 0.0, 0.0, [tdp(None)]), row(10, 12.0, 12.0, [tdp(40.0)])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, cpus_alloc=1,
+                       statics=[DeviceStatic("cpu", "cpu-tdp", "Xeon", 4, 100.0)])
+    (d,) = s.devices
+    assert d.mean_util == pytest.approx(1.0)
+    assert attribution.FLAG_UTIL_CLAMPED in d.flags
+    assert d.unclamped == {"cpu_util": pytest.approx(1.2)}
+    assert d.energy_j == pytest.approx(400.0)
+    assert attribution.FLAG_SHARE_CLAMPED not in d.flags
+
+
+def test_job_cpu_above_node_busy_share_clamped_and_flagged():
+    # job 11 CPU-s, node busy only 10 CPU-s (read a moment apart): share 1.1 -> 1.0;
+    # 4 CPUs allocated: util 11 / (10 x 4) = 0.275 (not clamped); energy 40 W x 10 s x 1.0 = 400 J
+    rows = [row(0, 0.0, 0.0, [tdp(None)]), row(10, 11.0, 10.0, [tdp(40.0)])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, cpus_alloc=4)
+    (d,) = s.devices
+    assert d.energy_j == pytest.approx(400.0)
+    assert attribution.FLAG_SHARE_CLAMPED in d.flags and attribution.FLAG_UTIL_CLAMPED not in d.flags
+    assert d.unclamped == {"cpu_share": pytest.approx(1.1)}
+    assert d.mean_util == pytest.approx(0.275)
+
+
+def test_memory_share_above_one_and_gpu_util_above_100():
+    ram = {"device_class": "ram", "device_id": "ram-model", "method": "tdp_estimate", "mean_power_w": 3.0}
+    gpu = {"device_class": "gpu", "device_id": "GPU-1", "method": "power_integration", "power_w": 100.0, "util": 1.05}
+    # job holds 10 GiB, the node reports only 8 GiB used: share 1.25 -> 1.0; RAM 3 W x 10 s = 30 J
+    rows = [row(0, 0.0, 0.0, [ram, gpu], 10 * GIB, 8 * GIB), row(10, 5.0, 5.0, [ram, gpu], 10 * GIB, 8 * GIB)]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10)
+    r = next(d for d in s.devices if d.device_class == "ram")
+    g = next(d for d in s.devices if d.device_class == "gpu")
+    assert r.energy_j == pytest.approx(30.0)
+    assert r.unclamped == {"ram_share": pytest.approx(1.25)} and attribution.FLAG_SHARE_CLAMPED in r.flags
+    # NVML said 105 %: utilisation 1.0, flagged, raw 1.05; GPU energy 100 W x 10 s = 1000 J
+    assert g.mean_util == pytest.approx(1.0) and g.unclamped == {"gpu_util": pytest.approx(1.05)}
+    assert attribution.FLAG_UTIL_CLAMPED in g.flags and g.energy_j == pytest.approx(1000.0)
+
+
+def test_coverage_above_one_is_clamped_and_flagged():
+    # samples span 12 s but the job's recorded span is 10 s: coverage 12/10 = 1.2 -> 1.0
+    gpu = {"device_class": "gpu", "device_id": "GPU-1", "method": "power_integration", "power_w": 50.0}
+    rows = [row(0, 0.0, 0.0, [gpu]), row(12, 1.0, 1.0, [gpu])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10)
+    (d,) = s.devices
+    assert d.coverage == 1.0 and d.unclamped["coverage"] == pytest.approx(1.2)
+    assert attribution.FLAG_COVERAGE_CLAMPED in d.flags
+
+
+def test_clamp_ratio_keeps_the_most_extreme_raw_value():
+    c: dict = {}
+    assert attribution.clamp_ratio(1.1, "cpu_util", c) == 1.0
+    assert attribution.clamp_ratio(1.3, "cpu_util", c) == 1.0
+    assert attribution.clamp_ratio(1.2, "cpu_util", c) == 1.0
+    assert attribution.clamp_ratio(0.5, "cpu_util", c) == 0.5
+    assert c == {"cpu_util": 1.3}
+    assert attribution.clamp_ratio(None, "x", c) is None

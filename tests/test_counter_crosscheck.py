@@ -1,0 +1,107 @@
+"""GPU energy counters that lie (stuck, reset/backwards, runaway), cross-checked against NVML power.
+
+The real ``pynvml`` module with its functions patched (tests/fakes/nvml.py): the reader reads the
+counter (whole mJ) and the power (mW) each sample; accounting compares the counter delta with the
+trapezoid of power and uses power integration, flagged ``counter_inconsistent``, when they disagree
+beyond the counter's resolution (1 mJ) + the power reading's accuracy (5 W x dt) + the trapezoid's
+sampling error (|P1 - P0| / 2 x dt) + a 10 % margin.
+"""
+
+import pytest
+from fakes.nvml import FakeGpu, install
+
+from slurm_energy.accounting.integrate import (
+    FLAG_COUNTER_INCONSISTENT, counter_series, cross_check_counter, cross_check_tolerance_j,
+)
+from slurm_energy.accounting.summary import summarise_node
+from slurm_energy.model import Method
+from slurm_energy.sampling.readers.nvml import NvmlReader
+
+UUID = "GPU-aaaaaaaa-0000-0000-0000-0000000000c1"
+T0 = 1_796_034_000.0
+
+
+def _job(gpu: FakeGpu, steps: list[tuple[int, int]], monkeypatch, dt: float = 5.0):
+    """Read the fake GPU through NvmlReader at t = 0, dt, 2dt...; before read k the counter moves by
+    steps[k-1][0] mJ (or is set to -value if negative: a reset) and power is steps[k-1][1] mW.
+    Returns the GPU's DeviceEnergy from summarise_node."""
+    install(monkeypatch, [gpu])
+    r = NvmlReader([UUID])
+    rows = []
+    for k in range(len(steps) + 1):
+        if k:
+            d_mj, p_mw = steps[k - 1]
+            gpu.energy_mj = -d_mj if d_mj < 0 else gpu.energy_mj + d_mj
+            gpu.power_mw = p_mw
+        rows.append({"t": T0 + k * dt, "kind": "sample", "job": {"cpu_time_s": float(k), "pids": [1], "source": "cgroup-v1"},
+                     "node": {"cpu_busy_s": float(k), "cpu_total_s": 2.0 * k, "ncpu": 2},
+                     "readings": [x.to_dict() for x in r.read()]})
+    s = summarise_node(rows, job_id="1", node="g1", start_time=T0, end_time=T0 + len(steps) * dt)
+    (d,) = [x for x in s.devices if x.device_class == "gpu"]
+    return d
+
+
+def test_stuck_counter_while_300_w_uses_power(monkeypatch):
+    # counter stays at 1000 J while power reads 300 W for 3 x 5 s: counter says 0 J
+    gpu = FakeGpu(UUID, 0, energy_mj=1_000_000, power_mw=300_000)
+    d = _job(gpu, [(0, 300_000)] * 3, monkeypatch)
+    assert d.energy_j == pytest.approx(300.0 * 15)  # 4500 J by power integration, not 0 J
+    assert d.method == Method.POWER_INTEGRATION
+    assert FLAG_COUNTER_INCONSISTENT in d.flags
+
+
+def test_counter_reset_backwards_uses_power(monkeypatch):
+    # +1500 J, then the counter restarts at 1 mJ (driver reload), then +1500 J; power 300 W throughout
+    gpu = FakeGpu(UUID, 0, energy_mj=5_000_000, power_mw=300_000)
+    d = _job(gpu, [(1_500_000, 300_000), (-1, 300_000), (1_500_000, 300_000)], monkeypatch)
+    # the backwards step disagrees with 300 W x 5 s: the whole device by power, 3 x 1500 J
+    assert d.energy_j == pytest.approx(4500.0)
+    assert d.method == Method.POWER_INTEGRATION and FLAG_COUNTER_INCONSISTENT in d.flags
+    assert d.resets == 1
+
+
+def test_runaway_counter_far_too_high_uses_power(monkeypatch):
+    # 200 W for 10 s by power, but the counter claims 2000 J + 50 000 J
+    gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=200_000)
+    d = _job(gpu, [(2_000_000, 200_000), (50_000_000, 200_000)], monkeypatch, dt=10.0)
+    assert d.energy_j == pytest.approx(200.0 * 20)  # 4000 J
+    assert d.method == Method.POWER_INTEGRATION and FLAG_COUNTER_INCONSISTENT in d.flags
+
+
+def test_counter_within_tolerance_is_trusted(monkeypatch):
+    # power 300 W x 5 s = 1500 J by the trapezoid; tolerance = 0.001 J + 5 W x 5 s + 0 + 0.1 x 1500 J
+    # = 175.001 J. A counter delta of 1600 J (100 J off) agrees: the counter's 1600 J is used.
+    gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=300_000)
+    d = _job(gpu, [(1_600_000, 300_000)], monkeypatch)
+    assert d.energy_j == pytest.approx(1600.0)
+    assert d.method == Method.COUNTER and FLAG_COUNTER_INCONSISTENT not in d.flags
+
+
+def test_counter_just_beyond_tolerance_is_not(monkeypatch):
+    # 1700 J by the counter: |1700 - 1500| = 200 J > 0.001 + 25 + 0.1 x 1700 = 195.001 J -> power, 1500 J
+    gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=300_000)
+    d = _job(gpu, [(1_700_000, 300_000)], monkeypatch)
+    assert d.energy_j == pytest.approx(1500.0)
+    assert d.method == Method.POWER_INTEGRATION
+
+
+def test_changing_power_widens_the_tolerance():
+    # power 100 W -> 300 W over 10 s: trapezoid 2000 J; sampling error |300-100|/2 x 10 = 1000 J
+    tol = cross_check_tolerance_j(10.0, 100.0, 300.0, 2900.0, 2000.0, resolution_j=1e-3, power_accuracy_w=5.0)
+    assert tol == pytest.approx(1e-3 + 50.0 + 1000.0 + 0.1 * 2900.0)  # 1340.001 J
+    c = counter_series([(0.0, 0), (10.0, 2_900_000_000)], None)  # 2900 J: a ramp can do that
+    out, bad = cross_check_counter(c, [(0.0, 100.0), (10.0, 300.0)], resolution_j=1e-3, power_accuracy_w=5.0)
+    assert bad == [] and out.total_j == pytest.approx(2900.0)
+
+
+def test_cross_check_needs_aligned_samples():
+    c = counter_series([(0.0, 0), (5.0, 10), (10.0, 20)], None)
+    with pytest.raises(ValueError, match="power_points"):
+        cross_check_counter(c, [(0.0, 1.0), (5.0, 1.0)])
+
+
+def test_missing_power_keeps_counter(monkeypatch):
+    # power not supported beside the counter: nothing to check against; counter trusted as before
+    gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=None)
+    d = _job(gpu, [(1_000_000, None)], monkeypatch)
+    assert d.energy_j == pytest.approx(1000.0) and d.method == Method.COUNTER
