@@ -76,6 +76,7 @@ class DeviceEnergy(BaseModel):
     node: str = ""
     model: str = ""  # CPU/GPU model name as reported by the OS/NVML
     count: int = 1  # n_i: number of devices (cores for a per-core TDP model) this entry covers
+    index: Optional[int] = None  # the device's number where its id has none (a GPU's minor number): for ordering
     method: Method = Method.UNAVAILABLE
     energy_j: Optional[float] = None  # the job's share, J; None = unmeasured
     device_energy_j: Optional[float] = None  # the whole device(s) over the job's time, J

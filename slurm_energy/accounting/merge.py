@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable
 
 from slurm_energy.model import JobRecord, NodeSummary, Status
+from slurm_energy.natsort import natural_key, sort_devices
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
@@ -148,7 +149,7 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
 
     Returns:
         A new JobRecord: Slurm facts from the records (first non-empty value, records taken in node
-        order), ``nodes`` sorted by node name, ``start_time`` = min, ``end_time`` = max,
+        order), ``nodes`` in numeric name order (n2 before n10, as Slurm's hostlist), ``start_time`` = min, ``end_time`` = max,
         ``expected_nodes`` = union, ``errors`` = union (plus one per missing node). ``status``:
         ``partial`` if an expected node has not reported or a node is partial/failed, ``running`` if
         any node summary is an interim one, else ``complete``. Totals (``energy_it_j``, ``it_kwh``,
@@ -171,9 +172,11 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     for r in records:
         for ns in r.nodes:
             by_node[ns.node] = _better_node(by_node[ns.node], ns) if ns.node in by_node else ns
-    nodes = [by_node[k].model_copy(deep=True) for k in sorted(by_node)]
+    nodes = [by_node[k].model_copy(deep=True) for k in sorted(by_node, key=natural_key)]
+    for ns in nodes:
+        ns.devices = sort_devices(ns.devices)
 
-    ordered = sorted(records, key=lambda r: (r.nodes[0].node if r.nodes else "\uffff"))
+    ordered = sorted(records, key=lambda r: (0, natural_key(r.nodes[0].node)) if r.nodes else (1, natural_key("")))
     base = ordered[0].model_copy(deep=True)
     for field in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset", "uid", "gid"):
         if getattr(base, field) is None:

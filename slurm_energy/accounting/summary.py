@@ -23,6 +23,7 @@ from slurm_energy.accounting import attribution
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
 from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
+from slurm_energy.natsort import device_sort_key
 from slurm_energy.sampling.readers.base import DeviceStatic, Reading
 
 _METHOD_OF = {"counter": Method.COUNTER, "power_integration": Method.POWER_INTEGRATION,
@@ -123,7 +124,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
     trace: dict[float, list[Optional[float]]] = {}
     hourly: dict[str, float] = {}
     cls_col = {"cpu": 1, "gpu": 2, "ram": 3}
-    for dev_id, samples in sorted(per_device.items()):
+    for dev_id, samples in sorted(per_device.items(), key=lambda kv: _device_key(kv, static_by_id)):
         cls = samples[-1][1].device_class
         whole = series_from_readings(samples)
         by_t = dict(samples)  # t -> Reading, O(1) look-ups per interval
@@ -173,7 +174,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         flags |= _clamp_flags(clamps)
         devices.append(DeviceEnergy(
             device_class=cls, device_id=dev_id, node=node, model=st.model if st else "",
-            count=st.count if st else 1, method=method, energy_j=job_total,
+            count=st.count if st else 1, index=_index(st), method=method, energy_j=job_total,
             device_energy_j=whole.total_j, rated_power_w=st.rated_power_w if st else None,
             mean_power_w=p_stats[0], var_power_w2=p_stats[1], mean_util=u_stats[0], var_util=u_stats[1],
             duration_s=elapsed, coverage=coverage, wraps=whole.wraps, resets=whole.resets,
@@ -194,6 +195,18 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         power_trace=[trace[t] for t in sorted(trace)], hourly_energy_j=hourly,
         status=status, errors=list(errors or []),
     )
+
+
+def _index(st: Optional[DeviceStatic]) -> Optional[int]:
+    """The device's number from its inventory (a GPU's minor number), if the reader gave one."""
+    v = (st.extra or {}).get("minor") if st else None
+    return v if isinstance(v, int) else None
+
+
+def _device_key(item, static_by_id) -> tuple:
+    """Numeric device order (:func:`slurm_energy.natsort.device_sort_key`) for (device_id, samples)."""
+    dev_id, samples = item
+    return device_sort_key(samples[-1][1].device_class, dev_id, _index(static_by_id.get(dev_id)))
 
 
 def _fill_tdp_cpu_power(samples, rows, row_index, st: Optional[DeviceStatic]) -> None:

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 from slurm_energy.cli.jobenergy_select import job_state
 from slurm_energy.model import JobRecord, Method, Status
+from slurm_energy.natsort import ordered_record
 from slurm_energy.slurm.jobid import display_id
 
 J_PER_KWH = 3.6e6  # 1 kWh = 3600 s x 1000 W
@@ -150,7 +151,7 @@ def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noh
 def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     """One row per (node, device) for ``--long`` (method, coverage, counter anomalies)."""
     rows = []
-    for ns in rec.nodes:
+    for ns in ordered_record(rec).nodes:  # numeric order: n2 before n10, intel-rapl:2 before :10
         for d in ns.devices:
             rows.append([
                 jobid, ns.node, d.device_class, d.device_id, d.model, str(d.count), Method(d.method).value,

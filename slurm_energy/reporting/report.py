@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from slurm_energy.model import DEVICE_CLASSES, DeviceEnergy, JobRecord, Method, worst_method
+from slurm_energy.natsort import ordered_record, sort_static_devices
 from slurm_energy.reporting import explain
 from slurm_energy.reporting.safe_write import SafeWriteError, write_file_as_user
 
@@ -257,7 +258,7 @@ _STATIC_SKIP = {"host", "pid", "devices"}
 def _static_devices(static: dict) -> list[dict]:
     """``static["devices"]`` (``DeviceStatic`` dicts) as display rows, without per-node ids."""
     out = []
-    for d in static.get("devices") or []:
+    for d in sort_static_devices(static.get("devices") or []):
         if not isinstance(d, dict):
             continue
         rated = d.get("rated_power_w")
@@ -381,6 +382,7 @@ def render_html(record: JobRecord) -> str:
 
     from slurm_energy.reporting.plot import power_svg
 
+    record = ordered_record(record)  # nodes n2 before n10, devices intel-rapl:2 before intel-rapl:10
     rows = class_rows(record)
     svg = power_svg(record.nodes, record.start_time)
     reported = [n.node for n in record.nodes]

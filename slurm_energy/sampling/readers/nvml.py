@@ -166,6 +166,10 @@ class NvmlReader(Reader):
             if t.is_mig and rated is not None and t.mig_fraction is not None:
                 rated, src = rated * t.mig_fraction, src + " x MIG slice fraction"
             extra = {"energy_source": t.mode}
+            try:  # the GPU's number, for listing GPUs in numeric order (their UUIDs carry none)
+                extra["minor"] = int(self.nv.nvmlDeviceGetMinorNumber(t.handle))
+            except (self.nv.NVMLError, TypeError, ValueError):
+                pass
             if t.is_mig:
                 extra.update(mig=True, mig_fraction=t.mig_fraction)
             if t.error:
