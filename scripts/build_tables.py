@@ -12,7 +12,9 @@ Inputs (``--data-dir``, default ``$SLURM_ENERGY_REFDATA`` or ``/work/shared/data
 * ``green-algorithms/cloudProviders_datacenters.csv`` -> Azure regions, each given the intensity of
   the grid location Green Algorithms maps it to (AWS is not in that file).
 * ``green-algorithms/TDP_cpu.csv`` + ``codecarbon/cpu_power.csv`` -> CPU TDP per socket.
-* ``epoch/ml_hardware.csv`` + ``green-algorithms/TDP_gpu.csv`` -> GPU board power, dense FLOP/s.
+* ``epoch/ml_hardware.csv`` + ``green-algorithms/TDP_gpu.csv`` -> GPU board power, dense FLOP/s;
+  ``scripts/data/gpu_specs_supplement.csv`` (kept in this repo: AMD Instinct MI100/MI210/MI250 and
+  Intel Data Center GPU Flex, which neither source lists; every row names its source) fills gaps only.
 
 Outputs: ``carbon/data/grid_intensity.csv``, ``carbon/data/NOTICE``, ``devices/data/cpu_tdp.csv``,
 ``devices/data/gpu_specs.csv``, ``devices/data/NOTICE``. Every row carries ``source``, ``year``
@@ -31,6 +33,9 @@ import sys
 import pandas as pd
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Accelerators neither Epoch AI nor Green Algorithms lists (AMD Instinct MI100/MI210/MI250, Intel
+#: Flex), with the source of every figure; kept in the repo, used only where the sources have no row.
+SUPPLEMENT_GPU = os.path.join(REPO, "scripts", "data", "gpu_specs_supplement.csv")
 sys.path.insert(0, REPO)
 from slurm_energy.devices.hwtables import normalize_cpu_model, normalize_gpu_model  # noqa: E402
 
@@ -73,6 +78,9 @@ Green Algorithms rows, CC BY 4.0:
 Epoch AI rows, CC BY 4.0:
   Epoch AI, 'Data on Machine Learning Hardware', https://epoch.ai/data/machine-learning-hardware
   Changes: GPUs with a TDP only; FP32, TF32 and Tensor-FP16/BF16 columns kept.
+
+Supplement rows (scripts/data/gpu_specs_supplement.csv), vendor figures as reported by the source
+named on each row: AMD Instinct MI100, MI210, MI250; Intel Data Center GPU Flex 140/170.
 
 CodeCarbon rows, MIT licence (text below):
   codecarbon/data/hardware/cpu_power.csv, https://github.com/mlco2/codecarbon
@@ -223,6 +231,12 @@ def build_gpu(d: str) -> pd.DataFrame:
         rows.setdefault(k, dict(key=k, model=r.model, rated_w=float(r.TDP), fp32_flops="", tf32_flops="",
                                 bf16_flops="", source=f"Green Algorithms TDP_gpu.csv ({r.source or 'no URL'})"[:200],
                                 year="", licence="CC BY 4.0"))
+    sup = pd.read_csv(SUPPLEMENT_GPU, keep_default_na=False)
+    for r in sup.itertuples():
+        k = normalize_gpu_model(r.model)
+        rows.setdefault(k, dict(key=k, model=r.model, rated_w=float(r.rated_w), fp32_flops=r.fp32_flops,
+                                tf32_flops=r.tf32_flops, bf16_flops=r.bf16_flops, source=r.source,
+                                year=str(r.year), licence=r.licence))
     for alias, model in GPU_ALIASES.items():
         if alias not in rows and model in by_model:
             rows[alias] = dict(by_model[model], key=alias,

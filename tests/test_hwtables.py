@@ -49,6 +49,25 @@ def test_gpu_table(nvml_name, watts, bf16):
     assert (r.rated_w, r.bf16_flops) == (watts, bf16)
 
 
+@pytest.mark.parametrize("name, watts, fp32, bf16", [
+    # names as slurm_energy.devices.drm gives them (PCI id -> product); Epoch AI rows
+    ("AMD Instinct MI300X", 750.0, 163.4e12, 1307.4e12),
+    ("AMD Instinct MI300A", 760.0, 122.6e12, 980.6e12),
+    ("AMD Instinct MI250X", 500.0, 47.87e12, 383e12),
+    ("Intel Data Center GPU Max 1550", 600.0, 52.43e12, None),
+    ("Intel Data Center GPU Max 1100", 300.0, 22.22e12, None),
+    # scripts/data/gpu_specs_supplement.csv rows (AMD's spec table as AnandTech printed it)
+    ("AMD Instinct MI210", 300.0, 22.6e12, 181e12),
+    ("AMD Instinct MI250", 560.0, 45.3e12, 362.1e12),
+    ("AMD Instinct MI100", 300.0, 23.1e12, None),
+    ("Intel Data Center GPU Flex 170", 150.0, None, None),
+])
+def test_amd_intel_gpu_table(name, watts, fp32, bf16):
+    r = hw.lookup_gpu(name)
+    assert (r.rated_w, r.fp32_flops, r.bf16_flops) == (watts, fp32, bf16)
+    assert r.source  # every row names where its numbers come from
+
+
 def test_gpu_word_order_and_unknown():
     assert hw.lookup_gpu("NVIDIA A100-PCIE-40GB").rated_w == 250.0  # GA "NVIDIA A100 40GB PCIe"
     assert hw.lookup_gpu("Tesla T4").rated_w == 70.0

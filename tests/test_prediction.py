@@ -169,6 +169,18 @@ def test_cli_defaults_are_named(capsys):
     assert "PUE 1.58: default" in out and "CI 475 gCO2e/kWh: default" in out
 
 
+def test_cli_amd_gpu_from_the_table(capsys):
+    rc, out, _ = _run(capsys, "--params", "7e9", "--tokens", "1e9", "--gpu", "MI300X", "--n-gpus", "8",
+                      "--util", "0.5", "--pue", "1.5", "--ci", "200", "--json")
+    assert rc == 0
+    d = json.loads(out)
+    # 6 x 7e9 x 1e9 = 4.2e19 FLOP at 8 x 1307.4e12 FLOP/s (MI300X dense BF16) x 0.5 = 8031.2 s;
+    # 8 x 750 W x 0.5 x 8031.2 s = 24.09 MJ = 6.693 kWh
+    assert d["time_s"] == pytest.approx(4.2e19 / (8 * 1307.4e12 * 0.5))
+    assert d["energy_kwh"]["gpu"] == pytest.approx(8 * 750 * 0.5 * 4.2e19 / (8 * 1307.4e12 * 0.5) / 3.6e6)
+    assert d["devices"][0]["model"] == "AMD Instinct MI300X"
+
+
 def test_cli_unknown_gpu_is_clear(capsys):
     rc, _, err = _run(capsys, "--flops", "1e18", "--gpu", "Quantum Toaster 9000", "--util", "0.4")
     assert rc == 2
