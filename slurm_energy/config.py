@@ -153,6 +153,8 @@ class Hardware(_Strict):
     gpu: dict[str, GpuOverride] = Field(default_factory=dict)
     gpu_fallback_w: Optional[float] = Field(default=None, gt=0, le=5000)
     rapl_root: str = "/sys/class/powercap"
+    drm_root: str = "/sys/class/drm"  # AMD/Intel GPUs: DRM nodes, each card's hwmon files
+    kfd_root: str = "/sys/class/kfd/kfd/topology/nodes"  # AMD compute partitions (one KFD node each)
 
     @field_validator("cpu_tdp_w")
     @classmethod

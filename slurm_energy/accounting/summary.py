@@ -5,8 +5,9 @@ For every device in the sample rows:
 1. its whole energy per interval, by its readings' method (:func:`integrate.series_from_readings`);
 2. the job's share per interval (:mod:`attribution`): CPU by the job's CPU-time delta / the node's
    busy CPU-time delta; RAM by the job's memory / the node's used memory; a GPU allocated to the job
-   is the job's (share 1) unless NVML per-process utilisation says it is shared; a MIG slice gets the
-   parent's energy x slice fraction (flag ``mig_fraction:<f>`` on its readings);
+   is the job's (share 1) unless NVML per-process utilisation says it is shared; a MIG slice, an AMD
+   compute partition or an Intel tile gets the card's energy x its fraction (flag
+   ``mig_fraction:<f>`` / ``partition_fraction:<f>`` / ``tile_fraction:<f>`` on its readings);
 3. job energy = sum_k energy_k x share_k; device energy = sum_k energy_k; coverage = seconds with a
    job energy / the node's elapsed time.
 
@@ -137,10 +138,10 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
                                  by_t.get(iv.t1), flags, clamps))
         if cls in ("cpu", "ram") and all(v is None for v in job_cpu):
             flags.add("job_never_observed")
-        mig = _mig_fraction(samples)
+        kind, mig = _share_fraction(samples)
         if mig is not None:
             shares = [None if s is None else s * mig for s in shares]
-            flags.add(f"mig_fraction:{mig:.4g}")
+            flags.add(f"{kind}{mig:.4g}")
         st = static_by_id.get(dev_id)
         methods = {_METHOD_OF.get(rd.method, Method.UNAVAILABLE) for _, rd in samples}
         if FLAG_COUNTER_INCONSISTENT in whole.flags:  # the counter lied: its power integration was used
@@ -236,15 +237,22 @@ def _reading_at(samples, t: float) -> Optional[Reading]:
     return samples.get(t)
 
 
-def _mig_fraction(samples: list[tuple[float, Reading]]) -> Optional[float]:
+#: Flags saying a device is a share of a card that the reader measured whole: a MIG slice (NVML),
+#: an AMD compute partition or an Intel tile (hwmon); the card's energy x fraction is the device's.
+SHARE_FLAGS = ("mig_fraction:", "partition_fraction:", "tile_fraction:")
+
+
+def _share_fraction(samples: list[tuple[float, Reading]]) -> tuple[str, Optional[float]]:
+    """(flag prefix, fraction) of the first share flag on the device's readings, else ("", None)."""
     for _, rd in samples:
         for f in rd.flags or []:
-            if isinstance(f, str) and f.startswith("mig_fraction:"):
+            if isinstance(f, str) and f.startswith(SHARE_FLAGS):
+                kind, _, v = f.partition(":")
                 try:
-                    return float(f.split(":", 1)[1])
+                    return kind + ":", float(v)
                 except ValueError:
-                    return None
-    return None
+                    return "", None
+    return "", None
 
 
 def _clamp_flags(clamps: dict) -> set[str]:

@@ -3,7 +3,8 @@
 * CPU: RAPL package zones (``counter``) when readable; otherwise the TDP model (``tdp_estimate``),
   flagged ``eacces_fallback`` when RAPL exists but ``energy_uj`` is root-only.
 * RAM: RAPL dram zones when present and readable; otherwise W/GB x memory (``tdp_estimate``).
-* GPU: NVML for the job's GPUs (resolved once in the Prolog, by UUID).
+* GPU: NVML for the job's NVIDIA GPUs (resolved once in the Prolog, by UUID); AMD/Intel GPUs
+  (resolved in the Prolog to PCI bus ids) from the drivers' hwmon files.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ log = logging.getLogger("slurm_energy.setup")
 
 
 def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
-                  unresolved_gpus: Optional[list[str]] = None) -> tuple[list[Reader], list[str]]:
+                  unresolved_gpus: Optional[list[str]] = None,
+                  drm_gpus: Optional[list] = None) -> tuple[list[Reader], list[str]]:
     """Readers for this node and notes on the choices made.
 
     Args:
@@ -27,6 +29,8 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
         gpu_uuids: the job's GPUs (NVML UUIDs, MIG UUIDs allowed); None/[] = no GPU reader.
         unresolved_gpus: GPUs Slurm allocated that could not be resolved to NVML devices (e.g.
             "gpu-index-0" when NVML is absent): reported as ``unavailable``, never as 0 J.
+        drm_gpus: the job's AMD/Intel GPUs (:class:`~slurm_energy.devices.gpus_drm.ResolvedDrmGpu`
+            or their dicts from the Prolog context): read from hwmon under ``hardware.drm_root``.
     Returns:
         (readers, notes) -- notes are short strings for the node summary ("rapl: eacces -> tdp").
     """
@@ -69,9 +73,24 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
         except Exception as e:
             notes.append(f"nvml: {type(e).__name__}: {e}")
             readers.append(UnavailableReader("gpu", gpu_uuids, f"nvml_error:{type(e).__name__}"))
+    if drm_gpus:
+        readers.extend(_drm_readers(cfg, drm_gpus, notes))
     if unresolved_gpus:
         readers.append(UnavailableReader("gpu", unresolved_gpus, "gpu_not_resolved"))
     return readers, notes
+
+
+def _drm_readers(cfg, drm_gpus: list, notes: list[str]) -> list[Reader]:
+    """The hwmon reader for the job's AMD/Intel GPUs; ``unavailable`` stand-ins if it fails."""
+    ids = [g["device_id"] if isinstance(g, dict) else g.device_id for g in drm_gpus]
+    try:
+        from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
+
+        return [DrmHwmonReader(drm_gpus, cfg.hardware.drm_root, cfg.hardware.kfd_root,
+                               fallback_w=cfg.hardware.gpu_fallback_w)]
+    except Exception as e:
+        notes.append(f"drm-hwmon: {type(e).__name__}: {e}")
+        return [UnavailableReader("gpu", ids, f"reader_error:{type(e).__name__}")]
 
 
 class UnavailableReader(Reader):

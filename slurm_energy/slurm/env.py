@@ -48,6 +48,7 @@ class JobContext:
     exit_code: str = ""  # Epilog only: SLURM_JOB_EXIT_CODE2, e.g. "0:0"
     prolog_time: float = 0.0  # epoch s, set by the Prolog
     gpu_uuids: list = field(default_factory=list)  # resolved once in the Prolog
+    drm_gpus: list = field(default_factory=list)  # AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
     gpu_resolution_error: str = ""
 
     def to_json(self) -> str:

@@ -87,7 +87,7 @@ def prolog(env=None) -> int:
     try:
         cfg, ctx, spool = _begin(env, errors)
         ctx.prolog_time = t0
-        _resolve_gpus(ctx)
+        _resolve_gpus(ctx, cfg, os.environ if env is None else env)
         write_private(spool.context, ctx.to_json())
         try:
             _reading_row(cfg, ctx, spool, "prolog")
@@ -96,7 +96,7 @@ def prolog(env=None) -> int:
         pid = _start_sampler(cfg, spool)
         write_private(spool.pidfile, str(pid))
         log.info("prolog job=%s node=%s sampler=%d gpus=%s (%.3f s)", ctx.job_id, ctx.node, pid,
-                 ctx.gpu_uuids or ctx.job_gpus or "-", time.time() - t0)
+                 ctx.gpu_uuids or [g["device_id"] for g in ctx.drm_gpus] or ctx.job_gpus or "-", time.time() - t0)
     except BaseException as e:  # noqa: BLE001 - a Prolog must never fail the job
         log.exception("prolog failed")
         if spool is not None:
@@ -104,8 +104,9 @@ def prolog(env=None) -> int:
     return 0
 
 
-def _resolve_gpus(ctx: JobContext) -> None:
-    """Resolve SLURM_JOB_GPUS (physical indices) to NVML UUIDs once; record why not otherwise."""
+def _resolve_gpus(ctx: JobContext, cfg, env) -> None:
+    """Resolve SLURM_JOB_GPUS (physical indices) once: to NVML UUIDs, else (no NVIDIA GPU) to the
+    AMD/Intel cards' PCI bus ids from sysfs; record why not otherwise."""
     if not ctx.job_gpus:
         return
     try:
@@ -117,6 +118,20 @@ def _resolve_gpus(ctx: JobContext) -> None:
             ctx.gpu_resolution_error = getattr(res, "reason", "") or "no NVML device"
     except Exception as e:
         ctx.gpu_resolution_error = f"{type(e).__name__}: {e}"
+    if ctx.gpu_uuids:
+        return
+    try:  # sysfs reads only: cheap enough for the Prolog
+        from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+
+        drm = resolve_drm_gpus(ctx.job_gpus, env.get("ROCR_VISIBLE_DEVICES"), env.get("HIP_VISIBLE_DEVICES"),
+                               env.get("ZE_AFFINITY_MASK"), cfg.hardware.drm_root, cfg.hardware.kfd_root)
+        ctx.drm_gpus = [g.to_dict() for g in drm]
+        if ctx.drm_gpus:
+            ctx.gpu_resolution_error = ""
+        else:
+            ctx.gpu_resolution_error += f"; {drm.reason}"
+    except Exception as e:
+        ctx.gpu_resolution_error += f"; AMD/Intel: {type(e).__name__}: {e}"
 
 
 def _start_sampler(cfg, spool: JobSpool) -> int:
@@ -189,10 +204,10 @@ def _readers_for(cfg, ctx: JobContext, spool: JobSpool, errors: list[str]):
     from slurm_energy.sampling.setup import build_readers
 
     unresolved = []
-    if ctx.job_gpus and not ctx.gpu_uuids:
+    if ctx.job_gpus and not ctx.gpu_uuids and not ctx.drm_gpus:
         unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
-        errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML devices: {ctx.gpu_resolution_error}")
-    readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved)
+        errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML or AMD/Intel devices: {ctx.gpu_resolution_error}")
+    readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus)
     if not os.path.exists(spool.static):
         from slurm_energy.devices.info import collect_static
 

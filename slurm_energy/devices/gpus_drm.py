@@ -1,0 +1,195 @@
+"""Resolve a job's AMD/Intel GPUs to physical cards (PCI bus ids), once, in the Prolog.
+
+Names Slurm and the runtimes use, and what each one is:
+
+* ``SLURM_JOB_GPUS`` (Prolog/Epilog): Slurm's GRES indices on this node -- physical. With
+  ``AutoDetect=rsmi`` or a ``gres.conf`` listing ``File=/dev/dri/renderD[128-...]`` the index
+  order is the render nodes' order, so GRES index *i* = the *i*-th AMD/Intel render node by minor
+  number (a partitioned MI300 has one render node per compute partition, each its own GRES). A
+  token may also be a device file (``/dev/dri/renderD129``, ``/dev/dri/card1``): unambiguous.
+* ``ROCR_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` (in the job): ``GPU-<unique_id>`` names a card
+  outright; a number is an *in-job ordinal* (renumbered from 0 under ``ConstrainDevices``), mapped
+  through the job's allocation (ordinal k = the k-th of SLURM_JOB_GPUS in index order), never read
+  as a physical index.
+* ``ZE_AFFINITY_MASK`` (Intel Level Zero, in the job): ``k`` or ``k.t`` -- in-job device ordinal k,
+  tile t; mapped through the allocation like the above.
+
+A compute partition of an AMD GPU (SPX/DPX/TPX/QPX/CPX) or one tile of an Intel GPU is a labelled
+share of the card: ``fraction`` = 1 / partitions (or tiles). Spatial partitions split the XCDs
+evenly (AMD Instinct MI300 partitioning docs), so this is the partition's share of the card's
+compute; the card's energy x fraction is charged, flagged as an estimate (like a MIG slice).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from slurm_energy.devices.drm import DEFAULT_DRM_ROOT, DEFAULT_KFD_ROOT, DrmGpu, discover_drm_gpus
+from slurm_energy.devices.gpus import GpuResolveError, ResolvedGpus
+
+
+@dataclass
+class ResolvedDrmGpu:
+    """One of the job's AMD/Intel GPUs (or a partition / tile of one), by physical card."""
+
+    device_id: str  # "0000:c1:00.0", "0000:c1:00.0/xcp3" (partition), "0000:8a:00.0/tile1"
+    pci_bus_id: str
+    vendor: str  # "amd" | "intel"
+    model: str
+    fraction: Optional[float] = None  # share of the card; None = the whole card
+    share: str = ""  # "" | "partition" | "tile"
+    share_detail: str = ""  # "CPX 3/8", "tile 1/2"
+    fraction_unknown: bool = False  # partitioned but the count is unknown: unmeasured, never whole
+    source: str = ""  # the token it came from, e.g. "SLURM_JOB_GPUS=2"
+
+    def to_dict(self) -> dict:
+        """JSON-able dict (stored in the job's Prolog context)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ResolvedDrmGpu":
+        """Inverse of :meth:`to_dict`; unknown keys ignored."""
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def _slots(gpus: list[DrmGpu]) -> list[tuple[int, DrmGpu, int]]:
+    """(render minor, card, partition index) for every render node, by minor: the GRES order."""
+    out = []
+    for g in gpus:
+        for i, m in enumerate(g.ordered_minors):
+            out.append((m, g, i))
+    return sorted(out, key=lambda s: s[0])
+
+
+def _whole_or_partition(g: DrmGpu, part: int, src: str) -> ResolvedDrmGpu:
+    r = ResolvedDrmGpu(g.pci_bus_id, g.pci_bus_id, g.vendor, g.model, source=src)
+    if g.partition_mode and g.n_partitions != 1:
+        r.device_id, r.share = f"{g.pci_bus_id}/xcp{part}", "partition"
+        if g.n_partitions > 1:
+            r.fraction = 1.0 / g.n_partitions
+            r.share_detail = f"{g.partition_mode} {part}/{g.n_partitions}"
+        else:
+            r.fraction_unknown, r.share_detail = True, f"{g.partition_mode} partition count unknown"
+    return r
+
+
+def _tile(base: ResolvedDrmGpu, g: DrmGpu, tile: int, src: str) -> ResolvedDrmGpu:
+    if tile >= g.n_tiles:
+        raise GpuResolveError(f"{src}: {g.model} at {g.pci_bus_id} has {g.n_tiles} tile(s), no tile {tile}")
+    if g.n_tiles == 1:
+        return base
+    return ResolvedDrmGpu(f"{g.pci_bus_id}/tile{tile}", g.pci_bus_id, g.vendor, g.model,
+                          1.0 / g.n_tiles, "tile", f"tile {tile}/{g.n_tiles}", source=src)
+
+
+_DEVFILE_RE = re.compile(r"^(?:/dev/dri/)?(renderD|card)(\d+)$")
+
+
+def _physical(tok: str, slots, gpus: list[DrmGpu], var: str) -> ResolvedDrmGpu:
+    src = f"{var}={tok}"
+    m = _DEVFILE_RE.match(tok)
+    if m and m.group(1) == "card":
+        hits = [g for g in gpus if g.card == f"card{m.group(2)}"]
+        if not hits:
+            raise GpuResolveError(f"{src}: no AMD/Intel GPU is /dev/dri/card{m.group(2)} on this node")
+        return _whole_or_partition(hits[0], 0, src)
+    if m:
+        hits = [s for s in slots if s[0] == int(m.group(2))]
+        if not hits:
+            raise GpuResolveError(f"{src}: no AMD/Intel GPU has render node renderD{m.group(2)}")
+        return _whole_or_partition(hits[0][1], hits[0][2], src)
+    if tok.isdigit():
+        i = int(tok)
+        if i >= len(slots):
+            raise GpuResolveError(f"{src}: GRES index {i} but this node has {len(slots)} AMD/Intel GPU render "
+                                  "node(s); check gres.conf against ls /dev/dri")
+        return _whole_or_partition(slots[i][1], slots[i][2], src)
+    return _by_uuid(tok, gpus, src)
+
+
+def _by_uuid(tok: str, gpus: list[DrmGpu], src: str) -> ResolvedDrmGpu:
+    want = tok.lower().removeprefix("gpu-").removeprefix("0x")
+    hits = [g for g in gpus if g.unique_id and g.unique_id.lower().removeprefix("0x") == want]
+    if not hits:
+        raise GpuResolveError(f"{src}: no AMD GPU has unique_id {want!r} (cat /sys/class/drm/card*/device/unique_id)")
+    if hits[0].partition_mode and hits[0].n_partitions != 1:
+        raise GpuResolveError(f"{src}: {tok} names a partitioned GPU ({hits[0].partition_mode}); "
+                              "resolve from the Prolog's SLURM_JOB_GPUS")
+    return _whole_or_partition(hits[0], 0, src)
+
+
+def _split(v: Optional[str]) -> list[str]:
+    return [t.strip() for t in (v or "").split(",") if t.strip() and t.strip() != "NoDevFiles"]
+
+
+def _ordinal(tok: str, base: list[ResolvedDrmGpu], var: str) -> ResolvedDrmGpu:
+    k = int(tok)
+    if not base:
+        raise GpuResolveError(f"{var}={tok}: a numeric {var} is a job-relative ordinal, not a physical index; "
+                              "resolve from the Prolog's SLURM_JOB_GPUS")
+    if k >= len(base):
+        raise GpuResolveError(f"{var}={tok}: ordinal {k} but the job has {len(base)} GPU(s)")
+    return base[k]
+
+
+def resolve_drm_gpus(slurm_job_gpus: Optional[str] = None, rocr_visible_devices: Optional[str] = None,
+                     hip_visible_devices: Optional[str] = None, ze_affinity_mask: Optional[str] = None,
+                     drm_root: str = DEFAULT_DRM_ROOT, kfd_root: str = DEFAULT_KFD_ROOT,
+                     all_if_unset: bool = False) -> ResolvedGpus:
+    """Resolve the job's AMD/Intel GPUs to physical cards (module docstring gives the rules).
+
+    Args:
+        slurm_job_gpus: ``SLURM_JOB_GPUS`` (GRES indices or device files).
+        rocr_visible_devices, hip_visible_devices: ROCm's variables (``GPU-<id>`` or in-job ordinals).
+        ze_affinity_mask: Level Zero's ``k`` / ``k.t`` list (in-job ordinals, tiles).
+        drm_root, kfd_root: sysfs roots (``hardware.drm_root`` / ``hardware.kfd_root``).
+        all_if_unset: no allocation at all -> every GPU of the node (``slurm-energy run`` outside
+            Slurm, where ordinals are the node's own).
+
+    Returns:
+        :class:`ResolvedGpus` of :class:`ResolvedDrmGpu`, duplicates removed; empty with ``reason``
+        when nothing was allocated or the node has no AMD/Intel GPU.
+
+    Raises:
+        GpuResolveError: a token names no device, or an in-job ordinal with no allocation to map it
+            through. The message names the variable, the token and the fix.
+    """
+    gpus = discover_drm_gpus(drm_root, kfd_root)
+    if not gpus:
+        return ResolvedGpus([], f"no AMD/Intel GPU under {drm_root}")
+    slots = _slots(gpus)
+    sjg = _split(slurm_job_gpus)
+    if sjg:
+        alloc = [_physical(t, slots, gpus, "SLURM_JOB_GPUS") for t in sorted(sjg, key=_gres_key)]
+    elif all_if_unset:
+        alloc = [_whole_or_partition(g, i, "all GPUs") for _, g, i in slots]
+    else:
+        alloc = []
+    chosen = alloc
+    for var, val in (("ROCR_VISIBLE_DEVICES", rocr_visible_devices), ("HIP_VISIBLE_DEVICES", hip_visible_devices)):
+        toks = _split(val)
+        if toks:
+            chosen = [_ordinal(t, chosen, var) if t.isdigit() else _by_uuid(t, gpus, f"{var}={t}") for t in toks]
+    ze = _split(ze_affinity_mask)
+    if ze:
+        out = []
+        for t in ze:
+            dev, _, tile = t.partition(".")
+            if not dev.isdigit() or (tile and not tile.isdigit()):
+                raise GpuResolveError(f"ZE_AFFINITY_MASK={t}: expected <device>[.<tile>] (e.g. 0.1)")
+            base = _ordinal(dev, chosen, "ZE_AFFINITY_MASK")
+            g = next(x for x in gpus if x.pci_bus_id == base.pci_bus_id)
+            out.append(_tile(base, g, int(tile), f"ZE_AFFINITY_MASK={t}") if tile else base)
+        chosen = out
+    if not chosen:
+        return ResolvedGpus([], "no GPUs allocated (SLURM_JOB_GPUS, ROCR/HIP_VISIBLE_DEVICES, ZE_AFFINITY_MASK empty)")
+    seen: set[str] = set()
+    res = [r for r in chosen if not (r.device_id in seen or seen.add(r.device_id))]  # type: ignore[func-returns-value]
+    return ResolvedGpus(res)
+
+
+def _gres_key(tok: str):
+    """GRES indices sort numerically (in-job ordinals follow the allocation's index order)."""
+    return (0, int(tok), "") if tok.isdigit() else (1, 0, tok)

@@ -1,0 +1,199 @@
+"""AMD (amdgpu) and Intel (xe, i915) GPU energy from the kernel's hwmon files, for the job's GPUs.
+
+Per card, the best source its hwmon directory has, chosen once at start (the counter wins):
+
+1. ``energyN_input`` -- µJ, cumulative -> ``method="counter"``. i915 and xe have it (xe: the
+   ``card`` channel when labelled so, else ``pkg``); amdgpu where the driver provides one. The
+   drivers keep the 32-bit hardware register in a 64-bit software accumulator and account one
+   register wrap between two reads (``sysfs-driver-intel-i915-hwmon``: a 1 W load wraps the
+   register in about 3 days, so reads every few seconds never miss one); the value read here
+   therefore does not wrap (``max_energy_range_uj=None``). It restarts from 0 only when the driver
+   reloads: accounting drops, never negates, an interval where a counter went backwards.
+2. ``power1_average`` then ``power1_input`` -- µW -> ``method="power_integration"``, ``power_w``
+   (amdgpu: the SMU's average / current socket power).
+3. Neither: ``method="unavailable"`` (flag ``no_energy_or_power``; energy ``None``, never 0), or
+   ``tdp_estimate`` with the site's ``gpu_fallback_w`` x utilisation, flagged ``gpu_fallback_w``.
+
+A file present at start that later cannot be read gives ``unavailable`` with ``eacces`` or
+``read_error`` for that sample. Utilisation: amdgpu ``gpu_busy_percent``; VRAM in use:
+``mem_info_vram_used``. Rated power (:meth:`DrmHwmonReader.devices`): amdgpu ``power1_cap``
+(µW, the enforced cap), i915/xe ``power1_rated_max`` (µW, the card's default TDP).
+
+A compute partition or tile reads its card's counter/power and is flagged ``share_estimated`` and
+``partition_fraction:<f>`` / ``tile_fraction:<f>`` (accounting multiplies by f, as for a MIG slice);
+a partition whose count is unknown is ``unavailable`` (``partition_fraction_unknown``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from slurm_energy.devices.drm import DEFAULT_DRM_ROOT, DEFAULT_KFD_ROOT, DrmGpu, discover_drm_gpus, read_text
+from slurm_energy.devices.gpus_drm import ResolvedDrmGpu
+from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+
+
+def _read_int(path: str) -> int:
+    return int(read_text(path))
+
+
+def _opt_int(path: Optional[str]) -> Optional[int]:
+    if path is None:
+        return None
+    try:
+        return _read_int(path)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def energy_file(hwmon: str) -> Optional[str]:
+    """The card's cumulative energy file: the channel labelled ``card``, else ``pkg``, else the
+    lowest-numbered ``energyN_input``; None if the driver has none."""
+    try:
+        names = os.listdir(hwmon)
+    except OSError:
+        return None
+    chans = sorted(int(m.group(1)) for n in names if (m := re.match(r"^energy(\d+)_input$", n)))
+    if not chans:
+        return None
+    labels = {}
+    for c in chans:
+        try:
+            labels[read_text(os.path.join(hwmon, f"energy{c}_label")).lower()] = c
+        except (OSError, UnicodeDecodeError):
+            pass
+    c = labels.get("card", labels.get("pkg", chans[0]))
+    return os.path.join(hwmon, f"energy{c}_input")
+
+
+def power_file(hwmon: str) -> Optional[str]:
+    """``power1_average`` if present, else ``power1_input`` (µW); None if neither exists."""
+    for n in ("power1_average", "power1_input"):
+        p = os.path.join(hwmon, n)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+@dataclass
+class _Target:
+    gpu: ResolvedDrmGpu
+    card: Optional[DrmGpu]
+    mode: str  # counter | power_integration | tdp_estimate | unavailable
+    path: Optional[str] = None  # the energy or power file read
+    error: str = ""
+    rated_w: Optional[float] = None
+    rated_src: str = ""
+
+
+class DrmHwmonReader(Reader):
+    """Reads the job's AMD/Intel GPUs from hwmon sysfs files.
+
+    Args:
+        gpus: the job's GPUs, :class:`ResolvedDrmGpu` or their dicts (from the Prolog context).
+        drm_root, kfd_root: sysfs roots (site config ``hardware.drm_root`` / ``hardware.kfd_root``).
+        fallback_w: site's rated W per GPU for cards with no energy or power file (labelled
+            ``tdp_estimate``); None = leave them unmeasured.
+
+    Raises:
+        ValueError: ``fallback_w`` negative (names the field).
+    """
+
+    name = "drm-hwmon"
+    device_class = "gpu"
+
+    def __init__(self, gpus: list[Union[ResolvedDrmGpu, dict]], drm_root: str = DEFAULT_DRM_ROOT,
+                 kfd_root: str = DEFAULT_KFD_ROOT, fallback_w: Optional[float] = None):
+        if fallback_w is not None and fallback_w < 0:
+            raise ValueError(f"fallback_w: GPU fallback wattage must be >= 0 W, got {fallback_w!r}")
+        self.fallback_w = fallback_w
+        cards = {g.pci_bus_id: g for g in discover_drm_gpus(drm_root, kfd_root)}
+        self.targets = [self._target(g if isinstance(g, ResolvedDrmGpu) else ResolvedDrmGpu.from_dict(g), cards)
+                        for g in gpus]
+
+    def _target(self, g: ResolvedDrmGpu, cards: dict[str, DrmGpu]) -> _Target:
+        card = cards.get(g.pci_bus_id)
+        if card is None:
+            return _Target(g, None, "unavailable", error="gpu_not_found")
+        t = _Target(g, card, "unavailable")
+        if card.hwmon:
+            cap = _opt_int(os.path.join(card.hwmon, "power1_rated_max" if card.vendor == "intel" else "power1_cap"))
+            if cap:
+                t.rated_w = cap / 1e6
+                t.rated_src = f"hwmon {'power1_rated_max' if card.vendor == 'intel' else 'power1_cap'}"
+        if g.fraction_unknown:
+            t.error = "partition_fraction_unknown"
+            return t
+        e = energy_file(card.hwmon) if card.hwmon else None
+        p = power_file(card.hwmon) if card.hwmon else None
+        if e is not None:
+            t.mode, t.path = "counter", e
+        elif p is not None:
+            t.mode, t.path = "power_integration", p
+        elif self.fallback_w is not None:
+            t.mode = "tdp_estimate"
+        else:
+            t.error = "no_hwmon" if not card.hwmon else "no_energy_or_power"
+        return t
+
+    def devices(self) -> list[DeviceStatic]:
+        """One :class:`DeviceStatic` per GPU / partition / tile; rated power x share fraction (W)."""
+        out = []
+        for t in self.targets:
+            g = t.gpu
+            rated, src = t.rated_w, t.rated_src
+            if t.mode == "tdp_estimate":
+                rated, src = self.fallback_w, "site config gpu_fallback_w"
+            if rated is not None and g.fraction is not None:
+                rated, src = rated * g.fraction, f"{src} x {g.share} fraction"
+            extra = {"energy_source": t.mode, "pci_bus_id": g.pci_bus_id, "vendor": g.vendor,
+                     "driver": t.card.driver if t.card else "", "energy_file": t.path or ""}
+            if g.share:
+                extra.update(share=g.share, share_detail=g.share_detail, share_fraction=g.fraction)
+            if t.error:
+                extra["error"] = t.error
+            out.append(DeviceStatic("gpu", g.device_id, model=g.model, rated_power_w=rated,
+                                    rated_power_source=src, extra=extra))
+        return out
+
+    def read(self) -> list[Reading]:
+        """One :class:`Reading` per GPU, now. Never raises."""
+        return [self._read_one(t) for t in self.targets]
+
+    def _read_one(self, t: _Target) -> Reading:
+        g = t.gpu
+        flags: list = []
+        if g.share:
+            flags.append("share_estimated")
+            if g.fraction is not None:
+                flags.append(f"{g.share}_fraction:{g.fraction:.6g}")
+        if t.mode == "unavailable" or t.card is None:
+            return Reading("gpu", g.device_id, "unavailable", flags=flags + [t.error or "unavailable"])
+        dev = t.card.device_dir
+        r = Reading("gpu", g.device_id, t.mode, flags=flags)
+        busy = _opt_int(os.path.join(dev, "gpu_busy_percent"))
+        r.util = None if busy is None else busy / 100.0
+        r.mem_bytes = _opt_int(os.path.join(dev, "mem_info_vram_used"))
+        try:
+            if t.mode == "counter":
+                r.energy_uj = _read_int(t.path)  # type: ignore[arg-type]
+            elif t.mode == "power_integration":
+                r.power_w = _read_int(t.path) / 1e6  # type: ignore[arg-type]
+            else:
+                u = r.util
+                if u is None:
+                    u = 1.0
+                    flags.append("util_unknown_assumed_1")
+                r.mean_power_w = self.fallback_w * u  # type: ignore[operator]
+                flags.append("gpu_fallback_w")
+        except PermissionError as exc:
+            fl = "eacces" if exc.errno in (errno.EACCES, errno.EPERM, None) else "read_error"
+            return Reading("gpu", g.device_id, "unavailable", util=r.util, mem_bytes=r.mem_bytes, flags=flags + [fl])
+        except (OSError, ValueError, UnicodeDecodeError):
+            return Reading("gpu", g.device_id, "unavailable", util=r.util, mem_bytes=r.mem_bytes,
+                           flags=flags + ["read_error"])
+        return r
