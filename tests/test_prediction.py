@@ -171,11 +171,12 @@ def test_cli_defaults_are_named(capsys):
 
 def test_cli_amd_gpu_from_the_table(capsys):
     rc, out, _ = _run(capsys, "--params", "7e9", "--tokens", "1e9", "--gpu", "MI300X", "--n-gpus", "8",
-                      "--util", "0.5", "--pue", "1.5", "--ci", "200", "--json")
+                      "--util", "0.5", "--power-frac", "0.5", "--pue", "1.5", "--ci", "200", "--no-calibration",
+                      "--json")
     assert rc == 0
     d = json.loads(out)
     # 6 x 7e9 x 1e9 = 4.2e19 FLOP at 8 x 1307.4e12 FLOP/s (MI300X dense BF16) x 0.5 = 8031.2 s;
-    # 8 x 750 W x 0.5 x 8031.2 s = 24.09 MJ = 6.693 kWh
+    # at power fraction 0.5: 8 x 750 W x 0.5 x 8031.2 s = 24.09 MJ = 6.693 kWh
     assert d["time_s"] == pytest.approx(4.2e19 / (8 * 1307.4e12 * 0.5))
     assert d["energy_kwh"]["gpu"] == pytest.approx(8 * 750 * 0.5 * 4.2e19 / (8 * 1307.4e12 * 0.5) / 3.6e6)
     assert d["devices"][0]["model"] == "AMD Instinct MI300X"
