@@ -160,3 +160,65 @@ def test_cli_predict_other_gpu_falls_back_labelled(store_url, capsys):
     assert rc == 0
     assert "power fraction:   0.76 (drawn / rated GPU power, sets the energy: default:" in out
     assert "site calibration: no measured job on NVIDIA H100 80GB HBM3 declared its FLOPs" in out
+
+
+# ------------------------------------------------ predicted vs measured in the report and jobenergy
+
+
+def _job_b_mine():
+    import getpass
+    import os
+
+    return JOBS[1].model_copy(update={"job_id": "102", "user": getpass.getuser(), "uid": os.getuid()})
+
+
+def test_report_csv_has_predicted_vs_measured_block():
+    from slurm_energy.reporting.report import render_csv
+
+    text = render_csv(JOBS[1])
+    main_table, block = text.split("\n\n")
+    assert "prediction" not in main_table
+    lines = block.strip().splitlines()
+    assert lines[0] == "jobid,quantity,predicted,measured,unit,basis"
+    rows = {ln.split(",")[1]: ln.split(",") for ln in lines[1:]}
+    assert rows["declared work"][2] == "3.744e+18"
+    assert rows["FLOP/s fraction"][3] == "0.3"
+    assert rows["power fraction"][2:4] == ["0.76", "0.7"]
+    # predicted 8 x 400 W x 0.76 x 5000 s = 12.16e6 J = 3.378 kWh; measured 11.2e6 J = 3.111 kWh; +8.6 %
+    assert rows["GPU energy"][2:5] == ["3.378", "3.111", "kWh"] and "error +8.6 %" in rows["GPU energy"][5]
+    # (3.0e6 + 0.2e6) J / (8 GPUs x 5000 s) = 80 W per GPU
+    assert rows["node overhead"][3] == "80"
+
+
+def test_report_csv_untagged_job_unchanged():
+    from slurm_energy.reporting.report import render_csv
+
+    assert "\n\n" not in render_csv(JOBS[3])
+
+
+def test_report_html_section():
+    from slurm_energy.reporting.report import render_html
+
+    html = render_html(JOBS[1])
+    assert "<h2>Predicted vs measured</h2>" in html and "3.378" in html and "3.111" in html
+    assert "Predicted vs measured" not in render_html(JOBS[3])
+
+
+def test_jobenergy_long_and_json(tmp_path, monkeypatch, capsys):
+    from slurm_energy.cli.jobenergy import main as jobenergy
+
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    s = open_store(url)
+    s.put(_job_b_mine())
+    s.close()
+    assert jobenergy(["--store", url, "-j", "102", "-l", "-p"]) == 0
+    out = capsys.readouterr().out
+    assert "JobID|Quantity|Predicted|Measured|Unit|Basis|" in out
+    assert "102|GPU energy|3.378|3.111|kWh|" in out
+    assert jobenergy(["--store", url, "-j", "102", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["jobs"][0]
+    assert d["record"]["tags"] == {"flops": 3.744e18}
+    assert d["prediction_check"]["gpu_kwh_predicted"] == pytest.approx(12.16e6 / 3.6e6)
+    assert d["prediction_check"]["power_frac_measured"] == pytest.approx(0.7)

@@ -186,7 +186,16 @@ def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:
 
 
 def to_json(items: list[tuple[str, JobRecord]]) -> str:
-    """``--json``: ``{"jobs": [{"jobid": display id, "record": JobRecord}, ...]}``."""
-    return json.dumps(
-        {"jobs": [{"jobid": jid, "record": json.loads(r.model_dump_json())} for jid, r in items]}, indent=1
-    )
+    """``--json``: ``{"jobs": [{"jobid": display id, "record": JobRecord}, ...]}``, plus
+    ``"prediction_check"`` (:func:`slurm_energy.accounting.calibration.check_job`) for a job that
+    declared its FLOPs."""
+    from slurm_energy.reporting.prediction_check import check
+
+    def one(jid: str, r: JobRecord) -> dict:
+        out = {"jobid": jid, "record": json.loads(r.model_dump_json())}
+        chk = check(r)
+        if chk is not None:  # the job declared its FLOPs: predicted vs measured
+            out["prediction_check"] = chk
+        return out
+
+    return json.dumps({"jobs": [one(jid, r) for jid, r in items]}, indent=1)

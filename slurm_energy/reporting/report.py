@@ -20,7 +20,7 @@ from typing import Optional
 
 from slurm_energy.model import DEVICE_CLASSES, DeviceEnergy, JobRecord, Method, worst_method
 from slurm_energy.natsort import ordered_record, sort_static_devices
-from slurm_energy.reporting import explain
+from slurm_energy.reporting import explain, prediction_check
 from slurm_energy.reporting.safe_write import SafeWriteError, write_file_as_user
 
 J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s = 3.6e6 J
@@ -185,7 +185,9 @@ def _cell(v) -> str:
 
 def render_csv(record: JobRecord) -> str:
     """CSV text: a header (:data:`CSV_COLUMNS`, units in the names), one row per device class
-    (cpu, gpu, ram) and a ``total`` row. Unmeasured values are empty cells, never 0.
+    (cpu, gpu, ram) and a ``total`` row. Unmeasured values are empty cells, never 0. A job that
+    declared its FLOPs (``tags``) gets a second table after a blank line: predicted vs measured
+    (:data:`slurm_energy.reporting.prediction_check.HEADER`, lower-cased).
 
     Raises nothing for a well-formed record; see :func:`class_rows` for how each value is derived.
     """
@@ -199,6 +201,11 @@ def render_csv(record: JobRecord) -> str:
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
             c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
         )])
+    chk = prediction_check.check(record)
+    if chk is not None:  # a second table after a blank line: predicted vs measured (tagged jobs only)
+        w.writerow([])
+        w.writerow([h.lower() for h in prediction_check.HEADER])
+        w.writerows(prediction_check.rows(chk, record.job_id))
     return buf.getvalue()
 
 
@@ -401,6 +408,8 @@ def render_html(record: JobRecord) -> str:
         "full_captions": _full_device_captions(rows),
         "default_flag": _default_flags(record),
         "power_note_below": MEAN_POWER_NOTE_BELOW,
+        "check": prediction_check.check(record),
+        "check_rows": prediction_check.rows,
         "plot_svg": Markup(svg) if svg else None,  # our own matplotlib output; text in it is escaped
         "fmt": _fmt_num,
         "J_PER_KWH": J_PER_KWH,

@@ -1,0 +1,50 @@
+"""Predicted vs measured for a job that declared its FLOPs: the rows the report (HTML, CSV) and
+``jobenergy -l`` / ``--json`` show. Formatting only; the numbers come from
+:func:`slurm_energy.accounting.calibration.check_job`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from slurm_energy.model import JobRecord
+
+#: Header of the CSV block and of ``jobenergy -l``'s table.
+HEADER = ["JobID", "Quantity", "Predicted", "Measured", "Unit", "Basis"]
+
+
+def check(record: JobRecord) -> Optional[dict]:
+    """:func:`~slurm_energy.accounting.calibration.check_job` for ``record``; None if the job
+    declared no FLOPs. A failing look-up never breaks a report: it becomes the ``note``."""
+    from slurm_energy.accounting.calibration import check_job, declared_flops
+
+    if declared_flops(record) is None:
+        return None
+    try:
+        return check_job(record)
+    except Exception as e:  # noqa: BLE001 - a report is written whatever the check does
+        return {"flops": declared_flops(record), "note": f"comparison failed: {e}"}
+
+
+def _g(v, digits: int = 4) -> str:
+    return "" if v is None else f"{v:.{digits}g}"
+
+
+def rows(c: dict, jobid: str) -> list[list[str]]:
+    """Rows ``[jobid, quantity, predicted, measured, unit, basis]``; one ``note`` row when the job
+    could not be compared (no measured GPU energy, unknown GPU model)."""
+    out = [[jobid, "declared work", _g(c.get("flops")), "", "FLOPs", "tags: flops, or 6 x model_params x tokens"]]
+    if c.get("gpu_kwh_measured") is None:
+        return out + [[jobid, "comparison", "", "", "", c.get("note") or "not available"]]
+    n = f"{c['n_gpus']:g} x {c['gpu_model']}"
+    return out + [
+        [jobid, "FLOP/s fraction", "", _g(c["flops_frac_measured"], 3), "achieved / rated",
+         f"declared FLOPs / ({n} x rated FLOP/s x {c['elapsed_s']:.0f} s)"],
+        [jobid, "power fraction", _g(c["power_frac_default"], 3), _g(c["power_frac_measured"], 3), "drawn / rated",
+         "predicted: " + c["power_frac_default_source"]],
+        [jobid, "GPU energy", _g(c["gpu_kwh_predicted"]), _g(c["gpu_kwh_measured"]), "kWh",
+         f"predicted = {n} x rated W x power fraction x job time; error {c['gpu_kwh_error_pct']:+.1f} %"],
+        [jobid, "node overhead", "", _g(c.get("node_w_per_gpu_measured")), "W per GPU",
+         "measured CPU + RAM energy / (GPUs x job time)" if c.get("node_w_per_gpu_measured") is not None
+         else "CPU/RAM energy not in the record"],
+    ]
