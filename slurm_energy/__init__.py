@@ -8,7 +8,20 @@ Four parts, one module tree each:
 * energy/carbon output          -> :mod:`slurm_energy.accounting`, :mod:`slurm_energy.reporting`
 
 Slurm is only the host (:mod:`slurm_energy.slurm`); the same sampler runs without it
-(``slurm-energy run -- CMD``). One data model (:mod:`slurm_energy.model`) flows through all of them.
+(``slurm-energy run -- CMD``, or ``from slurm_energy import track`` inside a training script).
+One data model (:mod:`slurm_energy.model`) flows through all of them.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["track"]
+
+
+def __getattr__(name: str):
+    """``from slurm_energy import track`` imports :mod:`slurm_energy.api` only then (keeps
+    ``import slurm_energy`` light for the hooks)."""
+    if name == "track":
+        from slurm_energy.api import track
+
+        return track
+    raise AttributeError(f"module 'slurm_energy' has no attribute {name!r}")

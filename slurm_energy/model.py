@@ -97,6 +97,33 @@ class DeviceEnergy(BaseModel):
     unclamped: dict[str, float] = Field(default_factory=dict)
 
 
+class WindowEnergy(BaseModel):
+    """The job's energy inside one time window: a phase (``t.phase("epoch 3")``), a stage (energy
+    from the job's start to ``t.stage(0.6)``), the time outside every phase, or the union of phases.
+
+    Computed from the same attributed intervals as the job's totals
+    (:mod:`slurm_energy.accounting.phases`): an interval that straddles a window edge counts in
+    proportion to its overlap (its mean power times the seconds inside). ``None`` = unmeasured.
+    """
+
+    kind: str  # "phase" | "stage" | "outside" (no phase open) | "in_phases" (union of phases)
+    name: str
+    start_time: float  # epoch s
+    end_time: float  # epoch s
+    depth: int = 0  # nesting level of a phase (0 = outermost)
+    fraction: Optional[float] = None  # a stage's training progress in [0, 1]
+    energy_it_j: dict[str, Optional[float]] = Field(default_factory=dict)  # class -> job share J
+    methods: dict[str, Method] = Field(default_factory=dict)  # class -> worst method
+    it_j: Optional[float] = None  # sum over classes, J (None if no class was measured)
+    coverage: float = 0.0  # lowest per-class fraction of the window's seconds that was measured
+    co2e_kg: Optional[float] = None  # filled by finalise_record: job CO2e x it_j / job IT J
+    flags: list[str] = Field(default_factory=list)  # e.g. "never_closed", "shorter_than_interval"
+
+    @property
+    def duration_s(self) -> float:
+        return max(0.0, self.end_time - self.start_time)
+
+
 class NodeSummary(BaseModel):
     """One node's view of the job, written by its Epilog (or interim by its sampler)."""
 
@@ -114,6 +141,9 @@ class NodeSummary(BaseModel):
     static: dict = Field(default_factory=dict)  # device info collector: CPU model, cores, GPUs, OS, Python, RAM
     power_trace: list[list[Optional[float]]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
     hourly_energy_j: dict[str, float] = Field(default_factory=dict)  # ISO hour (UTC) -> job IT energy J
+    # phases/stages marked by the job (slurm_energy.track) on this node; see accounting.phases
+    windows: list[WindowEnergy] = Field(default_factory=list)
+    marks_flags: list[str] = Field(default_factory=list)  # bad marks ignored, e.g. "marks_truncated"
     status: Status = Status.COMPLETE
     errors: list[str] = Field(default_factory=list)
 
@@ -182,6 +212,12 @@ class JobRecord(BaseModel):
     # (total FLOPs of the job), ``model_params``, ``tokens``; values float or str. Empty = none
     # declared; records stored before this field existed read back with {}.
     tags: dict[str, Union[float, str]] = Field(default_factory=dict)
+    # slurm_energy.track's phases, stages, the time outside any phase and the phases' union (all nodes
+    # summed; filled by accounting.phases.job_windows in finalise_record)
+    phases: list[WindowEnergy] = Field(default_factory=list)
+    stages: list[WindowEnergy] = Field(default_factory=list)
+    phase_totals: list[WindowEnergy] = Field(default_factory=list)  # kind "in_phases" and "outside"
+    marks_flags: list[str] = Field(default_factory=list)
 
     @property
     def elapsed_s(self) -> float:

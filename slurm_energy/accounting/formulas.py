@@ -110,7 +110,9 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
             rec.carbon = carbon.model_copy(update={"hourly": True})
     if rec.status == Status.COMPLETE and not rec.nodes:
         rec.status = Status.PARTIAL
-    return rec
+    from slurm_energy.accounting.phases import job_windows
+
+    return job_windows(rec)
 
 
 def _hourly_it_j(rec: JobRecord) -> dict[str, float]:

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from slurm_energy.accounting import attribution
+from slurm_energy.accounting import attribution, phases
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
+from slurm_energy.accounting.phases import Marks
 from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
 from slurm_energy.natsort import device_sort_key
@@ -71,7 +72,8 @@ def _weighted_stats(values: Iterable[tuple[float, float]]) -> tuple[Optional[flo
 def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: float, end_time: float,
                    statics: list[DeviceStatic] = (), cpus_alloc: Optional[int] = None, policy: str = "shared",
                    interval_s: float = 5.0, status: Status = Status.COMPLETE,
-                   errors: Optional[list[str]] = None, span_known: bool = True) -> NodeSummary:
+                   errors: Optional[list[str]] = None, span_known: bool = True,
+                   marks: Optional[Marks] = None) -> NodeSummary:
     """Build a node summary from sample rows (see :mod:`slurm_energy.sampling.samplefile`).
 
     Args:
@@ -85,6 +87,8 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
             (``cpus_alloc`` >= the node's CPUs); other jobs on such a site are shared, flagged.
         span_known: False when the job's start is unknown (no Prolog ran): a zero-length span then
             means "not measured" (None), not a zero-length job (0 J).
+        marks: the job's phase/stage marks on this node (:func:`slurm_energy.accounting.phases.parse_marks`);
+            their energies (from the same attributed intervals) go to ``windows``.
     Returns:
         NodeSummary; a device never read gets method ``unavailable`` and energy None.
     Raises:
@@ -122,6 +126,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         _fill_tdp_cpu_power(samples, rows, row_index, static_by_id.get(dev_id))
 
     devices: list[DeviceEnergy] = []
+    series: list[phases.DeviceSeries] = []  # attributed intervals per device, for phase windows
     trace: dict[float, list[Optional[float]]] = {}
     hourly: dict[str, float] = {}
     cls_col = {"cpu": 1, "gpu": 2, "ram": 3}
@@ -156,6 +161,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         known = methods - {Method.UNAVAILABLE}
         if job_total is None and elapsed == 0 and known and span_known:  # zero-length job: 0 J, no division by 0
             job_total, method = 0.0, worst_method(known)
+        series.append((cls, method, [(iv.t0, iv.t1, iv.energy_j) for iv in job.intervals]))
         # statistics over intervals: attributed power and utilisation
         p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals
                                   if iv.energy_j is not None and iv.duration_s > 0)
@@ -194,6 +200,8 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         mean_mem_bytes=sum(mems) / len(mems) if mems else None,
         n_samples=len(rows), interval_s=interval_s, cpu_time_source=src, devices=devices,
         power_trace=[trace[t] for t in sorted(trace)], hourly_energy_j=hourly,
+        windows=phases.node_windows(series, marks, start_time, end_time, interval_s) if marks else [],
+        marks_flags=list(marks.flags) if marks else [],
         status=status, errors=list(errors or []),
     )
 

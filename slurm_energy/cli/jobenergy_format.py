@@ -149,7 +149,11 @@ def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noh
 
 
 def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
-    """One row per (node, device) for ``--long`` (method, coverage, counter anomalies)."""
+    """One row per (node, device) for ``--long`` (method, coverage, counter anomalies), then one
+    per phase, phase total and stage the job marked (Node ``-``, Class ``phase``/``in_phases``/
+    ``outside``/``stage``, DeviceID the name; :func:`slurm_energy.reporting.phases.long_rows`)."""
+    from slurm_energy.reporting.phases import long_rows as phase_long_rows
+
     rows = []
     for ns in ordered_record(rec).nodes:  # numeric order: n2 before n10, intel-rapl:2 before :10
         for d in ns.devices:
@@ -159,7 +163,7 @@ def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
                 fmt_num(None if d.device_energy_j is None else d.device_energy_j / J_PER_KWH),
                 f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples), d.covers,
             ])  # fmt: skip
-    return rows
+    return rows + phase_long_rows(rec, jobid, fmt_num)
 
 
 def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:

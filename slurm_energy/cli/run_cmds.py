@@ -7,17 +7,14 @@ Slurm: the job is a process tree.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
 import re
-import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from importlib import resources
 from pathlib import Path
+from typing import Optional
 
 
 def register(sub) -> None:
@@ -30,6 +27,8 @@ def register(sub) -> None:
     p = sub.add_parser("attach", help="measure a running process tree until it exits (or Ctrl-C)")
     _common(p)
     p.add_argument("pid", type=int)
+    p.add_argument("--gpus", default="", help="GPUs the process uses, as nvidia-smi indices (e.g. 0,1); "
+                   "default: CUDA_VISIBLE_DEVICES, else every GPU")
     p.set_defaults(func=cmd_attach)
 
     p = sub.add_parser("install", help="install the Slurm hooks and print the slurm.conf lines")
@@ -61,47 +60,34 @@ def _load(args):
         raise SystemExit(2)
 
 
-def _measure(args, probe, wait_for_end, label: str):
-    """Sample ``probe`` until ``wait_for_end()`` returns; then summarise and report."""
-    from slurm_energy.accounting.summary import summarise_node
-    from slurm_energy.devices.info import collect_static
-    from slurm_energy.model import JobRecord
-    from slurm_energy.sampling.sampler import Sampler
-    from slurm_energy.sampling.samplefile import SampleWriter, read_samples
-    from slurm_energy.sampling.setup import build_readers
-    from slurm_energy.slurm.finalize import finalise
+def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
+    """Sample ``probe`` until ``wait_for_end()`` returns; then summarise and report.
+
+    ``gpus``: NVML indices to measure (``attach --gpus 0,1``); default the visible GPUs."""
+    from slurm_energy.sampling.local import LocalMeasurement, gpus_by_index, visible_gpus
 
     cfg = _load(args)
-    interval = args.interval or cfg.sampling.interval_s
-    readers, notes = build_readers(cfg, _visible_gpus())
-    statics = [d for r in readers for d in r.devices()]
-    tmp = tempfile.mkdtemp(prefix="slurm-energy-")
-    path = os.path.join(tmp, "samples.jsonl")
-    t0 = time.time()
-    s = Sampler(readers, probe, SampleWriter(path, fsync=False), interval_s=interval, gone_after_s=0.0)
-    th = threading.Thread(target=s.run, daemon=True)
-    th.start()
+    unresolved: list[str] = []
+    note = ""
+    if gpus:
+        try:
+            uuids, unresolved, note = gpus_by_index(gpus)
+        except ValueError as e:
+            print(f"slurm-energy: {e}", file=sys.stderr)
+            raise SystemExit(2)
+        if unresolved:
+            print(f"slurm-energy: GPUs {gpus} not readable ({note}); reported as not measured", file=sys.stderr)
+    else:
+        uuids = visible_gpus()
+    m = LocalMeasurement(cfg, probe, label, uuids, unresolved, note, interval_s=args.interval,
+                         partition=args.partition, work_dir=args.out).start()
     final_usage = wait_for_end()
-    if final_usage is not None:
-        s.last_usage = final_usage
-    s.stop()
-    th.join(10)
-    t1 = time.time()
-    rows = list(read_samples(path))
-    node = socket.gethostname().split(".")[0]
-    summary = summarise_node(rows, job_id=label, node=node, start_time=t0, end_time=t1, statics=statics,
-                             cpus_alloc=os.cpu_count(), policy=cfg.attribution.policy, interval_s=interval)
-    summary.static = collect_static(statics)
-    summary.static["reader_notes"] = notes
-    rec = JobRecord(cluster=cfg.cluster_name, job_id=label, user=getpass.getuser(), uid=os.getuid(), gid=os.getgid(),
-                    partition=args.partition, work_dir=os.path.abspath(args.out), expected_nodes=[node],
-                    start_time=t0, end_time=t1, nodes=[summary])
-    final = finalise(cfg, rec)
+    m.stop(final_usage)
+    final = m.record()
+    m.cleanup()
     _print_summary(final)
     if not args.no_report:
-        from slurm_energy.reporting.report import write_reports
-
-        from slurm_energy.reporting.report import ReportWriteError
+        from slurm_energy.reporting.report import ReportWriteError, write_reports
 
         try:
             html, csv = write_reports(final, os.path.abspath(args.out), os.getuid(), os.getgid())
@@ -109,16 +95,6 @@ def _measure(args, probe, wait_for_end, label: str):
         except ReportWriteError as e:
             print(f"slurm-energy: report not (fully) written: {e}", file=sys.stderr)
     return final
-
-
-def _visible_gpus():
-    """NVML UUIDs of CUDA_VISIBLE_DEVICES (or all GPUs) when NVML works; [] otherwise."""
-    try:
-        from slurm_energy.devices.gpus import resolve_job_gpus
-
-        return [g.uuid for g in resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True)]
-    except Exception:
-        return []
 
 
 def _print_summary(rec) -> None:
@@ -189,7 +165,7 @@ def cmd_attach(args) -> int:
             pass
         return None
 
-    _measure(args, probe, wait, f"pid-{args.pid}")
+    _measure(args, probe, wait, f"pid-{args.pid}", gpus=args.gpus or None)
     return 0
 
 

@@ -51,13 +51,16 @@ def downsample(ts: Sequence[float], ys: Sequence[Optional[float]], max_points: i
     return out_t, out_y
 
 
-def power_svg(nodes: Sequence[NodeSummary], job_start: float) -> Optional[str]:
+def power_svg(nodes: Sequence[NodeSummary], job_start: float,
+              marks: Optional[tuple[list, list]] = None) -> Optional[str]:
     """Draw each node's ``power_trace`` (rows ``[t, cpu_w, gpu_w, ram_w]``) as an SVG string.
 
     Args:
         nodes: node summaries; nodes with an empty trace are skipped; the first
             :data:`MAX_NODES` nodes with a trace are drawn.
         job_start: the job's start time, epoch s; the x axis is minutes since it.
+        marks: ``(bands, stages)`` from :func:`slurm_energy.reporting.phases.plot_marks`: the
+            outermost phases drawn as shaded, labelled bands, stages as dotted vertical lines.
 
     Returns:
         An ``<svg ...>...</svg>`` string (no XML prologue, ready to inline in HTML), or ``None``
@@ -90,6 +93,8 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float) -> Optional[str]:
     ax = fig.add_subplot(1, 1, 1)
     for label, colour, style, xs, ys in series:
         ax.plot(xs, ys, style, color=colour, label=label, linewidth=1.4)
+    if marks:
+        _draw_marks(ax, *marks)
     ax.set_xlabel("time since job start (min)")
     ax.set_ylabel("job power (W)")
     ax.set_ylim(bottom=0)
@@ -110,3 +115,21 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float) -> Optional[str]:
     # inline SVG: let CSS size it
     svg = re.sub(r'(<svg[^>]*?)\s(width|height)="[^"]*"', r"\1", svg, count=2)
     return svg
+
+
+#: Most phase bands labelled on the plot (a label per band beyond this would be unreadable).
+MAX_BAND_LABELS = 12
+
+
+def _draw_marks(ax, bands, stages) -> None:
+    """Shade each outermost phase (alternating greys, its name at the top when there are few) and
+    draw each stage as a dotted line labelled with its fraction."""
+    trans = ax.get_xaxis_transform()  # x in data (min), y in axes fraction
+    for k, (a, b, name) in enumerate(bands):
+        ax.axvspan(a, b, color="#6b7280" if k % 2 else "#9ca3af", alpha=0.15, linewidth=0, zorder=0)
+        if len(bands) <= MAX_BAND_LABELS:
+            ax.text((a + b) / 2, 0.98, name[:24], transform=trans, ha="center", va="top", fontsize=7,
+                    color="#374151", clip_on=True)
+    for t, name in stages:
+        ax.axvline(t, color="#7c3aed", linestyle=":", linewidth=1.0)
+        ax.text(t, 0.02, name, transform=trans, rotation=90, ha="right", va="bottom", fontsize=7, color="#7c3aed")

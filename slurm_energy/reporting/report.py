@@ -387,11 +387,12 @@ def render_html(record: JobRecord) -> str:
     """
     from markupsafe import Markup
 
+    from slurm_energy.reporting.phases import phase_rows, plot_marks
     from slurm_energy.reporting.plot import power_svg
 
     record = ordered_record(record)  # nodes n2 before n10, devices intel-rapl:2 before intel-rapl:10
     rows = class_rows(record)
-    svg = power_svg(record.nodes, record.start_time)
+    svg = power_svg(record.nodes, record.start_time, plot_marks(record))
     reported = [n.node for n in record.nodes]
     missing = [n for n in record.expected_nodes if n not in reported]
     ctx = {
@@ -403,6 +404,7 @@ def render_html(record: JobRecord) -> str:
         "nodes": reported,
         "missing_nodes": missing,
         "rows": rows,
+        "phase_rows": phase_rows(record),
         "static_groups": _static_groups(record),
         "formula": _formula_lines(rows, record),
         "full_captions": _full_device_captions(rows),
@@ -423,9 +425,15 @@ def render_html(record: JobRecord) -> str:
 
 def report_names(record: JobRecord) -> tuple[str, str]:
     """``("energy-<jobid>.html", "energy-<jobid>.csv")``; job id characters other than
-    ``[A-Za-z0-9_.+-]`` become ``_`` (the job id is used in a file name)."""
+    ``[A-Za-z0-9_.+-]`` become ``_`` (the job id is used in a file name). A job that marked phases
+    or stages also gets ``energy-<jobid>.phases.csv`` (:func:`phases_csv_name`)."""
     safe = "".join(ch if ch.isalnum() or ch in "_.+-" else "_" for ch in record.job_id) or "unknown"
     return f"energy-{safe}.html", f"energy-{safe}.csv"
+
+
+def phases_csv_name(record: JobRecord) -> str:
+    """``energy-<jobid>.phases.csv``: the phase table (:mod:`slurm_energy.reporting.phases`)."""
+    return report_names(record)[1][: -len(".csv")] + ".phases.csv"
 
 
 class ReportWriteError(SafeWriteError):
@@ -447,7 +455,8 @@ class ReportWriteError(SafeWriteError):
 def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int) -> tuple[str, str]:
     """Render both reports and write them into ``work_dir`` as ``uid``/``gid``, each independently.
 
-    Files: ``energy-<jobid>.html`` and ``energy-<jobid>.csv`` (see :func:`report_names`), each
+    Files: ``energy-<jobid>.html`` and ``energy-<jobid>.csv`` (see :func:`report_names`), and
+    ``energy-<jobid>.phases.csv`` when the job marked phases or stages (not in the return value), each
     written by :func:`~slurm_energy.reporting.safe_write.write_file_as_user` (privilege-dropped,
     atomic, planted symlinks replaced not followed). A file that cannot be rendered or written
     (e.g. a directory named ``energy-<jobid>.html``) does not stop the other from being written.
@@ -462,10 +471,15 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int) -> tuple
     """
     if not work_dir:
         raise ValueError(f"work_dir={work_dir!r} is empty; pass the job's working directory (Slurm WorkDir)")
+    from slurm_energy.reporting.phases import render_phases_csv
+
     html_name, csv_name = report_names(record)
     written: list[str] = []
     failures: list[tuple[str, str]] = []
-    for name, render in ((html_name, render_html), (csv_name, render_csv)):
+    files = [(html_name, render_html), (csv_name, render_csv)]
+    if record.phases or record.stages:
+        files.append((phases_csv_name(record), render_phases_csv))
+    for name, render in files:
         path = os.path.join(work_dir, name)
         try:
             data = render(record).encode("utf-8")

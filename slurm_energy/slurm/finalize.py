@@ -103,11 +103,12 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
         st = Status.PARTIAL if status == Status.COMPLETE else status
+    marks = _read_marks(ctx)
     summary = summarise_node(
         rows, job_id=ctx.job_id, node=ctx.node, start_time=ctx.prolog_time or min([end_time] + [r["t"] for r in rows]),
         end_time=end_time, statics=statics, cpus_alloc=cpus_on_node(ctx.cpus_per_node, idx),
         policy=cfg.attribution.policy, interval_s=cfg.sampling.interval_s, status=st, errors=errors,
-        span_known=span_known)
+        span_known=span_known, marks=marks)
     summary.static = {k: v for k, v in static.items() if k != "devices"}
     summary.static["devices"] = static.get("devices", [])
     return JobRecord(
@@ -115,7 +116,22 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
         het_job_id=ctx.het_job_id, het_job_offset=ctx.het_job_offset, user=ctx.user, uid=ctx.uid, gid=ctx.gid,
         account=ctx.account, partition=ctx.partition, work_dir=ctx.work_dir, restart_count=ctx.restart_count,
         exit_code=exit_code, job_state=slurm_job_state(slurm_facts, ctx, exit_code), expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,
-        nodes=[summary], status=st, errors=list(summary.errors))
+        nodes=[summary], status=st, errors=list(summary.errors), tags=dict(marks.tags))
+
+
+def _read_marks(ctx: JobContext):
+    """The job's phase/stage/tag marks on this node (:mod:`slurm_energy.sampling.marks`), parsed
+    as data; unreadable or bad marks are flags on the node, never a lost record."""
+    from slurm_energy.accounting.phases import Marks, parse_marks
+    from slurm_energy.sampling.marks import job_marks_dir, marks_file_name, read_marks_file
+
+    try:
+        lines, flags = read_marks_file(job_marks_dir(ctx.job_id), marks_file_name(ctx.node))
+    except ValueError as e:
+        return Marks(flags=[f"marks_unreadable:{e}"])
+    m = parse_marks(lines)
+    m.flags = flags + m.flags
+    return m
 
 
 def finalise(cfg, merged: JobRecord) -> JobRecord:
@@ -157,6 +173,9 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
         facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
         rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
         finish_node(cfg, rec, ctx)
+        from slurm_energy.sampling.marks import remove_marks
+
+        remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
     except Exception as e:
         log.exception("finalize job=%s node=%s failed", ctx.job_id, node)
         spool.record_error(f"finalize: {type(e).__name__}: {e}")

@@ -89,6 +89,7 @@ def prolog(env=None) -> int:
         ctx.prolog_time = t0
         _resolve_gpus(ctx, cfg, os.environ if env is None else env)
         write_private(spool.context, ctx.to_json())
+        _prepare_marks(ctx, spool)
         try:
             _reading_row(cfg, ctx, spool, "prolog")
         except Exception as e:  # the sampler still starts; its own first sample is the start then
@@ -102,6 +103,18 @@ def prolog(env=None) -> int:
         if spool is not None:
             spool.record_error(f"prolog: {type(e).__name__}: {e}")
     return 0
+
+
+def _prepare_marks(ctx: JobContext, spool: JobSpool) -> None:
+    """The job's marks directory, owned by the job's user (``slurm_energy.track`` finds it and
+    leaves its phase marks there instead of starting a second sampler). Failure: recorded only."""
+    try:
+        from slurm_energy.sampling.marks import prepare_job_dir
+
+        prepare_job_dir(ctx.job_id, ctx.uid, ctx.gid)
+    except Exception as e:
+        spool.record_error(f"prolog: marks directory not made ({type(e).__name__}: {e}); "
+                           "phases marked by the job are not recorded")
 
 
 def _resolve_gpus(ctx: JobContext, cfg, env) -> None:
@@ -145,7 +158,7 @@ def spawn(args: list[str], logf: str) -> int:
     from slurm_energy.slurm.detach import spawn_detached
 
     env = {"LANG": "C.UTF-8"}
-    for var in ("SLURM_ENERGY_CONFIG", "SLURM_CONF"):  # the finalizer asks scontrol for the job's state
+    for var in ("SLURM_ENERGY_CONFIG", "SLURM_CONF", "SLURM_ENERGY_MARKS_DIR"):  # the finalizer asks scontrol for the job's state
         if os.environ.get(var):
             env[var] = os.environ[var]
     return spawn_detached([_python(), "-I", *args], logf, env=env)

@@ -1,0 +1,134 @@
+"""Measurement without Slurm: the hooks' sampler in a thread over a process tree.
+
+One code path for ``slurm-energy run -- CMD``, ``slurm-energy attach PID`` and ``slurm_energy.track``
+outside a sampled Slurm job: the same readers (:func:`slurm_energy.sampling.setup.build_readers`),
+:class:`~slurm_energy.sampling.sampler.Sampler`, sample file, node summary and carbon facts as the
+Prolog/Epilog path. :meth:`LocalMeasurement.record` can be called while sampling (energy so far)
+or after :meth:`LocalMeasurement.stop` (final).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import tempfile
+import threading
+import time
+from typing import Optional
+
+from slurm_energy.sampling.sampler import Sampler, Usage, UsageProbe
+
+
+def visible_gpus() -> list[str]:
+    """NVML UUIDs of CUDA_VISIBLE_DEVICES (or every GPU when it is unset) when NVML works; [] otherwise."""
+    try:
+        from slurm_energy.devices.gpus import resolve_job_gpus
+
+        return [g.uuid for g in resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True)]
+    except Exception:
+        return []
+
+
+def gpus_by_index(indices: str) -> tuple[list[str], list[str], str]:
+    """``"0,1"`` (NVML indices, as ``nvidia-smi`` numbers them) -> (UUIDs, unresolved ids, reason).
+
+    When NVML is absent or an index names no device, the GPUs are kept as ``gpu-index-<i>`` and
+    reported ``unavailable`` (never 0 J), with the reason. Raises ValueError for a malformed list."""
+    toks = [t.strip() for t in indices.split(",") if t.strip()]
+    if not toks or not all(t.isdigit() for t in toks):
+        raise ValueError(f"--gpus {indices!r}: give GPU indices as nvidia-smi numbers them, e.g. --gpus 0,1")
+    try:
+        from slurm_energy.devices.gpus import resolve_job_gpus
+
+        res = resolve_job_gpus(",".join(toks), "")
+        uuids = [g.uuid for g in res]
+        if uuids:
+            return uuids, [], ""
+        reason = getattr(res, "reason", "") or "no NVML device"
+    except Exception as e:
+        reason = f"{type(e).__name__}: {e}"
+    return [], [f"gpu-index-{t}" for t in toks], reason
+
+
+class LocalMeasurement:
+    """Sample ``probe`` in a background thread and summarise it as a one-node JobRecord.
+
+    Args:
+        cfg: :class:`slurm_energy.config.SiteConfig`.
+        probe: the job (a :class:`~slurm_energy.sampling.probes.ProcessTreeProbe`).
+        label: the record's job id (and report name ``energy-<label>.html``).
+        gpu_uuids: NVML UUIDs to read; unresolved: GPUs reported ``unavailable`` with ``gpu_note``.
+        interval_s: sampling interval, s (default: the site's ``sampling.interval_s``).
+    """
+
+    def __init__(self, cfg, probe: UsageProbe, label: str, gpu_uuids: Optional[list[str]] = None,
+                 unresolved: Optional[list[str]] = None, gpu_note: str = "", interval_s: Optional[float] = None,
+                 partition: str = "", work_dir: str = "."):
+        from slurm_energy.sampling.samplefile import SampleWriter
+        from slurm_energy.sampling.setup import build_readers
+
+        self.cfg, self.label, self.partition = cfg, label, partition
+        self.work_dir = os.path.abspath(work_dir)
+        self.interval_s = float(interval_s or cfg.sampling.interval_s)
+        readers, self.notes = build_readers(cfg, gpu_uuids, unresolved)
+        if gpu_note:
+            self.notes.append(f"gpu: {gpu_note}")
+        self.statics = [d for r in readers for d in r.devices()]
+        self.dir = tempfile.mkdtemp(prefix="slurm-energy-")
+        self.samples = os.path.join(self.dir, "samples.jsonl")
+        self.sampler = Sampler(readers, probe, SampleWriter(self.samples, fsync=False), interval_s=self.interval_s,
+                               gone_after_s=0.0)
+        self._thread = threading.Thread(target=self.sampler.run, name="slurm-energy-sampler", daemon=True)
+        self.t0 = self.t1 = 0.0
+
+    def start(self) -> "LocalMeasurement":
+        """Start sampling (the first sample is taken at once)."""
+        self.t0 = time.time()
+        self._thread.start()
+        return self
+
+    def stop(self, final_usage: Optional[Usage] = None) -> None:
+        """Take the final sample and stop (``final_usage``: exact usage known to the caller, e.g. a
+        child's rusage)."""
+        if final_usage is not None:
+            self.sampler.last_usage = final_usage
+        self.sampler.stop()
+        self._thread.join(10)
+        self.t1 = time.time()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def record(self, marks=None, tags: Optional[dict] = None):
+        """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`.
+
+        ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages)."""
+        from slurm_energy.accounting.summary import summarise_node
+        from slurm_energy.devices.info import collect_static
+        from slurm_energy.model import JobRecord, Status
+        from slurm_energy.sampling.samplefile import read_samples
+        from slurm_energy.slurm.finalize import finalise
+
+        running = self.running
+        end = time.time() if running else self.t1
+        rows = list(read_samples(self.samples))
+        node = socket.gethostname().split(".")[0]
+        summary = summarise_node(rows, job_id=self.label, node=node, start_time=self.t0, end_time=end,
+                                 statics=self.statics, cpus_alloc=os.cpu_count(), policy=self.cfg.attribution.policy,
+                                 interval_s=self.interval_s, marks=marks,
+                                 status=Status.RUNNING if running else Status.COMPLETE)
+        summary.static = collect_static(self.statics)
+        summary.static["reader_notes"] = self.notes
+        rec = JobRecord(cluster=self.cfg.cluster_name, job_id=self.label, user=getpass.getuser(), uid=os.getuid(),
+                        gid=os.getgid(), partition=self.partition, work_dir=self.work_dir, expected_nodes=[node],
+                        start_time=self.t0, end_time=end, nodes=[summary], tags=dict(tags or {}),
+                        status=Status.RUNNING if running else Status.COMPLETE)
+        return finalise(self.cfg, rec)
+
+    def cleanup(self) -> None:
+        """Remove the temporary sample directory."""
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,156 @@
+"""The job's phase/stage/tag marks file: written by the training script, read by root as data.
+
+Inside a Slurm job the Prolog creates ``<MARKS_ROOT>/<job_id>/`` (0700, owned by the job's user; the
+parent is root's, 0755, so the user cannot swap the directory itself) and the job's
+``slurm_energy.track`` appends JSON lines to ``marks-<node>.jsonl`` in it (format:
+:mod:`slurm_energy.accounting.phases`). The finalizer reads it with :func:`read_marks_file`: no
+symlink followed (O_NOFOLLOW on the directory and the file), a regular file only (a FIFO or device
+is refused without blocking: O_NONBLOCK), at most :data:`MAX_BYTES` read, parsed as data, then
+removed. Outside Slurm the same file format lives beside the local sample file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from typing import Optional
+
+#: Where the Prolog makes per-job marks directories (tmpfs: gone at reboot). Override for tests and
+#: non-standard nodes with $SLURM_ENERGY_MARKS_DIR (read by the hooks and by ``track``).
+MARKS_ROOT = "/run/slurm-energy"
+#: Most bytes of a marks file that are read (the rest is ignored, flagged ``marks_truncated_bytes``).
+MAX_BYTES = 1 << 20
+
+
+def marks_root() -> str:
+    """$SLURM_ENERGY_MARKS_DIR or :data:`MARKS_ROOT`."""
+    return os.environ.get("SLURM_ENERGY_MARKS_DIR") or MARKS_ROOT
+
+
+def job_marks_dir(job_id: str, root: Optional[str] = None) -> str:
+    """``<root>/<job_id>``; raises ValueError for a job id that is not a plain name."""
+    if not job_id or "/" in job_id or job_id in (".", ".."):
+        raise ValueError(f"job id {job_id!r} cannot name a marks directory (SLURM_JOB_ID is a number)")
+    return os.path.join(root or marks_root(), job_id)
+
+
+def marks_file_name(node: str) -> str:
+    """``marks-<node>.jsonl`` (node names never contain '/')."""
+    return f"marks-{node.replace('/', '_')}.jsonl"
+
+
+def prepare_job_dir(job_id: str, uid: int, gid: int, root: Optional[str] = None) -> str:
+    """Prolog side (root): make ``<root>/<job_id>`` owned by the job's user, mode 0700; the root
+    directory is made root-owned 0755. An existing job directory (a second node of the job on the
+    same host, a requeue) is kept if it is a real directory of that user; anything else at that
+    path (a symlink, another owner) is refused. Cheap (a few syscalls): safe on the hook path.
+    Returns the directory. Raises OSError."""
+    root = root or marks_root()
+    os.makedirs(root, mode=0o755, exist_ok=True)
+    st = os.lstat(root)
+    if not stat.S_ISDIR(st.st_mode) or (os.geteuid() == 0 and st.st_uid != 0):
+        raise OSError(f"{root}: marks root is not a root-owned directory; fix or set SLURM_ENERGY_MARKS_DIR")
+    d = job_marks_dir(job_id, root)
+    try:
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (uid, os.geteuid()):
+            raise OSError(f"{d}: exists and is not the job's directory; not used") from None
+    os.lchown(d, uid, gid)
+    os.chmod(d, 0o700)  # a real directory (checked above; the root-owned parent stops a swap)
+    return d
+
+
+def read_marks_file(dir_path: str, name: str, max_bytes: int = MAX_BYTES) -> tuple[list[str], list[str]]:
+    """Root side: the lines of ``dir_path/name`` as text, read as data only.
+
+    Returns ``(lines, flags)``; a missing directory or file gives ``([], [])``. Flags:
+    ``marks_not_regular`` (symlink, FIFO, device: not read), ``marks_truncated_bytes:<n>`` (more
+    than ``max_bytes``; the last partial line dropped), ``marks_unreadable:<errno name>``.
+    Never raises."""
+    import errno
+
+    flags: list[str] = []
+    try:
+        dfd = os.open(dir_path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return [], []
+    except OSError as e:
+        return [], [f"marks_unreadable:{errno.errorcode.get(e.errno, e.errno)}"]
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+    except FileNotFoundError:
+        return [], []
+    except OSError as e:
+        code = errno.errorcode.get(e.errno, str(e.errno))
+        return [], ["marks_not_regular" if e.errno == errno.ELOOP else f"marks_unreadable:{code}"]
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], ["marks_not_regular"]
+        data = os.read(fd, max_bytes + 1) if st.st_size else b""
+        while st.st_size and len(data) <= max_bytes:  # short reads
+            more = os.read(fd, max_bytes + 1 - len(data))
+            if not more:
+                break
+            data += more
+    except OSError as e:
+        return [], [f"marks_unreadable:{errno.errorcode.get(e.errno, e.errno)}"]
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        flags.append(f"marks_truncated_bytes:{max_bytes}")
+        data = data[:max_bytes].rsplit(b"\n", 1)[0]
+    return data.decode("utf-8", "replace").splitlines(), flags
+
+
+def remove_marks(job_id: str, node: str, root: Optional[str] = None) -> None:
+    """Finalizer side: remove this node's marks file; once no other node's marks file is left
+    (several nodes of a test cluster share one host), the job's directory with whatever the user
+    left in it (``shutil.rmtree`` works by file descriptors on Linux: a planted symlink is removed,
+    never followed). Never raises."""
+    import shutil
+
+    try:
+        d = job_marks_dir(job_id, root)
+        if not os.path.isdir(d) or os.path.islink(d):
+            return
+        try:
+            os.unlink(os.path.join(d, marks_file_name(node)))
+        except FileNotFoundError:
+            pass
+        if not any(n.startswith("marks-") for n in os.listdir(d)):
+            shutil.rmtree(d, ignore_errors=True)
+    except (OSError, ValueError):
+        pass
+
+
+class MarksWriter:
+    """User side: appends one JSON line per mark to ``path`` (created 0600, O_NOFOLLOW), each
+    written whole with one ``write`` and flushed, so a reader never sees half a mark. Stops
+    writing (silently; the reader flags the truncation) past :data:`MAX_BYTES`."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        self._size = os.fstat(self._fd).st_size
+
+    def write(self, ev: str, t: Optional[float] = None, **fields) -> None:
+        """Append ``{"t": t or now, "ev": ev, **fields}``. OSError propagates."""
+        line = (json.dumps({"t": time.time() if t is None else t, "ev": ev, **fields},
+                           separators=(",", ":")) + "\n").encode()
+        if self._size + len(line) > MAX_BYTES:
+            return
+        os.write(self._fd, line)
+        self._size += len(line)
+
+    def close(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass

@@ -1,0 +1,126 @@
+"""Phase/stage marks -> energy per time window (accounting.phases), values computed by hand."""
+
+import json
+
+import pytest
+
+from slurm_energy.accounting.formulas import finalise_record
+from slurm_energy.accounting.phases import (MAX_MARKS, complement, parse_marks, union, windows_energy)
+from slurm_energy.accounting.summary import summarise_node
+from slurm_energy.model import CarbonFacts, JobRecord, Method
+
+T0 = 1_796_034_000.0  # 2026-11-30T10:20:00Z
+
+
+def row(t, job_cpu, node_busy, node_total, readings):
+    return {"t": T0 + t, "kind": "sample", "job": {"cpu_time_s": job_cpu, "mem_bytes": None, "pids": [1],
+                                                  "source": "cgroup-v1"},
+            "node": {"cpu_busy_s": node_busy, "cpu_total_s": node_total, "ncpu": 2}, "readings": readings}
+
+
+def _m(**d):
+    return json.dumps(d)
+
+
+def pkg(e_j):  # a RAPL package counter, J -> uJ
+    return {"device_class": "cpu", "device_id": "intel-rapl:0", "method": "counter", "energy_uj": int(e_j * 1e6),
+            "max_energy_range_uj": 10 ** 15}
+
+
+def _rows():
+    # 0-10 s: +100 J (10 W), 10-20 s: +300 J (30 W), 20-30 s: +200 J (20 W); the job has the whole node
+    # (its CPU-time delta equals the node's busy delta), so the job's share is 1
+    return [row(0, 0.0, 0, 0, [pkg(0)]), row(10, 5.0, 5, 20, [pkg(100)]),
+            row(20, 10.0, 10, 40, [pkg(400)]), row(30, 15.0, 15, 60, [pkg(600)])]
+
+
+def test_parse_marks_keeps_good_marks_and_flags_bad_ones():
+    lines = [
+        _m(t=1.0, ev="begin", id=1, name="epoch 0"),
+        "{not json", "", "[1, 2]",
+        _m(t=2.0, ev="end", id=1),
+        _m(t=2.5, ev="end", id=99),  # never begun
+        _m(t=3.0, ev="stage", frac=0.6),
+        _m(t=3.0, ev="stage", frac=1.5),  # out of range
+        _m(t=3.1, ev="stage", frac="NaN"),
+        _m(t=4.0, ev="tag", tags={"flops": 1e18, "model_params": 7, "bad key": 1, "tokens": "many"}),
+        _m(t=5.0, ev="begin", id=2, name="never closed"),
+        _m(t=5.0, ev="begin", id=3, name="x\u0000y"),  # control character: not a name
+    ]
+    m = parse_marks(lines)
+    assert m.phases == [("epoch 0", 1.0, 2.0, 0), ("never closed", 5.0, None, 0)]
+    assert m.stages == [(0.6, 3.0)]
+    assert m.tags == {"flops": 1e18, "model_params": 7.0}
+    assert sorted(m.flags) == sorted(["marks_garbled:2", "marks_end_without_begin:1", "marks_stage_out_of_range:2",
+                                      "marks_bad_tag:2", "marks_bad_phase:1"])
+
+
+def test_parse_marks_nesting_depth_and_bound():
+    m = parse_marks([_m(t=0, ev="begin", id=1, name="train"), _m(t=1, ev="begin", id=2, name="epoch 0"),
+                     _m(t=2, ev="end", id=2), _m(t=3, ev="end", id=1)])
+    assert m.phases == [("train", 0.0, 3.0, 0), ("epoch 0", 1.0, 2.0, 1)]
+    many = [_m(t=float(i), ev="stage", frac=0.5) for i in range(MAX_MARKS + 5)]
+    m = parse_marks(many)
+    assert len(m.stages) == MAX_MARKS and f"marks_truncated_after:{MAX_MARKS}" in m.flags
+
+
+def test_union_and_complement():
+    assert union([(5, 8), (0, 2), (1, 3), (8, 9), (4, 4)]) == [(0, 3), (5, 9)]
+    assert complement([(0, 3), (5, 9)], -1, 10) == [(-1, 0), (3, 5), (9, 10)]
+
+
+def test_windows_energy_prorates_straddling_intervals():
+    series = [("cpu", Method.COUNTER, [(0, 10, 100.0), (10, 20, 300.0), (20, 30, None)])]
+    e, meth, cov = windows_energy(series, [(5, 15)])
+    assert e == {"cpu": pytest.approx(50.0 + 150.0)}  # 10 W x 5 s + 30 W x 5 s
+    assert meth == {"cpu": Method.COUNTER} and cov == pytest.approx(1.0)
+    e, meth, cov = windows_energy(series, [(15, 25)])  # half of it in the unmeasured interval
+    assert e["cpu"] == pytest.approx(150.0) and cov == pytest.approx(0.5)
+    e, meth, cov = windows_energy(series, [(22, 28)])  # nothing measured: None, never 0
+    assert e == {"cpu": None} and meth == {"cpu": Method.UNAVAILABLE} and cov == 0.0
+
+
+def test_node_phases_nested_gaps_never_closed_and_stages():
+    marks = parse_marks([
+        _m(t=T0 + 5, ev="begin", id=1, name="train"),
+        _m(t=T0 + 5, ev="begin", id=2, name="epoch 0"), _m(t=T0 + 15, ev="end", id=2),
+        _m(t=T0 + 15, ev="stage", frac=0.5),
+        _m(t=T0 + 15, ev="end", id=1),
+        _m(t=T0 + 25, ev="begin", id=3, name="eval"),  # never closed: ends with the job at 30 s
+    ])
+    s = summarise_node(_rows(), job_id="1", node="n1", start_time=T0, end_time=T0 + 30, marks=marks, interval_s=10)
+    assert s.devices[0].energy_j == pytest.approx(600.0)
+    w = {(x.kind, x.name): x for x in s.windows}
+    assert w["phase", "train"].it_j == pytest.approx(50 + 150)  # 5-15 s
+    assert w["phase", "epoch 0"].it_j == pytest.approx(200.0) and w["phase", "epoch 0"].depth == 1
+    assert w["phase", "eval"].it_j == pytest.approx(100.0)  # 25-30 s at 20 W
+    assert "never_closed" in w["phase", "eval"].flags and "shorter_than_interval" in w["phase", "eval"].flags
+    assert w["stage", "50%"].it_j == pytest.approx(100 + 150)  # 0-15 s
+    # nested phases counted once: union 5-15 and 25-30 s = 300 J; outside: 0-5 + 15-25 s = 50 + 150 + 100
+    assert w["in_phases", "all phases (nested counted once)"].it_j == pytest.approx(300.0)
+    assert w["outside", "outside any phase"].it_j == pytest.approx(300.0)
+    assert w["in_phases", "all phases (nested counted once)"].it_j + w["outside", "outside any phase"].it_j \
+        == pytest.approx(s.devices[0].energy_j)
+
+
+def test_record_windows_summed_over_nodes_with_co2e():
+    marks = parse_marks([_m(t=T0 + 10, ev="begin", id=1, name="epoch 0"), _m(t=T0 + 20, ev="end", id=1),
+                         _m(t=T0 + 20, ev="stage", frac=1.0)])
+    nodes = [summarise_node(_rows(), job_id="1", node=n, start_time=T0, end_time=T0 + 30, marks=marks)
+             for n in ("n1", "n2")]
+    rec = JobRecord(job_id="1", start_time=T0, end_time=T0 + 30, nodes=nodes, expected_nodes=["n1", "n2"])
+    fin = finalise_record(rec, CarbonFacts(pue=1.5, ci_g_per_kwh=400.0))
+    # job: 2 nodes x 600 J = 1200 J; epoch 0: 2 x 300 J = 600 J -> CO2e = 600 J / 3.6e6 x 1.5 x 400 g = 0.1 g
+    (p,) = fin.phases
+    assert p.it_j == pytest.approx(600.0) and p.energy_it_j == {"cpu": pytest.approx(600.0)}
+    assert p.co2e_kg == pytest.approx(600 / 3.6e6 * 1.5 * 400 / 1000)
+    (st,) = fin.stages
+    assert st.fraction == 1.0 and st.it_j == pytest.approx(2 * 400.0)  # 0-20 s on both nodes
+    totals = {w.kind: w.it_j for w in fin.phase_totals}
+    assert totals == {"in_phases": pytest.approx(600.0), "outside": pytest.approx(600.0)}
+
+
+def test_record_without_marks_has_no_windows():
+    s = summarise_node(_rows(), job_id="1", node="n1", start_time=T0, end_time=T0 + 30)
+    fin = finalise_record(JobRecord(job_id="1", start_time=T0, end_time=T0 + 30, nodes=[s]), CarbonFacts())
+    assert fin.phases == [] and fin.stages == [] and fin.phase_totals == [] and s.windows == []

@@ -1,0 +1,152 @@
+"""``slurm_energy.track``: local sampler outside Slurm, marks only inside a sampled job, no-op ranks."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from slurm_energy.api import local_rank, slurm_marks_path, track
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def outside_slurm(monkeypatch, tmp_path):
+    for var in ("SLURM_JOB_ID", "LOCAL_RANK", "SLURM_LOCALID", "SLURM_ENERGY_MARKS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    return tmp_path
+
+
+def _busy(s):
+    t = time.time() + s
+    while time.time() < t:
+        pass
+
+
+def _sampler_threads():
+    return [t for t in threading.enumerate() if t.name == "slurm-energy-sampler"]
+
+
+def test_light_import():
+    code = "import sys, slurm_energy; from slurm_energy import track; " \
+           "print(sorted(m for m in ('pydantic', 'sqlalchemy', 'matplotlib', 'pandas', 'psutil') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_local_rank_precedence():
+    assert local_rank({}) == 0
+    assert local_rank({"SLURM_LOCALID": "2"}) == 2
+    assert local_rank({"SLURM_LOCALID": "0", "LOCAL_RANK": "3"}) == 3  # torchrun inside a batch step
+    assert local_rank({"LOCAL_RANK": "x"}) == 0
+
+
+def test_outside_slurm_runs_the_sampler_and_writes_the_report(outside_slurm):
+    out = outside_slurm / "out"
+    out.mkdir()
+    with track(label="unit", out=str(out), interval_s=0.2) as t:
+        assert t.mode == "local" and len(_sampler_threads()) == 1
+        t.tag(model_params=1200, tokens=3e6, flops=2.5e12)
+        with t.phase("warmup"):
+            _busy(0.3)
+        for e in range(2):
+            with t.phase(f"epoch {e}"):
+                _busy(0.5)
+            t.stage((e + 1) / 2)
+        so_far = t.result()
+        assert so_far.final is False and so_far.source == "local sampler" and so_far.it_kwh > 0
+    assert not _sampler_threads()
+    r = t.result()
+    rec = r.record
+    assert r.final and rec.job_id == "unit" and rec.tags == {"model_params": 1200, "tokens": 3e6, "flops": 2.5e12}
+    assert [p.name for p in rec.phases] == ["warmup", "epoch 0", "epoch 1"]
+    assert [s.fraction for s in rec.stages] == [0.5, 1.0]
+    assert r.classes["cpu"].method == "tdp_estimate" and 0.5 < r.classes["cpu"].coverage <= 1.0
+    totals = {w.kind: w.it_j for w in rec.phase_totals}
+    assert totals["in_phases"] + totals["outside"] == pytest.approx(rec.it_kwh * 3.6e6, rel=1e-6)
+    assert sum(p.it_j for p in rec.phases) <= rec.it_kwh * 3.6e6
+    assert rec.stages[-1].it_j >= rec.stages[0].it_j
+    html = (out / "energy-unit.html").read_text()
+    assert "epoch 1" in html and "Phases" in html
+    assert (out / "energy-unit.csv").exists()
+
+
+def test_bad_input_warns_and_the_record_survives(outside_slurm):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with track(label="bad", out=str(outside_slurm), interval_s=0.2, report=False) as t:
+            t.stage(1.7)
+            t.stage("half")
+            t.tag(flops="a lot")
+            t.phase("left open")
+            _busy(0.2)
+    msgs = " | ".join(str(x.message) for x in w)
+    assert "stage(1.7) ignored" in msgs and "stage('half') ignored" in msgs
+    assert "tag flops='a lot' ignored" in msgs and "never closed" in msgs and "'left open'" in msgs
+    (p,) = t.record.phases
+    assert p.name == "left open" and "never_closed" in p.flags and t.record.stages == []
+
+
+def test_decorator_and_nested_track_share_one_sampler(outside_slurm):
+    seen = []
+
+    @track(label="inner")
+    def step():
+        seen.append(len(_sampler_threads()))
+        _busy(0.1)
+
+    with track(label="outer", out=str(outside_slurm), interval_s=0.2, report=False) as t:
+        step()
+        step()
+    assert seen == [1, 1]  # the decorated function became a phase of the outer measurement
+    assert [p.name for p in t.record.phases] == ["inner", "inner"]
+
+
+def test_other_ranks_are_cheap_no_ops(outside_slurm, monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    before = set(os.listdir(outside_slurm))
+    with track(label="r1", out=str(outside_slurm)) as t:
+        with t.phase("epoch 0"):
+            t.stage(0.5)
+        t.tag(flops=1.0)
+        assert t.mode == "noop" and not _sampler_threads()
+    assert t.result().source == "other rank" and t.record is None
+    assert set(os.listdir(outside_slurm)) == before  # no report, no files
+
+
+def test_inside_a_sampled_slurm_job_only_marks_are_written(outside_slurm, monkeypatch):
+    root = outside_slurm / "marks"
+    (root / "555").mkdir(parents=True)
+    monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(root))
+    monkeypatch.setenv("SLURM_JOB_ID", "555")
+    monkeypatch.setenv("SLURMD_NODENAME", "n7")
+    monkeypatch.setenv("SLURM_LOCALID", "0")
+    assert slurm_marks_path() == str(root / "555" / "marks-n7.jsonl")
+    with track(label="ignored-in-slurm", out=str(outside_slurm)) as t:
+        assert t.mode == "slurm" and not _sampler_threads()
+        with t.phase("epoch 0"):
+            pass
+        t.stage(1.0)
+        t.tag(tokens=10)
+    ev = [json.loads(x) for x in (root / "555" / "marks-n7.jsonl").read_text().splitlines()]
+    assert [e["ev"] for e in ev] == ["begin", "end", "stage", "tag"]
+    assert ev[0]["name"] == "epoch 0" and ev[0]["id"] == ev[1]["id"] and ev[2]["frac"] == 1.0
+    assert ev[3]["tags"] == {"tokens": 10}
+    assert t.record is None and not list(outside_slurm.glob("energy-*"))
+
+
+def test_slurm_job_without_the_hooks_measures_locally(outside_slurm, monkeypatch):
+    monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(outside_slurm / "none"))
+    monkeypatch.setenv("SLURM_JOB_ID", "556")
+    assert slurm_marks_path() is None
+    with track(label="x", out=str(outside_slurm), interval_s=0.2, report=False) as t:
+        assert t.mode == "local"
