@@ -222,3 +222,33 @@ def test_jobenergy_long_and_json(tmp_path, monkeypatch, capsys):
     assert d["record"]["tags"] == {"flops": 3.744e18}
     assert d["prediction_check"]["gpu_kwh_predicted"] == pytest.approx(12.16e6 / 3.6e6)
     assert d["prediction_check"]["power_frac_measured"] == pytest.approx(0.7)
+
+
+def test_running_record_is_not_learned_from():
+    from slurm_energy.model import Status
+
+    jf, why = job_fit(JOBS[0].model_copy(update={"status": Status.RUNNING}))
+    assert jf is None and why == "job still running (interim record)"
+
+
+def test_merge_keeps_tags():
+    from slurm_energy.accounting.merge import merge_records
+
+    a = rec("7", 4, 100, 1e5, tags={"flops": 1e15, "tokens": 1e6})
+    b = rec("7", 4, 100, 1e5, tags={"flops": 2e15, "model_params": 1e8})
+    b.nodes[0].node = "n2"
+    # node order n1, n2: n1's flops wins, keys from both kept
+    assert merge_records([b, a]).tags == {"flops": 1e15, "tokens": 1e6, "model_params": 1e8}
+
+
+def test_store_tagged_reads_only_tagged_finished_records(store_url):
+    from slurm_energy.model import Status
+
+    s = open_store(store_url)
+    s.put(rec("106", 4, 100, 1e5, tags={"flops": 1e15}).model_copy(update={"status": Status.RUNNING,
+                                                                          "start_time": 999.0}))
+    got = s.tagged()
+    # A, B, C and "estimated" are tagged and complete; "untagged" and the running 106 are not read
+    assert sorted(r.job_id for r in got) == ["A", "B", "C", "estimated"]
+    assert [r.job_id for r in s.tagged(limit=1)] in (["A"], ["B"], ["C"], ["estimated"])
+    s.close()

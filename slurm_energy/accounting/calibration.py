@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
 from slurm_energy.accounting.prediction import J_PER_KWH, training_flops
-from slurm_energy.model import JobRecord, Method
+from slurm_energy.model import JobRecord, Method, Status
 
 MEASURED = (Method.COUNTER, Method.POWER_INTEGRATION)
 
@@ -106,6 +106,8 @@ def job_fit(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) -> t
     flops = declared_flops(record)
     if flops is None:
         return None, "no flops tag (or model_params and tokens)"
+    if record.status == Status.RUNNING:
+        return None, "job still running (interim record)"
     gpus = _gpu_entries(record)
     if not gpus:
         return None, "no measured GPU energy (counter or power_integration)"

@@ -150,7 +150,8 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     Returns:
         A new JobRecord: Slurm facts from the records (first non-empty value, records taken in node
         order), ``nodes`` in numeric name order (n2 before n10, as Slurm's hostlist), ``start_time`` = min, ``end_time`` = max,
-        ``expected_nodes`` = union, ``errors`` = union (plus one per missing node). ``status``:
+        ``expected_nodes`` = union, ``errors`` = union (plus one per missing node), ``tags`` = union
+        (the first node's value wins per key). ``status``:
         ``partial`` if an expected node has not reported or a node is partial/failed, ``running`` if
         any node summary is an interim one, else ``complete``. Totals (``energy_it_j``, ``it_kwh``,
         ...) are left empty for ``finalise_record``.
@@ -199,6 +200,11 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     if nodes and all(ns.status == Status.FAILED for ns in nodes):
         status = Status.FAILED
 
+    tags: dict = {}
+    for r in ordered:  # what the script declared (issue 13): first node's value wins per key
+        for k, v in (r.tags or {}).items():
+            tags.setdefault(k, v)
+
     starts = [r.start_time for r in records] + [ns.start_time for ns in nodes]
     ends = [r.end_time for r in records] + [ns.end_time for ns in nodes]
     return base.model_copy(
@@ -209,6 +215,7 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
             end_time=max(ends),
             errors=errors,
             status=status,
+            tags=tags,
             energy_it_j={},
             device_energy_j={},
             methods={},

@@ -35,7 +35,7 @@ from slurm_energy.accounting.prediction import (
 
 #: RAM power per GB, W/GB (Green Algorithms: Lannelongue, Grealey & Inouye, Adv. Sci. 2021).
 RAM_W_PER_GB = 0.3725
-#: Newest stored records read for the site calibration (the store has no index on tags).
+#: Newest tagged, finished records read for the site calibration.
 CALIBRATION_RECORDS = 20000
 
 
@@ -178,7 +178,7 @@ def site_facts(args) -> dict:
 
 def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
     """``(Calibration or None, note)`` for ``gpu_model`` from the store's newest
-    :data:`CALIBRATION_RECORDS` records; the note says why there is none (never an error: a
+    :data:`CALIBRATION_RECORDS` tagged, finished records (:meth:`slurm_energy.store.Store.tagged`); the note says why there is none (never an error: a
     prediction without the store falls back to the options and documented defaults)."""
     if args.no_calibration:
         return None, "site calibration: off (--no-calibration)"
@@ -196,7 +196,7 @@ def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
 
         store = open_store(url, readonly=True)
         try:
-            records = store.query(limit=CALIBRATION_RECORDS)
+            records = store.tagged(limit=CALIBRATION_RECORDS)
         finally:
             store.close()
     except Exception as e:  # noqa: BLE001 - no store yet, no permission, bad URL: say so, go on

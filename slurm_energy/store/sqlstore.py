@@ -241,6 +241,23 @@ class Store:
             out.reverse()
         return out
 
+    def tagged(self, limit: Optional[int] = None) -> list[JobRecord]:
+        """Finished records (``complete`` or ``partial``) whose job declared tags (non-empty
+        ``JobRecord.tags``: FLOPs, parameters, tokens), the newest ``limit`` (None = all), oldest first.
+
+        For the prediction's calibration. Filters on the stored JSON text (``"tags":{"``, as
+        ``model_dump_json`` writes a non-empty dict), so untagged records are never parsed.
+        """
+        q = sa.select(T.c.record_json).where(
+            T.c.record_json.like('%"tags":{"%'), T.c.status.in_([Status.COMPLETE.value, Status.PARTIAL.value])
+        )
+        if limit is not None:
+            q = q.order_by(T.c.start_time.desc(), T.c.id.desc()).limit(int(limit))
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).scalars().all()
+        out = [JobRecord.model_validate_json(r) for r in rows]
+        return sorted(out, key=lambda r: r.start_time)
+
     def count(self) -> int:
         """Number of stored attempts."""
         with self.engine.connect() as conn:
