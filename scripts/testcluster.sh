@@ -108,6 +108,8 @@ sampling:
   interim_s: 5
 hardware:
   rapl_root: $L/powercap
+  drm_root: $L/sysfs/class/drm
+  kfd_root: $L/sysfs/class/kfd/kfd/topology/nodes
 paths:
   spool_dir: $L/spool
   results_dir: $L/spool/results
