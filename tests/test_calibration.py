@@ -215,8 +215,12 @@ def test_jobenergy_long_and_json(tmp_path, monkeypatch, capsys):
     s.close()
     assert jobenergy(["--store", url, "-j", "102", "-l", "-p"]) == 0
     out = capsys.readouterr().out
-    assert "JobID|Quantity|Predicted|Measured|Unit|Basis|" in out
-    assert "102|GPU energy|3.378|3.111|kWh|" in out
+    lines = out.strip().splitlines()
+    head = lines[0].split("|")
+    rows = {r["DeviceID"]: r for r in (dict(zip(head, ln.split("|"))) for ln in lines[1:]) if r["Class"] == "prediction"}
+    assert rows["GPU energy predicted"]["Energy_kWh"] == "3.378" and rows["GPU energy measured"]["Energy_kWh"] == "3.111"
+    assert rows["power fraction"]["Covers"].startswith("predicted 0.76, measured 0.7 drawn / rated; predicted: default:")
+    assert rows["node overhead"]["Covers"].startswith("measured 80 W per GPU;")
     assert jobenergy(["--store", url, "-j", "102", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)["jobs"][0]
     assert d["record"]["tags"] == {"flops": 3.744e18}

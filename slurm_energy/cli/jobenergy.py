@@ -305,27 +305,12 @@ def _main(argv: list[str] | None) -> int:
     if args.long:
         rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid)]
         text = F.render(rows, F.LONG_FIELDS, parsable=parsable, noheader=args.noheader)
-        text += _prediction_check_text(items, parsable, args.noheader)
     else:
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
         text = F.render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader)
     if items or not args.noheader:
         print(text)
     return rc
-
-
-def _prediction_check_text(items, parsable: str, noheader: bool) -> str:
-    """``-l``: a second table, predicted vs measured, for jobs that declared their FLOPs ("" if none)."""
-    from slurm_energy.reporting import prediction_check as PC
-
-    rows = []
-    for jid, r, o in items:
-        chk = None if o.get("is_sum") else PC.check(r)
-        if chk is not None:
-            rows += PC.rows(chk, jid)
-    if not rows:
-        return ""
-    return "\n\n" + F.render(rows, PC.HEADER, parsable=parsable, noheader=noheader)
 
 
 def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:

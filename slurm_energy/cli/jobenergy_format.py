@@ -151,7 +151,9 @@ def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noh
 def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     """One row per (node, device) for ``--long`` (method, coverage, counter anomalies), then one
     per phase, phase total and stage the job marked (Node ``-``, Class ``phase``/``in_phases``/
-    ``outside``/``stage``, DeviceID the name; :func:`slurm_energy.reporting.phases.long_rows`)."""
+    ``outside``/``stage``, DeviceID the name; :func:`slurm_energy.reporting.phases.long_rows`), then,
+    for a job that declared its FLOPs, predicted vs measured (Class ``prediction``;
+    :func:`slurm_energy.reporting.prediction_check.long_rows`)."""
     from slurm_energy.reporting.phases import long_rows as phase_long_rows
 
     rows = []
@@ -163,7 +165,10 @@ def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
                 fmt_num(None if d.device_energy_j is None else d.device_energy_j / J_PER_KWH),
                 f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples), d.covers,
             ])  # fmt: skip
-    return rows + phase_long_rows(rec, jobid, fmt_num)
+    from slurm_energy.reporting.prediction_check import check, long_rows as check_long_rows
+
+    chk = check(rec)
+    return rows + phase_long_rows(rec, jobid, fmt_num) + ([] if chk is None else check_long_rows(chk, jobid))
 
 
 def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:

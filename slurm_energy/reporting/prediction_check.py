@@ -48,3 +48,21 @@ def rows(c: dict, jobid: str) -> list[list[str]]:
          "measured CPU + RAM energy / (GPUs x job time)" if c.get("node_w_per_gpu_measured") is not None
          else "CPU/RAM energy not in the record"],
     ]
+
+
+def long_rows(c: dict, jobid: str) -> list[list[str]]:
+    """The same comparison as rows of ``jobenergy -l``'s one table (its 14 columns): Node ``-``,
+    Class ``prediction``, DeviceID the quantity, Energy_kWh filled on the two ``GPU energy`` rows
+    (``predicted``, ``measured``), the values and basis in Covers."""
+    out = []
+    for _, quantity, pred, meas, unit, basis in rows(c, jobid):
+        if quantity == "GPU energy":
+            out.append([jobid, "-", "prediction", "GPU energy predicted", "", "", "prediction", pred, "", "", "", "",
+                        "", basis])
+            out.append([jobid, "-", "prediction", "GPU energy measured", "", "", "measured", meas, "", "", "", "",
+                        "", "the job's measured GPU energy"])
+            continue
+        vals = ", ".join(x for x in (f"predicted {pred}" if pred else "", f"measured {meas}" if meas else "") if x)
+        covers = "; ".join(x for x in (f"{vals} {unit}".strip(), basis) if x)
+        out.append([jobid, "-", "prediction", quantity, "", "", "", "", "", "", "", "", "", covers])
+    return out
