@@ -256,3 +256,17 @@ def test_store_tagged_reads_only_tagged_finished_records(store_url):
     assert sorted(r.job_id for r in got) == ["A", "B", "C", "estimated"]
     assert [r.job_id for r in s.tagged(limit=1)] in (["A"], ["B"], ["C"], ["estimated"])
     s.close()
+
+
+def test_for_gpu_short_name_and_ambiguity():
+    cals = fit(JOBS)
+    assert for_gpu(cals, "A100").n_jobs == 3  # the only A100 variant with jobs
+    two = fit(JOBS + [rec("9", 4, 10_000, 12.8e6, tags={"flops": 4.992e18}, model="NVIDIA A100-SXM4-40GB")])
+    assert for_gpu(two, "A100") is None  # 40GB and 80GB both have jobs: ambiguous
+    assert for_gpu(two, "NVIDIA A100-SXM4-40GB").n_jobs == 1
+
+
+def test_power_above_rated_is_refused():
+    # 4 x 400 W x 10_000 s = 16e6 J rated; 17.6e6 J measured is 1.10 x rated
+    jf, why = job_fit(rec("8", 4, 10_000, 17.6e6, tags={"flops": 4.992e18}))
+    assert jf is None and why.startswith("measured GPU power is 1.10 x rated (> 1)")

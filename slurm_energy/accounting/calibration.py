@@ -126,13 +126,16 @@ def job_fit(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) -> t
     f_frac = flops / (elapsed * n * rate)
     if f_frac > 1:
         return None, f"declared FLOPs imply {f_frac:.2f} of rated FLOP/s (> 1): tag or precision wrong"
+    p_frac = energy / rated_j
+    if p_frac > 1:
+        return None, f"measured GPU power is {p_frac:.2f} x rated (> 1): rated_power_w in the record is wrong"
     other = [d.energy_j for ns in record.nodes for d in ns.devices
              if d.device_class in ("cpu", "ram") and d.energy_j is not None]
     node_w = sum(other) / (n * elapsed) if other else None
     return JobFit(
         job_id=record.job_id, gpu_model=model, n_gpus=n, elapsed_s=elapsed, flops=flops,
         rated_flops_per_s=rate, rated_power_w=sum(d.count * d.rated_power_w for d in gpus) / n,
-        gpu_energy_j=energy, flops_frac=f_frac, power_frac=energy / rated_j, node_w_per_gpu=node_w,
+        gpu_energy_j=energy, flops_frac=f_frac, power_frac=p_frac, node_w_per_gpu=node_w,
     ), ""
 
 
@@ -175,8 +178,9 @@ def fit(records: Iterable[JobRecord], rated_flops: RatedFlops = table_rated_flop
 def for_gpu(calibrations: dict[str, Calibration], gpu_name: str) -> Optional[Calibration]:
     """The calibration for a GPU name as the user typed it or NVML reports it, or None.
 
-    Matches by the bundled table's row (``A100`` and ``NVIDIA A100-SXM4-80GB`` both find the A100
-    SXM4 jobs only if they resolve to the same table row), else by normalised name.
+    Matches by normalised name, else by the bundled table's row, else the one calibration whose
+    normalised model has every word of the name (``A100`` finds ``NVIDIA A100-SXM4-80GB`` jobs when
+    no other A100 variant has jobs; ambiguous -> None).
     """
     from slurm_energy.devices.hwtables import lookup_gpu, normalize_gpu_model
 
@@ -184,13 +188,14 @@ def for_gpu(calibrations: dict[str, Calibration], gpu_name: str) -> Optional[Cal
     if key in calibrations:
         return calibrations[key]
     row = lookup_gpu(gpu_name)
-    if row is None:
-        return None
-    for k, cal in calibrations.items():
-        other = lookup_gpu(cal.gpu_model)
-        if other is not None and other.key == row.key:
-            return cal
-    return None
+    if row is not None:
+        for cal in calibrations.values():
+            other = lookup_gpu(cal.gpu_model)
+            if other is not None and other.key == row.key:
+                return cal
+    words = set(key.split())
+    hits = [cal for k, cal in calibrations.items() if words and words <= set(k.split())]
+    return hits[0] if len(hits) == 1 else None
 
 
 def predict_range(cal: Calibration, flops: float, n_gpus: float, rated_flops_per_s: float, rated_power_w: float,
