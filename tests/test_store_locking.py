@@ -90,3 +90,33 @@ def test_put_retries_until_the_reader_is_gone(db):
     # 3.6e6 J + 3.6e5 J = 3.96e6 J = 1.1 kWh
     assert r.it_kwh == pytest.approx(1.1)
     s.close()
+
+
+def test_sqlite_first_open_racing_another_creator_is_retried(tmp_path):
+    """Another process has created job_records but not yet its schema_version row (pysqlite runs DDL
+    outside a transaction): the loser's CREATE fails "already exists", and is retried until the
+    winner's version row is there (seen in the hook tests: finalizer and test opening one store)."""
+    import threading
+
+    import sqlalchemy as sa
+
+    from slurm_energy.store import schema
+
+    db = tmp_path / "race.db"
+    eng = sa.create_engine(f"sqlite:///{db}")
+    with eng.begin() as conn:
+        schema.version_table.create(conn)
+        schema.jobs.create(conn)  # winner mid-migration: tables, no version row yet
+
+    def winner_finishes():
+        with eng.begin() as conn:
+            conn.execute(schema.version_table.insert().values(version=1))
+
+    t = threading.Timer(0.3, winner_finishes)
+    t.start()
+    try:
+        assert schema.migrate(sa.create_engine(f"sqlite:///{db}")) == schema.SCHEMA_VERSION
+    finally:
+        t.join()
+    with eng.connect() as conn:
+        assert schema.current_version(conn) == 1

@@ -14,6 +14,7 @@ other columns are copies of the fields ``jobenergy`` filters and sorts on, index
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import sqlalchemy as sa
@@ -85,12 +86,37 @@ def current_version(conn: sa.Connection) -> int:
     return int(v or 0)
 
 
+#: SQLite: a concurrent first open (another process creating the schema) is retried this many
+#: times, pausing 0.2, 0.4, 0.8 ... s (pysqlite runs DDL outside a transaction, so the other
+#: process's tables can be visible before its schema_version row: "table ... already exists").
+SQLITE_CREATE_RETRIES = 6
+
+
 def migrate(engine: sa.Engine) -> int:
     """Apply missing migrations; return the resulting version.
 
+    Two processes opening a new store at once (a Prolog's detached finalizer and a reader): on
+    PostgreSQL an advisory lock serialises them; on SQLite the loser's "already exists" is retried
+    after the winner finishes (:data:`SQLITE_CREATE_RETRIES`), re-reading the version.
+
     Raises:
         RuntimeError: the database is newer than this code (downgrade refused; upgrade slurm-energy).
+        sqlalchemy.exc.OperationalError: any other database error, or SQLite still racing after
+            every retry.
     """
+    wait = 0.2
+    for attempt in range(SQLITE_CREATE_RETRIES + 1):
+        try:
+            return _migrate_once(engine)
+        except sa.exc.OperationalError as e:
+            if engine.dialect.name != "sqlite" or "already exists" not in str(e) or attempt == SQLITE_CREATE_RETRIES:
+                raise
+            time.sleep(wait)
+            wait *= 2
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _migrate_once(engine: sa.Engine) -> int:
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             # serialise concurrent first opens (two Epilogs creating the schema at once)
