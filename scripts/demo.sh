@@ -2,7 +2,8 @@
 # The main job: a real training run measured under a real Slurm, report printed.
 # Starts the test cluster (scripts/testcluster.sh: installs Slurm, munge, MariaDB and slurm-energy
 # if missing), submits examples/train.sbatch with plain sbatch as the ordinary user alice, waits,
-# then prints `jobenergy <id>`, the per-device view and where the HTML/CSV report is.
+# then prints `jobenergy <id>`, the per-device and per-epoch view (the training script marks each
+# epoch with slurm_energy.track) and where the HTML/CSV report is.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 L=${L:-/var/tmp/slurm-energy-cluster}
@@ -28,6 +29,8 @@ runuser -u alice -- env SLURM_ENERGY_CONFIG="$L/etc/site.yaml" "${JE[@]}" "$JOB"
 echo "--- jobenergy -l $JOB"
 runuser -u alice -- env SLURM_ENERGY_CONFIG="$L/etc/site.yaml" "${JE[@]}" -l "$JOB"
 echo "--- report (owned by alice)"
-ls -l "$W/energy-$JOB.html" "$W/energy-$JOB.csv"
+ls -l "$W/energy-$JOB.html" "$W/energy-$JOB.csv" "$W/energy-$JOB.phases.csv"
 cat "$W/energy-$JOB.csv"
+echo "--- phases (energy-$JOB.phases.csv)"
+cat "$W/energy-$JOB.phases.csv"
 echo "cluster left running; stop it with: bash $REPO/scripts/testcluster.sh stop"

@@ -2,7 +2,7 @@
 # Install what slurm-energy and its tests need on a fresh Debian 12 machine (as root), idempotently:
 # Debian's Slurm 22.05 + munge (+ slurmdbd/MariaDB for sacct), PostgreSQL, and a virtual
 # environment at $VENV (default /opt/slurm-energy/venv) built from Debian's /usr/bin/python3 with
-# this checkout installed non-editable (pip install .[test,demo]). The venv lives outside /root so
+# this checkout installed non-editable (pip install .[test,demo,ml]). The venv lives outside /root so
 # the hooks (root, no PATH) and the jobs (ordinary users) can run its python.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,11 +29,19 @@ if [ ! -x "$VENV/bin/python" ]; then
   /usr/bin/python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q -U pip
 fi
-log "pip install $REPO[test,demo] into $VENV"
+# the [ml] extra (Lightning, transformers: the callbacks' tests) needs torch: install its CPU build
+# first (PyPI's torch 2.13.0 CPU wheel lies on disk on this project's machines, ~1 min); with it
+# present the extra's torch>=2.1 pulls nothing more (a plain `torch` would be a CUDA build of GBs)
+if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
+  log "pip install torch==2.13.0 (CPU build) into $VENV"
+  "$VENV/bin/pip" install -q "torch==2.13.0" >/tmp/slurm-energy-pip-torch.log 2>&1 \
+    || { tail -30 /tmp/slurm-energy-pip-torch.log; exit 1; }
+fi
+log "pip install $REPO[test,demo,ml] into $VENV"
 # a copy, so a build/ or egg-info left by an earlier build never leaks stale files into the install
 BUILD=$(mktemp -d)
 git -C "$REPO" ls-files -z --cached --others --exclude-standard | (cd "$REPO" && xargs -0 cp --parents -t "$BUILD" 2>/dev/null || true)
-"$VENV/bin/pip" install -q "$BUILD[test,demo]" >/tmp/slurm-energy-pip.log 2>&1 \
+"$VENV/bin/pip" install -q "$BUILD[test,demo,ml]" >/tmp/slurm-energy-pip.log 2>&1 \
   || { tail -30 /tmp/slurm-energy-pip.log; exit 1; }
 rm -rf "$BUILD"
 "$VENV/bin/python" -c "import slurm_energy, pynvml, sklearn; print('[setup] slurm_energy', slurm_energy.__version__, 'at', slurm_energy.__file__)"

@@ -150,3 +150,22 @@ def test_slurm_job_without_the_hooks_measures_locally(outside_slurm, monkeypatch
     assert slurm_marks_path() is None
     with track(label="x", out=str(outside_slurm), interval_s=0.2, report=False) as t:
         assert t.mode == "local"
+
+
+def test_demo_training_script_outside_slurm_gets_the_same_report(outside_slurm):
+    """examples/train_digits.py run directly: the report the Slurm job gets (phases, stages, plot
+    bands), written by the local sampler into the current directory."""
+    pytest.importorskip("sklearn")
+    env = dict(os.environ, TRAIN_SECONDS="2", EPOCHS="2", SAMPLE_SECONDS="0.25", PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "train_digits.py")], cwd=outside_slurm, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "test_accuracy=" in out.stdout and "slurm-energy: report" in out.stderr
+    rows = (outside_slurm / "energy-train-digits.phases.csv").read_text().splitlines()
+    names = [r.split(",")[1:3] for r in rows[1:]]
+    assert names == [["phase", "load data"], ["phase", "epoch 0"], ["phase", "epoch 1"], ["phase", "evaluate"],
+                     ["in_phases", "all phases (nested counted once)"], ["outside", "outside any phase"],
+                     ["stage", "50%"], ["stage", "100%"]]
+    html = (outside_slurm / "energy-train-digits.html").read_text()
+    assert "Phases and stages" in html and "Shaded bands: the outermost phases" in html
+    assert (outside_slurm / "energy-train-digits.csv").exists()

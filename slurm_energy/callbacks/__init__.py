@@ -1,0 +1,87 @@
+"""Training-framework callbacks for :func:`slurm_energy.track` (optional extras, ``pip install
+slurm-energy[ml]``): import the one you use, nothing here imports a framework.
+
+* :mod:`slurm_energy.callbacks.lightning` -- ``EnergyCallback`` for PyTorch Lightning's ``Trainer``;
+* :mod:`slurm_energy.callbacks.hf` -- ``EnergyCallback`` for Hugging Face transformers' ``Trainer``.
+
+Both map epochs to phases (``epoch 0``, ``epoch 1``...), training progress to stages (the end of
+each epoch, plus any fractions asked for, e.g. ``stages=(0.6, 0.8)``) and the model's parameter
+count, tokens seen and FLOPs (where the framework counts them) to tags. Inside an active
+``track()`` block they add to it; otherwise they start their own measurement for the training run.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+
+class TrainingMarks:
+    """Framework-neutral bookkeeping shared by the callbacks: one tracker (the user's active one,
+    else our own), the open epoch phase and which stage fractions have been marked."""
+
+    def __init__(self, label: Optional[str], stages: Sequence[float], track_kwargs: dict):
+        bad = [f for f in stages if not 0.0 < float(f) <= 1.0]
+        if bad:
+            raise ValueError(f"stages={list(stages)!r}: fractions of training must be in (0, 1], e.g. (0.6, 0.8)")
+        self.label, self.track_kwargs = label, track_kwargs
+        self.pending = sorted(float(f) for f in stages)
+        self.tracker = None
+        self.own = False
+        self.phase = None
+        self.done = 0.0  # the largest fraction marked so far
+
+    def begin(self, default_label: str) -> None:
+        """Use the active ``track()`` or start one (labelled ``label`` or ``default_label``)."""
+        from slurm_energy.api import current, track
+
+        self.tracker = current()
+        if self.tracker is None:
+            self.tracker = track(self.label or default_label, **self.track_kwargs).start()
+            self.own = True
+
+    def epoch_begin(self, epoch: int) -> None:
+        self.epoch_end(None)
+        if self.tracker is not None:
+            self.phase = self.tracker.phase(f"epoch {epoch}")
+
+    def epoch_end(self, fraction: Optional[float]) -> None:
+        """Close the epoch's phase; mark ``fraction`` (progress at the epoch's end) as a stage."""
+        if self.phase is not None:
+            self.phase.end()
+            self.phase = None
+        if fraction is not None:
+            self.progress(fraction, always=True)
+
+    def progress(self, fraction: Optional[float], always: bool = False) -> None:
+        """Mark every requested stage fraction reached (and ``fraction`` itself if ``always``)."""
+        if self.tracker is None or fraction is None:
+            return
+        fraction = min(1.0, max(0.0, float(fraction)))
+        while self.pending and self.pending[0] <= fraction + 1e-12:
+            f = self.pending.pop(0)
+            if f > self.done:
+                self.tracker.stage(f)
+                self.done = f
+        if always and fraction > self.done:
+            self.tracker.stage(fraction)
+            self.done = fraction
+
+    def tag(self, **tags) -> None:
+        if self.tracker is not None:
+            self.tracker.tag(**{k: v for k, v in tags.items() if v})
+
+    def end(self):
+        """Close an open phase; stop our own tracker (not the user's). Returns its record or None."""
+        self.epoch_end(None)
+        rec = None
+        if self.own and self.tracker is not None:
+            rec = self.tracker.stop()
+        return rec
+
+
+def count_parameters(model) -> Optional[int]:
+    """Number of parameters of a torch module (``sum(p.numel())``), or None."""
+    try:
+        return int(sum(p.numel() for p in model.parameters()))
+    except Exception:
+        return None

@@ -1,0 +1,67 @@
+"""PyTorch Lightning callback: ``Trainer(callbacks=[EnergyCallback()])``.
+
+Epochs become phases (``epoch 0``...), the end of each epoch a stage (its fraction of
+``max_epochs``; with ``stages=(0.6, 0.8)`` also those fractions of the estimated optimizer steps),
+the model's parameter count and the tokens in batches that carry ``input_ids`` tags. Requires
+``lightning`` (or the older ``pytorch_lightning``); imported only when this module is.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+try:
+    from lightning.pytorch import Callback
+except ImportError:  # pragma: no cover - the older package name
+    from pytorch_lightning import Callback
+
+from slurm_energy.callbacks import TrainingMarks, count_parameters
+
+
+def _tokens(batch) -> int:
+    ids = batch.get("input_ids") if isinstance(batch, dict) else None
+    try:
+        return int(ids.numel()) if ids is not None else 0
+    except Exception:
+        return 0
+
+
+class EnergyCallback(Callback):
+    """Marks a Lightning fit for :func:`slurm_energy.track` (see the module doc).
+
+    Args:
+        label: the measurement's label when no ``track()`` is active (default ``lightning-fit``).
+        stages: extra fractions of training (0..1] to mark as stages, by optimizer step.
+        **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``...).
+    Attributes:
+        record: the JobRecord of our own measurement (outside Slurm), after ``fit`` ends.
+    """
+
+    def __init__(self, label: Optional[str] = None, stages: Sequence[float] = (), **track_kwargs):
+        self.marks = TrainingMarks(label, stages, track_kwargs)
+        self.tokens = 0
+        self.record = None
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.marks.begin("lightning-fit")
+        self.marks.tag(model_params=count_parameters(pl_module))
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self.marks.epoch_begin(trainer.current_epoch)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.tokens += _tokens(batch)
+        total = getattr(trainer, "estimated_stepping_batches", None)
+        if isinstance(total, (int, float)) and 0 < total < float("inf"):
+            self.marks.progress(trainer.global_step / total)
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        max_epochs = trainer.max_epochs if trainer.max_epochs and trainer.max_epochs > 0 else None
+        self.marks.epoch_end((trainer.current_epoch + 1) / max_epochs if max_epochs else None)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self.marks.tag(tokens=self.tokens)
+        self.record = self.marks.end()
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self.record = self.marks.end()
