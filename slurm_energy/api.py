@@ -22,7 +22,7 @@ Where it runs decides what it does (chosen when the block starts):
   and tag marks (names, times, numbers) are appended to that directory as the job's user; the
   node's finalizer reads them as data and the job's one record gets per-phase and per-stage energy.
 * **Anywhere else** (a laptop, a Slurm cluster without the hooks): the same sampler as
-  ``slurm-energy run`` in a background thread over this process and its children
+  ``slurm-energy run`` in a child process over this process and its children
   (:class:`slurm_energy.sampling.local.LocalMeasurement`), and the same HTML/CSV report
   (``energy-<label>.html``/``.csv`` in ``out``) when the block ends.
 * **Other ranks** (``LOCAL_RANK``, else ``SLURM_LOCALID``, not 0: torchrun, ``srun -n``): every
@@ -201,15 +201,13 @@ class Tracker:
         from slurm_energy.config import ConfigError, load_site_config
         from slurm_energy.sampling.local import LocalMeasurement, visible_gpus
         from slurm_energy.sampling.marks import MarksWriter
-        from slurm_energy.sampling.probes import ProcessTreeProbe
 
         try:
             cfg = load_site_config(self.config)
         except ConfigError as e:
             raise ValueError(f"slurm_energy.track: site config: {e}") from None
-        self._measure = LocalMeasurement(cfg, ProcessTreeProbe(os.getpid()), self.label, visible_gpus(),
-                                         interval_s=self.interval_s, partition=self.partition,
-                                         work_dir=self.out).start()
+        self._measure = LocalMeasurement(cfg, None, self.label, visible_gpus(), interval_s=self.interval_s,
+                                         partition=self.partition, work_dir=self.out, child_of=os.getpid()).start()
         self._writer = MarksWriter(os.path.join(self._measure.dir, "marks.jsonl"))
         self.mode = "local"
 

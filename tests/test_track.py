@@ -33,7 +33,18 @@ def _busy(s):
 
 
 def _sampler_threads():
-    return [t for t in threading.enumerate() if t.name == "slurm-energy-sampler"]
+    """Running samplers of this process: child processes ``python -m slurm_energy.sampling.local``
+    (track) and sampler threads (run/attach)."""
+    import psutil
+
+    kids = []
+    for c in psutil.Process().children():
+        try:
+            if "slurm_energy.sampling.local" in c.cmdline() and c.status() != psutil.STATUS_ZOMBIE:
+                kids.append(c.pid)
+        except psutil.Error:
+            pass
+    return kids + [t for t in threading.enumerate() if t.name == "slurm-energy-sampler"]
 
 
 def test_light_import():
@@ -169,3 +180,24 @@ def test_demo_training_script_outside_slurm_gets_the_same_report(outside_slurm):
     html = (outside_slurm / "energy-train-digits.html").read_text()
     assert "Phases and stages" in html and "Shaded bands: the outermost phases" in html
     assert (outside_slurm / "energy-train-digits.csv").exists()
+
+
+def test_child_sampler_ends_when_the_training_process_dies(outside_slurm):
+    """A training script killed without leaving its block: its sampler process ends by itself."""
+    import psutil
+
+    code = ("import os, sys\nfrom slurm_energy import track\nt = track(label='k', interval_s=0.1).start()\n"
+            "print(t._measure._proc.pid, flush=True)\nos._exit(3)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=outside_slurm, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.returncode == 3, out.stderr
+    pid = int(out.stdout.strip())
+    for _ in range(100):
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"sampler {pid} still running 10 s after the training process died")

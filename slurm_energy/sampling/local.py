@@ -1,17 +1,28 @@
-"""Measurement without Slurm: the hooks' sampler in a thread over a process tree.
+"""Measurement without Slurm: the hooks' sampler over a process tree, in a thread or a child.
 
 One code path for ``slurm-energy run -- CMD``, ``slurm-energy attach PID`` and ``slurm_energy.track``
 outside a sampled Slurm job: the same readers (:func:`slurm_energy.sampling.setup.build_readers`),
 :class:`~slurm_energy.sampling.sampler.Sampler`, sample file, node summary and carbon facts as the
 Prolog/Epilog path. :meth:`LocalMeasurement.record` can be called while sampling (energy so far)
 or after :meth:`LocalMeasurement.stop` (final).
+
+``run``/``attach`` sample in a thread (their process only waits). ``track`` samples in a child
+process (``python -m slurm_energy.sampling.local SPEC``): a thread inside a CPU-bound Python
+training loop was starved of the GIL (seen here: one sample in 1.3 s instead of six). The child
+leaves the measured tree (excluded by PID), runs in its own session (a terminal's Ctrl-C stops the
+training, not the final sample), takes its final sample on SIGTERM, and ends by itself if the
+process it measures dies.
 """
 
 from __future__ import annotations
 
 import getpass
+import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -60,11 +71,13 @@ class LocalMeasurement:
         label: the record's job id (and report name ``energy-<label>.html``).
         gpu_uuids: NVML UUIDs to read; unresolved: GPUs reported ``unavailable`` with ``gpu_note``.
         interval_s: sampling interval, s (default: the site's ``sampling.interval_s``).
+        child_of: sample in a child process measuring the tree of this PID (``track``: our own
+            PID); ``probe`` is then unused (None).
     """
 
     def __init__(self, cfg, probe: UsageProbe, label: str, gpu_uuids: Optional[list[str]] = None,
                  unresolved: Optional[list[str]] = None, gpu_note: str = "", interval_s: Optional[float] = None,
-                 partition: str = "", work_dir: str = "."):
+                 partition: str = "", work_dir: str = ".", child_of: Optional[int] = None):
         from slurm_energy.sampling.samplefile import SampleWriter
         from slurm_energy.sampling.setup import build_readers
 
@@ -77,28 +90,81 @@ class LocalMeasurement:
         self.statics = [d for r in readers for d in r.devices()]
         self.dir = tempfile.mkdtemp(prefix="slurm-energy-")
         self.samples = os.path.join(self.dir, "samples.jsonl")
+        self.t0 = self.t1 = 0.0
+        self._proc: Optional[subprocess.Popen] = None
+        self._child_spec = None
+        if child_of is not None:
+            for r in readers:  # the child opens its own; these only named the devices
+                r.close()
+            self._child_spec = {"pid": child_of, "config": getattr(cfg, "source_path", "") or None,
+                                "gpus": list(gpu_uuids or []), "unresolved": list(unresolved or []),
+                                "interval_s": self.interval_s, "samples": self.samples}
+            return
         self.sampler = Sampler(readers, probe, SampleWriter(self.samples, fsync=False), interval_s=self.interval_s,
                                gone_after_s=0.0)
         self._thread = threading.Thread(target=self.sampler.run, name="slurm-energy-sampler", daemon=True)
-        self.t0 = self.t1 = 0.0
 
-    def start(self) -> "LocalMeasurement":
-        """Start sampling (the first sample is taken at once)."""
+    def start(self, wait_s: float = 10.0) -> "LocalMeasurement":
+        """Start sampling; returns once the first sample is written (at most ``wait_s``), so what
+        the caller does next is measured from its first second even on a loaded machine.
+        Raises RuntimeError if the child sampler could not start."""
         self.t0 = time.time()
-        self._thread.start()
+        if self._child_spec is not None:
+            self._start_child()
+        else:
+            self._thread.start()
+        deadline = time.monotonic() + wait_s
+        while not self._first_sample() and self.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self._proc is not None and self._proc.poll() is not None:
+            raise RuntimeError(f"the sampler process exited with {self._proc.returncode}; see {self.dir}/sampler.log")
         return self
+
+    def _first_sample(self) -> bool:
+        if self._child_spec is None:
+            return self.sampler.n_samples >= 1
+        try:
+            with open(self.samples, "rb") as f:
+                return f.readline().endswith(b"\n")
+        except OSError:
+            return False
+
+    def _start_child(self) -> None:
+        pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ)  # the child imports this same slurm_energy, wherever it came from
+        env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + [p for p in [env.get("PYTHONPATH", "")] if p])
+        log = open(os.path.join(self.dir, "sampler.log"), "wb")
+        try:
+            self._proc = subprocess.Popen([sys.executable, "-m", "slurm_energy.sampling.local",
+                                           json.dumps(self._child_spec)], env=env, stdin=subprocess.DEVNULL,
+                                          stdout=log, stderr=log, start_new_session=True, close_fds=True)
+        finally:
+            log.close()
 
     def stop(self, final_usage: Optional[Usage] = None) -> None:
         """Take the final sample and stop (``final_usage``: exact usage known to the caller, e.g. a
-        child's rusage)."""
-        if final_usage is not None:
-            self.sampler.last_usage = final_usage
-        self.sampler.stop()
-        self._thread.join(10)
+        child's rusage; thread mode only)."""
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.send_signal(signal.SIGTERM)  # the Sampler's handler: final sample, exit
+                try:
+                    self._proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+        else:
+            if final_usage is not None:
+                self.sampler.last_usage = final_usage
+            self.sampler.stop()
+            self._thread.join(10)
         self.t1 = time.time()
 
     @property
     def running(self) -> bool:
+        if self._proc is not None:
+            return self._proc.poll() is None
+        if self._child_spec is not None:
+            return False
         return self._thread.is_alive()
 
     def record(self, marks=None, tags: Optional[dict] = None):
@@ -132,3 +198,30 @@ class LocalMeasurement:
         import shutil
 
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _child_main(spec_json: str) -> int:
+    """The child sampler of :class:`LocalMeasurement` (``child_of``): samples the tree of
+    ``spec["pid"]`` (itself excluded) until SIGTERM or until that process is gone."""
+    from slurm_energy.config import load_site_config
+    from slurm_energy.sampling.probes import ProcessTreeProbe
+    from slurm_energy.sampling.samplefile import SampleWriter
+    from slurm_energy.sampling.setup import build_readers
+
+    spec = json.loads(spec_json)
+    stop: list = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))  # before the slow part
+    cfg = load_site_config(spec["config"])
+    readers, _ = build_readers(cfg, spec["gpus"], spec["unresolved"])
+    probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}))
+    s = Sampler(readers, probe, SampleWriter(spec["samples"], fsync=False), interval_s=spec["interval_s"],
+                gone_after_s=0.0)
+    s.install_signal_handlers()
+    if stop:
+        s.stop()
+    s.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main(sys.argv[1]))

@@ -18,8 +18,9 @@ class ProcessTreeProbe:
     before its parent reaps it may lose up to one poll of CPU time.
     """
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, exclude: frozenset = frozenset()):
         self.pid = pid
+        self.exclude = frozenset(exclude)  # e.g. the sampler's own process, a child of ``pid``
         self._max_rss = 0
         self._best_cpu = 0.0
 
@@ -28,7 +29,7 @@ class ProcessTreeProbe:
             p = psutil.Process(self.pid)
             if p.status() == psutil.STATUS_ZOMBIE:
                 return []
-            return [self.pid] + [c.pid for c in p.children(recursive=True)]
+            return [self.pid] + [c.pid for c in p.children(recursive=True) if c.pid not in self.exclude]
         except psutil.Error:
             return []
 
