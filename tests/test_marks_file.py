@@ -25,13 +25,26 @@ def test_prepare_job_dir_gives_the_job_user_a_private_dir(tmp_path):
 
 
 @root_only
-def test_prepare_job_dir_refuses_a_planted_symlink(tmp_path):
+def test_prepare_job_dir_sets_aside_what_an_earlier_job_left(tmp_path):
+    nobody = pwd.getpwnam("nobody")
     root = tmp_path / "marks"
     root.mkdir()
-    (root / "78").symlink_to(tmp_path)
-    with pytest.raises(OSError, match="not the job's directory"):
-        prepare_job_dir("78", 65534, 65534, str(root))
-    assert os.lstat(tmp_path).st_uid == 0  # the target was not chowned
+    (root / "78").symlink_to(tmp_path)  # planted, or left: never followed, never chowned
+    d = prepare_job_dir("78", nobody.pw_uid, nobody.pw_gid, str(root), node="n1")
+    assert os.lstat(tmp_path).st_uid == 0 and not os.path.islink(d) and os.lstat(d).st_uid == nobody.pw_uid
+    (stale,) = [n for n in os.listdir(root) if n.startswith(".stale-78-")]
+    # the same user's directory from an earlier job with this id: kept, this node's old marks removed,
+    # another node's (a second slurmd of this job on the same host) kept
+    (root / "78" / "marks-n1.jsonl").write_text("old\n")
+    (root / "78" / "marks-n2.jsonl").write_text("n2\n")
+    prepare_job_dir("78", nobody.pw_uid, nobody.pw_gid, str(root), node="n1")
+    assert sorted(os.listdir(d)) == ["marks-n2.jsonl"]
+    # another user's leftover directory is set aside too
+    os.chown(d, 0, 0)
+    prepare_job_dir("78", nobody.pw_uid, nobody.pw_gid, str(root), node="n1")
+    assert os.listdir(d) == [] and len([n for n in os.listdir(root) if n.startswith(".stale-78-")]) == 2
+    remove_marks("78", "n1", str(root))  # after the job: the job's dir and what was set aside
+    assert os.listdir(root) == []
 
 
 def test_job_marks_dir_rejects_path_tricks():

@@ -103,6 +103,16 @@ def test_node_phases_nested_gaps_never_closed_and_stages():
         == pytest.approx(s.devices[0].energy_j)
 
 
+def test_outside_includes_a_final_sample_after_the_epilog_time():
+    # the sampler's final sample (on the Epilog's TERM) lands at 30 s, after the Epilog's time (28 s):
+    # the 20-30 s interval (200 J) still counts, 2 s of it "outside" the job's span
+    marks = parse_marks([_m(t=T0 + 10, ev="begin", id=1, name="epoch 0"), _m(t=T0 + 20, ev="end", id=1)])
+    s = summarise_node(_rows(), job_id="1", node="n1", start_time=T0, end_time=T0 + 28, marks=marks)
+    w = {x.kind: x.it_j for x in s.windows}
+    assert w["in_phases"] == pytest.approx(300.0) and w["outside"] == pytest.approx(100.0 + 200.0)
+    assert w["in_phases"] + w["outside"] == pytest.approx(s.devices[0].energy_j)
+
+
 def test_record_windows_summed_over_nodes_with_co2e():
     marks = parse_marks([_m(t=T0 + 10, ev="begin", id=1, name="epoch 0"), _m(t=T0 + 20, ev="end", id=1),
                          _m(t=T0 + 20, ev="stage", frac=1.0)])

@@ -216,9 +216,13 @@ def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end
         out.append(_window("stage", f"{frac * 100:.4g}%", start, b, series, fraction=frac,
                            flags=["clipped_to_job"] if b != t else []))
     if marks.phases:
+        # "outside" spans every measured second, also a last sample taken after the Epilog's time
+        # (the sampler's final sample on TERM): union + outside = the node's energy, exactly
+        ts = [x for _, _, ivs in series for t0, t1, _ in ivs for x in (t0, t1)]
+        lo, hi = min([start] + ts), max([end] + ts)
         u = union(spans)
         out.append(_window("in_phases", "all phases (nested counted once)", start, end, series, parts=u))
-        out.append(_window("outside", "outside any phase", start, end, series, parts=complement(u, start, end)))
+        out.append(_window("outside", "outside any phase", lo, hi, series, parts=complement(u, lo, hi)))
     return out
 
 

@@ -41,12 +41,15 @@ def marks_file_name(node: str) -> str:
     return f"marks-{node.replace('/', '_')}.jsonl"
 
 
-def prepare_job_dir(job_id: str, uid: int, gid: int, root: Optional[str] = None) -> str:
+def prepare_job_dir(job_id: str, uid: int, gid: int, root: Optional[str] = None, node: str = "") -> str:
     """Prolog side (root): make ``<root>/<job_id>`` owned by the job's user, mode 0700; the root
-    directory is made root-owned 0755. An existing job directory (a second node of the job on the
-    same host, a requeue) is kept if it is a real directory of that user; anything else at that
-    path (a symlink, another owner) is refused. Cheap (a few syscalls): safe on the hook path.
-    Returns the directory. Raises OSError."""
+    directory is made root-owned 0755. Cheap (a few syscalls, no tree walk): safe on the hook path.
+
+    An existing path is left over from an earlier job with the same id (a restarted cluster reuses
+    ids; a requeue) unless it is another node of this job on the same host: a real directory of
+    this user is kept, minus this node's old marks file (unlinked: never followed); anything else
+    (a file, a symlink, another user's directory) is renamed aside to ``.stale-<job_id>-<ns>`` for
+    :func:`remove_marks` to delete after the job. Returns the directory. Raises OSError."""
     root = root or marks_root()
     os.makedirs(root, mode=0o755, exist_ok=True)
     st = os.lstat(root)
@@ -54,13 +57,21 @@ def prepare_job_dir(job_id: str, uid: int, gid: int, root: Optional[str] = None)
         raise OSError(f"{root}: marks root is not a root-owned directory; fix or set SLURM_ENERGY_MARKS_DIR")
     d = job_marks_dir(job_id, root)
     try:
-        os.mkdir(d, 0o700)
-    except FileExistsError:
         st = os.lstat(d)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (uid, os.geteuid()):
-            raise OSError(f"{d}: exists and is not the job's directory; not used") from None
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+        if node:
+            try:
+                os.unlink(os.path.join(d, marks_file_name(node)))
+            except FileNotFoundError:
+                pass
+    else:
+        if st is not None:
+            os.rename(d, os.path.join(root, f".stale-{job_id}-{time.time_ns()}"))
+        os.mkdir(d, 0o700)
     os.lchown(d, uid, gid)
-    os.chmod(d, 0o700)  # a real directory (checked above; the root-owned parent stops a swap)
+    os.chmod(d, 0o700)  # a real directory (made or checked above; the root-owned parent stops a swap)
     return d
 
 
@@ -126,6 +137,14 @@ def remove_marks(job_id: str, node: str, root: Optional[str] = None) -> None:
             pass
         if not any(n.startswith("marks-") for n in os.listdir(d)):
             shutil.rmtree(d, ignore_errors=True)
+        parent = os.path.dirname(d)
+        for n in os.listdir(parent):  # what the Prolog set aside for this job id
+            if n.startswith(f".stale-{job_id}-"):
+                p = os.path.join(parent, n)
+                if os.path.isdir(p) and not os.path.islink(p):
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    os.unlink(p)  # a symlink or file: the entry itself, never its target
     except (OSError, ValueError):
         pass
 

@@ -111,7 +111,7 @@ def _prepare_marks(ctx: JobContext, spool: JobSpool) -> None:
     try:
         from slurm_energy.sampling.marks import prepare_job_dir
 
-        prepare_job_dir(ctx.job_id, ctx.uid, ctx.gid)
+        prepare_job_dir(ctx.job_id, ctx.uid, ctx.gid, node=ctx.node)
     except Exception as e:
         spool.record_error(f"prolog: marks directory not made ({type(e).__name__}: {e}); "
                            "phases marked by the job are not recorded")
