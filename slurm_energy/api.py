@@ -45,8 +45,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-#: Tag keys the prediction uses (issue 13 item 5); other numeric tags are kept too.
-KNOWN_TAGS = ("flops", "model_params", "tokens")
+#: Tag keys the prediction uses (issue 13 item 5, docs/CONTRACTS.md); other tags are kept too.
+KNOWN_TAGS = ("flops", "model_params", "tokens", "precision")
 
 _ids = itertools.count(1)
 _active: list["Tracker"] = []
@@ -314,13 +314,17 @@ class Tracker:
         self._write("stage", frac=f)
 
     def tag(self, **tags) -> None:
-        """Record numbers about the training for prediction, e.g. ``flops``, ``model_params``,
-        ``tokens`` (:data:`KNOWN_TAGS`); they end up in the record's ``tags``. A non-numeric value
-        is ignored with a warning."""
+        """Record facts about the training for prediction, e.g. ``flops`` (total FLOPs),
+        ``model_params``, ``tokens`` (:data:`KNOWN_TAGS`), ``precision="bf16"``; they end up in the
+        record's ``tags``. Values are finite numbers or short words (letters, digits, ``_.+-``, at
+        most 32); anything else is ignored with a warning."""
+        from slurm_energy.accounting.phases import tag_value
+
         good = {}
         for k, v in tags.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                warnings.warn(f"slurm_energy.track: tag {k}={v!r} ignored: tags are finite numbers", stacklevel=2)
+            if isinstance(v, bool) or tag_value(v) is None:
+                warnings.warn(f"slurm_energy.track: tag {k}={v!r} ignored: tags are finite numbers or short words "
+                              "(e.g. precision='bf16')", stacklevel=2)
                 continue
             good[k] = v
         if good:

@@ -43,14 +43,15 @@ def test_parse_marks_keeps_good_marks_and_flags_bad_ones():
         _m(t=3.0, ev="stage", frac=0.6),
         _m(t=3.0, ev="stage", frac=1.5),  # out of range
         _m(t=3.1, ev="stage", frac="NaN"),
-        _m(t=4.0, ev="tag", tags={"flops": 1e18, "model_params": 7, "bad key": 1, "tokens": "many"}),
+        _m(t=4.0, ev="tag", tags={"flops": 1e18, "model_params": 7, "bad key": 1, "tokens": "many words",
+                                  "precision": "bf16"}),
         _m(t=5.0, ev="begin", id=2, name="never closed"),
         _m(t=5.0, ev="begin", id=3, name="x\u0000y"),  # control character: not a name
     ]
     m = parse_marks(lines)
     assert m.phases == [("epoch 0", 1.0, 2.0, 0), ("never closed", 5.0, None, 0)]
     assert m.stages == [(0.6, 3.0)]
-    assert m.tags == {"flops": 1e18, "model_params": 7.0}
+    assert m.tags == {"flops": 1e18, "model_params": 7.0, "precision": "bf16"}
     assert sorted(m.flags) == sorted(["marks_garbled:2", "marks_end_without_begin:1", "marks_stage_out_of_range:2",
                                       "marks_bad_tag:2", "marks_bad_phase:1"])
 

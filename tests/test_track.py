@@ -97,7 +97,7 @@ def test_bad_input_warns_and_the_record_survives(outside_slurm):
         with track(label="bad", out=str(outside_slurm), interval_s=0.2, report=False) as t:
             t.stage(1.7)
             t.stage("half")
-            t.tag(flops="a lot")
+            t.tag(flops="a lot", precision="bf16")
             t.phase("left open")
             _busy(0.2)
     msgs = " | ".join(str(x.message) for x in w)
@@ -105,6 +105,7 @@ def test_bad_input_warns_and_the_record_survives(outside_slurm):
     assert "tag flops='a lot' ignored" in msgs and "never closed" in msgs and "'left open'" in msgs
     (p,) = t.record.phases
     assert p.name == "left open" and "never_closed" in p.flags and t.record.stages == []
+    assert t.record.tags == {"precision": "bf16"}
 
 
 def test_decorator_and_nested_track_share_one_sampler(outside_slurm):

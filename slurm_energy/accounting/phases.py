@@ -6,7 +6,8 @@ from already-read text lines (:func:`parse_marks`); nothing in them is executed 
 * ``{"t": s, "ev": "begin", "id": n, "name": "epoch 3"}`` / ``{"t": s, "ev": "end", "id": n}``:
   a phase (phases may nest or leave gaps);
 * ``{"t": s, "ev": "stage", "frac": 0.6}``: 60 % of training done at time t;
-* ``{"t": s, "ev": "tag", "tags": {"flops": 1.2e18, "model_params": 1.1e8, "tokens": 2e9}}``.
+* ``{"t": s, "ev": "tag", "tags": {"flops": 1.2e18, "model_params": 1.1e8, "tokens": 2e9}}``
+  (numbers, or a short word such as ``"precision": "bf16"``).
 
 A window's energy is computed from the job's attributed per-device intervals (the same ones summed
 into the job's totals): an interval ``(t0, t1]`` with energy E overlapping a window by ``o`` seconds
@@ -33,6 +34,16 @@ MAX_NAME = 200
 MAX_TAGS = 32
 _NAME_OK = re.compile(r"[^\x00-\x1f\x7f]+")
 _TAG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+#: A string tag value (e.g. ``precision="bf16"``): a short word, nothing else.
+TAG_WORD = re.compile(r"^[A-Za-z0-9_.+-]{1,32}$")
+
+
+def tag_value(v):
+    """A tag value as stored: a finite number as float, a short word (:data:`TAG_WORD`) as str,
+    else None (ignored)."""
+    if isinstance(v, str):
+        return v if TAG_WORD.match(v) else None
+    return _num(v)
 
 
 @dataclass
@@ -112,11 +123,11 @@ def _one(m: Marks, d: dict, t: float, ev: str, open_: dict, bad: dict) -> None:
         if not isinstance(tags, dict):
             return flag("marks_bad_tag")
         for k, v in tags.items():
-            if not (isinstance(k, str) and _TAG_KEY.match(k)) or _num(v) is None or (
+            if not (isinstance(k, str) and _TAG_KEY.match(k)) or tag_value(v) is None or (
                     k not in m.tags and len(m.tags) >= MAX_TAGS):
                 flag("marks_bad_tag")
                 continue
-            m.tags[k] = _num(v)
+            m.tags[k] = tag_value(v)
 
 
 #: One device's attributed intervals: (device class, method, [(t0, t1, energy J or None)]).

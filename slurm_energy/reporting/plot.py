@@ -125,6 +125,8 @@ def _draw_marks(ax, bands, stages) -> None:
     """Shade each outermost phase (alternating greys, its name at the top when there are few) and
     draw each stage as a dotted line labelled with its fraction."""
     trans = ax.get_xaxis_transform()  # x in data (min), y in axes fraction
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi * 1.18)  # headroom: phase names above the power lines
     for k, (a, b, name) in enumerate(bands):
         ax.axvspan(a, b, color="#6b7280" if k % 2 else "#9ca3af", alpha=0.15, linewidth=0, zorder=0)
         if len(bands) <= MAX_BAND_LABELS:
