@@ -37,7 +37,8 @@ def _rows():
 def test_parse_marks_keeps_good_marks_and_flags_bad_ones():
     lines = [
         _m(t=1.0, ev="begin", id=1, name="epoch 0"),
-        "{not json", "", "[1, 2]",
+        "{not json", "", "[1, 2]", "[" * 100_000 + "]" * 100_000,
+        _m(t=10 ** 400, ev="stage", frac=0.5),
         _m(t=2.0, ev="end", id=1),
         _m(t=2.5, ev="end", id=99),  # never begun
         _m(t=3.0, ev="stage", frac=0.6),
@@ -52,7 +53,7 @@ def test_parse_marks_keeps_good_marks_and_flags_bad_ones():
     assert m.phases == [("epoch 0", 1.0, 2.0, 0), ("never closed", 5.0, None, 0)]
     assert m.stages == [(0.6, 3.0)]
     assert m.tags == {"flops": 1e18, "model_params": 7.0, "precision": "bf16"}
-    assert sorted(m.flags) == sorted(["marks_garbled:2", "marks_end_without_begin:1", "marks_stage_out_of_range:2",
+    assert sorted(m.flags) == sorted(["marks_garbled:4", "marks_end_without_begin:1", "marks_stage_out_of_range:2",
                                       "marks_bad_tag:2", "marks_bad_phase:1"])
 
 
@@ -135,3 +136,32 @@ def test_record_without_marks_has_no_windows():
     s = summarise_node(_rows(), job_id="1", node="n1", start_time=T0, end_time=T0 + 30)
     fin = finalise_record(JobRecord(job_id="1", start_time=T0, end_time=T0 + 30, nodes=[s]), CarbonFacts())
     assert fin.phases == [] and fin.stages == [] and fin.phase_totals == [] and s.windows == []
+
+
+def test_finalizer_reads_the_jobs_marks_as_data_and_keeps_the_record(tmp_path, monkeypatch):
+    """node_record (the finalizer, and the sampler's interim flush) with the job's marks file: good
+    marks become windows, garbage becomes flags, the record is there either way."""
+    from slurm_energy.config import SiteConfig
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.finalize import node_record
+    from slurm_energy.slurm.spool import JobSpool
+
+    monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(tmp_path / "marks"))
+    spool = JobSpool(str(tmp_path / "spool"), "31", 0, "n1").ensure()
+    with open(spool.samples, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in _rows())
+    ctx = JobContext(job_id="31", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0)
+    (tmp_path / "marks" / "31").mkdir(parents=True)
+    marks = tmp_path / "marks" / "31" / "marks-n1.jsonl"
+    marks.write_text("\n".join([_m(t=T0 + 10, ev="begin", id=1, name="epoch 0"), "\x00garbage{{{",
+                                _m(t=T0 + 20, ev="end", id=1), _m(t=T0 + 20, ev="stage", frac=0.5),
+                                _m(t=T0 + 21, ev="tag", tags={"flops": 2e15})]) + "\n")
+    rec = node_record(SiteConfig(), spool, ctx, T0 + 30)
+    (w,) = [w for w in rec.nodes[0].windows if w.kind == "phase"]
+    assert w.name == "epoch 0" and w.it_j == pytest.approx(300.0)  # 10-20 s at 30 W
+    assert rec.tags == {"flops": 2e15} and rec.nodes[0].marks_flags == ["marks_garbled:1"]
+    marks.unlink()
+    marks.symlink_to("/etc/shadow")  # never followed: flagged, the record is still made
+    rec = node_record(SiteConfig(), spool, ctx, T0 + 30)
+    assert rec.nodes[0].windows == [] and rec.nodes[0].marks_flags == ["marks_not_regular"]
+    assert rec.nodes[0].devices[0].energy_j == pytest.approx(600.0)

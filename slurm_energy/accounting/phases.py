@@ -60,7 +60,10 @@ class Marks:
 def _num(v) -> Optional[float]:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    v = float(v)
+    try:
+        v = float(v)
+    except OverflowError:  # an int beyond 1e308
+        return None
     return v if math.isfinite(v) else None
 
 
@@ -83,7 +86,7 @@ def parse_marks(lines: Iterable[str]) -> Marks:
             break
         try:
             d = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # garbled, or nested deeper than the parser's stack
             d = None
         t = _num(d.get("t")) if isinstance(d, dict) else None
         ev = d.get("ev") if isinstance(d, dict) else None

@@ -188,6 +188,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
             dropped_samples=whole.dropped, covers=_covers(cls, dev_id, method, policy, st),
             flags=sorted(flags | set(job.flags) | set(node_flags)), unclamped=clamps,
         ))
+    windows, marks_flags = _windows(series, marks, start_time, end_time, interval_s)
     cpu_times = [v for v in job_cpu if v is not None]
     mems = [m for m in job_mem if m is not None]
     max_mems = [(r.get("job") or {}).get("max_mem_bytes") for r in rows]
@@ -200,8 +201,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
         mean_mem_bytes=sum(mems) / len(mems) if mems else None,
         n_samples=len(rows), interval_s=interval_s, cpu_time_source=src, devices=devices,
         power_trace=[trace[t] for t in sorted(trace)], hourly_energy_j=hourly,
-        windows=phases.node_windows(series, marks, start_time, end_time, interval_s) if marks else [],
-        marks_flags=list(marks.flags) if marks else [],
+        windows=windows, marks_flags=marks_flags,
         status=status, errors=list(errors or []),
     )
 
@@ -216,6 +216,17 @@ def _device_key(item, static_by_id) -> tuple:
     """Numeric device order (:func:`slurm_energy.natsort.device_sort_key`) for (device_id, samples)."""
     dev_id, samples = item
     return device_sort_key(samples[-1][1].device_class, dev_id, _index(static_by_id.get(dev_id)))
+
+
+def _windows(series, marks: Optional[Marks], start: float, end: float, interval_s: float):
+    """The marked phases' windows and the marks' flags; a failure here costs the phases (flagged
+    ``phases_not_computed``), never the node's summary."""
+    if not marks:
+        return [], []
+    try:
+        return phases.node_windows(series, marks, start, end, interval_s), list(marks.flags)
+    except Exception as e:  # noqa: BLE001 - user data must not lose the record
+        return [], list(marks.flags) + [f"phases_not_computed:{type(e).__name__}"]
 
 
 def _fill_tdp_cpu_power(samples, rows, row_index, st: Optional[DeviceStatic]) -> None:

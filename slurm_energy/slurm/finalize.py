@@ -127,9 +127,9 @@ def _read_marks(ctx: JobContext):
 
     try:
         lines, flags = read_marks_file(job_marks_dir(ctx.job_id), marks_file_name(ctx.node))
-    except ValueError as e:
-        return Marks(flags=[f"marks_unreadable:{e}"])
-    m = parse_marks(lines)
+        m = parse_marks(lines)
+    except Exception as e:  # noqa: BLE001 - the job's own data must never cost its record
+        return Marks(flags=[f"marks_unreadable:{type(e).__name__}"])
     m.flags = flags + m.flags
     return m
 
