@@ -21,7 +21,7 @@ log = logging.getLogger("slurm_energy.setup")
 
 def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
                   unresolved_gpus: Optional[list[str]] = None,
-                  drm_gpus: Optional[list] = None) -> tuple[list[Reader], list[str]]:
+                  drm_gpus: Optional[list] = None, light: bool = False) -> tuple[list[Reader], list[str]]:
     """Readers for this node and notes on the choices made.
 
     Args:
@@ -30,7 +30,11 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
         unresolved_gpus: GPUs Slurm allocated that could not be resolved to NVML devices (e.g.
             "gpu-index-0" when NVML is absent): reported as ``unavailable``, never as 0 J.
         drm_gpus: the job's AMD/Intel GPUs (:class:`~slurm_energy.devices.gpus_drm.ResolvedDrmGpu`
-            or their dicts from the Prolog context): read from hwmon under ``hardware.drm_root``.
+            or their dicts from the Prolog context): read from hwmon under ``hardware.drm_root``, and
+            through ``amdsmi`` for AMD GPUs where that binding is installed.
+        light: the Prolog's own reading row: no vendor library is imported (amdsmi). Where amdsmi
+            is installed the AMD GPUs are left out of that row, so a device's series comes from
+            one source (the sampler's first sample starts it).
     Returns:
         (readers, notes) -- notes are short strings for the node summary ("rapl: eacces -> tdp").
     """
@@ -74,20 +78,36 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
             notes.append(f"nvml: {type(e).__name__}: {e}")
             readers.append(UnavailableReader("gpu", gpu_uuids, f"nvml_error:{type(e).__name__}"))
     if drm_gpus:
-        readers.extend(_drm_readers(cfg, drm_gpus, notes))
+        readers.extend(_drm_readers(cfg, drm_gpus, notes, light))
     if unresolved_gpus:
         readers.append(UnavailableReader("gpu", unresolved_gpus, "gpu_not_resolved"))
     return readers, notes
 
 
-def _drm_readers(cfg, drm_gpus: list, notes: list[str]) -> list[Reader]:
-    """The hwmon reader for the job's AMD/Intel GPUs; ``unavailable`` stand-ins if it fails."""
+def _drm_readers(cfg, drm_gpus: list, notes: list[str], light: bool = False) -> list[Reader]:
+    """The hwmon reader for the job's AMD/Intel GPUs, wrapped by the amdsmi reader for AMD GPUs
+    where ``amdsmi`` is installed; ``unavailable`` stand-ins if it fails."""
+    import importlib.util
+
     ids = [g["device_id"] if isinstance(g, dict) else g.device_id for g in drm_gpus]
+    vendors = {g["vendor"] if isinstance(g, dict) else g.vendor for g in drm_gpus}
+    smi = "amd" in vendors and importlib.util.find_spec("amdsmi") is not None  # no import: cheap
+    if light and smi:
+        notes.append("amdsmi: AMD GPU readings start with the sampler (not imported in the Prolog)")
+        return []
     try:
         from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
 
-        return [DrmHwmonReader(drm_gpus, cfg.hardware.drm_root, cfg.hardware.kfd_root,
-                               fallback_w=cfg.hardware.gpu_fallback_w)]
+        hw = DrmHwmonReader(drm_gpus, cfg.hardware.drm_root, cfg.hardware.kfd_root,
+                            fallback_w=cfg.hardware.gpu_fallback_w)
+        if not smi:
+            return [hw]
+        from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader
+
+        r = AmdSmiReader(hw)
+        if r.reason:
+            notes.append(f"amdsmi: {r.reason}; hwmon files read instead")
+        return [r]
     except Exception as e:
         notes.append(f"drm-hwmon: {type(e).__name__}: {e}")
         return [UnavailableReader("gpu", ids, f"reader_error:{type(e).__name__}")]

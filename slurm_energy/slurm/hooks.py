@@ -212,7 +212,7 @@ def sampler_main(job_dir: str, node: str) -> int:
     return 0
 
 
-def _readers_for(cfg, ctx: JobContext, spool: JobSpool, errors: list[str]):
+def _readers_for(cfg, ctx: JobContext, spool: JobSpool, errors: list[str], light: bool = False):
     """This node's readers for the job, and the device inventory written once to the spool."""
     from slurm_energy.sampling.setup import build_readers
 
@@ -220,8 +220,8 @@ def _readers_for(cfg, ctx: JobContext, spool: JobSpool, errors: list[str]):
     if ctx.job_gpus and not ctx.gpu_uuids and not ctx.drm_gpus:
         unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
         errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML or AMD/Intel devices: {ctx.gpu_resolution_error}")
-    readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus)
-    if not os.path.exists(spool.static):
+    readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus, light=light)
+    if not light and not os.path.exists(spool.static):  # the Prolog's light set may lack devices
         from slurm_energy.devices.info import collect_static
 
         static = collect_static([d for r in readers for d in _safe_devices(r)])
@@ -236,7 +236,7 @@ def _reading_row(cfg, ctx: JobContext, spool: JobSpool, kind: str) -> None:
     from slurm_energy.sampling.nodestats import read_node_stats
     from slurm_energy.sampling.samplefile import SampleWriter
 
-    readers, _ = _readers_for(cfg, ctx, spool, [])
+    readers, _ = _readers_for(cfg, ctx, spool, [], light=kind == "prolog")  # no vendor library in the Prolog
     rows = []
     for r in readers:
         rows.extend(x.to_dict() for x in r.read())

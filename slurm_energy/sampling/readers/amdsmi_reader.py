@@ -1,0 +1,180 @@
+"""AMD GPUs through AMD SMI's Python binding (``amdsmi``), where it is installed (sampler only).
+
+``amdsmi`` needs ROCm's native ``libamd_smi.so``; without it the import fails (amdsmi 7.0.2 raises
+``KeyError`` and prints to stdout), so it is imported here, inside the detached sampler, never in
+the Prolog, and any failure falls back to the hwmon reader (:mod:`.drm_hwmon`).
+
+Per card (located by PCI bus id, ``amdsmi_get_processor_handle_from_bdf``), the best source, chosen
+once at start -- counter first, power integration second, across both sources:
+
+1. ``amdsmi_get_energy_count`` -> ``energy_accumulator`` x ``counter_resolution`` (µJ per count;
+   AMD SMI "Power Queries": the accumulator is 64-bit) -> ``method="counter"``, no range;
+2. the hwmon reader's ``energyN_input`` counter, if the card has one;
+3. ``amdsmi_get_power_info``: ``current_socket_power`` (MI300 and newer) else
+   ``average_socket_power`` (MI200 and earlier), W -> ``method="power_integration"``;
+4. the hwmon reader's choice (power file, labelled fallback, or ``unavailable``).
+
+Utilisation: ``amdsmi_get_gpu_activity``'s ``gfx_activity`` (%). Per-process use
+(``amdsmi_get_gpu_process_list``: cumulative GFX engine time per PID, ns) becomes
+``proc_util = {pid: engine-time delta / wall-time delta}`` in [0, 1], which accounting uses to
+split a card shared by several jobs, as for NVML. Partitions and tiles carry the share flags of the
+hwmon reader (the card's energy x fraction).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
+
+
+def import_amdsmi():
+    """``(module, "")`` or ``(None, why)``; never raises (the binding fails oddly without ROCm)."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            import amdsmi  # type: ignore[import-not-found]
+        return amdsmi, ""
+    except Exception as e:  # ImportError, or KeyError/OSError when libamd_smi.so is missing
+        return None, f"amdsmi not importable: {type(e).__name__}: {e}"
+
+
+@dataclass
+class _Target:
+    index: int  # position in the hwmon reader's targets
+    handle: object = None
+    mode: str = "hwmon"  # counter | power_integration | hwmon (delegate)
+    power_key: str = ""
+    last_proc: dict = field(default_factory=dict)  # pid -> cumulative gfx ns at last_t
+    last_t: Optional[float] = None
+
+
+class AmdSmiReader(Reader):
+    """The job's AMD GPUs through ``amdsmi``, the hwmon reader filling what amdsmi cannot.
+
+    Args:
+        hwmon: the :class:`DrmHwmonReader` for the same GPUs (fallback and rated power).
+        amdsmi_module: the ``amdsmi`` module (tests pass a stand-in; default: import it).
+        clock: monotonic seconds, for per-process utilisation.
+
+    Never raises: if amdsmi cannot initialise every GPU is read by ``hwmon`` (``reason`` says why).
+    """
+
+    name = "amdsmi"
+    device_class = "gpu"
+
+    def __init__(self, hwmon: DrmHwmonReader, amdsmi_module=None, clock=time.monotonic):
+        self.hwmon = hwmon
+        self.clock = clock
+        self.reason = ""
+        self.smi = amdsmi_module
+        if self.smi is None:
+            self.smi, self.reason = import_amdsmi()
+        self._init = False
+        self.targets = [_Target(i) for i in range(len(hwmon.targets))]
+        if self.smi is None:
+            return
+        try:
+            self.smi.amdsmi_init()
+            self._init = True
+        except self.smi.AmdSmiException as e:
+            self.reason = f"amdsmi cannot initialise: {e}"
+            return
+        for t in self.targets:
+            self._choose(t)
+
+    def _choose(self, t: _Target) -> None:
+        smi, ht = self.smi, self.hwmon.targets[t.index]
+        if ht.gpu.vendor != "amd" or ht.gpu.fraction_unknown:
+            return
+        try:
+            t.handle = smi.amdsmi_get_processor_handle_from_bdf(ht.gpu.pci_bus_id)
+        except smi.AmdSmiException:
+            return
+        try:
+            smi.amdsmi_get_energy_count(t.handle)
+            t.mode = "counter"
+            return
+        except smi.AmdSmiException:
+            pass
+        if ht.mode == "counter":
+            return  # the driver's energy file beats amdsmi's power
+        try:
+            info = smi.amdsmi_get_power_info(t.handle)
+        except smi.AmdSmiException:
+            return
+        for k in ("current_socket_power", "average_socket_power"):
+            if isinstance(info.get(k), (int, float)):
+                t.mode, t.power_key = "power_integration", k
+                return
+
+    def devices(self) -> list[DeviceStatic]:
+        """The hwmon reader's inventory, ``energy_source`` saying which source is read."""
+        out = self.hwmon.devices()
+        for d, t in zip(out, self.targets):
+            if t.mode != "hwmon":
+                d.extra["energy_source"] = f"amdsmi {t.mode}"
+        return out
+
+    def read(self) -> list[Reading]:
+        """One :class:`Reading` per GPU, now. Never raises."""
+        fallback = self.hwmon.read()
+        if not self._init:
+            return fallback
+        return [fb if t.mode == "hwmon" else self._read_one(t, fb) for t, fb in zip(self.targets, fallback)]
+
+    def _read_one(self, t: _Target, fb: Reading) -> Reading:
+        smi = self.smi
+        flags = [f for f in fb.flags if f.startswith(("share_", "partition_", "tile_"))]
+        r = Reading("gpu", fb.device_id, t.mode, flags=flags + ["amdsmi"], mem_bytes=fb.mem_bytes)
+        try:
+            if t.mode == "counter":
+                e = smi.amdsmi_get_energy_count(t.handle)
+                r.energy_uj = int(e["energy_accumulator"] * e["counter_resolution"])
+            else:
+                r.power_w = float(smi.amdsmi_get_power_info(t.handle)[t.power_key])
+        except (smi.AmdSmiException, KeyError, TypeError, ValueError) as exc:
+            return Reading("gpu", fb.device_id, "unavailable", flags=flags + [f"amdsmi_error:{type(exc).__name__}"])
+        r.util = self._util(t)
+        if r.util is None:
+            r.util = fb.util
+        r.proc_util = self._proc_util(t)
+        return r
+
+    def _util(self, t: _Target) -> Optional[float]:
+        try:
+            v = self.smi.amdsmi_get_gpu_activity(t.handle).get("gfx_activity")
+        except self.smi.AmdSmiException:
+            return None
+        return v / 100.0 if isinstance(v, (int, float)) else None
+
+    def _proc_util(self, t: _Target) -> Optional[dict]:
+        """``{pid: share of the interval the GFX engine ran the PID}``; {} on the first read."""
+        try:
+            procs = self.smi.amdsmi_get_gpu_process_list(t.handle)
+        except self.smi.AmdSmiException:
+            return None
+        now = self.clock()
+        cur = {int(p["pid"]): int(p["engine_usage"]["gfx"]) for p in procs
+               if isinstance(p.get("engine_usage", {}).get("gfx"), int)}
+        out = {}
+        if t.last_t is not None and now > t.last_t:
+            dt_ns = (now - t.last_t) * 1e9
+            for pid, ns in cur.items():
+                d = ns - t.last_proc.get(pid, ns)
+                out[pid] = min(1.0, max(0.0, d / dt_ns))
+        t.last_proc, t.last_t = cur, now
+        return out
+
+    def close(self) -> None:
+        """Shut amdsmi down (once)."""
+        if self._init:
+            try:
+                self.smi.amdsmi_shut_down()
+            except self.smi.AmdSmiException:
+                pass
+            self._init = False
