@@ -222,3 +222,21 @@ def test_rocm_names_and_ordinals(sysfs):
         _resolve(sysfs, rocr_visible_devices="0")
     with pytest.raises(GpuResolveError, match="SLURM_JOB_GPUS=5: GRES index 5 but this node has 2"):
         _resolve(sysfs, slurm_job_gpus="5")
+
+
+def test_integrated_graphics_is_neither_visible_nor_counted_in_the_gres_order(sysfs):
+    from slurm_energy.config import SiteConfig
+    from slurm_energy.sampling.local import visible_drm_gpus
+
+    sysfs.gpu("0000:00:02.0", "8086:46a6", "i915", card=0, render=128, hwmon={})  # iGPU: hwmon without energy...
+    import shutil
+    shutil.rmtree(sysfs.root / "devices" / "pci0000:00" / "0000:00:02.0" / "hwmon")  # ...or none at all
+    sysfs.gpu("0000:c1:00.0", MI300X, "amdgpu", card=1, render=129, hwmon={"power1_average": 1})
+    sysfs.gpu("0000:c2:00.0", MI300X, "amdgpu", card=2, render=130, hwmon={"power1_average": 1})
+    cfg = SiteConfig.model_validate({"hardware": {"drm_root": str(sysfs.drm_root), "kfd_root": str(sysfs.kfd_root)}})
+    assert [g["device_id"] for g in visible_drm_gpus(cfg, {})] == ["0000:c1:00.0", "0000:c2:00.0"]
+    # outside Slurm a ROCm ordinal counts the node's own GPUs; inside, SLURM_JOB_GPUS is the allocation
+    assert [g["device_id"] for g in visible_drm_gpus(cfg, {"ROCR_VISIBLE_DEVICES": "1"})] == ["0000:c2:00.0"]
+    # GRES index 1 = the second compute GPU by render minor (the iGPU's renderD128 is not counted)
+    assert [g["device_id"] for g in visible_drm_gpus(cfg, {"SLURM_JOB_GPUS": "1", "ROCR_VISIBLE_DEVICES": "0"})] == \
+        ["0000:c2:00.0"]

@@ -5,7 +5,8 @@ Names Slurm and the runtimes use, and what each one is:
 * ``SLURM_JOB_GPUS`` (Prolog/Epilog): Slurm's GRES indices on this node -- physical. With
   ``AutoDetect=rsmi`` or a ``gres.conf`` listing ``File=/dev/dri/renderD[128-...]`` the index
   order is the render nodes' order, so GRES index *i* = the *i*-th AMD/Intel render node by minor
-  number (a partitioned MI300 has one render node per compute partition, each its own GRES). A
+  number (a partitioned MI300 has one render node per compute partition, each its own GRES; cards
+  without hwmon files, i.e. integrated graphics, are not counted). A
   token may also be a device file (``/dev/dri/renderD129``, ``/dev/dri/card1``): unambiguous.
 * ``ROCR_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` (in the job): ``GPU-<unique_id>`` names a card
   outright; a number is an *in-job ordinal* (renumbered from 0 under ``ConstrainDevices``), mapped
@@ -55,9 +56,14 @@ class ResolvedDrmGpu:
 
 
 def _slots(gpus: list[DrmGpu]) -> list[tuple[int, DrmGpu, int]]:
-    """(render minor, card, partition index) for every render node, by minor: the GRES order."""
+    """(render minor, card, partition index) for every render node, by minor: the GRES order.
+
+    Cards without hwmon files (integrated graphics) are left out: Slurm's AutoDetect (rsmi,
+    oneapi) lists compute GPUs only, and such a card has nothing to measure."""
     out = []
     for g in gpus:
+        if not g.hwmon:
+            continue
         for i, m in enumerate(g.ordered_minors):
             out.append((m, g, i))
     return sorted(out, key=lambda s: s[0])
@@ -145,8 +151,8 @@ def resolve_drm_gpus(slurm_job_gpus: Optional[str] = None, rocr_visible_devices:
         rocr_visible_devices, hip_visible_devices: ROCm's variables (``GPU-<id>`` or in-job ordinals).
         ze_affinity_mask: Level Zero's ``k`` / ``k.t`` list (in-job ordinals, tiles).
         drm_root, kfd_root: sysfs roots (``hardware.drm_root`` / ``hardware.kfd_root``).
-        all_if_unset: no allocation at all -> every GPU of the node (``slurm-energy run`` outside
-            Slurm, where ordinals are the node's own).
+        all_if_unset: no allocation at all -> every GPU of the node that has hwmon files
+            (``slurm-energy run`` outside Slurm, where ordinals are the node's own).
 
     Returns:
         :class:`ResolvedGpus` of :class:`ResolvedDrmGpu`, duplicates removed; empty with ``reason``

@@ -41,6 +41,25 @@ def visible_gpus() -> list[str]:
         return []
 
 
+def visible_drm_gpus(cfg, environ=None) -> list[dict]:
+    """The AMD/Intel GPUs this process may use, as ResolvedDrmGpu dicts; [] when there are none.
+
+    Inside a Slurm job ``SLURM_JOB_GPUS`` is the allocation (physical); outside Slurm every GPU of
+    the node is visible and ``ROCR_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` / ``ZE_AFFINITY_MASK``
+    ordinals count the node's own GPUs (see :func:`slurm_energy.devices.gpus_drm.resolve_drm_gpus`).
+    Never raises (an unresolvable variable leaves AMD/Intel GPUs unmeasured; the CLI says so)."""
+    env = os.environ if environ is None else environ
+    try:
+        from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+
+        res = resolve_drm_gpus(env.get("SLURM_JOB_GPUS"), env.get("ROCR_VISIBLE_DEVICES"),
+                               env.get("HIP_VISIBLE_DEVICES"), env.get("ZE_AFFINITY_MASK"),
+                               cfg.hardware.drm_root, cfg.hardware.kfd_root, all_if_unset=True)
+        return [g.to_dict() for g in res]
+    except Exception:
+        return []
+
+
 def gpus_by_index(indices: str) -> tuple[list[str], list[str], str]:
     """``"0,1"`` (NVML indices, as ``nvidia-smi`` numbers them) -> (UUIDs, unresolved ids, reason).
 
@@ -70,6 +89,7 @@ class LocalMeasurement:
         probe: the job (a :class:`~slurm_energy.sampling.probes.ProcessTreeProbe`).
         label: the record's job id (and report name ``energy-<label>.html``).
         gpu_uuids: NVML UUIDs to read; unresolved: GPUs reported ``unavailable`` with ``gpu_note``.
+            With neither, the visible AMD/Intel GPUs are read (:func:`visible_drm_gpus`).
         interval_s: sampling interval, s (default: the site's ``sampling.interval_s``).
         child_of: sample in a child process measuring the tree of this PID (``track``: our own
             PID); ``probe`` is then unused (None).
@@ -84,7 +104,8 @@ class LocalMeasurement:
         self.cfg, self.label, self.partition = cfg, label, partition
         self.work_dir = os.path.abspath(work_dir)
         self.interval_s = float(interval_s or cfg.sampling.interval_s)
-        readers, self.notes = build_readers(cfg, gpu_uuids, unresolved)
+        drm = [] if gpu_uuids or unresolved else visible_drm_gpus(cfg)  # no NVIDIA GPU: AMD/Intel ones
+        readers, self.notes = build_readers(cfg, gpu_uuids, unresolved, drm_gpus=drm)
         if gpu_note:
             self.notes.append(f"gpu: {gpu_note}")
         self.statics = [d for r in readers for d in r.devices()]
