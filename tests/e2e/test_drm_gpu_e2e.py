@@ -21,6 +21,7 @@ from tests.fakes.drm import FakeSysfs
 pytestmark = pytest.mark.slurm
 
 AMD_W, INTEL_W = 300.0, 450.0
+VENV_PY = "/opt/slurm-energy/venv/bin/python"
 
 # power1_average (µW) held at AMD_W; energy1_input (µJ, the xe "card" channel) grows at INTEL_W
 WRITER = r"""
@@ -109,3 +110,52 @@ def test_amd_and_intel_gpu_energy_through_prolog_epilog_report(cluster, fake_drm
     gpu_rows = [ln for ln in csv.read_text().splitlines() if f",gpu,1,{method.value}," in ln]
     assert len(gpu_rows) == 1, csv.read_text()  # the report's GPU row: one card, measured how
     assert model in html.read_text()  # the report names the card's model
+
+
+# A training script that declares its work with track().tag() while holding the (fake) MI300X:
+# the record gets the tags, and its report and jobenergy -l show predicted vs measured (issue 13.5).
+FLOPS = 5e15  # MI300X dense BF16 1.3074e15 FLOP/s (bundled table, Epoch AI): ~0.3 of rated over ~12 s
+TRACK_JOB = f"""#!/bin/bash
+#SBATCH --output=slurm-%j.out
+#SBATCH --mem=400M
+#SBATCH -w n1
+#SBATCH --gres=gpu:1
+{VENV_PY} - <<'PY'
+import time
+from slurm_energy import track
+with track(label="e2e-predict") as t:
+    t.tag(flops={FLOPS!r}, model_params=1e9, tokens=1e6)
+    time.sleep(10)
+PY
+"""
+
+
+@pytest.mark.parametrize("fake_drm", ["amd"], indirect=True)
+def test_tagged_job_shows_predicted_vs_measured(cluster, fake_drm):
+    from slurm_energy.accounting.calibration import check_job
+
+    wd = cluster.workdir("alice", f"drm-predict-{os.getpid()}")
+    job = cluster.sbatch("alice", wd, TRACK_JOB)
+    (rec,) = cluster.wait_record(job)
+    assert rec.tags.get("flops") == FLOPS, (rec.tags, (wd / f"slurm-{job}.out").read_text())
+    (gpu,) = [d for d in rec.nodes[0].devices if d.device_class == "gpu"]
+    c = check_job(rec)
+    # FLOP/s fraction = 5e15 FLOPs / (elapsed s x 1 GPU x 1.3074e15 FLOP/s)
+    assert c["flops_frac_measured"] == pytest.approx(FLOPS / (rec.elapsed_s * 1.3074e15))
+    # power fraction = measured J / (750 W cap x covered s): the card held 300 W = 0.4 of its cap
+    assert c["power_frac_measured"] == pytest.approx(gpu.energy_j / (750.0 * gpu.duration_s))
+    assert c["power_frac_measured"] <= 0.4 * 1.01
+    # predicted GPU energy at the default 0.76: 1 x 750 W x 0.76 x elapsed s
+    assert c["gpu_kwh_predicted"] == pytest.approx(750.0 * 0.76 * rec.elapsed_s / 3.6e6)
+    out = subprocess.run([VENV_PY, "-m", "slurm_energy.cli.jobenergy", "--store", cluster.store_url, "-l", "-P", job],
+                         capture_output=True, text=True, env=cluster.env, check=True).stdout
+    lines = out.strip().splitlines()
+    rows = [dict(zip(lines[0].split("|"), ln.split("|"))) for ln in lines[1:]]
+    (meas,) = [r for r in rows if r["DeviceID"] == "GPU energy measured"]
+    assert float(meas["Energy_kWh"]) == pytest.approx(gpu.energy_j / 3.6e6, rel=1e-3)
+    csv = wd / f"energy-{job}.csv"
+    for _ in range(40):
+        if csv.exists():
+            break
+        time.sleep(0.25)
+    assert "jobid,quantity,predicted,measured,unit,basis" in csv.read_text()
