@@ -189,6 +189,9 @@ class JobRecord(BaseModel):
     partition: str = ""
     work_dir: str = ""
     restart_count: int = 0
+    # what tells two runs of one job id apart (a reused id, a requeue), where Slurm gives it:
+    sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11), one per run
+    slurm_start_time: Optional[float] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11), epoch s
     exit_code: str = ""  # Slurm's "exit:signal" from the Epilog (SLURM_JOB_EXIT_CODE2), e.g. "3:0"
     # Slurm-like job state derived from exit_code (the Epilog sees no JobState): COMPLETED (0:0),
     # FAILED (exit != 0), CANCELLED (killed by a signal: scancel, time limit, OOM), "" = unknown.

@@ -6,7 +6,11 @@ Layout of the results directory (root-only, mode 0700 at every level we create):
     <results_dir>/<cluster>/<job_id>.<restart_count>/.lock           fcntl lock for try_merge
 
 ``restart_count`` (SLURM_JOB_RESTART_COUNT) separates the attempts of a requeued job, which share a
-job id but are separate records (key cluster, job_id, start_time).
+job id but are separate records (key cluster, job_id, start_time). A job id Slurm *reused* (state
+reset, MaxJobId wrap) may find an older run's node records in the same directory: records are
+grouped into runs (:func:`split_runs`: SLUID or Slurm's start time where Slurm gives them, else the
+run's node list and overlapping time spans) and only one run is ever merged; once stored, its files
+are moved to ``stored/<start>/`` (:func:`retire_run`).
 
 Energy is kept per (node, device): the merged record's ``nodes`` is the union of the node summaries,
 keyed by node name. Nothing is multiplied by a node or task count and no totals are computed here;
@@ -21,7 +25,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 from slurm_energy.model import JobRecord, NodeSummary, Status
 from slurm_energy.natsort import natural_key, sort_devices
@@ -104,6 +108,7 @@ def write_node_record(results_dir, record: JobRecord) -> Path:
     node = record.nodes[0].node
     path = node_record_path(results_dir, record.cluster, record.job_id, record.restart_count, node)
     _makedirs_private(path.parent)
+    _keep_other_runs_file(path, record)
     fd, tmp = tempfile.mkstemp(prefix=f".{node}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
@@ -119,6 +124,64 @@ def write_node_record(results_dir, record: JobRecord) -> Path:
             pass
         raise
     return path
+
+
+#: Node records of one run overlap in time: every node's Prolog runs before the job ends and every
+#: Epilog after it. Clock skew between nodes allowed for, s.
+RUN_OVERLAP_SLACK_S = 2.0
+
+
+def run_identity(r: JobRecord) -> tuple:
+    """What Slurm says about which run a node record belongs to: (restart_count, SLUID or Slurm's
+    start time when given, the run's node list). Records with different identities are different
+    runs; equal identities without SLUID/start time (Slurm 22.05) are split by time overlap."""
+    explicit = ("sluid", r.sluid) if r.sluid else (("start", float(r.slurm_start_time)) if r.slurm_start_time else None)
+    return (r.restart_count, explicit, tuple(sorted(r.expected_nodes, key=natural_key)))
+
+
+def _span(r: JobRecord) -> tuple[float, float]:
+    starts = [r.start_time] + [ns.start_time for ns in r.nodes]
+    ends = [r.end_time] + [ns.end_time for ns in r.nodes]
+    return min(starts), max(ends)
+
+
+def same_run(a: JobRecord, b: JobRecord) -> bool:
+    """True if two node records of one (cluster, job id) belong to one run of the job: same
+    :func:`run_identity` and, without a SLUID or Slurm start time, overlapping spans."""
+    if (a.cluster, a.job_id) != (b.cluster, b.job_id) or run_identity(a) != run_identity(b):
+        return False
+    if run_identity(a)[1] is not None:
+        return True
+    (s0, e0), (s1, e1) = _span(a), _span(b)
+    return s1 <= e0 + RUN_OVERLAP_SLACK_S and s0 <= e1 + RUN_OVERLAP_SLACK_S
+
+
+def split_runs(records: list[JobRecord]) -> list[list[JobRecord]]:
+    """Group node records into runs of the job (:func:`same_run`), oldest run first.
+
+    A job id Slurm reused (state reset, MaxJobId wrap) on the same or another set of nodes, and a
+    requeued attempt, are different runs: their node records are never merged into one job.
+    """
+    runs: list[list[JobRecord]] = []
+    for r in sorted(records, key=lambda r: _span(r)[0]):
+        for run in runs:
+            if any(same_run(r, x) for x in run):
+                run.append(r)
+                break
+        else:
+            runs.append([r])
+    return runs
+
+
+def _keep_other_runs_file(path: Path, record: JobRecord) -> None:
+    """An older run's record at ``path`` (same node, same job id: a reused id whose earlier run never
+    completed its merge) is renamed ``<node>.<start>.json`` instead of being overwritten."""
+    try:
+        old = JobRecord.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return
+    if not same_run(old, record):
+        os.replace(path, path.with_name(f"{path.stem}.{int(_span(old)[0])}.json"))
 
 
 def _better_node(a: NodeSummary, b: NodeSummary) -> NodeSummary:
@@ -227,23 +290,58 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     )
 
 
-def read_node_records(job_dir) -> list[JobRecord]:
-    """All node records (``*.json``, not temp files) in one attempt's directory, sorted by name.
+def read_node_files(job_dir) -> list[tuple[Path, JobRecord]]:
+    """(path, record) of every node record (``*.json``, not temp files) in one attempt's directory,
+    in numeric name order. Records already stored (moved to ``stored/``) are not read.
 
     Raises ValueError naming the file if one does not parse as a JobRecord.
     """
     out = []
-    for p in sorted(Path(job_dir).glob("*.json")):
+    for p in sorted(Path(job_dir).glob("*.json"), key=lambda p: natural_key(p.name)):
         if p.name.startswith("."):
             continue
         try:
-            out.append(JobRecord.model_validate_json(p.read_text()))
+            out.append((p, JobRecord.model_validate_json(p.read_text())))
         except ValueError as e:
             raise ValueError(f"{p}: not a valid JobRecord ({e.__class__.__name__}: {str(e)[:200]})") from e
     return out
 
 
-def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str]):
+def read_node_records(job_dir) -> list[JobRecord]:
+    """The records of :func:`read_node_files` (all runs: see :func:`split_runs`)."""
+    return [r for _, r in read_node_files(job_dir)]
+
+
+def retire_run(results_dir, merged: JobRecord) -> int:
+    """Move the stored run's node files out of the results directory's way, into
+    ``<job dir>/stored/<start_time>/``, so a later run of the same job id (Slurm reused it) never
+    sees them. Under the directory's lock; files of other runs stay. Returns the number moved."""
+    job_dir = job_results_dir(results_dir, merged.cluster, merged.job_id, merged.restart_count)
+    if not job_dir.is_dir():
+        return 0
+    fd = os.open(job_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        dest = job_dir / "stored" / f"{merged.start_time:.3f}"
+        moved = 0
+        for p, r in read_node_files(job_dir):
+            if same_run(r, merged) or (run_identity(r)[1] is None and _in_run(r, merged)):
+                _makedirs_private(dest)
+                os.replace(p, dest / p.name)
+                moved += 1
+        return moved
+    finally:
+        os.close(fd)
+
+
+def _in_run(r: JobRecord, merged: JobRecord) -> bool:
+    """A node record whose node and start are the merged run's (merge widens expected_nodes)."""
+    return any(ns.node == m.node and abs(ns.start_time - m.start_time) < 1e-6
+               for ns in r.nodes for m in merged.nodes)
+
+
+def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
+              record: Optional[JobRecord] = None):
     """Merge the attempt's node records if every expected node has reported.
 
     Safe to run concurrently from several nodes' Epilogs: reading is done under an exclusive
@@ -256,6 +354,8 @@ def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expect
         results_dir: root of the results tree.
         cluster, job_id, restart_count: the attempt (see :func:`node_record_path`).
         expected_nodes: host names of the allocation (``expand_hostlist(SLURM_NODELIST)``).
+        record: this node's record just written: only node records of its run
+            (:func:`split_runs`) are merged. ``None``: the newest run in the directory.
 
     Returns:
         The merged :class:`JobRecord` (status from :func:`merge_records`), or ``None`` while some
@@ -273,7 +373,11 @@ def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expect
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        records = read_node_records(job_dir)
+        runs = split_runs(read_node_records(job_dir))
+        if not runs:
+            return None
+        mine = [run for run in runs if record is not None and any(same_run(record, x) for x in run)]
+        records = mine[0] if mine else runs[-1]
         reported = {ns.node for r in records for ns in r.nodes}
         if not set(expected_nodes) <= reported:
             return None

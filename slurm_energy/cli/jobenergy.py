@@ -12,7 +12,8 @@ window defaults to today from midnight, like sacct.
 
 Requeued jobs: a job with several attempts prints one row with the sum (JobID ``103``) and one row
 per attempt (JobID ``103#0``, ``103#1``...). A job id that Slurm reused selects the newest job, with
-a warning on stderr; ``-S``/``-E`` select another.
+a warning on stderr naming each job's start; ``-S`` selects the first job started at or after it
+(``-E`` alone: the newest started by then).
 
 State filter (``-s``) and row order: see :mod:`slurm_energy.cli.jobenergy_select` (sacct's job
 states CD/F/CA/R and our measurement statuses; rows by job id as sacct). Columns: ``State`` is the
@@ -141,19 +142,29 @@ def _err(msg: str) -> None:
     print(f"jobenergy: {msg}", file=sys.stderr)
 
 
-def _select_generation(records: list[JobRecord], spec_text: str) -> list[JobRecord]:
-    """Keep the newest job per reused (cluster, job_id); warn when an id was reused."""
+def _select_generation(records: list[JobRecord], spec_text: str, start=None, end=None) -> list[JobRecord]:
+    """One job per reused (cluster, job_id): the newest, with a warning naming every run's start;
+    with ``-S`` (``start``, epoch s) the first job that started at or after it, with only ``-E``
+    the newest that started at or before ``end`` -- so ``-S`` selects an older run."""
     groups: "OrderedDict[tuple, list]" = OrderedDict()
     for r in records:
         groups.setdefault((r.cluster, r.job_id), []).append(r)
     out = []
     for (cluster, jid), recs in groups.items():
         jobs = split_reused(recs)
+        if len(jobs) > 1 and start is not None:
+            after = [j for j in jobs if j[0].start_time >= start]
+            out.extend(after[0] if after else jobs[-1])
+            continue
+        if len(jobs) > 1 and end is not None:
+            before = [j for j in jobs if j[0].start_time <= end]
+            out.extend(before[-1] if before else jobs[-1])
+            continue
         if len(jobs) > 1:
             starts = ", ".join(F.fmt_time(j[0].start_time) for j in jobs)
             _err(
                 f"warning: job id {jid} was used by {len(jobs)} jobs (started {starts}); showing the newest. "
-                "Use -S/--starttime and -E/--endtime to select another."
+                "Use -S/--starttime with another job's start to select it."
             )
         out.extend(jobs[-1])
     return out
@@ -293,7 +304,8 @@ def _main(argv: list[str] | None) -> int:
             if spec.step:
                 _err(f"note: {spec.raw} is a job step; energy is measured per job allocation, showing the job")
                 break
-        records = _select_generation(records, ",".join(s.raw for s in specs))
+        records = _select_generation(records, ",".join(s.raw for s in specs),
+                                     start if args.starttime else None, end if args.endtime else None)
 
     items = _rows(records)
     for _, _, opts in items:

@@ -71,36 +71,45 @@ def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: b
     Carbon facts: ``cfg.carbon_for(partition, first node)``, hourly intensity when the site has it.
     Raises nothing for one bad directory: it is reported on stderr and skipped.
     """
-    from slurm_energy.accounting.formulas import finalise_record
-    from slurm_energy.accounting.merge import merge_records, read_node_records
-    from slurm_energy.model import Status
+    from slurm_energy.accounting.merge import merge_records, read_node_records, retire_run, split_runs
 
     done = []
     for d in find_stale_attempts(results_dir, older_than_s, now):
         try:
-            records = read_node_records(d)
-            if not records:
-                continue
-            merged = merge_records(records)
-            stored = store.query(jobs=[merged.job_id], clusters=[merged.cluster] if merged.cluster else None)
-            if any(r.job_id == merged.job_id and r.start_time == merged.start_time
-                   and r.status != Status.RUNNING for r in stored):  # fmt: skip
-                continue
-            node0 = merged.nodes[0].node if merged.nodes else ""
-            facts = cfg.carbon_for(merged.partition, node0)
-            hourly = cfg.hourly_intensity_for(facts) if hasattr(cfg, "hourly_intensity_for") else None
-            final = finalise_record(merged, facts, hourly)
-            if not merged.coverage_complete:  # a node never reported: its energy is not in the totals
-                final.coverage_complete = False
-            if final.status == Status.RUNNING:  # only interim summaries were left: the job never ended cleanly
-                final.status = Status.PARTIAL
-                final.errors.append("no Epilog record: finalised by collect from interim data")
-            if not dry_run:
-                store.put(final)
-            done.append(final)
+            for run in split_runs(read_node_records(d)):  # a reused job id: each run on its own
+                final = _collect_run(run, store, cfg, dry_run)
+                if final is not None:
+                    done.append(final)
+                if not dry_run:  # stored now or before: out of a later run's way
+                    retire_run(results_dir, final if final is not None else merge_records(run))
         except (ValueError, OSError) as e:
             _err(f"collect: skipping {d}: {e}")
     return done
+
+
+def _collect_run(records: list, store, cfg, dry_run: bool):
+    """Finalise and store one run's node records; None if it is already stored (final)."""
+    from slurm_energy.accounting.formulas import finalise_record
+    from slurm_energy.accounting.merge import merge_records
+    from slurm_energy.model import Status
+
+    merged = merge_records(records)
+    stored = store.query(jobs=[merged.job_id], clusters=[merged.cluster] if merged.cluster else None)
+    if any(r.job_id == merged.job_id and r.start_time == merged.start_time
+           and r.status != Status.RUNNING for r in stored):  # fmt: skip
+        return None
+    node0 = merged.nodes[0].node if merged.nodes else ""
+    facts = cfg.carbon_for(merged.partition, node0)
+    hourly = cfg.hourly_intensity_for(facts) if hasattr(cfg, "hourly_intensity_for") else None
+    final = finalise_record(merged, facts, hourly)
+    if not merged.coverage_complete:  # a node never reported: its energy is not in the totals
+        final.coverage_complete = False
+    if final.status == Status.RUNNING:  # only interim summaries were left: the job never ended cleanly
+        final.status = Status.PARTIAL
+        final.errors.append("no Epilog record: finalised by collect from interim data")
+    if not dry_run:
+        store.put(final)
+    return final
 
 
 def _open(args, cfg, readonly=False):

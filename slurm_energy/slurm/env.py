@@ -5,13 +5,15 @@ slurmd runs Prolog and Epilog as root with no PATH, HOME or USER; what it does g
 SLURM_JOB_USER, SLURM_JOB_ACCOUNT (only with accounting storage), SLURM_JOB_PARTITION,
 SLURM_JOB_WORK_DIR, SLURM_JOB_NUM_NODES, SLURM_NODELIST, SLURMD_NODENAME, SLURM_CLUSTER_NAME,
 SLURM_JOB_RESTART_COUNT, SLURM_JOB_GPUS (physical indices), CUDA_VISIBLE_DEVICES; the Epilog adds
-SLURM_JOB_EXIT_CODE2 ("3:0"). Array and het-job variables are read when present.
+SLURM_JOB_EXIT_CODE2 ("3:0"). Array and het-job variables are read when present; newer Slurm adds
+SLURM_JOB_START_TIME (23.11) and SLURM_JOB_SLUID (25.11), which tell runs of a reused job id apart.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from dataclasses import asdict, dataclass, field
 from typing import Mapping, Optional
@@ -47,6 +49,8 @@ class JobContext:
     job_name: str = ""  # not in 22.05's Prolog env: read later from the job's processes
     exit_code: str = ""  # Epilog only: SLURM_JOB_EXIT_CODE2, e.g. "0:0"
     prolog_time: float = 0.0  # epoch s, set by the Prolog
+    slurm_start_time: Optional[int] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11): the run's start, epoch s
+    sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11): one per run of a job, new on requeue
     gpu_uuids: list = field(default_factory=list)  # resolved once in the Prolog
     drm_gpus: list = field(default_factory=list)  # AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
     gpu_resolution_error: str = ""
@@ -121,7 +125,20 @@ def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
         het_job_offset=_opt(env, "SLURM_HET_JOB_OFFSET"),
         job_name=env.get("SLURM_JOB_NAME", ""),
         exit_code=env.get("SLURM_JOB_EXIT_CODE2", ""),
+        slurm_start_time=_start_time(env),
+        sluid=env.get("SLURM_JOB_SLUID", "") if _SAFE_SLUID.match(env.get("SLURM_JOB_SLUID", "")) else "",
     )
+
+
+#: A SLUID is Slurm's run id (e.g. ``sl_01J...``): letters, digits, ``_`` and ``-`` only; anything
+#: else is ignored (it names spool directories).
+_SAFE_SLUID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+
+
+def _start_time(env: Mapping[str, str]) -> Optional[int]:
+    """SLURM_JOB_START_TIME (Slurm >= 23.11 gives it to Prolog and Epilog), epoch s; None if absent/bad."""
+    raw = env.get("SLURM_JOB_START_TIME", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
 def cpus_on_node(cpus_per_node: str, node_index: int) -> Optional[int]:

@@ -115,6 +115,7 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
         cluster=ctx.cluster, job_id=ctx.job_id, job_name=ctx.job_name, array_job_id=ctx.array_job_id, array_task_id=ctx.array_task_id,
         het_job_id=ctx.het_job_id, het_job_offset=ctx.het_job_offset, user=ctx.user, uid=ctx.uid, gid=ctx.gid,
         account=ctx.account, partition=ctx.partition, work_dir=ctx.work_dir, restart_count=ctx.restart_count,
+        sluid=ctx.sluid, slurm_start_time=ctx.slurm_start_time,
         exit_code=exit_code, job_state=slurm_job_state(slurm_facts, ctx, exit_code), expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,
         nodes=[summary], status=st, errors=list(summary.errors), tags=dict(marks.tags))
 
@@ -187,15 +188,21 @@ def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
 
     Returns the stored job record, or None while other nodes are still to report.
     """
-    from slurm_energy.accounting.merge import try_merge, write_node_record
+    from slurm_energy.accounting.merge import retire_run, try_merge, write_node_record
 
     write_node_record(cfg.paths.results_dir, rec)
-    merged = try_merge(cfg.paths.results_dir, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes)
+    merged = try_merge(cfg.paths.results_dir, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes,
+                       record=rec)
     if merged is None:
         log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
         return None
     final = finalise(cfg, merged)
-    return store_and_report(cfg, final)
+    out = store_and_report(cfg, final)
+    try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
+        retire_run(cfg.paths.results_dir, merged)
+    except OSError as e:
+        log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
+    return out
 
 
 def store_and_report(cfg, final: JobRecord) -> JobRecord:

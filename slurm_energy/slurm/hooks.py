@@ -21,7 +21,7 @@ import sys
 import time
 
 from slurm_energy.slurm.env import JobContext, parse_slurm_env
-from slurm_energy.slurm.spool import JobSpool, find_attempt, write_private
+from slurm_energy.slurm.spool import JobSpool, find_attempt, new_run, spool_belongs_to_other_run, write_private
 
 log = logging.getLogger("slurm_energy.hooks")
 
@@ -70,10 +70,16 @@ def _begin(env, errors: list[str], epilog: bool = False):
     for e in errors:
         log.error(e)
     ctx = parse_slurm_env(env)
+    run = {"sluid": ctx.sluid, "slurm_start_time": ctx.slurm_start_time, "nodelist": ctx.nodelist}
     if epilog:  # a requeued job's Epilog may carry the next attempt's restart count
-        spool = find_attempt(cfg.paths.spool_dir, ctx.job_id, ctx.node, ctx.restart_count).ensure()
-    else:
-        spool = JobSpool(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node).ensure()
+        spool = find_attempt(cfg.paths.spool_dir, ctx.job_id, ctx.node, ctx.restart_count, run)
+        if os.path.exists(spool.done) and spool_belongs_to_other_run(spool, run):  # no Prolog ran for this run
+            spool = JobSpool(spool.spool_dir, ctx.job_id, ctx.restart_count, ctx.node,
+                             ctx.sluid or f"t{ctx.slurm_start_time or int(time.time())}")
+        spool.ensure()
+    else:  # a reused job id gets its own spool, never the older run's files
+        tag = ctx.sluid or f"t{ctx.slurm_start_time or int(time.time())}"
+        spool = new_run(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node, run, tag).ensure()
     for e in errors:
         spool.record_error(e)
     return cfg, ctx, spool
@@ -165,10 +171,7 @@ def spawn(args: list[str], logf: str) -> int:
 
 
 def _spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
-    spool_dir = os.path.dirname(os.path.dirname(job_dir.rstrip("/")))
-    name = os.path.basename(job_dir.rstrip("/"))
-    job_id, _, r = name.rpartition("-r")
-    spool = JobSpool(spool_dir, job_id, int(r or 0), node)
+    spool = JobSpool.from_dir(job_dir, node)
     with open(spool.context, encoding="utf-8") as f:
         ctx = JobContext.from_json(f.read())
     return spool, ctx

@@ -2,7 +2,8 @@
 
 Layout (``spool_dir`` from the site config, default /var/spool/slurm-energy, mode 0700)::
 
-    jobs/<job_id>-r<restart_count>/      0700, one per attempt (a requeued job gets a new one)
+    jobs/<job_id>-r<restart_count>/      0700, one per attempt (a requeued job gets a new one);
+                                         <job_id>-r<n>-<tag>/ for a later run of a reused job id
         context-<node>.json              the Prolog's JobContext
         static-<node>.json               the sampler's device inventory (device info collector)
         samples-<node>.jsonl             the sample file
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
+from typing import Optional
 
 
 def _mkdir_private(path: str) -> None:
@@ -30,14 +33,36 @@ def _mkdir_private(path: str) -> None:
         os.chmod(path, 0o700)
 
 
-class JobSpool:
-    """Paths of one job attempt on one node, under ``spool_dir``."""
+#: ``<job_id>-r<restart_count>`` or, for a second run of a reused job id, ``...-<tag>``
+_DIR_RE = re.compile(r"^(\d+)-r(\d+)(?:-([A-Za-z0-9_]+))?$")
 
-    def __init__(self, spool_dir: str, job_id: str, restart_count: int, node: str):
+
+class JobSpool:
+    """Paths of one job attempt (one run) on one node, under ``spool_dir``.
+
+    ``tag`` separates two runs of one job id (Slurm reused the id, or an old run's directory is
+    still there): the directory is ``<job_id>-r<restart_count>-<tag>`` then (see :func:`new_run`).
+    """
+
+    def __init__(self, spool_dir: str, job_id: str, restart_count: int, node: str, tag: str = ""):
         self.spool_dir = spool_dir
         self.job_id = job_id
         self.node = node
-        self.dir = os.path.join(spool_dir, "jobs", f"{job_id}-r{int(restart_count)}")
+        self.restart_count = int(restart_count)
+        self.tag = tag
+        name = f"{job_id}-r{int(restart_count)}" + (f"-{tag}" if tag else "")
+        self.dir = os.path.join(spool_dir, "jobs", name)
+
+    @classmethod
+    def from_dir(cls, job_dir: str, node: str) -> "JobSpool":
+        """The spool of an existing job directory (as passed to the sampler and finalizer).
+
+        Raises ValueError if the directory's name is not ``<job_id>-r<n>[-<tag>]``."""
+        job_dir = job_dir.rstrip("/")
+        m = _DIR_RE.match(os.path.basename(job_dir))
+        if not m:
+            raise ValueError(f"{job_dir}: not a job spool directory (<job_id>-r<restart>[-<tag>])")
+        return cls(os.path.dirname(os.path.dirname(job_dir)), m.group(1), int(m.group(2)), node, m.group(3) or "")
 
     def ensure(self) -> "JobSpool":
         """Create the spool and job directories (0700). Raises OSError."""
@@ -103,29 +128,81 @@ def write_private(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def find_attempt(spool_dir: str, job_id: str, node: str, restart_count: int) -> JobSpool:
-    """The attempt an Epilog belongs to.
+def _context(sp: JobSpool) -> dict:
+    try:
+        with open(sp.context, encoding="utf-8") as f:
+            d = json.load(f)
+        return d if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _same_run(ctx: dict, run: Optional[dict]) -> Optional[bool]:
+    """Does a spool's context describe ``run`` (the hook's SLUID / Slurm start time / node list)?
+    None when neither side names a SLUID or start time to compare."""
+    if not run:
+        return None
+    for key in ("sluid", "slurm_start_time"):
+        if run.get(key) and ctx.get(key):
+            return run[key] == ctx[key]
+    if run.get("nodelist") and ctx.get("nodelist") and run["nodelist"] != ctx["nodelist"]:
+        return False  # another node set: another run of this job id
+    return None
+
+
+def spool_belongs_to_other_run(sp: JobSpool, run: Optional[dict]) -> bool:
+    """True when the spool's context names another run than ``run`` (SLUID, start time, node list)."""
+    return _same_run(_context(sp), run) is False
+
+
+def _job_spools(spool_dir: str, job_id: str, node: str) -> list[JobSpool]:
+    try:
+        names = os.listdir(os.path.join(spool_dir, "jobs"))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        m = _DIR_RE.match(name)
+        if m and m.group(1) == job_id:
+            out.append(JobSpool(spool_dir, job_id, int(m.group(2)), node, m.group(3) or ""))
+    return out
+
+
+def new_run(spool_dir: str, job_id: str, restart_count: int, node: str, run: dict, tag: str) -> JobSpool:
+    """The spool for a run a Prolog starts: ``<job_id>-r<n>`` if free (or holding this very run,
+    as a retried Prolog), else ``<job_id>-r<n>-<tag>``: a job id Slurm reused (state reset, MaxJobId
+    wrap) never writes into an older run's files. ``run`` = {"sluid", "slurm_start_time",
+    "nodelist"} of this run; ``tag`` a name part unique to it (the SLUID, else the start time)."""
+    plain = JobSpool(spool_dir, job_id, restart_count, node)
+    if not os.path.exists(plain.dir):
+        return plain
+    ctx = _context(plain)
+    if not ctx or (_same_run(ctx, run) is True and not os.path.exists(plain.done)):
+        return plain
+    return JobSpool(spool_dir, job_id, restart_count, node, re.sub(r"[^A-Za-z0-9_]", "_", tag)[:64])
+
+
+def find_attempt(spool_dir: str, job_id: str, node: str, restart_count: int,
+                 run: Optional[dict] = None) -> JobSpool:
+    """The attempt (run) an Epilog belongs to.
 
     A requeued job's Epilog for attempt k may already see SLURM_JOB_RESTART_COUNT = k + 1, so the
-    attempt is the one this node's Prolog started (context file present) whose Epilog has not run
-    yet: the given restart count if it qualifies, else the newest such attempt below it. Falls back
-    to the given restart count (a job whose Prolog never ran).
+    attempt is one this node's Prolog started (context file present) whose Epilog has not run yet:
+    the given restart count if it qualifies, else the newest such attempt below it. Of several runs
+    of one job id (a reused id), the one whose context matches ``run`` (SLUID, Slurm start time,
+    node list: see :func:`new_run`) wins, else the newest Prolog. Falls back to the given restart
+    count (a job whose Prolog never ran).
     """
     want = JobSpool(spool_dir, job_id, restart_count, node)
-    jobs = os.path.join(spool_dir, "jobs")
     pending = []
-    try:
-        names = os.listdir(jobs)
-    except OSError:
-        return want
-    for name in names:
-        jid, sep, r = name.rpartition("-r")
-        if jid != job_id or not sep or not r.isdigit():
-            continue
-        sp = JobSpool(spool_dir, job_id, int(r), node)
+    for sp in _job_spools(spool_dir, job_id, node):
         if os.path.exists(sp.context) and not os.path.exists(sp.done):
-            pending.append((int(r), sp))
-    if any(r == restart_count for r, _ in pending):
-        return want
+            ctx = _context(sp)
+            if _same_run(ctx, run) is not False:
+                pending.append((sp.restart_count, float(ctx.get("prolog_time") or 0.0), sp))
+    same = [p for p in pending if p[0] == restart_count]
     older = [p for p in pending if p[0] < restart_count]
-    return max(older, key=lambda p: p[0])[1] if older else want
+    pick = same or older
+    if not pick:
+        return want
+    return max(pick, key=lambda p: (p[0], p[1]))[2]

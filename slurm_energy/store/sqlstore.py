@@ -43,6 +43,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
+from slurm_energy.accounting.merge import RUN_OVERLAP_SLACK_S
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.slurm.jobid import JobSpec, parse_jobid
 from slurm_energy.store import schema
@@ -132,6 +133,9 @@ class Store:
                 T.c.job_id == record.job_id,
                 T.c.restart_count == record.restart_count,
                 sa.func.abs(T.c.start_time - record.start_time) < SAME_ATTEMPT_S,
+                # an older run of a reused job id ended before this one started: not this attempt
+                T.c.end_time >= record.start_time - RUN_OVERLAP_SLACK_S,
+                T.c.start_time <= record.end_time + RUN_OVERLAP_SLACK_S,
             )
             if record.status == Status.RUNNING:
                 done = conn.execute(
@@ -278,7 +282,9 @@ def _merge_interim(olds: list[JobRecord], new: JobRecord) -> JobRecord:
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import merge_records
 
-    parts = [o for o in olds if o.restart_count == new.restart_count] + [new]
+    from slurm_energy.accounting.merge import same_run
+
+    parts = [o for o in olds if o.restart_count == new.restart_count and same_run(o, new)] + [new]
     merged = merge_records(parts)
     merged = finalise_record(merged, new.carbon)
     return merged.model_copy(update={"status": Status.RUNNING})
