@@ -132,7 +132,9 @@ class NodeSummary(BaseModel):
     start_time: float  # Prolog time, epoch s
     end_time: float  # Epilog time (or now for interim), epoch s
     cpu_time_s: Optional[float] = None  # job's CPU time on this node (cgroup or psutil), s
-    max_mem_bytes: Optional[int] = None
+    max_mem_bytes: Optional[int] = None  # peak memory used by the job on this node (cgroup max usage), bytes
+    req_mem_bytes: Optional[int] = None  # memory the job requested on this node (--mem, --mem-per-cpu x CPUs), bytes
+    req_mem_source: str = ""  # how req_mem_bytes was found, e.g. "per node 4000M (scontrol MinMemoryNode)"
     mean_mem_bytes: Optional[float] = None
     n_samples: int = 0
     interval_s: float = 5.0
@@ -192,6 +194,10 @@ class JobRecord(BaseModel):
     # what tells two runs of one job id apart (a reused id, a requeue), where Slurm gives it:
     sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11), one per run
     slurm_start_time: Optional[float] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11), epoch s
+    # Slurm's own energy for the job (acct_gather_energy, sacct ConsumedEnergyRaw), beside ours; None =
+    # Slurm collected none (AcctGatherEnergyType none/unknown, 0, or slurmdbd has no record)
+    slurm_energy_j: Optional[float] = None
+    slurm_energy_source: str = ""  # where it came from / why it is unavailable
     exit_code: str = ""  # Slurm's "exit:signal" from the Epilog (SLURM_JOB_EXIT_CODE2), e.g. "3:0"
     # Slurm-like job state derived from exit_code (the Epilog sees no JobState): COMPLETED (0:0),
     # FAILED (exit != 0), CANCELLED (killed by a signal: scancel, time limit, OOM), "" = unknown.

@@ -21,14 +21,59 @@ J_PER_KWH = 3.6e6  # 1 kWh = 3600 s x 1000 W
 DEFAULT_FIELDS = ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",
                   "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "State", "Status"]  # fmt: skip
 LONG_FIELDS = ["JobID", "Node", "Class", "DeviceID", "Model", "Count", "Method", "Energy_kWh",
-               "Device_kWh", "Coverage", "Wraps", "Resets", "Dropped", "Covers"]  # fmt: skip
+               "Device_kWh", "Coverage", "Wraps", "Resets", "Dropped", "ReqMem", "MaxRSS", "Covers"]  # fmt: skip
 
 
 def fmt_num(v: Optional[float]) -> str:
-    """4 significant figures; ``n/a`` for None (unmeasured)."""
+    """4 significant figures in plain decimal notation (``0.00001021``, never ``1.021e-05``: the
+    columns are fixed-unit, kWh / kgCO2e, like sacct's); ``n/a`` for None (unmeasured)."""
     if v is None:
         return "n/a"
-    return f"{v:.4g}"
+    return plain_number(v, 4)
+
+
+def plain_number(v: float, sig: int = 4) -> str:
+    """``v`` with ``sig`` significant figures, no exponent, trailing zeros dropped."""
+    import math
+
+    if v == 0 or not math.isfinite(v):
+        return "0" if v == 0 else str(v)
+    decimals = max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
+    text = f"{v:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt_mem(b: Optional[int]) -> str:
+    """Bytes in Slurm's memory style (sacct ReqMem/MaxRSS): ``4000M``, ``1234K``, ``3.91G``; ``""`` unknown."""
+    if b is None:
+        return ""
+    for i, unit in reversed(list(enumerate("KMGTP", 1))):
+        v = b / 1024 ** i
+        if v >= 1 and float(v).is_integer():
+            return f"{int(v)}{unit}"
+    for i, unit in reversed(list(enumerate("KMGTP", 1))):
+        if b >= 1024 ** i:
+            return f"{b / 1024 ** i:.2f}{unit}"
+    return str(b)
+
+
+def _req_mem(r: JobRecord) -> str:
+    """Requested memory per node (sacct ReqMem style); nodes that differ are listed."""
+    vals = list(dict.fromkeys(fmt_mem(n.req_mem_bytes) for n in r.nodes))
+    return ",".join(v for v in vals) if any(vals) else ""
+
+
+def _max_rss(r: JobRecord) -> str:
+    """Peak memory used on the busiest node (sacct's MaxRSS is the largest over tasks)."""
+    vals = [n.max_mem_bytes for n in r.nodes if n.max_mem_bytes is not None]
+    return fmt_mem(max(vals)) if vals else ""
+
+
+def _slurm_energy(r: JobRecord) -> str:
+    """Slurm's own ConsumedEnergy in its own format (``12.34K`` J); ``n/a`` when Slurm has none."""
+    from slurm_energy.slurm.formats import format_energy
+
+    return "n/a" if r.slurm_energy_j is None else format_energy(r.slurm_energy_j)
 
 
 def fmt_elapsed(seconds: float) -> str:
@@ -102,12 +147,17 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "status": lambda r, o: _status(r),
     "exitcode": lambda r, o: r.exit_code,
     "errors": lambda r, o: "; ".join(r.errors),
+    "reqmem": lambda r, o: _req_mem(r),
+    "maxrss": lambda r, o: _max_rss(r),
+    "slurmenergy": lambda r, o: _slurm_energy(r),
+    "slurmenergyraw": lambda r, o: "" if r.slurm_energy_j is None else f"{r.slurm_energy_j:.0f}",
 }
 _CANON = {k: k for k in FIELDS}
 _HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobName", "UID", "NodeList", "Start",
                                                    "End", "RestartCount", "ArrayJobID", "ArrayTaskID",
                                                    "HetJobID", "HetJobOffset", "IT_kWh", "PUE",
-                                                   "CI_g_per_kWh", "Coverage", "ExitCode", "Errors"]}
+                                                   "CI_g_per_kWh", "Coverage", "ExitCode", "Errors",
+                                                   "ReqMem", "MaxRSS", "SlurmEnergy", "SlurmEnergyRaw"]}
 
 
 def parse_format(spec: str) -> list[str]:
@@ -163,12 +213,20 @@ def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
                 jobid, ns.node, d.device_class, d.device_id, d.model, str(d.count), Method(d.method).value,
                 fmt_num(None if d.energy_j is None else d.energy_j / J_PER_KWH),
                 fmt_num(None if d.device_energy_j is None else d.device_energy_j / J_PER_KWH),
-                f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples), d.covers,
+                f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples),
+                fmt_mem(ns.req_mem_bytes), fmt_mem(ns.max_mem_bytes), _covers_flags(d),
             ])  # fmt: skip
     from slurm_energy.reporting.prediction_check import check, long_rows as check_long_rows
 
     chk = check(rec)
     return rows + phase_long_rows(rec, jobid, fmt_num) + ([] if chk is None else check_long_rows(chk, jobid))
+
+
+def _covers_flags(d) -> str:
+    """What the number covers, with its flags (counter_inconsistent, util_clamped + raw value...)."""
+    extra = [f for f in d.flags]
+    extra += [f"{k}={v:.3g}" for k, v in sorted(d.unclamped.items())]
+    return d.covers + (f" [{', '.join(extra)}]" if extra else "")
 
 
 def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:

@@ -49,6 +49,8 @@ class JobContext:
     job_name: str = ""  # not in 22.05's Prolog env: read later from the job's processes
     exit_code: str = ""  # Epilog only: SLURM_JOB_EXIT_CODE2, e.g. "0:0"
     prolog_time: float = 0.0  # epoch s, set by the Prolog
+    mem_per_node: str = ""  # SLURM_MEM_PER_NODE (MB; 0 = whole node): the job's env, not 22.05's Prolog
+    mem_per_cpu: str = ""  # SLURM_MEM_PER_CPU (MB), x the job's CPUs on the node
     slurm_start_time: Optional[int] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11): the run's start, epoch s
     sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11): one per run of a job, new on requeue
     gpu_uuids: list = field(default_factory=list)  # resolved once in the Prolog
@@ -125,6 +127,8 @@ def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
         het_job_offset=_opt(env, "SLURM_HET_JOB_OFFSET"),
         job_name=env.get("SLURM_JOB_NAME", ""),
         exit_code=env.get("SLURM_JOB_EXIT_CODE2", ""),
+        mem_per_node=env.get("SLURM_MEM_PER_NODE", ""),
+        mem_per_cpu=env.get("SLURM_MEM_PER_CPU", ""),
         slurm_start_time=_start_time(env),
         sluid=env.get("SLURM_JOB_SLUID", "") if _SAFE_SLUID.match(env.get("SLURM_JOB_SLUID", "")) else "",
     )
@@ -158,10 +162,11 @@ def cpus_on_node(cpus_per_node: str, node_index: int) -> Optional[int]:
 
 
 #: Facts Slurm 22.05 gives the job's processes but not the Prolog/Epilog (slurmd's _build_env
-#: leaves out the array and het-job variables and the job name).
+#: leaves out the array and het-job variables, the job name and the memory request).
 JOB_ENV_FACTS = {"SLURM_ARRAY_JOB_ID": "array_job_id", "SLURM_ARRAY_TASK_ID": "array_task_id",
                  "SLURM_HET_JOB_ID": "het_job_id", "SLURM_HET_JOB_OFFSET": "het_job_offset",
-                 "SLURM_JOB_NAME": "job_name"}
+                 "SLURM_JOB_NAME": "job_name", "SLURM_MEM_PER_NODE": "mem_per_node",
+                 "SLURM_MEM_PER_CPU": "mem_per_cpu"}
 
 
 def job_env_facts(environ: Mapping[str, str], job_id: str) -> Optional[dict]:

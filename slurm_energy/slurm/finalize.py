@@ -109,6 +109,8 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
         end_time=end_time, statics=statics, cpus_alloc=cpus_on_node(ctx.cpus_per_node, idx),
         policy=cfg.attribution.policy, interval_s=cfg.sampling.interval_s, status=st, errors=errors,
         span_known=span_known, marks=marks)
+    summary.req_mem_bytes, summary.req_mem_source = _requested_memory(
+        ctx, slurm_facts, cpus_on_node(ctx.cpus_per_node, idx), rows, errors)
     summary.static = {k: v for k, v in static.items() if k != "devices"}
     summary.static["devices"] = static.get("devices", [])
     return JobRecord(
@@ -133,6 +135,29 @@ def _read_marks(ctx: JobContext):
         return Marks(flags=[f"marks_unreadable:{type(e).__name__}"])
     m.flags = flags + m.flags
     return m
+
+
+def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], rows: list,
+                      errors: list) -> tuple[Optional[int], str]:
+    """The job's memory request on this node (bytes, how): the job's SLURM_MEM_PER_NODE /
+    SLURM_MEM_PER_CPU (read from its processes: 22.05's Prolog does not get them), else slurmctld's
+    MinMemoryNode / MinMemoryCPU; 0 = the node's whole memory. A value Slurm never writes is
+    recorded as an error and the request left unknown."""
+    from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
+
+    facts = facts or {}
+    node_total = next((r["node"]["mem_total_bytes"] for r in reversed(rows)
+                       if (r.get("node") or {}).get("mem_total_bytes")), None)
+    if ctx.mem_per_node or ctx.mem_per_cpu:
+        per_node, per_cpu, src = ctx.mem_per_node, ctx.mem_per_cpu, "job environment SLURM_MEM_PER_NODE/CPU, MB"
+    else:
+        per_node, per_cpu, src = facts.get("min_memory_node"), facts.get("min_memory_cpu"), "scontrol show job"
+    try:
+        b, how = requested_memory_bytes(per_node or None, per_cpu or None, cpus, node_total)
+    except SlurmFormatError as e:
+        errors.append(f"memory request not understood: {e}")
+        return None, ""
+    return b, (f"{how} ({src})" if b is not None else how)
 
 
 def finalise(cfg, merged: JobRecord) -> JobRecord:
@@ -197,12 +222,23 @@ def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
         log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
         return None
     final = finalise(cfg, merged)
+    final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
     out = store_and_report(cfg, final)
     try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
         retire_run(cfg.paths.results_dir, merged)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
     return out
+
+
+def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
+    """Slurm's own ConsumedEnergy for the job (off the hook path); (None, why) when it has none."""
+    try:
+        from slurm_energy.slurm.sacct import consumed_energy
+
+        return consumed_energy(job_id)
+    except Exception as e:  # Slurm's number is a comparison only: never lose the job over it
+        return None, f"unavailable: {type(e).__name__}: {e}"
 
 
 def store_and_report(cfg, final: JobRecord) -> JobRecord:

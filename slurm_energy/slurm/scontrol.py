@@ -19,7 +19,8 @@ SCONTROL = "/usr/bin/scontrol"
 
 _KEYS = {"ArrayJobId": "array_job_id", "ArrayTaskId": "array_task_id", "HetJobId": "het_job_id",
          "HetJobOffset": "het_job_offset", "JobState": "job_state", "Restarts": "restarts",
-         "ExitCode": "exit_code"}
+         "ExitCode": "exit_code", "MinMemoryNode": "min_memory_node", "MinMemoryCPU": "min_memory_cpu",
+         "NumNodes": "num_nodes"}
 
 #: states in which the job has not finished yet (the Epilog runs while the job is COMPLETING)
 UNFINISHED = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED",
@@ -30,13 +31,18 @@ def parse_show_job(line: str) -> dict:
     """Facts from one ``scontrol show job -o`` line.
 
     Returns {"array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_state",
-    "restarts" (int), "exit_code", "job_name"} for the keys present; "N/A" / "(null)" values are
+    "restarts" (int), "exit_code", "job_name", "min_memory_node" / "min_memory_cpu" (the memory
+    request, Slurm's units, e.g. "4000M"), "tres_mem" (TRES mem=, all nodes), "num_nodes"} for the
+    keys present; "N/A" / "(null)" values are
     dropped. JobName may contain spaces (it runs up to `` UserId=``).
     """
     out: dict = {}
     for k, v in re.findall(r"(?:^|\s)(\w+)=(\S*)", line):
         if k in _KEYS and v not in ("", "N/A", "(null)"):
             out[_KEYS[k]] = v
+    m = re.search(r"(?:^|\s)TRES=\S*?\bmem=([^,\s]+)", line)
+    if m:
+        out["tres_mem"] = m.group(1)  # the whole job's memory (all nodes), Slurm's units
     m = re.search(r"(?:^|\s)JobName=(.*?) UserId=", line)
     if m and m.group(1) not in ("", "(null)"):
         out["job_name"] = m.group(1)

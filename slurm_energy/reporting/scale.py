@@ -1,0 +1,51 @@
+"""Human units that scale to the value, for the HTML report: J / Wh / kWh / MWh and g / kg / t CO2e.
+
+A 40 s job used 0.0001 kWh: the report says ``368 J`` (and ``0.102 Wh``), not ``0.0001021 kWh`` or
+``1.021e-04``. Plain decimal notation always, 3 significant figures. The CSV and ``jobenergy`` keep
+fixed units (kWh, kgCO2e) in their headers so columns stay comparable and machine-readable.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+J_PER_WH = 3600.0  # 1 Wh = 3600 J
+
+
+def plain(v: float, sig: int = 3) -> str:
+    """``v`` to ``sig`` significant figures in plain notation (no exponent), trailing zeros dropped."""
+    if v == 0 or not math.isfinite(v):
+        return "0" if v == 0 else str(v)
+    decimals = max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
+    text = f"{round(v, decimals):.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def energy_text(joules: Optional[float], sig: int = 3) -> str:
+    """``368 J``, ``12.5 Wh``, ``3.4 kWh``, ``1.2 MWh``; ``n/a`` for None (unmeasured, never 0)."""
+    if joules is None:
+        return "n/a"
+    wh = joules / J_PER_WH
+    if abs(joules) < J_PER_WH:
+        return f"{plain(joules, sig)} J"
+    for unit, scale in (("Wh", 1.0), ("kWh", 1e3), ("MWh", 1e6)):
+        if abs(wh) < scale * 1000 or unit == "MWh":
+            return f"{plain(wh / scale, sig)} {unit}"
+    return f"{plain(wh / 1e6, sig)} MWh"  # pragma: no cover
+
+
+def co2e_text(kg: Optional[float], sig: int = 3) -> str:
+    """``10.2 g``, ``3.4 kg``, ``1.2 t`` CO2e (the caller adds "CO2e"); ``n/a`` for None."""
+    if kg is None:
+        return "n/a"
+    if abs(kg) < 1.0:
+        return f"{plain(kg * 1000, sig)} g"
+    if abs(kg) < 1000.0:
+        return f"{plain(kg, sig)} kg"
+    return f"{plain(kg / 1000, sig)} t"
+
+
+def kwh_energy_text(kwh: Optional[float], sig: int = 3) -> str:
+    """:func:`energy_text` for a value in kWh."""
+    return "n/a" if kwh is None else energy_text(kwh * 3.6e6, sig)

@@ -1,0 +1,85 @@
+"""Slurm's own energy for a job (acct_gather_energy plugins), read by the detached finalizer.
+
+slurmdbd keeps ``ConsumedEnergyRaw`` (J) per job when the site runs an AcctGatherEnergyType plugin
+(rapl, ipmi, gpu, pm_counters, xcc). It is recorded beside our measurement, labelled Slurm's, so an
+admin can compare the two. Slurm writes 0 both for "no energy plugin" and for "nothing measured",
+so 0 is taken as *not collected* (unavailable, ``None``); an empty field (slurmdbd has no record yet, or no accounting storage) is unavailable
+too. Never 0 for "unknown".
+
+Absolute paths (the finalizer inherits the hooks' empty PATH); never run on the Prolog/Epilog path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from typing import Callable, Optional
+
+from slurm_energy.slurm.formats import SlurmFormatError, parse_energy_j
+
+SACCT = "/usr/bin/sacct"
+SCONTROL = "/usr/bin/scontrol"
+
+
+def _env() -> dict:
+    return {"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})}
+
+
+def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, timeout_s: float = 5.0) -> Optional[str]:
+    """The site's AcctGatherEnergyType (e.g. ``acct_gather_energy/rapl``), ``"none"`` for
+    ``acct_gather_energy/none`` or ``(null)``, ``None`` if it cannot be read."""
+    if not os.path.exists(scontrol):
+        return None
+    try:
+        r = run([scontrol, "show", "config"], capture_output=True, text=True, timeout=timeout_s, env=_env())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    for line in r.stdout.splitlines():
+        key, _, val = line.partition("=")
+        if key.strip() == "AcctGatherEnergyType":
+            v = val.strip()
+            return "none" if v in ("", "(null)", "acct_gather_energy/none") else v
+    return "none"  # older slurm.conf printouts omit an unset plugin
+
+
+def consumed_energy(job_id: str, *, sacct: str = SACCT, scontrol: str = SCONTROL, run: Callable = subprocess.run,
+                    wait_s: float = 10.0, sleep: Callable = time.sleep, timeout_s: float = 10.0,
+                    ) -> tuple[Optional[float], str]:
+    """Slurm's ConsumedEnergyRaw for ``job_id`` in J, and its label.
+
+    Returns ``(joules, "Slurm's ConsumedEnergyRaw (sacct), plugin acct_gather_energy/rapl")``, or
+    ``(None, "unavailable: <why>")`` when the site has no energy plugin, sacct is missing or fails
+    (no slurmdbd), slurmdbd has no record within ``wait_s`` s, or the value is 0. Never raises.
+    """
+    plugin = energy_plugin(scontrol=scontrol, run=run)
+    if plugin == "none":
+        return None, "unavailable: Slurm collects no energy (AcctGatherEnergyType=acct_gather_energy/none)"
+    if not os.path.exists(sacct):
+        return None, f"unavailable: {sacct} not found"
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            r = run([sacct, "-j", str(job_id), "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"], capture_output=True,
+                    text=True, timeout=timeout_s, env=_env())
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return None, f"unavailable: sacct failed ({type(e).__name__})"
+        if r.returncode != 0:
+            return None, f"unavailable: sacct: {(r.stderr or '').strip()[:120] or 'exit %d' % r.returncode}"
+        lines = [x.strip() for x in r.stdout.splitlines() if x.strip()]
+        if lines or time.monotonic() > deadline:
+            break
+        sleep(1.0)
+    if not lines:
+        return None, "unavailable: slurmdbd has no record of the job (yet)"
+    try:
+        j = parse_energy_j(lines[-1], "ConsumedEnergyRaw")  # -X: the allocation; the newest run last
+    except SlurmFormatError as e:
+        return None, f"unavailable: {e}"
+    if j is None:
+        return None, "unavailable: ConsumedEnergyRaw is empty"
+    if j == 0:  # Slurm writes 0 for "not collected" as well: never report it as a measured 0 J
+        return None, f"unavailable: Slurm recorded 0 J (not collected; plugin {plugin or 'unknown'})"
+    return j, f"Slurm's ConsumedEnergyRaw (sacct), plugin {plugin or 'unknown'}"

@@ -1,0 +1,129 @@
+"""Requested vs used memory (item 7) and Slurm's own ConsumedEnergy beside ours (item 8)."""
+
+import subprocess
+
+import pytest
+
+from jobrecord_factory import finished, node_record
+from slurm_energy.cli.jobenergy import main
+from slurm_energy.reporting.report import render_html
+from slurm_energy.slurm.env import JobContext, job_env_facts, parse_slurm_env
+from slurm_energy.slurm.finalize import _requested_memory
+from slurm_energy.slurm.sacct import consumed_energy
+from slurm_energy.slurm.scontrol import parse_show_job
+from slurm_energy.store import open_store
+
+MB, GB = 1024 ** 2, 1024 ** 3
+T0 = 1_700_000_000.0
+LINE = ("JobId=77 JobName=train UserId=alice(1001) GroupId=alice(1001) JobState=COMPLETED Restarts=0 "
+        "NumNodes=2 NumCPUs=8 TRES=cpu=8,mem=16000M,node=2,billing=8 MinCPUsNode=4 MinMemoryNode=8000M "
+        "MinTmpDiskNode=0 Features=(null)")
+
+
+def _ctx(**kw):
+    return JobContext(job_id="77", uid=1001, gid=1001, **kw)
+
+
+ROWS = [{"t": T0, "node": {"mem_total_bytes": 64 * GB}}]
+
+
+def test_request_per_node_from_slurmctld():
+    facts = parse_show_job(LINE)
+    assert (facts["min_memory_node"], facts["tres_mem"], facts["num_nodes"]) == ("8000M", "16000M", "2")
+    b, how = _requested_memory(_ctx(), facts, 4, ROWS, [])
+    assert b == 8000 * MB and "scontrol" in how  # 8000 MiB = 8388608000 bytes
+
+
+def test_request_per_cpu_from_the_jobs_environment_times_cpus_on_node():
+    # the job's processes carry SLURM_MEM_PER_CPU=1500 (MB); 4 CPUs here -> 6000 MiB
+    facts = job_env_facts({"SLURM_JOB_ID": "77", "SLURM_MEM_PER_CPU": "1500"}, "77")
+    assert facts == {"mem_per_cpu": "1500"}
+    b, how = _requested_memory(_ctx(mem_per_cpu="1500"), parse_show_job(LINE), 4, ROWS, [])
+    assert b == 6000 * MB and "x 4 CPUs" in how
+
+
+def test_request_zero_is_the_whole_node_and_bad_text_is_an_error_not_a_crash():
+    assert _requested_memory(_ctx(mem_per_node="0"), None, 4, ROWS, [])[0] == 64 * GB
+    errors: list = []
+    assert _requested_memory(_ctx(mem_per_node="lots"), None, 4, ROWS, errors) == (None, "")
+    assert "mem_per_node='lots'" in errors[0]
+    assert parse_slurm_env({"SLURM_JOB_ID": "1", "SLURM_JOB_UID": "0", "SLURM_JOB_GID": "0",
+                            "SLURM_MEM_PER_NODE": "4096"}).mem_per_node == "4096"
+
+
+def _store(tmp_path, monkeypatch, **kw):
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    r = node_record(job_id="77", start=T0, end=T0 + 60, **kw)
+    r.nodes[0].req_mem_bytes = 4000 * MB
+    r.nodes[0].req_mem_source = "per node 4000M (scontrol show job)"
+    r.nodes[0].max_mem_bytes = int(1.5 * GB)
+    u = f"sqlite:///{tmp_path}/j.db"
+    s = open_store(u)
+    s.put(finished(r))
+    s.close()
+    return u, finished(r)
+
+
+def test_jobenergy_reqmem_maxrss_slurmenergy(tmp_path, monkeypatch, capsys):
+    u, _ = _store(tmp_path, monkeypatch, slurm_energy_j=12340.0, slurm_energy_source="Slurm's ConsumedEnergyRaw")
+    assert main(["--store", u, "-P", "-n", "-o", "JobID,ReqMem,MaxRSS,SlurmEnergy,SlurmEnergyRaw", "77"]) == 0
+    assert capsys.readouterr().out.strip() == "77|4000M|1536M|12.34K|12340"  # 1.5 GiB = 1536 MiB
+    assert main(["--store", u, "-P", "-n", "-l", "77"]) == 0
+    row = capsys.readouterr().out.splitlines()[0].split("|")
+    assert row[13:15] == ["4000M", "1536M"]
+
+
+def test_slurm_energy_unavailable_is_na_never_0(tmp_path, monkeypatch, capsys):
+    u, _ = _store(tmp_path, monkeypatch, slurm_energy_source="unavailable: Slurm collects no energy")
+    assert main(["--store", u, "-P", "-n", "-o", "JobID,SlurmEnergy", "77"]) == 0
+    assert capsys.readouterr().out.strip() == "77|n/a"
+
+
+def test_report_shows_requested_vs_used(tmp_path, monkeypatch):
+    _, rec = _store(tmp_path, monkeypatch, slurm_energy_j=12340.0, slurm_energy_source="Slurm's ConsumedEnergyRaw")
+    html = render_html(rec)
+    # 4000 MiB = 3.91 GiB requested, 1.50 GiB used: 1.5 / 3.90625 = 38 %
+    assert "requested 3.91 GiB · used (peak) 1.50 GiB · 38 % of the request" in html
+    assert "12.3 kJ" not in html and "3.43 Wh" in html  # 12340 J = 3.43 Wh, Slurm's, labelled
+
+
+def _runner(config_out, sacct_out, sacct_rc=0):
+    calls = []
+
+    def run(argv, **kw):
+        calls.append(argv)
+        if argv[1:3] == ["show", "config"]:
+            return subprocess.CompletedProcess(argv, 0, config_out, "")
+        return subprocess.CompletedProcess(argv, sacct_rc, sacct_out, "sacct: error: accounting storage is disabled")
+    return run, calls
+
+
+@pytest.fixture
+def exes(tmp_path):
+    for n in ("sacct", "scontrol"):
+        (tmp_path / n).write_text("")
+    return str(tmp_path / "sacct"), str(tmp_path / "scontrol")
+
+
+def test_consumed_energy_hand_values(exes):
+    sacct, scontrol = exes
+    run, calls = _runner("AcctGatherEnergyType   = acct_gather_energy/rapl\n", "12340\n")
+    assert consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run) == (
+        12340.0, "Slurm's ConsumedEnergyRaw (sacct), plugin acct_gather_energy/rapl")
+    assert calls[-1][1:] == ["-j", "77", "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"]
+
+
+def test_consumed_energy_not_collected_is_unavailable(exes):
+    sacct, scontrol = exes
+    run, _ = _runner("AcctGatherEnergyType    = acct_gather_energy/none\n", "0\n")
+    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)
+    assert j is None and "collects no energy" in why
+    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "0\n")
+    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)
+    assert j is None and "0 J" in why  # 0 = not collected, never a measured 0
+    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "", sacct_rc=1)
+    assert consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)[0] is None
+    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "\n")
+    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run, wait_s=0, sleep=lambda s: None)
+    assert j is None and "no record" in why
