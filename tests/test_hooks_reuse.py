@@ -16,8 +16,28 @@ import pytest
 
 from test_hooks import VENV_PY, _env, _hook, _run_hook, _site
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY),
-                                reason="hooks run as root with the installed venv (scripts/setup.sh)")
+
+
+def _installed_is_this_checkout() -> bool:
+    """The hooks run the venv's installed package (python -I), not this checkout: only test it when
+    the installed merge/spool code is this checkout's (scripts/run-tests.sh installs it first)."""
+    import hashlib
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1] / "slurm_energy"
+    out = subprocess.run([VENV_PY, "-I", "-c", "import slurm_energy, os; print(os.path.dirname(slurm_energy.__file__))"],
+                         capture_output=True, text=True, cwd="/")
+    if out.returncode != 0:
+        return False
+    inst = Path(out.stdout.strip())
+    return all((inst / f).exists() and hashlib.sha256((inst / f).read_bytes()).digest()
+               == hashlib.sha256((repo / f).read_bytes()).digest()
+               for f in ("accounting/merge.py", "slurm/spool.py", "slurm/hooks.py"))
+
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY) or not _installed_is_this_checkout(),
+                                reason="hooks run as root with this checkout installed in the venv "
+                                       "(scripts/run-tests.sh installs it)")
 
 
 def _one_run(tmp_path, node: str, busy_s: float) -> float:

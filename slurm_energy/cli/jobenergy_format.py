@@ -219,7 +219,15 @@ def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     from slurm_energy.reporting.prediction_check import check, long_rows as check_long_rows
 
     chk = check(rec)
-    return rows + phase_long_rows(rec, jobid, fmt_num) + ([] if chk is None else check_long_rows(chk, jobid))
+    extra = phase_long_rows(rec, jobid, fmt_num) + ([] if chk is None else check_long_rows(chk, jobid))
+    return rows + [_widen(r) for r in extra]
+
+
+def _widen(row: list[str]) -> list[str]:
+    """A row built for the columns before ReqMem/MaxRSS (phases, prediction) with those two empty."""
+    if len(row) == len(LONG_FIELDS) - 2:
+        return row[:-1] + ["", ""] + row[-1:]
+    return row
 
 
 def _covers_flags(d) -> str:
