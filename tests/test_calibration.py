@@ -25,6 +25,14 @@ from slurm_energy.store import open_store
 A100 = "NVIDIA A100-SXM4-80GB"
 
 
+@pytest.fixture(autouse=True)
+def _own_site_config(tmp_path, monkeypatch):
+    """Never read this machine's /etc/slurm-energy/site.yaml: a minimal one of our own."""
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
+    monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
+
+
 def rec(job_id, n_gpus, elapsed, gpu_j, cpu_j=None, ram_j=None, tags=None, model=A100, method=Method.COUNTER):
     devs = [DeviceEnergy(device_class="gpu", device_id="gpu-all", node="n1", model=model, count=n_gpus,
                          method=method, energy_j=gpu_j, rated_power_w=400.0, duration_s=elapsed, coverage=1.0)]

@@ -19,6 +19,14 @@ CPU = DeviceSpec("cpu", count=32, rated_power_w=10.0, power_frac=0.5)
 RAM = DeviceSpec("ram", count=100, rated_power_w=0.3725, power_frac=1.0)
 
 
+@pytest.fixture(autouse=True)
+def _own_site_config(tmp_path, monkeypatch):
+    """Never read this machine's /etc/slurm-energy/site.yaml: a minimal one of our own."""
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
+    monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
+
+
 def test_training_flops_kaplan():
     # 6 x 7e9 params x 1e9 tokens = 4.2e19 FLOPs
     assert training_flops(7e9, 1e9) == pytest.approx(4.2e19)
@@ -165,8 +173,25 @@ def test_cli_table_lookup_a100(capsys):
 def test_cli_defaults_are_named(capsys):
     rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "1")
     assert rc == 0
-    # defaults: PUE 1.58 (Uptime 2023), CI 475 g/kWh (IEA 2019)
-    assert "PUE 1.58: default" in out and "CI 475 gCO2e/kWh: default" in out
+    # no PUE/CI in the site config: defaults PUE 1.58 (Uptime 2023), CI 475 g/kWh (IEA 2019), labelled
+    assert "PUE 1.58: DEFAULT: industry average" in out and "CI 475 gCO2e/kWh: DEFAULT: world average" in out
+
+
+def test_cli_site_config_pue_and_ci_for_partition(tmp_path, monkeypatch, capsys):
+    (tmp_path / "site.yaml").write_text(
+        "cluster_name: c1\npue: 1.2\nlocation:\n  country: FR\ndatacenters:\n  gpu-room:\n    pue: 1.1\n"
+        "    pue_source: annual report\n    carbon_intensity: {value: 20, unit: gCO2e/kWh}\n    partitions: [gpu]\n")
+    rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "1",
+                      "--partition", "gpu", "--json")
+    d = json.loads(out)
+    # t = 1e18 / 1e15 = 1000 s; GPU 100 W x 0.76 x 1000 s = 76_000 J = 0.021111 kWh; x PUE 1.1 = 0.023222 kWh
+    assert d["facility_kwh"] == pytest.approx(76_000 / 3.6e6 * 1.1)
+    # x 20 gCO2e/kWh = 0.46444 g
+    assert d["co2e_kg"] == pytest.approx(76_000 / 3.6e6 * 1.1 * 20 / 1000)
+    assert d["pue_source"] == "datacenter gpu-room: annual report" and d["ci_source"].startswith("datacenter gpu-room")
+    # another partition: the site's own PUE 1.2
+    rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "1", "--json")
+    assert json.loads(out)["pue"] == 1.2 and json.loads(out)["pue_source"] == "site config: pue"
 
 
 def test_cli_amd_gpu_from_the_table(capsys):

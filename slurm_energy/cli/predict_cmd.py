@@ -67,8 +67,8 @@ def register(subparsers) -> None:
     g.add_argument("--gpu-flops", type=float, help="rated FLOP/s per GPU (overrides the table)")
     g.add_argument("--gpu-watts", type=float, help="rated power per GPU, W (overrides the table)")
     n = p.add_argument_group("node overhead: CPU, RAM, network, fans (optional)")
-    n.add_argument("--node-watts", type=float, help="power drawn per node besides its GPUs, W "
-                   "(default: the site's measured jobs, else not included)")
+    n.add_argument("--node-watts", type=float, help="power drawn per node besides its GPUs, W, charged per GPU "
+                   "as W / --gpus-per-node (default: the site's measured jobs, else not included)")
     n.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node for --node-watts (default 8)")
     n.add_argument("--cpu-cores", type=int, help="CPU cores the job holds (method's TDP model)")
     n.add_argument("--cpu-watts-per-core", type=float, help="TDP per core, W")
@@ -77,10 +77,14 @@ def register(subparsers) -> None:
     n.add_argument("--ram-watts-per-gb", type=float, default=RAM_W_PER_GB,
                    help=f"W per GB (default {RAM_W_PER_GB}, Green Algorithms 2021)")
     s = p.add_argument_group("site")
-    s.add_argument("--pue", type=float, help="PUE (default: 1.58, Uptime Institute 2023)")
-    s.add_argument("--ci", type=float, help="carbon intensity, gCO2e/kWh (default: --country, else 475 world IEA 2019)")
+    s.add_argument("--pue", type=float, help="PUE (default: the site config's for --partition, else 1.58, Uptime "
+                   "Institute 2023)")
+    s.add_argument("--ci", type=float, help="carbon intensity, gCO2e/kWh (default: --country, else the site config's "
+                   "for --partition, else 475 world IEA 2019)")
     s.add_argument("--country", help="ISO country code for the bundled carbon-intensity table, e.g. FR")
-    s.add_argument("--alpha", type=float, default=1.0, help="offset factor alpha (default 1.0)")
+    s.add_argument("--alpha", type=float, help="offset factor alpha (default: the site config's, else 1.0)")
+    s.add_argument("--partition", default="", help="Slurm partition the job will run in: picks the site config's "
+                   "datacenter (PUE, carbon intensity)")
     s.add_argument("--store", help="store URL for the site calibration (default: $SLURM_ENERGY_STORE, else "
                    "site config paths.store_url)")
     s.add_argument("--no-calibration", action="store_true", help="ignore the site's measured jobs")
@@ -151,17 +155,44 @@ def gpu_rated(args) -> tuple[Optional[float], float, str, str]:
     return flops, watts, model, "; ".join(sources)
 
 
+def site_config(args):
+    """``(SiteConfig or None, note)``: the site config as the hooks read it (lenient, last good copy,
+    ``$SLURM_ENERGY_CONFIG`` else /etc/slurm-energy/site.yaml), memoised on ``args``. Never raises:
+    a prediction works without one (documented defaults, labelled)."""
+    if not hasattr(args, "_site_config"):
+        try:
+            from slurm_energy import config as C
+
+            cfg, warnings = C.load_site_config_for_hooks(save=False)
+            for w in warnings:  # an invalid key falls back to its default: say so, as jobenergy does
+                print(f"slurm-energy predict: warning: {w}", file=sys.stderr)
+            args._site_config = (cfg, f"site config {cfg.source_path}" if cfg.source_path else "no site config")
+        except Exception as e:  # noqa: BLE001 - the prediction goes on with documented defaults
+            args._site_config = (None, f"site config unreadable: {e}")
+    return args._site_config
+
+
 def site_facts(args) -> dict:
-    """PUE, CI, alpha with their sources: explicit flags, else ``--country`` table, else defaults.
+    """PUE, CI, alpha with their sources: explicit flags, else ``--country`` (CI), else the site
+    config for ``--partition`` (:meth:`slurm_energy.config.SiteConfig.carbon_for`, offline: no
+    geolocation), else the documented defaults (PUE 1.58, 475 gCO2e/kWh, alpha 1), labelled.
 
     Raises:
         PredictionError: ``--country`` not in the bundled table.
     """
     from slurm_energy.model import CarbonFacts
 
+    cfg, _ = site_config(args)
     d = CarbonFacts()
+    if cfg is not None:
+        try:
+            d = cfg.carbon_for(args.partition or "", offline=True)
+        except Exception:  # noqa: BLE001 - a broken datacenter entry: documented defaults, labelled
+            d = CarbonFacts()
     out = {"pue": d.pue, "pue_source": d.pue_source, "ci": d.ci_g_per_kwh, "ci_source": d.ci_source,
-           "alpha": args.alpha, "alpha_source": "--alpha" if args.alpha != 1.0 else d.alpha_source}
+           "alpha": d.alpha, "alpha_source": d.alpha_source}
+    if args.alpha is not None:
+        out["alpha"], out["alpha_source"] = args.alpha, "--alpha"
     if args.pue is not None:
         out["pue"], out["pue_source"] = args.pue, "--pue"
     if args.ci is not None:
@@ -184,12 +215,10 @@ def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
         return None, "site calibration: off (--no-calibration)"
     url = args.store or os.environ.get("SLURM_ENERGY_STORE")
     if not url:
-        try:
-            from slurm_energy.cli.jobenergy import load_site
-
-            url = load_site().store_url
-        except Exception as e:  # noqa: BLE001 - a broken site config must not stop a prediction
-            return None, f"site calibration: none (site config unreadable: {e})"
+        cfg, note = site_config(args)
+        if cfg is None:
+            return None, f"site calibration: none ({note})"
+        url = cfg.paths.store_url
     try:
         from slurm_energy.accounting.calibration import fit, for_gpu
         from slurm_energy.store import open_store
