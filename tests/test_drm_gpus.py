@@ -240,3 +240,21 @@ def test_integrated_graphics_is_neither_visible_nor_counted_in_the_gres_order(sy
     # GRES index 1 = the second compute GPU by render minor (the iGPU's renderD128 is not counted)
     assert [g["device_id"] for g in visible_drm_gpus(cfg, {"SLURM_JOB_GPUS": "1", "ROCR_VISIBLE_DEVICES": "0"})] == \
         ["0000:c2:00.0"]
+
+
+def test_i915_tile_read_from_its_own_counter_is_measured_not_a_share(sysfs):
+    sysfs.gpu("0000:8a:00.0", MAX1550, "i915", card=0, render=128, tiles=2,
+              hwmon={"energy1_input": 0, "power1_rated_max": 600_000_000})
+    sysfs.tile_hwmon("0000:8a:00.0", 0, {"energy1_input": 0})
+    gt1 = sysfs.tile_hwmon("0000:8a:00.0", 1, {"energy1_input": 0})
+    (g,) = _resolve(sysfs, slurm_job_gpus="0", ze_affinity_mask="0.1")
+    assert (g.device_id, g.index) == ("0000:8a:00.0/tile1", 1)
+    r = _reader(sysfs, [g])
+    samples = []
+    for t, uj in ((0, 7_000_000), (10, 7_000_000 + 10 * 280 * 10**6)):
+        put(gt1 / "energy1_input", uj)
+        samples.append((t, r.read()))
+    rd = samples[0][1][0]
+    assert rd.method == "counter" and "tile_counter" in rd.flags and not any("fraction" in f for f in rd.flags)
+    (d,) = _summary(_rows(samples)).devices
+    assert d.energy_j == pytest.approx(2800.0)  # the tile's own counter: 280 W x 10 s, no 1/2 applied

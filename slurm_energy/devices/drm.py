@@ -16,7 +16,8 @@ cheap enough for the Prolog. Layout (Linux ``Documentation/gpu/amdgpu/thermal.rs
   MI300). A partitioned GPU shows one KFD topology node per partition
   (``/sys/class/kfd/kfd/topology/nodes/N/properties``: ``drm_render_minor``, ``location_id`` =
   bus << 8 | device << 3 | function, ``domain``), each with its own render node.
-* Intel tiles (stacks): ``<pci dev>/tile0, tile1`` (xe) or ``cardN/gt/gt0, gt1`` (i915).
+* Intel tiles (stacks): ``<pci dev>/tile0, tile1`` (xe) or ``cardN/gt/gt0, gt1`` (i915); i915 also
+  registers a hwmon per tile (``name`` = ``i915_gt0``...) whose ``energy1_input`` is that tile's.
 
 Model names: the PCI device id (table below, from the PCI ID Repository ``pci.ids``), so they match
 the bundled GPU table's keys (``AMD Instinct MI300X`` -> ``mi300x``).
@@ -97,6 +98,7 @@ class DrmGpu:
     partition_mode: Optional[str] = None  # "SPX".."CPX" (amdgpu), None if not partitionable
     n_partitions: int = 1  # compute partitions this GPU is split into; 0 = partitioned, count unknown
     n_tiles: int = 1  # Intel tiles (stacks)
+    tile_hwmon: dict = field(default_factory=dict)  # i915: tile -> its own hwmon dir (``i915_gt<N>``)
 
     @property
     def ordered_minors(self) -> list[int]:
@@ -113,6 +115,21 @@ def _hwmon_dir(dev: str) -> Optional[str]:
         if _opt_text(os.path.join(base, h, "name")) in HWMON_NAMES:
             return os.path.join(base, h)
     return None
+
+
+def _tile_hwmons(dev: str) -> dict[int, str]:
+    """i915 registers one hwmon per GT (tile) named ``i915_gt<N>`` with that tile's ``energy1_input``."""
+    base = os.path.join(dev, "hwmon")
+    out = {}
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return out
+    for h in names:
+        m = re.match(r"^i915_gt(\d+)$", _opt_text(os.path.join(base, h, "name")) or "")
+        if m:
+            out[int(m.group(1))] = os.path.join(base, h)
+    return out
 
 
 def _tiles(card_dir: str, dev: str) -> int:
@@ -185,6 +202,7 @@ def discover_drm_gpus(drm_root: str = DEFAULT_DRM_ROOT, kfd_root: str = DEFAULT_
             g.partition_mode = (_opt_text(os.path.join(dev, "current_compute_partition")) or "").upper() or None
         else:
             g.n_tiles = _tiles(os.path.join(drm_root, e), dev)
+            g.tile_hwmon = _tile_hwmons(dev)
         by_dev[dev] = g
     kfd = _kfd_render_minors(kfd_root)
     for dev, g in by_dev.items():

@@ -43,6 +43,7 @@ class ResolvedDrmGpu:
     share: str = ""  # "" | "partition" | "tile"
     share_detail: str = ""  # "CPX 3/8", "tile 1/2"
     fraction_unknown: bool = False  # partitioned but the count is unknown: unmeasured, never whole
+    index: Optional[int] = None  # partition or tile index within the card
     source: str = ""  # the token it came from, e.g. "SLURM_JOB_GPUS=2"
 
     def to_dict(self) -> dict:
@@ -72,7 +73,7 @@ def _slots(gpus: list[DrmGpu]) -> list[tuple[int, DrmGpu, int]]:
 def _whole_or_partition(g: DrmGpu, part: int, src: str) -> ResolvedDrmGpu:
     r = ResolvedDrmGpu(g.pci_bus_id, g.pci_bus_id, g.vendor, g.model, source=src)
     if g.partition_mode and g.n_partitions != 1:
-        r.device_id, r.share = f"{g.pci_bus_id}/xcp{part}", "partition"
+        r.device_id, r.share, r.index = f"{g.pci_bus_id}/xcp{part}", "partition", part
         if g.n_partitions > 1:
             r.fraction = 1.0 / g.n_partitions
             r.share_detail = f"{g.partition_mode} {part}/{g.n_partitions}"
@@ -87,7 +88,7 @@ def _tile(base: ResolvedDrmGpu, g: DrmGpu, tile: int, src: str) -> ResolvedDrmGp
     if g.n_tiles == 1:
         return base
     return ResolvedDrmGpu(f"{g.pci_bus_id}/tile{tile}", g.pci_bus_id, g.vendor, g.model,
-                          1.0 / g.n_tiles, "tile", f"tile {tile}/{g.n_tiles}", source=src)
+                          1.0 / g.n_tiles, "tile", f"tile {tile}/{g.n_tiles}", index=tile, source=src)
 
 
 _DEVFILE_RE = re.compile(r"^(?:/dev/dri/)?(renderD|card)(\d+)$")

@@ -96,6 +96,14 @@ class FakeSysfs:
                 (self.drm_root / f"card{card}" / "gt" / f"gt{t}").mkdir(parents=True, exist_ok=True)
         return hw
 
+    def tile_hwmon(self, bdf: str, tile: int, files: dict) -> Path:
+        """i915's per-tile hwmon (``name`` = ``i915_gt<tile>``, its own ``energy1_input``)."""
+        hw = self.root / "devices" / "pci0000:00" / bdf / "hwmon" / f"hwmon{20 + tile}"
+        _w(hw / "name", f"i915_gt{tile}")
+        for k, v in files.items():
+            _w(hw / k, v)
+        return hw
+
     def other(self, bdf: str, pci_id: str, card: int) -> None:
         """A card the readers must skip (NVIDIA 10de, a BMC's ASPEED 1a03)."""
         vid, did = pci_id.split(":")

@@ -21,7 +21,9 @@ A file present at start that later cannot be read gives ``unavailable`` with ``e
 
 A compute partition or tile reads its card's counter/power and is flagged ``share_estimated`` and
 ``partition_fraction:<f>`` / ``tile_fraction:<f>`` (accounting multiplies by f, as for a MIG slice);
-a partition whose count is unknown is ``unavailable`` (``partition_fraction_unknown``).
+a partition whose count is unknown is ``unavailable`` (``partition_fraction_unknown``). A tile of
+an i915 card is read from its own hwmon (``i915_gt<N>/energy1_input``) where the driver registers
+one: measured, flagged ``tile_counter``, no share applied.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class _Target:
     error: str = ""
     rated_w: Optional[float] = None
     rated_src: str = ""
+    own_counter: bool = False  # a tile read from its own counter (i915_gt<N>): measured, no share
 
 
 class DrmHwmonReader(Reader):
@@ -128,6 +131,11 @@ class DrmHwmonReader(Reader):
         if g.fraction_unknown:
             t.error = "partition_fraction_unknown"
             return t
+        tile_hw = card.tile_hwmon.get(g.index) if g.share == "tile" and g.index is not None else None
+        e = energy_file(tile_hw) if tile_hw else None
+        if e is not None:
+            t.mode, t.path, t.own_counter = "counter", e, True
+            return t
         e = energy_file(card.hwmon) if card.hwmon else None
         p = power_file(card.hwmon) if card.hwmon else None
         if e is not None:
@@ -167,7 +175,9 @@ class DrmHwmonReader(Reader):
     def _read_one(self, t: _Target) -> Reading:
         g = t.gpu
         flags: list = []
-        if g.share:
+        if t.own_counter:
+            flags.append("tile_counter")  # the tile's own energy: measured, not a share of the card
+        elif g.share:
             flags.append("share_estimated")
             if g.fraction is not None:
                 flags.append(f"{g.share}_fraction:{g.fraction:.6g}")
