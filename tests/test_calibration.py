@@ -278,3 +278,20 @@ def test_power_above_rated_is_refused():
     # 4 x 400 W x 10_000 s = 16e6 J rated; 17.6e6 J measured is 1.10 x rated
     jf, why = job_fit(rec("8", 4, 10_000, 17.6e6, tags={"flops": 4.992e18}))
     assert jf is None and why.startswith("measured GPU power is 1.10 x rated (> 1)")
+
+
+def test_cli_calibration_lists_fit_and_reasons(store_url, capsys):
+    assert main(["calibration", "--store", store_url, "-v"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("4 tagged jobs; 3 used.")
+    # medians (p10-p90) by hand above: f 0.4 (0.32-0.48), p 0.8 (0.72-0.88), node 70 (62-78) W/GPU
+    assert f"{A100:<32}    3  0.4 (0.32-0.48)" in out and "0.8 (0.72-0.88)" in out and "70 (62-78)" in out
+    assert "job estimated: not used: no measured GPU energy (counter or power_integration)" in out
+    assert main(["calibration", "--store", store_url, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["gpus"][A100]["jobs"] == 3 and d["gpus"][A100]["power_frac"]["median"] == pytest.approx(0.8)
+
+
+def test_cli_calibration_unreadable_store(tmp_path, capsys):
+    assert main(["calibration", "--store", f"sqlite:///{tmp_path}/none.db"]) == 1
+    assert "store not readable" in capsys.readouterr().err

@@ -5,6 +5,8 @@ Sub-command modules (add one line to ``_COMMAND_MODULES`` to add a command):
 * :mod:`slurm_energy.cli.run_cmds`     -- run, sampler, prolog, epilog, finalize, install, report
 * :mod:`slurm_energy.cli.config_cmds`  -- check-config, ci-import
 * :mod:`slurm_energy.cli.store_cmds`   -- collect
+* :mod:`slurm_energy.cli.predict_cmd`  -- predict
+* :mod:`slurm_energy.cli.calibration_cmd` -- calibration
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ _COMMAND_MODULES = [
     "slurm_energy.cli.config_cmds",
     "slurm_energy.cli.store_cmds",
     "slurm_energy.cli.predict_cmd",
+    "slurm_energy.cli.calibration_cmd",
 ]
 
 

@@ -35,8 +35,6 @@ from slurm_energy.accounting.prediction import (
 
 #: RAM power per GB, W/GB (Green Algorithms: Lannelongue, Grealey & Inouye, Adv. Sci. 2021).
 RAM_W_PER_GB = 0.3725
-#: Newest tagged, finished records read for the site calibration.
-CALIBRATION_RECORDS = 20000
 
 
 def register(subparsers) -> None:
@@ -209,8 +207,9 @@ def site_facts(args) -> dict:
 
 def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
     """``(Calibration or None, note)`` for ``gpu_model`` from the store's newest
-    :data:`CALIBRATION_RECORDS` tagged, finished records (:meth:`slurm_energy.store.Store.tagged`); the note says why there is none (never an error: a
-    prediction without the store falls back to the options and documented defaults)."""
+    :data:`slurm_energy.cli.calibration_cmd.CALIBRATION_RECORDS` tagged, finished records; the note
+    says why there is none (never an error: a prediction without the store falls back to the
+    options and documented defaults)."""
     if args.no_calibration:
         return None, "site calibration: off (--no-calibration)"
     url = args.store or os.environ.get("SLURM_ENERGY_STORE")
@@ -219,15 +218,11 @@ def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
         if cfg is None:
             return None, f"site calibration: none ({note})"
         url = cfg.paths.store_url
-    try:
-        from slurm_energy.accounting.calibration import fit, for_gpu
-        from slurm_energy.store import open_store
+    from slurm_energy.accounting.calibration import fit, for_gpu
+    from slurm_energy.cli.calibration_cmd import tagged_records
 
-        store = open_store(url, readonly=True)
-        try:
-            records = store.tagged(limit=CALIBRATION_RECORDS)
-        finally:
-            store.close()
+    try:
+        records = tagged_records(url)
     except Exception as e:  # noqa: BLE001 - no store yet, no permission, bad URL: say so, go on
         return None, f"site calibration: none (store not readable: {e})"
     cal = for_gpu(fit(records), gpu_model) if gpu_model else None
