@@ -1,6 +1,7 @@
 #!/bin/bash
 # Install what slurm-energy and its tests need on a fresh Debian 12 machine (as root), idempotently:
-# Debian's Slurm 22.05 + munge (+ slurmdbd/MariaDB for sacct), PostgreSQL, and a virtual
+# Debian's Slurm 22.05 + munge (+ slurmdbd/MariaDB for sacct), PostgreSQL, Prometheus and
+# node_exporter (the tests start them by PID on loopback; no service is enabled), and a virtual
 # environment at $VENV (default /opt/slurm-energy/venv) built from Debian's /usr/bin/python3 with
 # this checkout installed non-editable (pip install .[test,demo,ml]). The venv lives outside /root so
 # the hooks (root, no PATH) and the jobs (ordinary users) can run its python.
@@ -10,7 +11,7 @@ VENV=${VENV:-/opt/slurm-energy/venv}
 log() { echo "[setup] $*"; }
 
 PKGS=(munge slurm-wlm slurmctld slurmd slurm-client slurmdbd mariadb-server postgresql procps
-      python3 python3-venv python3-dev coreutils)
+      python3 python3-venv python3-dev coreutils prometheus prometheus-node-exporter)
 MISSING=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || MISSING+=("$p")

@@ -65,7 +65,7 @@ cmd_start() {
   if cmd_status; then log "already running"; return 0; fi
   cmd_stop >/dev/null 2>&1 || true
   bash "$REPO/scripts/setup.sh"
-  mkdir -p "$L"/{etc,log,run,state/d,dev,home,jobs,lib}
+  mkdir -p "$L"/{etc,log,run,state/d,dev,home,jobs,lib,textfile}
   chmod 755 "$L" "$(dirname "$L")" "$L/lib" "$L/home" "$L/jobs"
   id slurm >/dev/null || die "no slurm user (the Debian slurm packages create it)"
   for ut in $TEST_USERS; do
@@ -115,6 +115,9 @@ paths:
   results_dir: $L/spool/results
   store_url: sqlite:///$L/lib/jobs.db
   log_dir: $L/log
+outputs:
+  prometheus:
+    textfile_dir: $L/textfile     # node_exporter's textfile dir (tests start node_exporter on it)
 EOF
   "$VENV/bin/slurm-energy" install --hooks-dir "$L/hooks" --config "$L/etc/site.yaml" >"$L/etc/slurm-energy.conf.lines"
 

@@ -215,8 +215,42 @@ class Geolocation(_Strict):
     timeout_s: float = Field(default=2.0, gt=0, le=30)
 
 
+class PrometheusOutput(_Strict):
+    """node_exporter textfile output (:mod:`slurm_energy.outputs.prometheus`)."""
+
+    enabled: bool = True
+    textfile_dir: str = "/var/lib/prometheus/node-exporter"  # Debian's prometheus-node-exporter default
+    keep_finished_s: float = Field(default=3600.0, ge=0, le=30 * 86400)  # finished jobs leave after this
+    max_jobs: int = Field(default=2000, ge=1, le=100000)  # hard cap on exported job attempts per node
+
+
+class SlurmWriteback(_Strict):
+    """What the finalizer writes back into Slurm's accounting (:mod:`slurm_energy.outputs.slurm_writeback`)."""
+
+    admin_comment: bool = True  # `scontrol update JobId=N AdminComment=...` (our prefix only)
+    admin_comment_max_chars: int = Field(default=240, ge=40, le=1000)  # our part, bounded
+    foreign_markers: list[str] = Field(default_factory=lambda: ["JS1:", "{", "["])  # another tool owns the field
+    # Slurm >= 25.11: `sacctmgr modify job ... set TRES=energy=J`. PERMANENT in slurmdbd: off by default
+    tres_energy: bool = False
+
+
+class MailOutput(_Strict):
+    """``slurm-energy mail`` (MailProg wrapper)."""
+
+    program: str = "/usr/bin/mail"  # the real mail program it calls after adding the energy block
+    wait_s: float = Field(default=20.0, ge=0, le=300)  # wait this long for the job's final record
+
+
+class Outputs(_Strict):
+    """Where finished (and running) jobs' energy goes besides the store and the user's report."""
+
+    prometheus: PrometheusOutput = Field(default_factory=PrometheusOutput)
+    slurm: SlurmWriteback = Field(default_factory=SlurmWriteback)
+    mail: MailOutput = Field(default_factory=MailOutput)
+
+
 _TOP_FACTS = ("cluster_name", "timezone", "location", "pue", "datacenters", "hardware", "sampling",
-              "attribution", "paths", "geolocation", "offline", "admins")
+              "attribution", "paths", "geolocation", "offline", "admins", "outputs")
 
 
 class SiteConfig(_Strict):
@@ -232,6 +266,7 @@ class SiteConfig(_Strict):
     attribution: Attribution = Field(default_factory=Attribution)
     paths: Paths = Field(default_factory=Paths)
     geolocation: Geolocation = Field(default_factory=Geolocation)
+    outputs: Outputs = Field(default_factory=Outputs)
     offline: bool = False
     admins: list[str] = Field(default_factory=list)
     defaults_used: list[str] = Field(default_factory=list)

@@ -220,6 +220,7 @@ def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
                        record=rec)
     if merged is None:
         log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
+        _forget_running(cfg, rec)  # the node that completes the job exports its totals
         return None
     final = finalise(cfg, merged)
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
@@ -260,7 +261,53 @@ def store_and_report(cfg, final: JobRecord) -> JobRecord:
             log.exception("report for job %s failed", final.job_id)
             final.errors.append(str(e) if "not written" in str(e) else f"report not written: {e}")
             _put(cfg, final)
+    notes = publish_outputs(cfg, final)
+    if notes:  # each output's failure is a note on the stored record, never a lost record
+        final.errors.extend(notes)
+        _put(cfg, final)
     return final
+
+
+def output_sinks(cfg, running: bool = False) -> list:
+    """The site's extra outputs (:mod:`slurm_energy.outputs`): Prometheus textfile, Slurm write-back
+    (final records only). Each has ``publish(record) -> list[str]`` (notes) and never raises."""
+    from slurm_energy.outputs import prometheus, slurm_writeback
+
+    sinks = [s for s in (prometheus.from_config(cfg),) if s is not None]
+    if not running:
+        sinks.append(slurm_writeback.from_config(cfg))
+    return sinks
+
+
+def publish_outputs(cfg, rec: JobRecord, running: bool = False) -> list[str]:
+    """Publish ``rec`` to every extra output; returns the notes (logged already). Never raises."""
+    notes: list[str] = []
+    try:
+        sinks = output_sinks(cfg, running)
+    except Exception as e:
+        log.exception("outputs for job %s", rec.job_id)
+        return [f"outputs not configured: {type(e).__name__}: {e}"]
+    for s in sinks:
+        try:
+            notes += s.publish(rec)
+        except Exception as e:  # a sink bug must not lose the record
+            log.exception("output %s for job %s", getattr(s, "name", s), rec.job_id)
+            notes.append(f"{getattr(s, 'name', 'output')}: {type(e).__name__}: {e}")
+    for n in notes:
+        log.warning("job=%s %s", rec.job_id, n)
+    return notes
+
+
+def _forget_running(cfg, rec: JobRecord) -> None:
+    try:
+        from slurm_energy.outputs import prometheus
+
+        sink = prometheus.from_config(cfg)
+        if sink is not None:
+            for n in sink.forget(rec.cluster, rec.job_id, rec.restart_count):
+                log.warning("job=%s %s", rec.job_id, n)
+    except Exception:
+        log.exception("prometheus forget job %s", rec.job_id)
 
 
 def _put(cfg, rec: JobRecord) -> None:
@@ -276,4 +323,6 @@ def _put(cfg, rec: JobRecord) -> None:
 def interim(cfg, spool: JobSpool, ctx: JobContext) -> None:
     """The sampler's periodic flush: this node's energy so far, stored with status running."""
     rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING)
-    _put(cfg, finalise(cfg, rec).model_copy(update={"status": Status.RUNNING}))
+    running = finalise(cfg, rec).model_copy(update={"status": Status.RUNNING})
+    _put(cfg, running)
+    publish_outputs(cfg, running, running=True)  # node_exporter: this node's energy so far (notes logged)

@@ -78,3 +78,79 @@ def cluster() -> Cluster:
             pytest.fail(f"SLURM_ENERGY_TEST_CLUSTER={base} but the test cluster is not running")
         pytest.skip("test cluster not running: start it with `scripts/testcluster.sh start`")
     return Cluster(base)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()  # by PID: this Popen's own process
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+class PromStack:
+    """Debian's prometheus-node-exporter reading the cluster's textfile dir, and Debian's prometheus
+    scraping it every second, both on free loopback ports, started and stopped by PID."""
+
+    def __init__(self, url: str, exporter_url: str):
+        self.url, self.exporter_url = url, exporter_url
+
+    def query(self, promql: str) -> list:
+        import requests
+
+        r = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
+        r.raise_for_status()
+        body = r.json()
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+
+@pytest.fixture(scope="session")
+def prom_stack(cluster, tmp_path_factory):
+    import shutil
+
+    import requests
+
+    exe_ne, exe_p = shutil.which("prometheus-node-exporter"), shutil.which("prometheus")
+    if not (exe_ne and exe_p):
+        msg = "Debian's prometheus and prometheus-node-exporter are needed (scripts/setup.sh installs them)"
+        if os.environ.get("SLURM_ENERGY_TEST_CLUSTER"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    d = tmp_path_factory.mktemp("prom")
+    ne_port, p_port = _free_port(), _free_port()
+    ne = subprocess.Popen([exe_ne, f"--web.listen-address=127.0.0.1:{ne_port}", "--collector.disable-defaults",
+                           "--collector.textfile", f"--collector.textfile.directory={cluster.base}/textfile"],
+                          stdout=open(d / "node_exporter.log", "w"), stderr=subprocess.STDOUT)
+    (d / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"scrape_configs:\n  - job_name: node\n    static_configs: [{{targets: ['127.0.0.1:{ne_port}']}}]\n")
+    prom = subprocess.Popen([exe_p, f"--config.file={d}/prometheus.yml", f"--storage.tsdb.path={d}/tsdb",
+                             f"--web.listen-address=127.0.0.1:{p_port}"],
+                            stdout=open(d / "prometheus.log", "w"), stderr=subprocess.STDOUT)
+    stack = PromStack(f"http://127.0.0.1:{p_port}", f"http://127.0.0.1:{ne_port}/metrics")
+    try:
+        t0 = time.time()
+        while time.time() - t0 < 60:
+            try:
+                if requests.get(f"{stack.url}/-/ready", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"prometheus did not become ready; see {d}/prometheus.log")
+        yield stack
+    finally:
+        _stop(prom)
+        _stop(ne)

@@ -1,0 +1,220 @@
+"""Prometheus output: a node_exporter textfile-collector file with the jobs' energy on this node.
+
+Each node keeps one file, ``<textfile_dir>/slurm_energy.prom`` (default dir
+``/var/lib/prometheus/node-exporter``, Debian's ``prometheus-node-exporter`` textfile directory),
+rewritten whole (temp file + ``rename``, as the textfile collector requires) from a small root-only
+state directory ``<spool_dir>/prometheus/`` with one JSON entry per job attempt:
+
+* a running job: its energy on *this node* so far (the sampler's interim record, every
+  ``sampling.interim_s``; never on the Prolog/Epilog path);
+* a finished job: its final merged totals, written by the node whose finalizer completed the job
+  (the other nodes drop their running entry), kept for ``outputs.prometheus.keep_finished_s``
+  (default 3600 s) after the job's end, then dropped: bounded cardinality (at most ``max_jobs``).
+
+So ``sum by (cluster, job_id) (slurm_energy_job_joules_total)`` is a job's IT energy at any time.
+
+Series (counters follow Prometheus' naming: base unit, ``_total`` suffix)::
+
+    slurm_energy_job_joules_total{cluster,job_id,user,account,partition,device_class,method}
+        the job's share of IT energy of one device class, J (an unmeasured class has no series,
+        never 0; ``method`` says counter / power_integration / tdp_estimate)
+    slurm_energy_job_facility_joules_total{cluster,job_id,user,account,partition}   IT x PUE, J
+    slurm_energy_job_co2e_grams_total{cluster,job_id,user,account,partition}        gCO2e
+    slurm_energy_job_info{cluster,job_id,sluid,array_job_id,array_task_id,het_job_id,
+                          het_job_offset,job_name,restart_count,status,coverage} 1
+
+Text format by ``prometheus_client.generate_latest`` (no hand formatting).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+from typing import Callable, Optional
+
+from slurm_energy.model import JobRecord, Method, Status
+
+log = logging.getLogger("slurm_energy.outputs.prometheus")
+
+DEFAULT_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"  # Debian's prometheus-node-exporter default
+FILE_NAME = "slurm_energy.prom"
+JOB_LABELS = ("cluster", "job_id", "user", "account", "partition")
+INFO_LABELS = ("cluster", "job_id", "sluid", "array_job_id", "array_task_id", "het_job_id", "het_job_offset",
+               "job_name", "restart_count", "status", "coverage")
+
+
+def entry_from_record(rec: JobRecord, now: float) -> dict:
+    """The JSON state entry for ``rec`` (running: this node's energy so far; else final totals).
+
+    Keys: labels (JOB_LABELS), info (INFO_LABELS less cluster/job_id), classes {class: [J, method]}
+    with unmeasured classes left out, facility_j, co2e_g (None when not computed), running (bool),
+    end_time (epoch s), updated (epoch s). Only copies numbers the accounting computed.
+    """
+    classes = {c: [j, Method(rec.methods.get(c, Method.UNAVAILABLE)).value]
+               for c, j in sorted(rec.energy_it_j.items()) if j is not None}
+    info = {
+        "sluid": str(getattr(rec, "sluid", "") or ""), "array_job_id": rec.array_job_id or "",
+        "array_task_id": rec.array_task_id or "", "het_job_id": rec.het_job_id or "",
+        "het_job_offset": rec.het_job_offset or "", "job_name": rec.job_name[:64],
+        "restart_count": str(rec.restart_count), "status": rec.status.value,
+        "coverage": "complete" if rec.coverage_complete else "partial",
+    }
+    return {
+        "labels": {k: str(getattr(rec, k) or "") for k in JOB_LABELS}, "info": info, "classes": classes,
+        "facility_j": None if rec.facility_kwh is None else rec.facility_kwh * 3.6e6,
+        "co2e_g": None if rec.co2e_kg is None else rec.co2e_kg * 1000.0,
+        "running": rec.status == Status.RUNNING, "end_time": rec.end_time, "updated": now,
+    }
+
+
+class _Entries:
+    """prometheus_client collector over state entries (see :func:`entry_from_record`)."""
+
+    def __init__(self, entries: list[dict]):
+        self.entries = entries
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, InfoMetricFamily
+
+        j = CounterMetricFamily("slurm_energy_job_joules", "Job's share of IT energy by device class, J "
+                                "(method: counter, power_integration or tdp_estimate; unmeasured: no series)",
+                                labels=[*JOB_LABELS, "device_class", "method"])
+        fac = CounterMetricFamily("slurm_energy_job_facility_joules", "Job's facility energy (IT x PUE), J",
+                                  labels=list(JOB_LABELS))
+        co2 = CounterMetricFamily("slurm_energy_job_co2e_grams", "Job's emissions, gCO2e", labels=list(JOB_LABELS))
+        info = InfoMetricFamily("slurm_energy_job", "Job identity (SLUID, array and het job ids) and status",
+                                labels=["cluster", "job_id"])
+        for e in self.entries:
+            lv = [e["labels"][k] for k in JOB_LABELS]
+            for cls, (joules, method) in e["classes"].items():
+                j.add_metric([*lv, cls, method], joules)
+            if e.get("facility_j") is not None:
+                fac.add_metric(lv, e["facility_j"])
+            if e.get("co2e_g") is not None:
+                co2.add_metric(lv, e["co2e_g"])
+            info.add_metric([e["labels"]["cluster"], e["labels"]["job_id"]], e["info"])
+        yield from (j, fac, co2, info)
+
+
+def render(entries: list[dict]) -> bytes:
+    """The textfile's content for ``entries`` (Prometheus text format 0.0.4, via prometheus_client)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_Entries(entries))  # type: ignore[arg-type]
+    return generate_latest(reg)
+
+
+class PrometheusTextfile:
+    """Sink: ``publish(record) -> notes`` keeps this node's textfile current. Never raises.
+
+    Args:
+        textfile_dir: node_exporter's ``--collector.textfile.directory``.
+        state_dir: root-only directory for the per-job entries (``<spool_dir>/prometheus``).
+        keep_finished_s: how long a finished job stays exported after its end, s.
+        max_jobs: hard cap on exported job attempts (oldest updated dropped first).
+        stale_running_s: a running entry not refreshed for this long is dropped (its sampler died).
+    """
+
+    name = "prometheus"
+
+    def __init__(self, textfile_dir: str, state_dir: str, keep_finished_s: float = 3600.0, max_jobs: int = 2000,
+                 stale_running_s: float = 3600.0, clock: Callable[[], float] = time.time):
+        self.textfile_dir, self.state_dir = textfile_dir, state_dir
+        self.keep_finished_s, self.max_jobs, self.stale_running_s = keep_finished_s, max_jobs, stale_running_s
+        self.clock = clock
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.textfile_dir, FILE_NAME)
+
+    def _key(self, cluster: str, job_id: str, restart: int) -> str:
+        return os.path.join(self.state_dir, f"{cluster or '-'}_{job_id}_{restart}.json".replace("/", "_"))
+
+    def publish(self, rec: JobRecord) -> list[str]:
+        """Add/replace ``rec``'s entry and rewrite the textfile. Returns notes for the record."""
+        return self._update(rec.cluster, rec.job_id, rec.restart_count, entry_from_record(rec, self.clock()))
+
+    def forget(self, cluster: str, job_id: str, restart: int) -> list[str]:
+        """Drop this node's running entry of a job (another node exports its final totals)."""
+        return self._update(cluster, job_id, restart, None)
+
+    def _update(self, cluster: str, job_id: str, restart: int, entry: Optional[dict]) -> list[str]:
+        try:
+            os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+            with open(os.path.join(self.state_dir, ".lock"), "a") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)  # samplers and finalizers of other jobs write too
+                key = self._key(cluster, job_id, restart)
+                if entry is None:
+                    if os.path.exists(key):
+                        os.unlink(key)
+                else:
+                    _write_atomic(key, json.dumps(entry).encode(), 0o600)
+                entries = self._load_and_prune()
+                return self._write_textfile(entries)
+        except OSError as e:
+            log.warning("prometheus state %s: %s", self.state_dir, e)
+            return [f"prometheus: state dir {self.state_dir} not usable ({e.strerror or e}); "
+                    "the job's energy is not exported to node_exporter (the record is kept)"]
+
+    def _load_and_prune(self) -> list[dict]:
+        now, keep = self.clock(), []
+        for name in os.listdir(self.state_dir):
+            if not name.endswith(".json"):
+                continue
+            p = os.path.join(self.state_dir, name)
+            try:
+                with open(p, encoding="utf-8") as f:
+                    e = json.load(f)
+                old = (now - e["updated"] > self.stale_running_s) if e["running"] else \
+                    (now - max(e["end_time"], 0.0) > self.keep_finished_s)
+            except (OSError, ValueError, KeyError, TypeError):
+                old, e = True, None  # an unreadable entry would only break the textfile
+            if old:
+                os.unlink(p)
+            else:
+                keep.append((e["updated"], p, e))
+        keep.sort(key=lambda x: x[0], reverse=True)
+        for _, p, _ in keep[self.max_jobs:]:
+            os.unlink(p)
+        return [e for _, _, e in keep[:self.max_jobs]]
+
+    def _write_textfile(self, entries: list[dict]) -> list[str]:
+        try:
+            _write_atomic(self.path, render(entries), 0o644)  # node_exporter runs as its own user
+        except OSError as e:
+            log.warning("prometheus textfile %s: %s", self.path, e)
+            return [f"prometheus: textfile dir {self.textfile_dir} not writable ({e.strerror or e}); fix "
+                    "outputs.prometheus.textfile_dir or create it; the job's entry is kept and exported "
+                    "at the next write"]
+        return []
+
+
+def _write_atomic(path: str, data: bytes, mode: int) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same dir and rename (readers never see half)."""
+    tmp = f"{path}.{os.getpid()}.tmp"  # not *.prom: node_exporter never reads it
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)  # whatever the umask
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def from_config(cfg, node: str = "") -> Optional[PrometheusTextfile]:
+    """The sink for site config ``cfg`` (``outputs.prometheus``), or None when disabled."""
+    pc = cfg.outputs.prometheus
+    if not pc.enabled:
+        return None
+    return PrometheusTextfile(pc.textfile_dir, os.path.join(cfg.paths.spool_dir, "prometheus"),
+                              keep_finished_s=pc.keep_finished_s, max_jobs=pc.max_jobs,
+                              stale_running_s=max(pc.keep_finished_s, 10 * cfg.sampling.interim_s))

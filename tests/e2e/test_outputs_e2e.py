@@ -1,0 +1,104 @@
+"""Issue 14 on the real test cluster: one real job's energy through Prometheus (PromQL over the HTTP
+API, node_exporter reading the textfile), in ``sacct -o AdminComment`` (slurmdbd), and the write-back's
+bad-input paths against the real Slurm 22.05 commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from slurm_energy.outputs.slurm_writeback import PREFIX, SlurmWriteback, summary_text
+
+pytestmark = pytest.mark.slurm
+
+JOB = """#!/bin/bash
+#SBATCH --job-name=outputs
+#SBATCH --output=slurm-%j.out
+#SBATCH --cpus-per-task=1
+#SBATCH --mem=200M
+/opt/slurm-energy/venv/bin/python -c '
+import time
+t0 = time.time()
+while time.time() - t0 < 8:
+    sum(i * i for i in range(10000))'
+"""
+
+
+@pytest.fixture(scope="module")
+def finished_job(cluster):
+    wd = cluster.workdir("alice", f"e2e-outputs-{os.getpid()}")
+    job = cluster.sbatch("alice", wd, JOB)
+    (rec,) = cluster.wait_record(job)
+    return job, rec, wd
+
+
+def _sacct_admin_comment(cluster, job: str) -> str:
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "AdminComment"], capture_output=True, text=True,
+                         env=cluster.env, check=True)
+    return out.stdout.strip()
+
+
+def test_job_energy_through_prometheus_promql(cluster, prom_stack, finished_job):
+    job, rec, _ = finished_job
+    want_j = sum(v for v in rec.energy_it_j.values() if v is not None)
+    assert want_j > 0
+    q = f'sum by (job_id) (slurm_energy_job_joules_total{{job_id="{job}",cluster="lab"}})'
+    res = []
+    t0 = time.time()
+    while time.time() - t0 < 30 and not res:
+        res = prom_stack.query(q)
+        time.sleep(1)
+    assert res, f"PromQL {q} returned nothing; textfile: {open(cluster.base / 'textfile' / 'slurm_energy.prom').read()}"
+    assert float(res[0]["value"][1]) == pytest.approx(want_j, rel=1e-9)
+    # per class with its method label (no RAPL here: the labelled TDP model)
+    by_cls = {r["metric"]["device_class"]: (float(r["value"][1]), r["metric"]["method"])
+              for r in prom_stack.query(f'slurm_energy_job_joules_total{{job_id="{job}"}}')}
+    assert by_cls["cpu"] == (pytest.approx(rec.energy_it_j["cpu"], rel=1e-9), "tdp_estimate")
+    (co2,) = prom_stack.query(f'slurm_energy_job_co2e_grams_total{{job_id="{job}"}}')
+    assert float(co2["value"][1]) == pytest.approx(rec.co2e_kg * 1000, rel=1e-9)
+    assert co2["metric"]["user"] == "alice" and co2["metric"]["account"] == "research"
+    (info,) = prom_stack.query(f'slurm_energy_job_info{{job_id="{job}"}}')
+    assert info["metric"]["status"] == rec.status.value
+
+
+def test_admin_comment_in_sacct(cluster, finished_job):
+    job, rec, _ = finished_job
+    got = ""
+    t0 = time.time()
+    while time.time() - t0 < 30 and PREFIX not in got:
+        got = _sacct_admin_comment(cluster, job)
+        time.sleep(1)
+    assert got == summary_text(rec), got
+    assert f"IT {rec.it_kwh:.4g} kWh" in got and f"{rec.co2e_kg * 1000:.4g} gCO2e" in got
+
+
+def _as_root_env(cluster):
+    return {k: v for k, v in cluster.env.items() if k == "SLURM_CONF"}
+
+
+def test_other_tools_text_kept_and_owned_field_skipped(cluster, finished_job, monkeypatch):
+    job, rec, _ = finished_job
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    subprocess.run(["sacctmgr", "-i", "modify", "job", "where", f"jobid={job}", "set",
+                    f"AdminComment=site: checked | {PREFIX} old"], check=True, capture_output=True, env=cluster.env)
+    assert SlurmWriteback().publish(rec) == []
+    assert _sacct_admin_comment(cluster, job) == f"site: checked | {summary_text(rec)}"
+    # a jobstats-owned field is left alone, with a note
+    subprocess.run(["sacctmgr", "-i", "modify", "job", "where", f"jobid={job}", "set", "AdminComment=JS1:H4sIAAAA"],
+                   check=True, capture_output=True, env=cluster.env)
+    notes = SlurmWriteback().publish(rec)
+    assert len(notes) == 1 and "owned by another tool" in notes[0]
+    assert _sacct_admin_comment(cluster, job) == "JS1:H4sIAAAA"
+
+
+def test_tres_on_slurm_22_05_is_a_note_and_a_refusing_sacctmgr_too(cluster, finished_job, monkeypatch):
+    job, rec, _ = finished_job
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+    notes = SlurmWriteback(admin_comment=False, tres_energy=True).publish(rec)
+    assert notes == ["slurm write-back: energy TRES not set: needs Slurm >= 25.11 (sacctmgr 22.05)"]
+    # asked anyway (version check off), the real 22.05 sacctmgr refuses the TRES field: a note
+    notes = SlurmWriteback(admin_comment=False, tres_energy=True, check_version=False).publish(rec)
+    assert len(notes) == 1 and "sacctmgr refused (rc 1)" in notes[0] and "Unknown option" in notes[0]
