@@ -21,7 +21,9 @@ def test_summary_text_numbers_and_unmeasured_class():
     r.methods["gpu"] = Method.UNAVAILABLE
     r.energy_it_j["gpu"] = None
     t = summary_text(r)
-    assert t == f"{PREFIX} IT 1.1 kWh (cpu 1 tdp_estimate, gpu unmeasured, ram 0.1 tdp_estimate), 660 gCO2e, complete"
+    # IT 1.1 kWh x PUE 1.5 = 1.65 kWh facility; x 400 g/kWh = 660 g
+    assert t == (f"{PREFIX} 1.1 kwh it (cpu 1 tdp_estimate, gpu unmeasured, ram 0.1 tdp_estimate), "
+                 "1.65 kwh facility, 660 g co2e, complete")
 
 
 def test_summary_text_is_bounded():
@@ -66,6 +68,13 @@ def test_finished_job_goes_to_sacctmgr_when_scontrol_refuses():
     value = f"site: keep me | {summary_text(rec())}"
     assert run.calls[1] == ["/usr/bin/scontrol", "update", "JobId=42", f"AdminComment={value}"]
     assert run.calls[2] == ["/usr/bin/sacctmgr", "-i", "modify", "job", "where", "jobid=42", "set", f"AdminComment={value}"]
+
+
+def test_sacctmgr_path_never_lowercases_other_tools_text():
+    run = Runner({("sacct", "-X"): (0, "Site: Keep Me"), ("scontrol", "update"): (1, "Job has already finished")})
+    notes = SlurmWriteback(run=run).publish(rec())
+    assert len(notes) == 1 and "lower case" in notes[0] and "'Site: Keep Me'" in notes[0]
+    assert [c[0].rsplit("/", 1)[-1] for c in run.calls] == ["sacct", "scontrol"]  # sacctmgr never asked
 
 
 def test_both_refusing_is_a_note_not_an_exception():

@@ -4,7 +4,8 @@ Options follow sacct's: positional job ids and ``-j/--jobs`` (any form: 715219, 
 715219_[1-3], 1234+0, X.batch -- a step shows its job, since energy is per job allocation),
 ``-u/--user``, ``-A/--account``, ``-r/--partition``, ``-s/--state``, ``-S/--starttime``,
 ``-E/--endtime``, ``-o/--format``, ``-p/--parsable``, ``-P/--parsable2``, ``-n/--noheader``,
-``-l/--long`` (one row per node and device), ``--json``.
+``-l/--long`` (one row per node and device), ``--json``, ``--seff`` (a seff-like block per job:
+:mod:`slurm_energy.cli.seff`).
 
 Visibility: root and users named in the site config's ``admins`` see every job; other users see only
 their own (enforced here; for a confidentiality boundary see docs/STORE.md). Without ``-j`` the
@@ -72,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--noheader", action="store_true")
     p.add_argument("-l", "--long", action="store_true", help="one row per node and device: method, coverage, wraps")
     p.add_argument("--json", action="store_true", help="full records as JSON")
+    p.add_argument("--seff", action="store_true", help="seff-like block per job: CPU and memory efficiency "
+                   "against the allocation (from sacct), energy by class with its method, CO2e, coverage")
     p.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
     return p
 
@@ -177,6 +180,8 @@ def _parse_args(argv):
     specs = parse_jobids(id_texts)
     if id_texts and not specs:
         raise ValueError(f"-j/--jobs: no job id in {','.join(id_texts)!r}; give e.g. -j 715219,715220")
+    if args.seff and not specs:
+        raise ValueError("--seff needs a job id, e.g. jobenergy --seff 715219")
     if args.format is not None:
         fields = F.parse_format(args.format)
         if not fields:
@@ -310,6 +315,13 @@ def _main(argv: list[str] | None) -> int:
     items = _rows(records)
     for _, _, opts in items:
         opts["tz"] = site.timezone
+    if args.seff:
+        from slurm_energy.cli.seff import allocation, seff_block
+
+        blocks = [seff_block(r, *allocation(r.job_id)) for _, r, o in items if not o.get("is_sum")]
+        if blocks:
+            print("\n\n".join(blocks))
+        return rc
     if args.json:  # attempts only; a requeued job's sum is for the table
         print(F.to_json([(jid, r) for jid, r, o in items if not o.get("is_sum")]))
         return rc

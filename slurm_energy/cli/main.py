@@ -4,9 +4,10 @@ Sub-command modules (add one line to ``_COMMAND_MODULES`` to add a command):
 
 * :mod:`slurm_energy.cli.run_cmds`     -- run, sampler, prolog, epilog, finalize, install, report
 * :mod:`slurm_energy.cli.config_cmds`  -- check-config, ci-import
-* :mod:`slurm_energy.cli.store_cmds`   -- collect
+* :mod:`slurm_energy.cli.store_cmds`   -- collect, rollup
 * :mod:`slurm_energy.cli.predict_cmd`  -- predict
 * :mod:`slurm_energy.cli.calibration_cmd` -- calibration
+* :mod:`slurm_energy.cli.mail_cmd`     -- mail (MailProg wrapper)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ _COMMAND_MODULES = [
     "slurm_energy.cli.store_cmds",
     "slurm_energy.cli.predict_cmd",
     "slurm_energy.cli.calibration_cmd",
+    "slurm_energy.cli.mail_cmd",
 ]
 
 

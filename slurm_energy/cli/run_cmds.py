@@ -214,7 +214,7 @@ def installed_hook_problems(hooks_dir: str, config: str | None) -> list[str]:
 
 
 def cmd_install(args) -> int:
-    """Write the hooks (root-owned, 0755) and print the slurm.conf lines.
+    """Write the hooks and the MailProg wrapper (root-owned, 0755) and print the slurm.conf lines.
 
     With ``--print`` nothing is written: the lines are printed only if the hooks in ``--hooks-dir``
     are this installation's own (see :func:`installed_hook_problems`); otherwise a warning goes to
@@ -233,7 +233,7 @@ def cmd_install(args) -> int:
             return 1
     else:
         os.makedirs(hooks_dir, mode=0o755, exist_ok=True)
-        for which in ("prolog", "epilog"):
+        for which in ("prolog", "epilog", "mail"):
             dst = os.path.join(hooks_dir, which)
             tmp = dst + ".tmp"
             with open(tmp, "w") as f:
@@ -245,4 +245,6 @@ def cmd_install(args) -> int:
     print(f"Prolog={os.path.join(hooks_dir, 'prolog')}")
     print(f"Epilog={os.path.join(hooks_dir, 'epilog')}")
     print("PrologFlags=Alloc,Contain")
+    print("# end-of-job mail with the job's energy (then the real mail program, outputs.mail.program):")
+    print(f"MailProg={os.path.join(hooks_dir, 'mail')}")
     return 0

@@ -12,11 +12,13 @@ AdminComment (``outputs.slurm.admin_comment``, on by default)
     parses the whole field --, ``{`` or ``[``: a JSON document that our text would break).
     Written with ``scontrol update JobId=N AdminComment=...`` while slurmctld still accepts it;
     Slurm (22.05 measured) refuses that for a finished job ("Job has already finished"), so it then
-    goes to slurmdbd with ``sacctmgr -i modify job where jobid=N set AdminComment=...``. The
+    goes to slurmdbd with ``sacctmgr -i modify job where jobid=N set AdminComment=...``. sacctmgr
+    stores the value in lower case (measured on 22.05), so our text is lower case, and where other
+    tools' text has capitals the sacctmgr path is skipped with a note rather than altering it. The
     current value is read with ``sacct -X -n -P -o AdminComment``. ``sacct -j N -o AdminComment``
     then shows e.g.::
 
-        slurm-energy: IT 0.0123 kWh (cpu 0.0110 tdp_estimate, ram 0.0013 tdp_estimate), 19.4 gCO2e, complete
+        slurm-energy: 0.0123 kwh it (cpu 0.011 tdp_estimate, ram 0.0013 tdp_estimate), 0.01943 kwh facility, 9.23 g co2e, complete
 
 Energy TRES (``outputs.slurm.tres_energy``, OFF by default)
     Slurm >= 25.11 lets an administrator set a finished job's TRES ("to add energy usage data"):
@@ -49,27 +51,30 @@ _ABBR = {Method.COUNTER.value: "counter", Method.POWER_INTEGRATION.value: "power
 
 
 def summary_text(rec: JobRecord, max_chars: int = 240) -> str:
-    """Our AdminComment segment for ``rec``: ``slurm-energy: IT <kWh> (<class> <kWh> <method>, ...),
-    <g> gCO2e, <coverage>``; unmeasured classes say so (never 0). Cut to ``max_chars`` with ``...``."""
+    """Our AdminComment segment for ``rec``, in lower case (slurmdbd keeps what ``sacctmgr`` writes
+    in lower case, so the text reads the same whichever way it went):
+    ``slurm-energy: <kWh> kwh it (<class> <kWh> <method>, ...), <kWh> kwh facility, <g> g co2e,
+    <coverage>``. Unmeasured classes say so (never 0). Cut to ``max_chars`` with ``...``."""
     parts = []
     for cls in sorted(rec.methods):
         j = rec.energy_it_j.get(cls)
         m = _ABBR.get(rec.methods[cls].value, rec.methods[cls].value)
         parts.append(f"{cls} unmeasured" if j is None else f"{cls} {j / 3.6e6:.4g} {m}")
-    it = "n/a" if rec.it_kwh is None else f"{rec.it_kwh:.4g} kWh"
-    co2 = "n/a" if rec.co2e_kg is None else f"{rec.co2e_kg * 1000:.4g} gCO2e"
+    it = "n/a kwh it" if rec.it_kwh is None else f"{rec.it_kwh:.4g} kwh it"
+    fac = "" if rec.facility_kwh is None else f", {rec.facility_kwh:.4g} kwh facility"
+    co2 = "n/a" if rec.co2e_kg is None else f"{rec.co2e_kg * 1000:.4g}"
     cov = "complete" if rec.coverage_complete and rec.status.value == "complete" else f"{rec.status.value}, partial coverage"
-    text = f"{PREFIX} IT {it} ({', '.join(parts) or 'no devices'}), {co2}, {cov}".replace("|", "/")
+    text = f"{PREFIX} {it} ({', '.join(parts) or 'no devices'}){fac}, {co2} g co2e, {cov}".replace("|", "/").lower()
     return text if len(text) <= max_chars else text[:max_chars - 3] + "..."
 
 
 def merge_comment(existing: str, ours: str, foreign_markers: tuple[str, ...] | list[str] = ("JS1:", "{", "[")
                   ) -> tuple[Optional[str], str]:
     """The field's new value with our segment replaced/appended, or (None, why) when another tool
-    owns the field (it starts with one of ``foreign_markers``). Others' segments are kept verbatim."""
+    owns the field (it starts with one of ``foreign_markers``, any case). Others' segments are kept verbatim."""
     cur = (existing or "").strip()
     for mk in foreign_markers:
-        if mk and cur.startswith(mk):
+        if mk and cur.lower().startswith(mk.lower()):  # sacctmgr may have lowercased it
             return None, (f"AdminComment is owned by another tool (starts with {mk!r}); not written. "
                           "Set outputs.slurm.foreign_markers to share it")
     kept = [s for s in cur.split(SEP) if s.strip() and not s.strip().startswith(PREFIX)] if cur else []
@@ -143,6 +148,9 @@ class SlurmWriteback:
         rc, out = self.run([self.scontrol, "update", f"JobId={rec.job_id}", f"AdminComment={value}"])
         if rc == 0:
             return cut
+        if value != value.lower():
+            return (f"AdminComment not written: slurmctld refused ({out[:120]!r}) and slurmdbd would keep "
+                    f"other tools' text {existing[:80]!r} only in lower case (sacctmgr lowercases values)")
         rc2, out2 = self.run([self.sacctmgr, "-i", "modify", "job", "where", f"jobid={rec.job_id}", "set",
                               f"AdminComment={value}"])
         if rc2 == 0 and "Modified" in out2:

@@ -1,0 +1,131 @@
+"""``jobenergy --seff JOBID``: a seff-like block with the job's energy, for people and for mail.
+
+seff (Slurm's contrib tool) prints CPU and memory efficiency from sacct; this block prints the same
+lines from our record (CPU time and peak memory measured from the job's cgroup by the sampler) and
+the allocation from ``sacct`` (AllocCPUS, ReqMem: what the job asked for), then the energy by
+device class with how each number was obtained, the CO2e and the coverage::
+
+    Job ID: 13
+    Cluster: lab
+    User/Account: alice/research
+    State: COMPLETED (exit code 0:0)
+    Nodes: 1 (n1)
+    Cores: 1
+    CPU Utilized: 00:00:07
+    CPU Efficiency: 93.10% of 00:00:08 core-walltime
+    Job Wall-clock time: 00:00:08
+    Memory Utilized: 9.83 MiB
+    Memory Efficiency: 4.91% of 200.00 MiB
+    Energy (IT, job's share): 9.614e-06 kWh
+      cpu: 9.61e-06 kWh  tdp_estimate (estimated: rated power x utilisation x time)
+      ram: 3.64e-09 kWh  tdp_estimate (estimated: rated power x utilisation x time)
+    Facility energy: 1.519e-05 kWh (IT x PUE 1.58)
+    CO2e: 7.215 g (475 gCO2e/kWh: default: world average ...)
+    Method: cpu=tdp_estimate,ram=tdp_estimate
+    Coverage: complete
+
+``sacct`` missing or not knowing the job leaves the allocation lines as ``n/a`` with why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from typing import Callable, Optional
+
+from slurm_energy.model import JobRecord, Method
+
+SACCT = "/usr/bin/sacct"
+_MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_INTEGRATION:
+             "measured: sampled power integrated over time", Method.TDP_ESTIMATE:
+             "estimated: rated power x utilisation x time", Method.UNAVAILABLE: "not measured"}
+_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_mem(text: str, cpus: Optional[int], nodes: Optional[int]) -> Optional[int]:
+    """sacct's ReqMem ("200M", "4G", older "2Gn" per node / "500Mc" per CPU) -> bytes for the job."""
+    m = re.fullmatch(r"([0-9.]+)([KMGT]?)([nc]?)", (text or "").strip())
+    if not m:
+        return None
+    b = float(m.group(1)) * _UNITS.get(m.group(2), 2**20 if not m.group(2) else 1)
+    if m.group(3) == "c":
+        b *= cpus or 1
+    elif m.group(3) == "n":
+        b *= nodes or 1
+    return int(b)
+
+
+def allocation(job_id: str, sacct: str = SACCT, run: Callable = subprocess.run) -> tuple[dict, str]:
+    """({"cpus": int, "req_mem_bytes": int|None, "nodes": int}, "") from ``sacct -X``, or ({}, why)."""
+    env = {"LANG": "C", **{k: os.environ[k] for k in ("SLURM_CONF",) if os.environ.get(k)}}
+    try:
+        r = run([sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AllocCPUS,ReqMem,NNodes"], capture_output=True,
+                text=True, timeout=10, env=env)
+    except FileNotFoundError:
+        return {}, f"{sacct} not found"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {}, f"sacct: {e}"
+    line = (r.stdout.strip().splitlines() or [""])[0]
+    parts = line.split("|")
+    if r.returncode != 0 or len(parts) < 3:
+        return {}, f"sacct knows no allocation for job {job_id}" + (f": {r.stderr.strip()[:100]}" if r.stderr else "")
+    try:
+        cpus, nodes = int(parts[0]), int(parts[2])
+    except ValueError:
+        return {}, f"sacct gave {line!r} for job {job_id}"
+    return {"cpus": cpus, "nodes": nodes, "req_mem_bytes": parse_mem(parts[1], cpus, nodes)}, ""
+
+
+def _hms(s: float) -> str:
+    s = int(round(s))
+    d, s = divmod(s, 86400)
+    return (f"{d}-" if d else "") + f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.2f} MiB"
+
+
+def _kwh(j: Optional[float]) -> str:
+    return "n/a (not measured)" if j is None else f"{j / 3.6e6:.4g} kWh"
+
+
+def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
+    """The seff-like text for ``rec`` (see module doc); ``alloc`` from :func:`allocation` (may be {})."""
+    cpu_s = [n.cpu_time_s for n in rec.nodes]
+    cpu = sum(c for c in cpu_s if c is not None) if any(c is not None for c in cpu_s) else None
+    mem = [n.max_mem_bytes for n in rec.nodes]
+    peak = sum(m for m in mem if m is not None) if any(m is not None for m in mem) else None
+    na = f"n/a ({alloc_why})" if alloc_why else "n/a"
+    lines = [f"Job ID: {rec.job_id}" + (f" (array {rec.array_job_id}_{rec.array_task_id})" if rec.array_job_id else ""),
+             f"Cluster: {rec.cluster}", f"User/Account: {rec.user}/{rec.account}",
+             f"State: {rec.job_state or 'UNKNOWN'} (exit code {rec.exit_code or 'n/a'})",
+             f"Nodes: {len(rec.nodes)} ({','.join(n.node for n in rec.nodes)})",
+             f"Cores: {alloc['cpus'] if alloc else na}",
+             f"CPU Utilized: {_hms(cpu) if cpu is not None else 'n/a (not measured)'}"]
+    if alloc and cpu is not None and rec.elapsed_s > 0:
+        core_wall = alloc["cpus"] * rec.elapsed_s
+        lines.append(f"CPU Efficiency: {100 * cpu / core_wall:.2f}% of {_hms(core_wall)} core-walltime")
+    else:
+        lines.append(f"CPU Efficiency: {na if not alloc else 'n/a'}")
+    lines += [f"Job Wall-clock time: {_hms(rec.elapsed_s)}",
+              f"Memory Utilized: {_mib(peak) if peak is not None else 'n/a (not measured)'}"]
+    req = alloc.get("req_mem_bytes") if alloc else None
+    lines.append(f"Memory Efficiency: {100 * peak / req:.2f}% of {_mib(req)}" if req and peak is not None
+                 else f"Memory Efficiency: {na if not alloc else 'n/a'}")
+    lines.append(f"Energy (IT, job's share): {_kwh(None if rec.it_kwh is None else rec.it_kwh * 3.6e6)}")
+    for cls in sorted(rec.methods):
+        m = Method(rec.methods[cls])
+        lines.append(f"  {cls}: {_kwh(rec.energy_it_j.get(cls))}  {m.value} ({_MEASURED[m]})")
+    c = rec.carbon
+    if rec.facility_kwh is not None:
+        lines.append(f"Facility energy: {rec.facility_kwh:.4g} kWh (IT x PUE {c.pue:g})")
+    if rec.co2e_kg is not None:
+        lines.append(f"CO2e: {rec.co2e_kg * 1000:.4g} g ({c.ci_g_per_kwh:g} gCO2e/kWh: {c.ci_source}"
+                     + (f"; x alpha {c.alpha:g}" if c.alpha != 1 else "") + ")")
+    lines.append(f"Method: {rec.method_summary or 'n/a'}")
+    cov = "complete" if rec.coverage_complete and rec.status.value == "complete" else \
+        f"{rec.status.value}{'' if rec.coverage_complete else ', some device unmeasured or partly measured: totals are a lower bound'}"
+    lines.append(f"Coverage: {cov}")
+    return "\n".join(lines)

@@ -1,0 +1,81 @@
+"""jobenergy --seff: the seff-like block (CPU and memory efficiency vs the allocation, energy by class)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from jobrecord_factory import finished, node_record
+from slurm_energy.cli.jobenergy import main
+from slurm_energy.cli.seff import allocation, parse_mem, seff_block
+from slurm_energy.model import Method
+from slurm_energy.store import open_store
+
+T0 = 1_700_000_000.0
+
+
+def rec():
+    # 1 h, 1 node; CPU time 5400 s on 2 allocated cores = 5400 / (2 x 3600) = 75.00 %;
+    # peak 512 MiB of 2 GiB requested = 25.00 %; cpu 1 kWh, ram 0.1 kWh (tdp model), gpu unmeasured
+    r = node_record(job_id="55", start=T0, end=T0 + 3600, exit_code="0:0", job_state="COMPLETED", gpu_j=None)
+    r.nodes[0].cpu_time_s = 5400.0
+    r.nodes[0].max_mem_bytes = 512 * 2**20
+    f = finished(r)
+    f.methods["gpu"] = Method.UNAVAILABLE
+    f.energy_it_j["gpu"] = None
+    return f
+
+
+def test_block_lines_computed_by_hand():
+    alloc = {"cpus": 2, "nodes": 1, "req_mem_bytes": 2 * 2**30}
+    lines = seff_block(rec(), alloc).splitlines()
+    assert "CPU Utilized: 01:30:00" in lines
+    assert "CPU Efficiency: 75.00% of 02:00:00 core-walltime" in lines
+    assert "Job Wall-clock time: 01:00:00" in lines
+    assert "Memory Utilized: 512.00 MiB" in lines
+    assert "Memory Efficiency: 25.00% of 2.00 GiB" in lines
+    assert "Energy (IT, job's share): 1.1 kWh" in lines
+    assert "  cpu: 1 kWh  tdp_estimate (estimated: rated power x utilisation x time)" in lines
+    assert "  gpu: n/a (not measured)  unavailable (not measured)" in lines
+    # IT 1.1 kWh x PUE 1.5 = 1.65 kWh; x 400 g/kWh = 660 g
+    assert "Facility energy: 1.65 kWh (IT x PUE 1.5)" in lines
+    assert any(x.startswith("CO2e: 660 g (400 gCO2e/kWh") for x in lines)
+    assert "Method: cpu=tdp_estimate,gpu=unavailable,ram=tdp_estimate" in lines
+
+
+def test_no_sacct_says_why_and_keeps_the_energy():
+    text = seff_block(rec(), {}, "/usr/bin/sacct not found")
+    assert "Cores: n/a (/usr/bin/sacct not found)" in text
+    assert "CPU Efficiency: n/a (/usr/bin/sacct not found)" in text
+    assert "Energy (IT, job's share): 1.1 kWh" in text
+
+
+def test_req_mem_forms():
+    assert parse_mem("200M", 1, 1) == 200 * 2**20
+    assert parse_mem("4G", 4, 1) == 4 * 2**30
+    assert parse_mem("500Mc", 4, 1) == 4 * 500 * 2**20  # per CPU (sacct < 21.08)
+    assert parse_mem("2Gn", 8, 2) == 2 * 2 * 2**30  # per node
+    assert parse_mem("", 1, 1) is None
+
+
+def test_allocation_from_sacct_output_and_missing_sacct(tmp_path):
+    def fake_run(argv, **kw):
+        assert argv[-2:] == ["-o", "AllocCPUS,ReqMem,NNodes"]
+        return subprocess.CompletedProcess(argv, 0, "2|300M|1\n", "")
+
+    assert allocation("7", run=fake_run) == ({"cpus": 2, "nodes": 1, "req_mem_bytes": 300 * 2**20}, "")
+    assert allocation("7", sacct=str(tmp_path / "none")) == ({}, f"{tmp_path / 'none'} not found")
+
+
+def test_jobenergy_seff_prints_the_block(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    url = f"sqlite:///{tmp_path}/j.db"
+    st = open_store(url)
+    st.put(rec())
+    st.close()
+    monkeypatch.setattr("slurm_energy.cli.seff.SACCT", str(tmp_path / "no-sacct"))
+    monkeypatch.setattr("slurm_energy.cli.seff.allocation.__defaults__", (str(tmp_path / "no-sacct"), subprocess.run))
+    assert main(["--store", url, "--seff", "55"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Job ID: 55\n") and "CPU Utilized: 01:30:00" in out and "Coverage:" in out
+    assert main(["--store", url, "--seff"]) == 2
