@@ -2,7 +2,7 @@
 
 seff (Slurm's contrib tool) prints CPU and memory efficiency from sacct; this block prints the same
 lines from our record (CPU time and peak memory measured from the job's cgroup by the sampler) and
-the allocation from ``sacct`` (AllocCPUS, ReqMem: what the job asked for), then the energy by
+the allocation from ``sacct`` (AllocCPUS; ReqMem where the record has no per-node request), then the energy by
 device class with how each number was obtained, the CO2e and the coverage::
 
     Job ID: 13
@@ -40,20 +40,21 @@ SACCT = "/usr/bin/sacct"
 _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_INTEGRATION:
              "measured: sampled power integrated over time", Method.TDP_ESTIMATE:
              "estimated: rated power x utilisation x time", Method.UNAVAILABLE: "not measured"}
-_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def parse_mem(text: str, cpus: Optional[int], nodes: Optional[int]) -> Optional[int]:
-    """sacct's ReqMem ("200M", "4G", older "2Gn" per node / "500Mc" per CPU) -> bytes for the job."""
-    m = re.fullmatch(r"([0-9.]+)([KMGT]?)([nc]?)", (text or "").strip())
-    if not m:
+    """sacct's ReqMem ("200M", "4G", older "2Gn" per node / "500Mc" per CPU) -> bytes for the job
+    (parsed by :func:`slurm_energy.slurm.formats.parse_memory`); None when unknown or unparsable."""
+    from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
+
+    try:
+        got = parse_memory(text or None, "ReqMem")
+    except SlurmFormatError:
         return None
-    b = float(m.group(1)) * _UNITS.get(m.group(2), 2**20 if not m.group(2) else 1)
-    if m.group(3) == "c":
-        b *= cpus or 1
-    elif m.group(3) == "n":
-        b *= nodes or 1
-    return int(b)
+    if not got or not got[0]:
+        return None
+    b, per = got
+    return b * (cpus or 1) if per == "cpu" else b * (nodes or 1) if per == "node" else b
 
 
 def allocation(job_id: str, sacct: str = SACCT, run: Callable = subprocess.run) -> tuple[dict, str]:
@@ -111,7 +112,8 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
         lines.append(f"CPU Efficiency: {na if not alloc else 'n/a'}")
     lines += [f"Job Wall-clock time: {_hms(rec.elapsed_s)}",
               f"Memory Utilized: {_mib(peak) if peak is not None else 'n/a (not measured)'}"]
-    req = alloc.get("req_mem_bytes") if alloc else None
+    reqs = [n.req_mem_bytes for n in rec.nodes]  # the finalizer's per-node request, else sacct's
+    req = sum(reqs) if reqs and all(r for r in reqs) else (alloc.get("req_mem_bytes") if alloc else None)
     lines.append(f"Memory Efficiency: {100 * peak / req:.2f}% of {_mib(req)}" if req and peak is not None
                  else f"Memory Efficiency: {na if not alloc else 'n/a'}")
     lines.append(f"Energy (IT, job's share): {_kwh(None if rec.it_kwh is None else rec.it_kwh * 3.6e6)}")
