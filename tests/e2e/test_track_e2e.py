@@ -1,0 +1,95 @@
+"""End to end: a plain sbatch job whose script uses ``slurm_energy.track`` gets ONE record with its
+phases and stages (the Prolog's sampler measures; the script only leaves marks), and srun ranks
+other than local rank 0 add nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slurm
+
+REPO = Path(__file__).resolve().parents[2]
+
+TRAIN_JOB = """#!/bin/bash
+#SBATCH --job-name=track-digits
+#SBATCH --output=slurm-%j.out
+#SBATCH --cpus-per-task=1
+#SBATCH --mem=1G
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 TRAIN_SECONDS=10 EPOCHS=2
+exec /opt/slurm-energy/venv/bin/python train_digits.py
+"""
+
+RANKS_JOB = """#!/bin/bash
+#SBATCH --output=slurm-%j.out
+#SBATCH --nodes=1
+#SBATCH --ntasks=2
+#SBATCH --cpus-per-task=1
+#SBATCH --mem=600M
+srun /opt/slurm-energy/venv/bin/python -c '
+import os, time
+from slurm_energy import track
+with track() as t:
+    print("rank", os.environ["SLURM_LOCALID"], t.mode, flush=True)
+    with t.phase("epoch 0"):
+        end = time.time() + 5
+        while time.time() < end:
+            pass
+    t.stage(1.0)
+    t.tag(tokens=100)
+'
+"""
+
+
+def _report(wd: Path, name: str) -> Path:
+    p = wd / name
+    for _ in range(60):
+        if p.exists():
+            return p
+        time.sleep(0.5)
+    raise AssertionError(f"{p} not written")
+
+
+def test_sbatch_job_using_track_gets_one_record_with_phases_and_stages(cluster):
+    wd = cluster.workdir("alice", f"e2e-track-{os.getpid()}")
+    shutil.copy(REPO / "examples" / "train_digits.py", wd / "train_digits.py")
+    os.chmod(wd / "train_digits.py", 0o644)
+    job = cluster.sbatch("alice", wd, TRAIN_JOB)
+    recs = cluster.wait_record(job)
+    assert len(recs) == 1, recs  # one record: no second sampler, no second job
+    rec = recs[0]
+    out = (wd / f"slurm-{job}.out").read_text()
+    assert "test_accuracy=" in out, out
+    assert [p.name for p in rec.phases] == ["load data", "epoch 0", "epoch 1", "evaluate"]
+    assert [s.fraction for s in rec.stages] == [0.5, 1.0]
+    assert rec.tags["model_params"] == 64 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10
+    job_j = rec.it_kwh * 3.6e6
+    e0, e1 = rec.phases[1], rec.phases[2]
+    # each epoch is ~5 s of a busy core: measured (TDP model here), most of the job's energy
+    assert e0.it_j > 0 and e1.it_j > 0 and e0.methods["cpu"].value == "tdp_estimate"
+    assert e0.duration_s == pytest.approx(5.0, abs=1.5) and e0.coverage > 0.9
+    totals = {w.kind: w.it_j for w in rec.phase_totals}
+    assert totals["in_phases"] + totals["outside"] == pytest.approx(job_j, rel=1e-6)
+    assert sum(p.it_j for p in rec.phases) <= job_j * (1 + 1e-9)
+    assert rec.stages[1].it_j == pytest.approx(rec.stages[0].it_j + e1.it_j, rel=0.25)
+    assert rec.marks_flags == []
+    # the job's report shows them; no report of a second (local) measurement was written
+    html = _report(wd, f"energy-{job}.html").read_text()
+    assert "Phases and stages" in html and "epoch 1" in html
+    assert _report(wd, f"energy-{job}.phases.csv").read_text().count("\n") == 1 + 4 + 2 + 2
+    assert not list(wd.glob("energy-train-digits*"))
+    assert not Path(f"/run/slurm-energy/{job}").exists()  # the marks were read and removed
+
+
+def test_srun_ranks_other_than_local_rank_0_add_nothing(cluster):
+    wd = cluster.workdir("alice", f"e2e-ranks-{os.getpid()}")
+    job = cluster.sbatch("alice", wd, RANKS_JOB)
+    (rec,) = cluster.wait_record(job)
+    out = (wd / f"slurm-{job}.out").read_text()
+    assert sorted(x for x in out.splitlines() if x.startswith("rank")) == ["rank 0 slurm", "rank 1 noop"], out
+    assert [p.name for p in rec.phases] == ["epoch 0"] and len(rec.stages) == 1
+    assert rec.tags == {"tokens": 100}
