@@ -202,3 +202,28 @@ def test_child_sampler_ends_when_the_training_process_dies(outside_slurm):
         time.sleep(0.1)
     else:
         raise AssertionError(f"sampler {pid} still running 10 s after the training process died")
+
+
+def test_result_inside_a_sampled_job_reads_the_jobs_record_so_far(outside_slurm, monkeypatch):
+    """In a job the node's sampler measures, t.result() is the job's latest (interim) record from the
+    store: 0.5 kWh of CPU so far, status running -> not final; no store readable -> 'unavailable'."""
+    from slurm_energy.model import JobRecord, Method, Status
+    from slurm_energy.store import open_store
+
+    root = outside_slurm / "marks"
+    (root / "557").mkdir(parents=True)
+    for k, v in {"SLURM_ENERGY_MARKS_DIR": str(root), "SLURM_JOB_ID": "557", "SLURMD_NODENAME": "n1"}.items():
+        monkeypatch.setenv(k, v)
+    with track() as t:
+        r = t.result()
+        assert r.source == "unavailable" and "jobenergy 557" in r.note and r.it_kwh is None
+        url = f"sqlite:///{outside_slurm}/jobs.db"
+        (outside_slurm / "site.yaml").write_text(f"cluster_name: t\npaths:\n  store_url: {url}\n")
+        st = open_store(url)
+        st.put(JobRecord(cluster="t", job_id="557", start_time=1e9, end_time=1e9 + 3600, status=Status.RUNNING,
+                         energy_it_j={"cpu": 1.8e6}, methods={"cpu": Method.COUNTER}, it_kwh=0.5, facility_kwh=0.75,
+                         co2e_kg=0.3))
+        st.close()
+        r = t.result()
+    assert r.source == "slurm store" and r.final is False and r.it_kwh == 0.5 and r.co2e_kg == 0.3
+    assert r.classes["cpu"].energy_kwh == pytest.approx(0.5) and r.classes["cpu"].method == "counter"
