@@ -169,8 +169,31 @@ class DrmHwmonReader(Reader):
         return out
 
     def read(self) -> list[Reading]:
-        """One :class:`Reading` per GPU, now. Never raises."""
-        return [self._read_one(t) for t in self.targets]
+        """One :class:`Reading` per GPU, now. Never raises. Each file is read once per call, so
+        the partitions of one card (up to 8 in CPX) share one reading of its counter."""
+        self._seen: dict[str, object] = {}
+        try:
+            return [self._read_one(t) for t in self.targets]
+        finally:
+            self._seen = {}
+
+    def _int(self, path: str) -> int:
+        """``_read_int(path)`` once per :meth:`read` (the value, or the same exception again)."""
+        if path not in self._seen:
+            try:
+                self._seen[path] = _read_int(path)
+            except (OSError, ValueError, UnicodeDecodeError) as e:
+                self._seen[path] = e
+        v = self._seen[path]
+        if isinstance(v, BaseException):
+            raise v
+        return v  # type: ignore[return-value]
+
+    def _opt(self, path: str) -> Optional[int]:
+        try:
+            return self._int(path)
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
 
     def _read_one(self, t: _Target) -> Reading:
         g = t.gpu
@@ -185,14 +208,14 @@ class DrmHwmonReader(Reader):
             return Reading("gpu", g.device_id, "unavailable", flags=flags + [t.error or "unavailable"])
         dev = t.card.device_dir
         r = Reading("gpu", g.device_id, t.mode, flags=flags)
-        busy = _opt_int(os.path.join(dev, "gpu_busy_percent"))
+        busy = self._opt(os.path.join(dev, "gpu_busy_percent"))
         r.util = None if busy is None else busy / 100.0
-        r.mem_bytes = _opt_int(os.path.join(dev, "mem_info_vram_used"))
+        r.mem_bytes = self._opt(os.path.join(dev, "mem_info_vram_used"))
         try:
             if t.mode == "counter":
-                r.energy_uj = _read_int(t.path)  # type: ignore[arg-type]
+                r.energy_uj = self._int(t.path)  # type: ignore[arg-type]
             elif t.mode == "power_integration":
-                r.power_w = _read_int(t.path) / 1e6  # type: ignore[arg-type]
+                r.power_w = self._int(t.path) / 1e6  # type: ignore[arg-type]
             else:
                 u = r.util
                 if u is None:
