@@ -224,7 +224,8 @@ def _readers_for(cfg, ctx: JobContext, spool: JobSpool, errors: list[str], light
         unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
         errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML or AMD/Intel devices: {ctx.gpu_resolution_error}")
     readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus, light=light)
-    if not light and not os.path.exists(spool.static):  # the Prolog's light set may lack devices
+    partial = any("start with the sampler" in n for n in notes)  # the Prolog left amdsmi GPUs out
+    if not partial and not os.path.exists(spool.static):
         from slurm_energy.devices.info import collect_static
 
         static = collect_static([d for r in readers for d in _safe_devices(r)])
