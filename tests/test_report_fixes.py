@@ -93,7 +93,7 @@ def test_ram_and_gpu_model_lines_multiply_out():
     rec.energy_it_j.update(ram=62.58, gpu=6300.0)
     rec.methods.update(ram=Method.TDP_ESTIMATE, gpu=Method.TDP_ESTIMATE)
     lines = _class_lines(render_html(rec))
-    assert lines["ram"].startswith("E_ram = n·u·P·t = 1 × 0.25 × 5.96 W × 42 s = 62.58 J = 1.738e-05 kWh")
+    assert lines["ram"].startswith("E_ram = n·u·P·t = 1 × 0.25 × 5.96 W × 42 s = 62.58 J = 0.00001738 kWh")  # plain decimals, no e-notation
     assert lines["gpu"].startswith("E_gpu = n·u·P·t = 1 × 0.5 × 300 W × 42 s = 6300 J = 0.00175 kWh")
     for line in lines.values():
         _check_identity(line)
@@ -108,7 +108,7 @@ def test_ram_line_falls_back_when_fields_do_not_give_the_energy():
         rated_power_w=5.96, mean_util=0.25, duration_s=42.0, coverage=1.0))
     rec.energy_it_j["ram"] = 40.0
     line = _class_lines(render_html(rec))["ram"]
-    assert line == ("E_ram = 40 J = 1.111e-05 kWh "
+    assert line == ("E_ram = 40 J = 0.00001111 kWh "
                     "(tdp_estimate: W/GB × memory in use on the node × time, job share by job memory)")
 
 

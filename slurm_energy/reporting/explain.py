@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from slurm_energy.model import DeviceEnergy, Method
+from slurm_energy.reporting.scale import plain
 
 J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s = 3.6e6 J
 TOLERANCE = 1e-3  # relative: a printed product must equal the printed result within 0.1 %
@@ -58,8 +59,9 @@ def full_device_caption(device_class: str, method: Method) -> str:
 
 
 def _g(v: float) -> str:
-    """5 significant digits: with 4 factors the printed product stays within 0.03 % of the exact one."""
-    return f"{v:.5g}"
+    """5 significant digits: with 4 factors the printed product stays within 0.03 % of the exact one.
+    Plain decimals (0.00013690, never 1.369e-04)."""
+    return plain(v, 5)
 
 
 def _j(v: float) -> str:
@@ -68,7 +70,7 @@ def _j(v: float) -> str:
 
 
 def _kwh(j: float) -> str:
-    return f"{j / J_PER_KWH:.4g}"
+    return plain(j / J_PER_KWH, 4)
 
 
 def _close(a: float, b: float) -> bool:
@@ -152,7 +154,7 @@ def sum_line(name: str, parts_j: Sequence[float], total_j: float, label: str) ->
     that they add up to the printed total within 0.1 %. ``parts_j``, ``total_j`` in J."""
     digits = 4
     while digits < 9:
-        txt = [f"{p / J_PER_KWH:.{digits}g}" for p in parts_j]
+        txt = [plain(p / J_PER_KWH, digits) for p in parts_j]
         if _close(sum(float(x) for x in txt), float(_kwh(total_j))):
             break
         digits += 1
@@ -161,7 +163,7 @@ def sum_line(name: str, parts_j: Sequence[float], total_j: float, label: str) ->
 
 def facility_line(it_kwh: float, pue: float, facility_kwh: float) -> str:
     """``E_facility = E_IT × PUE = a kWh × PUE = b kWh`` (IT printed to 5 digits so it multiplies out)."""
-    return f"E_facility = E_IT × PUE = {_g(it_kwh)} kWh × {pue:g} = {facility_kwh:.4g} kWh"
+    return f"E_facility = E_IT × PUE = {_g(it_kwh)} kWh × {pue:g} = {plain(facility_kwh, 4)} kWh"
 
 
 def co2e_line(facility_kwh: float, ci_g_per_kwh: float, alpha: float, co2e_kg: float, hourly: bool) -> str:
@@ -174,6 +176,6 @@ def co2e_line(facility_kwh: float, ci_g_per_kwh: float, alpha: float, co2e_kg: f
     if hourly and facility_kwh > 0 and alpha > 0:
         ci_eff = g / (facility_kwh * alpha)
         return (f"CO2e = Σ_h E_facility,h × CI_h × α = {_g(facility_kwh)} kWh × {_g(ci_eff)} gCO2e/kWh "
-                f"(effective hourly-weighted CI) × {alpha:g} = {_g(g)} gCO2e = {co2e_kg:.4g} kgCO2e")
+                f"(effective hourly-weighted CI) × {alpha:g} = {_g(g)} gCO2e = {plain(co2e_kg, 4)} kgCO2e")
     return (f"CO2e = E_facility × CI × α = {_g(facility_kwh)} kWh × {ci_g_per_kwh:g} gCO2e/kWh × {alpha:g} = "
-            f"{_g(g)} gCO2e = {co2e_kg:.4g} kgCO2e")
+            f"{_g(g)} gCO2e = {plain(co2e_kg, 4)} kgCO2e")

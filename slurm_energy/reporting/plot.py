@@ -58,7 +58,9 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
     Args:
         nodes: node summaries; nodes with an empty trace are skipped; the first
             :data:`MAX_NODES` nodes with a trace are drawn.
-        job_start: the job's start time, epoch s; the x axis is minutes since it.
+        job_start: the job's start time, epoch s; the x axis is the time since it, in seconds,
+            minutes or hours to fit the job (:func:`time_unit`). Lines far below the tallest go on
+            a second axis (:func:`near_zero_series`); the legend sits below the plot.
         marks: ``(bands, stages)`` from :func:`slurm_energy.reporting.phases.plot_marks`: the
             outermost phases drawn as shaded, labelled bands, stages as dotted vertical lines.
 
@@ -67,44 +69,11 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
         when no node has a trace or no power value is measured. Columns that are ``None`` throughout
         are not drawn (unmeasured is not 0 W).
     """
-    traced = [n for n in nodes if n.power_trace]
-    if not traced:
+    fig = power_figure(nodes, job_start, marks)
+    if fig is None:
         return None
-    series = []  # (label, colour, style, xs, ys)
-    for k, node in enumerate(traced[:MAX_NODES]):
-        ts = [row[0] for row in node.power_trace]
-        for ci, cls in enumerate(TRACE_CLASSES, start=1):
-            ys = [row[ci] if len(row) > ci else None for row in node.power_trace]
-            if all(y is None for y in ys):
-                continue
-            t2, y2 = downsample(ts, ys)
-            xs = [(t - job_start) / 60.0 for t in t2]
-            label = cls.upper() if len(traced) == 1 else f"{cls.upper()} ({node.node})"
-            series.append((label, _COLOURS[cls], _STYLES[k % len(_STYLES)], xs, y2))
-    if not series:
-        return None
-
     import matplotlib
 
-    matplotlib.use("Agg", force=True)
-    from matplotlib.figure import Figure  # Figure without pyplot: no global state, thread-safe
-
-    fig = Figure(figsize=(9, 3.4), dpi=100)
-    ax = fig.add_subplot(1, 1, 1)
-    for label, colour, style, xs, ys in series:
-        ax.plot(xs, ys, style, color=colour, label=label, linewidth=1.4)
-    if marks:
-        _draw_marks(ax, *marks)
-    ax.set_xlabel("time since job start (min)")
-    ax.set_ylabel("job power (W)")
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=min(3, len(series)))
-    if len(traced) > MAX_NODES:
-        ax.set_title(f"first {MAX_NODES} of {len(traced)} nodes shown", fontsize=9)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    fig.tight_layout()
     buf = io.StringIO()
     # text stays <text> (smaller, selectable; the browser's sans-serif font draws it)
     with matplotlib.rc_context({"svg.fonttype": "none"}):
@@ -115,6 +84,93 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
     # inline SVG: let CSS size it
     svg = re.sub(r'(<svg[^>]*?)\s(width|height)="[^"]*"', r"\1", svg, count=2)
     return svg
+
+
+def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: Optional[tuple[list, list]] = None):
+    """The matplotlib ``Figure`` :func:`power_svg` draws (same arguments), or ``None`` when there is
+    nothing to draw. Its axes: ``fig.axes[0]`` power (W), ``fig.axes[1]`` the right axis for small
+    lines when there is one."""
+    traced = [n for n in nodes if n.power_trace]
+    if not traced:
+        return None
+    span_s = max((row[0] - job_start for n in traced for row in n.power_trace), default=0.0)
+    unit, unit_s = time_unit(span_s)
+    series = []  # (label, colour, style, xs, ys)
+    for k, node in enumerate(traced[:MAX_NODES]):
+        ts = [row[0] for row in node.power_trace]
+        for ci, cls in enumerate(TRACE_CLASSES, start=1):
+            ys = [row[ci] if len(row) > ci else None for row in node.power_trace]
+            if all(y is None for y in ys):
+                continue
+            t2, y2 = downsample(ts, ys)
+            xs = [(t - job_start) / unit_s for t in t2]
+            label = cls.upper() if len(traced) == 1 else f"{cls.upper()} ({node.node})"
+            series.append((label, _COLOURS[cls], _STYLES[k % len(_STYLES)], xs, y2))
+    if not series:
+        return None
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    from matplotlib.figure import Figure  # Figure without pyplot: no global state, thread-safe
+
+    fig = Figure(figsize=(9, 3.8), dpi=100)
+    ax = fig.add_subplot(1, 1, 1)
+    small = near_zero_series([ys for *_, ys in series])
+    ax2 = ax.twinx() if small else None
+    handles = []
+    for i, (label, colour, style, xs, ys) in enumerate(series):
+        target = ax2 if i in small else ax
+        lab = f"{label} (right axis)" if i in small else label
+        handles += target.plot(xs, ys, style, color=colour, label=lab, linewidth=1.4)
+    if marks:  # marks come in minutes since the job's start
+        bands, stages = marks
+        f = 60.0 / unit_s
+        _draw_marks(ax, [(a * f, b * f, n) for a, b, n in bands], [(t * f, n) for t, n in stages])
+    ax.set_xlabel(f"time since job start ({unit})")
+    ax.set_xlim(left=0)
+    ax.set_ylabel("job power (W)")
+    ax.set_ylim(bottom=0)
+    if ax2 is not None:
+        ax2.set_ylabel("job power, small lines (W)")
+        ax2.set_ylim(bottom=0)
+        ax2.spines["top"].set_visible(False)
+    ax.grid(True, alpha=0.3)
+    # below the plot, outside the data: it never covers a line
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8, frameon=False,
+              ncol=min(4, len(handles)))
+    if len(traced) > MAX_NODES:
+        ax.set_title(f"first {MAX_NODES} of {len(traced)} nodes shown", fontsize=9)
+    for side in ("top",) + (() if ax2 is not None else ("right",)):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+#: A line whose peak is below this fraction of the tallest line's peak is drawn on a second
+#: (right) y axis with its own scale, so it does not lie flat on zero (e.g. RAM 3 W beside GPU 300 W).
+NEAR_ZERO_FRACTION = 0.1
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """The plot's time unit for a job of ``span_s`` seconds: ``("s", 1)`` up to 3 min, ``("min", 60)``
+    up to 3 h, else ``("h", 3600)`` -- a 43 s job is drawn in seconds, a day-long one in hours."""
+    if span_s <= 180:
+        return "s", 1.0
+    if span_s <= 3 * 3600:
+        return "min", 60.0
+    return "h", 3600.0
+
+
+def near_zero_series(values: Sequence[Sequence[float]]) -> set[int]:
+    """Indices of series whose peak (W) is below :data:`NEAR_ZERO_FRACTION` of the tallest peak;
+    empty when every series is comparable (or only one is drawn)."""
+    peaks = [max((v for v in ys if v is not None and not math.isnan(v)), default=0.0) for ys in values]
+    top = max(peaks, default=0.0)
+    if top <= 0 or len(peaks) < 2:
+        return set()
+    small = {i for i, p in enumerate(peaks) if p < NEAR_ZERO_FRACTION * top}
+    return small if len(small) < len(peaks) else set()
 
 
 #: Most phase bands labelled on the plot (a label per band beyond this would be unreadable).

@@ -21,7 +21,7 @@ from typing import Optional
 from slurm_energy.model import DEVICE_CLASSES, DeviceEnergy, JobRecord, Method, worst_method
 from slurm_energy.natsort import ordered_record, sort_static_devices
 from slurm_energy.reporting import explain, prediction_check
-from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text
+from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text, plain
 from slurm_energy.reporting.safe_write import SafeWriteError, write_file_as_user
 
 J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s = 3.6e6 J
@@ -180,12 +180,13 @@ def _cell(v) -> str:
     if isinstance(v, Method):
         return v.value
     if isinstance(v, float):
-        return f"{v:.9g}"
+        return plain(v, 9)  # plain decimals (0.000136900), never 1.369e-04: spreadsheets read both
     return str(v)
 
 
 def render_csv(record: JobRecord) -> str:
-    """CSV text: a header (:data:`CSV_COLUMNS`, units in the names), one row per device class
+    """CSV text: a header (:data:`CSV_COLUMNS`, fixed units in the names -- kWh, W, s, kgCO2e -- so
+    columns stay comparable across jobs, unlike the HTML's scaled units), one row per device class
     (cpu, gpu, ram) and a ``total`` row. Unmeasured values are empty cells, never 0. A job that
     declared its FLOPs (``tags``) gets a second table after a blank line: predicted vs measured
     (:data:`slurm_energy.reporting.prediction_check.HEADER`, lower-cased).
@@ -299,6 +300,23 @@ def _static_groups(record: JobRecord) -> list[dict]:
         else:
             groups.append({"nodes": [n.node], "items": items, "devices": devices})
     return [g for g in groups if g["items"] or g["devices"]]
+
+
+def util_label(d: DeviceEnergy) -> str:
+    """What the device's utilisation number is, for the report's provenance table: the job's own
+    CPU time per allocated CPU, the job's share of the node's memory, or the whole GPU's busy time --
+    and, for a CPU whose power was modelled from the node's busy fraction (flag
+    ``util_from_node_counters``), that the node's utilisation (all jobs) set the power before the
+    job's CPU-time share was taken. A clamped value names its raw number."""
+    what = {"cpu": "job: CPU time / (allocated CPUs × wall)",
+            "ram": "job: its memory / node memory",
+            "gpu": "whole GPU busy (NVML), all processes"}.get(d.device_class, "")
+    if d.device_class == "cpu" and "util_from_node_counters" in d.flags:
+        what += "; power modelled from the node's busy CPU (all jobs), then the job's CPU-time share"
+    raw = d.unclamped.get(f"{d.device_class}_util")
+    if raw is not None:
+        what += f"; clamped from {raw * 100:.1f} %"
+    return what
 
 
 def _gib(b: Optional[int]) -> str:
@@ -441,6 +459,10 @@ def render_html(record: JobRecord) -> str:
         "check_rows": prediction_check.rows,
         "plot_svg": Markup(svg) if svg else None,  # our own matplotlib output; text in it is escaped
         "fmt": _fmt_num,
+        "plain": plain,
+        "kwh_energy_text": kwh_energy_text,
+        "co2e_text": co2e_text,
+        "util_label": util_label,
         "J_PER_KWH": J_PER_KWH,
         "generated": _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
