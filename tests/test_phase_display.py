@@ -61,7 +61,7 @@ def test_html_has_the_phase_table_and_plot_bands():
     table = html.split("<h2>Phases and stages</h2>")[1].split("</table>")[0]
     assert table.count("<tr class=\"phase\">") == 3 and table.count("<tr class=\"stage\">") == 2
     assert "outside any phase" in table and "stage 50% (start → here)" in table
-    assert "0.3333" in table  # epoch 0: 1.2e6 J = 0.3333 kWh
+    assert "333 Wh" in table  # epoch 0: 1.2e6 J = 0.3333 kWh = 333 Wh (units scale to the value)
     assert "flops = 1.5e+18" in html
     plot = html.split("<h2>Power over time</h2>")[1].split("</svg>")[0]
     for label in ("epoch 0", "epoch 1", "50%", "100%"):  # outermost phases and stages labelled
