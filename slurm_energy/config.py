@@ -36,6 +36,8 @@ good copy, or the documented defaults).
 
 from __future__ import annotations
 
+from slurm_energy.errors import ConfigError, SlurmEnergyError
+
 import fnmatch
 import os
 import re
@@ -46,23 +48,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from slurm_energy.carbon import tables as _tables
 from slurm_energy.carbon.units import UNIT_FACTORS, to_g_per_kwh
+from slurm_energy import units
 from slurm_energy.model import CarbonFacts
 
 ENV_VAR = "SLURM_ENERGY_CONFIG"
 DEFAULT_PATH = "/etc/slurm-energy/site.yaml"
 
-#: Industry-average PUE, Uptime Institute Global Data Center Survey 2023 (1.58).
-DEFAULT_PUE = 1.58
-DEFAULT_PUE_SOURCE = "DEFAULT: industry average PUE 1.58 (Uptime Institute Global Data Center Survey 2023)"
-#: Green Algorithms (Lannelongue et al. 2021) memory power model: 0.3725 W per GB.
-DEFAULT_RAM_W_PER_GB = 0.3725
-#: Green Algorithms ``TDP_cpu.csv`` "Any" row: 12.0 W per core for an unknown CPU.
-DEFAULT_CPU_W_PER_CORE = 12.0
+# Documented defaults, defined once in slurm_energy.units (re-exported here for callers).
+DEFAULT_PUE = units.DEFAULT_PUE
+DEFAULT_PUE_SOURCE = units.DEFAULT_PUE_SOURCE
+DEFAULT_RAM_W_PER_GB = units.RAM_W_PER_GB
+DEFAULT_CPU_W_PER_CORE = units.CPU_W_PER_CORE
 DEFAULT_GEO_URL = "https://get.geojs.io/v1/ip/geo.json"
-
-
-class ConfigError(ValueError):
-    """Invalid site configuration; ``str()`` names field, value and fix, one problem per line."""
 
 
 # --------------------------------------------------------------------------- models
@@ -358,7 +355,7 @@ class SiteConfig(_Strict):
             facts["alpha_source"] = f"datacenter {dc_name}: " + (dc.alpha_source or "site config")
         else:
             facts["alpha"] = 1.0
-            facts["alpha_source"] = "DEFAULT: no offset (alpha 1.0)"
+            facts["alpha_source"] = units.DEFAULT_ALPHA_SOURCE
             facts["defaults_used"].append("alpha")
 
         # carbon intensity
@@ -397,7 +394,7 @@ class SiteConfig(_Strict):
         else:
             why = "no datacenter, site location or geolocation configured"
         return {"ci_g_per_kwh": _tables.WORLD_AVERAGE_G_PER_KWH, "ci_basis": "", "ci_year": 2019,
-                "ci_source": f"DEFAULT: world average 475 gCO2e/kWh ({_tables.WORLD_AVERAGE_SOURCE}); "
+                "ci_source": f"DEFAULT: {units.DEFAULT_CI_TEXT}; "
                              f"{why} -- set location.country or datacenters.<name>.carbon_intensity "
                              f"in site.yaml", "_default": True}
 
@@ -457,7 +454,7 @@ class SiteConfig(_Strict):
             return w, w / cores, (f"fallback: unknown CPU model {model_string!r}; site config "
                                   f"hardware.cpu_tdp_default_w"), True
         w = self.hardware.cpu_w_per_core
-        src = ("Green Algorithms TDP_cpu.csv 'Any' 12 W/core" if w == DEFAULT_CPU_W_PER_CORE
+        src = (units.CPU_W_PER_CORE_SOURCE if w == DEFAULT_CPU_W_PER_CORE
                else "site config hardware.cpu_w_per_core")
         return w * cores, w, f"fallback: unknown CPU model {model_string!r}; {w:g} W/core ({src})", True
 
@@ -584,7 +581,7 @@ def _defaults_without_file() -> SiteConfig:
     return cfg
 
 
-class DuplicateKeyError(yaml.constructor.ConstructorError):
+class DuplicateKeyError(SlurmEnergyError, yaml.constructor.ConstructorError):
     """A mapping in the YAML text has the same key twice (PyYAML would keep only the last)."""
 
 

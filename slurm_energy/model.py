@@ -19,45 +19,21 @@ flagged partial by :attr:`JobRecord.coverage_complete`, never silently summed as
 
 from __future__ import annotations
 
-import enum
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from pydantic import BaseModel, Field
 
-#: Device classes of the method (E = PUE x sum_i n_i u_i P_i t_i over i in CPU, GPU, RAM).
-DEVICE_CLASSES = ("cpu", "gpu", "ram")
+from slurm_energy import units
+from slurm_energy.core import (DEVICE_CLASSES, METHOD_RANK, DeviceStatic, Flag, JobMeta, Method, Reading, Status,
+                               worst_method)
 
 SCHEMA_VERSION = 1
 
-
-class Method(str, enum.Enum):
-    """How an energy number was obtained, best first."""
-
-    COUNTER = "counter"  # hardware energy counter deltas (RAPL energy_uj, NVML total energy)
-    POWER_INTEGRATION = "power_integration"  # trapezoidal integral of sampled power (W x s)
-    TDP_ESTIMATE = "tdp_estimate"  # rated power (TDP, W/GB) x utilisation x time: a model
-    UNAVAILABLE = "unavailable"  # not measured; energy is None
-
-
-#: Rank used when a class aggregates devices measured differently: the worst method wins.
-METHOD_RANK = {Method.COUNTER: 0, Method.POWER_INTEGRATION: 1, Method.TDP_ESTIMATE: 2, Method.UNAVAILABLE: 3}
-
-
-def worst_method(methods) -> Method:
-    """Return the least exact of ``methods`` (iterable of :class:`Method`); UNAVAILABLE if empty."""
-    ms = list(methods)
-    if not ms:
-        return Method.UNAVAILABLE
-    return max(ms, key=lambda m: METHOD_RANK[Method(m)])
-
-
-class Status(str, enum.Enum):
-    """Status of a node summary or job record."""
-
-    RUNNING = "running"  # interim: the sampler's periodic flush while the job runs
-    COMPLETE = "complete"  # every node reported and was measured
-    PARTIAL = "partial"  # some nodes never reported, or a sampler died early
-    FAILED = "failed"  # the hooks failed; see ``errors``
+__all__ = [
+    "DEVICE_CLASSES", "METHOD_RANK", "SCHEMA_VERSION", "CarbonFacts", "DeviceEnergy", "DeviceStatic", "Flag",
+    "JobMeta", "JobRecord", "Method", "NodeSummary", "Reading", "Status", "job_state_from_exit_code",
+    "worst_method",
+]
 
 
 class DeviceEnergy(BaseModel):
@@ -157,14 +133,14 @@ class NodeSummary(BaseModel):
 class CarbonFacts(BaseModel):
     """The site facts applied to IT energy, each with where it came from."""
 
-    pue: float = 1.58
-    pue_source: str = "default: industry average PUE 1.58 (Uptime Institute 2023)"
-    ci_g_per_kwh: float = 475.0
-    ci_source: str = "default: world average 475 gCO2e/kWh (IEA 2019)"
+    pue: float = units.DEFAULT_PUE
+    pue_source: str = units.DEFAULT_PUE_SOURCE
+    ci_g_per_kwh: float = units.DEFAULT_CI_G_PER_KWH
+    ci_source: str = units.DEFAULT_CI_SOURCE
     ci_basis: str = ""  # "lifecycle" / "direct" / ""
     ci_year: Optional[int] = None
-    alpha: float = 1.0
-    alpha_source: str = "default: no offset (alpha 1.0)"
+    alpha: float = units.DEFAULT_ALPHA
+    alpha_source: str = units.DEFAULT_ALPHA_SOURCE
     datacenter: str = ""
     defaults_used: list[str] = Field(default_factory=list)  # names of facts that are defaults
     hourly: bool = False  # CO2e computed from hourly intensity
@@ -231,6 +207,17 @@ class JobRecord(BaseModel):
     @property
     def elapsed_s(self) -> float:
         return max(0.0, self.end_time - self.start_time)
+
+    @property
+    def meta(self) -> JobMeta:
+        """The job's identity and owner (:class:`~slurm_energy.core.JobMeta`)."""
+        return JobMeta(**{k: getattr(self, k) for k in JobMeta.field_names()})
+
+    @classmethod
+    def from_meta(cls, meta: JobMeta, **fields: Any) -> "JobRecord":
+        """A record for the job ``meta`` describes (a ``JobMeta`` or ``JobContext``), with ``fields``
+        (start_time, end_time, nodes, ...). Raises pydantic's ValidationError on bad fields."""
+        return cls(**{k: getattr(meta, k) for k in JobMeta.field_names()}, **fields)
 
     @property
     def method_summary(self) -> str:

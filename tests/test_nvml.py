@@ -2,6 +2,8 @@
 
 import pynvml
 import pytest
+
+from slurm_energy.core import Reading
 from fakes.nvml import FakeGpu, FakeMig, install
 
 from slurm_energy.accounting.attribution import gpu_process_share
@@ -87,12 +89,13 @@ def test_mig_slices_get_parent_energy_flagged_with_fraction(monkeypatch):
     devs[3].power_mw = 14_000  # 14 W x 5 s = 70 J: the power read beside the counter agrees
     a1, _b1 = ra.read()[0], rb.read()[0]
     assert a0.energy_uj == 5_000_000_000  # the parent's counter, mJ x 1000
-    assert "mig_estimated" in a0.flags and "mig_fraction:0.428571" in a0.flags  # 3/7
-    assert "mig_fraction:0.571429" in b0.flags  # 4/7
+    assert "mig_estimated" in a0.flags and a0.mig_fraction == pytest.approx(0.428571, abs=1e-6)  # 3/7
+    assert b0.mig_fraction == pytest.approx(0.571429, abs=1e-6)  # 4/7
     parent_j = series_from_readings([(0.0, a0), (5.0, a1)]).total_j
     assert parent_j == pytest.approx(70.0)
-    fa = float(next(f for f in a0.flags if f.startswith("mig_fraction:")).split(":")[1])
-    fb = float(next(f for f in b0.flags if f.startswith("mig_fraction:")).split(":")[1])
+    fa, fb = a0.mig_fraction, b0.mig_fraction
+    # the fraction survives the sample file (a typed field, not a flag string)
+    assert Reading.from_dict(a0.to_dict()).mig_fraction == fa
     # 70 J x 3/7 = 30 J and 70 J x 4/7 = 40 J: the two jobs sum to the parent, never more
     assert parent_j * fa == pytest.approx(30.0, rel=1e-5)
     assert parent_j * fb == pytest.approx(40.0, rel=1e-5)

@@ -13,11 +13,12 @@ power energy; the sum, PUE, CI and alpha are the same.
 
 from __future__ import annotations
 
+from slurm_energy.units import J_PER_KWH
+
 from typing import Iterable, Optional
 
 from slurm_energy.model import DEVICE_CLASSES, CarbonFacts, JobRecord, Method, Status, worst_method
 
-J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
 #: A device counts as fully measured when intervals with energy cover this fraction of the job's
 #: time (the sampler starts ~0.3 s after the Prolog: a short job never reaches 100 %).
 COVERAGE_COMPLETE = 0.95

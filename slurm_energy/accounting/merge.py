@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Optional
 
+from slurm_energy.errors import MergeError
 from slurm_energy.model import JobRecord, NodeSummary, Status
 from slurm_energy.natsort import natural_key, sort_devices
 
@@ -40,7 +41,7 @@ def _component(name: str, value: str) -> str:
     """Check one path component (cluster, job id, node name) cannot escape the results dir."""
     value = str(value)
     if not value or value in (".", "..") or not _SAFE.match(value):
-        raise ValueError(
+        raise MergeError(
             f"{name}={value!r} cannot be used in a results path: use letters, digits and _ . + - only "
             "(a Slurm cluster, job id or node name never contains '/')"
         )
@@ -54,7 +55,7 @@ def job_results_dir(results_dir, cluster: str, job_id: str, restart_count: int) 
     ``restart_count`` is negative.
     """
     if int(restart_count) < 0:
-        raise ValueError(f"restart_count={restart_count!r} must be >= 0 (SLURM_JOB_RESTART_COUNT)")
+        raise MergeError(f"restart_count={restart_count!r} must be >= 0 (SLURM_JOB_RESTART_COUNT)")
     return (
         Path(results_dir)
         / _component("cluster", cluster or "default")
@@ -101,7 +102,7 @@ def write_node_record(results_dir, record: JobRecord) -> Path:
         OSError: the directory cannot be created or written.
     """
     if len(record.nodes) != 1:
-        raise ValueError(
+        raise MergeError(
             f"write_node_record: record for job {record.job_id!r} has {len(record.nodes)} nodes; "
             "a node's Epilog writes exactly one NodeSummary (merge_records unions them)"
         )
@@ -223,12 +224,12 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
         ValueError: empty list, or records of different jobs/attempts (names the differing field).
     """
     if not records:
-        raise ValueError("merge_records: no records given; pass at least one node's JobRecord")
+        raise MergeError("merge_records: no records given; pass at least one node's JobRecord")
     first = records[0]
     for r in records[1:]:
         for f in ("cluster", "job_id", "restart_count"):
             if getattr(r, f) != getattr(first, f):
-                raise ValueError(
+                raise MergeError(
                     f"merge_records: {f} differs ({getattr(first, f)!r} vs {getattr(r, f)!r}); "
                     "merge only the node records of one job attempt"
                 )
@@ -303,7 +304,7 @@ def read_node_files(job_dir) -> list[tuple[Path, JobRecord]]:
         try:
             out.append((p, JobRecord.model_validate_json(p.read_text())))
         except ValueError as e:
-            raise ValueError(f"{p}: not a valid JobRecord ({e.__class__.__name__}: {str(e)[:200]})") from e
+            raise MergeError(f"{p}: not a valid JobRecord ({e.__class__.__name__}: {str(e)[:200]})") from e
     return out
 
 
@@ -365,7 +366,7 @@ def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expect
         ValueError: ``expected_nodes`` is empty, or a node record does not parse.
     """
     if not expected_nodes:
-        raise ValueError("try_merge: expected_nodes is empty; pass expand_hostlist(SLURM_NODELIST)")
+        raise MergeError("try_merge: expected_nodes is empty; pass expand_hostlist(SLURM_NODELIST)")
     job_dir = job_results_dir(results_dir, cluster, job_id, restart_count)
     if not job_dir.is_dir():
         return None

@@ -22,11 +22,14 @@ method), never a measurement; :class:`Prediction` says so in ``method``.
 
 from __future__ import annotations
 
+from slurm_energy.units import J_PER_KWH
+
+from slurm_energy.errors import PredictionError
+
 import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
 
 #: Training FLOPs per parameter per token (Kaplan et al. 2020, arXiv:2001.08361, sec. 2.1).
 TRAINING_FLOPS_PER_PARAM_TOKEN = 6.0
@@ -34,10 +37,6 @@ TRAINING_FLOPS_PER_PARAM_TOKEN = 6.0
 INFERENCE_FLOPS_PER_PARAM_TOKEN = 2.0
 
 PREDICTION_METHOD = "prediction: rated power x power fraction x predicted time (a model, not a measurement)"
-
-
-class PredictionError(ValueError):
-    """A prediction input is invalid; the message names the field, the value and the fix."""
 
 
 def require_positive(name: str, value, fix: str) -> float:

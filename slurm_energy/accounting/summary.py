@@ -6,8 +6,8 @@ For every device in the sample rows:
 2. the job's share per interval (:mod:`attribution`): CPU by the job's CPU-time delta / the node's
    busy CPU-time delta; RAM by the job's memory / the node's used memory; a GPU allocated to the job
    is the job's (share 1) unless NVML per-process utilisation says it is shared; a MIG slice, an AMD
-   compute partition or an Intel tile gets the card's energy x its fraction (flag
-   ``mig_fraction:<f>`` / ``partition_fraction:<f>`` / ``tile_fraction:<f>`` on its readings);
+   compute partition or an Intel tile gets the card's energy x its fraction (``Reading.mig_fraction``,
+   flags ``partition_fraction:<f>`` / ``tile_fraction:<f>`` on its readings; the device is flagged alike);
 3. job energy = sum_k energy_k x share_k; device energy = sum_k energy_k; coverage = seconds with a
    job energy / the node's elapsed time.
 
@@ -27,10 +27,6 @@ from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
 from slurm_energy.natsort import device_sort_key
 from slurm_energy.sampling.readers.base import DeviceStatic, Reading
-
-_METHOD_OF = {"counter": Method.COUNTER, "power_integration": Method.POWER_INTEGRATION,
-              "tdp_estimate": Method.TDP_ESTIMATE, "unavailable": Method.UNAVAILABLE}
-
 
 def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
     """Cumulative job CPU time per row: 0 before the job is first seen (it had just started), but
@@ -148,7 +144,7 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
             shares = [None if s is None else s * mig for s in shares]
             flags.add(f"{kind}{mig:.4g}")
         st = static_by_id.get(dev_id)
-        methods = {_METHOD_OF.get(rd.method, Method.UNAVAILABLE) for _, rd in samples}
+        methods = {rd.method for _, rd in samples}
         if FLAG_COUNTER_INCONSISTENT in whole.flags:  # the counter lied: its power integration was used
             methods = {Method.POWER_INTEGRATION if m == Method.COUNTER else m for m in methods}
         if policy == "utilisation_weighted":
@@ -262,8 +258,11 @@ SHARE_FLAGS = ("mig_fraction:", "partition_fraction:", "tile_fraction:")
 
 
 def _share_fraction(samples: list[tuple[float, Reading]]) -> tuple[str, Optional[float]]:
-    """(flag prefix, fraction) of the first share flag on the device's readings, else ("", None)."""
+    """(flag prefix, fraction) of the device's readings' share of a card (``Reading.mig_fraction``,
+    else the first share flag), else ("", None)."""
     for _, rd in samples:
+        if rd.mig_fraction is not None:
+            return "mig_fraction:", rd.mig_fraction
         for f in rd.flags or []:
             if isinstance(f, str) and f.startswith(SHARE_FLAGS):
                 kind, _, v = f.partition(":")

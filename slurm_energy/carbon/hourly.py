@@ -22,6 +22,10 @@ so DST changes cannot double or drop an hour.
 
 from __future__ import annotations
 
+from slurm_energy.units import J_PER_KWH
+
+from slurm_energy.errors import HourlyDataError
+
 import csv
 import math
 import os
@@ -35,10 +39,6 @@ from slurm_energy.carbon.units import to_g_per_kwh
 _TS_COLS = ("timestamp", "hour_utc", "datetime", "time")
 _CI_COLS = ("gco2e_per_kwh", "g_per_kwh", "carbon_intensity")
 _ZONE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9:_.-]{0,63}")
-
-
-class HourlyDataError(ValueError):
-    """Bad hourly-intensity data; the message names the file, line, value and fix."""
 
 
 def hour_key(t: float) -> str:
@@ -68,7 +68,7 @@ def split_interval_by_hour(t0: float, t1: float, energy: float) -> dict[str, flo
 
 def facility_kwh_by_hour(hourly_it_j: dict[str, float], pue: float) -> dict[str, float]:
     """IT energy per hour (J) -> facility energy per hour (kWh): ``J / 3.6e6 x PUE``."""
-    return {h: j / 3.6e6 * pue for h, j in hourly_it_j.items()}
+    return {h: j / J_PER_KWH * pue for h, j in hourly_it_j.items()}
 
 
 def co2e_kg_hourly(hourly_facility_kwh: dict[str, float], intensity: dict[str, float], alpha: float,

@@ -14,6 +14,8 @@ Read with the ``csv`` module only (no pandas on the hook path); parsed once per 
 
 from __future__ import annotations
 
+from slurm_energy.units import DEFAULT_CI_G_PER_KWH
+
 import csv
 import functools
 import os
@@ -25,7 +27,7 @@ GRID_TABLE = os.path.join(DATA_DIR, "grid_intensity.csv")
 
 #: World average used when nothing else is known: 475 gCO2e/kWh (IEA Global Energy & CO2 Status
 #: Report 2019; also Green Algorithms' "WORLD" row and CodeCarbon's default).
-WORLD_AVERAGE_G_PER_KWH = 475.0
+WORLD_AVERAGE_G_PER_KWH = DEFAULT_CI_G_PER_KWH
 WORLD_AVERAGE_SOURCE = "IEA Global Energy & CO2 Status Report 2019 (world average)"
 
 

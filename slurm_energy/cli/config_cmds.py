@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from slurm_energy import units
+
 import argparse
 import sys
 
@@ -64,7 +66,7 @@ def no_config_lines() -> list[str]:
     return [
         f"NO SITE CONFIG FOUND: no FILE given, ${c.ENV_VAR} unset and {c.DEFAULT_PATH} absent.",
         "Documented defaults are in force:",
-        f"  PUE {c.DEFAULT_PUE:g}: {c.DEFAULT_PUE_SOURCE.removeprefix('DEFAULT: ')}",
+        f"  PUE {c.DEFAULT_PUE:g}: {units.DEFAULT_PUE_TEXT}",
         f"  carbon intensity {WORLD_AVERAGE_G_PER_KWH:g} gCO2e/kWh, world average ({WORLD_AVERAGE_SOURCE}); "
         f"alpha 1.0 (no offset)",
         f"  CPU {c.DEFAULT_CPU_W_PER_CORE:g} W/core for unknown models; RAM {c.DEFAULT_RAM_W_PER_GB:g} W/GB "

@@ -7,6 +7,8 @@ Energy cells: ``n/a`` = unmeasured (None), never 0; ``-`` = the job had no devic
 
 from __future__ import annotations
 
+from slurm_energy.units import J_PER_KWH
+
 import datetime as dt
 import json
 from typing import Callable, Optional
@@ -16,7 +18,6 @@ from slurm_energy.model import JobRecord, Method, Status
 from slurm_energy.natsort import ordered_record
 from slurm_energy.slurm.jobid import display_id
 
-J_PER_KWH = 3.6e6  # 1 kWh = 3600 s x 1000 W
 
 DEFAULT_FIELDS = ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",
                   "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "State", "Status"]  # fmt: skip

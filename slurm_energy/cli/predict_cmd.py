@@ -16,6 +16,8 @@ Algorithms) unless ``--gpu-flops`` / ``--gpu-watts`` are given (they win).
 
 from __future__ import annotations
 
+from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
+
 import json
 import os
 import sys
@@ -33,8 +35,6 @@ from slurm_energy.accounting.prediction import (
     training_flops,
 )
 
-#: RAM power per GB, W/GB (Green Algorithms: Lannelongue, Grealey & Inouye, Adv. Sci. 2021).
-RAM_W_PER_GB = 0.3725
 
 
 def register(subparsers) -> None:
@@ -302,7 +302,7 @@ def build(args) -> tuple[Prediction, dict]:
     if args.ram_gb is not None:
         devices.append(DeviceSpec("ram", count=args.ram_gb, rated_power_w=args.ram_watts_per_gb, power_frac=1.0,
                                   source="--ram-watts-per-gb" if args.ram_watts_per_gb != RAM_W_PER_GB
-                                  else "Green Algorithms 0.3725 W/GB", power_frac_source="drawn power").validate())
+                                  else RAM_W_PER_GB_SOURCE, power_frac_source="drawn power").validate())
     site = site_facts(args)
     t = time_from_gpu_hours(args.gpu_hours, n) if args.gpu_hours is not None else None
     pred = predict(flops, devices, pue=site["pue"], ci_g_per_kwh=site["ci"], alpha=site["alpha"], time_s=t)

@@ -16,6 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
+from slurm_energy.units import J_PER_KWH
+
 
 def register(sub) -> None:
     """Add run, attach, install and hook sub-commands."""
@@ -99,7 +101,7 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
 
 def _print_summary(rec) -> None:
     def kwh(j):
-        return "n/a (not measured)" if j is None else f"{j / 3.6e6:.4g} kWh"
+        return "n/a (not measured)" if j is None else f"{j / J_PER_KWH:.4g} kWh"
 
     print(f"job {rec.job_id}: elapsed {rec.elapsed_s:.1f} s, CPU time "
           f"{rec.nodes[0].cpu_time_s if rec.nodes and rec.nodes[0].cpu_time_s is not None else float('nan'):.2f} s")

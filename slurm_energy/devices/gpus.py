@@ -20,15 +20,13 @@ the parent's largest profile's slices): NVML measures power/energy for the paren
 
 from __future__ import annotations
 
+from slurm_energy.errors import GpuResolveError
+
 import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from slurm_energy.accounting.attribution import mig_fraction
-
-
-class GpuResolveError(ValueError):
-    """A GPU name that cannot be resolved to exactly one NVML device (message says which and why)."""
 
 
 @dataclass

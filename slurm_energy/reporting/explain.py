@@ -13,13 +13,14 @@ in words. All functions are pure.
 
 from __future__ import annotations
 
+from slurm_energy.units import J_PER_KWH
+
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from slurm_energy.model import DeviceEnergy, Method
 from slurm_energy.reporting.scale import plain
 
-J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s = 3.6e6 J
 TOLERANCE = 1e-3  # relative: a printed product must equal the printed result within 0.1 %
 
 #: What the job-share number is, per (class, method), for the measured form of a line.

@@ -11,6 +11,8 @@ CO2e = facility x CI x alpha) is shown with the values used.
 
 from __future__ import annotations
 
+from slurm_energy.units import J_PER_KWH
+
 import csv
 import datetime as _dt
 import io
@@ -24,7 +26,6 @@ from slurm_energy.reporting import explain, prediction_check
 from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text, plain
 from slurm_energy.reporting.safe_write import SafeWriteError, write_file_as_user
 
-J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s = 3.6e6 J
 
 #: CSV columns, units in the names. ``energy_it_kWh`` is the job's share; ``device_energy_kWh``
 #: the whole devices over the job's time; ``mean_power_W`` = job-share energy / measured time

@@ -22,6 +22,8 @@ When not running as root the same steps run in-process, as the current user.
 
 from __future__ import annotations
 
+from slurm_energy.errors import SafeWriteError
+
 import errno
 import os
 import pwd
@@ -33,15 +35,6 @@ import time
 __all__ = ["SafeWriteError", "write_file_as_user"]
 
 _DEFAULT_TIMEOUT_S = 30.0
-
-
-class SafeWriteError(OSError):
-    """A report file could not be written; ``path`` and ``reason`` say where and why."""
-
-    def __init__(self, path: str, reason: str):
-        super().__init__(f"could not write {path!r}: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 def _check_name(name: str) -> None:

@@ -11,6 +11,9 @@ SLURM_JOB_START_TIME (23.11) and SLURM_JOB_SLUID (25.11), which tell runs of a r
 
 from __future__ import annotations
 
+from slurm_energy.core import JobMeta
+from slurm_energy.errors import SlurmEnvError
+
 import json
 import os
 import re
@@ -19,41 +22,24 @@ from dataclasses import asdict, dataclass, field
 from typing import Mapping, Optional
 
 
-class SlurmEnvError(ValueError):
-    """The environment lacks a field the hook needs, or holds an unparsable one."""
-
-
 @dataclass
-class JobContext:
-    """The job's facts on one node, as read in the Prolog (and again in the Epilog)."""
+class JobContext(JobMeta):
+    """The job's facts on one node, as read in the Prolog (and again in the Epilog): the job's
+    :class:`~slurm_energy.core.JobMeta` (identity, owner) plus what only this node knows."""
 
-    job_id: str
-    uid: int
-    gid: int
-    user: str = ""
-    account: str = ""
-    partition: str = ""
-    work_dir: str = ""
     node: str = ""
-    cluster: str = ""
     nodelist: str = ""  # compressed Slurm hostlist, e.g. "n[1-2]"
     num_nodes: int = 1
     cpus_per_node: str = ""  # SLURM_JOB_CPUS_PER_NODE, e.g. "2(x2)" or "4,2"
-    restart_count: int = 0
     job_gpus: str = ""  # SLURM_JOB_GPUS: physical GPU indices on this node, e.g. "0,2"
     cuda_visible_devices: str = ""
-    array_job_id: Optional[str] = None
-    array_task_id: Optional[str] = None
-    het_job_id: Optional[str] = None
-    het_job_offset: Optional[str] = None
-    job_name: str = ""  # not in 22.05's Prolog env: read later from the job's processes
     exit_code: str = ""  # Epilog only: SLURM_JOB_EXIT_CODE2, e.g. "0:0"
     prolog_time: float = 0.0  # epoch s, set by the Prolog
     mem_per_node: str = ""  # SLURM_MEM_PER_NODE (MB; 0 = whole node): the job's env, not 22.05's Prolog
     mem_per_cpu: str = ""  # SLURM_MEM_PER_CPU (MB), x the job's CPUs on the node
     slurm_start_time: Optional[int] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11): the run's start, epoch s
     sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11): one per run of a job, new on requeue
-    gpu_uuids: list = field(default_factory=list)  # resolved once in the Prolog
+    gpu_uuids: list[str] = field(default_factory=list)  # resolved once in the Prolog
     drm_gpus: list = field(default_factory=list)  # AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
     gpu_resolution_error: str = ""
 

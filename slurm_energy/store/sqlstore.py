@@ -44,6 +44,7 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from slurm_energy.accounting.merge import RUN_OVERLAP_SLACK_S
+from slurm_energy.errors import StoreError, StoreUrlError
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.slurm.jobid import JobSpec, parse_jobid
 from slurm_energy.store import schema
@@ -326,14 +327,14 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
     """
     problem = check_store_url(url)
     if problem:
-        raise ValueError(problem)
+        raise StoreUrlError(problem)
     u = effective_url(sa.make_url(url))
     backend = u.get_backend_name()
     if backend == "sqlite":
         _prepare_sqlite_file(u, readonly)
         if readonly and u.database and u.database != ":memory:":
             if not Path(u.database).exists():
-                raise RuntimeError(f"store {u.database} does not exist yet (no job has been recorded)")
+                raise StoreError(f"store {u.database} does not exist yet (no job has been recorded)")
             engine = sa.create_engine(
                 f"sqlite:///file:{u.database}?mode=ro&uri=true", connect_args={"timeout": busy_timeout_s}
             )
@@ -345,9 +346,9 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
         with engine.connect() as conn:
             v = schema.current_version(conn)
         if v == 0:
-            raise RuntimeError(f"store {u.render_as_string(hide_password=True)} has no schema yet (no job recorded)")
+            raise StoreError(f"store {u.render_as_string(hide_password=True)} has no schema yet (no job recorded)")
         if v > schema.SCHEMA_VERSION:
-            raise RuntimeError(f"store schema version {v} is newer than this slurm-energy ({schema.SCHEMA_VERSION})")
+            raise StoreError(f"store schema version {v} is newer than this slurm-energy ({schema.SCHEMA_VERSION})")
     else:
         schema.migrate(engine)
     return Store(engine, readonly=readonly)

@@ -20,52 +20,9 @@ A :class:`Reading` carries exactly one of three kinds of energy information, nam
 from __future__ import annotations
 
 import abc
-from dataclasses import asdict, dataclass, field
-from typing import Optional
 
+from slurm_energy.core import DeviceStatic, Method, Reading
 
-@dataclass
-class Reading:
-    """One device at one instant. See module docstring for the meaning of ``method``."""
-
-    device_class: str  # "cpu" | "gpu" | "ram"
-    device_id: str  # stable key: RAPL zone path ("intel-rapl:0"), GPU UUID, "cpu-tdp", "ram-model"
-    method: str  # "counter" | "power_integration" | "tdp_estimate" | "unavailable"
-    energy_uj: Optional[int] = None  # cumulative counter, uJ
-    max_energy_range_uj: Optional[int] = None  # counter range (wraps to 0 past it), uJ; None = no wrap
-    max_power_w: Optional[float] = None  # zone/device max power, W (for the multiple-wrap check)
-    power_w: Optional[float] = None  # instantaneous power, W (beside a counter: for the cross-check)
-    energy_resolution_uj: Optional[int] = None  # the counter's quantum, uJ (NVML: 1000, it counts mJ)
-    power_accuracy_w: Optional[float] = None  # accuracy of power_w, W (NVML power.draw: +/- 5 W)
-    mean_power_w: Optional[float] = None  # modelled mean power since the previous read, W
-    util: Optional[float] = None  # device utilisation in [0, 1]
-    mem_bytes: Optional[int] = None  # device memory in use, bytes
-    # per-process GPU utilisation {pid: sm_util 0..1}, for sharing a GPU between jobs
-    proc_util: Optional[dict] = None
-    flags: list = field(default_factory=list)  # e.g. ["eacces", "range_unreadable"]
-
-    def to_dict(self) -> dict:
-        """Compact dict for the sample file (None fields and empty flags dropped)."""
-        return {k: v for k, v in asdict(self).items() if v is not None and v != []}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Reading":
-        """Inverse of :meth:`to_dict`; unknown keys are ignored (newer sample files)."""
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
-
-
-@dataclass
-class DeviceStatic:
-    """Static facts about one device, for the device information collector and the report."""
-
-    device_class: str
-    device_id: str
-    model: str = ""
-    count: int = 1  # e.g. cores covered by a per-core TDP model
-    rated_power_w: Optional[float] = None  # TDP / enforced power limit, W
-    rated_power_source: str = ""  # "RAPL max_power_uw", "NVML enforced limit", "table: TDP_cpu.csv", ...
-    extra: dict = field(default_factory=dict)  # vendor facts: memory size, MIG slice, minor number...
 
 
 class Reader(abc.ABC):

@@ -19,7 +19,7 @@ split a GPU shared by several jobs. Rated power (:meth:`NvmlReader.devices`) is 
 limit (``nvmlDeviceGetEnforcedPowerLimit``, mW / 1000).
 
 MIG: NVML measures the parent GPU only. A MIG instance reads its parent's counter/power and is
-flagged ``mig_estimated`` and ``mig_fraction:<f>`` (f = instance slices / parent slices, see
+flagged ``mig_estimated``, with ``Reading.mig_fraction`` = f (f = instance slices / parent slices, see
 :mod:`slurm_energy.devices.gpus`); accounting multiplies by f, so the jobs on one GPU never sum to
 more than the parent. If f is unknown the instance is ``unavailable`` (flag
 ``mig_fraction_unknown``) rather than charged the whole parent.
@@ -189,11 +189,10 @@ class NvmlReader(Reader):
         flags = []
         if t.is_mig:
             flags += ["mig_estimated"]
-            if t.mig_fraction is not None:
-                flags.append(f"mig_fraction:{t.mig_fraction:.6g}")
         if t.mode == "unavailable" or t.handle is None:
-            return Reading("gpu", t.uuid, "unavailable", flags=flags + [t.error or "unavailable"])
-        r = Reading("gpu", t.uuid, t.mode, flags=flags)
+            return Reading("gpu", t.uuid, "unavailable", flags=flags + [t.error or "unavailable"],
+                           mig_fraction=t.mig_fraction)
+        r = Reading("gpu", t.uuid, t.mode, flags=flags, mig_fraction=t.mig_fraction)
         r.util = self._util(t)
         r.mem_bytes = self._mem(t)
         r.proc_util = self._proc_util(t)

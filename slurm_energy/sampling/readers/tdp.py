@@ -13,6 +13,8 @@ RAPL zone. Both are the method's own model, P_i x u_i per device class:
 
 from __future__ import annotations
 
+from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
+
 from typing import Optional
 
 from slurm_energy.sampling.nodestats import read_node_stats
@@ -70,7 +72,7 @@ class RamModelReader(Reader):
     device_class = "ram"
     name = "ram-model"
 
-    def __init__(self, w_per_gb: float = 0.3725, source: str = "Green Algorithms 0.3725 W/GB"):
+    def __init__(self, w_per_gb: float = RAM_W_PER_GB, source: str = RAM_W_PER_GB_SOURCE):
         """Args: w_per_gb: W per GB (10^9 bytes) of memory in use (> 0). Raises ValueError otherwise."""
         if not w_per_gb or w_per_gb <= 0:
             raise ValueError(f"RAM W/GB must be > 0, got {w_per_gb!r}: set hardware.ram_w_per_gb in the site config")

@@ -1,0 +1,219 @@
+"""The stdlib-only half of the data model: what the hooks, readers and sampler need (no pydantic).
+
+* :class:`Method` -- how an energy number was obtained (str-valued: old JSON stays readable).
+* :class:`Status` -- status of a node summary or job record.
+* :class:`Flag` -- the named anomalies and labels carried in ``flags`` lists (str-valued; a
+  detailed flag is ``"<flag>:<detail>"``, see :meth:`Flag.detail`).
+* :class:`JobMeta` -- the job's identity and owner, one type shared by the spool's job context
+  (:class:`slurm_energy.slurm.env.JobContext` extends it) and the stored
+  :class:`slurm_energy.model.JobRecord` (same field names; ``JobRecord.meta`` / ``from_meta``).
+* :class:`Reading` -- one device at one instant, as a reader returns it.
+* :class:`DeviceStatic` -- static facts about one device (device information collector).
+
+:mod:`slurm_energy.model` (pydantic records) re-exports all of them, so callers import from one
+place; modules on the Prolog/Epilog path import this module to stay light.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterable, Optional
+
+#: Device classes of the method (E = PUE x sum_i n_i u_i P_i t_i over i in CPU, GPU, RAM).
+DEVICE_CLASSES = ("cpu", "gpu", "ram")
+
+
+class _StrEnum(str, enum.Enum):
+    """A str-valued enum that hashes and prints as its value: ``{Flag.WRAP, "wrap"}`` has one
+    element, ``f"{Method.COUNTER}"`` is ``"counter"``, JSON writes the value."""
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Method(_StrEnum):
+    """How an energy number was obtained, best first."""
+
+    COUNTER = "counter"  # hardware energy counter deltas (RAPL energy_uj, NVML total energy)
+    POWER_INTEGRATION = "power_integration"  # trapezoidal integral of sampled power (W x s)
+    TDP_ESTIMATE = "tdp_estimate"  # rated power (TDP, W/GB) x utilisation x time: a model
+    UNAVAILABLE = "unavailable"  # not measured; energy is None
+
+    @classmethod
+    def parse(cls, value: Any) -> "Method":
+        """``Method(value)``; an unknown or missing value is :attr:`UNAVAILABLE` (newer files)."""
+        try:
+            return cls(value)
+        except ValueError:
+            return cls.UNAVAILABLE
+
+
+#: Rank used when a class aggregates devices measured differently: the worst method wins.
+METHOD_RANK = {Method.COUNTER: 0, Method.POWER_INTEGRATION: 1, Method.TDP_ESTIMATE: 2, Method.UNAVAILABLE: 3}
+
+
+def worst_method(methods: Iterable[Method | str]) -> Method:
+    """Return the least exact of ``methods`` (iterable of :class:`Method`); UNAVAILABLE if empty."""
+    ms = [Method(m) for m in methods]
+    if not ms:
+        return Method.UNAVAILABLE
+    return max(ms, key=lambda m: METHOD_RANK[m])
+
+
+class Status(_StrEnum):
+    """Status of a node summary or job record."""
+
+    RUNNING = "running"  # interim: the sampler's periodic flush while the job runs
+    COMPLETE = "complete"  # every node reported and was measured
+    PARTIAL = "partial"  # some nodes never reported, or a sampler died early
+    FAILED = "failed"  # the hooks failed; see ``errors``
+
+
+class Flag(_StrEnum):
+    """Named flags on readings, intervals and device energies. Str-valued: ``Flag.X == "x"``, and
+    lists of flags serialise as plain strings (records written before this enum stay readable)."""
+
+    # counters and integration (accounting.integrate)
+    WRAP = "wrap"  # counter wrapped once and was unwrapped with the zone's range
+    MULTIPLE_WRAP = "possible_multiple_wrap"  # gap longer than range / max power: may have wrapped >1x
+    RESET = "reset"  # counter went backwards and its range is not known: interval skipped
+    RANGE_UNREADABLE = "range_unreadable"  # went backwards, range file unreadable: dropped
+    MISSING = "missing_reading"  # an endpoint reading was None (unreadable at that instant)
+    BAD_TIME = "non_increasing_time"  # t_k <= t_{k-1}: interval dropped
+    METHOD_CHANGED = "method_changed"  # endpoints measured by different methods: dropped
+    UNAVAILABLE = "unavailable"  # the device had no energy source in this interval
+    # attribution
+    SHARE_UNKNOWN = "share_unknown"  # the job's share of this interval could not be computed
+    SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
+    SHARED_GPU = "shared_gpu_by_process_util"  # GPU shared: job share by per-process utilisation
+    JOB_NEVER_OBSERVED = "job_never_observed"  # the job's processes were never seen on the node
+    NOT_EXCLUSIVE = "not_exclusive:shared_policy_used"  # exclusive_whole_node site, job not exclusive
+    MIG_FRACTION = "mig_fraction"  # detailed: "mig_fraction:<f>", a MIG slice's share of its parent
+    # readers
+    EACCES = "eacces"  # RAPL energy_uj root-only (Linux >= 5.10) and we are not root
+    EACCES_FALLBACK = "eacces_fallback"  # RAPL unreadable: CPU estimated from TDP instead
+    TDP_FALLBACK_PER_CORE = "tdp_fallback_per_core"  # unknown CPU model: 12 W/core default
+    UTIL_FROM_NODE_COUNTERS = "util_from_node_counters"  # CPU utilisation from /proc/stat deltas
+    MIG_ESTIMATED = "mig_estimated"  # MIG slice: parent's energy x slice fraction (an estimate)
+    MIG_FRACTION_UNKNOWN = "mig_fraction_unknown"  # MIG slice whose fraction could not be read
+    NVML_INIT_FAILED = "nvml_init_failed"
+    NVML_ERROR = "nvml_error"  # detailed: "nvml_error:<NVMLError class>"
+    GPU_FALLBACK_W = "gpu_fallback_w"  # GPU rated power from the site's fallback
+    UTIL_UNKNOWN_ASSUMED_1 = "util_unknown_assumed_1"
+    NAME_UNREADABLE = "name_unreadable"
+    PSYS = "psys"
+    READ_ERROR = "read_error"
+    READER_ERROR = "reader_error"  # detailed: "reader_error:<exception class>"
+    PROC_STAT = "proc_stat"  # detailed: "proc_stat:<errno>"
+
+    def detail(self, detail: object) -> str:
+        """The flag with a detail: ``Flag.NVML_ERROR.detail("NVMLError_GpuIsLost")`` ->
+        ``"nvml_error:NVMLError_GpuIsLost"``."""
+        return f"{self.value}:{detail}"
+
+
+@dataclass
+class JobMeta:
+    """Who ran which job: the identity and owner of one job attempt, from Slurm (or ``run``).
+
+    Shared by the spool's job context and the stored record (same names, same meaning).
+    """
+
+    job_id: str = ""  # Slurm's raw job id (SLURM_JOB_ID), or "run-<pid>" / "pid-<pid>"
+    cluster: str = ""
+    array_job_id: Optional[str] = None
+    array_task_id: Optional[str] = None
+    het_job_id: Optional[str] = None
+    het_job_offset: Optional[str] = None
+    job_name: str = ""
+    user: str = ""
+    uid: Optional[int] = None
+    gid: Optional[int] = None
+    account: str = ""
+    partition: str = ""
+    work_dir: str = ""
+    restart_count: int = 0  # SLURM_JOB_RESTART_COUNT: attempts of a requeued job
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        """Names of the JobMeta fields (also fields of JobRecord and JobContext)."""
+        return tuple(f.name for f in fields(JobMeta))
+
+    def meta(self) -> "JobMeta":
+        """Just the :class:`JobMeta` part (of a subclass such as ``JobContext``)."""
+        return JobMeta(**{k: getattr(self, k) for k in JobMeta.field_names()})
+
+
+@dataclass
+class Reading:
+    """One device at one instant (see :mod:`slurm_energy.sampling.readers.base` for ``method``).
+
+    ``method`` is coerced to :class:`Method` (readers may pass its string value).
+    ``mig_fraction``: for a MIG slice, its compute slices / the parent GPU's, in (0, 1]; the
+    slice's energy is the parent's x this fraction. ``None`` for a whole device.
+    """
+
+    device_class: str  # "cpu" | "gpu" | "ram"
+    device_id: str  # stable key: RAPL zone path ("intel-rapl:0"), GPU UUID, "cpu-tdp", "ram-model"
+    method: Method  # counter | power_integration | tdp_estimate | unavailable
+    energy_uj: Optional[int] = None  # cumulative counter, uJ
+    max_energy_range_uj: Optional[int] = None  # counter range (wraps to 0 past it), uJ; None = no wrap
+    max_power_w: Optional[float] = None  # zone/device max power, W (for the multiple-wrap check)
+    power_w: Optional[float] = None  # instantaneous power, W (beside a counter: for the cross-check)
+    energy_resolution_uj: Optional[int] = None  # the counter's quantum, uJ (NVML: 1000, it counts mJ)
+    power_accuracy_w: Optional[float] = None  # accuracy of power_w, W (NVML power.draw: +/- 5 W)
+    mean_power_w: Optional[float] = None  # modelled mean power since the previous read, W
+    util: Optional[float] = None  # device utilisation in [0, 1]
+    mem_bytes: Optional[int] = None  # device memory in use, bytes
+    # per-process GPU utilisation {pid: sm_util 0..1}, for sharing a GPU between jobs
+    proc_util: Optional[dict[Any, float]] = None
+    flags: list[str] = field(default_factory=list)  # Flag values, e.g. ["eacces", "range_unreadable"]
+    mig_fraction: Optional[float] = None  # MIG slice / parent compute slices, (0, 1]
+
+    def __post_init__(self) -> None:
+        self.method = Method.parse(self.method)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Compact dict for the sample file (None fields and empty flags dropped; enums as values)."""
+        d = {k: v for k, v in asdict(self).items() if v is not None and v != []}
+        d["method"] = self.method.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Reading":
+        """Inverse of :meth:`to_dict`; unknown keys are ignored (newer sample files). A sample
+        file from before ``mig_fraction`` was a field carries it as flag ``mig_fraction:<f>``."""
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        known.setdefault("method", Method.UNAVAILABLE)
+        rd = cls(**known)
+        if rd.mig_fraction is None:
+            rd.mig_fraction = _legacy_mig_fraction(rd.flags)
+        return rd
+
+
+def _legacy_mig_fraction(flags: list[str]) -> Optional[float]:
+    prefix = Flag.MIG_FRACTION.value + ":"
+    for f in flags or []:
+        if isinstance(f, str) and f.startswith(prefix):
+            try:
+                return float(f[len(prefix):])
+            except ValueError:
+                return None
+    return None
+
+
+@dataclass
+class DeviceStatic:
+    """Static facts about one device, for the device information collector and the report."""
+
+    device_class: str
+    device_id: str
+    model: str = ""
+    count: int = 1  # e.g. cores covered by a per-core TDP model
+    rated_power_w: Optional[float] = None  # TDP / enforced power limit, W
+    rated_power_source: str = ""  # "RAPL max_power_uw", "NVML enforced limit", "table: TDP_cpu.csv", ...
+    extra: dict[str, Any] = field(default_factory=dict)  # vendor facts: memory size, MIG slice, minor...

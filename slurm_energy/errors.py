@@ -1,0 +1,59 @@
+"""One exception tree: every error slurm-energy raises on purpose is a :class:`SlurmEnergyError`.
+
+Callers that only need "did slurm-energy refuse this?" catch :class:`SlurmEnergyError`. Each
+subclass keeps the built-in base it had before (``ValueError`` for bad input, ``OSError`` for files
+not written), so existing ``except ValueError`` / ``except OSError`` handlers still catch them.
+Messages name the field (or file), the bad value and the fix. Stdlib only: safe on the hook path.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SlurmEnergyError", "ConfigError", "SlurmEnvError", "GpuResolveError", "HourlyDataError",
+    "PredictionError", "SafeWriteError", "StoreError", "StoreUrlError", "MergeError",
+]
+
+
+class SlurmEnergyError(Exception):
+    """Base of every error slurm-energy raises on purpose."""
+
+
+class ConfigError(SlurmEnergyError, ValueError):
+    """Invalid site configuration; ``str()`` names field, value and fix, one problem per line."""
+
+
+class SlurmEnvError(SlurmEnergyError, ValueError):
+    """The Prolog/Epilog environment lacks a field the hook needs, or holds an unparsable one."""
+
+
+class GpuResolveError(SlurmEnergyError, ValueError):
+    """A GPU name that cannot be resolved to exactly one device (message says which and why)."""
+
+
+class HourlyDataError(SlurmEnergyError, ValueError):
+    """Bad hourly carbon-intensity data; the message names the file, line, value and fix."""
+
+
+class PredictionError(SlurmEnergyError, ValueError):
+    """A prediction input is invalid; the message names the field, the value and the fix."""
+
+
+class MergeError(SlurmEnergyError, ValueError):
+    """Node records that cannot be merged into one job record (wrong shape, unparsable file)."""
+
+
+class StoreError(SlurmEnergyError, RuntimeError):
+    """The job store cannot be used (missing, no schema yet, newer schema); the message says why."""
+
+
+class StoreUrlError(StoreError, ValueError):
+    """An unsupported store URL (backend, driver, relative SQLite path); password hidden, fix given."""
+
+
+class SafeWriteError(SlurmEnergyError, OSError):
+    """A report file could not be written; ``path`` and ``reason`` say where and why."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"could not write {path!r}: {reason}")
+        self.path = path
+        self.reason = reason

@@ -1,0 +1,49 @@
+"""Units and documented default constants, each defined once (stdlib only: safe on the hook path).
+
+Conversions: energy in J inside the package; kWh only at the edge (records' ``*_kwh`` totals,
+reports). Carbon in gCO2e/kWh (intensity) and kgCO2e (totals).
+"""
+
+from __future__ import annotations
+
+#: 1 kWh = 1000 W x 3600 s = 3.6e6 J.
+J_PER_KWH = 3.6e6
+#: 1 kg = 1000 g (gCO2e -> kgCO2e).
+G_PER_KG = 1000.0
+#: 1 GB = 1e9 bytes (decimal, as the Green Algorithms memory model counts it).
+BYTES_PER_GB = 1e9
+#: 1 J = 1e6 uJ (RAPL ``energy_uj``).
+UJ_PER_J = 1e6
+
+#: Default PUE when the site gives none: industry average 1.58.
+DEFAULT_PUE = 1.58
+DEFAULT_PUE_TEXT = "industry average PUE 1.58 (Uptime Institute Global Data Center Survey 2023)"
+DEFAULT_PUE_SOURCE = f"default: {DEFAULT_PUE_TEXT}"
+
+#: Default carbon intensity, gCO2e/kWh: the world average (IEA 2019).
+DEFAULT_CI_G_PER_KWH = 475.0
+DEFAULT_CI_TEXT = "world average 475 gCO2e/kWh (IEA Global Energy & CO2 Status Report 2019)"
+DEFAULT_CI_SOURCE = f"default: {DEFAULT_CI_TEXT}"
+
+#: Default offset factor alpha (1.0 = no offset, renewable share or REC).
+DEFAULT_ALPHA = 1.0
+DEFAULT_ALPHA_SOURCE = "default: no offset (alpha 1.0)"
+
+#: Memory power model: 0.3725 W per GB of RAM (Green Algorithms, Lannelongue et al. 2021,
+#: Adv. Sci. 8:2100707, from Micron DDR4 power calculations).
+RAM_W_PER_GB = 0.3725
+RAM_W_PER_GB_SOURCE = "Green Algorithms 0.3725 W/GB"
+
+#: CPU power for an unknown model: 12.0 W per core (Green Algorithms ``TDP_cpu.csv`` "Any" row).
+CPU_W_PER_CORE = 12.0
+CPU_W_PER_CORE_SOURCE = "Green Algorithms TDP_cpu.csv 'Any' 12 W/core"
+
+
+def j_to_kwh(j: float | None) -> float | None:
+    """Joules -> kWh (``j / 3.6e6``); ``None`` (unmeasured) stays ``None``."""
+    return None if j is None else j / J_PER_KWH
+
+
+def kwh_to_j(kwh: float | None) -> float | None:
+    """kWh -> joules (``kwh x 3.6e6``); ``None`` stays ``None``."""
+    return None if kwh is None else kwh * J_PER_KWH
