@@ -137,6 +137,8 @@ class JobMeta:
     partition: str = ""
     work_dir: str = ""
     restart_count: int = 0  # SLURM_JOB_RESTART_COUNT: attempts of a requeued job
+    sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11): one per run of a job, new on requeue
+    slurm_start_time: Optional[float] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11): the run's start, epoch s
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

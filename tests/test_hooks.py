@@ -207,11 +207,11 @@ def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_r
 def test_unusable_log_dir_falls_back_to_the_default_log_dir(tmp_path, monkeypatch):
     import logging
 
-    from slurm_energy.slurm import hooks
+    from slurm_energy.slurm import runtime
 
-    monkeypatch.setattr(hooks, "FALLBACK_LOG_DIR", str(tmp_path / "fallback"))
+    monkeypatch.setattr(runtime, "FALLBACK_LOG_DIR", str(tmp_path / "fallback"))
     (tmp_path / "afile").write_text("x")
-    path = hooks.setup_logging(str(tmp_path / "afile" / "log"))  # under a file: cannot be created
+    path = runtime.setup_logging(str(tmp_path / "afile" / "log"))  # under a file: cannot be created
     assert path == str(tmp_path / "fallback" / "hooks.log")
     logging.getLogger("slurm_energy.hooks").error("visible")
     assert "visible" in open(path).read()

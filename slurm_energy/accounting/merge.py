@@ -341,32 +341,21 @@ def _in_run(r: JobRecord, merged: JobRecord) -> bool:
                for ns in r.nodes for m in merged.nodes)
 
 
-def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
-              record: Optional[JobRecord] = None):
-    """Merge the attempt's node records if every expected node has reported.
+def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
+                         record: Optional[JobRecord] = None) -> Optional[list[JobRecord]]:
+    """The node records of one run of the attempt once every expected node has reported, else ``None``.
 
-    Safe to run concurrently from several nodes' Epilogs: reading is done under an exclusive
+    Safe to run concurrently from several nodes' finalizers: reading is done under an exclusive
     ``fcntl.flock`` on ``<job dir>/.lock``, and node records only appear by atomic rename, so no
-    caller ever sees a half-written record. Idempotent: calling again returns an equal record. When
-    two Epilogs both see the last record, both get the merged record; storing it is an upsert on
-    (cluster, job_id, start_time), so a double ``Store.put`` is harmless.
-
-    Args:
-        results_dir: root of the results tree.
-        cluster, job_id, restart_count: the attempt (see :func:`node_record_path`).
-        expected_nodes: host names of the allocation (``expand_hostlist(SLURM_NODELIST)``).
-        record: this node's record just written: only node records of its run
-            (:func:`split_runs`) are merged. ``None``: the newest run in the directory.
-
-    Returns:
-        The merged :class:`JobRecord` (status from :func:`merge_records`), or ``None`` while some
-        expected node has not written its record yet (or the directory does not exist).
+    caller ever sees a half-written record. Each record's ``expected_nodes`` is widened to the union
+    with ``expected_nodes``. ``record``: this node's record just written: only node records of its
+    run (:func:`split_runs`) are returned; ``None``: the newest run in the directory.
 
     Raises:
         ValueError: ``expected_nodes`` is empty, or a node record does not parse.
     """
     if not expected_nodes:
-        raise MergeError("try_merge: expected_nodes is empty; pass expand_hostlist(SLURM_NODELIST)")
+        raise ValueError("try_merge: expected_nodes is empty; pass expand_hostlist(SLURM_NODELIST)")
     job_dir = job_results_dir(results_dir, cluster, job_id, restart_count)
     if not job_dir.is_dir():
         return None
@@ -384,6 +373,23 @@ def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expect
             return None
         for r in records:
             r.expected_nodes = _union([r.expected_nodes, list(expected_nodes)])
-        return merge_records(records)
+        return records
     finally:
         os.close(fd)  # closing releases the flock
+
+
+def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
+              record: Optional[JobRecord] = None) -> Optional[JobRecord]:
+    """Merge the attempt's node records if every expected node has reported
+    (:func:`collect_node_records`, same arguments).
+
+    Idempotent: calling again returns an equal record. When two finalizers both see the last
+    record, both get the merged record; storing it is an upsert on (cluster, job_id, start_time),
+    so a double ``Store.put`` is harmless.
+
+    Returns:
+        The merged :class:`JobRecord` (status from :func:`merge_records`), or ``None`` while some
+        expected node has not written its record yet (or the directory does not exist).
+    """
+    records = collect_node_records(results_dir, cluster, job_id, restart_count, expected_nodes, record)
+    return None if records is None else merge_records(records)

@@ -89,13 +89,15 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
     m.cleanup()
     _print_summary(final)
     if not args.no_report:
-        from slurm_energy.reporting.report import ReportWriteError, write_reports
+        from slurm_energy.outputs.report import ReportSink
+        from slurm_energy.pipeline import publish
 
-        try:
-            html, csv = write_reports(final, os.path.abspath(args.out), os.getuid(), os.getgid())
+        (res,) = publish(final, [ReportSink(os.path.abspath(args.out), os.getuid(), os.getgid())])
+        if res.ok:
+            html, csv = res.paths
             print(f"report: {html}\n        {csv}")
-        except ReportWriteError as e:
-            print(f"slurm-energy: report not (fully) written: {e}", file=sys.stderr)
+        else:
+            print(f"slurm-energy: {res.detail}", file=sys.stderr)
     return final
 
 

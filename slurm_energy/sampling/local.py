@@ -189,30 +189,27 @@ class LocalMeasurement:
         return self._thread.is_alive()
 
     def record(self, marks=None, tags: Optional[dict] = None):
-        """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`.
+        """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`, by the
+        one pipeline (:func:`slurm_energy.pipeline.measure_node`, :func:`~slurm_energy.pipeline.finalise_job`).
 
         ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages)."""
-        from slurm_energy.accounting.summary import summarise_node
+        from slurm_energy.core import JobMeta, Status
         from slurm_energy.devices.info import collect_static
-        from slurm_energy.model import JobRecord, Status
+        from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node
         from slurm_energy.sampling.samplefile import read_samples
-        from slurm_energy.slurm.finalize import finalise
 
         running = self.running
         end = time.time() if running else self.t1
         rows = list(read_samples(self.samples))
         node = socket.gethostname().split(".")[0]
-        summary = summarise_node(rows, job_id=self.label, node=node, start_time=self.t0, end_time=end,
-                                 statics=self.statics, cpus_alloc=os.cpu_count(), policy=self.cfg.attribution.policy,
-                                 interval_s=self.interval_s, marks=marks,
-                                 status=Status.RUNNING if running else Status.COMPLETE)
-        summary.static = collect_static(self.statics)
-        summary.static["reader_notes"] = self.notes
-        rec = JobRecord(cluster=self.cfg.cluster_name, job_id=self.label, user=getpass.getuser(), uid=os.getuid(),
-                        gid=os.getgid(), partition=self.partition, work_dir=self.work_dir, expected_nodes=[node],
-                        start_time=self.t0, end_time=end, nodes=[summary], tags=dict(tags or {}),
-                        status=Status.RUNNING if running else Status.COMPLETE)
-        return finalise(self.cfg, rec)
+        static = collect_static(self.statics)
+        static["reader_notes"] = self.notes
+        obs = NodeObservation(node, rows, static, self.t0, end, cpus_alloc=os.cpu_count(),
+                              status=Status.RUNNING if running else Status.COMPLETE, marks=marks)
+        meta = JobMeta(job_id=self.label, cluster=self.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
+                       gid=os.getgid(), partition=self.partition, work_dir=self.work_dir)
+        rec = measure_node(obs, meta, self.cfg, interval_s=self.interval_s, tags=dict(tags or {}))
+        return finalise_job([rec], self.cfg, merge=False)
 
     def cleanup(self) -> None:
         """Remove the temporary sample directory."""

@@ -37,8 +37,6 @@ class JobContext(JobMeta):
     prolog_time: float = 0.0  # epoch s, set by the Prolog
     mem_per_node: str = ""  # SLURM_MEM_PER_NODE (MB; 0 = whole node): the job's env, not 22.05's Prolog
     mem_per_cpu: str = ""  # SLURM_MEM_PER_CPU (MB), x the job's CPUs on the node
-    slurm_start_time: Optional[int] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11): the run's start, epoch s
-    sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11): one per run of a job, new on requeue
     gpu_uuids: list[str] = field(default_factory=list)  # resolved once in the Prolog
     drm_gpus: list = field(default_factory=list)  # AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
     gpu_resolution_error: str = ""

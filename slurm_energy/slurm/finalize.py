@@ -1,4 +1,5 @@
-"""The slow half of the Epilog, run detached: node summary -> merge -> carbon -> store -> report.
+"""The slow half of the Epilog, run detached: the spool's files -> :mod:`slurm_energy.pipeline`
+(node record -> merge -> carbon) -> store -> report.
 
 Also the sampler's interim flush (every minute): the job's energy so far, stored with status
 ``running`` so ``jobenergy`` shows a running job.
@@ -9,11 +10,18 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from slurm_energy.model import JobRecord, Status, job_state_from_exit_code
+from slurm_energy.core import Status
+from slurm_energy.model import JobRecord, job_state_from_exit_code
+from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
+from slurm_energy.slurm.runtime import load_config, reading_row, setup_logging, spool_from_dir
 from slurm_energy.slurm.spool import JobSpool
+
+if TYPE_CHECKING:
+    from slurm_energy.config import SiteConfig
+    from slurm_energy.outputs.base import Sink
 
 log = logging.getLogger("slurm_energy.finalize")
 
@@ -63,36 +71,35 @@ def slurm_job_state(facts: Optional[dict], ctx: JobContext, exit_code: str) -> s
     return job_state_from_exit_code(exit_code)
 
 
-def _last_reading(cfg, spool: JobSpool, ctx: JobContext) -> None:
-    from slurm_energy.slurm.hooks import _reading_row
-
+def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
     try:
-        _reading_row(cfg, ctx, spool, "epilog")
+        reading_row(cfg, ctx, spool, "epilog")
     except Exception as e:
         spool.record_error(f"epilog reading: {type(e).__name__}: {e}")
 
 
-def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
+def _static(spool: JobSpool, errors: list[str]) -> dict:
+    try:
+        with open(spool.static, encoding="utf-8") as f:
+            return dict(json.load(f))
+    except (OSError, ValueError):
+        errors.append("no device inventory: the sampler did not start on this node")
+        return {}
+
+
+def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
                 status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None,
                 sampler_outcome: str = "terminated") -> JobRecord:
-    """This node's JobRecord (one NodeSummary) from the spool's sample file. Pure but for reads.
+    """This node's JobRecord (one NodeSummary) from the spool's files, by :func:`pipeline.measure_node`.
 
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
     anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial."""
-    from slurm_energy.accounting.summary import summarise_node
-    from slurm_energy.sampling.readers.base import DeviceStatic
     from slurm_energy.sampling.samplefile import read_samples
 
     rows = list(read_samples(spool.samples))
     ctx = _with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
     errors = spool.read_errors()
-    static: dict = {}
-    try:
-        with open(spool.static, encoding="utf-8") as f:
-            static = json.load(f)
-    except (OSError, ValueError):
-        errors.append("no device inventory: the sampler did not start on this node")
-    statics = [DeviceStatic(**d) for d in static.get("devices", [])]
+    static = _static(spool, errors)
     if not rows:
         errors.append("no samples: the sampler never wrote a sample on this node")
     nodes = _expected_nodes(ctx)
@@ -103,23 +110,16 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
         st = Status.PARTIAL if status == Status.COMPLETE else status
-    marks = _read_marks(ctx)
-    summary = summarise_node(
-        rows, job_id=ctx.job_id, node=ctx.node, start_time=ctx.prolog_time or min([end_time] + [r["t"] for r in rows]),
-        end_time=end_time, statics=statics, cpus_alloc=cpus_on_node(ctx.cpus_per_node, idx),
-        policy=cfg.attribution.policy, interval_s=cfg.sampling.interval_s, status=st, errors=errors,
-        span_known=span_known, marks=marks)
-    summary.req_mem_bytes, summary.req_mem_source = _requested_memory(
-        ctx, slurm_facts, cpus_on_node(ctx.cpus_per_node, idx), rows, errors)
-    summary.static = {k: v for k, v in static.items() if k != "devices"}
-    summary.static["devices"] = static.get("devices", [])
-    return JobRecord(
-        cluster=ctx.cluster, job_id=ctx.job_id, job_name=ctx.job_name, array_job_id=ctx.array_job_id, array_task_id=ctx.array_task_id,
-        het_job_id=ctx.het_job_id, het_job_offset=ctx.het_job_offset, user=ctx.user, uid=ctx.uid, gid=ctx.gid,
-        account=ctx.account, partition=ctx.partition, work_dir=ctx.work_dir, restart_count=ctx.restart_count,
-        sluid=ctx.sluid, slurm_start_time=ctx.slurm_start_time,
-        exit_code=exit_code, job_state=slurm_job_state(slurm_facts, ctx, exit_code), expected_nodes=nodes, start_time=summary.start_time, end_time=summary.end_time,
-        nodes=[summary], status=st, errors=list(summary.errors), tags=dict(marks.tags))
+    cpus = cpus_on_node(ctx.cpus_per_node, idx)
+    obs = NodeObservation(
+        ctx.node, rows, static, start_time=ctx.prolog_time or min([end_time] + [r["t"] for r in rows]),
+        end_time=end_time, span_known=span_known, cpus_alloc=cpus, errors=errors, status=st, marks=_read_marks(ctx))
+    rec = measure_node(obs, ctx, cfg, expected_nodes=nodes, exit_code=exit_code,
+                       job_state=slurm_job_state(slurm_facts, ctx, exit_code))
+    ns = rec.nodes[0]
+    ns.req_mem_bytes, ns.req_mem_source = _requested_memory(ctx, slurm_facts, cpus, rows, ns.errors)
+    rec.errors = list(ns.errors)
+    return rec
 
 
 def _read_marks(ctx: JobContext):
@@ -160,20 +160,6 @@ def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int
     return b, (f"{how} ({src})" if b is not None else how)
 
 
-def finalise(cfg, merged: JobRecord) -> JobRecord:
-    """Apply the site's carbon facts (PUE, CI, alpha; hourly CI when imported) once."""
-    from slurm_energy.accounting.formulas import finalise_record
-
-    node = merged.nodes[0].node if merged.nodes else ""
-    facts = cfg.carbon_for(merged.partition, node)
-    hourly = None
-    try:
-        hourly = cfg.hourly_intensity_for(facts)
-    except Exception as e:  # a bad hourly file must not lose the job
-        merged.errors.append(f"hourly carbon intensity not used: {e}")
-    return finalise_record(merged, facts, hourly)
-
-
 def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
                   sampler_outcome: str = "terminated") -> int:
     """Entry point of the detached finalizer. Returns 0; failures are logged and on the record.
@@ -181,12 +167,10 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
     When the Epilog did not see the sampler end cleanly (``sampler_outcome`` killed, not_running,
     no_pidfile...), the counters are read once more here, so the tail after the sampler's last
     flushed sample counts -- here rather than in the Epilog, whose 2 s it would risk."""
-    from slurm_energy.slurm.hooks import _load_config, _spool_from_dir, setup_logging
-
     errors: list[str] = []
-    cfg = _load_config(errors)
+    cfg = load_config(errors)
     setup_logging(cfg.paths.log_dir, "finalize.log")
-    spool, ctx = _spool_from_dir(job_dir, node)
+    spool, ctx = spool_from_dir(job_dir, node)
     for e in errors:
         spool.record_error(e)
     try:
@@ -208,28 +192,30 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
     return 0
 
 
-def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
-    """Write this node's record; if every node has reported, merge, finalise, store and report.
-
-    Returns the stored job record, or None while other nodes are still to report.
+def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
+    """Write this node's record; if every node has reported, finalise the job and publish it to
+    the store, then the report (written as the job's user; a report not written is recorded on the
+    stored record). Returns the published record, or None while other nodes are still to report.
     """
-    from slurm_energy.accounting.merge import retire_run, try_merge, write_node_record
+    from slurm_energy.accounting.merge import collect_node_records, retire_run, write_node_record
+    from slurm_energy.outputs.report import ReportSink
+    from slurm_energy.outputs.store import StoreSink
 
     write_node_record(cfg.paths.results_dir, rec)
-    merged = try_merge(cfg.paths.results_dir, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes,
-                       record=rec)
-    if merged is None:
+    records = collect_node_records(cfg.paths.results_dir, ctx.cluster, ctx.job_id, ctx.restart_count,
+                                   rec.expected_nodes, record=rec)
+    if records is None:
         log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
         _forget_running(cfg, rec)  # the node that completes the job exports its totals
         return None
-    final = finalise(cfg, merged)
+    final = finalise_job(records, cfg)
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
-    out = store_and_report(cfg, final)
+    publish(final, [StoreSink(cfg.paths.store_url), ReportSink(), *output_sinks(cfg)])
     try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
-        retire_run(cfg.paths.results_dir, merged)
+        retire_run(cfg.paths.results_dir, final)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
-    return out
+    return final
 
 
 def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
@@ -242,63 +228,23 @@ def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
         return None, f"unavailable: {type(e).__name__}: {e}"
 
 
-def store_and_report(cfg, final: JobRecord) -> JobRecord:
-    """Store the record, then write energy-<jobid>.html/.csv into its work dir as the job's user.
-
-    The record is stored first, so ``jobenergy`` answers as soon as the report exists; a report
-    that cannot be written is recorded on the stored record as an error.
-    """
-    _put(cfg, final)
-    log.info("job=%s stored: it=%s kWh facility=%s kWh co2e=%s kg status=%s", final.job_id, final.it_kwh,
-             final.facility_kwh, final.co2e_kg, final.status.value)
-    if final.work_dir and final.uid is not None:
-        try:
-            from slurm_energy.reporting.report import write_reports
-
-            html, csv = write_reports(final, final.work_dir, final.uid, final.gid if final.gid is not None else final.uid)
-            log.info("job=%s report %s %s", final.job_id, html, csv)
-        except Exception as e:
-            log.exception("report for job %s failed", final.job_id)
-            final.errors.append(str(e) if "not written" in str(e) else f"report not written: {e}")
-            _put(cfg, final)
-    notes = publish_outputs(cfg, final)
-    if notes:  # each output's failure is a note on the stored record, never a lost record
-        final.errors.extend(notes)
-        _put(cfg, final)
-    return final
-
-
-def output_sinks(cfg, running: bool = False) -> list:
-    """The site's extra outputs (:mod:`slurm_energy.outputs`): Prometheus textfile, Slurm write-back
-    (final records only). Each has ``publish(record) -> list[str]`` (notes) and never raises."""
+def output_sinks(cfg: SiteConfig, running: bool = False) -> list[Sink]:
+    """The site's outputs besides the store and the report (:mod:`slurm_energy.outputs`):
+    Prometheus textfile, Slurm write-back (final records only). A configuration that cannot be
+    turned into sinks is logged and leaves them out (never loses the record)."""
     from slurm_energy.outputs import prometheus, slurm_writeback
 
-    sinks = [s for s in (prometheus.from_config(cfg),) if s is not None]
-    if not running:
-        sinks.append(slurm_writeback.from_config(cfg))
+    try:
+        sinks: list[Sink] = [s for s in (prometheus.from_config(cfg),) if s is not None]
+        if not running:
+            sinks.append(slurm_writeback.from_config(cfg))
+    except Exception:
+        log.exception("outputs not configured")
+        return []
     return sinks
 
 
-def publish_outputs(cfg, rec: JobRecord, running: bool = False) -> list[str]:
-    """Publish ``rec`` to every extra output; returns the notes (logged already). Never raises."""
-    notes: list[str] = []
-    try:
-        sinks = output_sinks(cfg, running)
-    except Exception as e:
-        log.exception("outputs for job %s", rec.job_id)
-        return [f"outputs not configured: {type(e).__name__}: {e}"]
-    for s in sinks:
-        try:
-            notes += s.publish(rec)
-        except Exception as e:  # a sink bug must not lose the record
-            log.exception("output %s for job %s", getattr(s, "name", s), rec.job_id)
-            notes.append(f"{getattr(s, 'name', 'output')}: {type(e).__name__}: {e}")
-    for n in notes:
-        log.warning("job=%s %s", rec.job_id, n)
-    return notes
-
-
-def _forget_running(cfg, rec: JobRecord) -> None:
+def _forget_running(cfg: SiteConfig, rec: JobRecord) -> None:
     try:
         from slurm_energy.outputs import prometheus
 
@@ -310,19 +256,10 @@ def _forget_running(cfg, rec: JobRecord) -> None:
         log.exception("prometheus forget job %s", rec.job_id)
 
 
-def _put(cfg, rec: JobRecord) -> None:
-    from slurm_energy.store import open_store
-
-    st = open_store(cfg.paths.store_url)
-    try:
-        st.put(rec)
-    finally:
-        st.close()
-
-
-def interim(cfg, spool: JobSpool, ctx: JobContext) -> None:
+def interim(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
     """The sampler's periodic flush: this node's energy so far, stored with status running."""
+    from slurm_energy.outputs.store import StoreSink
+
     rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING)
-    running = finalise(cfg, rec).model_copy(update={"status": Status.RUNNING})
-    _put(cfg, running)
-    publish_outputs(cfg, running, running=True)  # node_exporter: this node's energy so far (notes logged)
+    running = finalise_job([rec], cfg, merge=False).model_copy(update={"status": Status.RUNNING})
+    publish(running, [StoreSink(cfg.paths.store_url), *output_sinks(cfg, running=True)])  # node_exporter: so far

@@ -21,41 +21,12 @@ import sys
 import time
 
 from slurm_energy.slurm.env import JobContext, parse_slurm_env
+from slurm_energy.slurm.runtime import FALLBACK_LOG_DIR, load_config, reading_row, readers_for, setup_logging, spool_from_dir
 from slurm_energy.slurm.spool import JobSpool, find_attempt, new_run, spool_belongs_to_other_run, write_private
 
+__all__ = ["FALLBACK_LOG_DIR", "epilog", "main", "prolog", "sampler_main", "setup_logging", "spawn"]
+
 log = logging.getLogger("slurm_energy.hooks")
-
-FALLBACK_LOG_DIR = "/var/log/slurm-energy"
-
-
-def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
-    """Log to ``log_dir/name`` (root-only dir), else to the default log dir (an unusable
-    ``paths.log_dir`` must not hide why jobs go unrecorded), else stderr. Returns the log path."""
-    h: logging.Handler = logging.StreamHandler(sys.stderr)
-    path = "<stderr>"
-    for d in dict.fromkeys((log_dir, FALLBACK_LOG_DIR)):
-        try:
-            os.makedirs(d, mode=0o700, exist_ok=True)
-            p = os.path.join(d, name)
-            h = logging.FileHandler(p)
-            os.chmod(p, 0o600)  # job names, users and paths: root-only, like the spool
-            path = p
-            break
-        except OSError:
-            continue
-    h.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
-    root = logging.getLogger("slurm_energy")
-    root.handlers[:] = [h]
-    root.setLevel(logging.INFO)
-    return path
-
-
-def _load_config(errors: list[str]):
-    from slurm_energy.config import load_site_config_for_hooks
-
-    cfg, problems = load_site_config_for_hooks()  # valid parts kept; unparsable: last good copy
-    errors += [f"site config problem: {m}" for m in problems]  # each message says what is in force
-    return cfg
 
 
 def _python() -> str:
@@ -65,7 +36,7 @@ def _python() -> str:
 def _begin(env, errors: list[str], epilog: bool = False):
     """Config (defaults on error), logging, the job from the environment, its spool; config errors
     are logged and recorded on the job. Raises SlurmEnvError/OSError for the caller to log."""
-    cfg = _load_config(errors)
+    cfg = load_config(errors)
     setup_logging(cfg.paths.log_dir)
     for e in errors:
         log.error(e)
@@ -97,7 +68,7 @@ def prolog(env=None) -> int:
         write_private(spool.context, ctx.to_json())
         _prepare_marks(ctx, spool)
         try:
-            _reading_row(cfg, ctx, spool, "prolog")
+            reading_row(cfg, ctx, spool, "prolog")
         except Exception as e:  # the sampler still starts; its own first sample is the start then
             spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
         pid = _start_sampler(cfg, spool)
@@ -170,13 +141,6 @@ def spawn(args: list[str], logf: str) -> int:
     return spawn_detached([_python(), "-I", *args], logf, env=env)
 
 
-def _spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
-    spool = JobSpool.from_dir(job_dir, node)
-    with open(spool.context, encoding="utf-8") as f:
-        ctx = JobContext.from_json(f.read())
-    return spool, ctx
-
-
 _EARLY_STOP = []  # a TERM that arrives while the sampler is still starting up (very short jobs)
 
 
@@ -186,15 +150,15 @@ def sampler_main(job_dir: str, node: str) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: _EARLY_STOP.append(1))  # before the slow imports
     errors: list[str] = []
-    cfg = _load_config(errors)
+    cfg = load_config(errors)
     setup_logging(cfg.paths.log_dir, "sampler.log")
-    spool, ctx = _spool_from_dir(job_dir, node)
+    spool, ctx = spool_from_dir(job_dir, node)
     try:
         from slurm_energy.sampling.probes import SlurmJobProbe
         from slurm_energy.sampling.sampler import Sampler
         from slurm_energy.sampling.samplefile import SampleWriter
 
-        readers, _ = _readers_for(cfg, ctx, spool, errors)
+        readers, _ = readers_for(cfg, ctx, spool, errors)
         for e in errors:
             spool.record_error(e)
         probe = SlurmJobProbe(ctx.job_id, ctx.uid, ctx.node,
@@ -213,48 +177,6 @@ def sampler_main(job_dir: str, node: str) -> int:
         log.exception("sampler failed")
         spool.record_error(f"sampler: {type(e).__name__}: {e}")
     return 0
-
-
-def _readers_for(cfg, ctx: JobContext, spool: JobSpool, errors: list[str], light: bool = False):
-    """This node's readers for the job, and the device inventory written once to the spool."""
-    from slurm_energy.sampling.setup import build_readers
-
-    unresolved = []
-    if ctx.job_gpus and not ctx.gpu_uuids and not ctx.drm_gpus:
-        unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
-        errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML or AMD/Intel devices: {ctx.gpu_resolution_error}")
-    readers, notes = build_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus, light=light)
-    partial = any("start with the sampler" in n for n in notes)  # the Prolog left amdsmi GPUs out
-    if not partial and not os.path.exists(spool.static):
-        from slurm_energy.devices.info import collect_static
-
-        static = collect_static([d for r in readers for d in _safe_devices(r)])
-        static["reader_notes"] = notes
-        write_private(spool.static, json.dumps(static))
-    return readers, notes
-
-
-def _reading_row(cfg, ctx: JobContext, spool: JobSpool, kind: str) -> None:
-    """One row of every reader's counters, written by a hook itself (Prolog start, or the Epilog
-    when the sampler is gone): a job shorter than one interval is measured between the two."""
-    from slurm_energy.sampling.nodestats import read_node_stats
-    from slurm_energy.sampling.samplefile import SampleWriter
-
-    readers, _ = _readers_for(cfg, ctx, spool, [], light=kind == "prolog")  # no vendor library in the Prolog
-    rows = []
-    for r in readers:
-        rows.extend(x.to_dict() for x in r.read())
-        r.close()
-    w = SampleWriter(spool.samples)
-    w.write({"t": time.time(), "kind": kind, "job": None, "node": read_node_stats().to_dict(), "readings": rows})
-    w.close()
-
-
-def _safe_devices(r):
-    try:
-        return r.devices()
-    except Exception:
-        return []
 
 
 def epilog(env=None) -> int:

@@ -1,0 +1,178 @@
+"""The one measurement flow, Slurm-free: readers -> sample file -> node record -> job record -> outputs.
+
+Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), by ``slurm-energy run`` /
+``attach`` (:mod:`slurm_energy.cli.run_cmds`) and by anything embedding slurm-energy::
+
+    readers, notes = open_readers(site, gpu_uuids)          # device information collector
+    static = device_inventory(readers, notes)
+    ... a Sampler (slurm_energy.sampling) writes the sample file ...
+    rec = measure_node(NodeObservation(node, rows, static, t0, t1), meta, site)   # one node
+    job = finalise_job([rec, ...], site)                    # merge nodes, carbon facts, totals
+    publish(job, [StoreSink(url), ReportSink()])            # outputs
+
+:class:`slurm_energy.sampling.local.LocalMeasurement` does all of it for a process tree (``run``,
+``attach``, ``track()``). Where the files live (spool, results directory), who calls the sampler
+and when are the host's business (Slurm glue).
+
+``site`` is a :class:`slurm_energy.config.SiteConfig`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from slurm_energy.core import DeviceStatic, JobMeta, Status
+
+if TYPE_CHECKING:
+    from slurm_energy.accounting.phases import Marks
+    from slurm_energy.config import SiteConfig
+    from slurm_energy.model import JobRecord
+    from slurm_energy.outputs.base import Sink, SinkResult
+    from slurm_energy.sampling.readers.base import Reader
+
+
+def open_readers(site: SiteConfig, gpu_uuids: Sequence[str] = (), unresolved_gpus: Sequence[str] = (), *,
+                 drm_gpus: Sequence[Any] = (), light: bool = False) -> tuple[list[Reader], list[str]]:
+    """This node's readers (RAPL or TDP model for CPU/RAM, NVML for ``gpu_uuids``, the AMD/Intel
+    ``drm_gpus``) and notes on the choices made; ``light``: no vendor library that is slow to load
+    (the Prolog). See :func:`slurm_energy.sampling.setup.build_readers`. Never raises for a missing
+    device: it becomes an ``unavailable`` reader."""
+    from slurm_energy.sampling.setup import build_readers
+
+    return build_readers(site, list(gpu_uuids), list(unresolved_gpus), drm_gpus=list(drm_gpus), light=light)
+
+
+def device_inventory(readers: Sequence[Reader], notes: Sequence[str]) -> dict[str, Any]:
+    """The node's static facts (:func:`slurm_energy.devices.info.collect_static`) with every
+    reader's devices and the reader notes (``reader_notes``). A reader whose inventory fails is
+    left out of ``devices``."""
+    from slurm_energy.devices.info import collect_static
+
+    static = collect_static([d for r in readers for d in _safe_devices(r)])
+    static["reader_notes"] = list(notes)
+    return static
+
+
+def _safe_devices(r: Reader) -> list[DeviceStatic]:
+    try:
+        return r.devices()
+    except Exception:
+        return []
+
+
+def take_reading(readers: Sequence[Reader], samples_path: str, kind: str) -> None:
+    """Append one row of every reader's current values (and the node's counters) to the sample
+    file, then close the readers. Used by a hook itself (Prolog start, or after the Epilog when
+    the sampler is gone) so a job shorter than one interval is measured between two rows.
+
+    Raises: OSError (sample file not writable); what a reader's ``read`` raises.
+    """
+    from slurm_energy.sampling.nodestats import read_node_stats
+    from slurm_energy.sampling.samplefile import SampleWriter
+
+    rows = []
+    for r in readers:
+        rows.extend(x.to_dict() for x in r.read())
+        r.close()
+    w = SampleWriter(samples_path)
+    try:
+        w.write({"t": time.time(), "kind": kind, "job": None, "node": read_node_stats().to_dict(), "readings": rows})
+    finally:
+        w.close()
+
+
+@dataclass
+class NodeObservation:
+    """What one node saw of one job.
+
+    ``rows``: the sample file's rows (:func:`slurm_energy.sampling.samplefile.read_samples`);
+    ``static``: :func:`device_inventory`'s dict; ``start_time``/``end_time``: the job's span on the
+    node, epoch s; ``span_known`` False when the start is unknown (no Prolog ran); ``cpus_alloc``:
+    CPUs allocated on the node; ``errors``: problems to record; ``status``: the node's status;
+    ``marks``: phases, stages and tags the job marked (:func:`slurm_energy.accounting.phases.parse_marks`).
+    """
+
+    node: str
+    rows: list[dict[str, Any]]
+    static: dict[str, Any]
+    start_time: float
+    end_time: float
+    span_known: bool = True
+    cpus_alloc: Optional[int] = None
+    errors: list[str] = field(default_factory=list)
+    status: Status = Status.COMPLETE
+    marks: Optional[Marks] = None  # the job's phase/stage/tag marks on this node (accounting.phases)
+
+
+def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expected_nodes: Sequence[str] = (),
+                 exit_code: str = "", job_state: str = "", interval_s: Optional[float] = None,
+                 tags: Optional[dict[str, Any]] = None) -> JobRecord:
+    """One node's :class:`~slurm_energy.model.JobRecord` (exactly one NodeSummary) from what it saw.
+
+    Energy per device by its readings' method, the job's share by the site's attribution policy
+    (:func:`slurm_energy.accounting.summary.summarise_node`); totals and carbon are left to
+    :func:`finalise_job`. ``interval_s`` defaults to the site's ``sampling.interval_s``; ``tags``
+    default to the marks' tags.
+    Raises ValueError on an unknown attribution policy.
+    """
+    from slurm_energy.accounting.summary import summarise_node
+    from slurm_energy.model import JobRecord
+
+    statics = [DeviceStatic(**d) for d in obs.static.get("devices", [])]
+    summary = summarise_node(
+        obs.rows, job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
+        statics=statics, cpus_alloc=obs.cpus_alloc, policy=site.attribution.policy,
+        interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=obs.errors,
+        span_known=obs.span_known, marks=obs.marks)
+    summary.static = {k: v for k, v in obs.static.items() if k != "devices"}
+    summary.static["devices"] = obs.static.get("devices", [])
+    return JobRecord.from_meta(
+        meta, exit_code=exit_code, job_state=job_state, expected_nodes=list(expected_nodes or [obs.node]),
+        start_time=summary.start_time, end_time=summary.end_time, nodes=[summary], status=obs.status,
+        errors=list(summary.errors), tags=dict(tags if tags is not None else (obs.marks.tags if obs.marks else {})))
+
+
+def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig) -> JobRecord:
+    """The job's record: node records merged (:func:`slurm_energy.accounting.merge.merge_records`,
+    when more than one), the site's carbon facts (PUE, carbon intensity, alpha; hourly intensity
+    when imported) applied once, totals filled (:func:`slurm_energy.accounting.formulas.finalise_record`).
+
+    A bad hourly-intensity file is recorded on the record (``errors``), never fatal.
+    Raises MergeError for records of different jobs, ValueError for an empty list.
+    """
+    from slurm_energy.accounting.formulas import finalise_record
+    from slurm_energy.accounting.merge import merge_records
+
+    if not node_records:
+        raise ValueError("finalise_job: no node records; pass at least one measure_node() result")
+    merged = merge_records(list(node_records)) if len(node_records) > 1 else node_records[0]
+    node = merged.nodes[0].node if merged.nodes else ""
+    facts = site.carbon_for(merged.partition, node)
+    hourly = None
+    try:
+        hourly = site.hourly_intensity_for(facts)
+    except Exception as e:  # a bad hourly file must not lose the job
+        merged.errors.append(f"hourly carbon intensity not used: {e}")
+    return finalise_record(merged, facts, hourly)
+
+
+def publish(record: JobRecord, sinks: Sequence[Sink]) -> list[SinkResult]:
+    """Hand ``record`` to each sink in order; returns their results.
+
+    A sink that fails (``ok`` False) has its message appended to ``record.errors``, and the record
+    is published again to the sinks before it that keep errors (the store), so the stored record
+    says which output is missing. A sink that raises (the store is unusable) stops the rest.
+    """
+    results: list[SinkResult] = []
+    for sink in sinks:
+        res = sink.publish(record)
+        results.append(res)
+        if res.ok:
+            continue
+        record.errors.append(res.detail)
+        for earlier, r in zip(sinks, results[:-1]):
+            if earlier.keeps_errors and r.ok:
+                earlier.publish(record)
+    return results

@@ -1,0 +1,92 @@
+"""What the Prolog, Epilog, sampler and finalizer processes share: config, logging, spool, readers.
+
+Light at import (stdlib and the spool only): the Prolog/Epilog import this module; the site
+config, readers and the rest are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.spool import JobSpool, write_private
+
+if TYPE_CHECKING:
+    from slurm_energy.config import SiteConfig
+    from slurm_energy.sampling.readers.base import Reader
+
+FALLBACK_LOG_DIR = "/var/log/slurm-energy"
+
+
+def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
+    """Log to ``log_dir/name`` (root-only dir), else to the default log dir (an unusable
+    ``paths.log_dir`` must not hide why jobs go unrecorded), else stderr. Returns the log path."""
+    h: logging.Handler = logging.StreamHandler(sys.stderr)
+    path = "<stderr>"
+    for d in dict.fromkeys((log_dir, FALLBACK_LOG_DIR)):
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            p = os.path.join(d, name)
+            h = logging.FileHandler(p)
+            os.chmod(p, 0o600)  # job names, users and paths: root-only, like the spool
+            path = p
+            break
+        except OSError:
+            continue
+    h.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger("slurm_energy")
+    root.handlers[:] = [h]
+    root.setLevel(logging.INFO)
+    return path
+
+
+def load_config(errors: list[str]) -> SiteConfig:
+    """The site config as the hooks use it (valid parts kept; unparsable file: its last good copy);
+    each problem is appended to ``errors`` saying what is in force. Never raises for a bad file."""
+    from slurm_energy.config import load_site_config_for_hooks
+
+    cfg, problems = load_site_config_for_hooks()
+    errors += [f"site config problem: {m}" for m in problems]
+    return cfg
+
+
+def spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
+    """The spool and job context of ``job_dir`` on ``node`` (:meth:`JobSpool.from_dir`).
+    Raises OSError/ValueError when the context file is missing or unparsable."""
+    spool = JobSpool.from_dir(job_dir, node)
+    with open(spool.context, encoding="utf-8") as f:
+        ctx = JobContext.from_json(f.read())
+    return spool, ctx
+
+
+def readers_for(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, errors: list[str],
+                light: bool = False) -> tuple[list[Reader], list[str]]:
+    """This node's readers for the job; the device inventory is written once to the spool.
+
+    ``light`` (the Prolog): no vendor library that is slow to load; when that leaves devices out
+    (amdsmi GPUs), the inventory is left to the sampler."""
+    from slurm_energy.pipeline import device_inventory, open_readers
+
+    unresolved = []
+    if ctx.job_gpus and not ctx.gpu_uuids and not ctx.drm_gpus:
+        unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
+        errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML or AMD/Intel devices: {ctx.gpu_resolution_error}")
+    readers, notes = open_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus, light=light)
+    partial = any("start with the sampler" in n for n in notes)  # the Prolog left amdsmi GPUs out
+    if not partial and not os.path.exists(spool.static):
+        write_private(spool.static, json.dumps(device_inventory(readers, notes)))
+    return readers, notes
+
+
+def reading_row(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, kind: str) -> None:
+    """One row of every reader's counters in the job's sample file, written by a hook itself
+    (``prolog``, or ``epilog`` by the finalizer when the sampler did not end cleanly): a job
+    shorter than one interval is measured between the two. No vendor library in the Prolog."""
+    from slurm_energy.pipeline import take_reading
+
+    readers, _ = readers_for(cfg, ctx, spool, [], light=kind == "prolog")
+    take_reading(readers, spool.samples, kind)
