@@ -1,0 +1,50 @@
+"""The stdlib-only types: enums readable from old JSON, MIG fraction typed, one JobMeta."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from slurm_energy import errors
+from slurm_energy.core import Flag, JobMeta, Method, Reading, Status, worst_method
+from slurm_energy.model import JobRecord
+from slurm_energy.slurm.env import JobContext
+
+
+def test_method_is_read_from_its_old_string_value_and_unknown_is_unavailable():
+    assert Reading("cpu", "x", "counter").method is Method.COUNTER
+    assert Reading.from_dict({"device_class": "cpu", "device_id": "x", "method": "quantum"}).method is Method.UNAVAILABLE
+    assert Reading("cpu", "x", "tdp_estimate").to_dict()["method"] == "tdp_estimate"
+
+
+def test_enums_hash_and_print_as_their_values():
+    assert {Flag.WRAP, "wrap"} == {"wrap"} and {"counter": 1}[Method.COUNTER] == 1
+    assert f"{Status.RUNNING}" == "running" and Flag.NVML_ERROR.detail("GpuIsLost") == "nvml_error:GpuIsLost"
+    assert worst_method(["counter", Method.TDP_ESTIMATE]) is Method.TDP_ESTIMATE
+
+
+def test_mig_fraction_round_trips_and_old_sample_files_keep_theirs():
+    r = Reading("gpu", "MIG-1", "counter", energy_uj=5, mig_fraction=3 / 7)
+    assert Reading.from_dict(r.to_dict()).mig_fraction == pytest.approx(3 / 7)
+    old = {"device_class": "gpu", "device_id": "MIG-1", "method": "counter", "flags": ["mig_estimated", "mig_fraction:0.428571"]}
+    assert Reading.from_dict(old).mig_fraction == pytest.approx(0.428571)
+
+
+def test_job_meta_is_shared_by_the_spool_context_and_the_record():
+    names = {f.name for f in dataclasses.fields(JobMeta)}
+    assert names <= set(JobRecord.model_fields) and names <= {f.name for f in dataclasses.fields(JobContext)}
+    ctx = JobContext(job_id="5", uid=1, gid=2, user="bob", node="n1", array_job_id="4", array_task_id="1")
+    rec = JobRecord.from_meta(ctx, start_time=1.0, end_time=2.0)
+    assert rec.meta == ctx.meta() and rec.array_task_id == "1" and rec.uid == 1
+
+
+def test_every_error_is_a_slurm_energy_error_and_keeps_its_builtin_base():
+    from slurm_energy.config import ConfigError, DuplicateKeyError
+    from slurm_energy.reporting.report import ReportWriteError
+
+    for cls in (ConfigError, errors.SlurmEnvError, errors.GpuResolveError, errors.HourlyDataError,
+                errors.PredictionError, errors.MergeError, errors.StoreUrlError):
+        assert issubclass(cls, errors.SlurmEnergyError) and issubclass(cls, ValueError)
+    assert issubclass(ReportWriteError, errors.SlurmEnergyError) and issubclass(ReportWriteError, OSError)
+    assert issubclass(DuplicateKeyError, errors.SlurmEnergyError)
