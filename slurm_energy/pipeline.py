@@ -134,20 +134,27 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
         errors=list(summary.errors), tags=dict(tags if tags is not None else (obs.marks.tags if obs.marks else {})))
 
 
-def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig) -> JobRecord:
-    """The job's record: node records merged (:func:`slurm_energy.accounting.merge.merge_records`,
-    when more than one), the site's carbon facts (PUE, carbon intensity, alpha; hourly intensity
-    when imported) applied once, totals filled (:func:`slurm_energy.accounting.formulas.finalise_record`).
+def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: bool = True) -> JobRecord:
+    """The job's record: node records merged (:func:`slurm_energy.accounting.merge.merge_records`:
+    a node expected but absent makes it partial), the site's carbon facts (PUE, carbon intensity,
+    alpha; hourly intensity when imported) applied once, totals filled
+    (:func:`slurm_energy.accounting.formulas.finalise_record`).
+
+    ``merge=False`` (one record only): a node's own view while the job runs (the sampler's interim
+    flush), where the other nodes have simply not finished yet.
 
     A bad hourly-intensity file is recorded on the record (``errors``), never fatal.
-    Raises MergeError for records of different jobs, ValueError for an empty list.
+    Raises MergeError (a ValueError) for records of different jobs, ValueError for an empty list
+    or for several records with ``merge=False``.
     """
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import merge_records
 
     if not node_records:
         raise ValueError("finalise_job: no node records; pass at least one measure_node() result")
-    merged = merge_records(list(node_records)) if len(node_records) > 1 else node_records[0]
+    if not merge and len(node_records) != 1:
+        raise ValueError(f"finalise_job: merge=False takes one record, got {len(node_records)}")
+    merged = merge_records(list(node_records)) if merge else node_records[0]
     node = merged.nodes[0].node if merged.nodes else ""
     facts = site.carbon_for(merged.partition, node)
     hourly = None

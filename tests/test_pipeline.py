@@ -38,11 +38,14 @@ def test_finalise_job_merges_two_nodes_and_applies_pue_once():
     assert job.carbon.pue == 1.5 and job.status == Status.COMPLETE
 
 
-def test_finalise_job_of_one_node_is_not_merged_again():
-    rec = node_record(job_id="8", node="n1", status=Status.RUNNING)
+def test_a_node_that_never_reported_makes_the_job_partial_but_an_interim_view_does_not():
+    rec = node_record(job_id="8", node="n1", expected=("n1", "n2"), status=Status.RUNNING)
     job = finalise_job([rec], _site())
-    # 3.6e6 J cpu + 3.6e5 J ram = 3.96e6 J = 1.1 kWh; the interim status is kept as given
-    assert job.it_kwh == pytest.approx(1.1) and job.status == Status.RUNNING
+    # 3.6e6 J cpu + 3.6e5 J ram = 3.96e6 J = 1.1 kWh measured on n1; n2 missing
+    assert job.it_kwh == pytest.approx(1.1) and job.status == Status.PARTIAL
+    assert "node n2 never reported" in job.errors and not job.coverage_complete
+    interim = finalise_job([rec], _site(), merge=False)
+    assert interim.status == Status.RUNNING and interim.errors == [] and interim.it_kwh == pytest.approx(1.1)
 
 
 def test_finalise_job_needs_a_record():

@@ -369,8 +369,8 @@ def _value_for(reading) -> Optional[float]:
 
 def _checked_counter(s: SeriesEnergy, run) -> SeriesEnergy:
     """A counter run whose readings also carry power: cross-checked (:func:`cross_check_counter`)."""
-    res = [r.energy_resolution_uj for _, r in run if getattr(r, "energy_resolution_uj", None)]
-    acc = [r.power_accuracy_w for _, r in run if getattr(r, "power_accuracy_w", None) is not None]
+    res = [r.energy_resolution_uj for _, r in run if r.energy_resolution_uj]
+    acc = [r.power_accuracy_w for _, r in run if r.power_accuracy_w is not None]
     checked, _ = cross_check_counter(s, [(t, r.power_w) for t, r in run],
                                      resolution_j=(max(res) if res else 1) / 1e6,
                                      power_accuracy_w=max(acc) if acc else 0.0)

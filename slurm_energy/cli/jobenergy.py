@@ -103,18 +103,11 @@ class Site(NamedTuple):
 
 def load_site() -> Site:
     """The site config, leniently: an invalid key is reported (``warnings``) and its default used,
-    so a typo in site.yaml does not stop ``jobenergy`` (``slurm_energy.config.load_site_config_lenient``;
-    the strict loader, if that is absent). Never raises ConfigError."""
+    so a typo in site.yaml does not stop ``jobenergy`` (``slurm_energy.config.load_site_config_for_hooks``,
+    without saving a last good copy). Never raises ConfigError."""
     from slurm_energy import config as C
 
-    lenient = getattr(C, "load_site_config_for_hooks", None)
-    if lenient is not None:  # the same file the hooks use, its last good copy if it is unparsable
-        cfg, warnings = lenient(save=False)
-    else:  # pragma: no cover - older config module
-        try:
-            cfg, warnings = C.load_site_config(), []
-        except C.ConfigError as e:
-            cfg, warnings = C.SiteConfig(), [f"{e}; documented defaults used"]
+    cfg, warnings = C.load_site_config_for_hooks(save=False)  # as the hooks: last good copy if unparsable
     if cfg.source_path:
         origin = f"site config {cfg.source_path}"
     elif os.environ.get(C.ENV_VAR):

@@ -68,7 +68,7 @@ def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: b
     """Finalise stale attempts into ``store``; returns the JobRecords put (or that would be put).
 
     Attempts already stored with a final (non-running) record of the same start time are skipped.
-    Carbon facts: ``cfg.carbon_for(partition, first node)``, hourly intensity when the site has it.
+    Merge and carbon facts by :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does.
     Raises nothing for one bad directory: it is reported on stderr and skipped.
     """
     from slurm_energy.accounting.merge import merge_records, read_node_records, retire_run, split_runs
@@ -88,22 +88,16 @@ def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: b
 
 
 def _collect_run(records: list, store, cfg, dry_run: bool):
-    """Finalise and store one run's node records; None if it is already stored (final)."""
-    from slurm_energy.accounting.formulas import finalise_record
-    from slurm_energy.accounting.merge import merge_records
+    """Finalise (:func:`slurm_energy.pipeline.finalise_job`, as the finalizer does) and store one
+    run's node records; None if it is already stored (final)."""
     from slurm_energy.model import Status
+    from slurm_energy.pipeline import finalise_job
 
-    merged = merge_records(records)
-    stored = store.query(jobs=[merged.job_id], clusters=[merged.cluster] if merged.cluster else None)
-    if any(r.job_id == merged.job_id and r.start_time == merged.start_time
+    final = finalise_job(records, cfg)
+    stored = store.query(jobs=[final.job_id], clusters=[final.cluster] if final.cluster else None)
+    if any(r.job_id == final.job_id and r.start_time == final.start_time
            and r.status != Status.RUNNING for r in stored):  # fmt: skip
         return None
-    node0 = merged.nodes[0].node if merged.nodes else ""
-    facts = cfg.carbon_for(merged.partition, node0)
-    hourly = cfg.hourly_intensity_for(facts) if hasattr(cfg, "hourly_intensity_for") else None
-    final = finalise_record(merged, facts, hourly)
-    if not merged.coverage_complete:  # a node never reported: its energy is not in the totals
-        final.coverage_complete = False
     if final.status == Status.RUNNING:  # only interim summaries were left: the job never ended cleanly
         final.status = Status.PARTIAL
         final.errors.append("no Epilog record: finalised by collect from interim data")

@@ -105,7 +105,7 @@ def _resolve_gpus(ctx: JobContext, cfg, env) -> None:
         res = resolve_job_gpus(ctx.job_gpus, ctx.cuda_visible_devices)  # a list, with .reason when empty
         ctx.gpu_uuids = [g.uuid for g in res]
         if not ctx.gpu_uuids:
-            ctx.gpu_resolution_error = getattr(res, "reason", "") or "no NVML device"
+            ctx.gpu_resolution_error = res.reason or "no NVML device"
     except Exception as e:
         ctx.gpu_resolution_error = f"{type(e).__name__}: {e}"
     if ctx.gpu_uuids:
