@@ -15,8 +15,9 @@ sys.path.insert(0, REPO)
 
 COLD = ("import time; t=time.perf_counter();"
         "from slurm_energy.config import load_site_config;"
-        "c=load_site_config('site_config/site.yaml'); c.carbon_for('gpu', offline=True);"
-        "c.cpu_tdp('Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz', 16);"
+        "from slurm_energy.carbon.resolve import resolve_carbon; from slurm_energy.devices.rated import cpu_tdp;"
+        "c=load_site_config('site_config/site.yaml'); resolve_carbon(c, 'gpu', offline=True);"
+        "cpu_tdp(c.hardware, 'Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz', 16);"
         "import sys; print((time.perf_counter()-t)*1000, 'pandas' in sys.modules)")
 
 
@@ -25,18 +26,20 @@ def main() -> None:
             for _ in range(5)]
     ms = sorted(float(r[0]) for r in runs)
     print(f"cold import+load+carbon_for+cpu_tdp: median {ms[2]:.1f} ms (min {ms[0]:.1f}); pandas imported: {runs[0][1]}")
+    from slurm_energy.carbon.resolve import resolve_carbon
     from slurm_energy.config import load_site_config
+    from slurm_energy.devices.rated import cpu_tdp
 
     c = load_site_config(os.path.join(REPO, "site_config", "site.yaml"))
-    c.carbon_for("gpu", offline=True)
+    resolve_carbon(c, "gpu", offline=True)
     n = 2000
     t = time.perf_counter()
     for _ in range(n):
-        c.carbon_for("gpu", offline=True)
+        resolve_carbon(c, "gpu", offline=True)
     print(f"warm carbon_for: {(time.perf_counter() - t) / n * 1e6:.1f} us/call")
     t = time.perf_counter()
     for _ in range(n):
-        c.cpu_tdp("AMD EPYC 7763 64-Core Processor", 64)
+        cpu_tdp(c.hardware, "AMD EPYC 7763 64-Core Processor", 64)
     print(f"warm cpu_tdp: {(time.perf_counter() - t) / n * 1e6:.1f} us/call")
 
 

@@ -149,6 +149,7 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     """
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import merge_records
+    from slurm_energy.carbon.resolve import hourly_intensity_for, resolve_carbon
 
     if not node_records:
         raise ValueError("finalise_job: no node records; pass at least one measure_node() result")
@@ -156,10 +157,10 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
         raise ValueError(f"finalise_job: merge=False takes one record, got {len(node_records)}")
     merged = merge_records(list(node_records)) if merge else node_records[0]
     node = merged.nodes[0].node if merged.nodes else ""
-    facts = site.carbon_for(merged.partition, node)
+    facts = resolve_carbon(site, merged.partition, node)
     hourly = None
     try:
-        hourly = site.hourly_intensity_for(facts)
+        hourly = hourly_intensity_for(site, facts)
     except Exception as e:  # a bad hourly file must not lose the job
         merged.errors.append(f"hourly carbon intensity not used: {e}")
     return finalise_record(merged, facts, hourly)

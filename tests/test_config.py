@@ -7,6 +7,8 @@ import pytest
 
 from slurm_energy.config import (ConfigError, DEFAULT_PUE, load_site_config,
                                  site_config_from_dict)
+from slurm_energy.carbon.resolve import resolve_carbon
+from slurm_energy.devices.rated import cpu_tdp, gpu_rated
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,12 +21,12 @@ def _write(tmp_path, text):
 
 def test_documented_example_loads_and_resolves_partitions():
     cfg = load_site_config(os.path.join(REPO, "site_config", "site.yaml"))
-    f = cfg.carbon_for(partition="cpu")
+    f = resolve_carbon(cfg, partition="cpu")
     # site.yaml: main-room has PUE 1.35 and 56 gCO2e/kWh, alpha written explicitly as 1.0
     assert (f.datacenter, f.pue, f.ci_g_per_kwh, f.alpha) == ("main-room", 1.35, 56.0, 1.0)
     assert f.defaults_used == []
     assert "RTE eco2mix" in f.ci_source
-    g = cfg.carbon_for(partition="gpu")
+    g = resolve_carbon(cfg, partition="gpu")
     # gpu-container has no intensity: bundled OWID value for France 2024 = 44.18 gCO2e/kWh
     assert (g.datacenter, g.pue, g.ci_g_per_kwh, g.ci_year) == ("gpu-container", 1.2, 44.18, 2024)
     assert "country FR" in g.ci_source and g.defaults_used == ["alpha"]
@@ -38,14 +40,14 @@ def test_other_examples_load(name):
 
 def test_no_file_gives_documented_defaults_and_says_so(monkeypatch, tmp_path):
     monkeypatch.delenv("SLURM_ENERGY_CONFIG", raising=False)
-    monkeypatch.setattr("slurm_energy.config.DEFAULT_PATH", str(tmp_path / "absent.yaml"))
+    monkeypatch.setattr("slurm_energy.config.schema.DEFAULT_PATH", str(tmp_path / "absent.yaml"))
     cfg = load_site_config()
     assert cfg.defaults_used[0] == "config_file"
     assert cfg.sampling.interval_s == 5.0  # s
     assert cfg.hardware.ram_w_per_gb == 0.3725  # W/GB, Green Algorithms
     assert cfg.paths.results_dir == "/var/spool/slurm-energy/results"
     assert cfg.paths.store_url == "sqlite:////var/lib/slurm-energy/jobs.db"  # outside the 0700 spool
-    f = cfg.carbon_for(partition="any", node="n1", offline=True)
+    f = resolve_carbon(cfg, partition="any", node="n1", offline=True)
     assert (f.pue, f.ci_g_per_kwh, f.alpha) == (1.58, 475.0, 1.0)
     assert f.ci_source.startswith("DEFAULT: world average 475")
     assert sorted(f.defaults_used) == ["alpha", "ci", "pue"]
@@ -103,7 +105,7 @@ def test_partition_in_two_datacenters_rejected():
 
 def test_unit_conversion_in_config():
     cfg = site_config_from_dict({"datacenters": {"a": {"carbon_intensity": {"value": 0.35, "unit": "kgCO2e/kWh"}}}})
-    f = cfg.carbon_for()
+    f = resolve_carbon(cfg)
     # 0.35 kgCO2e/kWh x 1000 g/kg = 350 gCO2e/kWh; catch-all datacenter (no partitions/nodes)
     assert f.ci_g_per_kwh == pytest.approx(350.0)
     assert "given as 0.35 kgCO2e/kWh" in f.ci_source
@@ -128,52 +130,52 @@ RESOLVE = {
 
 def test_resolution_order():
     cfg = site_config_from_dict(RESOLVE)
-    by_part = cfg.carbon_for(partition="p1", node="cal7")
+    by_part = resolve_carbon(cfg, partition="p1", node="cal7")
     assert (by_part.datacenter, by_part.pue, by_part.alpha, by_part.ci_g_per_kwh) == ("north", 1.1, 0.5, 20.0)
-    by_node = cfg.carbon_for(partition="other", node="cal7")
+    by_node = resolve_carbon(cfg, partition="other", node="cal7")
     # Green Algorithms US-CA = 216.43 gCO2e/kWh; PUE falls back to the site's 1.3
     assert (by_node.datacenter, by_node.ci_g_per_kwh, by_node.pue) == ("cal", 216.43, 1.3)
     assert "region US-CA" in by_node.ci_source and by_node.pue_source == "site config: pue"
-    site = cfg.carbon_for(partition="other", node="zz1")
+    site = resolve_carbon(cfg, partition="other", node="zz1")
     # site country Sweden: owid/derived_latest_by_country.csv row "SE,SWE,Sweden,2024,35.82"
     assert site.datacenter == "" and site.ci_g_per_kwh == pytest.approx(35.82)
     assert "site location country SE" in site.ci_source
-    odd = cfg.carbon_for(partition="odd")
+    odd = resolve_carbon(cfg, partition="odd")
     # unknown region falls back to the datacenter's own country (US, OWID 2024: 383.55), never another
     assert odd.ci_g_per_kwh == pytest.approx(383.55)
     assert "region 'XX-ZZ' not in bundled table; its country used" in odd.ci_source
 
 
 def test_pue_is_recorded_once_not_applied():
-    f = site_config_from_dict({}).carbon_for(offline=True)
+    f = resolve_carbon(site_config_from_dict({}), offline=True)
     assert f.pue == DEFAULT_PUE and "Uptime" in f.pue_source
 
 
 def test_cpu_tdp_override_table_and_fallbacks():
     cfg = site_config_from_dict({"hardware": {"cpu_tdp_w": {"Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz": 125}}})
-    w, wc, src, fb = cfg.cpu_tdp("Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz", 16)
+    w, wc, src, fb = cpu_tdp(cfg.hardware, "Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz", 16)
     assert (w, wc, fb) == (125.0, 125.0 / 16, False) and "cpu_tdp_w" in src  # 7.8125 W/core
-    w, wc, src, fb = cfg.cpu_tdp("Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz", 16)
+    w, wc, src, fb = cpu_tdp(cfg.hardware, "Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz", 16)
     assert (w, wc, fb) == (120.0, 7.5, False)  # 120 W / 16 cores = 7.5 W/core (Green Algorithms)
-    w, wc, src, fb = cfg.cpu_tdp("QEMU Virtual CPU version 2.5+", 2)
+    w, wc, src, fb = cpu_tdp(cfg.hardware, "QEMU Virtual CPU version 2.5+", 2)
     assert (w, wc, fb) == (24.0, 12.0, True)  # 12 W/core x 2 cores = 24 W, flagged
     assert "unknown CPU model" in src
     cfg2 = site_config_from_dict({"hardware": {"cpu_tdp_default_w": 90}})
-    assert cfg2.cpu_tdp("Mystery CPU", 4)[:2] == (90.0, 22.5)  # 90 W / 4 cores
+    assert cpu_tdp(cfg2.hardware, "Mystery CPU", 4)[:2] == (90.0, 22.5)  # 90 W / 4 cores
     with pytest.raises(ValueError, match="cores"):
-        cfg.cpu_tdp("x", 0)
+        cpu_tdp(cfg.hardware, "x", 0)
 
 
 def test_gpu_rated_override_table_fallback():
     cfg = site_config_from_dict({"hardware": {"gpu": {"L40S": {"rated_w": 350, "bf16_flops": 362e12}}}})
-    w, fl, src, fb = cfg.gpu_rated("NVIDIA L40S")
+    w, fl, src, fb = gpu_rated(cfg.hardware, "NVIDIA L40S")
     assert (w, fl["bf16"], fb) == (350.0, 362e12, False)
-    w, fl, src, fb = cfg.gpu_rated("NVIDIA H100 80GB HBM3")
+    w, fl, src, fb = gpu_rated(cfg.hardware, "NVIDIA H100 80GB HBM3")
     assert (w, fl["bf16"]) == (700.0, 989.4e12) and "Epoch" in src  # H100 SXM5 datasheet
-    w, fl, src, fb = cfg.gpu_rated("NVIDIA Mystery 9000")
+    w, fl, src, fb = gpu_rated(cfg.hardware, "NVIDIA Mystery 9000")
     assert w is None and fb and src.startswith("unavailable")  # unmeasured stays None, not 0
     cfg2 = site_config_from_dict({"hardware": {"gpu_fallback_w": 250}})
-    assert cfg2.gpu_rated("NVIDIA Mystery 9000")[0] == 250.0
+    assert gpu_rated(cfg2.hardware, "NVIDIA Mystery 9000")[0] == 250.0
 
 
 def test_check_config_cli(tmp_path, capsys):

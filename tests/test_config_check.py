@@ -122,7 +122,7 @@ def test_check_config_without_any_file_says_defaults_are_in_force(tmp_path, monk
     from slurm_energy.cli.main import main
 
     monkeypatch.delenv("SLURM_ENERGY_CONFIG", raising=False)
-    monkeypatch.setattr("slurm_energy.config.DEFAULT_PATH", str(tmp_path / "absent.yaml"))
+    monkeypatch.setattr("slurm_energy.config.schema.DEFAULT_PATH", str(tmp_path / "absent.yaml"))
     assert main(["check-config", "--offline"]) == 0
     out = capsys.readouterr().out
     assert f"NO SITE CONFIG FOUND: no FILE given, $SLURM_ENERGY_CONFIG unset and {tmp_path}/absent.yaml absent" in out

@@ -15,6 +15,7 @@ import pytest
 from slurm_energy.config import (ConfigError, last_good_path, load_site_config,
                                  load_site_config_for_hooks, load_site_config_lenient, save_last_good,
                                  site_config_from_dict_lenient)
+from slurm_energy.carbon.resolve import resolve_carbon
 
 GOOD = textwrap.dedent("""\
     paths:
@@ -90,7 +91,7 @@ def test_syntax_error_uses_last_good_copy_and_says_so(tmp_path):
     cfg, msgs = load_site_config_for_hooks(p)
     # the admin's store and logs stay in force, not /var/lib/slurm-energy/jobs.db
     assert cfg.paths.store_url == "sqlite:////srv/se/lib/jobs.db" and cfg.paths.log_dir == "/srv/se/log"
-    assert cfg.carbon_for(partition="p1").pue == 1.1  # PUE of datacenter north, from the copy
+    assert resolve_carbon(cfg, partition="p1").pue == 1.1  # PUE of datacenter north, from the copy
     assert cfg.source_path == str(lg)
     assert len(msgs) == 1
     m = msgs[0]
@@ -178,7 +179,7 @@ def test_duplicate_nested_key_named_with_its_path(tmp_path):
 def test_same_key_in_different_mappings_is_fine(tmp_path):
     p = _write(tmp_path, "datacenters:\n  a: {pue: 1.1, partitions: [x]}\n  b: {pue: 1.2, partitions: [y]}\n")
     cfg = load_site_config(p)
-    assert (cfg.carbon_for(partition="x").pue, cfg.carbon_for(partition="y").pue) == (1.1, 1.2)
+    assert (resolve_carbon(cfg, partition="x").pue, resolve_carbon(cfg, partition="y").pue) == (1.1, 1.2)
 
 
 def test_duplicate_key_in_hooks_keeps_last_good(tmp_path):

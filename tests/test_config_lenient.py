@@ -7,6 +7,7 @@ import pytest
 
 from slurm_energy.config import (DEFAULT_PUE, ConfigError, load_site_config, load_site_config_lenient,
                                  site_config_from_dict_lenient)
+from slurm_energy.carbon.resolve import resolve_carbon
 
 
 def _write(tmp_path, text):
@@ -34,9 +35,9 @@ def test_top_level_bad_pue_keeps_paths_and_datacenters(tmp_path):
     assert cfg.paths.log_dir == "/srv/se/log"
     assert cfg.paths.results_dir == "/srv/se/spool/results"  # derived from spool_dir
     assert cfg.source_path == str(p)
-    f = cfg.carbon_for(partition="p1")
+    f = resolve_carbon(cfg, partition="p1")
     assert (f.datacenter, f.pue, f.ci_g_per_kwh) == ("north", 1.1, 20.0)  # PUE 1.1, 20 gCO2e/kWh
-    site = cfg.carbon_for(partition="other", offline=True)
+    site = resolve_carbon(cfg, partition="other", offline=True)
     # the bad site-wide pue falls back to the documented default 1.58; Sweden (OWID 2024) 35.82 g/kWh
     assert site.pue == DEFAULT_PUE == 1.58 and site.ci_g_per_kwh == pytest.approx(35.82)
     assert "pue" in cfg.defaults_used
@@ -70,8 +71,8 @@ def test_bad_datacenter_is_dropped_alone():
         "bad": {"pue": 0.8, "partitions": ["x"]},
         "good": {"pue": 1.2, "carbon_intensity": {"value": 30}, "partitions": ["y"]}}})
     assert list(cfg.datacenters) == ["good"]
-    assert cfg.carbon_for(partition="y").pue == 1.2
-    assert cfg.carbon_for(partition="x", offline=True).pue == 1.58  # no datacenter: documented default
+    assert resolve_carbon(cfg, partition="y").pue == 1.2
+    assert resolve_carbon(cfg, partition="x", offline=True).pue == 1.58  # no datacenter: documented default
     assert "datacenters.bad.pue: bad value 0.8" in msgs[0]
     assert msgs[-1].endswith("in place of the bad keys: datacenters.bad not defined")
 
@@ -79,7 +80,7 @@ def test_bad_datacenter_is_dropped_alone():
 def test_partition_in_two_datacenters_keeps_the_first_listed():
     cfg, msgs = site_config_from_dict_lenient({"datacenters": {
         "a": {"pue": 1.1, "partitions": ["gpu"]}, "b": {"pue": 1.9, "partitions": ["gpu", "cpu"]}}})
-    assert list(cfg.datacenters) == ["a"] and cfg.carbon_for(partition="gpu").pue == 1.1
+    assert list(cfg.datacenters) == ["a"] and resolve_carbon(cfg, partition="gpu").pue == 1.1
     assert "partition 'gpu' is listed in datacenters 'a' and 'b'" in msgs[0]
     assert msgs[-1].endswith("in place of the bad keys: datacenters.b not defined")
 
@@ -100,7 +101,7 @@ def test_bad_nested_location_drops_the_whole_location():
 def test_valid_file_gives_no_messages():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cfg, msgs = load_site_config_lenient(os.path.join(repo, "site_config", "site.yaml"))
-    assert msgs == [] and cfg.carbon_for(partition="cpu").pue == 1.35  # site.yaml main-room
+    assert msgs == [] and resolve_carbon(cfg, partition="cpu").pue == 1.35  # site.yaml main-room
 
 
 def test_unreadable_missing_and_non_yaml_give_defaults_and_a_message(tmp_path, monkeypatch):
@@ -115,7 +116,7 @@ def test_unreadable_missing_and_non_yaml_give_defaults_and_a_message(tmp_path, m
     cfg, msgs = load_site_config_lenient(_write(tmp_path, "- a\n- b\n"))
     assert len(msgs) == 1 and "top level must be a mapping" in msgs[0] and cfg.sampling.interval_s == 5.0
     monkeypatch.delenv("SLURM_ENERGY_CONFIG", raising=False)
-    monkeypatch.setattr("slurm_energy.config.DEFAULT_PATH", str(tmp_path / "absent.yaml"))
+    monkeypatch.setattr("slurm_energy.config.schema.DEFAULT_PATH", str(tmp_path / "absent.yaml"))
     cfg, msgs = load_site_config_lenient()
     assert msgs == [] and cfg.defaults_used[0] == "config_file"  # no file at all is not an error
 

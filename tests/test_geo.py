@@ -9,6 +9,7 @@ from werkzeug.wrappers import Response
 
 from slurm_energy.carbon import geo
 from slurm_energy.config import site_config_from_dict
+from slurm_energy.carbon.resolve import resolve_carbon
 
 GEOJS = {"ip": "192.0.2.7", "country_code": "SE", "country_code3": "SWE", "country": "Sweden"}
 
@@ -21,28 +22,28 @@ def _cfg(url, tmp_path, **kw):
 def test_geolocated_country_used_and_cached_per_node(httpserver, tmp_path):
     httpserver.expect_request("/v1/ip/geo.json").respond_with_json(GEOJS)
     cfg = _cfg(httpserver.url_for("/v1/ip/geo.json"), tmp_path)
-    f = cfg.carbon_for(node="n1")
+    f = resolve_carbon(cfg, node="n1")
     # owid/derived_latest_by_country.csv: SE,SWE,Sweden,2024,35.82
     assert f.ci_g_per_kwh == pytest.approx(35.82)
     assert f.ci_source.startswith("geolocation (geojs) country SE")
     assert len(httpserver.log) == 1
-    again = cfg.carbon_for(node="n1")
+    again = resolve_carbon(cfg, node="n1")
     assert again.ci_g_per_kwh == pytest.approx(35.82) and "cached" in again.ci_source
     assert len(httpserver.log) == 1  # served from <spool>/geo/n1.json
     assert json.loads((tmp_path / "geo" / "n1.json").read_text())["country"] == "SE"
-    cfg.carbon_for(node="n2")
+    resolve_carbon(cfg, node="n2")
     assert len(httpserver.log) == 2  # cache is per node
 
 
 def test_offline_forbids_the_request(httpserver, tmp_path):
     httpserver.expect_request("/g").respond_with_json(GEOJS)
     cfg = _cfg(httpserver.url_for("/g"), tmp_path, offline=True)
-    f = cfg.carbon_for(node="n1")
+    f = resolve_carbon(cfg, node="n1")
     assert len(httpserver.log) == 0
     assert f.ci_g_per_kwh == 475.0 and "offline" in f.ci_source and "ci" in f.defaults_used
     # the argument overrides the config either way
     cfg2 = _cfg(httpserver.url_for("/g"), tmp_path)
-    cfg2.carbon_for(node="n1", offline=True)
+    resolve_carbon(cfg2, node="n1", offline=True)
     assert len(httpserver.log) == 0
 
 
@@ -50,14 +51,14 @@ def test_disabled_by_default_makes_no_request(httpserver, tmp_path):
     httpserver.expect_request("/g").respond_with_json(GEOJS)
     cfg = site_config_from_dict({"geolocation": {"url": httpserver.url_for("/g")},
                                  "paths": {"spool_dir": str(tmp_path)}})
-    assert cfg.carbon_for(node="n1").ci_g_per_kwh == 475.0
+    assert resolve_carbon(cfg, node="n1").ci_g_per_kwh == 475.0
     assert len(httpserver.log) == 0
 
 
 def test_site_country_beats_geolocation(httpserver, tmp_path):
     httpserver.expect_request("/g").respond_with_json(GEOJS)
     cfg = _cfg(httpserver.url_for("/g"), tmp_path, location={"country": "FR"})
-    assert cfg.carbon_for(node="n1").ci_g_per_kwh == pytest.approx(44.18)  # OWID France 2024
+    assert resolve_carbon(cfg, node="n1").ci_g_per_kwh == pytest.approx(44.18)  # OWID France 2024
     assert len(httpserver.log) == 0
 
 
@@ -81,7 +82,7 @@ def test_bad_answers(httpserver, tmp_path, body, match):
     httpserver.expect_request("/g").respond_with_data(body, content_type="application/json")
     r = geo.locate("n1", url=httpserver.url_for("/g"), timeout_s=1, cache_dir=str(tmp_path))
     assert r.country is None and match in r.error
-    f = _cfg(httpserver.url_for("/g"), tmp_path).carbon_for(node="n1")
+    f = resolve_carbon(_cfg(httpserver.url_for("/g"), tmp_path), node="n1")
     assert f.ci_g_per_kwh == 475.0 and "geolocation gave no country" in f.ci_source
 
 
@@ -102,7 +103,7 @@ def test_no_network(tmp_path):
 
 def test_country_not_in_table_is_not_replaced_by_another(httpserver, tmp_path):
     httpserver.expect_request("/g").respond_with_json({"country_code": "ZZ"})
-    f = _cfg(httpserver.url_for("/g"), tmp_path).carbon_for(node="n1")
+    f = resolve_carbon(_cfg(httpserver.url_for("/g"), tmp_path), node="n1")
     assert f.ci_g_per_kwh == 475.0 and "'ZZ' is not in the bundled table" in f.ci_source
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from slurm_energy.carbon import hourly as h
 from slurm_energy.cli.main import main as cli_main
+from slurm_energy.carbon.resolve import resolve_carbon, hourly_intensity_for
 
 
 def utc(s):
@@ -112,9 +113,9 @@ def test_ci_import_cli_and_lookup(tmp_path, capsys):
     from slurm_energy.config import load_site_config
 
     cfg = load_site_config(cfgp)
-    facts = cfg.carbon_for(partition="w")
-    assert cfg.hourly_intensity_for(facts) == {"2026-11-30T10:00:00Z": 210.0, "2026-11-30T11:00:00Z": 180.0}
-    assert cfg.hourly_intensity_for(cfg.carbon_for(partition="other", offline=True)) is None
+    facts = resolve_carbon(cfg, partition="w")
+    assert hourly_intensity_for(cfg, facts) == {"2026-11-30T10:00:00Z": 210.0, "2026-11-30T11:00:00Z": 180.0}
+    assert hourly_intensity_for(cfg, resolve_carbon(cfg, partition="other", offline=True)) is None
 
     bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,gco2e_per_kwh\n2026-11-30T10:00:00,1\n")

@@ -106,7 +106,7 @@ def test_not_found_names_store_and_missing_config(tmp_path, monkeypatch, capsys,
     from slurm_energy import config
 
     monkeypatch.delenv("SLURM_ENERGY_CONFIG")
-    monkeypatch.setattr(config, "DEFAULT_PATH", str(tmp_path / "etc" / "site.yaml"))  # absent
+    monkeypatch.setattr(config.schema, "DEFAULT_PATH", str(tmp_path / "etc" / "site.yaml"))  # absent
     monkeypatch.setenv("SLURM_ENERGY_STORE", states_url)
     rc, _, err = run(capsys, "26")
     assert rc == 1

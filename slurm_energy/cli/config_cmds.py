@@ -26,6 +26,8 @@ def register(subparsers) -> None:
 
 
 def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
+    from slurm_energy.carbon.resolve import hourly_zones_for, resolve_carbon
+
     out = [f"config: {cfg.source_path or '(none found: documented defaults)'}",
            f"cluster_name: {cfg.cluster_name!r}  timezone: {cfg.timezone}",
            f"sampling.interval_s: {cfg.sampling.interval_s:g} s  attribution.policy: {cfg.attribution.policy}",
@@ -41,10 +43,10 @@ def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
     for dc in cfg.datacenters.values():
         names += [p for p in dc.partitions if p not in names]
     names += [p for p in partitions if p not in names]
-    rows = [(p, cfg.carbon_for(partition=p, offline=True if offline else None)) for p in names]
-    rows.append(("(any other)", cfg.carbon_for(offline=True if offline else None)))
+    rows = [(p, resolve_carbon(cfg, p, offline=True if offline else None)) for p in names]
+    rows.append(("(any other)", resolve_carbon(cfg, offline=True if offline else None)))
     for name, f in rows:
-        hourly = cfg.hourly_zones_for(f)
+        hourly = hourly_zones_for(cfg, f)
         out.append(f"partition {name}: datacenter={f.datacenter or '-'}")
         out.append(f"  PUE {f.pue:g}  [{f.pue_source}]")
         out.append(f"  carbon intensity {f.ci_g_per_kwh:g} gCO2e/kWh basis={f.ci_basis or '?'} "
@@ -64,7 +66,7 @@ def no_config_lines() -> list[str]:
 
     d = c.SiteConfig()
     return [
-        f"NO SITE CONFIG FOUND: no FILE given, ${c.ENV_VAR} unset and {c.DEFAULT_PATH} absent.",
+        f"NO SITE CONFIG FOUND: no FILE given, ${c.ENV_VAR} unset and {c.schema.DEFAULT_PATH} absent.",
         "Documented defaults are in force:",
         f"  PUE {c.DEFAULT_PUE:g}: {units.DEFAULT_PUE_TEXT}",
         f"  carbon intensity {WORLD_AVERAGE_G_PER_KWH:g} gCO2e/kWh, world average ({WORLD_AVERAGE_SOURCE}); "
@@ -72,7 +74,7 @@ def no_config_lines() -> list[str]:
         f"  CPU {c.DEFAULT_CPU_W_PER_CORE:g} W/core for unknown models; RAM {c.DEFAULT_RAM_W_PER_GB:g} W/GB "
         f"(Green Algorithms); sampling every {d.sampling.interval_s:g} s",
         f"  paths: spool {d.paths.spool_dir}, store {d.paths.store_url}, logs {d.paths.log_dir}",
-        f"To set your site's PUE, country and paths: copy site_config/site.yaml to {c.DEFAULT_PATH} "
+        f"To set your site's PUE, country and paths: copy site_config/site.yaml to {c.schema.DEFAULT_PATH} "
         f"(or set ${c.ENV_VAR}) and edit it.",
     ]
 

@@ -113,7 +113,7 @@ def load_site() -> Site:
     elif os.environ.get(C.ENV_VAR):
         origin = f"site config ${C.ENV_VAR}={os.environ[C.ENV_VAR]} unreadable, defaults used"
     else:
-        origin = f"site config: none found, defaults used; set {C.ENV_VAR} or create {C.DEFAULT_PATH}"
+        origin = f"site config: none found, defaults used; set {C.ENV_VAR} or create {C.schema.DEFAULT_PATH}"
     return Site(cfg.paths.store_url, list(cfg.admins), cfg.timezone, origin, list(warnings))
 
 

@@ -172,19 +172,20 @@ def site_config(args):
 
 def site_facts(args) -> dict:
     """PUE, CI, alpha with their sources: explicit flags, else ``--country`` (CI), else the site
-    config for ``--partition`` (:meth:`slurm_energy.config.SiteConfig.carbon_for`, offline: no
+    config for ``--partition`` (:func:`slurm_energy.carbon.resolve.resolve_carbon`, offline: no
     geolocation), else the documented defaults (PUE 1.58, 475 gCO2e/kWh, alpha 1), labelled.
 
     Raises:
         PredictionError: ``--country`` not in the bundled table.
     """
+    from slurm_energy.carbon.resolve import resolve_carbon
     from slurm_energy.model import CarbonFacts
 
     cfg, _ = site_config(args)
     d = CarbonFacts()
     if cfg is not None:
         try:
-            d = cfg.carbon_for(args.partition or "", offline=True)
+            d = resolve_carbon(cfg, args.partition or "", offline=True)
         except Exception:  # noqa: BLE001 - a broken datacenter entry: documented defaults, labelled
             d = CarbonFacts()
     out = {"pue": d.pue, "pue_source": d.pue_source, "ci": d.ci_g_per_kwh, "ci_source": d.ci_source,

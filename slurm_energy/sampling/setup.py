@@ -13,6 +13,7 @@ import logging
 from typing import Optional
 
 from slurm_energy.devices.info import cpu_model, cpu_topology
+from slurm_energy.devices.rated import cpu_tdp
 from slurm_energy.sampling.readers.base import Reader
 from slurm_energy.sampling.readers.tdp import CpuTdpReader, RamModelReader
 
@@ -61,7 +62,7 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
     if not have_cpu:
         model = cpu_model()
         sockets, cores, _logical = cpu_topology()
-        w_socket, _w_core, src, fallback = cfg.cpu_tdp(model, cores)
+        w_socket, _w_core, src, fallback = cpu_tdp(cfg.hardware, model, cores)
         flags = ["tdp_fallback_per_core"] if fallback else []
         if any(n.startswith("eacces_fallback") for n in notes):
             flags.append("eacces_fallback")

@@ -1,0 +1,198 @@
+"""Strict loading of the site configuration: find the file, parse YAML (duplicate keys rejected),
+validate (:mod:`slurm_energy.config.schema`). Errors: :class:`ConfigError`, whose message names the
+field (dotted path), the bad value and the fix.
+
+Where the file is found (:func:`load_site_config`): the path given, else ``$SLURM_ENERGY_CONFIG``,
+else ``/etc/slurm-energy/site.yaml``, else documented defaults (``defaults_used`` says which).
+
+YAML is read with :class:`UniqueKeyLoader` (a ``yaml.SafeLoader``): a key given twice in one mapping
+is an error naming the key and both lines, since PyYAML would silently keep only the last.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+import yaml
+from pydantic import ValidationError
+
+from slurm_energy.carbon.units import UNIT_FACTORS
+from slurm_energy.config import schema
+from slurm_energy.config.schema import ENV_VAR, SiteConfig
+from slurm_energy.errors import ConfigError, SlurmEnergyError
+
+
+_HINTS = {
+    "pue": "PUE = facility energy / IT energy: a number in [1.0, 4.0], typically 1.1-2.0",
+    "alpha": "alpha is the fraction of emissions counted, in [0, 1] (1.0 = no offset)",
+    "interval_s": "sampling interval in seconds, > 0 (e.g. 5)",
+    "timeout_s": "timeout in seconds, in (0, 30]",
+    "country": "an ISO 3166 code, alpha-2 (FR) or alpha-3 (FRA)",
+    "policy": "one of shared, exclusive_whole_node, utilisation_weighted",
+    "value": "a number >= 0 in the given unit",
+    "unit": "one of " + ", ".join(UNIT_FACTORS),
+    "basis": "one of lifecycle, direct (or leave it out)",
+    "year": "a four-digit year",
+    "cpu_w_per_core": "watts per core, in (0, 100] (default 12)",
+    "ram_w_per_gb": "watts per GB of RAM, in (0, 10] (default 0.3725)",
+    "timezone": "an IANA zone such as Europe/Paris",
+    "carbon_intensity": "write {value: 233, unit: gCO2e/kWh} (at most 2000 gCO2e/kWh after conversion)",
+}
+
+
+def _format_error(e: ValidationError, origin: str) -> str:
+    lines = []
+    for err in e.errors():
+        loc = [str(x) for x in err.get("loc", ()) if not str(x).startswith("function-")]
+        path = ".".join(loc) or "(top level)"
+        bad = err.get("input")
+        msg = err.get("msg", "")
+        if err.get("type") == "extra_forbidden":
+            fix = "unknown key: fix its spelling or remove it (documented keys: site_config/site.yaml)"
+        else:
+            leaf = loc[-1] if loc else ""
+            fix = _HINTS.get(leaf, "see site_config/site.yaml for the documented form")
+        if isinstance(bad, dict) and len(bad) > 3:
+            shown = "{" + ", ".join(map(str, bad)) + "}"
+        else:
+            shown = repr(bad)
+        lines.append(f"{origin}: {path}: bad value {shown}: {msg}. Fix: {fix}")
+    return "\n".join(lines)
+
+
+def site_config_from_dict(data: Any, origin: str = "site config") -> SiteConfig:
+    """Validate a parsed YAML mapping into a :class:`SiteConfig`.
+
+    :raises ConfigError: not a mapping, or invalid; the message names the dotted field path, the
+        bad value and the fix (one line per problem).
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: top level must be a mapping of keys (cluster_name:, datacenters:, "
+                          f"...), got {type(data).__name__}")
+    try:
+        return SiteConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_error(e, origin)) from None
+
+
+def _config_path(path: "str | os.PathLike | None") -> Optional[str]:
+    """The file to load: ``path``, else ``$SLURM_ENERGY_CONFIG``, else :data:`DEFAULT_PATH` if it
+    exists, else None (documented defaults)."""
+    if path is None:
+        default = schema.DEFAULT_PATH
+        path = os.environ.get(ENV_VAR) or (default if os.path.exists(default) else None)
+    return None if path is None else os.fspath(path)
+
+
+def _defaults_without_file() -> SiteConfig:
+    cfg = SiteConfig()
+    cfg.defaults_used = ["config_file"] + cfg.defaults_used
+    return cfg
+
+
+class DuplicateKeyError(SlurmEnergyError, yaml.constructor.ConstructorError):
+    """A mapping in the YAML text has the same key twice (PyYAML would keep only the last)."""
+
+
+def _key_path(root: yaml.Node, target: yaml.Node) -> list[str]:
+    """Dotted key path from ``root`` down to mapping node ``target`` (list of keys; [] = top level)."""
+    stack: list[tuple[yaml.Node, list[str]]] = [(root, [])]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, yaml.MappingNode):
+            stack += [(v, path + [str(getattr(k, "value", "?"))]) for k, v in node.value]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(v, path + [f"[{i}]"]) for i, v in enumerate(node.value)]
+    return []
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects a key given twice in one mapping, at any level.
+
+    PyYAML (like most YAML parsers) silently keeps the last of two equal keys, so a second
+    ``sampling:`` block would wipe out the first; YAML 1.2 (section 3.2.1.1) requires keys to be
+    unique. Merge keys (``<<``) are left to PyYAML (overriding a merged key is allowed).
+    :raises DuplicateKeyError: naming the dotted key and both line numbers (1-based).
+    """
+
+    def construct_document(self, node):  # noqa: D102 - remember the root to name nested keys
+        self._se_root = node
+        return super().construct_document(node)
+
+    def construct_mapping(self, node, deep=False):  # noqa: D102
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # unhashable key: PyYAML's own error follows
+                    continue
+                line = key_node.start_mark.line + 1
+                if first is not None:
+                    parent = _key_path(getattr(self, "_se_root", node), node)
+                    dotted = ".".join(parent + [str(key)])
+                    raise DuplicateKeyError(
+                        problem=f"duplicate key {dotted!r} at line {first} and again at line {line}; "
+                                f"YAML keeps only the last, so the one at line {first} would be silently "
+                                f"lost. Fix: merge the two into one {str(key)!r} entry")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_text(p: str) -> str:
+    """Text of file ``p``. :raises ConfigError: unreadable (message names path, reason and fix)."""
+    try:
+        with open(p, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read the site config ({e.strerror}); fix the path or set "
+                          f"{ENV_VAR}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: cannot read the site config (not UTF-8 text: {e}); save it as "
+                          f"UTF-8") from None
+
+
+def parse_yaml_text(text: str, origin: str = "site config") -> Any:
+    """Parse YAML ``text`` (safe loader, duplicate keys rejected, see :class:`UniqueKeyLoader`).
+
+    :raises ConfigError: not YAML or a duplicate key; the message starts with ``origin`` and
+        contains the exact YAML error (line and column).
+    """
+    loader = UniqueKeyLoader(text)
+    loader.name = origin  # marks say 'in "/etc/slurm-energy/site.yaml", line 3' (not <unicode string>)
+    try:
+        return loader.get_single_data()
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{origin}: not valid YAML: {str(e).strip()}") from None
+    finally:
+        loader.dispose()
+
+
+def _read_yaml(p: str) -> Any:
+    """Parsed YAML of file ``p``. :raises ConfigError: unreadable, not YAML, or a duplicate key."""
+    return parse_yaml_text(_read_text(p), p)
+
+
+def load_site_config(path: "str | os.PathLike | None" = None) -> SiteConfig:
+    """Load and validate the site configuration.
+
+    ``path`` None: ``$SLURM_ENERGY_CONFIG``, else ``/etc/slurm-energy/site.yaml`` if it exists,
+    else documented defaults (``defaults_used`` then also contains ``"config_file"``).
+    :raises ConfigError: file given but missing/unreadable, not YAML, or invalid (message names
+        field, value and fix).
+    """
+    p = _config_path(path)
+    if p is None:
+        return _defaults_without_file()
+    cfg = site_config_from_dict(_read_yaml(p), origin=p)
+    cfg.source_path = p
+    return cfg
+

@@ -1,0 +1,272 @@
+"""The site configuration's schema: one validated YAML file (``site.yaml``) with the facts only an
+admin knows. Pydantic models only; loading is :mod:`slurm_energy.config.load` (strict) and
+:mod:`slurm_energy.config.lenient` (the hooks); what the facts mean for a job is resolved elsewhere:
+carbon facts by :func:`slurm_energy.carbon.resolve.resolve_carbon`, rated power by
+:mod:`slurm_energy.devices.rated`.
+
+``site_config/site.yaml`` in the repository is the documented example of every key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from slurm_energy import units
+from slurm_energy.carbon import tables as _tables
+from slurm_energy.carbon.units import to_g_per_kwh
+
+ENV_VAR = "SLURM_ENERGY_CONFIG"
+DEFAULT_PATH = "/etc/slurm-energy/site.yaml"
+
+# Documented defaults, defined once in slurm_energy.units (re-exported here for callers).
+DEFAULT_PUE = units.DEFAULT_PUE
+DEFAULT_PUE_SOURCE = units.DEFAULT_PUE_SOURCE
+DEFAULT_RAM_W_PER_GB = units.RAM_W_PER_GB
+DEFAULT_CPU_W_PER_CORE = units.CPU_W_PER_CORE
+DEFAULT_GEO_URL = "https://get.geojs.io/v1/ip/geo.json"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CarbonIntensity(_Strict):
+    """A grid carbon intensity as written by the admin: ``{value, unit}``; stored in gCO2e/kWh.
+
+    Accepted units: gCO2e/kWh, kgCO2e/kWh (x1000), kgCO2e/MWh (x1), tCO2e/MWh (x1000),
+    gCO2e/MWh (x0.001). Above 2000 gCO2e/kWh after conversion is rejected as a unit mistake.
+    """
+
+    value: float
+    unit: str = "gCO2e/kWh"
+
+    @model_validator(mode="after")
+    def _check(self) -> "CarbonIntensity":
+        to_g_per_kwh(self.value, self.unit, field="carbon_intensity")
+        return self
+
+    @property
+    def g_per_kwh(self) -> float:
+        """The intensity in gCO2e/kWh."""
+        return to_g_per_kwh(self.value, self.unit)
+
+
+class Location(_Strict):
+    """Where a datacenter (or the site) draws power: ISO 3166 country, optional grid zone.
+
+    ``country``: alpha-2 (``FR``) or alpha-3 (``FRA``), checked against the bundled table.
+    ``region``: sub-national grid zone (``US-CA``, ``CA-QC``) or cloud region (``europe-west1``);
+    also the zone name of an hourly-intensity file imported with ``slurm-energy ci-import``.
+    """
+
+    country: str
+    region: str = ""
+
+    @field_validator("country")
+    @classmethod
+    def _country(cls, v: str) -> str:
+        c = str(v).strip().upper()
+        if not re.fullmatch(r"[A-Z]{2}|[A-Z]{3}", c):
+            raise ValueError("must be an ISO 3166 country code, alpha-2 (FR) or alpha-3 (FRA)")
+        try:
+            row = _tables.lookup_country(c)
+        except FileNotFoundError:  # table not built yet: format check only
+            return c
+        if row is None:
+            raise ValueError("is not a country in the bundled intensity table; use an ISO 3166 "
+                             "alpha-2/alpha-3 code, or give carbon_intensity explicitly")
+        return row.iso_alpha2  # one spelling (alpha-2) for look-ups and hourly zone names
+
+
+class Datacenter(_Strict):
+    """One datacenter (or machine room): PUE, carbon intensity, alpha, and which jobs run there."""
+
+    pue: Optional[float] = Field(default=None, ge=1.0, le=4.0)
+    pue_source: str = ""
+    carbon_intensity: Optional[CarbonIntensity] = None
+    alpha: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of emissions counted (1 = no offset)
+    alpha_source: str = ""
+    location: Optional[Location] = None
+    basis: Literal["lifecycle", "direct", ""] = ""
+    source: str = ""
+    year: Optional[int] = Field(default=None, ge=1990, le=2100)
+    partitions: list[str] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list)  # fnmatch patterns, e.g. "gpu[0-9]*", "cn*"
+
+
+class GpuOverride(_Strict):
+    """Admin's rated power (W) and dense FLOP/s for a GPU model (NVML name or part of it)."""
+
+    rated_w: Optional[float] = Field(default=None, gt=0, le=5000)
+    fp32_flops: Optional[float] = Field(default=None, gt=0)
+    tf32_flops: Optional[float] = Field(default=None, gt=0)
+    bf16_flops: Optional[float] = Field(default=None, gt=0)
+
+
+class Hardware(_Strict):
+    """Rated-power overrides and fallbacks for the TDP estimate (W)."""
+
+    cpu_tdp_w: dict[str, float] = Field(default_factory=dict)  # model string -> W per socket
+    cpu_tdp_default_w: Optional[float] = Field(default=None, gt=0, le=2000)  # W per socket, unknown model
+    cpu_w_per_core: float = Field(default=DEFAULT_CPU_W_PER_CORE, gt=0, le=100)
+    ram_w_per_gb: float = Field(default=DEFAULT_RAM_W_PER_GB, gt=0, le=10)
+    gpu: dict[str, GpuOverride] = Field(default_factory=dict)
+    gpu_fallback_w: Optional[float] = Field(default=None, gt=0, le=5000)
+    rapl_root: str = "/sys/class/powercap"
+    drm_root: str = "/sys/class/drm"  # AMD/Intel GPUs: DRM nodes, each card's hwmon files
+    kfd_root: str = "/sys/class/kfd/kfd/topology/nodes"  # AMD compute partitions (one KFD node each)
+
+    @field_validator("cpu_tdp_w")
+    @classmethod
+    def _tdps(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, w in v.items():
+            if not (0 < float(w) <= 2000):
+                raise ValueError(f"TDP for {k!r} is {w} W; a CPU socket TDP is in (0, 2000] W")
+        return v
+
+
+class Sampling(_Strict):
+    """Sampler settings."""
+
+    interval_s: float = Field(default=5.0, gt=0, le=3600)
+    interim_s: float = Field(default=60.0, ge=5, le=86400)  # running jobs: energy so far stored this often
+
+
+class Attribution(_Strict):
+    """How a shared node's energy is split between jobs."""
+
+    policy: Literal["shared", "exclusive_whole_node", "utilisation_weighted"] = "shared"
+
+
+DEFAULT_STORE_PATH = "/var/lib/slurm-energy/jobs.db"
+
+
+class Paths(_Strict):
+    """Where files go. Empty derived paths are filled from ``spool_dir``."""
+
+    spool_dir: str = "/var/spool/slurm-energy"
+    results_dir: str = ""  # default <spool_dir>/results
+    # default sqlite:////var/lib/slurm-energy/jobs.db: NOT under the spool, which is root-only
+    # (0700), so that ordinary users can run jobenergy against it (the file is 0644, root-written)
+    store_url: str = ""
+    log_dir: str = "/var/log/slurm-energy"
+    hourly_ci_dir: str = ""  # default <spool_dir>/carbon-intensity (ci-import writes here)
+    geo_cache_dir: str = ""  # default <spool_dir>/geo (one JSON file per node)
+
+    @model_validator(mode="after")
+    def _derive(self) -> "Paths":
+        sp = self.spool_dir.rstrip("/") or "/"
+        if not self.results_dir:
+            object.__setattr__(self, "results_dir", os.path.join(sp, "results"))
+        if not self.store_url:
+            object.__setattr__(self, "store_url", "sqlite:///" + DEFAULT_STORE_PATH)
+        if not self.hourly_ci_dir:
+            object.__setattr__(self, "hourly_ci_dir", os.path.join(sp, "carbon-intensity"))
+        if not self.geo_cache_dir:
+            object.__setattr__(self, "geo_cache_dir", os.path.join(sp, "geo"))
+        return self
+
+
+class Geolocation(_Strict):
+    """Opt-in IP geolocation (geojs). Off by default; never used when ``offline``."""
+
+    enabled: bool = False
+    url: str = DEFAULT_GEO_URL
+    timeout_s: float = Field(default=2.0, gt=0, le=30)
+
+
+class PrometheusOutput(_Strict):
+    """node_exporter textfile output (:mod:`slurm_energy.outputs.prometheus`)."""
+
+    enabled: bool = True
+    textfile_dir: str = "/var/lib/prometheus/node-exporter"  # Debian's prometheus-node-exporter default
+    keep_finished_s: float = Field(default=3600.0, ge=0, le=30 * 86400)  # finished jobs leave after this
+    max_jobs: int = Field(default=2000, ge=1, le=100000)  # hard cap on exported job attempts per node
+
+
+class SlurmWriteback(_Strict):
+    """What the finalizer writes back into Slurm's accounting (:mod:`slurm_energy.outputs.slurm_writeback`)."""
+
+    admin_comment: bool = True  # `scontrol update JobId=N AdminComment=...` (our prefix only)
+    admin_comment_max_chars: int = Field(default=240, ge=40, le=1000)  # our part, bounded
+    foreign_markers: list[str] = Field(default_factory=lambda: ["JS1:", "{", "["])  # another tool owns the field
+    # Slurm >= 25.11: `sacctmgr modify job ... set TRES=energy=J`. PERMANENT in slurmdbd: off by default
+    tres_energy: bool = False
+
+
+class MailOutput(_Strict):
+    """``slurm-energy mail`` (MailProg wrapper)."""
+
+    program: str = "/usr/bin/mail"  # the real mail program it calls after adding the energy block
+    wait_s: float = Field(default=20.0, ge=0, le=300)  # wait this long for the job's final record
+
+
+class Outputs(_Strict):
+    """Where finished (and running) jobs' energy goes besides the store and the user's report."""
+
+    prometheus: PrometheusOutput = Field(default_factory=PrometheusOutput)
+    slurm: SlurmWriteback = Field(default_factory=SlurmWriteback)
+    mail: MailOutput = Field(default_factory=MailOutput)
+
+
+_TOP_FACTS = ("cluster_name", "timezone", "location", "pue", "datacenters", "hardware", "sampling",
+              "attribution", "paths", "geolocation", "offline", "admins", "outputs")
+
+
+class SiteConfig(_Strict):
+    """The whole site configuration. Build with :func:`load_site_config` (or directly in tests)."""
+
+    cluster_name: str = ""
+    timezone: str = "UTC"
+    location: Optional[Location] = None  # the site's country (used when no datacenter matches)
+    pue: Optional[float] = Field(default=None, ge=1.0, le=4.0)  # site-wide PUE, below datacenter's
+    datacenters: dict[str, Datacenter] = Field(default_factory=dict)
+    hardware: Hardware = Field(default_factory=Hardware)
+    sampling: Sampling = Field(default_factory=Sampling)
+    attribution: Attribution = Field(default_factory=Attribution)
+    paths: Paths = Field(default_factory=Paths)
+    geolocation: Geolocation = Field(default_factory=Geolocation)
+    outputs: Outputs = Field(default_factory=Outputs)
+    offline: bool = False
+    admins: list[str] = Field(default_factory=list)
+    defaults_used: list[str] = Field(default_factory=list)
+    source_path: str = ""  # file it was loaded from ("" = documented defaults)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _record_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "defaults_used" not in data:
+            data = dict(data)
+            data["defaults_used"] = [k for k in _TOP_FACTS if k not in data]
+        return data
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError("is not an IANA time zone; write e.g. 'Europe/Paris' or 'UTC'") from None
+        return v
+
+    @model_validator(mode="after")
+    def _partitions_unique(self) -> "SiteConfig":
+        seen: dict[str, str] = {}
+        catch_all = [n for n, d in self.datacenters.items() if not d.partitions and not d.nodes]
+        if len(catch_all) > 1:
+            raise ValueError(f"datacenters {catch_all} all have neither partitions nor nodes; at most "
+                             f"one datacenter may be the catch-all, give the others partitions/nodes")
+        for name, dc in self.datacenters.items():
+            for p in dc.partitions:
+                if p in seen:
+                    raise ValueError(f"partition {p!r} is listed in datacenters {seen[p]!r} and "
+                                     f"{name!r}; list each partition in one datacenter")
+                seen[p] = name
+        return self
+
