@@ -219,3 +219,63 @@ class DeviceStatic:
     rated_power_w: Optional[float] = None  # TDP / enforced power limit, W
     rated_power_source: str = ""  # "RAPL max_power_uw", "NVML enforced limit", "table: TDP_cpu.csv", ...
     extra: dict[str, Any] = field(default_factory=dict)  # vendor facts: memory size, MIG slice, minor...
+
+
+@dataclass
+class JobUsage:
+    """The job's usage at one sample: cumulative CPU time (s), memory (bytes), its PIDs, and where
+    the numbers came from (``cgroup-v1``, ``cgroup-v2``, ``psutil``, ``rusage``, "")."""
+
+    cpu_time_s: Optional[float] = None
+    mem_bytes: Optional[int] = None
+    max_mem_bytes: Optional[int] = None
+    pids: list[int] = field(default_factory=list)
+    source: str = ""
+
+
+@dataclass
+class NodeUsage:
+    """The node's counters at one sample: busy and total CPU time summed over logical CPUs since
+    boot (s), logical CPUs, memory used (total - available) and total (bytes). None = not read."""
+
+    cpu_busy_s: Optional[float] = None
+    cpu_total_s: Optional[float] = None
+    ncpu: Optional[int] = None
+    mem_used_bytes: Optional[int] = None
+    mem_total_bytes: Optional[int] = None
+
+
+def _known(cls: Any, d: Any) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k in cls.__dataclass_fields__} if isinstance(d, dict) else {}
+
+
+@dataclass
+class Sample:
+    """One line of the sample file (:mod:`slurm_energy.sampling.samplefile`), typed.
+
+    ``t``: epoch s; ``kind``: ``prolog``, ``start``, ``sample``, ``cgroup_gone``, ``final`` or
+    ``epilog``; ``job``: None when the job was not observed at that instant (a hook's own reading);
+    ``readings``: one per device. :meth:`from_dict` reads every sample file written so far (unknown
+    keys ignored, missing ones None).
+    """
+
+    t: float
+    kind: str = "sample"
+    job: Optional[JobUsage] = None
+    node: NodeUsage = field(default_factory=NodeUsage)
+    readings: list[Reading] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Sample":
+        """A sample from its JSON object. Raises KeyError/TypeError/ValueError without a numeric ``t``."""
+        job = d.get("job")
+        return cls(t=float(d["t"]), kind=str(d.get("kind") or "sample"),
+                   job=JobUsage(**_known(JobUsage, job)) if isinstance(job, dict) else None,
+                   node=NodeUsage(**_known(NodeUsage, d.get("node"))),
+                   readings=[Reading.from_dict(r) for r in d.get("readings") or [] if isinstance(r, dict)])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to the sample file (the shape :meth:`from_dict` reads)."""
+        return {"t": self.t, "kind": self.kind, "job": asdict(self.job) if self.job else None,
+                "node": {k: v for k, v in asdict(self.node).items() if v is not None},
+                "readings": [r.to_dict() for r in self.readings]}

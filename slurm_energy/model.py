@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict
 
 from slurm_energy import units
 from slurm_energy.core import (DEVICE_CLASSES, METHOD_RANK, DeviceStatic, Flag, JobMeta, Method, Reading, Status,
@@ -31,7 +32,7 @@ SCHEMA_VERSION = 1
 
 __all__ = [
     "DEVICE_CLASSES", "METHOD_RANK", "SCHEMA_VERSION", "CarbonFacts", "DeviceEnergy", "DeviceStatic", "Flag",
-    "JobMeta", "JobRecord", "Method", "NodeSummary", "Reading", "Status", "job_state_from_exit_code",
+    "JobMeta", "JobRecord", "Method", "NodeStatic", "NodeSummary", "Reading", "Status", "job_state_from_exit_code",
     "worst_method",
 ]
 
@@ -100,6 +101,28 @@ class WindowEnergy(BaseModel):
         return max(0.0, self.end_time - self.start_time)
 
 
+@with_config(ConfigDict(extra="allow"))
+class NodeStatic(TypedDict, total=False):
+    """Device information collector's facts about one node (:func:`slurm_energy.devices.info.collect_static`).
+
+    A typed dict: the keys below are validated when a record is built or read; keys not listed
+    (added by newer collectors) are kept as they are.
+    """
+
+    host: str
+    cpu_model: str
+    sockets: int
+    cores_per_socket: int
+    logical_cpus: int
+    ram_total_bytes: int
+    os: str
+    kernel: str
+    python: str
+    pid: int
+    devices: list[dict[str, Any]]  # DeviceStatic fields (device_class, device_id, model, rated_power_w, ...)
+    reader_notes: list[str]  # why a reader was or was not used ("rapl: eacces -> tdp")
+
+
 class NodeSummary(BaseModel):
     """One node's view of the job, written by its Epilog (or interim by its sampler)."""
 
@@ -116,7 +139,7 @@ class NodeSummary(BaseModel):
     interval_s: float = 5.0
     cpu_time_source: str = ""  # "cgroup-v1", "cgroup-v2", "psutil", ""
     devices: list[DeviceEnergy] = Field(default_factory=list)
-    static: dict = Field(default_factory=dict)  # device info collector: CPU model, cores, GPUs, OS, Python, RAM
+    static: NodeStatic = Field(default_factory=lambda: NodeStatic())  # device info: CPU model, cores, GPUs, OS, RAM
     power_trace: list[list[Optional[float]]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
     hourly_energy_j: dict[str, float] = Field(default_factory=dict)  # ISO hour (UTC) -> job IT energy J
     # phases/stages marked by the job (slurm_energy.track) on this node; see accounting.phases

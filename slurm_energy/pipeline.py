@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from slurm_energy.core import DeviceStatic, JobMeta, Status
+from slurm_energy.core import DeviceStatic, JobMeta, Sample, Status
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.phases import Marks
     from slurm_energy.config import SiteConfig
-    from slurm_energy.model import JobRecord
+    from slurm_energy.model import JobRecord, NodeStatic
     from slurm_energy.outputs.base import Sink, SinkResult
     from slurm_energy.sampling.readers.base import Reader
 
@@ -44,7 +44,7 @@ def open_readers(site: SiteConfig, gpu_uuids: Sequence[str] = (), unresolved_gpu
     return build_readers(site, list(gpu_uuids), list(unresolved_gpus), drm_gpus=list(drm_gpus), light=light)
 
 
-def device_inventory(readers: Sequence[Reader], notes: Sequence[str]) -> dict[str, Any]:
+def device_inventory(readers: Sequence[Reader], notes: Sequence[str]) -> NodeStatic:
     """The node's static facts (:func:`slurm_energy.devices.info.collect_static`) with every
     reader's devices and the reader notes (``reader_notes``). A reader whose inventory fails is
     left out of ``devices``."""
@@ -87,7 +87,7 @@ def take_reading(readers: Sequence[Reader], samples_path: str, kind: str) -> Non
 class NodeObservation:
     """What one node saw of one job.
 
-    ``rows``: the sample file's rows (:func:`slurm_energy.sampling.samplefile.read_samples`);
+    ``samples``: the sample file (:func:`slurm_energy.sampling.samplefile.read_sample_file`);
     ``static``: :func:`device_inventory`'s dict; ``start_time``/``end_time``: the job's span on the
     node, epoch s; ``span_known`` False when the start is unknown (no Prolog ran); ``cpus_alloc``:
     CPUs allocated on the node; ``errors``: problems to record; ``status``: the node's status;
@@ -95,8 +95,8 @@ class NodeObservation:
     """
 
     node: str
-    rows: list[dict[str, Any]]
-    static: dict[str, Any]
+    samples: list[Sample]
+    static: NodeStatic
     start_time: float
     end_time: float
     span_known: bool = True
@@ -118,15 +118,15 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     Raises ValueError on an unknown attribution policy.
     """
     from slurm_energy.accounting.summary import summarise_node
-    from slurm_energy.model import JobRecord
+    from slurm_energy.model import JobRecord, NodeStatic
 
     statics = [DeviceStatic(**d) for d in obs.static.get("devices", [])]
     summary = summarise_node(
-        obs.rows, job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
+        obs.samples, job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
         statics=statics, cpus_alloc=obs.cpus_alloc, policy=site.attribution.policy,
         interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=obs.errors,
         span_known=obs.span_known, marks=obs.marks)
-    summary.static = {k: v for k, v in obs.static.items() if k != "devices"}
+    summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
     return JobRecord.from_meta(
         meta, exit_code=exit_code, job_state=job_state, expected_nodes=list(expected_nodes or [obs.node]),

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from slurm_energy import errors
-from slurm_energy.core import Flag, JobMeta, Method, Reading, Status, worst_method
+from slurm_energy.core import Flag, JobMeta, Method, Reading, Sample, Status, worst_method
 from slurm_energy.model import JobRecord
 from slurm_energy.slurm.env import JobContext
 
@@ -48,3 +48,22 @@ def test_every_error_is_a_slurm_energy_error_and_keeps_its_builtin_base():
         assert issubclass(cls, errors.SlurmEnergyError) and issubclass(cls, ValueError)
     assert issubclass(ReportWriteError, errors.SlurmEnergyError) and issubclass(ReportWriteError, OSError)
     assert issubclass(DuplicateKeyError, errors.SlurmEnergyError)
+
+
+def test_sample_rows_of_every_version_are_read_typed(tmp_path):
+    from slurm_energy.sampling.samplefile import read_sample_file
+
+    p = tmp_path / "samples-n1.jsonl"
+    p.write_text(
+        # a hook's own reading (no job), an old row with the MIG fraction as a flag, a torn line
+        '{"t": 10.0, "kind": "prolog", "job": null, "node": {"cpu_busy_s": 5.0, "ncpu": 4}, "readings": []}\n'
+        '{"t": 15.0, "job": {"cpu_time_s": 1.5, "pids": [7], "source": "cgroup-v2", "future": 1}, "readings": '
+        '[{"device_class": "gpu", "device_id": "MIG-a", "method": "counter", "energy_uj": 9, '
+        '"flags": ["mig_fraction:0.25"]}]}\n'
+        '{"t": 20.0, "kind": "fin')
+    a, b = read_sample_file(str(p))
+    assert a.kind == "prolog" and a.job is None and a.node.ncpu == 4 and a.node.mem_used_bytes is None
+    assert b.kind == "sample" and b.job.cpu_time_s == 1.5 and b.job.pids == [7]
+    (rd,) = b.readings
+    assert rd.method is Method.COUNTER and rd.mig_fraction == 0.25 and rd.energy_uj == 9
+    assert Sample.from_dict(b.to_dict()) == b

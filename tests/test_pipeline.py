@@ -6,7 +6,7 @@ import pytest
 
 from jobrecord_factory import node_record
 from slurm_energy.config import site_config_from_dict
-from slurm_energy.core import JobMeta, Status
+from slurm_energy.core import JobMeta, Sample, Status
 from slurm_energy.outputs.base import SinkResult
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 
@@ -82,7 +82,8 @@ def test_measure_node_from_rows_gives_one_node_record_with_the_jobs_meta():
          "readings": [{"device_class": "cpu", "device_id": "intel-rapl:0", "method": "counter", "energy_uj": 51_000_000}]},
     ]
     meta = JobMeta(job_id="11", cluster="c", user="alice", uid=1000, gid=1000, partition="p", restart_count=2)
-    obs = NodeObservation("n1", rows, {"devices": [], "host": "n1"}, 100.0, 110.0, cpus_alloc=4)
+    obs = NodeObservation("n1", [Sample.from_dict(r) for r in rows], {"devices": [], "host": "n1"}, 100.0, 110.0,
+                          cpus_alloc=4)
     rec = measure_node(obs, meta, _site(), exit_code="0:0", job_state="COMPLETED")
     (ns,) = rec.nodes
     (cpu,) = ns.devices

@@ -1,4 +1,4 @@
-"""Sample rows -> one node's :class:`~slurm_energy.model.NodeSummary` (pure; no files, no Slurm).
+"""Samples -> one node's :class:`~slurm_energy.model.NodeSummary` (pure; no files, no Slurm).
 
 For every device in the sample rows:
 
@@ -18,7 +18,8 @@ from the same intervals.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from slurm_energy.accounting import attribution, phases
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
@@ -26,9 +27,40 @@ from slurm_energy.accounting.phases import Marks
 from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
 from slurm_energy.natsort import device_sort_key
-from slurm_energy.sampling.readers.base import DeviceStatic, Reading
+from slurm_energy.core import DeviceStatic, Flag, Reading, Sample
 
-def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
+#: A device's readings in time order: [(sample time t, Reading)].
+DeviceSeries = list[tuple[float, Reading]]
+
+
+@dataclass
+class _Columns:
+    """One node's samples as columns aligned with ``samples`` (sorted by time)."""
+
+    samples: list[Sample]
+    index: dict[float, int]  # sample time -> row
+    job_cpu: list[Optional[float]]  # cumulative job CPU time, s (see _job_cpu_at)
+    node_busy: list[Optional[float]]  # node busy CPU time since boot, s
+    node_mem: list[Optional[int]]  # node memory used, bytes
+    job_mem: list[Optional[int]]  # job memory, bytes
+    job_pids: set[int]
+    cpus_alloc: Optional[int]
+
+    def ncpu(self, i: int) -> Optional[int]:
+        return self.samples[i].node.ncpu
+
+
+@dataclass
+class _Traces:
+    """Accumulated over devices: power trace rows {t: [t, cpu_w, gpu_w, ram_w]}, energy per UTC hour,
+    and each device's attributed intervals (for the job's phase windows)."""
+
+    power: dict[float, list[Optional[float]]] = field(default_factory=dict)
+    hourly: dict[str, float] = field(default_factory=dict)
+    series: list[phases.DeviceSeries] = field(default_factory=list)
+
+
+def _job_cpu_at(samples: list[Sample]) -> list[Optional[float]]:
     """Cumulative job CPU time per row: 0 before the job is first seen (it had just started), but
     None everywhere if it was never seen at all;
     carried forward once the job is known to have ended (a ``cgroup_gone`` or ``final`` row);
@@ -37,8 +69,8 @@ def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
     out: list[Optional[float]] = []
     last: Optional[float] = None
     seen = ended = False
-    for r in rows:
-        v = (r.get("job") or {}).get("cpu_time_s")
+    for r in samples:
+        v = r.job.cpu_time_s if r.job else None
         if v is not None and (seen or v > 0):  # a cgroup read at 0 ns: nothing of the job ran yet
             seen = True
             last = v if last is None else max(last, v)
@@ -47,14 +79,14 @@ def _job_cpu_at(rows: list[dict]) -> list[Optional[float]]:
             out.append(0.0)
         else:
             out.append(last if ended else None)
-        if r.get("kind") in ("cgroup_gone", "final"):
+        if r.kind in ("cgroup_gone", "final"):
             ended = True
     if not seen:  # the job ended before anyone saw it (shorter than the first poll): unknown, not 0
-        return [None] * len(rows)
+        return [None] * len(samples)
     return out
 
 
-def _weighted_stats(values: Iterable[tuple[float, float]]) -> tuple[Optional[float], Optional[float]]:
+def _weighted_stats(values: Iterable[tuple[Optional[float], float]]) -> tuple[Optional[float], Optional[float]]:
     """Time-weighted mean and variance of [(value, weight_s)]; (None, None) if no weight."""
     vals = [(v, w) for v, w in values if v is not None and w > 0]
     wsum = sum(w for _, w in vals)
@@ -65,15 +97,49 @@ def _weighted_stats(values: Iterable[tuple[float, float]]) -> tuple[Optional[flo
     return mean, var
 
 
-def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: float, end_time: float,
-                   statics: list[DeviceStatic] = (), cpus_alloc: Optional[int] = None, policy: str = "shared",
-                   interval_s: float = 5.0, status: Status = Status.COMPLETE,
+def _typed(rows: Sequence[Union[Sample, dict[str, Any]]]) -> list[Sample]:
+    """Samples sorted by time; JSON rows (older callers) are read with :meth:`Sample.from_dict`."""
+    return sorted((r if isinstance(r, Sample) else Sample.from_dict(r) for r in rows), key=lambda r: r.t)
+
+
+def _columns(samples: list[Sample], cpus_alloc: Optional[int]) -> _Columns:
+    pids: set[int] = set()
+    for r in samples:
+        pids.update(r.job.pids if r.job else [])
+    return _Columns(
+        samples=samples, index={r.t: i for i, r in enumerate(samples)}, job_cpu=_job_cpu_at(samples),
+        node_busy=[r.node.cpu_busy_s for r in samples], node_mem=[r.node.mem_used_bytes for r in samples],
+        job_mem=[r.job.mem_bytes if r.job else None for r in samples], job_pids=pids, cpus_alloc=cpus_alloc)
+
+
+def _effective_policy(policy: str, samples: list[Sample], cpus_alloc: Optional[int]) -> tuple[str, list[str]]:
+    """``exclusive_whole_node`` only for a job holding every CPU of the node; else ``shared``, flagged."""
+    if policy != "exclusive_whole_node":
+        return policy, []
+    ncpu = next((r.node.ncpu for r in samples if r.node.ncpu), None)
+    if cpus_alloc and ncpu and cpus_alloc >= ncpu:
+        return policy, []
+    return "shared", [Flag.NOT_EXCLUSIVE.value]
+
+
+def _per_device(samples: list[Sample]) -> dict[str, DeviceSeries]:
+    out: dict[str, DeviceSeries] = {}
+    for r in samples:
+        for rd in r.readings:
+            out.setdefault(rd.device_id, []).append((r.t, rd))
+    return out
+
+
+def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str, node: str, start_time: float,
+                   end_time: float, statics: Sequence[DeviceStatic] = (), cpus_alloc: Optional[int] = None,
+                   policy: str = "shared", interval_s: float = 5.0, status: Status = Status.COMPLETE,
                    errors: Optional[list[str]] = None, span_known: bool = True,
                    marks: Optional[Marks] = None) -> NodeSummary:
-    """Build a node summary from sample rows (see :mod:`slurm_energy.sampling.samplefile`).
+    """Build a node summary from the node's samples (see :mod:`slurm_energy.sampling.samplefile`).
 
     Args:
-        rows: sample rows in time order (Prolog start, samples, final, Epilog reading).
+        rows: :class:`~slurm_energy.core.Sample` s (or their JSON objects) -- Prolog start,
+            samples, final, Epilog reading; sorted by time here.
         job_id, node: identify the summary.
         start_time, end_time: the job's span on this node, epoch s (Prolog and Epilog times).
         statics: device inventory (model names, rated power) for the report.
@@ -92,114 +158,116 @@ def summarise_node(rows: list[dict], *, job_id: str, node: str, start_time: floa
     """
     if policy not in attribution.POLICIES:
         raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
-    rows = sorted(rows, key=lambda r: r["t"])
+    samples = _typed(rows)
     elapsed = max(0.0, end_time - start_time)
-    node_flags: list[str] = []
-    if policy == "exclusive_whole_node":
-        ncpu = next(((r.get("node") or {}).get("ncpu") for r in rows if (r.get("node") or {}).get("ncpu")), None)
-        if not (cpus_alloc and ncpu and cpus_alloc >= ncpu):
-            policy = "shared"  # only a job holding every CPU of the node is charged the whole node
-            node_flags.append("not_exclusive:shared_policy_used")
-    times = [r["t"] for r in rows]
-    job_cpu = _job_cpu_at(rows)
-    node_busy = [(r.get("node") or {}).get("cpu_busy_s") for r in rows]
-    node_mem = [(r.get("node") or {}).get("mem_used_bytes") for r in rows]
-    job_mem = [(r.get("job") or {}).get("mem_bytes") for r in rows]
-    job_pids: set[int] = set()
-    for r in rows:
-        job_pids.update((r.get("job") or {}).get("pids") or [])
-    row_index = {t: i for i, t in enumerate(times)}
+    policy, node_flags = _effective_policy(policy, samples, cpus_alloc)
+    cols = _columns(samples, cpus_alloc)
     static_by_id = {s.device_id: s for s in statics}
+    per_device = _per_device(samples)
+    for dev_id, series in per_device.items():
+        _fill_tdp_cpu_power(series, cols, static_by_id.get(dev_id))
+    traces = _Traces()
+    ordered = sorted(per_device.items(), key=lambda kv: _device_key(kv, static_by_id))
+    devices = [_device_energy(dev_id, series, cols, static_by_id.get(dev_id), policy=policy, elapsed=elapsed,
+                              span_known=span_known, node=node, node_flags=node_flags, traces=traces)
+               for dev_id, series in ordered]
+    return _node_summary(cols, devices, traces, job_id=job_id, node=node, start_time=start_time,
+                         end_time=end_time, interval_s=interval_s, status=status, errors=errors, marks=marks)
 
-    # device_id -> [(t, Reading)]
-    per_device: dict[str, list[tuple[float, Reading]]] = {}
-    for r in rows:
-        for d in r.get("readings") or []:
-            rd = Reading.from_dict(d)
-            per_device.setdefault(rd.device_id, []).append((r["t"], rd))
 
-    for dev_id, samples in per_device.items():
-        _fill_tdp_cpu_power(samples, rows, row_index, static_by_id.get(dev_id))
-
-    devices: list[DeviceEnergy] = []
-    series: list[phases.DeviceSeries] = []  # attributed intervals per device, for phase windows
-    trace: dict[float, list[Optional[float]]] = {}
-    hourly: dict[str, float] = {}
-    cls_col = {"cpu": 1, "gpu": 2, "ram": 3}
-    for dev_id, samples in sorted(per_device.items(), key=lambda kv: _device_key(kv, static_by_id)):
-        cls = samples[-1][1].device_class
-        whole = series_from_readings(samples)
-        by_t = dict(samples)  # t -> Reading, O(1) look-ups per interval
-        shares: list[Optional[float]] = []
-        flags = set(whole.flags)
-        clamps: dict[str, float] = {}
-        for iv in whole.intervals:
-            i0, i1 = row_index.get(iv.t0), row_index.get(iv.t1)
-            shares.append(_share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids,
-                                 by_t.get(iv.t1), flags, clamps))
-        if cls in ("cpu", "ram") and all(v is None for v in job_cpu):
-            flags.add("job_never_observed")
-        kind, mig = _share_fraction(samples)
-        if mig is not None:
-            shares = [None if s is None else s * mig for s in shares]
-            flags.add(f"{kind}{mig:.4g}")
-        st = static_by_id.get(dev_id)
-        methods = {rd.method for _, rd in samples}
-        if FLAG_COUNTER_INCONSISTENT in whole.flags:  # the counter lied: its power integration was used
-            methods = {Method.POWER_INTEGRATION if m == Method.COUNTER else m for m in methods}
-        if policy == "utilisation_weighted":
-            job = _utilisation_weighted(cls, whole, st, rows, row_index, job_cpu, job_mem, samples, cpus_alloc)
-            methods = {Method.TDP_ESTIMATE} if job.total_j is not None else methods
-        else:
-            job = attribution.attribute_series(whole, shares, policy) if whole.intervals else whole
-        job_total = job.total_j
-        method = worst_method(methods) if job_total is not None else Method.UNAVAILABLE
-        known = methods - {Method.UNAVAILABLE}
-        if job_total is None and elapsed == 0 and known and span_known:  # zero-length job: 0 J, no division by 0
-            job_total, method = 0.0, worst_method(known)
-        series.append((cls, method, [(iv.t0, iv.t1, iv.energy_j) for iv in job.intervals]))
-        # statistics over intervals: attributed power and utilisation
-        p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals
-                                  if iv.energy_j is not None and iv.duration_s > 0)
-        utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, by_t, cpus_alloc, clamps)
-        u_stats = _weighted_stats((u, iv.duration_s) for u, iv in zip(utils, whole.intervals))
-        for iv in job.intervals:
-            if iv.energy_j is None:
-                continue
-            for h, e in split_interval_by_hour(iv.t0, iv.t1, iv.energy_j).items():
-                hourly[h] = hourly.get(h, 0.0) + e
-            if iv.duration_s > 0:
-                row = trace.setdefault(iv.t1, [iv.t1, None, None, None])
-                c = cls_col.get(cls)
-                if c:
-                    row[c] = (row[c] or 0.0) + iv.energy_j / iv.duration_s
-        coverage = 1.0 if elapsed == 0 else attribution.clamp_ratio(job.measured_s / elapsed, "coverage", clamps)
-        flags |= _clamp_flags(clamps)
-        devices.append(DeviceEnergy(
-            device_class=cls, device_id=dev_id, node=node, model=st.model if st else "",
-            count=st.count if st else 1, index=_index(st), method=method, energy_j=job_total,
-            device_energy_j=whole.total_j, rated_power_w=st.rated_power_w if st else None,
-            mean_power_w=p_stats[0], var_power_w2=p_stats[1], mean_util=u_stats[0], var_util=u_stats[1],
-            duration_s=elapsed, coverage=coverage, wraps=whole.wraps, resets=whole.resets,
-            dropped_samples=whole.dropped, covers=_covers(cls, dev_id, method, policy, st),
-            flags=sorted(flags | set(job.flags) | set(node_flags)), unclamped=clamps,
-        ))
-    windows, marks_flags = _windows(series, marks, start_time, end_time, interval_s)
-    cpu_times = [v for v in job_cpu if v is not None]
-    mems = [m for m in job_mem if m is not None]
-    max_mems = [(r.get("job") or {}).get("max_mem_bytes") for r in rows]
-    max_mems = [m for m in max_mems if m is not None]
-    src = next(((r.get("job") or {}).get("source") for r in reversed(rows) if (r.get("job") or {}).get("source")), "")
+def _node_summary(cols: _Columns, devices: list[DeviceEnergy], traces: _Traces, *, job_id: str, node: str,
+                  start_time: float, end_time: float, interval_s: float, status: Status,
+                  errors: Optional[list[str]], marks: Optional[Marks]) -> NodeSummary:
+    """The node's summary around its devices: the job's CPU time and memory over the samples, and
+    the marked phases' windows."""
+    windows, marks_flags = _windows(traces.series, marks, start_time, end_time, interval_s)
+    cpu_times = [v for v in cols.job_cpu if v is not None]
+    mems = [m for m in cols.job_mem if m is not None]
+    max_mems = [r.job.max_mem_bytes for r in cols.samples if r.job and r.job.max_mem_bytes is not None]
+    src = next((r.job.source for r in reversed(cols.samples) if r.job and r.job.source), "")
     return NodeSummary(
         node=node, job_id=job_id, start_time=start_time, end_time=end_time,
         cpu_time_s=max(cpu_times) if src and cpu_times else None,
         max_mem_bytes=max(max_mems + mems) if (max_mems or mems) else None,
         mean_mem_bytes=sum(mems) / len(mems) if mems else None,
-        n_samples=len(rows), interval_s=interval_s, cpu_time_source=src, devices=devices,
-        power_trace=[trace[t] for t in sorted(trace)], hourly_energy_j=hourly,
+        n_samples=len(cols.samples), interval_s=interval_s, cpu_time_source=src, devices=devices,
+        power_trace=[traces.power[t] for t in sorted(traces.power)], hourly_energy_j=traces.hourly,
         windows=windows, marks_flags=marks_flags,
         status=status, errors=list(errors or []),
     )
+
+
+def _device_energy(dev_id: str, series: DeviceSeries, cols: _Columns, st: Optional[DeviceStatic], *,
+                   policy: str, elapsed: float, span_known: bool, node: str, node_flags: list[str],
+                   traces: _Traces) -> DeviceEnergy:
+    """One device's whole and job energy with provenance, statistics and coverage; adds its
+    attributed power to the node's traces."""
+    cls = series[-1][1].device_class
+    whole = series_from_readings(series)
+    by_t = dict(series)  # t -> Reading, O(1) look-ups per interval
+    flags: set[str] = set(whole.flags)
+    clamps: dict[str, float] = {}
+    job, methods = _job_series(cls, whole, series, by_t, cols, st, policy, flags, clamps)
+    job_total = job.total_j
+    method = worst_method(methods) if job_total is not None else Method.UNAVAILABLE
+    known = methods - {Method.UNAVAILABLE}
+    if job_total is None and elapsed == 0 and known and span_known:  # zero-length job: 0 J, no division by 0
+        job_total, method = 0.0, worst_method(known)
+    # statistics over intervals: attributed power and utilisation
+    p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals
+                              if iv.energy_j is not None and iv.duration_s > 0)
+    utils = _utilisation(cls, whole.intervals, cols, by_t, clamps)
+    u_stats = _weighted_stats((u, iv.duration_s) for u, iv in zip(utils, whole.intervals))
+    _add_traces(traces, cls, job.intervals)
+    traces.series.append((cls, method, [(iv.t0, iv.t1, iv.energy_j) for iv in job.intervals]))
+    coverage = 1.0 if elapsed == 0 else attribution.clamp_ratio(job.measured_s / elapsed, "coverage", clamps)
+    flags |= _clamp_flags(clamps)
+    return DeviceEnergy(
+        device_class=cls, device_id=dev_id, node=node, model=st.model if st else "",
+        count=st.count if st else 1, index=_index(st), method=method, energy_j=job_total,
+        device_energy_j=whole.total_j, rated_power_w=st.rated_power_w if st else None,
+        mean_power_w=p_stats[0], var_power_w2=p_stats[1], mean_util=u_stats[0], var_util=u_stats[1],
+        duration_s=elapsed, coverage=coverage, wraps=whole.wraps, resets=whole.resets,
+        dropped_samples=whole.dropped, covers=_covers(cls, dev_id, method, policy, st),
+        flags=sorted(flags | set(job.flags) | set(node_flags)), unclamped=clamps,
+    )
+
+
+def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Reading], cols: _Columns,
+                st: Optional[DeviceStatic], policy: str, flags: set[str],
+                clamps: dict[str, float]) -> tuple[Any, set[Method]]:
+    """The job's part of the device's energy series under ``policy``, and the methods behind it."""
+    shares: list[Optional[float]] = []
+    for iv in whole.intervals:
+        i0, i1 = cols.index.get(iv.t0), cols.index.get(iv.t1)
+        shares.append(_share(cls, i0, i1, cols, by_t.get(iv.t1), flags, clamps))
+    if cls in ("cpu", "ram") and all(v is None for v in cols.job_cpu):
+        flags.add(Flag.JOB_NEVER_OBSERVED.value)
+    kind, frac = _share_fraction(series)
+    if frac is not None:  # a slice of a card measured whole: the card's energy x the slice's fraction
+        shares = [None if s is None else s * frac for s in shares]
+        flags.add(f"{kind}{frac:.4g}")
+    methods = {rd.method for _, rd in series}
+    if FLAG_COUNTER_INCONSISTENT in whole.flags:  # the counter lied: its power integration was used
+        methods = {Method.POWER_INTEGRATION if m == Method.COUNTER else m for m in methods}
+    if policy == "utilisation_weighted":
+        job = _utilisation_weighted(cls, whole, st, cols, by_t)
+        return job, ({Method.TDP_ESTIMATE} if job.total_j is not None else methods)
+    return (attribution.attribute_series(whole, shares, policy) if whole.intervals else whole), methods
+
+
+def _add_traces(traces: _Traces, cls: str, intervals: list[Interval]) -> None:
+    """The job's energy per UTC hour and its attributed power per class at each interval's end."""
+    col = {"cpu": 1, "gpu": 2, "ram": 3}.get(cls)
+    for iv in intervals:
+        if iv.energy_j is None:
+            continue
+        for h, e in split_interval_by_hour(iv.t0, iv.t1, iv.energy_j).items():
+            traces.hourly[h] = traces.hourly.get(h, 0.0) + e
+        if iv.duration_s > 0:
+            row = traces.power.setdefault(iv.t1, [iv.t1, None, None, None])
+            if col:
+                row[col] = (row[col] or 0.0) + iv.energy_j / iv.duration_s
 
 
 def _index(st: Optional[DeviceStatic]) -> Optional[int]:
@@ -208,13 +276,14 @@ def _index(st: Optional[DeviceStatic]) -> Optional[int]:
     return v if isinstance(v, int) else None
 
 
-def _device_key(item, static_by_id) -> tuple:
+def _device_key(item: tuple[str, DeviceSeries], static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
     """Numeric device order (:func:`slurm_energy.natsort.device_sort_key`) for (device_id, samples)."""
     dev_id, samples = item
     return device_sort_key(samples[-1][1].device_class, dev_id, _index(static_by_id.get(dev_id)))
 
 
-def _windows(series, marks: Optional[Marks], start: float, end: float, interval_s: float):
+def _windows(series: list[phases.DeviceSeries], marks: Optional[Marks], start: float, end: float,
+             interval_s: float) -> tuple[list[Any], list[str]]:
     """The marked phases' windows and the marks' flags; a failure here costs the phases (flagged
     ``phases_not_computed``), never the node's summary."""
     if not marks:
@@ -225,7 +294,7 @@ def _windows(series, marks: Optional[Marks], start: float, end: float, interval_
         return [], list(marks.flags) + [f"phases_not_computed:{type(e).__name__}"]
 
 
-def _fill_tdp_cpu_power(samples, rows, row_index, st: Optional[DeviceStatic]) -> None:
+def _fill_tdp_cpu_power(samples: DeviceSeries, cols: _Columns, st: Optional[DeviceStatic]) -> None:
     """A modelled CPU reading without its mean power (the first read of a reader in a new process:
     the Prolog's, the sampler's first, the Epilog's) gets it from the rows' node counters:
     TDP_total x busy CPU-time delta / all CPU-time delta since the device's previous reading."""
@@ -235,21 +304,15 @@ def _fill_tdp_cpu_power(samples, rows, row_index, st: Optional[DeviceStatic]) ->
         t, rd = samples[k]
         if rd.device_class != "cpu" or rd.method != "tdp_estimate" or rd.mean_power_w is not None:
             continue
-        a = (rows[row_index[samples[k - 1][0]]].get("node") or {})
-        b = (rows[row_index[t]].get("node") or {})
-        try:
-            d_total = b["cpu_total_s"] - a["cpu_total_s"]
-            d_busy = b["cpu_busy_s"] - a["cpu_busy_s"]
-        except (KeyError, TypeError):
+        a = cols.samples[cols.index[samples[k - 1][0]]].node
+        b = cols.samples[cols.index[t]].node
+        if None in (a.cpu_total_s, b.cpu_total_s, a.cpu_busy_s, b.cpu_busy_s):
             continue
+        d_total = b.cpu_total_s - a.cpu_total_s  # type: ignore[operator]
+        d_busy = b.cpu_busy_s - a.cpu_busy_s  # type: ignore[operator]
         if d_total > 0:
             rd.mean_power_w = st.rated_power_w * min(1.0, max(0.0, d_busy / d_total))
-            rd.flags = list(rd.flags or []) + ["util_from_node_counters"]
-
-
-def _reading_at(samples, t: float) -> Optional[Reading]:
-    """The device's reading at sample time ``t`` (``samples`` is a {t: Reading} dict)."""
-    return samples.get(t)
+            rd.flags = list(rd.flags or []) + [Flag.UTIL_FROM_NODE_COUNTERS.value]
 
 
 #: Flags saying a device is a share of a card that the reader measured whole: a MIG slice (NVML),
@@ -257,7 +320,7 @@ def _reading_at(samples, t: float) -> Optional[Reading]:
 SHARE_FLAGS = ("mig_fraction:", "partition_fraction:", "tile_fraction:")
 
 
-def _share_fraction(samples: list[tuple[float, Reading]]) -> tuple[str, Optional[float]]:
+def _share_fraction(samples: DeviceSeries) -> tuple[str, Optional[float]]:
     """(flag prefix, fraction) of the device's readings' share of a card (``Reading.mig_fraction``,
     else the first share flag), else ("", None)."""
     for _, rd in samples:
@@ -273,7 +336,7 @@ def _share_fraction(samples: list[tuple[float, Reading]]) -> tuple[str, Optional
     return "", None
 
 
-def _clamp_flags(clamps: dict) -> set[str]:
+def _clamp_flags(clamps: dict[str, float]) -> set[str]:
     """Flags for the ratios that were clamped (keys of ``clamps``: ``*_util``, ``*_share``, ``coverage``)."""
     out = set()
     for k in clamps:
@@ -282,10 +345,12 @@ def _clamp_flags(clamps: dict) -> set[str]:
     return out
 
 
-def _share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids, reading, flags,
-           clamps: Optional[dict] = None) -> Optional[float]:
+def _share(cls: str, i0: Optional[int], i1: Optional[int], cols: _Columns, reading: Optional[Reading],
+           flags: set[str], clamps: Optional[dict[str, float]] = None) -> Optional[float]:
+    """The job's share of the device over the interval between rows ``i0`` and ``i1``; None = unknown."""
     if i0 is None or i1 is None:
         return None
+    job_cpu, node_busy, job_mem, node_mem = cols.job_cpu, cols.node_busy, cols.job_mem, cols.node_mem
     if cls == "cpu":
         jc = None if job_cpu[i1] is None or job_cpu[i0] is None else job_cpu[i1] - job_cpu[i0]
         nb = None if node_busy[i1] is None or node_busy[i0] is None else node_busy[i1] - node_busy[i0]
@@ -302,56 +367,58 @@ def _share(cls, i0, i1, job_cpu, node_busy, job_mem, node_mem, job_pids, reading
         return attribution.ram_share(jm, node_mem[i1], clamps)
     if cls == "gpu":
         if reading is not None and reading.proc_util:
-            s = attribution.gpu_process_share(job_pids, {int(k): v for k, v in reading.proc_util.items()})
+            s = attribution.gpu_process_share(cols.job_pids, {int(k): v for k, v in reading.proc_util.items()})
             if s is not None:
-                flags.add("shared_gpu_by_process_util")
+                flags.add(Flag.SHARED_GPU.value)
                 return s
         return 1.0  # a GPU Slurm allocated to the job: the whole GPU is the job's
     return None
 
 
-def _utilisation(cls, intervals: list[Interval], row_index, job_cpu, job_mem, rows, samples, cpus_alloc,
-                 clamps: Optional[dict] = None):
+def _utilisation(cls: str, intervals: list[Interval], cols: _Columns, by_t: dict[float, Reading],
+                 clamps: Optional[dict[str, float]] = None) -> list[Optional[float]]:
     """The job's utilisation u in [0, 1] per interval (aligned with ``intervals``; None = unknown):
     CPU = job CPU-time delta / (interval x allocated CPUs); RAM = job memory / node memory;
     GPU = NVML utilisation of the device. Values outside [0, 1] (hyperthreads, accounting jitter)
     are clamped, the raw extreme kept in ``clamps`` as ``<class>_util``."""
     out: list[Optional[float]] = []
     for iv in intervals:
-        i0, i1 = row_index.get(iv.t0), row_index.get(iv.t1)
+        i0, i1 = cols.index.get(iv.t0), cols.index.get(iv.t1)
         d = iv.duration_s
         u = None
         if i0 is not None and i1 is not None and d > 0:
+            c0, c1, mem = cols.job_cpu[i0], cols.job_cpu[i1], cols.job_mem[i1]
             if cls == "cpu":
-                n = cpus_alloc or (rows[i1].get("node") or {}).get("ncpu") or 1
-                if job_cpu[i1] is not None and job_cpu[i0] is not None:
-                    u = (job_cpu[i1] - job_cpu[i0]) / (d * n)
+                n = cols.cpus_alloc or cols.ncpu(i1) or 1
+                if c1 is not None and c0 is not None:
+                    u = (c1 - c0) / (d * n)
             elif cls == "ram":
-                tot = (rows[i1].get("node") or {}).get("mem_total_bytes")
-                if job_mem[i1] is not None and tot:
-                    u = job_mem[i1] / tot
+                tot = cols.samples[i1].node.mem_total_bytes
+                if mem is not None and tot:
+                    u = mem / tot
             else:
-                rd = _reading_at(samples, iv.t1)
+                rd = by_t.get(iv.t1)
                 if rd is not None and rd.util is not None:
                     u = rd.util
         out.append(attribution.clamp_ratio(u, f"{cls}_util", clamps))
     return out
 
 
-def _utilisation_weighted(cls, whole, st, rows, row_index, job_cpu, job_mem, samples, cpus_alloc):
+def _utilisation_weighted(cls: str, whole: Any, st: Optional[DeviceStatic], cols: _Columns,
+                          by_t: dict[float, Reading]) -> Any:
     """Policy ``utilisation_weighted``: per interval n x u x P x t with P the rated power (TDP) of
     the job's part of the device; needs the device's rated power, else every interval is dropped."""
     from slurm_energy.accounting.integrate import summarise_intervals
 
     ivs = []
-    utils = _utilisation(cls, whole.intervals, row_index, job_cpu, job_mem, rows, dict(samples), cpus_alloc)
+    utils = _utilisation(cls, whole.intervals, cols, by_t)
     for iv, u in zip(whole.intervals, utils):
         p = st.rated_power_w if st else None
         if cls == "cpu" and p is not None:
-            ncpu = (rows[row_index[iv.t1]].get("node") or {}).get("ncpu") or 1
-            p = p * min(1.0, (cpus_alloc or ncpu) / ncpu)  # rated power of the allocated CPUs
+            ncpu = cols.ncpu(cols.index[iv.t1]) or 1
+            p = p * min(1.0, (cols.cpus_alloc or ncpu) / ncpu)  # rated power of the allocated CPUs
         if u is None or p is None:
-            ivs.append(Interval(iv.t0, iv.t1, None, ["share_unknown"]))
+            ivs.append(Interval(iv.t0, iv.t1, None, [Flag.SHARE_UNKNOWN.value]))
         else:
             ivs.append(Interval(iv.t0, iv.t1, attribution.utilisation_weighted_j(1, u, p, iv.duration_s), []))
     return summarise_intervals(ivs)

@@ -196,11 +196,11 @@ class LocalMeasurement:
         from slurm_energy.core import JobMeta, Status
         from slurm_energy.devices.info import collect_static
         from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node
-        from slurm_energy.sampling.samplefile import read_samples
+        from slurm_energy.sampling.samplefile import read_sample_file
 
         running = self.running
         end = time.time() if running else self.t1
-        rows = list(read_samples(self.samples))
+        rows = read_sample_file(self.samples)
         node = socket.gethostname().split(".")[0]
         static = collect_static(self.statics)
         static["reader_notes"] = self.notes

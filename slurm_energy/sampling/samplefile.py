@@ -18,6 +18,8 @@ import json
 import os
 from typing import Iterator
 
+from slurm_energy.core import Sample
+
 
 class SampleWriter:
     """Append-only writer; each :meth:`write` is one flushed (and fsync'ed) JSON line."""
@@ -56,3 +58,16 @@ def read_samples(path: str) -> Iterator[dict]:
                 continue
             if isinstance(row, dict) and "t" in row:
                 yield row
+
+
+def read_sample_file(path: str) -> list[Sample]:
+    """The sample file as typed :class:`~slurm_energy.core.Sample` s, in file order; a torn,
+    garbled or malformed line is skipped, a missing file is empty. Reads files of every version
+    written so far (unknown keys ignored; a MIG fraction kept as a flag is read into the field)."""
+    out: list[Sample] = []
+    for row in read_samples(path):
+        try:
+            out.append(Sample.from_dict(row))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out

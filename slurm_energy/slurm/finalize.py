@@ -12,8 +12,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Optional
 
-from slurm_energy.core import Status
-from slurm_energy.model import JobRecord, job_state_from_exit_code
+from slurm_energy.core import Sample, Status
+from slurm_energy.model import JobRecord, NodeStatic, job_state_from_exit_code
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
 from slurm_energy.slurm.runtime import load_config, reading_row, setup_logging, spool_from_dir
@@ -78,13 +78,13 @@ def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
         spool.record_error(f"epilog reading: {type(e).__name__}: {e}")
 
 
-def _static(spool: JobSpool, errors: list[str]) -> dict:
+def _static(spool: JobSpool, errors: list[str]) -> NodeStatic:
     try:
         with open(spool.static, encoding="utf-8") as f:
-            return dict(json.load(f))
+            return NodeStatic(**json.load(f))
     except (OSError, ValueError):
         errors.append("no device inventory: the sampler did not start on this node")
-        return {}
+        return NodeStatic()
 
 
 def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
@@ -94,9 +94,9 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
 
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
     anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial."""
-    from slurm_energy.sampling.samplefile import read_samples
+    from slurm_energy.sampling.samplefile import read_sample_file
 
-    rows = list(read_samples(spool.samples))
+    rows = read_sample_file(spool.samples)
     ctx = _with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
     errors = spool.read_errors()
     static = _static(spool, errors)
@@ -112,7 +112,7 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         st = Status.PARTIAL if status == Status.COMPLETE else status
     cpus = cpus_on_node(ctx.cpus_per_node, idx)
     obs = NodeObservation(
-        ctx.node, rows, static, start_time=ctx.prolog_time or min([end_time] + [r["t"] for r in rows]),
+        ctx.node, rows, static, start_time=ctx.prolog_time or min([end_time] + [r.t for r in rows]),
         end_time=end_time, span_known=span_known, cpus_alloc=cpus, errors=errors, status=st, marks=_read_marks(ctx))
     rec = measure_node(obs, ctx, cfg, expected_nodes=nodes, exit_code=exit_code,
                        job_state=slurm_job_state(slurm_facts, ctx, exit_code))
@@ -137,7 +137,7 @@ def _read_marks(ctx: JobContext):
     return m
 
 
-def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], rows: list,
+def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], rows: list[Sample],
                       errors: list) -> tuple[Optional[int], str]:
     """The job's memory request on this node (bytes, how): the job's SLURM_MEM_PER_NODE /
     SLURM_MEM_PER_CPU (read from its processes: 22.05's Prolog does not get them), else slurmctld's
@@ -146,8 +146,7 @@ def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int
     from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
 
     facts = facts or {}
-    node_total = next((r["node"]["mem_total_bytes"] for r in reversed(rows)
-                       if (r.get("node") or {}).get("mem_total_bytes")), None)
+    node_total = next((r.node.mem_total_bytes for r in reversed(rows) if r.node.mem_total_bytes), None)
     if ctx.mem_per_node or ctx.mem_per_cpu:
         per_node, per_cpu, src = ctx.mem_per_node, ctx.mem_per_cpu, "job environment SLURM_MEM_PER_NODE/CPU, MB"
     else:
