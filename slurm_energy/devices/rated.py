@@ -6,11 +6,13 @@ Used by the TDP model when no energy counter is readable, and by prediction.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from slurm_energy import units
-from slurm_energy.config.schema import Hardware
 from slurm_energy.devices import hwtables
+
+if TYPE_CHECKING:  # the hooks pass a cached view with the same attributes (no pydantic on their path)
+    from slurm_energy.config.schema import Hardware
 
 
 def cpu_tdp(hardware: Hardware, model_string: str, cores: int) -> tuple[float, float, str, bool]:
@@ -23,8 +25,6 @@ def cpu_tdp(hardware: Hardware, model_string: str, cores: int) -> tuple[float, f
     (flagged) > ``cpu_w_per_core`` x cores (flagged; default 12 W/core, Green Algorithms "Any").
     :raises ValueError: ``cores < 1``.
     """
-    from slurm_energy.devices import hwtables
-
     if cores < 1:
         raise ValueError(f"cores: {cores!r} must be >= 1 (physical cores per socket)")
     key = hwtables.normalize_cpu_model(model_string)

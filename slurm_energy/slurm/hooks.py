@@ -36,7 +36,7 @@ def _python() -> str:
 def _begin(env, errors: list[str], epilog: bool = False):
     """Config (defaults on error), logging, the job from the environment, its spool; config errors
     are logged and recorded on the job. Raises SlurmEnvError/OSError for the caller to log."""
-    cfg = load_config(errors)
+    cfg = load_config(errors, light=True)  # no pydantic on the Prolog/Epilog path
     setup_logging(cfg.paths.log_dir)
     for e in errors:
         log.error(e)

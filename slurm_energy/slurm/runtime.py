@@ -44,14 +44,23 @@ def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
     return path
 
 
-def load_config(errors: list[str]) -> SiteConfig:
+def load_config(errors: list[str], *, light: bool = False) -> SiteConfig:
     """The site config as the hooks use it (valid parts kept; unparsable file: its last good copy);
-    each problem is appended to ``errors`` saying what is in force. Never raises for a bad file."""
-    from slurm_energy.config import load_site_config_for_hooks
+    each problem is appended to ``errors`` saying what is in force. Never raises for a bad file.
 
-    cfg, problems = load_site_config_for_hooks()
+    ``light``: for the Prolog/Epilog, the resolved copy (:mod:`slurm_energy.slurm.hookconfig`, no
+    pydantic import) with the attributes the hooks and readers read; the detached sampler and
+    finalizer use the full :class:`~slurm_energy.config.schema.SiteConfig` (carbon resolution)."""
+    if light:
+        from slurm_energy.slurm.hookconfig import load_hook_config
+
+        cfg, problems = load_hook_config()
+    else:
+        from slurm_energy.config.lenient import load_site_config_for_hooks
+
+        cfg, problems = load_site_config_for_hooks()
     errors += [f"site config problem: {m}" for m in problems]
-    return cfg
+    return cfg  # type: ignore[no-any-return]
 
 
 def spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:

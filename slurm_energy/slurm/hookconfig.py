@@ -1,0 +1,98 @@
+"""The site config for the Prolog and Epilog without importing pydantic: a cached, resolved copy.
+
+The Prolog/Epilog must stay light (2 s, exit 0 whatever happens), so they do not validate
+site.yaml themselves. The first hook that sees a new site.yaml text loads it the full way
+(:func:`slurm_energy.config.lenient.load_site_config_for_hooks`: valid parts kept, last good copy
+when unparsable) and writes ``<site.yaml>.resolved.json``: the validated config as JSON, the
+problems found, and the SHA-256 of the text it came from. Every later hook reads that copy as long
+as site.yaml's text (and this slurm-energy version) is unchanged: one file read, one hash, no
+pydantic. The copy is root-only (0600: the store URL may hold a password); a copy that cannot be
+read or written only costs the full load.
+
+Without a site.yaml (documented defaults) there is nothing to key a copy on: the full load is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from typing import Any, Optional
+
+import slurm_energy
+
+#: Suffix of the resolved copy next to the site config.
+RESOLVED_SUFFIX = ".resolved.json"
+ENV_VAR = "SLURM_ENERGY_CONFIG"  # as slurm_energy.config.schema.ENV_VAR (that module imports pydantic)
+DEFAULT_PATH = "/etc/slurm-energy/site.yaml"
+
+
+class ConfigView(dict):  # type: ignore[type-arg]
+    """A resolved site config as nested dicts with attribute access (``cfg.paths.spool_dir``),
+    read-only by convention: what the hooks, readers and rated-power look-ups read of a
+    :class:`~slurm_energy.config.schema.SiteConfig`."""
+
+    def __init__(self, data: dict[str, Any]):
+        super().__init__({k: ConfigView(v) if isinstance(v, dict) else v for k, v in data.items()})
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+def _site_path() -> Optional[str]:
+    p = os.environ.get(ENV_VAR) or (DEFAULT_PATH if os.path.exists(DEFAULT_PATH) else None)
+    return p or None
+
+
+def _key(text: bytes) -> str:
+    return f"{slurm_energy.__version__}:{hashlib.sha256(text).hexdigest()}"
+
+
+def load_hook_config() -> tuple[Any, list[str]]:
+    """``(config, problems)`` for a hook: the resolved copy when it matches site.yaml's text, else
+    the full lenient load (which then refreshes the copy). ``problems`` are the loader's messages,
+    each saying what is in force. Never raises for a bad or missing file."""
+    p = _site_path()
+    text: Optional[bytes] = None
+    if p is not None:
+        try:
+            with open(p, "rb") as f:
+                text = f.read()
+        except OSError:
+            text = None
+    if p is not None and text is not None:
+        try:
+            with open(p + RESOLVED_SUFFIX, encoding="utf-8") as f:
+                cached = json.load(f)
+            if cached.get("key") == _key(text):
+                return ConfigView(cached["config"]), list(cached.get("problems", []))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+    from slurm_energy.config.lenient import load_site_config_for_hooks
+
+    cfg, problems = load_site_config_for_hooks(p)
+    if p is not None and text is not None:
+        _save(p + RESOLVED_SUFFIX, {"key": _key(text), "problems": problems, "config": cfg.model_dump(mode="json")})
+    return cfg, problems
+
+
+def _save(path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` atomically, mode 0600; a failure is ignored (the next hook loads in full)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
