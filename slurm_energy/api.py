@@ -23,7 +23,7 @@ Where it runs decides what it does (chosen when the block starts):
   node's finalizer reads them as data and the job's one record gets per-phase and per-stage energy.
 * **Anywhere else** (a laptop, a Slurm cluster without the hooks): the same sampler as
   ``slurm-energy run`` in a child process over this process and its children
-  (:class:`slurm_energy.sampling.local.LocalMeasurement`), and the same HTML/CSV report
+  (:class:`slurm_energy.pipeline.LocalMeasurement`), and the same HTML/CSV report
   (``energy-<label>.html``/``.csv`` in ``out``) when the block ends.
 * **Other ranks** (``LOCAL_RANK``, else ``SLURM_LOCALID``, not 0: torchrun, ``srun -n``): every
   call is a cheap no-op; local rank 0 measures the node (no double counting).
@@ -160,7 +160,8 @@ class Tracker:
 
     def _start_local(self) -> None:
         from slurm_energy.config import ConfigError, load_site_config
-        from slurm_energy.sampling.local import LocalMeasurement, visible_gpus
+        from slurm_energy.pipeline import LocalMeasurement
+        from slurm_energy.sampling.local import visible_gpus
         from slurm_energy.sampling.marks import MarksWriter
 
         try:

@@ -10,7 +10,7 @@ Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), by ``sl
     job = finalise_job([rec, ...], site)                    # merge nodes, carbon facts, totals
     publish(job, [StoreSink(url), ReportSink()])            # outputs
 
-:class:`slurm_energy.sampling.local.LocalMeasurement` does all of it for a process tree (``run``,
+:class:`LocalMeasurement` does all of it for a process tree (``run``,
 ``attach``, ``track()``). Where the files live (spool, results directory), who calls the sampler
 and when are the host's business (Slurm glue).
 
@@ -19,11 +19,15 @@ and when are the host's business (Slurm glue).
 
 from __future__ import annotations
 
+import getpass
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from slurm_energy.core import DeviceStatic, JobMeta, Sample, Status
+from slurm_energy.sampling.local import LocalSampler
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.phases import Marks
@@ -184,3 +188,28 @@ def publish(record: JobRecord, sinks: Sequence[Sink]) -> list[SinkResult]:
             if earlier.keeps_errors and r.ok:
                 earlier.publish(record)
     return results
+
+
+class LocalMeasurement(LocalSampler):
+    """Measure a process tree on this node (``run``, ``attach``, ``track()``): the sampler of
+    :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record`."""
+
+    def record(self, marks: Optional[Marks] = None, tags: Optional[dict[str, Any]] = None) -> JobRecord:
+        """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`, by
+        :func:`measure_node` and :func:`finalise_job` (one node, not merged).
+
+        ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages)."""
+        from slurm_energy.devices.info import collect_static
+        from slurm_energy.sampling.samplefile import read_sample_file
+
+        running = self.running
+        end = time.time() if running else self.t1
+        node = socket.gethostname().split(".")[0]
+        static: NodeStatic = collect_static(self.statics)  # type: ignore[assignment]
+        static["reader_notes"] = self.notes
+        obs = NodeObservation(node, read_sample_file(self.samples), static, self.t0, end, cpus_alloc=os.cpu_count(),
+                              status=Status.RUNNING if running else Status.COMPLETE, marks=marks)
+        meta = JobMeta(job_id=self.label, cluster=self.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
+                       gid=os.getgid(), partition=self.partition, work_dir=self.work_dir)
+        rec = measure_node(obs, meta, self.cfg, interval_s=self.interval_s, tags=dict(tags or {}))
+        return finalise_job([rec], self.cfg, merge=False)

@@ -26,6 +26,8 @@ device's whole energy (``DeviceEnergy.device_energy_j``) beside the job's share.
 
 from __future__ import annotations
 
+from slurm_energy.devices.fractions import mig_fraction  # noqa: F401 - part of the attribution rules
+
 from typing import Mapping, Optional, Sequence
 
 from slurm_energy.accounting.integrate import Interval, SeriesEnergy, summarise_intervals
@@ -150,24 +152,6 @@ def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float
     if total <= 0:
         return None
     return _clamp01(mine / total)
-
-
-def mig_fraction(slice_units: int, total_units: int) -> float:
-    """Fraction of a parent GPU a MIG slice holds: compute slices of the instance / of the GPU.
-
-    E.g. a ``1g.10gb`` instance on an A100/H100 (7 compute slices) -> 1/7; ``3g.40gb`` -> 3/7.
-    Source: NVIDIA MIG User Guide, "Supported MIG Profiles" (the ``Ng`` prefix is N of 7 GPCs).
-
-    Raises:
-        ValueError: ``total_units`` < 1, or ``slice_units`` not in [1, total_units].
-    """
-    if total_units < 1:
-        raise ValueError(f"total_units: a GPU has at least 1 compute slice, got {total_units!r}")
-    if not 1 <= slice_units <= total_units:
-        raise ValueError(
-            f"slice_units: must be between 1 and total_units={total_units}, got {slice_units!r}"
-        )
-    return slice_units / total_units
 
 
 def utilisation_weighted_j(count: int, util: float, rated_power_w: float, duration_s: float) -> float:

@@ -66,7 +66,8 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
     """Sample ``probe`` until ``wait_for_end()`` returns; then summarise and report.
 
     ``gpus``: NVML indices to measure (``attach --gpus 0,1``); default the visible GPUs."""
-    from slurm_energy.sampling.local import LocalMeasurement, gpus_by_index, visible_gpus
+    from slurm_energy.pipeline import LocalMeasurement
+    from slurm_energy.sampling.local import gpus_by_index, visible_gpus
 
     cfg = _load(args)
     unresolved: list[str] = []

@@ -14,7 +14,7 @@ Slurm and CUDA name GPUs in several ways; only some of them are NVML indices:
   (``nvmlDeviceGetMinorNumber``), which is not the NVML index.
 
 A MIG instance is recorded with its parent GPU's UUID and the slice fraction
-(:func:`slurm_energy.accounting.attribution.mig_fraction` of the instance's GPU-instance slices over
+(:func:`slurm_energy.devices.fractions.mig_fraction` of the instance's GPU-instance slices over
 the parent's largest profile's slices): NVML measures power/energy for the parent only.
 """
 
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from slurm_energy.accounting.attribution import mig_fraction
+from slurm_energy.devices.fractions import mig_fraction
 
 
 @dataclass

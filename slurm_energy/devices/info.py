@@ -14,7 +14,7 @@ from typing import Iterable
 
 import psutil
 
-from slurm_energy.sampling.readers.base import DeviceStatic
+from slurm_energy.core import DeviceStatic
 
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:

@@ -3,8 +3,8 @@
 One code path for ``slurm-energy run -- CMD``, ``slurm-energy attach PID`` and ``slurm_energy.track``
 outside a sampled Slurm job: the same readers (:func:`slurm_energy.sampling.setup.build_readers`),
 :class:`~slurm_energy.sampling.sampler.Sampler`, sample file, node summary and carbon facts as the
-Prolog/Epilog path. :meth:`LocalMeasurement.record` can be called while sampling (energy so far)
-or after :meth:`LocalMeasurement.stop` (final).
+Prolog/Epilog path. :class:`LocalSampler` samples; :class:`slurm_energy.pipeline.LocalMeasurement`
+adds ``record()`` (energy so far while sampling, final after ``stop()``).
 
 ``run``/``attach`` sample in a thread (their process only waits). ``track`` samples in a child
 process (``python -m slurm_energy.sampling.local SPEC``): a thread inside a CPU-bound Python
@@ -16,11 +16,9 @@ process it measures dies.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -81,8 +79,10 @@ def gpus_by_index(indices: str) -> tuple[list[str], list[str], str]:
     return [], [f"gpu-index-{t}" for t in toks], reason
 
 
-class LocalMeasurement:
-    """Sample ``probe`` in a background thread and summarise it as a one-node JobRecord.
+class LocalSampler:
+    """Sample ``probe`` in a background thread (or a child process) into a private sample file.
+
+    :class:`slurm_energy.pipeline.LocalMeasurement` adds ``record()``: the one-node JobRecord.
 
     Args:
         cfg: :class:`slurm_energy.config.SiteConfig`.
@@ -125,7 +125,7 @@ class LocalMeasurement:
                                gone_after_s=0.0)
         self._thread = threading.Thread(target=self.sampler.run, name="slurm-energy-sampler", daemon=True)
 
-    def start(self, wait_s: float = 10.0) -> "LocalMeasurement":
+    def start(self, wait_s: float = 10.0) -> "LocalSampler":
         """Start sampling; returns once the first sample is written (at most ``wait_s``), so what
         the caller does next is measured from its first second even on a loaded machine.
         Raises RuntimeError if the child sampler could not start."""
@@ -188,29 +188,6 @@ class LocalMeasurement:
             return False
         return self._thread.is_alive()
 
-    def record(self, marks=None, tags: Optional[dict] = None):
-        """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`, by the
-        one pipeline (:func:`slurm_energy.pipeline.measure_node`, :func:`~slurm_energy.pipeline.finalise_job`).
-
-        ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages)."""
-        from slurm_energy.core import JobMeta, Status
-        from slurm_energy.devices.info import collect_static
-        from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node
-        from slurm_energy.sampling.samplefile import read_sample_file
-
-        running = self.running
-        end = time.time() if running else self.t1
-        rows = read_sample_file(self.samples)
-        node = socket.gethostname().split(".")[0]
-        static = collect_static(self.statics)
-        static["reader_notes"] = self.notes
-        obs = NodeObservation(node, rows, static, self.t0, end, cpus_alloc=os.cpu_count(),
-                              status=Status.RUNNING if running else Status.COMPLETE, marks=marks)
-        meta = JobMeta(job_id=self.label, cluster=self.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
-                       gid=os.getgid(), partition=self.partition, work_dir=self.work_dir)
-        rec = measure_node(obs, meta, self.cfg, interval_s=self.interval_s, tags=dict(tags or {}))
-        return finalise_job([rec], self.cfg, merge=False)
-
     def cleanup(self) -> None:
         """Remove the temporary sample directory."""
         import shutil
@@ -219,7 +196,7 @@ class LocalMeasurement:
 
 
 def _child_main(spec_json: str) -> int:
-    """The child sampler of :class:`LocalMeasurement` (``child_of``): samples the tree of
+    """The child sampler of :class:`LocalSampler` (``child_of``): samples the tree of
     ``spec["pid"]`` (itself excluded) until SIGTERM or until that process is gone."""
     from slurm_energy.config import load_site_config
     from slurm_energy.sampling.probes import ProcessTreeProbe

@@ -154,7 +154,7 @@ def sampler_main(job_dir: str, node: str) -> int:
     setup_logging(cfg.paths.log_dir, "sampler.log")
     spool, ctx = spool_from_dir(job_dir, node)
     try:
-        from slurm_energy.sampling.probes import SlurmJobProbe
+        from slurm_energy.slurm.probe import SlurmJobProbe
         from slurm_energy.sampling.sampler import Sampler
         from slurm_energy.sampling.samplefile import SampleWriter
 

@@ -1,0 +1,97 @@
+"""The sampler's usage probe for a Slurm job: its cgroup (v1/v2) once it exists, else its PIDs."""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import psutil
+
+from slurm_energy.sampling.nodestats import job_pids_by_env, pids_usage
+from slurm_energy.sampling.sampler import Usage
+from slurm_energy.slurm.cgroup import find_job_cgroup
+from slurm_energy.slurm.env import job_env_facts
+
+
+class SlurmJobProbe:
+    """A Slurm job on this node: its cgroup (v1/v2) once it exists, else its PIDs by environment.
+
+    The cgroup appears just after the Prolog and is removed before the Epilog; PIDs found by
+    SLURM_JOB_ID in /proc/PID/environ are the fallback for proctrack/linuxproc (no cgroup), used
+    only after ``pid_fallback_after_s`` without a cgroup and rescanned every ``pid_rescan_s``. CPU
+    time of job processes that exit between polls is lost in that mode: cgroups are preferred.
+    """
+
+    def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
+                 pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 1.0, clock=time.monotonic,
+                 on_job_env=None):
+        self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
+        self.cg = None
+        self._seen_cgroup = False
+        self._t0 = clock()
+        self._clock = clock
+        self._fallback_after = pid_fallback_after_s
+        self._pids: list[int] = []
+        self._pid_rescan_s = pid_rescan_s
+        self._last_scan = -1e9
+        self._gone = False
+        self._best_cpu = 0.0
+        self._max_mem = 0
+        self._on_job_env = on_job_env  # called once with the job's env facts (array/het ids, name)
+        self._env_seen: set[int] = set()
+
+    def _look_for_job_env(self, pids: list[int]) -> None:
+        """Read array/het ids from the job's processes (Slurm 22.05 keeps them from the Prolog)."""
+
+        for pid in pids:
+            if pid in self._env_seen:
+                continue
+            self._env_seen.add(pid)
+            try:
+                facts = job_env_facts(psutil.Process(pid).environ(), self.job_id)
+            except (psutil.Error, OSError):
+                continue
+            if facts is not None:
+                cb, self._on_job_env = self._on_job_env, None
+                cb(facts)
+                return
+
+    def poll(self, full: bool = True) -> Optional[Usage]:
+        u = self._poll(full)
+        if u is not None and self._on_job_env is not None and u.pids:
+            self._look_for_job_env(u.pids)
+        return u
+
+    def _poll(self, full: bool = True) -> Optional[Usage]:
+
+        if self.cg is None and not self._seen_cgroup:
+            self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root)
+        if self.cg is not None:
+            u = self.cg.read(pids=full)
+            if u is not None:
+                self._seen_cgroup = True
+                self._gone = False
+                return Usage(u.cpu_time_s, u.mem_bytes, u.max_mem_bytes, u.pids, self.cg.source)
+            self.cg = None  # removed: the job's processes are gone
+            self._gone = True
+            return None
+        if self._seen_cgroup:
+            self._gone = True
+            return None
+        if self._clock() - self._t0 < self._fallback_after:
+            return None
+        if self._clock() - self._last_scan >= self._pid_rescan_s:  # /proc/*/environ scans are costly
+            self._pids = job_pids_by_env(self.job_id)
+            self._last_scan = self._clock()
+        pids = self._pids
+        cpu, rss = pids_usage(pids)
+        if cpu is None:
+            self._gone = True
+            return None
+        self._gone = False
+        self._best_cpu = max(self._best_cpu, cpu)
+        self._max_mem = max(self._max_mem, rss or 0)
+        return Usage(self._best_cpu, rss, self._max_mem, pids, "psutil")
+
+    def gone(self) -> bool:
+        return self._gone
