@@ -1,7 +1,7 @@
 import pytest
 
 from jobrecord_factory import node_record
-from slurm_energy.slurm.jobid import JobSpec, display_id, matches, parse_jobid, parse_jobids, split_reused
+from slurm_energy.jobid import JobSpec, display_id, matches, parse_jobid, parse_jobids, split_reused
 
 
 @pytest.mark.parametrize(

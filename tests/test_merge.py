@@ -5,12 +5,8 @@ import threading
 import pytest
 
 from jobrecord_factory import node_record
-from slurm_energy.accounting.merge import (
-    merge_records,
-    node_record_path,
-    try_merge,
-    write_node_record,
-)
+from slurm_energy.accounting.merge import merge_records
+from slurm_energy.slurm.results import node_record_path, try_merge, write_node_record
 from slurm_energy.model import Status
 
 

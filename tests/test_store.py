@@ -5,7 +5,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobrecord_factory import finished, node_record
-from slurm_energy.accounting.merge import merge_records
+from slurm_energy.accounting.merge import merge_interim, merge_records
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from slurm_energy.store.schema import SCHEMA_VERSION
@@ -99,8 +99,8 @@ def test_interim_records_merge_then_final_replaces(store):
                               expected=("n1", "n2"), status=Status.RUNNING))
     i2 = finished(node_record(job_id="50", node="n2", start=1001.0, end=1061.0, cpu_j=7.2e5, ram_j=0.0,
                               expected=("n1", "n2"), status=Status.RUNNING))
-    store.put(i1)
-    store.put(i2)
+    store.put(i1, merge_running=merge_interim)  # as StoreSink does
+    store.put(i2, merge_running=merge_interim)
     [row] = store.get_job("50")
     assert row.status == Status.RUNNING
     assert sorted(n.node for n in row.nodes) == ["n1", "n2"]
@@ -114,7 +114,7 @@ def test_interim_records_merge_then_final_replaces(store):
     [row] = store.get_job("50")
     assert row.status == Status.COMPLETE and row.end_time == 4601.0
     # a late interim flush does not overwrite the final record
-    store.put(i1)
+    store.put(i1, merge_running=merge_interim)
     [row] = store.get_job("50")
     assert row.status == Status.COMPLETE
 

@@ -4,7 +4,7 @@ import time
 import pytest
 
 from jobrecord_factory import finished, node_record
-from slurm_energy.accounting.merge import write_node_record
+from slurm_energy.slurm.results import write_node_record
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.cli.store_cmds import month_bounds, rollup
 from slurm_energy.model import Status

@@ -1,16 +1,13 @@
-"""Multi-node merge: each node's Epilog writes one JobRecord (one NodeSummary); they are unioned here.
-
-Layout of the results directory (root-only, mode 0700 at every level we create)::
-
-    <results_dir>/<cluster>/<job_id>.<restart_count>/<node>.json     one node's JobRecord
-    <results_dir>/<cluster>/<job_id>.<restart_count>/.lock           fcntl lock for try_merge
+"""Multi-node merge (pure): each node's finalizer writes one JobRecord (one NodeSummary); they are
+unioned here. Where the node records are kept, read under a lock and moved aside is the Slurm
+glue's business (:mod:`slurm_energy.slurm.results`).
 
 ``restart_count`` (SLURM_JOB_RESTART_COUNT) separates the attempts of a requeued job, which share a
 job id but are separate records (key cluster, job_id, start_time). A job id Slurm *reused* (state
 reset, MaxJobId wrap) may find an older run's node records in the same directory: records are
 grouped into runs (:func:`split_runs`: SLUID or Slurm's start time where Slurm gives them, else the
 run's node list and overlapping time spans) and only one run is ever merged; once stored, its files
-are moved to ``stored/<start>/`` (:func:`retire_run`).
+are moved to ``stored/<start>/`` (:func:`slurm_energy.slurm.results.retire_run`).
 
 Energy is kept per (node, device): the merged record's ``nodes`` is the union of the node summaries,
 keyed by node name. Nothing is multiplied by a node or task count and no totals are computed here;
@@ -20,116 +17,18 @@ carbon intensity.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import re
-import tempfile
-from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable
 
 from slurm_energy.errors import MergeError
+from slurm_energy.jobid import RUN_OVERLAP_SLACK_S
 from slurm_energy.model import JobRecord, NodeSummary, Status
 from slurm_energy.natsort import natural_key, sort_devices
 
-_SAFE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
 #: Status precedence when the same node reported twice (an interim flush and the Epilog's record).
 _NODE_STATUS_RANK = {Status.RUNNING: 0, Status.PARTIAL: 1, Status.FAILED: 1, Status.COMPLETE: 2}
 
 
-def _component(name: str, value: str) -> str:
-    """Check one path component (cluster, job id, node name) cannot escape the results dir."""
-    value = str(value)
-    if not value or value in (".", "..") or not _SAFE.match(value):
-        raise MergeError(
-            f"{name}={value!r} cannot be used in a results path: use letters, digits and _ . + - only "
-            "(a Slurm cluster, job id or node name never contains '/')"
-        )
-    return value
-
-
-def job_results_dir(results_dir, cluster: str, job_id: str, restart_count: int) -> Path:
-    """Directory holding one attempt's node records: ``<results_dir>/<cluster>/<job_id>.<restart_count>``.
-
-    Raises ValueError if a component contains a path separator or other unsafe character, or if
-    ``restart_count`` is negative.
-    """
-    if int(restart_count) < 0:
-        raise MergeError(f"restart_count={restart_count!r} must be >= 0 (SLURM_JOB_RESTART_COUNT)")
-    return (
-        Path(results_dir)
-        / _component("cluster", cluster or "default")
-        / f"{_component('job_id', job_id)}.{int(restart_count)}"
-    )
-
-
-def node_record_path(results_dir, cluster: str, job_id: str, restart_count: int, node: str) -> Path:
-    """Path of one node's record: ``<results_dir>/<cluster>/<job_id>.<restart_count>/<node>.json``.
-
-    An empty cluster name maps to ``default``. Raises ValueError for unsafe components (see
-    :func:`job_results_dir`).
-    """
-    return job_results_dir(results_dir, cluster, job_id, restart_count) / f"{_component('node', node)}.json"
-
-
-def _makedirs_private(path: Path) -> None:
-    """Create ``path`` and missing parents with mode 0700 (records name users and jobs)."""
-    missing = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-        os.chmod(d, 0o700)  # mkdir honours umask; make the mode exact
-
-
-def write_node_record(results_dir, record: JobRecord) -> Path:
-    """Write one node's record atomically (temp file in the same directory, fsync, rename).
-
-    Args:
-        results_dir: root of the results tree (str or Path).
-        record: a JobRecord with exactly one NodeSummary (the node whose Epilog runs).
-
-    Returns:
-        The final path (see :func:`node_record_path`). The file is mode 0600, directories 0700.
-
-    Raises:
-        ValueError: the record does not hold exactly one node, or a path component is unsafe.
-        OSError: the directory cannot be created or written.
-    """
-    if len(record.nodes) != 1:
-        raise MergeError(
-            f"write_node_record: record for job {record.job_id!r} has {len(record.nodes)} nodes; "
-            "a node's Epilog writes exactly one NodeSummary (merge_records unions them)"
-        )
-    node = record.nodes[0].node
-    path = node_record_path(results_dir, record.cluster, record.job_id, record.restart_count, node)
-    _makedirs_private(path.parent)
-    _keep_other_runs_file(path, record)
-    fd, tmp = tempfile.mkstemp(prefix=f".{node}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(record.model_dump_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
-
-
-#: Node records of one run overlap in time: every node's Prolog runs before the job ends and every
-#: Epilog after it. Clock skew between nodes allowed for, s.
-RUN_OVERLAP_SLACK_S = 2.0
 
 
 def run_identity(r: JobRecord) -> tuple:
@@ -140,7 +39,7 @@ def run_identity(r: JobRecord) -> tuple:
     return (r.restart_count, explicit, tuple(sorted(r.expected_nodes, key=natural_key)))
 
 
-def _span(r: JobRecord) -> tuple[float, float]:
+def run_span(r: JobRecord) -> tuple[float, float]:
     starts = [r.start_time] + [ns.start_time for ns in r.nodes]
     ends = [r.end_time] + [ns.end_time for ns in r.nodes]
     return min(starts), max(ends)
@@ -153,7 +52,7 @@ def same_run(a: JobRecord, b: JobRecord) -> bool:
         return False
     if run_identity(a)[1] is not None:
         return True
-    (s0, e0), (s1, e1) = _span(a), _span(b)
+    (s0, e0), (s1, e1) = run_span(a), run_span(b)
     return s1 <= e0 + RUN_OVERLAP_SLACK_S and s0 <= e1 + RUN_OVERLAP_SLACK_S
 
 
@@ -164,7 +63,7 @@ def split_runs(records: list[JobRecord]) -> list[list[JobRecord]]:
     requeued attempt, are different runs: their node records are never merged into one job.
     """
     runs: list[list[JobRecord]] = []
-    for r in sorted(records, key=lambda r: _span(r)[0]):
+    for r in sorted(records, key=lambda r: run_span(r)[0]):
         for run in runs:
             if any(same_run(r, x) for x in run):
                 run.append(r)
@@ -174,17 +73,6 @@ def split_runs(records: list[JobRecord]) -> list[list[JobRecord]]:
     return runs
 
 
-def _keep_other_runs_file(path: Path, record: JobRecord) -> None:
-    """An older run's record at ``path`` (same node, same job id: a reused id whose earlier run never
-    completed its merge) is renamed ``<node>.<start>.json`` instead of being overwritten."""
-    try:
-        old = JobRecord.model_validate_json(path.read_text())
-    except (OSError, ValueError):
-        return
-    if not same_run(old, record):
-        os.replace(path, path.with_name(f"{path.stem}.{int(_span(old)[0])}.json"))
-
-
 def _better_node(a: NodeSummary, b: NodeSummary) -> NodeSummary:
     """Of two summaries of the same node, keep the final one (Epilog over interim), then the longer."""
     ka = (_NODE_STATUS_RANK.get(a.status, 0), a.end_time, a.n_samples)
@@ -192,7 +80,7 @@ def _better_node(a: NodeSummary, b: NodeSummary) -> NodeSummary:
     return b if kb > ka else a
 
 
-def _union(lists: Iterable[list[str]]) -> list[str]:
+def unique_union(lists: Iterable[list[str]]) -> list[str]:
     seen, out = set(), []
     for lst in lists:
         for x in lst:
@@ -250,10 +138,10 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
         if not getattr(base, field):
             setattr(base, field, next((getattr(r, field) for r in ordered if getattr(r, field)), ""))
 
-    expected = _union(r.expected_nodes for r in records)
+    expected = unique_union(r.expected_nodes for r in records)
     missing = [n for n in expected if n not in by_node]
-    errors = _union([r.errors for r in records] + [ns.errors for ns in nodes])
-    errors = _union([errors, [f"node {n} never reported" for n in missing]])
+    errors = unique_union([r.errors for r in records] + [ns.errors for ns in nodes])
+    errors = unique_union([errors, [f"node {n} never reported" for n in missing]])
 
     if missing or any(ns.status in (Status.PARTIAL, Status.FAILED) for ns in nodes):
         status = Status.PARTIAL
@@ -291,105 +179,12 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     )
 
 
-def read_node_files(job_dir) -> list[tuple[Path, JobRecord]]:
-    """(path, record) of every node record (``*.json``, not temp files) in one attempt's directory,
-    in numeric name order. Records already stored (moved to ``stored/``) are not read.
+def merge_interim(stored: list[JobRecord], new: JobRecord) -> JobRecord:
+    """A running attempt's interim node views (``stored``, as kept by the store) with ``new``:
+    unioned (:func:`merge_records`, views of the same attempt only), re-totalled with ``new``'s
+    carbon facts, status ``running``. Pure; the store calls it inside its write transaction."""
+    from slurm_energy.accounting.formulas import finalise_record
 
-    Raises ValueError naming the file if one does not parse as a JobRecord.
-    """
-    out = []
-    for p in sorted(Path(job_dir).glob("*.json"), key=lambda p: natural_key(p.name)):
-        if p.name.startswith("."):
-            continue
-        try:
-            out.append((p, JobRecord.model_validate_json(p.read_text())))
-        except ValueError as e:
-            raise MergeError(f"{p}: not a valid JobRecord ({e.__class__.__name__}: {str(e)[:200]})") from e
-    return out
-
-
-def read_node_records(job_dir) -> list[JobRecord]:
-    """The records of :func:`read_node_files` (all runs: see :func:`split_runs`)."""
-    return [r for _, r in read_node_files(job_dir)]
-
-
-def retire_run(results_dir, merged: JobRecord) -> int:
-    """Move the stored run's node files out of the results directory's way, into
-    ``<job dir>/stored/<start_time>/``, so a later run of the same job id (Slurm reused it) never
-    sees them. Under the directory's lock; files of other runs stay. Returns the number moved."""
-    job_dir = job_results_dir(results_dir, merged.cluster, merged.job_id, merged.restart_count)
-    if not job_dir.is_dir():
-        return 0
-    fd = os.open(job_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        dest = job_dir / "stored" / f"{merged.start_time:.3f}"
-        moved = 0
-        for p, r in read_node_files(job_dir):
-            if same_run(r, merged) or (run_identity(r)[1] is None and _in_run(r, merged)):
-                _makedirs_private(dest)
-                os.replace(p, dest / p.name)
-                moved += 1
-        return moved
-    finally:
-        os.close(fd)
-
-
-def _in_run(r: JobRecord, merged: JobRecord) -> bool:
-    """A node record whose node and start are the merged run's (merge widens expected_nodes)."""
-    return any(ns.node == m.node and abs(ns.start_time - m.start_time) < 1e-6
-               for ns in r.nodes for m in merged.nodes)
-
-
-def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
-                         record: Optional[JobRecord] = None) -> Optional[list[JobRecord]]:
-    """The node records of one run of the attempt once every expected node has reported, else ``None``.
-
-    Safe to run concurrently from several nodes' finalizers: reading is done under an exclusive
-    ``fcntl.flock`` on ``<job dir>/.lock``, and node records only appear by atomic rename, so no
-    caller ever sees a half-written record. Each record's ``expected_nodes`` is widened to the union
-    with ``expected_nodes``. ``record``: this node's record just written: only node records of its
-    run (:func:`split_runs`) are returned; ``None``: the newest run in the directory.
-
-    Raises:
-        ValueError: ``expected_nodes`` is empty, or a node record does not parse.
-    """
-    if not expected_nodes:
-        raise ValueError("try_merge: expected_nodes is empty; pass expand_hostlist(SLURM_NODELIST)")
-    job_dir = job_results_dir(results_dir, cluster, job_id, restart_count)
-    if not job_dir.is_dir():
-        return None
-    lock_path = job_dir / ".lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        runs = split_runs(read_node_records(job_dir))
-        if not runs:
-            return None
-        mine = [run for run in runs if record is not None and any(same_run(record, x) for x in run)]
-        records = mine[0] if mine else runs[-1]
-        reported = {ns.node for r in records for ns in r.nodes}
-        if not set(expected_nodes) <= reported:
-            return None
-        for r in records:
-            r.expected_nodes = _union([r.expected_nodes, list(expected_nodes)])
-        return records
-    finally:
-        os.close(fd)  # closing releases the flock
-
-
-def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
-              record: Optional[JobRecord] = None) -> Optional[JobRecord]:
-    """Merge the attempt's node records if every expected node has reported
-    (:func:`collect_node_records`, same arguments).
-
-    Idempotent: calling again returns an equal record. When two finalizers both see the last
-    record, both get the merged record; storing it is an upsert on (cluster, job_id, start_time),
-    so a double ``Store.put`` is harmless.
-
-    Returns:
-        The merged :class:`JobRecord` (status from :func:`merge_records`), or ``None`` while some
-        expected node has not written its record yet (or the directory does not exist).
-    """
-    records = collect_node_records(results_dir, cluster, job_id, restart_count, expected_nodes, record)
-    return None if records is None else merge_records(records)
+    parts = [o for o in stored if o.restart_count == new.restart_count and same_run(o, new)] + [new]
+    merged = finalise_record(merge_records(parts), new.carbon)
+    return merged.model_copy(update={"status": Status.RUNNING})

@@ -42,7 +42,7 @@ from typing import NamedTuple
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_select as S
 from slurm_energy.model import JobRecord
-from slurm_energy.slurm.jobid import display_id, matches, parse_jobids, split_reused
+from slurm_energy.jobid import display_id, matches, parse_jobids, split_reused
 from slurm_energy.slurm.timespec import parse_time
 
 

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from slurm_energy.cli.jobenergy_select import job_state
 from slurm_energy.model import JobRecord, Method, Status
 from slurm_energy.natsort import ordered_record
-from slurm_energy.slurm.jobid import display_id
+from slurm_energy.jobid import display_id
 
 
 DEFAULT_FIELDS = ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple
 
 from slurm_energy.model import JobRecord, Status, job_state_from_exit_code
-from slurm_energy.slurm.jobid import split_reused
+from slurm_energy.jobid import split_reused
 
 #: Our measurement statuses (JobRecord.status), matched in lower case exactly.
 STATUSES = tuple(s.value for s in Status)

@@ -71,7 +71,8 @@ def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: b
     Merge and carbon facts by :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does.
     Raises nothing for one bad directory: it is reported on stderr and skipped.
     """
-    from slurm_energy.accounting.merge import merge_records, read_node_records, retire_run, split_runs
+    from slurm_energy.accounting.merge import merge_records, split_runs
+    from slurm_energy.slurm.results import read_node_records, retire_run
 
     done = []
     for d in find_stale_attempts(results_dir, older_than_s, now):

@@ -28,11 +28,12 @@ class StoreSink:
 
     def publish(self, record: JobRecord) -> SinkResult:
         """Store ``record``; returns ok (failures raise, see the class docstring)."""
+        from slurm_energy.accounting.merge import merge_interim
         from slurm_energy.store import open_store
 
         st = open_store(self.url)
         try:
-            st.put(record)
+            st.put(record, merge_running=merge_interim)
         finally:
             st.close()
         log.info("job=%s stored: it=%s kWh facility=%s kWh co2e=%s kg status=%s", record.job_id, record.it_kwh,

@@ -196,7 +196,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[Jo
     the store, then the report (written as the job's user; a report not written is recorded on the
     stored record). Returns the published record, or None while other nodes are still to report.
     """
-    from slurm_energy.accounting.merge import collect_node_records, retire_run, write_node_record
+    from slurm_energy.slurm.results import collect_node_records, retire_run, write_node_record
     from slurm_energy.outputs.report import ReportSink
     from slurm_energy.outputs.store import StoreSink
 

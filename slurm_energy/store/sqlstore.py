@@ -37,16 +37,15 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 
-from slurm_energy.accounting.merge import RUN_OVERLAP_SLACK_S
 from slurm_energy.errors import StoreError, StoreUrlError
 from slurm_energy.model import JobRecord, Status
-from slurm_energy.slurm.jobid import JobSpec, parse_jobid
+from slurm_energy.jobid import RUN_OVERLAP_SLACK_S, JobSpec, parse_jobid
 from slurm_energy.store import schema
 from slurm_energy.store.schema import jobs as T
 from slurm_energy.store.urls import check_store_url, effective_url
@@ -56,6 +55,9 @@ log = logging.getLogger(__name__)
 #: Interim node views whose start times differ by less than this are the same attempt, s.
 #: (Prologs of one allocation start within seconds; a reused job id is months apart.)
 SAME_ATTEMPT_S = 3600.0
+
+#: ``merge_running(stored interim views, new view) -> record to store`` (see :meth:`Store.put`).
+MergeRunning = Callable[[list[JobRecord], JobRecord], JobRecord]
 
 #: SQLite busy timeout of every connection, s: how long one statement waits for a lock held by
 #: another connection before "database is locked" (Python's ``sqlite3.connect(timeout=...)``).
@@ -81,7 +83,7 @@ def _row(record: JobRecord) -> dict:
 
 
 def spec_condition(spec: JobSpec):
-    """SQL condition for one job id form (same rule as :func:`slurm_energy.slurm.jobid.matches`)."""
+    """SQL condition for one job id form (same rule as :func:`slurm_energy.jobid.matches`)."""
     if spec.array_tasks is not None:
         return sa.and_(T.c.array_job_id == spec.job_id, T.c.array_task_id.in_(spec.array_tasks))
     if spec.het_offset is not None:
@@ -100,9 +102,15 @@ class Store:
         self.retry_wait_s = retry_wait_s
 
     # -- writing ------------------------------------------------------------------------------
-    def put(self, record: JobRecord) -> None:
+    def put(self, record: JobRecord, merge_running: Optional[MergeRunning] = None) -> None:
         """Insert or replace one attempt (key cluster, job_id, start_time); see module docstring
         for interim (``running``) records.
+
+        ``merge_running(stored, new)`` combines a running attempt's stored interim views with a new
+        one inside the write transaction (other nodes flush theirs at the same time); the store
+        computes nothing itself (:func:`slurm_energy.accounting.merge.merge_interim` is the rule,
+        passed by :class:`slurm_energy.outputs.store.StoreSink`). Without it the newest view
+        replaces the stored ones.
 
         A SQLite database locked by another connection (e.g. a user's open read transaction) is
         waited for (busy timeout, :data:`BUSY_TIMEOUT_S` s) and the whole put retried up to
@@ -118,7 +126,7 @@ class Store:
         wait = self.retry_wait_s
         for attempt in range(1, self.put_attempts + 1):
             try:
-                return self._put_once(record)
+                return self._put_once(record, merge_running)
             except sa.exc.OperationalError as e:
                 if attempt == self.put_attempts or not is_locked_error(e):
                     raise
@@ -127,7 +135,7 @@ class Store:
                 time.sleep(wait)
                 wait *= 2
 
-    def _put_once(self, record: JobRecord) -> None:
+    def _put_once(self, record: JobRecord, merge_running: Optional[MergeRunning]) -> None:
         with self.engine.begin() as conn:
             same_attempt = sa.and_(
                 T.c.cluster == record.cluster,
@@ -149,7 +157,8 @@ class Store:
                     sa.select(T.c.id, T.c.record_json).where(same_attempt, T.c.status == Status.RUNNING.value)
                 ).all()
                 if olds:
-                    record = _merge_interim([JobRecord.model_validate_json(o.record_json) for o in olds], record)
+                    if merge_running is not None:
+                        record = merge_running([JobRecord.model_validate_json(o.record_json) for o in olds], record)
                     conn.execute(sa.delete(T).where(T.c.id.in_([o.id for o in olds])))
             else:
                 conn.execute(sa.delete(T).where(same_attempt, T.c.status == Status.RUNNING.value))
@@ -184,7 +193,7 @@ class Store:
     # -- reading ------------------------------------------------------------------------------
     def get_job(self, job_id: str, *, cluster: Optional[str] = None) -> list[JobRecord]:
         """All stored attempts matching one job id in any form (``715219``, ``715219_23``,
-        ``1234+0``, ``X.batch``; see :mod:`slurm_energy.slurm.jobid`), oldest first.
+        ``1234+0``, ``X.batch``; see :mod:`slurm_energy.jobid`), oldest first.
 
         Raises ValueError for a malformed job id. Returns ``[]`` for an unknown one.
         """
@@ -276,19 +285,6 @@ class Store:
 def is_locked_error(e: BaseException) -> bool:
     """True for SQLite's "database is locked" / "database table is locked" (SQLITE_BUSY/LOCKED)."""
     return "is locked" in str(getattr(e, "orig", e) or e)
-
-
-def _merge_interim(olds: list[JobRecord], new: JobRecord) -> JobRecord:
-    """Union interim node views of one running attempt and re-total them."""
-    from slurm_energy.accounting.formulas import finalise_record
-    from slurm_energy.accounting.merge import merge_records
-
-    from slurm_energy.accounting.merge import same_run
-
-    parts = [o for o in olds if o.restart_count == new.restart_count and same_run(o, new)] + [new]
-    merged = merge_records(parts)
-    merged = finalise_record(merged, new.carbon)
-    return merged.model_copy(update={"status": Status.RUNNING})
 
 
 def _prepare_sqlite_file(url: sa.URL, readonly: bool) -> None:
