@@ -12,7 +12,7 @@ Slurm is only the host (:mod:`slurm_energy.slurm`); the same sampler runs withou
 One data model (:mod:`slurm_energy.model`) flows through all of them.
 """
 
-__version__ = "0.1.0"
+from slurm_energy._version import __version__
 
 __all__ = ["track"]
 

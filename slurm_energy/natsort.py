@@ -31,7 +31,7 @@ def device_sort_key(device_class: str, device_id: str, index: Optional[int] = No
     """Sort key for a device: class (cpu, gpu, ram, then others), then the device's index where
     the reader knows one (a GPU's minor number: ``GPU-<uuid>`` ids carry no number), then
     :func:`natural_key` of the id."""
-    from slurm_energy.model import DEVICE_CLASSES
+    from slurm_energy.core import DEVICE_CLASSES
 
     cls = DEVICE_CLASSES.index(device_class) if device_class in DEVICE_CLASSES else len(DEVICE_CLASSES)
     return (cls, 0 if index is not None else 1, index if index is not None else 0, natural_key(device_id))

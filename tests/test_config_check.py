@@ -10,7 +10,7 @@ import tempfile
 import pytest
 
 from slurm_energy.config import site_config_from_dict
-from slurm_energy.config_check import check_paths
+from slurm_energy.cli.config_check import check_paths
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,7 +76,7 @@ def test_permission_denied_is_a_note_for_non_root_and_fine_for_root():
         cfg = {"paths": {"spool_dir": f"{locked}/spool", "log_dir": f"{base}/open/log"}}
         assert check_paths(site_config_from_dict(cfg)) == []  # as root: usable
         code = ("import json,sys; from slurm_energy.config import site_config_from_dict as f; "
-                "from slurm_energy.config_check import check_paths; n=[]; "
+                "from slurm_energy.cli.config_check import check_paths; n=[]; "
                 f"e=check_paths(f({cfg!r}), n); print(json.dumps([e, n]))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/",
                              env={"PYTHONPATH": REPO}, user=65534, group=65534, timeout=60)

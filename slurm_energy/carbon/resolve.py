@@ -17,12 +17,14 @@ Hourly intensity imported with ``slurm-energy ci-import``: :func:`hourly_intensi
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from slurm_energy import units
 from slurm_energy.carbon import tables as _tables
-from slurm_energy.config.schema import Datacenter, Location, SiteConfig
 from slurm_energy.model import CarbonFacts
+
+if TYPE_CHECKING:  # the site config is passed in; carbon sits below config in the layers
+    from slurm_energy.config.schema import Datacenter, Location, SiteConfig
 
 
 def datacenter_for(site: SiteConfig, partition: str = "", node: str = "") -> Optional[tuple[str, Datacenter]]:

@@ -86,7 +86,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     exit 0 otherwise. Without any config file it says so and lists the documented defaults.
     """
     from slurm_energy.config import ConfigError, load_site_config
-    from slurm_energy.config_check import check_paths
+    from slurm_energy.cli.config_check import check_paths
 
     try:
         cfg = load_site_config(args.file)

@@ -8,7 +8,7 @@ last text that loaded without any problem) and loads that copy when the file can
 parsed at all, so a missing ``}`` never sends records to the default store. Every message says
 what is in force (the file minus named keys, the last good copy, or the documented defaults).
 Whether the paths are usable on disk is a run-time check,
-:func:`slurm_energy.config_check.check_paths` (``slurm-energy check-config``).
+:func:`slurm_energy.cli.config_check.check_paths` (``slurm-energy check-config``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import os
 import tempfile
 from typing import Any, Optional
 
-import slurm_energy
+from slurm_energy._version import __version__
 
 #: Suffix of the resolved copy next to the site config.
 RESOLVED_SUFFIX = ".resolved.json"
@@ -49,7 +49,7 @@ def _site_path() -> Optional[str]:
 
 
 def _key(text: bytes) -> str:
-    return f"{slurm_energy.__version__}:{hashlib.sha256(text).hexdigest()}"
+    return f"{__version__}:{hashlib.sha256(text).hexdigest()}"
 
 
 def load_hook_config() -> tuple[Any, list[str]]:
