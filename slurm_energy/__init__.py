@@ -14,7 +14,7 @@ One data model (:mod:`slurm_energy.model`) flows through all of them.
 
 from slurm_energy._version import __version__
 
-__all__ = ["track"]
+__all__ = ["__version__", "track"]
 
 
 def __getattr__(name: str):

@@ -161,7 +161,8 @@ class Reading:
 
     device_class: str  # "cpu" | "gpu" | "ram"
     device_id: str  # stable key: RAPL zone path ("intel-rapl:0"), GPU UUID, "cpu-tdp", "ram-model"
-    method: Method  # counter | power_integration | tdp_estimate | unavailable
+    # counter | power_integration | tdp_estimate | unavailable; a str value is coerced to Method
+    method: Method | str
     energy_uj: Optional[int] = None  # cumulative counter, uJ
     max_energy_range_uj: Optional[int] = None  # counter range (wraps to 0 past it), uJ; None = no wrap
     max_power_w: Optional[float] = None  # zone/device max power, W (for the multiple-wrap check)
@@ -179,10 +180,15 @@ class Reading:
     def __post_init__(self) -> None:
         self.method = Method.parse(self.method)
 
+    @property
+    def how(self) -> Method:
+        """``method`` as the :class:`Method` it always is after construction."""
+        return Method.parse(self.method)
+
     def to_dict(self) -> dict[str, Any]:
         """Compact dict for the sample file (None fields and empty flags dropped; enums as values)."""
         d = {k: v for k, v in asdict(self).items() if v is not None and v != []}
-        d["method"] = self.method.value
+        d["method"] = self.how.value
         return d
 
     @classmethod

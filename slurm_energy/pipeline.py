@@ -56,7 +56,7 @@ def device_inventory(readers: Sequence[Reader], notes: Sequence[str]) -> NodeSta
 
     static = collect_static([d for r in readers for d in _safe_devices(r)])
     static["reader_notes"] = list(notes)
-    return static
+    return static  # type: ignore[return-value]  # collect_static's dict has NodeStatic's keys
 
 
 def _safe_devices(r: Reader) -> list[DeviceStatic]:
@@ -76,7 +76,7 @@ def take_reading(readers: Sequence[Reader], samples_path: str, kind: str) -> Non
     from slurm_energy.sampling.nodestats import read_node_stats
     from slurm_energy.sampling.samplefile import SampleWriter
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in readers:
         rows.extend(x.to_dict() for x in r.read())
         r.close()

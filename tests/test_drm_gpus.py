@@ -162,7 +162,7 @@ def test_two_jobs_on_one_node_get_their_own_cards(sysfs):
 
 
 def test_partitioned_mi300x_cpx_gets_one_eighth_labelled(sysfs):
-    hw = sysfs.gpu("0000:c1:00.0", MI300X, "amdgpu", card=0, render=128, partitions=8,
+    sysfs.gpu("0000:c1:00.0", MI300X, "amdgpu", card=0, render=128, partitions=8,
                    hwmon={"power1_average": 800_000_000, "power1_cap": 750_000_000},
                    extra={"current_compute_partition": "CPX"})
     (g,) = _resolve(sysfs, slurm_job_gpus="3")

@@ -21,7 +21,8 @@ def test_node_record_path_layout(tmp_path):
     assert node_record_path(tmp_path, "", "5", 0, "n1") == tmp_path / "default" / "5.0" / "n1.json"
 
 
-@pytest.mark.parametrize("field, kw", [("node", dict(node="../x")), ("job_id", dict(job_id="1/2")), ("cluster", dict(cluster=".."))])
+@pytest.mark.parametrize("field, kw", [("node", dict(node="../x")), ("job_id", dict(job_id="1/2")),
+                                       ("cluster", dict(cluster=".."))])
 def test_node_record_path_rejects_escape(tmp_path, field, kw):
     args = dict(cluster="c1", job_id="1", restart_count=0, node="n1")
     args.update(kw)

@@ -11,7 +11,6 @@ from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import DeviceEnergy
 from slurm_energy.natsort import natural_key
 from slurm_energy.reporting.report import render_html
-from slurm_energy.sampling.readers.base import DeviceStatic
 from slurm_energy.sampling.readers.nvml import NvmlReader
 from slurm_energy.store import open_store
 

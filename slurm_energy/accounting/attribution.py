@@ -55,7 +55,7 @@ FLAG_SHARE_CLAMPED = "share_clamped"  # job CPU time / node busy CPU time > 1, j
 FLAG_COVERAGE_CLAMPED = "coverage_clamped"  # measured seconds > the job's elapsed seconds
 
 
-def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict] = None) -> Optional[float]:
+def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict[str, float]] = None) -> Optional[float]:
     """``x`` clamped to [0, 1]; ``None`` stays ``None``.
 
     When ``clamps`` (a dict) is given and ``x`` was outside [0, 1], the most extreme raw value seen
@@ -72,12 +72,12 @@ def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict] = Non
     return c
 
 
-def _clamp01(x: float, name: str = "", clamps: Optional[dict] = None) -> float:
+def _clamp01(x: float, name: str = "", clamps: Optional[dict[str, float]] = None) -> float:
     return clamp_ratio(x, name, clamps)  # type: ignore[return-value]
 
 
 def cpu_share(job_cpu_delta_s: Optional[float], node_busy_delta_s: Optional[float],
-              clamps: Optional[dict] = None) -> Optional[float]:
+              clamps: Optional[dict[str, float]] = None) -> Optional[float]:
     """Job's share of the node's CPU (package) energy over one interval.
 
     Args:
@@ -100,7 +100,7 @@ def cpu_share(job_cpu_delta_s: Optional[float], node_busy_delta_s: Optional[floa
 
 
 def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int],
-              clamps: Optional[dict] = None) -> Optional[float]:
+              clamps: Optional[dict[str, float]] = None) -> Optional[float]:
     """Job's share of the node's DRAM energy: job memory in use / node memory in use.
 
     Args:

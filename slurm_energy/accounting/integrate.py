@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from slurm_energy.core import Reading
+
 #: Flags an interval (and the series) may carry.
 FLAG_WRAP = "wrap"  # counter wrapped once and was unwrapped with the zone's range
 FLAG_MULTIPLE_WRAP = "possible_multiple_wrap"  # gap longer than range / max power: may have wrapped >1x
@@ -342,7 +344,10 @@ def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, O
             if FLAG_RESET in ic.flags or FLAG_RANGE_UNREADABLE in ic.flags:
                 bad.append(k)
             continue
-        tol = cross_check_tolerance_j(ip.duration_s, power_points[k][1], power_points[k + 1][1], ic.energy_j,
+        p0, p1 = power_points[k][1], power_points[k + 1][1]
+        if p0 is None or p1 is None:  # no power on an end: nothing to check against
+            continue
+        tol = cross_check_tolerance_j(ip.duration_s, p0, p1, ic.energy_j,
                                       ip.energy_j, resolution_j=resolution_j, power_accuracy_w=power_accuracy_w,
                                       margin=margin)
         if abs(ic.energy_j - ip.energy_j) > tol:
@@ -377,7 +382,7 @@ def _checked_counter(s: SeriesEnergy, run) -> SeriesEnergy:
     return checked
 
 
-def series_from_readings(samples: Sequence[tuple[float, object]]) -> SeriesEnergy:
+def series_from_readings(samples: Sequence[tuple[float, Reading]]) -> SeriesEnergy:
     """One device's ``[(t, Reading), ...]`` -> :class:`SeriesEnergy`, method by method.
 
     Consecutive readings with the same ``method`` form a run integrated with :func:`series_for`

@@ -90,6 +90,44 @@ def unique_union(lists: Iterable[list[str]]) -> list[str]:
     return out
 
 
+def _check_one_attempt(records: list[JobRecord]) -> None:
+    """Raise MergeError unless ``records`` is non-empty and of one (cluster, job_id, restart_count)."""
+    if not records:
+        raise MergeError("merge_records: no records given; pass at least one node's JobRecord")
+    first = records[0]
+    for r in records[1:]:
+        for f in ("cluster", "job_id", "restart_count"):
+            if getattr(r, f) != getattr(first, f):
+                raise MergeError(
+                    f"merge_records: {f} differs ({getattr(first, f)!r} vs {getattr(r, f)!r}); "
+                    "merge only the node records of one job attempt"
+                )
+
+
+def _slurm_facts(ordered: list[JobRecord]) -> JobRecord:
+    """A copy of the first record with each Slurm fact it lacks taken from the next record that has it."""
+    base = ordered[0].model_copy(deep=True)
+    for field in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset", "uid", "gid"):
+        if getattr(base, field) is None:
+            setattr(base, field, next((getattr(r, field) for r in ordered if getattr(r, field) is not None), None))
+    for field in ("job_name", "user", "account", "partition", "work_dir", "exit_code"):
+        if not getattr(base, field):
+            setattr(base, field, next((getattr(r, field) for r in ordered if getattr(r, field)), ""))
+    return base
+
+
+def _merged_status(nodes: list[NodeSummary], missing: list[str]) -> Status:
+    """partial (a node missing, partial or failed) > running (an interim view) > complete; failed
+    when every node failed."""
+    if nodes and all(ns.status == Status.FAILED for ns in nodes):
+        return Status.FAILED
+    if missing or any(ns.status in (Status.PARTIAL, Status.FAILED) for ns in nodes):
+        return Status.PARTIAL
+    if any(ns.status == Status.RUNNING for ns in nodes):
+        return Status.RUNNING
+    return Status.COMPLETE
+
+
 def merge_records(records: list[JobRecord]) -> JobRecord:
     """Union per-node records of one job attempt into one record. Pure; does not compute totals.
 
@@ -101,7 +139,8 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
 
     Returns:
         A new JobRecord: Slurm facts from the records (first non-empty value, records taken in node
-        order), ``nodes`` in numeric name order (n2 before n10, as Slurm's hostlist), ``start_time`` = min, ``end_time`` = max,
+        order), ``nodes`` in numeric name order (n2 before n10, as Slurm's hostlist), ``start_time`` =
+        min, ``end_time`` = max,
         ``expected_nodes`` = union, ``errors`` = union (plus one per missing node), ``tags`` = union
         (the first node's value wins per key). ``status``:
         ``partial`` if an expected node has not reported or a node is partial/failed, ``running`` if
@@ -111,16 +150,7 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     Raises:
         ValueError: empty list, or records of different jobs/attempts (names the differing field).
     """
-    if not records:
-        raise MergeError("merge_records: no records given; pass at least one node's JobRecord")
-    first = records[0]
-    for r in records[1:]:
-        for f in ("cluster", "job_id", "restart_count"):
-            if getattr(r, f) != getattr(first, f):
-                raise MergeError(
-                    f"merge_records: {f} differs ({getattr(first, f)!r} vs {getattr(r, f)!r}); "
-                    "merge only the node records of one job attempt"
-                )
+    _check_one_attempt(records)
     by_node: dict[str, NodeSummary] = {}
     for r in records:
         for ns in r.nodes:
@@ -130,29 +160,14 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
         ns.devices = sort_devices(ns.devices)
 
     ordered = sorted(records, key=lambda r: (0, natural_key(r.nodes[0].node)) if r.nodes else (1, natural_key("")))
-    base = ordered[0].model_copy(deep=True)
-    for field in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset", "uid", "gid"):
-        if getattr(base, field) is None:
-            setattr(base, field, next((getattr(r, field) for r in ordered if getattr(r, field) is not None), None))
-    for field in ("job_name", "user", "account", "partition", "work_dir", "exit_code"):
-        if not getattr(base, field):
-            setattr(base, field, next((getattr(r, field) for r in ordered if getattr(r, field)), ""))
-
+    base = _slurm_facts(ordered)
     expected = unique_union(r.expected_nodes for r in records)
     missing = [n for n in expected if n not in by_node]
     errors = unique_union([r.errors for r in records] + [ns.errors for ns in nodes])
     errors = unique_union([errors, [f"node {n} never reported" for n in missing]])
+    status = _merged_status(nodes, missing)
 
-    if missing or any(ns.status in (Status.PARTIAL, Status.FAILED) for ns in nodes):
-        status = Status.PARTIAL
-    elif any(ns.status == Status.RUNNING for ns in nodes):
-        status = Status.RUNNING
-    else:
-        status = Status.COMPLETE
-    if nodes and all(ns.status == Status.FAILED for ns in nodes):
-        status = Status.FAILED
-
-    tags: dict = {}
+    tags: dict[str, Any] = {}
     for r in ordered:  # what the script declared (issue 13): first node's value wins per key
         for k, v in (r.tags or {}).items():
             tags.setdefault(k, v)

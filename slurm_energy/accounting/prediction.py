@@ -227,6 +227,8 @@ def predict(
     """
     pue_v = _check_site(pue, ci_g_per_kwh, alpha)
     if time_s is None:
+        if flops is None:
+            raise PredictionError("flops: give the run's FLOPs (or its time as GPU-hours)")
         t, basis = predict_time_s(flops, devices), "FLOPs / (n x rated FLOP/s x FLOP/s fraction)"
     else:
         t, basis = require_positive("time_s", time_s, "pass the run time in seconds"), "given (GPU-hours / n)"

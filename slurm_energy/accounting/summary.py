@@ -247,7 +247,7 @@ def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Re
     if frac is not None:  # a slice of a card measured whole: the card's energy x the slice's fraction
         shares = [None if s is None else s * frac for s in shares]
         flags.add(f"{kind}{frac:.4g}")
-    methods = {rd.method for _, rd in series}
+    methods = {rd.how for _, rd in series}
     if FLAG_COUNTER_INCONSISTENT in whole.flags:  # the counter lied: its power integration was used
         methods = {Method.POWER_INTEGRATION if m == Method.COUNTER else m for m in methods}
     if policy == "utilisation_weighted":
@@ -352,8 +352,9 @@ def _share(cls: str, i0: Optional[int], i1: Optional[int], cols: _Columns, readi
         return None
     job_cpu, node_busy, job_mem, node_mem = cols.job_cpu, cols.node_busy, cols.job_mem, cols.node_mem
     if cls == "cpu":
-        jc = None if job_cpu[i1] is None or job_cpu[i0] is None else job_cpu[i1] - job_cpu[i0]
-        nb = None if node_busy[i1] is None or node_busy[i0] is None else node_busy[i1] - node_busy[i0]
+        c0, c1, b0, b1 = job_cpu[i0], job_cpu[i1], node_busy[i0], node_busy[i1]
+        jc = None if c1 is None or c0 is None else c1 - c0
+        nb = None if b1 is None or b0 is None else b1 - b0
         s = attribution.cpu_share(jc, nb, clamps)
         if s is None and jc == 0:
             return 0.0

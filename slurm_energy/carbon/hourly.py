@@ -88,6 +88,7 @@ def co2e_kg_hourly(hourly_facility_kwh: dict[str, float], intensity: dict[str, f
     total_g = 0.0
     for h, kwh in hourly_facility_kwh.items():
         ci = intensity.get(h, fallback_g_per_kwh)
+        assert ci is not None  # missing hours were rejected above unless there is a fallback
         total_g += kwh * ci
     return total_g * alpha / 1000.0
 
@@ -132,7 +133,7 @@ def load_hourly_csv(path: "str | os.PathLike") -> dict[str, float]:
             where = f"{p} line {i}"
             h = _parse_ts(row.get(ts_col) or "", where)
             try:
-                v = to_g_per_kwh(row.get(ci_col), "gCO2e/kWh", field=f"{where} {ci_col}")
+                v = to_g_per_kwh(row.get(ci_col), "gCO2e/kWh", field=f"{where} {ci_col}")  # type: ignore[arg-type]
             except ValueError as e:
                 raise HourlyDataError(str(e)) from None
             if h in out:

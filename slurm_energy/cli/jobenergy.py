@@ -37,7 +37,7 @@ import re
 import sys
 import time
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_select as S
@@ -146,7 +146,7 @@ def _select_generation(records: list[JobRecord], spec_text: str, start=None, end
     for r in records:
         groups.setdefault((r.cluster, r.job_id), []).append(r)
     out = []
-    for (cluster, jid), recs in groups.items():
+    for (_cluster, jid), recs in groups.items():
         jobs = split_reused(recs)
         if len(jobs) > 1 and start is not None:
             after = [j for j in jobs if j[0].start_time >= start]
@@ -235,28 +235,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    """Parse, read the store, select and print; returns the exit status (sacct's: 0, 1 not found, 2 usage)."""
     try:
         args, specs, fields, states = _parse_args(argv)
     except ValueError as e:
         _err(str(e))
         return 2
-
     site = load_site()
     for w in site.warnings:
         _err(f"warning: {w}")
-    url, url_from = args.store, "--store"
-    if not url and os.environ.get("SLURM_ENERGY_STORE"):
-        url, url_from = os.environ["SLURM_ENERGY_STORE"], "$SLURM_ENERGY_STORE"
-    if not url:
-        url, url_from = site.store_url, "paths.store_url"
-    where = f"{_shown_url(url)} (from {url_from}; {site.origin})"
-
+    url, where = _store_url(args, site)
     try:
         start, end = _window(args, specs, site.timezone, time.time())
     except ValueError as e:
         _err(str(e))
         return 2
-
     uid, me = _whoami()
     privileged = uid == 0 or me in site.admins
     users = _split(args.user)
@@ -266,7 +259,33 @@ def _main(argv: list[str] | None) -> int:
         except PermissionError as e:
             _err(str(e))
             return 1
+    records = _read_store(url, where, uid, args, specs, users, start, end)
+    if records is None:
+        return 2
+    records = [r for r in records if S.state_matches(r, states)]
+    rc = 0
+    if specs:
+        among = "" if privileged else f" among {me}'s jobs"
+        rc = _report_missing(specs, records, args, states, among, where)
+        records = _select_generation(records, ",".join(s.raw for s in specs),
+                                     start if args.starttime else None, end if args.endtime else None)
+    _print_records(records, args, fields, site.timezone)
+    return rc
 
+
+def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
+    """The store URL (``--store`` > ``$SLURM_ENERGY_STORE`` > ``paths.store_url``) and how to name it."""
+    url, url_from = args.store, "--store"
+    if not url and os.environ.get("SLURM_ENERGY_STORE"):
+        url, url_from = os.environ["SLURM_ENERGY_STORE"], "$SLURM_ENERGY_STORE"
+    if not url:
+        url, url_from = site.store_url, "paths.store_url"
+    return url, f"{_shown_url(url)} (from {url_from}; {site.origin})"
+
+
+def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs: list, users: list[str],
+                start: Optional[float], end: Optional[float]) -> Optional[list[JobRecord]]:
+    """The matching records, or None after printing why the store cannot be read."""
     import sqlalchemy.exc
 
     from slurm_energy.store import open_store
@@ -274,7 +293,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         store = open_store(url, readonly=uid != 0 or _sqlite_missing(url))
         try:
-            records = store.query(
+            return store.query(
                 jobs=specs or None,
                 users=users or None,
                 accounts=_split(args.account) or None,
@@ -287,37 +306,40 @@ def _main(argv: list[str] | None) -> int:
     except (ValueError, RuntimeError, OSError, sqlalchemy.exc.SQLAlchemyError) as e:
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         _err(f"cannot read the store {where}: {text}")
-        return 2
-    records = [r for r in records if S.state_matches(r, states)]
+        return None
 
+
+def _report_missing(specs: list, records: list[JobRecord], args: argparse.Namespace, states: object,
+                    among: str, where: str) -> int:
+    """Say which asked-for jobs are not in the store (1 if any) and that a job step shows its job."""
     rc = 0
-    if specs:
-        for spec in specs:
-            if not any(matches(spec, r) for r in records):
-                among = "" if privileged else f" among {me}'s jobs"
-                cond = " in the given -S/-E window or -s states" if (args.starttime or args.endtime or states) else ""
-                _err(f"job {spec.raw}: not in the store{among}{cond}: {where}")
-                rc = 1
-        for spec in specs:
-            if spec.step:
-                _err(f"note: {spec.raw} is a job step; energy is measured per job allocation, showing the job")
-                break
-        records = _select_generation(records, ",".join(s.raw for s in specs),
-                                     start if args.starttime else None, end if args.endtime else None)
+    for spec in specs:
+        if not any(matches(spec, r) for r in records):
+            cond = " in the given -S/-E window or -s states" if (args.starttime or args.endtime or states) else ""
+            _err(f"job {spec.raw}: not in the store{among}{cond}: {where}")
+            rc = 1
+    for spec in specs:
+        if spec.step:
+            _err(f"note: {spec.raw} is a job step; energy is measured per job allocation, showing the job")
+            break
+    return rc
 
+
+def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: list[str], tz: str) -> None:
+    """Print the rows: JSON (attempts only; a requeued job's sum is for the table), long or table."""
     items = _rows(records)
     for _, _, opts in items:
-        opts["tz"] = site.timezone
+        opts["tz"] = tz
     if args.seff:
         from slurm_energy.cli.seff import allocation, seff_block
 
         blocks = [seff_block(r, *allocation(r.job_id)) for _, r, o in items if not o.get("is_sum")]
         if blocks:
             print("\n\n".join(blocks))
-        return rc
+        return
     if args.json:  # attempts only; a requeued job's sum is for the table
         print(F.to_json([(jid, r) for jid, r, o in items if not o.get("is_sum")]))
-        return rc
+        return
     parsable = "p" if args.parsable else ("P" if args.parsable2 else "")
     if args.long:
         rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid)]
@@ -327,7 +349,6 @@ def _main(argv: list[str] | None) -> int:
         text = F.render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader)
     if items or not args.noheader:
         print(text)
-    return rc
 
 
 def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:

@@ -84,7 +84,8 @@ def parse_states(tokens: Iterable[str]) -> StateFilter:
             )
         raise ValueError(
             f"--state: unknown state {t!r}; use Slurm job states CD|COMPLETED, F|FAILED, CA|CANCELLED, "
-            f"TO|TIMEOUT, OOM|OUT_OF_MEMORY, NF|NODE_FAIL, PR|PREEMPTED, RQ|REQUEUED, R|RUNNING or measurement statuses {', '.join(STATUSES)} (see --help)"
+            f"TO|TIMEOUT, OOM|OUT_OF_MEMORY, NF|NODE_FAIL, PR|PREEMPTED, RQ|REQUEUED, R|RUNNING "
+            f"or measurement statuses {', '.join(STATUSES)} (see --help)"
         )
     return StateFilter(frozenset(statuses), frozenset(job_states))
 

@@ -24,7 +24,7 @@ from slurm_energy.errors import GpuResolveError
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 from slurm_energy.devices.fractions import mig_fraction
 
@@ -153,7 +153,7 @@ def _mig(d: _Dev, m: _Mig, src: str) -> ResolvedGpu:
     return ResolvedGpu(m.uuid, d.index, d.minor, d.model, d.uuid, m.fraction, m.gi, m.ci, src)
 
 
-def _by_prefix(token: str, cands: list[tuple[str, object]], what: str, src: str):
+def _by_prefix(token: str, cands: Sequence[tuple[str, Any]], what: str, src: str) -> Any:
     hits = [c for u, c in cands if u.lower().startswith(token.lower())]
     if len(hits) == 1:
         return hits[0]
@@ -250,7 +250,7 @@ def resolve_job_gpus(
         return ResolvedGpus([], "no GPUs allocated (SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES empty)")
     if pynvml_module is None:
         try:
-            import pynvml as pynvml_module  # noqa: N813 - nvidia-ml-py's module name
+            import pynvml as pynvml_module  # type: ignore[no-redef]  # noqa: N813 - nvidia-ml-py's name
         except ImportError as e:
             return ResolvedGpus([], f"pynvml not importable: {e}")
     pynvml = pynvml_module

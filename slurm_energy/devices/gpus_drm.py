@@ -103,10 +103,10 @@ def _physical(tok: str, slots, gpus: list[DrmGpu], var: str) -> ResolvedDrmGpu:
             raise GpuResolveError(f"{src}: no AMD/Intel GPU is /dev/dri/card{m.group(2)} on this node")
         return _whole_or_partition(hits[0], 0, src)
     if m:
-        hits = [s for s in slots if s[0] == int(m.group(2))]
-        if not hits:
+        slot_hits = [s for s in slots if s[0] == int(m.group(2))]
+        if not slot_hits:
             raise GpuResolveError(f"{src}: no AMD/Intel GPU has render node renderD{m.group(2)}")
-        return _whole_or_partition(hits[0][1], hits[0][2], src)
+        return _whole_or_partition(slot_hits[0][1], slot_hits[0][2], src)
     if tok.isdigit():
         i = int(tok)
         if i >= len(slots):

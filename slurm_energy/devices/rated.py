@@ -69,7 +69,7 @@ def gpu_rated(hardware: Hardware, name: str) -> tuple[Optional[float], dict[str,
     if row is not None and row.rated_w is not None:
         return row.rated_w, {"fp32": row.fp32_flops, "tf32": row.tf32_flops, "bf16": row.bf16_flops}, \
             f"table: {row.model}, {row.source} ({row.licence})", False
-    none = {"fp32": None, "tf32": None, "bf16": None}
+    none: dict[str, Optional[float]] = {"fp32": None, "tf32": None, "bf16": None}
     if hardware.gpu_fallback_w is not None:
         return hardware.gpu_fallback_w, none, (f"fallback: unknown GPU {name!r}; site config "
                                                     f"hardware.gpu_fallback_w"), True

@@ -108,13 +108,15 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
     coverage is the lowest device coverage in the class (a class is only as covered as its
     least-covered device); ``mean_power_w`` = job-share energy / measured time (coverage x elapsed,
     W, summed over devices and nodes; see :func:`_mean_power_measured`) with
-    ``mean_power_coverage`` the fraction of the job it is over. Facility kWh = IT kWh x PUE. kgCO2e per class is the record's ``co2e_kg`` split in
+    ``mean_power_coverage`` the fraction of the job it is over. Facility kWh = IT kWh x PUE. kgCO2e per
+    class is the record's ``co2e_kg`` split in
     proportion to IT energy, which equals facility x CI x alpha / 1000 for a flat intensity and
     stays consistent with the total when the record used hourly intensity.
 
     The total row's mean power is the sum of the class mean powers (each over its own measured
-    time), its ``mean_power_coverage`` the lowest of theirs. The total row's method is the worst over the classes its energy sums; its coverage the lowest
-    over every class with devices (an unmeasured class makes it 0). The total row's energy is ``record.it_kwh`` (partial totals are flagged by
+    time), its ``mean_power_coverage`` the lowest of theirs. The total row's method is the worst over the
+    classes its energy sums; its coverage the lowest over every class with devices (an unmeasured class
+    makes it 0). The total row's energy is ``record.it_kwh`` (partial totals are flagged by
     ``record.coverage_complete``, never padded); its device energy is ``None`` unless every class
     with devices has one.
     """

@@ -5,7 +5,6 @@ The Slurm job probe (cgroup, else PIDs by SLURM_JOB_ID) is :class:`slurm_energy.
 
 from __future__ import annotations
 
-import time
 from typing import Optional
 
 import psutil

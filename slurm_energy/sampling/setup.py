@@ -74,7 +74,7 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
         try:
             from slurm_energy.sampling.readers.nvml import NvmlReader
 
-            readers.append(NvmlReader(gpu_uuids, fallback_w=cfg.hardware.gpu_fallback_w))
+            readers.append(NvmlReader(list(gpu_uuids), fallback_w=cfg.hardware.gpu_fallback_w))
         except Exception as e:
             notes.append(f"nvml: {type(e).__name__}: {e}")
             readers.append(UnavailableReader("gpu", gpu_uuids, f"nvml_error:{type(e).__name__}"))

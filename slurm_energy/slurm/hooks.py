@@ -88,6 +88,8 @@ def _prepare_marks(ctx: JobContext, spool: JobSpool) -> None:
     try:
         from slurm_energy.sampling.marks import prepare_job_dir
 
+        if ctx.uid is None or ctx.gid is None:
+            raise ValueError("the job's uid/gid are unknown (SLURM_JOB_UID/SLURM_JOB_GID)")
         prepare_job_dir(ctx.job_id, ctx.uid, ctx.gid, node=ctx.node)
     except Exception as e:
         spool.record_error(f"prolog: marks directory not made ({type(e).__name__}: {e}); "
@@ -141,7 +143,7 @@ def spawn(args: list[str], logf: str) -> int:
     return spawn_detached([_python(), "-I", *args], logf, env=env)
 
 
-_EARLY_STOP = []  # a TERM that arrives while the sampler is still starting up (very short jobs)
+_EARLY_STOP: list[int] = []  # a TERM that arrives while the sampler is still starting up (very short jobs)
 
 
 def sampler_main(job_dir: str, node: str) -> int:
@@ -161,7 +163,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         readers, _ = readers_for(cfg, ctx, spool, errors)
         for e in errors:
             spool.record_error(e)
-        probe = SlurmJobProbe(ctx.job_id, ctx.uid, ctx.node,
+        probe = SlurmJobProbe(ctx.job_id, ctx.uid if ctx.uid is not None else -1, ctx.node,
                               on_job_env=lambda facts: write_private(spool.jobenv, json.dumps(facts)))
         writer = SampleWriter(spool.samples)
         from slurm_energy.slurm.finalize import interim

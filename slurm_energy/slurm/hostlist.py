@@ -25,7 +25,9 @@ MAX_HOSTS = 1_000_000
 
 def _split_top(s: str) -> list[str]:
     """Split at commas that are not inside brackets. Raises ValueError on unbalanced brackets."""
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s:
         if ch == "[":
             depth += 1

@@ -9,7 +9,7 @@ import psutil
 
 from slurm_energy.sampling.nodestats import job_pids_by_env, pids_usage
 from slurm_energy.sampling.sampler import Usage
-from slurm_energy.slurm.cgroup import find_job_cgroup
+from slurm_energy.slurm.cgroup import JobCgroup, find_job_cgroup
 from slurm_energy.slurm.env import job_env_facts
 
 
@@ -26,7 +26,7 @@ class SlurmJobProbe:
                  pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 1.0, clock=time.monotonic,
                  on_job_env=None):
         self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
-        self.cg = None
+        self.cg: Optional[JobCgroup] = None
         self._seen_cgroup = False
         self._t0 = clock()
         self._clock = clock

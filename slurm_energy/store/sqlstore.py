@@ -275,7 +275,7 @@ class Store:
     def count(self) -> int:
         """Number of stored attempts."""
         with self.engine.connect() as conn:
-            return int(conn.execute(sa.select(sa.func.count()).select_from(T)).scalar())
+            return int(conn.execute(sa.select(sa.func.count()).select_from(T)).scalar() or 0)
 
     def close(self) -> None:
         """Dispose the connection pool."""

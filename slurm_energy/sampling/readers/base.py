@@ -23,6 +23,7 @@ import abc
 
 from slurm_energy.core import DeviceStatic, Method, Reading
 
+__all__ = ["DeviceStatic", "Method", "Reader", "Reading"]
 
 
 class Reader(abc.ABC):
@@ -44,5 +45,5 @@ class Reader(abc.ABC):
     def read(self) -> list[Reading]:
         """One reading per device, now. Must not raise."""
 
-    def close(self) -> None:  # pragma: no cover - default no-op
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default  # pragma: no cover
         """Release handles (NVML shutdown, open files)."""

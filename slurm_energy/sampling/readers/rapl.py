@@ -94,9 +94,17 @@ def discover_zones(root: str = DEFAULT_ROOT) -> list[RaplZone]:
         Every zone found, in (control type, numeric path) order, each with ``reported``,
         ``device_class`` ("cpu"/"ram") and ``why``. Empty if ``root`` does not exist.
     """
-    found: dict[str, str] = {}
     if not os.path.isdir(root):
         return []
+    zones = [_zone(key, path) for key, path in _zone_dirs(root).items()]
+    zones.sort(key=lambda z: (CONTROL_TYPES.index(z.control_type), z.index))
+    _apply_overlap_policy(zones)
+    return zones
+
+
+def _zone_dirs(root: str) -> dict[str, str]:
+    """``{zone key: directory}`` of every RAPL zone under ``root`` (first path found per key)."""
+    found: dict[str, str] = {}
     stack = [(root, 0)]
     while stack:
         d, depth = stack.pop()
@@ -112,20 +120,26 @@ def discover_zones(root: str = DEFAULT_ROOT) -> list[RaplZone]:
                     stack.append((p, depth + 1))
             elif e in CONTROL_TYPES and depth == 0:
                 stack.append((p, depth + 1))
-    zones = []
-    for key, path in found.items():
-        m = _ZONE_RE.match(key)
-        ctype, idx = m.group(1), tuple(int(x) for x in m.group(2).split(":"))
-        try:
-            name = _read_text(os.path.join(path, "name"))
-        except (OSError, UnicodeDecodeError):
-            name = ""
-        z = RaplZone(key, path, ctype, idx, name, _kind(name, len(idx)))
-        if name == "":
-            z.flags.append("name_unreadable")
-        zones.append(z)
-    zones.sort(key=lambda z: (CONTROL_TYPES.index(z.control_type), z.index))
+    return found
 
+
+def _zone(key: str, path: str) -> RaplZone:
+    """The zone ``key`` (e.g. ``intel-rapl:0:1``) at ``path``: control type, index, name, kind."""
+    m = _ZONE_RE.match(key)
+    assert m is not None  # keys come from _zone_dirs, which matched them
+    ctype, idx = m.group(1), tuple(int(x) for x in m.group(2).split(":"))
+    try:
+        name = _read_text(os.path.join(path, "name"))
+    except (OSError, UnicodeDecodeError):
+        name = ""
+    z = RaplZone(key, path, ctype, idx, name, _kind(name, len(idx)))
+    if name == "":
+        z.flags.append("name_unreadable")
+    return z
+
+
+def _apply_overlap_policy(zones: list[RaplZone]) -> None:
+    """Mark which zones are reported (and as which device class) and why the others are not."""
     msr_pkg_names = {z.name for z in zones if z.control_type == "intel-rapl" and z.kind == "package"}
     any_pkg = any(z.kind == "package" for z in zones)
     for z in zones:
@@ -146,7 +160,6 @@ def discover_zones(root: str = DEFAULT_ROOT) -> list[RaplZone]:
                 z.flags.append("psys")
         else:
             z.why = f"unknown zone name {z.name!r}"
-    return zones
 
 
 def _max_power_w(path: str) -> tuple[Optional[float], Optional[float]]:
