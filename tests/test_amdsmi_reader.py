@@ -10,7 +10,7 @@ from slurm_energy.model import Method
 from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader, import_amdsmi
 from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
 from tests.fakes.amdsmi import FakeAmdSmi, FakeGpu
-from tests.fakes.drm import FakeSysfs, put
+from tests.fakes.drm import FakeSysfs
 
 T0 = 1_796_034_000.0
 BDF = "0000:c1:00.0"

@@ -58,7 +58,8 @@ def test_attach_measures_the_named_gpus_until_the_process_exits(tmp_path, monkey
 
 
 def test_attach_record_gpu_energy_is_power_times_measured_time(tmp_path, monkeypatch):
-    from slurm_energy.sampling.local import LocalMeasurement, gpus_by_index
+    from slurm_energy.pipeline import LocalMeasurement
+    from slurm_energy.sampling.local import gpus_by_index
     from slurm_energy.sampling.probes import ProcessTreeProbe
     from slurm_energy.config import load_site_config
 
