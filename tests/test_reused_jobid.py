@@ -9,8 +9,9 @@ import pytest
 
 from jobrecord_factory import node_record
 from slurm_energy.accounting.formulas import finalise_record
-from slurm_energy.accounting.merge import (
-    job_results_dir, merge_records, read_node_records, retire_run, split_runs, try_merge, write_node_record,
+from slurm_energy.accounting.merge import merge_records, split_runs
+from slurm_energy.slurm.results import (
+    job_results_dir, retire_run, try_merge, write_node_record,
 )
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import CarbonFacts

@@ -31,7 +31,7 @@ _NODE_STATUS_RANK = {Status.RUNNING: 0, Status.PARTIAL: 1, Status.FAILED: 1, Sta
 
 
 
-def run_identity(r: JobRecord) -> tuple:
+def run_identity(r: JobRecord) -> tuple[Any, ...]:
     """What Slurm says about which run a node record belongs to: (restart_count, SLUID or Slurm's
     start time when given, the run's node list). Records with different identities are different
     runs; equal identities without SLUID/start time (Slurm 22.05) are split by time overlap."""

@@ -137,7 +137,7 @@ def _read_marks(ctx: JobContext):
     return m
 
 
-def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], rows: list[Sample],
+def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], rows: list,
                       errors: list) -> tuple[Optional[int], str]:
     """The job's memory request on this node (bytes, how): the job's SLURM_MEM_PER_NODE /
     SLURM_MEM_PER_CPU (read from its processes: 22.05's Prolog does not get them), else slurmctld's
@@ -146,7 +146,10 @@ def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int
     from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
 
     facts = facts or {}
-    node_total = next((r.node.mem_total_bytes for r in reversed(rows) if r.node.mem_total_bytes), None)
+    samples = [r if isinstance(r, Sample) else Sample.from_dict(r) for r in rows]
+    node_total = next((r.node.mem_total_bytes for r in reversed(samples) if r.node.mem_total_bytes), None)
+    per_node: Optional[str]
+    per_cpu: Optional[str]
     if ctx.mem_per_node or ctx.mem_per_cpu:
         per_node, per_cpu, src = ctx.mem_per_node, ctx.mem_per_cpu, "job environment SLURM_MEM_PER_NODE/CPU, MB"
     else:

@@ -178,12 +178,16 @@ def requested_memory_bytes(per_node: Optional[str] = None, per_cpu: Optional[str
     if per_node not in (None, ""):
         b, _ = parse_memory(per_node, "mem_per_node") or (None, "")
         if b == 0:
-            return (node_mem_bytes, "0 = all of the node's memory") if node_mem_bytes else (None, "0 = whole node (node memory unknown)")
+            if node_mem_bytes:
+                return node_mem_bytes, "0 = all of the node's memory"
+            return None, "0 = whole node (node memory unknown)"
         return b, f"per node {per_node}"
     if per_cpu not in (None, ""):
         b, _ = parse_memory(per_cpu, "mem_per_cpu") or (None, "")
         if b == 0:
-            return (node_mem_bytes, "0 = all of the node's memory") if node_mem_bytes else (None, "0 = whole node (node memory unknown)")
+            if node_mem_bytes:
+                return node_mem_bytes, "0 = all of the node's memory"
+            return None, "0 = whole node (node memory unknown)"
         if b is not None and cpus_on_node:
             return b * cpus_on_node, f"per CPU {per_cpu} x {cpus_on_node} CPUs"
         return None, f"per CPU {per_cpu}, CPUs on the node unknown"

@@ -23,6 +23,7 @@ from typing import Optional
 from slurm_energy.accounting.merge import merge_records, run_identity, run_span, same_run, split_runs, unique_union
 from slurm_energy.errors import MergeError
 from slurm_energy.model import JobRecord
+from slurm_energy.natsort import natural_key
 
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.+\-]+$")

@@ -3,8 +3,8 @@
 slurmdbd keeps ``ConsumedEnergyRaw`` (J) per job when the site runs an AcctGatherEnergyType plugin
 (rapl, ipmi, gpu, pm_counters, xcc). It is recorded beside our measurement, labelled Slurm's, so an
 admin can compare the two. Slurm writes 0 both for "no energy plugin" and for "nothing measured",
-so 0 is taken as *not collected* (unavailable, ``None``); an empty field (slurmdbd has no record yet, or no accounting storage) is unavailable
-too. Never 0 for "unknown".
+so 0 is taken as *not collected* (unavailable, ``None``); an empty field (slurmdbd has no record yet,
+or no accounting storage) is unavailable too. Never 0 for "unknown".
 
 Absolute paths (the finalizer inherits the hooks' empty PATH); never run on the Prolog/Epilog path.
 """
