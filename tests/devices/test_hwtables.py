@@ -88,5 +88,5 @@ def test_lookup_does_not_import_pandas():
             "cpu_tdp(c.hardware, 'AMD EPYC 7763 64-Core Processor', 64); resolve_carbon(c, offline=True);"
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert out.stdout.strip() == "False", out.stderr

@@ -99,7 +99,7 @@ def test_bad_nested_location_drops_the_whole_location():
 
 
 def test_valid_file_gives_no_messages():
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cfg, msgs = load_site_config_lenient(os.path.join(repo, "site_config", "site.yaml"))
     assert msgs == [] and resolve_carbon(cfg, partition="cpu").pue == 1.35  # site.yaml main-room
 

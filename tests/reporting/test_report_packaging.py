@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tomllib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _setuptools_cfg() -> dict:

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SITE = """paths:
   spool_dir: {d}/spool
   log_dir: {d}/log

@@ -24,7 +24,7 @@ def _installed_is_this_checkout() -> bool:
     import hashlib
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[1] / "slurm_energy"
+    repo = Path(__file__).resolve().parents[2] / "slurm_energy"
     out = subprocess.run([VENV_PY, "-I", "-c", "import slurm_energy, os; print(os.path.dirname(slurm_energy.__file__))"],
                          capture_output=True, text=True, cwd="/")
     if out.returncode != 0:

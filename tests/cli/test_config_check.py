@@ -12,7 +12,7 @@ import pytest
 from slurm_energy.config import site_config_from_dict
 from slurm_energy.cli.config_check import check_paths
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _cfg(tmp_path, **paths):

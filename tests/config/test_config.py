@@ -10,7 +10,7 @@ from slurm_energy.config import (ConfigError, DEFAULT_PUE, load_site_config,
 from slurm_energy.carbon.resolve import resolve_carbon
 from slurm_energy.devices.rated import cpu_tdp, gpu_rated
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _write(tmp_path, text):

@@ -19,7 +19,7 @@ import pytest
 
 from slurm_energy.slurm.detach import is_running
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VENV_PY = "/opt/slurm-energy/venv/bin/python"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY),
                                 reason="hooks run as root with the installed venv (scripts/setup.sh)")
