@@ -23,31 +23,13 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from slurm_energy.accounting import attribution, phases
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
+from slurm_energy.accounting.node_series import (Columns, DeviceSeries, columns, fill_tdp_cpu_power, per_device,
+                                                 share, typed_samples, utilisation, utilisation_weighted)
 from slurm_energy.accounting.phases import Marks
 from slurm_energy.carbon.hourly import split_interval_by_hour
+from slurm_energy.core import DeviceStatic, Flag, Reading, Sample
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
 from slurm_energy.natsort import device_sort_key
-from slurm_energy.core import DeviceStatic, Flag, Reading, Sample
-
-#: A device's readings in time order: [(sample time t, Reading)].
-DeviceSeries = list[tuple[float, Reading]]
-
-
-@dataclass
-class _Columns:
-    """One node's samples as columns aligned with ``samples`` (sorted by time)."""
-
-    samples: list[Sample]
-    index: dict[float, int]  # sample time -> row
-    job_cpu: list[Optional[float]]  # cumulative job CPU time, s (see _job_cpu_at)
-    node_busy: list[Optional[float]]  # node busy CPU time since boot, s
-    node_mem: list[Optional[int]]  # node memory used, bytes
-    job_mem: list[Optional[int]]  # job memory, bytes
-    job_pids: set[int]
-    cpus_alloc: Optional[int]
-
-    def ncpu(self, i: int) -> Optional[int]:
-        return self.samples[i].node.ncpu
 
 
 @dataclass
@@ -58,32 +40,6 @@ class _Traces:
     power: dict[float, list[Optional[float]]] = field(default_factory=dict)
     hourly: dict[str, float] = field(default_factory=dict)
     series: list[phases.DeviceSeries] = field(default_factory=list)
-
-
-def _job_cpu_at(samples: list[Sample]) -> list[Optional[float]]:
-    """Cumulative job CPU time per row: 0 before the job is first seen (it had just started), but
-    None everywhere if it was never seen at all;
-    carried forward once the job is known to have ended (a ``cgroup_gone`` or ``final`` row);
-    None where the job was running but nobody looked (the sampler died): the job's share of such
-    an interval is unknown, never 0."""
-    out: list[Optional[float]] = []
-    last: Optional[float] = None
-    seen = ended = False
-    for r in samples:
-        v = r.job.cpu_time_s if r.job else None
-        if v is not None and (seen or v > 0):  # a cgroup read at 0 ns: nothing of the job ran yet
-            seen = True
-            last = v if last is None else max(last, v)
-            out.append(last)
-        elif not seen:
-            out.append(0.0)
-        else:
-            out.append(last if ended else None)
-        if r.kind in ("cgroup_gone", "final"):
-            ended = True
-    if not seen:  # the job ended before anyone saw it (shorter than the first poll): unknown, not 0
-        return [None] * len(samples)
-    return out
 
 
 def _weighted_stats(values: Iterable[tuple[Optional[float], float]]) -> tuple[Optional[float], Optional[float]]:
@@ -97,21 +53,6 @@ def _weighted_stats(values: Iterable[tuple[Optional[float], float]]) -> tuple[Op
     return mean, var
 
 
-def _typed(rows: Sequence[Union[Sample, dict[str, Any]]]) -> list[Sample]:
-    """Samples sorted by time; JSON rows (older callers) are read with :meth:`Sample.from_dict`."""
-    return sorted((r if isinstance(r, Sample) else Sample.from_dict(r) for r in rows), key=lambda r: r.t)
-
-
-def _columns(samples: list[Sample], cpus_alloc: Optional[int]) -> _Columns:
-    pids: set[int] = set()
-    for r in samples:
-        pids.update(r.job.pids if r.job else [])
-    return _Columns(
-        samples=samples, index={r.t: i for i, r in enumerate(samples)}, job_cpu=_job_cpu_at(samples),
-        node_busy=[r.node.cpu_busy_s for r in samples], node_mem=[r.node.mem_used_bytes for r in samples],
-        job_mem=[r.job.mem_bytes if r.job else None for r in samples], job_pids=pids, cpus_alloc=cpus_alloc)
-
-
 def _effective_policy(policy: str, samples: list[Sample], cpus_alloc: Optional[int]) -> tuple[str, list[str]]:
     """``exclusive_whole_node`` only for a job holding every CPU of the node; else ``shared``, flagged."""
     if policy != "exclusive_whole_node":
@@ -120,14 +61,6 @@ def _effective_policy(policy: str, samples: list[Sample], cpus_alloc: Optional[i
     if cpus_alloc and ncpu and cpus_alloc >= ncpu:
         return policy, []
     return "shared", [Flag.NOT_EXCLUSIVE.value]
-
-
-def _per_device(samples: list[Sample]) -> dict[str, DeviceSeries]:
-    out: dict[str, DeviceSeries] = {}
-    for r in samples:
-        for rd in r.readings:
-            out.setdefault(rd.device_id, []).append((r.t, rd))
-    return out
 
 
 def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str, node: str, start_time: float,
@@ -158,16 +91,16 @@ def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str
     """
     if policy not in attribution.POLICIES:
         raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
-    samples = _typed(rows)
+    samples = typed_samples(rows)
     elapsed = max(0.0, end_time - start_time)
     policy, node_flags = _effective_policy(policy, samples, cpus_alloc)
-    cols = _columns(samples, cpus_alloc)
+    cols = columns(samples, cpus_alloc)
     static_by_id = {s.device_id: s for s in statics}
-    per_device = _per_device(samples)
-    for dev_id, series in per_device.items():
-        _fill_tdp_cpu_power(series, cols, static_by_id.get(dev_id))
+    by_device = per_device(samples)
+    for dev_id, series in by_device.items():
+        fill_tdp_cpu_power(series, cols, static_by_id.get(dev_id))
     traces = _Traces()
-    ordered = sorted(per_device.items(), key=lambda kv: _device_key(kv, static_by_id))
+    ordered = sorted(by_device.items(), key=lambda kv: _device_key(kv, static_by_id))
     devices = [_device_energy(dev_id, series, cols, static_by_id.get(dev_id), policy=policy, elapsed=elapsed,
                               span_known=span_known, node=node, node_flags=node_flags, traces=traces)
                for dev_id, series in ordered]
@@ -175,7 +108,7 @@ def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str
                          end_time=end_time, interval_s=interval_s, status=status, errors=errors, marks=marks)
 
 
-def _node_summary(cols: _Columns, devices: list[DeviceEnergy], traces: _Traces, *, job_id: str, node: str,
+def _node_summary(cols: Columns, devices: list[DeviceEnergy], traces: _Traces, *, job_id: str, node: str,
                   start_time: float, end_time: float, interval_s: float, status: Status,
                   errors: Optional[list[str]], marks: Optional[Marks]) -> NodeSummary:
     """The node's summary around its devices: the job's CPU time and memory over the samples, and
@@ -197,7 +130,7 @@ def _node_summary(cols: _Columns, devices: list[DeviceEnergy], traces: _Traces, 
     )
 
 
-def _device_energy(dev_id: str, series: DeviceSeries, cols: _Columns, st: Optional[DeviceStatic], *,
+def _device_energy(dev_id: str, series: DeviceSeries, cols: Columns, st: Optional[DeviceStatic], *,
                    policy: str, elapsed: float, span_known: bool, node: str, node_flags: list[str],
                    traces: _Traces) -> DeviceEnergy:
     """One device's whole and job energy with provenance, statistics and coverage; adds its
@@ -216,7 +149,7 @@ def _device_energy(dev_id: str, series: DeviceSeries, cols: _Columns, st: Option
     # statistics over intervals: attributed power and utilisation
     p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals
                               if iv.energy_j is not None and iv.duration_s > 0)
-    utils = _utilisation(cls, whole.intervals, cols, by_t, clamps)
+    utils = utilisation(cls, whole.intervals, cols, by_t, clamps)
     u_stats = _weighted_stats((u, iv.duration_s) for u, iv in zip(utils, whole.intervals))
     _add_traces(traces, cls, job.intervals)
     traces.series.append((cls, method, [(iv.t0, iv.t1, iv.energy_j) for iv in job.intervals]))
@@ -233,14 +166,14 @@ def _device_energy(dev_id: str, series: DeviceSeries, cols: _Columns, st: Option
     )
 
 
-def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Reading], cols: _Columns,
+def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Reading], cols: Columns,
                 st: Optional[DeviceStatic], policy: str, flags: set[str],
                 clamps: dict[str, float]) -> tuple[Any, set[Method]]:
     """The job's part of the device's energy series under ``policy``, and the methods behind it."""
     shares: list[Optional[float]] = []
     for iv in whole.intervals:
         i0, i1 = cols.index.get(iv.t0), cols.index.get(iv.t1)
-        shares.append(_share(cls, i0, i1, cols, by_t.get(iv.t1), flags, clamps))
+        shares.append(share(cls, i0, i1, cols, by_t.get(iv.t1), flags, clamps))
     if cls in ("cpu", "ram") and all(v is None for v in cols.job_cpu):
         flags.add(Flag.JOB_NEVER_OBSERVED.value)
     kind, frac = _share_fraction(series)
@@ -251,7 +184,7 @@ def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Re
     if FLAG_COUNTER_INCONSISTENT in whole.flags:  # the counter lied: its power integration was used
         methods = {Method.POWER_INTEGRATION if m == Method.COUNTER else m for m in methods}
     if policy == "utilisation_weighted":
-        job = _utilisation_weighted(cls, whole, st, cols, by_t)
+        job = utilisation_weighted(cls, whole, st, cols, by_t)
         return job, ({Method.TDP_ESTIMATE} if job.total_j is not None else methods)
     return (attribution.attribute_series(whole, shares, policy) if whole.intervals else whole), methods
 
@@ -294,27 +227,6 @@ def _windows(series: list[phases.DeviceSeries], marks: Optional[Marks], start: f
         return [], list(marks.flags) + [f"phases_not_computed:{type(e).__name__}"]
 
 
-def _fill_tdp_cpu_power(samples: DeviceSeries, cols: _Columns, st: Optional[DeviceStatic]) -> None:
-    """A modelled CPU reading without its mean power (the first read of a reader in a new process:
-    the Prolog's, the sampler's first, the Epilog's) gets it from the rows' node counters:
-    TDP_total x busy CPU-time delta / all CPU-time delta since the device's previous reading."""
-    if not st or not st.rated_power_w:
-        return
-    for k in range(1, len(samples)):
-        t, rd = samples[k]
-        if rd.device_class != "cpu" or rd.method != "tdp_estimate" or rd.mean_power_w is not None:
-            continue
-        a = cols.samples[cols.index[samples[k - 1][0]]].node
-        b = cols.samples[cols.index[t]].node
-        if None in (a.cpu_total_s, b.cpu_total_s, a.cpu_busy_s, b.cpu_busy_s):
-            continue
-        d_total = b.cpu_total_s - a.cpu_total_s  # type: ignore[operator]
-        d_busy = b.cpu_busy_s - a.cpu_busy_s  # type: ignore[operator]
-        if d_total > 0:
-            rd.mean_power_w = st.rated_power_w * min(1.0, max(0.0, d_busy / d_total))
-            rd.flags = list(rd.flags or []) + [Flag.UTIL_FROM_NODE_COUNTERS.value]
-
-
 #: Flags saying a device is a share of a card that the reader measured whole: a MIG slice (NVML),
 #: an AMD compute partition or an Intel tile (hwmon); the card's energy x fraction is the device's.
 SHARE_FLAGS = ("mig_fraction:", "partition_fraction:", "tile_fraction:")
@@ -343,86 +255,6 @@ def _clamp_flags(clamps: dict[str, float]) -> set[str]:
         out.add(attribution.FLAG_COVERAGE_CLAMPED if k == "coverage" else
                 attribution.FLAG_SHARE_CLAMPED if k.endswith("_share") else attribution.FLAG_UTIL_CLAMPED)
     return out
-
-
-def _share(cls: str, i0: Optional[int], i1: Optional[int], cols: _Columns, reading: Optional[Reading],
-           flags: set[str], clamps: Optional[dict[str, float]] = None) -> Optional[float]:
-    """The job's share of the device over the interval between rows ``i0`` and ``i1``; None = unknown."""
-    if i0 is None or i1 is None:
-        return None
-    job_cpu, node_busy, job_mem, node_mem = cols.job_cpu, cols.node_busy, cols.job_mem, cols.node_mem
-    if cls == "cpu":
-        c0, c1, b0, b1 = job_cpu[i0], job_cpu[i1], node_busy[i0], node_busy[i1]
-        jc = None if c1 is None or c0 is None else c1 - c0
-        nb = None if b1 is None or b0 is None else b1 - b0
-        s = attribution.cpu_share(jc, nb, clamps)
-        if s is None and jc == 0:
-            return 0.0
-        return s
-    if cls == "ram":
-        if job_cpu[i1] is None:
-            return None  # the sampler was not running: the job's memory is unknown
-        jm = job_mem[i1] if job_mem[i1] is not None else job_mem[i0]
-        if jm is None:
-            return 0.0 if job_cpu[i1] == job_cpu[i0] else None  # no memory seen and no CPU used: job not running
-        return attribution.ram_share(jm, node_mem[i1], clamps)
-    if cls == "gpu":
-        if reading is not None and reading.proc_util:
-            s = attribution.gpu_process_share(cols.job_pids, {int(k): v for k, v in reading.proc_util.items()})
-            if s is not None:
-                flags.add(Flag.SHARED_GPU.value)
-                return s
-        return 1.0  # a GPU Slurm allocated to the job: the whole GPU is the job's
-    return None
-
-
-def _utilisation(cls: str, intervals: list[Interval], cols: _Columns, by_t: dict[float, Reading],
-                 clamps: Optional[dict[str, float]] = None) -> list[Optional[float]]:
-    """The job's utilisation u in [0, 1] per interval (aligned with ``intervals``; None = unknown):
-    CPU = job CPU-time delta / (interval x allocated CPUs); RAM = job memory / node memory;
-    GPU = NVML utilisation of the device. Values outside [0, 1] (hyperthreads, accounting jitter)
-    are clamped, the raw extreme kept in ``clamps`` as ``<class>_util``."""
-    out: list[Optional[float]] = []
-    for iv in intervals:
-        i0, i1 = cols.index.get(iv.t0), cols.index.get(iv.t1)
-        d = iv.duration_s
-        u = None
-        if i0 is not None and i1 is not None and d > 0:
-            c0, c1, mem = cols.job_cpu[i0], cols.job_cpu[i1], cols.job_mem[i1]
-            if cls == "cpu":
-                n = cols.cpus_alloc or cols.ncpu(i1) or 1
-                if c1 is not None and c0 is not None:
-                    u = (c1 - c0) / (d * n)
-            elif cls == "ram":
-                tot = cols.samples[i1].node.mem_total_bytes
-                if mem is not None and tot:
-                    u = mem / tot
-            else:
-                rd = by_t.get(iv.t1)
-                if rd is not None and rd.util is not None:
-                    u = rd.util
-        out.append(attribution.clamp_ratio(u, f"{cls}_util", clamps))
-    return out
-
-
-def _utilisation_weighted(cls: str, whole: Any, st: Optional[DeviceStatic], cols: _Columns,
-                          by_t: dict[float, Reading]) -> Any:
-    """Policy ``utilisation_weighted``: per interval n x u x P x t with P the rated power (TDP) of
-    the job's part of the device; needs the device's rated power, else every interval is dropped."""
-    from slurm_energy.accounting.integrate import summarise_intervals
-
-    ivs = []
-    utils = _utilisation(cls, whole.intervals, cols, by_t)
-    for iv, u in zip(whole.intervals, utils):
-        p = st.rated_power_w if st else None
-        if cls == "cpu" and p is not None:
-            ncpu = cols.ncpu(cols.index[iv.t1]) or 1
-            p = p * min(1.0, (cols.cpus_alloc or ncpu) / ncpu)  # rated power of the allocated CPUs
-        if u is None or p is None:
-            ivs.append(Interval(iv.t0, iv.t1, None, [Flag.SHARE_UNKNOWN.value]))
-        else:
-            ivs.append(Interval(iv.t0, iv.t1, attribution.utilisation_weighted_j(1, u, p, iv.duration_s), []))
-    return summarise_intervals(ivs)
 
 
 def _covers(cls: str, dev_id: str, method: Method, policy: str, st: Optional[DeviceStatic]) -> str:
