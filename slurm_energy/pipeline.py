@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from slurm_energy.accounting.phases import Marks
     from slurm_energy.config import SiteConfig
     from slurm_energy.model import JobRecord, NodeStatic
-    from slurm_energy.outputs.base import Sink, SinkResult
+    from slurm_energy.outputs.base import Sink
     from slurm_energy.sampling.readers.base import Reader
 
 
@@ -170,23 +170,24 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     return finalise_record(merged, facts, hourly)
 
 
-def publish(record: JobRecord, sinks: Sequence[Sink]) -> list[SinkResult]:
-    """Hand ``record`` to each sink in order; returns their results.
+def publish(record: JobRecord, sinks: Sequence[Sink]) -> dict[str, list[str]]:
+    """Hand ``record`` to each sink in order; returns each sink's notes by name (empty: done).
 
-    A sink that fails (``ok`` False) has its message appended to ``record.errors``, and the record
-    is published again to the sinks before it that keep errors (the store), so the stored record
-    says which output is missing. A sink that raises (the store is unusable) stops the rest.
+    A sink's notes (what did not reach it) are appended to ``record.errors``, and the record is
+    published again to the sinks before it that keep errors (the store), so the stored record says
+    which output is missing. A sink that raises (the store is unusable) stops the rest.
     """
-    results: list[SinkResult] = []
+    results: dict[str, list[str]] = {}
+    done: list[Sink] = []
     for sink in sinks:
-        res = sink.publish(record)
-        results.append(res)
-        if res.ok:
-            continue
-        record.errors.append(res.detail)
-        for earlier, r in zip(sinks, results[:-1]):
-            if earlier.keeps_errors and r.ok:
-                earlier.publish(record)
+        notes = sink.publish(record)
+        results[sink.name] = notes
+        if notes:
+            record.errors.extend(notes)
+            for earlier in done:
+                if earlier.keeps_errors and not results[earlier.name]:
+                    earlier.publish(record)
+        done.append(sink)
     return results
 
 

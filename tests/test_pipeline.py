@@ -7,7 +7,6 @@ import pytest
 from jobrecord_factory import node_record
 from slurm_energy.config import site_config_from_dict
 from slurm_energy.core import JobMeta, Sample, Status
-from slurm_energy.outputs.base import SinkResult
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 
 
@@ -20,7 +19,7 @@ class _Recorder:
 
     def publish(self, record):
         self.seen.append(list(record.errors))
-        return SinkResult(self.name, self.ok, "" if self.ok else f"{self.name} not written: disk full")
+        return [] if self.ok else [f"{self.name} not written: disk full"]
 
 
 def _site(**extra):
@@ -57,7 +56,7 @@ def test_publish_records_a_failed_sink_and_republishes_to_the_store():
     rec = node_record(job_id="9")
     store, report = _Recorder("store", keeps_errors=True), _Recorder("report", ok=False)
     results = publish(rec, [store, report])
-    assert [r.ok for r in results] == [True, False]
+    assert results == {"store": [], "report": ["report not written: disk full"]}
     assert rec.errors == ["report not written: disk full"]
     # stored first without the error, then again with it: the stored record says what is missing
     assert store.seen == [[], ["report not written: disk full"]]

@@ -93,12 +93,13 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
         from slurm_energy.outputs.report import ReportSink
         from slurm_energy.pipeline import publish
 
-        (res,) = publish(final, [ReportSink(os.path.abspath(args.out), os.getuid(), os.getgid())])
-        if res.ok:
-            html, csv = res.paths
+        report = ReportSink(os.path.abspath(args.out), os.getuid(), os.getgid())
+        notes = publish(final, [report])[report.name]
+        if not notes:
+            html, csv = report.written
             print(f"report: {html}\n        {csv}")
-        else:
-            print(f"slurm-energy: {res.detail}", file=sys.stderr)
+        for n in notes:
+            print(f"slurm-energy: {n}", file=sys.stderr)
     return final
 
 

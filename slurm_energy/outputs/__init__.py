@@ -1,8 +1,8 @@
 """Outputs: where a finished :class:`~slurm_energy.model.JobRecord` goes, behind one interface.
 
-Every output is a :class:`~slurm_energy.outputs.base.Sink` (``name``, ``publish(record) ->
-SinkResult``); :func:`slurm_energy.pipeline.publish` hands a record to a list of them. Outputs
-never compute energy: they store, render or forward what accounting produced.
+Every output is a :class:`~slurm_energy.outputs.base.Sink` (``name``, ``keeps_errors``,
+``publish(record) -> notes``); :func:`slurm_energy.pipeline.publish` hands a record to a list of
+them. Outputs never compute energy: they store, render or forward what accounting produced.
 
 * :class:`~slurm_energy.outputs.store.StoreSink` -- the job store (SQLite/PostgreSQL).
 * :class:`~slurm_energy.outputs.report.ReportSink` -- ``energy-<jobid>.html/.csv`` written as the

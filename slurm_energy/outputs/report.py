@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Optional
 
-from slurm_energy.outputs.base import SinkResult
-
 if TYPE_CHECKING:
     from slurm_energy.model import JobRecord
 
@@ -21,9 +19,9 @@ class ReportSink:
         uid, gid: whom to write as; ``None`` = the record's ``uid``/``gid`` (the job's user; the
             files are written with privileges dropped, see ``reporting.safe_write``).
 
-    A record without a directory or user to write as is skipped (ok, detail says why). A failure
-    (unwritable directory, rendering error) is returned, not raised: ``detail`` is the message
-    recorded on the job (``"report not written: ..."``).
+    A record without a directory or user to write as is skipped. A failure (unwritable directory,
+    rendering error) is returned as a note, not raised (``"report not written: ..."``). ``written``:
+    the paths of the last publish.
     """
 
     name = "report"
@@ -31,14 +29,15 @@ class ReportSink:
 
     def __init__(self, out_dir: Optional[str] = None, uid: Optional[int] = None, gid: Optional[int] = None):
         self.out_dir, self.uid, self.gid = out_dir, uid, gid
+        self.written: tuple[str, ...] = ()
 
-    def publish(self, record: JobRecord) -> SinkResult:
-        """Render and write both files; see the class docstring for the result."""
+    def publish(self, record: JobRecord) -> list[str]:
+        """Render and write both files; the note of what was not written (see the class docstring)."""
         out_dir = self.out_dir if self.out_dir is not None else record.work_dir
         uid = self.uid if self.uid is not None else record.uid
         gid = self.gid if self.gid is not None else (record.gid if record.gid is not None else uid)
         if not out_dir or uid is None or gid is None:
-            return SinkResult(self.name, True, "skipped: the job has no work dir or user to write as")
+            return []  # nowhere to write as whom: nothing to report
         try:
             from slurm_energy.reporting.report import write_reports
 
@@ -46,6 +45,7 @@ class ReportSink:
         except Exception as e:
             log.exception("report for job %s failed", record.job_id)
             msg = str(e) if "not written" in str(e) else f"report not written: {e}"
-            return SinkResult(self.name, False, msg)
+            return [msg]
         log.info("job=%s report %s %s", record.job_id, html, csv)
-        return SinkResult(self.name, True, f"{html} {csv}", (html, csv))
+        self.written = (html, csv)
+        return []

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from slurm_energy.outputs.base import SinkResult
-
 if TYPE_CHECKING:
     from slurm_energy.model import JobRecord
 
@@ -26,8 +24,8 @@ class StoreSink:
     def __init__(self, url: str):
         self.url = url
 
-    def publish(self, record: JobRecord) -> SinkResult:
-        """Store ``record``; returns ok (failures raise, see the class docstring)."""
+    def publish(self, record: JobRecord) -> list[str]:
+        """Store ``record``; no notes (failures raise, see the class docstring)."""
         from slurm_energy.accounting.merge import merge_interim
         from slurm_energy.store import open_store
 
@@ -38,4 +36,4 @@ class StoreSink:
             st.close()
         log.info("job=%s stored: it=%s kWh facility=%s kWh co2e=%s kg status=%s", record.job_id, record.it_kwh,
                  record.facility_kwh, record.co2e_kg, record.status.value)
-        return SinkResult(self.name, True)
+        return []
