@@ -79,7 +79,8 @@ def main(argv=None) -> int:
                                      ("intel", "Intel Max 1550 x8 (xe)", 8)):
             fs = _tree(Path(tmp) / kind, kind)
             job = ",".join(map(str, range(n_slots)))
-            res = _per_call(lambda: resolve_drm_gpus(job, drm_root=str(fs.drm_root), kfd_root=str(fs.kfd_root)), a.n)
+            res = _per_call(lambda job=job, fs=fs: resolve_drm_gpus(job, drm_root=str(fs.drm_root),
+                                                                   kfd_root=str(fs.kfd_root)), a.n)
             r = DrmHwmonReader(list(resolve_drm_gpus(job, drm_root=str(fs.drm_root), kfd_root=str(fs.kfd_root))),
                                str(fs.drm_root), str(fs.kfd_root))
             rd = _per_call(r.read, a.n)

@@ -18,16 +18,16 @@ UJ_PER_J = 1e6
 #: Default PUE when the site gives none: industry average 1.58.
 DEFAULT_PUE = 1.58
 DEFAULT_PUE_TEXT = "industry average PUE 1.58 (Uptime Institute Global Data Center Survey 2023)"
-DEFAULT_PUE_SOURCE = f"default: {DEFAULT_PUE_TEXT}"
+DEFAULT_PUE_SOURCE = f"DEFAULT: {DEFAULT_PUE_TEXT}"
 
 #: Default carbon intensity, gCO2e/kWh: the world average (IEA 2019).
 DEFAULT_CI_G_PER_KWH = 475.0
 DEFAULT_CI_TEXT = "world average 475 gCO2e/kWh (IEA Global Energy & CO2 Status Report 2019)"
-DEFAULT_CI_SOURCE = f"default: {DEFAULT_CI_TEXT}"
+DEFAULT_CI_SOURCE = f"DEFAULT: {DEFAULT_CI_TEXT}"
 
 #: Default offset factor alpha (1.0 = no offset, renewable share or REC).
 DEFAULT_ALPHA = 1.0
-DEFAULT_ALPHA_SOURCE = "default: no offset (alpha 1.0)"
+DEFAULT_ALPHA_SOURCE = "DEFAULT: no offset (alpha 1.0)"
 
 #: Memory power model: 0.3725 W per GB of RAM (Green Algorithms, Lannelongue et al. 2021,
 #: Adv. Sci. 8:2100707, from Micron DDR4 power calculations).

@@ -30,7 +30,6 @@ device class with how each number was obtained, the CO2e and the coverage::
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from typing import Callable, Optional
 
@@ -127,7 +126,7 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
         lines.append(f"CO2e: {rec.co2e_kg * 1000:.4g} g ({c.ci_g_per_kwh:g} gCO2e/kWh: {c.ci_source}"
                      + (f"; x alpha {c.alpha:g}" if c.alpha != 1 else "") + ")")
     lines.append(f"Method: {rec.method_summary or 'n/a'}")
-    cov = "complete" if rec.coverage_complete and rec.status.value == "complete" else \
-        f"{rec.status.value}{'' if rec.coverage_complete else ', some device unmeasured or partly measured: totals are a lower bound'}"
+    lower = "" if rec.coverage_complete else ", some device unmeasured or partly measured: totals are a lower bound"
+    cov = "complete" if rec.coverage_complete and rec.status.value == "complete" else f"{rec.status.value}{lower}"
     lines.append(f"Coverage: {cov}")
     return "\n".join(lines)

@@ -120,7 +120,7 @@ def _hwmon_dir(dev: str) -> Optional[str]:
 def _tile_hwmons(dev: str) -> dict[int, str]:
     """i915 registers one hwmon per GT (tile) named ``i915_gt<N>`` with that tile's ``energy1_input``."""
     base = os.path.join(dev, "hwmon")
-    out = {}
+    out: dict[int, str] = {}
     try:
         names = os.listdir(base)
     except OSError:

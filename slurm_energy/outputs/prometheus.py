@@ -120,6 +120,7 @@ class PrometheusTextfile:
     """
 
     name = "prometheus"
+    keeps_errors = False  # a note of what failed goes to the stored record instead
 
     def __init__(self, textfile_dir: str, state_dir: str, keep_finished_s: float = 3600.0, max_jobs: int = 2000,
                  stale_running_s: float = 3600.0, clock: Callable[[], float] = time.time):

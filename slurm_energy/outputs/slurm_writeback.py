@@ -103,6 +103,7 @@ class SlurmWriteback:
     """Sink: ``publish(record) -> notes``; writes AdminComment and (opt-in) the energy TRES."""
 
     name = "slurm"
+    keeps_errors = False  # a note of what failed goes to the stored record instead
 
     def __init__(self, admin_comment: bool = True, max_chars: int = 240,
                  foreign_markers: tuple[str, ...] | list[str] = ("JS1:", "{", "["), tres_energy: bool = False,

@@ -200,8 +200,6 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[Jo
     stored record). Returns the published record, or None while other nodes are still to report.
     """
     from slurm_energy.slurm.results import collect_node_records, retire_run, write_node_record
-    from slurm_energy.outputs.report import ReportSink
-    from slurm_energy.outputs.store import StoreSink
 
     write_node_record(cfg.paths.results_dir, rec)
     records = collect_node_records(cfg.paths.results_dir, ctx.cluster, ctx.job_id, ctx.restart_count,
@@ -212,11 +210,22 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[Jo
         return None
     final = finalise_job(records, cfg)
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
-    publish(final, [StoreSink(cfg.paths.store_url), ReportSink(), *output_sinks(cfg)])
+    publish_final(cfg, final)
     try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
         retire_run(cfg.paths.results_dir, final)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
+    return final
+
+
+def publish_final(cfg: SiteConfig, final: JobRecord) -> JobRecord:
+    """Publish a finished job: the store first (``jobenergy`` answers as soon as the report
+    exists), the report as the job's user, then the site's other outputs; what did not reach an
+    output is a note on the stored record, never a lost record."""
+    from slurm_energy.outputs.report import ReportSink
+    from slurm_energy.outputs.store import StoreSink
+
+    publish(final, [StoreSink(cfg.paths.store_url), ReportSink(), *output_sinks(cfg)])
     return final
 
 

@@ -93,7 +93,8 @@ def test_ram_and_gpu_model_lines_multiply_out():
     rec.energy_it_j.update(ram=62.58, gpu=6300.0)
     rec.methods.update(ram=Method.TDP_ESTIMATE, gpu=Method.TDP_ESTIMATE)
     lines = _class_lines(render_html(rec))
-    assert lines["ram"].startswith("E_ram = n·u·P·t = 1 × 0.25 × 5.96 W × 42 s = 62.58 J = 0.00001738 kWh")  # plain decimals, no e-notation
+    # plain decimals, no e-notation
+    assert lines["ram"].startswith("E_ram = n·u·P·t = 1 × 0.25 × 5.96 W × 42 s = 62.58 J = 0.00001738 kWh")
     assert lines["gpu"].startswith("E_gpu = n·u·P·t = 1 × 0.5 × 300 W × 42 s = 6300 J = 0.00175 kWh")
     for line in lines.values():
         _check_identity(line)

@@ -28,7 +28,7 @@ def _site(tmp_path, program: str) -> dict:
 def _wrapper(env, tmp_path, *argv):
     return subprocess.run([sys.executable, "-m", "slurm_energy.cli.main", "mail", "--", *argv], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def test_block_added_and_real_program_called_with_slurms_arguments(tmp_path):
@@ -73,7 +73,7 @@ def test_install_writes_mail_wrapper_and_prints_mailprog(tmp_path, monkeypatch, 
     from slurm_energy.cli import run_cmds
     from slurm_energy.cli.main import main
 
-    repo_hooks = Path(__file__).resolve().parents[1] / "hooks"
+    repo_hooks = Path(__file__).resolve().parents[2] / "hooks"
     real = run_cmds.resources.files
     monkeypatch.setattr(run_cmds.resources, "files", lambda pkg: repo_hooks if pkg == "slurm_energy.hooks" else real(pkg))
     assert main(["install", "--hooks-dir", str(tmp_path / "h"), "--config", "/etc/x.yaml"]) == 0
