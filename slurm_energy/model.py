@@ -58,6 +58,7 @@ class Status(str, enum.Enum):
     COMPLETE = "complete"  # every node reported and was measured
     PARTIAL = "partial"  # some nodes never reported, or a sampler died early
     FAILED = "failed"  # the hooks failed; see ``errors``
+    NO_DATA = "no_data"  # the job ran but nothing was measured (spool unusable, no sampler); ``errors`` say why
 
 
 class DeviceEnergy(BaseModel):
@@ -227,6 +228,9 @@ class JobRecord(BaseModel):
     stages: list[WindowEnergy] = Field(default_factory=list)
     phase_totals: list[WindowEnergy] = Field(default_factory=list)  # kind "in_phases" and "outside"
     marks_flags: list[str] = Field(default_factory=list)
+    # why the HTML/CSV report could not be written into work_dir ("" = written, or none due);
+    # jobenergy shows it beside the status: ``complete (no report: <reason>)``
+    report_error: str = ""
 
     @property
     def elapsed_s(self) -> float:

@@ -33,7 +33,7 @@ from slurm_energy.natsort import natural_key, sort_devices
 _SAFE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
 #: Status precedence when the same node reported twice (an interim flush and the Epilog's record).
-_NODE_STATUS_RANK = {Status.RUNNING: 0, Status.PARTIAL: 1, Status.FAILED: 1, Status.COMPLETE: 2}
+_NODE_STATUS_RANK = {Status.RUNNING: 0, Status.NO_DATA: 1, Status.PARTIAL: 1, Status.FAILED: 1, Status.COMPLETE: 2}
 
 
 def _component(name: str, value: str) -> str:
@@ -215,7 +215,8 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
         order), ``nodes`` in numeric name order (n2 before n10, as Slurm's hostlist), ``start_time`` = min, ``end_time`` = max,
         ``expected_nodes`` = union, ``errors`` = union (plus one per missing node), ``tags`` = union
         (the first node's value wins per key). ``status``:
-        ``partial`` if an expected node has not reported or a node is partial/failed, ``running`` if
+        ``no_data`` if every node that reported measured nothing, else ``partial`` if an expected
+        node has not reported or a node is partial/failed/no_data, ``running`` if
         any node summary is an interim one, else ``complete``. Totals (``energy_it_j``, ``it_kwh``,
         ...) are left empty for ``finalise_record``.
 
@@ -254,7 +255,7 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     errors = _union([r.errors for r in records] + [ns.errors for ns in nodes])
     errors = _union([errors, [f"node {n} never reported" for n in missing]])
 
-    if missing or any(ns.status in (Status.PARTIAL, Status.FAILED) for ns in nodes):
+    if missing or any(ns.status in (Status.PARTIAL, Status.FAILED, Status.NO_DATA) for ns in nodes):
         status = Status.PARTIAL
     elif any(ns.status == Status.RUNNING for ns in nodes):
         status = Status.RUNNING
@@ -262,6 +263,8 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
         status = Status.COMPLETE
     if nodes and all(ns.status == Status.FAILED for ns in nodes):
         status = Status.FAILED
+    if nodes and all(ns.status == Status.NO_DATA for ns in nodes):
+        status = Status.NO_DATA  # the job ran, nothing was measured on any node that reported
 
     tags: dict = {}
     for r in ordered:  # what the script declared (issue 13): first node's value wins per key

@@ -258,7 +258,7 @@ def cmd_rollup(args) -> int:
         _err(f"rollup shows every user's energy: only root and site-config admins may run it (you are {me})")
         return 1
     try:
-        store = _open(args, cfg, readonly=os.getuid() != 0)
+        store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return 2

@@ -258,7 +258,8 @@ def store_and_report(cfg, final: JobRecord) -> JobRecord:
             html, csv = write_reports(final, final.work_dir, final.uid, final.gid if final.gid is not None else final.uid)
             log.info("job=%s report %s %s", final.job_id, html, csv)
         except Exception as e:
-            log.exception("report for job %s failed", final.job_id)
+            log.warning("report for job %s not written: %s", final.job_id, e)
+            final.report_error = report_problem(final, e)
             final.errors.append(str(e) if "not written" in str(e) else f"report not written: {e}")
             _put(cfg, final)
     notes = publish_outputs(cfg, final)
@@ -308,6 +309,19 @@ def _forget_running(cfg, rec: JobRecord) -> None:
                 log.warning("job=%s %s", rec.job_id, n)
     except Exception:
         log.exception("prometheus forget job %s", rec.job_id)
+
+
+def report_problem(rec: JobRecord, e: BaseException) -> str:
+    """Why the report is missing, for the user (``complete (no report: <reason>)``): the directory,
+    the reason and the fix. ``e`` is write_reports' error (SafeWriteError/ReportWriteError/ValueError)."""
+    reason = getattr(e, "reason", "") or str(e)
+    who = rec.user or f"uid {rec.uid}"
+    if "ermission denied" in reason or "errno 13" in reason or "Read-only" in reason:
+        fix = (f"make it writable by {who} or submit from a writable directory (sbatch --chdir=DIR); "
+               f"the energy is in `jobenergy -l {rec.job_id}`")
+    else:
+        fix = f"the energy is in `jobenergy -l {rec.job_id}`"
+    return f"{rec.work_dir} not written as {who}: {reason.splitlines()[0][:200]}; {fix}"
 
 
 def _put(cfg, rec: JobRecord) -> None:
