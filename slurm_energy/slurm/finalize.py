@@ -104,8 +104,11 @@ def node_record(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_cod
     if not span_known:
         st = Status.PARTIAL if status == Status.COMPLETE else status
     marks = _read_marks(ctx)
+    if not rows and status == Status.COMPLETE:
+        st = Status.NO_DATA  # the job ran; nothing was measured on this node (errors say why)
+    start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min([end_time] + [r["t"] for r in rows])
     summary = summarise_node(
-        rows, job_id=ctx.job_id, node=ctx.node, start_time=ctx.prolog_time or min([end_time] + [r["t"] for r in rows]),
+        rows, job_id=ctx.job_id, node=ctx.node, start_time=start,
         end_time=end_time, statics=statics, cpus_alloc=cpus_on_node(ctx.cpus_per_node, idx),
         policy=cfg.attribution.policy, interval_s=cfg.sampling.interval_s, status=st, errors=errors,
         span_known=span_known, marks=marks)
@@ -197,15 +200,30 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
                                "taken after the Epilog are used")
             _last_reading(cfg, spool, ctx)
         facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
-        rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
-        finish_node(cfg, rec, ctx)
-        from slurm_energy.sampling.marks import remove_marks
-
-        remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
+        finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts)
     except Exception as e:
         log.exception("finalize job=%s node=%s failed", ctx.job_id, node)
         spool.record_error(f"finalize: {type(e).__name__}: {e}")
     return 0
+
+
+def finalize_spool(cfg, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str,
+                   sampler_outcome: str, facts: Optional[dict]) -> Optional[JobRecord]:
+    """This node's record from its spool -> results/merge/store/report, then the marker
+    ``finalized-<node>.done`` that tells ``collect`` this node is done (a killed finalizer leaves
+    none). Returns what :func:`finish_node` returns. Raises what it raises."""
+    from slurm_energy.slurm.spool import write_private
+
+    rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
+    out = finish_node(cfg, rec, ctx)
+    from slurm_energy.sampling.marks import remove_marks
+
+    remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
+    try:
+        write_private(spool.finalized, repr(time.time()))
+    except OSError as e:  # read-only spool: collect will finish it again (idempotent)
+        log.warning("job=%s: %s not written: %s", ctx.job_id, spool.finalized, e)
+    return out
 
 
 def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
@@ -215,9 +233,18 @@ def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
     """
     from slurm_energy.accounting.merge import retire_run, try_merge, write_node_record
 
-    write_node_record(cfg.paths.results_dir, rec)
-    merged = try_merge(cfg.paths.results_dir, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes,
-                       record=rec)
+    where = None
+    for results_dir in results_dirs(cfg):
+        try:
+            write_node_record(results_dir, rec)
+            where = results_dir
+            break
+        except OSError as e:  # full or read-only: the fallback spool's results, then none
+            log.warning("job=%s node=%s: results dir %s not written: %s", ctx.job_id, ctx.node, results_dir, e)
+            rec.errors.append(f"results dir {results_dir} not written: {e}")
+    if where is None:  # nowhere to leave the node record: store this node's view (a later merge replaces it)
+        return store_and_report(cfg, finalise(cfg, rec))
+    merged = try_merge(where, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes, record=rec)
     if merged is None:
         log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
         _forget_running(cfg, rec)  # the node that completes the job exports its totals
@@ -226,7 +253,7 @@ def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
     out = store_and_report(cfg, final)
     try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
-        retire_run(cfg.paths.results_dir, merged)
+        retire_run(where, merged)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
     return out
@@ -248,7 +275,7 @@ def store_and_report(cfg, final: JobRecord) -> JobRecord:
     The record is stored first, so ``jobenergy`` answers as soon as the report exists; a report
     that cannot be written is recorded on the stored record as an error.
     """
-    _put(cfg, final)
+    _put_or_queue(cfg, final)
     log.info("job=%s stored: it=%s kWh facility=%s kWh co2e=%s kg status=%s", final.job_id, final.it_kwh,
              final.facility_kwh, final.co2e_kg, final.status.value)
     if final.work_dir and final.uid is not None:
@@ -261,11 +288,11 @@ def store_and_report(cfg, final: JobRecord) -> JobRecord:
             log.warning("report for job %s not written: %s", final.job_id, e)
             final.report_error = report_problem(final, e)
             final.errors.append(str(e) if "not written" in str(e) else f"report not written: {e}")
-            _put(cfg, final)
+            _put_or_queue(cfg, final)
     notes = publish_outputs(cfg, final)
     if notes:  # each output's failure is a note on the stored record, never a lost record
         final.errors.extend(notes)
-        _put(cfg, final)
+        _put_or_queue(cfg, final)
     return final
 
 
@@ -322,6 +349,29 @@ def report_problem(rec: JobRecord, e: BaseException) -> str:
     else:
         fix = f"the energy is in `jobenergy -l {rec.job_id}`"
     return f"{rec.work_dir} not written as {who}: {reason.splitlines()[0][:200]}; {fix}"
+
+
+def results_dirs(cfg) -> list[str]:
+    """``paths.results_dir``, then ``results`` under the fallback spool (collect merges both)."""
+    import os
+
+    fb = getattr(cfg.paths, "spool_fallback_dir", "")
+    return list(dict.fromkeys(d for d in (cfg.paths.results_dir, fb and os.path.join(fb, "results")) if d))
+
+
+def _put_or_queue(cfg, rec: JobRecord) -> None:
+    """Store a final record; a store that is down or still locked after Store.put's retries gets
+    the record queued durably (:mod:`slurm_energy.store.queue`) for ``slurm-energy collect``."""
+    try:
+        _put(cfg, rec)
+    except Exception as e:
+        from slurm_energy.slurm.spool import spool_dirs
+        from slurm_energy.store.queue import queue_record
+
+        path = queue_record(spool_dirs(cfg), rec, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        log.error("job=%s: store failed (%s); queued as %s for collect", rec.job_id, e, path)
+        if path is None:
+            raise
 
 
 def _put(cfg, rec: JobRecord) -> None:
