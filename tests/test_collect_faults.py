@@ -13,7 +13,7 @@ from jobrecord_factory import finished, node_record
 from slurm_energy.config import Paths, SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
-from slurm_energy.store.queue import drain, queue_record
+from slurm_energy.store.queue import drain
 
 
 def _cfg(tmp: Path, store_url: str = "", results_dir: str = "") -> SiteConfig:
@@ -135,7 +135,7 @@ def test_prune_never_removes_a_job_not_yet_stored(tmp_path):
 def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
     from slurm_energy.cli.main import main
 
-    assert main(["install", "--print", "--config", str(tmp_path / "site.yaml")]) == 0
+    assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "# OnUnitActiveSec=5min" in out and "# [Timer]" in out
     cron = [x for x in out if x.startswith("# */5 * * * * ")]

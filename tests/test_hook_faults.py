@@ -138,6 +138,7 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     from slurm_energy.cli import collect_more as M
     from slurm_energy.config import load_site_config
     from slurm_energy.slurm import hooks
+    from slurm_energy.slurm.spool import spool_dirs
 
     _site(tmp_path)
     nobody = pwd.getpwnam("nobody")
@@ -153,10 +154,10 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     assert not db.exists() or all(r.status == Status.RUNNING for r in open_store(f"sqlite:///{db}").get_job("9105"))
     cfg = load_site_config(str(tmp_path / "site.yaml"))
     ended = lambda job_id, r: (True, {"job_state": "COMPLETED"})  # noqa: E731 - slurmctld's answer
-    lines, young = M.finish_leftovers(cfg, hooks.spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)
+    lines, young = M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)
     assert lines == [f"finished 9105 attempt 0 on h1 ({tmp_path}/spool/jobs/9105-r0, sampler terminated)"]
     (rec,) = open_store(cfg.paths.store_url, readonly=True).get_job("9105")
     assert rec.status == Status.COMPLETE and rec.job_state == "COMPLETED" and rec.nodes[0].n_samples >= 2
     assert any("finished by slurm-energy collect" in e for e in rec.errors)
     # a second collect finds nothing (the finalized marker): idempotent
-    assert M.finish_leftovers(cfg, hooks.spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)[0] == []
+    assert M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)[0] == []

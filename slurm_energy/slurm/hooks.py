@@ -22,7 +22,7 @@ import time
 from typing import Optional
 
 from slurm_energy.slurm.env import JobContext, parse_slurm_env
-from slurm_energy.slurm.spool import JobSpool, spool_dirs, usable_spool, write_private
+from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private
 
 log = logging.getLogger("slurm_energy.hooks")
 
