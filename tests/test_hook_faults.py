@@ -69,7 +69,10 @@ def _wait_final(tmp: Path, job_id: str, timeout_s: float = 40.0):
     recs: list = []
     for _ in range(int(timeout_s * 10)):
         if (tmp / "lib" / "jobs.db").exists():
-            recs = open_store(f"sqlite:///{tmp}/lib/jobs.db", readonly=True).get_job(job_id)
+            try:
+                recs = open_store(f"sqlite:///{tmp}/lib/jobs.db", readonly=True).get_job(job_id)
+            except RuntimeError:  # the finalizer created the file and is creating the schema
+                recs = []
             if recs and all(r.status != Status.RUNNING for r in recs):
                 return recs
         time.sleep(0.1)
