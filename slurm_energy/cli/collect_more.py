@@ -35,7 +35,7 @@ def _stop_stray_sampler(lo) -> None:
             pid = None
     except (OSError, ValueError):
         pid = None
-    pid = pid or find_sampler(f"/jobs/{lo.ctx.job_id}-r{lo.ctx.restart_count}", lo.spool.node)
+    pid = pid or find_sampler("/jobs/" + os.path.basename(lo.spool.dir), lo.spool.node)
     if pid and is_running(pid):
         log.info("collect: stopping sampler %d of ended job %s", pid, lo.ctx.job_id)
         stop_process(pid, term_wait_s=5.0, kill_wait_s=1.0)
@@ -127,7 +127,7 @@ def prune(cfg, store, spool_dirs: list[str], results_dirs: list[str], older_than
     from pathlib import Path
 
     from slurm_energy.slurm.leftovers import _newest
-    from slurm_energy.slurm.spool import JobSpool, remove_stale_tmp
+    from slurm_energy.slurm.spool import _DIR_RE, JobSpool, remove_stale_tmp
 
     def stored(job_id: str, restart: int, cluster: str | None = None):
         recs = [r for r in store.query(jobs=[job_id]) if r.job_id == job_id and r.restart_count == restart
@@ -139,12 +139,13 @@ def prune(cfg, store, spool_dirs: list[str], results_dirs: list[str], older_than
         jobs = Path(sd) / "jobs"
         for d in sorted(jobs.glob("*-r*")) if jobs.is_dir() else []:
             remove_stale_tmp(str(d), now)
-            job_id, _, r = d.name.rpartition("-r")
-            if not r.isdigit() or now - _newest(str(d)) < older_than_s:
+            m = _DIR_RE.match(d.name)
+            if not m or now - _newest(str(d)) < older_than_s:
                 continue
-            recs = stored(job_id, int(r))
+            job_id, r = m.group(1), int(m.group(2))
+            recs = stored(job_id, r)
             nodes = [p.name[len("context-"):-5] for p in d.glob("context-*.json")]
-            all_final = all(os.path.exists(JobSpool(sd, job_id, int(r), n).finalized) for n in nodes)
+            all_final = all(os.path.exists(JobSpool(sd, job_id, r, n, m.group(3) or "").finalized) for n in nodes)
             if not recs or (all(x.status == Status.NO_DATA for x in recs) and not all_final):
                 continue
             out.append(f"{'would remove' if dry_run else 'removed'} {d}")

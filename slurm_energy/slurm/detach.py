@@ -70,13 +70,15 @@ def cmdline(pid: int) -> list[str]:
 
 def find_sampler(job_dir_suffix: str, node: str) -> Optional[int]:
     """PID of a detached sampler (``... slurm_energy.slurm.hooks sampler DIR NODE``) whose DIR ends
-    with ``job_dir_suffix`` (e.g. ``/jobs/42-r0``) on ``node``, found by argv in /proc; or None."""
+    with ``job_dir_suffix`` (e.g. ``/jobs/42-r0``, also matching a reused id's ``/jobs/42-r0-<tag>``)
+    on ``node``, found by argv in /proc; or None."""
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         argv = cmdline(int(name))
-        if (len(argv) >= 4 and argv[-3] == "sampler" and argv[-1] == node and "slurm_energy.slurm.hooks" in argv
-                and argv[-2].rstrip("/").endswith(job_dir_suffix)):
+        d = argv[-2].rstrip("/") if len(argv) >= 4 else ""
+        if (argv[-3:-2] == ["sampler"] and argv[-1] == node and "slurm_energy.slurm.hooks" in argv
+                and (d.endswith(job_dir_suffix) or d[:d.rfind("-")].endswith(job_dir_suffix))):
             return int(name)
     return None
 

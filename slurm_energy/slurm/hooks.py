@@ -342,7 +342,8 @@ def _stop_sampler(spool: Optional[JobSpool], ctx: JobContext) -> str:
         except (OSError, ValueError):
             pid = None
     if pid is None:  # pidfile gone or unreadable (a spool full or remounted): look in /proc
-        pid = find_sampler(f"/jobs/{ctx.job_id}-r{ctx.restart_count}", ctx.node)
+        suffix = "/jobs/" + (os.path.basename(spool.dir) if spool is not None else f"{ctx.job_id}-r{ctx.restart_count}")
+        pid = find_sampler(suffix, ctx.node)
         if pid is None:
             return "no_pidfile"
     else:

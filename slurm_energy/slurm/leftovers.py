@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
 from slurm_energy.slurm.env import JobContext
-from slurm_energy.slurm.spool import JobSpool, remove_stale_tmp
+from slurm_energy.slurm.spool import _DIR_RE, JobSpool, remove_stale_tmp
 
 log = logging.getLogger("slurm_energy.collect")
 
@@ -49,8 +49,8 @@ def scan_spool(spool_dir: str, now: float, older_than_s: float) -> Iterator[Left
         return
     for name in names:
         d = os.path.join(jobs, name)
-        job_id, sep, r = name.rpartition("-r")
-        if not sep or not r.isdigit() or not os.path.isdir(d):
+        m = _DIR_RE.match(name)  # <job_id>-r<restart>[-<tag> of a reused job id's later run]
+        if not m or not os.path.isdir(d):
             continue
         remove_stale_tmp(d, now)
         newest = _newest(d)
@@ -60,7 +60,7 @@ def scan_spool(spool_dir: str, now: float, older_than_s: float) -> Iterator[Left
             if not (f.startswith("context-") and f.endswith(".json")):
                 continue
             node = f[len("context-"):-len(".json")]
-            sp = JobSpool(spool_dir, job_id, int(r), node)
+            sp = JobSpool(spool_dir, m.group(1), int(m.group(2)), node, m.group(3) or "")
             if os.path.exists(sp.finalized):
                 continue
             try:
