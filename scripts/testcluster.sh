@@ -55,7 +55,7 @@ cmd_stop() {
     rm -f "$f"
   done
   # samplers of this cluster's jobs end by themselves once their job is gone; stop them now
-  for f in "$L"/spool/jobs/*/sampler-*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
+  for f in "$L"/spool/jobs/*/sampler-*.pid "$L"/spool2/jobs/*/sampler-*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
   pkill -TERM -f "slurmstepd.*$L" 2>/dev/null || true
   return 0
 }
@@ -112,6 +112,7 @@ hardware:
   kfd_root: $L/sysfs/class/kfd/kfd/topology/nodes
 paths:
   spool_dir: $L/spool
+  spool_fallback_dir: $L/spool2
   results_dir: $L/spool/results
   store_url: sqlite:///$L/lib/jobs.db
   log_dir: $L/log

@@ -71,6 +71,7 @@ class Status(_StrEnum):
     COMPLETE = "complete"  # every node reported and was measured
     PARTIAL = "partial"  # some nodes never reported, or a sampler died early
     FAILED = "failed"  # the hooks failed; see ``errors``
+    NO_DATA = "no_data"  # the job ran but nothing was measured (spool unusable, no sampler); ``errors`` say why
 
 
 class Flag(_StrEnum):

@@ -226,6 +226,9 @@ class JobRecord(BaseModel):
     stages: list[WindowEnergy] = Field(default_factory=list)
     phase_totals: list[WindowEnergy] = Field(default_factory=list)  # kind "in_phases" and "outside"
     marks_flags: list[str] = Field(default_factory=list)
+    # why the HTML/CSV report could not be written into work_dir ("" = written, or none due);
+    # jobenergy shows it beside the status: ``complete (no report: <reason>)``
+    report_error: str = ""
 
     @property
     def elapsed_s(self) -> float:

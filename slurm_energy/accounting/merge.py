@@ -26,7 +26,7 @@ from slurm_energy.natsort import natural_key, sort_devices
 
 
 #: Status precedence when the same node reported twice (an interim flush and the Epilog's record).
-_NODE_STATUS_RANK = {Status.RUNNING: 0, Status.PARTIAL: 1, Status.FAILED: 1, Status.COMPLETE: 2}
+_NODE_STATUS_RANK = {Status.RUNNING: 0, Status.NO_DATA: 1, Status.PARTIAL: 1, Status.FAILED: 1, Status.COMPLETE: 2}
 
 
 
@@ -117,11 +117,13 @@ def _slurm_facts(ordered: list[JobRecord]) -> JobRecord:
 
 
 def _merged_status(nodes: list[NodeSummary], missing: list[str]) -> Status:
-    """partial (a node missing, partial or failed) > running (an interim view) > complete; failed
-    when every node failed."""
+    """partial (a node missing, partial, failed or unmeasured) > running (an interim view) > complete;
+    failed when every node failed, no_data when no reporting node measured anything."""
     if nodes and all(ns.status == Status.FAILED for ns in nodes):
         return Status.FAILED
-    if missing or any(ns.status in (Status.PARTIAL, Status.FAILED) for ns in nodes):
+    if nodes and all(ns.status == Status.NO_DATA for ns in nodes):
+        return Status.NO_DATA  # the job ran, nothing was measured on any node that reported
+    if missing or any(ns.status in (Status.PARTIAL, Status.FAILED, Status.NO_DATA) for ns in nodes):
         return Status.PARTIAL
     if any(ns.status == Status.RUNNING for ns in nodes):
         return Status.RUNNING
@@ -143,7 +145,8 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
         min, ``end_time`` = max,
         ``expected_nodes`` = union, ``errors`` = union (plus one per missing node), ``tags`` = union
         (the first node's value wins per key). ``status``:
-        ``partial`` if an expected node has not reported or a node is partial/failed, ``running`` if
+        ``no_data`` if every node that reported measured nothing, else ``partial`` if an expected
+        node has not reported or a node is partial/failed/no_data, ``running`` if
         any node summary is an interim one, else ``complete``. Totals (``energy_it_j``, ``it_kwh``,
         ...) are left empty for ``finalise_record``.
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
-import re
 import sys
 import time
 from collections import OrderedDict
@@ -126,12 +125,6 @@ def _shown_url(url: str) -> str:
         return sa.make_url(url).render_as_string(hide_password=True)
     except sqlalchemy.exc.ArgumentError:  # not a URL: shown as typed (open_store names the fix)
         return url
-
-
-def _sqlite_missing(url: str) -> bool:
-    """True for a SQLite file URL whose file does not exist (jobenergy must not create it)."""
-    m = re.match(r"sqlite:///(.+)$", url)
-    return bool(m) and m.group(1) != ":memory:" and not os.path.exists(m.group(1).split("?")[0])
 
 
 def _err(msg: str) -> None:
@@ -291,7 +284,7 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
     from slurm_energy.store import open_store
 
     try:
-        store = open_store(url, readonly=uid != 0 or _sqlite_missing(url))
+        store = open_store(url, readonly=True)  # a reader never creates or migrates the store, even as root
         try:
             return store.query(
                 jobs=specs or None,

@@ -105,7 +105,9 @@ def _status(rec: JobRecord) -> str:
     unmeasured or covered under 95 % of the job (formulas.COVERAGE_COMPLETE): totals are a lower bound."""
     s = Status(rec.status).value
     if s == Status.COMPLETE.value and not rec.coverage_complete:
-        return "complete(partial-coverage)"
+        s = "complete(partial-coverage)"
+    if rec.report_error:  # the user looks for energy-<id>.html: say why it is not there
+        s += f" (no report: {rec.report_error})"
     return s
 
 

@@ -113,7 +113,7 @@ def send(program: str, argv: list[str], body: str, timeout_s: float = 60.0) -> s
 def cmd_mail(args) -> int:
     """Entry for ``slurm-energy mail``; always returns 0 (see module doc)."""
     from slurm_energy.config import load_site_config_for_hooks
-    from slurm_energy.slurm.hooks import setup_logging
+    from slurm_energy.slurm.runtime import setup_logging
 
     cfg, _problems = load_site_config_for_hooks(save=False)
     setup_logging(cfg.paths.log_dir, "mail.log")

@@ -253,4 +253,37 @@ def cmd_install(args) -> int:
     print("PrologFlags=Alloc,Contain")
     print("# end-of-job mail with the job's energy (then the real mail program, outputs.mail.program):")
     print(f"MailProg={os.path.join(hooks_dir, 'mail')}")
+    for line in collect_timer_lines(sys.executable, config):
+        print(line)
     return 0
+
+
+def collect_timer_lines(python: str, config: str) -> list[str]:
+    """Comment lines (slurm.conf ignores them) with the systemd timer and the cron line that run
+    ``slurm-energy collect`` every 5 minutes as root on each node (its spool is node-local): it
+    finishes jobs a fault left unfinished and drains the queued records (docs/STORE.md)."""
+    env = f"SLURM_ENERGY_CONFIG={config} " if config else ""
+    cmd = f"{python} -I -m slurm_energy.cli.main collect --older-than 5"
+    return [
+        "# slurm-energy collect: run every 5 min as root on every node and the controller, e.g. systemd:",
+        "# --- /etc/systemd/system/slurm-energy-collect.service",
+        "# [Unit]",
+        "# Description=slurm-energy: finish job records left by faults, store queued records",
+        "# [Service]",
+        "# Type=oneshot",
+        *([f"# Environment=SLURM_ENERGY_CONFIG={config}"] if config else []),
+        f"# ExecStart={cmd}",
+        "# --- /etc/systemd/system/slurm-energy-collect.timer",
+        "# [Unit]",
+        "# Description=Run slurm-energy collect every 5 minutes",
+        "# [Timer]",
+        "# OnBootSec=2min",
+        "# OnUnitActiveSec=5min",
+        "# [Install]",
+        "# WantedBy=timers.target",
+        "# --- then: systemctl daemon-reload && systemctl enable --now slurm-energy-collect.timer",
+        "# or root's crontab (crontab -e):",
+        f"# */5 * * * * {env}{cmd} >>/var/log/slurm-energy/collect.log 2>&1",
+        "# and weekly spool retention (removes only jobs already stored):",
+        f"# 17 3 * * 0 {env}{python} -I -m slurm_energy.cli.main prune --older-than 14",
+    ]

@@ -30,6 +30,13 @@ def register(sub) -> None:
     c.add_argument("--dry-run", action="store_true", help="list what would be stored, store nothing")
     c.set_defaults(func=cmd_collect)
 
+    p = sub.add_parser("prune", help="remove spool and results files of jobs already stored (retention)")
+    p.add_argument("--older-than", type=float, default=14.0, metavar="DAYS",
+                   help="only attempts whose newest file is at least DAYS days old (default 14)")
+    p.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    p.set_defaults(func=cmd_prune)
+
     r = sub.add_parser("rollup", help="monthly kWh and kgCO2e per user or account (admins)")
     r.add_argument("--month", required=True, help="YYYY-MM (UTC), e.g. 2024-03")
     r.add_argument("--by", choices=["user", "account"], default="user")
@@ -64,7 +71,8 @@ def find_stale_attempts(results_dir, older_than_s: float, now: float) -> list[Pa
     return out
 
 
-def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: bool = False) -> list:
+def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: bool = False,
+            also=()) -> list:
     """Finalise stale attempts into ``store``; returns the JobRecords put (or that would be put).
 
     Attempts already stored with a final (non-running) record of the same start time are skipped.
@@ -75,14 +83,23 @@ def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: b
     from slurm_energy.slurm.results import read_node_records, retire_run
 
     done = []
-    for d in find_stale_attempts(results_dir, older_than_s, now):
+    roots = list(dict.fromkeys([Path(results_dir), *map(Path, also)]))  # also: the fallback spool's results
+    seen = set()
+    for d in [d for root in roots for d in find_stale_attempts(root, older_than_s, now)]:
+        rel = d.relative_to(next(r for r in roots if d.is_relative_to(r)))
+        if rel in seen:
+            continue
+        seen.add(rel)
         try:
-            for run in split_runs(read_node_records(d)):  # a reused job id: each run on its own
+            records = [x for r in roots if (r / rel).is_dir() for x in read_node_records(r / rel)]
+            for run in split_runs(records):  # a reused job id: each run on its own
                 final = _collect_run(run, store, cfg, dry_run)
                 if final is not None:
                     done.append(final)
                 if not dry_run:  # stored now or before: out of a later run's way
-                    retire_run(results_dir, final if final is not None else merge_records(run))
+                    for r in roots:
+                        if (r / rel).is_dir():
+                            retire_run(r, final if final is not None else merge_records(run))
         except (ValueError, OSError) as e:
             _err(f"collect: skipping {d}: {e}")
     return done
@@ -97,7 +114,7 @@ def _collect_run(records: list, store, cfg, dry_run: bool):
     final = finalise_job(records, cfg)
     stored = store.query(jobs=[final.job_id], clusters=[final.cluster] if final.cluster else None)
     if any(r.job_id == final.job_id and r.start_time == final.start_time
-           and r.status != Status.RUNNING for r in stored):  # fmt: skip
+           and r.status not in (Status.RUNNING, Status.NO_DATA) for r in stored):  # fmt: skip
         return None
     if final.status == Status.RUNNING:  # only interim summaries were left: the job never ended cleanly
         final.status = Status.PARTIAL
@@ -176,8 +193,22 @@ def cmd_collect(args) -> int:
 
     from slurm_energy.cli.jobenergy import _shown_url
 
+    from slurm_energy.cli import collect_more as M
+    from slurm_energy.slurm.finalize import results_dirs
+    from slurm_energy.slurm.spool import spool_dirs
+    from slurm_energy.store.queue import drain
+
+    now, lines = time.time(), []
     try:
-        done = collect(results_dir, store, cfg, args.older_than * 60.0, time.time(), args.dry_run)
+        if not args.dry_run:
+            n, problems = drain(spool_dirs(cfg), store.put)
+            lines += [f"stored {n} queued record(s)"] * bool(n) + problems
+        leftover_lines, young = M.finish_leftovers(M.with_paths(cfg, url, results_dir), spool_dirs(cfg), now,
+                                                   args.older_than * 60.0, args.dry_run)
+        lines += leftover_lines
+        done = collect(results_dir, store, cfg, args.older_than * 60.0, now, args.dry_run,
+                       also=results_dirs(cfg)[1:])
+        lines += M.finish_running(store, young, args.dry_run)
     except PermissionError as e:
         _err(f"collect: cannot read {e.filename or results_dir}: {e.strerror}; collect must run as root")
         return 2
@@ -186,11 +217,48 @@ def cmd_collect(args) -> int:
         return 2
     finally:
         store.close()
+    for line in lines:
+        print(line)
     for r in done:
         missing = [n for n in r.expected_nodes if n not in {x.node for x in r.nodes}]
         print(f"{'would store' if args.dry_run else 'stored'} {r.cluster}/{r.job_id} attempt {r.restart_count}: "
               f"status {r.status.value}, {len(r.nodes)} node(s)" + (f", missing {','.join(missing)}" if missing else ""))
     print(f"collect: {len(done)} attempt(s) {'to finalise' if args.dry_run else 'finalised'} from {results_dir}")
+    return 0
+
+
+def cmd_prune(args) -> int:
+    """Entry for ``slurm-energy prune``: spool retention (never a job not yet stored); exit 0 ok,
+    2 bad arguments/config, not root, or a store that cannot be read."""
+    if args.older_than < 0:
+        _err(f"--older-than={args.older_than} must be >= 0 days")
+        return 2
+    try:
+        cfg = _cfg()
+    except (ValueError, OSError) as e:
+        _err(str(e))
+        return 2
+    if os.geteuid() != 0:
+        _err("prune must run as root: the spool and results are root's (mode 0700)")
+        return 2
+    try:
+        store = _open(args, cfg, readonly=True)
+    except (ValueError, RuntimeError, OSError) as e:
+        _err(str(e))
+        return 2
+    from slurm_energy.cli.collect_more import prune
+    from slurm_energy.slurm.finalize import results_dirs
+    from slurm_energy.slurm.spool import spool_dirs
+
+    try:
+        lines = prune(cfg, store, spool_dirs(cfg), results_dirs(cfg), args.older_than * 86400.0, time.time(),
+                      args.dry_run)
+    finally:
+        store.close()
+    for line in lines:
+        print(line)
+    print(f"prune: {len(lines)} attempt director{'y' if len(lines) == 1 else 'ies'} "
+          f"{'to remove' if args.dry_run else 'removed'} (older than {args.older_than:g} days, stored)")
     return 0
 
 
@@ -253,7 +321,7 @@ def cmd_rollup(args) -> int:
         _err(f"rollup shows every user's energy: only root and site-config admins may run it (you are {me})")
         return 1
     try:
-        store = _open(args, cfg, readonly=os.getuid() != 0)
+        store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return 2

@@ -149,6 +149,9 @@ class Paths(_Strict):
     """Where files go. Empty derived paths are filled from ``spool_dir``."""
 
     spool_dir: str = "/var/spool/slurm-energy"
+    # second spool on another filesystem (tmpfs /run): the hooks use it when spool_dir is full or
+    # read-only, so the job is still measured; "" = none. collect and prune look in both.
+    spool_fallback_dir: str = "/run/slurm-energy"
     results_dir: str = ""  # default <spool_dir>/results
     # default sqlite:////var/lib/slurm-energy/jobs.db: NOT under the spool, which is root-only
     # (0700), so that ordinary users can run jobenergy against it (the file is 0644, root-written)

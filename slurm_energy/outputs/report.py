@@ -43,9 +43,22 @@ class ReportSink:
 
             html, csv = write_reports(record, out_dir, uid, gid)
         except Exception as e:
-            log.exception("report for job %s failed", record.job_id)
-            msg = str(e) if "not written" in str(e) else f"report not written: {e}"
-            return [msg]
+            log.warning("report for job %s not written: %s", record.job_id, e)
+            record.report_error = report_problem(record, e)
+            return [str(e) if "not written" in str(e) else f"report not written: {e}"]
         log.info("job=%s report %s %s", record.job_id, html, csv)
         self.written = (html, csv)
         return []
+
+
+def report_problem(rec: JobRecord, e: BaseException) -> str:
+    """Why the report is missing, for the user (``complete (no report: <reason>)``): the directory,
+    the reason and the fix. ``e`` is write_reports' error (SafeWriteError/ReportWriteError/ValueError)."""
+    reason = getattr(e, "reason", "") or str(e)
+    who = rec.user or f"uid {rec.uid}"
+    if "ermission denied" in reason or "errno 13" in reason or "Read-only" in reason:
+        fix = (f"make it writable by {who} or submit from a writable directory (sbatch --chdir=DIR); "
+               f"the energy is in `jobenergy -l {rec.job_id}`")
+    else:
+        fix = f"the energy is in `jobenergy -l {rec.job_id}`"
+    return f"{rec.work_dir} not written as {who}: {reason.splitlines()[0][:200]}; {fix}"

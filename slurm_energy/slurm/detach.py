@@ -68,6 +68,21 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def find_sampler(job_dir_suffix: str, node: str) -> Optional[int]:
+    """PID of a detached sampler (``... slurm_energy.slurm.hooks sampler DIR NODE``) whose DIR ends
+    with ``job_dir_suffix`` (e.g. ``/jobs/42-r0``, also matching a reused id's ``/jobs/42-r0-<tag>``)
+    on ``node``, found by argv in /proc; or None."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        argv = cmdline(int(name))
+        d = argv[-2].rstrip("/") if len(argv) >= 4 else ""
+        if (argv[-3:-2] == ["sampler"] and argv[-1] == node and "slurm_energy.slurm.hooks" in argv
+                and (d.endswith(job_dir_suffix) or d[:d.rfind("-")].endswith(job_dir_suffix))):
+            return int(name)
+    return None
+
+
 def _wait_stopped(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -110,9 +110,12 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
         st = Status.PARTIAL if status == Status.COMPLETE else status
+    if not rows and status == Status.COMPLETE:
+        st = Status.NO_DATA  # the job ran; nothing was measured on this node (errors say why)
+    start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min([end_time] + [r.t for r in rows])
     cpus = cpus_on_node(ctx.cpus_per_node, idx)
     obs = NodeObservation(
-        ctx.node, rows, static, start_time=ctx.prolog_time or min([end_time] + [r.t for r in rows]),
+        ctx.node, rows, static, start_time=start,
         end_time=end_time, span_known=span_known, cpus_alloc=cpus, errors=errors, status=st, marks=_read_marks(ctx))
     rec = measure_node(obs, ctx, cfg, expected_nodes=nodes, exit_code=exit_code,
                        job_state=slurm_job_state(slurm_facts, ctx, exit_code))
@@ -183,50 +186,64 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
                                "taken after the Epilog are used")
             _last_reading(cfg, spool, ctx)
         facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
-        rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
-        finish_node(cfg, rec, ctx)
-        from slurm_energy.sampling.marks import remove_marks
-
-        remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
+        finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts)
     except Exception as e:
         log.exception("finalize job=%s node=%s failed", ctx.job_id, node)
         spool.record_error(f"finalize: {type(e).__name__}: {e}")
     return 0
 
 
+def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str,
+                   sampler_outcome: str, facts: Optional[dict]) -> Optional[JobRecord]:
+    """This node's record from its spool -> results/merge/store/report, then the marker
+    ``finalized-<node>.done`` that tells ``collect`` this node is done (a killed finalizer leaves
+    none). Returns what :func:`finish_node` returns. Raises what it raises."""
+    from slurm_energy.slurm.spool import write_private
+
+    rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
+    out = finish_node(cfg, rec, ctx)
+    from slurm_energy.sampling.marks import remove_marks
+
+    remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
+    try:
+        write_private(spool.finalized, repr(time.time()))
+    except OSError as e:  # read-only spool: collect will finish it again (idempotent)
+        log.warning("job=%s: %s not written: %s", ctx.job_id, spool.finalized, e)
+    return out
+
+
 def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
-    """Write this node's record; if every node has reported, finalise the job and publish it to
-    the store, then the report (written as the job's user; a report not written is recorded on the
-    stored record). Returns the published record, or None while other nodes are still to report.
-    """
+    """Write this node's record (``paths.results_dir``, else the fallback spool's results); if every
+    node has reported, finalise the job (:func:`slurm_energy.pipeline.finalise_job`) and publish it
+    (:func:`store_and_report`). Returns the published record, or None while other nodes are still to
+    report. With nowhere to leave the node record, this node's view is published (a later merge
+    replaces it)."""
     from slurm_energy.slurm.results import collect_node_records, retire_run, write_node_record
 
-    write_node_record(cfg.paths.results_dir, rec)
-    records = collect_node_records(cfg.paths.results_dir, ctx.cluster, ctx.job_id, ctx.restart_count,
-                                   rec.expected_nodes, record=rec)
+    where = None
+    for results_dir in results_dirs(cfg):
+        try:
+            write_node_record(results_dir, rec)
+            where = results_dir
+            break
+        except OSError as e:  # full or read-only: the fallback spool's results, then none
+            log.warning("job=%s node=%s: results dir %s not written: %s", ctx.job_id, ctx.node, results_dir, e)
+            rec.errors.append(f"results dir {results_dir} not written: {e}")
+    if where is None:
+        return store_and_report(cfg, finalise_job([rec], cfg, merge=False))
+    records = collect_node_records(where, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes, record=rec)
     if records is None:
         log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
         _forget_running(cfg, rec)  # the node that completes the job exports its totals
         return None
     final = finalise_job(records, cfg)
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
-    publish_final(cfg, final)
+    out = store_and_report(cfg, final)
     try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
-        retire_run(cfg.paths.results_dir, final)
+        retire_run(where, final)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
-    return final
-
-
-def publish_final(cfg: SiteConfig, final: JobRecord) -> JobRecord:
-    """Publish a finished job: the store first (``jobenergy`` answers as soon as the report
-    exists), the report as the job's user, then the site's other outputs; what did not reach an
-    output is a note on the stored record, never a lost record."""
-    from slurm_energy.outputs.report import ReportSink
-    from slurm_energy.outputs.store import StoreSink
-
-    publish(final, [StoreSink(cfg.paths.store_url), ReportSink(), *output_sinks(cfg)])
-    return final
+    return out
 
 
 def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
@@ -237,6 +254,47 @@ def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
         return consumed_energy(job_id)
     except Exception as e:  # Slurm's number is a comparison only: never lose the job over it
         return None, f"unavailable: {type(e).__name__}: {e}"
+
+
+def store_and_report(cfg: SiteConfig, final: JobRecord) -> JobRecord:
+    """Publish a finished job (:func:`slurm_energy.pipeline.publish`): the store first, so
+    ``jobenergy`` answers as soon as the report exists (a store that is down queues the record for
+    ``collect``), then the report as the job's user, then the site's other outputs; what did not
+    reach an output is a note on the stored record, never a lost record."""
+    from slurm_energy.outputs.report import ReportSink
+
+    publish(final, [QueueingStoreSink(cfg), ReportSink(), *output_sinks(cfg)])
+    return final
+
+
+class QueueingStoreSink:
+    """The store as the finalizer's output: a store that is down or still locked after
+    ``Store.put``'s retries gets the record queued durably (:mod:`slurm_energy.store.queue`) in the
+    spool for ``slurm-energy collect``; raises only when it cannot even be queued."""
+
+    name = "store"
+    keeps_errors = True
+
+    def __init__(self, cfg: SiteConfig):
+        from slurm_energy.outputs.store import StoreSink
+
+        self.cfg = cfg
+        self.store = StoreSink(cfg.paths.store_url)
+
+    def publish(self, record: JobRecord) -> list[str]:
+        """Store (or queue) ``record``; no notes."""
+        try:
+            return self.store.publish(record)
+        except Exception as e:
+            from slurm_energy.slurm.spool import spool_dirs
+            from slurm_energy.store.queue import queue_record
+
+            why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            path = queue_record(spool_dirs(self.cfg), record, why)
+            log.error("job=%s: store failed (%s); queued as %s for collect", record.job_id, e, path)
+            if path is None:
+                raise
+            return []
 
 
 def output_sinks(cfg: SiteConfig, running: bool = False) -> list[Sink]:
@@ -267,10 +325,19 @@ def _forget_running(cfg: SiteConfig, rec: JobRecord) -> None:
         log.exception("prometheus forget job %s", rec.job_id)
 
 
+def results_dirs(cfg: SiteConfig) -> list[str]:
+    """``paths.results_dir``, then ``results`` under the fallback spool (collect merges both)."""
+    import os
+
+    fb = cfg.paths.spool_fallback_dir
+    return list(dict.fromkeys(d for d in (cfg.paths.results_dir, fb and os.path.join(fb, "results")) if d))
+
+
 def interim(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
-    """The sampler's periodic flush: this node's energy so far, stored with status running."""
+    """The sampler's periodic flush: this node's energy so far, stored with status running, and
+    exported to node_exporter."""
     from slurm_energy.outputs.store import StoreSink
 
     rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING)
     running = finalise_job([rec], cfg, merge=False).model_copy(update={"status": Status.RUNNING})
-    publish(running, [StoreSink(cfg.paths.store_url), *output_sinks(cfg, running=True)])  # node_exporter: so far
+    publish(running, [StoreSink(cfg.paths.store_url), *output_sinks(cfg, running=True)])

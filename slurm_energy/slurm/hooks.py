@@ -19,10 +19,11 @@ import logging
 import os
 import sys
 import time
+from typing import Optional
 
 from slurm_energy.slurm.env import JobContext, parse_slurm_env
 from slurm_energy.slurm.runtime import FALLBACK_LOG_DIR, load_config, reading_row, readers_for, setup_logging, spool_from_dir
-from slurm_energy.slurm.spool import JobSpool, find_attempt, new_run, spool_belongs_to_other_run, write_private
+from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private
 
 __all__ = ["FALLBACK_LOG_DIR", "epilog", "main", "prolog", "sampler_main", "setup_logging", "spawn"]
 
@@ -33,39 +34,53 @@ def _python() -> str:
     return sys.executable or "/usr/bin/python3"
 
 
-def _begin(env, errors: list[str], epilog: bool = False):
-    """Config (defaults on error), logging, the job from the environment, its spool; config errors
-    are logged and recorded on the job. Raises SlurmEnvError/OSError for the caller to log."""
+def _begin(env, errors: list[str]):
+    """Config (last good copy on error), logging, the job from the environment; config errors are
+    logged. Raises SlurmEnvError for the caller to log."""
     cfg = load_config(errors, light=True)  # no pydantic on the Prolog/Epilog path
     setup_logging(cfg.paths.log_dir)
     for e in errors:
         log.error(e)
-    ctx = parse_slurm_env(env)
-    run = {"sluid": ctx.sluid, "slurm_start_time": ctx.slurm_start_time, "nodelist": ctx.nodelist}
-    if epilog:  # a requeued job's Epilog may carry the next attempt's restart count
-        spool = find_attempt(cfg.paths.spool_dir, ctx.job_id, ctx.node, ctx.restart_count, run)
-        if os.path.exists(spool.done) and spool_belongs_to_other_run(spool, run):  # no Prolog ran for this run
-            spool = JobSpool(spool.spool_dir, ctx.job_id, ctx.restart_count, ctx.node,
-                             ctx.sluid or f"t{ctx.slurm_start_time or int(time.time())}")
-        spool.ensure()
-    else:  # a reused job id gets its own spool, never the older run's files
-        tag = ctx.sluid or f"t{ctx.slurm_start_time or int(time.time())}"
-        spool = new_run(cfg.paths.spool_dir, ctx.job_id, ctx.restart_count, ctx.node, run, tag).ensure()
-    for e in errors:
-        spool.record_error(e)
-    return cfg, ctx, spool
+    return cfg, parse_slurm_env(env)
+
+
+def hook_elapsed_s() -> Optional[float]:
+    """Seconds since the hook script's ``timeout`` guard (our parent) started: the hook's wall time
+    as slurmd sees it, within 10 ms (clock ticks) and the shell's few ms before it. None if unknown."""
+    try:
+        with open(f"/proc/{os.getppid()}/stat", "rb") as f:
+            start_ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as f:
+            up = float(f.read().split()[0])
+        return max(0.0, up - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _log_hook_time(which: str, job_id: str, node: str, outcome: str) -> None:
+    """One line per hook run, parsed by benchmarks/fault_run.py: ``hook=prolog job=J ... wall_s=``."""
+    wall = hook_elapsed_s()
+    log.info("hook=%s job=%s node=%s outcome=%s wall_s=%s", which, job_id, node, outcome,
+             "?" if wall is None else f"{wall:.3f}")
 
 
 def prolog(env=None) -> int:
     """The Prolog. Always returns 0."""
     t0 = time.time()
     errors: list[str] = []
-    spool = None
+    spool, ctx, outcome = None, None, "failed"
     try:
-        cfg, ctx, spool = _begin(env, errors)
+        cfg, ctx = _begin(env, errors)
         ctx.prolog_time = t0
         _resolve_gpus(ctx, cfg, os.environ if env is None else env)
-        write_private(spool.context, ctx.to_json())
+        spool = usable_spool(cfg, ctx, errors)
+        for e in errors:
+            log.error("job %s: %s", ctx.job_id, e)
+            if spool is not None:
+                spool.record_error(e)
+        if spool is None:  # the Epilog hands the job to the finalizer from its environment
+            outcome = "no_spool"
+            return 0
         _prepare_marks(ctx, spool)
         try:
             reading_row(cfg, ctx, spool, "prolog")
@@ -73,12 +88,16 @@ def prolog(env=None) -> int:
             spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
         pid = _start_sampler(cfg, spool)
         write_private(spool.pidfile, str(pid))
-        log.info("prolog job=%s node=%s sampler=%d gpus=%s (%.3f s)", ctx.job_id, ctx.node, pid,
-                 ctx.gpu_uuids or [g["device_id"] for g in ctx.drm_gpus] or ctx.job_gpus or "-", time.time() - t0)
+        outcome = "ok" if spool.spool_dir == cfg.paths.spool_dir else "fallback_spool"
+        log.info("prolog job=%s node=%s sampler=%d gpus=%s spool=%s (%.3f s)", ctx.job_id, ctx.node, pid,
+                 ctx.gpu_uuids or [g["device_id"] for g in ctx.drm_gpus] or ctx.job_gpus or "-", spool.dir,
+                 time.time() - t0)
     except BaseException as e:  # noqa: BLE001 - a Prolog must never fail the job
         log.exception("prolog failed")
         if spool is not None:
             spool.record_error(f"prolog: {type(e).__name__}: {e}")
+    finally:
+        _log_hook_time("prolog", getattr(ctx, "job_id", "?"), getattr(ctx, "node", "?"), outcome)
     return 0
 
 
@@ -128,19 +147,26 @@ def _resolve_gpus(ctx: JobContext, cfg, env) -> None:
 
 def _start_sampler(cfg, spool: JobSpool) -> int:
     logf = os.path.join(spool.dir, f"sampler-{spool.node}.log")
-    return spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node], logf)
+    return spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node], logf, cfg.paths.log_dir)
 
 
-def spawn(args: list[str], logf: str) -> int:
+def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR) -> int:
     """Start ``python -I args...`` detached (see :mod:`slurm_energy.slurm.detach`); isolated, so only
-    the installed package is imported (never one from a working directory or PYTHONPATH)."""
+    the installed package is imported (never one from a working directory or PYTHONPATH). Its
+    stdout/stderr go to ``logf``, else (full or read-only spool) ``log_dir``, else /dev/null."""
     from slurm_energy.slurm.detach import spawn_detached
 
     env = {"LANG": "C.UTF-8"}
     for var in ("SLURM_ENERGY_CONFIG", "SLURM_CONF", "SLURM_ENERGY_MARKS_DIR"):  # the finalizer asks scontrol for the job's state
         if os.environ.get(var):
             env[var] = os.environ[var]
-    return spawn_detached([_python(), "-I", *args], logf, env=env)
+    for lf in (logf, os.path.join(log_dir, os.path.basename(logf)), os.devnull):
+        try:
+            os.close(os.open(lf, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            break
+        except OSError:
+            continue
+    return spawn_detached([_python(), "-I", *args], lf, env=env)
 
 
 _EARLY_STOP: list[int] = []  # a TERM that arrives while the sampler is still starting up (very short jobs)
@@ -185,43 +211,76 @@ def epilog(env=None) -> int:
     """The Epilog. Always returns 0."""
     t_end = time.time()
     errors: list[str] = []
-    spool = None
+    spool, ctx, outcome = None, None, "failed"
     try:
-        cfg, ctx, spool = _begin(env, errors, epilog=True)
-        if not os.path.exists(spool.context):  # the Prolog failed or never ran: record from our env
+        cfg, ctx = _begin(env, errors)
+        spool = usable_spool(cfg, ctx, errors, epilog=True)
+        if spool is None:  # no spool at all: the finalizer gets the job from argv, needs no disk
+            outcome = "no_spool"
+            sampler = _stop_sampler(None, ctx)
+            spawn(["-m", "slurm_energy.slurm.hooks", "finalize-env", ctx.to_json(), repr(t_end), ctx.exit_code or "",
+                   sampler, json.dumps(errors)], os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir)
+            log.error("epilog job=%s node=%s: no usable spool (%s); finalizer started from the environment",
+                      ctx.job_id, ctx.node, "; ".join(errors))
+            return 0
+        for e in errors:
+            spool.record_error(e)
+        if not _has_prolog(spool):  # the Prolog failed or never ran: record from our env
             spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
                                "nothing was sampled on this node")
-            write_private(spool.context, ctx.to_json())
-        outcome = _stop_sampler(spool)
+        outcome = _stop_sampler(spool, ctx)
         logf = os.path.join(spool.dir, f"finalize-{spool.node}.log")
         spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(t_end),
-               ctx.exit_code or "", outcome], logf)
-        write_private(spool.done, repr(t_end))
+               ctx.exit_code or "", outcome], logf, cfg.paths.log_dir)
+        try:
+            write_private(spool.done, json.dumps({"t": t_end, "sampler": outcome, "exit_code": ctx.exit_code or ""}))
+        except OSError as e:  # a read-only spool: the finalizer is already on its way
+            log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
         log.info("epilog job=%s node=%s sampler=%s (%.3f s)", ctx.job_id, ctx.node, outcome, time.time() - t_end)
     except BaseException as e:  # noqa: BLE001 - an Epilog must never drain the node
         log.exception("epilog failed")
         if spool is not None:
             spool.record_error(f"epilog: {type(e).__name__}: {e}")
+    finally:
+        _log_hook_time("epilog", getattr(ctx, "job_id", "?"), getattr(ctx, "node", "?"), outcome)
     return 0
 
 
-def _stop_sampler(spool: JobSpool) -> str:
-    from slurm_energy.slurm.detach import cmdline, stop_process
-
+def _has_prolog(spool: JobSpool) -> bool:
+    """True if the context in the spool was written by the Prolog (it sets prolog_time)."""
     try:
-        with open(spool.pidfile) as f:
-            pid = int(f.read().strip())
+        with open(spool.context, encoding="utf-8") as f:
+            return bool(JobContext.from_json(f.read()).prolog_time)
     except (OSError, ValueError):
-        return "no_pidfile"
-    argv = cmdline(pid)
-    if argv and (spool.dir not in argv or "sampler" not in argv):
-        return "not_running"  # the PID was reused by another process: never signal it
+        return False
+
+
+def _stop_sampler(spool: Optional[JobSpool], ctx: JobContext) -> str:
+    from slurm_energy.slurm.detach import cmdline, find_sampler, stop_process
+
+    pid = None
+    if spool is not None:
+        try:
+            with open(spool.pidfile) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            pid = None
+    if pid is None:  # pidfile gone or unreadable (a spool full or remounted): look in /proc
+        suffix = "/jobs/" + (os.path.basename(spool.dir) if spool is not None else f"{ctx.job_id}-r{ctx.restart_count}")
+        pid = find_sampler(suffix, ctx.node)
+        if pid is None:
+            return "no_pidfile"
+    else:
+        argv = cmdline(pid)
+        if argv and (spool is None or spool.dir not in argv or "sampler" not in argv):
+            return "not_running"  # the PID was reused by another process: never signal it
     # worst case (a sampler ignoring TERM): ~0.4 s start-up + 1.0 + 0.2 s, inside the 1.9 s guard
     return stop_process(pid, term_wait_s=1.0, kill_wait_s=0.2)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m slurm_energy.slurm.hooks {prolog|epilog|sampler DIR NODE|finalize DIR NODE T EXIT OUTCOME}``."""
+    """``python -m slurm_energy.slurm.hooks {prolog|epilog|sampler DIR NODE|finalize DIR NODE T EXIT OUTCOME|
+    finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON}``."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         what = argv[0] if argv else ""
@@ -235,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
             from slurm_energy.slurm.finalize import finalize_main
 
             return finalize_main(argv[1], argv[2], float(argv[3]), *argv[4:6])
+        if what == "finalize-env":
+            from slurm_energy.slurm.finalize_nodata import finalize_env_main
+
+            return finalize_env_main(argv[1], float(argv[2]), argv[3], argv[4], json.loads(argv[5]))
         print("usage: python -m slurm_energy.slurm.hooks {prolog|epilog|sampler|finalize}", file=sys.stderr)
     except BaseException:  # noqa: BLE001
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])

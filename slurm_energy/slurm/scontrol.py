@@ -20,7 +20,7 @@ SCONTROL = "/usr/bin/scontrol"
 _KEYS = {"ArrayJobId": "array_job_id", "ArrayTaskId": "array_task_id", "HetJobId": "het_job_id",
          "HetJobOffset": "het_job_offset", "JobState": "job_state", "Restarts": "restarts",
          "ExitCode": "exit_code", "MinMemoryNode": "min_memory_node", "MinMemoryCPU": "min_memory_cpu",
-         "NumNodes": "num_nodes"}
+         "NumNodes": "num_nodes", "StartTime": "start_time", "EndTime": "end_time"}
 
 #: states in which the job has not finished yet (the Epilog runs while the job is COMPLETING)
 UNFINISHED = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED",
@@ -32,8 +32,9 @@ def parse_show_job(line: str) -> dict:
 
     Returns {"array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_state",
     "restarts" (int), "exit_code", "job_name", "min_memory_node" / "min_memory_cpu" (the memory
-    request, Slurm's units, e.g. "4000M"), "tres_mem" (TRES mem=, all nodes), "num_nodes"} for the
-    keys present; "N/A" / "(null)" values are
+    request, Slurm's units, e.g. "4000M"), "tres_mem" (TRES mem=, all nodes), "num_nodes",
+    "start_time"/"end_time" (epoch s, from the controller's local time)} for the keys present;
+    "N/A" / "(null)" values are
     dropped. JobName may contain spaces (it runs up to `` UserId=``).
     """
     out: dict = {}
@@ -53,6 +54,12 @@ def parse_show_job(line: str) -> dict:
             del out["restarts"]
     if "job_state" in out:
         out["job_state"] = out["job_state"].split("+")[0]
+    for k in ("start_time", "end_time"):  # slurmctld's local time, e.g. 2026-12-01T05:41:14
+        if k in out:
+            try:
+                out[k] = time.mktime(time.strptime(out[k], "%Y-%m-%dT%H:%M:%S"))
+            except ValueError:  # "Unknown" (not started / not ended yet)
+                del out[k]
     return out
 
 

@@ -10,7 +10,8 @@ Layout (``spool_dir`` from the site config, default /var/spool/slurm-energy, mod
         sampler-<node>.pid               the detached sampler's PID
         errors-<node>.jsonl              hook failures recorded on the job (one JSON string a line)
         jobenv-<node>.json               array/het ids and job name read from the job's processes
-        epilog-<node>.done               this node's Epilog has run for this attempt
+        epilog-<node>.done               this node's Epilog has run for this attempt (JSON: t, sampler, exit_code)
+        finalized-<node>.done            this node's finalizer has written its record (collect skips it)
 """
 
 from __future__ import annotations
@@ -99,6 +100,24 @@ class JobSpool:
         return self.path("epilog", "done")
 
     @property
+    def finalized(self) -> str:
+        return self.path("finalized", "done")
+
+    def epilog_facts(self) -> dict:
+        """What the Epilog left in ``epilog-<node>.done``: {"t": end epoch s, "sampler": outcome,
+        "exit_code": "0:0"} ({} when it did not run; {"t": ...} for an older plain-number file)."""
+        try:
+            with open(self.done, encoding="utf-8") as f:
+                text = f.read().strip()
+        except OSError:
+            return {}
+        try:
+            v = json.loads(text)
+        except ValueError:
+            return {}
+        return v if isinstance(v, dict) else {"t": float(v)}
+
+    @property
     def errors(self) -> str:
         return self.path("errors", "jsonl")
 
@@ -120,12 +139,47 @@ class JobSpool:
 
 
 def write_private(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (tmp + rename), mode 0600."""
+    """Write ``text`` to ``path`` atomically (tmp + rename), mode 0600. Raises OSError (ENOSPC,
+    EROFS...), leaving no temp file behind; one left by a killed writer (``<name>.tmp<pid>``) is
+    reused by the next writer with that PID and removed by :func:`remove_stale_tmp`."""
     tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+#: a temp file older than this (s) belongs to a writer that was killed: see :func:`remove_stale_tmp`
+STALE_TMP_S = 600.0
+
+
+def remove_stale_tmp(job_dir: str, now: float, older_than_s: float = STALE_TMP_S) -> list[str]:
+    """Remove ``*.tmp<pid>`` files in one job directory whose mtime is ``older_than_s`` before
+    ``now`` (epoch s): a writer killed between create and rename. Returns the removed paths."""
+    out: list[str] = []
+    try:
+        names = os.listdir(job_dir)
+    except OSError:
+        return out
+    for n in names:
+        base, sep, pid = n.rpartition(".tmp")
+        if not sep or not base or not pid.isdigit():
+            continue
+        p = os.path.join(job_dir, n)
+        try:
+            if now - os.lstat(p).st_mtime >= older_than_s:
+                os.unlink(p)
+                out.append(p)
+        except OSError:
+            pass
+    return out
 
 
 def _context(sp: JobSpool) -> dict:
@@ -206,3 +260,34 @@ def find_attempt(spool_dir: str, job_id: str, node: str, restart_count: int,
     if not pick:
         return want
     return max(pick, key=lambda p: (p[0], p[1]))[2]
+
+
+def spool_dirs(cfg) -> list[str]:
+    """The spool, then the fallback spool (``paths.spool_fallback_dir``), without duplicates."""
+    return list(dict.fromkeys(d for d in (cfg.paths.spool_dir, getattr(cfg.paths, "spool_fallback_dir", "")) if d))
+
+
+def usable_spool(cfg, ctx, errors: list[str], epilog: bool = False) -> "JobSpool | None":
+    """Where this attempt's files go on this node, or None when no spool can be written.
+
+    Epilog: the spool holding the Prolog's context (spool, then fallback; a requeued job's Epilog
+    may carry the next attempt's restart count: :func:`find_attempt`). Otherwise (and when no
+    context exists) the first spool in which the context file can be written: a full (ENOSPC) or
+    read-only (EROFS) spool falls back to the next, and why is appended to ``errors``.
+    """
+    run = {"sluid": ctx.sluid, "slurm_start_time": ctx.slurm_start_time, "nodelist": ctx.nodelist}
+    tag = ctx.sluid or f"t{ctx.slurm_start_time or int(time.time())}"  # a reused job id's later run
+    if epilog:
+        for d in spool_dirs(cfg):
+            sp = find_attempt(d, ctx.job_id, ctx.node, ctx.restart_count, run)
+            if os.path.exists(sp.context) and not (os.path.exists(sp.done) and spool_belongs_to_other_run(sp, run)):
+                return sp
+    for d in spool_dirs(cfg):
+        sp = new_run(d, ctx.job_id, ctx.restart_count, ctx.node, run, tag)  # never an older run's files
+        try:
+            sp.ensure()
+            write_private(sp.context, ctx.to_json())
+            return sp
+        except OSError as e:
+            errors.append(f"spool {d} unusable: {type(e).__name__}: {e}")
+    return None

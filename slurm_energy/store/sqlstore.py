@@ -11,7 +11,10 @@ special-cased so a job shows one row while running and one when done:
   are merged (``merge_records``) and re-totalled (``finalise_record``) with the record's carbon facts;
 * a running record is ignored once a final row for that attempt exists (a late flush must not
   overwrite the Epilog's record);
-* a final record deletes the attempt's running rows, then upserts on the key.
+* a final record deletes the attempt's running rows, then upserts on the key;
+* a ``no_data`` record (the job ran but its spool was unusable: stored from the Epilog's environment
+  and slurmctld) is ignored when a measured record of the attempt exists, and is replaced (with any
+  running row) by a measured one that ``collect`` finishes later from the node's spool.
 
 Access control: see docs/STORE.md. With SQLite the file is created 0644 root-owned in a 0755
 directory: users can read the whole store with sqlite3 but cannot write it; jobenergy's filter to a
@@ -146,13 +149,16 @@ class Store:
                 T.c.end_time >= record.start_time - RUN_OVERLAP_SLACK_S,
                 T.c.start_time <= record.end_time + RUN_OVERLAP_SLACK_S,
             )
-            if record.status == Status.RUNNING:
-                done = conn.execute(
-                    sa.select(T.c.id).where(same_attempt, T.c.status != Status.RUNNING.value).limit(1)
-                ).first()
+            placeholders = (Status.RUNNING.value, Status.NO_DATA.value)
+            if record.status in (Status.RUNNING, Status.NO_DATA):
+                better = (T.c.status != Status.RUNNING.value if record.status == Status.RUNNING
+                          else T.c.status.notin_(placeholders))
+                done = conn.execute(sa.select(T.c.id).where(same_attempt, better).limit(1)).first()
                 if done is not None:
-                    log.info("ignoring interim record for %s: final record already stored", record.job_id)
+                    log.info("ignoring %s record for %s: a measured record is already stored",
+                             record.status.value, record.job_id)
                     return
+            if record.status == Status.RUNNING:
                 olds = conn.execute(
                     sa.select(T.c.id, T.c.record_json).where(same_attempt, T.c.status == Status.RUNNING.value)
                 ).all()
@@ -160,8 +166,8 @@ class Store:
                     if merge_running is not None:
                         record = merge_running([JobRecord.model_validate_json(o.record_json) for o in olds], record)
                     conn.execute(sa.delete(T).where(T.c.id.in_([o.id for o in olds])))
-            else:
-                conn.execute(sa.delete(T).where(same_attempt, T.c.status == Status.RUNNING.value))
+            else:  # a final record replaces the attempt's interim (and, when measured, no_data) rows
+                conn.execute(sa.delete(T).where(same_attempt, T.c.status.in_(placeholders)))
             row = _row(record)
             ins = (pg_dialect.insert if conn.dialect.name == "postgresql" else sqlite_dialect.insert)(T)
             ins = ins.values(**row).on_conflict_do_update(
@@ -301,6 +307,16 @@ def _prepare_sqlite_file(url: sa.URL, readonly: bool) -> None:
         os.chmod(p, 0o644)
 
 
+def _check_readable_sqlite(path: str) -> None:
+    """A reader never creates a store: a missing or empty file is an error naming the path."""
+    p = Path(path)
+    fix = "check paths.store_url in site.yaml (or --store / $SLURM_ENERGY_STORE)"
+    if not p.exists():
+        raise StoreError(f"store {path} does not exist (no job recorded yet, or a mistyped path); {fix}")
+    if p.is_file() and p.stat().st_size == 0:
+        raise StoreError(f"store {path} is an empty file, not a slurm-energy store; {fix}")
+
+
 def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
                busy_timeout_s: float = BUSY_TIMEOUT_S) -> Store:
     """Open (and create or migrate) the store at a SQLAlchemy URL.
@@ -308,8 +324,10 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
     Args:
         url: ``sqlite:////var/spool/slurm-energy/store.db`` (default site layout; the file is created
             0644) or ``postgresql+psycopg://user:pw@host:5432/db``.
-        readonly: open for reading only (jobenergy as an ordinary user): SQLite is opened with
-            ``mode=ro``; no migration is attempted, and :meth:`Store.put` raises PermissionError.
+        readonly: open for reading only (jobenergy, rollup; also as root): SQLite is opened with
+            ``mode=ro`` (a missing or empty file is an error, never a new database), PostgreSQL
+            sessions with ``default_transaction_read_only=on``; no migration is attempted, and
+            :meth:`Store.put` raises PermissionError.
         migrate: apply missing schema migrations (see :mod:`slurm_energy.store.schema`).
         busy_timeout_s: SQLite only: how long a statement waits for another connection's lock, s.
 
@@ -319,7 +337,8 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
     Raises:
         ValueError: :func:`slurm_energy.store.urls.check_store_url`'s message: the URL cannot be
             parsed, its backend or driver is unsupported or not installed, or a SQLite path is relative.
-        RuntimeError: the schema is newer than this code, or a read-only store has no schema yet.
+        RuntimeError: the schema is newer than this code; a read-only store is missing, empty, not
+            a database, unreachable or has no schema (the message names it).
     """
     problem = check_store_url(url)
     if problem:
@@ -329,20 +348,26 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
     if backend == "sqlite":
         _prepare_sqlite_file(u, readonly)
         if readonly and u.database and u.database != ":memory:":
-            if not Path(u.database).exists():
-                raise StoreError(f"store {u.database} does not exist yet (no job has been recorded)")
+            _check_readable_sqlite(u.database)
             engine = sa.create_engine(
                 f"sqlite:///file:{u.database}?mode=ro&uri=true", connect_args={"timeout": busy_timeout_s}
             )
         else:
             engine = sa.create_engine(u, connect_args={"timeout": busy_timeout_s})
     else:  # postgresql+psycopg (check_store_url allows nothing else)
-        engine = sa.create_engine(u, pool_pre_ping=True)
+        args = {"options": "-c default_transaction_read_only=on"} if readonly else {}
+        engine = sa.create_engine(u, pool_pre_ping=True, connect_args=args)
     if readonly or not migrate:
-        with engine.connect() as conn:
-            v = schema.current_version(conn)
+        shown = u.render_as_string(hide_password=True)
+        try:
+            with engine.connect() as conn:
+                v = schema.current_version(conn)
+        except sa.exc.DatabaseError as e:  # "file is not a database", server down: name the store
+            raise StoreError(f"store {shown} cannot be read: {str(e.orig or e).splitlines()[0]}; "
+                               "check paths.store_url (or --store / $SLURM_ENERGY_STORE)") from None
         if v == 0:
-            raise StoreError(f"store {u.render_as_string(hide_password=True)} has no schema yet (no job recorded)")
+            raise StoreError(f"store {shown} has no slurm-energy schema (no job recorded yet, or not a "
+                               "slurm-energy store); check paths.store_url (or --store / $SLURM_ENERGY_STORE)")
         if v > schema.SCHEMA_VERSION:
             raise StoreError(f"store schema version {v} is newer than this slurm-energy ({schema.SCHEMA_VERSION})")
     else:

@@ -105,3 +105,26 @@ def test_missing_power_keeps_counter(monkeypatch):
     gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=None)
     d = _job(gpu, [(1_000_000, None)], monkeypatch)
     assert d.energy_j == pytest.approx(1000.0) and d.method == Method.COUNTER
+
+
+def test_amd_hwmon_counter_stuck_while_power1_average_reads_300_w(tmp_path):
+    # the same cross-check on an AMD card's hwmon: energy1_input stuck, power1_average 300 W (uW)
+    from fakes.drm import FakeSysfs, put
+
+    from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+    from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
+
+    fs = FakeSysfs(tmp_path / "sys")
+    hw = fs.gpu("0000:c1:00.0", "1002:74a1", "amdgpu", card=1, render=128,
+                hwmon={"energy1_input": 7_000_000, "power1_average": 300_000_000})
+    r = DrmHwmonReader(resolve_drm_gpus(drm_root=str(fs.drm_root), kfd_root=str(fs.kfd_root), slurm_job_gpus="0"),
+                       str(fs.drm_root), str(fs.kfd_root))
+    rows = []
+    for k in range(3):
+        put(hw / "energy1_input", 7_000_000)  # stuck
+        rows.append({"t": T0 + 5 * k, "kind": "sample", "job": {"cpu_time_s": float(k), "pids": [1]},
+                     "node": {"cpu_busy_s": float(k), "cpu_total_s": 2.0 * k, "ncpu": 2},
+                     "readings": [x.to_dict() for x in r.read()]})
+    (d,) = summarise_node(rows, job_id="7", node="n1", start_time=T0, end_time=T0 + 10).devices
+    assert d.energy_j == pytest.approx(300.0 * 10)  # 3000 J by power, not the counter's 0 J
+    assert d.method == Method.POWER_INTEGRATION and FLAG_COUNTER_INCONSISTENT in d.flags

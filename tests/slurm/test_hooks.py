@@ -20,7 +20,7 @@ import pytest
 from slurm_energy.slurm.detach import is_running
 
 REPO = Path(__file__).resolve().parents[2]
-VENV_PY = "/opt/slurm-energy/venv/bin/python"
+VENV_PY = os.environ.get("SLURM_ENERGY_TEST_VENV_PY", "/opt/slurm-energy/venv/bin/python")  # the installed hooks
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY),
                                 reason="hooks run as root with the installed venv (scripts/setup.sh)")
 

@@ -60,7 +60,11 @@ def _records(tmp_path, n: int):
     recs = []
     for _ in range(300):  # up to 30 s: the finalizer is a detached process
         if (tmp_path / "lib" / "jobs.db").exists():
-            st = open_store(f"sqlite:///{tmp_path}/lib/jobs.db", readonly=True)
+            try:
+                st = open_store(f"sqlite:///{tmp_path}/lib/jobs.db", readonly=True)
+            except RuntimeError:  # the finalizer created the file and is creating the schema
+                time.sleep(0.1)
+                continue
             recs = [r for r in st.get_job("4343") if r.status.value != "running"]
             st.close()
             if len(recs) >= n:

@@ -135,6 +135,8 @@ class AmdSmiReader(Reader):
             if t.mode == "counter":
                 e = smi.amdsmi_get_energy_count(t.handle)
                 r.energy_uj = int(e["energy_accumulator"] * e["counter_resolution"])
+                r.energy_resolution_uj = max(1, int(round(float(e["counter_resolution"]))))
+                r.power_w = self._power_beside_counter(t)  # accounting cross-checks the counter with it
             else:
                 r.power_w = float(smi.amdsmi_get_power_info(t.handle)[t.power_key])
         except (smi.AmdSmiException, KeyError, TypeError, ValueError) as exc:
@@ -144,6 +146,18 @@ class AmdSmiReader(Reader):
             r.util = fb.util
         r.proc_util = self._proc_util(t)
         return r
+
+    def _power_beside_counter(self, t: _Target) -> Optional[float]:
+        """Socket power (W) read with the counter, or None (not supported / no power key)."""
+        try:
+            info = self.smi.amdsmi_get_power_info(t.handle)
+        except (self.smi.AmdSmiException, AttributeError):
+            return None
+        for k in ("current_socket_power", "average_socket_power"):
+            v = info.get(k) if isinstance(info, dict) else None
+            if isinstance(v, (int, float)) and v >= 0:
+                return float(v)
+        return None
 
     def _util(self, t: _Target) -> Optional[float]:
         try:

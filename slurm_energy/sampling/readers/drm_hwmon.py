@@ -214,6 +214,10 @@ class DrmHwmonReader(Reader):
         try:
             if t.mode == "counter":
                 r.energy_uj = self._int(t.path)  # type: ignore[arg-type]
+                pf = power_file(os.path.dirname(t.path))  # type: ignore[arg-type]
+                pw = self._opt(pf) if pf else None
+                if pw is not None:  # power beside the counter: accounting cross-checks a lying counter
+                    r.power_w = pw / 1e6
             elif t.mode == "power_integration":
                 r.power_w = self._int(t.path) / 1e6  # type: ignore[arg-type]
             else:

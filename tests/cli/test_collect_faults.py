@@ -1,0 +1,156 @@
+"""collect / prune / install under faults: a store that is down, an unwritable results dir, records
+left running, stale temp files, retention that never removes an unstored job (issue 10)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from jobrecord_factory import finished, node_record
+from slurm_energy.config import Paths, SiteConfig
+from slurm_energy.model import Status
+from slurm_energy.store import open_store
+from slurm_energy.store.queue import drain
+
+
+def _cfg(tmp: Path, store_url: str = "", results_dir: str = "") -> SiteConfig:
+    return SiteConfig(paths=Paths(spool_dir=str(tmp / "spool"), spool_fallback_dir=str(tmp / "spool2"),
+                                  store_url=store_url or f"sqlite:///{tmp}/jobs.db", results_dir=results_dir))
+
+
+def test_store_down_queues_the_record_and_collect_drains_it(tmp_path):
+    from slurm_energy.slurm.finalize import store_and_report
+
+    down = _cfg(tmp_path, store_url="postgresql+psycopg://se@127.0.0.1:9/none")  # nothing listens on port 9
+    rec = finished(node_record(job_id="810"))
+    store_and_report(down, rec)
+    (q,) = list((tmp_path / "spool" / "queue").iterdir())
+    assert q.name == "c1.810.r0.1000000.json" and oct(q.stat().st_mode & 0o777) == "0o600"
+    good = open_store(f"sqlite:///{tmp_path}/jobs.db")
+    n, problems = drain([str(tmp_path / "spool"), str(tmp_path / "spool2")], good.put)
+    assert (n, problems) == (1, []) and not q.exists()
+    (got,) = good.get_job("810")
+    assert got.it_kwh == pytest.approx(1.1)  # 3.6e6 + 3.6e5 J = 3.96e6 J = 1.1 kWh, as queued
+
+
+def test_locked_store_queues_after_its_retries(tmp_path, monkeypatch):
+    import sqlite3
+
+    from slurm_energy.slurm import finalize
+    from slurm_energy.store import sqlstore
+
+    cfg = _cfg(tmp_path)
+    open_store(cfg.paths.store_url).close()
+    real = sqlstore.open_store
+    # the busy timeout shortened from 30 s (the real waiting is tested in test_store_locking.py)
+    monkeypatch.setattr("slurm_energy.store.open_store", lambda url, **kw: real(url, busy_timeout_s=0.2, **kw))
+    holder = sqlite3.connect(f"{tmp_path}/jobs.db")
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the lock for longer than we wait
+    try:
+        finalize.QueueingStoreSink(cfg).publish(finished(node_record(job_id="811")))
+    finally:
+        holder.rollback()
+        holder.close()
+    assert [p.name for p in (tmp_path / "spool" / "queue").iterdir()] == ["c1.811.r0.1000000.json"]
+
+
+def test_unwritable_results_dir_falls_back_and_the_record_is_stored(tmp_path):
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.finalize import finish_node
+
+    (tmp_path / "afile").write_text("x")  # results_dir under a regular file: ENOTDIR, as root too
+    cfg = _cfg(tmp_path, results_dir=str(tmp_path / "afile" / "results"))
+    rec = node_record(job_id="812")
+    ctx = JobContext(job_id="812", uid=1001, gid=1001, node="n1", cluster="c1")
+    out = finish_node(cfg, rec, ctx)
+    # written to the fallback spool's results (then moved under stored/ once the job is stored)
+    assert out is not None and list((tmp_path / "spool2" / "results" / "c1").rglob("n1.json"))
+    (got,) = open_store(cfg.paths.store_url, readonly=True).get_job("812")
+    assert any(f"results dir {tmp_path}/afile/results not written" in e for e in got.errors)
+
+
+def test_nowhere_to_write_results_stores_the_node_view_directly(tmp_path):
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.finalize import finish_node
+
+    (tmp_path / "afile").write_text("x")
+    cfg = SiteConfig(paths=Paths(spool_dir=str(tmp_path / "afile" / "s"), spool_fallback_dir=str(tmp_path / "afile" / "t"),
+                                 store_url=f"sqlite:///{tmp_path}/jobs.db"))
+    finish_node(cfg, node_record(job_id="813"), JobContext(job_id="813", uid=1001, gid=1001, node="n1", cluster="c1"))
+    (got,) = open_store(cfg.paths.store_url, readonly=True).get_job("813")
+    assert got.it_kwh == pytest.approx(1.1)
+
+
+def test_collect_marks_running_records_of_ended_jobs_partial(tmp_path):
+    from slurm_energy.cli.collect_more import finish_running
+
+    st = open_store(f"sqlite:///{tmp_path}/jobs.db")
+    for jid in ("820", "821", "822"):
+        r = finished(node_record(job_id=jid))
+        r.status = Status.RUNNING
+        st.put(r)
+    facts = {"820": (True, {"job_state": "TIMEOUT", "end_time": 5000.0}), "821": (False, {"job_state": "RUNNING"}),
+             "822": (True, {"job_state": "COMPLETED"})}
+    lines = finish_running(st, young={("822", 0)}, final_facts=lambda j, r: facts[j])
+    assert lines == ["marked c1/820 attempt 0: running -> partial (Slurm TIMEOUT)"]
+    (a,) = st.get_job("820")
+    assert a.status == Status.PARTIAL and a.job_state == "TIMEOUT" and a.end_time == 5000.0
+    assert [r.status for r in st.get_job("821") + st.get_job("822")] == [Status.RUNNING, Status.RUNNING]
+
+
+def test_stale_temp_files_are_removed_and_fresh_ones_kept(tmp_path):
+    from slurm_energy.slurm.spool import remove_stale_tmp
+
+    d = tmp_path / "jobs" / "5-r0"
+    d.mkdir(parents=True)
+    old, new, keep = d / "epilog-n2.done.tmp4242", d / "context-n1.json.tmp77", d / "samples-n1.jsonl"
+    for p in (old, new, keep):
+        p.write_text("x")
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    os.utime(keep, (time.time() - 3600, time.time() - 3600))
+    assert remove_stale_tmp(str(d), time.time()) == [str(old)]
+    assert sorted(p.name for p in d.iterdir()) == ["context-n1.json.tmp77", "samples-n1.jsonl"]
+
+
+def test_prune_never_removes_a_job_not_yet_stored(tmp_path):
+    from slurm_energy.cli.collect_more import prune
+    from slurm_energy.slurm.spool import JobSpool
+
+    cfg = _cfg(tmp_path)
+    st = open_store(cfg.paths.store_url)
+    st.put(finished(node_record(job_id="830")))
+    for jid in ("830", "831"):  # 830 is stored, 831 is not
+        sp = JobSpool(cfg.paths.spool_dir, jid, 0, "n1").ensure()
+        Path(sp.context).write_text("{}")
+        Path(sp.finalized).write_text("1")
+        for f in Path(sp.dir).iterdir():
+            os.utime(f, (time.time() - 20 * 86400,) * 2)
+    lines = prune(cfg, st, [cfg.paths.spool_dir], [], 14 * 86400, time.time())
+    assert lines == [f"removed {cfg.paths.spool_dir}/jobs/830-r0"]
+    assert os.path.isdir(f"{cfg.paths.spool_dir}/jobs/831-r0")
+
+
+def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
+    from slurm_energy.cli.main import main
+
+    assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "# OnUnitActiveSec=5min" in out and "# [Timer]" in out
+    cron = [x for x in out if x.startswith("# */5 * * * * ")]
+    assert len(cron) == 1 and "collect --older-than 5" in cron[0] and f"SLURM_ENERGY_CONFIG={tmp_path}/site.yaml" in cron[0]
+    assert all(x.startswith("#") for x in out if "collect" in x)  # slurm.conf ignores them
+
+
+def test_sacct_line_and_scontrol_times_parse():
+    from slurm_energy.slurm.leftovers import parse_sacct_line
+    from slurm_energy.slurm.scontrol import parse_show_job
+
+    f = parse_sacct_line("CANCELLED by 2001|2026-12-01T05:00:00|2026-12-01T05:01:30")
+    assert f["job_state"] == "CANCELLED" and f["end_time"] - f["start_time"] == 90.0
+    assert "start_time" not in parse_sacct_line("PENDING|Unknown|Unknown")
+    g = parse_show_job("JobId=5 JobName=x UserId=a(1) JobState=TIMEOUT StartTime=2026-12-01T05:00:00 "
+                       "EndTime=2026-12-01T05:01:07")
+    assert g["job_state"] == "TIMEOUT" and g["end_time"] - g["start_time"] == 67.0

@@ -1,0 +1,106 @@
+"""Store rules under faults: a ``no_data`` placeholder never hides a measured record, and readers
+never create or modify the store (SQLite ``mode=ro``, PostgreSQL read-only sessions)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import sqlalchemy as sa
+
+from jobrecord_factory import finished, node_record
+from slurm_energy.cli.jobenergy_format import FIELDS
+from slurm_energy.model import Status
+from slurm_energy.store import open_store
+from store_backends import store, store_url  # noqa: F401  (fixtures)
+
+
+def _no_data(job_id: str, start: float = 1000.0):
+    rec = finished(node_record(job_id=job_id, start=start, end=start + 60, cpu_j=None, ram_j=None,
+                               status=Status.NO_DATA))
+    rec.status = Status.NO_DATA
+    rec.errors = ["spool unusable at the Epilog: [Errno 28] No space left on device"]
+    return rec
+
+
+def test_measured_record_replaces_no_data_and_no_data_never_replaces_measured(store):
+    store.put(_no_data("700", start=1000.0))
+    measured = finished(node_record(job_id="700", start=1002.5, end=1060.0, cpu_j=3.6e6))
+    store.put(measured)  # collect finished it from the node's spool later: start time is the Prolog's
+    (got,) = store.get_job("700")
+    # 3.6e6 J CPU + 3.6e5 J RAM = 3.96e6 J = 1.1 kWh, status complete, the placeholder gone
+    assert got.status == Status.COMPLETE and got.it_kwh == pytest.approx(1.1)
+    store.put(_no_data("700", start=1000.0))  # a late spool-less finalizer: ignored
+    assert [r.status for r in store.get_job("700")] == [Status.COMPLETE]
+
+
+def test_running_record_after_no_data_is_ignored(store):
+    store.put(_no_data("701"))
+    running = finished(node_record(job_id="701", start=1001.0, end=1030.0))
+    running.status = Status.RUNNING
+    store.put(running)  # a sampler that outlived the Epilog must not make the job look running again
+    assert [r.status for r in store.get_job("701")] == [Status.NO_DATA]
+
+
+def test_report_error_is_shown_beside_the_status():
+    rec = finished(node_record(job_id="702"))
+    rec.report_error = "/home/a/w not writable by alice; make it writable or use sbatch --chdir"
+    assert FIELDS["status"](rec, {}) == ("complete (no report: /home/a/w not writable by alice; "
+                                         "make it writable or use sbatch --chdir)")
+
+
+def test_reader_never_creates_a_missing_or_empty_sqlite_store(tmp_path):
+    missing = tmp_path / "typo" / "jobs.db"
+    with pytest.raises(RuntimeError, match=f"store {missing} does not exist"):
+        open_store(f"sqlite:///{missing}", readonly=True)
+    assert not missing.parent.exists()  # not even the directory
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(RuntimeError, match=f"store {empty} is an empty file"):
+        open_store(f"sqlite:///{empty}", readonly=True)
+    assert empty.stat().st_size == 0
+
+
+def test_readonly_sqlite_store_is_not_modified(tmp_path):
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    w = open_store(url)
+    w.put(finished(node_record(job_id="703")))
+    w.close()
+    before = os.stat(tmp_path / "jobs.db")
+    r = open_store(url, readonly=True)  # as root here too: mode=ro, not file permissions, protects it
+    assert [x.job_id for x in r.get_job("703")] == ["703"]
+    with pytest.raises(PermissionError):
+        r.put(finished(node_record(job_id="704")))
+    with pytest.raises(sa.exc.OperationalError, match="readonly"):
+        with r.engine.begin() as c:
+            c.execute(sa.text("DELETE FROM job_records"))
+    r.close()
+    after = os.stat(tmp_path / "jobs.db")
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+def test_readonly_store_session_refuses_writes(store_url):
+    open_store(store_url).close()  # the schema exists (written by the hooks)
+    r = open_store(store_url, readonly=True)
+    with pytest.raises(sa.exc.DBAPIError):
+        with r.engine.begin() as c:
+            c.execute(sa.text("DELETE FROM job_records"))
+    r.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writing a report as another user needs root")
+def test_unwritable_work_dir_makes_the_status_say_no_report(tmp_path):
+    from slurm_energy.config import Paths, SiteConfig
+    from slurm_energy.slurm.finalize import store_and_report
+
+    wd = tmp_path / "work"  # root's 0755 directory: user nobody cannot create files in it
+    wd.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    cfg = SiteConfig(paths=Paths(spool_dir=str(tmp_path / "spool"), store_url=f"sqlite:///{tmp_path}/jobs.db"))
+    rec = finished(node_record(job_id="705", work_dir=str(wd), uid=65534, gid=65534, user="nobody"))
+    store_and_report(cfg, rec)
+    (got,) = open_store(cfg.paths.store_url, readonly=True).get_job("705")
+    assert got.report_error.startswith(f"{wd} not written as nobody: ")
+    assert "Permission denied" in got.report_error and "sbatch --chdir=DIR" in got.report_error
+    assert FIELDS["status"](got, {}).startswith(f"complete (no report: {wd} not written as nobody")
+    assert not list(wd.iterdir())
