@@ -247,8 +247,12 @@ def _fill_tdp_cpu_power(samples, rows, row_index, st: Optional[DeviceStatic]) ->
         except (KeyError, TypeError):
             continue
         if d_total > 0:
-            rd.mean_power_w = st.rated_power_w * min(1.0, max(0.0, d_busy / d_total))
+            raw = d_busy / d_total
+            busy = attribution.clamp_ratio(raw)
+            rd.mean_power_w = st.rated_power_w * busy
             rd.flags = list(rd.flags or []) + ["util_from_node_counters"]
+            if busy != raw:  # clamped: flagged, the raw node busy fraction kept in the flag
+                rd.flags += [attribution.FLAG_UTIL_CLAMPED, f"node_busy_raw:{raw:.4g}"]
 
 
 def _reading_at(samples, t: float) -> Optional[Reading]:

@@ -260,7 +260,7 @@ def to_json(items: list[tuple[str, JobRecord]]) -> str:
     from slurm_energy.reporting.prediction_check import check
 
     def one(jid: str, r: JobRecord) -> dict:
-        out = {"jobid": jid, "record": json.loads(r.model_dump_json())}
+        out = {"jobid": jid, "record": json.loads(ordered_record(r).model_dump_json())}  # numeric order
         chk = check(r)
         if chk is not None:  # the job declared its FLOPs: predicted vs measured
             out["prediction_check"] = chk

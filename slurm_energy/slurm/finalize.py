@@ -144,7 +144,8 @@ def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int
                       errors: list) -> tuple[Optional[int], str]:
     """The job's memory request on this node (bytes, how): the job's SLURM_MEM_PER_NODE /
     SLURM_MEM_PER_CPU (read from its processes: 22.05's Prolog does not get them), else slurmctld's
-    MinMemoryNode / MinMemoryCPU; 0 = the node's whole memory. A value Slurm never writes is
+    MinMemoryNode / MinMemoryCPU, else its TRES mem= / nodes; 0 = the whole node (TRES mem per node,
+    else the node's MemTotal). A value Slurm never writes is
     recorded as an error and the request left unknown."""
     from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
 
@@ -156,11 +157,30 @@ def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int
     else:
         per_node, per_cpu, src = facts.get("min_memory_node"), facts.get("min_memory_cpu"), "scontrol show job"
     try:
-        b, how = requested_memory_bytes(per_node or None, per_cpu or None, cpus, node_total)
+        tres = _tres_mem_per_node(facts)
+        whole = tres if tres is not None else node_total  # 0 = the whole node: what Slurm allocated, else MemTotal
+        b, how = requested_memory_bytes(per_node or None, per_cpu or None, cpus, whole)
+        if b is None and not (per_node or per_cpu) and tres is not None:
+            b, how = tres, f"TRES mem={facts['tres_mem']} / {facts.get('num_nodes') or 1} node(s)"
     except SlurmFormatError as e:
         errors.append(f"memory request not understood: {e}")
         return None, ""
     return b, (f"{how} ({src})" if b is not None else how)
+
+
+def _tres_mem_per_node(facts: dict) -> Optional[int]:
+    """slurmctld's TRES mem= (the whole job's memory) / its node count, bytes; None if absent.
+    Raises SlurmFormatError for a value Slurm never writes."""
+    from slurm_energy.slurm.formats import parse_memory
+
+    got = parse_memory(facts.get("tres_mem"), "TRES mem") if facts.get("tres_mem") else None
+    if not got:
+        return None
+    try:
+        n = max(1, int(facts.get("num_nodes") or 1))
+    except ValueError:
+        n = 1
+    return got[0] // n
 
 
 def finalise(cfg, merged: JobRecord) -> JobRecord:
