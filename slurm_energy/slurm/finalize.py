@@ -271,11 +271,12 @@ def finish_node(cfg, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
         return None
     final = finalise(cfg, merged)
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
-    out = store_and_report(cfg, final)
+    out = store_and_report(cfg, final, outputs=False)
     try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
         retire_run(where, merged)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
+    publish_and_note(cfg, out)  # after the run is retired: outputs may take seconds (sacct, sacctmgr)
     return out
 
 
@@ -289,8 +290,9 @@ def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
         return None, f"unavailable: {type(e).__name__}: {e}"
 
 
-def store_and_report(cfg, final: JobRecord) -> JobRecord:
-    """Store the record, then write energy-<jobid>.html/.csv into its work dir as the job's user.
+def store_and_report(cfg, final: JobRecord, outputs: bool = True) -> JobRecord:
+    """Store the record, then write energy-<jobid>.html/.csv into its work dir as the job's user,
+    then (``outputs``) publish it to the extra outputs (:func:`publish_and_note`).
 
     The record is stored first, so ``jobenergy`` answers as soon as the report exists; a report
     that cannot be written is recorded on the stored record as an error.
@@ -309,11 +311,17 @@ def store_and_report(cfg, final: JobRecord) -> JobRecord:
             final.report_error = report_problem(final, e)
             final.errors.append(str(e) if "not written" in str(e) else f"report not written: {e}")
             _put_or_queue(cfg, final)
+    if outputs:
+        publish_and_note(cfg, final)
+    return final
+
+
+def publish_and_note(cfg, final: JobRecord) -> None:
+    """Publish a stored final record to the extra outputs; their notes go onto the stored record."""
     notes = publish_outputs(cfg, final)
     if notes:  # each output's failure is a note on the stored record, never a lost record
         final.errors.extend(notes)
         _put_or_queue(cfg, final)
-    return final
 
 
 def output_sinks(cfg, running: bool = False) -> list:
