@@ -311,6 +311,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bursts", type=int, default=8)
     ap.add_argument("--gap", type=float, default=40.0, help="seconds between bursts")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the fault schedule's times (a quick smoke run: 0.35)")
     ap.add_argument("--out", help="also write the table (markdown) to this file")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -335,6 +336,7 @@ def main() -> int:
             (150, "spool full"), (190, "fallback spool full"), (220, "fallback spool freed"), (240, "spool freed"),
             (250, "spool read-only"), (290, "spool read-write"),
         ]
+        plan = [(t * args.scale, what) for t, what in plan]
         fillers: dict[str, Path] = {}
         next_burst, b, last_kill_s, last_kill_f, last_collect = start, 0, start, start, start
         while True:

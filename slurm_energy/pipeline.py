@@ -170,22 +170,23 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     return finalise_record(merged, facts, hourly)
 
 
-def publish(record: JobRecord, sinks: Sequence[Sink]) -> dict[str, list[str]]:
+def publish(record: JobRecord, sinks: Sequence[Sink], *, kept_by: Sequence[Sink] = ()) -> dict[str, list[str]]:
     """Hand ``record`` to each sink in order; returns each sink's notes by name (empty: done).
 
     A sink's notes (what did not reach it) are appended to ``record.errors``, and the record is
-    published again to the sinks before it that keep errors (the store), so the stored record says
-    which output is missing. A sink that raises (the store is unusable) stops the rest.
+    published again to the sinks that keep errors and already hold it: those before it in
+    ``sinks``, and ``kept_by`` (where it was published before, e.g. the store), so the stored
+    record says which output is missing. A sink that raises (the store is unusable) stops the rest.
     """
     results: dict[str, list[str]] = {}
-    done: list[Sink] = []
+    done: list[Sink] = list(kept_by)
     for sink in sinks:
         notes = sink.publish(record)
         results[sink.name] = notes
         if notes:
             record.errors.extend(notes)
             for earlier in done:
-                if earlier.keeps_errors and not results[earlier.name]:
+                if earlier.keeps_errors and not results.get(earlier.name):
                     earlier.publish(record)
         done.append(sink)
     return results

@@ -99,8 +99,13 @@ def fill_tdp_cpu_power(samples: DeviceSeries, cols: Columns, st: Optional[Device
         d_total = b.cpu_total_s - a.cpu_total_s  # type: ignore[operator]
         d_busy = b.cpu_busy_s - a.cpu_busy_s  # type: ignore[operator]
         if d_total > 0:
-            rd.mean_power_w = st.rated_power_w * min(1.0, max(0.0, d_busy / d_total))
+            raw = d_busy / d_total
+            busy = attribution.clamp_ratio(raw)
+            assert busy is not None  # raw is a number
+            rd.mean_power_w = st.rated_power_w * busy
             rd.flags = list(rd.flags or []) + [Flag.UTIL_FROM_NODE_COUNTERS.value]
+            if busy != raw:  # clamped: flagged, the raw node busy fraction kept in the flag
+                rd.flags += [attribution.FLAG_UTIL_CLAMPED, f"node_busy_raw:{raw:.4g}"]
 
 
 def share(cls: str, i0: Optional[int], i1: Optional[int], cols: Columns, reading: Optional[Reading],

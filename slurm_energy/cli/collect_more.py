@@ -52,10 +52,25 @@ def _end_time(lo, ep: dict, facts: dict) -> float:
     return max(ts) if ts else lo.newest_mtime
 
 
+def _already_stored(store, lo) -> bool:
+    """True if a measured final record of this run already covers this node (its finalizer did
+    its work but could not write the ``finalized`` marker: a full or read-only spool)."""
+    if store is None:
+        return False
+    for r in store.query(jobs=[lo.ctx.job_id]):
+        if (r.job_id == lo.ctx.job_id and r.restart_count == lo.ctx.restart_count
+                and r.status not in (Status.RUNNING, Status.NO_DATA)
+                and (not lo.ctx.prolog_time or abs(r.start_time - lo.ctx.prolog_time) < 3600)
+                and any(n.node == lo.spool.node for n in r.nodes)):
+            return True
+    return False
+
+
 def finish_leftovers(cfg, spool_dirs: list[str], now: float, older_than_s: float, dry_run: bool = False,
-                     final_facts: Callable | None = None) -> tuple[list[str], set]:
+                     final_facts: Callable | None = None, store=None) -> tuple[list[str], set]:
     """Step (2). Returns (one line per node attempt finished or that would be, (job_id, restart) of
-    attempts not yet old enough: step (4) leaves those alone)."""
+    attempts not yet old enough: step (4) leaves those alone). With ``store``, a node already in a
+    measured stored record is only marked finished (never replaced by a poorer view)."""
     from slurm_energy.slurm.finalize import finalize_spool
     from slurm_energy.slurm.leftovers import scan_spool, slurm_final_facts
 
@@ -71,6 +86,15 @@ def finish_leftovers(cfg, spool_dirs: list[str], now: float, older_than_s: float
             facts = facts or {}
             if fin is False or (fin is None and now - lo.newest_mtime < UNKNOWN_JOB_S):
                 young.add(key)
+                continue
+            if _already_stored(store, lo):
+                if not dry_run:
+                    try:
+                        from slurm_energy.slurm.spool import write_private
+
+                        write_private(lo.spool.finalized, repr(now))
+                    except OSError:
+                        pass
                 continue
             ep = lo.spool.epilog_facts()
             outcome = ep.get("sampler") or "no_epilog"

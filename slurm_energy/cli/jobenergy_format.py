@@ -45,17 +45,10 @@ def plain_number(v: float, sig: int = 4) -> str:
 
 
 def fmt_mem(b: Optional[int]) -> str:
-    """Bytes in Slurm's memory style (sacct ReqMem/MaxRSS): ``4000M``, ``1234K``, ``3.91G``; ``""`` unknown."""
-    if b is None:
-        return ""
-    for i, unit in reversed(list(enumerate("KMGTP", 1))):
-        v = b / 1024 ** i
-        if v >= 1 and float(v).is_integer():
-            return f"{int(v)}{unit}"
-    for i, unit in reversed(list(enumerate("KMGTP", 1))):
-        if b >= 1024 ** i:
-            return f"{b / 1024 ** i:.2f}{unit}"
-    return str(b)
+    """Bytes as sacct shows ReqMem/MaxRSS (:func:`slurm_energy.slurm.formats.format_memory`)."""
+    from slurm_energy.slurm.formats import format_memory
+
+    return format_memory(b)
 
 
 def _req_mem(r: JobRecord) -> str:
@@ -78,12 +71,10 @@ def _slurm_energy(r: JobRecord) -> str:
 
 
 def fmt_elapsed(seconds: float) -> str:
-    """sacct's Elapsed: ``[D-]HH:MM:SS``."""
-    s = int(round(max(0.0, seconds)))
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
+    """sacct's Elapsed: ``[D-]HH:MM:SS`` (:func:`slurm_energy.slurm.formats.format_duration`)."""
+    from slurm_energy.slurm.formats import format_duration
+
+    return format_duration(seconds)
 
 
 def fmt_time(ts: float, tz: str = "UTC") -> str:
@@ -270,7 +261,7 @@ def to_json(items: list[tuple[str, JobRecord]]) -> str:
     from slurm_energy.reporting.prediction_check import check
 
     def one(jid: str, r: JobRecord) -> dict:
-        out = {"jobid": jid, "record": json.loads(r.model_dump_json())}
+        out = {"jobid": jid, "record": json.loads(ordered_record(r).model_dump_json())}  # numeric order
         chk = check(r)
         if chk is not None:  # the job declared its FLOPs: predicted vs measured
             out["prediction_check"] = chk

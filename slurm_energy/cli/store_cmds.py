@@ -204,7 +204,7 @@ def cmd_collect(args) -> int:
             n, problems = drain(spool_dirs(cfg), store.put)
             lines += [f"stored {n} queued record(s)"] * bool(n) + problems
         leftover_lines, young = M.finish_leftovers(M.with_paths(cfg, url, results_dir), spool_dirs(cfg), now,
-                                                   args.older_than * 60.0, args.dry_run)
+                                                   args.older_than * 60.0, args.dry_run, store=store)
         lines += leftover_lines
         done = collect(results_dir, store, cfg, args.older_than * 60.0, now, args.dry_run,
                        also=results_dirs(cfg)[1:])

@@ -144,7 +144,8 @@ def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int
                       errors: list) -> tuple[Optional[int], str]:
     """The job's memory request on this node (bytes, how): the job's SLURM_MEM_PER_NODE /
     SLURM_MEM_PER_CPU (read from its processes: 22.05's Prolog does not get them), else slurmctld's
-    MinMemoryNode / MinMemoryCPU; 0 = the node's whole memory. A value Slurm never writes is
+    MinMemoryNode / MinMemoryCPU, else its TRES mem= / nodes; 0 = the whole node (TRES mem per node,
+    else the node's MemTotal). A value Slurm never writes is
     recorded as an error and the request left unknown."""
     from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
 
@@ -158,11 +159,30 @@ def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int
     else:
         per_node, per_cpu, src = facts.get("min_memory_node"), facts.get("min_memory_cpu"), "scontrol show job"
     try:
-        b, how = requested_memory_bytes(per_node or None, per_cpu or None, cpus, node_total)
+        tres = _tres_mem_per_node(facts)
+        whole = tres if tres is not None else node_total  # 0 = the whole node: what Slurm allocated, else MemTotal
+        b, how = requested_memory_bytes(per_node or None, per_cpu or None, cpus, whole)
+        if b is None and not (per_node or per_cpu) and tres is not None:
+            b, how = tres, f"TRES mem={facts['tres_mem']} / {facts.get('num_nodes') or 1} node(s)"
     except SlurmFormatError as e:
         errors.append(f"memory request not understood: {e}")
         return None, ""
     return b, (f"{how} ({src})" if b is not None else how)
+
+
+def _tres_mem_per_node(facts: dict) -> Optional[int]:
+    """slurmctld's TRES mem= (the whole job's memory) / its node count, bytes; None if absent.
+    Raises SlurmFormatError for a value Slurm never writes."""
+    from slurm_energy.slurm.formats import parse_memory
+
+    got = parse_memory(facts.get("tres_mem"), "TRES mem") if facts.get("tres_mem") else None
+    if not got:
+        return None
+    try:
+        n = max(1, int(facts.get("num_nodes") or 1))
+    except ValueError:
+        n = 1
+    return got[0] // n
 
 
 def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
@@ -238,11 +258,12 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[Jo
         return None
     final = finalise_job(records, cfg)
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
-    out = store_and_report(cfg, final)
+    out = store_and_report(cfg, final, outputs=False)
     try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
         retire_run(where, final)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
+    publish_and_note(cfg, out)  # after the run is retired: outputs may take seconds (sacct, sacctmgr)
     return out
 
 
@@ -256,15 +277,23 @@ def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
         return None, f"unavailable: {type(e).__name__}: {e}"
 
 
-def store_and_report(cfg: SiteConfig, final: JobRecord) -> JobRecord:
+def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True) -> JobRecord:
     """Publish a finished job (:func:`slurm_energy.pipeline.publish`): the store first, so
     ``jobenergy`` answers as soon as the report exists (a store that is down queues the record for
-    ``collect``), then the report as the job's user, then the site's other outputs; what did not
-    reach an output is a note on the stored record, never a lost record."""
+    ``collect``), then the report as the job's user, then (``outputs``) the site's other outputs
+    (:func:`publish_and_note`); what did not reach an output is a note on the stored record."""
     from slurm_energy.outputs.report import ReportSink
 
-    publish(final, [QueueingStoreSink(cfg), ReportSink(), *output_sinks(cfg)])
+    publish(final, [QueueingStoreSink(cfg), ReportSink()])
+    if outputs:
+        publish_and_note(cfg, final)
     return final
+
+
+def publish_and_note(cfg: SiteConfig, final: JobRecord) -> None:
+    """Publish a stored final record to the site's other outputs; their notes go onto the stored
+    record (stored again)."""
+    publish(final, output_sinks(cfg), kept_by=[QueueingStoreSink(cfg)])
 
 
 class QueueingStoreSink:

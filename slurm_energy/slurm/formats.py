@@ -10,7 +10,8 @@
 * Memory requests (:func:`parse_memory`, :func:`requested_memory_bytes`): SLURM_MEM_PER_NODE /
   SLURM_MEM_PER_CPU (MB), scontrol's MinMemoryNode / MinMemoryCPU, sacct's ReqMem (with the old
   ``n``/``c`` per-node/per-CPU suffix), TRES ``mem=``; ``0`` = the whole node's memory.
-* Energy (:func:`parse_energy_j`, :func:`format_energy`): sacct ConsumedEnergy(Raw) in J.
+* Energy (:func:`parse_energy_j`, :func:`format_energy`): sacct ConsumedEnergy(Raw) in J; memory
+  shown as sacct does (:func:`format_memory`).
 
 Every parser returns ``None`` for "unknown" (empty, INVALID, N/A, (null)) and raises
 :class:`SlurmFormatError` (a ValueError) naming the field and value for text Slurm never writes.
@@ -192,3 +193,19 @@ def requested_memory_bytes(per_node: Optional[str] = None, per_cpu: Optional[str
             return b * cpus_on_node, f"per CPU {per_cpu} x {cpus_on_node} CPUs"
         return None, f"per CPU {per_cpu}, CPUs on the node unknown"
     return None, "no memory request known"
+
+
+def format_memory(b: Optional[int]) -> str:
+    """Bytes as sacct shows ReqMem/MaxRSS (x 1024 per step): the largest unit with a whole number
+    (``4000M``, ``1234K``, ``1536M``), else two decimals (``3.91G``); ``""`` for unknown."""
+    if b is None:
+        return ""
+    steps = list(enumerate("KMGTP", 1))
+    for i, unit in reversed(steps):
+        v = b / 1024 ** i
+        if v >= 1 and float(v).is_integer():
+            return f"{int(v)}{unit}"
+    for i, unit in reversed(steps):
+        if b >= 1024 ** i:
+            return f"{b / 1024 ** i:.2f}{unit}"
+    return str(b)

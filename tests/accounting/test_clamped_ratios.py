@@ -82,3 +82,15 @@ def test_clamp_ratio_keeps_the_most_extreme_raw_value():
     assert attribution.clamp_ratio(0.5, "cpu_util", c) == 0.5
     assert c == {"cpu_util": 1.3}
     assert attribution.clamp_ratio(None, "x", c) is None
+
+
+def test_node_busy_fraction_above_one_for_the_tdp_model_is_flagged():
+    # node counters read a moment apart: busy 21 CPU-s of 20 total -> 1.05 -> 1.0; TDP 100 W x 1.0
+    # x 10 s = 1000 J for the node; the job used all of the busy time (share 1.0 after its own clamp)
+    rows = [row(0, 0.0, 0.0, [tdp(None)]), row(10, 21.0, 21.0, [tdp(None)])]
+    rows[1]["node"]["cpu_total_s"] = 20.0
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, cpus_alloc=4,
+                       statics=[DeviceStatic("cpu", "cpu-tdp", "Xeon", 4, 100.0)])
+    (d,) = s.devices
+    assert d.device_energy_j == pytest.approx(1000.0)
+    assert attribution.FLAG_UTIL_CLAMPED in d.flags and "node_busy_raw:1.05" in d.flags

@@ -154,3 +154,20 @@ def test_sacct_line_and_scontrol_times_parse():
     g = parse_show_job("JobId=5 JobName=x UserId=a(1) JobState=TIMEOUT StartTime=2026-12-01T05:00:00 "
                        "EndTime=2026-12-01T05:01:07")
     assert g["job_state"] == "TIMEOUT" and g["end_time"] - g["start_time"] == 67.0
+
+
+def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_written(tmp_path):
+    from slurm_energy.cli.collect_more import finish_leftovers
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.spool import JobSpool
+
+    cfg = _cfg(tmp_path)
+    st = open_store(cfg.paths.store_url)
+    st.put(finished(node_record(job_id="840", start=1000.0)))  # the finalizer stored it ...
+    sp = JobSpool(cfg.paths.spool_dir, "840", 0, "n1").ensure()  # ... but its spool was full: no marker
+    Path(sp.context).write_text(JobContext(job_id="840", uid=1001, gid=1001, node="n1", prolog_time=1000.0).to_json())
+    lines, _ = finish_leftovers(cfg, [cfg.paths.spool_dir], time.time() + 600, 60.0, store=st,
+                                final_facts=lambda j, r: (True, {"job_state": "COMPLETED"}))
+    assert lines == [] and os.path.exists(sp.finalized)
+    (got,) = st.get_job("840")
+    assert got.status == Status.COMPLETE and got.it_kwh == pytest.approx(1.1)  # untouched

@@ -43,6 +43,9 @@ paths:
   spool_dir: {tmp}/spool
   store_url: sqlite:///{tmp}/lib/jobs.db
   log_dir: {tmp}/log
+outputs:
+  prometheus:
+    textfile_dir: {tmp}/textfile
 {extra}""")
 
 

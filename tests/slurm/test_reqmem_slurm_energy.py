@@ -127,3 +127,13 @@ def test_consumed_energy_not_collected_is_unavailable(exes):
     run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "\n")
     j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run, wait_s=0, sleep=lambda s: None)
     assert j is None and "no record" in why
+
+
+def test_request_from_tres_when_no_min_memory_and_zero_is_slurms_allocation():
+    # no MinMemoryNode/CPU printed: TRES mem=16000M over NumNodes=2 -> 8000 MiB per node
+    facts = {"tres_mem": "16000M", "num_nodes": "2"}
+    b, how = _requested_memory(_ctx(), facts, 4, ROWS, [])
+    assert b == 8000 * MB and "TRES mem=16000M" in how
+    # --mem=0 (MinMemoryNode=0): the whole node as Slurm allocated it, TRES 32G / 1 node = 32 GiB
+    b, _ = _requested_memory(_ctx(), {"min_memory_node": "0", "tres_mem": "32G", "num_nodes": "1"}, 4, ROWS, [])
+    assert b == 32 * GB

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_energy.slurm.formats import (
-    SlurmFormatError, format_duration, format_energy, parse_duration, parse_energy_j, parse_memory,
+    SlurmFormatError, format_duration, format_energy, format_memory, parse_duration, parse_energy_j, parse_memory,
     parse_suffixed, requested_memory_bytes,
 )
 
@@ -117,3 +117,18 @@ def test_requested_memory():
     assert requested_memory_bytes() == (None, "no memory request known")
     with pytest.raises(SlurmFormatError, match="mem_per_node"):
         requested_memory_bytes(per_node="lots")
+
+
+@given(st.integers(min_value=0, max_value=2 ** 50))
+def test_memory_format_round_trip(b):
+    # whole units come back exactly; two-decimal ones within half a hundredth of their unit
+    text = format_memory(b)
+    back, _ = parse_memory(text, bare_unit="")
+    unit = 1024 ** ("KMGTP".index(text[-1]) + 1) if text[-1] in "KMGTP" else 1
+    assert abs(back - b) <= 0.005 * unit + 1
+
+
+def test_format_memory_hand_values():
+    assert format_memory(4000 * MB) == "4000M" and format_memory(1234 * 1024) == "1234K"
+    assert format_memory(int(1.5 * GB)) == "1536M" and format_memory(4_194_304_001) == "3.91G"
+    assert format_memory(None) == "" and format_memory(512) == "512"
