@@ -54,6 +54,12 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
     node = rec.nodes[0]
     assert node.cpu_time_source == "cgroup-v1"
     assert abs(node.cpu_time_s - self_cpu) <= 0.10 * self_cpu, (node.cpu_time_s, self_cpu)
+    # the request (--mem=300M) beside what the job used: 300 MiB = 314572800 bytes, from the job's own
+    # SLURM_MEM_PER_NODE or slurmctld's MinMemoryNode; the peak used is the cgroup's, below the limit
+    assert node.req_mem_bytes == 300 * 1024 ** 2, (node.req_mem_bytes, node.req_mem_source)
+    assert node.max_mem_bytes is not None and 0 < node.max_mem_bytes <= node.req_mem_bytes
+    # Slurm's own ConsumedEnergy: this cluster runs no acct_gather_energy plugin -> n/a, never 0 J
+    assert rec.slurm_energy_j is None and rec.slurm_energy_source.startswith("unavailable")
     # CPU energy > 0, obtained by the labelled TDP model (no RAPL here)
     assert rec.energy_it_j["cpu"] > 0
     assert rec.methods["cpu"] == Method.TDP_ESTIMATE
@@ -68,6 +74,9 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("JobID|User|Account")
     assert lines[1].split("|")[:4] == [job, "alice", "research", "debug"]
+    out = subprocess.run(["runuser", "-u", "alice", "--", "/opt/slurm-energy/venv/bin/jobenergy", "-P", "-n",
+                          "-o", "JobID,ReqMem,SlurmEnergy", job], capture_output=True, text=True, env=cluster.env)
+    assert out.stdout.strip() == f"{job}|300M|n/a", out.stderr
     # an unknown job id: clear message, non-zero
     bad = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "999999"], capture_output=True, text=True,
                          env=cluster.env)
