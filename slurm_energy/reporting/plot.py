@@ -178,14 +178,16 @@ MAX_BAND_LABELS = 12
 
 
 def _draw_marks(ax, bands, stages) -> None:
-    """Shade each outermost phase (alternating greys, its name at the top when there are few) and
-    draw each stage as a dotted line labelled with its fraction."""
+    """Shade each outermost phase (alternating greys; its name at the top when there are few and
+    the band is wide enough to hold it) and draw each stage as a dotted line labelled with its
+    fraction."""
     trans = ax.get_xaxis_transform()  # x in data (min), y in axes fraction
     lo, hi = ax.get_ylim()
     ax.set_ylim(lo, hi * 1.18)  # headroom: phase names above the power lines
+    x0, x1 = ax.get_xlim()
     for k, (a, b, name) in enumerate(bands):
         ax.axvspan(a, b, color="#6b7280" if k % 2 else "#9ca3af", alpha=0.15, linewidth=0, zorder=0)
-        if len(bands) <= MAX_BAND_LABELS:
+        if len(bands) <= MAX_BAND_LABELS and (b - a) >= 0.06 * (x1 - x0):
             ax.text((a + b) / 2, 0.98, name[:24], transform=trans, ha="center", va="top", fontsize=7,
                     color="#374151", clip_on=True)
     for t, name in stages:
