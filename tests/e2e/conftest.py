@@ -40,8 +40,8 @@ class Cluster:
         if f.exists():
             state = dict(line.split("=", 1) for line in f.read_text().splitlines() if "=" in line)
         self.root = state.get("ROOT", "")  # "" : the host's Slurm
-        self.version = subprocess.run(self.cmd(["slurmd", "-V"]), capture_output=True, text=True,
-                                      env=self._tc_env).stdout.split()[-1:]  # ["24.11.5"]
+        out = subprocess.run(self.cmd(["slurmd", "-V"]), capture_output=True, text=True, env=self._tc_env).stdout
+        self.version = out.split()[-1] if out.strip() else ""  # e.g. "24.11.5"
 
     @property
     def _tc_env(self) -> dict:
