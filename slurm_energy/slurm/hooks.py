@@ -223,7 +223,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         readers, _ = _readers_for(cfg, ctx, spool, errors)
         for e in errors:
             spool.record_error(e)
-        probe = SlurmJobProbe(ctx.job_id, ctx.uid, ctx.node,
+        probe = SlurmJobProbe(ctx.job_id, ctx.uid, ctx.node, sluid=ctx.sluid,
                               on_job_env=lambda facts: write_private(spool.jobenv, json.dumps(facts)))
         writer = SampleWriter(spool.samples)
         from slurm_energy.slurm.finalize import interim
@@ -301,6 +301,9 @@ def epilog(env=None) -> int:
             return 0
         for e in errors:
             spool.record_error(e)
+        if os.path.exists(spool.done):  # Slurm < 26.05 can run the Epilog twice for one run
+            log.info("epilog job=%s node=%s: this run's Epilog already ran; repeated Epilog ignored", ctx.job_id, ctx.node)
+            return 0
         if not _has_prolog(spool):  # the Prolog failed or never ran: record from our env
             spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
                                "nothing was sampled on this node")
