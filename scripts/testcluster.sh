@@ -21,6 +21,8 @@
 #
 # Knobs: L=/var/tmp/slurm-energy-cluster  NODES=2  CPN=2 (CPUs per node)  WITH_DBD=1  INTERVAL=2
 #        VENV=/opt/slurm-energy/venv  CLUSTER=lab  TEST_USERS="alice:2001 bob:2002"  SLURM_VERSION
+#        RUN_IN_JOB=1 (PrologFlags=...,RunInJob: hooks in the job's extern step; Slurm >= 24.05)
+#        DB_FROM=host|root (which MariaDB server slurmdbd uses, see start_dbd)
 # The site config the hooks use is $L/etc/site.yaml (spool $L/spool, store $L/lib/jobs.db, logs
 # $L/log, RAPL root $L/powercap: absent unless a test builds a fake powercap tree there).
 set -euo pipefail
@@ -267,7 +269,9 @@ KillWait=5
 MinJobAge=600
 GresTypes=gpu
 EOF
-    grep -v '^#' "$L/etc/slurm-energy.conf.lines"
+    # RUN_IN_JOB=1 (Slurm >= 24.05): the Prolog/Epilog run inside the job's extern step cgroup
+    if [ "${RUN_IN_JOB:-0}" = 1 ]; then grep -v '^#' "$L/etc/slurm-energy.conf.lines" | sed 's/^PrologFlags=.*/&,RunInJob/'
+    else grep -v '^#' "$L/etc/slurm-energy.conf.lines"; fi
     for ((k = 1; k <= NODES; k++)); do
       echo "NodeName=n$k NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((NODE_PORT0 + k)) CPUs=$CPN Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPN ThreadsPerCore=1 RealMemory=$MEM_MB Gres=gpu:fake:1 State=UNKNOWN"
     done

@@ -193,7 +193,16 @@ def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR) -> int:
             break
         except OSError:
             continue
-    return spawn_detached([_python(), "-I", *args], lf, env=env)
+    pid = spawn_detached([_python(), "-I", *args], lf, env=env)
+    try:  # PrologFlags=RunInJob: the hook runs in the job's extern step; the child must not
+        from slurm_energy.slurm.cgroup_move import leave_job_cgroups
+
+        moved = leave_job_cgroups(pid)
+        if moved:
+            log.info("moved pid %d out of the job's cgroups (%d hierarchies: RunInJob)", pid, len(moved))
+    except OSError as e:
+        log.warning("pid %d stays in the job's cgroups: %s", pid, e)
+    return pid
 
 
 def _spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
