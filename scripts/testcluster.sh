@@ -75,11 +75,15 @@ load_state() {
 X() { if [ -n "$ROOT" ]; then chroot "$ROOT" "$@"; else "$@"; fi; }
 # daemon NAME [root|host] CMD...: start CMD in the background (chroot execs it: $! is the daemon
 # itself, never a subshell) with its output in $L/log/NAME.stdout and its PID in $L/run/NAME.pid
-daemon() { local name=$1 where=$2; shift 2
-  if [ "$where" = root ] && [ -n "$ROOT" ]; then chroot "$ROOT" "$@" >"$L/log/$name.stdout" 2>&1 &
-  else "$@" >"$L/log/$name.stdout" 2>&1 & fi
+# Inherited descriptors are closed first: a daemon must not hold the caller's flock on
+# /tmp/se-cluster.lock (or anything else) for as long as it runs.
+daemon() { local name=$1 where=$2 pre=(); shift 2
+  [ "$where" = root ] && [ -n "$ROOT" ] && pre=(chroot "$ROOT")
+  ( closefds; exec "${pre[@]}" "$@" ) >"$L/log/$name.stdout" 2>&1 </dev/null &
   echo $! >"$L/run/$name.pid"
 }
+closefds() { local fd
+  for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done; return 0; }
 
 ctld_up() { X scontrol ping 2>/dev/null | grep -q UP; }
 cluster_in_dbd() { X sacctmgr -n -P show cluster format=cluster 2>/dev/null | grep -qx "$CLUSTER"; }
@@ -376,12 +380,16 @@ cmd_start() {
     log "root $ROOT ready ($(( $(date +%s) - t )) s)"
     cp /etc/hosts "$ROOT/etc/hosts"  # munged and slurmctld resolve this host's name
     mkdir -p "$L"
+    trap "r=\$?; [ \$r = 0 ] || bash '$SROOT' umount '$suite' || true" EXIT
     bash "$SROOT" mount "$suite" "$L"
     local got; got=$(chroot "$ROOT" slurmd -V | awk '{split($2, v, "."); print v[1] "." v[2]}')
     [ "$got" = "$want" ] || { bash "$SROOT" umount "$suite"; die "the $suite root has Slurm $got, not $want"; }
   fi
+  # from here a failed start stops what it started (and unmounts), so nothing is left behind
+  trap 'r=$?; if [ $r != 0 ]; then log "start failed (rc $r): stopping what it started"; cmd_stop >/dev/null 2>&1 || true; fi' EXIT
   prepare_dirs
   printf 'SLURM_VERSION=%s\nROOT=%s\n' "$want" "$ROOT" >"$L/etc/cluster.env"
+  echo "$L" >"$MARK"
   SLURM_VERSION=$want
   detect_cgroup
   write_site_config
@@ -389,7 +397,7 @@ cmd_start() {
   start_munged
   [ "$WITH_DBD" = 1 ] && start_dbd
   start_slurm
-  echo "$L" >"$MARK"
+  trap - EXIT
   log "cluster up: $(X slurmd -V) $(X sinfo -h -o '%P %D %T %N' | tr '\n' ' ')($PROCTRACK, hooks in $L/hooks${ROOT:+, root $ROOT})"
 }
 
