@@ -23,7 +23,7 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
     spawned: list[list[str]] = []
     monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None: spawned.append(args) or 4_000_000)  # no such PID
-    monkeypatch.setattr(hooks, "_stop_sampler", lambda spool: "terminated")
+    monkeypatch.setattr(hooks, "_stop_sampler", lambda spool, ctx=None: "terminated")
     assert hooks.prolog(_env(tmp_path, "prolog_slurmd")) == 0
     assert [a[2] for a in spawned] == ["sampler"]
     (job_dir,) = (tmp_path / "spool" / "jobs").iterdir()
