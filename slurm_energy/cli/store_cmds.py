@@ -5,9 +5,11 @@
   (default 60) and which is not already in the store as a final record is merged as it is (status
   ``partial``, an error per missing node), totalled with ``accounting.formulas.finalise_record`` and
   the site's carbon facts, and put into the store. Idempotent: a second run finds nothing to do.
-* ``rollup --month YYYY-MM [--by user|account]``: per user (or account) for jobs that *ended* in that
-  month (UTC): jobs, IT kWh, facility kWh, kgCO2e, and how many jobs were unmeasured (not summed
-  as 0). Root and site-config admins only.
+* ``rollup --month YYYY-MM [--by user|account|partition] [--format table|csv|json|html] [--out F]``:
+  per group for jobs that *ended* in that month (UTC): jobs, IT kWh (measured and estimated parts),
+  facility kWh, kgCO2e, and how many jobs were unmeasured (not summed as 0); html adds bar charts,
+  the month's top jobs, method coverage and the PUE/CI used (:mod:`slurm_energy.reporting.monthly`).
+  Root and site-config admins only.
 """
 
 from __future__ import annotations
@@ -39,7 +41,11 @@ def register(sub) -> None:
 
     r = sub.add_parser("rollup", help="monthly kWh and kgCO2e per user or account (admins)")
     r.add_argument("--month", required=True, help="YYYY-MM (UTC), e.g. 2024-03")
-    r.add_argument("--by", choices=["user", "account"], default="user")
+    r.add_argument("--by", choices=["user", "account", "partition"], default="user")
+    r.add_argument("--format", choices=["table", "csv", "json", "html"], default="table",
+                   help="table (default), csv, json, or html (bar charts per group, the month's top jobs, method "
+                   "coverage, the PUE and carbon intensity used)")
+    r.add_argument("--out", help="write to this file (default: stdout; html: rollup-<month>-<by>.html here)")
     r.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
     r.add_argument("-P", "--parsable2", action="store_true", help="'|'-separated output")
     r.set_defaults(func=cmd_rollup)
@@ -281,17 +287,20 @@ def month_bounds(month: str) -> tuple[float, float]:
 def rollup(records, by: str, t0: float, t1: float):
     """Monthly table (pandas DataFrame) of jobs that ended in [t0, t1), grouped by ``by``.
 
-    Columns: ``by``, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg. Sums skip unmeasured
-    jobs (counted in unmeasured_jobs); a group with only unmeasured jobs has None sums.
+    Columns: ``by``, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh (device
+    classes read from an energy counter or integrated sampled power), estimated_it_kwh (classes from
+    the TDP model: rated power x utilisation x time); measured + estimated = it_kwh. Sums skip
+    unmeasured jobs (counted in unmeasured_jobs); a group with only unmeasured jobs has None sums.
     """
     import pandas as pd
 
     rows = [
-        {by: getattr(r, by) or "(none)", "it_kwh": r.it_kwh, "facility_kwh": r.facility_kwh, "co2e_kg": r.co2e_kg}
+        {by: getattr(r, by) or "(none)", "it_kwh": r.it_kwh, "facility_kwh": r.facility_kwh, "co2e_kg": r.co2e_kg,
+         **_measured_estimated_kwh(r)}
         for r in records
         if t0 <= r.end_time < t1 and r.status.value != "running"
     ]
-    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg"]
+    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -302,8 +311,19 @@ def rollup(records, by: str, t0: float, t1: float):
         "it_kwh": g["it_kwh"].sum(min_count=1),
         "facility_kwh": g["facility_kwh"].sum(min_count=1),
         "co2e_kg": g["co2e_kg"].sum(min_count=1),
+        "measured_it_kwh": g["measured_it_kwh"].sum(min_count=1),
+        "estimated_it_kwh": g["estimated_it_kwh"].sum(min_count=1),
     }).reset_index()  # fmt: skip
     return out[cols].astype(object).where(out[cols].notna(), None)
+
+
+def _measured_estimated_kwh(r) -> dict:
+    """IT kWh of ``r``'s classes read from counters/sampled power vs from the TDP model (None = none)."""
+    measured = [j for c, j in r.energy_it_j.items() if j is not None
+                and r.methods.get(c) in ("counter", "power_integration")]
+    estimated = [j for c, j in r.energy_it_j.items() if j is not None and r.methods.get(c) == "tdp_estimate"]
+    return {"measured_it_kwh": sum(measured) / 3.6e6 if measured else None,
+            "estimated_it_kwh": sum(estimated) / 3.6e6 if estimated else None}
 
 
 def cmd_rollup(args) -> int:
@@ -335,11 +355,23 @@ def cmd_rollup(args) -> int:
     finally:
         store.close()
     df = rollup(records, args.by, t0, t1)
+    if args.format != "table":
+        from slurm_energy.reporting.monthly import write_rollup
+
+        try:
+            where = write_rollup(df, [r for r in records if t0 <= r.end_time < t1 and r.status.value != "running"],
+                                 args.by, args.month, args.format, args.out)
+        except OSError as e:
+            _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
+            return 2
+        if where:
+            print(f"rollup: {where}", file=sys.stderr)
+        return 0
 
     def f(v):
         return "n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
-    head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e"]
+    head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e", "Measured_IT_kWh", "Estimated_IT_kWh"]
     rows = [[f(v) for v in row] for row in df.itertuples(index=False)]
     from slurm_energy.cli.jobenergy_format import render
 

@@ -15,6 +15,11 @@ Names Slurm and the runtimes use, and what each one is:
 * ``ZE_AFFINITY_MASK`` (Intel Level Zero, in the job): ``k`` or ``k.t`` -- in-job device ordinal k,
   tile t; mapped through the allocation like the above.
 
+The job cgroup's device list is no help here: it does not exist yet while the Prolog runs, and
+with Slurm 22.05 on cgroup v1 (``ConstrainDevices=yes``) a GPU job's ``devices.list`` reads
+``a *:* rwm`` (default-allow; the denied devices are not listed) -- checked on the test cluster;
+cgroup v2 enforces devices with eBPF and has no such file.
+
 A compute partition of an AMD GPU (SPX/DPX/TPX/QPX/CPX) or one tile of an Intel GPU is a labelled
 share of the card: ``fraction`` = 1 / partitions (or tiles). Spatial partitions split the XCDs
 evenly (AMD Instinct MI300 partitioning docs), so this is the partition's share of the card's

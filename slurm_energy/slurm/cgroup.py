@@ -8,7 +8,9 @@ Layouts (Slurm 22.05, see ../shared/notes/slurm-on-debian12.md):
   per host (``--enable-multiple-slurmd``, as Debian's); stock builds use ``slurm``.
 * cgroup v2: a unified tree; slurmd puts jobs under ``.../system.slice/slurmstepd.scope/job_<id>``
   (the exact parent depends on where slurmd runs), with ``cpu.stat`` (``usage_usec``, us) and
-  ``memory.current`` / ``memory.peak`` (bytes).
+  ``memory.current`` / ``memory.peak`` (bytes). Slurm 26.05 names the job directory by the run's
+  SLUID instead (``.../slurmstepd.scope/<SLUID>/``) unless ``CgroupJobIdPaths=yes``.
+  (The test machine has cgroup v1 only: the v2 layouts are tested on fake trees, tests/test_cgroup*.)
 
 The job cgroup does not exist while the Prolog runs (it appears ~20 ms after) and is removed before
 the Epilog runs, so the sampler looks for it repeatedly and keeps its last reading.
@@ -109,7 +111,8 @@ def _pids_under(d: str) -> list[int]:
     return sorted(pids)
 
 
-def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_ROOT) -> Optional[JobCgroup]:
+def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_ROOT,
+                    sluid: str = "") -> Optional[JobCgroup]:
     """Locate job ``job_id``'s cgroup under ``root`` (v1 first, then v2).
 
     Args:
@@ -117,6 +120,9 @@ def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_R
         uid: the job's uid (v1 paths contain ``uid_<uid>``).
         node: SLURMD_NODENAME, preferred in ``slurm_<node>`` (several slurmd on one host).
         root: cgroup mount point (tests pass a fake tree).
+        sluid: SLURM_JOB_SLUID where Slurm gives one (>= 25.11): Slurm 26.05 names the v2 job
+            directory by it (``.../slurmstepd.scope/<SLUID>``; ``job_<id>`` with
+            ``CgroupJobIdPaths=yes``), so both names are looked for, the SLUID first.
     Returns:
         JobCgroup, or None if the job's cgroup does not exist (yet, or any more).
     """
@@ -132,13 +138,14 @@ def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_R
                 return JobCgroup(1, cpu_dir, mem_dir if os.path.isdir(mem_dir) else None)
         return None
     if os.path.isfile(os.path.join(root, "cgroup.controllers")):  # unified (v2) hierarchy
-        patterns = [
-            f"system.slice/slurmstepd.scope/job_{job_id}",
-            f"system.slice/*slurmstepd*.scope/job_{job_id}",
-            f"*/slurmstepd.scope/job_{job_id}",
-            f"*/*/slurmstepd.scope/job_{job_id}",
-            f"*/*/*/job_{job_id}",  # bounded depth: this runs every poll until the cgroup appears
-        ]
+        names = ([glob.escape(sluid)] if sluid else []) + [f"job_{job_id}"]
+        patterns = [p.format(n) for n in names for p in (
+            "system.slice/slurmstepd.scope/{}",
+            "system.slice/*slurmstepd*.scope/{}",
+            "*/slurmstepd.scope/{}",
+            "*/*/slurmstepd.scope/{}",
+            "*/*/*/{}",  # bounded depth: this runs every poll until the cgroup appears
+        )]
         for pat in patterns:
             hits = sorted(glob.glob(os.path.join(root, pat)))
             hits = [h for h in hits if os.path.isfile(os.path.join(h, "cpu.stat"))]

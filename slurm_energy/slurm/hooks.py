@@ -166,7 +166,16 @@ def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR) -> int:
             break
         except OSError:
             continue
-    return spawn_detached([_python(), "-I", *args], lf, env=env)
+    pid = spawn_detached([_python(), "-I", *args], lf, env=env)
+    try:  # PrologFlags=RunInJob: the hook runs in the job's extern step; the child must not
+        from slurm_energy.slurm.cgroup_move import leave_job_cgroups
+
+        moved = leave_job_cgroups(pid)
+        if moved:
+            log.info("moved pid %d out of the job's cgroups (%d hierarchies: RunInJob)", pid, len(moved))
+    except OSError as e:
+        log.warning("pid %d stays in the job's cgroups: %s", pid, e)
+    return pid
 
 
 _EARLY_STOP: list[int] = []  # a TERM that arrives while the sampler is still starting up (very short jobs)
@@ -189,7 +198,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         readers, _ = readers_for(cfg, ctx, spool, errors)
         for e in errors:
             spool.record_error(e)
-        probe = SlurmJobProbe(ctx.job_id, ctx.uid if ctx.uid is not None else -1, ctx.node,
+        probe = SlurmJobProbe(ctx.job_id, ctx.uid if ctx.uid is not None else -1, ctx.node, sluid=ctx.sluid,
                               on_job_env=lambda facts: write_private(spool.jobenv, json.dumps(facts)))
         writer = SampleWriter(spool.samples)
         from slurm_energy.slurm.finalize import interim
@@ -225,6 +234,9 @@ def epilog(env=None) -> int:
             return 0
         for e in errors:
             spool.record_error(e)
+        if os.path.exists(spool.done):  # Slurm < 26.05 can run the Epilog twice for one run
+            log.info("epilog job=%s node=%s: this run's Epilog already ran; repeated Epilog ignored", ctx.job_id, ctx.node)
+            return 0
         if not _has_prolog(spool):  # the Prolog failed or never ran: record from our env
             spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
                                "nothing was sampled on this node")

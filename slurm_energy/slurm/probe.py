@@ -24,8 +24,9 @@ class SlurmJobProbe:
 
     def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
                  pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 1.0, clock=time.monotonic,
-                 on_job_env=None):
+                 on_job_env=None, sluid: str = ""):
         self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
+        self.sluid = sluid  # SLURM_JOB_SLUID: Slurm 26.05's cgroup v2 job directory name
         self.cg: Optional[JobCgroup] = None
         self._seen_cgroup = False
         self._t0 = clock()
@@ -65,7 +66,7 @@ class SlurmJobProbe:
     def _poll(self, full: bool = True) -> Optional[Usage]:
 
         if self.cg is None and not self._seen_cgroup:
-            self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root)
+            self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root, sluid=self.sluid)
         if self.cg is not None:
             u = self.cg.read(pids=full)
             if u is not None:

@@ -98,7 +98,9 @@ def test_rollup_cli(store, site, capsys):
     rc = se_main(["rollup", "--month", "2024-02", "--by", "account", "-P", "--store", url])
     out = capsys.readouterr().out.strip().splitlines()
     # phys: 1.1 + 2.1 = 3.2 kWh IT, 4.8 kWh facility, 1.92 kg
-    assert rc == 0 and out == ["account|Jobs|Unmeasured|IT_kWh|Facility_kWh|kgCO2e", "phys|2|0|3.2|4.8|1.92"]
+    # every class of the factory's jobs is the TDP model: all 3.2 kWh estimated, none measured
+    assert rc == 0 and out == ["account|Jobs|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh",
+                               "phys|2|0|3.2|4.8|1.92|n/a|3.2"]
 
 
 @pytest.mark.parametrize("cmd", [["rollup", "--month", "2024-02"], ["collect"]])

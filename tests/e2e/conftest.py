@@ -19,12 +19,47 @@ TC = REPO / "scripts" / "testcluster.sh"
 VENV_PY = "/opt/slurm-energy/venv/bin/python"
 
 
+JOBENERGY = "/opt/slurm-energy/venv/bin/jobenergy"  # the same path on the host and in a Debian root
+
+
 class Cluster:
+    """The running test cluster in ``base`` ($L), whatever its Slurm version.
+
+    A cluster on another Slurm than the host's runs in a Debian root (scripts/slurm-root.sh) where
+    the host's Slurm commands cannot talk to it: run sbatch, squeue, scancel, sacct and jobenergy
+    through :meth:`run` (``scripts/testcluster.sh exec``), which runs them for the active version.
+    Files under ``base`` (store, spool, job dirs) have the same path inside the root and out."""
+
     def __init__(self, base: Path):
         self.base = base
         self.conf = base / "etc" / "slurm.conf"
         self.site = base / "etc" / "site.yaml"
         self.env = dict(os.environ, SLURM_CONF=str(self.conf), SLURM_ENERGY_CONFIG=str(self.site))
+        state = {}
+        f = base / "etc" / "cluster.env"
+        if f.exists():
+            state = dict(line.split("=", 1) for line in f.read_text().splitlines() if "=" in line)
+        self.root = state.get("ROOT", "")  # "" : the host's Slurm
+        out = subprocess.run(self.cmd(["slurmd", "-V"]), capture_output=True, text=True, env=self._tc_env).stdout
+        self.version = out.split()[-1] if out.strip() else ""  # e.g. "24.11.5"
+
+    @property
+    def _tc_env(self) -> dict:
+        return dict(os.environ, L=str(self.base))
+
+    def cmd(self, argv: list[str], user: str = "root", cwd: str | Path = "/") -> list[str]:
+        """argv that runs ``argv`` for the cluster's Slurm version as ``user`` in ``cwd``."""
+        return ["bash", str(TC), "exec", "-u", user, "-C", str(cwd), "--", *argv]
+
+    def run(self, argv: list[str], user: str = "root", cwd: str | Path = "/", check: bool = False,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run a Slurm or slurm-energy command for the cluster's version; stdout/stderr as text."""
+        return subprocess.run(self.cmd(argv, user, cwd), capture_output=True, text=True, env=self._tc_env,
+                              check=check, timeout=timeout)
+
+    def jobenergy(self, *args: str, user: str = "root") -> subprocess.CompletedProcess:
+        """``jobenergy ARGS`` as ``user`` (the installation the cluster's hooks use)."""
+        return self.run([JOBENERGY, *args], user=user)
 
     @property
     def store_url(self) -> str:
@@ -43,9 +78,8 @@ class Cluster:
         f = workdir / "job.sbatch"
         f.write_text(script)
         os.chown(f, pw.pw_uid, pw.pw_gid)
-        out = subprocess.run(["runuser", "-u", user, "--", "env", "-i", "PATH=/usr/bin:/bin",
-                              f"HOME={pw.pw_dir}", f"SLURM_CONF={self.conf}", "sbatch", "--parsable", *args,
-                              str(f)], cwd=workdir, capture_output=True, text=True, check=True)
+        out = self.run(["sbatch", "--parsable", *args, str(f)], user=user, cwd=workdir)
+        assert out.returncode == 0, out.stderr
         return out.stdout.strip().split(";")[0]
 
     def wait_record(self, job_id: str, timeout_s: float = 180.0):
@@ -70,7 +104,9 @@ class Cluster:
 
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
-    base = Path(os.environ.get("SLURM_ENERGY_TEST_CLUSTER") or os.environ.get("L") or "/var/tmp/slurm-energy-cluster")
+    mark = Path("/run/slurm-energy-testcluster")  # the $L of the cluster testcluster.sh started last
+    base = Path(os.environ.get("SLURM_ENERGY_TEST_CLUSTER") or os.environ.get("L")
+                or (mark.read_text().strip() if mark.exists() else "/var/tmp/slurm-energy-cluster"))
     ok = TC.exists() and subprocess.run(["bash", str(TC), "status"], capture_output=True,
                                         env=dict(os.environ, L=str(base))).returncode == 0
     if not ok:

@@ -55,10 +55,11 @@ def _tree(cluster, vendor: str):
     shutil.rmtree(root, ignore_errors=True)
     fs = FakeSysfs(root)
     fs.other("0000:02:00.0", "1a03:2000", card=0)  # the BMC's VGA: never one of the job's GPUs
-    if vendor == "amd":
-        hw = fs.gpu("0000:c1:00.0", "1002:74a1", "amdgpu", card=1, render=128,
+    if vendor in ("amd", "amd-dpx"):  # DPX: the card split in 2 compute partitions, renderD128/129
+        dpx = vendor == "amd-dpx"
+        hw = fs.gpu("0000:c1:00.0", "1002:74a1", "amdgpu", card=1, render=128, partitions=2 if dpx else 1,
                     hwmon={"power1_average": int(AMD_W * 1e6), "power1_cap": 750_000_000},
-                    extra={"gpu_busy_percent": 90, "current_compute_partition": "SPX"})
+                    extra={"gpu_busy_percent": 90, "current_compute_partition": "DPX" if dpx else "SPX"})
         return root, str(hw / "power1_average"), ""
     hw = fs.gpu("0000:8a:00.0", "8086:0bd5", "xe", card=1, render=128, tiles=2,
                 hwmon={"energy1_input": 10**9, "energy1_label": "card", "energy2_input": 1, "energy2_label": "pkg",
@@ -84,11 +85,14 @@ def _gpu_span(cluster, job: str, method: str) -> float:
     return ts[-1] - ts[0]
 
 
-@pytest.mark.parametrize("fake_drm, dev_id, model, method, watts", [
-    ("amd", "0000:c1:00.0", "AMD Instinct MI300X", Method.POWER_INTEGRATION, AMD_W),
-    ("intel", "0000:8a:00.0", "Intel Data Center GPU Max 1550", Method.COUNTER, INTEL_W),
+@pytest.mark.parametrize("fake_drm, dev_id, model, method, watts, share", [
+    ("amd", "0000:c1:00.0", "AMD Instinct MI300X", Method.POWER_INTEGRATION, AMD_W, 1.0),
+    ("intel", "0000:8a:00.0", "Intel Data Center GPU Max 1550", Method.COUNTER, INTEL_W, 1.0),
+    # GRES index 0 = the first partition's render node: half the card's energy, labelled
+    ("amd-dpx", "0000:c1:00.0/xcp0", "AMD Instinct MI300X", Method.POWER_INTEGRATION, AMD_W, 0.5),
 ], indirect=["fake_drm"])
-def test_amd_and_intel_gpu_energy_through_prolog_epilog_report(cluster, fake_drm, dev_id, model, method, watts):
+def test_amd_and_intel_gpu_energy_through_prolog_epilog_report(cluster, fake_drm, dev_id, model, method, watts,
+                                                               share):
     wd = cluster.workdir("alice", f"drm-{fake_drm}-{os.getpid()}")
     job = cluster.sbatch("alice", wd, GPU_JOB)
     (rec,) = cluster.wait_record(job)
@@ -97,11 +101,14 @@ def test_amd_and_intel_gpu_energy_through_prolog_epilog_report(cluster, fake_drm
     assert (gpu.device_id, gpu.model) == (dev_id, model)
     assert rec.methods["gpu"] == method and gpu.method == method
     span = _gpu_span(cluster, job, method.value)
-    # the whole card over the job's samples at the known wattage, within 1 %; all the job's
+    # the whole card over the job's samples at the known wattage, within 1 %; the job's share of it
     assert gpu.device_energy_j == pytest.approx(watts * span, rel=0.01)
-    assert gpu.energy_j == pytest.approx(gpu.device_energy_j, rel=1e-6)
+    assert gpu.energy_j == pytest.approx(share * gpu.device_energy_j, rel=1e-6)
     assert gpu.coverage > 0.5 and rec.energy_it_j["gpu"] == pytest.approx(gpu.energy_j)
-    assert gpu.rated_power_w == (750.0 if fake_drm == "amd" else 600.0)  # hwmon power1_cap / power1_rated_max
+    # hwmon power1_cap / power1_rated_max, x the partition's share
+    assert gpu.rated_power_w == pytest.approx((600.0 if fake_drm == "intel" else 750.0) * share)
+    if share < 1:
+        assert "partition_fraction:0.5" in gpu.flags
     csv, html = wd / f"energy-{job}.csv", wd / f"energy-{job}.html"
     for _ in range(40):
         if csv.exists() and html.exists():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import subprocess
 import time
 
 import pytest
@@ -68,8 +67,7 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
     assert rec.facility_kwh == pytest.approx(rec.it_kwh * rec.carbon.pue)
     assert rec.co2e_kg == pytest.approx(rec.facility_kwh * rec.carbon.ci_g_per_kwh * rec.carbon.alpha / 1000)
     # jobenergy prints the job, as the job's user
-    out = subprocess.run(["runuser", "-u", "alice", "--", "/opt/slurm-energy/venv/bin/jobenergy", "-P", job],
-                         capture_output=True, text=True, env=cluster.env)
+    out = cluster.jobenergy("-P", job, user="alice")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("JobID|User|Account")
@@ -78,8 +76,7 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
                           "-o", "JobID,ReqMem,SlurmEnergy", job], capture_output=True, text=True, env=cluster.env)
     assert out.stdout.strip() == f"{job}|300M|n/a", out.stderr
     # an unknown job id: clear message, non-zero
-    bad = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "999999"], capture_output=True, text=True,
-                         env=cluster.env)
+    bad = cluster.jobenergy("999999")
     assert bad.returncode != 0 and "999999" in bad.stderr
 
 
@@ -103,8 +100,7 @@ def test_running_job_shows_energy_so_far(cluster):
     seen = None
     t0 = time.time()
     while time.time() - t0 < 40 and seen is None:
-        out = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "-P", "-n", "-o", "JobID,CPU_kWh,Status", job],
-                             capture_output=True, text=True, env=cluster.env)
+        out = cluster.jobenergy("-P", "-n", "-o", "JobID,CPU_kWh,Status", job)
         if out.returncode == 0 and out.stdout.strip().endswith("|running"):
             seen = out.stdout.strip().split("|")
         time.sleep(0.5)
@@ -120,20 +116,17 @@ def test_array_tasks_recorded_with_their_array_ids(cluster):
     first = cluster.sbatch("alice", wd, "#!/bin/bash\n#SBATCH --output=slurm-%A_%a.out\nsleep 2\n", "--array=0-1")
     recs = []
     for _ in range(120):
-        out = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "--json", f"{first}_1"], capture_output=True,
-                             text=True, env=cluster.env)
+        out = cluster.jobenergy("--json", f"{first}_1")
         if out.returncode == 0 and "running" not in out.stdout:
             recs = out.stdout
             break
         time.sleep(1)
     assert recs, f"jobenergy {first}_1 never found the array task"
     # the task 1 record carries its array ids; the whole array answers to the array job id
-    all_tasks = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "-P", "-n", "-o", "JobID", first],
-                               capture_output=True, text=True, env=cluster.env)
+    all_tasks = cluster.jobenergy("-P", "-n", "-o", "JobID", first)
     assert all_tasks.returncode == 0
     for _ in range(60):
-        all_tasks = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "-P", "-n", "-o", "JobID", first],
-                                   capture_output=True, text=True, env=cluster.env)
+        all_tasks = cluster.jobenergy("-P", "-n", "-o", "JobID", first)
         if sorted(all_tasks.stdout.split()) == [f"{first}_0", f"{first}_1"]:
             break
         time.sleep(1)
@@ -181,14 +174,13 @@ def test_cancelled_job_state_from_slurmctld(cluster):
     wd = cluster.workdir("bob", f"e2e-cancel-{os.getpid()}")
     job = cluster.sbatch("bob", wd, "#!/bin/bash\n#SBATCH --output=slurm-%j.out\nsleep 60\n")
     for _ in range(60):
-        st = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, env=cluster.env)
+        st = cluster.run(["squeue", "-h", "-j", job, "-o", "%T"])
         if st.stdout.strip() == "RUNNING":
             break
         time.sleep(0.5)
     time.sleep(2)
-    subprocess.run(["runuser", "-u", "bob", "--", "env", f"SLURM_CONF={cluster.conf}", "scancel", job], check=True)
+    cluster.run(["scancel", job], user="bob", check=True)
     (rec,) = cluster.wait_record(job)
     assert rec.job_state == "CANCELLED"
-    out = subprocess.run(["/opt/slurm-energy/venv/bin/jobenergy", "-P", "-n", "-s", "CA", "-o", "JobID,State", job],
-                         capture_output=True, text=True, env=cluster.env)
+    out = cluster.jobenergy("-P", "-n", "-s", "CA", "-o", "JobID,State", job)
     assert out.stdout.strip() == f"{job}|CANCELLED"

@@ -7,7 +7,6 @@ fixture of tests/e2e/conftest.py (never starts or stops it; fails instead of ski
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
@@ -18,10 +17,7 @@ def test_two_node_job_gives_one_merged_record(cluster, capsys):
     from slurm_energy.cli.jobenergy import main as jobenergy
 
     conf = str(cluster.site)
-    sub = subprocess.run(
-        ["sbatch", "--parsable", "-N2", "-o", "/dev/null", "--wrap", "srun sleep 4"],
-        capture_output=True, text=True, env=cluster.env, cwd="/tmp",
-    )  # fmt: skip
+    sub = cluster.run(["sbatch", "--parsable", "-N2", "-o", "/dev/null", "--wrap", "srun sleep 4"], cwd="/tmp")
     assert sub.returncode == 0, sub.stderr
     job_id = sub.stdout.strip().split(";")[0]
     [rec] = cluster.wait_record(job_id)

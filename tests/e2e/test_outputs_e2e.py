@@ -36,8 +36,7 @@ def finished_job(cluster):
 
 
 def _sacct_admin_comment(cluster, job: str) -> str:
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "AdminComment"], capture_output=True, text=True,
-                         env=cluster.env, check=True)
+    out = cluster.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "AdminComment"], check=True)
     return out.stdout.strip()
 
 
@@ -81,7 +80,16 @@ def _as_root_env(cluster):
     return {k: v for k, v in cluster.env.items() if k == "SLURM_CONF"}
 
 
+def _host_slurm_only(cluster):
+    # SlurmWriteback().publish() below runs in this process, with the host's Slurm commands: they
+    # cannot talk to a cluster of another version in a Debian root (the finalizer's own write-back
+    # there is covered by test_admin_comment_in_sacct)
+    if cluster.root:
+        pytest.skip(f"in-process write-back uses the host's Slurm commands; the cluster runs Slurm {cluster.version}")
+
+
 def test_other_tools_text_kept_and_owned_field_skipped(cluster, finished_job, monkeypatch):
+    _host_slurm_only(cluster)
     job, rec, _ = finished_job
     monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
     subprocess.run(["sacctmgr", "-i", "modify", "job", "where", f"jobid={job}", "set",
@@ -97,6 +105,7 @@ def test_other_tools_text_kept_and_owned_field_skipped(cluster, finished_job, mo
 
 
 def test_tres_on_slurm_22_05_is_a_note_and_a_refusing_sacctmgr_too(cluster, finished_job, monkeypatch):
+    _host_slurm_only(cluster)
     job, rec, _ = finished_job
     monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
     notes = SlurmWriteback(admin_comment=False, tres_energy=True).publish(rec)
@@ -104,3 +113,51 @@ def test_tres_on_slurm_22_05_is_a_note_and_a_refusing_sacctmgr_too(cluster, fini
     # asked anyway (version check off), the real 22.05 sacctmgr refuses the TRES field: a note
     notes = SlurmWriteback(admin_comment=False, tres_energy=True, check_version=False).publish(rec)
     assert len(notes) == 1 and "sacctmgr refused (rc 1)" in notes[0] and "Unknown option" in notes[0]
+
+
+def test_dashboard_queries_run_on_real_prometheus_and_top_jobs_has_the_job(cluster, prom_stack, finished_job):
+    import json
+    from pathlib import Path
+
+    job, rec, _ = finished_job
+    dash = json.loads((Path(__file__).resolve().parents[2] / "dashboards" / "slurm-energy.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    assert len(exprs) == 7
+    for e in exprs:  # every panel's PromQL parses and runs (variables at "All")
+        prom_stack.query(e.replace("$cluster", ".*").replace("$account", ".*").replace("$user", ".*"))
+    top = next(p for p in dash["panels"] if p["type"] == "table")["targets"][0]["expr"]
+    res = {r["metric"]["job_id"]: float(r["value"][1])
+           for r in prom_stack.query(top.replace("$cluster", ".*").replace("$account", ".*").replace("$user", ".*"))}
+    assert res[job] == pytest.approx(rec.it_kwh, rel=1e-9)  # kWh
+
+
+def test_jobenergy_seff_as_the_user(cluster, finished_job):
+    job, rec, _ = finished_job
+    out = subprocess.run(["runuser", "-u", "alice", "--", "/opt/slurm-energy/venv/bin/jobenergy", "--seff", job],
+                         capture_output=True, text=True, env=cluster.env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"Job ID: {job}"
+    assert "Cores: 1" in lines  # sacct's AllocCPUS for --cpus-per-task=1
+    assert "Memory Efficiency: " in out.stdout and "of 200.00 MiB" in out.stdout  # --mem=200M
+    cpu_s = rec.nodes[0].cpu_time_s
+    eff = next(x for x in lines if x.startswith("CPU Efficiency: "))
+    assert eff.startswith(f"CPU Efficiency: {100 * cpu_s / rec.elapsed_s:.2f}%")
+    assert f"Energy (IT, job's share): {rec.it_kwh:.4g} kWh" in lines
+    assert any(x.startswith(f"CO2e: {rec.co2e_kg * 1000:.4g} g") for x in lines)
+
+
+def test_month_html_report_has_the_job(cluster, finished_job, tmp_path):
+    import datetime as dt
+
+    job, rec, _ = finished_job
+    month = dt.datetime.fromtimestamp(rec.end_time, dt.timezone.utc).strftime("%Y-%m")
+    out = tmp_path / "month.html"
+    r = subprocess.run(["/opt/slurm-energy/venv/bin/slurm-energy", "rollup", "--month", month, "--by", "account",
+                        "--format", "html", "--out", str(out)], capture_output=True, text=True, env=cluster.env)
+    assert r.returncode == 0, r.stderr
+    html = out.read_text()
+    assert "<td>research</td>" in html and "<svg" in html
+    top = html.split("<h2>Top jobs by IT energy</h2>")[1].split("</table>")[0]
+    assert f"<td>{job}</td><td>alice</td><td>research</td><td>debug</td>" in top
+    assert f"<td>{rec.it_kwh:.4g}</td>" in top

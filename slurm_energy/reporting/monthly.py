@@ -1,0 +1,133 @@
+"""The month's rollup as CSV, JSON or an HTML report an admin can hand on.
+
+Input: the DataFrame of :func:`slurm_energy.cli.store_cmds.rollup` (one row per user, account or
+partition; its sums are the numbers shown) and the month's final records (for the top jobs, the
+method coverage and the carbon facts used: listed, not re-summed). Every energy number says which
+part was measured (energy counter or integrated sampled power) and which estimated (TDP model);
+unmeasured jobs are counted, never summed as 0.
+
+HTML: ``templates/monthly.html.j2`` with two matplotlib bar charts (IT kWh per group, measured and
+estimated stacked; kgCO2e per group) inlined as SVG; written atomically (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections import Counter
+from typing import Optional
+
+from slurm_energy.model import JobRecord, Method
+
+TOP_JOBS = 10
+MAX_BARS = 30  # groups drawn; the rest are in the table
+
+
+def _num(v) -> Optional[float]:
+    return None if v is None else float(v)
+
+
+def _rows(df) -> list[dict]:
+    return [{k: (_num(v) if k not in (df.columns[0],) and k not in ("jobs", "unmeasured_jobs") else v)
+             for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
+def bar_charts_svg(rows: list[dict], by: str) -> str:
+    """Two horizontal bar charts as one inline SVG: IT kWh per group (measured | estimated stacked) and
+    kgCO2e per group. ``rows`` as :func:`_rows`; groups without a number get no bar (never 0)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(rows, key=lambda r: r["it_kwh"] or 0.0, reverse=True)[:MAX_BARS]
+    names = [str(r[by]) for r in rows][::-1]
+    meas = [r["measured_it_kwh"] or 0.0 for r in rows][::-1]
+    est = [r["estimated_it_kwh"] or 0.0 for r in rows][::-1]
+    co2 = [r["co2e_kg"] or 0.0 for r in rows][::-1]
+    h = max(2.5, 0.35 * len(names) + 1.2)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, h))
+    a1.barh(names, meas, color="#1f77b4", label="measured (counter / sampled power)")
+    a1.barh(names, est, left=meas, color="#ff7f0e", hatch="//", label="estimated (TDP model)")
+    a1.set_xlabel("IT energy, kWh")
+    a1.legend(loc="lower right", fontsize=8)
+    a2.barh(names, co2, color="#2ca02c")
+    a2.set_xlabel("kgCO2e")
+    a2.set_yticklabels([])
+    fig.suptitle(f"per {by}")
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]
+
+
+def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict]:
+    """The ``n`` jobs with the most IT energy (unmeasured jobs last, never as 0)."""
+    def key(r: JobRecord):
+        return r.it_kwh if r.it_kwh is not None else -1.0
+
+    out = []
+    for r in sorted(records, key=key, reverse=True)[:n]:
+        est = sum(j for c, j in r.energy_it_j.items() if j is not None and r.methods.get(c) == Method.TDP_ESTIMATE)
+        out.append({"job_id": r.job_id if not r.array_job_id else f"{r.array_job_id}_{r.array_task_id}",
+                    "user": r.user, "account": r.account, "partition": r.partition, "it_kwh": r.it_kwh,
+                    "estimated_kwh": est / 3.6e6 if r.it_kwh is not None else None, "co2e_kg": r.co2e_kg,
+                    "methods": r.method_summary, "status": r.status.value, "elapsed_h": r.elapsed_s / 3600})
+    return out
+
+
+def method_coverage(records: list[JobRecord]) -> list[dict]:
+    """Per device class, how many jobs had it measured by each method (rows: class, method, jobs)."""
+    c: Counter = Counter((cls, Method(m).value) for r in records for cls, m in r.methods.items())
+    return [{"device_class": k[0], "method": k[1], "jobs": v} for k, v in sorted(c.items())]
+
+
+def carbon_used(records: list[JobRecord]) -> list[dict]:
+    """The distinct (PUE, CI, sources) applied to the month's jobs, with how many jobs each."""
+    c: Counter = Counter((r.carbon.pue, r.carbon.pue_source, r.carbon.ci_g_per_kwh, r.carbon.ci_source,
+                          r.carbon.hourly) for r in records)
+    return [{"pue": k[0], "pue_source": k[1], "ci_g_per_kwh": k[2], "ci_source": k[3], "hourly": k[4], "jobs": v}
+            for k, v in c.most_common()]
+
+
+def render_html(df, records: list[JobRecord], by: str, month: str) -> str:
+    """The HTML report (see module doc) as text."""
+    from slurm_energy.reporting.report import _template_env
+
+    rows = _rows(df)
+    env = _template_env()  # the job report's environment over the shipped templates
+    env.filters["n"] = lambda v, fmt="{:.4g}": "n/a" if v is None else fmt.format(v)
+    total = {k: (sum(r[k] for r in rows if r[k] is not None) if any(r[k] is not None for r in rows) else None)
+             for k in ("it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh")}
+    total["jobs"] = sum(r["jobs"] for r in rows)
+    total["unmeasured_jobs"] = sum(r["unmeasured_jobs"] for r in rows)
+    return env.get_template("monthly.html.j2").render(
+        by=by, month=month, rows=rows, total=total, chart=bar_charts_svg(rows, by) if rows else "",
+        top=top_jobs(records), coverage=method_coverage(records), carbon=carbon_used(records))
+
+
+def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, out: Optional[str]) -> str:
+    """Write the rollup as ``fmt`` (csv, json, html) to ``out`` (None: stdout; html: a default file
+    name in the current directory). Returns the path written ("" for stdout). Raises OSError."""
+    if fmt == "csv":
+        text = df.to_csv(index=False)
+    elif fmt == "json":
+        text = json.dumps({"month": month, "by": by, "rows": _rows(df),
+                           "note": "measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP "
+                                   "model; unmeasured jobs are counted in unmeasured_jobs, never summed as 0"},
+                          indent=2) + "\n"
+    else:
+        text = render_html(df, records, by, month)
+        out = out or f"rollup-{month}-{by}.html"
+    if not out:
+        sys.stdout.write(text)
+        return ""
+    tmp = f"{out}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, out)
+    return out

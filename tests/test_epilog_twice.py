@@ -1,0 +1,41 @@
+"""Slurm before 26.05 can run the Epilog more than once for one run of a job: the second run must
+neither start a second finalizer (a second node record, a second reading appended to the samples)
+nor fail (a failing Epilog drains the node). In-process: the detached processes are stubbed."""
+
+from __future__ import annotations
+
+import os
+
+from slurm_energy.slurm import hooks
+
+
+def _env(tmp_path, context: str) -> dict:
+    return {"SLURM_JOB_ID": "777", "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid()),
+            "SLURM_JOB_USER": "u", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1", "SLURM_CLUSTER_NAME": "t",
+            "SLURM_JOB_CPUS_PER_NODE": "1", "SLURM_JOB_WORK_DIR": str(tmp_path), "SLURM_JOB_START_TIME": "1700000000",
+            "SLURM_SCRIPT_CONTEXT": context}
+
+
+def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/none\n"
+                    f"paths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/log\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    spawned: list[list[str]] = []
+    monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None: spawned.append(args) or 4_000_000)  # no such PID
+    monkeypatch.setattr(hooks, "_stop_sampler", lambda spool, ctx=None: "terminated")
+    assert hooks.prolog(_env(tmp_path, "prolog_slurmd")) == 0
+    assert [a[2] for a in spawned] == ["sampler"]
+    (job_dir,) = (tmp_path / "spool" / "jobs").iterdir()
+    samples = job_dir / "samples-n1.jsonl"
+    assert hooks.epilog(_env(tmp_path, "epilog_slurmd")) == 0
+    assert [a[2] for a in spawned] == ["sampler", "finalize"]
+    done = (job_dir / "epilog-n1.done").read_text()
+    rows = samples.read_text()
+    # the same run's Epilog again: exit 0, no second finalizer, nothing appended or rewritten
+    assert hooks.epilog(_env(tmp_path, "epilog_slurmd")) == 0
+    assert [a[2] for a in spawned] == ["sampler", "finalize"]
+    assert (job_dir / "epilog-n1.done").read_text() == done
+    assert samples.read_text() == rows
+    assert list((tmp_path / "spool" / "jobs").iterdir()) == [job_dir]  # no spool for a phantom run
+    assert "repeated Epilog ignored" in (tmp_path / "log" / "hooks.log").read_text()
