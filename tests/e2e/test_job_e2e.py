@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import os
 import pwd
 import re
