@@ -93,7 +93,7 @@ def test_reader_reads_at_most_max_bytes_and_drops_the_cut_line(tmp_path):
 
 def test_writer_stops_at_the_bound(tmp_path):
     w = MarksWriter(str(tmp_path / "m"))
-    for i in range(MAX_BYTES // 30 + 10):
+    for _ in range(MAX_BYTES // 30 + 10):
         w.write("stage", t=1.0, frac=0.5)
     w.close()
     assert os.path.getsize(tmp_path / "m") <= MAX_BYTES

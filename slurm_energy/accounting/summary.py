@@ -24,7 +24,7 @@ from slurm_energy.accounting import attribution, phases
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
 from slurm_energy.accounting.phases import Marks
 from slurm_energy.carbon.hourly import split_interval_by_hour
-from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
+from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, WindowEnergy, worst_method
 from slurm_energy.natsort import device_sort_key
 from slurm_energy.sampling.readers.base import DeviceStatic, Reading
 
@@ -218,7 +218,8 @@ def _device_key(item, static_by_id) -> tuple:
     return device_sort_key(samples[-1][1].device_class, dev_id, _index(static_by_id.get(dev_id)))
 
 
-def _windows(series, marks: Optional[Marks], start: float, end: float, interval_s: float):
+def _windows(series: list[phases.DeviceSeries], marks: Optional[Marks], start: float, end: float,
+             interval_s: float) -> tuple[list[WindowEnergy], list[str]]:
     """The marked phases' windows and the marks' flags; a failure here costs the phases (flagged
     ``phases_not_computed``), never the node's summary."""
     if not marks:

@@ -57,7 +57,7 @@ def _load(args):
         return load_site_config(args.config)
     except ConfigError as e:
         print(f"slurm-energy: {e}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(2) from None
 
 
 def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
@@ -74,7 +74,7 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
             uuids, unresolved, note = gpus_by_index(gpus)
         except ValueError as e:
             print(f"slurm-energy: {e}", file=sys.stderr)
-            raise SystemExit(2)
+            raise SystemExit(2) from None
         if unresolved:
             print(f"slurm-energy: GPUs {gpus} not readable ({note}); reported as not measured", file=sys.stderr)
     else:
