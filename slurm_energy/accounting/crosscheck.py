@@ -52,7 +52,9 @@ def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, O
 
     For every interval where both are known, the counter delta is compared with the trapezoid of
     power (:func:`power_series`); they disagree when the difference exceeds
-    :func:`cross_check_tolerance_j`. A counter that went backwards (``reset``/``range_unreadable``)
+    :func:`cross_check_tolerance_j` and the next interval does not settle it (a counter that updates
+    a little late, e.g. every 100 ms, is short in one interval and catches up in the next: the two
+    intervals are then compared together). A counter that went backwards (``reset``/``range_unreadable``)
     while power was read also disagrees. One disagreeing interval is enough to distrust the counter
     for the whole device (a stuck, reset or runaway counter, as reported on NVML/DCGM): the device's
     energy is then the power integration in every interval (``None`` where power is missing), and
@@ -80,7 +82,8 @@ def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, O
     if not counter.intervals:
         return counter, []
     power = power_series(list(power_points))
-    bad = []
+    bad: list[int] = []
+    pending: list = []  # [first k, counter J, power J, tolerance J] of a disagreement not yet settled
     for k, (ic, ip) in enumerate(zip(counter.intervals, power.intervals)):
         if ip.energy_j is None:
             continue
@@ -94,8 +97,15 @@ def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, O
         tol = cross_check_tolerance_j(ip.duration_s, p0, p1, ic.energy_j,
                                       ip.energy_j, resolution_j=resolution_j, power_accuracy_w=power_accuracy_w,
                                       margin=margin)
-        if abs(ic.energy_j - ip.energy_j) > tol:
-            bad.append(k)
+        if pending:  # the interval after a disagreement: a counter that updates late catches up here
+            pending[1:] = [pending[1] + ic.energy_j, pending[2] + ip.energy_j, pending[3] + tol]
+            if abs(pending[1] - pending[2]) > pending[3]:
+                bad.extend(range(pending[0], k + 1))
+            pending = []
+        elif abs(ic.energy_j - ip.energy_j) > tol:
+            pending = [k, ic.energy_j, ip.energy_j, tol]
+    if pending:  # a disagreement in the last interval: nothing left to settle it
+        bad.append(pending[0])
     if not bad:
         return counter, []
     ivs = [Interval(ip.t0, ip.t1, ip.energy_j, sorted(set(ip.flags) | ({FLAG_COUNTER_INCONSISTENT} if k in bad else set())))

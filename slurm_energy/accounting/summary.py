@@ -28,7 +28,7 @@ from slurm_energy.accounting.node_series import (Columns, DeviceSeries, columns,
 from slurm_energy.accounting.phases import Marks
 from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.core import DeviceStatic, Flag, Reading, Sample
-from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, worst_method
+from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, WindowEnergy, worst_method
 from slurm_energy.natsort import device_sort_key
 
 
@@ -216,7 +216,7 @@ def _device_key(item: tuple[str, DeviceSeries], static_by_id: dict[str, DeviceSt
 
 
 def _windows(series: list[phases.DeviceSeries], marks: Optional[Marks], start: float, end: float,
-             interval_s: float) -> tuple[list[Any], list[str]]:
+             interval_s: float) -> tuple[list[WindowEnergy], list[str]]:
     """The marked phases' windows and the marks' flags; a failure here costs the phases (flagged
     ``phases_not_computed``), never the node's summary."""
     if not marks:

@@ -56,18 +56,19 @@ def prepare_job_dir(job_id: str, uid: int, gid: int, root: Optional[str] = None,
     if not stat.S_ISDIR(st.st_mode) or (os.geteuid() == 0 and st.st_uid != 0):
         raise OSError(f"{root}: marks root is not a root-owned directory; fix or set SLURM_ENERGY_MARKS_DIR")
     d = job_marks_dir(job_id, root)
+    old: Optional[os.stat_result]
     try:
-        st = os.lstat(d)
+        old = os.lstat(d)
     except FileNotFoundError:
-        st = None
-    if st is not None and stat.S_ISDIR(st.st_mode) and st.st_uid == uid:
+        old = None
+    if old is not None and stat.S_ISDIR(old.st_mode) and old.st_uid == uid:
         if node:
             try:
                 os.unlink(os.path.join(d, marks_file_name(node)))
             except FileNotFoundError:
                 pass
     else:
-        if st is not None:
+        if old is not None:
             os.rename(d, os.path.join(root, f".stale-{job_id}-{time.time_ns()}"))
         os.mkdir(d, 0o700)
     os.lchown(d, uid, gid)
@@ -84,20 +85,22 @@ def read_marks_file(dir_path: str, name: str, max_bytes: int = MAX_BYTES) -> tup
     Never raises."""
     import errno
 
+    def code(e: OSError) -> str:
+        return errno.errorcode.get(e.errno or 0, str(e.errno))
+
     flags: list[str] = []
     try:
         dfd = os.open(dir_path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return [], []
     except OSError as e:
-        return [], [f"marks_unreadable:{errno.errorcode.get(e.errno, e.errno)}"]
+        return [], [f"marks_unreadable:{code(e)}"]
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
     except FileNotFoundError:
         return [], []
     except OSError as e:
-        code = errno.errorcode.get(e.errno, str(e.errno))
-        return [], ["marks_not_regular" if e.errno == errno.ELOOP else f"marks_unreadable:{code}"]
+        return [], ["marks_not_regular" if e.errno == errno.ELOOP else f"marks_unreadable:{code(e)}"]
     finally:
         os.close(dfd)
     try:
@@ -111,7 +114,7 @@ def read_marks_file(dir_path: str, name: str, max_bytes: int = MAX_BYTES) -> tup
                 break
             data += more
     except OSError as e:
-        return [], [f"marks_unreadable:{errno.errorcode.get(e.errno, e.errno)}"]
+        return [], [f"marks_unreadable:{code(e)}"]
     finally:
         os.close(fd)
     if len(data) > max_bytes:

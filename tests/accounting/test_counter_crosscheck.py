@@ -128,3 +128,20 @@ def test_amd_hwmon_counter_stuck_while_power1_average_reads_300_w(tmp_path):
     (d,) = summarise_node(rows, job_id="7", node="n1", start_time=T0, end_time=T0 + 10).devices
     assert d.energy_j == pytest.approx(300.0 * 10)  # 3000 J by power, not the counter's 0 J
     assert d.method == Method.POWER_INTEGRATION and FLAG_COUNTER_INCONSISTENT in d.flags
+
+
+def test_counter_that_updates_late_and_catches_up_is_trusted(monkeypatch):
+    # 60 W, 0.5 s samples: 30 J per interval by power. The counter shows 24 J then 36 J (it updated
+    # 100 ms late): interval 0 alone is 6 J off > 0.001 + 5 x 0.5 + 0 + 0.1 x 30 = 5.501 J, but both
+    # intervals together agree (60 J vs 60 J): the counter is trusted, 60 J, method counter.
+    gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=60_000)
+    d = _job(gpu, [(24_000, 60_000), (36_000, 60_000)], monkeypatch, dt=0.5)
+    assert d.energy_j == pytest.approx(60.0) and d.method == Method.COUNTER
+    assert FLAG_COUNTER_INCONSISTENT not in d.flags
+
+
+def test_counter_short_twice_in_a_row_is_not_settled(monkeypatch):
+    # 24 J then 24 J against 30 J + 30 J: 48 vs 60 J, 12 J off > 2 x 5.501 J: power, 60 J
+    gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=60_000)
+    d = _job(gpu, [(24_000, 60_000), (24_000, 60_000)], monkeypatch, dt=0.5)
+    assert d.energy_j == pytest.approx(60.0) and d.method == Method.POWER_INTEGRATION
