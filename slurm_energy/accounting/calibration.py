@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from slurm_energy.accounting.prediction import J_PER_KWH, training_flops
 from slurm_energy.model import JobRecord, Method, Status
@@ -95,7 +95,7 @@ def declared_flops(record: JobRecord) -> Optional[float]:
     return f if math.isfinite(f) and f > 0 else None
 
 
-def _gpu_entries(record: JobRecord):
+def _gpu_entries(record: JobRecord) -> list[Any]:  # DeviceEnergy with energy, rated power and time
     return [d for ns in record.nodes for d in ns.devices
             if d.device_class == "gpu" and Method(d.method) in MEASURED and d.energy_j is not None
             and d.rated_power_w and d.duration_s > 0]
@@ -222,7 +222,7 @@ def predict_range(cal: Calibration, flops: float, n_gpus: float, rated_flops_per
     return {"time_s": Spread.of(times), "facility_kwh": Spread.of(kwh), "co2e_kg": Spread.of(kg)}
 
 
-def check_job(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) -> Optional[dict]:
+def check_job(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) -> Optional[dict[str, Any]]:
     """Predicted vs measured for one job that declared its FLOPs; None if it did not.
 
     The prediction is what ``slurm-energy predict`` gives for the job's declared FLOPs, GPUs and
@@ -240,7 +240,7 @@ def check_job(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) ->
     if flops is None:
         return None
     jf, why = job_fit(record, rated_flops)
-    out: dict = {"flops": flops, "power_frac_default": GPU_TRAINING.power_frac,
+    out: dict[str, Any] = {"flops": flops, "power_frac_default": GPU_TRAINING.power_frac,
                  "power_frac_default_source": GPU_TRAINING.source, "note": why}
     if jf is None:
         return out

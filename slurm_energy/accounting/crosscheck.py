@@ -10,8 +10,9 @@ that disagrees is replaced by power integration for the whole device, flagged
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, Sequence
 
+from slurm_energy.core import Reading
 from slurm_energy.accounting.integrate import (
     FLAG_COUNTER_INCONSISTENT, FLAG_RANGE_UNREADABLE, FLAG_RESET, Interval, SeriesEnergy, power_series,
     summarise_intervals,
@@ -83,7 +84,7 @@ def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, O
         return counter, []
     power = power_series(list(power_points))
     bad: list[int] = []
-    pending: list = []  # [first k, counter J, power J, tolerance J] of a disagreement not yet settled
+    pending: list[Any] = []  # [first k, counter J, power J, tolerance J] of a disagreement not yet settled
     for k, (ic, ip) in enumerate(zip(counter.intervals, power.intervals)):
         if ip.energy_j is None:
             continue
@@ -115,7 +116,7 @@ def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, O
     return out, bad
 
 
-def checked_counter(s: SeriesEnergy, run) -> SeriesEnergy:
+def checked_counter(s: SeriesEnergy, run: Sequence[tuple[float, Reading]]) -> SeriesEnergy:
     """A counter run whose readings also carry power: cross-checked (:func:`cross_check_counter`)."""
     res = [r.energy_resolution_uj for _, r in run if r.energy_resolution_uj]
     acc = [r.power_accuracy_w for _, r in run if r.power_accuracy_w is not None]

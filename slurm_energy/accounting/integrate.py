@@ -25,7 +25,7 @@ Unmeasured is ``None``, never 0: an interval with an unreadable endpoint is *dro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from slurm_energy.core import Reading
 
@@ -114,7 +114,7 @@ def summarise_intervals(intervals: list[Interval], wraps: int = 0, resets: int =
     return SeriesEnergy(intervals=intervals, wraps=wraps, resets=resets, dropped=dropped, flags=flags)
 
 
-def _check_points(points: Sequence, name: str) -> None:
+def _check_points(points: Sequence[tuple[float, Optional[float]]], name: str) -> None:
     if not isinstance(points, (list, tuple)):
         raise TypeError(f"{name}: expected a list of (t, value) pairs, got {type(points).__name__}")
     for i, p in enumerate(points):
@@ -252,7 +252,7 @@ def unavailable_series(times: Sequence[float]) -> SeriesEnergy:
     return summarise_intervals(ivs)
 
 
-def series_for(method: str, points, **kw) -> SeriesEnergy:
+def series_for(method: str, points: list[Any], **kw: Any) -> SeriesEnergy:
     """Dispatch on ``Reading.method``.
 
     ``"counter"`` -> :func:`counter_series` (``kw``: ``max_range_uj``, ``max_power_w``,
@@ -274,7 +274,7 @@ def series_for(method: str, points, **kw) -> SeriesEnergy:
     raise ValueError(f"method: unknown energy method {method!r}; expected one of {METHODS}")
 
 
-def _value_for(reading) -> Optional[float]:
+def _value_for(reading: Reading) -> Optional[float]:
     m = reading.method
     if m == "counter":
         return reading.energy_uj
@@ -343,7 +343,7 @@ def series_from_readings(samples: Sequence[tuple[float, Reading]]) -> SeriesEner
 _CROSS_CHECK_NAMES = ("CROSS_CHECK_MARGIN", "cross_check_counter", "cross_check_tolerance_j")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """``integrate.cross_check_counter`` etc.: the counter-vs-power cross-check lives in
     :mod:`slurm_energy.accounting.crosscheck` (imported lazily: it builds on this module)."""
     if name in _CROSS_CHECK_NAMES:

@@ -28,7 +28,7 @@ from slurm_energy.errors import PredictionError
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 
 #: Training FLOPs per parameter per token (Kaplan et al. 2020, arXiv:2001.08361, sec. 2.1).
@@ -39,7 +39,7 @@ INFERENCE_FLOPS_PER_PARAM_TOKEN = 2.0
 PREDICTION_METHOD = "prediction: rated power x power fraction x predicted time (a model, not a measurement)"
 
 
-def require_positive(name: str, value, fix: str) -> float:
+def require_positive(name: str, value: Any, fix: str) -> float:
     """``float(value)`` if finite and > 0, else :class:`PredictionError` naming ``name``, the value and ``fix``."""
     try:
         v = float(value)
@@ -78,7 +78,7 @@ def inference_flops(params: float, tokens: float) -> float:
     return INFERENCE_FLOPS_PER_PARAM_TOKEN * n * d
 
 
-def require_fraction(name: str, value, fix: str) -> float:
+def require_fraction(name: str, value: Any, fix: str) -> float:
     """``float(value)`` if in (0, 1], else :class:`PredictionError` naming ``name``, the value and ``fix``."""
     v = require_positive(name, value, fix)
     if v > 1:
@@ -192,7 +192,7 @@ def predict_energy_kwh(devices: Sequence[DeviceSpec], time_s: float) -> dict[str
     return out
 
 
-def _check_site(pue, ci_g_per_kwh, alpha) -> float:
+def _check_site(pue: Any, ci_g_per_kwh: Any, alpha: Any) -> float:
     pue_v = require_positive("pue", pue, "pass the data centre's PUE, e.g. 1.58")
     if pue_v < 1:
         raise PredictionError(f"pue={pue!r} is below 1 (facility energy cannot be less than IT energy); pass e.g. 1.58")
