@@ -131,7 +131,8 @@ def share(cls: str, i0: Optional[int], i1: Optional[int], cols: Columns, reading
         return attribution.ram_share(jm, node_mem[i1], clamps)
     if cls == "gpu":
         if reading is not None and reading.proc_util:
-            s = attribution.gpu_process_share(cols.job_pids, {int(k): v for k, v in reading.proc_util.items()})
+            s = attribution.gpu_process_share(cols.job_pids, {int(k): v for k, v in reading.proc_util.items()},
+                                              clamps)
             if s is not None:
                 flags.add(Flag.SHARED_GPU.value)
                 return s
