@@ -31,6 +31,7 @@ from slurm_energy.devices.fractions import mig_fraction  # noqa: F401 - part of 
 from typing import Mapping, Optional, Sequence
 
 from slurm_energy.accounting.integrate import Interval, SeriesEnergy, summarise_intervals
+from slurm_energy.core import Flag
 
 #: Attribution policies a site may choose (site config ``attribution.policy``):
 #:
@@ -50,9 +51,9 @@ FLAG_SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 an
 
 #: A physically bounded ratio (utilisation, share, coverage) came out above 1 (or below 0) and was
 #: clamped; the raw value is kept on the device (``DeviceEnergy.unclamped``).
-FLAG_UTIL_CLAMPED = "util_clamped"  # CPU time / (allocated CPUs x wall) > 1, GPU util > 100 %, memory > node
-FLAG_SHARE_CLAMPED = "share_clamped"  # job CPU time / node busy CPU time > 1, job memory / node used > 1
-FLAG_COVERAGE_CLAMPED = "coverage_clamped"  # measured seconds > the job's elapsed seconds
+FLAG_UTIL_CLAMPED = Flag.UTIL_CLAMPED.value  # CPU time / (allocated CPUs x wall) > 1, GPU util > 100 %
+FLAG_SHARE_CLAMPED = Flag.SHARE_CLAMPED.value  # job CPU time / node busy CPU time > 1, job memory / node used > 1
+FLAG_COVERAGE_CLAMPED = Flag.COVERAGE_CLAMPED.value  # measured seconds > the job's elapsed seconds
 
 
 def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict[str, float]] = None) -> Optional[float]:

@@ -105,7 +105,7 @@ def fill_tdp_cpu_power(samples: DeviceSeries, cols: Columns, st: Optional[Device
             rd.mean_power_w = st.rated_power_w * busy
             rd.flags = list(rd.flags or []) + [Flag.UTIL_FROM_NODE_COUNTERS.value]
             if busy != raw:  # clamped: flagged, the raw node busy fraction kept in the flag
-                rd.flags += [attribution.FLAG_UTIL_CLAMPED, f"node_busy_raw:{raw:.4g}"]
+                rd.flags += [Flag.UTIL_CLAMPED.value, Flag.NODE_BUSY_RAW.detail(f"{raw:.4g}")]
 
 
 def share(cls: str, i0: Optional[int], i1: Optional[int], cols: Columns, reading: Optional[Reading],
