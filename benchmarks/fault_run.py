@@ -382,11 +382,10 @@ def main() -> int:
             time.sleep(0.5)
         t_last = time.time()
         say("all jobs ended; collect, then wait 2 min")
+        collect(counts)  # then as the timer would: 65 s later, and at 2 min
+        time.sleep(max(0.0, 65 - (time.time() - t_last)))
         collect(counts)
-        while time.time() - t_last < 120:
-            time.sleep(5)
-            if time.time() - t_last > 70 and counts["collect runs"] < 3 + (t_last - start) // 60:
-                collect(counts)
+        time.sleep(max(0.0, 120 - (time.time() - t_last)))
         collect(counts)
         text = table(jobs, counts, t_last)
     finally:
