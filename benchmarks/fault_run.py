@@ -323,6 +323,7 @@ def main() -> int:
     jobs.setup()
     site = L / "etc" / "site.yaml"
     site_text = site.read_text()
+    cluster_name()  # read now: site.yaml is made unparsable later
     if "spool_fallback_dir" not in site_text:
         sys.exit(f"fault_run: {site} has no paths.spool_fallback_dir (restart the cluster with this checkout)")
     stop = threading.Event()
@@ -364,16 +365,19 @@ def main() -> int:
                     mounts.ro_bind(SPOOL)
                 elif what == "spool read-write":
                     mounts.pop(SPOOL)
-            if now - last_kill_s >= 15:
-                kill_one("sampler", counts)
-                last_kill_s = now
-            if now - last_kill_f >= 10:
-                kill_one("finalize", counts)
-                last_kill_f = now
-            if now - last_collect >= 60:
-                collect(counts)
-                last_collect = now
-            jobs.cancel_due()
+            try:
+                if now - last_kill_s >= 15:
+                    last_kill_s = now
+                    kill_one("sampler", counts)
+                if now - last_kill_f >= 10:
+                    last_kill_f = now
+                    kill_one("finalize", counts)
+                if now - last_collect >= 60:
+                    last_collect = now
+                    collect(counts)
+                jobs.cancel_due()
+            except Exception as e:  # noqa: BLE001 - a fault injector's bug must not end the run
+                say(f"fault injection step failed: {type(e).__name__}: {e}")
             if b >= args.bursts and not plan and not jobs.to_cancel and jobs.active() == 0:
                 break
             if now - start > 900:
