@@ -8,8 +8,8 @@ What it does (about 10 minutes with the defaults):
 * mounts a tmpfs over the cluster's spool ($L/spool) and one over its fallback spool ($L/spool2),
   so the spools can be filled and made read-only without touching anything outside the test
   cluster; copies their contents back and unmounts them at the end (also on Ctrl-C / errors);
-* submits BURSTS bursts, 40 s apart, as alice and bob (--mem=100M each): an array of 20, CPU
-  loops, sleeps, exit 1, jobs cancelled with scancel (running and pending), a job hitting its time
+* submits BURSTS bursts, 40 s apart, as alice and bob (--mem=100M each): an array of 20 (two in
+  every fourth burst), CPU loops, sleeps, exit 1, jobs cancelled with scancel (running and pending), a job hitting its time
   limit, 2-node jobs, jobs whose work dir the user cannot write, a long job spanning the faults;
 * injects faults by PID and by mount: SIGKILL a running sampler every 15 s and a finalizer every
   10 s (only processes whose argv names this cluster's spools); site.yaml unparsable for 60 s;
@@ -113,6 +113,8 @@ class Jobs:
         self.lock = threading.Lock()
         self.wd: dict[str, Path] = {}
         self.ro_wd = L / "jobs" / "fault-run-readonly"
+        self.n_scripts = 0
+        self.threads: list[threading.Thread] = []
 
     def setup(self) -> None:
         import pwd
@@ -128,7 +130,9 @@ class Jobs:
 
     def submit(self, user: str, script: str, *args: str, tasks: int = 1, wd: Path | None = None) -> str | None:
         wd = wd or self.wd[user]
-        f = self.wd[user] / f"job-{len(self.ids)}.sh"
+        with self.lock:
+            self.n_scripts += 1
+            f = self.wd[user] / f"job-{self.n_scripts}.sh"
         f.write_text("#!/bin/bash\n" + script + "\n")
         os.chmod(f, 0o755)
         r = subprocess.run(["runuser", "-u", user, "--", "env", "-i", "PATH=/usr/bin:/bin", f"SLURM_CONF={ENV['SLURM_CONF']}",
@@ -149,9 +153,11 @@ class Jobs:
         v = USERS[(b + 1) % 2]
         cpu = "end=$((SECONDS+{s})); while [ $SECONDS -lt $end ]; do :; done"
         self.submit(u, "sleep 1", "--array=0-19", tasks=20)
-        for i in range(5):
+        if b % 4 == 0:
+            self.submit(v, "sleep 2", "--array=0-19", tasks=20)
+        for i in range(6):
             self.submit(v if i % 2 else u, cpu.format(s=2 + i % 3))
-        for i in range(4):
+        for i in range(5):
             self.submit(u if i % 2 else v, f"sleep {2 + i}")
         for _ in range(2):
             self.submit(v, "sleep 1; exit 1")
@@ -343,7 +349,9 @@ def main() -> int:
         while True:
             now = time.time()
             if b < args.bursts and now >= next_burst:
-                threading.Thread(target=jobs.burst, args=(b,), daemon=True).start()
+                th = threading.Thread(target=jobs.burst, args=(b,), daemon=True)
+                th.start()
+                jobs.threads.append(th)
                 say(f"burst {b + 1}/{args.bursts}")
                 b, next_burst = b + 1, next_burst + args.gap
             while plan and now - start >= plan[0][0]:
@@ -378,7 +386,8 @@ def main() -> int:
                 jobs.cancel_due()
             except Exception as e:  # noqa: BLE001 - a fault injector's bug must not end the run
                 say(f"fault injection step failed: {type(e).__name__}: {e}")
-            if b >= args.bursts and not plan and not jobs.to_cancel and jobs.active() == 0:
+            if (b >= args.bursts and not plan and not jobs.to_cancel and not any(t.is_alive() for t in jobs.threads)
+                    and jobs.active() == 0):
                 break
             if now - start > 900:
                 say("jobs still active after 15 min: giving up waiting")
