@@ -284,6 +284,10 @@ def table(jobs: Jobs, counts: collections.Counter, t_last_end: float) -> str:
     finally:
         store.close()
     missing = [t for t in ran if t["raw"] not in recs]
+    for t in missing[:30]:
+        say(f"no record: task {t['id']} (raw {t['raw']}) state {t['state']} started {t['start']} on {t['nodes']}")
+    for r in [r for r in recs.values() if r.status.value in ("running", "no_data")][:30]:
+        say(f"{r.status.value}: {r.job_id} state {r.job_state}: {'; '.join(r.errors)[:300]}")
     by_status = collections.Counter(r.status.value + (" (no report)" if r.report_error else "") for r in recs.values())
     by_state = collections.Counter(r.job_state or "?" for r in recs.values())
     drained = [x for x in sh("sinfo", "-h", "-N", "-o", "%N %T", check=False).stdout.splitlines()
@@ -305,7 +309,10 @@ def table(jobs: Jobs, counts: collections.Counter, t_last_end: float) -> str:
         ("**samplers/finalizers left running**", f"**{len(left)}**"),
         *[(f"{k} wall time p50 / p95 / max, s (n={len(v)}; budget 2.0)",
            f"{statistics.median(v):.3f} / {pct(v, 0.95):.3f} / {max(v):.3f}" if v else "n/a") for k, v in ht.items()],
-        ("faults injected", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if not k.startswith("collect"))),
+        ("fault windows", "; ".join(x.split("] ", 1)[1] + " at " + x.split("s]")[0].split()[-1] + " s" for x in events
+                                    if any(w in x for w in ("unparsable", "restored", "full", "freed", "read-"))
+                                    and "tmpfs" not in x)),
+        ("faults by PID", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if not k.startswith("collect"))),
         ("collect (every 60 s)", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k.startswith("collect"))),
         ("run time", f"{time.time() - T0:.0f} s"),
     ]
@@ -400,7 +407,12 @@ def main() -> int:
         collect(counts)
         time.sleep(max(0.0, 120 - (time.time() - t_last)))
         collect(counts)
-        text = table(jobs, counts, t_last)
+        try:
+            text = table(jobs, counts, t_last)
+        except Exception:  # noqa: BLE001 - the mounts must still come off
+            import traceback
+
+            text = "table failed:\n" + traceback.format_exc()
     finally:
         stop.set()
         if site.read_text() != site_text:
