@@ -8,8 +8,8 @@ What it does (about 10 minutes with the defaults):
 * mounts a tmpfs over the cluster's spool ($L/spool) and one over its fallback spool ($L/spool2),
   so the spools can be filled and made read-only without touching anything outside the test
   cluster; copies their contents back and unmounts them at the end (also on Ctrl-C / errors);
-* submits BURSTS bursts, 40 s apart, as alice and bob (--mem=100M each): an array of 20, CPU
-  loops, sleeps, exit 1, jobs cancelled with scancel (running and pending), a job hitting its time
+* submits BURSTS bursts, 40 s apart, as alice and bob (--mem=100M each): an array of 20 (two in
+  every fourth burst), CPU loops, sleeps, exit 1, jobs cancelled with scancel (running and pending), a job hitting its time
   limit, 2-node jobs, jobs whose work dir the user cannot write, a long job spanning the faults;
 * injects faults by PID and by mount: SIGKILL a running sampler every 15 s and a finalizer every
   10 s (only processes whose argv names this cluster's spools); site.yaml unparsable for 60 s;
@@ -113,6 +113,8 @@ class Jobs:
         self.lock = threading.Lock()
         self.wd: dict[str, Path] = {}
         self.ro_wd = L / "jobs" / "fault-run-readonly"
+        self.n_scripts = 0
+        self.threads: list[threading.Thread] = []
 
     def setup(self) -> None:
         import pwd
@@ -128,7 +130,9 @@ class Jobs:
 
     def submit(self, user: str, script: str, *args: str, tasks: int = 1, wd: Path | None = None) -> str | None:
         wd = wd or self.wd[user]
-        f = self.wd[user] / f"job-{len(self.ids)}.sh"
+        with self.lock:
+            self.n_scripts += 1
+            f = self.wd[user] / f"job-{self.n_scripts}.sh"
         f.write_text("#!/bin/bash\n" + script + "\n")
         os.chmod(f, 0o755)
         r = subprocess.run(["runuser", "-u", user, "--", "env", "-i", "PATH=/usr/bin:/bin", f"SLURM_CONF={ENV['SLURM_CONF']}",
@@ -149,9 +153,11 @@ class Jobs:
         v = USERS[(b + 1) % 2]
         cpu = "end=$((SECONDS+{s})); while [ $SECONDS -lt $end ]; do :; done"
         self.submit(u, "sleep 1", "--array=0-19", tasks=20)
-        for i in range(5):
+        if b % 4 == 0:
+            self.submit(v, "sleep 2", "--array=0-19", tasks=20)
+        for i in range(6):
             self.submit(v if i % 2 else u, cpu.format(s=2 + i % 3))
-        for i in range(4):
+        for i in range(5):
             self.submit(u if i % 2 else v, f"sleep {2 + i}")
         for _ in range(2):
             self.submit(v, "sleep 1; exit 1")
@@ -278,6 +284,10 @@ def table(jobs: Jobs, counts: collections.Counter, t_last_end: float) -> str:
     finally:
         store.close()
     missing = [t for t in ran if t["raw"] not in recs]
+    for t in missing[:30]:
+        say(f"no record: task {t['id']} (raw {t['raw']}) state {t['state']} started {t['start']} on {t['nodes']}")
+    for r in [r for r in recs.values() if r.status.value in ("running", "no_data")][:30]:
+        say(f"{r.status.value}: {r.job_id} state {r.job_state}: {'; '.join(r.errors)[:300]}")
     by_status = collections.Counter(r.status.value + (" (no report)" if r.report_error else "") for r in recs.values())
     by_state = collections.Counter(r.job_state or "?" for r in recs.values())
     drained = [x for x in sh("sinfo", "-h", "-N", "-o", "%N %T", check=False).stdout.splitlines()
@@ -299,7 +309,10 @@ def table(jobs: Jobs, counts: collections.Counter, t_last_end: float) -> str:
         ("**samplers/finalizers left running**", f"**{len(left)}**"),
         *[(f"{k} wall time p50 / p95 / max, s (n={len(v)}; budget 2.0)",
            f"{statistics.median(v):.3f} / {pct(v, 0.95):.3f} / {max(v):.3f}" if v else "n/a") for k, v in ht.items()],
-        ("faults injected", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if not k.startswith("collect"))),
+        ("fault windows", "; ".join(x.split("] ", 1)[1] + " at " + x.split("s]")[0].split()[-1] + " s" for x in events
+                                    if any(w in x for w in ("unparsable", "restored", "full", "freed", "read-"))
+                                    and "tmpfs" not in x)),
+        ("faults by PID", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if not k.startswith("collect"))),
         ("collect (every 60 s)", ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k.startswith("collect"))),
         ("run time", f"{time.time() - T0:.0f} s"),
     ]
@@ -323,6 +336,7 @@ def main() -> int:
     jobs.setup()
     site = L / "etc" / "site.yaml"
     site_text = site.read_text()
+    cluster_name()  # read now: site.yaml is made unparsable later
     if "spool_fallback_dir" not in site_text:
         sys.exit(f"fault_run: {site} has no paths.spool_fallback_dir (restart the cluster with this checkout)")
     stop = threading.Event()
@@ -342,7 +356,9 @@ def main() -> int:
         while True:
             now = time.time()
             if b < args.bursts and now >= next_burst:
-                threading.Thread(target=jobs.burst, args=(b,), daemon=True).start()
+                th = threading.Thread(target=jobs.burst, args=(b,), daemon=True)
+                th.start()
+                jobs.threads.append(th)
                 say(f"burst {b + 1}/{args.bursts}")
                 b, next_burst = b + 1, next_burst + args.gap
             while plan and now - start >= plan[0][0]:
@@ -364,17 +380,21 @@ def main() -> int:
                     mounts.ro_bind(SPOOL)
                 elif what == "spool read-write":
                     mounts.pop(SPOOL)
-            if now - last_kill_s >= 15:
-                kill_one("sampler", counts)
-                last_kill_s = now
-            if now - last_kill_f >= 10:
-                kill_one("finalize", counts)
-                last_kill_f = now
-            if now - last_collect >= 60:
-                collect(counts)
-                last_collect = now
-            jobs.cancel_due()
-            if b >= args.bursts and not plan and not jobs.to_cancel and jobs.active() == 0:
+            try:
+                if now - last_kill_s >= 15:
+                    last_kill_s = now
+                    kill_one("sampler", counts)
+                if now - last_kill_f >= 10:
+                    last_kill_f = now
+                    kill_one("finalize", counts)
+                if now - last_collect >= 60:
+                    last_collect = now
+                    collect(counts)
+                jobs.cancel_due()
+            except Exception as e:  # noqa: BLE001 - a fault injector's bug must not end the run
+                say(f"fault injection step failed: {type(e).__name__}: {e}")
+            if (b >= args.bursts and not plan and not jobs.to_cancel and not any(t.is_alive() for t in jobs.threads)
+                    and jobs.active() == 0):
                 break
             if now - start > 900:
                 say("jobs still active after 15 min: giving up waiting")
@@ -382,13 +402,17 @@ def main() -> int:
             time.sleep(0.5)
         t_last = time.time()
         say("all jobs ended; collect, then wait 2 min")
+        collect(counts)  # then as the timer would: 65 s later, and at 2 min
+        time.sleep(max(0.0, 65 - (time.time() - t_last)))
         collect(counts)
-        while time.time() - t_last < 120:
-            time.sleep(5)
-            if time.time() - t_last > 70 and counts["collect runs"] < 3 + (t_last - start) // 60:
-                collect(counts)
+        time.sleep(max(0.0, 120 - (time.time() - t_last)))
         collect(counts)
-        text = table(jobs, counts, t_last)
+        try:
+            text = table(jobs, counts, t_last)
+        except Exception:  # noqa: BLE001 - the mounts must still come off
+            import traceback
+
+            text = "table failed:\n" + traceback.format_exc()
     finally:
         stop.set()
         if site.read_text() != site_text:

@@ -87,6 +87,7 @@ class Flag(_StrEnum):
     BAD_TIME = "non_increasing_time"  # t_k <= t_{k-1}: interval dropped
     METHOD_CHANGED = "method_changed"  # endpoints measured by different methods: dropped
     UNAVAILABLE = "unavailable"  # the device had no energy source in this interval
+    COUNTER_INCONSISTENT = "counter_inconsistent"  # counter disagreed with power: power integration used
     # attribution
     SHARE_UNKNOWN = "share_unknown"  # the job's share of this interval could not be computed
     SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
@@ -94,6 +95,11 @@ class Flag(_StrEnum):
     JOB_NEVER_OBSERVED = "job_never_observed"  # the job's processes were never seen on the node
     NOT_EXCLUSIVE = "not_exclusive:shared_policy_used"  # exclusive_whole_node site, job not exclusive
     MIG_FRACTION = "mig_fraction"  # detailed: "mig_fraction:<f>", a MIG slice's share of its parent
+    # a physically bounded ratio came out above 1 (or below 0): clamped, raw value in DeviceEnergy.unclamped
+    UTIL_CLAMPED = "util_clamped"  # CPU time / (allocated CPUs x wall) > 1, GPU util > 100 %, memory > node
+    SHARE_CLAMPED = "share_clamped"  # job CPU time / node busy > 1, job memory / node used > 1
+    COVERAGE_CLAMPED = "coverage_clamped"  # measured seconds > the job's elapsed seconds
+    NODE_BUSY_RAW = "node_busy_raw"  # detailed: "node_busy_raw:<f>", the TDP model's clamped node busy fraction
     # readers
     EACCES = "eacces"  # RAPL energy_uj root-only (Linux >= 5.10) and we are not root
     EACCES_FALLBACK = "eacces_fallback"  # RAPL unreadable: CPU estimated from TDP instead

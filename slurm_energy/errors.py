@@ -50,6 +50,11 @@ class StoreUrlError(StoreError, ValueError):
     """An unsupported store URL (backend, driver, relative SQLite path); password hidden, fix given."""
 
 
+class SlurmFormatError(SlurmEnergyError, ValueError):
+    """Text in a Slurm field (sacct, scontrol, the job environment) that is in none of Slurm's
+    formats for it; the message names the field, the text and an example of what Slurm writes."""
+
+
 class SafeWriteError(SlurmEnergyError, OSError):
     """A report file could not be written; ``path`` and ``reason`` say where and why."""
 

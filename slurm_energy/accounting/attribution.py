@@ -31,6 +31,7 @@ from slurm_energy.devices.fractions import mig_fraction  # noqa: F401 - part of 
 from typing import Mapping, Optional, Sequence
 
 from slurm_energy.accounting.integrate import Interval, SeriesEnergy, summarise_intervals
+from slurm_energy.core import Flag
 
 #: Attribution policies a site may choose (site config ``attribution.policy``):
 #:
@@ -50,9 +51,9 @@ FLAG_SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 an
 
 #: A physically bounded ratio (utilisation, share, coverage) came out above 1 (or below 0) and was
 #: clamped; the raw value is kept on the device (``DeviceEnergy.unclamped``).
-FLAG_UTIL_CLAMPED = "util_clamped"  # CPU time / (allocated CPUs x wall) > 1, GPU util > 100 %, memory > node
-FLAG_SHARE_CLAMPED = "share_clamped"  # job CPU time / node busy CPU time > 1, job memory / node used > 1
-FLAG_COVERAGE_CLAMPED = "coverage_clamped"  # measured seconds > the job's elapsed seconds
+FLAG_UTIL_CLAMPED = Flag.UTIL_CLAMPED.value  # CPU time / (allocated CPUs x wall) > 1, GPU util > 100 %
+FLAG_SHARE_CLAMPED = Flag.SHARE_CLAMPED.value  # job CPU time / node busy CPU time > 1, job memory / node used > 1
+FLAG_COVERAGE_CLAMPED = Flag.COVERAGE_CLAMPED.value  # measured seconds > the job's elapsed seconds
 
 
 def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict[str, float]] = None) -> Optional[float]:
@@ -118,7 +119,13 @@ def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int],
     return _clamp01(job_mem_bytes / node_mem_used_bytes, "ram_share", clamps)
 
 
-def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float]]) -> Optional[float]:
+#: A per-process utilisation up to this is accounting jitter (NVML has reported smUtil above 100 %):
+#: clamped to 1 and flagged; above it, it is a unit error (percent passed as a fraction) and raises.
+PROC_UTIL_JITTER_MAX = 1.5
+
+
+def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float]],
+                      clamps: Optional[dict] = None) -> Optional[float]:
     """Job's share of one GPU from per-process SM utilisation (NVML process utilisation samples).
 
     Args:
@@ -131,8 +138,12 @@ def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float
         ``proc_util`` is ``None`` or no process used the GPU (no basis for a share: the caller
         applies its policy fallback and labels it).
 
+        clamps: when given, a utilisation in (1, :data:`PROC_UTIL_JITTER_MAX`] is clamped to 1 and
+            its raw value kept as ``clamps["gpu_proc_util"]`` (flag ``util_clamped``).
+
     Raises:
-        ValueError: a utilisation outside [0, 1] (names the PID and value).
+        ValueError: a utilisation below 0 or above :data:`PROC_UTIL_JITTER_MAX` (above 1 without
+            ``clamps``): names the PID and value.
     """
     if proc_util is None:
         return None
@@ -141,6 +152,8 @@ def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float
     for pid, u in proc_util.items():
         if u is None:
             continue
+        if clamps is not None and 1.0 < u <= PROC_UTIL_JITTER_MAX:
+            u = clamp_ratio(u, "gpu_proc_util", clamps)
         if not 0.0 <= u <= 1.0:
             raise ValueError(
                 f"proc_util[{pid}]: SM utilisation must be a fraction in [0, 1], got {u!r}; "

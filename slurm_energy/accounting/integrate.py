@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from slurm_energy.core import Reading
+from slurm_energy.core import Flag, Reading
 
 #: Flags an interval (and the series) may carry.
 FLAG_WRAP = "wrap"  # counter wrapped once and was unwrapped with the zone's range
@@ -38,7 +38,7 @@ FLAG_MISSING = "missing_reading"  # an endpoint reading was None (unreadable at 
 FLAG_BAD_TIME = "non_increasing_time"  # t_k <= t_{k-1}: interval dropped
 FLAG_METHOD_CHANGED = "method_changed"  # endpoints measured by different methods: dropped
 FLAG_UNAVAILABLE = "unavailable"  # the device had no energy source in this interval
-FLAG_COUNTER_INCONSISTENT = "counter_inconsistent"  # counter disagreed with power: power integration used
+FLAG_COUNTER_INCONSISTENT = Flag.COUNTER_INCONSISTENT.value  # counter disagreed with power: power integration used
 
 METHODS = ("counter", "power_integration", "tdp_estimate", "unavailable")
 

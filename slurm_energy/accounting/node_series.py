@@ -105,7 +105,7 @@ def fill_tdp_cpu_power(samples: DeviceSeries, cols: Columns, st: Optional[Device
             rd.mean_power_w = st.rated_power_w * busy
             rd.flags = list(rd.flags or []) + [Flag.UTIL_FROM_NODE_COUNTERS.value]
             if busy != raw:  # clamped: flagged, the raw node busy fraction kept in the flag
-                rd.flags += [attribution.FLAG_UTIL_CLAMPED, f"node_busy_raw:{raw:.4g}"]
+                rd.flags += [Flag.UTIL_CLAMPED.value, Flag.NODE_BUSY_RAW.detail(f"{raw:.4g}")]
 
 
 def share(cls: str, i0: Optional[int], i1: Optional[int], cols: Columns, reading: Optional[Reading],
@@ -131,7 +131,8 @@ def share(cls: str, i0: Optional[int], i1: Optional[int], cols: Columns, reading
         return attribution.ram_share(jm, node_mem[i1], clamps)
     if cls == "gpu":
         if reading is not None and reading.proc_util:
-            s = attribution.gpu_process_share(cols.job_pids, {int(k): v for k, v in reading.proc_util.items()})
+            s = attribution.gpu_process_share(cols.job_pids, {int(k): v for k, v in reading.proc_util.items()},
+                                              clamps)
             if s is not None:
                 flags.add(Flag.SHARED_GPU.value)
                 return s

@@ -10,11 +10,12 @@ AdminComment (``outputs.slurm.admin_comment``, on by default)
     that another tool *owns whole* is left alone, with a note on the record: its value starts with
     one of ``foreign_markers`` (default ``JS1:`` -- Princeton jobstats stores a base64 blob there and
     parses the whole field --, ``{`` or ``[``: a JSON document that our text would break).
-    Written with ``scontrol update JobId=N AdminComment=...`` while slurmctld still accepts it;
-    Slurm (22.05 measured) refuses that for a finished job ("Job has already finished"), so it then
-    goes to slurmdbd with ``sacctmgr -i modify job where jobid=N set AdminComment=...``. sacctmgr
-    stores the value in lower case (measured on 22.05), so our text is lower case, and where other
-    tools' text has capitals the sacctmgr path is skipped with a note rather than altering it. The
+    The finalizer runs once the job has finished, and Slurm (22.05 measured) refuses
+    ``scontrol update JobId=N AdminComment=...`` for a finished job ("Job has already finished"), so
+    the value goes to slurmdbd (what sacct reads) with ``sacctmgr -i modify job where jobid=N set
+    AdminComment=...``; ``scontrol update`` is the fallback. sacctmgr stores the value in lower case
+    (measured on 22.05), so our text is lower case, and where other tools' text has capitals sacctmgr
+    is not used (it would alter their text): only scontrol is tried, else a note. The
     current value is read with ``sacct -X -n -P -o AdminComment``. ``sacct -j N -o AdminComment``
     then shows e.g.::
 
@@ -146,18 +147,20 @@ class SlurmWriteback:
             return why
         cut = "" if len(summary_text(rec, 10**6)) <= self.max_chars else \
             f"AdminComment summary cut to {self.max_chars} characters (outputs.slurm.admin_comment_max_chars)"
+        tried = []
+        if value == value.lower():  # slurmdbd (what sacct reads) keeps sacctmgr's values in lower case
+            rc, out = self.run([self.sacctmgr, "-i", "modify", "job", "where", f"jobid={rec.job_id}", "set",
+                                f"AdminComment={value}"])
+            if rc == 0 and "Modified" in out:
+                return cut
+            tried.append(f"sacctmgr said {out[:160]!r} (rc {rc})")
+        else:
+            tried.append(f"sacctmgr not used: it would keep other tools' text {existing[:80]!r} only in lower case")
         rc, out = self.run([self.scontrol, "update", f"JobId={rec.job_id}", f"AdminComment={value}"])
         if rc == 0:
             return cut
-        if value != value.lower():
-            return (f"AdminComment not written: slurmctld refused ({out[:120]!r}) and slurmdbd would keep "
-                    f"other tools' text {existing[:80]!r} only in lower case (sacctmgr lowercases values)")
-        rc2, out2 = self.run([self.sacctmgr, "-i", "modify", "job", "where", f"jobid={rec.job_id}", "set",
-                              f"AdminComment={value}"])
-        if rc2 == 0 and "Modified" in out2:
-            return cut
-        return (f"AdminComment not written: scontrol said {out[:160]!r} (rc {rc}), sacctmgr said "
-                f"{out2[:160]!r} (rc {rc2})")
+        tried.append(f"scontrol said {out[:160]!r} (rc {rc})")
+        return "AdminComment not written: " + "; ".join(tried)
 
     def _tres(self, rec: JobRecord) -> str:
         if rec.it_kwh is None:

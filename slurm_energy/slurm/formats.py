@@ -23,16 +23,14 @@ import math
 import re
 from typing import Optional
 
+from slurm_energy.errors import SlurmFormatError  # callers catch it from here too
+
 UNKNOWN = {"", "INVALID", "N/A", "NONE", "(NULL)", "UNKNOWN"}
 UNLIMITED = {"UNLIMITED", "PARTITION_LIMIT", "INFINITE"}
 
 _SUFFIX_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(?:\.(\d+))?$")
 _NUMBER = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([KMGTPE]?)$", re.IGNORECASE)
-
-
-class SlurmFormatError(ValueError):
-    """Text in a Slurm field that is not in any of Slurm's formats for it."""
 
 
 def _err(field: str, text: str, expected: str) -> SlurmFormatError:

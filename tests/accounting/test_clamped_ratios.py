@@ -94,3 +94,17 @@ def test_node_busy_fraction_above_one_for_the_tdp_model_is_flagged():
     (d,) = s.devices
     assert d.device_energy_j == pytest.approx(1000.0)
     assert attribution.FLAG_UTIL_CLAMPED in d.flags and "node_busy_raw:1.05" in d.flags
+
+
+def test_gpu_process_utilisation_above_100_percent_is_clamped_and_flagged():
+    # NVML smUtil 104 % for the job's PID 1 and 52 % for another job's PID 9: 1.04 -> 1.0;
+    # share = 1.0 / (1.0 + 0.52) = 0.6579; GPU 100 W x 10 s = 1000 J -> 657.9 J
+    gpu = {"device_class": "gpu", "device_id": "GPU-1", "method": "power_integration", "power_w": 100.0,
+           "proc_util": {"1": 1.04, "9": 0.52}}
+    rows = [row(0, 0.0, 0.0, [gpu]), row(10, 1.0, 1.0, [gpu])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10)
+    (d,) = s.devices
+    assert d.energy_j == pytest.approx(1000.0 / 1.52)
+    assert attribution.FLAG_UTIL_CLAMPED in d.flags and d.unclamped["gpu_proc_util"] == pytest.approx(1.04)
+    with pytest.raises(ValueError, match="proc_util"):
+        attribution.gpu_process_share({1}, {1: 60.0}, {})  # a percent passed as a fraction: a unit error

@@ -60,20 +60,26 @@ class Runner:
         return self.answers.get(key, (0, ""))
 
 
-def test_finished_job_goes_to_sacctmgr_when_scontrol_refuses():
-    run = Runner({("sacct", "-X"): (0, "site: keep me"), ("scontrol", "update"): (1, "Job has already finished for job 42"),
-                  ("sacctmgr", "-i"): (0, " Modified jobs...\n  42 submitted at ...")})
+def test_finished_job_goes_to_slurmdbd_with_sacctmgr():
+    run = Runner({("sacct", "-X"): (0, "site: keep me"), ("sacctmgr", "-i"): (0, " Modified jobs...\n  42 submitted at ...")})
     notes = SlurmWriteback(run=run).publish(rec())
     assert notes == []
     value = f"site: keep me | {summary_text(rec())}"
-    assert run.calls[1] == ["/usr/bin/scontrol", "update", "JobId=42", f"AdminComment={value}"]
-    assert run.calls[2] == ["/usr/bin/sacctmgr", "-i", "modify", "job", "where", "jobid=42", "set", f"AdminComment={value}"]
+    assert run.calls[1] == ["/usr/bin/sacctmgr", "-i", "modify", "job", "where", "jobid=42", "set", f"AdminComment={value}"]
+    assert len(run.calls) == 2  # scontrol not needed
+
+
+def test_scontrol_is_the_fallback_when_sacctmgr_refuses():
+    run = Runner({("sacctmgr", "-i"): (1, "Access denied"), ("scontrol", "update"): (0, "")})
+    assert SlurmWriteback(run=run).publish(rec()) == []
+    assert run.calls[2] == ["/usr/bin/scontrol", "update", "JobId=42", f"AdminComment={summary_text(rec())}"]
 
 
 def test_sacctmgr_path_never_lowercases_other_tools_text():
     run = Runner({("sacct", "-X"): (0, "Site: Keep Me"), ("scontrol", "update"): (1, "Job has already finished")})
     notes = SlurmWriteback(run=run).publish(rec())
     assert len(notes) == 1 and "lower case" in notes[0] and "'Site: Keep Me'" in notes[0]
+    assert "Job has already finished" in notes[0]
     assert [c[0].rsplit("/", 1)[-1] for c in run.calls] == ["sacct", "scontrol"]  # sacctmgr never asked
 
 
@@ -90,7 +96,10 @@ def test_too_long_summary_is_cut_and_noted():
     run = Runner({})
     notes = SlurmWriteback(run=run, max_chars=60).publish(r)
     assert notes == ["slurm write-back: AdminComment summary cut to 60 characters (outputs.slurm.admin_comment_max_chars)"]
-    written = run.calls[1][3]
+    run.answers[("sacctmgr", "-i")] = (0, " Modified jobs...")
+    run.calls.clear()
+    SlurmWriteback(run=run, max_chars=60).publish(r)
+    written = run.calls[1][-1]
     assert written == "AdminComment=" + summary_text(r, 60) and len(summary_text(r, 60)) == 60
 
 
