@@ -125,7 +125,7 @@ PROC_UTIL_JITTER_MAX = 1.5
 
 
 def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float]],
-                      clamps: Optional[dict] = None) -> Optional[float]:
+                      clamps: Optional[dict[str, float]] = None) -> Optional[float]:
     """Job's share of one GPU from per-process SM utilisation (NVML process utilisation samples).
 
     Args:
@@ -153,7 +153,8 @@ def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float
         if u is None:
             continue
         if clamps is not None and 1.0 < u <= PROC_UTIL_JITTER_MAX:
-            u = clamp_ratio(u, "gpu_proc_util", clamps)
+            clamp_ratio(u, "gpu_proc_util", clamps)  # keeps the raw value
+            u = 1.0
         if not 0.0 <= u <= 1.0:
             raise ValueError(
                 f"proc_util[{pid}]: SM utilisation must be a fraction in [0, 1], got {u!r}; "
