@@ -85,7 +85,8 @@ daemon() { local name=$1 where=$2 pre=(); shift 2
 closefds() { local fd
   for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done; return 0; }
 
-ctld_up() { X scontrol ping 2>/dev/null | grep -q UP; }
+# asks only a slurmctld this script started and that still runs (else scontrol waits out its timeouts)
+ctld_up() { [ -f "$L/run/slurmctld.pid" ] && alive "$(cat "$L/run/slurmctld.pid")" && X scontrol ping 2>/dev/null | grep -q UP; }
 cluster_in_dbd() { X sacctmgr -n -P show cluster format=cluster 2>/dev/null | grep -qx "$CLUSTER"; }
 nodes_ready() {
   local out; out=$(X sinfo -h -N -o '%N %T' 2>/dev/null) || return 1

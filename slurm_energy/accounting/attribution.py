@@ -153,7 +153,8 @@ def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float
         if u is None:
             continue
         if clamps is not None and 1.0 < u <= PROC_UTIL_JITTER_MAX:
-            u = _clamp01(u, "gpu_proc_util", clamps)
+            clamp_ratio(u, "gpu_proc_util", clamps)  # keeps the raw value
+            u = 1.0
         if not 0.0 <= u <= 1.0:
             raise ValueError(
                 f"proc_util[{pid}]: SM utilisation must be a fraction in [0, 1], got {u!r}; "

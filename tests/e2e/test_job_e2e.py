@@ -73,8 +73,7 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("JobID|User|Account")
     assert lines[1].split("|")[:4] == [job, "alice", "research", "debug"]
-    out = subprocess.run(["runuser", "-u", "alice", "--", "/opt/slurm-energy/venv/bin/jobenergy", "-P", "-n",
-                          "-o", "JobID,ReqMem,SlurmEnergy", job], capture_output=True, text=True, env=cluster.env)
+    out = cluster.jobenergy("-P", "-n", "-o", "JobID,ReqMem,SlurmEnergy", job, user="alice")
     assert out.stdout.strip() == f"{job}|300M|n/a", out.stderr
     # an unknown job id: clear message, non-zero
     bad = cluster.jobenergy("999999")

@@ -35,3 +35,12 @@ def test_sacct_json_reports_the_job(cluster):
     assert j["user"] == "bob" and j["account"] == "research"
     state = j["state"]["current"]
     assert (state[0] if isinstance(state, list) else state) == "FAILED" == rec.job_state
+    major_minor = tuple(int(x) for x in cluster.version.split(".")[:2])
+    if major_minor >= (25, 11):  # SLURM_JOB_SLUID in the Prolog/Epilog: the record is keyed by it
+        assert rec.sluid, "Slurm >= 25.11 gives the Prolog SLURM_JOB_SLUID; the record lacks it"
+        if j.get("sluid"):  # 26.05: sacct --json has .jobs[].sluid, the same run id
+            assert j["sluid"] == rec.sluid
+    else:
+        assert not rec.sluid
+    if major_minor >= (23, 11):  # SLURM_JOB_START_TIME: Slurm's own start of this run
+        assert rec.slurm_start_time == j["time"]["start"]
