@@ -295,3 +295,17 @@ def test_cli_calibration_lists_fit_and_reasons(store_url, capsys):
 def test_cli_calibration_unreadable_store(tmp_path, capsys):
     assert main(["calibration", "--store", f"sqlite:///{tmp_path}/none.db"]) == 1
     assert "store not readable" in capsys.readouterr().err
+
+
+def test_predict_range_user_fractions_replace_the_jobs():
+    cal = for_gpu(fit(JOBS), A100)
+    # --util 0.5 fixes f for every job: t = 1.248e18 / (4 x 3.12e14 x 0.5) = 2000 s for all three
+    rng = predict_range(cal, 1.248e18, 4, 3.12e14, 400.0, pue=1.0, ci_g_per_kwh=0.0, flops_frac=0.5)
+    assert (rng["time_s"].p10, rng["time_s"].p90) == pytest.approx((2000.0, 2000.0))
+    # energy still spreads with each job's p and o: A 4 x 2000 x (320 + 60), B (280 + 80), C (360 + 70) J
+    kwh = sorted(4 * 2000 * w / 3.6e6 for w in (380, 360, 430))
+    assert rng["facility_kwh"].median == pytest.approx(kwh[1])
+    # all three fixed: no spread left
+    rng = predict_range(cal, 1.248e18, 4, 3.12e14, 400.0, pue=1.0, ci_g_per_kwh=0.0, flops_frac=0.5,
+                        power_frac=0.5, node_w_per_gpu=0.0)
+    assert rng["facility_kwh"].p10 == pytest.approx(rng["facility_kwh"].p90) == pytest.approx(4 * 2000 * 200 / 3.6e6)
