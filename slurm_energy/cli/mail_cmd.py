@@ -11,8 +11,8 @@ arguments and the body: Slurm's (stdin, bounded) followed by the ``jobenergy --s
 line saying the record is not final yet.
 
 Never blocks Slurm and never fails it: a missing or failing mail program is logged (log_dir
-``mail.log``, else stderr) and noted on the job's stored record where the store is writable by the
-user MailProg runs as (SlurmUser); exit status is 0.
+``mail.log`` where SlurmUser, whom slurmctld runs MailProg as, may write it; else syslog) and noted
+on the job's stored record where the store is writable by SlurmUser; exit status is 0.
 """
 
 from __future__ import annotations
@@ -96,6 +96,19 @@ def _note(cfg, rec, text: str) -> None:
         log.warning("job=%s: note not stored (%s: %s)", rec.job_id, type(e).__name__, e)
 
 
+def _syslog() -> None:
+    """Also log to syslog (``/dev/log``) where it exists, tagged ``slurm-energy-mail``."""
+    import logging.handlers
+
+    if os.path.exists("/dev/log"):
+        try:
+            h = logging.handlers.SysLogHandler(address="/dev/log")
+            h.setFormatter(logging.Formatter("slurm-energy-mail: %(levelname)s %(message)s"))
+            logging.getLogger("slurm_energy").addHandler(h)
+        except OSError:
+            pass
+
+
 def send(program: str, argv: list[str], body: str, timeout_s: float = 60.0) -> str:
     """Run ``program argv...`` with ``body`` on stdin; returns "" or why it failed (never raises)."""
     if not (os.path.isfile(program) and os.access(program, os.X_OK)):
@@ -116,7 +129,8 @@ def cmd_mail(args) -> int:
     from slurm_energy.slurm.runtime import setup_logging
 
     cfg, _problems = load_site_config_for_hooks(save=False)
-    setup_logging(cfg.paths.log_dir, "mail.log")
+    if setup_logging(cfg.paths.log_dir, "mail.log") == "<stderr>":
+        _syslog()  # MailProg runs as SlurmUser with stdio on /dev/null: root's log dir is not writable
     body = ""
     try:
         if not sys.stdin.isatty():
