@@ -24,8 +24,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from slurm_energy.accounting.prediction import J_PER_KWH, training_flops
+from slurm_energy.accounting.prediction import training_flops
 from slurm_energy.model import JobRecord, Method, Status
+from slurm_energy.units import J_PER_KWH
 
 MEASURED = (Method.COUNTER, Method.POWER_INTEGRATION)
 
