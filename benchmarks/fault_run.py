@@ -340,6 +340,15 @@ def main() -> int:
     if "spool_fallback_dir" not in site_text:
         sys.exit(f"fault_run: {site} has no paths.spool_fallback_dir (restart the cluster with this checkout)")
     stop = threading.Event()
+    # jobs left from an earlier run (a cluster stopped mid-job keeps them RUNNING in slurmctld's
+    # state and the nodes allocated): cancel them and wait for an empty queue before starting
+    sh("scancel", "-u", ",".join(USERS), check=False)
+    for _ in range(120):
+        if jobs.active() == 0:
+            break
+        time.sleep(0.5)
+    else:
+        sys.exit("fault_run: the queue did not empty in 60 s after scancel; check squeue")
     try:
         mounts.tmpfs(SPOOL)
         mounts.tmpfs(SPOOL2)
@@ -396,8 +405,8 @@ def main() -> int:
             if (b >= args.bursts and not plan and not jobs.to_cancel and not any(t.is_alive() for t in jobs.threads)
                     and jobs.active() == 0):
                 break
-            if now - start > 900:
-                say("jobs still active after 15 min: giving up waiting")
+            if now - start > 780:
+                say("jobs still active after 13 min: giving up waiting")
                 break
             time.sleep(0.5)
         t_last = time.time()
