@@ -342,7 +342,8 @@ def main() -> int:
     stop = threading.Event()
     # jobs left from an earlier run (a cluster stopped mid-job keeps them RUNNING in slurmctld's
     # state and the nodes allocated): cancel them and wait for an empty queue before starting
-    sh("scancel", "-u", ",".join(USERS), check=False)
+    for u in USERS:
+        sh("scancel", "-u", u, check=False)
     for _ in range(120):
         if jobs.active() == 0:
             break
