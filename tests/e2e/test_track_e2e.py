@@ -93,3 +93,37 @@ def test_srun_ranks_other_than_local_rank_0_add_nothing(cluster):
     assert sorted(x for x in out.splitlines() if x.startswith("rank")) == ["rank 0 slurm", "rank 1 noop"], out
     assert [p.name for p in rec.phases] == ["epoch 0"] and len(rec.stages) == 1
     assert rec.tags == {"tokens": 100}
+
+
+TWO_NODE_JOB = """#!/bin/bash
+#SBATCH --output=slurm-%j.out
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=1
+#SBATCH --mem=300M
+srun /opt/slurm-energy/venv/bin/python -c '
+import os, time
+from slurm_energy import track
+with track() as t:
+    print("node", os.environ["SLURMD_NODENAME"], t.mode, flush=True)
+    with t.phase("epoch 0"):
+        end = time.time() + 5
+        while time.time() < end:
+            pass
+    t.stage(1.0)
+'
+"""
+
+
+def test_two_node_job_phases_are_summed_over_the_nodes_once(cluster):
+    wd = cluster.workdir("alice", f"e2e-track2-{os.getpid()}")
+    job = cluster.sbatch("alice", wd, TWO_NODE_JOB)
+    (rec,) = cluster.wait_record(job)
+    out = (wd / f"slurm-{job}.out").read_text()
+    assert sorted(x for x in out.splitlines() if x.startswith("node")) == ["node n1 slurm", "node n2 slurm"], out
+    assert sorted(n.node for n in rec.nodes) == ["n1", "n2"]
+    per_node = [next(w for w in n.windows if w.kind == "phase") for n in rec.nodes]
+    (phase,) = rec.phases  # one "epoch 0": each node's local rank 0 marked it, summed once per node
+    assert all(w.it_j > 0 for w in per_node)
+    assert phase.it_j == pytest.approx(sum(w.it_j for w in per_node))
+    assert phase.it_j <= rec.it_kwh * 3.6e6
