@@ -233,7 +233,7 @@ def collect(counts: collections.Counter) -> None:
     counts["collect runs"] += 1
     for line in r.stdout.splitlines():
         if line.startswith(("finished", "marked", "stored")):
-            counts["collect: " + line.split()[0]] += 1
+            counts["collect: " + line.split()[0] + (" from sacct" if "from sacct" in line else "")] += 1
     if r.returncode != 0:
         say(f"collect rc={r.returncode}: {r.stderr.strip()[:300]}")
 

@@ -25,6 +25,8 @@ from pathlib import Path
 def register(sub) -> None:
     """Add ``collect`` and ``rollup`` to the ``slurm-energy`` sub-parsers."""
     c = sub.add_parser("collect", help="finalise jobs whose nodes never all reported (status partial)")
+    c.add_argument("--since", type=float, default=24.0, metavar="HOURS",
+                   help="jobs sacct says ended in the last HOURS without any record get a no_data one (default 24)")
     c.add_argument("--older-than", type=float, default=60.0, metavar="MIN",
                    help="only attempts whose newest node record is at least MIN minutes old (default 60)")
     c.add_argument("--results-dir", help="default: site config paths.results_dir")
@@ -215,6 +217,9 @@ def cmd_collect(args) -> int:
         done = collect(results_dir, store, cfg, args.older_than * 60.0, now, args.dry_run,
                        also=results_dirs(cfg)[1:])
         lines += M.finish_running(store, young, args.dry_run)
+        from slurm_energy.cli.collect_sacct import finish_unrecorded
+
+        lines += finish_unrecorded(store, now, args.since * 3600.0, args.older_than * 60.0, args.dry_run)
     except PermissionError as e:
         _err(f"collect: cannot read {e.filename or results_dir}: {e.strerror}; collect must run as root")
         return 2

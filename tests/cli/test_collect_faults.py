@@ -171,3 +171,30 @@ def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_writte
     assert lines == [] and os.path.exists(sp.finalized)
     (got,) = st.get_job("840")
     assert got.status == Status.COMPLETE and got.it_kwh == pytest.approx(1.1)  # untouched
+
+
+def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tmp_path):
+    import subprocess
+
+    from slurm_energy.cli.collect_sacct import finish_unrecorded
+
+    st = open_store(f"sqlite:///{tmp_path}/jobs.db")
+    t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
+    t_end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 597))
+    t0 = time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S"))
+    st.put(finished(node_record(job_id="851", start=t0 + 0.4, end=t0 + 3)))  # measured: Prolog time
+    out = "\n".join([
+        f"850|849_3|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|/w/a|0:0|lab|my|job",  # lost
+        f"851|851|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|/w/a|0:0|lab|stored",  # has a record
+        f"852|852|CANCELLED by 0|None|{t_end}|None assigned|bob|2002|2002|research|debug|/w/b|0:0|lab|pending",
+    ]) + "\n"
+    fake = lambda argv, **kw: subprocess.CompletedProcess(argv, 0, out, "")  # noqa: E731 - sacct's answer
+    sacct = tmp_path / "sacct"
+    sacct.write_text("")
+    lines = finish_unrecorded(st, time.time(), 86400, 60, run=fake, sacct=str(sacct))
+    assert lines == ["stored lab/850 from sacct: no_data (COMPLETED, no record from the hooks)"]
+    (r,) = st.get_job("850")
+    assert (r.status, r.array_job_id, r.array_task_id, r.user, r.uid, r.job_name) == \
+        (Status.NO_DATA, "849", "3", "alice", 2001, "my|job")
+    assert r.elapsed_s == 3.0 and r.it_kwh is None and "stored by slurm-energy collect from sacct" in r.errors[0]
+    assert finish_unrecorded(st, time.time(), 86400, 60, run=fake, sacct=str(sacct)) == []  # idempotent
