@@ -93,6 +93,8 @@ class Flag(_StrEnum):
     SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
     SHARED_GPU = "shared_gpu_by_process_util"  # GPU shared: job share by per-process utilisation
     JOB_NEVER_OBSERVED = "job_never_observed"  # the job's processes were never seen on the node
+    TAIL_FROM_SLURM_TOTALCPU = "tail_from_slurm_totalcpu"  # unobserved last stretch charged from the job's true CPU time
+    TAIL_ESTIMATED = "tail_estimated"  # unobserved last stretch: share estimated (last observed share, else CPUs)
     NOT_EXCLUSIVE = "not_exclusive:shared_policy_used"  # exclusive_whole_node site, job not exclusive
     MIG_FRACTION = "mig_fraction"  # detailed: "mig_fraction:<f>", a MIG slice's share of its parent
     # a physically bounded ratio came out above 1 (or below 0): clamped, raw value in DeviceEnergy.unclamped

@@ -108,6 +108,7 @@ class NodeObservation:
     errors: list[str] = field(default_factory=list)
     status: Status = Status.COMPLETE
     marks: Optional[Marks] = None  # the job's phase/stage/tag marks on this node (accounting.phases)
+    job_cpu_total_s: Optional[float] = None  # the job's true CPU time on the node (sacct TotalCPU), CPU-s
 
 
 def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expected_nodes: Sequence[str] = (),
@@ -129,7 +130,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
         obs.samples, job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
         statics=statics, cpus_alloc=obs.cpus_alloc, policy=site.attribution.policy,
         interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=obs.errors,
-        span_known=obs.span_known, marks=obs.marks)
+        span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s)
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
     return JobRecord.from_meta(

@@ -28,6 +28,7 @@ class Columns:
     job_mem: list[Optional[int]]  # job memory, bytes
     job_pids: set[int]
     cpus_alloc: Optional[int]
+    cpu_for_share: Optional[list[Optional[float]]] = None  # job_cpu with the unobserved tail filled (fill_cpu_tail)
 
     def ncpu(self, i: int) -> Optional[int]:
         return self.samples[i].node.ncpu
@@ -115,7 +116,8 @@ def share(cls: str, i0: Optional[int], i1: Optional[int], cols: Columns, reading
         return None
     job_cpu, node_busy, job_mem, node_mem = cols.job_cpu, cols.node_busy, cols.job_mem, cols.node_mem
     if cls == "cpu":
-        c0, c1, b0, b1 = job_cpu[i0], job_cpu[i1], node_busy[i0], node_busy[i1]
+        cpu = cols.cpu_for_share or job_cpu
+        c0, c1, b0, b1 = cpu[i0], cpu[i1], node_busy[i0], node_busy[i1]
         jc = None if c1 is None or c0 is None else c1 - c0
         nb = None if b1 is None or b0 is None else b1 - b0
         s = attribution.cpu_share(jc, nb, clamps)
@@ -138,6 +140,64 @@ def share(cls: str, i0: Optional[int], i1: Optional[int], cols: Columns, reading
                 return s
         return 1.0  # a GPU Slurm allocated to the job: the whole GPU is the job's
     return None
+
+
+def fill_cpu_tail(cols: Columns, job_cpu_total_s: Optional[float] = None) -> Optional[str]:
+    """Charge the job's CPU share of the stretch after its last observation (issue 9 item 3).
+
+    The stretch runs from the last row with a known job CPU time (row 0 at 0 CPU-s when the job was
+    never seen: it started at the Prolog) to the last row; it is unobserved when the job's CPU time
+    at the last row is unknown (sampler killed, job ended between polls or before the first one).
+    Its share, applied to every interval in it::
+
+        share = (job_cpu_total_s - job CPU time last observed) / node busy CPU-time delta of the stretch
+
+    (CPU-seconds over CPU-seconds, clamped to [0, 1]), flag ``tail_from_slurm_totalcpu``. Without
+    ``job_cpu_total_s`` (the job's true CPU time on this node, e.g. sacct TotalCPU or the cgroup's
+    last ``cpuacct``/``cpu.stat`` value) it is estimated, flag ``tail_estimated``: the share of the
+    last interval with a known share, else allocated CPUs / node CPUs; with neither it stays unknown.
+
+    Sets ``cols.cpu_for_share`` (job CPU time filled along the node's busy CPU time over the stretch,
+    so :func:`share` yields the stretch's share per interval). Returns the flag, or None when there
+    is no unobserved stretch or nothing to charge it from.
+    """
+    job_cpu, busy = cols.job_cpu, cols.node_busy
+    n = len(job_cpu)
+    if n < 2 or job_cpu[-1] is not None:
+        return None
+    known = [i for i, v in enumerate(job_cpu) if v is not None]
+    i_last = known[-1] if known else 0
+    c_last = job_cpu[i_last] if known else 0.0
+    b_last = busy[i_last]
+    if b_last is None or busy[-1] is None or busy[-1] - b_last <= 0:
+        return None
+    s, flag = _tail_share(cols, job_cpu_total_s, c_last, busy[-1] - b_last, i_last)
+    if s is None:
+        return None
+    filled = list(job_cpu)
+    if not known:
+        filled[0] = 0.0
+    for i in range(i_last + 1, n):
+        filled[i] = None if busy[i] is None else c_last + s * (busy[i] - b_last)  # type: ignore[operator]
+    cols.cpu_for_share = filled
+    return flag
+
+
+def _tail_share(cols: Columns, total_s: Optional[float], c_last: Optional[float], busy_delta_s: float,
+                i_last: int) -> tuple[Optional[float], str]:
+    """(share of the unobserved stretch, flag): from the job's true CPU time, else estimated."""
+    if total_s is not None and c_last is not None:  # Slurm's (or the cgroup's) number: a measured share
+        return attribution.clamp_ratio(max(0.0, total_s - c_last) / busy_delta_s), Flag.TAIL_FROM_SLURM_TOTALCPU.value
+    for k in range(i_last, 0, -1):  # the share of the last observed interval
+        c0, c1, b0, b1 = cols.job_cpu[k - 1], cols.job_cpu[k], cols.node_busy[k - 1], cols.node_busy[k]
+        if None not in (c0, c1, b0, b1) and b1 - b0 > 0:  # type: ignore[operator]
+            sh = attribution.cpu_share(c1 - c0, b1 - b0)  # type: ignore[operator]
+            if sh:  # an idle last interval says nothing of the stretch: never estimate 0
+                return sh, Flag.TAIL_ESTIMATED.value
+    ncpu = next((r.node.ncpu for r in reversed(cols.samples) if r.node.ncpu), None)
+    if cols.cpus_alloc and ncpu:
+        return min(1.0, cols.cpus_alloc / ncpu), Flag.TAIL_ESTIMATED.value
+    return None, ""
 
 
 def utilisation(cls: str, intervals: list[Interval], cols: Columns, by_t: dict[float, Reading],

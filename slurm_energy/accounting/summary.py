@@ -23,8 +23,8 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from slurm_energy.accounting import attribution, phases
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
-from slurm_energy.accounting.node_series import (Columns, DeviceSeries, columns, fill_tdp_cpu_power, per_device,
-                                                 share, typed_samples, utilisation, utilisation_weighted)
+from slurm_energy.accounting.node_series import (Columns, DeviceSeries, columns, fill_cpu_tail, fill_tdp_cpu_power,
+                                                 per_device, share, typed_samples, utilisation, utilisation_weighted)
 from slurm_energy.accounting.phases import Marks
 from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.core import DeviceStatic, Flag, Reading, Sample
@@ -67,7 +67,7 @@ def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str
                    end_time: float, statics: Sequence[DeviceStatic] = (), cpus_alloc: Optional[int] = None,
                    policy: str = "shared", interval_s: float = 5.0, status: Status = Status.COMPLETE,
                    errors: Optional[list[str]] = None, span_known: bool = True,
-                   marks: Optional[Marks] = None) -> NodeSummary:
+                   marks: Optional[Marks] = None, job_cpu_total_s: Optional[float] = None) -> NodeSummary:
     """Build a node summary from the node's samples (see :mod:`slurm_energy.sampling.samplefile`).
 
     Args:
@@ -84,6 +84,10 @@ def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str
             means "not measured" (None), not a zero-length job (0 J).
         marks: the job's phase/stage marks on this node (:func:`slurm_energy.accounting.phases.parse_marks`);
             their energies (from the same attributed intervals) go to ``windows``.
+        job_cpu_total_s: the job's true CPU time on this node, CPU-s (sacct TotalCPU for a one-node
+            job, or the cgroup's last value), if known: under ``shared`` the stretch after the job's
+            last observation is charged from it (:func:`node_series.fill_cpu_tail`), else estimated;
+            either way flagged on the CPU devices.
     Returns:
         NodeSummary; a device never read gets method ``unavailable`` and energy None.
     Raises:
@@ -95,6 +99,10 @@ def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str
     elapsed = max(0.0, end_time - start_time)
     policy, node_flags = _effective_policy(policy, samples, cpus_alloc)
     cols = columns(samples, cpus_alloc)
+    if policy == "shared":
+        tail_flag = fill_cpu_tail(cols, job_cpu_total_s)
+    else:
+        tail_flag = None
     static_by_id = {s.device_id: s for s in statics}
     by_device = per_device(samples)
     for dev_id, series in by_device.items():
@@ -102,10 +110,15 @@ def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str
     traces = _Traces()
     ordered = sorted(by_device.items(), key=lambda kv: _device_key(kv, static_by_id))
     devices = [_device_energy(dev_id, series, cols, static_by_id.get(dev_id), policy=policy, elapsed=elapsed,
-                              span_known=span_known, node=node, node_flags=node_flags, traces=traces)
+                              span_known=span_known, node=node, traces=traces,
+                              node_flags=node_flags + ([tail_flag] if tail_flag and _is_cpu(series) else []))
                for dev_id, series in ordered]
     return _node_summary(cols, devices, traces, job_id=job_id, node=node, start_time=start_time,
                          end_time=end_time, interval_s=interval_s, status=status, errors=errors, marks=marks)
+
+
+def _is_cpu(series: DeviceSeries) -> bool:
+    return bool(series) and series[-1][1].device_class == "cpu"
 
 
 def _node_summary(cols: Columns, devices: list[DeviceEnergy], traces: _Traces, *, job_id: str, node: str,

@@ -147,18 +147,78 @@ def test_unknown_policy_names_field():
         summarise_node([], job_id="1", node="n1", start_time=0, end_time=0, policy="fair")
 
 
-def test_sampler_killed_mid_job_leaves_the_gap_unmeasured_not_zero():
-    # samples at 0 and 10 s, then the sampler died; the Epilog read the counters at 60 s
+def test_sampler_killed_mid_job_tail_estimated_from_last_observed_share():
+    # samples at 0 and 10 s, then the sampler died; the Epilog read the counters at 60 s; nothing
+    # knows the job's true CPU time: the 50 s stretch gets the last observed share, 5 / 10 = 0.5
     rows = [row(0, 0.0, 0, 0, [tdp(None), ram(1.0)], 1 * GIB, 4 * GIB),
             row(10, 5.0, 10, 20, [tdp(50.0), ram(1.0)], 1 * GIB, 4 * GIB),
             {**row(60, None, 60, 120, [tdp(50.0), ram(1.0)], None, 4 * GIB), "kind": "epilog"}]
     s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 60)
     cpu = next(d for d in s.devices if d.device_class == "cpu")
     ram_ = next(d for d in s.devices if d.device_class == "ram")
-    assert cpu.energy_j == pytest.approx(250.0)  # 50 W x 10 s x (5 / 10); the 50 s gap: unknown share
-    assert cpu.coverage == pytest.approx(10 / 60)
-    assert ram_.coverage == pytest.approx(10 / 60)  # memory in the gap is unknown too
-    assert "share_unknown" in cpu.flags
+    # 50 W x 10 s x 0.5 = 250 J observed + 50 W x 50 s x 0.5 = 1250 J estimated
+    assert cpu.energy_j == pytest.approx(1500.0)
+    assert cpu.coverage == pytest.approx(1.0)  # the stretch is charged (labelled), not dropped
+    assert "tail_estimated" in cpu.flags and "share_unknown" not in cpu.flags
+    assert ram_.coverage == pytest.approx(10 / 60)  # memory in the gap is still unknown
+    assert "tail_estimated" not in ram_.flags
+
+
+def test_sampler_killed_tail_charged_from_slurm_totalcpu():
+    # 0-10 s observed: device 10 W x 10 s = 100 J, job 2 CPU-s of 5 busy -> 40 J.
+    # 10-20 s unobserved (sampler killed): 100 J of package energy, node busy 15 - 5 = 10 CPU-s;
+    # sacct TotalCPU 6 s -> 6 - 2 = 4 CPU-s beyond the observed -> 100 J x 4 / 10 = 40 J
+    rows = [row(0, 0.0, 0, 0, [tdp(10.0)]),
+            row(10, 2.0, 5, 20, [tdp(10.0)]),
+            {**row(20, None, 15, 40, [tdp(10.0)]), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 20, job_cpu_total_s=6.0)
+    (d,) = s.devices
+    assert d.device_energy_j == pytest.approx(200.0)
+    assert d.energy_j == pytest.approx(40.0 + 40.0)
+    assert d.coverage == pytest.approx(1.0)
+    assert "tail_from_slurm_totalcpu" in d.flags and "tail_estimated" not in d.flags
+    assert "share_unknown" not in d.flags
+
+
+def test_job_never_observed_gets_its_totalcpu_share_not_zero():
+    # a job shorter than a poll: only the Prolog's and the Epilog's rows; 50 W x 2 s = 100 J on the
+    # node, busy 14 - 10 = 4 CPU-s; sacct TotalCPU 1 s -> 100 J x 1 / 4 = 25 J
+    rows = [{**row(0, None, 10.0, 100.0, [tdp(50.0)]), "kind": "prolog"},
+            {**row(2, None, 14.0, 104.0, [tdp(50.0)]), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 2, job_cpu_total_s=1.0)
+    (d,) = s.devices
+    assert d.energy_j == pytest.approx(25.0)
+    assert "tail_from_slurm_totalcpu" in d.flags
+
+
+def test_job_never_observed_without_totalcpu_estimated_by_allocated_cpus():
+    # same node stretch, nothing knows the job's CPU time: 1 allocated CPU of 2 -> 100 J x 0.5 = 50 J
+    rows = [{**row(0, None, 10.0, 100.0, [tdp(50.0)]), "kind": "prolog"},
+            {**row(2, None, 14.0, 104.0, [tdp(50.0)]), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 2, cpus_alloc=1)
+    (d,) = s.devices
+    assert d.energy_j == pytest.approx(50.0)
+    assert "tail_estimated" in d.flags and d.method == Method.TDP_ESTIMATE
+
+
+def test_tail_without_any_basis_stays_unknown_never_zero():
+    # never observed, no TotalCPU, no allocation known: the stretch stays unmeasured (None), flagged
+    rows = [{**row(0, None, 10.0, 100.0, [tdp(50.0)]), "kind": "prolog"},
+            {**row(2, None, 14.0, 104.0, [tdp(50.0)]), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 2)
+    (d,) = s.devices
+    assert d.energy_j is None and "share_unknown" in d.flags
+
+
+def test_exclusive_policy_is_not_touched_by_the_tail_fill():
+    rows = [row(0, 0.0, 0, 0, [tdp(10.0)]),
+            row(10, 2.0, 5, 20, [tdp(10.0)]),
+            {**row(20, None, 15, 40, [tdp(10.0)]), "kind": "epilog"}]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 20, cpus_alloc=2,
+                       policy="exclusive_whole_node", job_cpu_total_s=6.0)
+    (d,) = s.devices
+    assert d.energy_j == pytest.approx(200.0)  # the whole node, share 1 throughout
+    assert "tail_from_slurm_totalcpu" not in d.flags
 
 
 def test_job_shorter_than_one_interval_measured_between_prolog_and_epilog_rows():
