@@ -114,15 +114,37 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         st = Status.NO_DATA  # the job ran; nothing was measured on this node (errors say why)
     start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min([end_time] + [r.t for r in rows])
     cpus = cpus_on_node(ctx.cpus_per_node, idx)
+    total_cpu = _true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
     obs = NodeObservation(
-        ctx.node, rows, static, start_time=start,
-        end_time=end_time, span_known=span_known, cpus_alloc=cpus, errors=errors, status=st, marks=_read_marks(ctx))
+        ctx.node, rows, static, start_time=start, end_time=end_time, span_known=span_known, cpus_alloc=cpus,
+        errors=errors, status=st, marks=_read_marks(ctx), job_cpu_total_s=total_cpu)
     rec = measure_node(obs, ctx, cfg, expected_nodes=nodes, exit_code=exit_code,
                        job_state=slurm_job_state(slurm_facts, ctx, exit_code))
     ns = rec.nodes[0]
     ns.req_mem_bytes, ns.req_mem_source = _requested_memory(ctx, slurm_facts, cpus, rows, ns.errors)
     rec.errors = list(ns.errors)
     return rec
+
+
+def _true_cpu_time(ctx: JobContext, rows: list, nodes: list[str], errors: list[str]) -> Optional[float]:
+    """The job's true CPU time on this node (sacct TotalCPU, CPU-s) when the sampler did not see the
+    job's last stretch (killed sampler, job ending between polls or before the first one) and the
+    job ran on this node only (TotalCPU is the whole job's); None otherwise (the stretch is then
+    estimated, flagged ``tail_estimated``). Off the hook path: the detached finalizer only."""
+    from slurm_energy.accounting.node_series import job_cpu_at, typed_samples
+
+    try:
+        samples = typed_samples(rows)
+        if len(samples) < 2 or job_cpu_at(samples)[-1] is not None or len(nodes) != 1:
+            return None
+        from slurm_energy.slurm.sacct import total_cpu_s
+
+        got, why = total_cpu_s(ctx.job_id)
+    except Exception as e:  # noqa: BLE001 - a comparison source must never cost the record
+        got, why = None, f"unavailable: {type(e).__name__}: {e}"
+    if got is None:
+        errors.append(f"job CPU time after the sampler's last look: {why}; estimated (flag tail_estimated)")
+    return got
 
 
 def _read_marks(ctx: JobContext):

@@ -16,7 +16,7 @@ import subprocess
 import time
 from typing import Callable, Optional
 
-from slurm_energy.slurm.formats import SlurmFormatError, parse_energy_j
+from slurm_energy.slurm.formats import SlurmFormatError, parse_duration, parse_energy_j
 
 SACCT = "/usr/bin/sacct"
 SCONTROL = "/usr/bin/scontrol"
@@ -83,3 +83,58 @@ def consumed_energy(job_id: str, *, sacct: str = SACCT, scontrol: str = SCONTROL
     if j == 0:  # Slurm writes 0 for "not collected" as well: never report it as a measured 0 J
         return None, f"unavailable: Slurm recorded 0 J (not collected; plugin {plugin or 'unknown'})"
     return j, f"Slurm's ConsumedEnergyRaw (sacct), plugin {plugin or 'unknown'}"
+
+
+#: Allocation states after which slurmdbd has every step's TotalCPU (not RUNNING/PENDING/COMPLETING...).
+_UNFINISHED = ("PENDING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING")
+
+
+def total_cpu_s(job_id: str, *, sacct: str = SACCT, run: Callable = subprocess.run, wait_s: float = 15.0,
+                sleep: Callable = time.sleep, timeout_s: float = 10.0) -> tuple[Optional[float], str]:
+    """The job's true CPU time (user + system, all its steps), CPU-s, from slurmdbd, and its label.
+
+    Runs ``sacct -j ID -n -P -o JobID,State,TotalCPU`` (all steps; Slurm's duration forms, parsed by
+    :func:`slurm_energy.slurm.formats.parse_duration`) until the newest run's allocation line has a
+    final state (up to ``wait_s`` s: slurmdbd hears of the job's end after the Epilog), and sums its
+    steps' TotalCPU (batch, extern, numbered steps: disjoint cgroups); the allocation's own value
+    when it lists no step. The whole job's: use it for a job on one node only.
+
+    Returns ``(seconds, "sacct TotalCPU")`` or ``(None, "unavailable: <why>")``. Never raises.
+    """
+    if not os.path.exists(sacct):
+        return None, f"unavailable: {sacct} not found"
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            r = run([sacct, "-j", str(job_id), "-n", "-P", "-o", "JobID,State,TotalCPU"], capture_output=True,
+                    text=True, timeout=timeout_s, env=_env())
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return None, f"unavailable: sacct failed ({type(e).__name__})"
+        if r.returncode != 0:
+            return None, f"unavailable: sacct: {(r.stderr or '').strip()[:120] or 'exit %d' % r.returncode}"
+        got, why = _sum_total_cpu(r.stdout, str(job_id))
+        if got is not None or time.monotonic() > deadline:
+            return got, why
+        sleep(1.0)
+
+
+def _sum_total_cpu(text: str, job_id: str) -> tuple[Optional[float], str]:
+    """sacct ``JobID|State|TotalCPU`` lines -> (CPU-s of the newest run, label), None while unfinished."""
+    rows = [line.split("|") for line in text.splitlines() if line.count("|") >= 2]
+    alloc = [i for i, f in enumerate(rows) if f[0].strip() == job_id]
+    if not alloc:
+        return None, "unavailable: slurmdbd has no record of the job (yet)"
+    first = alloc[-1]  # a requeued or reused id: the newest run's lines come last
+    state = rows[first][1].strip().split(" ")[0]
+    if state in _UNFINISHED:
+        return None, f"unavailable: the job is still {state} in slurmdbd"
+    try:
+        steps = [parse_duration(f[2], "TotalCPU") for f in rows[first + 1:] if f[0].startswith(job_id + ".")]
+        own = parse_duration(rows[first][2], "TotalCPU")
+    except SlurmFormatError as e:
+        return None, f"unavailable: {e}"
+    known = [s for s in steps if s is not None]
+    total = sum(known) if known else own
+    if total is None:
+        return None, "unavailable: TotalCPU is empty"
+    return total, "sacct TotalCPU"

@@ -1,0 +1,57 @@
+"""sacct TotalCPU -> the job's true CPU time for the stretch its sampler did not see (issue 9 item 3)."""
+
+import subprocess
+
+import pytest
+
+from slurm_energy.slurm.sacct import total_cpu_s
+
+
+def _sacct(tmp_path, outputs):
+    """A sacct path that exists and a runner answering each call with the next of ``outputs``."""
+    path = tmp_path / "sacct"
+    path.write_text("")
+    calls = []
+
+    def run(argv, **kw):
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 0, outputs[min(len(calls), len(outputs)) - 1], "")
+    return str(path), run, calls
+
+
+def test_sums_the_newest_runs_steps_in_slurm_duration_forms(tmp_path):
+    # an earlier run of id 42 (requeued) first; the newest: batch 00:07.500 + extern 00:00.010 +
+    # step 0 01:02:03 (3723 s) -> 7.5 + 0.01 + 3723 = 3730.51 CPU-s
+    out = ("42|REQUEUED|00:05.000\n42.batch|CANCELLED|00:05.000\n"
+           "42|COMPLETED|1-00:00:00\n42.batch|COMPLETED|00:07.500\n42.extern|COMPLETED|00:00.010\n"
+           "42.0|COMPLETED|01:02:03\n")
+    sacct, run, calls = _sacct(tmp_path, [out])
+    got, why = total_cpu_s("42", sacct=sacct, run=run, wait_s=0)
+    assert got == pytest.approx(3730.51) and why == "sacct TotalCPU"
+    assert calls[0][1:] == ["-j", "42", "-n", "-P", "-o", "JobID,State,TotalCPU"]
+
+
+def test_waits_until_slurmdbd_has_the_job_finished(tmp_path):
+    sacct, run, calls = _sacct(tmp_path, ["", "42|RUNNING|00:00:00\n",
+                                          "42|CANCELLED by 1000|00:09.500\n42.batch|CANCELLED|00:09.500\n"])
+    got, _ = total_cpu_s("42", sacct=sacct, run=run, wait_s=60, sleep=lambda s: None)
+    assert got == pytest.approx(9.5) and len(calls) == 3
+
+
+def test_allocation_value_when_no_step_listed(tmp_path):
+    sacct, run, _ = _sacct(tmp_path, ["42|TIMEOUT|02:30.250\n"])
+    assert total_cpu_s("42", sacct=sacct, run=run, wait_s=0)[0] == pytest.approx(150.25)
+
+
+@pytest.mark.parametrize("out, why", [("", "no record"), ("42|RUNNING|00:01.000\n", "still RUNNING"),
+                                      ("42|COMPLETED|\n", "TotalCPU is empty"),
+                                      ("42|COMPLETED|soon\n", "TotalCPU")])
+def test_unknown_is_none_with_why_never_zero(tmp_path, out, why):
+    sacct, run, _ = _sacct(tmp_path, [out])
+    got, label = total_cpu_s("42", sacct=sacct, run=run, wait_s=0)
+    assert got is None and label.startswith("unavailable") and why in label
+
+
+def test_missing_sacct_is_unavailable(tmp_path):
+    got, why = total_cpu_s("42", sacct=str(tmp_path / "nope"))
+    assert got is None and "not found" in why
