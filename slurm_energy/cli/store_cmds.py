@@ -6,20 +6,24 @@
   ``partial``, an error per missing node), totalled with ``accounting.formulas.finalise_record`` and
   the site's carbon facts, and put into the store. Idempotent: a second run finds nothing to do.
 * ``rollup --month YYYY-MM [--by user|account|partition] [--format table|csv|json|html] [--out F]``:
-  per group for jobs that *ended* in that month (UTC): jobs, IT kWh (measured and estimated parts),
-  facility kWh, kgCO2e, and how many jobs were unmeasured (not summed as 0); html adds bar charts,
+  per group for jobs that ran in that month (the site config's ``timezone``, default UTC, named in
+  the header): jobs, IT kWh (measured and estimated parts), facility kWh, kgCO2e, and how many jobs
+  were unmeasured (not summed as 0). A job across the month's boundary is charged the energy and
+  CO2e it used inside the month (:mod:`slurm_energy.accounting.time_split`); html adds bar charts,
   the month's top jobs, method coverage and the PUE/CI used (:mod:`slurm_energy.reporting.monthly`).
   Root and site-config admins only.
 """
 
 from __future__ import annotations
 
-import calendar
-import datetime as dt
 import os
 import sys
 import time
 from pathlib import Path
+
+from slurm_energy.reporting.rollup_table import month_bounds, month_header, month_records, rollup
+
+__all__ = ["month_bounds", "month_header", "month_records", "rollup"]  # tests and callers import them here
 
 
 def register(sub) -> None:
@@ -42,7 +46,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_prune)
 
     r = sub.add_parser("rollup", help="monthly kWh and kgCO2e per user or account (admins)")
-    r.add_argument("--month", required=True, help="YYYY-MM (UTC), e.g. 2024-03")
+    r.add_argument("--month", required=True, help="YYYY-MM in the site config's timezone (default UTC), e.g. 2024-03")
     r.add_argument("--by", choices=["user", "account", "partition"], default="user")
     r.add_argument("--format", choices=["table", "csv", "json", "html"], default="table",
                    help="table (default), csv, json, or html (bar charts per group, the month's top jobs, method "
@@ -273,69 +277,31 @@ def cmd_prune(args) -> int:
     return 0
 
 
-def month_bounds(month: str) -> tuple[float, float]:
-    """``"2024-03"`` -> (epoch s of 2024-03-01T00:00Z, epoch s of 2024-04-01T00:00Z).
+def _hourly_ci_loader(cfg):
+    """``record -> {UTC hour: gCO2e/kWh} | None``: the imported hourly intensity of the record's zone
+    (cached per zone facts); None when none or the file is unreadable (the energy share is used)."""
+    from slurm_energy.carbon.resolve import hourly_intensity_for
 
-    Raises ValueError naming --month, the value and the expected form.
-    """
-    try:
-        y, m = (int(x) for x in month.split("-"))
-        if not 1 <= m <= 12 or len(month) != 7:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"--month={month!r} is not a month; write YYYY-MM, e.g. 2024-03") from None
-    start = dt.datetime(y, m, 1, tzinfo=dt.timezone.utc)
-    end = start + dt.timedelta(days=calendar.monthrange(y, m)[1])
-    return start.timestamp(), end.timestamp()
+    cache: dict = {}
 
+    def load(r):
+        key = (r.carbon.datacenter, r.carbon.ci_source)
+        if key not in cache:
+            try:
+                cache[key] = hourly_intensity_for(cfg, r.carbon)
+            except Exception as e:  # a corrupt file: say so, split CO2e by energy instead
+                _err(f"rollup: hourly carbon intensity not used ({e}); CO2e split by energy")
+                cache[key] = None
+        return cache[key]
 
-def rollup(records, by: str, t0: float, t1: float):
-    """Monthly table (pandas DataFrame) of jobs that ended in [t0, t1), grouped by ``by``.
-
-    Columns: ``by``, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh (device
-    classes read from an energy counter or integrated sampled power), estimated_it_kwh (classes from
-    the TDP model: rated power x utilisation x time); measured + estimated = it_kwh. Sums skip
-    unmeasured jobs (counted in unmeasured_jobs); a group with only unmeasured jobs has None sums.
-    """
-    import pandas as pd
-
-    rows = [
-        {by: getattr(r, by) or "(none)", "it_kwh": r.it_kwh, "facility_kwh": r.facility_kwh, "co2e_kg": r.co2e_kg,
-         **_measured_estimated_kwh(r)}
-        for r in records
-        if t0 <= r.end_time < t1 and r.status.value != "running"
-    ]
-    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh"]
-    if not rows:
-        return pd.DataFrame(columns=cols)
-    df = pd.DataFrame(rows)
-    g = df.groupby(by, sort=True)
-    out = pd.DataFrame({
-        "jobs": g.size(),
-        "unmeasured_jobs": g["it_kwh"].apply(lambda s: int(s.isna().sum())),
-        "it_kwh": g["it_kwh"].sum(min_count=1),
-        "facility_kwh": g["facility_kwh"].sum(min_count=1),
-        "co2e_kg": g["co2e_kg"].sum(min_count=1),
-        "measured_it_kwh": g["measured_it_kwh"].sum(min_count=1),
-        "estimated_it_kwh": g["estimated_it_kwh"].sum(min_count=1),
-    }).reset_index()  # fmt: skip
-    return out[cols].astype(object).where(out[cols].notna(), None)
-
-
-def _measured_estimated_kwh(r) -> dict:
-    """IT kWh of ``r``'s classes read from counters/sampled power vs from the TDP model (None = none)."""
-    measured = [j for c, j in r.energy_it_j.items() if j is not None
-                and r.methods.get(c) in ("counter", "power_integration")]
-    estimated = [j for c, j in r.energy_it_j.items() if j is not None and r.methods.get(c) == "tdp_estimate"]
-    return {"measured_it_kwh": sum(measured) / 3.6e6 if measured else None,
-            "estimated_it_kwh": sum(estimated) / 3.6e6 if estimated else None}
+    return load
 
 
 def cmd_rollup(args) -> int:
     """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
     try:
-        t0, t1 = month_bounds(args.month)
         cfg = _cfg()
+        t0, t1 = month_bounds(args.month, cfg.timezone)
     except ValueError as e:
         _err(str(e))
         return 2
@@ -359,13 +325,13 @@ def cmd_rollup(args) -> int:
         return 2
     finally:
         store.close()
-    df = rollup(records, args.by, t0, t1)
+    df = rollup(records, args.by, t0, t1, _hourly_ci_loader(cfg))
     if args.format != "table":
         from slurm_energy.reporting.monthly import write_rollup
 
         try:
-            where = write_rollup(df, [r for r in records if t0 <= r.end_time < t1 and r.status.value != "running"],
-                                 args.by, args.month, args.format, args.out)
+            where = write_rollup(df, month_records(records, t0, t1), args.by, args.month, args.format, args.out,
+                                 timezone=cfg.timezone)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
             return 2
@@ -380,5 +346,6 @@ def cmd_rollup(args) -> int:
     rows = [[f(v) for v in row] for row in df.itertuples(index=False)]
     from slurm_energy.cli.jobenergy_format import render
 
+    print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)
     print(render(rows, head, parsable="P" if args.parsable2 else ""))
     return 0

@@ -94,8 +94,8 @@ def carbon_used(records: list[JobRecord]) -> list[dict]:
             for k, v in c.most_common()]
 
 
-def render_html(df, records: list[JobRecord], by: str, month: str) -> str:
-    """The HTML report (see module doc) as text."""
+def render_html(df, records: list[JobRecord], by: str, month: str, timezone: str = "UTC") -> str:
+    """The HTML report (see module doc) as text; ``timezone``: the IANA zone the month is in."""
     from slurm_energy.reporting.report import _template_env
 
     rows = _rows(df)
@@ -106,22 +106,24 @@ def render_html(df, records: list[JobRecord], by: str, month: str) -> str:
     total["jobs"] = sum(r["jobs"] for r in rows)
     total["unmeasured_jobs"] = sum(r["unmeasured_jobs"] for r in rows)
     return env.get_template("monthly.html.j2").render(
-        by=by, month=month, rows=rows, total=total, chart=bar_charts_svg(rows, by) if rows else "",
+        by=by, month=month, timezone=timezone, rows=rows, total=total, chart=bar_charts_svg(rows, by) if rows else "",
         top=top_jobs(records), coverage=method_coverage(records), carbon=carbon_used(records))
 
 
-def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, out: Optional[str]) -> str:
+def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, out: Optional[str],
+                 timezone: str = "UTC") -> str:
     """Write the rollup as ``fmt`` (csv, json, html) to ``out`` (None: stdout; html: a default file
-    name in the current directory). Returns the path written ("" for stdout). Raises OSError."""
+    name in the current directory). ``timezone``: the IANA zone of the month's bounds (shown in json
+    and html). Returns the path written ("" for stdout). Raises OSError."""
     if fmt == "csv":
         text = df.to_csv(index=False)
     elif fmt == "json":
-        text = json.dumps({"month": month, "by": by, "rows": _rows(df),
+        text = json.dumps({"month": month, "timezone": timezone, "by": by, "rows": _rows(df),
                            "note": "measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP "
                                    "model; unmeasured jobs are counted in unmeasured_jobs, never summed as 0"},
                           indent=2) + "\n"
     else:
-        text = render_html(df, records, by, month)
+        text = render_html(df, records, by, month, timezone)
         out = out or f"rollup-{month}-{by}.html"
     if not out:
         sys.stdout.write(text)

@@ -1,0 +1,127 @@
+"""Issue 9 item 2: rollups split by time. A job across a month's boundary is charged to each month
+the energy (and CO2e) it used in that month; the months' bounds are in the site's time zone.
+
+Real path: RAPL counter samples -> accounting.summary.summarise_node (hourly energy) ->
+pipeline.finalise_job (site carbon facts) -> store -> ``slurm-energy rollup`` CLI."""
+
+import getpass
+from datetime import datetime, timezone
+
+import pytest
+
+from slurm_energy.accounting.summary import summarise_node
+from slurm_energy.carbon.hourly import write_zone
+from slurm_energy.cli.main import main as se_main
+from slurm_energy.cli.store_cmds import month_bounds
+from slurm_energy.config import load_site_config
+from slurm_energy.model import JobRecord
+from slurm_energy.pipeline import finalise_job
+from slurm_energy.store import open_store
+
+HEAD = "user|Jobs|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh"
+
+
+def _t(s: str) -> float:
+    return datetime.fromisoformat(s).replace(tzinfo=timezone.utc).timestamp()
+
+
+def _site(tmp_path, monkeypatch, tz: str, extra: str = ""):
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(f"cluster_name: c1\npue: 1.2\noffline: true\ntimezone: {tz}\n"
+                   f"admins: [{getpass.getuser()}]\n{extra}")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(cfg))
+    return load_site_config()
+
+
+def _stored_job(tmp_path, site, start: float, end: float, watts: float = 100.0, job_id: str = "1") -> str:
+    """A one-node job at constant ``watts`` on one RAPL zone (job holds all the node's CPU time),
+    sampled every 600 s, finalised and stored. Returns the store URL."""
+    rows = [{"t": start + t, "kind": "sample", "job": {"cpu_time_s": float(t), "pids": [1], "source": "cgroup-v1"},
+             "node": {"cpu_busy_s": float(t), "cpu_total_s": 2.0 * t, "ncpu": 2},
+             "readings": [{"device_class": "cpu", "device_id": "intel-rapl:0", "method": "counter",
+                           "energy_uj": int(watts * t * 1e6)}]}
+            for t in range(0, int(end - start) + 1, 600)]
+    ns = summarise_node(rows, job_id=job_id, node="n1", start_time=start, end_time=end)
+    rec = JobRecord(cluster="c1", job_id=job_id, user="alice", account="phys", partition="batch",
+                    start_time=start, end_time=end, expected_nodes=["n1"], nodes=[ns])
+    final = finalise_job([rec], site)
+    url = f"sqlite:///{tmp_path}/store.db"
+    s = open_store(url)
+    s.put(final)
+    s.close()
+    return url
+
+
+def _rollup(url: str, month: str, capsys) -> list[list[str]]:
+    rc = se_main(["rollup", "--month", month, "--by", "user", "-P", "--store", url])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    lines = out.out.strip().splitlines()
+    assert lines[0] == HEAD
+    return [ln.split("|") for ln in lines[1:]]
+
+
+def test_job_across_month_end_utc_is_charged_half_to_each_month(tmp_path, monkeypatch, capsys):
+    site = _site(tmp_path, monkeypatch, "UTC")
+    # 2026-10-31 23:00Z .. 2026-11-01 01:00Z at 100 W: 100 W x 7200 s = 720000 J = 0.2 kWh IT;
+    # 1 h in October (0.1 kWh), 1 h in November (0.1 kWh)
+    url = _stored_job(tmp_path, site, _t("2026-10-31T23:00:00"), _t("2026-11-01T01:00:00"))
+    [rec] = open_store(url).get_job("1")
+    assert rec.it_kwh == pytest.approx(0.2)
+    ci = rec.carbon.ci_g_per_kwh
+    for month in ("2026-10", "2026-11"):
+        [row] = _rollup(url, month, capsys)
+        # per month: 0.1 kWh IT, x PUE 1.2 = 0.12 kWh facility, x CI g/kWh / 1000 kg
+        assert row[:3] == ["alice", "1", "0"]
+        assert float(row[3]) == pytest.approx(0.1, rel=1e-3)
+        assert float(row[4]) == pytest.approx(0.12, rel=1e-3)
+        assert float(row[5]) == pytest.approx(0.12 * ci / 1000, rel=1e-3)
+        assert float(row[6]) == pytest.approx(0.1, rel=1e-3)  # RAPL counter: measured
+    assert ci == pytest.approx(475.0)  # the world default (no location): 0.12 x 475 / 1000 = 0.057 kg
+    assert _rollup(url, "2026-09", capsys) == []  # not counted in a month it never ran in
+
+
+def test_site_time_zone_moves_the_month_boundary(tmp_path, monkeypatch, capsys):
+    site = _site(tmp_path, monkeypatch, "Europe/Berlin")
+    # Berlin (CET, UTC+1) starts November at 2026-10-31 23:00Z: the whole job is November's
+    assert month_bounds("2026-11", "Europe/Berlin")[0] == _t("2026-10-31T23:00:00")
+    url = _stored_job(tmp_path, site, _t("2026-10-31T23:00:00"), _t("2026-11-01T01:00:00"))
+    [row] = _rollup(url, "2026-11", capsys)
+    assert float(row[3]) == pytest.approx(0.2, rel=1e-3) and float(row[4]) == pytest.approx(0.24, rel=1e-3)
+    assert float(row[5]) == pytest.approx(0.24 * 475 / 1000, rel=1e-3)  # 0.114 kg
+    assert _rollup(url, "2026-10", capsys) == []  # ended exactly at October's end: nothing charged
+    # the header names the zone and the bounds in UTC (stdout without -P)
+    assert se_main(["rollup", "--month", "2026-11", "--store", url]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith(
+        "# rollup 2026-11, time zone Europe/Berlin (2026-10-31T23:00Z .. 2026-11-30T23:00Z)")
+
+
+def test_job_across_dst_change_counts_its_real_hours(tmp_path, monkeypatch, capsys):
+    site = _site(tmp_path, monkeypatch, "Europe/Berlin")
+    # Berlin October 2026: 2026-09-30 22:00Z (CEST) .. 2026-10-31 23:00Z (CET): 31 days + 1 h
+    t0, t1 = month_bounds("2026-10", "Europe/Berlin")
+    assert (t0, t1 - t0) == (_t("2026-09-30T22:00:00"), 31 * 86400 + 3600)
+    # 2026-10-25 00:00Z .. 02:00Z = 02:00 CEST .. 03:00 CET local (clocks go back at 01:00Z): one
+    # local hour on the clock, two real hours: 100 W x 7200 s = 0.2 kWh, all October's
+    url = _stored_job(tmp_path, site, _t("2026-10-25T00:00:00"), _t("2026-10-25T02:00:00"))
+    [row] = _rollup(url, "2026-10", capsys)
+    assert float(row[3]) == pytest.approx(0.2, rel=1e-3)
+    assert _rollup(url, "2026-11", capsys) == []
+
+
+def test_hourly_intensity_splits_co2e_by_each_months_hours(tmp_path, monkeypatch, capsys):
+    ci_dir = tmp_path / "ci"
+    # October's last hour 100 g/kWh, November's first hour 300 g/kWh (imported for zone FR)
+    write_zone(str(ci_dir), "FR", {"2026-10-31T23:00:00Z": 100.0, "2026-11-01T00:00:00Z": 300.0})
+    site = _site(tmp_path, monkeypatch, "UTC", f"location: {{country: FR}}\npaths: {{hourly_ci_dir: {ci_dir}}}\n")
+    url = _stored_job(tmp_path, site, _t("2026-10-31T23:00:00"), _t("2026-11-01T01:00:00"))
+    [rec] = open_store(url).get_job("1")
+    assert rec.carbon.hourly is True
+    # each hour 0.1 kWh IT x 1.2 = 0.12 kWh facility: Oct 0.12 x 100 / 1000 = 0.012 kg,
+    # Nov 0.12 x 300 / 1000 = 0.036 kg (the job's 0.048 kg; alpha 1)
+    assert rec.co2e_kg == pytest.approx(0.048)
+    [oct_row] = _rollup(url, "2026-10", capsys)
+    [nov_row] = _rollup(url, "2026-11", capsys)
+    assert float(oct_row[5]) == pytest.approx(0.012, rel=1e-3)
+    assert float(nov_row[5]) == pytest.approx(0.036, rel=1e-3)
+    assert float(oct_row[3]) == pytest.approx(0.1, rel=1e-3) and float(nov_row[3]) == pytest.approx(0.1, rel=1e-3)
