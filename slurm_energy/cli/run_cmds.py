@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -134,22 +135,46 @@ def cmd_run(args) -> int:
         print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
         return 127
     status = {}
+    restore = _forward_signals(child)
 
     def wait():
-        while True:
-            try:
-                _pid, st, ru = os.wait4(child.pid, 0)
-                break
-            except KeyboardInterrupt:
-                child.send_signal(2)
+        _pid, st, ru = os.wait4(child.pid, 0)  # PEP 475: retried after a forwarded signal
         status["rc"] = os.waitstatus_to_exitcode(st)
         child.returncode = status["rc"]
         # the child's own rusage: exact CPU time of it and every descendant it waited for
         return Usage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
 
-    _measure(args, ProcessTreeProbe(child.pid), wait, f"run-{child.pid}")
+    try:
+        _measure(args, ProcessTreeProbe(child.pid), wait, f"run-{child.pid}")
+    finally:
+        restore()
     rc = status.get("rc", 1)
     return rc if rc >= 0 else 128 - rc
+
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _forward_signals(child: subprocess.Popen):
+    """Pass SIGTERM/SIGINT/SIGHUP sent to ``run`` on to ``child`` (``run`` itself keeps going, so
+    it waits for the child, then still takes the final sample and writes the partial record).
+
+    The child shares our process group (a terminal's Ctrl-C reaches it directly as well; a
+    ``kill -INT`` of ``run`` alone reaches it only through this). Returns a function restoring
+    the previous handlers."""
+    def forward(signum, _frame):
+        if child.returncode is None:
+            try:
+                os.kill(child.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    old = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
+
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return restore
 
 
 def cmd_attach(args) -> int:
@@ -161,7 +186,11 @@ def cmd_attach(args) -> int:
     if not psutil.pid_exists(args.pid):
         print(f"slurm-energy attach: no process {args.pid}", file=sys.stderr)
         return 1
-    probe = ProcessTreeProbe(args.pid)
+    if args.pid == 1:
+        print("slurm-energy attach: warning: PID 1 is init; its tree is every process on this machine, "
+              "so the record measures the whole node, not one job", file=sys.stderr)
+    # CPU time from the attach on: the tree's CPU time before it is not this measurement's
+    probe = ProcessTreeProbe(args.pid, from_first_poll=True)
 
     def wait():
         try:

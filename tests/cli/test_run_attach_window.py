@@ -1,0 +1,118 @@
+"""``attach`` counts only the CPU time of the measured window; ``run`` forwards SIGTERM/SIGINT to
+its child and still writes the (partial) report. Real processes throughout."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from slurm_energy.sampling.probes import ProcessTreeProbe
+
+# burn CPU until this process has used 1.0 s, say so, wait for a line on stdin, burn until 1.6 s
+BURNER = """
+import sys, time
+def burn(to):
+    while time.process_time() < to: pass
+burn(1.0); print("ready", flush=True)
+sys.stdin.readline()
+burn(1.6); print("done", flush=True)
+time.sleep(60)
+"""
+
+
+def test_attach_probe_counts_cpu_time_from_the_first_poll_only():
+    p = subprocess.Popen([sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"  # 1.0 s of CPU used before the attach
+        probe = ProcessTreeProbe(p.pid, from_first_poll=True)
+        first = probe.poll()
+        assert first is not None and first.cpu_time_s == 0.0
+        assert 0.95 <= probe.cpu_baseline_s <= 1.3  # the pre-attach CPU time, s, kept as the baseline
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "done"
+        # by hand: 1.6 s - 1.0 s = 0.6 s of CPU in the window (interpreter startup is before the
+        # baseline; printing/readline add a few ms); without the baseline it would be >= 1.6 s
+        assert abs(probe.poll().cpu_time_s - 0.6) < 0.1
+        # run's probe (child started by us) still counts from 0
+        assert ProcessTreeProbe(p.pid).poll().cpu_time_s >= 1.55  # 1.6 s, to psutil's 0.01 s ticks
+    finally:
+        p.kill()
+        p.wait()
+
+
+ATTACHED = BURNER.replace("time.sleep(60)", "time.sleep(1.0)")  # ends 1 s after the 2nd burn
+
+
+def test_attach_record_cpu_time_covers_only_the_measured_window(tmp_path, capsys):
+    import argparse
+    import threading
+
+    from slurm_energy.cli.run_cmds import cmd_attach
+
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    args = argparse.Namespace(pid=0, gpus="", config=str(site), interval=0.2, out=str(tmp_path), partition="",
+                              no_report=True)
+    p = subprocess.Popen([sys.executable, "-c", ATTACHED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"  # 1.0 s of CPU before the attach
+        args.pid = p.pid
+
+        def go():
+            time.sleep(1.0)  # the sampler has its first sample by then
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        threading.Thread(target=go, daemon=True).start()
+        assert cmd_attach(args) == 0
+    finally:
+        p.kill()
+        p.wait()
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(f"job pid-{p.pid}:"))
+    cpu_s = float(line.split("CPU time ")[1].split(" s")[0])
+    assert abs(cpu_s - 0.6) < 0.1, line  # by hand: 1.6 s - 1.0 s before the attach = 0.6 s
+
+
+def _start_run(tmp_path, *cmd):
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
+    return subprocess.Popen([sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", str(site),
+                             "--interval", "0.2", "--out", str(tmp_path), "--", *cmd],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _wait_for_child(run: subprocess.Popen, name: str, timeout_s: float = 20.0) -> int:
+    """PID of ``run``'s child named ``name`` once it and the sampler are up."""
+    import psutil
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        kids = [c for c in psutil.Process(run.pid).children() if c.name() == name]
+        if kids and any(t.id != run.pid for t in psutil.Process(run.pid).threads()):  # sampler thread up
+            time.sleep(0.5)
+            return kids[0].pid
+        time.sleep(0.05)
+    raise AssertionError(f"run's child {name} did not start")
+
+
+def _check_sig(tmp_path, sig):
+    run = _start_run(tmp_path, "bash", "-c", "sleep 12")
+    child = _wait_for_child(run, "sleep")
+    t0 = time.monotonic()
+    os.kill(run.pid, sig)  # to `run` alone, not its process group
+    out, err = run.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10, "run waited for the full sleep: the signal did not reach the child"
+    assert run.returncode == 128 + sig, err  # as a shell reports a child killed by the signal
+    assert f"job run-{child}:" in out  # the summary was printed
+    assert (tmp_path / f"energy-run-{child}.html").is_file()
+    assert (tmp_path / f"energy-run-{child}.csv").is_file()
+
+
+def test_run_sigterm_reaches_the_child_and_the_report_is_still_written(tmp_path):
+    _check_sig(tmp_path, signal.SIGTERM)  # 128 + 15 = 143
+
+
+def test_run_sigint_to_run_alone_reaches_the_child(tmp_path):
+    _check_sig(tmp_path, signal.SIGINT)  # 128 + 2 = 130
