@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         "reported), complete(partial-coverage) (every node reported, but some device was unmeasured (n/a) "
         "or measured for under 95% of the job's time, so the totals are a lower bound; see -l, Coverage), "
         "partial (a node never reported or a sampler died), failed (the energy hooks failed), running "
-        "(energy so far). Rows are in sacct's order: by job id. Exit status: 0 ok; 1 a requested job is "
+        "(energy so far), no_data (the job ran but nothing was measured; see --json errors). "
+        "Rows are in sacct's order: by job id. Exit status: 0 ok; 1 a requested job is "
         "not in the store, or -u names only other users; 2 bad usage or unreadable store.",
     )
     p.add_argument("jobids", nargs="*", metavar="JOBID", help="job ids (715219, 715219_23, 1234+0, 42.batch)")

@@ -41,7 +41,8 @@ STATE_HELP = (
     "PR|PREEMPTED, RQ|REQUEUED (an earlier attempt of a requeued job), R|RUNNING (still running); "
     "from slurmctld when the job ended, else from its exit code. Our measurement statuses (lower case): complete "
     "(every node measured), partial (a node never reported or a sampler died), failed (the energy "
-    "hooks failed; not the job's exit: use F/FAILED for that), running (energy so far)"
+    "hooks failed; not the job's exit: use F/FAILED for that), running (energy so far), no_data (the job ran "
+    "but nothing was measured: no sampler or an unusable spool; the record's errors say why)"
 )
 
 

@@ -28,7 +28,13 @@ __all__ = ["month_bounds", "month_header", "month_records", "rollup"]  # tests a
 
 def register(sub) -> None:
     """Add ``collect`` and ``rollup`` to the ``slurm-energy`` sub-parsers."""
-    c = sub.add_parser("collect", help="finalise jobs whose nodes never all reported (status partial)")
+    c = sub.add_parser(
+        "collect", help="store queued records, finish records left by faults, add no_data records (root, every node)",
+        description="Run as root on every node (and the controller), e.g. every 5 min from a systemd timer or "
+        "cron (`slurm-energy install` prints both). It stores the records the hooks queued in the node's spool; "
+        "finishes jobs whose detached finalizer died; finalises records still 'running' of jobs that have "
+        "ended (status partial when a node never reported); and, from sacct, gives jobs that ended in the "
+        "last --since hours without any record a no_data one.")
     c.add_argument("--since", type=float, default=24.0, metavar="HOURS",
                    help="jobs sacct says ended in the last HOURS without any record get a no_data one (default 24)")
     c.add_argument("--older-than", type=float, default=60.0, metavar="MIN",
