@@ -153,7 +153,7 @@ def _open(args, cfg, readonly=False):
     from slurm_energy.cli.jobenergy import _shown_url
     from slurm_energy.store import open_store
 
-    url = args.store or os.environ.get("SLURM_ENERGY_STORE") or cfg.paths.store_url
+    url = _store_url(args, cfg)
     try:
         return open_store(url, readonly=readonly)
     except sqlalchemy.exc.SQLAlchemyError as e:
@@ -182,6 +182,12 @@ def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
             "crontab on the controller")
 
 
+def _store_url(args, cfg) -> str:
+    """The store URL in force: ``--store``, else $SLURM_ENERGY_STORE, else the site's
+    ``paths.store_url`` (the precedence README and docs/STORE.md give)."""
+    return str(args.store or os.environ.get("SLURM_ENERGY_STORE") or cfg.paths.store_url)
+
+
 def cmd_collect(args) -> int:
     """Entry for ``slurm-energy collect``; exit 0 ok, 2 bad config/arguments, not root, or a path or
     store that cannot be read or written (the message names it)."""
@@ -194,7 +200,7 @@ def cmd_collect(args) -> int:
         _err(str(e))
         return 2
     results_dir = args.results_dir or cfg.paths.results_dir
-    url = args.store or os.environ.get("SLURM_ENERGY_STORE") or cfg.paths.store_url
+    url = _store_url(args, cfg)
     msg = not_root_message(results_dir, url, os.geteuid())
     if msg:
         _err(msg)
