@@ -74,13 +74,21 @@ def test_attach_record_cpu_time_covers_only_the_measured_window(tmp_path, capsys
     assert abs(cpu_s - 0.6) < 0.1, line  # by hand: 1.6 s - 1.0 s before the attach = 0.6 s
 
 
+def _default_signals() -> None:
+    """A command started in the background by a non-interactive shell (nohup ... &, a CI runner)
+    inherits SIGINT/SIGQUIT ignored, and so would `run`'s child: reset them as a terminal has them."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def _start_run(tmp_path, *cmd):
     site = tmp_path / "site.yaml"
     site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
     return subprocess.Popen([sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", str(site),
                              "--interval", "0.2", "--out", str(tmp_path), "--", *cmd],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_default_signals)
 
 
 def _wait_for_child(run: subprocess.Popen, name: str, timeout_s: float = 20.0) -> int:
