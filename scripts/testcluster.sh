@@ -114,9 +114,19 @@ cmd_exec() {
     HOME="${home:-/}" USER="$user" LANG=C.UTF-8 "${envs[@]}" "$@"
 }
 
-# TERM a PID, wait up to 10 s, then KILL
-stop_pid() { local p=$1 name=$2 i
+# this script and its ancestors (the test runner, CI): never signalled, whatever a stale PID file says
+ancestors() { local p=$$; while [ -n "$p" ] && [ "$p" -gt 1 ]; do echo "$p"; p=$(ps -o ppid= -p "$p" 2>/dev/null | tr -d ' '); done; }
+ANCESTORS=" $(ancestors | tr '\n' ' ') "
+# TERM a PID, wait up to 10 s, then KILL. With EXPECT (a comm regex), only a process whose comm
+# matches: a PID file left by a daemon that died names, once the PID is reused, an unrelated process.
+stop_pid() { local p=$1 name=$2 expect=${3:-} i comm
+  [[ $p =~ ^[0-9]+$ ]] || return 0
   alive "$p" || return 0
+  [[ $ANCESTORS == *" $p "* ]] && { log "not stopping $name ($p): it is this script or its caller"; return 0; }
+  if [ -n "$expect" ]; then
+    comm=$(ps -o comm= -p "$p" 2>/dev/null) || return 0
+    [[ $comm =~ $expect ]] || { log "not stopping $name ($p): it is now '$comm', a reused PID"; return 0; }
+  fi
   kill -TERM "$p" 2>/dev/null || true
   for ((i = 0; i < 100; i++)); do alive "$p" || break; sleep 0.1; done
   alive "$p" && kill -KILL "$p" 2>/dev/null || true
@@ -145,10 +155,10 @@ cmd_stop() {
   fi
   for f in "$L"/run/slurmd-*.pid "$L"/run/slurmctld.pid "$L"/run/slurmdbd.pid "$L"/run/mariadbd.pid "$L"/run/munged.pid; do
     [ -f "$f" ] || continue
-    stop_pid "$(cat "$f")" "$(basename "$f" .pid)"; rm -f "$f"
+    stop_pid "$(cat "$f")" "$(basename "$f" .pid)" '^(slurmd|slurmctld|slurmdbd|mariadbd|mysqld|munged|chroot)$'; rm -f "$f"
   done
   # samplers of this cluster's jobs end by themselves once their job is gone; stop them now
-  for f in "$L"/spool/jobs/*/sampler-*.pid "$L"/spool2/jobs/*/sampler-*.pid; do [ -f "$f" ] && stop_pid "$(cat "$f")" sampler; done
+  for f in "$L"/spool/jobs/*/sampler-*.pid "$L"/spool2/jobs/*/sampler-*.pid; do [ -f "$f" ] && { stop_pid "$(cat "$f")" sampler '^python'; rm -f "$f"; }; done
   local p
   for p in $(cgroup_pids) $(root_pids); do stop_pid "$p" "leftover $( (tr '\0' ' ' </proc/"$p"/cmdline) 2>/dev/null | cut -c1-60)"; done
   # the nodes' cgroup dirs are left empty by slurmd: remove them (deepest first)
