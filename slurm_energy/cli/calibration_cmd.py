@@ -9,7 +9,6 @@ model, implausible tag). Reads the store (:meth:`slurm_energy.store.Store.tagged
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict
 
@@ -47,13 +46,18 @@ def tagged_records(url: str) -> list:
 
 
 def store_url(args) -> str:
-    """``--store``, else ``$SLURM_ENERGY_STORE``, else the site config's ``paths.store_url``."""
-    if args.store or os.environ.get("SLURM_ENERGY_STORE"):
-        return args.store or os.environ["SLURM_ENERGY_STORE"]
-    from slurm_energy import config as C
+    """``--store``, else ``$SLURM_ENERGY_STORE``, else the site config's ``paths.store_url``
+    (:func:`slurm_energy.store.urls.resolve_store_url`; the site config is read only when needed).
+    Raises ValueError: ``--store ''``."""
+    from slurm_energy.store.urls import resolve_store_url
 
-    cfg, _ = C.load_site_config_for_hooks(save=False)
-    return cfg.paths.store_url
+    def from_config() -> str:
+        from slurm_energy import config as C
+
+        cfg, _ = C.load_site_config_for_hooks(save=False)
+        return cfg.paths.store_url
+
+    return resolve_store_url(args.store, from_config).url
 
 
 def _sp(sp) -> str:

@@ -95,12 +95,9 @@ def sqlite_path(store_url: str) -> tuple[Optional[str], Optional[str]]:
 
 
 def _hide_password(url: str) -> str:
-    import sqlalchemy as sa
+    from slurm_energy.store.urls import shown_url
 
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL at all: shown as typed
-        return url
+    return shown_url(url)
 
 
 def store_url_problem(url: str) -> Optional[str]:

@@ -118,14 +118,10 @@ def load_site() -> Site:
 
 
 def _shown_url(url: str) -> str:
-    """The store URL with any password hidden."""
-    import sqlalchemy as sa
-    import sqlalchemy.exc
+    """The store URL with any password hidden (:func:`slurm_energy.store.urls.shown_url`)."""
+    from slurm_energy.store.urls import shown_url
 
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sqlalchemy.exc.ArgumentError:  # not a URL: shown as typed (open_store names the fix)
-        return url
+    return shown_url(url)
 
 
 def _err(msg: str) -> None:
@@ -238,8 +234,8 @@ def _main(argv: list[str] | None) -> int:
     site = load_site()
     for w in site.warnings:
         _err(f"warning: {w}")
-    url, where = _store_url(args, site)
     try:
+        url, where = _store_url(args, site)
         start, end = _window(args, specs, site.timezone, time.time())
     except ValueError as e:
         _err(str(e))
@@ -268,12 +264,11 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
-    """The store URL (``--store`` > ``$SLURM_ENERGY_STORE`` > ``paths.store_url``) and how to name it."""
-    url, url_from = args.store, "--store"
-    if not url and os.environ.get("SLURM_ENERGY_STORE"):
-        url, url_from = os.environ["SLURM_ENERGY_STORE"], "$SLURM_ENERGY_STORE"
-    if not url:
-        url, url_from = site.store_url, "paths.store_url"
+    """The store URL (:func:`slurm_energy.store.urls.resolve_store_url`: ``--store`` >
+    ``$SLURM_ENERGY_STORE`` > ``paths.store_url``) and how to name it. Raises ValueError: empty --store."""
+    from slurm_energy.store.urls import resolve_store_url
+
+    url, url_from = resolve_store_url(args.store, site.store_url)
     return url, f"{_shown_url(url)} (from {url_from}; {site.origin})"
 
 

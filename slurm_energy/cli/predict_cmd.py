@@ -19,7 +19,6 @@ from __future__ import annotations
 from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
 
 import json
-import os
 import sys
 from dataclasses import asdict
 from typing import Optional
@@ -213,15 +212,20 @@ def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
     options and documented defaults)."""
     if args.no_calibration:
         return None, "site calibration: off (--no-calibration)"
-    url = args.store or os.environ.get("SLURM_ENERGY_STORE")
-    if not url:
-        cfg, note = site_config(args)
-        if cfg is None:
-            return None, f"site calibration: none ({note})"
-        url = cfg.paths.store_url
     from slurm_energy.accounting.calibration import fit, for_gpu
     from slurm_energy.cli.calibration_cmd import tagged_records
+    from slurm_energy.store.urls import resolve_store_url
 
+    def from_config() -> str:
+        cfg, note = site_config(args)
+        if cfg is None:
+            raise LookupError(note)
+        return cfg.paths.store_url
+
+    try:
+        url = resolve_store_url(args.store, from_config).url
+    except (LookupError, ValueError) as e:
+        return None, f"site calibration: none ({e})"
     try:
         records = tagged_records(url)
     except Exception as e:  # noqa: BLE001 - no store yet, no permission, bad URL: say so, go on

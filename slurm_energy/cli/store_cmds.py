@@ -150,7 +150,7 @@ def _open(args, cfg, readonly=False):
     """
     import sqlalchemy.exc
 
-    from slurm_energy.cli.jobenergy import _shown_url
+    from slurm_energy.store.urls import shown_url as _shown_url
     from slurm_energy.store import open_store
 
     url = _store_url(args, cfg)
@@ -171,7 +171,7 @@ def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
         return None
     import pwd
 
-    from slurm_energy.cli.jobenergy import _shown_url
+    from slurm_energy.store.urls import shown_url as _shown_url
 
     try:
         who = f"{pwd.getpwuid(euid).pw_name} (uid {euid})"
@@ -183,9 +183,11 @@ def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
 
 
 def _store_url(args, cfg) -> str:
-    """The store URL in force: ``--store``, else $SLURM_ENERGY_STORE, else the site's
-    ``paths.store_url`` (the precedence README and docs/STORE.md give)."""
-    return str(args.store or os.environ.get("SLURM_ENERGY_STORE") or cfg.paths.store_url)
+    """The store URL in force (:func:`slurm_energy.store.urls.resolve_store_url`: ``--store``, else
+    $SLURM_ENERGY_STORE, else the site's ``paths.store_url``). Raises ValueError: empty --store."""
+    from slurm_energy.store.urls import resolve_store_url
+
+    return resolve_store_url(args.store, cfg.paths.store_url).url
 
 
 def cmd_collect(args) -> int:
@@ -196,11 +198,11 @@ def cmd_collect(args) -> int:
         return 2
     try:
         cfg = _cfg()
+        url = _store_url(args, cfg)
     except (ValueError, OSError) as e:
         _err(str(e))
         return 2
     results_dir = args.results_dir or cfg.paths.results_dir
-    url = _store_url(args, cfg)
     msg = not_root_message(results_dir, url, os.geteuid())
     if msg:
         _err(msg)
@@ -215,7 +217,7 @@ def cmd_collect(args) -> int:
         return 2
     import sqlalchemy.exc
 
-    from slurm_energy.cli.jobenergy import _shown_url
+    from slurm_energy.store.urls import shown_url as _shown_url
 
     from slurm_energy.cli import collect_more as M
     from slurm_energy.slurm.finalize import results_dirs

@@ -221,3 +221,19 @@ def test_ordinary_user_sees_only_own_jobs_and_cannot_write(tmp_path_factory):
         assert p.stdout.split() == ["1", "2"], p.stderr
     finally:
         shutil.rmtree(d)
+
+
+def test_store_given_as_a_plain_path_reads_that_sqlite_file(url, capsys):
+    path = url[len("sqlite:///"):]
+    assert main(["--store", path, "-j", "100", "-P", "-n", "-o", "JobID,CPU_kWh"]) == 0
+    assert capsys.readouterr().out.strip() == "100|1"  # 3.6e6 J = 1 kWh
+
+
+def test_empty_store_and_dialect_typo_are_refused_with_the_fix(url, capsys):
+    assert main(["--store", "", "-j", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "jobenergy: --store '' is empty; give a store URL" in err and "Traceback" not in err
+    assert main(["--store", "postgress://u@h/db", "-j", "100"]) == 2
+    err = capsys.readouterr().err
+    assert "backend 'postgress' is not supported (did you mean 'postgresql'?)" in err
+    assert "Can't load plugin" not in err

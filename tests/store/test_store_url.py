@@ -49,3 +49,62 @@ def test_open_store_refuses_with_the_same_message(tmp_path):
         open_store("mysql://x/db")
     with pytest.raises(ValueError, match="is relative"):
         open_store("sqlite:///relative/jobs.db")
+
+
+# ------------------------------------------ resolve_store_url: the one precedence, paths, typos, ''
+
+
+def test_precedence_store_flag_then_env_then_config():
+    from slurm_energy.store.urls import resolve_store_url
+
+    env = {"SLURM_ENERGY_STORE": "sqlite:////env/jobs.db"}
+    assert resolve_store_url("sqlite:////cli/jobs.db", "sqlite:////cfg/jobs.db", env) == ("sqlite:////cli/jobs.db", "--store")
+    assert resolve_store_url(None, "sqlite:////cfg/jobs.db", env) == ("sqlite:////env/jobs.db", "$SLURM_ENERGY_STORE")
+    # an empty variable counts as unset (FOO= in a shell); the config is read only then
+    calls = []
+    got = resolve_store_url(None, lambda: calls.append(1) or "sqlite:////cfg/jobs.db", {"SLURM_ENERGY_STORE": ""})
+    assert got == ("sqlite:////cfg/jobs.db", "paths.store_url") and calls == [1]
+    resolve_store_url("sqlite:////cli/jobs.db", lambda: calls.append(2) or "x", {})
+    assert calls == [1]
+
+
+def test_plain_path_is_read_as_sqlite_file(tmp_path, monkeypatch):
+    from slurm_energy.store.urls import resolve_store_url
+
+    assert resolve_store_url("/tmp/jobs.db", "x", {}).url == "sqlite:////tmp/jobs.db"
+    assert resolve_store_url(None, "x", {"SLURM_ENERGY_STORE": "/srv/e/jobs.db"}).url == "sqlite:////srv/e/jobs.db"
+    monkeypatch.chdir(tmp_path)
+    assert resolve_store_url("./jobs.db", "x", {}).url == f"sqlite:///{tmp_path}/jobs.db"
+    assert resolve_store_url("jobs.sqlite", "x", {}).url == f"sqlite:///{tmp_path}/jobs.sqlite"
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_empty_store_flag_is_refused(value):
+    from slurm_energy.store.urls import resolve_store_url
+
+    with pytest.raises(ValueError, match=r"--store .* is empty; give a store URL .* or leave --store out"):
+        resolve_store_url(value, "sqlite:////cfg/jobs.db", {})
+
+
+@pytest.mark.parametrize("url, expect", [
+    ("postgress://se:secret@h/energy", "backend 'postgress' is not supported (did you mean 'postgresql'?); use "
+                                       "sqlite:////abs/path/jobs.db or postgresql+psycopg://"),
+    ("postgres://se@h/energy", "backend 'postgres' is not supported (did you mean 'postgresql'?)"),
+    ("sqlite3:////x/jobs.db", "backend 'sqlite3' is not supported (did you mean 'sqlite'?)"),
+    ("postgresql+pg9://h/energy", "PostgreSQL driver 'pg9' is not supported; write postgresql+psycopg://"),
+    ("/tmp/jobs.db", "'/tmp/jobs.db' is a file path, not a URL; for a SQLite file write sqlite:////tmp/jobs.db"),
+])
+def test_typos_and_paths_in_a_url_name_the_fix(url, expect):
+    msg = check_store_url(url)  # never raises (an unknown dialect used to raise NoSuchModuleError)
+    assert msg is not None and expect in msg, msg
+    assert "secret" not in msg
+
+
+def test_one_precedence_function_used_by_every_command():
+    import inspect
+
+    from slurm_energy.cli import calibration_cmd, jobenergy, predict_cmd, store_cmds
+
+    for mod in (calibration_cmd, jobenergy, predict_cmd, store_cmds):
+        src = inspect.getsource(mod)
+        assert "resolve_store_url" in src and 'environ.get("SLURM_ENERGY_STORE")' not in src, mod.__name__
