@@ -61,12 +61,20 @@ def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
 
 def no_config_lines() -> list[str]:
     """What is in force when no site config exists: the documented defaults, each with its source."""
+    from slurm_energy import config as c
+
+    return [f"NO SITE CONFIG FOUND: no FILE given, ${c.ENV_VAR} unset and {c.schema.DEFAULT_PATH} absent.",
+            *defaults_lines()]
+
+
+def defaults_lines() -> list[str]:
+    """The documented defaults in force (PUE, carbon intensity, per-device powers, sampling, paths),
+    each with its source, and how to set the site's own."""
     from slurm_energy.carbon.tables import WORLD_AVERAGE_G_PER_KWH, WORLD_AVERAGE_SOURCE
     from slurm_energy import config as c
 
     d = c.SiteConfig()
     return [
-        f"NO SITE CONFIG FOUND: no FILE given, ${c.ENV_VAR} unset and {c.schema.DEFAULT_PATH} absent.",
         "Documented defaults are in force:",
         f"  PUE {c.DEFAULT_PUE:g}: {units.DEFAULT_PUE_TEXT}",
         f"  carbon intensity {WORLD_AVERAGE_G_PER_KWH:g} gCO2e/kWh, world average ({WORLD_AVERAGE_SOURCE}); "
@@ -77,6 +85,14 @@ def no_config_lines() -> list[str]:
         f"To set your site's PUE, country and paths: copy site_config/site.yaml to {c.schema.DEFAULT_PATH} "
         f"(or set ${c.ENV_VAR}) and edit it.",
     ]
+
+
+def sets_nothing(cfg) -> bool:
+    """True when a site config file was read but sets no key (empty, or only comments): every
+    setting is a documented default, which an admin who wrote the file did not mean."""
+    from slurm_energy.config.schema import _TOP_FACTS
+
+    return bool(cfg.source_path) and all(k in cfg.defaults_used for k in _TOP_FACTS)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -94,6 +110,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         print(f"invalid site config:\n{e}", file=sys.stderr)
         return 1
     print("\n".join(_resolved_lines(cfg, args.partition, args.offline)))
+    if sets_nothing(cfg):  # an admin who wrote the file meant to set something
+        warning = f"warning: {cfg.source_path} sets nothing (empty, or only comments)."
+        print(warning, file=sys.stderr)
+        print("\n".join([warning, *defaults_lines()]))
     notes: list[str] = []
     errors = check_paths(cfg, notes)
     for n in notes:
@@ -104,6 +124,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     if not cfg.source_path:
         print("\n".join(no_config_lines()))
         print("OK: documented defaults in force (no site config found)")
+        return 0
+    if sets_nothing(cfg):
+        print(f"OK: documented defaults in force ({cfg.source_path} sets nothing)")
         return 0
     print("OK")
     return 0

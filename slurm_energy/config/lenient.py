@@ -101,7 +101,7 @@ def site_config_from_dict_lenient(data: Any, origin: str = "site config") -> tup
             cfg = SiteConfig.model_validate(data)
             break
         except ValidationError as e:
-            messages += [m for m in _format_error(e, origin).splitlines() if m not in messages]
+            messages += [m for m in _format_error(e, origin, data).splitlines() if m not in messages]
             progress = False
             for err in e.errors():
                 loc = tuple(x for x in err.get("loc", ()) if not str(x).startswith("function-"))

@@ -37,11 +37,50 @@ _HINTS = {
     "cpu_w_per_core": "watts per core, in (0, 100] (default 12)",
     "ram_w_per_gb": "watts per GB of RAM, in (0, 10] (default 0.3725)",
     "timezone": "an IANA zone such as Europe/Paris",
-    "carbon_intensity": "write {value: 233, unit: gCO2e/kWh} (at most 2000 gCO2e/kWh after conversion)",
 }
 
 
-def _format_error(e: ValidationError, origin: str) -> str:
+def _location_of(loc: list[str], data: Any) -> Optional[dict]:
+    """The ``location`` mapping that applies to the entry at ``loc``: its datacenter's, else the
+    site's top-level one; None when neither is written."""
+    if not isinstance(data, dict):
+        return None
+    dcs = data.get("datacenters")
+    if len(loc) >= 2 and loc[0] == "datacenters" and isinstance(dcs, dict) and isinstance(dcs.get(loc[1]), dict):
+        own = dcs[loc[1]].get("location")
+        if isinstance(own, dict):
+            return own
+    top = data.get("location")
+    return top if isinstance(top, dict) else None
+
+
+def _ci_hint(loc: list[str], data: Any) -> str:
+    """Fix for a bad ``carbon_intensity``: its dotted field, and the grid average of the location
+    that applies (the bundled table, :mod:`slurm_energy.carbon.tables`, with its source), else how
+    to find one. Never a number that fits no site (there is no universal grid intensity)."""
+    from slurm_energy.carbon import tables
+
+    field = ".".join(loc[: loc.index("carbon_intensity") + 1])
+    where = _location_of(loc, data) or {}
+    row = None
+    try:
+        if where.get("region"):
+            row = tables.lookup_zone(str(where["region"]))
+        if row is None and where.get("country"):
+            row = tables.lookup_country(str(where["country"]))
+    except FileNotFoundError:  # table not built: no figure to offer
+        row = None
+    if row is not None:
+        year = f" {row.year}" if row.year else ""
+        return (f"write {field}: {{value: {row.g_per_kwh:g}, unit: gCO2e/kWh}} ({row.zone}{year} grid average, bundled "
+                f"table: {row.source.split(';')[0].strip()}) or your electricity supplier's figure; or remove {field} "
+                "to use that table value")
+    return (f"write {field}: {{value: <number>, unit: gCO2e/kWh}} with your grid's intensity (your electricity "
+            "supplier's figure, at most 2000 gCO2e/kWh); or remove it and set location.country (ISO code) to use the "
+            "bundled table's value for that country (check-config then prints the value in force)")
+
+
+def _format_error(e: ValidationError, origin: str, data: Any = None) -> str:
     lines = []
     for err in e.errors():
         loc = [str(x) for x in err.get("loc", ()) if not str(x).startswith("function-")]
@@ -50,6 +89,8 @@ def _format_error(e: ValidationError, origin: str) -> str:
         msg = err.get("msg", "")
         if err.get("type") == "extra_forbidden":
             fix = "unknown key: fix its spelling or remove it (documented keys: site_config/site.yaml)"
+        elif "carbon_intensity" in loc and loc[-1] != "unit":
+            fix = _ci_hint(loc, data)
         else:
             leaf = loc[-1] if loc else ""
             fix = _HINTS.get(leaf, "see site_config/site.yaml for the documented form")
@@ -75,7 +116,7 @@ def site_config_from_dict(data: Any, origin: str = "site config") -> SiteConfig:
     try:
         return SiteConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_error(e, origin)) from None
+        raise ConfigError(_format_error(e, origin, data)) from None
 
 
 def _config_path(path: "str | os.PathLike | None") -> Optional[str]:

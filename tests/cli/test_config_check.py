@@ -164,3 +164,57 @@ def test_check_config_cli_exits_1_on_duplicate_key(tmp_path, capsys):
     p = _write(tmp_path, "sampling: {interval_s: 2}\nsampling: {interim_s: 30}\n")
     assert main(["check-config", p, "--offline"]) == 1
     assert "duplicate key 'sampling' at line 1 and again at line 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["", "# nothing set yet\n"])
+def test_check_config_warns_that_an_empty_file_sets_nothing(tmp_path, capsys, text):
+    from slurm_energy.cli.main import main
+
+    p = _write(tmp_path, text)
+    main(["check-config", p, "--offline"])  # the default paths may or may not be usable on this machine
+    cap = capsys.readouterr()
+    assert f"warning: {p} sets nothing (empty, or only comments)." in cap.err
+    # the defaults in force are named, each with its source
+    assert "PUE 1.58: industry average PUE 1.58 (Uptime Institute" in cap.out
+    assert "carbon intensity 475 gCO2e/kWh, world average (IEA" in cap.out
+    assert "store sqlite:////var/lib/slurm-energy/jobs.db" in cap.out
+
+
+def test_check_config_no_empty_warning_when_a_key_is_set(tmp_path, capsys):
+    from slurm_energy.cli.main import main
+
+    p = _write(tmp_path, f"paths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/log\n")
+    assert main(["check-config", p, "--offline"]) == 0
+    assert "sets nothing" not in capsys.readouterr().err
+
+
+def test_bad_carbon_intensity_hint_is_the_datacenters_own_grid(tmp_path, capsys):
+    from slurm_energy.carbon.tables import lookup_country, lookup_zone
+    from slurm_energy.cli.main import main
+
+    # the bundled table's grid averages that the hint must offer (not one number for every site)
+    assert lookup_country("FR").g_per_kwh == 44.18 and lookup_zone("US-CA").g_per_kwh == 216.43
+    p = _write(tmp_path, "datacenters:\n  paris:\n    location: {country: FR}\n"
+                         "    carbon_intensity: {value: 5000, unit: gCO2e/kWh}\n")
+    assert main(["check-config", p, "--offline"]) == 1
+    err = capsys.readouterr().err
+    assert ("Fix: write datacenters.paris.carbon_intensity: {value: 44.18, unit: gCO2e/kWh} (FR 2024 grid average, "
+            "bundled table: Ember") in err
+    assert "233" not in err
+    # the site's location (here a sub-national zone) when the datacenter has none
+    p = _write(tmp_path, "location: {country: US, region: US-CA}\ndatacenters:\n  dc:\n    carbon_intensity: 56\n")
+    assert main(["check-config", p, "--offline"]) == 1
+    assert "Fix: write datacenters.dc.carbon_intensity: {value: 216.43, unit: gCO2e/kWh} (US-CA 2020" in \
+        capsys.readouterr().err
+
+
+def test_bad_carbon_intensity_without_location_says_how_to_find_one(tmp_path, capsys):
+    from slurm_energy.cli.main import main
+
+    p = _write(tmp_path, "datacenters:\n  dc:\n    carbon_intensity: {value: abc}\n")
+    assert main(["check-config", p, "--offline"]) == 1
+    err = capsys.readouterr().err
+    assert "datacenters.dc.carbon_intensity.value: bad value 'abc'" in err
+    assert ("Fix: write datacenters.dc.carbon_intensity: {value: <number>, unit: gCO2e/kWh} with your grid's "
+            "intensity (your electricity supplier's figure") in err
+    assert "set location.country (ISO code)" in err and "233" not in err
