@@ -322,7 +322,7 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
     if args.seff:
         from slurm_energy.cli.seff import allocation, seff_block
 
-        blocks = [seff_block(r, *allocation(r.job_id)) for _, r, o in items if not o.get("is_sum")]
+        blocks = [seff_block(r, *allocation(r.job_id, warn=_err)) for _, r, o in items if not o.get("is_sum")]
         if blocks:
             print("\n\n".join(blocks))
         return

@@ -56,25 +56,64 @@ def parse_mem(text: str, cpus: Optional[int], nodes: Optional[int]) -> Optional[
     return b * (cpus or 1) if per == "cpu" else b * (nodes or 1) if per == "node" else b
 
 
-def allocation(job_id: str, sacct: str = SACCT, run: Callable = subprocess.run) -> tuple[dict, str]:
-    """({"cpus": int, "req_mem_bytes": int|None, "nodes": int}, "") from ``sacct -X``, or ({}, why)."""
+def allocation(job_id: str, sacct: Optional[str] = None, run: Callable = subprocess.run,
+               warn: Optional[Callable[[str], None]] = None) -> tuple[dict, str]:
+    """({"cpus": int, "req_mem_bytes": int|None, "nodes": int}, "") from ``sacct -X``, or ({}, why).
+
+    ``why`` is short, for the block's ``n/a (...)`` lines: ``/usr/bin/sacct not found``, ``sacct failed
+    (exit 1)``, ``sacct timed out``, ``sacct knows no job 55``. ``warn``, when given, also receives one
+    line naming what failed, sacct's own last error line (never its raw multi-line stderr) and the fix.
+    ``sacct``: the program (default :data:`SACCT`).
+    """
+    sacct = sacct or SACCT
     env = {"LANG": "C", **{k: os.environ[k] for k in ("SLURM_CONF",) if os.environ.get(k)}}
     try:
         r = run([sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AllocCPUS,ReqMem,NNodes"], capture_output=True,
                 text=True, timeout=10, env=env)
     except FileNotFoundError:
-        return {}, f"{sacct} not found"
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return {}, f"sacct: {e}"
+        return _failed(warn, job_id, f"{sacct} not found", "run it on a host with Slurm's client commands")
+    except subprocess.TimeoutExpired:
+        return _failed(warn, job_id, "sacct timed out", _SACCT_FIX.format(job_id=job_id))
+    except OSError as e:
+        return _failed(warn, job_id, f"sacct could not run ({e.strerror or e})", "check its permissions")
     line = (r.stdout.strip().splitlines() or [""])[0]
     parts = line.split("|")
-    if r.returncode != 0 or len(parts) < 3:
-        return {}, f"sacct knows no allocation for job {job_id}" + (f": {r.stderr.strip()[:100]}" if r.stderr else "")
+    if r.returncode != 0:
+        said = _last_error_line(r.stderr)
+        return _failed(warn, job_id, f"sacct failed (exit {r.returncode})", _SACCT_FIX.format(job_id=job_id),
+                       f": {said}" if said else "")
+    if len(parts) < 3:
+        return _failed(warn, job_id, f"sacct knows no job {job_id}",
+                       "the job may be on another cluster (SLURM_CONF) or purged from Slurm's accounting")
     try:
         cpus, nodes = int(parts[0]), int(parts[2])
     except ValueError:
-        return {}, f"sacct gave {line!r} for job {job_id}"
+        return _failed(warn, job_id, "sacct gave no allocation", "", f": {line[:80]!r}")
     return {"cpus": cpus, "nodes": nodes, "req_mem_bytes": parse_mem(parts[1], cpus, nodes)}, ""
+
+
+_SACCT_FIX = "check that `sacct -j {job_id}` works here (slurmdbd reachable, SLURM_CONF pointing at the cluster)"
+
+
+def _last_error_line(stderr: str) -> str:
+    """sacct's last non-empty stderr line without its ``sacct: error:`` prefix, cut to 120 characters
+    (sacct prints a chain of lines for one failure; the last says what it means)."""
+    lines = [x.strip() for x in (stderr or "").splitlines() if x.strip()]
+    if not lines:
+        return ""
+    last = lines[-1]
+    for prefix in ("sacct: error:", "sacct:"):
+        if last.startswith(prefix):
+            last = last[len(prefix):].strip()
+            break
+    return last[:120]
+
+
+def _failed(warn, job_id: str, why: str, fix: str, said: str = "") -> tuple[dict, str]:
+    if warn is not None:
+        warn(f"--seff: job {job_id}'s allocation (cores, requested memory) is unknown: {why}{said}; its CPU and "
+             f"memory efficiency show n/a, the energy is shown" + (f". Fix: {fix}" if fix else ""))
+    return {}, why
 
 
 def _hms(s: float) -> str:

@@ -74,8 +74,53 @@ def test_jobenergy_seff_prints_the_block(tmp_path, capsys, monkeypatch):
     st.put(rec())
     st.close()
     monkeypatch.setattr("slurm_energy.cli.seff.SACCT", str(tmp_path / "no-sacct"))
-    monkeypatch.setattr("slurm_energy.cli.seff.allocation.__defaults__", (str(tmp_path / "no-sacct"), subprocess.run))
     assert main(["--store", url, "--seff", "55"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Job ID: 55\n") and "CPU Utilized: 01:30:00" in out and "Coverage:" in out
     assert main(["--store", url, "--seff"]) == 2
+
+
+SACCT_DOWN = """#!/bin/sh
+echo "sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to host:db:6819: \
+Connection refused" >&2
+echo "sacct: error: Sending PersistInit msg: Connection refused" >&2
+echo "sacct: error: Problem talking to the database: Connection refused" >&2
+exit 1
+"""
+
+
+def test_allocation_failure_is_one_line_with_the_fix():
+    said = []
+
+    def fake_run(argv, **kw):
+        return subprocess.CompletedProcess(argv, 1, "", "sacct: error: a\nsacct: error: Problem talking to the database: x\n")
+
+    assert allocation("7", run=fake_run, warn=said.append) == ({}, "sacct failed (exit 1)")
+    assert said == ["--seff: job 7's allocation (cores, requested memory) is unknown: sacct failed (exit 1): Problem "
+                    "talking to the database: x; its CPU and memory efficiency show n/a, the energy is shown. Fix: "
+                    "check that `sacct -j 7` works here (slurmdbd reachable, SLURM_CONF pointing at the cluster)"]
+    empty = lambda argv, **kw: subprocess.CompletedProcess(argv, 0, "", "")  # noqa: E731
+    assert allocation("7", run=empty) == ({}, "sacct knows no job 7")
+
+
+def test_jobenergy_seff_with_failing_sacct_says_so_once_and_shows_the_record(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    url = f"sqlite:///{tmp_path}/j.db"
+    st = open_store(url)
+    st.put(rec())
+    st.close()
+    sacct = tmp_path / "sacct"
+    sacct.write_text(SACCT_DOWN)
+    sacct.chmod(0o755)
+    monkeypatch.setattr("slurm_energy.cli.seff.SACCT", str(sacct))  # a real program that fails as sacct does
+    assert main(["--store", url, "--seff", "55"]) == 0
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert err == ["jobenergy: --seff: job 55's allocation (cores, requested memory) is unknown: sacct failed (exit 1): "
+                   "Problem talking to the database: Connection refused; its CPU and memory efficiency show n/a, the "
+                   "energy is shown. Fix: check that `sacct -j 55` works here (slurmdbd reachable, SLURM_CONF "
+                   "pointing at the cluster)"]
+    assert "persist" not in cap.out + cap.err  # sacct's raw chain of lines is not passed on
+    assert "Cores: n/a (sacct failed (exit 1))" in cap.out
+    assert "Energy (IT, job's share): 1.1 kWh" in cap.out and "CPU Utilized: 01:30:00" in cap.out
