@@ -301,10 +301,36 @@ def _prepare_sqlite_file(url: sa.URL, readonly: bool) -> None:
     if not p.parent.exists():
         p.parent.mkdir(parents=True, mode=0o755)
     if not p.exists():
-        # created here so the mode is exact: root writes, everyone reads (see module docstring)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        os.close(fd)
-        os.chmod(p, 0o644)
+        _create_sqlite_store(p)
+
+
+def _create_sqlite_store(p: Path) -> None:
+    """Create the store file ``p`` with its schema under a temporary name in the same directory,
+    then hard-link it into place, so that a reader (``jobenergy``, ``collect``) never sees an empty
+    or half-made store while the first job's finalizer creates it. The mode is exact: root writes,
+    everyone reads (see the module docstring). Two processes creating it at once: the first link
+    wins, the other's file is dropped. Raises OSError (directory not writable) or SQLAlchemy's
+    errors from the migration."""
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o644)
+        engine = sa.create_engine(f"sqlite:///{tmp}")
+        try:
+            schema.migrate(engine)
+        finally:
+            engine.dispose()
+        try:
+            os.link(tmp, p)
+        except FileExistsError:
+            pass  # another process's store is in place: use it
+    finally:
+        for f in (tmp, tmp.with_name(tmp.name + "-journal")):
+            try:
+                os.unlink(f)
+            except FileNotFoundError:
+                pass
 
 
 def _check_readable_sqlite(path: str) -> None:

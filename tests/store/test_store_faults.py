@@ -61,6 +61,22 @@ def test_reader_never_creates_a_missing_or_empty_sqlite_store(tmp_path):
     assert empty.stat().st_size == 0
 
 
+def test_a_new_sqlite_store_appears_with_its_schema_never_empty(tmp_path, monkeypatch):
+    """The first job's finalizer creates the store while jobenergy (or a test) polls for it: the
+    file appears at its path only once it has its schema (CI saw "store ... is an empty file")."""
+    from slurm_energy.store import schema
+
+    db = tmp_path / "jobs.db"
+    seen: list[bool] = []
+    real = schema.migrate
+    monkeypatch.setattr(schema, "migrate", lambda engine: seen.append(db.exists()) or real(engine))
+    open_store(f"sqlite:///{db}").close()
+    assert seen[0] is False  # the schema was made before anything was at the store's path
+    assert open_store(f"sqlite:///{db}", readonly=True).get_job("1") == []
+    assert db.stat().st_mode & 0o777 == 0o644  # root writes, everyone reads
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["jobs.db"]  # no temporary file left
+
+
 def test_readonly_sqlite_store_is_not_modified(tmp_path):
     url = f"sqlite:///{tmp_path}/jobs.db"
     w = open_store(url)
