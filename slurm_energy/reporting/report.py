@@ -51,9 +51,9 @@ def _cell(v) -> str:
 def render_csv(record: JobRecord) -> str:
     """CSV text: a header (:data:`CSV_COLUMNS`, fixed units in the names -- kWh, W, s, kgCO2e -- so
     columns stay comparable across jobs, unlike the HTML's scaled units), one row per device class
-    (cpu, gpu, ram) and a ``total`` row. Unmeasured values are empty cells, never 0. A job that
-    declared its FLOPs (``tags``) gets a second table after a blank line: predicted vs measured
-    (:data:`slurm_energy.reporting.prediction_check.HEADER`, lower-cased).
+    (cpu, gpu, ram) and a ``total`` row. Unmeasured values are empty cells, never 0. One table only
+    (``pandas.read_csv`` reads it): phases are in :func:`phases_csv_name`'s file, predicted vs
+    measured in :func:`prediction_csv_name`'s.
 
     Raises nothing for a well-formed record; see :func:`class_rows` for how each value is derived.
     """
@@ -67,11 +67,20 @@ def render_csv(record: JobRecord) -> str:
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
             c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
         )])
+    return buf.getvalue()
+
+
+def render_prediction_csv(record: JobRecord) -> str:
+    """CSV text of predicted vs measured for a job that declared its FLOPs (``tags``): header
+    :data:`slurm_energy.reporting.prediction_check.HEADER` lower-cased, one row per quantity, its
+    unit in the ``unit`` column; '' for a job that declared none."""
     chk = prediction_check.check(record)
-    if chk is not None:  # a second table after a blank line: predicted vs measured (tagged jobs only)
-        w.writerow([])
-        w.writerow([h.lower() for h in prediction_check.HEADER])
-        w.writerows(prediction_check.rows(chk, record.job_id))
+    if chk is None:
+        return ""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([h.lower() for h in prediction_check.HEADER])
+    w.writerows(prediction_check.rows(chk, record.job_id))
     return buf.getvalue()
 
 
@@ -298,7 +307,8 @@ def render_html(record: JobRecord) -> str:
 def report_names(record: JobRecord) -> tuple[str, str]:
     """``("energy-<jobid>.html", "energy-<jobid>.csv")``; job id characters other than
     ``[A-Za-z0-9_.+-]`` become ``_`` (the job id is used in a file name). A job that marked phases
-    or stages also gets ``energy-<jobid>.phases.csv`` (:func:`phases_csv_name`)."""
+    or stages also gets ``energy-<jobid>.phases.csv`` (:func:`phases_csv_name`), one that declared its
+    FLOPs ``energy-<jobid>.prediction.csv`` (:func:`prediction_csv_name`)."""
     safe = "".join(ch if ch.isalnum() or ch in "_.+-" else "_" for ch in record.job_id) or "unknown"
     return f"energy-{safe}.html", f"energy-{safe}.csv"
 
@@ -306,6 +316,11 @@ def report_names(record: JobRecord) -> tuple[str, str]:
 def phases_csv_name(record: JobRecord) -> str:
     """``energy-<jobid>.phases.csv``: the phase table (:mod:`slurm_energy.reporting.phases`)."""
     return report_names(record)[1][: -len(".csv")] + ".phases.csv"
+
+
+def prediction_csv_name(record: JobRecord) -> str:
+    """``energy-<jobid>.prediction.csv``: predicted vs measured (:func:`render_prediction_csv`)."""
+    return report_names(record)[1][: -len(".csv")] + ".prediction.csv"
 
 
 class ReportWriteError(SafeWriteError):
@@ -328,7 +343,8 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int) -> tuple
     """Render both reports and write them into ``work_dir`` as ``uid``/``gid``, each independently.
 
     Files: ``energy-<jobid>.html`` and ``energy-<jobid>.csv`` (see :func:`report_names`), and
-    ``energy-<jobid>.phases.csv`` when the job marked phases or stages (not in the return value), each
+    ``energy-<jobid>.phases.csv`` when the job marked phases or stages, ``energy-<jobid>.prediction.csv``
+    when it declared its FLOPs (neither in the return value), each
     written by :func:`~slurm_energy.reporting.safe_write.write_file_as_user` (privilege-dropped,
     atomic, planted symlinks replaced not followed). A file that cannot be rendered or written
     (e.g. a directory named ``energy-<jobid>.html``) does not stop the other from being written.
@@ -351,6 +367,8 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int) -> tuple
     files = [(html_name, render_html), (csv_name, render_csv)]
     if record.phases or record.stages:
         files.append((phases_csv_name(record), render_phases_csv))
+    if prediction_check.check(record) is not None:
+        files.append((prediction_csv_name(record), render_prediction_csv))
     for name, render in files:
         path = os.path.join(work_dir, name)
         try:

@@ -180,13 +180,20 @@ def _job_b_mine():
     return JOBS[1].model_copy(update={"job_id": "102", "user": getpass.getuser(), "uid": os.getuid()})
 
 
-def test_report_csv_has_predicted_vs_measured_block():
-    from slurm_energy.reporting.report import render_csv
+def test_report_prediction_csv_is_its_own_table():
+    import io
 
-    text = render_csv(JOBS[1])
-    main_table, block = text.split("\n\n")
-    assert "prediction" not in main_table
-    lines = block.strip().splitlines()
+    import pandas as pd
+
+    from slurm_energy.reporting.report import render_csv, render_prediction_csv
+
+    main_table = render_csv(JOBS[1])
+    assert "\n\n" not in main_table and "declared work" not in main_table  # one CSV = one table
+    df = pd.read_csv(io.StringIO(main_table))
+    assert sorted(df["device_class"]) == ["cpu", "gpu", "ram", "total"] and df.columns[0] == "job_id"
+    text = render_prediction_csv(JOBS[1])
+    assert list(pd.read_csv(io.StringIO(text)).columns) == ["jobid", "quantity", "predicted", "measured", "unit", "basis"]
+    lines = text.strip().splitlines()
     assert lines[0] == "jobid,quantity,predicted,measured,unit,basis"
     rows = {ln.split(",")[1]: ln.split(",") for ln in lines[1:]}
     assert rows["declared work"][2] == "3.744e+18"
@@ -198,10 +205,19 @@ def test_report_csv_has_predicted_vs_measured_block():
     assert rows["node overhead"][3] == "80"
 
 
-def test_report_csv_untagged_job_unchanged():
-    from slurm_energy.reporting.report import render_csv
+def test_report_csv_untagged_job_unchanged(tmp_path):
+    import os
 
-    assert "\n\n" not in render_csv(JOBS[3])
+    from slurm_energy.reporting.report import render_csv, render_prediction_csv, write_reports
+
+    assert "\n\n" not in render_csv(JOBS[3]) and render_prediction_csv(JOBS[3]) == ""
+    (tmp_path / "untagged").mkdir()
+    (tmp_path / "tagged").mkdir()
+    write_reports(JOBS[3], str(tmp_path / "untagged"), os.getuid(), os.getgid())
+    write_reports(JOBS[1], str(tmp_path / "tagged"), os.getuid(), os.getgid())
+    assert sorted(p.name for p in (tmp_path / "untagged").iterdir()) == ["energy-untagged.csv", "energy-untagged.html"]
+    assert sorted(p.name for p in (tmp_path / "tagged").iterdir()) == ["energy-B.csv", "energy-B.html",
+                                                                       "energy-B.prediction.csv"]
 
 
 def test_report_html_section():
