@@ -234,9 +234,12 @@ def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end
         # (the sampler's final sample on TERM): union + outside = the node's energy, exactly
         ts = [x for _, _, ivs in series for t0, t1, _ in ivs for x in (t0, t1)]
         lo, hi = min([start] + ts), max([end] + ts)
+        # bounds shown: the union from the first phase's start to the last one's end (not the job);
+        # "outside" within the job's [start, end] (its energy still counts that last sample)
         u = union(spans)
-        out.append(_window("in_phases", "all phases (nested counted once)", start, end, series, parts=u))
-        out.append(_window("outside", "outside any phase", lo, hi, series, parts=complement(u, lo, hi)))
+        a, b = (u[0][0], u[-1][1]) if u else (start, start)
+        out.append(_window("in_phases", "all phases (nested counted once)", a, b, series, parts=u))
+        out.append(_window("outside", "outside any phase", start, end, series, parts=complement(u, lo, hi)))
     return out
 
 

@@ -11,6 +11,7 @@ import io
 from dataclasses import dataclass
 from typing import Optional
 
+from slurm_energy.accounting.phases import union
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
 
 J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
@@ -37,10 +38,13 @@ class PhaseRow:
     coverage: float
     co2e_kg: Optional[float]
     flags: list[str]
+    seconds: Optional[float] = None  # seconds the window covers when not end - start (union, outside)
 
     @property
     def duration_s(self) -> float:
-        return max(0.0, self.end_s - self.start_s)
+        """Seconds inside the window: ``seconds`` for the phases' union and the time outside any
+        phase (not one span), else ``end_s - start_s``."""
+        return self.seconds if self.seconds is not None else max(0.0, self.end_s - self.start_s)
 
 
 def _row(w: WindowEnergy, t0: float) -> PhaseRow:
@@ -55,10 +59,30 @@ def _row(w: WindowEnergy, t0: float) -> PhaseRow:
 
 def phase_rows(record: JobRecord) -> list[PhaseRow]:
     """Phases (in start order), then the phases' union and the time outside any phase, then the
-    stages (by fraction). Empty when the job marked nothing."""
-    t0 = record.start_time
-    return ([_row(w, t0) for w in record.phases] + [_row(w, t0) for w in record.phase_totals]
-            + [_row(w, t0) for w in record.stages])
+    stages (by fraction). Empty when the job marked nothing.
+
+    Every window is shown within the job, ``[0, elapsed]`` s since its start. The union ("all
+    phases") spans the first phase's start to the last phase's end and lasts the seconds inside any
+    phase; "outside any phase" spans the job and lasts the rest (elapsed - union seconds). Records
+    stored before the windows were bounded so are shown the same way (from their phases).
+    """
+    t0, elapsed = record.start_time, record.elapsed_s
+    spans = union([(_clip(w.start_time - t0, elapsed), _clip(w.end_time - t0, elapsed)) for w in record.phases])
+    inside = sum(b - a for a, b in spans)
+    rows = []
+    for w in [*record.phases, *record.phase_totals, *record.stages]:
+        r = _row(w, t0)
+        r.start_s, r.end_s = _clip(r.start_s, elapsed), _clip(r.end_s, elapsed)
+        if w.kind == "in_phases" and spans:
+            r.start_s, r.end_s, r.seconds = spans[0][0], spans[-1][1], inside
+        elif w.kind == "outside":
+            r.start_s, r.end_s, r.seconds = 0.0, elapsed, max(0.0, elapsed - inside)
+        rows.append(r)
+    return rows
+
+
+def _clip(t: float, elapsed: float) -> float:
+    return min(max(t, 0.0), max(elapsed, 0.0))
 
 
 def _cell(v) -> str:

@@ -113,6 +113,18 @@ def test_outside_includes_a_final_sample_after_the_epilog_time():
     w = {x.kind: x.it_j for x in s.windows}
     assert w["in_phases"] == pytest.approx(300.0) and w["outside"] == pytest.approx(100.0 + 200.0)
     assert w["in_phases"] + w["outside"] == pytest.approx(s.devices[0].energy_j)
+    # the windows' bounds: the union is the phases' (10-20 s), not the job's; "outside" ends with the
+    # job (28 s), not at the final sample (30 s), though that sample's energy counts
+    b = {x.kind: (x.start_time - T0, x.end_time - T0) for x in s.windows}
+    assert b["in_phases"] == (10.0, 20.0) and b["outside"] == (0.0, 28.0)
+
+
+def test_union_window_spans_the_phases_not_the_job():
+    marks = parse_marks([_m(t=T0 + 5, ev="begin", id=1, name="a"), _m(t=T0 + 12, ev="end", id=1),
+                         _m(t=T0 + 18, ev="begin", id=2, name="b"), _m(t=T0 + 24, ev="end", id=2)])
+    s = summarise_node(_rows(), job_id="1", node="n1", start_time=T0, end_time=T0 + 30, marks=marks)
+    b = {x.kind: (x.start_time - T0, x.end_time - T0) for x in s.windows}
+    assert b["in_phases"] == (5.0, 24.0) and b["outside"] == (0.0, 30.0)
 
 
 def test_record_windows_summed_over_nodes_with_co2e():

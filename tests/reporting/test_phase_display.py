@@ -50,9 +50,28 @@ def test_phases_csv_rows_in_kwh_and_seconds():
     assert float(e1["cpu_kWh"]) == pytest.approx(0.5) and e1["gpu_kWh"] == "" and e1["method"] == "counter"
     assert rows[2]["depth"] == "1" and float(rows[2]["kgCO2e"]) == pytest.approx(0.1)
     assert float(rows[3]["energy_it_kWh"]) + float(rows[4]["energy_it_kWh"]) == pytest.approx(1.0)
+    # all phases: 0-3000 s (epoch 0 starts at 0, epoch 1 ends at 3000), 3000 s inside a phase;
+    # outside any phase: the job's 0-3600 s, 3600 - 3000 = 600 s of it
+    assert [(float(r["start_s"]), float(r["end_s"]), float(r["duration_s"])) for r in rows[3:5]] == [
+        (0, 3000, 3000), (0, 3600, 600)]
     assert rows[5]["fraction"] == "0.5" and float(rows[5]["energy_it_kWh"]) == pytest.approx(0.5)
     assert "phase" not in render_csv(record())  # the main CSV keeps its shape
     assert render_phases_csv(record().model_copy(update={"phases": [], "stages": [], "phase_totals": []})) == ""
+
+
+def test_windows_shown_within_the_job_and_the_union_is_the_phases():
+    from slurm_energy.reporting.phases import phase_rows
+
+    # a record stored with the old bounds: union over the whole job, "outside" 10 s past its end
+    # (the sampler's last sample), a phase from 600 to 1800 s and one from 2400 s past the end
+    rec = record().model_copy(update={
+        "phases": [W("phase", "a", 600, 1800, 1.2e6), W("phase", "b", 2400, 3700, 1.2e6)],
+        "phase_totals": [W("in_phases", "all phases (nested counted once)", 0, 3600, 2.4e6),
+                         W("outside", "outside any phase", 0, 3610, 1.2e6)], "stages": []})
+    got = [(r.kind, r.start_s, r.end_s, r.duration_s) for r in phase_rows(rec)]
+    # b clipped to the job's 3600 s; union 600-3600 s, inside 1200 + 1200 = 2400 s; outside 3600 - 2400 = 1200 s
+    assert got == [("phase", 600, 1800, 1200), ("phase", 2400, 3600, 1200), ("in_phases", 600, 3600, 2400),
+                   ("outside", 0, 3600, 1200)]
 
 
 def test_html_has_the_phase_table_and_plot_bands():
