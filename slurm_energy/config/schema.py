@@ -134,6 +134,9 @@ class Sampling(_Strict):
 
     interval_s: float = Field(default=5.0, gt=0, le=3600)
     interim_s: float = Field(default=60.0, ge=5, le=86400)  # running jobs: energy so far stored this often
+    # a node whose Epilog never finished (killed by its time guard, slurmd restarted): the sampler
+    # waits this long after the job's end for it, then finishes the node itself (finalizer started)
+    epilog_wait_s: float = Field(default=60.0, ge=1, le=3600)
 
 
 class Attribution(_Strict):

@@ -77,6 +77,9 @@ class Sampler:
         self._stop = False
         self._seen_job = False
         self.n_samples = 0
+        #: epoch s at which the job was first seen gone, when the loop ended by itself (no stop()):
+        #: no Epilog came within ``gone_after_s``; None when stopped (a signal: the Epilog)
+        self.gone_at: Optional[float] = None
 
     def stop(self, *_args) -> None:
         """Ask the loop to take its final sample and return (safe from a signal handler)."""
@@ -145,6 +148,7 @@ class Sampler:
                 gone_since = gone_since or now
                 if now - gone_since >= self.gone_after_s:
                     log.info("job gone for %.0f s: sampler exits by itself", now - gone_since)
+                    self.gone_at = gone_since
                     break
             else:
                 gone_since = None

@@ -87,6 +87,11 @@ def _static(spool: JobSpool, errors: list[str]) -> NodeStatic:
         return NodeStatic()
 
 
+#: how a node's sampler may end with its last sample written: stopped by the Epilog (TERM), or by
+#: itself once the job was gone and no Epilog came (``epilog_missing``, slurm.hooks)
+CLEAN_SAMPLER_ENDS = ("terminated", "epilog_missing")
+
+
 def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
                 status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None,
                 sampler_outcome: str = "terminated") -> JobRecord:
@@ -97,6 +102,8 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     from slurm_energy.sampling.samplefile import read_sample_file
 
     rows = read_sample_file(spool.samples)
+    if sampler_outcome == "epilog_missing":
+        rows = _until_job_gone(rows)
     ctx = _with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
     errors = spool.read_errors()
     static = _static(spool, errors)
@@ -105,7 +112,7 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     nodes = _expected_nodes(ctx)
     idx = nodes.index(ctx.node) if ctx.node in nodes else 0
     st = status
-    if status == Status.COMPLETE and (not rows or sampler_outcome != "terminated"):
+    if status == Status.COMPLETE and (not rows or sampler_outcome not in CLEAN_SAMPLER_ENDS):
         st = Status.PARTIAL
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
@@ -124,6 +131,17 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     ns.req_mem_bytes, ns.req_mem_source = _requested_memory(ctx, slurm_facts, cpus, rows, ns.errors)
     rec.errors = list(ns.errors)
     return rec
+
+
+def _until_job_gone(rows: list) -> list:
+    """A sampler that ended by itself (no Epilog) went on sampling the node for
+    ``sampling.epilog_wait_s`` after the job had gone: those rows are not the job's. Returns the
+    rows up to its ``cgroup_gone`` sample (the job's last usage), or all of them when it never saw
+    the job (then nothing says when the job ended better than the rows themselves)."""
+    for i, r in enumerate(rows):
+        if r.kind == "cgroup_gone":
+            return rows[: i + 1]
+    return rows
 
 
 def _true_cpu_time(ctx: JobContext, rows: list, nodes: list[str], errors: list[str]) -> Optional[float]:
@@ -223,7 +241,11 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
     try:
         from slurm_energy.slurm.scontrol import show_job
 
-        if sampler_outcome != "terminated":  # first: the reading should be as close to the Epilog as can be
+        if sampler_outcome == "epilog_missing":  # the sampler's own last sample closes the job: no late reading
+            spool.record_error(f"epilog: none finished on {node} within sampling.epilog_wait_s of the job's end "
+                               "(killed by its time guard, or slurmd restarted); the sampler saw the job end, "
+                               "took its last sample and started this finalizer")
+        elif sampler_outcome != "terminated":  # first: the reading should be as close to the Epilog as can be
             spool.record_error(f"epilog: sampler {sampler_outcome}; the last flushed sample and a reading "
                                "taken after the Epilog are used")
             _last_reading(cfg, spool, ctx)

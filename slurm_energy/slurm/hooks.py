@@ -204,16 +204,37 @@ def sampler_main(job_dir: str, node: str) -> int:
         from slurm_energy.slurm.finalize import interim
 
         s = Sampler(readers, probe, writer, interval_s=cfg.sampling.interval_s,
+                    gone_after_s=cfg.sampling.epilog_wait_s,
                     interim_every_s=cfg.sampling.interim_s, on_interim=lambda: interim(cfg, spool, ctx))
         s.install_signal_handlers()
         if _EARLY_STOP:
             s.stop()  # the job already ended: one start and one final sample, then exit
         n = s.run()
         log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)
+        if s.gone_at is not None:
+            _finish_without_epilog(cfg, spool, ctx, s.gone_at)
     except BaseException as e:  # noqa: BLE001
         log.exception("sampler failed")
         spool.record_error(f"sampler: {type(e).__name__}: {e}")
     return 0
+
+
+def _finish_without_epilog(cfg, spool: JobSpool, ctx: JobContext, gone_at: float) -> None:
+    """The job ended ``sampling.epilog_wait_s`` ago and no Epilog finished on this node (killed by
+    its 1.9 s guard under load, slurmd restarted, no Epilog configured): do what it would have
+    done, so the node's record (and a multi-node job's merge, which waits for every node) is not
+    left to ``collect``. The Epilog's ``done`` marker is written first: a late Epilog then ignores
+    the run, as it does a repeated one. The end time is when the sampler saw the job gone."""
+    if os.path.exists(spool.done):
+        return
+    try:
+        write_private(spool.done, json.dumps({"t": gone_at, "sampler": "epilog_missing", "exit_code": ""}))
+    except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
+        log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
+    spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(gone_at), "", "epilog_missing"],
+          os.path.join(spool.dir, f"finalize-{spool.node}.log"), cfg.paths.log_dir)
+    log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",
+                ctx.job_id, spool.node, cfg.sampling.epilog_wait_s)
 
 
 def epilog(env=None) -> int:

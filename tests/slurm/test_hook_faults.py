@@ -7,6 +7,7 @@ unmounted by it).
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import subprocess
@@ -164,3 +165,28 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     assert any("finished by slurm-energy collect" in e for e in rec.errors)
     # a second collect finds nothing (the finalized marker): idempotent
     assert M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)[0] == []
+
+
+def test_no_epilog_on_the_node_the_sampler_finishes_it(tmp_path):
+    """slurmd ran the Prolog but no Epilog finished (killed by its 1.9 s guard on a loaded node: CI
+    saw a 2-node job wait forever for its second node): the sampler, once the job has been gone for
+    sampling.epilog_wait_s, finishes the node itself; a late Epilog is then ignored."""
+    _site(tmp_path)
+    site = tmp_path / "site.yaml"
+    site.write_text(site.read_text().replace("  interval_s: 0.5\n", "  interval_s: 0.5\n  epilog_wait_s: 1\n"))
+    nobody = pwd.getpwnam("nobody")
+    env = _env("9107", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
+    job = subprocess.Popen(["/bin/sleep", "2"], env={"SLURM_JOB_ID": "9107"})  # the job's process
+    assert _run_hook(_hook(tmp_path, "prolog"), env)[0] == 0
+    job.wait()
+    t_end = time.time()
+    (rec,) = _wait_final(tmp_path, "9107")
+    assert rec.status == Status.COMPLETE  # the sampler's own last sample closes the node: nothing missing
+    assert any("epilog: none finished on h1" in e for e in rec.errors)
+    assert abs(rec.end_time - t_end) < 1.0  # when the job was seen gone (0.25 s polls), not 1 s later
+    spool = tmp_path / "spool" / "jobs" / "9107-r0"
+    assert json.loads((spool / "epilog-h1.done").read_text())["sampler"] == "epilog_missing"
+    rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd"))
+    assert rc == 0 and dt < 2.0  # a late Epilog: ignored, as a repeated one is
+    time.sleep(1.0)
+    assert len(open_store(f"sqlite:///{tmp_path}/lib/jobs.db", readonly=True).get_job("9107")) == 1
