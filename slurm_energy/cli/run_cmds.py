@@ -266,7 +266,11 @@ def cmd_install(args) -> int:
             print(f"Install them first (as root): {sys.executable} -m slurm_energy.cli.main install "
                   f"--hooks-dir {hooks_dir}" + (f" --config {config}" if config else ""), file=sys.stderr)
             return 1
-    else:
+    bad = config_problem(config) if config else None
+    if bad:
+        print(bad, file=sys.stderr)
+        return 1
+    if not args.print_only:
         os.makedirs(hooks_dir, mode=0o755, exist_ok=True)
         for which in ("prolog", "epilog", "mail"):
             dst = os.path.join(hooks_dir, which)
@@ -285,6 +289,22 @@ def cmd_install(args) -> int:
     for line in collect_timer_lines(sys.executable, config):
         print(line)
     return 0
+
+
+def config_problem(path: str) -> Optional[str]:
+    """Why ``install --config PATH`` must not write hooks that read ``path``: the file is missing,
+    unreadable or invalid (every job would run with the documented defaults, or a last good copy,
+    instead of the site's settings). None when it loads strictly
+    (:func:`slurm_energy.config.load_site_config`). The message names each bad field and its fix."""
+    from slurm_energy.config import ConfigError, load_site_config
+
+    try:
+        load_site_config(path)
+    except ConfigError as e:
+        return (f"slurm-energy install: --config {path} cannot be used; nothing was written:\n{e}\n"
+                f"Fix: create or correct {path} (site_config/site.yaml documents every key; `slurm-energy "
+                f"check-config {path}` checks it), then run install again")
+    return None
 
 
 def collect_timer_lines(python: str, config: str) -> list[str]:

@@ -136,6 +136,7 @@ def test_prune_never_removes_a_job_not_yet_stored(tmp_path):
 def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
     from slurm_energy.cli.main import main
 
+    (tmp_path / "site.yaml").write_text("cluster_name: t\n")
     assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "# OnUnitActiveSec=5min" in out and "# [Timer]" in out
@@ -198,3 +199,22 @@ def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tm
         (Status.NO_DATA, "849", "3", "alice", 2001, "my|job")
     assert r.elapsed_s == 3.0 and r.it_kwh is None and "stored by slurm-energy collect from sacct" in r.errors[0]
     assert finish_unrecorded(st, time.time(), 86400, 60, run=fake, sacct=str(sacct)) == []  # idempotent
+
+
+@pytest.mark.parametrize("text, expect", [
+    (None, ["cannot read the site config (No such file or directory)"]),
+    ("sampling:\n  interval_s: -1\n", ["sampling.interval_s: bad value -1", "Fix: sampling interval in seconds, > 0"]),
+])
+def test_install_refuses_a_missing_or_invalid_config_and_writes_nothing(tmp_path, capsys, text, expect):
+    from slurm_energy.cli.main import main
+
+    site = tmp_path / "site.yaml"
+    if text is not None:
+        site.write_text(text)
+    assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(site)]) == 1
+    cap = capsys.readouterr()
+    assert cap.out == "" and not (tmp_path / "hooks").exists()  # no hooks, no slurm.conf lines to paste
+    assert cap.err.startswith(f"slurm-energy install: --config {site} cannot be used; nothing was written:\n")
+    for part in expect:
+        assert part in cap.err, cap.err
+    assert f"`slurm-energy check-config {site}` checks it" in cap.err

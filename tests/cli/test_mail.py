@@ -76,9 +76,11 @@ def test_install_writes_mail_wrapper_and_prints_mailprog(tmp_path, monkeypatch, 
     repo_hooks = Path(__file__).resolve().parents[2] / "hooks"
     real = run_cmds.resources.files
     monkeypatch.setattr(run_cmds.resources, "files", lambda pkg: repo_hooks if pkg == "slurm_energy.hooks" else real(pkg))
-    assert main(["install", "--hooks-dir", str(tmp_path / "h"), "--config", "/etc/x.yaml"]) == 0
+    site = tmp_path / "x.yaml"
+    site.write_text("cluster_name: t\n")  # install refuses a missing or invalid --config
+    assert main(["install", "--hooks-dir", str(tmp_path / "h"), "--config", str(site)]) == 0
     assert f"MailProg={tmp_path / 'h' / 'mail'}" in capsys.readouterr().out.splitlines()
     m = tmp_path / "h" / "mail"
     assert stat.S_IMODE(m.stat().st_mode) == 0o755
     text = m.read_text()
-    assert "SLURM_ENERGY_CONFIG=/etc/x.yaml;" in text and f"PY={sys.executable}" in text
+    assert f"SLURM_ENERGY_CONFIG={site};" in text and f"PY={sys.executable}" in text

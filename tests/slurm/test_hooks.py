@@ -123,10 +123,12 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
 
 
 def test_prolog_exits_0_fast_on_bad_config_and_records_it(tmp_path):
-    _site(tmp_path, "sampling:\n  interval_s: -1\n")  # duplicate key + bad value: invalid config
+    _site(tmp_path)
+    hook = _hook(tmp_path, "prolog")  # installed with a valid config (install refuses an invalid one)...
+    _site(tmp_path, "sampling:\n  interval_s: -1\n")  # ...then edited: duplicate key + bad value
     (tmp_path / "site.yaml").write_text((tmp_path / "site.yaml").read_text().replace("interval_s: 0.5\n", ""))
     env = _env("77", tmp_path, 65534, 65534)
-    rc, dt = _run_hook(_hook(tmp_path, "prolog"), env)
+    rc, dt = _run_hook(hook, env)
     assert rc == 0 and dt < 2.0
     # the config's spool was unusable, so the defaults' log is used; nothing raised to slurmd
 
