@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 _COMMAND_MODULES = [
@@ -35,9 +36,43 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: A negative number as typed, also in scientific notation (``-7e9``), which argparse would take for
+#: an option ("expected one argument") and so never let the command name the bad value.
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _value_options(parser: argparse.ArgumentParser) -> set[str]:
+    """Option strings (of the parser and its sub-commands) that take exactly one value."""
+    out: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _value_options(sub)
+        elif action.option_strings and action.nargs is None:
+            out.update(action.option_strings)
+    return out
+
+
+def attach_negative_values(argv: list[str], value_options: set[str]) -> list[str]:
+    """``["--params", "-7e9"]`` -> ``["--params=-7e9"]`` for options that take a value, so the
+    command's own check names the field (``--params=-7e9 must be > 0``); other tokens unchanged."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in value_options and i + 1 < len(argv) and _NEGATIVE_NUMBER.match(argv[i + 1]):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; each sub-command sets ``func(args) -> int`` (exit status)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(attach_negative_values(argv, _value_options(parser)))
     return int(args.func(args) or 0)
 
 

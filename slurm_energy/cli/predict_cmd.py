@@ -99,15 +99,27 @@ def work_flops(args) -> tuple[Optional[float], str]:
     if args.flops is not None:
         if args.params is not None or args.tokens is not None:
             raise PredictionError("--flops given together with --params/--tokens; pass one or the other")
-        return require_positive("--flops", args.flops, "pass the job's total FLOPs, e.g. 4.2e19"), "given (--flops)"
+        return _positive("--flops", args.flops, "the job's total FLOPs, e.g. --flops 4.2e19"), "given (--flops)"
     if args.params is None and args.tokens is None and args.gpu_hours is not None:
         return None, "not needed (--gpu-hours gives the time)"
     if args.params is None or args.tokens is None:
         raise PredictionError("--params/--tokens: both are needed (or give --flops, or --gpu-hours); "
                               "e.g. --params 7e9 --tokens 1e9")
+    params = _positive("--params", args.params, "the model's parameter count, e.g. --params 7e9")
+    tokens = _positive("--tokens", args.tokens, "the number of tokens, e.g. --tokens 1e9")
     if args.inference:
-        return inference_flops(args.params, args.tokens), "2 x params x tokens (inference, Kaplan et al. 2020)"
-    return training_flops(args.params, args.tokens), "6 x params x tokens (training, Kaplan et al. 2020)"
+        return inference_flops(params, tokens), "2 x params x tokens (inference, Kaplan et al. 2020)"
+    return training_flops(params, tokens), "6 x params x tokens (training, Kaplan et al. 2020)"
+
+
+def _positive(flag: str, value: float, what: str) -> float:
+    """``value`` if finite and > 0; else PredictionError naming ``flag``, the value as a number
+    (``--params -7e+09``) and what to pass."""
+    import math
+
+    if not math.isfinite(value) or value <= 0:
+        raise PredictionError(f"{flag} {value:g}: must be a number > 0; pass {what}")
+    return value
 
 
 def gpu_rated(args) -> tuple[Optional[float], float, str, str]:

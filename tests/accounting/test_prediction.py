@@ -265,3 +265,27 @@ def test_cli_power_frac_above_one_is_named(capsys):
     rc, _, err = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "0.5",
                       "--power-frac", "1.3")
     assert rc == 2 and "--power-frac=1.3 is above 1" in err
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (("--params", "-7e9", "--tokens", "1e9"), "slurm-energy predict: --params -7e+09: must be a number > 0; pass the "
+                                               "model's parameter count, e.g. --params 7e9"),
+    (("--params", "7e9", "--tokens", "-1E+9"), "slurm-energy predict: --tokens -1e+09: must be a number > 0"),
+    (("--params", "0", "--tokens", "1e9"), "slurm-energy predict: --params 0: must be a number > 0"),
+    (("--flops", "-1e18"), "slurm-energy predict: --flops -1e+18: must be a number > 0; pass the job's total FLOPs"),
+])
+def test_negative_numbers_reach_the_check_that_names_the_field(capsys, argv, expect):
+    # argparse alone reads "-7e9" as an option: "argument --params: expected one argument"
+    rc, out, err = _run(capsys, "--gpu", "A100", "--util", "0.5", *argv)
+    assert rc == 2 and out == ""
+    assert err.strip() == expect or err.startswith(expect), err
+    assert "expected one argument" not in err
+
+
+def test_attach_negative_values_only_for_options_that_take_one():
+    from slurm_energy.cli.main import attach_negative_values
+
+    opts = {"--params", "--ci"}
+    assert attach_negative_values(["--params", "-7e9", "--inference", "-5", "--ci", "-.5e-3", "x"], opts) == [
+        "--params=-7e9", "--inference", "-5", "--ci=-.5e-3", "x"]
+    assert attach_negative_values(["--params", "-x"], opts) == ["--params", "-x"]
