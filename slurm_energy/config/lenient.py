@@ -233,7 +233,8 @@ def save_last_good(path: "str | os.PathLike", text: str) -> bool:
     (a failure is logged as a warning, since the hooks must go on).
     """
     import logging
-    import tempfile
+
+    from slurm_energy.fileio import atomic_write
 
     lg = last_good_path(path)
     try:
@@ -243,25 +244,11 @@ def save_last_good(path: "str | os.PathLike", text: str) -> bool:
                     return True
         except FileNotFoundError:
             pass
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(lg) + ".", suffix=".tmp",
-                                   dir=os.path.dirname(os.path.abspath(lg)))
         try:
-            try:
-                mode = os.stat(path).st_mode & 0o644  # never group/other-writable or executable
-            except OSError:
-                mode = 0o600
-            os.fchmod(fd, mode)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, lg)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+            mode = os.stat(path).st_mode & 0o644  # never group/other-writable or executable
+        except OSError:
+            mode = 0o600
+        atomic_write(lg, text, mode=mode, fsync=True)
     except (OSError, UnicodeError) as e:
         logging.getLogger("slurm_energy.config").warning(
             "cannot keep the last good site config as %s: %s", lg, e)

@@ -22,6 +22,8 @@ import re
 import time
 from typing import Optional
 
+from slurm_energy.fileio import atomic_write
+
 
 def _mkdir_private(path: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
@@ -139,21 +141,11 @@ class JobSpool:
 
 
 def write_private(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (tmp + rename), mode 0600. Raises OSError (ENOSPC,
-    EROFS...), leaving no temp file behind; one left by a killed writer (``<name>.tmp<pid>``) is
-    reused by the next writer with that PID and removed by :func:`remove_stale_tmp`."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write ``text`` to ``path`` atomically (tmp + rename), mode 0600
+    (:func:`slurm_energy.fileio.atomic_write`). Raises OSError (ENOSPC, EROFS...), leaving no temp
+    file behind; one left by a killed writer (``<name>.tmp<pid>``) is reused by the next writer
+    with that PID and removed by :func:`remove_stale_tmp`."""
+    atomic_write(path, text, mode=0o600)
 
 
 #: a temp file older than this (s) belongs to a writer that was killed: see :func:`remove_stale_tmp`

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from typing import Callable, Iterable, Optional
 
+from slurm_energy.fileio import atomic_write
 from slurm_energy.model import JobRecord
 
 log = logging.getLogger(__name__)
@@ -40,21 +40,9 @@ def queue_record(spool_dirs: Iterable[str], rec: JobRecord, reason: str) -> Opti
         d = queue_dir(sp)
         try:
             os.makedirs(d, mode=0o700, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".q.", suffix=".tmp", dir=d)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(body)
-                    f.flush()
-                    os.fsync(f.fileno())
-                path = os.path.join(d, _name(rec))
-                os.replace(tmp, path)
-                return path
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            path = os.path.join(d, _name(rec))
+            atomic_write(path, body, mode=0o600, fsync=True)
+            return path
         except OSError as e:
             log.warning("queue %s not written: %s", d, e)
     return None
