@@ -227,7 +227,7 @@ class JobRecord(BaseModel):
     phase_totals: list[WindowEnergy] = Field(default_factory=list)  # kind "in_phases" and "outside"
     marks_flags: list[str] = Field(default_factory=list)
     # why the HTML/CSV report could not be written into work_dir ("" = written, or none due);
-    # jobenergy shows it beside the status: ``complete (no report: <reason>)``
+    # jobenergy shows a code beside the status (``complete (no report: permission_denied)``), the text in -l
     report_error: str = ""
 
     @property

@@ -97,9 +97,24 @@ def _status(rec: JobRecord) -> str:
     s = Status(rec.status).value
     if s == Status.COMPLETE.value and not rec.coverage_complete:
         s = "complete(partial-coverage)"
-    if rec.report_error:  # the user looks for energy-<id>.html: say why it is not there
-        s += f" (no report: {rec.report_error})"
+    if rec.report_error:  # the user looks for energy-<id>.html: say why, in short (-l has the text)
+        s += f" (no report: {report_code(rec.report_error)})"
     return s
+
+
+#: Short codes for why the report was not written (``Status`` column), first match in the text of
+#: :func:`slurm_energy.outputs.report.report_problem`; the full text is in ``-l`` and ``-o ReportError``.
+_REPORT_CODES = (("ermission denied", "permission_denied"), ("errno 13", "permission_denied"),
+                 ("not writable", "permission_denied"), ("Read-only", "read_only_fs"),
+                 ("No space", "disk_full"), ("Disk quota", "quota_exceeded"),
+                 ("No such file", "no_work_dir"), ("is empty", "no_work_dir"),
+                 ("rendering failed", "render_failed"))
+
+
+def report_code(text: str) -> str:
+    """A one-word reason (``permission_denied``, ``read_only_fs``, ``disk_full``, ``quota_exceeded``,
+    ``no_work_dir``, ``render_failed``, else ``write_failed``) for a record's ``report_error``."""
+    return next((code for needle, code in _REPORT_CODES if needle in text), "write_failed")
 
 
 def _method(rec: JobRecord) -> str:
@@ -141,6 +156,7 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "status": lambda r, o: _status(r),
     "exitcode": lambda r, o: r.exit_code,
     "errors": lambda r, o: "; ".join(r.errors),
+    "reporterror": lambda r, o: r.report_error,
     "reqmem": lambda r, o: _req_mem(r),
     "maxrss": lambda r, o: _max_rss(r),
     "slurmenergy": lambda r, o: _slurm_energy(r),
@@ -150,7 +166,7 @@ _CANON = {k: k for k in FIELDS}
 _HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobName", "UID", "NodeList", "Start",
                                                    "End", "RestartCount", "ArrayJobID", "ArrayTaskID",
                                                    "HetJobID", "HetJobOffset", "IT_kWh", "PUE",
-                                                   "CI_g_per_kWh", "Coverage", "ExitCode", "Errors",
+                                                   "CI_g_per_kWh", "Coverage", "ExitCode", "Errors", "ReportError",
                                                    "ReqMem", "MaxRSS", "SlurmEnergy", "SlurmEnergyRaw"]}
 
 
@@ -194,7 +210,8 @@ def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noh
 
 def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     """One row per (node, device) for ``--long`` (method, coverage, counter anomalies), then one
-    per phase, phase total and stage the job marked (Node ``-``, Class ``phase``/``in_phases``/
+    per phase, phase total and stage the job marked, one ``report`` row with the full reason a report
+    was not written, (Node ``-``, Class ``phase``/``in_phases``/
     ``outside``/``stage``, DeviceID the name; :func:`slurm_energy.reporting.phases.long_rows`), then,
     for a job that declared its FLOPs, predicted vs measured (Class ``prediction``;
     :func:`slurm_energy.reporting.prediction_check.long_rows`)."""
@@ -214,6 +231,9 @@ def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
 
     chk = check(rec)
     extra = phase_long_rows(rec, jobid, fmt_num) + ([] if chk is None else check_long_rows(chk, jobid))
+    if rec.report_error:  # the table's Status has only the code
+        extra.append([jobid, "-", "report", "not written", "", "", "", "", "", "", "", "", "",
+                      f"{report_code(rec.report_error)}: {rec.report_error}"])
     return rows + [_widen(r) for r in extra]
 
 

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from jobrecord_factory import finished, node_record
-from slurm_energy.cli.jobenergy_format import FIELDS
+from slurm_energy.cli.jobenergy_format import FIELDS, long_rows, report_code
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from store_backends import store, store_url  # noqa: F401  (fixtures)
@@ -45,8 +45,43 @@ def test_running_record_after_no_data_is_ignored(store):
 def test_report_error_is_shown_beside_the_status():
     rec = finished(node_record(job_id="702"))
     rec.report_error = "/home/a/w not writable by alice; make it writable or use sbatch --chdir"
-    assert FIELDS["status"](rec, {}) == ("complete (no report: /home/a/w not writable by alice; "
-                                         "make it writable or use sbatch --chdir)")
+    # the table keeps it short (a code); the full text is in -l's report row and -o ReportError
+    assert FIELDS["status"](rec, {}) == "complete (no report: permission_denied)"
+    assert FIELDS["reporterror"](rec, {}) == rec.report_error
+    (row,) = [r for r in long_rows(rec, "702") if r[2] == "report"]
+    assert row[3] == "not written" and row[-1] == ("permission_denied: /home/a/w not writable by alice; "
+                                                   "make it writable or use sbatch --chdir")
+
+
+@pytest.mark.parametrize("text, code", [
+    ("/w not written as bob: [Errno 13] Permission denied: '/w/energy-1.html'; make it writable", "permission_denied"),
+    ("/w not written as bob: [Errno 30] Read-only file system; the energy is in `jobenergy -l 1`", "read_only_fs"),
+    ("/w not written as bob: [Errno 28] No space left on device; ...", "disk_full"),
+    ("/w not written as bob: [Errno 2] No such file or directory; ...", "no_work_dir"),
+    ("/w not written as bob: rendering failed: KeyError: 'x'; ...", "render_failed"),
+    ("/w not written as bob: something else", "write_failed"),
+])
+def test_report_reason_codes(text, code):
+    assert report_code(text) == code
+
+
+def test_jobenergy_table_stays_narrow_with_a_long_report_reason(tmp_path, monkeypatch, capsys):
+    from slurm_energy.cli.jobenergy import main
+
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    rec = finished(node_record(job_id="706"))
+    rec.report_error = ("/home/alice/a/very/long/work/dir not written as alice: [Errno 13] Permission denied: "
+                        "'/home/alice/a/very/long/work/dir/energy-706.html'; make it writable by alice or submit "
+                        "from a writable directory (sbatch --chdir=DIR); the energy is in `jobenergy -l 706`")
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    st = open_store(url)
+    st.put(rec)
+    st.close()
+    assert main(["--store", url, "-j", "706", "-P", "-n", "-o", "JobID,Status"]) == 0
+    assert capsys.readouterr().out.strip() == "706|complete (no report: permission_denied)"
+    assert main(["--store", url, "-j", "706", "-P", "-n", "-l"]) == 0
+    assert rec.report_error in capsys.readouterr().out
 
 
 def test_reader_never_creates_a_missing_or_empty_sqlite_store(tmp_path):
@@ -118,5 +153,5 @@ def test_unwritable_work_dir_makes_the_status_say_no_report(tmp_path):
     (got,) = open_store(cfg.paths.store_url, readonly=True).get_job("705")
     assert got.report_error.startswith(f"{wd} not written as nobody: ")
     assert "Permission denied" in got.report_error and "sbatch --chdir=DIR" in got.report_error
-    assert FIELDS["status"](got, {}).startswith(f"complete (no report: {wd} not written as nobody")
+    assert FIELDS["status"](got, {}) == "complete (no report: permission_denied)"
     assert not list(wd.iterdir())
