@@ -8,8 +8,15 @@ unattended from the first ``open_store`` on a compute node or the controller. Ea
 ``i + 1``; :func:`migrate` applies the missing ones in one transaction (PostgreSQL: DDL is
 transactional; SQLite: likewise for CREATE TABLE/INDEX). Never edit a released migration: append one.
 
-Columns: the full JobRecord JSON (``record_json``, ``model_dump_json``) is the source of truth; the
-other columns are copies of the fields ``jobenergy`` filters and sorts on, indexed.
+Version 1: one table, ``job_records``: the full JobRecord JSON (``record_json``) beside indexed copies
+of the fields ``jobenergy`` filters on. Version 2 (:mod:`slurm_energy.store.migrate_v2`) splits it:
+
+* ``job_records``: one summary row per attempt, everything ``jobenergy``'s default columns and the
+  rollup need (energy per device class with its method, facility kWh, CO2e, elapsed, CPU time, GPU
+  count, state/status), < 1 KB with its indexes; no JSON;
+* ``job_json``: the full record (power trace, devices), read only for ``-l``, ``--json`` and reports;
+* ``job_hours``: the job's IT energy per UTC hour (from the nodes' ``hourly_energy_j``), its facility
+  kWh and CO2e, so a month's rollup is a SQL aggregate (:mod:`slurm_energy.store.rollup`).
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ from typing import Callable
 
 import sqlalchemy as sa
 
-metadata = sa.MetaData()
+#: version 1's tables, frozen: :func:`_m1_create` builds them (a fresh store then migrates to v2)
+v1_metadata = sa.MetaData()
 
 jobs = sa.Table(
     "job_records",
-    metadata,
+    v1_metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("cluster", sa.String(128), nullable=False),
     sa.Column("job_id", sa.String(32), nullable=False),  # Slurm's raw job id
@@ -56,6 +64,69 @@ jobs = sa.Table(
     sa.Index("ix_status", "status"),
 )
 
+#: the current schema (version 2): summary rows, full records apart, hourly energy
+metadata = sa.MetaData()
+
+
+def _summary_columns() -> list[sa.Column]:
+    """Columns version 2 adds to job_records (all nullable: ALTER TABLE ADD COLUMN on a v1 store).
+
+    Units in the names; NULL energy = unmeasured (never 0); a class absent from ``classes`` had no
+    device on the job (jobenergy's ``-``)."""
+    D = sa.Double
+    return [
+        sa.Column("job_name", sa.String(256)),
+        sa.Column("job_state", sa.String(24)),  # Slurm's final state, else derived from exit_code, else ""
+        sa.Column("exit_code", sa.String(16)),
+        sa.Column("n_nodes", sa.Integer),  # expected nodes (else nodes that reported)
+        sa.Column("elapsed_s", D),  # end_time - start_time (>= 0); max() bounds a time window's scan
+        sa.Column("cpu_time_s", D),  # summed over nodes; NULL = unknown
+        sa.Column("n_gpus", sa.Integer),
+        sa.Column("cpu_kwh", D), sa.Column("gpu_kwh", D), sa.Column("ram_kwh", D),  # the job's IT share
+        sa.Column("classes", sa.String(32)),  # device classes in energy_it_j, e.g. "cpu,ram"
+        sa.Column("methods", sa.String(160)),  # JobRecord.method_summary, e.g. "cpu=counter,ram=tdp_estimate"
+        sa.Column("measured_it_kwh", D),  # classes from a counter or integrated power
+        sa.Column("estimated_it_kwh", D),  # classes from the TDP model
+        sa.Column("coverage_complete", sa.Boolean),
+        sa.Column("report_error", sa.Text),
+        sa.Column("pue", D), sa.Column("ci_g_per_kwh", D),
+        sa.Column("hourly_it_kwh", D),  # sum of the job's job_hours.it_kwh (0 / NULL: no hourly energy)
+        sa.Column("hourly_co2e_kg", D),  # sum of the job's job_hours.co2e_kg
+        sa.Column("hours_outside", sa.Boolean),  # an hour's energy is stamped outside the job's times
+    ]  # fmt: skip
+
+
+#: version 2's job_records: version 1's columns less record_json, plus the summary columns
+records = sa.Table(
+    "job_records",
+    metadata,
+    *[c._copy() for c in jobs.columns if c.name != "record_json"],
+    *_summary_columns(),
+    sa.UniqueConstraint("cluster", "job_id", "start_time", name="uq_job_attempt"),
+    *[sa.Index(ix.name, *[c.name for c in ix.columns]) for ix in jobs.indexes],
+    sa.Index("ix_elapsed", "elapsed_s"),
+)
+
+#: the full record of each job_records row (same id), read only for -l, --json and reports
+job_json = sa.Table(
+    "job_json",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("record_json", sa.Text, nullable=False),
+)
+
+#: the job's energy per UTC hour: one row per (job_records.id, hour); month splits sum these
+job_hours = sa.Table(
+    "job_hours",
+    metadata,
+    sa.Column("job_row_id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("hour_start", sa.BigInteger, primary_key=True, autoincrement=False),  # epoch s, UTC hour
+    sa.Column("it_kwh", sa.Double, nullable=False),
+    sa.Column("facility_kwh", sa.Double, nullable=False),
+    sa.Column("co2e_kg", sa.Double),
+    sqlite_with_rowid=False,
+)
+
 version_table = sa.Table(
     "schema_version",
     metadata,
@@ -72,8 +143,16 @@ def _m1_create(conn: sa.Connection) -> None:
     jobs.create(conn)
 
 
+def _m2_split(conn: sa.Connection) -> None:
+    """v1 -> v2: summary columns, ``job_json`` and ``job_hours``, backfilled from record_json
+    (:func:`slurm_energy.store.migrate_v2.upgrade`, with a progress bar)."""
+    from slurm_energy.store.migrate_v2 import upgrade
+
+    upgrade(conn)
+
+
 #: Ordered migrations; MIGRATIONS[i] upgrades from version i to i + 1.
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_m1_create]
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_m1_create, _m2_split]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -122,6 +201,11 @@ def _migrate_once(engine: sa.Engine) -> int:
             # serialise concurrent first opens (two Epilogs creating the schema at once)
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(827364501)"))
         v = current_version(conn)
+        if conn.dialect.name == "sqlite" and 0 < v < SCHEMA_VERSION:
+            # take SQLite's write lock, then read the version again (pysqlite opens the transaction at
+            # this first write): a second process migrating at once waits, then sees the new version
+            conn.execute(sa.text("DELETE FROM schema_version WHERE 0 = 1"))
+            v = current_version(conn)
         if v > SCHEMA_VERSION:
             raise RuntimeError(
                 f"store schema version {v} is newer than this slurm-energy ({SCHEMA_VERSION}); "

@@ -1,7 +1,9 @@
 """SQLAlchemy 2 store of JobRecords: SQLite (default, one file under the spool) or PostgreSQL.
 
 One row per job *attempt*, key (cluster, job_id, start_time); requeued attempts are separate rows.
-The full record JSON is stored; indexed copies of the query fields sit beside it (see schema.py).
+Schema v2 (see schema.py): a summary row (``job_records``: what jobenergy's table and the rollup
+read), the full record JSON apart (``job_json``: read for ``-l``, ``--json``, reports) and the job's
+energy per UTC hour (``job_hours``: month splits in SQL, :mod:`slurm_energy.store.rollup`).
 
 Interim records (status ``running``, put by the sampler every minute while the job runs) are
 special-cased so a job shows one row while running and one when done:
@@ -50,7 +52,11 @@ from slurm_energy.errors import StoreError, StoreUrlError
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.jobid import RUN_OVERLAP_SLACK_S, JobSpec, parse_jobid
 from slurm_energy.store import schema
-from slurm_energy.store.schema import jobs as T
+from slurm_energy.store import select as Q
+from slurm_energy.store.schema import job_hours as H
+from slurm_energy.store.schema import job_json as J
+from slurm_energy.store.schema import records as T
+from slurm_energy.store.summary import hour_rows, site_hourly_ci, summary_columns
 from slurm_energy.store.urls import check_store_url, effective_url
 
 log = logging.getLogger(__name__)
@@ -77,29 +83,37 @@ _INDEXED = (
 )  # fmt: skip
 
 
-def _row(record: JobRecord) -> dict:
+#: ``record -> {UTC hour key: gCO2e/kWh} | None``: the hourly intensity a record's CO2e used
+HourlyCI = Callable[[JobRecord], Optional[dict]]
+
+
+def _rows(record: JobRecord, hourly_ci: HourlyCI) -> tuple[dict, str, list[dict]]:
+    """(job_records row, record JSON, job_hours rows without job_row_id) of one record."""
     row = {k: getattr(record, k) for k in _INDEXED}
     row["status"] = record.status.value if isinstance(record.status, Status) else str(record.status)
-    row["record_json"] = record.model_dump_json()
     row["updated_at"] = time.time()
-    return row
+    hours = hour_rows(record, hourly_ci(record))
+    row.update(summary_columns(record, hours))
+    return row, record.model_dump_json(), hours
 
 
-def spec_condition(spec: JobSpec):
-    """SQL condition for one job id form (same rule as :func:`slurm_energy.jobid.matches`)."""
-    if spec.array_tasks is not None:
-        return sa.and_(T.c.array_job_id == spec.job_id, T.c.array_task_id.in_(spec.array_tasks))
-    if spec.het_offset is not None:
-        return sa.and_(T.c.het_job_id == spec.job_id, T.c.het_job_offset == spec.het_offset)
-    return sa.or_(T.c.job_id == spec.job_id, T.c.array_job_id == spec.job_id, T.c.het_job_id == spec.job_id)
+def _delete_ids(conn: sa.Connection, ids: list[int]) -> None:
+    """Remove attempts (summary row, JSON, hours) by job_records.id."""
+    if ids:
+        for t, col in ((T, T.c.id), (J, J.c.id), (H, H.c.job_row_id)):
+            conn.execute(sa.delete(t).where(col.in_(ids)))
 
 
 class Store:
     """Job records in a SQL database. Build with :func:`open_store`."""
 
     def __init__(self, engine: sa.Engine, readonly: bool = False, *, put_attempts: int = PUT_ATTEMPTS,
-                 retry_wait_s: float = PUT_RETRY_WAIT_S):
+                 retry_wait_s: float = PUT_RETRY_WAIT_S, hourly_ci: Optional[HourlyCI] = None):
+        """``hourly_ci``: the hourly carbon intensity of a record whose CO2e was computed hourly, for its
+        job_hours rows' CO2e (default :func:`slurm_energy.store.summary.site_hourly_ci`: the site's
+        imported files, read only for such records)."""
         self.engine = engine
+        self.hourly_ci = hourly_ci or site_hourly_ci()
         self.readonly = readonly
         self.put_attempts = max(1, int(put_attempts))
         self.retry_wait_s = retry_wait_s
@@ -160,21 +174,33 @@ class Store:
                     return
             if record.status == Status.RUNNING:
                 olds = conn.execute(
-                    sa.select(T.c.id, T.c.record_json).where(same_attempt, T.c.status == Status.RUNNING.value)
+                    sa.select(T.c.id, J.c.record_json).join(J, J.c.id == T.c.id)
+                    .where(same_attempt, T.c.status == Status.RUNNING.value)
                 ).all()
                 if olds:
                     if merge_running is not None:
                         record = merge_running([JobRecord.model_validate_json(o.record_json) for o in olds], record)
-                    conn.execute(sa.delete(T).where(T.c.id.in_([o.id for o in olds])))
+                    _delete_ids(conn, [o.id for o in olds])
             else:  # a final record replaces the attempt's interim (and, when measured, no_data) rows
-                conn.execute(sa.delete(T).where(same_attempt, T.c.status.in_(placeholders)))
-            row = _row(record)
-            ins = (pg_dialect.insert if conn.dialect.name == "postgresql" else sqlite_dialect.insert)(T)
-            ins = ins.values(**row).on_conflict_do_update(
-                index_elements=[T.c.cluster, T.c.job_id, T.c.start_time],
-                set_={k: ins.excluded[k] for k in row if k not in ("cluster", "job_id", "start_time")},
-            )
-            conn.execute(ins)
+                _delete_ids(conn, list(conn.execute(sa.select(T.c.id).where(
+                    same_attempt, T.c.status.in_(placeholders))).scalars()))
+            self._upsert(conn, record)
+
+    def _upsert(self, conn: sa.Connection, record: JobRecord) -> None:
+        """Insert or replace one attempt's summary row (key cluster, job_id, start_time), JSON and hours."""
+        row, text, hours = _rows(record, self.hourly_ci)
+        insert = pg_dialect.insert if conn.dialect.name == "postgresql" else sqlite_dialect.insert
+        ins = insert(T).values(**row)
+        ins = ins.on_conflict_do_update(
+            index_elements=[T.c.cluster, T.c.job_id, T.c.start_time],
+            set_={k: ins.excluded[k] for k in row if k not in ("cluster", "job_id", "start_time")},
+        ).returning(T.c.id)
+        rid = conn.execute(ins).scalar_one()
+        ij = insert(J).values(id=rid, record_json=text)
+        conn.execute(ij.on_conflict_do_update(index_elements=[J.c.id], set_={"record_json": ij.excluded.record_json}))
+        conn.execute(sa.delete(H).where(H.c.job_row_id == rid))
+        if hours:
+            conn.execute(sa.insert(H), [{"job_row_id": rid, **h} for h in hours])
 
     def put_many(self, records: Iterable[JobRecord], batch: int = 5000) -> int:
         """Bulk insert final records (benchmarks, imports); no interim handling, no upsert.
@@ -186,15 +212,22 @@ class Store:
         n, buf = 0, []
         with self.engine.begin() as conn:
             for r in records:
-                buf.append(_row(r))
+                buf.append(_rows(r, self.hourly_ci))
                 if len(buf) >= batch:
-                    conn.execute(sa.insert(T), buf)
-                    n += len(buf)
+                    n += self._insert_many(conn, buf)
                     buf = []
             if buf:
-                conn.execute(sa.insert(T), buf)
-                n += len(buf)
+                n += self._insert_many(conn, buf)
         return n
+
+    @staticmethod
+    def _insert_many(conn: sa.Connection, buf: list[tuple[dict, str, list[dict]]]) -> int:
+        ids = conn.execute(sa.insert(T).returning(T.c.id, sort_by_parameter_order=True), [b[0] for b in buf]).scalars().all()
+        conn.execute(sa.insert(J), [{"id": i, "record_json": b[1]} for i, b in zip(ids, buf)])
+        hours = [{"job_row_id": i, **h} for i, b in zip(ids, buf) for h in b[2]]
+        if hours:
+            conn.execute(sa.insert(H), hours)
+        return len(buf)
 
     # -- reading ------------------------------------------------------------------------------
     def get_job(self, job_id: str, *, cluster: Optional[str] = None) -> list[JobRecord]:
@@ -231,35 +264,43 @@ class Store:
         Raises:
             ValueError: a malformed job id, or start > end (names both values).
         """
-        if start is not None and end is not None and start > end:
-            raise ValueError(f"start={start} is after end={end}; swap them or widen the window")
-        q = sa.select(T.c.record_json)
-        conds = []
-        if jobs:
-            specs = [j if isinstance(j, JobSpec) else parse_jobid(j) for j in jobs]
-            conds.append(sa.or_(*[spec_condition(s) for s in specs]))
-        for col, vals in ((T.c.user, users), (T.c.account, accounts), (T.c.partition, partitions),
-                          (T.c.cluster, clusters), (T.c.uid, uids)):  # fmt: skip
-            if vals:
-                conds.append(col.in_(list(vals)))
-        if states:
-            conds.append(T.c.status.in_([str(getattr(s, "value", s)).lower() for s in states]))
-        if start is not None:
-            conds.append(T.c.end_time >= start)
-        if end is not None:
-            conds.append(T.c.start_time <= end)
-        if conds:
-            q = q.where(*conds)
-        if limit is not None:
-            q = q.order_by(T.c.start_time.desc(), T.c.id.desc()).limit(int(limit))
-        else:
-            q = q.order_by(T.c.start_time, T.c.id)
         with self.engine.connect() as conn:
-            rows = conn.execute(q).scalars().all()
-        out = [JobRecord.model_validate_json(r) for r in rows]
-        if limit is not None:
-            out.reverse()
-        return out
+            ids = self._ids(conn, jobs=jobs, users=users, accounts=accounts, partitions=partitions, states=states,
+                            start=start, end=end, clusters=clusters, uids=uids, limit=limit)
+            return self.records_by_id(ids, conn=conn)
+
+    def rows(self, **filters) -> list[Q.JobRow]:
+        """Summary rows (:class:`slurm_energy.store.select.JobRow`) of the attempts :meth:`query`
+        would return (same filters, same order), without reading the record JSON."""
+        with self.engine.connect() as conn:
+            w = _where(conn, **{k: v for k, v in filters.items() if k != "limit"})
+            return [Q.JobRow(r) for r in conn.execute(sa.text(Q.rows_sql(w, filters.get("limit"))), w.params)][
+                ::(-1 if filters.get("limit") is not None else 1)]
+
+    def _ids(self, conn: sa.Connection, *, limit: Optional[int] = None, **filters) -> list[int]:
+        w = _where(conn, **filters)
+        order = (f"ORDER BY start_time DESC, id DESC LIMIT {int(limit)}" if limit is not None
+                 else "ORDER BY start_time, id")
+        ids = list(conn.execute(sa.text(f"SELECT id FROM job_records{w.sql()} {order}"), w.params).scalars())
+        return ids[::-1] if limit is not None else ids
+
+    def records_by_id(self, ids: list[int], *, conn: Optional[sa.Connection] = None, progress_what: str = "")\
+            -> list[JobRecord]:
+        """The full records (job_json) of job_records ids, in the order given. With ``progress_what``,
+        a progress bar on a terminal (:mod:`slurm_energy.store.progress`)."""
+        from slurm_energy.store.progress import progress
+
+        if conn is None:
+            with self.engine.connect() as c:
+                return self.records_by_id(ids, conn=c, progress_what=progress_what)
+        by_id: dict[int, JobRecord] = {}
+        with progress(len(ids) if progress_what else 0, progress_what) as advance:
+            for k in range(0, len(ids), 5000):
+                chunk = ids[k:k + 5000]
+                for i, text in conn.execute(sa.select(J.c.id, J.c.record_json).where(J.c.id.in_(chunk))):
+                    by_id[i] = JobRecord.model_validate_json(text)
+                advance(len(chunk))
+        return [by_id[i] for i in ids if i in by_id]
 
     def tagged(self, limit: Optional[int] = None) -> list[JobRecord]:
         """Finished records (``complete`` or ``partial``) whose job declared tags (non-empty
@@ -268,8 +309,8 @@ class Store:
         For the prediction's calibration. Filters on the stored JSON text (``"tags":{"``, as
         ``model_dump_json`` writes a non-empty dict), so untagged records are never parsed.
         """
-        q = sa.select(T.c.record_json).where(
-            T.c.record_json.like('%"tags":{"%'), T.c.status.in_([Status.COMPLETE.value, Status.PARTIAL.value])
+        q = sa.select(J.c.record_json).join(T, T.c.id == J.c.id).where(
+            J.c.record_json.like('%"tags":{"%'), T.c.status.in_([Status.COMPLETE.value, Status.PARTIAL.value])
         )
         if limit is not None:
             q = q.order_by(T.c.start_time.desc(), T.c.id.desc()).limit(int(limit))
@@ -286,6 +327,21 @@ class Store:
     def close(self) -> None:
         """Dispose the connection pool."""
         self.engine.dispose()
+
+
+def _where(conn: sa.Connection, *, jobs=None, users=None, accounts=None, partitions=None, states=None,
+           start: Optional[float] = None, end: Optional[float] = None, clusters=None, uids=None) -> Q.Where:
+    """:func:`slurm_energy.store.select.where` for :meth:`Store.query`'s filters (job ids parsed,
+    states lower-cased, the window's start bounded by the longest stored attempt).
+
+    Raises ValueError: a malformed job id, or start > end (names both values)."""
+    if start is not None and end is not None and start > end:
+        raise ValueError(f"start={start} is after end={end}; swap them or widen the window")
+    specs = [j if isinstance(j, JobSpec) else parse_jobid(j) for j in jobs] if jobs else None
+    longest = conn.execute(sa.text(Q.LONGEST_SQL)).scalar() if start is not None else None
+    return Q.where(specs=specs, users=users, accounts=accounts, partitions=partitions, clusters=clusters, uids=uids,
+                   states=[str(getattr(s, "value", s)).lower() for s in states] if states else None,
+                   start=start, end=end, longest=0.0 if longest is None else longest)
 
 
 def is_locked_error(e: BaseException) -> bool:

@@ -1,0 +1,122 @@
+"""Which job_records rows a query selects, as SQL text with ``:name`` parameters (no SQLAlchemy).
+
+Both readers use it: :class:`slurm_energy.store.sqlstore.Store` (``sa.text``, SQLite or PostgreSQL)
+and :mod:`slurm_energy.store.fast` (Python's ``sqlite3``, for ``jobenergy``'s start-up time). Both
+accept ``:name`` parameters.
+
+Time windows (sacct's rule: attempts running at some moment in [start, end]): ``end_time >= start
+AND start_time <= end``. The first bound alone is what an index on start_time cannot use, so the
+longest stored attempt (``max(elapsed_s)``, read through its index) adds ``start_time >= start -
+longest``: the index range on start_time is then bounded at both ends, and a one-day window reads
+the same few rows late in the store as early (tests/store/test_store_v2.py checks the plan).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+#: the summary columns a :class:`JobRow` carries (all of job_records but updated_at)
+ROW_COLUMNS = (
+    "id", "cluster", "job_id", "array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_name",
+    "user", "uid", "account", "partition", "start_time", "end_time", "restart_count", "status", "job_state",
+    "exit_code", "n_nodes", "elapsed_s", "cpu_time_s", "n_gpus", "it_kwh", "facility_kwh", "co2e_kg", "cpu_kwh",
+    "gpu_kwh", "ram_kwh", "classes", "methods", "measured_it_kwh", "estimated_it_kwh", "coverage_complete",
+    "report_error", "pue", "ci_g_per_kwh",
+)  # fmt: skip
+
+J_PER_KWH = 3.6e6
+
+
+class _Carbon:
+    __slots__ = ("pue", "ci_g_per_kwh")
+
+    def __init__(self, pue: Optional[float], ci: Optional[float]):
+        self.pue, self.ci_g_per_kwh = pue, ci
+
+
+class JobRow:
+    """One attempt's summary row, with the JobRecord attribute names jobenergy's table reads
+    (``job_id``, ``energy_it_j`` {class: J or None}, ``methods`` {class: method}, ``method_summary``,
+    ``status``, ``job_state``, ``elapsed_s``, ``carbon.pue``...), without parsing the record JSON.
+    Energies: J in ``energy_it_j`` (as JobRecord), kWh in ``it_kwh`` / ``facility_kwh``; None =
+    unmeasured."""
+
+    def __init__(self, values: Iterable[Any]):
+        for k, v in zip(ROW_COLUMNS, values):
+            setattr(self, k, v)
+        self.restart_count = self.restart_count or 0
+        self.coverage_complete = bool(self.coverage_complete) if self.coverage_complete is not None else True
+        self.report_error = self.report_error or ""
+        self.job_state = self.job_state or ""
+        self.exit_code = self.exit_code or ""
+        self.job_name = self.job_name or ""
+        self.carbon = _Carbon(self.pue, self.ci_g_per_kwh)
+        classes = [c for c in (self.classes or "").split(",") if c]
+        self.energy_it_j = {c: (None if getattr(self, f"{c}_kwh", None) is None else getattr(self, f"{c}_kwh") * J_PER_KWH)
+                            for c in classes}
+        self.methods = dict(p.split("=", 1) for p in (self.methods or "").split(",") if "=" in p)
+        self.method_summary = ",".join(f"{k}={v}" for k, v in sorted(self.methods.items()))
+
+    def __repr__(self) -> str:
+        return f"JobRow({self.cluster}/{self.job_id} #{self.restart_count} {self.status})"
+
+
+class Where:
+    """A conjunction of conditions with numbered parameters."""
+
+    def __init__(self) -> None:
+        self.conds: list[str] = []
+        self.params: dict[str, Any] = {}
+
+    def p(self, v: Any) -> str:
+        name = f"p{len(self.params)}"
+        self.params[name] = v
+        return f":{name}"
+
+    def isin(self, col: str, vals: Iterable[Any]) -> str:
+        return f"{col} IN ({', '.join(self.p(v) for v in vals)})"
+
+    def sql(self) -> str:
+        return (" WHERE " + " AND ".join(self.conds)) if self.conds else ""
+
+
+def spec_sql(w: Where, spec: Any) -> str:
+    """One job id form (:class:`slurm_energy.jobid.JobSpec`), as :func:`slurm_energy.jobid.matches`."""
+    if spec.array_tasks is not None:
+        return f"(array_job_id = {w.p(spec.job_id)} AND {w.isin('array_task_id', spec.array_tasks)})"
+    if spec.het_offset is not None:
+        return f"(het_job_id = {w.p(spec.job_id)} AND het_job_offset = {w.p(spec.het_offset)})"
+    j = w.p(spec.job_id)
+    return f"(job_id = {j} OR array_job_id = {j} OR het_job_id = {j})"
+
+
+def where(*, specs=None, users=None, accounts=None, partitions=None, clusters=None, uids=None, states=None,
+          start: Optional[float] = None, end: Optional[float] = None, longest: Optional[float] = None) -> Where:
+    """The WHERE of a query (every argument a filter; None = none). ``specs``: parsed job ids;
+    ``states``: record statuses; ``start``/``end``: epoch s (see the module docstring); ``longest``:
+    the longest stored attempt, s (``max(elapsed_s)``), bounding the start_time index range."""
+    w = Where()
+    if specs:
+        w.conds.append("(" + " OR ".join(spec_sql(w, s) for s in specs) + ")")
+    for col, vals in (('"user"', users), ("account", accounts), ('"partition"', partitions), ("cluster", clusters),
+                      ("uid", uids), ("status", states)):  # fmt: skip
+        if vals:
+            w.conds.append(w.isin(col, list(vals)))
+    if start is not None:
+        w.conds.append(f"end_time >= {w.p(float(start))}")
+        if longest is not None:
+            w.conds.append(f"start_time >= {w.p(float(start) - float(longest))}")
+    if end is not None:
+        w.conds.append(f"start_time <= {w.p(float(end))}")
+    return w
+
+
+LONGEST_SQL = "SELECT max(elapsed_s) FROM job_records"
+
+
+def rows_sql(w: Where, limit: Optional[int] = None) -> str:
+    """SELECT of the summary columns, oldest first (``limit``: the newest that many)."""
+    cols = ", ".join(f'"{c}"' for c in ROW_COLUMNS)
+    if limit is not None:
+        return f"SELECT {cols} FROM job_records{w.sql()} ORDER BY start_time DESC, id DESC LIMIT {int(limit)}"
+    return f"SELECT {cols} FROM job_records{w.sql()} ORDER BY start_time, id"
