@@ -23,6 +23,8 @@ from pathlib import Path
 
 from slurm_energy.reporting.rollup_table import month_bounds, month_header, month_records, rollup
 
+ROLLUP_COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh")
+
 __all__ = ["month_bounds", "month_header", "month_records", "rollup"]  # tests and callers import them here
 
 
@@ -291,26 +293,6 @@ def cmd_prune(args) -> int:
     return 0
 
 
-def _hourly_ci_loader(cfg):
-    """``record -> {UTC hour: gCO2e/kWh} | None``: the imported hourly intensity of the record's zone
-    (cached per zone facts); None when none or the file is unreadable (the energy share is used)."""
-    from slurm_energy.carbon.resolve import hourly_intensity_for
-
-    cache: dict = {}
-
-    def load(r):
-        key = (r.carbon.datacenter, r.carbon.ci_source)
-        if key not in cache:
-            try:
-                cache[key] = hourly_intensity_for(cfg, r.carbon)
-            except Exception as e:  # a corrupt file: say so, split CO2e by energy instead
-                _err(f"rollup: hourly carbon intensity not used ({e}); CO2e split by energy")
-                cache[key] = None
-        return cache[key]
-
-    return load
-
-
 def cmd_rollup(args) -> int:
     """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
     try:
@@ -332,19 +314,25 @@ def cmd_rollup(args) -> int:
         return 2
     import sqlalchemy.exc
 
+    from slurm_energy.store.rollup import month_ids, month_rollup
+
     try:
-        records = store.query(start=t0, end=t1)
+        with store.engine.connect() as conn:
+            rows = month_rollup(conn, args.by, t0, t1)  # a SQL aggregate: no record is parsed
+            # the HTML report lists the month's top jobs, methods and carbon facts: full records
+            ids = month_ids(conn, t0, t1) if args.format == "html" else []
+        records = store.records_by_id(ids, progress_what=f"rollup {args.month}: reading job records") if ids else []
     except sqlalchemy.exc.SQLAlchemyError as e:
         _err(f"cannot read the store: {str(e).splitlines()[0]}")
         return 2
     finally:
         store.close()
-    df = rollup(records, args.by, t0, t1, _hourly_ci_loader(cfg))
     if args.format != "table":
         from slurm_energy.reporting.monthly import write_rollup
+        from slurm_energy.reporting.rollup_table import rows_frame
 
         try:
-            where = write_rollup(df, month_records(records, t0, t1), args.by, args.month, args.format, args.out,
+            where = write_rollup(rows_frame(rows, args.by), records, args.by, args.month, args.format, args.out,
                                  timezone=cfg.timezone)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
@@ -357,7 +345,7 @@ def cmd_rollup(args) -> int:
         return "n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
     head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e", "Measured_IT_kWh", "Estimated_IT_kWh"]
-    rows = [[f(v) for v in row] for row in df.itertuples(index=False)]
+    rows = [[f(r[k]) for k in (args.by, *ROLLUP_COLUMNS)] for r in rows]
     from slurm_energy.cli.jobenergy_format import render
 
     print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)

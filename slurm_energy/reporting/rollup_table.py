@@ -69,6 +69,16 @@ def rollup(records, by: str, t0: float, t1: float, hourly_ci=None):
     return out[cols].astype(object).where(out[cols].notna(), None)
 
 
+def rows_frame(rows: list[dict], by: str):
+    """The rows of :func:`slurm_energy.store.rollup.month_rollup` as :func:`rollup`'s DataFrame
+    (same columns and order; None where nothing was measured)."""
+    import pandas as pd
+
+    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh"]
+    df = pd.DataFrame(rows, columns=cols)
+    return df.astype(object).where(df.notna(), None)
+
+
 def month_header(month: str, tz: str, t0: float, t1: float) -> str:
     """The rollup's first line: the month, its time zone and its bounds in UTC."""
     def iso(t: float) -> str:

@@ -1,0 +1,92 @@
+"""A month's rollup computed by the database: one SQL aggregate over job_records and job_hours.
+
+Same rule and results as :func:`slurm_energy.reporting.rollup_table.rollup` over whole records
+(:mod:`slurm_energy.accounting.time_split`): the final attempts that ran in [t0, t1) (``start < t1
+AND end > t0``, a zero-length one where it started), each charged ``f`` x its totals, where ``f`` is
+the share of its hourly IT energy used inside the window (an hour the window cuts is split by the
+part of the job's time in it; an hour stamped outside the job's times counts whole), else by wall
+time when it has no hourly energy; CO2e by the share of its hourly CO2e (job_hours.co2e_kg: the
+hour's intensity when the record's CO2e was hourly), else by ``f``.
+
+Most attempts lie wholly inside the window (``start >= t0 AND end < t1``, no hour outside their
+times): ``f`` is exactly 1 and no hourly row is read. Only the attempts across a bound join their
+hours. Sums skip unmeasured attempts (SQL SUM ignores NULL; a group with only NULLs gives NULL, as
+pandas' ``sum(min_count=1)``), counted in unmeasured_jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from slurm_energy.store.select import LONGEST_SQL
+
+#: output columns after the group name, as ``rollup_table.rollup``
+COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh")
+BY = ("user", "account", "partition")
+
+
+def _sql(dialect: str, by: str) -> str:
+    g, le = ("greatest", "least") if dialect == "postgresql" else ("max", "min")
+    # the window's rows: final attempts overlapping [t0, t1); start_time bounded below by the longest
+    in_window = ("j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= :t0 - :longest AND "
+                 "(j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0))")
+    inside = "(j.start_time >= :t0 AND j.end_time < :t1 AND NOT coalesce(j.hours_outside, FALSE))"
+    # one hour's span [a, b] (time_split.window_hourly_j): the job's part of the hour, or the whole
+    # hour when the energy is stamped outside the job's times; its fraction inside [t0, t1)
+    out = "(h.hour_start + 3600 < j.start_time OR h.hour_start > j.end_time)"
+    a = f"CASE WHEN {out} THEN h.hour_start ELSE {g}(h.hour_start, j.start_time) END"
+    b = f"CASE WHEN {out} THEN h.hour_start + 3600 ELSE {le}(h.hour_start + 3600, j.end_time) END"
+    frac = (f"CASE WHEN ({b}) <= ({a}) THEN (CASE WHEN ({a}) >= :t0 AND ({a}) < :t1 THEN 1.0 ELSE 0.0 END) "
+            f"ELSE {g}(0.0, {le}({b}, :t1) - {g}({a}, :t0)) / (({b}) - ({a})) END")
+    wall = (f"CASE WHEN j.end_time <= j.start_time THEN (CASE WHEN j.start_time >= :t0 AND j.start_time < :t1 "
+            f"THEN 1.0 ELSE 0.0 END) ELSE {g}(0.0, {le}(j.end_time, :t1) - {g}(j.start_time, :t0)) "
+            f"/ (j.end_time - j.start_time) END")
+    f = (f"CASE WHEN {inside} THEN 1.0 WHEN j.hourly_it_kwh > 0 THEN {le}(1.0, coalesce(w.win, 0.0) / j.hourly_it_kwh) "
+         f"ELSE {wall} END")
+    fc = (f"CASE WHEN {inside} THEN 1.0 WHEN j.hourly_co2e_kg > 0 THEN {le}(1.0, coalesce(w.winc, 0.0) / j.hourly_co2e_kg) "
+          f"ELSE ({f}) END")
+    col = f'j."{by}"'
+    return f"""
+WITH w AS (
+  SELECT h.job_row_id AS id, sum(h.it_kwh * ({frac})) AS win, sum(h.co2e_kg * ({frac})) AS winc
+  FROM job_records j JOIN job_hours h ON h.job_row_id = j.id
+  WHERE {in_window} AND NOT {inside}
+  GROUP BY h.job_row_id
+), s AS (
+  SELECT CASE WHEN {col} IS NULL OR {col} = '' THEN '(none)' ELSE {col} END AS grp,
+         j.it_kwh, j.facility_kwh, j.co2e_kg, j.measured_it_kwh, j.estimated_it_kwh,
+         {f} AS f, {fc} AS fc
+  FROM job_records j LEFT JOIN w ON w.id = j.id
+  WHERE {in_window}
+)
+SELECT grp, count(*), sum(CASE WHEN it_kwh IS NULL THEN 1 ELSE 0 END), sum(it_kwh * f), sum(facility_kwh * f),
+       sum(co2e_kg * fc), sum(measured_it_kwh * f), sum(estimated_it_kwh * f)
+FROM s GROUP BY grp
+"""
+
+
+def month_rollup(conn: sa.Connection, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
+    """Per ``by`` group (user, account or partition; ``(none)`` for an empty name), sorted by name:
+    ``{by, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh}``
+    (kWh, kgCO2e; None = no measured job in the group) charged to [t0, t1) (epoch s).
+
+    Raises ValueError for another ``by``; SQLAlchemy errors from the database."""
+    if by not in BY:
+        raise ValueError(f"--by={by!r}: use one of {', '.join(BY)}")
+    longest = conn.execute(sa.text(LONGEST_SQL)).scalar() or 0.0
+    rows = conn.execute(sa.text(_sql(conn.dialect.name, by)),
+                        {"t0": float(t0), "t1": float(t1), "longest": float(longest)}).all()
+    out = [{by: r[0], **{k: (int(v) if k in ("jobs", "unmeasured_jobs") else (None if v is None else float(v)))
+                         for k, v in zip(COLUMNS, r[1:])}} for r in rows]
+    return sorted(out, key=lambda d: d[by])
+
+
+def month_ids(conn: sa.Connection, t0: float, t1: float) -> list[int]:
+    """job_records ids of the final attempts that ran in [t0, t1) (as :func:`month_rollup`), oldest first."""
+    longest = conn.execute(sa.text(LONGEST_SQL)).scalar() or 0.0
+    q = ("SELECT j.id FROM job_records j WHERE j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= "
+         ":t0 - :longest AND (j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0)) "
+         "ORDER BY j.start_time, j.id")
+    return list(conn.execute(sa.text(q), {"t0": float(t0), "t1": float(t1), "longest": float(longest)}).scalars())
