@@ -36,13 +36,15 @@ import pwd
 import sys
 import time
 from collections import OrderedDict
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_select as S
-from slurm_energy.model import JobRecord
 from slurm_energy.jobid import display_id, matches, parse_jobids, split_reused
 from slurm_energy.slurm.timespec import parse_time
+
+if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
+    from slurm_energy.model import JobRecord
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,10 +103,38 @@ class Site(NamedTuple):
     warnings: list
 
 
+def _resolved_site() -> Optional[Site]:
+    """The site config from the hooks' resolved copy (``<site.yaml>.resolved.json``,
+    :mod:`slurm_energy.slurm.hookconfig`) when it is readable here and matches site.yaml's text: the
+    same config and messages as the lenient load, without importing pydantic. None otherwise."""
+    import json
+
+    from slurm_energy.slurm import hookconfig as H
+
+    p = H._site_path()
+    if p is None:
+        return None
+    try:
+        with open(p, "rb") as f:
+            text = f.read()
+        with open(p + H.RESOLVED_SUFFIX, encoding="utf-8") as f:
+            cached = json.load(f)
+        if cached.get("key") != H._key(text):
+            return None
+        c = cached["config"]
+        return Site(c["paths"]["store_url"], list(c.get("admins") or []), c.get("timezone") or "UTC",
+                    f"site config {c.get('source_path') or p}", list(cached.get("problems", [])))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def load_site() -> Site:
     """The site config, leniently: an invalid key is reported (``warnings``) and its default used,
     so a typo in site.yaml does not stop ``jobenergy`` (``slurm_energy.config.load_site_config_for_hooks``,
-    without saving a last good copy). Never raises ConfigError."""
+    without saving a last good copy; the hooks' resolved copy of it when readable). Never raises ConfigError."""
+    fast = _resolved_site()
+    if fast is not None:
+        return fast
     from slurm_energy import config as C
 
     cfg, warnings = C.load_site_config_for_hooks(save=False)  # as the hooks: last good copy if unparsable
@@ -118,7 +148,10 @@ def load_site() -> Site:
 
 
 def _shown_url(url: str) -> str:
-    """The store URL with any password hidden (:func:`slurm_energy.store.urls.shown_url`)."""
+    """The store URL with any password hidden (:func:`slurm_energy.store.urls.shown_url`); a URL
+    without ``@`` has none: shown as given, without importing SQLAlchemy."""
+    if "@" not in url:
+        return url
     from slurm_energy.store.urls import shown_url
 
     return shown_url(url)
@@ -249,7 +282,8 @@ def _main(argv: list[str] | None) -> int:
         except PermissionError as e:
             _err(str(e))
             return 1
-    records = _read_store(url, where, uid, args, specs, users, start, end)
+    full = bool(args.json or args.long or args.seff or F.FULL_FIELDS.intersection(fields))
+    records = _read_store(url, where, uid, args, specs, users, start, end, full)
     if records is None:
         return 2
     records = [r for r in records if S.state_matches(r, states)]
@@ -273,26 +307,33 @@ def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
 
 
 def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs: list, users: list[str],
-                start: Optional[float], end: Optional[float]) -> Optional[list[JobRecord]]:
-    """The matching records, or None after printing why the store cannot be read."""
-    import sqlalchemy.exc
-
-    from slurm_energy.store import open_store
-
+                start: Optional[float], end: Optional[float], full: bool = False) -> Optional[list]:
+    """The matching attempts, or None after printing why the store cannot be read: summary rows
+    (:class:`slurm_energy.store.select.JobRow`), or with ``full`` JobRecords (``-l``, ``--json``,
+    ``--seff``, fields of the nodes). A plain SQLite store is read with Python's sqlite3
+    (:mod:`slurm_energy.store.fast`: no SQLAlchemy, no pydantic for the table), others by open_store."""
+    filters = dict(specs=specs or None, users=users or None, accounts=_split(args.account) or None,
+                   partitions=_split(args.partition) or None, start=start, end=end)
     try:
-        store = open_store(url, readonly=True)  # a reader never creates or migrates the store, even as root
+        from slurm_energy.store.fast import read_sqlite
+
+        got = read_sqlite(url, full=full, **filters)
+        if got is not None:
+            return got
+        import sqlalchemy.exc
+
+        from slurm_energy.store import open_store
+
         try:
-            return store.query(
-                jobs=specs or None,
-                users=users or None,
-                accounts=_split(args.account) or None,
-                partitions=_split(args.partition) or None,
-                start=start,
-                end=end,
-            )
-        finally:
-            store.close()
-    except (ValueError, RuntimeError, OSError, sqlalchemy.exc.SQLAlchemyError) as e:
+            store = open_store(url, readonly=True)  # a reader never creates or migrates the store, even as root
+            try:
+                kw = dict(filters, jobs=filters.pop("specs"))
+                return store.query(**kw) if full else store.rows(**kw)
+            finally:
+                store.close()
+        except sqlalchemy.exc.SQLAlchemyError as e:
+            raise RuntimeError(str(e)) from None
+    except (ValueError, RuntimeError, OSError) as e:
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         _err(f"cannot read the store {where}: {text}")
         return None

@@ -11,12 +11,15 @@ from slurm_energy.units import J_PER_KWH
 
 import datetime as dt
 import json
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from slurm_energy.cli.jobenergy_select import job_state
-from slurm_energy.model import JobRecord, Method, Status
-from slurm_energy.natsort import ordered_record
+from slurm_energy.core import Method, Status
 from slurm_energy.jobid import display_id
+from slurm_energy.natsort import ordered_record
+
+if TYPE_CHECKING:  # records, or the store's summary rows (store.select.JobRow) for SUMMARY_FIELDS
+    from slurm_energy.model import JobRecord
 
 
 DEFAULT_FIELDS = ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",
@@ -132,7 +135,7 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "uid": lambda r, o: "" if r.uid is None else str(r.uid),
     "account": lambda r, o: r.account,
     "partition": lambda r, o: r.partition,
-    "nnodes": lambda r, o: str(len(r.expected_nodes) or len(r.nodes)),
+    "nnodes": lambda r, o: str(r.n_nodes or 0) if hasattr(r, "n_nodes") else str(len(r.expected_nodes) or len(r.nodes)),
     "nodelist": lambda r, o: ",".join(r.expected_nodes or [n.node for n in r.nodes]),
     "elapsed": lambda r, o: fmt_elapsed(o.get("elapsed_s", r.elapsed_s)),
     "start": lambda r, o: fmt_time(r.start_time, o.get("tz", "UTC")),
@@ -163,6 +166,8 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "slurmenergyraw": lambda r, o: "" if r.slurm_energy_j is None else f"{r.slurm_energy_j:.0f}",
 }
 _CANON = {k: k for k in FIELDS}
+#: fields that need the full record (nodes, errors, Slurm's energy): read from job_json, not the summary row
+FULL_FIELDS = frozenset({"nodelist", "errors", "reqmem", "maxrss", "slurmenergy", "slurmenergyraw"})
 _HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobName", "UID", "NodeList", "Start",
                                                    "End", "RestartCount", "ArrayJobID", "ArrayTaskID",
                                                    "HetJobID", "HetJobOffset", "IT_kWh", "PUE",
@@ -261,8 +266,8 @@ def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:
 
     last = attempts[-1]
     classes = {c for a in attempts for c in a.energy_it_j}
-    total = last.model_copy(
-        update=dict(
+    total = _copy(last,
+        dict(
             energy_it_j={c: add([a.energy_it_j.get(c) for a in attempts]) for c in classes},
             it_kwh=add([a.it_kwh for a in attempts]),
             facility_kwh=add([a.facility_kwh for a in attempts]),
@@ -272,6 +277,18 @@ def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:
         )
     )
     return total, sum(a.elapsed_s for a in attempts)
+
+
+def _copy(rec, update: dict):
+    """A copy of a record (pydantic ``model_copy``) or a summary row with ``update`` applied."""
+    if hasattr(rec, "model_copy"):
+        return rec.model_copy(update=update)
+    import copy
+
+    out = copy.copy(rec)
+    for k, v in update.items():
+        setattr(out, k, v)
+    return out
 
 
 def to_json(items: list[tuple[str, JobRecord]]) -> str:

@@ -18,10 +18,13 @@ given in; a reused job id's jobs newest first; a requeued job's attempts oldest 
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
-from slurm_energy.model import JobRecord, Status, job_state_from_exit_code
+from slurm_energy.core import Status
 from slurm_energy.jobid import split_reused
+
+if TYPE_CHECKING:  # records or the store's summary rows (store.select.JobRow): same attribute names
+    from slurm_energy.model import JobRecord
 
 #: Our measurement statuses (JobRecord.status), matched in lower case exactly.
 STATUSES = tuple(s.value for s in Status)
@@ -97,7 +100,11 @@ def job_state(rec: JobRecord) -> str:
     job runs, ``UNKNOWN`` when the Epilog gave no exit code."""
     if Status(rec.status) == Status.RUNNING:
         return "RUNNING"
-    return rec.job_state or job_state_from_exit_code(rec.exit_code) or "UNKNOWN"
+    if rec.job_state:
+        return rec.job_state
+    from slurm_energy.model import job_state_from_exit_code
+
+    return job_state_from_exit_code(rec.exit_code) or "UNKNOWN"
 
 
 def state_matches(rec: JobRecord, flt: StateFilter) -> bool:

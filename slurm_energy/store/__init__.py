@@ -4,7 +4,25 @@ Public API: :func:`open_store`, :class:`Store` (``put``, ``get_job``, ``query``)
 :func:`check_store_url` (is a URL usable here, without connecting).
 """
 
-from slurm_energy.store.sqlstore import Store, open_store
-from slurm_energy.store.urls import check_store_url
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slurm_energy.store.sqlstore import Store, open_store
+    from slurm_energy.store.urls import check_store_url
 
 __all__ = ["Store", "check_store_url", "open_store"]
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy: importing ``slurm_energy.store.fast`` (jobenergy's SQLite path) must not import SQLAlchemy."""
+    if name in ("Store", "open_store"):
+        from slurm_energy.store import sqlstore
+
+        return getattr(sqlstore, name)
+    if name == "check_store_url":
+        from slurm_energy.store.urls import check_store_url
+
+        return check_store_url
+    raise AttributeError(f"module 'slurm_energy.store' has no attribute {name!r}")

@@ -2,8 +2,8 @@
 
 Adds the summary columns to ``job_records``, creates ``job_json`` and ``job_hours``, backfills all
 three from each row's ``record_json`` (batches of :data:`BATCH` rows, a progress bar on a terminal),
-then drops ``record_json`` from ``job_records`` (``ALTER TABLE ... DROP COLUMN``: SQLite >= 3.35, as
-bundled with Python >= 3.10 builds of the last years, or PostgreSQL). Runs inside :func:`slurm_energy.store.schema.migrate`'s transaction: a failure
+then drops ``record_json`` from ``job_records`` (``ALTER TABLE ... DROP COLUMN``: SQLite >= 3.35, or
+PostgreSQL). Runs inside :func:`slurm_energy.store.schema.migrate`'s transaction: a failure
 leaves the v1 store as it was.
 """
 

@@ -41,13 +41,54 @@ class JobRow:
     Energies: J in ``energy_it_j`` (as JobRecord), kWh in ``it_kwh`` / ``facility_kwh``; None =
     unmeasured."""
 
+    # the columns (ROW_COLUMNS), set in __init__
+    id: Any
+    cluster: Any
+    job_id: Any
+    array_job_id: Any
+    array_task_id: Any
+    het_job_id: Any
+    het_job_offset: Any
+    job_name: Any
+    user: Any
+    uid: Any
+    account: Any
+    partition: Any
+    start_time: Any
+    end_time: Any
+    restart_count: Any
+    status: Any
+    job_state: Any
+    exit_code: Any
+    n_nodes: Any
+    elapsed_s: Any
+    cpu_time_s: Any
+    n_gpus: Any
+    it_kwh: Any
+    facility_kwh: Any
+    co2e_kg: Any
+    cpu_kwh: Any
+    gpu_kwh: Any
+    ram_kwh: Any
+    classes: Any
+    measured_it_kwh: Any
+    estimated_it_kwh: Any
+    coverage_complete: Any
+    report_error: Any
+    pue: Any
+    ci_g_per_kwh: Any
+    methods: Any
+    energy_it_j: dict[str, Optional[float]]
+    carbon: _Carbon
+    method_summary: str
+
     def __init__(self, values: Iterable[Any]):
         for k, v in zip(ROW_COLUMNS, values):
             setattr(self, k, v)
         self.restart_count = self.restart_count or 0
         self.coverage_complete = bool(self.coverage_complete) if self.coverage_complete is not None else True
         self.report_error = self.report_error or ""
-        self.job_state = self.job_state or ""
+        self.job_state = self.job_state or "UNKNOWN"  # stored: Slurm's, else from the exit code, else ""
         self.exit_code = self.exit_code or ""
         self.job_name = self.job_name or ""
         self.carbon = _Carbon(self.pue, self.ci_g_per_kwh)

@@ -53,6 +53,7 @@ from slurm_energy.model import JobRecord, Status
 from slurm_energy.jobid import RUN_OVERLAP_SLACK_S, JobSpec, parse_jobid
 from slurm_energy.store import schema
 from slurm_energy.store import select as Q
+from slurm_energy.store.fast import check_readable_sqlite
 from slurm_energy.store.schema import job_hours as H
 from slurm_energy.store.schema import job_json as J
 from slurm_energy.store.schema import records as T
@@ -191,11 +192,11 @@ class Store:
         row, text, hours = _rows(record, self.hourly_ci)
         insert = pg_dialect.insert if conn.dialect.name == "postgresql" else sqlite_dialect.insert
         ins = insert(T).values(**row)
-        ins = ins.on_conflict_do_update(
+        upsert = ins.on_conflict_do_update(
             index_elements=[T.c.cluster, T.c.job_id, T.c.start_time],
             set_={k: ins.excluded[k] for k in row if k not in ("cluster", "job_id", "start_time")},
         ).returning(T.c.id)
-        rid = conn.execute(ins).scalar_one()
+        rid = conn.execute(upsert).scalar_one()
         ij = insert(J).values(id=rid, record_json=text)
         conn.execute(ij.on_conflict_do_update(index_elements=[J.c.id], set_={"record_json": ij.excluded.record_json}))
         conn.execute(sa.delete(H).where(H.c.job_row_id == rid))
@@ -389,16 +390,6 @@ def _create_sqlite_store(p: Path) -> None:
                 pass
 
 
-def _check_readable_sqlite(path: str) -> None:
-    """A reader never creates a store: a missing or empty file is an error naming the path."""
-    p = Path(path)
-    fix = "check paths.store_url in site.yaml (or --store / $SLURM_ENERGY_STORE)"
-    if not p.exists():
-        raise StoreError(f"store {path} does not exist (no job recorded yet, or a mistyped path); {fix}")
-    if p.is_file() and p.stat().st_size == 0:
-        raise StoreError(f"store {path} is an empty file, not a slurm-energy store; {fix}")
-
-
 def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
                busy_timeout_s: float = BUSY_TIMEOUT_S) -> Store:
     """Open (and create or migrate) the store at a SQLAlchemy URL.
@@ -430,7 +421,7 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
     if backend == "sqlite":
         _prepare_sqlite_file(u, readonly)
         if readonly and u.database and u.database != ":memory:":
-            _check_readable_sqlite(u.database)
+            check_readable_sqlite(u.database)
             engine = sa.create_engine(
                 f"sqlite:///file:{u.database}?mode=ro&uri=true", connect_args={"timeout": busy_timeout_s}
             )
