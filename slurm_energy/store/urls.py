@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import Callable, Mapping, NamedTuple, Optional, Union
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional, Union
 
 from slurm_energy.errors import StoreUrlError
+
+if TYPE_CHECKING:  # imported where used: resolve_store_url is on jobenergy's start-up path (no SQLAlchemy)
+    import sqlalchemy as sa
 
 FIX = "use sqlite:////abs/path/jobs.db or postgresql+psycopg://user:password@host:port/dbname"
 #: Environment variable naming the store (between ``--store`` and ``paths.store_url``).
@@ -35,6 +36,8 @@ _PATH_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 def shown_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (as typed when it is not a URL at all)."""
+    import sqlalchemy as sa
+
     try:
         return sa.make_url(url).render_as_string(hide_password=True)
     except Exception:  # not a URL at all: shown as typed
@@ -127,6 +130,8 @@ def check_store_url(url) -> Optional[str]:
         return (f"store URL {shown!r} is a file path, not a URL; for a SQLite file write "
                 f"{path_as_url(url) if url.strip().startswith('/') else 'sqlite:////abs/path/jobs.db'} "
                 "(sqlite:/// then the absolute path)")
+    import sqlalchemy as sa
+
     try:
         u = sa.make_url(url)
     except Exception as e:  # sqlalchemy.exc.ArgumentError
