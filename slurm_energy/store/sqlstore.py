@@ -443,6 +443,10 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
                                "slurm-energy store); check paths.store_url (or --store / $SLURM_ENERGY_STORE)")
         if v > schema.SCHEMA_VERSION:
             raise StoreError(f"store schema version {v} is newer than this slurm-energy ({schema.SCHEMA_VERSION})")
+        if v < schema.SCHEMA_VERSION and readonly:
+            raise StoreError(f"store {shown} has schema version {v}, older than this slurm-energy's "
+                             f"({schema.SCHEMA_VERSION}); a reader does not migrate it: run `slurm-energy collect` "
+                             "as root once (or wait for the next job's finalizer), which migrates it in place")
     else:
         schema.migrate(engine)
     return Store(engine, readonly=readonly)

@@ -196,3 +196,16 @@ def test_jobenergy_reads_summary_rows_without_pydantic(tmp_path):
     # 3.6e6 J CPU = 1 kWh; 3.6e5 J RAM = 0.1 kWh; facility 1.1 x 1.5 = 1.65; 1.65 x 0.4 = 0.66 kg
     assert (row["JobID"], row["CPU_kWh"], row["RAM_kWh"], row["GPU_kWh"]) == ("3", "1", "0.1", "-")
     assert (row["Facility_kWh"], row["kgCO2e"], row["Elapsed"]) == ("1.65", "0.66", "01:00:00")
+
+
+def test_reader_on_a_v1_store_says_how_to_migrate(tmp_path):
+    db = tmp_path / "v1.db"
+    eng = sa.create_engine(f"sqlite:///{db}")
+    with eng.begin() as c:
+        schema.v1_metadata.create_all(c)
+        schema.version_table.create(c)
+        c.execute(schema.version_table.insert().values(version=1))
+    eng.dispose()
+    assert fast.read_sqlite(f"sqlite:///{db}") is None  # jobenergy's sqlite3 path leaves it to open_store
+    with pytest.raises(RuntimeError, match="schema version 1, older .* `slurm-energy collect`"):
+        open_store(f"sqlite:///{db}", readonly=True)
