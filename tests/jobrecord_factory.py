@@ -5,10 +5,11 @@ from __future__ import annotations
 from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary, Status
 
 
-def device(cls: str, energy_j, method=Method.TDP_ESTIMATE, node="n1", coverage=1.0, **kw) -> DeviceEnergy:
+def device(cls: str, energy_j, method=Method.TDP_ESTIMATE, node="n1", coverage=1.0, device_id=None,
+           **kw) -> DeviceEnergy:
     return DeviceEnergy(
         device_class=cls,
-        device_id=f"{cls}-0",
+        device_id=device_id or f"{cls}-0",
         node=node,
         method=method,
         energy_j=energy_j,
@@ -17,23 +18,13 @@ def device(cls: str, energy_j, method=Method.TDP_ESTIMATE, node="n1", coverage=1
     )
 
 
-def node_record(
-    job_id="100",
-    node="n1",
-    start=1000.0,
-    end=4600.0,
-    cpu_j=3.6e6,
-    ram_j=3.6e5,
-    gpu_j=None,
-    expected=("n1",),
-    status=Status.COMPLETE,
-    **kw,
-) -> JobRecord:
-    """One node's record as its Epilog writes it (one NodeSummary)."""
-    devs = [device("cpu", cpu_j, node=node), device("ram", ram_j, node=node)]
-    if gpu_j is not None:
-        devs.append(device("gpu", gpu_j, method=Method.COUNTER, node=node))
-    ns = NodeSummary(node=node, job_id=job_id, start_time=start, end_time=end, devices=devs, status=status)
+def job_record(job_id="100", devices=(), node="n1", start=1000.0, end=4600.0, expected=("n1",),
+               status=Status.COMPLETE, node_fields=None, **kw) -> JobRecord:
+    """One node's record holding ``devices`` (any classes; see :func:`device`), user alice/physics
+    on cluster c1 unless ``kw`` says otherwise; ``node_fields`` go to its NodeSummary (power_trace,
+    cpu_time_s...)."""
+    ns = NodeSummary(node=node, job_id=job_id, start_time=start, end_time=end, devices=list(devices), status=status,
+                     **(node_fields or {}))
     fields = dict(
         cluster="c1",
         job_id=job_id,
@@ -49,6 +40,50 @@ def node_record(
     )
     fields.update(kw)
     return JobRecord(**fields)
+
+
+def node_record(
+    job_id="100",
+    node="n1",
+    start=1000.0,
+    end=4600.0,
+    cpu_j=3.6e6,
+    ram_j=3.6e5,
+    gpu_j=None,
+    expected=("n1",),
+    status=Status.COMPLETE,
+    **kw,
+) -> JobRecord:
+    """One node's record as its Epilog writes it (one NodeSummary): cpu and ram by the TDP model
+    (``None`` = unmeasured), a GPU by its counter when ``gpu_j`` is given."""
+    devs = [device("cpu", cpu_j, node=node), device("ram", ram_j, node=node)]
+    if gpu_j is not None:
+        devs.append(device("gpu", gpu_j, method=Method.COUNTER, node=node))
+    return job_record(job_id, devs, node=node, start=start, end=end, expected=expected, status=status, **kw)
+
+
+def own_site_config(tmp_path, monkeypatch, text: str = "cluster_name: c1\n"):
+    """Point $SLURM_ENERGY_CONFIG at a small site.yaml of our own (never this machine's
+    /etc/slurm-energy/site.yaml) and unset $SLURM_ENERGY_STORE; returns the file's path."""
+    site = tmp_path / "site.yaml"
+    site.write_text(text)
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
+    return site
+
+
+def store_with(tmp_path, *records: JobRecord, name: str = "jobs.db") -> str:
+    """A SQLite store at ``tmp_path/name`` holding ``records`` (put in order); returns its URL."""
+    from slurm_energy.store import open_store
+
+    url = f"sqlite:///{tmp_path}/{name}"
+    st = open_store(url)
+    try:
+        for r in records:
+            st.put(r)
+    finally:
+        st.close()
+    return url
 
 
 def finished(record: JobRecord, pue=1.5, ci=400.0) -> JobRecord:

@@ -4,7 +4,7 @@
 import pytest
 from fakes.nvml import FakeGpu, install
 
-from jobrecord_factory import finished, node_record
+from jobrecord_factory import finished, node_record, own_site_config, store_with
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.cli.jobenergy import main
@@ -12,7 +12,6 @@ from slurm_energy.model import DeviceEnergy
 from slurm_energy.natsort import natural_key
 from slurm_energy.reporting.report import render_html
 from slurm_energy.sampling.readers.nvml import NvmlReader
-from slurm_energy.store import open_store
 
 T0 = 1_700_000_000.0
 
@@ -78,12 +77,8 @@ def test_report_and_jobenergy_long_in_numeric_order(tmp_path, monkeypatch, capsy
     assert i[0] < i[1]
     j = [html.index(z) for z in ("intel-rapl:2<", "intel-rapl:10<")]
     assert j[0] < j[1]
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
-    u = f"sqlite:///{tmp_path}/jobs.db"
-    s = open_store(u)
-    s.put(finished(rec))
-    s.close()
+    own_site_config(tmp_path, monkeypatch)
+    u = store_with(tmp_path, finished(rec))
     assert main(["--store", u, "-l", "-P", "-n", "7"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [(x.split("|")[1], x.split("|")[3]) for x in lines] == [

@@ -19,7 +19,8 @@ import pytest
 
 from slurm_energy.accounting.calibration import check_job, fit, for_gpu, job_fit, percentile, predict_range
 from slurm_energy.cli.main import main
-from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary
+from jobrecord_factory import device, job_record, own_site_config, store_with
+from slurm_energy.model import JobRecord, Method
 from slurm_energy.store import open_store
 
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -28,23 +29,17 @@ A100 = "NVIDIA A100-SXM4-80GB"
 @pytest.fixture(autouse=True)
 def _own_site_config(tmp_path, monkeypatch):
     """Never read this machine's /etc/slurm-energy/site.yaml: a minimal one of our own."""
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
+    own_site_config(tmp_path, monkeypatch)
 
 
 def rec(job_id, n_gpus, elapsed, gpu_j, cpu_j=None, ram_j=None, tags=None, model=A100, method=Method.COUNTER):
-    devs = [DeviceEnergy(device_class="gpu", device_id="gpu-all", node="n1", model=model, count=n_gpus,
-                         method=method, energy_j=gpu_j, rated_power_w=400.0, duration_s=elapsed, coverage=1.0)]
+    devs = [device("gpu", gpu_j, method=method, device_id="gpu-all", model=model, count=n_gpus, rated_power_w=400.0,
+                   duration_s=elapsed)]
     if cpu_j is not None:
-        devs.append(DeviceEnergy(device_class="cpu", device_id="rapl", node="n1", method=Method.COUNTER,
-                                 energy_j=cpu_j, duration_s=elapsed, coverage=1.0))
+        devs.append(device("cpu", cpu_j, method=Method.COUNTER, device_id="rapl", duration_s=elapsed))
     if ram_j is not None:
-        devs.append(DeviceEnergy(device_class="ram", device_id="ram", node="n1", method=Method.TDP_ESTIMATE,
-                                 energy_j=ram_j, duration_s=elapsed, coverage=1.0))
-    ns = NodeSummary(node="n1", job_id=job_id, start_time=1000.0, end_time=1000.0 + elapsed, devices=devs)
-    return JobRecord(cluster="c1", job_id=job_id, start_time=1000.0, end_time=1000.0 + elapsed, nodes=[ns],
-                     tags=tags or {})
+        devs.append(device("ram", ram_j, device_id="ram", duration_s=elapsed))
+    return job_record(job_id, devs, end=1000.0 + elapsed, user="", uid=None, account="", partition="", tags=tags or {})
 
 
 JOBS = [
@@ -127,12 +122,7 @@ def test_check_job_predicted_vs_measured():
 
 @pytest.fixture
 def store_url(tmp_path):
-    url = f"sqlite:///{tmp_path}/jobs.db"
-    s = open_store(url)
-    for r in JOBS:
-        s.put(r)
-    s.close()
-    return url
+    return store_with(tmp_path, *JOBS)
 
 
 def test_cli_predict_uses_site_calibration(store_url, capsys):
@@ -231,12 +221,7 @@ def test_report_html_section():
 def test_jobenergy_long_and_json(tmp_path, monkeypatch, capsys):
     from slurm_energy.cli.jobenergy import main as jobenergy
 
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
-    url = f"sqlite:///{tmp_path}/jobs.db"
-    s = open_store(url)
-    s.put(_job_b_mine())
-    s.close()
+    url = store_with(tmp_path, _job_b_mine())
     assert jobenergy(["--store", url, "-j", "102", "-l", "-p"]) == 0
     out = capsys.readouterr().out
     lines = out.strip().splitlines()

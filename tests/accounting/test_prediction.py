@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from jobrecord_factory import own_site_config
+
 from slurm_energy.accounting.prediction import (
     DeviceSpec,
     PredictionError,
@@ -22,9 +24,7 @@ RAM = DeviceSpec("ram", count=100, rated_power_w=0.3725, power_frac=1.0)
 @pytest.fixture(autouse=True)
 def _own_site_config(tmp_path, monkeypatch):
     """Never read this machine's /etc/slurm-energy/site.yaml: a minimal one of our own."""
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
+    own_site_config(tmp_path, monkeypatch)
 
 
 def test_training_flops_kaplan():

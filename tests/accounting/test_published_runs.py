@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from jobrecord_factory import own_site_config
 from published_runs import RUNS
 
 from slurm_energy.accounting.prediction import DeviceSpec, predict, time_from_gpu_hours
@@ -20,9 +21,7 @@ from slurm_energy.cli.main import main
 @pytest.fixture(autouse=True)
 def _own_site_config(tmp_path, monkeypatch):
     """Never read this machine's /etc/slurm-energy/site.yaml: a minimal one of our own."""
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
+    own_site_config(tmp_path, monkeypatch)
 
 HAND_KWH = {
     # 2.91e21 / 24.8e12 = 117,338,710 chip-s x 208 W x 1.10 / 3.6e6

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jobrecord_factory import finished, node_record
+from jobrecord_factory import finished, node_record, own_site_config
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.store import open_store
 
@@ -16,8 +16,7 @@ T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
 @pytest.fixture
 def url(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    own_site_config(tmp_path, monkeypatch)
     u = f"sqlite:///{tmp_path}/spool/jobs.db"
     s = open_store(u)
     # job 100: 1 node, cpu 3.6e6 J (1 kWh), ram 3.6e5 J (0.1 kWh), 1 h

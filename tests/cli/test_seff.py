@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import subprocess
 
-from jobrecord_factory import finished, node_record
+from jobrecord_factory import finished, node_record, own_site_config, store_with
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.cli.seff import allocation, parse_mem, seff_block
 from slurm_energy.model import Method
-from slurm_energy.store import open_store
 
 T0 = 1_700_000_000.0
 
@@ -67,12 +66,8 @@ def test_allocation_from_sacct_output_and_missing_sacct(tmp_path):
 
 
 def test_jobenergy_seff_prints_the_block(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
-    url = f"sqlite:///{tmp_path}/j.db"
-    st = open_store(url)
-    st.put(rec())
-    st.close()
+    own_site_config(tmp_path, monkeypatch)
+    url = store_with(tmp_path, rec())
     monkeypatch.setattr("slurm_energy.cli.seff.SACCT", str(tmp_path / "no-sacct"))
     assert main(["--store", url, "--seff", "55"]) == 0
     out = capsys.readouterr().out
@@ -104,12 +99,8 @@ def test_allocation_failure_is_one_line_with_the_fix():
 
 
 def test_jobenergy_seff_with_failing_sacct_says_so_once_and_shows_the_record(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
-    url = f"sqlite:///{tmp_path}/j.db"
-    st = open_store(url)
-    st.put(rec())
-    st.close()
+    own_site_config(tmp_path, monkeypatch)
+    url = store_with(tmp_path, rec())
     sacct = tmp_path / "sacct"
     sacct.write_text(SACCT_DOWN)
     sacct.chmod(0o755)

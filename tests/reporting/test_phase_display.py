@@ -8,10 +8,10 @@ import json
 import pytest
 
 from slurm_energy.cli.jobenergy import main
-from slurm_energy.model import JobRecord, Method, NodeSummary, WindowEnergy
+from jobrecord_factory import job_record, own_site_config, store_with
+from slurm_energy.model import JobRecord, Method, WindowEnergy
 from slurm_energy.reporting.phases import PHASE_CSV_COLUMNS, render_phases_csv
 from slurm_energy.reporting.report import render_csv, render_html, write_reports
-from slurm_energy.store import open_store
 
 T0 = 1_700_000_000.0
 KWH = 3.6e6
@@ -26,15 +26,14 @@ def record() -> JobRecord:
     # 1 h job, 3.6e6 J (1 kWh) of CPU at a flat 1000 W; phases epoch 0 (0-1200 s), epoch 1 (1200-3000 s)
     # with a nested "eval" (2400-3000 s); outside: 3000-3600 s. CO2e: 1 kWh x PUE 1.5 x 400 g = 0.6 kg
     trace = [[T0 + t, 1000.0, None, None] for t in range(60, 3601, 60)]
-    ns = NodeSummary(node="n1", job_id="900", start_time=T0, end_time=T0 + 3600, power_trace=trace)
     phases = [W("phase", "epoch 0", 0, 1200, 1.2e6, co2e_kg=0.2), W("phase", "epoch 1", 1200, 3000, 1.8e6, co2e_kg=0.3),
               W("phase", "eval", 2400, 3000, 0.6e6, depth=1, co2e_kg=0.1)]
     totals = [W("in_phases", "all phases (nested counted once)", 0, 3600, 3.0e6, co2e_kg=0.5),
               W("outside", "outside any phase", 0, 3600, 0.6e6, co2e_kg=0.1)]
     stages = [W("stage", "50%", 0, 1800, 1.8e6, fraction=0.5, co2e_kg=0.3),
               W("stage", "100%", 0, 3000, 3.0e6, fraction=1.0, co2e_kg=0.5)]
-    return JobRecord(cluster="c1", job_id="900", user="alice", uid=1001, start_time=T0, end_time=T0 + 3600,
-                     nodes=[ns], expected_nodes=["n1"], energy_it_j={"cpu": 3.6e6}, methods={"cpu": Method.COUNTER},
+    return job_record("900", [], start=T0, end=T0 + 3600, node_fields={"power_trace": trace}, account="", partition="",
+                      energy_it_j={"cpu": 3.6e6}, methods={"cpu": Method.COUNTER},
                      it_kwh=1.0, facility_kwh=1.5, co2e_kg=0.6, phases=phases, stages=stages, phase_totals=totals,
                      tags={"flops": 1.5e18, "tokens": 2e9})
 
@@ -99,13 +98,8 @@ def test_report_files_include_phases_csv(tmp_path):
 
 @pytest.fixture
 def url(tmp_path, monkeypatch):
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
-    u = f"sqlite:///{tmp_path}/jobs.db"
-    s = open_store(u)
-    s.put(record())
-    s.close()
-    return u
+    own_site_config(tmp_path, monkeypatch)
+    return store_with(tmp_path, record())
 
 
 def test_jobenergy_long_and_json_show_phases(url, capsys):

@@ -8,11 +8,10 @@ import re
 
 import pytest
 
-from jobrecord_factory import finished, node_record
+from jobrecord_factory import finished, node_record, own_site_config, store_with
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.cli.store_cmds import month_bounds, rollup
 from slurm_energy.model import Method
-from slurm_energy.store import open_store
 
 T0, T1 = month_bounds("2024-02")
 
@@ -38,14 +37,8 @@ def test_rollup_splits_measured_and_estimated():
 
 @pytest.fixture
 def url(tmp_path, monkeypatch):
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\noffline: true\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    u = f"sqlite:///{tmp_path}/j.db"
-    st = open_store(u)
-    for r in _recs():
-        st.put(r)
-    st.close()
-    return u
+    own_site_config(tmp_path, monkeypatch, "cluster_name: c1\noffline: true\n")
+    return store_with(tmp_path, *_recs())
 
 
 def test_csv_and_json(url, tmp_path, capsys):

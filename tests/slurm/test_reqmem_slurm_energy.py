@@ -4,14 +4,13 @@ import subprocess
 
 import pytest
 
-from jobrecord_factory import finished, node_record
+from jobrecord_factory import finished, node_record, own_site_config, store_with
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.reporting.report import render_html
 from slurm_energy.slurm.env import JobContext, job_env_facts, parse_slurm_env
 from slurm_energy.slurm.finalize import _requested_memory
 from slurm_energy.slurm.sacct import consumed_energy
 from slurm_energy.slurm.scontrol import parse_show_job
-from slurm_energy.store import open_store
 
 MB, GB = 1024 ** 2, 1024 ** 3
 T0 = 1_700_000_000.0
@@ -52,17 +51,12 @@ def test_request_zero_is_the_whole_node_and_bad_text_is_an_error_not_a_crash():
 
 
 def _store(tmp_path, monkeypatch, **kw):
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    own_site_config(tmp_path, monkeypatch)
     r = node_record(job_id="77", start=T0, end=T0 + 60, **kw)
     r.nodes[0].req_mem_bytes = 4000 * MB
     r.nodes[0].req_mem_source = "per node 4000M (scontrol show job)"
     r.nodes[0].max_mem_bytes = int(1.5 * GB)
-    u = f"sqlite:///{tmp_path}/j.db"
-    s = open_store(u)
-    s.put(finished(r))
-    s.close()
-    return u, finished(r)
+    return store_with(tmp_path, finished(r), name="j.db"), finished(r)
 
 
 def test_jobenergy_reqmem_maxrss_slurmenergy(tmp_path, monkeypatch, capsys):

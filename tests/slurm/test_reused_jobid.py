@@ -7,7 +7,7 @@ SLURM_JOB_START_TIME where Slurm gives them, else by the run's node list and ove
 
 import pytest
 
-from jobrecord_factory import node_record
+from jobrecord_factory import node_record, own_site_config
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.merge import merge_records, split_runs
 from slurm_energy.slurm.results import (
@@ -90,8 +90,7 @@ def test_env_carries_slurm_run_ids():
 
 
 def test_store_keeps_both_runs_jobenergy_newest_with_warning_and_S_selects(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    own_site_config(tmp_path, monkeypatch)
     u = f"sqlite:///{tmp_path}/jobs.db"
     s = open_store(u)
     facts = CarbonFacts(pue=1.0, ci_g_per_kwh=0.0)

@@ -8,7 +8,7 @@ import os
 import pytest
 import sqlalchemy as sa
 
-from jobrecord_factory import finished, node_record
+from jobrecord_factory import finished, node_record, own_site_config, store_with
 from slurm_energy.cli.jobenergy_format import FIELDS, long_rows, report_code
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
@@ -68,16 +68,12 @@ def test_report_reason_codes(text, code):
 def test_jobenergy_table_stays_narrow_with_a_long_report_reason(tmp_path, monkeypatch, capsys):
     from slurm_energy.cli.jobenergy import main
 
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    own_site_config(tmp_path, monkeypatch)
     rec = finished(node_record(job_id="706"))
     rec.report_error = ("/home/alice/a/very/long/work/dir not written as alice: [Errno 13] Permission denied: "
                         "'/home/alice/a/very/long/work/dir/energy-706.html'; make it writable by alice or submit "
                         "from a writable directory (sbatch --chdir=DIR); the energy is in `jobenergy -l 706`")
-    url = f"sqlite:///{tmp_path}/jobs.db"
-    st = open_store(url)
-    st.put(rec)
-    st.close()
+    url = store_with(tmp_path, rec)
     assert main(["--store", url, "-j", "706", "-P", "-n", "-o", "JobID,Status"]) == 0
     assert capsys.readouterr().out.strip() == "706|complete (no report: permission_denied)"
     assert main(["--store", url, "-j", "706", "-P", "-n", "-l"]) == 0
