@@ -8,6 +8,8 @@ model, implausible tag). Reads the store (:meth:`slurm_energy.store.Store.tagged
 
 from __future__ import annotations
 
+from slurm_energy.store.urls import STORE_HELP
+
 import json
 import sys
 from dataclasses import asdict
@@ -23,7 +25,7 @@ def register(subparsers) -> None:
         description="Per GPU model: jobs, FLOP/s fraction (achieved / rated), power fraction (drawn / rated) and "
                     "node overhead per GPU, median and p10-p90, as `slurm-energy predict` uses them.",
     )
-    p.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
+    p.add_argument("--store", help=STORE_HELP)
     p.add_argument("-v", "--verbose", action="store_true", help="one line per tagged job, or why it was not used")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_calibration)

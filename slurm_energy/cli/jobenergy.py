@@ -30,6 +30,8 @@ Exit status: 0 ok; 1 a requested job id is not in the store, or ``-u`` names onl
 
 from __future__ import annotations
 
+from slurm_energy.store.urls import STORE_HELP
+
 import argparse
 import os
 import pwd
@@ -77,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="full records as JSON")
     p.add_argument("--seff", action="store_true", help="seff-like block per job: CPU and memory efficiency "
                    "against the allocation (from sacct), energy by class with its method, CO2e, coverage")
-    p.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
+    p.add_argument("--store", help=STORE_HELP)
     return p
 
 

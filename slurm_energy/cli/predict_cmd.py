@@ -16,6 +16,8 @@ Algorithms) unless ``--gpu-flops`` / ``--gpu-watts`` are given (they win).
 
 from __future__ import annotations
 
+from slurm_energy.store.urls import STORE_HELP
+
 from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
 
 import json
@@ -82,8 +84,7 @@ def register(subparsers) -> None:
     s.add_argument("--alpha", type=float, help="offset factor alpha (default: the site config's, else 1.0)")
     s.add_argument("--partition", default="", help="Slurm partition the job will run in: picks the site config's "
                    "datacenter (PUE, carbon intensity)")
-    s.add_argument("--store", help="store URL for the site calibration (default: $SLURM_ENERGY_STORE, else "
-                   "site config paths.store_url)")
+    s.add_argument("--store", help="for the site calibration: " + STORE_HELP)
     s.add_argument("--no-calibration", action="store_true", help="ignore the site's measured jobs")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=cmd_predict)

@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from slurm_energy.store.urls import STORE_HELP
+
 import os
 import sys
 import time
@@ -42,14 +44,14 @@ def register(sub) -> None:
     c.add_argument("--older-than", type=float, default=60.0, metavar="MIN",
                    help="only attempts whose newest node record is at least MIN minutes old (default 60)")
     c.add_argument("--results-dir", help="default: site config paths.results_dir")
-    c.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
+    c.add_argument("--store", help=STORE_HELP)
     c.add_argument("--dry-run", action="store_true", help="list what would be stored, store nothing")
     c.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("prune", help="remove spool and results files of jobs already stored (retention)")
     p.add_argument("--older-than", type=float, default=14.0, metavar="DAYS",
                    help="only attempts whose newest file is at least DAYS days old (default 14)")
-    p.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
+    p.add_argument("--store", help=STORE_HELP)
     p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     p.set_defaults(func=cmd_prune)
 
@@ -60,7 +62,7 @@ def register(sub) -> None:
                    help="table (default), csv, json, or html (bar charts per group, the month's top jobs, method "
                    "coverage, the PUE and carbon intensity used)")
     r.add_argument("--out", help="write to this file (default: stdout; html: rollup-<month>-<by>.html here)")
-    r.add_argument("--store", help="store URL (default: $SLURM_ENERGY_STORE, else site config paths.store_url)")
+    r.add_argument("--store", help=STORE_HELP)
     r.add_argument("-P", "--parsable2", action="store_true", help="'|'-separated output")
     r.set_defaults(func=cmd_rollup)
 

@@ -32,6 +32,8 @@ ENV_STORE = "SLURM_ENERGY_STORE"
 #: Dialects (the part before ``://`` and ``+driver``) a store URL may name.
 KNOWN_DIALECTS = ("sqlite", "postgresql")
 _PATH_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+#: ``--store``'s help, the same in every command that reads the store.
+STORE_HELP = "store URL, or a SQLite file path (default: $SLURM_ENERGY_STORE, else site config paths.store_url)"
 
 
 def shown_url(url: str) -> str:
