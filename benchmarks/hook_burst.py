@@ -1,0 +1,182 @@
+"""Prolog/Epilog wall time under a job burst on the test cluster, ours against a no-op hook in the
+same burst (issue 12, target 2: ours adds <= 0.2 s at p95). Run as root, holding the cluster lock:
+
+    flock /tmp/se-cluster.lock /opt/slurm-energy/venv/bin/python benchmarks/hook_burst.py \\
+        [--jobs 300] [--python VENV/bin/python] [--out FILE]
+
+What it does (3-6 minutes for 300 jobs on the 2-node, 2-CPU-per-node cluster):
+
+* writes under ``$L/hookbench/``: ``ours/{prolog,epilog}`` (the cluster's installed hooks, or with
+  ``--python`` the hooks ``slurm-energy install`` of that interpreter writes: its package, its
+  sampler and finalizer), ``noop/{prolog,epilog}`` (the same scripts, the same ``cd /`` and
+  ``timeout -s KILL 1.9`` guard, with the Python command replaced by ``/bin/true``), and two bash
+  dispatchers that run ``ours`` for even job ids and ``noop`` for odd ones, logging each run's
+  wall time (bash ``$EPOCHREALTIME`` before and after the hook script: what slurmd waits for, less
+  the dispatcher's own start);
+* points slurm.conf's Prolog=/Epilog= at the dispatchers (``scontrol reconfigure``), submits one
+  array of ``--jobs`` tasks (``sleep 1``, 100 MB, as alice), waits for the queue to empty, and puts
+  slurm.conf back (also on errors and Ctrl-C);
+* prints p50 / p95 / max of both and what ours adds (ours - noop at each percentile).
+
+Both kinds run interleaved in one burst, so both see the same load: the other jobs' hooks, the
+samplers and finalizers that the even jobs start, slurmd and slurmctld, anything else on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TESTCLUSTER = REPO / "scripts" / "testcluster.sh"
+HOOKS = ("prolog", "epilog")
+
+DISPATCH = """#!/bin/bash
+# benchmarks/hook_burst.py: even job ids run slurm-energy's hook, odd ones the no-op; wall time logged
+t0=$EPOCHREALTIME
+case ${{SLURM_JOB_ID:-1}} in *[02468]) k=ours ;; *) k=noop ;; esac
+{d}/$k/{which}
+t1=$EPOCHREALTIME
+echo "$k {which} ${{SLURM_JOB_ID:-?}} $t0 $t1" >>{d}/times.log
+exit 0
+"""
+
+
+def cluster_dir() -> Path:
+    mark = Path("/run/slurm-energy-testcluster")
+    return Path(os.environ.get("L") or (mark.read_text().strip() if mark.exists() else "/var/tmp/slurm-energy-cluster"))
+
+
+def tc(*args: str, user: str = "root", check: bool = True) -> subprocess.CompletedProcess:
+    """A Slurm command for the running cluster's version (scripts/testcluster.sh exec)."""
+    return subprocess.run(["bash", str(TESTCLUSTER), "exec", "-u", user, "-C", "/", "--", *args],
+                          capture_output=True, text=True, check=check)
+
+
+def noop_text(hook_text: str) -> str:
+    """The hook script with its Python command replaced by /bin/true (same shell, cd, guard)."""
+    out, n = re.subn(r'(timeout -s KILL [0-9.]+ )"\$PY"[^<\n]*<', r"\1/bin/true <", hook_text)
+    if n != 1:
+        raise SystemExit("hook_burst: cannot find the hook's \"$PY\" ... command line to replace")
+    return out
+
+
+def write_hooks(d: Path, ours_from: Path, python: str | None, site: Path) -> None:
+    (d / "ours").mkdir(parents=True, exist_ok=True)
+    (d / "noop").mkdir(exist_ok=True)
+    if python:
+        subprocess.run([python, "-m", "slurm_energy.cli.main", "install", "--hooks-dir", str(d / "ours"),
+                        "--config", str(site)], check=True, capture_output=True, cwd="/")
+    else:
+        for which in HOOKS:
+            (d / "ours" / which).write_text((ours_from / which).read_text())
+    for which in HOOKS:
+        (d / "noop" / which).write_text(noop_text((d / "ours" / which).read_text()))
+        (d / which).write_text(DISPATCH.format(d=d, which=which))
+        for p in (d / "ours" / which, d / "noop" / which, d / which):
+            os.chmod(p, 0o755)
+    (d / "times.log").write_text("")
+
+
+def set_hooks(conf: Path, prolog: str, epilog: str) -> None:
+    text = conf.read_text()
+    text = re.sub(r"^Prolog=.*$", f"Prolog={prolog}", text, flags=re.M)
+    text = re.sub(r"^Epilog=.*$", f"Epilog={epilog}", text, flags=re.M)
+    conf.write_text(text)
+    tc("scontrol", "reconfigure")
+    for _ in range(50):  # reconfigure is asynchronous: wait until the controller shows the new Prolog
+        if f"= {prolog}" in tc("scontrol", "show", "config").stdout:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"hook_burst: slurm.conf's Prolog={prolog} not in force after scontrol reconfigure")
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def table(times: dict[tuple[str, str], list[float]], n_jobs: int, elapsed_s: float) -> str:
+    lines = [f"hook wall time (s) over one burst of {n_jobs} jobs (sleep 1), {elapsed_s:.0f} s from submit "
+             "to empty queue; even job ids ours, odd ones the no-op",
+             "| hook | runs ours / no-op | ours p50 / p95 / max | no-op p50 / p95 / max | added p50 / p95 |",
+             "|---|---|---|---|---|"]
+    for which in HOOKS:
+        a, b = times.get(("ours", which), []), times.get(("noop", which), [])
+        if not a or not b:
+            lines.append(f"| {which} | {len(a)} / {len(b)} | - | - | - |")
+            continue
+        lines.append(f"| {which} | {len(a)} / {len(b)} | {statistics.median(a):.3f} / {pct(a, .95):.3f} / {max(a):.3f} "
+                     f"| {statistics.median(b):.3f} / {pct(b, .95):.3f} / {max(b):.3f} "
+                     f"| {statistics.median(a) - statistics.median(b):+.3f} / {pct(a, .95) - pct(b, .95):+.3f} |")
+    lines.append("target (issue 12): added p95 <= 0.2 s for each hook")
+    return "\n".join(lines)
+
+
+def read_times(path: Path) -> dict[tuple[str, str], list[float]]:
+    out: dict[tuple[str, str], list[float]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            kind, which, _job, t0, t1 = line.split()
+            out.setdefault((kind, which), []).append(float(t1) - float(t0))
+        except ValueError:
+            continue
+    return out
+
+
+def wait_empty(job: str, limit_s: float) -> None:
+    t_end = time.time() + limit_s
+    while time.time() < t_end:
+        r = tc("squeue", "-h", "-j", job, "-o", "%i %T", check=False)
+        if r.returncode == 0 and not r.stdout.strip():
+            return
+        time.sleep(1.0)
+    raise SystemExit(f"hook_burst: job {job} still in the queue after {limit_s:.0f} s")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=300)
+    ap.add_argument("--python", help="measure the hooks this interpreter's slurm-energy installs (host Slurm only)")
+    ap.add_argument("--out", help="also write the table (markdown) to this file")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("hook_burst: run as root (it edits the test cluster's slurm.conf)")
+    if subprocess.run(["bash", str(TESTCLUSTER), "status"], capture_output=True).returncode != 0:
+        sys.exit("hook_burst: the test cluster is not running: flock /tmp/se-cluster.lock bash scripts/testcluster.sh start")
+    L = cluster_dir()
+    conf, d = L / "etc" / "slurm.conf", L / "hookbench"
+    orig = conf.read_text()
+    pro = re.search(r"^Prolog=(.*)$", orig, flags=re.M)
+    if pro is None:
+        sys.exit(f"hook_burst: {conf} has no Prolog= line")
+    write_hooks(d, Path(pro.group(1)).parent, args.python, L / "etc" / "site.yaml")
+    tc("scancel", "-u", "alice", check=False)
+    try:
+        set_hooks(conf, str(d / "prolog"), str(d / "epilog"))
+        t0 = time.time()
+        r = tc("sbatch", "--parsable", f"--array=0-{args.jobs - 1}", "--mem=100M", "--output=/dev/null",
+               "--wrap", "sleep 1", user="alice")
+        job = r.stdout.strip().split(";")[0]
+        print(f"[hook_burst] array job {job}: {args.jobs} tasks submitted", flush=True)
+        wait_empty(job, 20 * 60)
+        elapsed = time.time() - t0
+        time.sleep(2.0)  # the last Epilog's line
+    finally:
+        conf.write_text(orig)
+        tc("scontrol", "reconfigure", check=False)
+    text = table(read_times(d / "times.log"), args.jobs, elapsed)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
