@@ -11,16 +11,20 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
 from typing import Optional
 
 
-def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Optional[dict] = None) -> int:
+def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Optional[dict] = None,
+                   nice: int = 0) -> int:
     """Start ``argv`` in its own session with stdio detached; return its PID.
 
-    Returns once the child leads its own session (or raises after ``wait_s``).
+    Returns once the child leads its own session (or raises after ``wait_s``). ``nice`` > 0: the
+    child's niceness is raised by that much as soon as it runs (setpriority, no preexec_fn, so
+    Popen's fast vfork path is kept; an error there is ignored: it then runs at the hook's).
     Raises:
         OSError: the program cannot be started, or the log cannot be opened.
         TimeoutError: the child did not become a session leader within ``wait_s`` seconds.
@@ -31,6 +35,11 @@ def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Opt
                              start_new_session=True, cwd="/", env=env if env is not None else {"LANG": "C.UTF-8"})
     finally:
         os.close(fd)
+    if nice > 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, p.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+        except OSError:
+            pass
     # Popen returns after exec succeeded, and setsid() runs before exec: this loop normally ends at once.
     deadline = time.monotonic() + wait_s
     while True:
@@ -84,6 +93,24 @@ def find_sampler(job_dir_suffix: str, node: str) -> Optional[int]:
 
 
 def _wait_stopped(pid: int, seconds: float) -> bool:
+    """True once ``pid`` has exited (a zombie counts), waiting at most ``seconds``. A pidfd
+    (Linux >= 5.3) wakes at the exit itself; else /proc is polled every 20 ms."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except (AttributeError, OSError):  # no pidfd_open (old kernel or Python): poll /proc
+        return _poll_stopped(pid, seconds)
+    try:
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        p.poll(max(0.0, seconds) * 1000.0)  # readable once the process has exited (zombie or reaped)
+    finally:
+        os.close(fd)
+    return not is_running(pid)
+
+
+def _poll_stopped(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if not is_running(pid):

@@ -19,11 +19,14 @@ import logging
 import os
 import sys
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from slurm_energy.slurm.env import JobContext, parse_slurm_env
 from slurm_energy.slurm.runtime import FALLBACK_LOG_DIR, load_config, reading_row, readers_for, setup_logging, spool_from_dir
 from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private
+
+if TYPE_CHECKING:
+    from slurm_energy.config import SiteConfig
 
 __all__ = ["FALLBACK_LOG_DIR", "epilog", "main", "prolog", "sampler_main", "setup_logging", "spawn"]
 
@@ -150,10 +153,16 @@ def _start_sampler(cfg, spool: JobSpool) -> int:
     return spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node], logf, cfg.paths.log_dir)
 
 
-def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR) -> int:
+#: Niceness of the detached finalizers: their CPU (imports, summary, store, report) must not slow
+#: the Prolog/Epilog of the jobs starting and ending meanwhile (a burst), nor the jobs themselves.
+FINALIZER_NICE = 10
+
+
+def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int = 0) -> int:
     """Start ``python -I args...`` detached (see :mod:`slurm_energy.slurm.detach`); isolated, so only
     the installed package is imported (never one from a working directory or PYTHONPATH). Its
-    stdout/stderr go to ``logf``, else (full or read-only spool) ``log_dir``, else /dev/null."""
+    stdout/stderr go to ``logf``, else (full or read-only spool) ``log_dir``, else /dev/null.
+    ``nice``: added to its niceness (0: as the hook's)."""
     from slurm_energy.slurm.detach import spawn_detached
 
     env = {"LANG": "C.UTF-8"}
@@ -166,7 +175,7 @@ def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR) -> int:
             break
         except OSError:
             continue
-    pid = spawn_detached([_python(), "-I", *args], lf, env=env)
+    pid = spawn_detached([_python(), "-I", *args], lf, env=env, nice=nice)
     try:  # PrologFlags=RunInJob: the hook runs in the job's extern step; the child must not
         from slurm_energy.slurm.cgroup_move import leave_job_cgroups
 
@@ -187,7 +196,9 @@ def sampler_main(job_dir: str, node: str) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: _EARLY_STOP.append(1))  # before the slow imports
     errors: list[str] = []
-    cfg = load_config(errors)
+    # the resolved copy, as in the Prolog: a short job's Epilog waits for this start-up (its TERM
+    # takes effect once the sampler is running); the full config (carbon) only for the interims
+    cfg = load_config(errors, light=True)
     setup_logging(cfg.paths.log_dir, "sampler.log")
     spool, ctx = spool_from_dir(job_dir, node)
     try:
@@ -201,11 +212,9 @@ def sampler_main(job_dir: str, node: str) -> int:
         probe = SlurmJobProbe(ctx.job_id, ctx.uid if ctx.uid is not None else -1, ctx.node, sluid=ctx.sluid,
                               on_job_env=lambda facts: write_private(spool.jobenv, json.dumps(facts)))
         writer = SampleWriter(spool.samples)
-        from slurm_energy.slurm.finalize import interim
-
         s = Sampler(readers, probe, writer, interval_s=cfg.sampling.interval_s,
                     gone_after_s=cfg.sampling.epilog_wait_s,
-                    interim_every_s=cfg.sampling.interim_s, on_interim=lambda: interim(cfg, spool, ctx))
+                    interim_every_s=cfg.sampling.interim_s, on_interim=_Interim(spool, ctx))
         s.install_signal_handlers()
         if _EARLY_STOP:
             s.stop()  # the job already ended: one start and one final sample, then exit
@@ -232,9 +241,25 @@ def _finish_without_epilog(cfg, spool: JobSpool, ctx: JobContext, gone_at: float
     except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
         log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
     spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(gone_at), "", "epilog_missing"],
-          os.path.join(spool.dir, f"finalize-{spool.node}.log"), cfg.paths.log_dir)
+          os.path.join(spool.dir, f"finalize-{spool.node}.log"), cfg.paths.log_dir, nice=FINALIZER_NICE)
     log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",
                 ctx.job_id, spool.node, cfg.sampling.epilog_wait_s)
+
+
+class _Interim:
+    """The sampler's interim summary: the finalizer's module and the full site config (carbon) are
+    loaded at the first call, not at the sampler's start (most jobs end before one is due)."""
+
+    def __init__(self, spool: JobSpool, ctx: JobContext):
+        self.spool, self.ctx = spool, ctx
+        self.cfg: Optional[SiteConfig] = None
+
+    def __call__(self) -> None:
+        from slurm_energy.slurm.finalize import interim
+
+        if self.cfg is None:
+            self.cfg = load_config([])  # its problems are already on the job (the Prolog's and the sampler's)
+        interim(self.cfg, self.spool, self.ctx)
 
 
 def epilog(env=None) -> int:
@@ -249,7 +274,8 @@ def epilog(env=None) -> int:
             outcome = "no_spool"
             sampler = _stop_sampler(None, ctx)
             spawn(["-m", "slurm_energy.slurm.hooks", "finalize-env", ctx.to_json(), repr(t_end), ctx.exit_code or "",
-                   sampler, json.dumps(errors)], os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir)
+                   sampler, json.dumps(errors)], os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir,
+                  nice=FINALIZER_NICE)
             log.error("epilog job=%s node=%s: no usable spool (%s); finalizer started from the environment",
                       ctx.job_id, ctx.node, "; ".join(errors))
             return 0
@@ -264,7 +290,7 @@ def epilog(env=None) -> int:
         outcome = _stop_sampler(spool, ctx)
         logf = os.path.join(spool.dir, f"finalize-{spool.node}.log")
         spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(t_end),
-               ctx.exit_code or "", outcome], logf, cfg.paths.log_dir)
+               ctx.exit_code or "", outcome], logf, cfg.paths.log_dir, nice=FINALIZER_NICE)
         try:
             write_private(spool.done, json.dumps({"t": t_end, "sampler": outcome, "exit_code": ctx.exit_code or ""}))
         except OSError as e:  # a read-only spool: the finalizer is already on its way

@@ -47,3 +47,26 @@ def test_zombie_counts_as_stopped():
     assert os.path.exists(f"/proc/{p.pid}")  # still there, as a zombie
     assert stop_process(p.pid) == "not_running"
     p.wait()
+
+
+def test_nice_child_runs_at_the_hooks_niceness_plus_nice(tmp_path):
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    pid = spawn_detached([sys.executable, "-c", "import time; time.sleep(30)"], str(tmp_path / "l"), nice=7)
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, own + 7)  # e.g. 0 + 7 = 7
+    finally:
+        assert stop_process(pid) == "terminated"
+
+
+def test_a_zombie_leaving_during_the_wait_is_seen_stopped(tmp_path):
+    # the child exits 0.3 s after TERM (its handler sleeps): the wait wakes at its exit, "terminated"
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.3), sys.exit(0)))\n"
+            "print('ready', flush=True)\ntime.sleep(60)")
+    pid = spawn_detached([sys.executable, "-c", code], str(tmp_path / "l"))
+    for _ in range(100):
+        if "ready" in open(tmp_path / "l").read():
+            break
+        time.sleep(0.05)
+    assert stop_process(pid, term_wait_s=5.0) == "terminated"
+    assert not is_running(pid)

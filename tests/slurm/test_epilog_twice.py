@@ -22,7 +22,9 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
                     f"paths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/log\n")
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
     spawned: list[list[str]] = []
-    monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None: spawned.append(args) or 4_000_000)  # no such PID
+    nices: list[int] = []
+    monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None, nice=0:
+                        spawned.append(args) or nices.append(nice) or 4_000_000)  # no such PID
     monkeypatch.setattr(hooks, "_stop_sampler", lambda spool, ctx=None: "terminated")
     assert hooks.prolog(_env(tmp_path, "prolog_slurmd")) == 0
     assert [a[2] for a in spawned] == ["sampler"]
@@ -30,6 +32,7 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     samples = job_dir / "samples-n1.jsonl"
     assert hooks.epilog(_env(tmp_path, "epilog_slurmd")) == 0
     assert [a[2] for a in spawned] == ["sampler", "finalize"]
+    assert nices == [0, hooks.FINALIZER_NICE] == [0, 10]  # the finalizer yields the CPU to hooks and jobs
     done = (job_dir / "epilog-n1.done").read_text()
     rows = samples.read_text()
     # the same run's Epilog again: exit 0, no second finalizer, nothing appended or rewritten

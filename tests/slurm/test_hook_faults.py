@@ -151,7 +151,7 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     time.sleep(1.2)
     real_spawn = hooks.spawn
     # the Epilog as slurmd runs it, whose finalizer is SIGKILLed before it does anything
-    monkeypatch.setattr(hooks, "spawn", lambda args, *a: 0 if "finalize" in args else real_spawn(args, *a))
+    monkeypatch.setattr(hooks, "spawn", lambda args, *a, **kw: 0 if "finalize" in args else real_spawn(args, *a, **kw))
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
     hooks.epilog(dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_JOB_EXIT_CODE2="0:0"))
     db = tmp_path / "lib" / "jobs.db"  # at most the sampler's interim (running) record

@@ -47,7 +47,7 @@ def test_detached_sampler_and_finalizer_run_isolated(monkeypatch):
     from slurm_energy.slurm import detach, hooks
 
     seen = []
-    monkeypatch.setattr(detach, "spawn_detached", lambda argv, logf, env=None: seen.append(argv) or 4242)
+    monkeypatch.setattr(detach, "spawn_detached", lambda argv, logf, env=None, nice=0: seen.append(argv) or 4242)
     assert hooks.spawn(["-m", "slurm_energy.slurm.hooks", "sampler", "/x", "n1"], "/dev/null") == 4242
     assert seen[0][:3] == [hooks._python(), "-I", "-m"]
 
