@@ -12,7 +12,8 @@ Tables (built by ``scripts/build_tables.py``; provenance and licences in ``devic
 Model strings as the OS (``/proc/cpuinfo`` "model name") or NVML report them are reduced by
 :func:`normalize_cpu_model` / :func:`normalize_gpu_model` to a key; matching is exact on the key,
 then on the key without the family word (``xeon``, ``epyc``...) when that is unambiguous. No fuzzy
-matching: a wrong TDP is worse than a flagged fallback. Parsed with ``csv`` once per process.
+matching: a wrong TDP is worse than a flagged fallback. A CPU look-up parses only the table lines
+that can match (the Prolog makes one); the GPU table is parsed with ``csv`` once per process.
 """
 
 from __future__ import annotations
@@ -103,26 +104,42 @@ def _i(x: str) -> Optional[int]:
     return int(float(x)) if x not in ("", None) else None
 
 
-@functools.lru_cache(maxsize=4)
-def _cpu_index(path: str = CPU_TABLE) -> tuple[dict[str, CpuRow], dict[str, CpuRow]]:
+def _cpu_row(r: list[str]) -> CpuRow:
+    """A CpuRow from a csv row ``key, model, tdp_w, n_cores, source, year, licence``."""
+    return CpuRow(r[0], r[1], float(r[2]), _i(r[3]), r[4], _i(r[5]), r[6])
+
+
+def _loose_ok(k: str) -> bool:
+    return bool(k) and not (k.isdigit() and len(k) < 4)  # "3260" alone is too weak a key
+
+
+@functools.lru_cache(maxsize=2)
+def _lines(path: str) -> list[str]:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read().splitlines()[1:]  # without the header
+
+
+@functools.lru_cache(maxsize=16)
+def _lookup_cpu_key(key: str, path: str) -> Optional[CpuRow]:
+    """:func:`lookup_cpu` for a normalized key: the first row with that key, else the one row (or
+    rows of one TDP) whose key without family words is the key's without them; None otherwise
+    (ambiguous, or a loose key too weak: empty or under 4 digits). Parses only the lines holding
+    the key's longest word (every matching row holds all of its words): the Prolog looks up one
+    CPU per job, and indexing all ~4,700 rows cost it tens of ms."""
+    loose_key = strip_family(key)
+    needle = max((loose_key or key).split(), key=len)
+    lines = [ln for ln in _lines(path) if needle in ln]
     exact: dict[str, CpuRow] = {}
-    with open(path, newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            row = CpuRow(r["key"], r["model"], float(r["tdp_w"]), _i(r["n_cores"]), r["source"],
-                         _i(r["year"]), r["licence"])
-            exact.setdefault(row.key, row)
-    loose: dict[str, CpuRow] = {}
-    ambiguous: set[str] = set()
-    for row in exact.values():
-        k = strip_family(row.key)
-        if not k or k.isdigit() and len(k) < 4:
-            continue  # "3260" alone is too weak a key
-        if k in loose and loose[k].tdp_w != row.tdp_w:
-            ambiguous.add(k)
-        loose.setdefault(k, row)
-    for k in ambiguous:
-        loose.pop(k, None)
-    return exact, loose
+    for r in csv.reader(lines):
+        exact.setdefault(r[0], _cpu_row(r))
+    if key in exact:
+        return exact[key]
+    if not _loose_ok(loose_key):
+        return None
+    same = [row for row in exact.values() if strip_family(row.key) == loose_key]
+    if not same or any(row.tdp_w != same[0].tdp_w for row in same):
+        return None  # not in the table, or ambiguous (rows of different TDPs)
+    return same[0]
 
 
 def lookup_cpu(model: str, path: str = CPU_TABLE) -> Optional[CpuRow]:
@@ -133,8 +150,7 @@ def lookup_cpu(model: str, path: str = CPU_TABLE) -> Optional[CpuRow]:
     key = normalize_cpu_model(model)
     if not key:
         return None
-    exact, loose = _cpu_index(path)
-    return exact.get(key) or loose.get(strip_family(key))
+    return _lookup_cpu_key(key, path)
 
 
 @functools.lru_cache(maxsize=4)

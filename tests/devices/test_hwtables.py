@@ -90,3 +90,38 @@ def test_lookup_does_not_import_pandas():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     assert out.stdout.strip() == "False", out.stderr
+
+
+def _whole_table_index(path=hw.CPU_TABLE):
+    """The reference: every row indexed (exact key; key without family words when its rows agree)."""
+    import csv
+
+    exact = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            exact.setdefault(r["key"], float(r["tdp_w"]))
+    loose, ambiguous = {}, set()
+    for key, w in exact.items():
+        k = hw.strip_family(key)
+        if not k or (k.isdigit() and len(k) < 4):
+            continue
+        if k in loose and loose[k][1] != w:
+            ambiguous.add(k)
+        loose.setdefault(k, (key, w))
+    return exact, {k: v for k, v in loose.items() if k not in ambiguous}
+
+
+def test_lookup_reading_only_matching_lines_answers_as_the_whole_table_index():
+    exact, loose = _whole_table_index()
+    assert len(exact) > 4000
+    for key, w in list(exact.items())[::7]:  # a seventh of the keys as is, and with the family word dropped or swapped
+        row = hw.lookup_cpu(key)
+        assert row is not None and (row.key, row.tdp_w) == (key, w), key
+        k = hw.strip_family(key)
+        for variant in (k, "xeon " + k, "epyc " + k):
+            got = hw.lookup_cpu(variant)
+            key2 = hw.normalize_cpu_model(variant)
+            want = exact.get(key2)
+            if want is None and hw.strip_family(key2) in loose:
+                want = loose[hw.strip_family(key2)][1]
+            assert (got.tdp_w if got else None) == want, variant
