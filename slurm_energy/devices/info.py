@@ -7,14 +7,14 @@ sampled.
 from __future__ import annotations
 
 import os
-import platform
-import socket
+import sys
 from dataclasses import asdict
 from typing import Iterable
 
-import psutil
-
 from slurm_energy.core import DeviceStatic
+
+# psutil and platform are imported only by the fallbacks below: the Prolog writes this inventory,
+# and importing them cost it more than reading /proc.
 
 
 def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
@@ -26,6 +26,8 @@ def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    import platform
+
     return platform.processor() or ""
 
 
@@ -49,9 +51,14 @@ def cpu_topology(cpuinfo: str = "/proc/cpuinfo") -> tuple[int, int, int]:
                     cores.add((phys, v))
     except OSError:
         pass
-    logical = logical or (psutil.cpu_count() or 1)
+    logical = logical or (os.cpu_count() or 1)
     n_sockets = max(1, len(sockets))
-    n_cores = len(cores) or psutil.cpu_count(logical=False) or logical
+    if not cores:  # no "core id" lines (some VMs, non-x86): psutil counts the sysfs core ids
+        import psutil
+
+        n_cores = psutil.cpu_count(logical=False) or logical
+    else:
+        n_cores = len(cores)
     return n_sockets, max(1, n_cores // n_sockets), logical
 
 
@@ -64,7 +71,22 @@ def os_name() -> str:
                     return line.split("=", 1)[1].strip().strip('"')
     except OSError:
         pass
-    return f"{platform.system()} {platform.release()}"
+    u = os.uname()
+    return f"{u.sysname} {u.release}"  # platform.system() / platform.release()
+
+
+def ram_total_bytes(meminfo: str = "/proc/meminfo") -> int:
+    """The node's RAM (MemTotal, bytes; psutil's ``virtual_memory().total``)."""
+    try:
+        with open(meminfo, "rb") as f:
+            for line in f:
+                if line.startswith(b"MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import psutil
+
+    return int(psutil.virtual_memory().total)
 
 
 def collect_static(devices: Iterable[DeviceStatic] = ()) -> dict:
@@ -75,15 +97,15 @@ def collect_static(devices: Iterable[DeviceStatic] = ()) -> dict:
     """
     sockets, cps, logical = cpu_topology()
     return {
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # what socket.gethostname() returns on Linux
         "cpu_model": cpu_model(),
         "sockets": sockets,
         "cores_per_socket": cps,
         "logical_cpus": logical,
-        "ram_total_bytes": int(psutil.virtual_memory().total),
+        "ram_total_bytes": ram_total_bytes(),
         "os": os_name(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
+        "kernel": os.uname().release,  # platform.release()
+        "python": sys.version.split()[0],  # platform.python_version(), e.g. "3.11.7"
         "devices": [asdict(d) for d in devices],
         "pid": os.getpid(),
     }

@@ -1,15 +1,18 @@
 """Node-wide CPU and memory counters, and the psutil fallback for jobs without a cgroup.
 
-Node CPU busy time (s) = user + nice + system + irq + softirq + steal from /proc/stat (psutil's
-``cpu_times()``), i.e. total minus idle and iowait: the denominator of a job's CPU share.
+Node CPU busy time (s) = user + nice + system + irq + softirq + steal from /proc/stat (what
+psutil's ``cpu_times()`` reads), i.e. total minus idle and iowait: the denominator of a job's CPU
+share. Read from /proc directly: the Prolog takes one reading per job, and importing psutil cost
+it more than the reading itself.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional
 
-import psutil
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat's unit (USER_HZ)
 
 
 @dataclass
@@ -27,15 +30,31 @@ class NodeStats:
                 "ncpu": self.ncpu, "mem_used_bytes": self.mem_used_bytes, "mem_total_bytes": self.mem_total_bytes}
 
 
-def read_node_stats() -> NodeStats:
-    """Read /proc/stat and /proc/meminfo through psutil. Raises OSError only if /proc is missing."""
-    t = psutil.cpu_times()
-    idle = t.idle + getattr(t, "iowait", 0.0)
-    total = sum(t)
+def read_node_stats(proc: str = "/proc") -> NodeStats:
+    """The node's counters from ``/proc/stat`` (first line: user nice system idle iowait irq softirq
+    steal guest guest_nice, in USER_HZ ticks) and ``/proc/meminfo`` (MemTotal, MemAvailable, kB),
+    as psutil's ``cpu_times()`` and ``virtual_memory()`` read them. Raises OSError if they are
+    missing or unreadable."""
+    with open(f"{proc}/stat", "rb") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    if len(ticks) < 4:
+        raise OSError(f"{proc}/stat: no cpu line")
+    t = [x / _CLK_TCK for x in ticks]
+    idle = t[3] + (t[4] if len(t) > 4 else 0.0)
     # guest time is already included in user on Linux; subtracting avoids double counting
-    total -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
-    vm = psutil.virtual_memory()
-    return NodeStats(total - idle, total, psutil.cpu_count() or 1, int(vm.total - vm.available), int(vm.total))
+    total = sum(t) - sum(t[8:10])
+    mem: dict[bytes, int] = {}
+    with open(f"{proc}/meminfo", "rb") as f:
+        for line in f:
+            k, _, v = line.partition(b":")
+            if k in (b"MemTotal", b"MemAvailable"):
+                mem[k] = int(v.split()[0]) * 1024
+    if b"MemTotal" not in mem or b"MemAvailable" not in mem:  # kernels before 3.14: psutil estimates it
+        import psutil
+
+        vm = psutil.virtual_memory()
+        mem = {b"MemTotal": int(vm.total), b"MemAvailable": int(vm.available)}
+    return NodeStats(total - idle, total, os.cpu_count() or 1, mem[b"MemTotal"] - mem[b"MemAvailable"], mem[b"MemTotal"])
 
 
 def job_pids_by_env(job_id: str) -> list[int]:
@@ -43,6 +62,8 @@ def job_pids_by_env(job_id: str) -> list[int]:
 
     The fallback where proctrack/linuxproc leaves no job cgroup.
     """
+    import psutil
+
     out = []
     for p in psutil.process_iter(["pid"]):
         try:
@@ -59,6 +80,8 @@ def pids_usage(pids: list[int]) -> tuple[Optional[float], Optional[int]]:
     Returns (None, None) if none of them exists. CPU time of processes that already exited and
     were not reaped by one of ``pids`` is lost: that is why cgroups are preferred.
     """
+    import psutil
+
     cpu = 0.0
     rss = 0
     seen = False

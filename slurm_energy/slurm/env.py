@@ -17,7 +17,6 @@ from slurm_energy.errors import SlurmEnvError
 import json
 import os
 import re
-import socket
 from dataclasses import asdict, dataclass, field
 from typing import Mapping, Optional
 
@@ -97,7 +96,7 @@ def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
         account=env.get("SLURM_JOB_ACCOUNT", ""),
         partition=env.get("SLURM_JOB_PARTITION", ""),
         work_dir=env.get("SLURM_JOB_WORK_DIR", ""),
-        node=env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
+        node=env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0],
         cluster=env.get("SLURM_CLUSTER_NAME", ""),
         nodelist=env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST", ""),
         num_nodes=_int(env, "SLURM_JOB_NUM_NODES", 1),

@@ -4,20 +4,19 @@ The Prolog/Epilog must stay light (2 s, exit 0 whatever happens), so they do not
 site.yaml themselves. The first hook that sees a new site.yaml text loads it the full way
 (:func:`slurm_energy.config.lenient.load_site_config_for_hooks`: valid parts kept, last good copy
 when unparsable) and writes ``<site.yaml>.resolved.json``: the validated config as JSON, the
-problems found, and the SHA-256 of the text it came from. Every later hook reads that copy as long
-as site.yaml's text (and this slurm-energy version) is unchanged: one file read, one hash, no
-pydantic. The copy is root-only (0600: the store URL may hold a password); a copy that cannot be
-read or written only costs the full load.
+problems found, and the text it came from. Every later hook reads that copy as long as
+site.yaml's text (and this slurm-energy version) is unchanged: two file reads and a string
+comparison, no pydantic (nor hashlib: loading OpenSSL cost more than the comparison). The copy
+is root-only (0600: the store URL may hold a password); a copy that cannot be read or written
+only costs the full load.
 
 Without a site.yaml (documented defaults) there is nothing to key a copy on: the full load is used.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
 from typing import Any, Optional
 
 from slurm_energy._version import __version__
@@ -49,7 +48,8 @@ def _site_path() -> Optional[str]:
 
 
 def _key(text: bytes) -> str:
-    return f"{__version__}:{hashlib.sha256(text).hexdigest()}"
+    """What the copy is valid for: this version and site.yaml's exact text (bytes kept as is)."""
+    return f"{__version__}\n{text.decode('utf-8', 'surrogateescape')}"
 
 
 def load_hook_config() -> tuple[Any, list[str]]:
@@ -82,6 +82,8 @@ def load_hook_config() -> tuple[Any, list[str]]:
 
 def _save(path: str, data: dict[str, Any]) -> None:
     """Write ``data`` atomically, mode 0600; a failure is ignored (the next hook loads in full)."""
+    import tempfile
+
     try:
         fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
                                    dir=os.path.dirname(os.path.abspath(path)))
