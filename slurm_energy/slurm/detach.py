@@ -23,8 +23,8 @@ def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Opt
     """Start ``argv`` in its own session with stdio detached; return its PID.
 
     Returns once the child leads its own session (or raises after ``wait_s``). ``nice`` > 0: the
-    child's niceness is raised by that much as soon as it runs (setpriority, no preexec_fn, so
-    Popen's fast vfork path is kept; an error there is ignored: it then runs at the hook's).
+    child's niceness, and its session's autogroup's, are raised by that much as soon as it runs
+    (:func:`_renice`; no preexec_fn, so Popen's fast vfork path is kept).
     Raises:
         OSError: the program cannot be started, or the log cannot be opened.
         TimeoutError: the child did not become a session leader within ``wait_s`` seconds.
@@ -36,10 +36,7 @@ def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Opt
     finally:
         os.close(fd)
     if nice > 0:
-        try:
-            os.setpriority(os.PRIO_PROCESS, p.pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
-        except OSError:
-            pass
+        _renice(p.pid, nice)
     # Popen returns after exec succeeded, and setsid() runs before exec: this loop normally ends at once.
     deadline = time.monotonic() + wait_s
     while True:
@@ -51,6 +48,23 @@ def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Opt
         if time.monotonic() > deadline:
             raise TimeoutError(f"child {p.pid} did not lead its own session within {wait_s} s")
         time.sleep(0.005)
+
+
+def _renice(pid: int, nice: int) -> None:
+    """Raise ``pid``'s niceness by ``nice``: the process's own, and that of its autogroup. With
+    CONFIG_SCHED_AUTOGROUP (``/proc/sys/kernel/sched_autogroup_enabled`` = 1, Debian's and Ubuntu's
+    default) every session is a scheduling group of its own, so a process that called setsid()
+    competes with slurmd's whole session (every Prolog and Epilog) as an equal, whatever its nice
+    value: only the group's nice (``/proc/PID/autogroup``, sched(7)) makes it yield. Errors ignored."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/autogroup", "w") as f:
+            f.write(str(min(19, nice)))
+    except OSError:  # no autogroups (kernel option off, or not Linux)
+        pass
 
 
 def proc_state(pid: int) -> Optional[str]:

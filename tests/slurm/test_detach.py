@@ -54,6 +54,8 @@ def test_nice_child_runs_at_the_hooks_niceness_plus_nice(tmp_path):
     pid = spawn_detached([sys.executable, "-c", "import time; time.sleep(30)"], str(tmp_path / "l"), nice=7)
     try:
         assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, own + 7)  # e.g. 0 + 7 = 7
+        if os.path.exists(f"/proc/{pid}/autogroup"):  # its session's scheduling group yields too
+            assert open(f"/proc/{pid}/autogroup").read().split()[-2:] == ["nice", "7"]
     finally:
         assert stop_process(pid) == "terminated"
 
