@@ -64,3 +64,47 @@ def test_prolog_entry_imports_nothing_heavy(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env={**os.environ, "SLURM_ENERGY_CONFIG": str(site)}, check=True)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+#: Top-level packages the Prolog/Epilog must never load (seconds of CPU between them in a burst).
+HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", "pandas", "numpy", "jinja2",
+         "yaml", "requests", "urllib3", "psutil", "pynvml", "amdsmi", "prometheus_client", "psycopg"}
+#: Modules a hook may import beyond a bare interpreter's (with json): the Prolog imported 84 and the
+#: Epilog 47 when this was written (issue 12: imports are most of a hook's CPU); a new import on
+#: this path must justify itself by raising this bound.
+MAX_HOOK_MODULES = 90
+
+_RUN_HOOK = """import json, os, sys
+base = set(sys.modules)
+from slurm_energy.slurm import hooks
+hooks.main([sys.argv[1]])
+print(json.dumps(sorted(set(sys.modules) - base)))
+"""
+
+
+def _hook_modules(tmp_path, which: str, site) -> set[str]:
+    env = {"SLURM_JOB_ID": "4343", "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid()),
+           "SLURM_JOB_USER": "u", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1", "SLURM_CLUSTER_NAME": "t",
+           "SLURM_JOB_CPUS_PER_NODE": "1", "SLURM_JOB_WORK_DIR": str(tmp_path), "SLURM_JOB_EXIT_CODE2": "0:0",
+           "SLURM_ENERGY_CONFIG": str(site), "LANG": "C.UTF-8"}
+    out = subprocess.run([sys.executable, "-I", "-c", _RUN_HOOK, which], capture_output=True, text=True,
+                         cwd="/", env=env, check=True, timeout=60)
+    return set(json.loads(out.stdout))
+
+
+def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE.format(d=tmp_path))
+    _load_in_fresh_python(str(site))  # the copy exists, as after the first job
+    bare = subprocess.run([sys.executable, "-I", "-c", "import sys; print(len(sys.modules))"], capture_output=True,
+                          text=True, check=True)
+    assert int(bare.stdout) > 10  # the interpreter's own start-up modules are not counted below
+    prolog = _hook_modules(tmp_path, "prolog", site)  # starts the job's sampler (a real process)
+    epilog = _hook_modules(tmp_path, "epilog", site)  # stops it, starts the finalizer
+    assert "slurm_energy.slurm.hooks" in prolog and "slurm_energy.slurm.hooks" in epilog  # the sets are real
+    for name, mods in (("prolog", prolog), ("epilog", epilog)):
+        heavy = {m for m in mods if m.split(".")[0] in HEAVY}
+        assert heavy == set(), f"the {name} imported {sorted(heavy)}"
+        assert len(mods) <= MAX_HOOK_MODULES, f"the {name} imported {len(mods)} modules: {sorted(mods)}"
+    log = (tmp_path / "log" / "hooks.log").read_text()
+    assert "hook=prolog job=4343 node=n1 outcome=ok" in log and "hook=epilog job=4343 node=n1 outcome=terminated" in log
