@@ -5,10 +5,10 @@ site.yaml themselves. The first hook that sees a new site.yaml text loads it the
 (:func:`slurm_energy.config.lenient.load_site_config_for_hooks`: valid parts kept, last good copy
 when unparsable) and writes ``<site.yaml>.resolved.json``: the validated config as JSON, the
 problems found, and the text it came from. Every later hook reads that copy as long as
-site.yaml's text (and this slurm-energy version) is unchanged: two file reads and a string
-comparison, no pydantic (nor hashlib: loading OpenSSL cost more than the comparison). The copy
-is root-only (0600: the store URL may hold a password); a copy that cannot be read or written
-only costs the full load.
+site.yaml's text (and this slurm-energy version and config schema) is unchanged: two file reads,
+a stat and a string comparison, no pydantic (nor hashlib: loading OpenSSL cost more than the
+comparison). The copy is root-only (0600: the store URL may hold a password); a copy that cannot
+be read or written only costs the full load.
 
 Without a site.yaml (documented defaults) there is nothing to key a copy on: the full load is used.
 """
@@ -47,9 +47,20 @@ def _site_path() -> Optional[str]:
     return p or None
 
 
+#: The schema the copy was validated by: a copy made by another schema (an upgrade, or a checkout
+#: changed under an editable install, both at version 0.1.0) may lack a field the code reads.
+SCHEMA_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "config", "schema.py")
+
+
 def _key(text: bytes) -> str:
-    """What the copy is valid for: this version and site.yaml's exact text (bytes kept as is)."""
-    return f"{__version__}\n{text.decode('utf-8', 'surrogateescape')}"
+    """What the copy is valid for: this version, the schema file (size and mtime) and site.yaml's
+    exact text (bytes kept as is)."""
+    try:
+        st = os.stat(SCHEMA_FILE)
+        schema = f"{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        schema = "?"
+    return f"{__version__}\n{schema}\n{text.decode('utf-8', 'surrogateescape')}"
 
 
 def load_hook_config() -> tuple[Any, list[str]]:

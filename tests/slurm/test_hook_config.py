@@ -108,3 +108,22 @@ def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
         assert len(mods) <= MAX_HOOK_MODULES, f"the {name} imported {len(mods)} modules: {sorted(mods)}"
     log = (tmp_path / "log" / "hooks.log").read_text()
     assert "hook=prolog job=4343 node=n1 outcome=ok" in log and "hook=epilog job=4343 node=n1 outcome=terminated" in log
+
+
+def test_a_copy_made_by_another_config_schema_is_not_used(tmp_path, monkeypatch):
+    from slurm_energy.slurm import hookconfig
+
+    schema = tmp_path / "schema.py"
+    schema.write_text("# v1\n")
+    monkeypatch.setattr(hookconfig, "SCHEMA_FILE", str(schema))
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE.format(d=tmp_path))
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    hookconfig.load_hook_config()  # writes the copy
+    cfg, _ = hookconfig.load_hook_config()
+    assert isinstance(cfg, hookconfig.ConfigView)  # read from the copy
+    schema.write_text("# v2: a field added\n")  # same version string, same site.yaml text
+    cfg, _ = hookconfig.load_hook_config()
+    assert not isinstance(cfg, hookconfig.ConfigView) and cfg.hardware.ram_w_per_gb == 0.5  # loaded in full
+    cfg, _ = hookconfig.load_hook_config()
+    assert isinstance(cfg, hookconfig.ConfigView) and cfg.hardware.ram_w_per_gb == 0.5  # the refreshed copy
