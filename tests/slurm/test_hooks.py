@@ -125,12 +125,16 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
 def test_prolog_exits_0_fast_on_bad_config_and_records_it(tmp_path):
     _site(tmp_path)
     hook = _hook(tmp_path, "prolog")  # installed with a valid config (install refuses an invalid one)...
-    _site(tmp_path, "sampling:\n  interval_s: -1\n")  # ...then edited: duplicate key + bad value
-    (tmp_path / "site.yaml").write_text((tmp_path / "site.yaml").read_text().replace("interval_s: 0.5\n", ""))
-    env = _env("77", tmp_path, 65534, 65534)
+    epilog = str(tmp_path / "hooks" / "epilog")
+    site = tmp_path / "site.yaml"  # ...then edited: a bad value; every other key (the paths) stays in force
+    site.write_text(site.read_text().replace("interval_s: 0.5\n", "interval_s: -1\n"))
+    env = _env("77", tmp_path / "nowhere", 65534, 65534)
     rc, dt = _run_hook(hook, env)
-    assert rc == 0 and dt < 2.0
-    # the config's spool was unusable, so the defaults' log is used; nothing raised to slurmd
+    assert rc == 0 and dt < 2.0  # nothing raised to slurmd
+    errors = (tmp_path / "spool" / "jobs" / "77-r0" / "errors-h1.jsonl").read_text()
+    assert "sampling.interval_s" in errors  # recorded on the job, in the site's own spool (not the defaults')
+    rc, dt = _run_hook(epilog, dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd"))
+    assert rc == 0  # stops the sampler this test started
 
 
 def test_hooks_exit_0_without_slurm_environment(tmp_path):
