@@ -24,16 +24,19 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from slurm_energy.core import DeviceStatic, JobMeta, Sample, Status
 from slurm_energy.sampling.local import LocalSampler
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.phases import Marks
+    from slurm_energy.accounting.running import RunningSummary
     from slurm_energy.config import SiteConfig
     from slurm_energy.model import JobRecord, NodeStatic
     from slurm_energy.outputs.base import Sink
+    from slurm_energy.sampling.sampletable import SampleTable
     from slurm_energy.sampling.readers.base import Reader
 
 
@@ -91,7 +94,8 @@ def take_reading(readers: Sequence[Reader], samples_path: str, kind: str) -> Non
 class NodeObservation:
     """What one node saw of one job.
 
-    ``samples``: the sample file (:func:`slurm_energy.sampling.samplefile.read_sample_file`);
+    ``samples``: the sample file (:func:`slurm_energy.sampling.samplefile.read_sample_table`, or
+    :func:`~slurm_energy.sampling.samplefile.read_sample_file`'s samples);
     ``static``: :func:`device_inventory`'s dict; ``start_time``/``end_time``: the job's span on the
     node, epoch s; ``span_known`` False when the start is unknown (no Prolog ran); ``cpus_alloc``:
     CPUs allocated on the node; ``errors``: problems to record; ``status``: the node's status;
@@ -99,7 +103,7 @@ class NodeObservation:
     """
 
     node: str
-    samples: list[Sample]
+    samples: Union[SampleTable, list[Sample]]
     static: NodeStatic
     start_time: float
     end_time: float
@@ -113,21 +117,24 @@ class NodeObservation:
 
 def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expected_nodes: Sequence[str] = (),
                  exit_code: str = "", job_state: str = "", interval_s: Optional[float] = None,
-                 tags: Optional[dict[str, Any]] = None) -> JobRecord:
+                 tags: Optional[dict[str, Any]] = None, running: Optional[RunningSummary] = None) -> JobRecord:
     """One node's :class:`~slurm_energy.model.JobRecord` (exactly one NodeSummary) from what it saw.
 
     Energy per device by its readings' method, the job's share by the site's attribution policy
     (:func:`slurm_energy.accounting.summary.summarise_node`); totals and carbon are left to
     :func:`finalise_job`. ``interval_s`` defaults to the site's ``sampling.interval_s``; ``tags``
     default to the marks' tags.
+    ``running``: while the job runs, the node's :class:`~slurm_energy.accounting.running.RunningSummary`
+    of its sample file (``obs.samples`` unused): only the rows added since its last call are read.
     Raises ValueError on an unknown attribution policy.
     """
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.model import JobRecord, NodeStatic
 
     statics = [DeviceStatic(**d) for d in obs.static.get("devices", [])]
-    summary = summarise_node(
-        obs.samples, job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
+    summarise: Any = running.summary if running is not None else partial(summarise_node, obs.samples)
+    summary = summarise(
+        job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
         statics=statics, cpus_alloc=obs.cpus_alloc, policy=site.attribution.policy,
         interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=obs.errors,
         span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s)
@@ -203,14 +210,14 @@ class LocalMeasurement(LocalSampler):
 
         ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages)."""
         from slurm_energy.devices.info import collect_static
-        from slurm_energy.sampling.samplefile import read_sample_file
+        from slurm_energy.sampling.samplefile import read_sample_table
 
         running = self.running
         end = time.time() if running else self.t1
         node = socket.gethostname().split(".")[0]
         static: NodeStatic = collect_static(self.statics)  # type: ignore[assignment]
         static["reader_notes"] = self.notes
-        obs = NodeObservation(node, read_sample_file(self.samples), static, self.t0, end, cpus_alloc=os.cpu_count(),
+        obs = NodeObservation(node, read_sample_table(self.samples), static, self.t0, end, cpus_alloc=os.cpu_count(),
                               status=Status.RUNNING if running else Status.COMPLETE, marks=marks)
         meta = JobMeta(job_id=self.label, cluster=self.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
                        gid=os.getgid(), partition=self.partition, work_dir=self.work_dir)

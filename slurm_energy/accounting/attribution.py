@@ -124,7 +124,7 @@ def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int],
 PROC_UTIL_JITTER_MAX = 1.5
 
 
-def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, float]],
+def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, Optional[float]]],
                       clamps: Optional[dict[str, float]] = None) -> Optional[float]:
     """Job's share of one GPU from per-process SM utilisation (NVML process utilisation samples).
 

@@ -5,11 +5,13 @@ utilisation of a device over one interval (see :mod:`slurm_energy.accounting.sum
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence as SequenceABC
 from typing import Any, Optional, Sequence, Union
 
 from slurm_energy.accounting import attribution
 from slurm_energy.accounting.integrate import Interval
-from slurm_energy.core import DeviceStatic, Flag, Reading, Sample
+from slurm_energy.core import DeviceStatic, Flag, JobUsage, NodeUsage, Reading, Sample
+from slurm_energy.sampling.sampletable import NODE_FIELDS, SampleTable
 
 
 #: A device's readings in time order: [(sample time t, Reading)].
@@ -40,11 +42,16 @@ def job_cpu_at(samples: list[Sample]) -> list[Optional[float]]:
     carried forward once the job is known to have ended (a ``cgroup_gone`` or ``final`` row);
     None where the job was running but nobody looked (the sampler died): the job's share of such
     an interval is unknown, never 0."""
+    return job_cpu_column([r.job.cpu_time_s if r.job else None for r in samples], [r.kind for r in samples])
+
+
+def job_cpu_column(values: Sequence[Optional[float]], kinds: Sequence[str]) -> list[Optional[float]]:
+    """:func:`job_cpu_at` on columns: the job's CPU time per row (None where the job was not
+    observed) and the rows' kinds."""
     out: list[Optional[float]] = []
     last: Optional[float] = None
     seen = ended = False
-    for r in samples:
-        v = r.job.cpu_time_s if r.job else None
+    for v, kind in zip(values, kinds):
         if v is not None and (seen or v > 0):  # a cgroup read at 0 ns: nothing of the job ran yet
             seen = True
             last = v if last is None else max(last, v)
@@ -53,16 +60,52 @@ def job_cpu_at(samples: list[Sample]) -> list[Optional[float]]:
             out.append(0.0)
         else:
             out.append(last if ended else None)
-        if r.kind in ("cgroup_gone", "final"):
+        if kind in ("cgroup_gone", "final"):
             ended = True
     if not seen:  # the job ended before anyone saw it (shorter than the first poll): unknown, not 0
-        return [None] * len(samples)
+        return [None] * len(out)
     return out
 
 
 def typed_samples(rows: Sequence[Union[Sample, dict[str, Any]]]) -> list[Sample]:
     """Samples sorted by time; JSON rows (older callers) are read with :meth:`Sample.from_dict`."""
     return sorted((r if isinstance(r, Sample) else Sample.from_dict(r) for r in rows), key=lambda r: r.t)
+
+
+class LazySamples(SequenceABC):  # type: ignore[type-arg]
+    """A table's rows as :class:`Sample` s without readings, made when looked at (the general
+    path looks at a few; a long job has tens of thousands)."""
+
+    def __init__(self, table: SampleTable):
+        self.table = table
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        tb = self.table
+        i = range(len(tb))[i]
+        job = (JobUsage(tb.job_cpu[i], tb.job_mem[i], tb.job_max_mem[i], tb.job_pids[i], tb.job_source[i])
+               if tb.job_present[i] else None)
+        return Sample(tb.t[i], tb.kind[i], job, NodeUsage(*(tb.node[k][i] for k in NODE_FIELDS)), [])
+
+
+def table_columns(table: SampleTable, cpus_alloc: Optional[int]) -> Columns:
+    """:func:`columns` of a :class:`SampleTable` (sorted by time), built from its columns."""
+    pids: set[int] = set()
+    seen: set[int] = set()
+    for p, present in zip(table.job_pids, table.job_present):
+        if present and id(p) not in seen:  # rows of one writer share the list while the PIDs stay
+            seen.add(id(p))
+            pids.update(p)
+    job_cpu = [v if present else None for v, present in zip(table.job_cpu, table.job_present)]
+    job_mem = [v if present else None for v, present in zip(table.job_mem, table.job_present)]
+    return Columns(
+        samples=LazySamples(table), index={t: i for i, t in enumerate(table.t)},  # type: ignore[arg-type]
+        job_cpu=job_cpu_column(job_cpu, table.kind), node_busy=list(table.node["cpu_busy_s"]),
+        node_mem=list(table.node["mem_used_bytes"]), job_mem=job_mem, job_pids=pids, cpus_alloc=cpus_alloc)
 
 
 def columns(samples: list[Sample], cpus_alloc: Optional[int]) -> Columns:

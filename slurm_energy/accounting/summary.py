@@ -22,57 +22,84 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from slurm_energy.accounting import attribution, phases
+from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
-from slurm_energy.accounting.node_series import (Columns, DeviceSeries, columns, fill_cpu_tail, fill_tdp_cpu_power,
-                                                 per_device, share, typed_samples, utilisation, utilisation_weighted)
+from slurm_energy.accounting.node_series import (Columns, DeviceSeries, fill_cpu_tail, fill_tdp_cpu_power, share,
+                                                 table_columns, utilisation, utilisation_weighted)
 from slurm_energy.accounting.phases import Marks
 from slurm_energy.carbon.hourly import split_interval_by_hour
 from slurm_energy.core import DeviceStatic, Flag, Reading, Sample
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, WindowEnergy, worst_method
 from slurm_energy.natsort import device_sort_key
+from slurm_energy.sampling.sampletable import DeviceColumns, SampleTable, table_from
+
+
+#: From this many rows on, devices whose readings are all alike are summed on arrays
+#: (:mod:`slurm_energy.accounting.fast_device`, numpy); the sampler's interim updates (a minute of
+#: rows) stay in plain Python and keep numpy out of the sampler's memory.
+FAST_MIN_ROWS = 100
 
 
 @dataclass
 class _Traces:
-    """Accumulated over devices: power trace rows {t: [t, cpu_w, gpu_w, ram_w]}, energy per UTC hour,
-    and each device's attributed intervals (for the job's phase windows)."""
+    """Accumulated over devices: the job's attributed power per class (W, NaN = none) at each row
+    that ends a measured interval (``present``), energy per UTC hour, and each device's attributed
+    intervals (for the job's phase windows)."""
 
-    power: dict[float, list[Optional[float]]] = field(default_factory=dict)
+    t: list[float]
+    index: dict[float, int]
+    watts: list[list[float]]  # cpu, gpu, ram: one value per row, NaN where no device of the class
+    present: list[bool]
     hourly: dict[str, float] = field(default_factory=dict)
-    series: list[phases.DeviceSeries] = field(default_factory=list)
+    # each device's intervals, or a function that makes them (built only when the job marked phases)
+    series: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, t: list[float], index: dict[float, int]) -> "_Traces":
+        nan = float("nan")
+        return cls(t, index, [[nan] * len(t) for _ in range(3)], [False] * len(t))
+
+    def power_trace(self) -> list[list[Optional[float]]]:
+        """Rows ``[t, cpu_w, gpu_w, ram_w]`` (None where no device of the class) in time order."""
+        c, g, r = ([None if x != x else x for x in w] for w in self.watts)
+        return [[t, c[i], g[i], r[i]] for i, (t, p) in enumerate(zip(self.t, self.present)) if p]
 
 
-def _weighted_stats(values: Iterable[tuple[Optional[float], float]]) -> tuple[Optional[float], Optional[float]]:
-    """Time-weighted mean and variance of [(value, weight_s)]; (None, None) if no weight."""
+def _weighted_stats(values: Iterable[tuple[Optional[float], float]]) -> Stats:
+    """Time-weighted mean and variance of [(value, weight_s)] and the weight; (None, None, 0) if no weight."""
     vals = [(v, w) for v, w in values if v is not None and w > 0]
     wsum = sum(w for _, w in vals)
     if wsum <= 0:
-        return None, None
+        return NO_STATS
     mean = sum(v * w for v, w in vals) / wsum
     var = sum(w * (v - mean) ** 2 for v, w in vals) / wsum
-    return mean, var
+    return mean, var, wsum
 
 
-def _effective_policy(policy: str, samples: list[Sample], cpus_alloc: Optional[int]) -> tuple[str, list[str]]:
-    """``exclusive_whole_node`` only for a job holding every CPU of the node; else ``shared``, flagged."""
+def _effective_policy(policy: str, ncpus: Sequence[Optional[int]], cpus_alloc: Optional[int]) -> tuple[str, list[str]]:
+    """``exclusive_whole_node`` only for a job holding every CPU of the node (``ncpus``: the rows'
+    logical CPU counts); else ``shared``, flagged."""
     if policy != "exclusive_whole_node":
         return policy, []
-    ncpu = next((r.node.ncpu for r in samples if r.node.ncpu), None)
+    ncpu = next((n for n in ncpus if n), None)
     if cpus_alloc and ncpu and cpus_alloc >= ncpu:
         return policy, []
     return "shared", [Flag.NOT_EXCLUSIVE.value]
 
 
-def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str, node: str, start_time: float,
-                   end_time: float, statics: Sequence[DeviceStatic] = (), cpus_alloc: Optional[int] = None,
+def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any]]]], *, job_id: str, node: str,
+                   start_time: float, end_time: float, statics: Sequence[DeviceStatic] = (), cpus_alloc: Optional[int] = None,
                    policy: str = "shared", interval_s: float = 5.0, status: Status = Status.COMPLETE,
                    errors: Optional[list[str]] = None, span_known: bool = True,
                    marks: Optional[Marks] = None, job_cpu_total_s: Optional[float] = None) -> NodeSummary:
     """Build a node summary from the node's samples (see :mod:`slurm_energy.sampling.samplefile`).
 
     Args:
-        rows: :class:`~slurm_energy.core.Sample` s (or their JSON objects) -- Prolog start,
-            samples, final, Epilog reading; sorted by time here.
+        rows: the sample file as a :class:`~slurm_energy.sampling.sampletable.SampleTable`
+            (:func:`slurm_energy.sampling.samplefile.read_sample_table`), or as
+            :class:`~slurm_energy.core.Sample` s (or their JSON objects) -- Prolog start, samples,
+            final, Epilog reading; sorted by time here. A device whose readings are all alike is
+            computed on arrays (:mod:`slurm_energy.accounting.fast_device`: same numbers).
         job_id, node: identify the summary.
         start_time, end_time: the job's span on this node, epoch s (Prolog and Epilog times).
         statics: device inventory (model names, rated power) for the report.
@@ -95,33 +122,57 @@ def summarise_node(rows: Sequence[Union[Sample, dict[str, Any]]], *, job_id: str
     """
     if policy not in attribution.POLICIES:
         raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
-    samples = typed_samples(rows)
+    table = table_from(rows).sorted()
     elapsed = max(0.0, end_time - start_time)
-    policy, node_flags = _effective_policy(policy, samples, cpus_alloc)
-    cols = columns(samples, cpus_alloc)
+    policy, node_flags = _effective_policy(policy, table.node["ncpu"], cpus_alloc)
+    cols = table_columns(table, cpus_alloc)
     if policy == "shared":
         tail_flag = fill_cpu_tail(cols, job_cpu_total_s)
     else:
         tail_flag = None
     static_by_id = {s.device_id: s for s in statics}
-    by_device = per_device(samples)
-    for dev_id, series in by_device.items():
-        fill_tdp_cpu_power(series, cols, static_by_id.get(dev_id))
-    traces = _Traces()
-    ordered = sorted(by_device.items(), key=lambda kv: _device_key(kv, static_by_id))
-    devices = [_device_energy(dev_id, series, cols, static_by_id.get(dev_id), policy=policy, elapsed=elapsed,
-                              span_known=span_known, node=node, traces=traces,
-                              node_flags=node_flags + ([tail_flag] if tail_flag and _is_cpu(series) else []))
-               for dev_id, series in ordered]
-    return _node_summary(cols, devices, traces, job_id=job_id, node=node, start_time=start_time,
+    traces = _Traces.of(table.t, cols.index)
+    devices = []
+    for dc, agg in device_aggs(table, cols, static_by_id, policy, traces):
+        cpu = dc.static[-1].get("device_class") == "cpu"
+        devices.append(device_energy(agg, static_by_id.get(dc.device_id), policy=policy, elapsed=elapsed,
+                                     span_known=span_known, node=node,
+                                     node_flags=node_flags + ([tail_flag] if tail_flag and cpu else [])))
+    return _node_summary(table, cols, devices, traces, job_id=job_id, node=node, start_time=start_time,
                          end_time=end_time, interval_s=interval_s, status=status, errors=errors, marks=marks)
 
 
-def _is_cpu(series: DeviceSeries) -> bool:
-    return bool(series) and series[-1][1].device_class == "cpu"
+def device_aggs(table: SampleTable, cols: Columns, static_by_id: dict[str, DeviceStatic], policy: str,
+                traces: _Traces) -> list[tuple[DeviceColumns, DeviceAgg]]:
+    """Each device's sums over the table's intervals, in device order (numeric: cpu, gpu 0, 1, ...
+    10), the job's power and hourly energy added to ``traces``. A device whose readings are all
+    alike is summed on arrays (:func:`fast_device.fast_series`), any other interval by interval."""
+    fast: Any = None
+    if len(table) >= FAST_MIN_ROWS and all(a < b for a, b in zip(table.t, table.t[1:])):
+        from slurm_energy.accounting import fast_device as fast  # numpy: only for long stretches
+
+        arrays = fast.NodeArrays.of(table, cols)
+    out = []
+    for dc in sorted(table.devices.values(), key=lambda dc: _device_key(dc, static_by_id)):
+        fs = fast.fast_series(dc, cols, arrays, policy) if fast is not None else None
+        if fs is not None:
+            out.append((dc, fast.device_agg(dc, fs, traces)))
+            continue
+        series = table.device_series(dc.device_id)
+        st = static_by_id.get(dc.device_id)
+        fill_tdp_cpu_power(series, cols, st)
+        out.append((dc, _device_agg(dc.device_id, series, cols, st, policy=policy, traces=traces)))
+    return out
 
 
-def _node_summary(cols: Columns, devices: list[DeviceEnergy], traces: _Traces, *, job_id: str, node: str,
+def device_energy(agg: DeviceAgg, st: Optional[DeviceStatic], *, policy: str, elapsed: float, span_known: bool,
+                  node: str, node_flags: list[str]) -> DeviceEnergy:
+    """The device's :class:`DeviceEnergy` from its sums (:meth:`DeviceAgg.energy`)."""
+    return agg.energy(st, policy=policy, elapsed=elapsed, span_known=span_known, node=node, node_flags=node_flags,
+                      index=_index(st), covers=lambda m: _covers(agg.device_class, agg.device_id, m, policy, st))
+
+
+def _node_summary(table: SampleTable, cols: Columns, devices: list[DeviceEnergy], traces: _Traces, *, job_id: str, node: str,
                   start_time: float, end_time: float, interval_s: float, status: Status,
                   errors: Optional[list[str]], marks: Optional[Marks]) -> NodeSummary:
     """The node's summary around its devices: the job's CPU time and memory over the samples, and
@@ -129,36 +180,35 @@ def _node_summary(cols: Columns, devices: list[DeviceEnergy], traces: _Traces, *
     windows, marks_flags = _windows(traces.series, marks, start_time, end_time, interval_s)
     cpu_times = [v for v in cols.job_cpu if v is not None]
     mems = [m for m in cols.job_mem if m is not None]
-    max_mems = [r.job.max_mem_bytes for r in cols.samples if r.job and r.job.max_mem_bytes is not None]
-    src = next((r.job.source for r in reversed(cols.samples) if r.job and r.job.source), "")
-    return NodeSummary(
+    present = table.job_present
+    max_mems = [m for m, p in zip(table.job_max_mem, present) if p and m is not None]
+    src = next((s for s, p in zip(reversed(table.job_source), reversed(present)) if p and s), "")
+    ns = NodeSummary(
         node=node, job_id=job_id, start_time=start_time, end_time=end_time,
         cpu_time_s=max(cpu_times) if src and cpu_times else None,
         max_mem_bytes=max(max_mems + mems) if (max_mems or mems) else None,
         mean_mem_bytes=sum(mems) / len(mems) if mems else None,
         n_samples=len(cols.samples), interval_s=interval_s, cpu_time_source=src, devices=devices,
-        power_trace=[traces.power[t] for t in sorted(traces.power)], hourly_energy_j=traces.hourly,
+        hourly_energy_j=traces.hourly,
         windows=windows, marks_flags=marks_flags,
         status=status, errors=list(errors or []),
     )
+    # built here from floats and None: not validated again row by row (17,280 rows for a day at 5 s)
+    ns.power_trace = traces.power_trace()
+    return ns
 
 
-def _device_energy(dev_id: str, series: DeviceSeries, cols: Columns, st: Optional[DeviceStatic], *,
-                   policy: str, elapsed: float, span_known: bool, node: str, node_flags: list[str],
-                   traces: _Traces) -> DeviceEnergy:
-    """One device's whole and job energy with provenance, statistics and coverage; adds its
-    attributed power to the node's traces."""
+def _device_agg(dev_id: str, series: DeviceSeries, cols: Columns, st: Optional[DeviceStatic], *,
+                policy: str, traces: _Traces) -> DeviceAgg:
+    """One device's sums over its intervals (whole and job energy with provenance, statistics,
+    seconds measured), interval by interval; adds its attributed power to the node's traces."""
     cls = series[-1][1].device_class
     whole = series_from_readings(series)
     by_t = dict(series)  # t -> Reading, O(1) look-ups per interval
     flags: set[str] = set(whole.flags)
     clamps: dict[str, float] = {}
     job, methods = _job_series(cls, whole, series, by_t, cols, st, policy, flags, clamps)
-    job_total = job.total_j
-    method = worst_method(methods) if job_total is not None else Method.UNAVAILABLE
-    known = methods - {Method.UNAVAILABLE}
-    if job_total is None and elapsed == 0 and known and span_known:  # zero-length job: 0 J, no division by 0
-        job_total, method = 0.0, worst_method(known)
+    method = worst_method(methods) if job.total_j is not None else Method.UNAVAILABLE
     # statistics over intervals: attributed power and utilisation
     p_stats = _weighted_stats((iv.energy_j / iv.duration_s, iv.duration_s) for iv in job.intervals
                               if iv.energy_j is not None and iv.duration_s > 0)
@@ -166,17 +216,9 @@ def _device_energy(dev_id: str, series: DeviceSeries, cols: Columns, st: Optiona
     u_stats = _weighted_stats((u, iv.duration_s) for u, iv in zip(utils, whole.intervals))
     _add_traces(traces, cls, job.intervals)
     traces.series.append((cls, method, [(iv.t0, iv.t1, iv.energy_j) for iv in job.intervals]))
-    coverage = 1.0 if elapsed == 0 else attribution.clamp_ratio(job.measured_s / elapsed, "coverage", clamps)
-    flags |= _clamp_flags(clamps)
-    return DeviceEnergy(
-        device_class=cls, device_id=dev_id, node=node, model=st.model if st else "",
-        count=st.count if st else 1, index=_index(st), method=method, energy_j=job_total,
-        device_energy_j=whole.total_j, rated_power_w=st.rated_power_w if st else None,
-        mean_power_w=p_stats[0], var_power_w2=p_stats[1], mean_util=u_stats[0], var_util=u_stats[1],
-        duration_s=elapsed, coverage=coverage, wraps=whole.wraps, resets=whole.resets,
-        dropped_samples=whole.dropped, covers=_covers(cls, dev_id, method, policy, st),
-        flags=sorted(flags | set(job.flags) | set(node_flags)), unclamped=clamps,
-    )
+    return DeviceAgg(cls, dev_id, methods, job.total_j, whole.total_j, job.measured_s, power=p_stats, util=u_stats,
+                     wraps=whole.wraps, resets=whole.resets, dropped=whole.dropped, flags=flags | set(job.flags),
+                     clamps=clamps)
 
 
 def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Reading], cols: Columns,
@@ -204,16 +246,18 @@ def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Re
 
 def _add_traces(traces: _Traces, cls: str, intervals: list[Interval]) -> None:
     """The job's energy per UTC hour and its attributed power per class at each interval's end."""
-    col = {"cpu": 1, "gpu": 2, "ram": 3}.get(cls)
+    col = {"cpu": 0, "gpu": 1, "ram": 2}.get(cls)
     for iv in intervals:
         if iv.energy_j is None:
             continue
         for h, e in split_interval_by_hour(iv.t0, iv.t1, iv.energy_j).items():
             traces.hourly[h] = traces.hourly.get(h, 0.0) + e
         if iv.duration_s > 0:
-            row = traces.power.setdefault(iv.t1, [iv.t1, None, None, None])
-            if col:
-                row[col] = (row[col] or 0.0) + iv.energy_j / iv.duration_s
+            i = traces.index[iv.t1]
+            traces.present[i] = True
+            if col is not None:
+                cur = traces.watts[col][i]
+                traces.watts[col][i] = (0.0 if cur != cur else cur) + iv.energy_j / iv.duration_s
 
 
 def _index(st: Optional[DeviceStatic]) -> Optional[int]:
@@ -222,19 +266,23 @@ def _index(st: Optional[DeviceStatic]) -> Optional[int]:
     return v if isinstance(v, int) else None
 
 
-def _device_key(item: tuple[str, DeviceSeries], static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
-    """Numeric device order (:func:`slurm_energy.natsort.device_sort_key`) for (device_id, samples)."""
-    dev_id, samples = item
-    return device_sort_key(samples[-1][1].device_class, dev_id, _index(static_by_id.get(dev_id)))
+def _device_key(dc: DeviceColumns, static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
+    """Numeric device order (:func:`slurm_energy.natsort.device_sort_key`) by the device's last reading's class."""
+    return _device_key_of(str(dc.static[-1].get("device_class")), dc.device_id, static_by_id)
 
 
-def _windows(series: list[phases.DeviceSeries], marks: Optional[Marks], start: float, end: float,
+def _device_key_of(cls: str, dev_id: str, static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
+    return device_sort_key(cls, dev_id, _index(static_by_id.get(dev_id)))
+
+
+def _windows(series: list[Any], marks: Optional[Marks], start: float, end: float,
              interval_s: float) -> tuple[list[WindowEnergy], list[str]]:
     """The marked phases' windows and the marks' flags; a failure here costs the phases (flagged
     ``phases_not_computed``), never the node's summary."""
     if not marks:
         return [], []
     try:
+        series = [s() if callable(s) else s for s in series]
         return phases.node_windows(series, marks, start, end, interval_s), list(marks.flags)
     except Exception as e:  # noqa: BLE001 - user data must not lose the record
         return [], list(marks.flags) + [f"phases_not_computed:{type(e).__name__}"]
@@ -259,15 +307,6 @@ def _share_fraction(samples: DeviceSeries) -> tuple[str, Optional[float]]:
                 except ValueError:
                     return "", None
     return "", None
-
-
-def _clamp_flags(clamps: dict[str, float]) -> set[str]:
-    """Flags for the ratios that were clamped (keys of ``clamps``: ``*_util``, ``*_share``, ``coverage``)."""
-    out = set()
-    for k in clamps:
-        out.add(attribution.FLAG_COVERAGE_CLAMPED if k == "coverage" else
-                attribution.FLAG_SHARE_CLAMPED if k.endswith("_share") else attribution.FLAG_UTIL_CLAMPED)
-    return out
 
 
 def _covers(cls: str, dev_id: str, method: Method, policy: str, st: Optional[DeviceStatic]) -> str:

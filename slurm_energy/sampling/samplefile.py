@@ -1,38 +1,72 @@
-"""The per-job, per-node sample file: JSON lines, appended and flushed every sample.
+"""The per-job, per-node sample file: appended and flushed every sample.
 
-A killed sampler loses at most one interval: every line is written whole and flushed (and
-fsync'ed) before the next sleep. A torn last line (the process died mid-write) is skipped on read.
-
-Line shape (one object per line)::
+Written in the compact format (:mod:`slurm_energy.sampling.samplecodec`: a schema line naming the
+columns and the devices' static facts once, then one line of numbers per sample; about 300 bytes
+per sample for 2 RAPL packages + 8 GPUs where JSON lines took 2.7 KB). Files written before it, one
+JSON object per line, are still read, also when both kinds of lines are in one file (a sampler of
+the old version, then a newer Epilog)::
 
     {"t": epoch_s, "kind": "sample" | "final" | "cgroup_gone" | "epilog",
      "job": {"cpu_time_s": float|null, "mem_bytes": int|null, "max_mem_bytes": int|null,
              "pids": [int], "source": "cgroup-v1"|"cgroup-v2"|"psutil"|""},
      "node": {"cpu_busy_s", "cpu_total_s", "ncpu", "mem_used_bytes", "mem_total_bytes"},
      "readings": [Reading.to_dict(), ...]}
+
+A killed sampler loses at most one interval: every line is written whole and flushed (and
+fsync'ed) before the next sleep. A torn last line (the process died mid-write) is skipped on read;
+a writer that finds the file not ending in a newline starts on a new line, so a torn line never
+takes the next writer's lines with it.
+
+:class:`SampleReader` reads a growing file incrementally (only the lines added since its last
+read), for the sampler's interim summaries.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Iterator
+from typing import Any, Iterator
 
 from slurm_energy.core import Sample
+from slurm_energy.sampling.samplecodec import PREFIX, Decoder, Encoder
+from slurm_energy.sampling.sampletable import SampleTable
 
 
 class SampleWriter:
-    """Append-only writer; each :meth:`write` is one flushed (and fsync'ed) JSON line."""
+    """Append-only writer; each :meth:`write` is one flushed (and fsync'ed) line (after a schema
+    line when the row's devices, methods or flags changed)."""
 
     def __init__(self, path: str, fsync: bool = True):
         self.path = path
         self.fsync = fsync
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         self._f = os.fdopen(fd, "a", encoding="utf-8")
+        self._enc = Encoder()
+        self._start_on_new_line(fd)
 
-    def write(self, row: dict) -> None:
-        """Append ``row`` as one line and flush it to the file (OSError propagates)."""
-        self._f.write(json.dumps(row, separators=(",", ":")) + "\n")
+    def _start_on_new_line(self, fd: int) -> None:
+        """A torn last line (a writer killed mid-line) is ended here, so it spoils only itself."""
+        try:
+            size = os.fstat(fd).st_size
+            if not size:
+                return
+            rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                last = os.pread(rfd, 1, size - 1)
+            finally:
+                os.close(rfd)
+        except OSError:
+            return
+        if last != b"\n":
+            self._f.write("\n")
+
+    def write(self, row: dict[str, Any]) -> None:
+        """Append ``row`` (:meth:`slurm_energy.core.Sample.to_dict`'s shape) and flush it to the
+        file. Raises OSError (file not writable), KeyError/TypeError (a row without a numeric ``t``)."""
+        self._f.write(self._enc.lines(row))
+        self.flush()
+
+    def flush(self) -> None:
         self._f.flush()
         if self.fsync:
             os.fsync(self._f.fileno())
@@ -41,33 +75,79 @@ class SampleWriter:
         self._f.close()
 
 
-def read_samples(path: str) -> Iterator[dict]:
-    """Yield rows of a sample file in order; a torn/garbled line is skipped, a missing file is empty."""
-    try:
-        f = open(path, encoding="utf-8")
-    except FileNotFoundError:
-        return
-    with f:
-        for line in f:
-            line = line.strip()
+class SampleReader:
+    """Reads a sample file as it grows: each :meth:`read_table` returns the rows of the complete
+    lines added since the previous read (a line not yet ended by its newline is left for the next
+    one). Cost: the new lines only."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.offset = 0
+        self._dec = Decoder()
+
+    def read_table(self) -> SampleTable:
+        """New rows as a :class:`SampleTable`, in file order; a garbled line is skipped, a missing
+        file is empty."""
+        table = SampleTable()
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return table
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        block: list[str] = []
+        sid = ""
+        for line in data[:end].decode("utf-8", errors="replace").split("\n"):
+            if block and not line.startswith(sid):
+                self._dec.block(table, block)
+                block = []
             if not line:
                 continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and "t" in row:
-                yield row
+            if line.startswith(PREFIX):
+                self._dec.schema(line)
+            elif line[0] == "{":  # a JSON line (files from before the compact format)
+                _json_row(table, line)
+            else:
+                if not block:
+                    sid = line.partition(",")[0] + ","
+                block.append(line)
+        if block:
+            self._dec.block(table, block)
+        return table
+
+    def read(self) -> list[Sample]:
+        """New rows as typed :class:`~slurm_energy.core.Sample` s."""
+        return self.read_table().samples()
+
+
+def _json_row(table: SampleTable, line: str) -> None:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return
+    if isinstance(row, dict) and "t" in row:
+        try:
+            table.append_row(row)
+        except (KeyError, TypeError, ValueError):
+            return
+
+
+def read_samples(path: str) -> Iterator[dict[str, Any]]:
+    """Yield rows of a sample file in order, as dicts (:meth:`Sample.to_dict`'s shape); a torn or
+    garbled line is skipped, a missing file is empty. Reads both formats."""
+    for s in SampleReader(path).read():
+        yield s.to_dict()
 
 
 def read_sample_file(path: str) -> list[Sample]:
     """The sample file as typed :class:`~slurm_energy.core.Sample` s, in file order; a torn,
     garbled or malformed line is skipped, a missing file is empty. Reads files of every version
     written so far (unknown keys ignored; a MIG fraction kept as a flag is read into the field)."""
-    out: list[Sample] = []
-    for row in read_samples(path):
-        try:
-            out.append(Sample.from_dict(row))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
+    return SampleReader(path).read()
+
+
+def read_sample_table(path: str) -> SampleTable:
+    """The sample file as a :class:`SampleTable` (what the node summary reads; no object per reading)."""
+    return SampleReader(path).read_table()

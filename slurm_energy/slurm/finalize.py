@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Optional
 
-from slurm_energy.core import Sample, Status
+from slurm_energy.core import DeviceStatic, Status
 from slurm_energy.model import JobRecord, NodeStatic, job_state_from_exit_code
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
@@ -20,7 +20,9 @@ from slurm_energy.slurm.runtime import load_config, reading_row, setup_logging, 
 from slurm_energy.slurm.spool import JobSpool
 
 if TYPE_CHECKING:
+    from slurm_energy.accounting.running import RunningSummary
     from slurm_energy.config import SiteConfig
+    from slurm_energy.sampling.sampletable import SampleTable
     from slurm_energy.outputs.base import Sink
 
 log = logging.getLogger("slurm_energy.finalize")
@@ -94,66 +96,75 @@ CLEAN_SAMPLER_ENDS = ("terminated", "epilog_missing")
 
 def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
                 status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None,
-                sampler_outcome: str = "terminated") -> JobRecord:
+                sampler_outcome: str = "terminated", running: Optional[RunningSummary] = None) -> JobRecord:
     """This node's JobRecord (one NodeSummary) from the spool's files, by :func:`pipeline.measure_node`.
 
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
-    anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial."""
-    from slurm_energy.sampling.samplefile import read_sample_file
+    anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial.
+    ``running``: the sampler's :class:`RunningSummary` of the sample file (interim records: only the
+    rows added since the previous one are read)."""
+    from slurm_energy.sampling.samplefile import read_sample_table
+    from slurm_energy.sampling.sampletable import SampleTable
 
-    rows = read_sample_file(spool.samples)
-    if sampler_outcome == "epilog_missing":
-        rows = _until_job_gone(rows)
     ctx = _with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
     errors = spool.read_errors()
     static = _static(spool, errors)
-    if not rows:
-        errors.append("no samples: the sampler never wrote a sample on this node")
     nodes = _expected_nodes(ctx)
     idx = nodes.index(ctx.node) if ctx.node in nodes else 0
+    cpus = cpus_on_node(ctx.cpus_per_node, idx)
+    if running is not None:
+        running.update(statics=[DeviceStatic(**d) for d in static.get("devices", [])], cpus_alloc=cpus,
+                       policy=cfg.attribution.policy)
+        rows: SampleTable = SampleTable()
+        n_rows, first_t, mem_total = running.n_rows, running.first_t, running.mem_total
+    else:
+        rows = read_sample_table(spool.samples)
+        if sampler_outcome == "epilog_missing":
+            rows = _until_job_gone(rows)
+        n_rows, first_t = len(rows), min(rows.t, default=None)
+        mem_total = next((m for m in reversed(rows.node["mem_total_bytes"]) if m), None)
+    if not n_rows:
+        errors.append("no samples: the sampler never wrote a sample on this node")
     st = status
-    if status == Status.COMPLETE and (not rows or sampler_outcome not in CLEAN_SAMPLER_ENDS):
+    if status == Status.COMPLETE and (not n_rows or sampler_outcome not in CLEAN_SAMPLER_ENDS):
         st = Status.PARTIAL
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
         st = Status.PARTIAL if status == Status.COMPLETE else status
-    if not rows and status == Status.COMPLETE:
+    if not n_rows and status == Status.COMPLETE:
         st = Status.NO_DATA  # the job ran; nothing was measured on this node (errors say why)
-    start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min([end_time] + [r.t for r in rows])
-    cpus = cpus_on_node(ctx.cpus_per_node, idx)
+    start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min(end_time, first_t or end_time)
     total_cpu = _true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
     obs = NodeObservation(
         ctx.node, rows, static, start_time=start, end_time=end_time, span_known=span_known, cpus_alloc=cpus,
         errors=errors, status=st, marks=_read_marks(ctx), job_cpu_total_s=total_cpu)
     rec = measure_node(obs, ctx, cfg, expected_nodes=nodes, exit_code=exit_code,
-                       job_state=slurm_job_state(slurm_facts, ctx, exit_code))
+                       job_state=slurm_job_state(slurm_facts, ctx, exit_code), running=running)
     ns = rec.nodes[0]
-    ns.req_mem_bytes, ns.req_mem_source = _requested_memory(ctx, slurm_facts, cpus, rows, ns.errors)
+    ns.req_mem_bytes, ns.req_mem_source = _requested_memory(ctx, slurm_facts, cpus, mem_total, ns.errors)
     rec.errors = list(ns.errors)
     return rec
 
 
-def _until_job_gone(rows: list) -> list:
+def _until_job_gone(rows: SampleTable) -> SampleTable:
     """A sampler that ended by itself (no Epilog) went on sampling the node for
     ``sampling.epilog_wait_s`` after the job had gone: those rows are not the job's. Returns the
     rows up to its ``cgroup_gone`` sample (the job's last usage), or all of them when it never saw
     the job (then nothing says when the job ended better than the rows themselves)."""
-    for i, r in enumerate(rows):
-        if r.kind == "cgroup_gone":
-            return rows[: i + 1]
+    if "cgroup_gone" in rows.kind:
+        return rows.head(rows.kind.index("cgroup_gone") + 1)
     return rows
 
 
-def _true_cpu_time(ctx: JobContext, rows: list, nodes: list[str], errors: list[str]) -> Optional[float]:
+def _true_cpu_time(ctx: JobContext, rows: SampleTable, nodes: list[str], errors: list[str]) -> Optional[float]:
     """The job's true CPU time on this node (sacct TotalCPU, CPU-s) when the sampler did not see the
     job's last stretch (killed sampler, job ending between polls or before the first one) and the
     job ran on this node only (TotalCPU is the whole job's); None otherwise (the stretch is then
     estimated, flagged ``tail_estimated``). Off the hook path: the detached finalizer only."""
-    from slurm_energy.accounting.node_series import job_cpu_at, typed_samples
+    from slurm_energy.accounting.node_series import table_columns
 
     try:
-        samples = typed_samples(rows)
-        if len(samples) < 2 or job_cpu_at(samples)[-1] is not None or len(nodes) != 1:
+        if len(rows) < 2 or table_columns(rows.sorted(), None).job_cpu[-1] is not None or len(nodes) != 1:
             return None
         from slurm_energy.slurm.sacct import total_cpu_s
 
@@ -180,7 +191,7 @@ def _read_marks(ctx: JobContext):
     return m
 
 
-def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], rows: list,
+def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], node_total: Optional[int],
                       errors: list) -> tuple[Optional[int], str]:
     """The job's memory request on this node (bytes, how): the job's SLURM_MEM_PER_NODE /
     SLURM_MEM_PER_CPU (read from its processes: 22.05's Prolog does not get them), else slurmctld's
@@ -190,8 +201,6 @@ def _requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int
     from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
 
     facts = facts or {}
-    samples = [r if isinstance(r, Sample) else Sample.from_dict(r) for r in rows]
-    node_total = next((r.node.mem_total_bytes for r in reversed(samples) if r.node.mem_total_bytes), None)
     per_node: Optional[str]
     per_cpu: Optional[str]
     if ctx.mem_per_node or ctx.mem_per_cpu:
@@ -406,11 +415,21 @@ def results_dirs(cfg: SiteConfig) -> list[str]:
     return list(dict.fromkeys(d for d in (cfg.paths.results_dir, fb and os.path.join(fb, "results")) if d))
 
 
+#: The sampler's running summaries, by sample file (one per sampler process).
+_RUNNING: dict[str, RunningSummary] = {}
+
+
 def interim(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
     """The sampler's periodic flush: this node's energy so far, stored with status running, and
-    exported to node_exporter."""
+    exported to node_exporter. Costs the rows added since the previous flush
+    (:class:`~slurm_energy.accounting.running.RunningSummary`); the record has no power trace and
+    no phase windows (the Epilog's has them)."""
+    from slurm_energy.accounting.running import RunningSummary
     from slurm_energy.outputs.store import StoreSink
 
-    rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING)
+    summary = _RUNNING.get(spool.samples)
+    if summary is None:
+        summary = _RUNNING[spool.samples] = RunningSummary(spool.samples)
+    rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING, running=summary)
     running = finalise_job([rec], cfg, merge=False).model_copy(update={"status": Status.RUNNING})
     publish(running, [StoreSink(cfg.paths.store_url), *output_sinks(cfg, running=True)])

@@ -6,7 +6,6 @@ finalizer -> store and report, nothing patched."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import time
 
 import pytest
 
+from slurm_energy.sampling.samplefile import read_samples
 from slurm_energy.model import Method
 from tests.fakes.drm import FakeSysfs
 
@@ -80,7 +80,7 @@ def fake_drm(cluster, request):
 
 def _gpu_span(cluster, job: str, method: str) -> float:
     f = cluster.base / "spool" / "jobs" / f"{job}-r0" / "samples-n1.jsonl"
-    ts = [r["t"] for r in map(json.loads, f.read_text().splitlines())
+    ts = [r["t"] for r in read_samples(str(f))
           if any(x.get("device_class") == "gpu" and x.get("method") == method for x in r["readings"])]
     return ts[-1] - ts[0]
 

@@ -3,7 +3,6 @@ Slurm jobs run; the site config of the test cluster points hardware.rapl_root at
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_energy.sampling.samplefile import read_samples
 from slurm_energy.model import Method
 
 pytestmark = pytest.mark.slurm
@@ -74,7 +74,7 @@ def fake_rapl(cluster):
 def _sample_span(cluster, job: str) -> float:
     """Seconds between the first and last counter reading of the job's sample file."""
     f = cluster.base / "spool" / "jobs" / f"{job}-r0" / "samples-n1.jsonl"
-    ts = [r["t"] for r in map(json.loads, f.read_text().splitlines())
+    ts = [r["t"] for r in read_samples(str(f))
           if any(x.get("method") == "counter" for x in r["readings"])]
     return ts[-1] - ts[0]
 

@@ -6,7 +6,6 @@ for nodes without job cgroups). Real processes, real files.
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
 import signal
@@ -209,7 +208,9 @@ def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_r
     (rec,) = recs
     assert rec.status.value == "partial"
     assert any("sampler killed" in e for e in rec.errors)
-    kinds = [json.loads(x)["kind"] for x in (spool / "samples-h1.jsonl").read_text().splitlines()]
+    from slurm_energy.sampling.samplefile import read_samples
+
+    kinds = [r["kind"] for r in read_samples(str(spool / "samples-h1.jsonl"))]
     assert kinds[0] == "prolog" and kinds[-1] == "epilog"  # the finalizer's reading closes the series
 
 

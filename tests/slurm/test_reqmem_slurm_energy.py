@@ -23,13 +23,13 @@ def _ctx(**kw):
     return JobContext(job_id="77", uid=1001, gid=1001, **kw)
 
 
-ROWS = [{"t": T0, "node": {"mem_total_bytes": 64 * GB}}]
+NODE_TOTAL = 64 * GB  # the node's MemTotal, bytes (from its sample rows)
 
 
 def test_request_per_node_from_slurmctld():
     facts = parse_show_job(LINE)
     assert (facts["min_memory_node"], facts["tres_mem"], facts["num_nodes"]) == ("8000M", "16000M", "2")
-    b, how = _requested_memory(_ctx(), facts, 4, ROWS, [])
+    b, how = _requested_memory(_ctx(), facts, 4, NODE_TOTAL, [])
     assert b == 8000 * MB and "scontrol" in how  # 8000 MiB = 8388608000 bytes
 
 
@@ -37,14 +37,14 @@ def test_request_per_cpu_from_the_jobs_environment_times_cpus_on_node():
     # the job's processes carry SLURM_MEM_PER_CPU=1500 (MB); 4 CPUs here -> 6000 MiB
     facts = job_env_facts({"SLURM_JOB_ID": "77", "SLURM_MEM_PER_CPU": "1500"}, "77")
     assert facts == {"mem_per_cpu": "1500"}
-    b, how = _requested_memory(_ctx(mem_per_cpu="1500"), parse_show_job(LINE), 4, ROWS, [])
+    b, how = _requested_memory(_ctx(mem_per_cpu="1500"), parse_show_job(LINE), 4, NODE_TOTAL, [])
     assert b == 6000 * MB and "x 4 CPUs" in how
 
 
 def test_request_zero_is_the_whole_node_and_bad_text_is_an_error_not_a_crash():
-    assert _requested_memory(_ctx(mem_per_node="0"), None, 4, ROWS, [])[0] == 64 * GB
+    assert _requested_memory(_ctx(mem_per_node="0"), None, 4, NODE_TOTAL, [])[0] == 64 * GB
     errors: list = []
-    assert _requested_memory(_ctx(mem_per_node="lots"), None, 4, ROWS, errors) == (None, "")
+    assert _requested_memory(_ctx(mem_per_node="lots"), None, 4, NODE_TOTAL, errors) == (None, "")
     assert "mem_per_node='lots'" in errors[0]
     assert parse_slurm_env({"SLURM_JOB_ID": "1", "SLURM_JOB_UID": "0", "SLURM_JOB_GID": "0",
                             "SLURM_MEM_PER_NODE": "4096"}).mem_per_node == "4096"
@@ -126,8 +126,8 @@ def test_consumed_energy_not_collected_is_unavailable(exes):
 def test_request_from_tres_when_no_min_memory_and_zero_is_slurms_allocation():
     # no MinMemoryNode/CPU printed: TRES mem=16000M over NumNodes=2 -> 8000 MiB per node
     facts = {"tres_mem": "16000M", "num_nodes": "2"}
-    b, how = _requested_memory(_ctx(), facts, 4, ROWS, [])
+    b, how = _requested_memory(_ctx(), facts, 4, NODE_TOTAL, [])
     assert b == 8000 * MB and "TRES mem=16000M" in how
     # --mem=0 (MinMemoryNode=0): the whole node as Slurm allocated it, TRES 32G / 1 node = 32 GiB
-    b, _ = _requested_memory(_ctx(), {"min_memory_node": "0", "tres_mem": "32G", "num_nodes": "1"}, 4, ROWS, [])
+    b, _ = _requested_memory(_ctx(), {"min_memory_node": "0", "tres_mem": "32G", "num_nodes": "1"}, 4, NODE_TOTAL, [])
     assert b == 32 * GB

@@ -1,0 +1,141 @@
+"""Cost of a long job's node summary, report and interim summaries; bytes per sample.
+
+Builds the sample file of a 24 h job sampled every 5 s (17,280 rows) on a node with 2 RAPL packages
+and 8 NVIDIA GPUs (fake counters: the rows the real RAPL and NVML readers write, values advancing
+as a busy node's would: RAPL wrapping at its range, GPU power, utilisation, memory and per-process
+utilisation varying), written by the real :class:`~slurm_energy.sampling.samplefile.SampleWriter`,
+and the same rows in the old JSON-lines format (``--old``: what sample files held before the
+compact format; still read). Prints, for each format:
+
+* bytes per sample;
+* parse: the file -> columns (:func:`read_sample_table`); before: typed samples (:func:`read_sample_file`);
+* summarise: :func:`slurm_energy.pipeline.measure_node` (the node's summary, as the finalizer runs it);
+* report: :func:`finalise_job` + the HTML and CSV report of the record;
+* interim: one running summary (what the sampler's interim flush computes), at hour 1 and at hour
+  24 of the job, each after another minute of rows (12) was appended: must be flat.
+
+CPU seconds (process time: the machine is shared), medians of ``--repeat`` runs (default 3).
+
+    python benchmarks/summary_cost.py [--hours 24] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+from samplefile_rows import legacy_write, node_rows  # noqa: E402
+
+from slurm_energy.accounting.running import RunningSummary  # noqa: E402
+from slurm_energy.config import SiteConfig  # noqa: E402
+from slurm_energy.core import DeviceStatic, JobMeta  # noqa: E402
+from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node  # noqa: E402
+from slurm_energy.sampling.samplefile import SampleWriter, read_sample_file, read_sample_table  # noqa: E402
+
+INTERVAL_S = 5.0
+
+
+def _cpu(fn, repeat: int) -> tuple[float, object]:
+    """Median CPU seconds of ``fn()`` (process time: the machine is shared) and its last result."""
+    times, out = [], None
+    for _ in range(repeat):
+        t = time.process_time()
+        out = fn()
+        times.append(time.process_time() - t)
+    return statistics.median(times), out
+
+
+def _summary(samples, static, t0, t1, site):
+    obs = NodeObservation("gpu001", samples, static, t0, t1, cpus_alloc=64)
+    return measure_node(obs, JobMeta(job_id="4242", cluster="bench", user="alice"), site, interval_s=INTERVAL_S)
+
+
+def _report(rec, site):
+    from slurm_energy.reporting.report import render_csv, render_html
+
+    job = finalise_job([rec], site)
+    render_html(job)
+    render_csv(job)
+    return job
+
+
+def _write(path: str, rows: list, fmt: str) -> None:
+    if fmt == "old":
+        legacy_write(path, rows)
+        return
+    w = SampleWriter(path, fsync=False)
+    for r in rows:
+        w.write(r)
+    w.close()
+
+
+def _interim_cost(path: str, rows: list, statics: list, hour: int, repeat: int) -> float:
+    """Median CPU seconds of one interim summary after a minute of new rows (12), at ``hour`` of the
+    job: the rows before are written and summed first, as the sampler would have."""
+    n0 = int(hour * 3600 / INTERVAL_S) - 12 * repeat
+    _write(path, rows[:n0], "new")
+    running = RunningSummary(path)
+    kw = {"job_id": "4242", "node": "gpu001", "start_time": rows[0]["t"], "statics": statics, "cpus_alloc": 64,
+          "interval_s": INTERVAL_S}
+    running.summary(end_time=rows[n0 - 1]["t"], **kw)
+    w = SampleWriter(path, fsync=False)
+    costs = []
+    for k in range(n0, n0 + 12 * repeat, 12):
+        for r in rows[k:k + 12]:
+            w.write(r)
+        c = time.process_time()
+        running.summary(end_time=rows[k + 11]["t"], **kw)
+        costs.append(time.process_time() - c)
+    w.close()
+    return statistics.median(costs)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hours", type=float, default=24.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args(argv)
+    site = SiteConfig()
+    rows, static = node_rows(int(a.hours * 3600 / INTERVAL_S) + 1, INTERVAL_S)
+    statics = [DeviceStatic(**d) for d in static["devices"]]
+    t0, t1 = rows[0]["t"], rows[-1]["t"]
+    print(f"{len(rows)} rows ({a.hours:g} h at {INTERVAL_S:g} s), 2 RAPL packages + 8 GPUs; CPU seconds, "
+          f"medians of {a.repeat}")
+    print(f"{'':>22} {'B/sample':>9} {'parse':>7} {'summary':>8} {'report':>7} {'total':>7}")
+    with tempfile.TemporaryDirectory() as tmp:
+        got = {}
+        for label, fmt, read in (("before: JSON lines", "old", read_sample_file),
+                                 ("old file, now", "old", read_sample_table),
+                                 ("now: compact file", "new", read_sample_table)):
+            path = os.path.join(tmp, f"samples-{fmt}")
+            if not os.path.exists(path):
+                _write(path, rows, fmt)
+            size = os.path.getsize(path) / len(rows)
+            if read is read_sample_file and a.hours > 2:  # the old path took ~12 s a run: once
+                t_parse, samples = _cpu(lambda p=path: read_sample_file(p), 1)
+            else:
+                t_parse, samples = _cpu(lambda p=path, r=read: r(p), a.repeat)
+            t_sum, rec = _cpu(lambda s=samples: _summary(s, static, t0, t1, site), a.repeat)
+            t_rep, _ = _cpu(lambda r=rec: _report(r, site), a.repeat)
+            got[label] = rec
+            print(f"{label:>22} {size:9.0f} {t_parse:7.3f} {t_sum:8.3f} {t_rep:7.3f} {t_parse + t_sum + t_rep:7.3f}")
+        e = [{d.device_id: d.energy_j for d in r.nodes[0].devices} for r in got.values()]
+        same = all(abs(x[k] - e[0][k]) <= 1e-9 * abs(e[0][k]) for x in e for k in e[0])
+        print(f"device energies agree across the three (rel. 1e-9): {same}")
+        if a.hours >= 2:
+            hn = int(a.hours)
+            h1 = _interim_cost(os.path.join(tmp, "interim-1"), rows, statics, 1, a.repeat)
+            hN = _interim_cost(os.path.join(tmp, f"interim-{hn}"), rows, statics, hn, a.repeat)
+            print(f"interim summary after 12 new rows: hour 1 {h1 * 1e3:.2f} ms, hour {hn} {hN * 1e3:.2f} ms CPU "
+                  f"(ratio {hN / h1:.2f}; before: the whole file each time)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""One device's energy sums over some of a job's intervals, and the :class:`DeviceEnergy` they give.
+
+:mod:`slurm_energy.accounting.summary` sums a device's intervals into a :class:`DeviceAgg` and
+turns it into the device's :class:`~slurm_energy.model.DeviceEnergy` (method, coverage and flags
+included). Two aggregates of the same device over consecutive stretches of the job :meth:`merge`
+into the aggregate of both: the sampler's interim summaries add the rows of the last minute to
+what they had (:mod:`slurm_energy.accounting.running`) instead of summing the whole job again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from slurm_energy.accounting import attribution
+from slurm_energy.core import DeviceStatic, Method, worst_method
+from slurm_energy.model import DeviceEnergy
+
+#: (time-weighted mean, variance, weight in s); (None, None, 0.0) when nothing was weighed
+Stats = tuple[Optional[float], Optional[float], float]
+NO_STATS: Stats = (None, None, 0.0)
+
+
+def merge_stats(a: Stats, b: Stats) -> Stats:
+    """The mean and variance of two weighted samples together (Chan et al.'s pairwise update:
+    M2 = var_a w_a + var_b w_b + (mean_b - mean_a)^2 w_a w_b / (w_a + w_b))."""
+    ma, va, wa = a
+    mb, vb, wb = b
+    if ma is None or va is None or wa <= 0:
+        return b
+    if mb is None or vb is None or wb <= 0:
+        return a
+    w = wa + wb
+    mean = (wa * ma + wb * mb) / w
+    m2 = va * wa + vb * wb + (mb - ma) ** 2 * wa * wb / w
+    return mean, m2 / w, w
+
+
+def _add(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return b if a is None else a if b is None else a + b
+
+
+@dataclass
+class DeviceAgg:
+    """A device over some intervals: the job's and the whole device's energy (J, None = no interval
+    measured), the seconds with a job energy, the statistics of attributed power (W) and of
+    utilisation, counter anomalies, the methods of its readings, its flags and clamped ratios."""
+
+    device_class: str
+    device_id: str
+    methods: set[Method]
+    job_j: Optional[float]
+    whole_j: Optional[float]
+    measured_s: float
+    power: Stats = NO_STATS
+    util: Stats = NO_STATS
+    wraps: int = 0
+    resets: int = 0
+    dropped: int = 0
+    flags: set[str] = field(default_factory=set)
+    clamps: dict[str, float] = field(default_factory=dict)
+
+    def merge(self, o: "DeviceAgg") -> None:
+        """Add ``o``, the same device over a later stretch."""
+        self.methods |= o.methods
+        self.job_j, self.whole_j = _add(self.job_j, o.job_j), _add(self.whole_j, o.whole_j)
+        self.measured_s += o.measured_s
+        self.power, self.util = merge_stats(self.power, o.power), merge_stats(self.util, o.util)
+        self.wraps, self.resets, self.dropped = self.wraps + o.wraps, self.resets + o.resets, self.dropped + o.dropped
+        self.flags |= o.flags
+        for k, v in o.clamps.items():
+            attribution.clamp_ratio(v, k, self.clamps)
+        self.device_class = o.device_class
+
+    def energy(self, st: Optional[DeviceStatic], *, policy: str, elapsed: float, span_known: bool, node: str,
+               node_flags: list[str], index: Optional[int], covers: Callable[[Method], str]) -> DeviceEnergy:
+        """The device's :class:`DeviceEnergy` over ``elapsed`` s of the job: method (the worst of
+        its readings', unavailable without a job energy; a zero-length job measured is 0 J),
+        coverage = measured s / elapsed (clamped, flagged), flags with the clamped ratios'."""
+        job_total, methods = self.job_j, self.methods
+        method = worst_method(methods) if job_total is not None else Method.UNAVAILABLE
+        known = methods - {Method.UNAVAILABLE}
+        if job_total is None and elapsed == 0 and known and span_known:  # zero-length job: 0 J, no division by 0
+            job_total, method = 0.0, worst_method(known)
+        clamps = dict(self.clamps)
+        coverage = 1.0 if elapsed == 0 else attribution.clamp_ratio(self.measured_s / elapsed, "coverage", clamps)
+        return DeviceEnergy(
+            device_class=self.device_class, device_id=self.device_id, node=node, model=st.model if st else "",
+            count=st.count if st else 1, index=index, method=method, energy_j=job_total,
+            device_energy_j=self.whole_j, rated_power_w=st.rated_power_w if st else None,
+            mean_power_w=self.power[0], var_power_w2=self.power[1], mean_util=self.util[0], var_util=self.util[1],
+            duration_s=elapsed, coverage=coverage, wraps=self.wraps, resets=self.resets,
+            dropped_samples=self.dropped, covers=covers(method),
+            flags=sorted(self.flags | clamp_flags(clamps) | set(node_flags)), unclamped=clamps,
+        )
+
+
+def clamp_flags(clamps: dict[str, float]) -> set[str]:
+    """Flags for the ratios that were clamped (keys of ``clamps``: ``*_util``, ``*_share``, ``coverage``)."""
+    out = set()
+    for k in clamps:
+        out.add(attribution.FLAG_COVERAGE_CLAMPED if k == "coverage" else
+                attribution.FLAG_SHARE_CLAMPED if k.endswith("_share") else attribution.FLAG_UTIL_CLAMPED)
+    return out

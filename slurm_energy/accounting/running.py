@@ -1,0 +1,165 @@
+"""The node's summary while the job runs, kept up to date at the cost of the rows added since the
+previous update (the sampler's interim flush, every ``sampling.interim_s``): a week-long job costs
+no more per update than an hour-long one.
+
+:class:`RunningSummary` reads only the sample file's new lines
+(:class:`~slurm_energy.sampling.samplefile.SampleReader`), sums each device over the new intervals
+-- from the last row it had to the newest -- with the rules of
+:func:`~slurm_energy.accounting.summary.summarise_node`, and adds the sums to what it had
+(:meth:`DeviceAgg.merge`). The Epilog's summary is computed afresh from the whole file; the
+running one differs from it only where the final view knows more:
+
+* a stretch where the job's CPU time was not seen (the sampler not looking, or the job not seen in
+  its first :data:`MAX_PENDING_ROWS` rows) is unmeasured here (share unknown), where the final
+  summary may charge it (0 CPU-s before the job started; the job's true CPU time after the
+  sampler's last look);
+* a counter found inconsistent with its power readings switches to power integration from the
+  update where it is found (the final summary switches the whole job);
+* the running record has no power trace and no phase windows (the report is made at the end);
+* sums are added update by update (float rounding differs in the last digits).
+
+Rows that arrive out of time order (another writer's late row) make the next update start again
+from the file's beginning, once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from slurm_energy.accounting.device_agg import DeviceAgg
+from slurm_energy.accounting.node_series import table_columns
+from slurm_energy.accounting.summary import _device_key_of, _effective_policy, _Traces, device_aggs, device_energy
+from slurm_energy.core import DeviceStatic, Status
+from slurm_energy.model import NodeSummary
+from slurm_energy.sampling.samplefile import SampleReader
+from slurm_energy.sampling.sampletable import SampleTable
+
+
+#: Rows kept unsummed while the job has not been seen (it is normally seen at the first sample):
+#: past this, they are summed with the job's share unknown.
+MAX_PENDING_ROWS = 60
+
+
+class RunningSummary:
+    """Incremental node summary of a growing sample file (see the module docstring)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._reset()
+
+    def _reset(self) -> None:
+        self._reader = SampleReader(self.path)
+        self._last: Optional[SampleTable] = None  # the last row summed: the next interval starts there
+        self._last_cpu: Optional[float] = None  # the job's CPU time at that row (as summed)
+        self._cpu_state: tuple[Optional[float], bool, bool] = (None, False, False)  # last, seen, ended
+        self.aggs: dict[str, DeviceAgg] = {}
+        self.hourly: dict[str, float] = {}
+        self.pids: set[int] = set()
+        self.n_rows = 0
+        self.first_t: Optional[float] = None
+        self.ncpu: Optional[int] = None
+        self.mem_total: Optional[int] = None
+        self._cpu_max: Optional[float] = None
+        self._mem_sum, self._mem_n = 0.0, 0
+        self._max_mem: Optional[int] = None
+        self._src = ""
+        self._pending = False  # _last holds every row so far: the job not seen yet
+
+    def update(self, *, statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared") -> None:
+        """Read the rows added to the file and add their intervals. Raises ValueError for an
+        unknown policy (as :func:`summarise_node`)."""
+        new = self._reader.read_table()
+        if not len(new):
+            return
+        if not new.is_sorted() or (self._last is not None and new.t[0] <= self._last.t[-1]):
+            self._reset()  # a row out of time order: once from the start, sorted
+            new = self._reader.read_table().sorted()
+        chunk = SampleTable()
+        if self._last is not None:
+            chunk.extend(self._last)
+        start = len(chunk)
+        chunk.extend(new)
+        self._node_facts(new)
+        pol, _ = _effective_policy(policy, [self.ncpu], cpus_alloc)
+        cols = table_columns(chunk, cpus_alloc)
+        seen_before = self._cpu_state[1]
+        cols.job_cpu = self._job_cpu(chunk, start)
+        if not self._cpu_state[1] and len(chunk) < MAX_PENDING_ROWS:
+            self._last, self._last_cpu = chunk, None  # not seen yet: summed once it is (0 CPU-s before)
+            self._pending = True
+            return
+        if not seen_before and self._cpu_state[1]:  # first seen in this chunk: it had just started
+            first = next(i for i, v in enumerate(cols.job_cpu) if v is not None)
+            cols.job_cpu[:first] = [0.0] * first
+        self._pending = False
+        self.pids |= cols.job_pids
+        cols.job_pids = self.pids
+        traces = _Traces.of(chunk.t, cols.index)
+        for dc, agg in device_aggs(chunk, cols, {s.device_id: s for s in statics}, pol, traces):
+            have = self.aggs.get(dc.device_id)
+            if have is None:
+                self.aggs[dc.device_id] = agg
+            else:
+                have.merge(agg)
+        for h, e in traces.hourly.items():
+            self.hourly[h] = self.hourly.get(h, 0.0) + e
+        cpu = [v for v in cols.job_cpu[start:] if v is not None]
+        if cpu:
+            self._cpu_max = max(cpu + ([self._cpu_max] if self._cpu_max is not None else []))
+        self._last, self._last_cpu = chunk.last_rows(1), cols.job_cpu[-1]
+
+    def _node_facts(self, new: SampleTable) -> None:
+        self.n_rows += len(new)
+        self.first_t = new.t[0] if self.first_t is None else self.first_t
+        self.ncpu = self.ncpu or next((n for n in new.node["ncpu"] if n), None)
+        self.mem_total = next((m for m in reversed(new.node["mem_total_bytes"]) if m), self.mem_total)
+        for p, m, mx, src in zip(new.job_present, new.job_mem, new.job_max_mem, new.job_source):
+            if not p:
+                continue
+            if m is not None:
+                self._mem_sum += m
+                self._mem_n += 1
+            for v in (m, mx):
+                if v is not None and (self._max_mem is None or v > self._max_mem):
+                    self._max_mem = v
+            self._src = src or self._src
+
+    def _job_cpu(self, chunk: SampleTable, start: int) -> list[Optional[float]]:
+        """The job's CPU time per row (:func:`node_series.job_cpu_at`'s rules, carried over from the
+        previous update; before the job is first seen: unknown)."""
+        if self._pending:  # the chunk holds every row since the first: from the start again
+            self._cpu_state, start = (None, False, False), 0
+        out: list[Optional[float]] = [self._last_cpu] * start
+        last, seen, ended = self._cpu_state
+        for v, present, kind in zip(chunk.job_cpu[start:], chunk.job_present[start:], chunk.kind[start:]):
+            v = v if present else None
+            if v is not None and (seen or v > 0):
+                seen = True
+                last = v if last is None else max(last, v)
+                out.append(last)
+            else:
+                out.append(last if seen and ended else None)
+            if kind in ("cgroup_gone", "final"):
+                ended = True
+        self._cpu_state = (last, seen, ended)
+        return out
+
+    def summary(self, *, job_id: str, node: str, start_time: float, end_time: float,
+                statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
+                interval_s: float = 5.0, status: Status = Status.RUNNING, errors: Optional[list[str]] = None,
+                span_known: bool = True, **_: Any) -> NodeSummary:
+        """The node's :class:`NodeSummary` so far (after :meth:`update`; ``start_time``/``end_time``:
+        the job's span on the node so far, epoch s)."""
+        self.update(statics=statics, cpus_alloc=cpus_alloc, policy=policy)
+        pol, node_flags = _effective_policy(policy, [self.ncpu], cpus_alloc)
+        by_id = {s.device_id: s for s in statics}
+        elapsed = max(0.0, end_time - start_time)
+        devices = [device_energy(a, by_id.get(a.device_id), policy=pol, elapsed=elapsed, span_known=span_known,
+                                 node=node, node_flags=node_flags)
+                   for a in sorted(self.aggs.values(), key=lambda a: _device_key_of(a.device_class, a.device_id, by_id))]
+        return NodeSummary(
+            node=node, job_id=job_id, start_time=start_time, end_time=end_time,
+            cpu_time_s=self._cpu_max if self._src else None, max_mem_bytes=self._max_mem,
+            mean_mem_bytes=self._mem_sum / self._mem_n if self._mem_n else None, n_samples=self.n_rows,
+            interval_s=interval_s, cpu_time_source=self._src, devices=devices, hourly_energy_j=dict(self.hourly),
+            status=status, errors=list(errors or []))

@@ -1,0 +1,328 @@
+"""The compact sample-file format (v2): a schema line naming the columns once, then one short
+line of numbers per sample (see :mod:`slurm_energy.sampling.samplefile` for the file's contract).
+
+Schema line, written by a writer before its first row and again whenever a row's static part
+changes (a device's method, flags or range; the job's cgroup source; a new device)::
+
+    #S<sid> {"job": {"source": "cgroup-v2"} | null, "node": {"ncpu": 64, ...}, "ncols": [...],
+             "dev": [{"device_class": ..., "device_id": ..., "method": ..., <static fields>,
+                      "c": ["energy_uj", "power_w", ...]}, ...]}
+
+Row line: ``<sid>,<t>,<kind>,<job cells>,<node cells>,<each device's cells>`` -- ``sid`` names the
+schema (``<writer tag>.<n>``; the tag is unique to one writer in one process, so rows of writers
+appending to one file never mix their columns); ``kind`` is empty for ``sample``. Cells:
+
+* ``t`` (epoch s, kept to the microsecond), the counters (``energy_uj``, the job's and the node's
+  CPU seconds, memory bytes) are integers: the difference from the same column's previous value
+  in this writer's previous row, or the value itself where there is none (the writer's first row,
+  or the previous value was None or not an integer). CPU seconds are integers of ms (node, rounded
+  to 3 decimals by the sampler) or us (job); a value that is not exactly such an integer is written
+  as ``~<float>`` (kept as it is, never rounded);
+* other numbers (``power_w``, ``util``, ``mean_power_w``) as Python writes floats;
+* ``proc_util``: ``pid:util;pid:util`` (``{}`` for none);
+* ``pids``: space-separated, or ``=`` when the same as in the writer's previous row;
+* an empty cell is None (not read at that instant): never 0.
+
+A writer repeats its schema line at least every :data:`KEYFRAME_ROWS` rows, and every schema line
+starts its differences afresh (the next row has every value whole). A reader keeps the same
+per-writer state. A row whose cell count does not match its schema, or that does not end with a
+newline, is skipped; a row whose cells do not parse (a damaged file) is skipped with the writer's
+rows after it up to its next schema line, so no value is ever read off a damaged line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from typing import Any, Optional
+
+from slurm_energy.sampling.sampletable import SampleTable, proc_util_text
+
+PREFIX = "#S"
+#: Reading fields written in the row (everything else of a reading is static: in the schema).
+DYNAMIC = ("energy_uj", "power_w", "mean_power_w", "util", "mem_bytes", "proc_util")
+INT_DELTA = frozenset(("energy_uj", "mem_bytes"))
+JOB_COLS = ("cpu_time_s", "mem_bytes", "max_mem_bytes", "pids")
+NODE_DYNAMIC = ("cpu_busy_s", "cpu_total_s", "mem_used_bytes")
+#: A schema line (and whole values) at least this often: a damaged line costs at most this many rows
+#: of its writer (their differences cannot be applied without it), about 2 bytes per sample.
+KEYFRAME_ROWS = 720
+#: float columns written as integer deltas at this scale (exact round trip checked per value)
+SCALED = {"job.cpu_time_s": 1_000_000, "node.cpu_busy_s": 1000, "node.cpu_total_s": 1000}
+
+_writer_ids = itertools.count()
+
+
+def _b36(n: int) -> str:
+    s = ""
+    while True:
+        n, r = divmod(n, 36)
+        s = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + s
+        if not n:
+            return s
+
+
+class Encoder:
+    """Turns sample rows (dicts, :meth:`slurm_energy.core.Sample.to_dict`'s shape) into lines."""
+
+    def __init__(self) -> None:
+        self.tag = f"{_b36(os.getpid())}{_b36(next(_writer_ids))}"
+        self._n = 0
+        self._schema: Optional[tuple[Any, ...]] = None
+        self._sid = ""
+        self._prev: dict[str, Any] = {}  # column key -> previous integer value (None: none)
+        self._pids: Any = None
+        self._rows = 0  # rows since the last schema line
+
+    def lines(self, row: dict[str, Any]) -> str:
+        """The line(s) for ``row``: a schema line first when its static part changed."""
+        job = row.get("job")
+        node = row.get("node") or {}
+        readings = row.get("readings") or []
+        devs = [_dev_schema(r) for r in readings]
+        static = (_job_static(job), {k: v for k, v in node.items() if k not in NODE_DYNAMIC},
+                  [k for k in NODE_DYNAMIC if k in node], devs)
+        out = ""
+        self._rows += 1
+        if static != self._schema or self._rows > KEYFRAME_ROWS:  # compared as Python objects: no JSON per row
+            self._sid = f"{self.tag}.{_b36(self._n)}"
+            self._prev, self._pids, self._rows = {}, None, 1  # the next row: every value written whole
+            doc = {"job": static[0], "node": static[1], "ncols": static[2], "dev": devs}
+            out = f"{PREFIX}{self._sid} {json.dumps(doc, separators=(',', ':'))}\n"
+            self._schema, self._n = static, self._n + 1
+        cells = [self._sid, self._int("t", round(float(row["t"]) * 1_000_000)), _kind(row.get("kind"))]
+        if job is not None:
+            cells += [self._scaled("job.cpu_time_s", job.get("cpu_time_s")), self._int("job.mem", job.get("mem_bytes")),
+                      self._int("job.max", job.get("max_mem_bytes")), self._pid_cell(job.get("pids") or [])]
+        cells += [self._scaled("node." + k, node[k]) if k != "mem_used_bytes" else self._int("node.mem", node[k])
+                  for k in static[2]]
+        for r, d in zip(readings, devs):
+            key = str(r.get("device_id"))
+            for c in d["c"]:
+                v = r.get(c)
+                if c == "energy_uj":
+                    cells.append(self._int(_energy_key(key, d), v // d["q"] if "q" in d else v))
+                else:
+                    cells.append(self._int(key + "." + c, v) if c in INT_DELTA else _plain(c, v))
+        return out + ",".join(cells) + "\n"
+
+    def _int(self, key: str, v: Any) -> str:
+        if not isinstance(v, int) or isinstance(v, bool):
+            self._prev[key] = None
+            return "" if v is None else f"~{float(v)!r}"
+        p = self._prev.get(key)
+        self._prev[key] = v
+        return str(v if p is None else v - p)
+
+    def _scaled(self, key: str, v: Any) -> str:
+        if v is None:
+            self._prev[key] = None
+            return ""
+        scale = SCALED[key]
+        iv = round(float(v) * scale)
+        if iv / scale != v:  # not exactly a multiple of 1/scale: written as it is
+            self._prev[key] = None
+            return f"~{float(v)!r}"
+        return self._int(key, iv)
+
+    def _pid_cell(self, pids: list[int]) -> str:
+        if pids == self._pids:
+            return "="
+        self._pids = list(pids)
+        return " ".join(str(p) for p in pids)
+
+
+def _job_static(job: Any) -> Optional[dict[str, Any]]:
+    return None if job is None else {"source": job.get("source") or ""}
+
+
+def _dev_schema(r: dict[str, Any]) -> dict[str, Any]:
+    d = {k: v for k, v in r.items() if k not in DYNAMIC}
+    d["c"] = [k for k in DYNAMIC if r.get(k) is not None]
+    q, e = r.get("energy_resolution_uj"), r.get("energy_uj")
+    if isinstance(q, int) and q > 1 and isinstance(e, int) and e % q == 0:
+        d["q"] = q  # the counter counts in quanta of q uJ (NVML: mJ): its cells are in quanta
+    return d
+
+
+def _energy_key(key: str, d: dict[str, Any]) -> str:
+    """The energy column's state key: per quantum, so a change of unit starts afresh."""
+    return f"{key}.energy_uj/{d.get('q', 1)}"
+
+
+def _kind(kind: Any) -> str:
+    return "" if kind in (None, "sample") else str(kind)
+
+
+def _plain(col: str, v: Any) -> str:
+    if v is None:
+        return ""
+    if col == "proc_util":
+        return proc_util_text(v)
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+class Decoder:
+    """Decodes lines into a :class:`~slurm_energy.sampling.sampletable.SampleTable`, column by
+    column for each run of rows of one schema; keeps each writer's state, so lines must be fed in
+    file order (:meth:`feed` may be called again with the lines added since)."""
+
+    def __init__(self) -> None:
+        self._schemas: dict[str, dict[str, Any]] = {}
+        self._prev: dict[str, dict[str, Any]] = {}  # writer tag -> column key -> previous int
+        self._pids: dict[str, list[int]] = {}
+        self._broken: set[str] = set()  # writers with a damaged line since their last schema line
+
+    def schema(self, line: str) -> None:
+        """Take a schema line (``#S<sid> {json}``); a bad one is ignored (its rows are skipped)."""
+        sid, _, doc = line[len(PREFIX):].partition(" ")
+        try:
+            d = json.loads(doc)
+            devs = d.get("dev") or []
+            d["want"] = 3 + (4 if d.get("job") is not None else 0) + len(d.get("ncols") or []) + sum(len(x["c"]) for x in devs)
+            d["static"] = [{k: v for k, v in x.items() if k not in ("c", "q")} for x in devs]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return
+        tag = sid.partition(".")[0]
+        self._prev[tag], self._pids[tag] = {}, []  # the writer's next row has every value whole
+        self._broken.discard(tag)
+        self._schemas[sid] = d
+
+    def block(self, table: SampleTable, lines: list[str]) -> None:
+        """Append data lines of one schema to ``table``: lines of another cell count are skipped;
+        a run whose cells do not parse is decoded line by line (bad lines skipped)."""
+        sid = lines[0].partition(",")[0]
+        sc = self._schemas.get(sid)
+        if sc is None:
+            return
+        want = sc["want"]
+        flat = ",".join(lines).split(",")
+        if len(flat) != want * len(lines):  # some line has another cell count: keep the others
+            lines = [ln for ln in lines if ln.count(",") == want - 1]
+            if not lines:
+                return
+            flat = ",".join(lines).split(",")
+        tag = sid.partition(".")[0]
+        if tag in self._broken:
+            return
+        prev = self._prev.setdefault(tag, {})
+        saved, pids = dict(prev), self._pids.get(tag, [])
+        try:
+            self._columns(table, sc, tag, prev, [flat[j::want] for j in range(want)])
+        except (ValueError, TypeError):
+            prev.clear()
+            prev.update(saved)
+            self._pids[tag] = pids
+            for ln in lines:  # a bad cell somewhere: the lines before it are kept
+                try:
+                    self._columns(table, sc, tag, prev, [[c] for c in ln.split(",")])
+                except (ValueError, TypeError):
+                    # the writer's later lines hold differences from this one: skipped until its
+                    # next schema line (never read off by the damaged line's values)
+                    self._broken.add(tag)
+                    return
+
+    def _columns(self, table: SampleTable, sc: dict[str, Any], tag: str, prev: dict[str, Any],
+                 cols: list[list[str]]) -> None:
+        m = len(cols[0])
+        base = len(table.t)
+        t = [v / 1_000_000 for v in _ints(prev, "t", cols[1])]
+        kinds = [k or "sample" for k in cols[2]]
+        job = sc.get("job")
+        i = 3
+        new: dict[str, list[Any]] = {}
+        if job is not None:
+            new["cpu"] = _scaled(prev, "job.cpu_time_s", cols[i])
+            new["mem"] = _ints(prev, "job.mem", cols[i + 1])
+            new["max"] = _ints(prev, "job.max", cols[i + 2])
+            new["pids"] = self._pid_col(tag, cols[i + 3])
+            i += 4
+        node = {}
+        for k in sc.get("ncols") or []:
+            node[k] = _ints(prev, "node.mem", cols[i]) if k == "mem_used_bytes" else _scaled(prev, "node." + k, cols[i])
+            i += 1
+        devs = []
+        for d, st in zip(sc["dev"], sc["static"]):
+            key = str(d.get("device_id"))
+            vals = {}
+            for c in d["c"]:
+                if c == "energy_uj":
+                    q = d.get("q", 1)
+                    v = _ints(prev, _energy_key(key, d), cols[i])
+                    vals[c] = v if q == 1 else [x * q if isinstance(x, int) else x for x in v]
+                else:
+                    vals[c] = _ints(prev, key + "." + c, cols[i]) if c in INT_DELTA else _plain_col(c, cols[i])
+                i += 1
+            devs.append((key, st, vals))
+        # all parsed: append (nothing is appended for a block that raised above)
+        table.t.extend(t)
+        table.kind.extend(kinds)
+        table.job_present.extend([job is not None] * m)
+        for name, attr in (("cpu", table.job_cpu), ("mem", table.job_mem), ("max", table.job_max_mem)):
+            attr.extend(new.get(name) or [None] * m)
+        table.job_pids.extend(new.get("pids") or [[] for _ in range(m)])
+        table.job_source.extend([(job or {}).get("source") or ""] * m)
+        static_node = sc.get("node") or {}
+        for k, col in table.node.items():
+            col.extend(node[k] if k in node else [static_node.get(k)] * m)
+        for key, st, vals in devs:
+            dc = table.device(key)
+            dc.rows.extend(range(base, base + m))
+            dc.static.extend([st] * m)
+            for k, col in dc.vals.items():
+                col.extend(vals[k] if k in vals else [None] * m)
+
+    def _pid_col(self, tag: str, cells: list[str]) -> list[list[int]]:
+        out = []
+        cur = self._pids.get(tag, [])
+        for c in cells:
+            if c != "=":
+                cur = [int(p) for p in c.split()]
+            out.append(cur)
+        self._pids[tag] = cur
+        return out
+
+
+def _ints(prev: dict[str, Any], key: str, cells: list[str]) -> list[Any]:
+    """A column of integer cells: deltas from the previous value (the value itself after a None)."""
+    p = prev.get(key)
+    if "" not in cells and "~" not in "".join(cells):
+        vals = list(itertools.accumulate(map(int, cells), initial=p or 0))[1:]
+        if p is None:  # the first cell is the value itself: accumulate from 0 gives exactly that
+            pass
+        prev[key] = vals[-1]
+        return vals
+    out: list[Any] = []
+    for c in cells:
+        if not c:
+            p = None
+            out.append(None)
+        elif c[0] == "~":
+            p = None
+            out.append(_num(c[1:]))
+        else:
+            p = int(c) if p is None else p + int(c)
+            out.append(p)
+    prev[key] = p
+    return out
+
+
+def _num(s: str) -> Any:
+    try:
+        return int(s)
+    except ValueError:
+        return float(s)
+
+
+def _scaled(prev: dict[str, Any], key: str, cells: list[str]) -> list[Optional[float]]:
+    scale = SCALED[key]
+    return [v / scale if isinstance(v, int) else v for v in _ints(prev, key, cells)]
+
+
+def _plain_col(col: str, cells: list[str]) -> list[Any]:
+    if col == "proc_util":
+        return [c or None for c in cells]  # kept as text (sampletable.proc_util_dict reads it)
+    if "" not in cells:
+        return list(map(float, cells))
+    return [float(c) if c else None for c in cells]
