@@ -137,7 +137,7 @@ class NodeSummary(BaseModel):
     mean_mem_bytes: Optional[float] = None
     n_samples: int = 0
     interval_s: float = 5.0
-    cpu_time_source: str = ""  # "cgroup-v1", "cgroup-v2", "psutil", ""
+    cpu_time_source: str = ""  # "cgroup-v1", "cgroup-v2", "psutil", "procfs", "rusage", ""
     devices: list[DeviceEnergy] = Field(default_factory=list)
     static: NodeStatic = Field(default_factory=lambda: NodeStatic())  # device info: CPU model, cores, GPUs, OS, RAM
     power_trace: list[list[Optional[float]]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)

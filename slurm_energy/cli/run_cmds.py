@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from importlib import resources
 from pathlib import Path
 from typing import Optional
@@ -51,6 +50,9 @@ def _common(p) -> None:
     p.add_argument("--out", default=".", help="directory for energy-<id>.html/.csv (default .)")
     p.add_argument("--partition", default="", help="partition/datacenter whose carbon facts apply")
     p.add_argument("--no-report", action="store_true", help="print the summary only")
+    p.add_argument("--keep-samples", action="store_true",
+                   help="keep the sample file (/tmp/slurm-energy-*/samples.jsonl) and print its path; "
+                        "by default it is removed, unless the report could not be written")
 
 
 def _load(args):
@@ -85,23 +87,38 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
         uuids = visible_gpus()
     m = LocalMeasurement(cfg, probe, label, uuids, unresolved, note, interval_s=args.interval,
                          partition=args.partition, work_dir=args.out).start()
-    final_usage = wait_for_end()
-    m.stop(final_usage)
-    final = m.record()
-    m.cleanup()
-    _print_summary(final)
-    if not args.no_report:
-        from slurm_energy.outputs.report import ReportSink
-        from slurm_energy.pipeline import publish
-
-        report = ReportSink(os.path.abspath(args.out), os.getuid(), os.getgid())
-        notes = publish(final, [report])[report.name]
-        if not notes:
-            html, csv = report.written
-            print(f"report: {html}\n        {csv}")
-        for n in notes:
-            print(f"slurm-energy: {n}", file=sys.stderr)
+    keep = bool(getattr(args, "keep_samples", False))
+    try:
+        final_usage = wait_for_end()
+        m.stop(final_usage)
+        final = m.record()
+        _print_summary(final)
+        if not args.no_report and _report(args, final):
+            keep = True  # the report failed: the samples are the only copy of the measurement
+    except BaseException:
+        keep = True
+        raise
+    finally:
+        if keep:
+            print(f"slurm-energy: samples kept in {m.samples}", file=sys.stderr)
+        else:
+            m.cleanup()  # the private /tmp/slurm-energy-* directory
     return final
+
+
+def _report(args, final) -> list[str]:
+    """Write energy-<id>.html/.csv into ``args.out``; returns the problems (empty: written)."""
+    from slurm_energy.outputs.report import ReportSink
+    from slurm_energy.pipeline import publish
+
+    report = ReportSink(os.path.abspath(args.out), os.getuid(), os.getgid())
+    notes = publish(final, [report])[report.name]
+    if not notes:
+        html, csv = report.written
+        print(f"report: {html}\n        {csv}")
+    for n in notes:
+        print(f"slurm-energy: {n}", file=sys.stderr)
+    return notes
 
 
 def _print_summary(rec) -> None:
@@ -145,7 +162,7 @@ def cmd_run(args) -> int:
         return Usage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
 
     try:
-        _measure(args, ProcessTreeProbe(child.pid), wait, f"run-{child.pid}")
+        _measure(args, ProcessTreeProbe(child.pid, exact_end=True), wait, f"run-{child.pid}")
     finally:
         restore()
     rc = status.get("rc", 1)
@@ -194,8 +211,7 @@ def cmd_attach(args) -> int:
 
     def wait():
         try:
-            while not probe.gone():
-                time.sleep(0.5)
+            probe.wait_gone()  # a pidfd: no polling while the tree runs
         except KeyboardInterrupt:
             pass
         return None

@@ -121,8 +121,11 @@ class LocalSampler:
                                 "gpus": list(gpu_uuids or []), "unresolved": list(unresolved or []),
                                 "interval_s": self.interval_s, "samples": self.samples}
             return
+        # a probe with an exact end (run: the caller's wait4 rusage) keeps sampling until stop(), so
+        # the final row carries that usage; others stop by themselves once the tree is gone
+        gone_after = 0.0 if getattr(probe, "needs_tail_poll", True) else float("inf")
         self.sampler = Sampler(readers, probe, SampleWriter(self.samples, fsync=False), interval_s=self.interval_s,
-                               gone_after_s=0.0)
+                               gone_after_s=gone_after)
         self._thread = threading.Thread(target=self.sampler.run, name="slurm-energy-sampler", daemon=True)
 
     def start(self, wait_s: float = 10.0) -> "LocalSampler":

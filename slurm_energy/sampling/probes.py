@@ -5,52 +5,92 @@ The Slurm job probe (cgroup, else PIDs by SLURM_JOB_ID) is :class:`slurm_energy.
 
 from __future__ import annotations
 
+import os
+import select
 from typing import Optional
 
-import psutil
-
-from slurm_energy.sampling.nodestats import pids_usage
+from slurm_energy.sampling.proctree import ProcTree, read_stat
 from slurm_energy.sampling.sampler import Usage
 
 
 class ProcessTreeProbe:
     """A process and all its descendants (``slurm-energy run -- CMD``, or attach by PID).
 
-    CPU time is the tree's user + system time including reaped children; a descendant that exits
-    before its parent reaps it may lose up to one poll of CPU time.
+    CPU time is the tree's user + system time including reaped children (``/proc/PID/stat``, see
+    :mod:`slurm_energy.sampling.proctree`: no walk of all /proc where the kernel lists children);
+    a descendant that exits before its parent reaps it may lose up to one poll of CPU time.
 
     ``from_first_poll=True`` (``attach``: the tree ran before we looked): CPU time, s, is counted
     from the first successful poll, i.e. the tree's CPU time then is the baseline subtracted from
     every later poll, so the record covers only the measured window.
+
+    ``exact_end=True`` (``run``: the caller waits for the root and passes its wait4 rusage as the
+    final usage) tells the sampler no in-between CPU-time polls are needed. Otherwise the root's
+    pidfd (:meth:`wakeup`) wakes the sampler when it exits, whose poll then reads the root's final
+    CPU time while it is a zombie (exact unless its parent reaped it first).
     """
 
-    def __init__(self, pid: int, exclude: frozenset = frozenset(), from_first_poll: bool = False):
+    def __init__(self, pid: int, exclude: frozenset = frozenset(), from_first_poll: bool = False,
+                 exact_end: bool = False):
         self.pid = pid
         self.exclude = frozenset(exclude)  # e.g. the sampler's own process, a child of ``pid``
         self._max_rss = 0
         self._best_cpu = 0.0
         self._from_first_poll = from_first_poll
         self.cpu_baseline_s: Optional[float] = None  # the tree's CPU time at the first poll, s
-
-    def _tree(self) -> list[int]:
-        try:
-            p = psutil.Process(self.pid)
-            if p.status() == psutil.STATUS_ZOMBIE:
-                return []
-            return [self.pid] + [c.pid for c in p.children(recursive=True) if c.pid not in self.exclude]
-        except psutil.Error:
-            return []
+        self.needs_tail_poll = not exact_end
+        self._tree = ProcTree(pid)
+        self._pidfd: Optional[int] = None
+        self._pidfd_failed = False
 
     def poll(self, full: bool = True) -> Optional[Usage]:
-        pids = self._tree()
-        cpu, rss = pids_usage(pids)
-        if cpu is None:
+        pids = [p for p in self._tree.pids() if p not in self.exclude or p == self.pid]
+        cpu, rss, seen = 0.0, 0, False
+        for pid in pids:
+            st = read_stat(pid)
+            if st is not None:
+                cpu, rss, seen = cpu + st[2], rss + st[3], True
+        if not seen:
             return None
         if self.cpu_baseline_s is None:
             self.cpu_baseline_s = cpu if self._from_first_poll else 0.0
         self._best_cpu = max(self._best_cpu, cpu - self.cpu_baseline_s)  # never report CPU time going backwards
-        self._max_rss = max(self._max_rss, rss or 0)
-        return Usage(self._best_cpu, rss, self._max_rss, pids, "psutil")
+        self._max_rss = max(self._max_rss, rss)
+        return Usage(self._best_cpu, rss, self._max_rss, pids, "procfs")
 
     def gone(self) -> bool:
-        return not self._tree()
+        """True once the root process has exited (gone, or a zombie): one read of its stat."""
+        st = read_stat(self.pid)
+        return st is None or st[0] == "Z"
+
+    def wakeup(self) -> Optional[tuple[int, int]]:
+        """(pidfd of the root, POLLIN): readable once the root exits; None once it has (or where
+        pidfd_open is unavailable: Linux < 5.3, or no permission)."""
+        if self._pidfd is None and not self._pidfd_failed:
+            try:
+                self._pidfd = os.pidfd_open(self.pid)
+            except (OSError, AttributeError):
+                self._pidfd_failed = True
+        if self._pidfd is None or self.gone():
+            return None
+        return self._pidfd, select.POLLIN
+
+    def wait_gone(self) -> None:
+        """Block until the root process exits (a pidfd; a 0.5 s poll of :meth:`gone` without one)."""
+        import time
+
+        try:
+            fd = os.pidfd_open(self.pid)
+        except (OSError, AttributeError):
+            while not self.gone():
+                time.sleep(0.5)
+            return
+        try:
+            select.select([fd], [], [])
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None

@@ -14,13 +14,21 @@ Layouts (Slurm 22.05, see ../shared/notes/slurm-on-debian12.md):
 
 The job cgroup does not exist while the Prolog runs (it appears ~20 ms after) and is removed before
 the Epilog runs, so the sampler looks for it repeatedly and keeps its last reading.
+
+Reads go through descriptors kept open (one ``pread`` per file, no open/close per poll). The kernel
+does not answer through them once the directory is removed: ``pread`` fails with ENODEV on v1
+(``cpuacct.usage``) and v2 (``cpu.stat``), checked on this project's test machine (Linux 6.18,
+both hierarchies mounted), so the last reading must be taken before removal. On v2,
+``cgroup.events`` (``populated 0`` once the job's last process has exited, before slurmstepd
+removes the directory) wakes a ``poll()`` waiting for POLLPRI: :meth:`JobCgroup.events_fd`.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 DEFAULT_ROOT = "/sys/fs/cgroup"
@@ -38,11 +46,14 @@ class CgroupUsage:
 
 @dataclass
 class JobCgroup:
-    """Where a job's cgroup lives. ``version`` is 1 or 2."""
+    """Where a job's cgroup lives. ``version`` is 1 or 2.
+
+    Files are read through descriptors opened on first use and kept (:meth:`close` releases them)."""
 
     version: int
     cpu_dir: str  # v1: cpuacct job dir; v2: the job dir
     mem_dir: Optional[str]  # v1: memory job dir (None if the memory controller is not used)
+    _fds: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def source(self) -> str:
@@ -52,50 +63,100 @@ class JobCgroup:
         """True while the job's cgroup directory exists."""
         return os.path.isdir(self.cpu_dir)
 
-    def read(self, pids: bool = True) -> Optional[CgroupUsage]:
-        """Read CPU time, memory and (if ``pids``) PIDs now; ``None`` once the cgroup is gone.
+    def _pread(self, path: str) -> Optional[bytes]:
+        """The file's content through a kept descriptor; None if it cannot be opened or read (a
+        removed cgroup answers ENODEV: the descriptor is then dropped)."""
+        fd = self._fds.get(path)
+        try:
+            if fd is None:
+                fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            data = os.pread(fd, 4096, 0)
+            if os.fstat(fd).st_nlink == 0:  # a plain file removed (fake trees); cgroupfs answers ENODEV
+                raise OSError(errno.ENOENT, "removed", path)
+            return data
+        except OSError as e:
+            if fd is not None and e.errno in (errno.ENODEV, errno.ENOENT, errno.EBADF):
+                self._drop(path)
+            return None
+
+    def _drop(self, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Close the kept descriptors (the reader reopens them if used again)."""
+        for path in list(self._fds):
+            self._drop(path)
+
+    def cpu_time_s(self) -> Optional[float]:
+        """The job's CPU time (user + system, all steps), s; None if unreadable (e.g. removed)."""
+        if self.version == 1:
+            ns = _first_int(self._pread(os.path.join(self.cpu_dir, "cpuacct.usage")))
+            return ns / 1e9 if ns is not None else None  # ns -> s
+        usec = _kv(self._pread(os.path.join(self.cpu_dir, "cpu.stat"))).get("usage_usec")
+        return usec / 1e6 if usec is not None else None  # us -> s
+
+    def events_fd(self) -> Optional[int]:
+        """v2 only: a descriptor on ``cgroup.events`` to ``poll()`` for POLLPRI (it fires when
+        ``populated`` changes; reading the file, :meth:`populated`, re-arms it); None on v1 or when
+        the file cannot be opened."""
+        if self.version != 2:
+            return None
+        path = os.path.join(self.cpu_dir, "cgroup.events")
+        if path not in self._fds and self._pread(path) is None:
+            return None
+        return self._fds.get(path)
+
+    def populated(self) -> Optional[bool]:
+        """v2: whether any process is in the job's cgroup (``cgroup.events``); None on v1 or when
+        unreadable."""
+        if self.version != 2:
+            return None
+        v = _kv(self._pread(os.path.join(self.cpu_dir, "cgroup.events"))).get("populated")
+        return None if v is None else v != 0
+
+    def read(self, pids: bool = True, mem: bool = True) -> Optional[CgroupUsage]:
+        """Read CPU time, memory (if ``mem``) and PIDs (if ``pids``) now; ``None`` once the cgroup
+        is gone.
 
         Listing PIDs walks every step's cgroup.procs: the sampler does it once per sample, not at
-        every 0.25 s CPU-time poll."""
-        try:
+        its in-between CPU-time polls (which pass ``pids=False, mem=False``: one ``pread``)."""
+        cpu_s = self.cpu_time_s()
+        if cpu_s is None and not self.exists():
+            self.close()
+            return None
+        m = mx = None
+        if mem:
             if self.version == 1:
-                cpu = _read_int(os.path.join(self.cpu_dir, "cpuacct.usage"))
-                cpu_s = cpu / 1e9 if cpu is not None else None  # ns -> s
-                mem = mx = None
                 if self.mem_dir:
-                    mem = _read_int(os.path.join(self.mem_dir, "memory.usage_in_bytes"))
-                    mx = _read_int(os.path.join(self.mem_dir, "memory.max_usage_in_bytes"))
+                    m = _first_int(self._pread(os.path.join(self.mem_dir, "memory.usage_in_bytes")))
+                    mx = _first_int(self._pread(os.path.join(self.mem_dir, "memory.max_usage_in_bytes")))
             else:
-                stat = _read_kv(os.path.join(self.cpu_dir, "cpu.stat"))
-                usec = stat.get("usage_usec")
-                cpu_s = usec / 1e6 if usec is not None else None  # us -> s
-                mem = _read_int(os.path.join(self.cpu_dir, "memory.current"))
-                mx = _read_int(os.path.join(self.cpu_dir, "memory.peak"))
-            if cpu_s is None and not self.exists():
-                return None
-            return CgroupUsage(cpu_s, mem, mx, _pids_under(self.cpu_dir) if pids else [])
+                m = _first_int(self._pread(os.path.join(self.cpu_dir, "memory.current")))
+                mx = _first_int(self._pread(os.path.join(self.cpu_dir, "memory.peak")))
+        try:
+            return CgroupUsage(cpu_s, m, mx, _pids_under(self.cpu_dir) if pids else [])
         except OSError:
             return None
 
 
-def _read_int(path: str) -> Optional[int]:
+def _first_int(data: Optional[bytes]) -> Optional[int]:
     try:
-        with open(path) as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
+        return int(data.split()[0]) if data is not None else None
+    except (ValueError, IndexError):
         return None
 
 
-def _read_kv(path: str) -> dict[str, int]:
+def _kv(data: Optional[bytes]) -> dict[str, int]:
     out: dict[str, int] = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) == 2 and parts[1].isdigit():
-                    out[parts[0]] = int(parts[1])
-    except OSError:
-        pass
+    for line in (data or b"").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            out[parts[0].decode()] = int(parts[1])
     return out
 
 

@@ -18,8 +18,16 @@ class SlurmJobProbe:
 
     The cgroup appears just after the Prolog and is removed before the Epilog; PIDs found by
     SLURM_JOB_ID in /proc/PID/environ are the fallback for proctrack/linuxproc (no cgroup), used
-    only after ``pid_fallback_after_s`` without a cgroup and rescanned every ``pid_rescan_s``. CPU
-    time of job processes that exit between polls is lost in that mode: cgroups are preferred.
+    only after ``pid_fallback_after_s`` without a cgroup and rescanned (a walk of /proc) at full
+    polls, at most every ``pid_rescan_s``; the sampler's in-between CPU-time polls read the known
+    PIDs only. CPU time of job processes that exit between polls is lost in that mode: cgroups are
+    preferred.
+
+    The end of the job: on cgroup v2 ``cgroup.events`` turning ``populated 0`` wakes the sampler
+    (:meth:`wakeup`), which reads ``cpu.stat`` right then, before slurmstepd removes the directory:
+    the CPU time is exact and no in-between polls are needed (:attr:`needs_tail_poll` False). On v1
+    nothing announces the end, so the sampler polls the CPU time in between samples (one ``pread``
+    of ``cpuacct.usage``) and the finalizer falls back on Slurm's TotalCPU for what it missed.
     """
 
     def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
@@ -40,6 +48,22 @@ class SlurmJobProbe:
         self._max_mem = 0
         self._on_job_env = on_job_env  # called once with the job's env facts (array/het ids, name)
         self._env_seen: set[int] = set()
+        self._was_populated = False  # v2: the job's cgroup had processes (populated 1) once
+        self._ended = False  # v2: populated 1 -> 0 seen; the reading taken then is the job's last
+
+    @property
+    def needs_tail_poll(self) -> bool:
+        """True unless the job's end wakes the sampler by itself (cgroup v2 ``cgroup.events``)."""
+        return not (self.cg is not None and self.cg.events_fd() is not None)
+
+    def wakeup(self) -> Optional[tuple[int, int]]:
+        """(fd, poll event mask) that fires at the job's end, or None: v2 ``cgroup.events``, POLLPRI."""
+        import select
+
+        if self.cg is None or self._ended:
+            return None
+        fd = self.cg.events_fd()
+        return None if fd is None else (fd, select.POLLPRI)
 
     def _look_for_job_env(self, pids: list[int]) -> None:
         """Read array/het ids from the job's processes (Slurm 22.05 keeps them from the Prolog)."""
@@ -68,10 +92,14 @@ class SlurmJobProbe:
         if self.cg is None and not self._seen_cgroup:
             self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root, sluid=self.sluid)
         if self.cg is not None:
-            u = self.cg.read(pids=full)
+            populated = self.cg.populated()  # v2: read first (re-arms the POLLPRI wake-up)
+            u = self.cg.read(pids=full, mem=full)
             if u is not None:
                 self._seen_cgroup = True
-                self._gone = False
+                self._was_populated = self._was_populated or bool(populated)
+                if populated is False and self._was_populated:
+                    self._ended = True  # the last process exited: this reading is the job's last
+                self._gone = self._ended
                 return Usage(u.cpu_time_s, u.mem_bytes, u.max_mem_bytes, u.pids, self.cg.source)
             self.cg = None  # removed: the job's processes are gone
             self._gone = True
@@ -81,7 +109,7 @@ class SlurmJobProbe:
             return None
         if self._clock() - self._t0 < self._fallback_after:
             return None
-        if self._clock() - self._last_scan >= self._pid_rescan_s:  # /proc/*/environ scans are costly
+        if (full or not self._pids) and self._clock() - self._last_scan >= self._pid_rescan_s:  # /proc/*/environ scans are costly
             self._pids = job_pids_by_env(self.job_id)
             self._last_scan = self._clock()
         pids = self._pids

@@ -124,3 +124,35 @@ def test_run_sigterm_reaches_the_child_and_the_report_is_still_written(tmp_path)
 
 def test_run_sigint_to_run_alone_reaches_the_child(tmp_path):
     _check_sig(tmp_path, signal.SIGINT)  # 128 + 2 = 130
+
+
+OWN_CPU = """
+import os, time
+t = time.process_time()
+while time.process_time() - t < 0.5: pass
+u = os.times()
+print("own", u.user + u.system, flush=True)
+"""
+
+
+def test_run_cpu_time_of_a_job_shorter_than_the_interval_and_no_samples_left(tmp_path):
+    """``run`` at 5 s samples a 0.5 s job: its record's CPU time is the child's wait4 rusage, i.e.
+    the job's own CPU time (which it prints, from os.times(), just before it exits); the private
+    sample directory is removed unless --keep-samples."""
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path), TMPDIR=str(tmp))
+    base = [sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", str(site), "--interval", "5",
+            "--out", str(tmp_path), "--no-report"]
+    r = subprocess.run(base + ["--", sys.executable, "-c", OWN_CPU], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    own = float(next(x for x in r.stdout.splitlines() if x.startswith("own ")).split()[1])
+    rec = float(r.stdout.split("CPU time ")[1].split(" s")[0])
+    assert own >= 0.5 and abs(rec - own) <= 0.03 * own + 0.01, r.stdout  # printed to 0.01 s
+    assert os.listdir(tmp) == []  # /tmp/slurm-energy-* removed
+    r = subprocess.run(base + ["--keep-samples", "--", "true"], capture_output=True, text=True, env=env, timeout=60)
+    kept = r.stderr.split("samples kept in ")[1].split()[0]
+    assert r.returncode == 0 and os.path.dirname(os.path.dirname(kept)) == str(tmp) and os.path.getsize(kept) > 0
