@@ -44,9 +44,13 @@ def _rmdirs(made):
 
 
 def _burner(seconds, cgroup_dir):
-    p = subprocess.Popen([sys.executable, "-c", BURN.format(s=seconds)], stdin=subprocess.PIPE)
-    with open(os.path.join(cgroup_dir, "cgroup.procs"), "w") as f:
-        f.write(str(p.pid))
+    procs = os.path.join(cgroup_dir, "cgroup.procs")
+
+    def enter():  # in the child before exec: all of its CPU time is the cgroup's, as wait4 counts it
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+
+    p = subprocess.Popen([sys.executable, "-c", BURN.format(s=seconds)], stdin=subprocess.PIPE, preexec_fn=enter)
     p.stdin.write(b"go\n")
     p.stdin.flush()
     return p
