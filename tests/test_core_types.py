@@ -67,3 +67,15 @@ def test_sample_rows_of_every_version_are_read_typed(tmp_path):
     (rd,) = b.readings
     assert rd.method is Method.COUNTER and rd.mig_fraction == 0.25 and rd.energy_uj == 9
     assert Sample.from_dict(b.to_dict()) == b
+
+
+def test_a_node_summary_deep_copy_copies_its_power_trace_rows():
+    from slurm_energy.model import NodeSummary
+
+    ns = NodeSummary(node="n1", job_id="1", start_time=0.0, end_time=10.0, power_trace=[[5.0, 100.0, None, 2.5]],
+                     errors=["e"])
+    cp = ns.model_copy(deep=True)
+    assert cp == ns and cp.power_trace is not ns.power_trace and cp.power_trace[0] is not ns.power_trace[0]
+    cp.power_trace[0][1] = 1.0
+    cp.errors.append("f")
+    assert ns.power_trace == [[5.0, 100.0, None, 2.5]] and ns.errors == ["e"]

@@ -106,7 +106,7 @@ def _check_one_attempt(records: list[JobRecord]) -> None:
 
 def _slurm_facts(ordered: list[JobRecord]) -> JobRecord:
     """A copy of the first record with each Slurm fact it lacks taken from the next record that has it."""
-    base = ordered[0].model_copy(deep=True)
+    base = ordered[0].model_copy(update={"nodes": []}).model_copy(deep=True)  # its nodes are replaced: not copied
     for field in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset", "uid", "gid"):
         if getattr(base, field) is None:
             setattr(base, field, next((getattr(r, field) for r in ordered if getattr(r, field) is not None), None))
