@@ -154,6 +154,7 @@ def main() -> int:
     ap.add_argument("--dir", default="/tmp/slurm-energy-bench-v2")
     ap.add_argument("--pg", default=os.environ.get("SLURM_ENERGY_TEST_PG_URL", ""))
     ap.add_argument("--no-sqlite", action="store_true")
+    ap.add_argument("--no-fill", action="store_true", help="reuse the stores an earlier run filled (same --n)")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     cfgdir = tempfile.mkdtemp(prefix="se-bench-cfg-")
@@ -171,10 +172,9 @@ def main() -> int:
         urls = ([] if a.no_sqlite else [f"sqlite:///{a.dir}/store-{n}.db"]) + ([a.pg] if a.pg else [])
         for url in urls:
             name = "sqlite" if url.startswith("sqlite") else "postgresql"
-            fill_s = _fill(url, n, step)
+            fill = "" if a.no_fill else f"fill {_fill(url, n, step):.0f} s; "
             no_json, with_json = _sizes(url, n)
-            print(f"[{name} {n} jobs] fill {fill_s:.0f} s; {no_json:.0f} bytes/job without the record JSON, "
-                  f"{with_json:.0f} with it")
+            print(f"[{name} {n} jobs] {fill}{no_json:.0f} bytes/job without the record JSON, {with_json:.0f} with it")
             print(f"[{name} {n} jobs] rollup --month 2026-01 (SQL, in-process)          "
                   f"{_rollup_inproc(url, ['2026-01'], a.reps):8.1f} ms")
             if n > 100_000:

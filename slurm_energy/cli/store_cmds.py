@@ -295,6 +295,39 @@ def cmd_prune(args) -> int:
     return 0
 
 
+def _month_data(args, cfg, t0: float, t1: float):
+    """(rollup rows, the month's full records: only for html) or None after printing why the store
+    cannot be read. A SQLite store's table/csv/json come from :func:`slurm_energy.store.fast.rollup_sqlite`
+    (Python's sqlite3, no SQLAlchemy); the rest through ``open_store``. Read-only: never migrates."""
+    try:
+        if args.format != "html":
+            from slurm_energy.store.fast import rollup_sqlite
+
+            rows = rollup_sqlite(_store_url(args, cfg), args.by, t0, t1)
+            if rows is not None:
+                return rows, []
+        store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
+    except (ValueError, RuntimeError, OSError) as e:
+        _err(str(e))
+        return None
+    import sqlalchemy.exc
+
+    from slurm_energy.store.rollup import month_ids, month_rollup
+
+    try:
+        with store.engine.connect() as conn:
+            rows = month_rollup(conn, args.by, t0, t1)  # a SQL aggregate: no record is parsed
+            # the HTML report lists the month's top jobs, methods and carbon facts: full records
+            ids = month_ids(conn, t0, t1) if args.format == "html" else []
+        records = store.records_by_id(ids, progress_what=f"rollup {args.month}: reading job records") if ids else []
+    except sqlalchemy.exc.SQLAlchemyError as e:
+        _err(f"cannot read the store: {str(e).splitlines()[0]}")
+        return None
+    finally:
+        store.close()
+    return rows, records
+
+
 def cmd_rollup(args) -> int:
     """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
     try:
@@ -309,26 +342,10 @@ def cmd_rollup(args) -> int:
     if os.getuid() != 0 and me not in cfg.admins:
         _err(f"rollup shows every user's energy: only root and site-config admins may run it (you are {me})")
         return 1
-    try:
-        store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
-    except (ValueError, RuntimeError, OSError) as e:
-        _err(str(e))
+    got = _month_data(args, cfg, t0, t1)
+    if got is None:
         return 2
-    import sqlalchemy.exc
-
-    from slurm_energy.store.rollup import month_ids, month_rollup
-
-    try:
-        with store.engine.connect() as conn:
-            rows = month_rollup(conn, args.by, t0, t1)  # a SQL aggregate: no record is parsed
-            # the HTML report lists the month's top jobs, methods and carbon facts: full records
-            ids = month_ids(conn, t0, t1) if args.format == "html" else []
-        records = store.records_by_id(ids, progress_what=f"rollup {args.month}: reading job records") if ids else []
-    except sqlalchemy.exc.SQLAlchemyError as e:
-        _err(f"cannot read the store: {str(e).splitlines()[0]}")
-        return 2
-    finally:
-        store.close()
+    rows, records = got
     if args.format != "table":
         from slurm_energy.reporting.monthly import write_rollup
         from slurm_energy.reporting.rollup_table import rows_frame

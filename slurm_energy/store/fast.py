@@ -35,6 +35,46 @@ def sqlite_path(url: str) -> Optional[str]:
     return url[len("sqlite:///"):]
 
 
+def _connect(url: str):
+    """A read-only sqlite3 connection to a v2 store at a plain SQLite URL, else None (see module)."""
+    import sqlite3
+
+    path = sqlite_path(url)
+    if path is None:
+        return None
+    check_readable_sqlite(path)
+    conn = None
+    try:
+        uri_path = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")  # URI-escaped (no urllib)
+        conn = sqlite3.connect(f"file:{uri_path}?mode=ro", uri=True, timeout=30.0)
+        if conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] == READS_VERSION:
+            return conn
+    except sqlite3.Error:
+        pass
+    if conn is not None:
+        conn.close()
+    return None
+
+
+def rollup_sqlite(url: str, by: str, t0: float, t1: float) -> Optional[list[dict[str, Any]]]:
+    """:func:`slurm_energy.store.rollup.rollup_rows` on a SQLite store through ``sqlite3`` (``rollup
+    --month`` without importing SQLAlchemy), or None when this reader cannot answer (see module).
+    Raises StoreError (missing or empty file), ValueError (another ``by``)."""
+    import sqlite3
+
+    from slurm_energy.store.rollup import rollup_rows
+
+    conn = _connect(url)
+    if conn is None:
+        return None
+    try:
+        return rollup_rows(lambda q, p: conn.execute(q, p).fetchall(), "sqlite", by, t0, t1)
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
 def read_sqlite(url: str, *, full: bool = False, **filters: Any) -> Optional[list]:
     """The attempts matching ``filters`` (:func:`slurm_energy.store.select.where`'s names; ``specs``:
     parsed job ids), oldest first: :class:`~slurm_energy.store.select.JobRow` summaries, or with
@@ -43,18 +83,10 @@ def read_sqlite(url: str, *, full: bool = False, **filters: Any) -> Optional[lis
     Raises StoreError: the file is missing or empty (as ``open_store(readonly=True)``)."""
     import sqlite3
 
-    path = sqlite_path(url)
-    if path is None:
-        return None
-    check_readable_sqlite(path)
-    try:
-        uri_path = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")  # URI-escaped (no urllib)
-        conn = sqlite3.connect(f"file:{uri_path}?mode=ro", uri=True, timeout=30.0)
-    except sqlite3.Error:
+    conn = _connect(url)
+    if conn is None:
         return None
     try:
-        if conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] != READS_VERSION:
-            return None
         longest = conn.execute(Q.LONGEST_SQL).fetchone()[0] if filters.get("start") is not None else None
         w = Q.where(**filters, longest=longest or 0.0)
         rows = [Q.JobRow(r) for r in conn.execute(Q.rows_sql(w), w.params)]

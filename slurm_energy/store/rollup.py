@@ -16,11 +16,15 @@ pandas' ``sum(min_count=1)``), counted in unmeasured_jobs.
 
 from __future__ import annotations
 
-from typing import Any
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from slurm_energy.store.select import LONGEST_SQL
+
+if TYPE_CHECKING:  # SQLAlchemy is imported by the caller that has a connection (sqlite3 needs none)
+    import sqlalchemy as sa
+
+#: ``execute(sql, params) -> rows``: runs one statement with ``:name`` parameters
+Execute = Callable[[str, dict], Sequence[Any]]
 
 #: output columns after the group name, as ``rollup_table.rollup``
 COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh")
@@ -70,14 +74,22 @@ FROM s GROUP BY grp
 def month_rollup(conn: sa.Connection, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
     """Per ``by`` group (user, account or partition; ``(none)`` for an empty name), sorted by name:
     ``{by, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh}``
-    (kWh, kgCO2e; None = no measured job in the group) charged to [t0, t1) (epoch s).
+    (kWh, kgCO2e; None = no measured job in the group) charged to [t0, t1) (epoch s), on a
+    SQLAlchemy connection (:func:`rollup_rows` on any ``execute``).
 
     Raises ValueError for another ``by``; SQLAlchemy errors from the database."""
+    import sqlalchemy as sa
+
+    return rollup_rows(lambda q, p: conn.execute(sa.text(q), p).all(), conn.dialect.name, by, t0, t1)
+
+
+def rollup_rows(execute: Execute, dialect: str, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
+    """:func:`month_rollup` through ``execute`` (e.g. a ``sqlite3`` connection's) for ``dialect``
+    (``sqlite`` or ``postgresql``). Raises ValueError for another ``by``."""
     if by not in BY:
         raise ValueError(f"--by={by!r}: use one of {', '.join(BY)}")
-    longest = conn.execute(sa.text(LONGEST_SQL)).scalar() or 0.0
-    rows = conn.execute(sa.text(_sql(conn.dialect.name, by)),
-                        {"t0": float(t0), "t1": float(t1), "longest": float(longest)}).all()
+    longest = execute(LONGEST_SQL, {})[0][0] or 0.0
+    rows = execute(_sql(dialect, by), {"t0": float(t0), "t1": float(t1), "longest": float(longest)})
     out = [{by: r[0], **{k: (int(v) if k in ("jobs", "unmeasured_jobs") else (None if v is None else float(v)))
                          for k, v in zip(COLUMNS, r[1:])}} for r in rows]
     return sorted(out, key=lambda d: d[by])
@@ -85,6 +97,8 @@ def month_rollup(conn: sa.Connection, by: str, t0: float, t1: float) -> list[dic
 
 def month_ids(conn: sa.Connection, t0: float, t1: float) -> list[int]:
     """job_records ids of the final attempts that ran in [t0, t1) (as :func:`month_rollup`), oldest first."""
+    import sqlalchemy as sa
+
     longest = conn.execute(sa.text(LONGEST_SQL)).scalar() or 0.0
     q = ("SELECT j.id FROM job_records j WHERE j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= "
          ":t0 - :longest AND (j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0)) "

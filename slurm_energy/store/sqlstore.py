@@ -42,11 +42,9 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from slurm_energy.errors import StoreError, StoreUrlError
 from slurm_energy.model import JobRecord, Status
@@ -190,7 +188,15 @@ class Store:
     def _upsert(self, conn: sa.Connection, record: JobRecord) -> None:
         """Insert or replace one attempt's summary row (key cluster, job_id, start_time), JSON and hours."""
         row, text, hours = _rows(record, self.hourly_ci)
-        insert = pg_dialect.insert if conn.dialect.name == "postgresql" else sqlite_dialect.insert
+        insert: Callable[..., Any]  # each dialect's INSERT ... ON CONFLICT, imported when used
+        if conn.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            insert = pg_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            insert = sqlite_insert
         ins = insert(T).values(**row)
         upsert = ins.on_conflict_do_update(
             index_elements=[T.c.cluster, T.c.job_id, T.c.start_time],

@@ -63,6 +63,8 @@ def test_sql_rollup_equals_whole_record_rollup(store, by):  # noqa: F811
     want = rollup(recs, by, t0, t1).to_dict("records")
     with store.engine.connect() as conn:
         got = month_rollup(conn, by, t0, t1)
+    if store.engine.dialect.name == "sqlite":  # `rollup` on SQLite: the same SQL through Python's sqlite3
+        assert fast.rollup_sqlite(f"sqlite:///{store.engine.url.database}", by, t0, t1) == got
     assert [r[by] for r in got] == [r[by] for r in want] and len(got) >= 2
     for g, w in zip(got, want):
         assert (g["jobs"], g["unmeasured_jobs"]) == (w["jobs"], w["unmeasured_jobs"])
