@@ -1,4 +1,4 @@
-"""Node-wide CPU and memory counters, and the psutil fallback for jobs without a cgroup.
+"""Node-wide CPU and memory counters (a job without a cgroup: :mod:`slurm_energy.sampling.proctree`).
 
 Node CPU busy time (s) = user + nice + system + irq + softirq + steal from /proc/stat (what
 psutil's ``cpu_times()`` reads), i.e. total minus idle and iowait: the denominator of a job's CPU
@@ -93,44 +93,3 @@ def node_snapshot() -> Iterator[NodeStats]:
         yield ns
     finally:
         _SNAPSHOT[:] = [None, None]
-
-
-def job_pids_by_env(job_id: str) -> list[int]:
-    """PIDs whose environment holds SLURM_JOB_ID=<job_id> (root can read /proc/PID/environ).
-
-    The fallback where proctrack/linuxproc leaves no job cgroup.
-    """
-    import psutil
-
-    out = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.environ().get("SLURM_JOB_ID") == job_id:
-                out.append(p.pid)
-        except (psutil.Error, OSError):
-            continue
-    return out
-
-
-def pids_usage(pids: list[int]) -> tuple[Optional[float], Optional[int]]:
-    """Sum of CPU time (user + system + reaped children, s) and RSS (bytes) of ``pids`` now.
-
-    Returns (None, None) if none of them exists. CPU time of processes that already exited and
-    were not reaped by one of ``pids`` is lost: that is why cgroups are preferred.
-    """
-    import psutil
-
-    cpu = 0.0
-    rss = 0
-    seen = False
-    for pid in pids:
-        try:
-            p = psutil.Process(pid)
-            with p.oneshot():
-                ct = p.cpu_times()
-                cpu += ct.user + ct.system + ct.children_user + ct.children_system
-                rss += p.memory_info().rss
-            seen = True
-        except (psutil.Error, OSError):
-            continue
-    return (cpu, rss) if seen else (None, None)

@@ -98,3 +98,49 @@ class ProcTree:
             out.append(pid)
             todo.extend(self._kids.get(pid, ()))
         return out
+
+
+class EnvScanner:
+    """PIDs whose environment holds ``SLURM_JOB_ID=<job_id>`` (root reads /proc/PID/environ): the
+    job's processes where proctrack/linuxproc leaves no job cgroup.
+
+    Each :meth:`pids` lists /proc once and reads the environment only of PIDs not seen at an
+    earlier call (a process's environment at exec does not change), so a scan costs one listdir
+    plus one read per new process, not one per process on the machine."""
+
+    def __init__(self, job_id: str, proc: str = "/proc"):
+        self.needle = f"SLURM_JOB_ID={job_id}".encode()
+        self.proc = proc
+        self._is_job: dict[int, bool] = {}
+
+    def _check(self, pid: int) -> bool:
+        try:
+            with open(f"{self.proc}/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            return False
+        return self.needle in env.split(b"\0")
+
+    def pids(self) -> list[int]:
+        """The job's live PIDs, sorted; [] if /proc cannot be listed."""
+        try:
+            now = {int(n) for n in os.listdir(self.proc) if n.isdigit()}
+        except OSError:
+            return []
+        for pid in self._is_job.keys() - now:
+            del self._is_job[pid]
+        for pid in now - self._is_job.keys():
+            self._is_job[pid] = self._check(pid)
+        return sorted(p for p, j in self._is_job.items() if j)
+
+
+def pids_usage(pids: list[int], proc: str = "/proc") -> tuple[Optional[float], Optional[int]]:
+    """Sum of CPU time (user + system + reaped children, s) and RSS (bytes) of ``pids`` now, from
+    /proc/PID/stat. Returns (None, None) if none of them exists. CPU time of processes that exited
+    and were not reaped by one of ``pids`` is lost: that is why cgroups are preferred."""
+    cpu, rss, seen = 0.0, 0, False
+    for pid in pids:
+        st = read_stat(pid, proc)
+        if st is not None and st[0] != "Z":
+            cpu, rss, seen = cpu + st[2], rss + st[3], True
+    return (cpu, rss) if seen else (None, None)

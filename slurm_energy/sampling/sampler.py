@@ -4,24 +4,25 @@ Knows nothing of Slurm: the job is a :class:`UsageProbe` (a Slurm job cgroup, or
 for ``slurm-energy run -- CMD`` / attach by PID). Timing:
 
 * every ``interval_s`` (default 5 s): a full sample (usage + node counters + all readers), one
-  flushed line in the sample file (fsync'ed when the writer asks for it only every
+  flushed line in the sample file (fsync'ed, when the writer asks for it, only every
   ``fsync_every_s``, 30 s, and for the start/cgroup_gone/final rows: an fsync cost more than the
   rest of a sample; a killed sampler still loses nothing written, a node crash at most 30 s).
   /proc/stat and /proc/meminfo are read once per sample for the row and every reader
-  (:func:`~slurm_energy.sampling.nodestats.node_snapshot`). Between samples the process sleeps in one ``poll()`` on a
-  self-pipe (written by :meth:`Sampler.stop`, from a signal handler or another thread) and, where
-  the probe has one, a descriptor that fires at the job's end (:meth:`UsageProbe.wakeup`: cgroup v2
-  ``cgroup.events``, a pidfd for a process tree): no periodic wake-up at all;
+  (:func:`~slurm_energy.sampling.nodestats.node_snapshot`). Between samples the process sleeps
+  in one ``poll()`` on a self-pipe (written by :meth:`Sampler.stop`, from a signal handler or
+  another thread) and, where the probe has one, a descriptor that fires at the job's end
+  (``UsageProbe.wakeup``: cgroup v2 ``cgroup.events``, a pidfd for a process tree): no periodic
+  wake-up at all;
 * in between samples, only for probes that cannot see the job's end by themselves
   (``needs_tail_poll``: cgroup v1, PID mode, attach): a CPU-time poll (one ``pread`` on v1) every
   ``tail_frac`` (2 %) of the time since the job was first seen, at least ``poll_s`` (0.02 s)
   apart, none once that reaches ``interval_s`` (the samples' own polls then suffice), and every
-  ``LOOK_S`` (0.25 s) until the job is first seen (the cgroup appears ~20 ms after the Prolog; its
-  CPU time is cumulative). The job's CPU time after its last poll is lost, so this bounds the
-  loss to ~2 % of a steady job's CPU time (2 % at 1 s, as the 0.02 s floor allows), while a job
-  costs ~50 + 50 ln(age / 1 s) polls (~40 us each) until age = 50 x interval_s, none after. ``run`` needs none: the child's wait4
-  rusage gives the tree's exact CPU time at its end
-  (:meth:`slurm_energy.sampling.local.LocalSampler.stop`); cgroup v2 and attach wake on the end;
+  ``LOOK_S`` (0.25 s) until the job is first seen (the cgroup appears ~20 ms after the Prolog;
+  its CPU time is cumulative). The job's CPU time after its last poll is lost, so this bounds the
+  loss to ~2 % of a steady job's CPU time (also at 1 s, as the 0.02 s floor allows), while a job
+  costs ~50 + 50 ln(age / 1 s) polls (~40 us each) until age = 50 x interval_s, none after.
+  ``run`` needs none: the child's wait4 rusage gives the tree's exact CPU time at its end
+  (:meth:`slurm_energy.sampling.local.LocalSampler.stop`); cgroup v2 and attach wake at the end;
 * when the job is seen gone (its end woke the loop, or a poll found it gone): a full sample at
   once (kind ``cgroup_gone``) with the job's last usage;
 * on SIGTERM/SIGINT (the Epilog): a last full sample (kind ``final``), then exit 0;

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-import psutil
-
-from slurm_energy.sampling.nodestats import job_pids_by_env, pids_usage
+from slurm_energy.sampling.proctree import EnvScanner, pids_usage
 from slurm_energy.sampling.sampler import Usage
 from slurm_energy.slurm.cgroup import JobCgroup, find_job_cgroup
 from slurm_energy.slurm.env import job_env_facts
@@ -18,8 +16,9 @@ class SlurmJobProbe:
 
     The cgroup appears just after the Prolog and is removed before the Epilog; PIDs found by
     SLURM_JOB_ID in /proc/PID/environ are the fallback for proctrack/linuxproc (no cgroup), used
-    only after ``pid_fallback_after_s`` without a cgroup and rescanned (a walk of /proc) at full
-    polls, at most every ``pid_rescan_s``; the sampler's in-between CPU-time polls read the known
+    only after ``pid_fallback_after_s`` without a cgroup and rescanned at full polls, at most every
+    ``pid_rescan_s`` (:class:`~slurm_energy.sampling.proctree.EnvScanner`: the environment of new
+    PIDs only); the sampler's in-between CPU-time polls read the known
     PIDs only. CPU time of job processes that exit between polls is lost in that mode: cgroups are
     preferred.
 
@@ -48,6 +47,7 @@ class SlurmJobProbe:
         self._max_mem = 0
         self._on_job_env = on_job_env  # called once with the job's env facts (array/het ids, name)
         self._env_seen: set[int] = set()
+        self._scanner = EnvScanner(job_id)
         self._was_populated = False  # v2: the job's cgroup had processes (populated 1) once
         self._ended = False  # v2: populated 1 -> 0 seen; the reading taken then is the job's last
 
@@ -73,8 +73,10 @@ class SlurmJobProbe:
                 continue
             self._env_seen.add(pid)
             try:
-                facts = job_env_facts(psutil.Process(pid).environ(), self.job_id)
-            except (psutil.Error, OSError):
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = dict(kv.split("=", 1) for kv in f.read().decode(errors="replace").split("\0") if "=" in kv)
+                facts = job_env_facts(env, self.job_id)
+            except OSError:
                 continue
             if facts is not None:
                 cb, self._on_job_env = self._on_job_env, None
@@ -110,7 +112,7 @@ class SlurmJobProbe:
         if self._clock() - self._t0 < self._fallback_after:
             return None
         if (full or not self._pids) and self._clock() - self._last_scan >= self._pid_rescan_s:  # /proc/*/environ scans are costly
-            self._pids = job_pids_by_env(self.job_id)
+            self._pids = self._scanner.pids()
             self._last_scan = self._clock()
         pids = self._pids
         cpu, rss = pids_usage(pids)

@@ -81,3 +81,26 @@ def test_children_files_followed_and_stat_parsed(tmp_path):
     # by hand: (150 + 50 + 20 + 30) ticks / 100 ticks per s = 2.5 s; 256 pages x page size
     assert (state, ppid) == ("S", 1)
     assert abs(cpu_s - 250 / os.sysconf("SC_CLK_TCK")) < 1e-9 and rss == 256 * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_env_scanner_finds_the_jobs_processes_and_reads_each_environment_once(monkeypatch):
+    from slurm_energy.sampling.proctree import EnvScanner, pids_usage
+
+    job = subprocess.Popen(["sleep", "30"], env={"SLURM_JOB_ID": "4711"})
+    other = subprocess.Popen(["sleep", "30"], env={"SLURM_JOB_ID": "47110"})  # a prefix is not a match
+    try:
+        sc = EnvScanner("4711")
+        assert job.pid in sc.pids() and other.pid not in sc.pids()
+        opened = []
+        real_open = open
+        monkeypatch.setattr("builtins.open", lambda p, *a, **k: opened.append(p) or real_open(p, *a, **k))
+        assert job.pid in sc.pids()
+        assert not [p for p in opened if p.endswith("/environ")]  # no process re-read
+        monkeypatch.undo()
+        cpu, rss = pids_usage([job.pid])
+        assert cpu is not None and 0.0 <= cpu < 0.1 and rss > 0  # an idle sleep: ~0 CPU-s
+    finally:
+        for p in (job, other):
+            p.kill()
+            p.wait()
+    assert pids_usage([job.pid]) == (None, None)
