@@ -74,7 +74,11 @@ HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", 
 #: this path must justify itself by raising this bound.
 MAX_HOOK_MODULES = 90
 
+#: the repo's code (as every other test here, and as _load_in_fresh_python made the resolved copy):
+#: with -I alone a non-editable install's copy would run, whose config-schema file (part of the
+#: copy's key) is another file, so it would load the config in full
 _RUN_HOOK = """import json, os, sys
+sys.path.insert(0, sys.argv[2])
 base = set(sys.modules)
 from slurm_energy.slurm import hooks
 hooks.main([sys.argv[1]])
@@ -87,7 +91,7 @@ def _hook_modules(tmp_path, which: str, site) -> set[str]:
            "SLURM_JOB_USER": "u", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1", "SLURM_CLUSTER_NAME": "t",
            "SLURM_JOB_CPUS_PER_NODE": "1", "SLURM_JOB_WORK_DIR": str(tmp_path), "SLURM_JOB_EXIT_CODE2": "0:0",
            "SLURM_ENERGY_CONFIG": str(site), "LANG": "C.UTF-8"}
-    out = subprocess.run([sys.executable, "-I", "-c", _RUN_HOOK, which], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-I", "-c", _RUN_HOOK, which, REPO], capture_output=True, text=True,
                          cwd="/", env=env, check=True, timeout=60)
     return set(json.loads(out.stdout))
 
