@@ -196,7 +196,14 @@ class Reading:
 
     def to_dict(self) -> dict[str, Any]:
         """Compact dict for the sample file (None fields and empty flags dropped; enums as values)."""
-        d = {k: v for k, v in asdict(self).items() if v is not None and v != []}
+        # the fields by hand, not dataclasses.asdict (its recursive deep copy was half of a
+        # sample's CPU time, issue 12); containers are still copied
+        d: dict[str, Any] = {}
+        for k in _READING_FIELDS:
+            v = getattr(self, k)
+            if v is None or v == []:
+                continue
+            d[k] = list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
         d["method"] = self.how.value
         return d
 
@@ -221,6 +228,9 @@ def _legacy_mig_fraction(flags: list[str]) -> Optional[float]:
             except ValueError:
                 return None
     return None
+
+
+_READING_FIELDS = tuple(f.name for f in fields(Reading))  # Reading.to_dict's keys, in order
 
 
 @dataclass

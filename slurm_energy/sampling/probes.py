@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import select
+import time
 from typing import Optional
 
 from slurm_energy.sampling.proctree import ProcTree, read_stat
@@ -42,9 +43,25 @@ class ProcessTreeProbe:
         self._tree = ProcTree(pid)
         self._pidfd: Optional[int] = None
         self._pidfd_failed = False
+        self._exact_end = exact_end
+        self._listed_at: Optional[float] = None
+        self._last_pids: list[int] = []
+
+    #: s between listings of the tree's processes (where the kernel has no children files, each
+    #: listing reads /proc's directory); in between, the PIDs of the last listing are read. A
+    #: descendant's CPU time is cumulative (and a reaped one's goes to its parent's), so a late
+    #: find loses nothing of a long-lived process.
+    RELIST_S = 10.0
+
+    def _pids(self) -> list[int]:
+        now = time.monotonic()
+        if self._listed_at is None or now - self._listed_at >= self.RELIST_S or not self._last_pids:
+            self._last_pids = [p for p in self._tree.pids() if p not in self.exclude or p == self.pid]
+            self._listed_at = now
+        return self._last_pids
 
     def poll(self, full: bool = True) -> Optional[Usage]:
-        pids = [p for p in self._tree.pids() if p not in self.exclude or p == self.pid]
+        pids = self._pids()
         cpu, rss, seen = 0.0, 0, False
         for pid in pids:
             st = read_stat(pid)
@@ -64,8 +81,11 @@ class ProcessTreeProbe:
         return st is None or st[0] == "Z"
 
     def wakeup(self) -> Optional[tuple[int, int]]:
-        """(pidfd of the root, POLLIN): readable once the root exits; None once it has (or where
-        pidfd_open is unavailable: Linux < 5.3, or no permission)."""
+        """(pidfd of the root, POLLIN): readable once the root exits; None once it has, where
+        pidfd_open is unavailable (Linux < 5.3, no permission), or with ``exact_end`` (the caller
+        waits for the end itself)."""
+        if self._exact_end:
+            return None
         if self._pidfd is None and not self._pidfd_failed:
             try:
                 self._pidfd = os.pidfd_open(self.pid)
@@ -77,8 +97,6 @@ class ProcessTreeProbe:
 
     def wait_gone(self) -> None:
         """Block until the root process exits (a pidfd; a 0.5 s poll of :meth:`gone` without one)."""
-        import time
-
         try:
             fd = os.pidfd_open(self.pid)
         except (OSError, AttributeError):

@@ -28,9 +28,12 @@ def read_stat(pid: int, proc: str = "/proc") -> Optional[tuple[str, int, float, 
     """(state, ppid, CPU time s incl. reaped children, rss bytes) of ``pid``; None if it is gone.
 
     A zombie (state ``Z``: exited, not yet reaped) still answers, with its final CPU time."""
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as f:
-            data = f.read()
+    try:  # os-level calls: Python's open() adds fstat, ioctl and lseek calls to each read
+        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return None
     f = data[data.rfind(b")") + 2:].split()  # after "pid (comm) "; comm may hold spaces and ")"

@@ -114,6 +114,9 @@ class Sampler:
         self.n_polls = 0  # in-between CPU-time polls (not counting the samples' own)
         self._mute_until = -math.inf  # the probe's wake-up descriptor is not waited on before this
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._poller = select.poll()
+        self._poller.register(self._wake_r, select.POLLIN)
+        self._registered: Optional[tuple[int, int]] = None  # the probe's (fd, events) in _poller
 
     def stop(self, *_args) -> None:
         """Ask the loop to take its final sample and return (safe from a signal handler and from
@@ -256,15 +259,21 @@ class Sampler:
     def _wait(self, t: float) -> bool:
         """Sleep until clock ``t``, :meth:`stop`, or the probe's end-of-job descriptor firing (then
         True). One ``poll()``; a signal's handler (:meth:`stop`) wakes it through the self-pipe."""
-        p = select.poll()
-        p.register(self._wake_r, select.POLLIN)
+        p = self._poller
         w = getattr(self.probe, "wakeup", None)
         fd_ev = w() if w is not None else None
-        if fd_ev is not None:
-            if self.clock() < self._mute_until:  # muted: wait without it until the mute ends
-                t = min(t, self._mute_until)
-            else:
+        if fd_ev is not None and self.clock() < self._mute_until:  # muted: wait without it until the mute ends
+            t = min(t, self._mute_until)
+            fd_ev = None
+        if fd_ev != self._registered:  # one poll object for the loop's life; re-registered on change
+            if self._registered is not None:
+                try:
+                    p.unregister(self._registered[0])
+                except KeyError:
+                    pass
+            if fd_ev is not None:
                 p.register(fd_ev[0], fd_ev[1])
+            self._registered = fd_ev
         while not self._stop:
             left = t - self.clock()
             if left <= 0:
