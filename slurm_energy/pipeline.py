@@ -19,9 +19,7 @@ and when are the host's business (Slurm glue).
 
 from __future__ import annotations
 
-import getpass
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -209,6 +207,9 @@ class LocalMeasurement(LocalSampler):
         :func:`measure_node` and :func:`finalise_job` (one node, not merged).
 
         ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages)."""
+        import getpass  # here, not at import: the Prolog imports this module
+        import socket
+
         from slurm_energy.devices.info import collect_static
         from slurm_energy.sampling.samplefile import read_sample_table
 

@@ -19,14 +19,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from slurm_energy.sampling.sampler import Sampler, Usage, UsageProbe
+
+if TYPE_CHECKING:  # subprocess and tempfile are imported where used: the Prolog imports this module
+    import subprocess
 
 
 def visible_gpus() -> list[str]:
@@ -109,6 +110,8 @@ class LocalSampler:
         if gpu_note:
             self.notes.append(f"gpu: {gpu_note}")
         self.statics = [d for r in readers for d in r.devices()]
+        import tempfile
+
         self.dir = tempfile.mkdtemp(prefix="slurm-energy-")
         self.samples = os.path.join(self.dir, "samples.jsonl")
         self.t0 = self.t1 = 0.0
@@ -154,6 +157,8 @@ class LocalSampler:
             return False
 
     def _start_child(self) -> None:
+        import subprocess
+
         pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ)  # the child imports this same slurm_energy, wherever it came from
         env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + [p for p in [env.get("PYTHONPATH", "")] if p])
@@ -169,6 +174,8 @@ class LocalSampler:
         """Take the final sample and stop (``final_usage``: exact usage known to the caller, e.g. a
         child's rusage; thread mode only)."""
         if self._proc is not None:
+            import subprocess
+
             if self._proc.poll() is None:
                 self._proc.send_signal(signal.SIGTERM)  # the Sampler's handler: final sample, exit
                 try:
