@@ -42,13 +42,13 @@ def _stop_stray_sampler(lo) -> None:
 
 
 def _end_time(lo, ep: dict, facts: dict) -> float:
-    from slurm_energy.sampling.samplefile import read_samples
+    from slurm_energy.sampling.samplefile import read_sample_table
 
     if ep.get("t"):
         return float(ep["t"])
     if facts.get("end_time"):
         return float(facts["end_time"])
-    ts = [r["t"] for r in read_samples(lo.spool.samples)]
+    ts = read_sample_table(lo.spool.samples).t
     return max(ts) if ts else lo.newest_mtime
 
 
