@@ -16,7 +16,9 @@ What it does (3-6 minutes for 300 jobs on the 2-node, 2-CPU-per-node cluster):
 * points slurm.conf's Prolog=/Epilog= at the dispatchers (``scontrol reconfigure``), submits one
   array of ``--jobs`` tasks (``sleep 1``, 100 MB, as alice), waits for the queue to empty, and puts
   slurm.conf back (also on errors and Ctrl-C);
-* prints p50 / p95 / max of both and what ours adds (ours - noop at each percentile).
+* prints p50 / p95 / max of both, what ours adds (ours - noop at each percentile), and each hook's
+  median CPU time (bash ``times``: the hook script and what it waited for, not the detached sampler
+  or finalizer), which does not depend on the machine's load as the wall time does.
 
 Both kinds run interleaved in one burst, so both see the same load: the other jobs' hooks, the
 samplers and finalizers that the even jobs start, slurmd and slurmctld, anything else on the machine.
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,6 +46,7 @@ t0=$EPOCHREALTIME
 case ${{SLURM_JOB_ID:-1}} in *[02468]) k=ours ;; *) k=noop ;; esac
 {d}/$k/{which}
 t1=$EPOCHREALTIME
+times >{d}/cpu/${{SLURM_JOB_ID:-0}}.{which}  # a builtin, no fork: 2nd line = the hook's CPU (user, sys)
 echo "$k {which} ${{SLURM_JOB_ID:-?}} $t0 $t1" >>{d}/times.log
 exit 0
 """
@@ -82,6 +86,8 @@ def write_hooks(d: Path, ours_from: Path, python: str | None, site: Path) -> Non
         for p in (d / "ours" / which, d / "noop" / which, d / which):
             os.chmod(p, 0o755)
     (d / "times.log").write_text("")
+    shutil.rmtree(d / "cpu", ignore_errors=True)
+    (d / "cpu").mkdir()
 
 
 def set_hooks(conf: Path, prolog: str, epilog: str) -> None:
@@ -102,32 +108,46 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def table(times: dict[tuple[str, str], list[float]], n_jobs: int, elapsed_s: float) -> str:
+def table(times: dict[tuple[str, str], list[float]], cpu: dict[tuple[str, str], list[float]], n_jobs: int,
+          elapsed_s: float, load: str) -> str:
     lines = [f"hook wall time (s) over one burst of {n_jobs} jobs (sleep 1), {elapsed_s:.0f} s from submit "
-             "to empty queue; even job ids ours, odd ones the no-op",
-             "| hook | runs ours / no-op | ours p50 / p95 / max | no-op p50 / p95 / max | added p50 / p95 |",
-             "|---|---|---|---|---|"]
+             f"to empty queue; even job ids ours, odd ones the no-op; load average before/after: {load}",
+             "| hook | runs ours / no-op | ours p50 / p95 / max | no-op p50 / p95 / max | added p50 / p95 "
+             "| CPU ms p50 ours / no-op |",
+             "|---|---|---|---|---|---|"]
     for which in HOOKS:
         a, b = times.get(("ours", which), []), times.get(("noop", which), [])
         if not a or not b:
-            lines.append(f"| {which} | {len(a)} / {len(b)} | - | - | - |")
+            lines.append(f"| {which} | {len(a)} / {len(b)} | - | - | - | - |")
             continue
+        ca, cb = cpu.get(("ours", which)) or [float("nan")], cpu.get(("noop", which)) or [float("nan")]
         lines.append(f"| {which} | {len(a)} / {len(b)} | {statistics.median(a):.3f} / {pct(a, .95):.3f} / {max(a):.3f} "
                      f"| {statistics.median(b):.3f} / {pct(b, .95):.3f} / {max(b):.3f} "
-                     f"| {statistics.median(a) - statistics.median(b):+.3f} / {pct(a, .95) - pct(b, .95):+.3f} |")
+                     f"| {statistics.median(a) - statistics.median(b):+.3f} / {pct(a, .95) - pct(b, .95):+.3f} "
+                     f"| {1000 * statistics.median(ca):.0f} / {1000 * statistics.median(cb):.0f} |")
     lines.append("target (issue 12): added p95 <= 0.2 s for each hook")
     return "\n".join(lines)
 
 
-def read_times(path: Path) -> dict[tuple[str, str], list[float]]:
-    out: dict[tuple[str, str], list[float]] = {}
-    for line in path.read_text().splitlines():
+def _cpu_s(path: Path) -> float:
+    """CPU seconds (user + sys) of the hook script and what it waited for, from bash's ``times``
+    (second line: ``0m0.112s 0m0.020s``); detached children (sampler, finalizer) are not counted."""
+    user, sys_ = path.read_text().splitlines()[1].split()
+    return sum(int(x.split("m")[0]) * 60 + float(x.split("m")[1].rstrip("s")) for x in (user, sys_))
+
+
+def read_times(d: Path) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], list[float]]]:
+    """(wall s, CPU s) per (ours|noop, prolog|epilog)."""
+    wall: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
+    for line in (d / "times.log").read_text().splitlines():
         try:
-            kind, which, _job, t0, t1 = line.split()
-            out.setdefault((kind, which), []).append(float(t1) - float(t0))
-        except ValueError:
+            kind, which, job, t0, t1 = line.split()
+            wall.setdefault((kind, which), []).append(float(t1) - float(t0))
+            cpu.setdefault((kind, which), []).append(_cpu_s(d / "cpu" / f"{job}.{which}"))
+        except (ValueError, OSError, IndexError):
             continue
-    return out
+    return wall, cpu
 
 
 def wait_empty(job: str, limit_s: float) -> None:
@@ -158,6 +178,7 @@ def main() -> int:
         sys.exit(f"hook_burst: {conf} has no Prolog= line")
     write_hooks(d, Path(pro.group(1)).parent, args.python, L / "etc" / "site.yaml")
     tc("scancel", "-u", "alice", check=False)
+    load = [" ".join(Path("/proc/loadavg").read_text().split()[:3])]
     try:
         set_hooks(conf, str(d / "prolog"), str(d / "epilog"))
         t0 = time.time()
@@ -171,7 +192,8 @@ def main() -> int:
     finally:
         conf.write_text(orig)
         tc("scontrol", "reconfigure", check=False)
-    text = table(read_times(d / "times.log"), args.jobs, elapsed)
+    load.append(" ".join(Path("/proc/loadavg").read_text().split()[:3]))
+    text = table(*read_times(d), args.jobs, elapsed, " / ".join(load))
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

@@ -67,6 +67,45 @@ def _renice(pid: int, nice: int) -> None:
         pass
 
 
+def _autogroup_nice(pid: int) -> Optional[int]:
+    """The nice value of ``pid``'s autogroup (``/autogroup-42 nice 10``), None without autogroups."""
+    try:
+        with open(f"/proc/{pid}/autogroup", encoding="ascii") as f:
+            return int(f.read().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def unnice(pid: int) -> None:
+    """Lower ``pid``'s niceness, and its autogroup's, to the caller's where they are higher (undoes
+    :func:`spawn_detached`'s ``nice``; lowering needs root: CAP_SYS_NICE). Errors ignored."""
+    try:
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        if os.getpriority(os.PRIO_PROCESS, pid) > own:
+            os.setpriority(os.PRIO_PROCESS, pid, own)
+    except OSError:
+        pass
+    mine, theirs = _autogroup_nice(os.getpid()), _autogroup_nice(pid)
+    if mine is not None and theirs is not None and theirs > mine:
+        try:
+            with open(f"/proc/{pid}/autogroup", "w") as f:
+                f.write(str(mine))
+        except OSError:
+            pass
+
+
+def catches(pid: int, sig: int) -> bool:
+    """True if ``pid`` has a handler installed for ``sig`` (SigCgt in /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def proc_state(pid: int) -> Optional[str]:
     """The process state letter from /proc/PID/stat ('R', 'S', 'Z', ...), None if no such process."""
     try:
@@ -133,16 +172,24 @@ def _poll_stopped(pid: int, seconds: float) -> bool:
     return not is_running(pid)
 
 
-def stop_process(pid: int, term_wait_s: float = 1.0, kill_wait_s: float = 0.3) -> str:
+def stop_process(pid: int, term_wait_s: float = 1.0, kill_wait_s: float = 0.3, handler_wait: bool = False) -> str:
     """TERM, bounded wait, then KILL. Returns what happened: "not_running", "terminated",
-    "killed" or "unkillable" (still running after KILL, e.g. stuck in D state)."""
+    "killed" or "unkillable" (still running after KILL, e.g. stuck in D state).
+
+    ``handler_wait``: for a process that acts on TERM (a last sample) but may still be starting up:
+    TERM is sent once it has installed its handler (else TERM's default action would end it on
+    the spot, nothing written), within the same ``term_wait_s``."""
     if not is_running(pid):
         return "not_running"
-    for sig, wait_s, outcome in ((signal.SIGTERM, term_wait_s, "terminated"), (signal.SIGKILL, kill_wait_s, "killed")):
+    deadline = time.monotonic() + term_wait_s
+    if handler_wait:
+        while not catches(pid, signal.SIGTERM) and is_running(pid) and time.monotonic() < deadline:
+            time.sleep(0.005)
+    for sig, wait_s, outcome in ((signal.SIGTERM, None, "terminated"), (signal.SIGKILL, kill_wait_s, "killed")):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
             return "not_running" if sig == signal.SIGTERM else "terminated"
-        if _wait_stopped(pid, wait_s):
+        if _wait_stopped(pid, max(0.0, deadline - time.monotonic()) if wait_s is None else wait_s):
             return outcome
     return "unkillable"

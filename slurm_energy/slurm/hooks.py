@@ -150,12 +150,18 @@ def _resolve_gpus(ctx: JobContext, cfg, env) -> None:
 
 def _start_sampler(cfg, spool: JobSpool) -> int:
     logf = os.path.join(spool.dir, f"sampler-{spool.node}.log")
-    return spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node], logf, cfg.paths.log_dir)
+    return spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node], logf, cfg.paths.log_dir,
+                 nice=SAMPLER_NICE)
 
 
 #: Niceness of the detached finalizers: their CPU (imports, summary, store, report) must not slow
 #: the Prolog/Epilog of the jobs starting and ending meanwhile (a burst), nor the jobs themselves.
 FINALIZER_NICE = 10
+#: Niceness of the detached sampler: its start-up (imports, readers) and interims yield to the hooks
+#: and the jobs; samples are timestamped when read, so a late wake-up costs no accuracy. The Epilog
+#: lowers it again (:func:`slurm_energy.slurm.detach.unnice`) before its TERM: the last sample and
+#: the exit it waits for run at the Epilog's priority.
+SAMPLER_NICE = 10
 
 
 def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int = 0) -> int:
@@ -315,7 +321,7 @@ def _has_prolog(spool: JobSpool) -> bool:
 
 
 def _stop_sampler(spool: Optional[JobSpool], ctx: JobContext) -> str:
-    from slurm_energy.slurm.detach import cmdline, find_sampler, stop_process
+    from slurm_energy.slurm.detach import cmdline, find_sampler, stop_process, unnice
 
     pid = None
     if spool is not None:
@@ -333,8 +339,10 @@ def _stop_sampler(spool: Optional[JobSpool], ctx: JobContext) -> str:
         argv = cmdline(pid)
         if argv and (spool is None or spool.dir not in argv or "sampler" not in argv):
             return "not_running"  # the PID was reused by another process: never signal it
-    # worst case (a sampler ignoring TERM): ~0.4 s start-up + 1.0 + 0.2 s, inside the 1.9 s guard
-    return stop_process(pid, term_wait_s=1.0, kill_wait_s=0.2)
+    # worst case (a sampler ignoring TERM): ~0.4 s start-up + 1.0 + 0.2 s, inside the 1.9 s guard;
+    # a sampler still starting (a short job) gets TERM once it handles it, at the Epilog's priority
+    unnice(pid)
+    return stop_process(pid, term_wait_s=1.0, kill_wait_s=0.2, handler_wait=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,12 @@
 """Detaching from the Prolog and stopping again, with real processes."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 from slurm_energy.slurm.detach import is_running, spawn_detached, stop_process
 
@@ -72,3 +75,36 @@ def test_a_zombie_leaving_during_the_wait_is_seen_stopped(tmp_path):
         time.sleep(0.05)
     assert stop_process(pid, term_wait_s=5.0) == "terminated"
     assert not is_running(pid)
+
+
+def test_unnice_brings_the_child_back_to_the_callers_priority(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("lowering a niceness needs root (CAP_SYS_NICE), as the Epilog has")
+    from slurm_energy.slurm.detach import unnice
+
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    pid = spawn_detached([sys.executable, "-c", "import time; time.sleep(30)"], str(tmp_path / "l"), nice=10)
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, own + 10)
+        unnice(pid)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == own
+        if os.path.exists(f"/proc/{pid}/autogroup"):
+            mine = open("/proc/self/autogroup").read().split()[-1]
+            assert open(f"/proc/{pid}/autogroup").read().split()[-1] == mine
+    finally:
+        assert stop_process(pid) == "terminated"
+
+
+def test_term_waits_for_a_starting_process_to_handle_it(tmp_path):
+    # the child installs its TERM handler 0.3 s after it starts (a sampler still importing); the
+    # handler writes its last line: sent at once, TERM's default action would end it with nothing
+    from slurm_energy.slurm.detach import catches
+
+    marker = tmp_path / "last-sample"
+    code = ("import signal, sys, time\ntime.sleep(0.3)\n"
+            f"signal.signal(signal.SIGTERM, lambda *_: (open({str(marker)!r}, 'w').write('final'), sys.exit(0)))\n"
+            "time.sleep(60)")
+    pid = spawn_detached([sys.executable, "-c", code], str(tmp_path / "l"))
+    assert not catches(pid, signal.SIGTERM)
+    assert stop_process(pid, term_wait_s=5.0, handler_wait=True) == "terminated"
+    assert marker.read_text() == "final"
