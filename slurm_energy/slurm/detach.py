@@ -1,8 +1,14 @@
 """Start a process detached from the hook, and stop it again: the two things slurmd punishes.
 
 * slurmd kills the Prolog's whole process group when the Prolog exits (TERM, then KILL ~2 ms
-  later), so the child must lead its own session *before* the Prolog exits: ``setsid`` in the child
-  (``start_new_session=True``) and we wait until ``getsid(pid) == pid``.
+  later), so the child must lead a process group of its own *before* the Prolog exits: ``setpgid``
+  in the child before its exec (Popen ``process_group=0``, Python >= 3.11; ``setsid`` before), and
+  we check ``getpgid(pid) == pid`` when Popen returns.
+* It stays in slurmd's session (Python >= 3.11): with CONFIG_SCHED_AUTOGROUP (Debian's and
+  Ubuntu's default) each session is one scheduling group, and a child with a session of its own
+  would compete with slurmd's whole session -- every Prolog and Epilog -- as an equal whatever its
+  nice value. In slurmd's session the samplers and finalizers, niced, yield to the hooks, and
+  together take no more than slurmd's one share from the jobs.
 * slurmd reads the Prolog's stdout/stderr to EOF, so the child must not inherit them: stdin is
   /dev/null, stdout and stderr go to a log file, every other fd is closed.
 * A stopped process may linger as a zombie (PID 1 here reaps slowly): a zombie counts as stopped.
@@ -14,56 +20,58 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
-from typing import Optional
+from typing import Any, Optional
 
 
 def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Optional[dict] = None,
                    nice: int = 0) -> int:
-    """Start ``argv`` in its own session with stdio detached; return its PID.
+    """Start ``argv`` in a process group of its own with stdio detached; return its PID.
 
-    Returns once the child leads its own session (or raises after ``wait_s``). ``nice`` > 0: the
-    child's niceness, and its session's autogroup's, are raised by that much as soon as it runs
-    (:func:`_renice`; no preexec_fn, so Popen's fast vfork path is kept).
+    Returns once the child leads its process group (or raises after ``wait_s``). ``nice`` > 0: the
+    child's niceness is raised by that much as soon as it runs (:func:`_renice`; no preexec_fn, so
+    Popen's fast vfork path is kept).
     Raises:
         OSError: the program cannot be started, or the log cannot be opened.
-        TimeoutError: the child did not become a session leader within ``wait_s`` seconds.
+        TimeoutError: the child did not lead its own process group within ``wait_s`` seconds.
     """
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    group: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
     try:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, close_fds=True,
-                             start_new_session=True, cwd="/", env=env if env is not None else {"LANG": "C.UTF-8"})
+                             cwd="/", env=env if env is not None else {"LANG": "C.UTF-8"}, **group)
     finally:
         os.close(fd)
     if nice > 0:
         _renice(p.pid, nice)
-    # Popen returns after exec succeeded, and setsid() runs before exec: this loop normally ends at once.
+    # Popen returns after exec succeeded, and setpgid()/setsid() run before exec: this loop normally ends at once.
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            if os.getsid(p.pid) == p.pid:
+            if os.getpgid(p.pid) == p.pid:
                 return p.pid
         except ProcessLookupError:
             raise OSError(f"{argv[0]} exited at once; see {log_path}") from None
         if time.monotonic() > deadline:
-            raise TimeoutError(f"child {p.pid} did not lead its own session within {wait_s} s")
+            raise TimeoutError(f"child {p.pid} did not lead its own process group within {wait_s} s")
         time.sleep(0.005)
 
 
 def _renice(pid: int, nice: int) -> None:
-    """Raise ``pid``'s niceness by ``nice``: the process's own, and that of its autogroup. With
-    CONFIG_SCHED_AUTOGROUP (``/proc/sys/kernel/sched_autogroup_enabled`` = 1, Debian's and Ubuntu's
-    default) every session is a scheduling group of its own, so a process that called setsid()
-    competes with slurmd's whole session (every Prolog and Epilog) as an equal, whatever its nice
-    value: only the group's nice (``/proc/PID/autogroup``, sched(7)) makes it yield. Errors ignored."""
+    """Raise ``pid``'s niceness by ``nice``; when it leads a session of its own (Python 3.10),
+    that session's autogroup's too (``/proc/PID/autogroup``, sched(7)): only the group's nice makes
+    a session yield to others. Never the autogroup of a session it shares (slurmd's). Errors ignored."""
     try:
         os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
     except OSError:
         pass
     try:
+        if os.getsid(pid) != pid:
+            return
         with open(f"/proc/{pid}/autogroup", "w") as f:
             f.write(str(min(19, nice)))
-    except OSError:  # no autogroups (kernel option off, or not Linux)
+    except OSError:  # no autogroups (kernel option off, or not Linux), or gone
         pass
 
 
@@ -85,6 +93,11 @@ def unnice(pid: int) -> None:
             os.setpriority(os.PRIO_PROCESS, pid, own)
     except OSError:
         pass
+    try:
+        if os.getsid(pid) != pid:  # in our session (slurmd's): the group's nice is not its own to change
+            return
+    except OSError:
+        return
     mine, theirs = _autogroup_nice(os.getpid()), _autogroup_nice(pid)
     if mine is not None and theirs is not None and theirs > mine:
         try:

@@ -1,7 +1,7 @@
 """Prolog and Epilog entry points: short, never raising, exit 0 within 2 s.
 
 Prolog (as root, no PATH): parse the environment -> job spool -> resolve the job's GPUs once ->
-start the sampler detached (own session, stdio to a log) -> exit 0.
+start the sampler detached (own process group, stdio to a log) -> exit 0.
 
 Epilog (as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as stopped); start
 the finalizer detached with the outcome -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
@@ -154,9 +154,11 @@ def _start_sampler(cfg, spool: JobSpool) -> int:
                  nice=SAMPLER_NICE)
 
 
-#: Niceness of the detached finalizers: their CPU (imports, summary, store, report) must not slow
-#: the Prolog/Epilog of the jobs starting and ending meanwhile (a burst), nor the jobs themselves.
-FINALIZER_NICE = 10
+#: Niceness of the detached finalizers: their CPU (imports, summary, store, report: a second or more
+#: each) must not slow the Prolog/Epilog of the jobs starting and ending meanwhile (a burst), nor the
+#: jobs themselves. 19 (CFS weight 15 against a hook's 1024): a burst's dozens of finalizers queued
+#: at once still leave a hook most of the CPU it can get.
+FINALIZER_NICE = 19
 #: Niceness of the detached sampler: its start-up (imports, readers) and interims yield to the hooks
 #: and the jobs; samples are timestamped when read, so a late wake-up costs no accuracy. The Epilog
 #: lowers it again (:func:`slurm_energy.slurm.detach.unnice`) before its TERM: the last sample and

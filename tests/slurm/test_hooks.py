@@ -86,7 +86,7 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
     assert rc == 0 and dt < 2.0, (rc, dt)
     spool = tmp_path / "spool" / "jobs" / "4242-r0"
     pid = int((spool / "sampler-h1.pid").read_text())
-    assert is_running(pid) and os.getsid(pid) == pid  # survived the process-group kill
+    assert is_running(pid) and os.getpgid(pid) == pid  # survived the process-group kill
     assert oct(os.stat(tmp_path / "spool").st_mode & 0o777) == "0o700"  # the spool is root-only
     # "the job": a CPU-bound process carrying the job id, as slurmstepd's children do
     job = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"],
