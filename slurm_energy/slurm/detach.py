@@ -16,13 +16,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
 import subprocess
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 
 def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Optional[dict] = None,
@@ -73,6 +74,40 @@ def _renice(pid: int, nice: int) -> None:
             f.write(str(min(19, nice)))
     except OSError:  # no autogroups (kernel option off, or not Linux), or gone
         pass
+
+
+@contextlib.contextmanager
+def slot(lock_dir: str, name: str, n: int, poll_s: float = 0.2) -> Iterator[Optional[int]]:
+    """Hold one of ``n`` slots (``lock_dir/.<name>-slot-<i>``, flock'ed) for the ``with`` body: a
+    free one at once, else the first to be freed (looked for every ``poll_s``: a few syscalls, no
+    measurable CPU while waiting). Yields the slot number, or None
+    when no lock file can be made there (a read-only or missing dir): the body then runs unlimited
+    rather than never. A holder's death (even SIGKILL) frees its slot: the kernel drops the lock."""
+    import fcntl
+
+    fds: list[int] = []
+    try:
+        for i in range(n):
+            try:
+                fds.append(os.open(os.path.join(lock_dir, f".{name}-slot-{i}"),
+                                   os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+            except OSError:
+                break
+        if not fds:
+            yield None
+            return
+        while True:
+            for i, fd in enumerate(fds):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                yield i
+                return
+            time.sleep(poll_s)  # all taken: look again (flock cannot wait for any one of several)
+    finally:
+        for fd in fds:
+            os.close(fd)  # releases the lock
 
 
 def _autogroup_nice(pid: int) -> Optional[int]:

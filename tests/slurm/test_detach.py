@@ -107,3 +107,33 @@ def test_term_waits_for_a_starting_process_to_handle_it(tmp_path):
     assert not catches(pid, signal.SIGTERM)
     assert stop_process(pid, term_wait_s=5.0, handler_wait=True) == "terminated"
     assert marker.read_text() == "final"
+
+
+def test_slots_let_n_holders_in_and_queue_the_next(tmp_path):
+    import threading
+
+    from slurm_energy.slurm.detach import slot
+
+    got = threading.Event()
+
+    def third():
+        with slot(str(tmp_path), "finalize", 2) as k:
+            assert k in (0, 1)
+            got.set()
+
+    with slot(str(tmp_path), "finalize", 2) as a:
+        with slot(str(tmp_path), "finalize", 2) as b:
+            assert {a, b} == {0, 1}  # two holders at once
+            t = threading.Thread(target=third)
+            t.start()
+            assert not got.wait(0.5)  # the third waits while both are held
+        assert got.wait(10)  # one released: the third gets in
+    t.join(10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".finalize-slot-0", ".finalize-slot-1"]
+
+
+def test_no_slot_dir_runs_unlimited(tmp_path):
+    from slurm_energy.slurm.detach import slot
+
+    with slot(str(tmp_path / "missing"), "finalize", 2) as k:
+        assert k is None
