@@ -14,16 +14,25 @@ raised to slurmd (a non-zero Prolog/Epilog drains the node).
 
 from __future__ import annotations
 
-import json
-import logging
-import os
+import signal
 import sys
-import time
-from typing import TYPE_CHECKING, Optional
 
-from slurm_energy.slurm.env import JobContext, parse_slurm_env
-from slurm_energy.slurm.runtime import FALLBACK_LOG_DIR, load_config, reading_row, readers_for, setup_logging, spool_from_dir
-from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private
+_EARLY_STOP: list[int] = []  # a TERM that arrives while the sampler is still starting up (very short jobs)
+if __name__ == "__main__" and sys.argv[1:2] == ["sampler"]:
+    # first thing, before the imports below: the Epilog sends TERM only once it is handled
+    # (detach.stop_process handler_wait), and a short job's Epilog waits for this line
+    signal.signal(signal.SIGTERM, lambda *_: _EARLY_STOP.append(1))
+
+import json  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+from typing import TYPE_CHECKING, Optional  # noqa: E402
+
+from slurm_energy.slurm.env import JobContext, parse_slurm_env  # noqa: E402
+from slurm_energy.slurm.runtime import (  # noqa: E402
+    FALLBACK_LOG_DIR, load_config, reading_row, readers_for, setup_logging, spool_from_dir)
+from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private  # noqa: E402
 
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
@@ -199,14 +208,10 @@ def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int
     return pid
 
 
-_EARLY_STOP: list[int] = []  # a TERM that arrives while the sampler is still starting up (very short jobs)
-
-
 def sampler_main(job_dir: str, node: str) -> int:
     """The detached per-job sampler (started by the Prolog). Returns 0."""
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda *_: _EARLY_STOP.append(1))  # before the slow imports
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # called other than as __main__ (tests)
+        signal.signal(signal.SIGTERM, lambda *_: _EARLY_STOP.append(1))
     errors: list[str] = []
     # the resolved copy, as in the Prolog: a short job's Epilog waits for this start-up (its TERM
     # takes effect once the sampler is running); the full config (carbon) only for the interims
