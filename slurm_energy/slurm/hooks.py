@@ -373,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
 
             # <spool>/jobs/<run>: at most FINALIZER_SLOTS finalizers of the spool past this point
             with slot(os.path.dirname(os.path.dirname(argv[1].rstrip("/"))), "finalize", FINALIZER_SLOTS):
+                if os.path.exists(JobSpool.from_dir(argv[1], argv[2]).finalized):
+                    return 0  # `collect` finished it while this one waited for a slot (files untouched 5 min)
                 from slurm_energy.slurm.finalize import finalize_main
 
                 return finalize_main(argv[1], argv[2], float(argv[3]), *argv[4:6])

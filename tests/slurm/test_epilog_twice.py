@@ -43,3 +43,21 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     assert samples.read_text() == rows
     assert list((tmp_path / "spool" / "jobs").iterdir()) == [job_dir]  # no spool for a phantom run
     assert "repeated Epilog ignored" in (tmp_path / "log" / "hooks.log").read_text()
+
+
+def test_a_finalizer_that_waited_for_a_slot_skips_a_run_collect_finished(tmp_path, monkeypatch):
+    # collect finishes a run whose spool files went untouched for 5 min, which a finalizer queued for
+    # a slot does; once it gets one it must not finalize the run a second time
+    job_dir = tmp_path / "spool" / "jobs" / "778-r0"
+    job_dir.mkdir(parents=True)
+    (job_dir / "finalized-n1.done").write_text("")
+    import slurm_energy.slurm.finalize as fin
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(fin, "finalize_main", lambda *a: calls.append(a) or 0)
+    assert hooks.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
+    assert calls == []  # not finalized a second time
+    (job_dir / "finalized-n1.done").unlink()  # not finished yet: this finalizer does it
+    assert hooks.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
+    assert calls == [(str(job_dir), "n1", 1700000000.0, "0:0", "terminated")]
+    assert sorted(p.name for p in (tmp_path / "spool").iterdir()) == [".finalize-slot-0", ".finalize-slot-1", "jobs"]
