@@ -5,8 +5,8 @@ site.yaml themselves. The first hook that sees a new site.yaml text loads it the
 (:func:`slurm_energy.config.lenient.load_site_config_for_hooks`: valid parts kept, last good copy
 when unparsable) and writes ``<site.yaml>.resolved.json``: the validated config as JSON, the
 problems found, and the text it came from. Every later hook reads that copy as long as
-site.yaml's text (and this slurm-energy version and config schema) is unchanged: two file reads,
-a stat and a string comparison, no pydantic (nor hashlib: loading OpenSSL cost more than the
+site.yaml's text (and this slurm-energy version and config schema) is unchanged: three file
+reads, a CRC-32 and a string comparison, no pydantic (nor hashlib: loading OpenSSL cost more than the
 comparison). The copy is root-only (0600: the store URL may hold a password); a copy that cannot
 be read or written only costs the full load.
 
@@ -53,11 +53,14 @@ SCHEMA_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 
 
 def _key(text: bytes) -> str:
-    """What the copy is valid for: this version, the schema file (size and mtime) and site.yaml's
-    exact text (bytes kept as is)."""
+    """What the copy is valid for: this version, the schema file's CRC-32 (its contents, not its
+    mtime: nodes that installed the same code at different times share a site.yaml and its copy)
+    and site.yaml's exact text (bytes kept as is)."""
+    import zlib
+
     try:
-        st = os.stat(SCHEMA_FILE)
-        schema = f"{st.st_size}:{st.st_mtime_ns}"
+        with open(SCHEMA_FILE, "rb") as f:
+            schema = f"{zlib.crc32(f.read()):08x}"
     except OSError:
         schema = "?"
     return f"{__version__}\n{schema}\n{text.decode('utf-8', 'surrogateescape')}"

@@ -69,10 +69,11 @@ def test_prolog_entry_imports_nothing_heavy(tmp_path):
 #: Top-level packages the Prolog/Epilog must never load (seconds of CPU between them in a burst).
 HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", "pandas", "numpy", "jinja2",
          "yaml", "requests", "urllib3", "psutil", "pynvml", "amdsmi", "prometheus_client", "psycopg"}
-#: Modules a hook may import beyond a bare interpreter's (with json): the Prolog imported 67 and the
-#: Epilog 48 when this was written (issue 12: imports are most of a hook's CPU); a new import on
-#: this path must justify itself by raising this bound.
-MAX_HOOK_MODULES = 72
+#: Modules a hook may import beyond a bare interpreter's (with json): the Prolog imported 80 from a
+#: regular install (67 from an editable one, whose path finder loads some of them at start-up) and
+#: the Epilog fewer when this was written (issue 12: imports are most of a hook's CPU);
+#: a new import on this path must justify itself by raising this bound.
+MAX_HOOK_MODULES = 85
 
 #: the repo's code (as every other test here, and as _load_in_fresh_python made the resolved copy):
 #: with -I alone a non-editable install's copy would run, whose config-schema file (part of the
