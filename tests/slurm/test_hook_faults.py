@@ -148,6 +148,12 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     nobody = pwd.getpwnam("nobody")
     env = _env("9105", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
     assert _run_hook(_hook(tmp_path, "prolog"), env)[0] == 0
+    samples = tmp_path / "spool" / "jobs" / "9105-r0" / "samples-h1.jsonl"
+    for _ in range(300):  # the sampler's first row: on a loaded machine its start-up can outlast the
+        text = samples.read_text() if samples.exists() else ""  # Epilog's 1 s wait, which is not what this tests
+        if ",start," in text or '"kind": "start"' in text:
+            break
+        time.sleep(0.1)
     time.sleep(1.2)
     real_spawn = hooks.spawn
     # the Epilog as slurmd runs it, whose finalizer is SIGKILLed before it does anything
