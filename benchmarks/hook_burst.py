@@ -15,7 +15,10 @@ What it does (3-6 minutes for 300 jobs on the 2-node, 2-CPU-per-node cluster):
   the dispatcher's own start);
 * points slurm.conf's Prolog=/Epilog= at the dispatchers (``scontrol reconfigure``), submits one
   array of ``--jobs`` tasks (``sleep 1``, 100 MB, as alice), waits for the queue to empty, and puts
-  slurm.conf back (also on errors and Ctrl-C);
+  slurm.conf back (also on errors and Ctrl-C); ours use ``$L/hookbench/site.yaml``, the cluster's
+  with the spools, store and logs under ``$L/hookbench/`` (other tests read the cluster's store);
+* waits (up to 20 min) for the burst's finalizers, which run niced and 2 at a time, so the next
+  user of the cluster finds the machine idle;
 * prints p50 / p95 / max of both, what ours adds (ours - noop at each percentile), and each hook's
   median CPU time (bash ``times``: the hook script and what it waited for, not the detached sampler
   or finalizer), which does not depend on the machine's load as the wall time does.
@@ -71,6 +74,17 @@ def noop_text(hook_text: str) -> str:
     return out
 
 
+def bench_site(L: Path, d: Path) -> Path:
+    """The cluster's site.yaml with its spools, store, logs and textfile dir under ``d``: the burst's
+    records and files stay out of the cluster's (other tests read its store)."""
+    text = (L / "etc" / "site.yaml").read_text()
+    for sub in ("spool", "lib", "log", "textfile"):  # spool covers spool2 and spool/results
+        text = text.replace(f"{L}/{sub}", f"{d}/{sub}")
+    site = d / "site.yaml"
+    site.write_text(text)
+    return site
+
+
 def write_hooks(d: Path, ours_from: Path, python: str | None, site: Path) -> None:
     (d / "ours").mkdir(parents=True, exist_ok=True)
     (d / "noop").mkdir(exist_ok=True)
@@ -79,7 +93,9 @@ def write_hooks(d: Path, ours_from: Path, python: str | None, site: Path) -> Non
                         "--config", str(site)], check=True, capture_output=True, cwd="/")
     else:
         for which in HOOKS:
-            (d / "ours" / which).write_text((ours_from / which).read_text())
+            text = re.sub(r"^SLURM_ENERGY_CONFIG=[^;]*;", f"SLURM_ENERGY_CONFIG={site};",
+                          (ours_from / which).read_text(), count=1, flags=re.M)
+            (d / "ours" / which).write_text(text)
     for which in HOOKS:
         (d / "noop" / which).write_text(noop_text((d / "ours" / which).read_text()))
         (d / which).write_text(DISPATCH.format(d=d, which=which))
@@ -155,6 +171,29 @@ def read_times(d: Path) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[
     return wall, cpu
 
 
+def ours_left(d: Path) -> list[int]:
+    """PIDs of the burst's samplers and finalizers still running (their argv names ``d``)."""
+    out = []
+    for name in os.listdir("/proc"):
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"slurm_energy.slurm.hooks" in argv and any(str(d).encode() in a for a in argv):
+            out.append(int(name))
+    return out
+
+
+def wait_ours(d: Path, limit_s: float) -> int:
+    """Wait until the burst's finalizers (niced, 2 at a time) are done, so the next user of the
+    cluster gets an idle machine; returns how many are left after ``limit_s``."""
+    t_end = time.time() + limit_s
+    while (left := ours_left(d)) and time.time() < t_end:
+        print(f"[hook_burst] waiting for {len(left)} samplers/finalizers of the burst", flush=True)
+        time.sleep(10.0)
+    return len(ours_left(d))
+
+
 def wait_empty(job: str, limit_s: float) -> None:
     t_end = time.time() + limit_s
     while time.time() < t_end:
@@ -181,7 +220,10 @@ def main() -> int:
     pro = re.search(r"^Prolog=(.*)$", orig, flags=re.M)
     if pro is None:
         sys.exit(f"hook_burst: {conf} has no Prolog= line")
-    write_hooks(d, Path(pro.group(1)).parent, args.python, L / "etc" / "site.yaml")
+    d.mkdir(exist_ok=True)
+    for sub in ("spool", "lib", "log", "textfile"):  # an earlier run's
+        shutil.rmtree(d / sub, ignore_errors=True)
+    write_hooks(d, Path(pro.group(1)).parent, args.python, bench_site(L, d))
     tc("scancel", "-u", "alice", check=False)
     load = [" ".join(Path("/proc/loadavg").read_text().split()[:3])]
     try:
@@ -197,8 +239,11 @@ def main() -> int:
     finally:
         conf.write_text(orig)
         tc("scontrol", "reconfigure", check=False)
+    left = wait_ours(d, 20 * 60)
     load.append(" ".join(Path("/proc/loadavg").read_text().split()[:3]))
     text = table(*read_times(d), args.jobs, elapsed, " / ".join(load))
+    if left:
+        text += f"\n{left} samplers/finalizers of the burst still running after 20 min"
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
