@@ -101,6 +101,16 @@ class Cluster:
             time.sleep(0.5)
         raise AssertionError(f"job {job_id}: no final record after {timeout_s} s (got {recs}); see {self.base}/log")
 
+    def wait_files(self, *paths: Path, timeout_s: float = 90.0) -> None:
+        """Wait until every path exists: the finalizer writes the report just after storing the
+        record, and on a loaded 2-core machine rendering it has taken 17 s."""
+        t0 = time.time()
+        while not all(p.exists() for p in paths):
+            if time.time() - t0 > timeout_s:
+                raise AssertionError(f"not written after {timeout_s} s: {[str(p) for p in paths if not p.exists()]}; "
+                                     f"see {self.base}/log/finalize.log")
+            time.sleep(0.25)
+
 
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:

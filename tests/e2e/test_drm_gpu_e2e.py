@@ -110,10 +110,7 @@ def test_amd_and_intel_gpu_energy_through_prolog_epilog_report(cluster, fake_drm
     if share < 1:
         assert "partition_fraction:0.5" in gpu.flags
     csv, html = wd / f"energy-{job}.csv", wd / f"energy-{job}.html"
-    for _ in range(40):
-        if csv.exists() and html.exists():
-            break
-        time.sleep(0.25)
+    cluster.wait_files(csv, html)
     gpu_rows = [ln for ln in csv.read_text().splitlines() if f",gpu,1,{method.value}," in ln]
     assert len(gpu_rows) == 1, csv.read_text()  # the report's GPU row: one card, measured how
     assert model in html.read_text()  # the report names the card's model
@@ -160,9 +157,6 @@ def test_tagged_job_shows_predicted_vs_measured(cluster, fake_drm):
     rows = [dict(zip(lines[0].split("|"), ln.split("|"))) for ln in lines[1:]]
     (meas,) = [r for r in rows if r["DeviceID"] == "GPU energy measured"]
     assert float(meas["Energy_kWh"]) == pytest.approx(gpu.energy_j / 3.6e6, rel=1e-3)
-    csv = wd / f"energy-{job}.csv"
-    for _ in range(40):
-        if csv.exists():
-            break
-        time.sleep(0.25)
-    assert "jobid,quantity,predicted,measured,unit,basis" in csv.read_text()
+    csv = wd / f"energy-{job}.prediction.csv"  # its own file: energy-<id>.csv is one table
+    cluster.wait_files(csv)
+    assert csv.read_text().startswith("jobid,quantity,predicted,measured,unit,basis")

@@ -39,12 +39,9 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
     (rec,) = cluster.wait_record(job)
     alice = pwd.getpwnam("alice")
     # report files in the job's work dir, owned by the job's user (written after dropping root)
+    cluster.wait_files(wd / f"energy-{job}.html", wd / f"energy-{job}.csv")
     for name in (f"energy-{job}.html", f"energy-{job}.csv"):
         p = wd / name
-        for _ in range(40):
-            if p.exists():
-                break
-            time.sleep(0.25)
         st = os.lstat(p)
         assert st.st_uid == alice.pw_uid and st.st_gid == alice.pw_gid, name
         assert not os.path.islink(p)

@@ -45,13 +45,9 @@ with track() as t:
 """
 
 
-def _report(wd: Path, name: str) -> Path:
-    p = wd / name
-    for _ in range(60):
-        if p.exists():
-            return p
-        time.sleep(0.5)
-    raise AssertionError(f"{p} not written")
+def _report(cluster, wd: Path, name: str) -> Path:
+    cluster.wait_files(wd / name)
+    return wd / name
 
 
 def test_sbatch_job_using_track_gets_one_record_with_phases_and_stages(cluster):
@@ -78,9 +74,9 @@ def test_sbatch_job_using_track_gets_one_record_with_phases_and_stages(cluster):
     assert rec.stages[1].it_j == pytest.approx(rec.stages[0].it_j + e1.it_j, rel=0.25)
     assert rec.marks_flags == []
     # the job's report shows them; no report of a second (local) measurement was written
-    html = _report(wd, f"energy-{job}.html").read_text()
+    html = _report(cluster, wd, f"energy-{job}.html").read_text()
     assert "Phases and stages" in html and "epoch 1" in html
-    assert _report(wd, f"energy-{job}.phases.csv").read_text().count("\n") == 1 + 4 + 2 + 2
+    assert _report(cluster, wd, f"energy-{job}.phases.csv").read_text().count("\n") == 1 + 4 + 2 + 2
     assert not list(wd.glob("energy-train-digits*"))
     # the marks were read and removed: the finalizer removes them right after storing the record
     # that wait_record saw, so give it a bounded moment
