@@ -173,10 +173,11 @@ FINALIZER_NICE = 19
 #: lowers it again (:func:`slurm_energy.slurm.detach.unnice`) before its TERM: the last sample and
 #: the exit it waits for run at the Epilog's priority.
 SAMPLER_NICE = 10
-#: Finalizers of one spool that run at once; the others wait their turn before their imports
-#: (:func:`slurm_energy.slurm.detach.slot`: next to no CPU, ~15 MB each). Niced, they queue up in a burst: 149 of them held 9.2 GB
-#: after a 300-job burst on the 2-CPU test cluster before this limit.
-FINALIZER_SLOTS = 2
+#: Finalizers of one spool that run at once (2, or a quarter of the node's CPUs); the others wait
+#: their turn before their imports (:func:`slurm_energy.slurm.detach.slot`: next to no CPU, ~15 MB
+#: each). Niced, they queue up in a burst: 149 of them held 9.2 GB after a 300-job burst on the
+#: 2-CPU test cluster before this limit.
+FINALIZER_SLOTS = max(2, (os.cpu_count() or 2) // 4)
 
 
 def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int = 0) -> int:
