@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import glob
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -54,6 +55,8 @@ class JobCgroup:
     cpu_dir: str  # v1: cpuacct job dir; v2: the job dir
     mem_dir: Optional[str]  # v1: memory job dir (None if the memory controller is not used)
     _fds: dict = field(default_factory=dict, repr=False, compare=False)
+    _procs_files: list = field(default_factory=list, repr=False, compare=False)
+    _walked_at: Optional[float] = field(default=None, repr=False, compare=False)
 
     @property
     def source(self) -> str:
@@ -139,9 +142,25 @@ class JobCgroup:
                 m = _first_int(self._pread(os.path.join(self.cpu_dir, "memory.current")))
                 mx = _first_int(self._pread(os.path.join(self.cpu_dir, "memory.peak")))
         try:
-            return CgroupUsage(cpu_s, m, mx, _pids_under(self.cpu_dir) if pids else [])
+            return CgroupUsage(cpu_s, m, mx, self._pids() if pids else [])
         except OSError:
             return None
+
+    #: s between walks of the job's directory tree for step cgroups (new steps appear with srun);
+    #: in between the known ``cgroup.procs`` files are read through their kept descriptors
+    REWALK_S = 10.0
+
+    def _pids(self) -> list[int]:
+        now = time.monotonic()
+        if self._walked_at is None or now - self._walked_at >= self.REWALK_S:
+            self._procs_files = _procs_files(self.cpu_dir)
+            self._walked_at = now
+        out: set[int] = set()
+        for path in self._procs_files:
+            data = self._pread(path)
+            if data:
+                out.update(int(x) for x in data.split() if x.isdigit())
+        return sorted(out)
 
 
 def _first_int(data: Optional[bytes]) -> Optional[int]:
@@ -160,16 +179,9 @@ def _kv(data: Optional[bytes]) -> dict[str, int]:
     return out
 
 
-def _pids_under(d: str) -> list[int]:
-    pids: set[int] = set()
-    for dirpath, _dirs, files in os.walk(d):
-        if "cgroup.procs" in files:
-            try:
-                with open(os.path.join(dirpath, "cgroup.procs")) as f:
-                    pids.update(int(x) for x in f.read().split() if x.isdigit())
-            except OSError:
-                continue
-    return sorted(pids)
+def _procs_files(d: str) -> list[str]:
+    """Every ``cgroup.procs`` under the job's directory (the job's and each step's)."""
+    return [os.path.join(dirpath, "cgroup.procs") for dirpath, _dirs, files in os.walk(d) if "cgroup.procs" in files]
 
 
 def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_ROOT,
