@@ -82,6 +82,11 @@ class UsageProbe(Protocol):
     # wakeup() -> Optional[tuple[int, int]] -- (fd, poll() event mask) that fires at the job's end
 
 
+class _StopNow(BaseException):
+    """Raised by the stop signal's handler into a running interim flush (not an Exception: the
+    flush's own ``except Exception`` must not swallow it)."""
+
+
 class Sampler:
     """Runs until stopped by a signal, by :meth:`stop`, or by the job being gone for a while."""
 
@@ -105,6 +110,7 @@ class Sampler:
         self._last_fsync = -math.inf
         self.last_usage: Optional[Usage] = None
         self._stop = False
+        self._in_interim = False  # on_interim() is running (a stop signal then interrupts it)
         self._seen_job = False
         self._t_seen: Optional[float] = None  # when the job was first seen (clock)
         self.n_samples = 0
@@ -126,6 +132,8 @@ class Sampler:
             os.write(self._wake_w, b"x")
         except OSError:  # full (already woken) or closed (the loop has ended)
             pass
+        if _args and self._in_interim:  # a signal (signum, frame) during an interim flush: cut it short
+            raise _StopNow()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT/SIGHUP -> :meth:`stop`."""
@@ -247,11 +255,21 @@ class Sampler:
         return self.n_samples
 
     def _interim(self, now: float) -> float:
-        """Call on_interim; returns when to call it next."""
+        """Call on_interim; returns when to call it next. A stop signal (the Epilog's TERM) that
+        arrives during the call cuts it short (:class:`_StopNow`): the Epilog waits only 1 s for
+        the final sample, and the first store write of an interim can take that long."""
         t_cpu = time.process_time()
+        self._in_interim = True
         try:
-            self.on_interim()  # type: ignore[misc]
+            try:
+                self.on_interim()  # type: ignore[misc]
+            finally:
+                self._in_interim = False
+        except _StopNow:
+            self._in_interim = False
+            log.info("interim flush cut short: the sampler was asked to stop")
         except Exception:
+            self._in_interim = False
             log.exception("interim summary failed")
         # it re-reads the whole sample file: keep it under 2 % of a core on long jobs
         return now + max(self.interim_every_s, 50 * (time.process_time() - t_cpu))

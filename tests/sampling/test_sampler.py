@@ -97,3 +97,36 @@ def test_bad_interval_names_setting(tmp_path):
 
     with pytest.raises(ValueError, match="sampling.interval_s"):
         Sampler([], Probe(), SampleWriter(str(tmp_path / "x"), fsync=False), interval_s=0)
+
+
+def test_stop_signal_during_an_interim_flush_cuts_it_short(tmp_path):
+    """The Epilog's TERM waits 1 s for the final sample; an interim flush (the first one imports
+    the store and writes it: ~1 s) must not hold it up. CI saw a 2-node job end during its first
+    flush: the Epilog SIGKILLed the sampler and the record was partial."""
+    import os
+    import signal
+
+    path = str(tmp_path / "s.jsonl")
+    entered: list[float] = []
+
+    def slow_flush():
+        entered.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGTERM)  # the Epilog's TERM arrives during the flush
+        time.sleep(5.0)  # a flush that would take 5 s
+        entered.append(-1.0)  # never reached
+
+    s = Sampler([CountingReader()], Probe(), SampleWriter(path, fsync=False), interval_s=0.1, poll_s=0.05,
+                interim_every_s=0.1, on_interim=slow_flush)
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        s.install_signal_handlers()
+        t0 = time.monotonic()
+        s.run()  # in the main thread, where Python runs signal handlers
+        took = time.monotonic() - t0
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    assert len(entered) == 1  # the flush began and was cut short
+    assert took < 2.0  # not the flush's 5 s
+    rows = list(read_samples(path))
+    assert rows[-1]["kind"] == "final"  # the final sample was still written
