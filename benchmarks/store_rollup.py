@@ -143,8 +143,10 @@ def _sacct(reps: int) -> str:
     tc = os.path.join(REPO, "scripts", "testcluster.sh")
     if subprocess.run([tc, "status"], capture_output=True).returncode != 0:
         return "sacct -j: not measured (the test cluster is not running: scripts/testcluster.sh start)"
-    out = subprocess.run(["flock", "/tmp/se-cluster.lock", tc, "env"], capture_output=True, text=True).stdout
-    env = dict(os.environ, SLURM_CONF=out.strip().split("=", 1)[1])
+    got = subprocess.run(["flock", "-w", "120", "/tmp/se-cluster.lock", tc, "env"], capture_output=True, text=True)
+    if got.returncode != 0 or "=" not in got.stdout:
+        return "sacct -j: not measured (the test cluster's lock was held for over 120 s by another run)"
+    env = dict(os.environ, SLURM_CONF=got.stdout.strip().split("=", 1)[1])
     last = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-S", "now-30days"], capture_output=True,
                           text=True, env=env).stdout.split()
     if not last:

@@ -105,10 +105,11 @@ class Site(NamedTuple):
     warnings: list
 
 
-def _resolved_site() -> Optional[Site]:
-    """The site config from the hooks' resolved copy (``<site.yaml>.resolved.json``,
-    :mod:`slurm_energy.slurm.hookconfig`) when it is readable here and matches site.yaml's text: the
-    same config and messages as the lenient load, without importing pydantic. None otherwise."""
+def resolved_config() -> Optional[tuple]:
+    """``(config, problems, path)`` from the hooks' resolved copy of the site config
+    (``<site.yaml>.resolved.json``, :mod:`slurm_energy.slurm.hookconfig`) when it is readable here and
+    matches site.yaml's text: the lenient load's config (attribute access) and messages, without
+    importing pydantic. None otherwise (no site.yaml, a stale or unreadable copy: root-only, 0600)."""
     import json
 
     from slurm_energy.slurm import hookconfig as H
@@ -123,10 +124,21 @@ def _resolved_site() -> Optional[Site]:
             cached = json.load(f)
         if cached.get("key") != H._key(text):
             return None
-        c = cached["config"]
-        return Site(c["paths"]["store_url"], list(c.get("admins") or []), c.get("timezone") or "UTC",
-                    f"site config {c.get('source_path') or p}", list(cached.get("problems", [])))
+        return H.ConfigView(cached["config"]), list(cached.get("problems", [])), p
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _resolved_site() -> Optional[Site]:
+    """:class:`Site` from :func:`resolved_config`, or None."""
+    got = resolved_config()
+    if got is None:
+        return None
+    c, problems, p = got
+    try:
+        return Site(c.paths.store_url, list(c.get("admins") or []), c.get("timezone") or "UTC",
+                    f"site config {c.get('source_path') or p}", problems)
+    except (AttributeError, KeyError, TypeError):
         return None
 
 

@@ -73,6 +73,16 @@ def _cfg():
     return load_site_config()
 
 
+def _reader_cfg():
+    """The site config for a reader (``rollup``): the hooks' resolved copy when it is readable and
+    has no problem (then it equals the strict load, without pydantic's import time), else
+    :func:`_cfg` (which raises ConfigError for a bad file, as before)."""
+    from slurm_energy.cli.jobenergy import resolved_config
+
+    got = resolved_config()
+    return got[0] if got is not None and not got[1] else _cfg()
+
+
 def _err(msg: str) -> None:
     print(f"slurm-energy: {msg}", file=sys.stderr)
 
@@ -331,7 +341,7 @@ def _month_data(args, cfg, t0: float, t1: float):
 def cmd_rollup(args) -> int:
     """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
     try:
-        cfg = _cfg()
+        cfg = _reader_cfg()
         t0, t1 = month_bounds(args.month, cfg.timezone)
     except ValueError as e:
         _err(str(e))
