@@ -159,3 +159,19 @@ def test_incremental_reader_returns_only_new_complete_lines(tmp_path):
     assert t.t == pytest.approx([x["t"] for x in rows[5:]], abs=1e-6)
     assert t.devices["intel-rapl:1"].vals["energy_uj"] == [x["readings"][1]["energy_uj"] for x in rows[5:]]
     assert r.offset == os.path.getsize(p)
+
+
+def test_long_columns_parsed_by_numpy_read_the_same_values(tmp_path, monkeypatch):
+    from slurm_energy.sampling import samplecodec
+    from slurm_energy.sampling.samplefile import read_sample_table
+
+    rows = _odd_rows() + node_rows(30, seed=5)[0]
+    rows[8]["readings"][0]["energy_uj"] = 2**62 + 12345  # a sum beyond int64's safe range: Python's ints
+    p = tmp_path / "samples"
+    _write(p, rows)
+    plain = read_sample_table(str(p))
+    monkeypatch.setattr(samplecodec, "NUMPY_MIN_CELLS", 2)
+    fast = read_sample_table(str(p))
+    assert (fast.t, fast.node, fast.job_cpu, fast.job_mem) == (plain.t, plain.node, plain.job_cpu, plain.job_mem)
+    assert fast.devices == plain.devices
+    assert fast.devices["intel-rapl:0"].vals["energy_uj"][8] == 2**62 + 12345
