@@ -17,9 +17,9 @@ class SlurmJobProbe:
     The cgroup appears just after the Prolog and is removed before the Epilog; PIDs found by
     SLURM_JOB_ID in /proc/PID/environ are the fallback for proctrack/linuxproc (no cgroup), used
     only after ``pid_fallback_after_s`` without a cgroup and rescanned at full polls, at most every
-    ``pid_rescan_s`` (:class:`~slurm_energy.sampling.proctree.EnvScanner`: the environment of new
-    PIDs only); the sampler's in-between CPU-time polls read the known
-    PIDs only. CPU time of job processes that exit between polls is lost in that mode: cgroups are
+    ``pid_rescan_s`` (10 s; 0.25 s while none is known), reading the environment of new PIDs only
+    (:class:`~slurm_energy.sampling.proctree.EnvScanner`); the sampler's in-between CPU-time polls
+    read the known PIDs only. CPU time of job processes that exit between polls is lost in that mode: cgroups are
     preferred.
 
     The end of the job: on cgroup v2 ``cgroup.events`` turning ``populated 0`` wakes the sampler
@@ -30,7 +30,7 @@ class SlurmJobProbe:
     """
 
     def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
-                 pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 1.0, clock=time.monotonic,
+                 pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 10.0, clock=time.monotonic,
                  on_job_env=None, sluid: str = ""):
         self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
         self.sluid = sluid  # SLURM_JOB_SLUID: Slurm 26.05's cgroup v2 job directory name
@@ -111,7 +111,10 @@ class SlurmJobProbe:
             return None
         if self._clock() - self._t0 < self._fallback_after:
             return None
-        if (full or not self._pids) and self._clock() - self._last_scan >= self._pid_rescan_s:  # /proc/*/environ scans are costly
+        # a listing of /proc per scan: every pid_rescan_s once the job's PIDs are known (a late find of
+        # a long-lived process loses nothing: its CPU time is cumulative), every 0.25 s until then
+        rescan_s = self._pid_rescan_s if self._pids else min(self._pid_rescan_s, 0.25)
+        if (full or not self._pids) and self._clock() - self._last_scan >= rescan_s:
             self._pids = self._scanner.pids()
             self._last_scan = self._clock()
         pids = self._pids
