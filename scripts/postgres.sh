@@ -35,6 +35,11 @@ ensure_installed() {
 
 as_pg() { runuser -u "$PGUSER_OS" -- "$@"; }
 
+# close inherited descriptors above 2 (a caller's flock, e.g. the test cluster's lock, would
+# otherwise be held by the server for its whole life)
+closefds() { local fd
+  for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done; return 0; }
+
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 url() {
@@ -61,9 +66,9 @@ start)
     for _ in $(seq 1 50); do port_free "$port" && break; port=$((port + 1)); done
     echo "$port" >"$DIR/port"
     # unix socket in DIR (not /var/run/postgresql, which may not exist without the service)
-    as_pg "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $DIR -c fsync=off -c synchronous_commit=off" start >&2 \
-        || { tail -20 "$DIR/server.log" >&2; exit 1; }
+    ( closefds; exec runuser -u "$PGUSER_OS" -- "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $DIR -c fsync=off -c synchronous_commit=off" start ) \
+        </dev/null >&2 || { tail -20 "$DIR/server.log" >&2; exit 1; }
     if ! as_pg "$BIN/psql" -h 127.0.0.1 -p "$port" -U postgres -tAc \
         "SELECT 1 FROM pg_database WHERE datname='$DB'" | grep -q 1; then
         as_pg "$BIN/createdb" -h 127.0.0.1 -p "$port" -U postgres "$DB"
