@@ -1,0 +1,76 @@
+"""What the finalizer takes from Slurm's facts about a job (``scontrol show job`` parsed by
+:mod:`slurm_energy.slurm.scontrol`, and the job's own environment): its final state, the ids the
+Prolog could not see, and its memory request on a node.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from slurm_energy.model import job_state_from_exit_code
+from slurm_energy.slurm.env import JobContext
+
+
+def with_slurm_facts(ctx: JobContext, facts: Optional[dict]) -> JobContext:
+    """ctx completed with slurmctld's facts (array/het ids, job name) where it lacks them."""
+    import dataclasses
+
+    if not facts:
+        return ctx
+    keys = ("array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_name")
+    return dataclasses.replace(ctx, **{k: facts[k] for k in keys if facts.get(k) and not getattr(ctx, k)})
+
+
+def slurm_job_state(facts: Optional[dict], ctx: JobContext, exit_code: str) -> str:
+    """The attempt's state: slurmctld's (REQUEUED when the job has been restarted since this attempt),
+    else derived from the Epilog's exit code (which reads 0:0 for a cancelled or timed-out job)."""
+    from slurm_energy.slurm.scontrol import UNFINISHED
+
+    if facts and facts.get("restarts", 0) > ctx.restart_count:
+        return "REQUEUED"  # slurmctld already describes a later attempt
+    if facts and facts.get("job_state") and facts["job_state"] not in UNFINISHED:
+        return facts["job_state"]
+    return job_state_from_exit_code(exit_code)
+
+
+def requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], node_total: Optional[int],
+                      errors: list) -> tuple[Optional[int], str]:
+    """The job's memory request on this node (bytes, how): the job's SLURM_MEM_PER_NODE /
+    SLURM_MEM_PER_CPU (read from its processes: 22.05's Prolog does not get them), else slurmctld's
+    MinMemoryNode / MinMemoryCPU, else its TRES mem= / nodes; 0 = the whole node (TRES mem per node,
+    else the node's MemTotal). A value Slurm never writes is
+    recorded as an error and the request left unknown."""
+    from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
+
+    facts = facts or {}
+    per_node: Optional[str]
+    per_cpu: Optional[str]
+    if ctx.mem_per_node or ctx.mem_per_cpu:
+        per_node, per_cpu, src = ctx.mem_per_node, ctx.mem_per_cpu, "job environment SLURM_MEM_PER_NODE/CPU, MB"
+    else:
+        per_node, per_cpu, src = facts.get("min_memory_node"), facts.get("min_memory_cpu"), "scontrol show job"
+    try:
+        tres = _tres_mem_per_node(facts)
+        whole = tres if tres is not None else node_total  # 0 = the whole node: what Slurm allocated, else MemTotal
+        b, how = requested_memory_bytes(per_node or None, per_cpu or None, cpus, whole)
+        if b is None and not (per_node or per_cpu) and tres is not None:
+            b, how = tres, f"TRES mem={facts['tres_mem']} / {facts.get('num_nodes') or 1} node(s)"
+    except SlurmFormatError as e:
+        errors.append(f"memory request not understood: {e}")
+        return None, ""
+    return b, (f"{how} ({src})" if b is not None else how)
+
+
+def _tres_mem_per_node(facts: dict) -> Optional[int]:
+    """slurmctld's TRES mem= (the whole job's memory) / its node count, bytes; None if absent.
+    Raises SlurmFormatError for a value Slurm never writes."""
+    from slurm_energy.slurm.formats import parse_memory
+
+    got = parse_memory(facts.get("tres_mem"), "TRES mem") if facts.get("tres_mem") else None
+    if not got:
+        return None
+    try:
+        n = max(1, int(facts.get("num_nodes") or 1))
+    except ValueError:
+        n = 1
+    return got[0] // n
