@@ -205,16 +205,23 @@ def parse_yaml_text(text: str, origin: str = "site config") -> Any:
     """Parse YAML ``text`` (safe loader, duplicate keys rejected, see :class:`UniqueKeyLoader`).
 
     :raises ConfigError: not YAML or a duplicate key; the message starts with ``origin`` and
-        contains the exact YAML error (line and column).
+        contains the exact YAML error (line and column), then a line ``ORIGIN: line L, column C: what
+        is wrong. Fix: ...`` (:func:`slurm_energy.config.yaml_errors.explain`).
     """
-    loader = UniqueKeyLoader(text)
-    loader.name = origin  # marks say 'in "/etc/slurm-energy/site.yaml", line 3' (not <unicode string>)
+    loader = None
     try:
+        loader = UniqueKeyLoader(text)  # raises ReaderError itself on a control character
+        loader.name = origin  # marks say 'in "/etc/slurm-energy/site.yaml", line 3' (not <unicode string>)
         return loader.get_single_data()
     except yaml.YAMLError as e:
-        raise ConfigError(f"{origin}: not valid YAML: {str(e).strip()}") from None
+        from slurm_energy.config.yaml_errors import explain
+
+        hint = explain(e, origin, text)  # "ORIGIN: line L, column C: what is wrong. Fix: ..."
+        raw = str(e).strip().replace('"<unicode string>"', f'"{origin}"')
+        raise ConfigError(f"{origin}: not valid YAML: {raw}" + (f"\n{hint}" if hint else "")) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _read_yaml(p: str) -> Any:
