@@ -41,8 +41,9 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from slurm_energy.cli import jobenergy_format as F
+from slurm_energy.cli import jobenergy_notes as N
 from slurm_energy.cli import jobenergy_select as S
-from slurm_energy.jobid import display_id, matches, parse_jobids, split_reused
+from slurm_energy.jobid import display_id, parse_jobids, split_reused
 from slurm_energy.slurm.timespec import parse_time
 
 if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
@@ -103,6 +104,7 @@ class Site(NamedTuple):
     timezone: str
     origin: str  # "site config /etc/slurm-energy/site.yaml" or "site config: none found, defaults used; ..."
     warnings: list
+    interim_s: float = 60.0  # sampling.interim_s: how often a running job's record is updated, s
 
 
 def resolved_config() -> Optional[tuple]:
@@ -137,7 +139,7 @@ def _resolved_site() -> Optional[Site]:
     c, problems, p = got
     try:
         return Site(c.paths.store_url, list(c.get("admins") or []), c.get("timezone") or "UTC",
-                    f"site config {c.get('source_path') or p}", problems)
+                    f"site config {c.get('source_path') or p}", problems, float(c.sampling.interim_s))
     except (AttributeError, KeyError, TypeError):
         return None
 
@@ -158,7 +160,8 @@ def load_site() -> Site:
         origin = f"site config ${C.ENV_VAR}={os.environ[C.ENV_VAR]} unreadable, defaults used"
     else:
         origin = f"site config: none found, defaults used; set {C.ENV_VAR} or create {C.schema.DEFAULT_PATH}"
-    return Site(cfg.paths.store_url, list(cfg.admins), cfg.timezone, origin, list(warnings))
+    return Site(cfg.paths.store_url, list(cfg.admins), cfg.timezone, origin, list(warnings),
+                float(cfg.sampling.interim_s))
 
 
 def _shown_url(url: str) -> str:
@@ -281,9 +284,10 @@ def _main(argv: list[str] | None) -> int:
     site = load_site()
     for w in site.warnings:
         _err(f"warning: {w}")
+    now = time.time()
     try:
         url, where = _store_url(args, site)
-        start, end = _window(args, specs, site.timezone, time.time())
+        start, end = _window(args, specs, site.timezone, now)
     except ValueError as e:
         _err(str(e))
         return 2
@@ -304,11 +308,29 @@ def _main(argv: list[str] | None) -> int:
     rc = 0
     if specs:
         among = "" if privileged else f" among {me}'s jobs"
-        rc = _report_missing(specs, records, args, states, among, where)
+        rc = _report_missing(specs, records, args, states, among, where, privileged, site.interim_s)
         records = _select_generation(records, ",".join(s.raw for s in specs),
                                      start if args.starttime else None, end if args.endtime else None)
+    elif not records:
+        _err(_nothing_found(args, users, start, end, where, privileged, site.timezone))
+    for note in N.stale_running(records, now, site.interim_s, lambda t: F.fmt_time(t, site.timezone),
+                                F.fmt_elapsed):
+        _err(note)
     _print_records(records, args, fields, site.timezone)
     return rc
+
+
+def _nothing_found(args: argparse.Namespace, users: list[str], start: Optional[float], end: Optional[float],
+                   where: str, privileged: bool, tz: str) -> str:
+    """The stderr line for a query without job ids that selected nothing (:func:`jobenergy_notes.nothing_found`)."""
+    fmt = lambda t: F.fmt_time(t, tz)  # noqa: E731
+    window = (f"that ran between {fmt(start) if start is not None else 'the first job'} and "
+              f"{fmt(end) if end is not None else 'now'}")
+    return N.nothing_found(window=window, users=users if (args.user or not privileged) else [],
+                           accounts=_split(args.account), partitions=_split(args.partition),
+                           states=_split(args.state), where=where, privileged=privileged,
+                           default_window=not args.starttime,
+                           example_day=fmt((start if start is not None else 0) - 86400)[:10])
 
 
 def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
@@ -354,14 +376,14 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
 
 
 def _report_missing(specs: list, records: list[JobRecord], args: argparse.Namespace, states: object,
-                    among: str, where: str) -> int:
-    """Say which asked-for jobs are not in the store (1 if any) and that a job step shows its job."""
-    rc = 0
-    for spec in specs:
-        if not any(matches(spec, r) for r in records):
-            cond = " in the given -S/-E window or -s states" if (args.starttime or args.endtime or states) else ""
-            _err(f"job {spec.raw}: not in the store{among}{cond}: {where}")
-            rc = 1
+                    among: str, where: str, privileged: bool = True, interim_s: float = 60.0) -> int:
+    """Say which asked-for jobs are not in the store and why that may be (1 if any;
+    :func:`jobenergy_notes.missing_ids`) and that a job step shows its job."""
+    filtered = bool(args.starttime or args.endtime or states)
+    lines = N.missing_ids(specs, records, filtered, among, where, privileged, interim_s)
+    for line in lines:
+        _err(line)
+    rc = 1 if lines else 0
     for spec in specs:
         if spec.step:
             _err(f"note: {spec.raw} is a job step; energy is measured per job allocation, showing the job")
@@ -391,7 +413,7 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
     else:
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
         text = F.render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader)
-    if items or not args.noheader:
+    if items or not (args.noheader or not parsable):  # nothing found: stderr says so, no empty table
         print(text)
 
 

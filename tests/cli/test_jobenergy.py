@@ -94,7 +94,9 @@ def test_unknown_job_exits_nonzero(url, capsys):
     assert rc == 1
     # names the store and where the config came from (the fixture's site.yaml)
     cfg = os.environ["SLURM_ENERGY_CONFIG"]
-    assert err.strip() == f"jobenergy: job 999: not in the store: {url} (from --store; site config {cfg})"
+    assert err.strip() == (f"jobenergy: job 999: not in the store: {url} (from --store; site config {cfg}). "
+                           "No record yet if it is pending, started under 60 s ago, or ended and was not "
+                           "collected (admins: slurm-energy collect)")
 
 
 def test_bad_inputs_exit_2(url, capsys):

@@ -112,7 +112,8 @@ def test_not_found_names_store_and_missing_config(tmp_path, monkeypatch, capsys,
     assert rc == 1
     assert err.strip() == (
         f"jobenergy: job 26: not in the store: {states_url} (from $SLURM_ENERGY_STORE; site config: none found, "
-        f"defaults used; set SLURM_ENERGY_CONFIG or create {tmp_path}/etc/site.yaml)"
+        f"defaults used; set SLURM_ENERGY_CONFIG or create {tmp_path}/etc/site.yaml). No record yet if it is "
+        "pending, started under 60 s ago, or ended and was not collected (admins: slurm-energy collect)"
     )
 
 
