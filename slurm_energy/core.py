@@ -74,6 +74,37 @@ class Status(_StrEnum):
     NO_DATA = "no_data"  # the job ran but nothing was measured (spool unusable, no sampler); ``errors`` say why
 
 
+#: Qualifiers of a ``complete`` status, derived from the record (never stored; ``-s complete`` matches
+#: them all): ``partial-coverage`` = some device unmeasured (``n/a``) or measured for under 95 % of the
+#: job (the totals are a lower bound); ``estimated`` = every device class with energy has method
+#: ``tdp_estimate`` (the Method column: the worst method over the class's devices), i.e. the totals
+#: are the model's rated power x utilisation x time, not a counter or power reading.
+PARTIAL_COVERAGE = "partial-coverage"
+ESTIMATED = "estimated"
+
+
+def all_estimated(methods: dict[str, Any], energy_it_j: dict[str, Optional[float]]) -> bool:
+    """True when every device class with energy (``energy_it_j`` value not None, J) has method
+    ``tdp_estimate`` in ``methods`` (class -> Method or its value); False when no class has energy
+    (nothing was estimated: that is unmeasured, shown as ``n/a``)."""
+    with_energy = [c for c, j in energy_it_j.items() if j is not None]
+    return bool(with_energy) and all(Method.parse(methods.get(c)) == Method.TDP_ESTIMATE for c in with_energy)
+
+
+def status_text(status: Any, coverage_complete: bool, methods: dict[str, Any],
+                energy_it_j: dict[str, Optional[float]]) -> str:
+    """The measurement status as jobenergy, ``-l``, the report and the rollup show it: the
+    :class:`Status` value, and for ``complete`` its qualifiers in parentheses --
+    ``complete(partial-coverage)``, ``complete(estimated)``, ``complete(partial-coverage,estimated)``
+    (see :data:`PARTIAL_COVERAGE`, :data:`ESTIMATED`). Unmeasured classes are never hidden by
+    ``estimated``: they keep ``partial-coverage``. Raises ValueError for an unknown status."""
+    s = Status(status).value
+    if s != Status.COMPLETE.value:
+        return s
+    quals = ([] if coverage_complete else [PARTIAL_COVERAGE]) + ([ESTIMATED] if all_estimated(methods, energy_it_j) else [])
+    return f"{s}({','.join(quals)})" if quals else s
+
+
 class Flag(_StrEnum):
     """Named flags on readings, intervals and device energies. Str-valued: ``Flag.X == "x"``, and
     lists of flags serialise as plain strings (records written before this enum stay readable)."""

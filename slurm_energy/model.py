@@ -26,7 +26,7 @@ from typing_extensions import TypedDict
 
 from slurm_energy import units
 from slurm_energy.core import (DEVICE_CLASSES, METHOD_RANK, DeviceStatic, Flag, JobMeta, Method, Reading, Status,
-                               worst_method)
+                               status_text, worst_method)
 
 SCHEMA_VERSION = 1
 
@@ -256,6 +256,12 @@ class JobRecord(BaseModel):
         """A record for the job ``meta`` describes (a ``JobMeta`` or ``JobContext``), with ``fields``
         (start_time, end_time, nodes, ...). Raises pydantic's ValidationError on bad fields."""
         return cls(**{k: getattr(meta, k) for k in JobMeta.field_names()}, **fields)
+
+    @property
+    def status_text(self) -> str:
+        """The status as shown: ``complete``, ``complete(partial-coverage)``, ``complete(estimated)``,
+        ``partial``... (:func:`slurm_energy.core.status_text`)."""
+        return status_text(self.status, self.coverage_complete, dict(self.methods), self.energy_it_j)
 
     @property
     def method_summary(self) -> str:

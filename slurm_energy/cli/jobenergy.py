@@ -38,10 +38,11 @@ import pwd
 import sys
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import TYPE_CHECKING, Optional
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_notes as N
+from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
 from slurm_energy.cli import jobenergy_select as S
 from slurm_energy.jobid import display_id, parse_jobids, split_reused
 from slurm_energy.slurm.timespec import parse_time
@@ -59,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         "RUNNING; UNKNOWN if no exit code was recorded). Status is the measurement's: complete (every node "
         "reported), complete(partial-coverage) (every node reported, but some device was unmeasured (n/a) "
         "or measured for under 95% of the job's time, so the totals are a lower bound; see -l, Coverage), "
+        "complete(estimated) (every class with energy was estimated from rated power x utilisation x time, "
+        "method tdp_estimate: no counter or power reading; both: complete(partial-coverage,estimated)), "
         "partial (a node never reported or a sampler died), failed (the energy hooks failed), running "
         "(energy so far), no_data (the job ran but nothing was measured; see --json errors). "
         "Rows are in sacct's order: by job id. Exit status: 0 ok; 1 a requested job is "
@@ -94,84 +97,6 @@ def _whoami() -> tuple[int, str]:
         return uid, pwd.getpwuid(uid).pw_name
     except KeyError:
         return uid, str(uid)
-
-
-class Site(NamedTuple):
-    """What jobenergy takes from the site config, and where it came from (for messages)."""
-
-    store_url: str
-    admins: list
-    timezone: str
-    origin: str  # "site config /etc/slurm-energy/site.yaml" or "site config: none found, defaults used; ..."
-    warnings: list
-    interim_s: float = 60.0  # sampling.interim_s: how often a running job's record is updated, s
-
-
-def resolved_config() -> Optional[tuple]:
-    """``(config, problems, path)`` from the hooks' resolved copy of the site config
-    (``<site.yaml>.resolved.json``, :mod:`slurm_energy.slurm.hookconfig`) when it is readable here and
-    matches site.yaml's text: the lenient load's config (attribute access) and messages, without
-    importing pydantic. None otherwise (no site.yaml, a stale or unreadable copy: root-only, 0600)."""
-    import json
-
-    from slurm_energy.slurm import hookconfig as H
-
-    p = H._site_path()
-    if p is None:
-        return None
-    try:
-        with open(p, "rb") as f:
-            text = f.read()
-        with open(p + H.RESOLVED_SUFFIX, encoding="utf-8") as f:
-            cached = json.load(f)
-        if cached.get("key") != H._key(text):
-            return None
-        return H.ConfigView(cached["config"]), list(cached.get("problems", [])), p
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def _resolved_site() -> Optional[Site]:
-    """:class:`Site` from :func:`resolved_config`, or None."""
-    got = resolved_config()
-    if got is None:
-        return None
-    c, problems, p = got
-    try:
-        return Site(c.paths.store_url, list(c.get("admins") or []), c.get("timezone") or "UTC",
-                    f"site config {c.get('source_path') or p}", problems, float(c.sampling.interim_s))
-    except (AttributeError, KeyError, TypeError):
-        return None
-
-
-def load_site() -> Site:
-    """The site config, leniently: an invalid key is reported (``warnings``) and its default used,
-    so a typo in site.yaml does not stop ``jobenergy`` (``slurm_energy.config.load_site_config_for_hooks``,
-    without saving a last good copy; the hooks' resolved copy of it when readable). Never raises ConfigError."""
-    fast = _resolved_site()
-    if fast is not None:
-        return fast
-    from slurm_energy import config as C
-
-    cfg, warnings = C.load_site_config_for_hooks(save=False)  # as the hooks: last good copy if unparsable
-    if cfg.source_path:
-        origin = f"site config {cfg.source_path}"
-    elif os.environ.get(C.ENV_VAR):
-        origin = f"site config ${C.ENV_VAR}={os.environ[C.ENV_VAR]} unreadable, defaults used"
-    else:
-        origin = f"site config: none found, defaults used; set {C.ENV_VAR} or create {C.schema.DEFAULT_PATH}"
-    return Site(cfg.paths.store_url, list(cfg.admins), cfg.timezone, origin, list(warnings),
-                float(cfg.sampling.interim_s))
-
-
-def _shown_url(url: str) -> str:
-    """The store URL with any password hidden (:func:`slurm_energy.store.urls.shown_url`); a URL
-    without ``@`` has none: shown as given, without importing SQLAlchemy."""
-    if "@" not in url:
-        return url
-    from slurm_energy.store.urls import shown_url
-
-    return shown_url(url)
 
 
 def _err(msg: str) -> None:

@@ -14,7 +14,7 @@ import json
 from typing import TYPE_CHECKING, Callable, Optional
 
 from slurm_energy.cli.jobenergy_select import job_state
-from slurm_energy.core import Method, Status
+from slurm_energy.core import Method, all_estimated, status_text
 from slurm_energy.jobid import display_id
 from slurm_energy.natsort import ordered_record
 
@@ -95,11 +95,11 @@ def _class_kwh(rec: JobRecord, cls: str) -> str:
 
 
 def _status(rec: JobRecord) -> str:
-    """Measurement status; ``complete(partial-coverage)``: every node reported but some device is
-    unmeasured or covered under 95 % of the job (formulas.COVERAGE_COMPLETE): totals are a lower bound."""
-    s = Status(rec.status).value
-    if s == Status.COMPLETE.value and not rec.coverage_complete:
-        s = "complete(partial-coverage)"
+    """Measurement status (:func:`slurm_energy.core.status_text`, the same for a record and a summary
+    row): ``complete(partial-coverage)``: every node reported but some device is unmeasured or covered
+    under 95 % of the job (formulas.COVERAGE_COMPLETE): totals are a lower bound; ``complete(estimated)``:
+    every class with energy was estimated by the TDP model."""
+    s = status_text(rec.status, rec.coverage_complete, rec.methods, rec.energy_it_j)
     if rec.report_error:  # the user looks for energy-<id>.html: say why, in short (-l has the text)
         s += f" (no report: {report_code(rec.report_error)})"
     return s
@@ -236,10 +236,40 @@ def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
 
     chk = check(rec)
     extra = phase_long_rows(rec, jobid, fmt_num) + ([] if chk is None else check_long_rows(chk, jobid))
+    extra += caveat_rows(rec, jobid)
     if rec.report_error:  # the table's Status has only the code
         extra.append([jobid, "-", "report", "not written", "", "", "", "", "", "", "", "", "",
                       f"{report_code(rec.report_error)}: {rec.report_error}"])
     return rows + [_widen(r) for r in extra]
+
+
+def _default_text(source: str) -> str:
+    """A carbon fact's source without its ``DEFAULT: `` lead (the row's Model column says default)."""
+    return source[len("DEFAULT: "):] if source.startswith("DEFAULT: ") else source
+
+
+def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
+    """``-l`` rows (Node ``-``) for what the device rows do not say, each only when it applies:
+    Class ``status`` when every class with energy was estimated (``complete(estimated)``:
+    :func:`slurm_energy.core.status_text`); Class ``pue`` / ``ci`` when that value is the documented
+    default (``CarbonFacts.defaults_used``: the site config sets none), with the value used, the
+    facility kWh or kgCO2e it gave, its source and where to set it. Columns as the phase rows
+    (before ReqMem/MaxRSS; :func:`_widen`)."""
+    rows = []
+    if all_estimated(rec.methods, rec.energy_it_j):
+        rows.append([jobid, "-", "status", rec.status_text, "", "", Method.TDP_ESTIMATE.value, fmt_num(rec.it_kwh),
+                     "", "", "", "", "", "every class with energy estimated: rated power x utilisation x time, "
+                     "no counter or power reading"])
+    c = rec.carbon
+    if "pue" in c.defaults_used:
+        rows.append([jobid, "-", "pue", f"{c.pue:g}", "default", "", "", fmt_num(rec.facility_kwh), "", "", "", "",
+                     "", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; {_default_text(c.pue_source)}; "
+                     "set pue in site.yaml"])
+    if "ci" in c.defaults_used:
+        rows.append([jobid, "-", "ci", f"{c.ci_g_per_kwh:g} gCO2e/kWh", "default", "", "", "", "", "", "", "", "",
+                     f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x CI; {_default_text(c.ci_source)}; "
+                     "set location.country or carbon_intensity in site.yaml"])
+    return rows
 
 
 def _widen(row: list[str]) -> list[str]:

@@ -76,7 +76,7 @@ def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict]:
         out.append({"job_id": r.job_id if not r.array_job_id else f"{r.array_job_id}_{r.array_task_id}",
                     "user": r.user, "account": r.account, "partition": r.partition, "it_kwh": r.it_kwh,
                     "estimated_kwh": est / 3.6e6 if r.it_kwh is not None else None, "co2e_kg": r.co2e_kg,
-                    "methods": r.method_summary, "status": r.status.value, "elapsed_h": r.elapsed_s / 3600})
+                    "methods": r.method_summary, "status": r.status_text, "elapsed_h": r.elapsed_s / 3600})
     return out
 
 

@@ -19,6 +19,7 @@ import io
 import os
 from typing import Optional
 
+from slurm_energy.core import all_estimated
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.natsort import ordered_record, sort_static_devices
 from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_rows
@@ -35,7 +36,12 @@ CSV_COLUMNS = (
     "job_id", "device_class", "n_devices", "method", "coverage",
     "energy_it_kWh", "device_energy_kWh", "mean_power_W", "elapsed_s",
     "pue", "facility_kWh", "ci_gCO2e_per_kWh", "alpha", "kgCO2e", "mean_power_coverage",
+    "status", "pue_default", "ci_default",
 )
+#: The last three columns (added after the others; the earlier ones keep their places): the job's
+#: status as jobenergy shows it (``complete(estimated)``...: :func:`slurm_energy.core.status_text`),
+#: and ``true``/``false``: whether PUE / CI are the documented defaults (no site value configured;
+#: ``CarbonFacts.defaults_used``).
 
 def _cell(v) -> str:
     """CSV cell: ``None`` -> empty (unmeasured), floats with up to 9 significant digits."""
@@ -61,11 +67,13 @@ def render_csv(record: JobRecord) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     c = record.carbon
+    defaults = ["true" if k in c.defaults_used else "false" for k in ("pue", "ci")]
     for r in class_rows(record):
         w.writerow([_cell(v) for v in (
             record.job_id, r.device_class, r.n_devices, r.method, r.coverage,
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
             c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
+            record.status_text, *defaults,
         )])
     return buf.getvalue()
 
@@ -286,6 +294,7 @@ def render_html(record: JobRecord) -> str:
         "formula": _formula_lines(rows, record),
         "full_captions": _full_device_captions(rows),
         "default_flag": _default_flags(record),
+        "estimated": all_estimated(record.methods, record.energy_it_j),
         "power_note_below": MEAN_POWER_NOTE_BELOW,
         "check": prediction_check.check(record),
         "check_rows": prediction_check.rows,

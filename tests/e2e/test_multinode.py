@@ -38,5 +38,9 @@ def test_two_node_job_gives_one_merged_record(cluster, capsys):
     finally:
         del os.environ["SLURM_ENERGY_CONFIG"]
     assert rc == 0
-    shown = "complete" if rec.coverage_complete else "complete(partial-coverage)"
+    # the summary row jobenergy reads gives the record's own status text; no RAPL (this machine's
+    # VMs) leaves every class estimated: complete(estimated)
+    shown = rec.status_text
+    assert shown in ("complete", "complete(partial-coverage)", "complete(estimated)",
+                     "complete(partial-coverage,estimated)")
     assert capsys.readouterr().out.strip() == f"{job_id}|2|{shown}"

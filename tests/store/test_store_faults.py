@@ -46,7 +46,7 @@ def test_report_error_is_shown_beside_the_status():
     rec = finished(node_record(job_id="702"))
     rec.report_error = "/home/a/w not writable by alice; make it writable or use sbatch --chdir"
     # the table keeps it short (a code); the full text is in -l's report row and -o ReportError
-    assert FIELDS["status"](rec, {}) == "complete (no report: permission_denied)"
+    assert FIELDS["status"](rec, {}) == "complete(estimated) (no report: permission_denied)"  # cpu, ram: TDP model
     assert FIELDS["reporterror"](rec, {}) == rec.report_error
     (row,) = [r for r in long_rows(rec, "702") if r[2] == "report"]
     assert row[3] == "not written" and row[-1] == ("permission_denied: /home/a/w not writable by alice; "
@@ -75,7 +75,7 @@ def test_jobenergy_table_stays_narrow_with_a_long_report_reason(tmp_path, monkey
                         "from a writable directory (sbatch --chdir=DIR); the energy is in `jobenergy -l 706`")
     url = store_with(tmp_path, rec)
     assert main(["--store", url, "-j", "706", "-P", "-n", "-o", "JobID,Status"]) == 0
-    assert capsys.readouterr().out.strip() == "706|complete (no report: permission_denied)"
+    assert capsys.readouterr().out.strip() == "706|complete(estimated) (no report: permission_denied)"
     assert main(["--store", url, "-j", "706", "-P", "-n", "-l"]) == 0
     assert rec.report_error in capsys.readouterr().out
 
@@ -149,5 +149,5 @@ def test_unwritable_work_dir_makes_the_status_say_no_report(tmp_path):
     (got,) = open_store(cfg.paths.store_url, readonly=True).get_job("705")
     assert got.report_error.startswith(f"{wd} not written as nobody: ")
     assert "Permission denied" in got.report_error and "sbatch --chdir=DIR" in got.report_error
-    assert FIELDS["status"](got, {}) == "complete (no report: permission_denied)"
+    assert FIELDS["status"](got, {}) == "complete(estimated) (no report: permission_denied)"
     assert not list(wd.iterdir())

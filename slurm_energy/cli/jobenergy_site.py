@@ -1,0 +1,86 @@
+"""Where ``jobenergy`` finds its store, admins, time zone and interim period: the site config, read
+leniently (an invalid key is a warning and its default is used), from the hooks' resolved copy when
+that is readable here (no pydantic import), and how to name it in messages."""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple, Optional
+
+
+class Site(NamedTuple):
+    """What jobenergy takes from the site config, and where it came from (for messages)."""
+
+    store_url: str
+    admins: list
+    timezone: str
+    origin: str  # "site config /etc/slurm-energy/site.yaml" or "site config: none found, defaults used; ..."
+    warnings: list
+    interim_s: float = 60.0  # sampling.interim_s: how often a running job's record is updated, s
+
+
+def resolved_config() -> Optional[tuple]:
+    """``(config, problems, path)`` from the hooks' resolved copy of the site config
+    (``<site.yaml>.resolved.json``, :mod:`slurm_energy.slurm.hookconfig`) when it is readable here and
+    matches site.yaml's text: the lenient load's config (attribute access) and messages, without
+    importing pydantic. None otherwise (no site.yaml, a stale or unreadable copy: root-only, 0600)."""
+    import json
+
+    from slurm_energy.slurm import hookconfig as H
+
+    p = H._site_path()
+    if p is None:
+        return None
+    try:
+        with open(p, "rb") as f:
+            text = f.read()
+        with open(p + H.RESOLVED_SUFFIX, encoding="utf-8") as f:
+            cached = json.load(f)
+        if cached.get("key") != H._key(text):
+            return None
+        return H.ConfigView(cached["config"]), list(cached.get("problems", [])), p
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _resolved_site() -> Optional[Site]:
+    """:class:`Site` from :func:`resolved_config`, or None."""
+    got = resolved_config()
+    if got is None:
+        return None
+    c, problems, p = got
+    try:
+        return Site(c.paths.store_url, list(c.get("admins") or []), c.get("timezone") or "UTC",
+                    f"site config {c.get('source_path') or p}", problems, float(c.sampling.interim_s))
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+def load_site() -> Site:
+    """The site config, leniently: an invalid key is reported (``warnings``) and its default used,
+    so a typo in site.yaml does not stop ``jobenergy`` (``slurm_energy.config.load_site_config_for_hooks``,
+    without saving a last good copy; the hooks' resolved copy of it when readable). Never raises ConfigError."""
+    fast = _resolved_site()
+    if fast is not None:
+        return fast
+    from slurm_energy import config as C
+
+    cfg, warnings = C.load_site_config_for_hooks(save=False)  # as the hooks: last good copy if unparsable
+    if cfg.source_path:
+        origin = f"site config {cfg.source_path}"
+    elif os.environ.get(C.ENV_VAR):
+        origin = f"site config ${C.ENV_VAR}={os.environ[C.ENV_VAR]} unreadable, defaults used"
+    else:
+        origin = f"site config: none found, defaults used; set {C.ENV_VAR} or create {C.schema.DEFAULT_PATH}"
+    return Site(cfg.paths.store_url, list(cfg.admins), cfg.timezone, origin, list(warnings),
+                float(cfg.sampling.interim_s))
+
+
+def _shown_url(url: str) -> str:
+    """The store URL with any password hidden (:func:`slurm_energy.store.urls.shown_url`); a URL
+    without ``@`` has none: shown as given, without importing SQLAlchemy."""
+    if "@" not in url:
+        return url
+    from slurm_energy.store.urls import shown_url
+
+    return shown_url(url)
