@@ -332,14 +332,23 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
         print(F.to_json([(jid, r) for jid, r, o in items if not o.get("is_sum")]))
         return
     parsable = "p" if args.parsable else ("P" if args.parsable2 else "")
-    if args.long:
-        rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid)]
-        text = F.render(rows, F.LONG_FIELDS, parsable=parsable, noheader=args.noheader)
+    if args.long:  # aligned: Covers without what other columns show, wrapped to the terminal (-p/-P: full)
+        rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=not parsable)]
+        text = F.render(rows, F.LONG_FIELDS, parsable=parsable, noheader=args.noheader,
+                        wrap_to=None if parsable else _terminal_width())
     else:
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
         text = F.render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader)
     if items or not (args.noheader or not parsable):  # nothing found: stderr says so, no empty table
         print(text)
+
+
+def _terminal_width() -> int:
+    """Line width for ``-l``'s wrapped Covers column: ``$COLUMNS``, else the terminal's, else 120
+    (:func:`shutil.get_terminal_size`; a pipe has no terminal)."""
+    import shutil
+
+    return shutil.get_terminal_size(fallback=(120, 24)).columns
 
 
 def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:

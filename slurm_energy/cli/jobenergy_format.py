@@ -195,9 +195,18 @@ def header(key: str) -> str:
     return _HEADER.get(key, key)
 
 
-def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noheader: bool = False) -> str:
+#: The narrowest a wrapped last column gets (characters), however wide the columns before it are.
+MIN_WRAP = 40
+
+
+def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noheader: bool = False,
+           wrap_to: Optional[int] = None) -> str:
     """Table text. ``parsable``: ``""`` aligned columns (sacct default), ``"p"`` ``a|b|`` with a
-    trailing bar (-p), ``"P"`` ``a|b`` (-P)."""
+    trailing bar (-p), ``"P"`` ``a|b`` (-P). ``wrap_to`` (aligned only; ``-l``'s Covers): the line
+    width in characters; the last column is then left-aligned and wrapped at word boundaries to
+    what is left of it (at least :data:`MIN_WRAP`), continuation lines indented under it."""
+    if wrap_to is not None and not parsable and headers:
+        return _render_wrapped(rows, headers, noheader, wrap_to)
     lines = []
     if parsable:
         tail = "|" if parsable == "p" else ""
@@ -213,7 +222,25 @@ def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noh
     return "\n".join(lines)
 
 
-def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
+def _render_wrapped(rows: list[list[str]], headers: list[str], noheader: bool, line_width: int) -> str:
+    import textwrap
+
+    head = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers[:-1])]
+    indent = sum(head) + len(head)  # the columns before the last, each followed by one space
+    last_w = max(MIN_WRAP, line_width - indent)
+    width = min(last_w, max([len(headers[-1])] + [len(r[-1]) for r in rows]))
+    lines = []
+    if not noheader:
+        lines.append(" ".join([h.rjust(w) for h, w in zip(headers, head)] + [headers[-1]]))
+        lines.append(" ".join("-" * w for w in head + [width]))
+    for r in rows:
+        parts = textwrap.wrap(r[-1], width=width, break_on_hyphens=False) or [""]
+        lines.append(" ".join([c.rjust(w) for c, w in zip(r, head)] + [parts[0]]).rstrip())
+        lines += [" " * indent + p for p in parts[1:]]
+    return "\n".join(lines)
+
+
+def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]]:
     """One row per (node, device) for ``--long`` (method, coverage, counter anomalies), then one
     per phase, phase total and stage the job marked, one ``report`` row with the full reason a report
     was not written, (Node ``-``, Class ``phase``/``in_phases``/
@@ -230,7 +257,7 @@ def long_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
                 fmt_num(None if d.energy_j is None else d.energy_j / J_PER_KWH),
                 fmt_num(None if d.device_energy_j is None else d.device_energy_j / J_PER_KWH),
                 f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples),
-                fmt_mem(ns.req_mem_bytes), fmt_mem(ns.max_mem_bytes), _covers_flags(d),
+                fmt_mem(ns.req_mem_bytes), fmt_mem(ns.max_mem_bytes), _covers_flags(d, short),
             ])  # fmt: skip
     from slurm_energy.reporting.prediction_check import check, long_rows as check_long_rows
 
@@ -279,11 +306,17 @@ def _widen(row: list[str]) -> list[str]:
     return row
 
 
-def _covers_flags(d) -> str:
-    """What the number covers, with its flags (counter_inconsistent, util_clamped + raw value...)."""
+def _covers_flags(d, short: bool = False) -> str:
+    """What the number covers, with its flags (counter_inconsistent, util_clamped + raw value...).
+    ``short`` (the aligned ``-l`` table): without the parts the row's DeviceID, Model and Method
+    columns already show (``accounting.summary`` writes ``"<id> (<model>); <method>; <share>"``)."""
     extra = [f for f in d.flags]
     extra += [f"{k}={v:.3g}" for k, v in sorted(d.unclamped.items())]
-    return d.covers + (f" [{', '.join(extra)}]" if extra else "")
+    covers = d.covers
+    if short:
+        known = {d.device_id, f"{d.device_id} ({d.model})", Method(d.method).value}
+        covers = "; ".join(p for p in covers.split("; ") if p not in known)
+    return covers + (f" [{', '.join(extra)}]" if extra else "")
 
 
 def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:

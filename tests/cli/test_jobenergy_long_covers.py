@@ -1,0 +1,66 @@
+"""jobenergy -l: the aligned table's Covers column leaves out what DeviceID/Model/Method show and is
+wrapped to the terminal; -p/-P and --json keep the full text."""
+
+import json
+
+from jobrecord_factory import device, finished, job_record, own_site_config, store_with
+
+from slurm_energy.cli.jobenergy import main
+from slurm_energy.cli.jobenergy_format import render
+from slurm_energy.model import Method
+
+T0 = 1_700_000_000.0
+CPU_COVERS = ("rapl:intel-rapl:0 (Xeon 6248); counter; job share by cgroup CPU time / node busy CPU time")
+
+
+def test_render_wraps_the_last_column_under_itself():
+    rows = [["1", "aa", "one two three four five six"], ["22", "b", ""]]
+    text = render(rows, ["ID", "Name", "Covers"], wrap_to=20)
+    # ID 2 + Name 4 + 2 spaces = 8 before Covers; 20 - 8 = 12 < MIN_WRAP 40 -> 40, but the widest
+    # text is 27 characters: the column is 27 wide and nothing wraps
+    assert text.splitlines() == ["ID Name Covers", "-- ---- ---------------------------",
+                                 " 1   aa one two three four five six", "22    b"]
+    text = render(rows, ["ID", "Name", "Covers"], wrap_to=20 + 40)  # 52 left: still one line
+    assert text.splitlines()[2] == " 1   aa one two three four five six"
+    long = [["1", "aa", "word " * 12 + "end"]]  # 63 characters
+    lines = render(long, ["ID", "Name", "Covers"], wrap_to=48).splitlines()  # 48 - 8 = 40 -> MIN_WRAP 40
+    assert lines[1] == "-- ---- " + "-" * 40
+    assert lines[2:] == [" 1   aa " + "word " * 7 + "word", " " * 8 + "word " * 4 + "end"]
+    assert all(len(ln) <= 48 for ln in lines)
+
+
+def test_render_parsable_ignores_wrap():
+    assert render([["1", "a b c"]], ["ID", "Covers"], parsable="P", wrap_to=5) == "ID|Covers\n1|a b c"
+
+
+def _url(tmp_path, monkeypatch):
+    own_site_config(tmp_path, monkeypatch)
+    cpu = device("cpu", 3.6e6, method=Method.COUNTER, device_id="rapl:intel-rapl:0", model="Xeon 6248",
+                 covers=CPU_COVERS, flags=["wrap"])
+    return store_with(tmp_path, finished(job_record("5", [cpu], start=T0, end=T0 + 3600)))
+
+
+def test_long_aligned_covers_is_short_and_wrapped(tmp_path, monkeypatch, capsys):
+    url = _url(tmp_path, monkeypatch)
+    monkeypatch.setenv("COLUMNS", "150")
+    assert main(["--store", url, "-l", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines[0].index("Covers")  # the column's first character, also of continuation lines
+    assert lines[0].endswith(" Covers")
+    covers = [ln[start:] for ln in lines[2:]]
+    # "rapl:intel-rapl:0 (Xeon 6248)" and "counter" are the DeviceID/Model and Method columns: left out;
+    # the rest (56 characters with the flag) wraps at 150 - start
+    width = max(40, 150 - start)
+    full = "job share by cgroup CPU time / node busy CPU time [wrap]"
+    assert " ".join(c.strip() for c in covers) == full
+    assert all(len(c) <= width for c in covers) and all(not ln[:start].strip() for ln in lines[3:])
+
+
+def test_long_parsable_and_json_keep_the_full_covers(tmp_path, monkeypatch, capsys):
+    url = _url(tmp_path, monkeypatch)
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["--store", url, "-l", "-P", "-n", "5"]) == 0
+    assert capsys.readouterr().out.strip().split("|")[-1] == CPU_COVERS + " [wrap]"
+    assert main(["--store", url, "--json", "5"]) == 0
+    rec = json.loads(capsys.readouterr().out)["jobs"][0]["record"]
+    assert rec["nodes"][0]["devices"][0]["covers"] == CPU_COVERS
