@@ -101,7 +101,9 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
         rec.it_kwh = it_j / J_PER_KWH
         rec.facility_kwh = facility_kwh(rec.it_kwh, carbon.pue)
         rec.co2e_kg = co2e_kg(rec.facility_kwh, carbon.ci_g_per_kwh, carbon.alpha)
-        hourly = _hourly_it_j(rec)
+        from slurm_energy.accounting.time_split import hourly_it_j
+
+        hourly = hourly_it_j(rec)
         if hourly_ci and hourly:
             from slurm_energy.carbon.hourly import co2e_kg_hourly, facility_kwh_by_hour
 
@@ -114,11 +116,3 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
     from slurm_energy.accounting.phases import job_windows
 
     return job_windows(rec)
-
-
-def _hourly_it_j(rec: JobRecord) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for node in rec.nodes:
-        for h, e in node.hourly_energy_j.items():
-            out[h] = out.get(h, 0.0) + e
-    return out

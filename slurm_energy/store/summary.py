@@ -31,15 +31,6 @@ def _kwh(parts: list[float]) -> Optional[float]:
     return sum(parts) / J_PER_KWH if parts else None
 
 
-def hourly_it_j(rec: JobRecord) -> dict[str, float]:
-    """IT energy per UTC hour key, J, summed over nodes (as ``time_split.hourly_it_j``)."""
-    out: dict[str, float] = {}
-    for node in rec.nodes:
-        for h, e in node.hourly_energy_j.items():
-            out[h] = out.get(h, 0.0) + e
-    return out
-
-
 def hour_start(key: str) -> int:
     """``"2026-11-01T05:00:00Z"`` -> epoch s of that UTC hour."""
     return int(datetime.strptime(key, "%Y-%m-%dT%H:00:00Z").replace(tzinfo=timezone.utc).timestamp())
@@ -55,6 +46,8 @@ def hour_rows(rec: JobRecord, hourly_ci: Optional[dict[str, float]] = None) -> l
     c = rec.carbon
     use_hourly = bool(c.hourly and hourly_ci)
     out = []
+    from slurm_energy.accounting.time_split import hourly_it_j
+
     for key, j in hourly_it_j(rec).items():
         it = j / J_PER_KWH
         fac = it * c.pue
