@@ -10,6 +10,9 @@ Two kinds of state, both accepted by ``-s/--state`` (a record matches if it is i
 * our measurement statuses, lower case exactly: ``complete``, ``partial``, ``failed`` (the hooks
   failed, nothing to do with the job's exit), ``running``. Lower-case ``failed`` is this status;
   ``FAILED`` or ``F`` is the job state.
+* the qualifiers a ``complete`` status shows (:func:`slurm_energy.core.status_text`): ``estimated``,
+  ``partial-coverage`` (``-s estimated`` lists ``complete(estimated)`` and
+  ``complete(partial-coverage,estimated)`` jobs; ``-s complete`` lists every complete job).
 
 Order (sacct's: slurmdbd returns jobs ``order by id_job, time_submit desc``): by cluster, then
 numeric raw job id (an array task sorts at its raw id, e.g. 403 for 400_3), whatever order ids were
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
-from slurm_energy.core import Status
+from slurm_energy.core import ESTIMATED, PARTIAL_COVERAGE, Status, status_text
 from slurm_energy.jobid import split_reused
 
 if TYPE_CHECKING:  # records or the store's summary rows (store.select.JobRow): same attribute names
@@ -45,8 +48,14 @@ STATE_HELP = (
     "from slurmctld when the job ended, else from its exit code. Our measurement statuses (lower case): complete "
     "(every node measured), partial (a node never reported or a sampler died), failed (the energy "
     "hooks failed; not the job's exit: use F/FAILED for that), running (energy so far), no_data (the job ran "
-    "but nothing was measured: no sampler or an unusable spool; the record's errors say why)"
+    "but nothing was measured: no sampler or an unusable spool; the record's errors say why); and the "
+    "qualifiers of complete: estimated (complete(estimated): every class from the TDP model), "
+    "partial-coverage (complete(partial-coverage))"
 )
+
+#: Qualifiers of ``complete`` accepted by ``-s`` (lower case exactly): a job whose Status shows it
+#: (:func:`slurm_energy.core.status_text`) matches.
+QUALIFIERS = (ESTIMATED, PARTIAL_COVERAGE)
 
 
 class StateFilter(NamedTuple):
@@ -54,9 +63,10 @@ class StateFilter(NamedTuple):
 
     statuses: frozenset
     job_states: frozenset
+    qualifiers: frozenset = frozenset()  # "estimated", "partial-coverage" (of a complete status)
 
     def __bool__(self) -> bool:
-        return bool(self.statuses or self.job_states)
+        return bool(self.statuses or self.job_states or self.qualifiers)
 
 
 def parse_states(tokens: Iterable[str]) -> StateFilter:
@@ -66,11 +76,14 @@ def parse_states(tokens: Iterable[str]) -> StateFilter:
         ValueError: an unknown state (names it and lists the accepted ones), or a Slurm state that
             the Epilog's exit code cannot reveal (``TIMEOUT``: says what it shows as instead).
     """
-    statuses, job_states = set(), set()
+    statuses, job_states, quals = set(), set(), set()
     for raw in tokens:
         t = raw.strip()
         if t in STATUSES:
             statuses.add(t)
+            continue
+        if t in QUALIFIERS:
+            quals.add(t)
             continue
         up = t.upper()
         long = JOB_STATES.get(up, up)
@@ -89,9 +102,9 @@ def parse_states(tokens: Iterable[str]) -> StateFilter:
         raise ValueError(
             f"--state: unknown state {t!r}; use Slurm job states CD|COMPLETED, F|FAILED, CA|CANCELLED, "
             f"TO|TIMEOUT, OOM|OUT_OF_MEMORY, NF|NODE_FAIL, PR|PREEMPTED, RQ|REQUEUED, R|RUNNING "
-            f"or measurement statuses {', '.join(STATUSES)} (see --help)"
+            f"or measurement statuses {', '.join(STATUSES)} and {', '.join(QUALIFIERS)} (see --help)"
         )
-    return StateFilter(frozenset(statuses), frozenset(job_states))
+    return StateFilter(frozenset(statuses), frozenset(job_states), frozenset(quals))
 
 
 def job_state(rec: JobRecord) -> str:
@@ -111,7 +124,12 @@ def state_matches(rec: JobRecord, flt: StateFilter) -> bool:
     """True if ``rec`` is in any state of ``flt`` (an empty filter matches everything)."""
     if not flt:
         return True
-    return Status(rec.status).value in flt.statuses or job_state(rec) in flt.job_states
+    if Status(rec.status).value in flt.statuses or job_state(rec) in flt.job_states:
+        return True
+    if not flt.qualifiers:
+        return False
+    shown = status_text(rec.status, rec.coverage_complete, rec.methods, rec.energy_it_j)
+    return any(q in shown.partition("(")[2].rstrip(")").split(",") for q in flt.qualifiers)
 
 
 def check_window(start, end, start_text: str, end_text: str, fmt) -> None:

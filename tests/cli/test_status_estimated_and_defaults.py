@@ -70,6 +70,22 @@ def test_state_filter_complete_still_selects_estimated_jobs(url, capsys):
     assert capsys.readouterr().out.split() == ["1", "2", "3"]
 
 
+@pytest.mark.parametrize("state, expect", [("estimated", ["1", "3"]), ("partial-coverage", []),
+                                           ("estimated,CD", ["1", "3"]), ("partial-coverage,complete", ["1", "2", "3"])])
+def test_state_filter_by_qualifier(url, capsys, state, expect):
+    assert main(["--store", url, "-P", "-n", "-o", "JobID", "-S", "2023-11-14", "-s", state]) == 0
+    assert capsys.readouterr().out.split() == expect
+
+
+def test_qualifier_filter_matches_a_combined_status():
+    from slurm_energy.cli.jobenergy_select import parse_states, state_matches
+
+    r = finished(node_record(ram_j=None))  # cpu TDP model, ram unmeasured
+    r.coverage_complete = False  # -> complete(partial-coverage,estimated)
+    assert state_matches(r, parse_states(["estimated"])) and state_matches(r, parse_states(["partial-coverage"]))
+    assert not state_matches(_measured_cpu("2"), parse_states(["estimated"]))
+
+
 def test_long_rows_for_estimated_status_and_default_pue_ci(url, capsys):
     assert main(["--store", url, "-P", "-n", "-l", "3"]) == 0
     rows = [ln.split("|") for ln in capsys.readouterr().out.splitlines()]
