@@ -160,7 +160,8 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
         lines.append(f"  {cls}: {_kwh(rec.energy_it_j.get(cls))}  {m.value} ({_MEASURED[m]})")
     c = rec.carbon
     if rec.facility_kwh is not None:
-        lines.append(f"Facility energy: {rec.facility_kwh:.4g} kWh (IT x PUE {c.pue:g})")
+        default = f", {c.pue_source[len('DEFAULT: '):]}: the default, no site value" if "pue" in c.defaults_used else ""
+        lines.append(f"Facility energy: {rec.facility_kwh:.4g} kWh (IT x PUE {c.pue:g}{default})")
     if rec.co2e_kg is not None:
         lines.append(f"CO2e: {rec.co2e_kg * 1000:.4g} g ({c.ci_g_per_kwh:g} gCO2e/kWh: {c.ci_source}"
                      + (f"; x alpha {c.alpha:g}" if c.alpha != 1 else "") + ")")

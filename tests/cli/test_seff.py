@@ -115,3 +115,12 @@ def test_jobenergy_seff_with_failing_sacct_says_so_once_and_shows_the_record(tmp
     assert "persist" not in cap.out + cap.err  # sacct's raw chain of lines is not passed on
     assert "Cores: n/a (sacct failed (exit 1))" in cap.out
     assert "Energy (IT, job's share): 1.1 kWh" in cap.out and "CPU Utilized: 01:30:00" in cap.out
+
+
+def test_default_pue_is_labelled():
+    # IT 1.1 kWh x the default PUE 1.58 = 1.738 kWh; the site config set no PUE
+    r = finished(node_record(job_id="56", start=T0, end=T0 + 3600), pue=1.58, ci=475.0)
+    r.carbon.defaults_used = ["pue", "ci", "alpha"]
+    lines = seff_block(r, {"cpus": 1, "nodes": 1, "req_mem_bytes": None}).splitlines()
+    assert ("Facility energy: 1.738 kWh (IT x PUE 1.58, industry average PUE 1.58 (Uptime Institute Global Data "
+            "Center Survey 2023): the default, no site value)") in lines
