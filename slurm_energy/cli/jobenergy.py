@@ -271,14 +271,14 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
                 start: Optional[float], end: Optional[float], full: bool = False) -> Optional[list]:
     """The matching attempts, or None after printing why the store cannot be read: summary rows
     (:class:`slurm_energy.store.select.JobRow`), or with ``full`` JobRecords (``-l``, ``--json``,
-    ``--seff``, fields of the nodes). A plain SQLite store is read with Python's sqlite3
-    (:mod:`slurm_energy.store.fast`: no SQLAlchemy, no pydantic for the table), others by open_store."""
+    ``--seff``, fields of the nodes). Read by :mod:`slurm_energy.store.fast` (SQLite: Python's sqlite3;
+    PostgreSQL: libpq; no SQLAlchemy, no pydantic for the table), else by open_store."""
     filters = dict(specs=specs or None, users=users or None, accounts=_split(args.account) or None,
                    partitions=_split(args.partition) or None, start=start, end=end)
     try:
-        from slurm_energy.store.fast import read_sqlite
+        from slurm_energy.store.fast import read_rows
 
-        got = read_sqlite(url, full=full, **filters)
+        got = read_rows(url, full=full, **filters)
         if got is not None:
             return got
         import sqlalchemy.exc

@@ -307,13 +307,13 @@ def cmd_prune(args) -> int:
 
 def _month_data(args, cfg, t0: float, t1: float):
     """(rollup rows, the month's full records: only for html) or None after printing why the store
-    cannot be read. A SQLite store's table/csv/json come from :func:`slurm_energy.store.fast.rollup_sqlite`
-    (Python's sqlite3, no SQLAlchemy); the rest through ``open_store``. Read-only: never migrates."""
+    cannot be read. table/csv/json come from :func:`slurm_energy.store.fast.rollup` (SQLite: Python's
+    sqlite3; PostgreSQL: libpq; no SQLAlchemy); the rest through ``open_store``. Read-only: never migrates."""
     try:
         if args.format != "html":
-            from slurm_energy.store.fast import rollup_sqlite
+            from slurm_energy.store.fast import rollup
 
-            rows = rollup_sqlite(_store_url(args, cfg), args.by, t0, t1)
+            rows = rollup(_store_url(args, cfg), args.by, t0, t1)
             if rows is not None:
                 return rows, []
         store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store

@@ -9,18 +9,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from slurm_energy.store.sqlstore import Store, open_store
+    from slurm_energy.store.opening import open_store
+    from slurm_energy.store.sqlstore import Store
     from slurm_energy.store.urls import check_store_url
 
 __all__ = ["Store", "check_store_url", "open_store"]
 
 
 def __getattr__(name: str) -> Any:
-    """Lazy: importing ``slurm_energy.store.fast`` (jobenergy's SQLite path) must not import SQLAlchemy."""
-    if name in ("Store", "open_store"):
-        from slurm_energy.store import sqlstore
+    """Lazy: importing ``slurm_energy.store.fast`` (the light read paths) must not import SQLAlchemy."""
+    if name == "Store":
+        from slurm_energy.store.sqlstore import Store
 
-        return getattr(sqlstore, name)
+        return Store
+    if name == "open_store":
+        from slurm_energy.store.opening import open_store
+
+        return open_store
     if name == "check_store_url":
         from slurm_energy.store.urls import check_store_url
 

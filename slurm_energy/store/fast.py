@@ -1,16 +1,22 @@
-"""``jobenergy``'s read path on a SQLite store with Python's ``sqlite3`` only: no SQLAlchemy, no
-pydantic for the summary table (a job's whole CLI run is then faster than ``sacct -j``).
+"""The store's light read paths: ``jobenergy`` (summary table, ``-j``, ``-S/-E`` windows) and
+``rollup`` (table/csv/json) without SQLAlchemy or pydantic, so the whole CLI run is faster than
+``sacct -j`` answers.
 
-:func:`read_sqlite` answers the same filters as :meth:`slurm_energy.store.sqlstore.Store.rows` /
-``query`` (same SQL: :mod:`slurm_energy.store.select`), or None when it cannot (not a plain SQLite
-URL, a schema it does not know, any SQLite error): the caller then takes the SQLAlchemy path, which
-names the problem as :func:`slurm_energy.store.open_store` does.
+SQLite through Python's ``sqlite3``; PostgreSQL through libpq with ctypes (:mod:`slurm_energy.store.libpq`:
+importing psycopg alone costs more than sacct). Both run the SQL the SQLAlchemy path runs
+(:mod:`slurm_energy.store.select`, :mod:`slurm_energy.store.rollup`) with the same parameters, in one
+read-only transaction, and give the same rows (tests/store/test_fast_readers.py compares them).
+
+:func:`read_rows` and :func:`rollup` return None when they cannot answer (a SQLite URL that is not
+plain ``sqlite:////abs/path``, no libpq here, a server that refuses the connection, a schema this
+reader does not know, any database error): the caller then takes the SQLAlchemy path, which names
+the problem as :func:`slurm_energy.store.open_store` does.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from slurm_energy.errors import StoreError
 from slurm_energy.store import select as Q
@@ -18,6 +24,7 @@ from slurm_energy.store import select as Q
 #: the store layout this reader knows (schema.SCHEMA_VERSION when it was written; a test keeps them equal)
 READS_VERSION = 2
 FIX = "check paths.store_url in site.yaml (or --store / $SLURM_ENERGY_STORE)"
+VERSION_SQL = "SELECT max(version) FROM schema_version"
 
 
 def check_readable_sqlite(path: str) -> None:
@@ -35,20 +42,27 @@ def sqlite_path(url: str) -> Optional[str]:
     return url[len("sqlite:///"):]
 
 
-def _connect(url: str):
-    """A read-only sqlite3 connection to a v2 store at a plain SQLite URL, else None (see module)."""
+class Reader:
+    """A read-only connection: ``dialect`` (``sqlite`` / ``postgresql``) and ``execute(sql, params)
+    -> rows`` with ``:name`` parameters; :meth:`close` ends it."""
+
+    def __init__(self, dialect: str, execute: Callable[[str, dict], list], close: Callable[[], None],
+                 errors: tuple[type[BaseException], ...]):
+        self.dialect, self.execute, self.close, self.errors = dialect, execute, close, errors
+
+
+def _sqlite(path: str) -> Optional[Reader]:
     import sqlite3
 
-    path = sqlite_path(url)
-    if path is None:
-        return None
     check_readable_sqlite(path)
     conn = None
     try:
         uri_path = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")  # URI-escaped (no urllib)
         conn = sqlite3.connect(f"file:{uri_path}?mode=ro", uri=True, timeout=30.0)
-        if conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] == READS_VERSION:
-            return conn
+        conn.execute("BEGIN")  # one snapshot for every statement (as a SQLAlchemy connection's transaction)
+        if conn.execute(VERSION_SQL).fetchone()[0] == READS_VERSION:
+            c = conn
+            return Reader("sqlite", lambda q, p: c.execute(q, p).fetchall(), c.close, (sqlite3.Error,))
     except sqlite3.Error:
         pass
     if conn is not None:
@@ -56,52 +70,80 @@ def _connect(url: str):
     return None
 
 
-def rollup_sqlite(url: str, by: str, t0: float, t1: float) -> Optional[list[dict[str, Any]]]:
-    """:func:`slurm_energy.store.rollup.rollup_rows` on a SQLite store through ``sqlite3`` (``rollup
-    --month`` without importing SQLAlchemy), or None when this reader cannot answer (see module).
-    Raises StoreError (missing or empty file), ValueError (another ``by``)."""
-    import sqlite3
+def _postgresql(uri: str) -> Optional[Reader]:
+    from slurm_energy.store import libpq
 
+    try:
+        # as open_store(readonly=True); JIT off: it compiles these short queries for longer than they run
+        conn = libpq.Connection(uri, "-c default_transaction_read_only=on -c jit=off")
+    except libpq.PgError:
+        return None
+    try:
+        conn.execute("BEGIN")
+        if conn.execute(VERSION_SQL)[0][0] == READS_VERSION:
+            return Reader("postgresql", conn.execute, conn.close, (libpq.PgError,))
+    except libpq.PgError:
+        pass
+    conn.close()
+    return None
+
+
+def connect(url: str) -> Optional[Reader]:
+    """A :class:`Reader` on the store at ``url``, or None when this module cannot read it (see the
+    module docstring). Raises StoreError: a plain SQLite URL whose file is missing or empty."""
+    path = sqlite_path(url)
+    if path is not None:
+        return _sqlite(path)
+    from slurm_energy.store.libpq import conninfo
+
+    uri = conninfo(url)
+    return _postgresql(uri) if uri is not None else None
+
+
+def rollup(url: str, by: str, t0: float, t1: float) -> Optional[list[dict[str, Any]]]:
+    """:func:`slurm_energy.store.rollup.rollup_rows` on the store at ``url`` (``rollup --month``
+    without SQLAlchemy), or None when this reader cannot answer (see the module docstring).
+    Raises StoreError (a missing or empty SQLite file), ValueError (another ``by``)."""
     from slurm_energy.store.rollup import rollup_rows
 
-    conn = _connect(url)
-    if conn is None:
+    r = connect(url)
+    if r is None:
         return None
     try:
-        return rollup_rows(lambda q, p: conn.execute(q, p).fetchall(), "sqlite", by, t0, t1)
-    except sqlite3.Error:
+        return rollup_rows(r.execute, r.dialect, by, t0, t1)
+    except r.errors:
         return None
     finally:
-        conn.close()
+        r.close()
 
 
-def read_sqlite(url: str, *, full: bool = False, **filters: Any) -> Optional[list]:
+def read_rows(url: str, *, full: bool = False, **filters: Any) -> Optional[list]:
     """The attempts matching ``filters`` (:func:`slurm_energy.store.select.where`'s names; ``specs``:
     parsed job ids), oldest first: :class:`~slurm_energy.store.select.JobRow` summaries, or with
-    ``full`` the JobRecords (record JSON parsed). None when this reader cannot answer (see module).
+    ``full`` the JobRecords (record JSON parsed: pydantic). None when this reader cannot answer
+    (see the module docstring).
 
-    Raises StoreError: the file is missing or empty (as ``open_store(readonly=True)``)."""
-    import sqlite3
-
-    conn = _connect(url)
-    if conn is None:
+    Raises StoreError: a plain SQLite URL whose file is missing or empty (as ``open_store(readonly=True)``)."""
+    r = connect(url)
+    if r is None:
         return None
     try:
-        longest = conn.execute(Q.LONGEST_SQL).fetchone()[0] if filters.get("start") is not None else None
+        longest = r.execute(Q.LONGEST_SQL, {})[0][0] if filters.get("start") is not None else None
         w = Q.where(**filters, longest=longest or 0.0)
-        rows = [Q.JobRow(r) for r in conn.execute(Q.rows_sql(w), w.params)]
+        rows = [Q.JobRow(v) for v in r.execute(Q.rows_sql(w), w.params)]
         if not full:
             return rows
         from slurm_energy.model import JobRecord
 
         texts: dict[int, str] = {}
-        ids = [r.id for r in rows]
+        ids = [row.id for row in rows]
         for k in range(0, len(ids), 500):
             chunk = ids[k:k + 500]
-            marks = ",".join("?" * len(chunk))
-            texts.update(conn.execute(f"SELECT id, record_json FROM job_json WHERE id IN ({marks})", chunk))
+            marks = ", ".join(f":i{n}" for n in range(len(chunk)))
+            texts.update(r.execute(f"SELECT id, record_json FROM job_json WHERE id IN ({marks})",
+                                   {f"i{n}": i for n, i in enumerate(chunk)}))
         return [JobRecord.model_validate_json(texts[i]) for i in ids if i in texts]
-    except sqlite3.Error:
+    except r.errors:
         return None
     finally:
-        conn.close()
+        r.close()

@@ -39,24 +39,18 @@ the last writer removes the -wal/-shm files on close and the user cannot create 
 from __future__ import annotations
 
 import logging
-import os
 import time
-from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 import sqlalchemy as sa
 
-from slurm_energy.errors import StoreError, StoreUrlError
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.jobid import RUN_OVERLAP_SLACK_S, JobSpec, parse_jobid
-from slurm_energy.store import schema
 from slurm_energy.store import select as Q
-from slurm_energy.store.fast import check_readable_sqlite
 from slurm_energy.store.schema import job_hours as H
 from slurm_energy.store.schema import job_json as J
 from slurm_energy.store.schema import records as T
 from slurm_energy.store.summary import hour_rows, site_hourly_ci, summary_columns
-from slurm_energy.store.urls import check_store_url, effective_url
 
 log = logging.getLogger(__name__)
 
@@ -356,103 +350,10 @@ def is_locked_error(e: BaseException) -> bool:
     return "is locked" in str(getattr(e, "orig", e) or e)
 
 
-def _prepare_sqlite_file(url: sa.URL, readonly: bool) -> None:
-    db = url.database
-    if not db or db == ":memory:" or readonly:
-        return
-    p = Path(db)
-    if not p.parent.exists():
-        p.parent.mkdir(parents=True, mode=0o755)
-    if not p.exists():
-        _create_sqlite_store(p)
+def __getattr__(name: str):
+    """``open_store`` lives in :mod:`slurm_energy.store.opening` (this module's length); still importable here."""
+    if name == "open_store":
+        from slurm_energy.store.opening import open_store
 
-
-def _create_sqlite_store(p: Path) -> None:
-    """Create the store file ``p`` with its schema under a temporary name in the same directory,
-    then hard-link it into place, so that a reader (``jobenergy``, ``collect``) never sees an empty
-    or half-made store while the first job's finalizer creates it. The mode is exact: root writes,
-    everyone reads (see the module docstring). Two processes creating it at once: the first link
-    wins, the other's file is dropped. Raises OSError (directory not writable) or SQLAlchemy's
-    errors from the migration."""
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.new")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o644)
-        engine = sa.create_engine(f"sqlite:///{tmp}")
-        try:
-            schema.migrate(engine)
-        finally:
-            engine.dispose()
-        try:
-            os.link(tmp, p)
-        except FileExistsError:
-            pass  # another process's store is in place: use it
-    finally:
-        for f in (tmp, tmp.with_name(tmp.name + "-journal")):
-            try:
-                os.unlink(f)
-            except FileNotFoundError:
-                pass
-
-
-def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
-               busy_timeout_s: float = BUSY_TIMEOUT_S) -> Store:
-    """Open (and create or migrate) the store at a SQLAlchemy URL.
-
-    Args:
-        url: ``sqlite:////var/spool/slurm-energy/store.db`` (default site layout; the file is created
-            0644) or ``postgresql+psycopg://user:pw@host:5432/db``.
-        readonly: open for reading only (jobenergy, rollup; also as root): SQLite is opened with
-            ``mode=ro`` (a missing or empty file is an error, never a new database), PostgreSQL
-            sessions with ``default_transaction_read_only=on``; no migration is attempted, and
-            :meth:`Store.put` raises PermissionError.
-        migrate: apply missing schema migrations (see :mod:`slurm_energy.store.schema`).
-        busy_timeout_s: SQLite only: how long a statement waits for another connection's lock, s.
-
-    Returns:
-        A :class:`Store`.
-
-    Raises:
-        ValueError: :func:`slurm_energy.store.urls.check_store_url`'s message: the URL cannot be
-            parsed, its backend or driver is unsupported or not installed, or a SQLite path is relative.
-        RuntimeError: the schema is newer than this code; a read-only store is missing, empty, not
-            a database, unreachable or has no schema (the message names it).
-    """
-    problem = check_store_url(url)
-    if problem:
-        raise StoreUrlError(problem)
-    u = effective_url(sa.make_url(url))
-    backend = u.get_backend_name()
-    if backend == "sqlite":
-        _prepare_sqlite_file(u, readonly)
-        if readonly and u.database and u.database != ":memory:":
-            check_readable_sqlite(u.database)
-            engine = sa.create_engine(
-                f"sqlite:///file:{u.database}?mode=ro&uri=true", connect_args={"timeout": busy_timeout_s}
-            )
-        else:
-            engine = sa.create_engine(u, connect_args={"timeout": busy_timeout_s})
-    else:  # postgresql+psycopg (check_store_url allows nothing else)
-        args = {"options": "-c default_transaction_read_only=on"} if readonly else {}
-        engine = sa.create_engine(u, pool_pre_ping=True, connect_args=args)
-    if readonly or not migrate:
-        shown = u.render_as_string(hide_password=True)
-        try:
-            with engine.connect() as conn:
-                v = schema.current_version(conn)
-        except sa.exc.DatabaseError as e:  # "file is not a database", server down: name the store
-            raise StoreError(f"store {shown} cannot be read: {str(e.orig or e).splitlines()[0]}; "
-                               "check paths.store_url (or --store / $SLURM_ENERGY_STORE)") from None
-        if v == 0:
-            raise StoreError(f"store {shown} has no slurm-energy schema (no job recorded yet, or not a "
-                               "slurm-energy store); check paths.store_url (or --store / $SLURM_ENERGY_STORE)")
-        if v > schema.SCHEMA_VERSION:
-            raise StoreError(f"store schema version {v} is newer than this slurm-energy ({schema.SCHEMA_VERSION})")
-        if v < schema.SCHEMA_VERSION and readonly:
-            raise StoreError(f"store {shown} has schema version {v}, older than this slurm-energy's "
-                             f"({schema.SCHEMA_VERSION}); a reader does not migrate it: run `slurm-energy collect` "
-                             "as root once (or wait for the next job's finalizer), which migrates it in place")
-    else:
-        schema.migrate(engine)
-    return Store(engine, readonly=readonly)
+        return open_store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -64,7 +64,7 @@ def test_sql_rollup_equals_whole_record_rollup(store, by):  # noqa: F811
     with store.engine.connect() as conn:
         got = month_rollup(conn, by, t0, t1)
     if store.engine.dialect.name == "sqlite":  # `rollup` on SQLite: the same SQL through Python's sqlite3
-        assert fast.rollup_sqlite(f"sqlite:///{store.engine.url.database}", by, t0, t1) == got
+        assert fast.rollup(f"sqlite:///{store.engine.url.database}", by, t0, t1) == got
     assert [r[by] for r in got] == [r[by] for r in want] and len(got) >= 2
     for g, w in zip(got, want):
         assert (g["jobs"], g["unmeasured_jobs"]) == (w["jobs"], w["unmeasured_jobs"])
@@ -146,13 +146,13 @@ def test_fast_sqlite_reader_matches_store(tmp_path):
     st.put_many([_job(k, T_OCT + k * 600.0, 1.0) for k in range(20)])
     want = [(r.job_id, r.it_kwh) for r in st.rows(start=T_OCT + 3000, end=T_OCT + 6000)]
     st.close()
-    got = fast.read_sqlite(url, start=T_OCT + 3000, end=T_OCT + 6000)
+    got = fast.read_rows(url, start=T_OCT + 3000, end=T_OCT + 6000)
     assert [(r.job_id, r.it_kwh) for r in got] == want
     # running at some moment in [T+3000, T+6000]: jobs start k x 600 s, last 3600 s: k = 0 .. 10
     assert [r.job_id for r in got] == [str(k) for k in range(11)]
-    full = fast.read_sqlite(url, full=True, users=["u1"])
+    full = fast.read_rows(url, full=True, users=["u1"])
     assert [r.job_id for r in full] == [str(k) for k in range(1, 20, 3)] and full[0].nodes
-    assert fast.read_sqlite(url.replace("sqlite:///", "sqlite+pysqlite:///")) is None  # not a plain URL
+    assert fast.read_rows(url.replace("sqlite:///", "sqlite+pysqlite:///")) is None  # not a plain URL
 
 
 def test_time_window_plan_bounds_start_time_at_both_ends(tmp_path):
@@ -208,6 +208,6 @@ def test_reader_on_a_v1_store_says_how_to_migrate(tmp_path):
         schema.version_table.create(c)
         c.execute(schema.version_table.insert().values(version=1))
     eng.dispose()
-    assert fast.read_sqlite(f"sqlite:///{db}") is None  # jobenergy's sqlite3 path leaves it to open_store
+    assert fast.read_rows(f"sqlite:///{db}") is None  # jobenergy's sqlite3 path leaves it to open_store
     with pytest.raises(RuntimeError, match="schema version 1, older .* `slurm-energy collect`"):
         open_store(f"sqlite:///{db}", readonly=True)
