@@ -1,25 +1,31 @@
-"""Store v2 at scale: `rollup --month` time, bytes per job, `jobenergy -j` start to finish vs `sacct -j`.
+"""Store v2 at scale: `rollup --month`, bytes per job, and `jobenergy -j` beside `sacct -j` in the same run.
 
-    python benchmarks/store_rollup.py --n 100000 1000000 [--pg URL] [--reps 3]
+    python benchmarks/store_rollup.py --n 100000 1000000 [--pg URL] [--reps 3] [--sacct-reps 15]
 
-For each N and backend (SQLite under --dir, PostgreSQL at --pg): fills a fresh store with N synthetic
-finished one-node jobs, 1 h long, each with hourly energy (2 UTC hours) -- N = 100k spaced 25 s (all in
-one month), N = 1M spaced 31.5 s (one year) -- through Store.put_many (the real write path: summary
-columns, job_json, job_hours; the record JSON is one template's text with the job id swapped in,
-which keeps the fill fast and the bytes the same). Then prints, medians of --reps:
+For each N and backend (SQLite under --dir; PostgreSQL: database ``<--pg's database>_<N>`` on --pg's
+server, created when missing) fills a fresh store with N synthetic finished one-node jobs, 1 h long,
+each with hourly energy (2 UTC hours) -- N = 100k spaced 25 s (all in one month), N = 1M spaced
+31.5 s (one year) -- through the real write path (summary columns, job_json, job_hours; the record
+JSON is one template's text with the job id swapped in, which keeps the fill fast and the bytes the
+same). ``--no-fill`` reuses the stores an earlier run filled. Then prints, medians of --reps:
 
 * ``rollup --month``: the SQL aggregate in-process (store.rollup.month_rollup) for the busiest month,
-  and for 1M jobs all 12 months one after another (the year), and the whole CLI as a new process;
+  for 1M jobs all 12 months one after another (the year), and the whole CLI as a new process;
 * bytes per job without the record JSON (job_records + its indexes + job_hours; SQLite's dbstat,
   PostgreSQL's pg_total_relation_size) and with it;
-* ``jobenergy -j ID`` as a new process (interpreter start included), a one-day window early and late
-  in the store; and ``sacct -j`` on the test cluster's newest job when it runs (under
-  ``flock /tmp/se-cluster.lock``), else a note that sacct was not measured.
+* ``jobenergy -j ID`` and a one-day ``-S/-E`` window, early and late in the store, as new processes.
+
+Last, beside the peer: on the test cluster (under ``flock /tmp/se-cluster.lock``, started for the
+run and stopped after when it was not running), ``sacct -j ID`` for a real job in its slurmdbd
+(default fields, and ``-X -P -o`` fields like jobenergy's default), interleaved with ``jobenergy -j``
+early and late in every largest store, --sacct-reps rounds, each contender once per round in turn:
+medians and the ratio ours / sacct.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import statistics
 import subprocess
@@ -37,6 +43,10 @@ from slurm_energy.reporting.rollup_table import month_bounds  # noqa: E402
 from slurm_energy.store import open_store, sqlstore  # noqa: E402
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00Z
+TC = os.path.join(REPO, "scripts", "testcluster.sh")
+LOCK = "/tmp/se-cluster.lock"
+#: sacct's columns closest to jobenergy's default ones (energy: Slurm's ConsumedEnergy)
+SACCT_FIELDS = "JobID,User,Account,Partition,NNodes,Elapsed,ConsumedEnergy,State,ExitCode"
 
 
 def _template() -> JobRecord:
@@ -49,6 +59,20 @@ def _template() -> JobRecord:
                      methods={"cpu": Method.COUNTER, "ram": Method.TDP_ESTIMATE, "gpu": Method.COUNTER},
                      it_kwh=3e6 / 3.6e6, facility_kwh=3e6 / 3.6e6 * 1.5, co2e_kg=3e6 / 3.6e6 * 1.5 * 0.4,
                      exit_code="0:0")
+
+
+def pg_url(base: str, n: int) -> str:
+    """--pg's URL with the database ``<database>_<n>``, created on that server when missing."""
+    import sqlalchemy as sa
+
+    u = sa.make_url(base)
+    name = f"{u.database}_{n}"
+    eng = sa.create_engine(u.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with eng.connect() as c:
+        if not c.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": name}).first():
+            c.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    eng.dispose()
+    return u.set(database=name).render_as_string(hide_password=False)
 
 
 def _fill(url: str, n: int, step: float) -> float:
@@ -114,14 +138,17 @@ def _day(t: float) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(t))
 
 
+def _timed(cmd, env) -> float:
+    """Wall time of one run of ``cmd`` as a new process, ms; fails loudly on a non-zero exit."""
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    took = (time.perf_counter() - t) * 1000
+    assert p.returncode == 0, (cmd, p.stderr[-2000:])
+    return took
+
+
 def _median_proc(cmd, reps, env) -> float:
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
-        ts.append(time.perf_counter() - t)
-        assert p.returncode == 0, (cmd, p.stderr[-2000:])
-    return statistics.median(ts) * 1000
+    return statistics.median(_timed(cmd, env) for _ in range(reps))
 
 
 def _rollup_inproc(url: str, months: list[str], reps: int) -> float:
@@ -139,28 +166,114 @@ def _rollup_inproc(url: str, months: list[str], reps: int) -> float:
     return statistics.median(ts) * 1000
 
 
-def _sacct(reps: int) -> str:
-    tc = os.path.join(REPO, "scripts", "testcluster.sh")
-    if subprocess.run([tc, "status"], capture_output=True).returncode != 0:
-        return "sacct -j: not measured (the test cluster is not running: scripts/testcluster.sh start)"
-    got = subprocess.run(["flock", "-w", "120", "/tmp/se-cluster.lock", tc, "env"], capture_output=True, text=True)
-    if got.returncode != 0 or "=" not in got.stdout:
-        return "sacct -j: not measured (the test cluster's lock was held for over 120 s by another run)"
-    env = dict(os.environ, SLURM_CONF=got.stdout.strip().split("=", 1)[1])
-    last = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-S", "now-30days"], capture_output=True,
-                          text=True, env=env).stdout.split()
-    if not last:
-        return "sacct -j: not measured (no job in the test cluster's accounting)"
-    ms = _median_proc(["flock", "/tmp/se-cluster.lock", "sacct", "-j", last[-1]], reps, env)
-    return f"sacct -j {last[-1]} (test cluster, new process, incl. flock)         {ms:8.1f} ms"
+def _lock(timeout_s: float):
+    """The test cluster's lock (an open file holding flock), waiting at most ``timeout_s``; else None."""
+    f = open(LOCK, "a")
+    t = time.time()
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return f
+        except BlockingIOError:
+            if time.time() - t > timeout_s:
+                f.close()
+                return None
+            time.sleep(1.0)
+
+
+def _cluster_job(env: dict, prefix: list[str]) -> str:
+    """A finished job in the test cluster's slurmdbd: the newest, else one submitted now (``true``)."""
+    def listed():
+        out = subprocess.run(prefix + ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-S", "now-30days",
+                                       "-a"], capture_output=True, text=True, env=env).stdout
+        return [ln.split("|")[0] for ln in out.split() if ln.endswith("|COMPLETED") and ln.split("|")[0].isdigit()]
+
+    jobs = listed()
+    if not jobs:
+        subprocess.run(["bash", TC, "exec", "-u", "alice", "-C", "/var/tmp", "--", "sbatch", "--wrap", "true"],
+                       check=True, capture_output=True)
+        for _ in range(120):
+            time.sleep(1.0)
+            jobs = listed()
+            if jobs:
+                break
+    if not jobs:
+        raise RuntimeError("no COMPLETED job in the test cluster's accounting after submitting one")
+    return jobs[-1]
+
+
+def _peer_rounds(ours: dict[str, list[str]], env: dict, rounds: int, lock_wait_s: float) -> list[str]:
+    """sacct -j beside jobenergy -j (``ours``: label -> argv), interleaved, on the test cluster."""
+    lk = _lock(lock_wait_s)
+    if lk is None:
+        return [f"sacct -j: not measured (the test cluster's lock was held for over {lock_wait_s:.0f} s)"]
+    started = False
+    try:
+        if subprocess.run(["bash", TC, "status"], capture_output=True).returncode != 0:
+            subprocess.run(["bash", TC, "start"], check=True, stdout=subprocess.DEVNULL)
+            started = True
+        conf = subprocess.run(["bash", TC, "env"], capture_output=True, text=True, check=True).stdout
+        senv = dict(os.environ, SLURM_CONF=conf.strip().split("=", 1)[1])
+        base = os.path.dirname(os.path.dirname(senv["SLURM_CONF"]))
+        state = dict(ln.split("=", 1) for ln in open(f"{base}/etc/cluster.env").read().splitlines() if "=" in ln) \
+            if os.path.exists(f"{base}/etc/cluster.env") else {}
+        prefix = ["chroot", state["ROOT"]] if state.get("ROOT") else []
+        jid = _cluster_job(senv, prefix)
+        peers = {f"sacct -j {jid}": prefix + ["sacct", "-j", jid],
+                 f"sacct -j {jid} -X -P -o <fields>": prefix + ["sacct", "-j", jid, "-X", "-P", "-o", SACCT_FIELDS]}
+        both = {**peers, **ours}
+        times: dict[str, list[float]] = {k: [] for k in both}
+        for r in range(rounds):
+            order = list(both.items())
+            if r % 2:
+                order.reverse()  # neither side always runs first after the other's cache effects
+            for label, cmd in order:
+                times[label].append(_timed(cmd, senv if label in peers else env))
+        version = subprocess.run(prefix + ["sacct", "-V"], capture_output=True, text=True).stdout.strip()
+    finally:
+        if started:
+            subprocess.run(["bash", TC, "stop"], stdout=subprocess.DEVNULL)
+        lk.close()
+    ref = statistics.median(times[f"sacct -j {jid} -X -P -o <fields>"])
+    out = [f"beside sacct ({version}, test cluster's slurmdbd + MariaDB; new processes, interleaved, "
+           f"median of {rounds}; ratio = ours / sacct -X -P -o):"]
+    for label in both:
+        m = statistics.median(times[label])
+        out.append(f"  {label:58s} {m:8.1f} ms   {m / ref:5.2f}x")
+    return out
+
+
+def _store_rows(name: str, url: str, n: int, step: float, a, env) -> None:
+    """Fill (unless --no-fill) and print one store's rows."""
+    py = sys.executable
+    fill = "" if a.no_fill else f"fill {_fill(url, n, step):.0f} s; "
+    no_json, with_json = _sizes(url, n)
+    tag = f"[{name} {n} jobs]"
+    print(f"{tag} {fill}{no_json:.0f} bytes/job without the record JSON, {with_json:.0f} with it", flush=True)
+    print(f"{tag} rollup --month 2026-01 (SQL, in-process)          {_rollup_inproc(url, ['2026-01'], a.reps):8.1f} ms")
+    if n > 100_000:
+        year = [f"2026-{m:02d}" for m in range(1, 13)]
+        print(f"{tag} rollup of the year, 12 months (SQL, in-process) {_rollup_inproc(url, year, a.reps):8.1f} ms")
+    cli = [py, "-m", "slurm_energy.cli.main", "rollup", "--month", "2026-01", "--store", url, "-P"]
+    print(f"{tag} slurm-energy rollup --month 2026-01 (new process) {_median_proc(cli, a.reps, env):8.1f} ms")
+    je = [py, "-m", "slurm_energy.cli.jobenergy", "--store", url, "-P"]
+    late = T0 + (n - 5000) * step
+    for what, extra in (("-j <early id>", ["-j", "1000010"]), ("-j <late id>", ["-j", str(1_000_000 + n - 10)]),
+                        ("one day early", ["-S", "2026-01-02", "-E", "2026-01-03"]),
+                        ("one day late", ["-S", _day(late), "-E", _day(late + 86400)])):
+        print(f"{tag} jobenergy {what:14s} (new process)          {_median_proc(je + extra, a.reps * 3, env):8.1f} ms",
+              flush=True)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sacct-reps", type=int, default=15, help="rounds beside sacct (0: no sacct)")
+    ap.add_argument("--lock-wait", type=float, default=1800.0, help="wait at most this long for the cluster lock, s")
     ap.add_argument("--dir", default="/tmp/slurm-energy-bench-v2")
-    ap.add_argument("--pg", default=os.environ.get("SLURM_ENERGY_TEST_PG_URL", ""))
+    ap.add_argument("--pg", default=os.environ.get("SLURM_ENERGY_TEST_PG_URL", ""),
+                    help="a PostgreSQL URL: its server holds one database per N, named <database>_<N>")
     ap.add_argument("--no-sqlite", action="store_true")
     ap.add_argument("--no-fill", action="store_true", help="reuse the stores an earlier run filled (same --n)")
     a = ap.parse_args()
@@ -174,34 +287,21 @@ def main() -> int:
     # the hooks' resolved copy of site.yaml, as a Prolog leaves it on a node
     subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hookconfig import load_hook_config as f; f()"],
                    env=env, check=True)
-    py = sys.executable
+    ours: dict[str, list[str]] = {}
     for n in a.n:
         step = 25.0 if n <= 100_000 else 31.5
-        urls = ([] if a.no_sqlite else [f"sqlite:///{a.dir}/store-{n}.db"]) + ([a.pg] if a.pg else [])
-        for url in urls:
-            name = "sqlite" if url.startswith("sqlite") else "postgresql"
-            fill = "" if a.no_fill else f"fill {_fill(url, n, step):.0f} s; "
-            no_json, with_json = _sizes(url, n)
-            print(f"[{name} {n} jobs] {fill}{no_json:.0f} bytes/job without the record JSON, {with_json:.0f} with it")
-            print(f"[{name} {n} jobs] rollup --month 2026-01 (SQL, in-process)          "
-                  f"{_rollup_inproc(url, ['2026-01'], a.reps):8.1f} ms")
-            if n > 100_000:
-                year = [f"2026-{m:02d}" for m in range(1, 13)]
-                print(f"[{name} {n} jobs] rollup of the year, 12 months (SQL, in-process) "
-                      f"{_rollup_inproc(url, year, a.reps):8.1f} ms")
-            cli = [py, "-m", "slurm_energy.cli.main", "rollup", "--month", "2026-01", "--store", url, "-P"]
-            print(f"[{name} {n} jobs] slurm-energy rollup --month 2026-01 (new process) "
-                  f"{_median_proc(cli, a.reps, env):8.1f} ms")
-            je = [py, "-m", "slurm_energy.cli.jobenergy", "--store", url, "-P"]
-            for what, extra in (("-j <early id>", ["-j", "1000010"]), ("-j <late id>", ["-j", str(1_000_000 + n - 10)]),
-                                ("one day early", ["-S", "2026-01-02", "-E", "2026-01-03"]),
-                                ("one day late", ["-S", _day(T0 + (n - 5000) * step),
-                                                  "-E", _day(T0 + (n - 5000) * step + 86400)])):
-                print(f"[{name} {n} jobs] jobenergy {what:14s} (new process)          "
-                      f"{_median_proc(je + extra, a.reps * 3, env):8.1f} ms")
+        urls = ([] if a.no_sqlite else [("sqlite", f"sqlite:///{a.dir}/store-{n}.db")]) + \
+            ([("postgresql", pg_url(a.pg, n))] if a.pg else [])
+        for name, url in urls:
+            _store_rows(name, url, n, step, a, env)
+            if n == max(a.n):
+                for what, jid in (("early", "1000010"), ("late", str(1_000_000 + n - 10))):
+                    ours[f"jobenergy -j <{what} id>, {name} {n // 1000}k jobs"] = \
+                        [sys.executable, "-m", "slurm_energy.cli.jobenergy", "--store", url, "-P", "-j", jid]
     print(f"python -c pass (new process)                                       "
-          f"{_median_proc([py, '-c', 'pass'], a.reps * 3, env):8.1f} ms")
-    print(_sacct(a.reps * 3))
+          f"{_median_proc([sys.executable, '-c', 'pass'], a.reps * 3, env):8.1f} ms")
+    if a.sacct_reps:
+        print("\n".join(_peer_rounds(ours, env, a.sacct_reps, a.lock_wait)))
     return 0
 
 

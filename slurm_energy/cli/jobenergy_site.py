@@ -21,9 +21,11 @@ class Site(NamedTuple):
 
 def resolved_config() -> Optional[tuple]:
     """``(config, problems, path)`` from the hooks' resolved copy of the site config
-    (``<site.yaml>.resolved.json``, :mod:`slurm_energy.slurm.hookconfig`) when it is readable here and
-    matches site.yaml's text: the lenient load's config (attribute access) and messages, without
-    importing pydantic. None otherwise (no site.yaml, a stale or unreadable copy: root-only, 0600)."""
+    (``<site.yaml>.resolved.json``, :mod:`slurm_energy.slurm.hookconfig`; root-only), else from the
+    readers' copy beside it (``.reader.json``: ``paths.store_url``, ``admins``, ``timezone`` and
+    ``source_path`` only, readable by whoever may read site.yaml), when it matches site.yaml's text:
+    the lenient load's config (attribute access) and messages, without importing pydantic. None
+    otherwise (no site.yaml, stale or unreadable copies)."""
     import json
 
     from slurm_energy.slurm import hookconfig as H
@@ -34,13 +36,17 @@ def resolved_config() -> Optional[tuple]:
     try:
         with open(p, "rb") as f:
             text = f.read()
-        with open(p + H.RESOLVED_SUFFIX, encoding="utf-8") as f:
-            cached = json.load(f)
-        if cached.get("key") != H._key(text):
-            return None
-        return H.ConfigView(cached["config"]), list(cached.get("problems", [])), p
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except OSError:
         return None
+    for suffix in (H.RESOLVED_SUFFIX, H.READER_SUFFIX):
+        try:
+            with open(p + suffix, encoding="utf-8") as f:
+                cached = json.load(f)
+            if cached.get("key") == H._key(text):
+                return H.ConfigView(cached["config"]), list(cached.get("problems", [])), p
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return None
 
 
 def _resolved_site() -> Optional[Site]:

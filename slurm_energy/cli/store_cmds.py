@@ -338,6 +338,21 @@ def _month_data(args, cfg, t0: float, t1: float):
     return rows, records
 
 
+def _write_rollup(args, rows: list, records: list, tz: str) -> str:
+    """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_text`: no pandas, no pydantic),
+    html by :func:`slurm_energy.reporting.monthly.write_rollup`; returns the path written ("": stdout)."""
+    from slurm_energy.reporting import rollup_text as R
+
+    if args.format == "csv":
+        return R.write_text(R.csv_text(rows, args.by), args.out)
+    if args.format == "json":
+        return R.write_text(R.json_text(rows, args.by, args.month, tz), args.out)
+    from slurm_energy.reporting.monthly import write_rollup
+    from slurm_energy.reporting.rollup_table import rows_frame
+
+    return write_rollup(rows_frame(rows, args.by), records, args.by, args.month, args.format, args.out, timezone=tz)
+
+
 def cmd_rollup(args) -> int:
     """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
     try:
@@ -357,12 +372,8 @@ def cmd_rollup(args) -> int:
         return 2
     rows, records = got
     if args.format != "table":
-        from slurm_energy.reporting.monthly import write_rollup
-        from slurm_energy.reporting.rollup_table import rows_frame
-
         try:
-            where = write_rollup(rows_frame(rows, args.by), records, args.by, args.month, args.format, args.out,
-                                 timezone=cfg.timezone)
+            where = _write_rollup(args, rows, records, cfg.timezone)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
             return 2

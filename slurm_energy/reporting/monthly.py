@@ -13,9 +13,6 @@ estimated stacked; kgCO2e per group) inlined as SVG; written atomically (temp fi
 from __future__ import annotations
 
 import io
-import json
-import os
-import sys
 from collections import Counter
 from typing import Optional
 
@@ -115,21 +112,13 @@ def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, ou
     """Write the rollup as ``fmt`` (csv, json, html) to ``out`` (None: stdout; html: a default file
     name in the current directory). ``timezone``: the IANA zone of the month's bounds (shown in json
     and html). Returns the path written ("" for stdout). Raises OSError."""
+    from slurm_energy.reporting import rollup_text as R
+
     if fmt == "csv":
-        text = df.to_csv(index=False)
+        text = R.csv_text(_rows(df), by)
     elif fmt == "json":
-        text = json.dumps({"month": month, "timezone": timezone, "by": by, "rows": _rows(df),
-                           "note": "measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP "
-                                   "model; unmeasured jobs are counted in unmeasured_jobs, never summed as 0"},
-                          indent=2) + "\n"
+        text = R.json_text(_rows(df), by, month, timezone)
     else:
         text = render_html(df, records, by, month, timezone)
         out = out or f"rollup-{month}-{by}.html"
-    if not out:
-        sys.stdout.write(text)
-        return ""
-    tmp = f"{out}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, out)
-    return out
+    return R.write_text(text, out)

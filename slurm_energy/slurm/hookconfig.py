@@ -10,6 +10,11 @@ reads, a CRC-32 and a string comparison, no pydantic (nor hashlib: loading OpenS
 comparison). The copy is root-only (0600: the store URL may hold a password); a copy that cannot
 be read or written only costs the full load.
 
+Readers (``jobenergy``, ``rollup``) run as ordinary users, who cannot read that copy: beside it the
+full load writes ``<site.yaml>.reader.json`` (:data:`READER_SUFFIX`), the same key and problems with
+only what readers use (``paths.store_url``, ``admins``, ``timezone``, ``source_path``), readable by
+whoever may read site.yaml itself (its group and world read bits, never more; none: no reader copy).
+
 Without a site.yaml (documented defaults) there is nothing to key a copy on: the full load is used.
 """
 
@@ -23,6 +28,8 @@ from slurm_energy._version import __version__
 
 #: Suffix of the resolved copy next to the site config.
 RESOLVED_SUFFIX = ".resolved.json"
+#: Suffix of the readers' copy (module docstring): readable by those who may read site.yaml.
+READER_SUFFIX = ".reader.json"
 ENV_VAR = "SLURM_ENERGY_CONFIG"  # as slurm_energy.config.schema.ENV_VAR (that module imports pydantic)
 DEFAULT_PATH = "/etc/slurm-energy/site.yaml"
 
@@ -90,12 +97,37 @@ def load_hook_config() -> tuple[Any, list[str]]:
 
     cfg, problems = load_site_config_for_hooks(p)
     if p is not None and text is not None:
-        _save(p + RESOLVED_SUFFIX, {"key": _key(text), "problems": problems, "config": cfg.model_dump(mode="json")})
+        key, data = _key(text), cfg.model_dump(mode="json")
+        _save(p + RESOLVED_SUFFIX, {"key": key, "problems": problems, "config": data})
+        _save_reader_copy(p, {"key": key, "problems": problems, "config": reader_view(data)})
     return cfg, problems
 
 
-def _save(path: str, data: dict[str, Any]) -> None:
-    """Write ``data`` atomically, mode 0600; a failure is ignored (the next hook loads in full)."""
+def reader_view(config: dict[str, Any]) -> dict[str, Any]:
+    """What the readers' copy keeps of a resolved config: ``paths.store_url``, ``admins``,
+    ``timezone``, ``source_path``."""
+    return {"paths": {"store_url": (config.get("paths") or {}).get("store_url")}, "admins": config.get("admins"),
+            "timezone": config.get("timezone"), "source_path": config.get("source_path")}
+
+
+def _save_reader_copy(site: str, data: dict[str, Any]) -> None:
+    """Write the readers' copy with site.yaml's group/world read bits and group (a group that
+    cannot be set drops the group bit); remove it when site.yaml is readable by its owner only."""
+    path = site + READER_SUFFIX
+    try:
+        st = os.stat(site)
+        bits = st.st_mode & 0o044
+        if not bits:
+            os.unlink(path)
+            return
+    except OSError:
+        return
+    _save(path, data, 0o600 | bits, st.st_gid if bits & 0o040 else -1)
+
+
+def _save(path: str, data: dict[str, Any], mode: int = 0o600, gid: int = -1) -> None:
+    """Write ``data`` atomically with ``mode`` (default 0600) and group ``gid`` (-1: the writer's);
+    a failure is ignored (the next hook loads in full)."""
     import tempfile
 
     try:
@@ -106,6 +138,13 @@ def _save(path: str, data: dict[str, Any]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f)
+            if gid != -1:
+                try:
+                    os.fchown(f.fileno(), -1, gid)
+                except OSError:
+                    mode &= ~0o040
+            if mode != 0o600:
+                os.fchmod(f.fileno(), mode)
         os.replace(tmp, path)
     except (OSError, TypeError, ValueError):
         try:
