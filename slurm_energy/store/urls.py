@@ -17,8 +17,8 @@ URL (the hooks need one absolute, unambiguous spelling).
 
 from __future__ import annotations
 
-import difflib
 import os
+import re
 from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional, Union
 
 from slurm_energy.errors import StoreUrlError
@@ -36,8 +36,16 @@ _PATH_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 STORE_HELP = "store URL, or a SQLite file path (default: $SLURM_ENERGY_STORE, else site config paths.store_url)"
 
 
+#: ``scheme://user[:password]@host[:port][/db]`` in plain characters, no query: shown without
+#: SQLAlchemy (the readers' start-up), as SQLAlchemy renders it (tests/store/test_store_url.py)
+_PLAIN_URL = re.compile(r"^([a-z][a-z0-9+]*://[A-Za-z0-9_.~-]*)(?::[^@/?#]+)?(@[A-Za-z0-9_.~:-]*(?:/[A-Za-z0-9_.~-]*)?)$")
+
+
 def shown_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (as typed when it is not a URL at all)."""
+    m = _PLAIN_URL.match(url)
+    if m:
+        return f"{m[1]}:***{m[2]}" if len(m[1]) + len(m[2]) < len(url) else url
     import sqlalchemy as sa
 
     try:
@@ -103,6 +111,8 @@ def _from_user(text: str) -> str:
 def _dialect_hint(dialect: str) -> str:
     """`` (did you mean 'postgresql'?)`` for a near miss (typo, the old ``postgres`` alias), then
     the two URL forms that work (:data:`FIX`)."""
+    import difflib
+
     close = difflib.get_close_matches(dialect.lower(), KNOWN_DIALECTS + ("postgres",), n=1, cutoff=0.6)
     guess = {"postgres": "postgresql"}.get(close[0], close[0]) if close else ""
     return (f" (did you mean {guess!r}?)" if guess and guess != dialect else "") + f"; {FIX}"
