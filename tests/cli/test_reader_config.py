@@ -66,7 +66,8 @@ def test_resolved_config_prefers_the_full_copy_and_ignores_a_stale_reader_copy(t
     assert (cfg.timezone, problems, path, "sampling" in cfg) == ("Asia/Tokyo", [], str(site), True)
     os.unlink(tmp_path / "site.yaml.resolved.json")  # as an ordinary user, who cannot read it
     cfg, _, _ = resolved_config()
-    assert (cfg.timezone, cfg.paths.store_url, "sampling" in cfg) == ("Asia/Tokyo", "sqlite:////var/lib/slurm-energy/jobs.db", False)
+    default_url = "sqlite:////var/lib/slurm-energy/jobs.db"  # paths.store_url's documented default
+    assert (cfg.timezone, cfg.paths.store_url, "sampling" in cfg) == ("Asia/Tokyo", default_url, False)
     site.write_text("timezone: Europe/Paris\n")  # edited since: the copy's key no longer matches
     assert resolved_config() is None
     assert H.READER_SUFFIX == ".reader.json"
