@@ -70,15 +70,24 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
+#: PQgetvalue / PQgetisnull without argtypes (called once per cell: ctypes' argument conversion
+#: tripled their cost), from a second handle on the same library
+_cell: Optional[ctypes.CDLL] = None
+
+
 def load() -> ctypes.CDLL:
     """libpq, loaded once (see the module docstring). Raises PgUnavailable."""
-    global _lib
+    global _lib, _cell
     if _lib is None:
         for path in _candidates():
             try:
                 _lib = _declare(ctypes.CDLL(path))
+                _cell = ctypes.CDLL(path)
+                _cell.PQgetvalue.restype = ctypes.c_char_p
+                _cell.PQgetisnull.restype = ctypes.c_int
                 break
             except (OSError, AttributeError):
+                _lib = None
                 continue
         else:
             raise PgUnavailable("no libpq (psycopg_binary's or libpq.so.5) could be loaded")
@@ -110,18 +119,24 @@ def _oid_text(v: Any) -> tuple[int, Optional[bytes]]:
     return _UNKNOWN, str(v).encode()
 
 
-def _value(raw: bytes, oid: int) -> Any:
-    if oid in _FLOATS:
-        return float(raw)
-    if oid in _INTS:
-        return int(raw)
-    if oid == _BOOL:
-        return raw == b"t"
-    if oid == _NUMERIC:
-        from decimal import Decimal
+def _numeric(raw: bytes) -> Any:
+    from decimal import Decimal
 
-        return Decimal(raw.decode())
-    return raw.decode("utf-8")
+    return Decimal(raw.decode())
+
+
+def _converter(oid: int):
+    """The text -> Python function of a result column's type; for a non-text type, b"" (what
+    libpq gives for NULL: a number, bool or numeric is never empty text) is None."""
+    if oid in _FLOATS:
+        return lambda raw: float(raw) if raw else None
+    if oid in _INTS:
+        return lambda raw: int(raw) if raw else None
+    if oid == _BOOL:
+        return lambda raw: (raw == b"t") if raw else None
+    if oid == _NUMERIC:
+        return lambda raw: _numeric(raw) if raw else None
+    return None  # text: "" is a value or NULL (PQgetisnull tells)
 
 
 class Connection:
@@ -170,16 +185,21 @@ class Connection:
                 lib.PQclear(res)
 
     def _rows(self, res: int) -> list[tuple]:
-        lib = self._lib
-        nf, get, isnull = lib.PQnfields(res), lib.PQgetvalue, lib.PQgetisnull
-        oids = [lib.PQftype(res, j) for j in range(nf)]
+        lib, cell = self._lib, _cell
+        assert cell is not None  # loaded with _lib
+        nf, get, isnull, handle = lib.PQnfields(res), cell.PQgetvalue, cell.PQgetisnull, ctypes.c_void_p(res)
+        cols = [(j, _converter(lib.PQftype(res, j))) for j in range(nf)]
         out = []
         for r in range(lib.PQntuples(res)):
             row = []
-            for j, oid in enumerate(oids):
-                raw = get(res, r, j)
-                # libpq gives "" for NULL: ask only then (an empty string is a value too)
-                row.append(None if not raw and isnull(res, r, j) else _value(raw, oid))
+            for j, conv in cols:
+                raw = get(handle, r, j)
+                if conv is not None:
+                    row.append(conv(raw))
+                elif raw:
+                    row.append(raw.decode("utf-8"))
+                else:  # libpq gives "" for NULL too
+                    row.append(None if isnull(handle, r, j) else "")
             out.append(tuple(row))
         return out
 
