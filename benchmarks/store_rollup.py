@@ -167,18 +167,25 @@ def _rollup_inproc(url: str, months: list[str], reps: int) -> float:
 
 
 def _lock(timeout_s: float):
-    """The test cluster's lock (an open file holding flock), waiting at most ``timeout_s``; else None."""
+    """The test cluster's lock (an open file holding flock), queued behind other waiters (a blocking
+    flock), for at most ``timeout_s``; else None."""
+    import signal
+
+    def expired(*_):
+        raise TimeoutError
+
     f = open(LOCK, "a")
-    t = time.time()
-    while True:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return f
-        except BlockingIOError:
-            if time.time() - t > timeout_s:
-                f.close()
-                return None
-            time.sleep(1.0)
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(max(1, int(timeout_s)))
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        return f
+    except TimeoutError:
+        f.close()
+        return None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _cluster_job(env: dict, prefix: list[str]) -> str:
@@ -276,6 +283,7 @@ def main() -> int:
                     help="a PostgreSQL URL: its server holds one database per N, named <database>_<N>")
     ap.add_argument("--no-sqlite", action="store_true")
     ap.add_argument("--no-fill", action="store_true", help="reuse the stores an earlier run filled (same --n)")
+    ap.add_argument("--sacct-only", action="store_true", help="only the rounds beside sacct (stores filled before)")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     cfgdir = tempfile.mkdtemp(prefix="se-bench-cfg-")
@@ -293,7 +301,8 @@ def main() -> int:
         urls = ([] if a.no_sqlite else [("sqlite", f"sqlite:///{a.dir}/store-{n}.db")]) + \
             ([("postgresql", pg_url(a.pg, n))] if a.pg else [])
         for name, url in urls:
-            _store_rows(name, url, n, step, a, env)
+            if not a.sacct_only:
+                _store_rows(name, url, n, step, a, env)
             if n == max(a.n):
                 for what, jid in (("early", "1000010"), ("late", str(1_000_000 + n - 10))):
                     ours[f"jobenergy -j <{what} id>, {name} {n // 1000}k jobs"] = \
