@@ -236,7 +236,8 @@ def _peer_rounds(ours: dict[str, list[str]], env: dict, rounds: int, lock_wait_s
                 order.reverse()  # neither side always runs first after the other's cache effects
             for label, cmd in order:
                 times[label].append(_timed(cmd, senv if label in peers else env))
-        version = subprocess.run(prefix + ["sacct", "-V"], capture_output=True, text=True).stdout.strip()
+        v = subprocess.run(prefix + ["sacct", "-V"], capture_output=True, text=True, env=senv)
+        version = (v.stdout + v.stderr).strip()
     finally:
         if started:
             subprocess.run(["bash", TC, "stop"], stdout=subprocess.DEVNULL)

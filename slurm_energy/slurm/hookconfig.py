@@ -12,7 +12,8 @@ be read or written only costs the full load.
 
 Readers (``jobenergy``, ``rollup``) run as ordinary users, who cannot read that copy: beside it the
 full load writes ``<site.yaml>.reader.json`` (:data:`READER_SUFFIX`), the same key and problems with
-only what readers use (``paths.store_url``, ``admins``, ``timezone``, ``source_path``), readable by
+only what readers use (``paths.store_url``, ``admins``, ``timezone``, ``source_path``,
+``sampling.interim_s``), readable by
 whoever may read site.yaml itself (its group and world read bits, never more; none: no reader copy).
 
 Without a site.yaml (documented defaults) there is nothing to key a copy on: the full load is used.
@@ -105,9 +106,10 @@ def load_hook_config() -> tuple[Any, list[str]]:
 
 def reader_view(config: dict[str, Any]) -> dict[str, Any]:
     """What the readers' copy keeps of a resolved config: ``paths.store_url``, ``admins``,
-    ``timezone``, ``source_path``."""
+    ``timezone``, ``source_path``, ``sampling.interim_s`` (jobenergy's note on stale running records)."""
     return {"paths": {"store_url": (config.get("paths") or {}).get("store_url")}, "admins": config.get("admins"),
-            "timezone": config.get("timezone"), "source_path": config.get("source_path")}
+            "timezone": config.get("timezone"), "source_path": config.get("source_path"),
+            "sampling": {"interim_s": (config.get("sampling") or {}).get("interim_s")}}
 
 
 def _save_reader_copy(site: str, data: dict[str, Any]) -> None:

@@ -37,7 +37,8 @@ def test_reader_copy_has_site_yamls_read_bits_and_only_what_readers_use(tmp_path
     reader = json.loads((tmp_path / "site.yaml.reader.json").read_text())
     assert _mode(tmp_path / "site.yaml.reader.json") == 0o644 and _mode(tmp_path / "site.yaml.resolved.json") == 0o600
     assert reader["config"] == {"paths": {"store_url": "postgresql+psycopg://u:secret@db/energy"}, "admins": ["ann"],
-                                "timezone": "Europe/Berlin", "source_path": str(site)}
+                                "timezone": "Europe/Berlin", "source_path": str(site),
+                                "sampling": {"interim_s": 60.0}}  # the documented default
     full = json.loads((tmp_path / "site.yaml.resolved.json").read_text())
     assert reader["key"] == full["key"] and reader["problems"] == full["problems"]
     assert "sampling.intervl_s" in reader["problems"][0]  # the typo is reported to readers too
@@ -63,11 +64,11 @@ def test_resolved_config_prefers_the_full_copy_and_ignores_a_stale_reader_copy(t
     _load(str(site))
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
     cfg, problems, path = resolved_config()
-    assert (cfg.timezone, problems, path, "sampling" in cfg) == ("Asia/Tokyo", [], str(site), True)
+    assert (cfg.timezone, problems, path, "hardware" in cfg) == ("Asia/Tokyo", [], str(site), True)
     os.unlink(tmp_path / "site.yaml.resolved.json")  # as an ordinary user, who cannot read it
     cfg, _, _ = resolved_config()
     default_url = "sqlite:////var/lib/slurm-energy/jobs.db"  # paths.store_url's documented default
-    assert (cfg.timezone, cfg.paths.store_url, "sampling" in cfg) == ("Asia/Tokyo", default_url, False)
+    assert (cfg.timezone, cfg.paths.store_url, "hardware" in cfg) == ("Asia/Tokyo", default_url, False)
     site.write_text("timezone: Europe/Paris\n")  # edited since: the copy's key no longer matches
     assert resolved_config() is None
     assert H.READER_SUFFIX == ".reader.json"
