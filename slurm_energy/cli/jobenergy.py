@@ -45,7 +45,6 @@ from slurm_energy.cli import jobenergy_notes as N
 from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
 from slurm_energy.cli import jobenergy_select as S
 from slurm_energy.jobid import display_id, parse_jobids, split_reused
-from slurm_energy.slurm.timespec import parse_time
 
 if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
     from slurm_energy.model import JobRecord
@@ -151,6 +150,10 @@ def _parse_args(argv):
 
 def _window(args, specs, tz: str, now: float):
     """(start, end) epoch s from -S/-E (sacct's default -S midnight without -j); ValueError if bad."""
+    if args.starttime is None and args.endtime is None and specs:
+        return None, None  # -j alone: no window (sacct's rule), and no time-zone module to import
+    from slurm_energy.slurm.timespec import parse_time
+
     start = parse_time(args.starttime, now=now, tz=tz, field="--starttime") if args.starttime else None
     end = parse_time(args.endtime, now=now, tz=tz, field="--endtime") if args.endtime else None
     start_text = repr(args.starttime)
