@@ -45,12 +45,16 @@ class Method(_StrEnum):
 
     @classmethod
     def parse(cls, value: Any) -> "Method":
-        """``Method(value)``; an unknown or missing value is :attr:`UNAVAILABLE` (newer files)."""
+        """``Method(value)``; an unknown or missing value is :attr:`UNAVAILABLE` (newer files).
+        A dict lookup, not the Enum call (every reading of every sample passes here)."""
         try:
-            return cls(value)
-        except ValueError:
+            return _METHOD_BY_VALUE.get(value, cls.UNAVAILABLE)
+        except TypeError:  # unhashable (a damaged file)
             return cls.UNAVAILABLE
 
+
+#: value -> Method (a Method hashes and compares as its value: it finds itself too)
+_METHOD_BY_VALUE: dict[Any, Method] = {m.value: m for m in Method}
 
 #: Rank used when a class aggregates devices measured differently: the worst method wins.
 METHOD_RANK = {Method.COUNTER: 0, Method.POWER_INTEGRATION: 1, Method.TDP_ESTIMATE: 2, Method.UNAVAILABLE: 3}

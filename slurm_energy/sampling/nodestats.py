@@ -88,8 +88,14 @@ def node_snapshot() -> Iterator[NodeStats]:
     until the block ends (one sample's row and readers then see the same instant, and /proc is read
     once per sample instead of once per reader). Raises OSError as :func:`read_node_stats`."""
     ns = read_node_stats()
-    _SNAPSHOT[:] = [threading.get_ident(), ns]
+    hold_snapshot(ns)
     try:
         yield ns
     finally:
-        _SNAPSHOT[:] = [None, None]
+        hold_snapshot(None)
+
+
+def hold_snapshot(ns: Optional[NodeStats]) -> None:
+    """:func:`read_node_stats` returns ``ns`` in this thread from now on; ``None`` ends that
+    (:func:`node_snapshot` without a context manager: the sampler's per-sample path)."""
+    _SNAPSHOT[:] = [None if ns is None else threading.get_ident(), ns]

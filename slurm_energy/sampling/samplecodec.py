@@ -74,6 +74,7 @@ class Encoder:
         self._prev: dict[str, Any] = {}  # column key -> previous integer value (None: none)
         self._pids: Any = None
         self._rows = 0  # rows since the last schema line
+        self._plan: list[tuple[int, str, int, Optional[str], Optional[int]]] = []  # sample_lines' columns
 
     def lines(self, row: dict[str, Any]) -> str:
         """The line(s) for ``row``: a schema line first when its static part changed."""
@@ -86,11 +87,7 @@ class Encoder:
         out = ""
         self._rows += 1
         if static != self._schema or self._rows > KEYFRAME_ROWS:  # compared as Python objects: no JSON per row
-            self._sid = f"{self.tag}.{_b36(self._n)}"
-            self._prev, self._pids, self._rows = {}, None, 1  # the next row: every value written whole
-            doc = {"job": static[0], "node": static[1], "ncols": static[2], "dev": devs}
-            out = f"{PREFIX}{self._sid} {json.dumps(doc, separators=(',', ':'))}\n"
-            self._schema, self._n = static, self._n + 1
+            out = self._schema_line(static, {"job": static[0], "node": static[1], "ncols": static[2], "dev": devs})
         cells = [self._sid, self._int("t", round(float(row["t"]) * 1_000_000)), _kind(row.get("kind"))]
         if job is not None:
             cells += [self._scaled("job.cpu_time_s", job.get("cpu_time_s")), self._int("job.mem", job.get("mem_bytes")),
@@ -105,6 +102,53 @@ class Encoder:
                     cells.append(self._int(_energy_key(key, d), v // d["q"] if "q" in d else v))
                 else:
                     cells.append(self._int(key + "." + c, v) if c in INT_DELTA else _plain(c, v))
+        return out + ",".join(cells) + "\n"
+
+    def _schema_line(self, static: Any, doc: dict[str, Any]) -> str:
+        """Start a new schema (``static``: what later rows are compared with) and return its line."""
+        self._sid = f"{self.tag}.{_b36(self._n)}"
+        self._prev, self._pids, self._rows = {}, None, 1  # the next row: every value written whole
+        self._schema, self._n = static, self._n + 1
+        return f"{PREFIX}{self._sid} {json.dumps(doc, separators=(',', ':'))}\n"
+
+    def sample_lines(self, t: float, kind: str, job: Any, node: Any, readings: list[Any]) -> str:
+        """The same line(s) as :meth:`lines` of the row ``{"t": t, "kind": kind, "job":
+        job.to_dict(), "node": node.to_dict(), "readings": [r.to_dict() ...]}``, from the objects
+        themselves (the sampler's path: no dict per reading, the static part compared as one tuple
+        per reading, the columns from a plan made with the schema line).
+
+        Args: ``t`` epoch s; ``kind`` as in :meth:`lines`; ``job`` a
+        :class:`~slurm_energy.sampling.sampler.Usage` or None; ``node`` a
+        :class:`~slurm_energy.sampling.nodestats.NodeStats` or None (not read: ``{}``);
+        ``readings`` :class:`~slurm_energy.core.Reading` s."""
+        static = (None if job is None else (job.source or ""),
+                  None if node is None else (node.ncpu, node.mem_total_bytes),
+                  [_reading_key(r) for r in readings])
+        out = ""
+        self._rows += 1
+        if static != self._schema or self._rows > KEYFRAME_ROWS:
+            devs = [_dev_schema(r.to_dict()) for r in readings]
+            doc = {"job": None if job is None else {"source": job.source or ""},
+                   "node": {} if node is None else {"ncpu": node.ncpu, "mem_total_bytes": node.mem_total_bytes},
+                   "ncols": [] if node is None else list(NODE_DYNAMIC), "dev": devs}
+            out = self._schema_line(static, doc)
+            self._plan = _plan(devs)
+        cells = [self._sid, self._int("t", round(float(t) * 1_000_000)), _kind(kind)]
+        if job is not None:
+            cells += [self._scaled("job.cpu_time_s", job.cpu_time_s), self._int("job.mem", job.mem_bytes),
+                      self._int("job.max", job.max_mem_bytes), self._pid_cell(job.pids[:256])]
+        if node is not None:  # NodeStats.to_dict's rounding (ms)
+            cells += [self._scaled("node.cpu_busy_s", round(node.cpu_busy_s, 3)),
+                      self._scaled("node.cpu_total_s", round(node.cpu_total_s, 3)),
+                      self._int("node.mem", node.mem_used_bytes)]
+        for i, attr, op, key, q in self._plan:
+            v = getattr(readings[i], attr)
+            if op == 0:
+                cells.append(self._int(key, v // q if q else v))
+            elif op == 1:
+                cells.append(self._int(key, v))
+            else:
+                cells.append(_plain(attr, v))
         return out + ",".join(cells) + "\n"
 
     def _int(self, key: str, v: Any) -> str:
@@ -144,6 +188,33 @@ def _dev_schema(r: dict[str, Any]) -> dict[str, Any]:
     if isinstance(q, int) and q > 1 and isinstance(e, int) and e % q == 0:
         d["q"] = q  # the counter counts in quanta of q uJ (NVML: mJ): its cells are in quanta
     return d
+
+
+def _reading_key(r: Any) -> tuple[Any, ...]:
+    """A :class:`~slurm_energy.core.Reading`'s static part as one tuple: equal for two readings
+    exactly when :func:`_dev_schema` of their ``to_dict()`` s is (the fields outside
+    :data:`DYNAMIC`, which dynamic ones are present, the energy quantum)."""
+    e, q = r.energy_uj, r.energy_resolution_uj
+    quantum = q if isinstance(q, int) and q > 1 and isinstance(e, int) and e % q == 0 else None
+    return (r.device_class, r.device_id, r.method, r.max_energy_range_uj, r.max_power_w, q, r.power_accuracy_w,
+            tuple(r.flags) if r.flags else (), r.mig_fraction, quantum, e is not None, r.power_w is not None,
+            r.mean_power_w is not None, r.util is not None, r.mem_bytes is not None, r.proc_util is not None)
+
+
+def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, Optional[str], Optional[int]]]:
+    """The row's device cells for a schema's ``dev`` list: (reading index, field, 0 energy / 1
+    integer delta / 2 plain, state key, quantum) per cell, in :meth:`Encoder.lines`' order."""
+    plan: list[tuple[int, str, int, Optional[str], Optional[int]]] = []
+    for i, d in enumerate(devs):
+        key = str(d.get("device_id"))
+        for c in d["c"]:
+            if c == "energy_uj":
+                plan.append((i, c, 0, _energy_key(key, d), d.get("q")))
+            elif c in INT_DELTA:
+                plan.append((i, c, 1, key + "." + c, None))
+            else:
+                plan.append((i, c, 2, None, None))
+    return plan
 
 
 def _energy_key(key: str, d: dict[str, Any]) -> str:

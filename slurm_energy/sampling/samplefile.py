@@ -33,21 +33,21 @@ from slurm_energy.sampling.sampletable import SampleTable
 
 
 class SampleWriter:
-    """Append-only writer; each :meth:`write` is one flushed (and fsync'ed) line (after a schema
-    line when the row's devices, methods or flags changed)."""
+    """Append-only writer; each :meth:`write` is one ``os.write`` of whole line(s) (a schema line
+    first when the row's devices, methods or flags changed), fsync'ed when ``fsync`` is set. No
+    Python buffer: what was written is in the kernel's page cache (a killed sampler loses nothing)."""
 
     def __init__(self, path: str, fsync: bool = True):
         self.path = path
         self.fsync = fsync
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        self._f = os.fdopen(fd, "a", encoding="utf-8")
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         self._enc = Encoder()
-        self._start_on_new_line(fd)
+        self._start_on_new_line()
 
-    def _start_on_new_line(self, fd: int) -> None:
+    def _start_on_new_line(self) -> None:
         """A torn last line (a writer killed mid-line) is ended here, so it spoils only itself."""
         try:
-            size = os.fstat(fd).st_size
+            size = os.fstat(self._fd).st_size
             if not size:
                 return
             rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -58,21 +58,37 @@ class SampleWriter:
         except OSError:
             return
         if last != b"\n":
-            self._f.write("\n")
+            self._put("\n", False)
 
     def write(self, row: dict[str, Any]) -> None:
-        """Append ``row`` (:meth:`slurm_energy.core.Sample.to_dict`'s shape) and flush it to the
-        file. Raises OSError (file not writable), KeyError/TypeError (a row without a numeric ``t``)."""
-        self._f.write(self._enc.lines(row))
-        self.flush()
+        """Append ``row`` (:meth:`slurm_energy.core.Sample.to_dict`'s shape). Raises OSError (file
+        not writable), KeyError/TypeError (a row without a numeric ``t``)."""
+        self._put(self._enc.lines(row), self.fsync)
+
+    def write_sample(self, t: float, kind: str, job: Any, node: Any, readings: list[Any], sync: bool = True) -> None:
+        """Append one sample from its objects (the sampler's path; the same bytes as :meth:`write`
+        of their dicts: :meth:`~slurm_energy.sampling.samplecodec.Encoder.sample_lines`), fsync'ed
+        when ``sync`` and the writer's ``fsync`` are both set. Raises OSError (file not writable)."""
+        self._put(self._enc.sample_lines(t, kind, job, node, readings), sync and self.fsync)
+
+    def _put(self, text: str, sync: bool) -> None:
+        data = text.encode()
+        n = os.write(self._fd, data)
+        while n < len(data):  # a regular file takes it whole; a short write (a full disk) goes on or raises
+            data = data[n:]
+            n = os.write(self._fd, data)
+        if sync:
+            os.fsync(self._fd)
 
     def flush(self) -> None:
-        self._f.flush()
+        """fsync the file when ``fsync`` is set (every write is already in the kernel)."""
         if self.fsync:
-            os.fsync(self._f.fileno())
+            os.fsync(self._fd)
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class SampleReader:

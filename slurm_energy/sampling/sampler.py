@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
-from slurm_energy.sampling.nodestats import node_snapshot
+from slurm_energy.sampling.nodestats import NodeStats, hold_snapshot, read_node_stats
 from slurm_energy.sampling.readers.base import Reader, Reading
 from slurm_energy.sampling.samplefile import SampleWriter
 
@@ -80,6 +80,15 @@ class UsageProbe(Protocol):
     # Optional (looked up with getattr; absent: in-between polls needed, no wake-up descriptor):
     # needs_tail_poll: bool -- False when the probe sees the job's end exactly by itself
     # wakeup() -> Optional[tuple[int, int]] -- (fd, poll() event mask) that fires at the job's end
+
+
+def freeze_gc() -> None:
+    """Leave every object made so far (imports, config, readers: ~30,000 in a sampler) out of later
+    garbage collections (:func:`gc.freeze`): a long-lived sampler's full collections then walk only
+    what it made since. Called by the sampling processes once set up, never by a library call."""
+    import gc
+
+    gc.freeze()
 
 
 class _StopNow(BaseException):
@@ -140,50 +149,45 @@ class Sampler:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, self.stop)
 
-    def _read_all(self) -> list[dict]:
-        out: list[dict] = []
+    def _read_all(self) -> list[Reading]:
+        out: list[Reading] = []
         for r in self.readers:
             try:
-                out.extend(x.to_dict() for x in r.read())
+                out += r.read()
             except Exception as e:  # a reader must not raise; if one does, record it, keep going
                 log.exception("reader %s failed", r.name)
-                out.append(Reading(r.device_class, r.name, "unavailable", flags=[f"reader_error:{type(e).__name__}"]).to_dict())
+                out.append(Reading(r.device_class, r.name, "unavailable", flags=[f"reader_error:{type(e).__name__}"]))
         return out
 
-    def sample(self, kind: str = "sample") -> dict:
-        """Take one full sample and append it to the sample file; returns the row.
+    def sample(self, kind: str = "sample") -> None:
+        """Take one full sample and append it to the sample file.
 
         The job's usage is polled right before the node's counters, so the job's CPU-time delta and
         the node's busy delta cover the same instants (the CPU share's numerator and denominator).
         """
         if kind != "cgroup_gone":
             self._poll()
-        return self._write_row(kind)
+        self._write_row(kind)
 
-    def _write_row(self, kind: str) -> dict:
+    def _write_row(self, kind: str) -> None:
+        """The node's counters (/proc/stat and /proc/meminfo once, for the row and every reader),
+        every reader, then one line from the objects (no dict per reading): fsync'ed every
+        ``fsync_every_s`` and for every row that is not a plain sample."""
         try:
-            with node_snapshot() as ns:  # /proc/stat and /proc/meminfo once for the row and its readers
-                node = ns.to_dict()
-                readings = self._read_all()
+            ns: Optional[NodeStats] = read_node_stats()
         except OSError:
-            node, readings = {}, self._read_all()
-        row = {"t": self.clock(), "kind": kind,
-               "job": self.last_usage.to_dict() if self.last_usage else None,
-               "node": node, "readings": readings}
+            ns = None  # the row's node is {}; the readers read (or fail) by themselves
+        hold_snapshot(ns)
+        try:
+            readings = self._read_all()
+        finally:
+            hold_snapshot(None)
         now = time.monotonic()
         sync = kind != "sample" or now - self._last_fsync >= self.fsync_every_s
-        want = getattr(self.writer, "fsync", False)
-        if want and not sync:
-            self.writer.fsync = False  # flushed to the kernel only: a killed sampler loses nothing
-        try:
-            self.writer.write(row)
-        finally:
-            if want:
-                self.writer.fsync = True
-        if want and sync:
+        self.writer.write_sample(self.clock(), kind, self.last_usage, ns, readings, sync=sync)
+        if sync:
             self._last_fsync = now
         self.n_samples += 1
-        return row
 
     def _poll(self, full: bool = True) -> None:
         u = self.probe.poll(full)
@@ -297,11 +301,13 @@ class Sampler:
             if left <= 0:
                 return False
             ev = p.poll(min(left, 3600.0) * 1000.0)
+            if not ev:
+                continue  # timed out: the loop's test ends it (no generator per wake-up)
             if any(fd == self._wake_r for fd, _ in ev):
                 return False
-            if ev:  # a descriptor that keeps firing must not spin the loop: ignore it a while
-                self._mute_until = self.clock() + max(self.poll_s, LOOK_S)
-                return True
+            # the probe's descriptor: one that keeps firing must not spin the loop, ignore it a while
+            self._mute_until = self.clock() + max(self.poll_s, LOOK_S)
+            return True
         return False
 
     def _close(self) -> None:

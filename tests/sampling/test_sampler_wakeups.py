@@ -120,8 +120,8 @@ class RecWriter:
         self.fsync = True
         self.calls = []
 
-    def write(self, row):
-        self.calls.append((row["kind"], self.fsync))
+    def write_sample(self, t, kind, job, node, readings, sync=True):  # SampleWriter's: fsync'ed if sync and fsync
+        self.calls.append((kind, sync and self.fsync))
 
 
 def test_fsync_only_every_fsync_every_s_and_for_the_boundary_rows():
