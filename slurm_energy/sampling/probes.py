@@ -10,7 +10,7 @@ import select
 import time
 from typing import Optional
 
-from slurm_energy.sampling.proctree import ProcTree, read_stat
+from slurm_energy.sampling.proctree import ProcTree, StatFiles
 from slurm_energy.sampling.sampler import Usage
 
 
@@ -46,6 +46,7 @@ class ProcessTreeProbe:
         self._exact_end = exact_end
         self._listed_at: Optional[float] = None
         self._last_pids: list[int] = []
+        self._stat = StatFiles()  # the tree's /proc/PID/stat, kept open
 
     #: s between listings of the tree's processes (where the kernel has no children files, each
     #: listing reads /proc's directory); in between, the PIDs of the last listing are read. A
@@ -58,13 +59,14 @@ class ProcessTreeProbe:
         if self._listed_at is None or now - self._listed_at >= self.RELIST_S or not self._last_pids:
             self._last_pids = [p for p in self._tree.pids() if p not in self.exclude or p == self.pid]
             self._listed_at = now
+            self._stat.retain(self._last_pids + [self.pid])
         return self._last_pids
 
     def poll(self, full: bool = True) -> Optional[Usage]:
         pids = self._pids()
         cpu, rss, seen = 0.0, 0, False
         for pid in pids:
-            st = read_stat(pid)
+            st = self._stat.read(pid)
             if st is not None:
                 cpu, rss, seen = cpu + st[2], rss + st[3], True
         if not seen:
@@ -77,7 +79,7 @@ class ProcessTreeProbe:
 
     def gone(self) -> bool:
         """True once the root process has exited (gone, or a zombie): one read of its stat."""
-        st = read_stat(self.pid)
+        st = self._stat.read(self.pid)
         return st is None or st[0] == "Z"
 
     def wakeup(self) -> Optional[tuple[int, int]]:
@@ -109,6 +111,7 @@ class ProcessTreeProbe:
             os.close(fd)
 
     def close(self) -> None:
+        self._stat.close()
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None

@@ -36,6 +36,58 @@ def read_stat(pid: int, proc: str = "/proc") -> Optional[tuple[str, int, float, 
             os.close(fd)
     except OSError:
         return None
+    return _parse_stat(data)
+
+
+class StatFiles:
+    """``/proc/PID/stat`` of up to ``keep`` processes read through kept descriptors (one ``pread``
+    per poll instead of open + read + close). A descriptor names the process, not its number:
+    once the process is reaped it answers ESRCH (dropped; the number is opened afresh next time,
+    so a reused PID is never read as the old process). Others are read as :func:`read_stat` does."""
+
+    def __init__(self, proc: str = "/proc", keep: int = 64):
+        self.proc, self.keep = proc, keep
+        self._fds: dict[int, int] = {}
+
+    def read(self, pid: int) -> Optional[tuple[str, int, float, int]]:
+        """As :func:`read_stat`."""
+        fd = self._fds.get(pid)
+        if fd is None:
+            if len(self._fds) >= self.keep:
+                return read_stat(pid, self.proc)
+            try:
+                fd = self._fds[pid] = os.open(f"{self.proc}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None
+        try:
+            data = os.pread(fd, 4096, 0)
+        except OSError:
+            data = b""
+        if not data:  # reaped (ESRCH)
+            self.forget(pid)
+            return None
+        return _parse_stat(data)
+
+    def retain(self, pids: list[int]) -> None:
+        """Close the descriptors of processes not in ``pids``."""
+        keep = set(pids)
+        for pid in [p for p in self._fds if p not in keep]:
+            self.forget(pid)
+
+    def forget(self, pid: int) -> None:
+        fd = self._fds.pop(pid, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        for pid in list(self._fds):
+            self.forget(pid)
+
+
+def _parse_stat(data: bytes) -> Optional[tuple[str, int, float, int]]:
     f = data[data.rfind(b")") + 2:].split()  # after "pid (comm) "; comm may hold spaces and ")"
     try:
         ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
@@ -137,13 +189,15 @@ class EnvScanner:
         return sorted(p for p, j in self._is_job.items() if j)
 
 
-def pids_usage(pids: list[int], proc: str = "/proc") -> tuple[Optional[float], Optional[int]]:
+def pids_usage(pids: list[int], proc: str = "/proc",
+               files: Optional[StatFiles] = None) -> tuple[Optional[float], Optional[int]]:
     """Sum of CPU time (user + system + reaped children, s) and RSS (bytes) of ``pids`` now, from
-    /proc/PID/stat. Returns (None, None) if none of them exists. CPU time of processes that exited
-    and were not reaped by one of ``pids`` is lost: that is why cgroups are preferred."""
+    /proc/PID/stat (through ``files``' kept descriptors when given). Returns (None, None) if none
+    of them exists. CPU time of processes that exited and were not reaped by one of ``pids`` is
+    lost: that is why cgroups are preferred."""
     cpu, rss, seen = 0.0, 0, False
     for pid in pids:
-        st = read_stat(pid, proc)
+        st = files.read(pid) if files is not None else read_stat(pid, proc)
         if st is not None and st[0] != "Z":
             cpu, rss, seen = cpu + st[2], rss + st[3], True
     return (cpu, rss) if seen else (None, None)

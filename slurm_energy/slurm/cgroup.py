@@ -57,6 +57,20 @@ class JobCgroup:
     _fds: dict = field(default_factory=dict, repr=False, compare=False)
     _procs_files: list = field(default_factory=list, repr=False, compare=False)
     _walked_at: Optional[float] = field(default=None, repr=False, compare=False)
+    #: kept descriptors whose file is a plain file (st_size > 0 at open: a fake tree), whose removal
+    #: only st_nlink shows; cgroupfs files (size 0) answer ENODEV once removed: no fstat per read
+    _plain: set = field(default_factory=set, repr=False, compare=False)
+    _paths: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        d, m = self.cpu_dir, self.mem_dir
+        if self.version == 1:
+            self._paths = {"cpu": os.path.join(d, "cpuacct.usage"),
+                           "mem": os.path.join(m, "memory.usage_in_bytes") if m else None,
+                           "max": os.path.join(m, "memory.max_usage_in_bytes") if m else None}
+        else:
+            self._paths = {"cpu": os.path.join(d, "cpu.stat"), "mem": os.path.join(d, "memory.current"),
+                           "max": os.path.join(d, "memory.peak"), "events": os.path.join(d, "cgroup.events")}
 
     @property
     def source(self) -> str:
@@ -73,8 +87,10 @@ class JobCgroup:
         try:
             if fd is None:
                 fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                if os.fstat(fd).st_size > 0:
+                    self._plain.add(fd)
             data = os.pread(fd, 4096, 0)
-            if os.fstat(fd).st_nlink == 0:  # a plain file removed (fake trees); cgroupfs answers ENODEV
+            if fd in self._plain and os.fstat(fd).st_nlink == 0:  # a plain file removed (fake trees)
                 raise OSError(errno.ENOENT, "removed", path)
             return data
         except OSError as e:
@@ -85,6 +101,7 @@ class JobCgroup:
     def _drop(self, path: str) -> None:
         fd = self._fds.pop(path, None)
         if fd is not None:
+            self._plain.discard(fd)
             try:
                 os.close(fd)
             except OSError:
@@ -98,9 +115,9 @@ class JobCgroup:
     def cpu_time_s(self) -> Optional[float]:
         """The job's CPU time (user + system, all steps), s; None if unreadable (e.g. removed)."""
         if self.version == 1:
-            ns = _first_int(self._pread(os.path.join(self.cpu_dir, "cpuacct.usage")))
+            ns = _first_int(self._pread(self._paths["cpu"]))
             return ns / 1e9 if ns is not None else None  # ns -> s
-        usec = _kv(self._pread(os.path.join(self.cpu_dir, "cpu.stat"))).get("usage_usec")
+        usec = _kv(self._pread(self._paths["cpu"])).get("usage_usec")
         return usec / 1e6 if usec is not None else None  # us -> s
 
     def events_fd(self) -> Optional[int]:
@@ -109,7 +126,7 @@ class JobCgroup:
         the file cannot be opened."""
         if self.version != 2:
             return None
-        path = os.path.join(self.cpu_dir, "cgroup.events")
+        path = self._paths["events"]
         if path not in self._fds and self._pread(path) is None:
             return None
         return self._fds.get(path)
@@ -119,7 +136,7 @@ class JobCgroup:
         unreadable."""
         if self.version != 2:
             return None
-        v = _kv(self._pread(os.path.join(self.cpu_dir, "cgroup.events"))).get("populated")
+        v = _kv(self._pread(self._paths["events"])).get("populated")
         return None if v is None else v != 0
 
     def read(self, pids: bool = True, mem: bool = True) -> Optional[CgroupUsage]:
@@ -133,14 +150,9 @@ class JobCgroup:
             self.close()
             return None
         m = mx = None
-        if mem:
-            if self.version == 1:
-                if self.mem_dir:
-                    m = _first_int(self._pread(os.path.join(self.mem_dir, "memory.usage_in_bytes")))
-                    mx = _first_int(self._pread(os.path.join(self.mem_dir, "memory.max_usage_in_bytes")))
-            else:
-                m = _first_int(self._pread(os.path.join(self.cpu_dir, "memory.current")))
-                mx = _first_int(self._pread(os.path.join(self.cpu_dir, "memory.peak")))
+        if mem and self._paths["mem"]:  # v1 without the memory controller: unknown, not 0
+            m = _first_int(self._pread(self._paths["mem"]))
+            mx = _first_int(self._pread(self._paths["max"]))
         try:
             return CgroupUsage(cpu_s, m, mx, self._pids() if pids else [])
         except OSError:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import select
 import time
 from typing import Optional
 
-from slurm_energy.sampling.proctree import EnvScanner, pids_usage
+from slurm_energy.sampling.proctree import EnvScanner, StatFiles, pids_usage
 from slurm_energy.sampling.sampler import Usage
 from slurm_energy.slurm.cgroup import JobCgroup, find_job_cgroup
 from slurm_energy.slurm.env import job_env_facts
@@ -48,6 +49,7 @@ class SlurmJobProbe:
         self._on_job_env = on_job_env  # called once with the job's env facts (array/het ids, name)
         self._env_seen: set[int] = set()
         self._scanner = EnvScanner(job_id)
+        self._stat = StatFiles()  # the job's /proc/PID/stat, kept open (PID mode)
         self._was_populated = False  # v2: the job's cgroup had processes (populated 1) once
         self._ended = False  # v2: populated 1 -> 0 seen; the reading taken then is the job's last
 
@@ -58,8 +60,6 @@ class SlurmJobProbe:
 
     def wakeup(self) -> Optional[tuple[int, int]]:
         """(fd, poll event mask) that fires at the job's end, or None: v2 ``cgroup.events``, POLLPRI."""
-        import select
-
         if self.cg is None or self._ended:
             return None
         fd = self.cg.events_fd()
@@ -117,8 +117,9 @@ class SlurmJobProbe:
         if (full or not self._pids) and self._clock() - self._last_scan >= rescan_s:
             self._pids = self._scanner.pids()
             self._last_scan = self._clock()
+            self._stat.retain(self._pids)
         pids = self._pids
-        cpu, rss = pids_usage(pids)
+        cpu, rss = pids_usage(pids, files=self._stat)
         if cpu is None:
             self._gone = True
             return None
