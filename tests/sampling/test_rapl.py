@@ -108,14 +108,14 @@ def test_max_power_from_constraints_and_multiple_wrap_flag(tmp_path):
 
 def test_energy_uj_eacces_gives_unavailable_not_crash(tmp_path, monkeypatch):
     root = build_tree(tmp_path, [Zone("intel-rapl:0", "package-0"), Zone("intel-rapl:0:0", "dram", energy_uj=9)])
-    real = rapl._read_text
+    real = rapl._open_ro
 
     def fake(path):  # root reads everything, so simulate the kernel >= 5.10 0400 energy_uj
         if path.endswith(os.path.join("intel-rapl:0", "energy_uj")):
             raise PermissionError(errno.EACCES, "Permission denied", path)
         return real(path)
 
-    monkeypatch.setattr(rapl, "_read_text", fake)
+    monkeypatch.setattr(rapl, "_open_ro", fake)
     by_id = {x.device_id: x for x in RaplReader(root).read()}
     pkg = by_id["intel-rapl:0"]
     assert pkg.method == "unavailable" and pkg.energy_uj is None and pkg.flags == ["eacces"]

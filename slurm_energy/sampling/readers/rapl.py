@@ -58,6 +58,12 @@ def _read_int(path: str) -> int:
     return int(_read_text(path))
 
 
+def _open_ro(path: str) -> int:
+    """A descriptor on one sysfs attribute, kept and read with ``pread`` (module-level so tests can
+    simulate EACCES on a root-run box). Raises OSError (PermissionError: root-only energy_uj)."""
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
 @dataclass
 class RaplZone:
     """One powercap zone: ``key`` e.g. ``intel-rapl:0:0``, ``kind`` package/dram/core/uncore/psys/other."""
@@ -202,6 +208,7 @@ class RaplReader(Reader):
         self._reported = [z for z in self.zones if z.reported]
         self._range: dict[str, Optional[int]] = {}
         self._maxp: dict[str, tuple] = {}
+        self._fds: dict[str, int] = {}  # zone key -> kept descriptor on its energy_uj
         for z in self._reported:
             self._range[z.key] = self._try_range(z)
             self._maxp[z.key] = _max_power_w(z.path)
@@ -216,6 +223,32 @@ class RaplReader(Reader):
     def available(self) -> bool:
         """True when at least one zone is reported (its counter may still be EACCES)."""
         return bool(self._reported)
+
+    def _energy_uj(self, z: RaplZone) -> int:
+        """The zone's counter, uJ, through a descriptor kept open (one ``pread`` per sample; a sysfs
+        attribute read at offset 0 is produced afresh). A failed read drops the descriptor (opened
+        again at the next read). Raises OSError, ValueError."""
+        fd = self._fds.get(z.key)
+        if fd is None:
+            fd = self._fds[z.key] = _open_ro(os.path.join(z.path, "energy_uj"))
+        try:
+            return int(os.pread(fd, 64, 0))
+        except (OSError, ValueError):
+            self._drop(z.key)
+            raise
+
+    def _drop(self, key: str) -> None:
+        fd = self._fds.pop(key, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Close the kept descriptors."""
+        for key in list(self._fds):
+            self._drop(key)
 
     def _try_range(self, z: RaplZone) -> Optional[int]:
         try:
@@ -253,7 +286,7 @@ class RaplReader(Reader):
                     flags.append("range_unreadable")
             _, max_w = self._maxp[z.key]
             try:
-                e = _read_int(os.path.join(z.path, "energy_uj"))
+                e = self._energy_uj(z)
             except PermissionError as exc:
                 fl = "eacces" if exc.errno in (errno.EACCES, errno.EPERM, None) else "read_error"
                 out.append(Reading(z.device_class, z.key, "unavailable", flags=flags + [fl]))
