@@ -120,7 +120,7 @@ def child_sampler(interval: float, job_id: str, node: str, cgroup_root: str, sam
     same module, the light config, readers, probe, fsync'ed writer; no interim summary."""
     from slurm_energy.slurm import hooks
     from slurm_energy.slurm.probe import SlurmJobProbe
-    from slurm_energy.sampling.sampler import Sampler
+    from slurm_energy.sampling.sampler import Sampler, freeze_gc
     from slurm_energy.sampling.samplefile import SampleWriter
     from slurm_energy.sampling.setup import build_readers
 
@@ -129,6 +129,7 @@ def child_sampler(interval: float, job_id: str, node: str, cgroup_root: str, sam
     probe = SlurmJobProbe(job_id, 0, node, cgroup_root=cgroup_root)
     s = Sampler(readers, probe, SampleWriter(samples), interval_s=interval)
     s.install_signal_handlers()
+    freeze_gc()  # as sampler_main
     s.run()
     return 0
 

@@ -71,6 +71,7 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
     ``gpus``: NVML indices to measure (``attach --gpus 0,1``); default the visible GPUs."""
     from slurm_energy.pipeline import LocalMeasurement
     from slurm_energy.sampling.local import gpus_by_index, visible_gpus
+    from slurm_energy.sampling.sampler import freeze_gc
 
     cfg = _load(args)
     unresolved: list[str] = []
@@ -87,6 +88,7 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
         uuids = visible_gpus()
     m = LocalMeasurement(cfg, probe, label, uuids, unresolved, note, interval_s=args.interval,
                          partition=args.partition, work_dir=args.out).start()
+    freeze_gc()  # this process only waits now: its start-up objects stay out of the sampler's collections
     keep = bool(getattr(args, "keep_samples", False))
     try:
         final_usage = wait_for_end()

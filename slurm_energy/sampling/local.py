@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from slurm_energy.sampling.sampler import Sampler, Usage, UsageProbe
+from slurm_energy.sampling.sampler import Sampler, Usage, UsageProbe, freeze_gc
 
 if TYPE_CHECKING:  # subprocess and tempfile are imported where used: the Prolog imports this module
     import subprocess
@@ -224,6 +224,7 @@ def _child_main(spec_json: str) -> int:
     s.install_signal_handlers()
     if stop:
         s.stop()
+    freeze_gc()
     s.run()
     return 0
 

@@ -221,7 +221,7 @@ def sampler_main(job_dir: str, node: str) -> int:
     spool, ctx = spool_from_dir(job_dir, node)
     try:
         from slurm_energy.slurm.probe import SlurmJobProbe
-        from slurm_energy.sampling.sampler import Sampler
+        from slurm_energy.sampling.sampler import Sampler, freeze_gc
         from slurm_energy.sampling.samplefile import SampleWriter
 
         readers, _ = readers_for(cfg, ctx, spool, errors)
@@ -236,6 +236,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         s.install_signal_handlers()
         if _EARLY_STOP:
             s.stop()  # the job already ended: one start and one final sample, then exit
+        freeze_gc()
         n = s.run()
         log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)
         if s.gone_at is not None:

@@ -175,3 +175,47 @@ def test_long_columns_parsed_by_numpy_read_the_same_values(tmp_path, monkeypatch
     assert (fast.t, fast.node, fast.job_cpu, fast.job_mem) == (plain.t, plain.node, plain.job_cpu, plain.job_mem)
     assert fast.devices == plain.devices
     assert fast.devices["intel-rapl:0"].vals["energy_uj"][8] == 2**62 + 12345
+
+
+def test_sample_lines_from_objects_equal_lines_of_their_dicts():
+    """The sampler's path (objects, a plan per schema) writes the bytes the dict path writes, also
+    when a method, a flag, a counter's quantum or the job's presence changes between rows."""
+    from slurm_energy.core import Reading
+    from slurm_energy.sampling.nodestats import NodeStats
+    from slurm_energy.sampling.samplecodec import Encoder
+    from slurm_energy.sampling.sampler import Usage
+
+    a, b = Encoder(), Encoder()
+    b.tag = a.tag
+    da = db = ""
+    for k in range(400):
+        u = None if k % 97 == 5 else Usage(k * 0.01 if k % 13 else None, 1000 + k, 5000, [1, 2] if k % 50 else [3], "cgroup-v1")
+        ns = None if k % 89 == 3 else NodeStats(1000.123 + k * 0.37, 5000.5 + k, 2, 10**9 + k, 2 * 10**9)
+        rs = [Reading("cpu", "intel-rapl:0", "counter", energy_uj=k * 1000 + (1 if k % 31 == 0 else 0),
+                      max_energy_range_uj=2**32, energy_resolution_uj=1000 if k > 10 else None, max_power_w=200.0,
+                      flags=["psys"] if k % 200 == 7 else []),
+              Reading("gpu", "GPU-x", "power_integration" if k % 70 else "unavailable",
+                      power_w=None if k % 70 == 0 else 100 + k / 3, util=0.5, mem_bytes=10 + k,
+                      proc_util={12: 0.5} if k % 3 else None),
+              Reading("cpu", "cpu-tdp", "tdp_estimate", mean_power_w=None if k == 0 else 12.5 * k)]
+        t, kind = 1.7e9 + k * 1.000001, "start" if k == 0 else "sample"
+        row = {"t": t, "kind": kind, "job": u.to_dict() if u else None, "node": ns.to_dict() if ns else {},
+               "readings": [r.to_dict() for r in rs]}
+        da += a.lines(row)
+        db += b.sample_lines(t, kind, u, ns, rs)
+    assert da == db and da.count("#S") > 10
+
+
+def test_kept_stat_descriptor_reads_a_zombie_then_none_once_reaped():
+    import subprocess
+    import time
+
+    from slurm_energy.sampling.proctree import StatFiles
+
+    p = subprocess.Popen(["sleep", "0.2"])
+    sf = StatFiles()
+    assert sf.read(p.pid)[1] == os.getpid()  # (state, ppid, cpu s, rss bytes): parent is this process
+    time.sleep(0.5)
+    assert sf.read(p.pid)[0] == "Z"  # exited, not reaped: still answers
+    p.wait()
+    assert sf.read(p.pid) is None and not sf._fds  # reaped: ESRCH, descriptor closed
