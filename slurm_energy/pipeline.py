@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from slurm_energy.core import DeviceStatic, JobMeta, Sample, Status
 from slurm_energy.sampling.local import LocalSampler
+from slurm_energy.sampling.reading import device_inventory as device_inventory  # the pipeline's API
+from slurm_energy.sampling.reading import open_readers as open_readers
+from slurm_energy.sampling.reading import take_reading as take_reading
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.phases import Marks
@@ -35,57 +38,6 @@ if TYPE_CHECKING:
     from slurm_energy.model import JobRecord, NodeStatic
     from slurm_energy.outputs.base import Sink
     from slurm_energy.sampling.sampletable import SampleTable
-    from slurm_energy.sampling.readers.base import Reader
-
-
-def open_readers(site: SiteConfig, gpu_uuids: Sequence[str] = (), unresolved_gpus: Sequence[str] = (), *,
-                 drm_gpus: Sequence[Any] = (), light: bool = False) -> tuple[list[Reader], list[str]]:
-    """This node's readers (RAPL or TDP model for CPU/RAM, NVML for ``gpu_uuids``, the AMD/Intel
-    ``drm_gpus``) and notes on the choices made; ``light``: no vendor library that is slow to load
-    (the Prolog). See :func:`slurm_energy.sampling.setup.build_readers`. Never raises for a missing
-    device: it becomes an ``unavailable`` reader."""
-    from slurm_energy.sampling.setup import build_readers
-
-    return build_readers(site, list(gpu_uuids), list(unresolved_gpus), drm_gpus=list(drm_gpus), light=light)
-
-
-def device_inventory(readers: Sequence[Reader], notes: Sequence[str]) -> NodeStatic:
-    """The node's static facts (:func:`slurm_energy.devices.info.collect_static`) with every
-    reader's devices and the reader notes (``reader_notes``). A reader whose inventory fails is
-    left out of ``devices``."""
-    from slurm_energy.devices.info import collect_static
-
-    static = collect_static([d for r in readers for d in _safe_devices(r)])
-    static["reader_notes"] = list(notes)
-    return static  # type: ignore[return-value]  # collect_static's dict has NodeStatic's keys
-
-
-def _safe_devices(r: Reader) -> list[DeviceStatic]:
-    try:
-        return r.devices()
-    except Exception:
-        return []
-
-
-def take_reading(readers: Sequence[Reader], samples_path: str, kind: str) -> None:
-    """Append one row of every reader's current values (and the node's counters) to the sample
-    file, then close the readers. Used by a hook itself (Prolog start, or after the Epilog when
-    the sampler is gone) so a job shorter than one interval is measured between two rows.
-
-    Raises: OSError (sample file not writable); what a reader's ``read`` raises.
-    """
-    from slurm_energy.sampling.nodestats import read_node_stats
-    from slurm_energy.sampling.samplefile import SampleWriter
-
-    rows: list[dict[str, Any]] = []
-    for r in readers:
-        rows.extend(x.to_dict() for x in r.read())
-        r.close()
-    w = SampleWriter(samples_path)
-    try:
-        w.write({"t": time.time(), "kind": kind, "job": None, "node": read_node_stats().to_dict(), "readings": rows})
-    finally:
-        w.close()
 
 
 @dataclass

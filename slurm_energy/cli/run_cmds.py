@@ -230,10 +230,16 @@ def _hook_template(which: str) -> str:
         return (Path(__file__).resolve().parents[2] / "hooks" / which).read_text()
 
 
+#: What the hook scripts run (``python -I -S ENTRY prolog|epilog``): this package's own file.
+HOOK_ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "slurm", "hookrun.py")
+
+
 def hook_text(which: str, python: str, config: str) -> str:
-    """The shipped hook script ``which`` with this installation's interpreter and config."""
+    """The shipped hook script ``which`` with this installation's interpreter, hook entry file
+    (:data:`HOOK_ENTRY`) and config."""
     text = _hook_template(which)
     text = re.sub(r"^PY=.*$", f"PY={python}", text, count=1, flags=re.M)
+    text = re.sub(r"^ENTRY=.*$", f"ENTRY={HOOK_ENTRY}", text, count=1, flags=re.M)
     text = re.sub(r"^SLURM_ENERGY_CONFIG=[^;]*;", f"SLURM_ENERGY_CONFIG={config};", text, count=1, flags=re.M)
     return text
 

@@ -9,15 +9,11 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Optional
 
 from slurm_energy.devices.info import cpu_model, cpu_topology
-from slurm_energy.devices.rated import cpu_tdp
 from slurm_energy.sampling.readers.base import Reader
 from slurm_energy.sampling.readers.tdp import CpuTdpReader, RamModelReader
-
-log = logging.getLogger("slurm_energy.setup")
 
 
 def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
@@ -60,6 +56,8 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
     except Exception as e:  # never let a reader break the sampler
         notes.append(f"rapl: {type(e).__name__}: {e}")
     if not have_cpu:
+        from slurm_energy.devices.rated import cpu_tdp  # the CPU tables: only for the TDP model
+
         model = cpu_model()
         sockets, cores, _logical = cpu_topology()
         w_socket, _w_core, src, fallback = cpu_tdp(cfg.hardware, model, cores)

@@ -1,17 +1,21 @@
 """Start a process detached from the hook, and stop it again: the two things slurmd punishes.
 
 * slurmd kills the Prolog's whole process group when the Prolog exits (TERM, then KILL ~2 ms
-  later), so the child must lead a process group of its own *before* the Prolog exits: ``setpgid``
-  in the child before its exec (Popen ``process_group=0``, Python >= 3.11; ``setsid`` before), and
-  we check ``getpgid(pid) == pid`` when Popen returns.
-* It stays in slurmd's session (Python >= 3.11): with CONFIG_SCHED_AUTOGROUP (Debian's and
-  Ubuntu's default) each session is one scheduling group, and a child with a session of its own
-  would compete with slurmd's whole session -- every Prolog and Epilog -- as an equal whatever its
-  nice value. In slurmd's session the samplers and finalizers, niced, yield to the hooks, and
-  together take no more than slurmd's one share from the jobs.
+  later), so the child must lead a process group of its own *before* the Prolog exits:
+  ``posix_spawn(setpgroup=0)`` makes it ``setpgid`` in the child before its exec, and we check
+  ``getpgid(pid) == pid`` when it returns.
+* It stays in slurmd's session: with CONFIG_SCHED_AUTOGROUP (Debian's and Ubuntu's default) each
+  session is one scheduling group, and a child with a session of its own would compete with
+  slurmd's whole session -- every Prolog and Epilog -- as an equal whatever its nice value. In
+  slurmd's session the samplers and finalizers, niced, yield to the hooks, and together take no
+  more than slurmd's one share from the jobs.
 * slurmd reads the Prolog's stdout/stderr to EOF, so the child must not inherit them: stdin is
   /dev/null, stdout and stderr go to a log file, every other fd is closed.
 * A stopped process may linger as a zombie (PID 1 here reaps slowly): a zombie counts as stopped.
+
+Stdlib modules that are light to import only (the Epilog imports this module): ``os.posix_spawn``
+(glibc's vfork + exec, no Python code in the child) rather than ``subprocess``, whose import alone
+was ~5 % of a hook's CPU.
 """
 
 from __future__ import annotations
@@ -20,42 +24,67 @@ import contextlib
 import os
 import select
 import signal
-import subprocess
-import sys
 import time
-from typing import Any, Iterator, Optional
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Epilog imports this module)
+if TYPE_CHECKING:
+    from typing import Iterator, Optional
+
+
+def _inheritable_fds() -> list[int]:
+    """Our open descriptors above 2 that an exec would keep (inherited without close-on-exec,
+    e.g. from slurmd): the child must not hold them."""
+    out: list[int] = []
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return out
+    for n in names:
+        fd = int(n)
+        if fd > 2:
+            try:
+                if os.get_inheritable(fd):
+                    out.append(fd)
+            except OSError:  # listdir's own descriptor, closed by now
+                continue
+    return out
 
 
 def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Optional[dict] = None,
                    nice: int = 0) -> int:
-    """Start ``argv`` in a process group of its own with stdio detached; return its PID.
+    """Start ``argv`` (``argv[0]`` an absolute path: no PATH search) in a process group of its own
+    with stdio detached; return its PID.
 
     Returns once the child leads its process group (or raises after ``wait_s``). ``nice`` > 0: the
-    child's niceness is raised by that much as soon as it runs (:func:`_renice`; no preexec_fn, so
-    Popen's fast vfork path is kept).
+    child's niceness is raised by that much as soon as it runs (:func:`_renice`). The child's working
+    directory is the caller's (the hooks run in ``/``; the children are started with ``python -I``).
     Raises:
         OSError: the program cannot be started, or the log cannot be opened.
         TimeoutError: the child did not lead its own process group within ``wait_s`` seconds.
     """
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    group: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, close_fds=True,
-                             cwd="/", env=env if env is not None else {"LANG": "C.UTF-8"}, **group)
+        actions: list = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
+        actions += [(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)] if fd > 2 else [
+            (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW, 0),
+            (os.POSIX_SPAWN_DUP2, 1, 2)]  # our stdio was closed, so the log got fd 0-2: reopen it
+        actions += [(os.POSIX_SPAWN_CLOSE, i) for i in _inheritable_fds() if i != fd]
+        pid = os.posix_spawn(argv[0], argv, env if env is not None else {"LANG": "C.UTF-8"},
+                             file_actions=actions, setpgroup=0)
     finally:
         os.close(fd)
     if nice > 0:
-        _renice(p.pid, nice)
-    # Popen returns after exec succeeded, and setpgid()/setsid() run before exec: this loop normally ends at once.
+        _renice(pid, nice)
+    # posix_spawn returns after the exec, and setpgid() ran before it: this loop normally ends at once.
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            if os.getpgid(p.pid) == p.pid:
-                return p.pid
+            if os.getpgid(pid) == pid:
+                return pid
         except ProcessLookupError:
             raise OSError(f"{argv[0]} exited at once; see {log_path}") from None
         if time.monotonic() > deadline:
-            raise TimeoutError(f"child {p.pid} did not lead its own process group within {wait_s} s")
+            raise TimeoutError(f"child {pid} did not lead its own process group within {wait_s} s")
         time.sleep(0.005)
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from slurm_energy.core import JobMeta
 from slurm_energy.errors import SlurmEnvError
+from slurm_energy.slurm.envfields import opt, slurm_env_fields
 
 import json
-import os
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Mapping, Optional
+
+__all__ = ["JOB_ENV_FACTS", "JobContext", "SlurmEnvError", "cpus_on_node", "job_env_facts", "parse_slurm_env"]
 
 
 @dataclass
@@ -51,26 +52,9 @@ class JobContext(JobMeta):
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-def _int(env: Mapping[str, str], name: str, default: Optional[int] = None) -> int:
-    raw = env.get(name, "")
-    if raw == "":
-        if default is None:
-            raise SlurmEnvError(f"{name} is not set: the hook must run from slurmd (Prolog/Epilog), "
-                                f"or set {name} by hand for a manual run")
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise SlurmEnvError(f"{name}={raw!r} is not an integer; slurmd sets it to a number") from None
-
-
-def _opt(env: Mapping[str, str], name: str) -> Optional[str]:
-    v = env.get(name, "")
-    return v if v not in ("", "N/A", "4294967294") else None
-
-
 def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
-    """Parse slurmd's Prolog/Epilog environment into a :class:`JobContext`.
+    """Parse slurmd's Prolog/Epilog environment into a :class:`JobContext`
+    (:func:`slurm_energy.slurm.envfields.slurm_env_fields`, which the hooks use without the dataclass).
 
     Args:
         env: the environment mapping (default ``os.environ``).
@@ -80,52 +64,7 @@ def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
     Raises:
         SlurmEnvError: SLURM_JOB_ID, SLURM_JOB_UID or SLURM_JOB_GID missing or not integers.
     """
-    env = os.environ if env is None else env
-    job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or ""
-    if not job_id:
-        raise SlurmEnvError("SLURM_JOB_ID is not set: the hook must run from slurmd (Prolog/Epilog)")
-    if not job_id.isdigit():
-        raise SlurmEnvError(f"SLURM_JOB_ID={job_id!r} is not a raw numeric job id")
-    uid = _int(env, "SLURM_JOB_UID")
-    gid = _int(env, "SLURM_JOB_GID")
-    return JobContext(
-        job_id=job_id,
-        uid=uid,
-        gid=gid,
-        user=env.get("SLURM_JOB_USER", ""),
-        account=env.get("SLURM_JOB_ACCOUNT", ""),
-        partition=env.get("SLURM_JOB_PARTITION", ""),
-        work_dir=env.get("SLURM_JOB_WORK_DIR", ""),
-        node=env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0],
-        cluster=env.get("SLURM_CLUSTER_NAME", ""),
-        nodelist=env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST", ""),
-        num_nodes=_int(env, "SLURM_JOB_NUM_NODES", 1),
-        cpus_per_node=env.get("SLURM_JOB_CPUS_PER_NODE", ""),
-        restart_count=_int(env, "SLURM_JOB_RESTART_COUNT", 0),
-        job_gpus=env.get("SLURM_JOB_GPUS", ""),
-        cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES", ""),
-        array_job_id=_opt(env, "SLURM_ARRAY_JOB_ID"),
-        array_task_id=_opt(env, "SLURM_ARRAY_TASK_ID"),
-        het_job_id=_opt(env, "SLURM_HET_JOB_ID"),
-        het_job_offset=_opt(env, "SLURM_HET_JOB_OFFSET"),
-        job_name=env.get("SLURM_JOB_NAME", ""),
-        exit_code=env.get("SLURM_JOB_EXIT_CODE2", ""),
-        mem_per_node=env.get("SLURM_MEM_PER_NODE", ""),
-        mem_per_cpu=env.get("SLURM_MEM_PER_CPU", ""),
-        slurm_start_time=_start_time(env),
-        sluid=env.get("SLURM_JOB_SLUID", "") if _SAFE_SLUID.match(env.get("SLURM_JOB_SLUID", "")) else "",
-    )
-
-
-#: A SLUID is Slurm's run id (e.g. ``sl_01J...``): letters, digits, ``_`` and ``-`` only; anything
-#: else is ignored (it names spool directories).
-_SAFE_SLUID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
-
-
-def _start_time(env: Mapping[str, str]) -> Optional[int]:
-    """SLURM_JOB_START_TIME (Slurm >= 23.11 gives it to Prolog and Epilog), epoch s; None if absent/bad."""
-    raw = env.get("SLURM_JOB_START_TIME", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+    return JobContext(**slurm_env_fields(env))
 
 
 def cpus_on_node(cpus_per_node: str, node_index: int) -> Optional[int]:
@@ -167,7 +106,7 @@ def job_env_facts(environ: Mapping[str, str], job_id: str) -> Optional[dict]:
         return None
     out = {}
     for var, key in JOB_ENV_FACTS.items():
-        v = _opt(environ, var)
+        v = opt(environ, var)
         if v is not None:
             out[key] = v
     return out

@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
 
 from slurm_energy._version import __version__
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds of a hook's CPU)
+if TYPE_CHECKING:
+    from typing import Any, Optional
 
 #: Suffix of the resolved copy next to the site config.
 RESOLVED_SUFFIX = ".resolved.json"
@@ -74,26 +77,40 @@ def _key(text: bytes) -> str:
     return f"{__version__}\n{schema}\n{text.decode('utf-8', 'surrogateescape')}"
 
 
+def _cached(p: Optional[str]) -> tuple[Optional[bytes], Optional[tuple[ConfigView, list[str]]]]:
+    """(site.yaml's text, (config, problems) from the resolved copy if it matches that text)."""
+    text: Optional[bytes] = None
+    if p is None:
+        return None, None
+    try:
+        with open(p, "rb") as f:
+            text = f.read()
+    except OSError:
+        return None, None
+    try:
+        with open(p + RESOLVED_SUFFIX, encoding="utf-8") as f:
+            cached = json.load(f)
+        if cached.get("key") == _key(text):
+            return text, (ConfigView(cached["config"]), list(cached.get("problems", [])))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return text, None
+
+
+def cached_hook_config() -> Optional[tuple[ConfigView, list[str]]]:
+    """``(config, problems)`` from the resolved copy when it matches site.yaml's text (the hooks'
+    common case: json and zlib only); None when :func:`load_hook_config` must load in full."""
+    return _cached(_site_path())[1]
+
+
 def load_hook_config() -> tuple[Any, list[str]]:
     """``(config, problems)`` for a hook: the resolved copy when it matches site.yaml's text, else
     the full lenient load (which then refreshes the copy). ``problems`` are the loader's messages,
     each saying what is in force. Never raises for a bad or missing file."""
     p = _site_path()
-    text: Optional[bytes] = None
-    if p is not None:
-        try:
-            with open(p, "rb") as f:
-                text = f.read()
-        except OSError:
-            text = None
-    if p is not None and text is not None:
-        try:
-            with open(p + RESOLVED_SUFFIX, encoding="utf-8") as f:
-                cached = json.load(f)
-            if cached.get("key") == _key(text):
-                return ConfigView(cached["config"]), list(cached.get("problems", []))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass
+    text, hit = _cached(p)
+    if hit is not None:
+        return hit
     from slurm_energy.config.lenient import load_site_config_for_hooks
 
     cfg, problems = load_site_config_for_hooks(p)

@@ -1,23 +1,23 @@
 """What the Prolog, Epilog, sampler and finalizer processes share: config, logging, spool, readers.
 
-Light at import (stdlib and the spool only): the Prolog/Epilog import this module; the site
-config, readers and the rest are imported inside the functions that need them.
+Light at import (os, sys, json and the spool: no logging, typing or dataclasses): the Prolog's reading
+imports this module; the site config, readers and the rest are imported inside the functions that
+need them.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sys
-from typing import TYPE_CHECKING
 
-from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.spool import JobSpool, write_private
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog's reading imports this)
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
     from slurm_energy.sampling.readers.base import Reader
+    from slurm_energy.slurm.env import JobContext
 
 FALLBACK_LOG_DIR = "/var/log/slurm-energy"
 
@@ -25,6 +25,8 @@ FALLBACK_LOG_DIR = "/var/log/slurm-energy"
 def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
     """Log to ``log_dir/name`` (root-only dir), else to the default log dir (an unusable
     ``paths.log_dir`` must not hide why jobs go unrecorded), else stderr. Returns the log path."""
+    import logging
+
     h: logging.Handler = logging.StreamHandler(sys.stderr)
     path = "<stderr>"
     for d in dict.fromkeys((log_dir, FALLBACK_LOG_DIR)):
@@ -66,6 +68,8 @@ def load_config(errors: list[str], *, light: bool = False) -> SiteConfig:
 def spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
     """The spool and job context of ``job_dir`` on ``node`` (:meth:`JobSpool.from_dir`).
     Raises OSError/ValueError when the context file is missing or unparsable."""
+    from slurm_energy.slurm.env import JobContext
+
     spool = JobSpool.from_dir(job_dir, node)
     with open(spool.context, encoding="utf-8") as f:
         ctx = JobContext.from_json(f.read())
@@ -78,7 +82,7 @@ def readers_for(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, errors: list[
 
     ``light`` (the Prolog): no vendor library that is slow to load; when that leaves devices out
     (amdsmi GPUs), the inventory is left to the sampler."""
-    from slurm_energy.pipeline import device_inventory, open_readers
+    from slurm_energy.sampling.reading import device_inventory, open_readers
 
     unresolved = []
     if ctx.job_gpus and not ctx.gpu_uuids and not ctx.drm_gpus:
@@ -95,7 +99,7 @@ def reading_row(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, kind: str) ->
     """One row of every reader's counters in the job's sample file, written by a hook itself
     (``prolog``, or ``epilog`` by the finalizer when the sampler did not end cleanly): a job
     shorter than one interval is measured between the two. No vendor library in the Prolog."""
-    from slurm_energy.pipeline import take_reading
+    from slurm_energy.sampling.reading import take_reading
 
     readers, _ = readers_for(cfg, ctx, spool, [], light=kind == "prolog")
     take_reading(readers, spool.samples, kind)

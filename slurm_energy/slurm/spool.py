@@ -20,9 +20,12 @@ import json
 import os
 import re
 import time
-from typing import Optional
 
 from slurm_energy.fileio import atomic_write
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog/Epilog import this module)
+if TYPE_CHECKING:
+    from typing import Optional
 
 
 def _mkdir_private(path: str) -> None:

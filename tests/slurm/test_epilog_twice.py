@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from slurm_energy.slurm import hooks
+from slurm_energy.slurm import hookentry, hooks
 
 
 def _env(tmp_path, context: str) -> dict:
@@ -23,9 +23,9 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
     spawned: list[list[str]] = []
     nices: list[int] = []
-    monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None, nice=0:
+    monkeypatch.setattr(hookentry, "spawn", lambda args, logf, log_dir=None, nice=0:
                         spawned.append(args) or nices.append(nice) or 4_000_000)  # no such PID
-    monkeypatch.setattr(hooks, "_stop_sampler", lambda spool, ctx=None: "terminated")
+    monkeypatch.setattr(hookentry, "_stop_sampler", lambda spool, ctx=None: "terminated")
     assert hooks.prolog(_env(tmp_path, "prolog_slurmd")) == 0
     assert [a[2] for a in spawned] == ["sampler"]
     (job_dir,) = (tmp_path / "spool" / "jobs").iterdir()

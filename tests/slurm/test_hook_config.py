@@ -69,20 +69,21 @@ def test_prolog_entry_imports_nothing_heavy(tmp_path):
 #: Top-level packages the Prolog/Epilog must never load (seconds of CPU between them in a burst).
 HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", "pandas", "numpy", "jinja2",
          "yaml", "requests", "urllib3", "psutil", "pynvml", "amdsmi", "prometheus_client", "psycopg"}
-#: Modules a hook may import beyond a bare interpreter's (with json): the Prolog imported 80 from a
-#: regular install (67 from an editable one, whose path finder loads some of them at start-up) and
-#: the Epilog fewer when this was written (issue 12: imports are most of a hook's CPU);
-#: a new import on this path must justify itself by raising this bound.
-MAX_HOOK_MODULES = 85
+#: Modules a hook may import beyond a bare ``python -I -S`` with json (how the hook scripts start
+#: it): the Prolog imported 80 beyond ``python -I`` before the light entry (issue 12: imports are
+#: most of a hook's CPU), now 65, most of them for its first counter reading (readers, sample file,
+#: the dataclasses of slurm_energy.core); the Epilog 17. A new import on this path must justify
+#: itself by raising these bounds.
+MAX_PROLOG_MODULES = 66
+MAX_EPILOG_MODULES = 18
 
-#: the repo's code (as every other test here, and as _load_in_fresh_python made the resolved copy):
-#: with -I alone a non-editable install's copy would run, whose config-schema file (part of the
-#: copy's key) is another file, so it would load the config in full
+#: the repo's code (as every other test here, and as _load_in_fresh_python made the resolved copy),
+#: run as the hook scripts run it (slurm_energy/slurm/hookrun.py: ``-I -S``, the package dir first)
 _RUN_HOOK = """import json, os, sys
 sys.path.insert(0, sys.argv[2])
 base = set(sys.modules)
-from slurm_energy.slurm import hooks
-hooks.main([sys.argv[1]])
+from slurm_energy.slurm import hookentry
+hookentry.main([sys.argv[1]])
 print(json.dumps(sorted(set(sys.modules) - base)))
 """
 
@@ -92,7 +93,7 @@ def _hook_modules(tmp_path, which: str, site) -> set[str]:
            "SLURM_JOB_USER": "u", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1", "SLURM_CLUSTER_NAME": "t",
            "SLURM_JOB_CPUS_PER_NODE": "1", "SLURM_JOB_WORK_DIR": str(tmp_path), "SLURM_JOB_EXIT_CODE2": "0:0",
            "SLURM_ENERGY_CONFIG": str(site), "LANG": "C.UTF-8"}
-    out = subprocess.run([sys.executable, "-I", "-c", _RUN_HOOK, which, REPO], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", _RUN_HOOK, which, REPO], capture_output=True, text=True,
                          cwd="/", env=env, check=True, timeout=60)
     return set(json.loads(out.stdout))
 
@@ -101,16 +102,19 @@ def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
     site = tmp_path / "site.yaml"
     site.write_text(SITE.format(d=tmp_path))
     _load_in_fresh_python(str(site))  # the copy exists, as after the first job
-    bare = subprocess.run([sys.executable, "-I", "-c", "import sys; print(len(sys.modules))"], capture_output=True,
-                          text=True, check=True)
+    bare = subprocess.run([sys.executable, "-I", "-S", "-c", "import sys; print(len(sys.modules))"],
+                          capture_output=True, text=True, check=True)
     assert int(bare.stdout) > 10  # the interpreter's own start-up modules are not counted below
     prolog = _hook_modules(tmp_path, "prolog", site)  # starts the job's sampler (a real process)
     epilog = _hook_modules(tmp_path, "epilog", site)  # stops it, starts the finalizer
-    assert "slurm_energy.slurm.hooks" in prolog and "slurm_energy.slurm.hooks" in epilog  # the sets are real
-    for name, mods in (("prolog", prolog), ("epilog", epilog)):
+    assert "slurm_energy.slurm.hookentry" in prolog and "slurm_energy.slurm.hookentry" in epilog  # the sets are real
+    for name, mods, bound in (("prolog", prolog, MAX_PROLOG_MODULES), ("epilog", epilog, MAX_EPILOG_MODULES)):
         heavy = {m for m in mods if m.split(".")[0] in HEAVY}
         assert heavy == set(), f"the {name} imported {sorted(heavy)}"
-        assert len(mods) <= MAX_HOOK_MODULES, f"the {name} imported {len(mods)} modules: {sorted(mods)}"
+        assert len(mods) <= bound, f"the {name} imported {len(mods)} modules: {sorted(mods)}"
+    # nor what a hook's start-up needs no longer (each was milliseconds of CPU per hook)
+    assert {"logging", "subprocess", "site"} & (prolog | epilog) == set()
+    assert {"dataclasses", "typing", "slurm_energy.core"} & epilog == set()
     log = (tmp_path / "log" / "hooks.log").read_text()
     assert "hook=prolog job=4343 node=n1 outcome=ok" in log and "hook=epilog job=4343 node=n1 outcome=terminated" in log
 

@@ -1,5 +1,7 @@
 """Parsing slurmd's Prolog/Epilog environment (as listed in shared/notes/slurm-on-debian12.md)."""
 
+import json
+
 import pytest
 
 from slurm_energy.slurm.env import JobContext, SlurmEnvError, cpus_on_node, parse_slurm_env
@@ -72,3 +74,18 @@ def test_array_and_het_ids_from_the_jobs_process_environment():
                          "1234") == {"het_job_id": "1234", "het_job_offset": "0"}
     assert job_env_facts({"PATH": "/usr/bin"}, "31") is None  # slurmstepd: slurmd's environment
     assert job_env_facts({"SLURM_JOB_ID": "30"}, "31") is None  # another job's process
+
+
+def test_the_hooks_context_dict_is_job_contexts_json():
+    # the Prolog writes the context without the dataclass (slurm_energy.slurm.envfields): every
+    # field, every default and every parsed value as JobContext.to_json writes them
+    from dataclasses import fields
+
+    from slurm_energy.slurm.envfields import CONTEXT_DEFAULTS, context_dict, slurm_env_fields
+
+    assert CONTEXT_DEFAULTS == {f.name: getattr(JobContext(), f.name) for f in fields(JobContext)}
+    env = dict(PROLOG_ENV, SLURM_JOB_START_TIME="1700000000", SLURM_JOB_SLUID="sl_01J", SLURM_ARRAY_JOB_ID="N/A")
+    assert context_dict(slurm_env_fields(env)) == json.loads(parse_slurm_env(env).to_json())
+    a, b = context_dict({}), context_dict({})
+    a["gpu_uuids"].append("GPU-1")
+    assert b["gpu_uuids"] == [] and CONTEXT_DEFAULTS["gpu_uuids"] == []  # no list shared between jobs

@@ -1,0 +1,108 @@
+"""The job's fields from slurmd's Prolog/Epilog environment, as a plain dict (stdlib only).
+
+The Prolog and Epilog (:mod:`slurm_energy.slurm.hookentry`) use this without
+:class:`~slurm_energy.slurm.env.JobContext`, a dataclass whose module (and ``slurm_energy.core``)
+costs them milliseconds of CPU at import; :func:`slurm_energy.slurm.env.parse_slurm_env` builds the
+JobContext from the same dict. :data:`CONTEXT_DEFAULTS` is every JobContext field with its default
+(``tests/slurm/test_slurm_env.py`` checks both agree), so :func:`context_dict` is the JSON object
+``JobContext.to_json`` writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from slurm_energy.errors import SlurmEnvError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping, Optional
+
+#: Every field of :class:`slurm_energy.slurm.env.JobContext` (its JobMeta part included) with its default.
+CONTEXT_DEFAULTS: dict = {
+    "job_id": "", "cluster": "", "array_job_id": None, "array_task_id": None, "het_job_id": None,
+    "het_job_offset": None, "job_name": "", "user": "", "uid": None, "gid": None, "account": "", "partition": "",
+    "work_dir": "", "restart_count": 0, "sluid": "", "slurm_start_time": None,
+    "node": "", "nodelist": "", "num_nodes": 1, "cpus_per_node": "", "job_gpus": "", "cuda_visible_devices": "",
+    "exit_code": "", "prolog_time": 0.0, "mem_per_node": "", "mem_per_cpu": "", "gpu_uuids": [], "drm_gpus": [],
+    "gpu_resolution_error": "",
+}
+
+#: A SLUID is Slurm's run id (e.g. ``sl_01J...``): letters, digits, ``_`` and ``-`` only; anything
+#: else is ignored (it names spool directories).
+_SAFE_SLUID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+
+
+def _int(env: Mapping[str, str], name: str, default: Optional[int] = None) -> int:
+    raw = env.get(name, "")
+    if raw == "":
+        if default is None:
+            raise SlurmEnvError(f"{name} is not set: the hook must run from slurmd (Prolog/Epilog), "
+                                f"or set {name} by hand for a manual run")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SlurmEnvError(f"{name}={raw!r} is not an integer; slurmd sets it to a number") from None
+
+
+def opt(env: Mapping[str, str], name: str) -> Optional[str]:
+    """``env[name]``, None when unset, empty or Slurm's "no value" (``N/A``, ``4294967294``)."""
+    v = env.get(name, "")
+    return v if v not in ("", "N/A", "4294967294") else None
+
+
+def start_time(env: Mapping[str, str]) -> Optional[int]:
+    """SLURM_JOB_START_TIME (Slurm >= 23.11 gives it to Prolog and Epilog), epoch s; None if absent/bad."""
+    raw = env.get("SLURM_JOB_START_TIME", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else None
+
+
+def slurm_env_fields(env: Mapping[str, str] | None = None) -> dict:
+    """The job's fields in slurmd's Prolog/Epilog environment (default ``os.environ``), keyed as
+    :class:`~slurm_energy.slurm.env.JobContext`'s (see :func:`slurm_energy.slurm.env.parse_slurm_env`).
+
+    Raises:
+        SlurmEnvError: SLURM_JOB_ID, SLURM_JOB_UID or SLURM_JOB_GID missing or not integers.
+    """
+    env = os.environ if env is None else env
+    job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or ""
+    if not job_id:
+        raise SlurmEnvError("SLURM_JOB_ID is not set: the hook must run from slurmd (Prolog/Epilog)")
+    if not job_id.isdigit():
+        raise SlurmEnvError(f"SLURM_JOB_ID={job_id!r} is not a raw numeric job id")
+    return {
+        "job_id": job_id,
+        "uid": _int(env, "SLURM_JOB_UID"),
+        "gid": _int(env, "SLURM_JOB_GID"),
+        "user": env.get("SLURM_JOB_USER", ""),
+        "account": env.get("SLURM_JOB_ACCOUNT", ""),
+        "partition": env.get("SLURM_JOB_PARTITION", ""),
+        "work_dir": env.get("SLURM_JOB_WORK_DIR", ""),
+        "node": env.get("SLURMD_NODENAME") or os.uname().nodename.split(".")[0],
+        "cluster": env.get("SLURM_CLUSTER_NAME", ""),
+        "nodelist": env.get("SLURM_NODELIST") or env.get("SLURM_JOB_NODELIST", ""),
+        "num_nodes": _int(env, "SLURM_JOB_NUM_NODES", 1),
+        "cpus_per_node": env.get("SLURM_JOB_CPUS_PER_NODE", ""),
+        "restart_count": _int(env, "SLURM_JOB_RESTART_COUNT", 0),
+        "job_gpus": env.get("SLURM_JOB_GPUS", ""),
+        "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES", ""),
+        "array_job_id": opt(env, "SLURM_ARRAY_JOB_ID"),
+        "array_task_id": opt(env, "SLURM_ARRAY_TASK_ID"),
+        "het_job_id": opt(env, "SLURM_HET_JOB_ID"),
+        "het_job_offset": opt(env, "SLURM_HET_JOB_OFFSET"),
+        "job_name": env.get("SLURM_JOB_NAME", ""),
+        "exit_code": env.get("SLURM_JOB_EXIT_CODE2", ""),
+        "mem_per_node": env.get("SLURM_MEM_PER_NODE", ""),
+        "mem_per_cpu": env.get("SLURM_MEM_PER_CPU", ""),
+        "slurm_start_time": start_time(env),
+        "sluid": env.get("SLURM_JOB_SLUID", "") if _SAFE_SLUID.match(env.get("SLURM_JOB_SLUID", "")) else "",
+    }
+
+
+def context_dict(fields: dict) -> dict:
+    """Every JobContext field: :data:`CONTEXT_DEFAULTS` updated with ``fields`` (fresh lists)."""
+    out = {k: (list(v) if isinstance(v, list) else v) for k, v in CONTEXT_DEFAULTS.items()}
+    out.update(fields)
+    return out
