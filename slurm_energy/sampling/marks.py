@@ -15,7 +15,10 @@ import json
 import os
 import stat
 import time
-from typing import Optional
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog imports this module)
+if TYPE_CHECKING:
+    from typing import Optional
 
 #: Where the Prolog makes per-job marks directories (tmpfs: gone at reboot). Override for tests and
 #: non-standard nodes with $SLURM_ENERGY_MARKS_DIR (read by the hooks and by ``track``).

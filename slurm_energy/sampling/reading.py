@@ -5,11 +5,12 @@ the pipeline, whose import brings the sampler and the local measurement).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (on the Prolog's path)
 if TYPE_CHECKING:
-    from typing import Any, Sequence
+    from typing import Any, Iterator, Optional, Sequence
 
     from slurm_energy.config import SiteConfig
     from slurm_energy.core import DeviceStatic
@@ -46,10 +47,12 @@ def _safe_devices(r: Reader) -> list[DeviceStatic]:
         return []
 
 
-def take_reading(readers: Sequence[Reader], samples_path: str, kind: str) -> None:
+def take_reading(readers: Sequence[Reader], samples_path: str, kind: str, t: Optional[float] = None) -> None:
     """Append one row of every reader's current values (and the node's counters) to the sample
     file, then close the readers. Used by a hook itself (Prolog start, or after the Epilog when
     the sampler is gone) so a job shorter than one interval is measured between two rows.
+    ``t``: the row's time, epoch s (default now; the Prolog's, for its reading replayed from the
+    files it read: :func:`replaying`).
 
     Raises: OSError (sample file not writable); what a reader's ``read`` raises.
     """
@@ -62,6 +65,59 @@ def take_reading(readers: Sequence[Reader], samples_path: str, kind: str) -> Non
         r.close()
     w = SampleWriter(samples_path)
     try:
-        w.write({"t": time.time(), "kind": kind, "job": None, "node": read_node_stats().to_dict(), "readings": rows})
+        w.write({"t": time.time() if t is None else t, "kind": kind, "job": None, "node": read_node_stats().to_dict(),
+                 "readings": rows})
     finally:
         w.close()
+
+
+#: Readers whose ``read`` reads files only, through ``rapl._read_int`` and ``nodestats._read``:
+#: their row can be taken from file contents read earlier (:func:`replaying`).
+REPLAYABLE = ("RaplReader", "CpuTdpReader", "RamModelReader")
+
+
+def replayable(readers: Sequence[Reader]) -> bool:
+    """True when every reader is one of :data:`REPLAYABLE` (no GPU, no vendor library)."""
+    return bool(readers) and all(type(r).__name__ in REPLAYABLE for r in readers)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[str]]:
+    """Inside the block, the paths the :data:`REPLAYABLE` readers read are appended to the list
+    yielded (the files a Prolog must read for its row: :mod:`slurm_energy.slurm.prolograw`)."""
+    from slurm_energy.sampling import nodestats
+    from slurm_energy.sampling.readers import rapl
+
+    paths: list[str] = []
+    real_int, real_read = rapl._read_int, nodestats._read
+
+    def rec_int(path: str) -> int:
+        paths.append(path)
+        return real_int(path)
+
+    def rec_read(path: str, keep: bool) -> bytes:
+        paths.append(path)
+        return real_read(path, False)
+
+    rapl._read_int, nodestats._read = rec_int, rec_read  # type: ignore[assignment]
+    try:
+        yield paths
+    finally:
+        rapl._read_int, nodestats._read = real_int, real_read  # type: ignore[assignment]
+
+
+@contextlib.contextmanager
+def replaying(files: dict[str, str]) -> Iterator[None]:
+    """Inside the block, the :data:`REPLAYABLE` readers read ``files`` ({path: contents as latin-1
+    text}) instead of the files themselves. A path not in ``files`` raises KeyError (a zone the
+    Prolog did not read): the caller drops the row rather than mix two instants."""
+    from slurm_energy.sampling import nodestats
+    from slurm_energy.sampling.readers import rapl
+
+    real_int, real_read = rapl._read_int, nodestats._read
+    rapl._read_int = lambda path: int(files[path].strip())  # type: ignore[assignment]
+    nodestats._read = lambda path, keep: files[path].encode("latin-1")  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        rapl._read_int, nodestats._read = real_int, real_read  # type: ignore[assignment]

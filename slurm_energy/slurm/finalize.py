@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Optional
 
@@ -17,7 +18,7 @@ from slurm_energy.model import JobRecord, NodeStatic
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
 from slurm_energy.slurm.jobfacts import requested_memory, slurm_job_state, with_slurm_facts
-from slurm_energy.slurm.runtime import load_config, reading_row, setup_logging, spool_from_dir
+from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, reading_row, setup_logging, spool_from_dir
 from slurm_energy.slurm.spool import JobSpool
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ def _with_job_env(spool: JobSpool, ctx: JobContext) -> JobContext:
 
 
 def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
+    if not os.path.exists(spool.samples):  # the sampler never started: the Prolog's row first
+        prolog_reading_by_sampler(cfg, ctx, spool)
     try:
         reading_row(cfg, ctx, spool, "epilog")
     except Exception as e:

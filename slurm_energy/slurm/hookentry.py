@@ -1,7 +1,9 @@
 """Prolog and Epilog: short, never raising, exit 0 within 2 s, and light to start (issue 12).
 
 Prolog (as root, no PATH): parse the environment -> job spool -> resolve the job's GPUs once ->
-the first counter reading -> start the sampler detached (own process group, stdio to a log) -> exit 0.
+the first counter reading (on a node without job GPUs the raw files only, turned into the row by
+the sampler: :mod:`slurm_energy.slurm.prolograw`) -> start the sampler detached (own process group,
+stdio to a log) -> exit 0.
 
 Epilog (as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as stopped); start
 the finalizer detached with the outcome -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
@@ -170,12 +172,7 @@ def prolog(env: Any = None) -> int:
             outcome = "no_spool"
             return 0
         _prepare_marks(ctx, spool)
-        try:
-            from slurm_energy.slurm.runtime import reading_row
-
-            reading_row(cfg, ctx, spool, "prolog")  # type: ignore[arg-type]  # JobFacts: JobContext's fields
-        except Exception as e:  # the sampler still starts; its own first sample is the start then
-            spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
+        _reading(cfg, ctx, spool)
         pid = spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node],
                     os.path.join(spool.dir, f"sampler-{spool.node}.log"), cfg.paths.log_dir, nice=SAMPLER_NICE)
         write_private(spool.pidfile, str(pid))
@@ -190,6 +187,24 @@ def prolog(env: Any = None) -> int:
     finally:
         _log_hook_time("prolog", ctx, outcome)
     return 0
+
+
+def _reading(cfg: Any, ctx: JobFacts, spool: JobSpool) -> None:
+    """The job's first counter reading, now: the raw files (:mod:`slurm_energy.slurm.prolograw`;
+    the sampler writes the row) when the node has a file list for them and the job no GPU, else
+    the row itself through the readers. A failure is recorded; the sampler still starts (its own
+    first sample is the start then)."""
+    try:
+        if not ctx.job_gpus:
+            from slurm_energy.slurm.prolograw import snapshot
+
+            if snapshot(cfg, spool):
+                return
+        from slurm_energy.slurm.runtime import reading_row
+
+        reading_row(cfg, ctx, spool, "prolog")  # type: ignore[arg-type]  # JobFacts: JobContext's fields
+    except Exception as e:
+        spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
 
 
 def _prepare_marks(ctx: JobFacts, spool: JobSpool) -> None:

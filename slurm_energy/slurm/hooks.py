@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Optional  # noqa: E402
 
 from slurm_energy.slurm.hookentry import (  # noqa: E402
     FALLBACK_LOG_DIR, FINALIZER_NICE, SAMPLER_NICE, epilog, hook_elapsed_s, prolog, spawn)
-from slurm_energy.slurm.runtime import load_config, readers_for, setup_logging, spool_from_dir  # noqa: E402
+from slurm_energy.slurm.runtime import (  # noqa: E402
+    load_config, prolog_reading_by_sampler, readers_for, setup_logging, spool_from_dir)
 from slurm_energy.slurm.spool import JobSpool, write_private  # noqa: E402
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ def sampler_main(job_dir: str, node: str) -> int:
     cfg = load_config(errors, light=True)
     setup_logging(cfg.paths.log_dir, "sampler.log")
     spool, ctx = spool_from_dir(job_dir, node)
+    prolog_reading_by_sampler(cfg, ctx, spool)  # the Prolog's row from the files it read: before any sample
     try:
         from slurm_energy.slurm.probe import SlurmJobProbe
         from slurm_energy.sampling.sampler import Sampler, freeze_gc

@@ -103,3 +103,54 @@ def reading_row(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, kind: str) ->
 
     readers, _ = readers_for(cfg, ctx, spool, [], light=kind == "prolog")
     take_reading(readers, spool.samples, kind)
+
+
+def prolog_reading_by_sampler(cfg: SiteConfig, ctx: JobContext, spool: JobSpool) -> None:
+    """The Prolog's row from the files it read (:mod:`slurm_energy.slurm.prolograw`), written first
+    in the sample file with the Prolog's time, then that raw reading removed; without one (the
+    node's first job, a changed config) the node's file list is made for later Prologs. Called at
+    the sampler's start, and by a finalizer whose sampler never started. Never raises: a problem
+    is recorded on the job (the row is then missing, as when the Prolog's reading failed)."""
+    from slurm_energy.sampling.reading import recording, replayable, replaying, take_reading
+    from slurm_energy.slurm import prolograw
+
+    raw_file = prolograw.raw_path(spool)
+    raw = None
+    try:
+        with open(raw_file, encoding="utf-8") as f:
+            raw = json.load(f)
+    except FileNotFoundError:
+        if ctx.job_gpus or prolograw.recipe_is_current(cfg, spool):
+            return
+    except (OSError, ValueError) as e:
+        spool.record_error(f"prolog reading: {raw_file} unreadable ({type(e).__name__}: {e}); its row is left out")
+    try:
+        if raw is not None and os.path.exists(spool.samples):
+            raise ValueError("the sample file has rows already")  # a row older than them is not appended
+        readers, _ = readers_for(cfg, ctx, spool, [], light=True)
+        if not replayable(readers):
+            if raw is not None:
+                raise ValueError(f"readers {[type(r).__name__ for r in readers]} cannot be read from files")
+            return
+        if raw is None:
+            with recording() as paths:
+                for r in readers:
+                    r.read()
+            for r in readers:
+                r.close()
+            prolograw.save_recipe(cfg, spool, paths)
+            return
+        try:
+            with replaying(raw["files"]):
+                take_reading(readers, spool.samples, "prolog", t=float(raw["t"]))
+        except KeyError as e:
+            prolograw.drop_recipe(spool)  # the next Prolog reads the full way; its sampler makes the list again
+            raise ValueError(f"the Prolog did not read {e}") from None
+    except Exception as e:
+        spool.record_error(f"prolog reading: not written from the Prolog's files ({type(e).__name__}: {e}); its row is left out")
+    finally:
+        if raw is not None:
+            try:
+                os.unlink(raw_file)
+            except OSError:
+                pass

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SITE = """paths:
@@ -76,6 +77,10 @@ HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", 
 #: itself by raising these bounds.
 MAX_PROLOG_MODULES = 66
 MAX_EPILOG_MODULES = 18
+#: The Prolog once a sampler has listed the node's counter files (every job but a node's first, on
+#: a node without job GPUs: slurm_energy.slurm.prolograw): the files are read, not the readers
+#: imported; 20 modules.
+MAX_PROLOG_RAW_MODULES = 20
 
 #: the repo's code (as every other test here, and as _load_in_fresh_python made the resolved copy),
 #: run as the hook scripts run it (slurm_energy/slurm/hookrun.py: ``-I -S``, the package dir first)
@@ -88,8 +93,8 @@ print(json.dumps(sorted(set(sys.modules) - base)))
 """
 
 
-def _hook_modules(tmp_path, which: str, site) -> set[str]:
-    env = {"SLURM_JOB_ID": "4343", "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid()),
+def _hook_modules(tmp_path, which: str, site, job: str = "4343") -> set[str]:
+    env = {"SLURM_JOB_ID": job, "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid()),
            "SLURM_JOB_USER": "u", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1", "SLURM_CLUSTER_NAME": "t",
            "SLURM_JOB_CPUS_PER_NODE": "1", "SLURM_JOB_WORK_DIR": str(tmp_path), "SLURM_JOB_EXIT_CODE2": "0:0",
            "SLURM_ENERGY_CONFIG": str(site), "LANG": "C.UTF-8"}
@@ -117,6 +122,16 @@ def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
     assert {"dataclasses", "typing", "slurm_energy.core"} & epilog == set()
     log = (tmp_path / "log" / "hooks.log").read_text()
     assert "hook=prolog job=4343 node=n1 outcome=ok" in log and "hook=epilog job=4343 node=n1 outcome=terminated" in log
+    recipe = tmp_path / "spool" / "prolog-files-n1.json"
+    for _ in range(200):  # the first job's sampler lists the node's counter files at its start
+        if recipe.exists():
+            break
+        time.sleep(0.05)
+    raw = _hook_modules(tmp_path, "prolog", site, job="4344")
+    _hook_modules(tmp_path, "epilog", site, job="4344")
+    assert (tmp_path / "spool" / "jobs" / "4344-r0" / "samples-n1.jsonl").exists()  # its sampler wrote the row
+    assert {m for m in raw if m.split(".")[0] in HEAVY} == set() and "slurm_energy.core" not in raw
+    assert len(raw) <= MAX_PROLOG_RAW_MODULES, f"the prolog imported {len(raw)} modules: {sorted(raw)}"
 
 
 def test_a_copy_made_by_another_config_schema_is_not_used(tmp_path, monkeypatch):
