@@ -12,6 +12,8 @@ Layout (``spool_dir`` from the site config, default /var/spool/slurm-energy, mod
         jobenv-<node>.json               array/het ids and job name read from the job's processes
         epilog-<node>.done               this node's Epilog has run for this attempt (JSON: t, sampler, exit_code)
         finalized-<node>.done            this node's finalizer has written its record (collect skips it)
+        prolog-raw-<node>.json           the Prolog's counter files, until its sampler wrote their row
+    prolog-files-<node>.json             the counter files a Prolog reads on this node (slurm/prolograw.py)
 """
 
 from __future__ import annotations
