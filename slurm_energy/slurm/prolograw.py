@@ -12,9 +12,9 @@ Prolog's timestamp.
 
 Which files: ``prolog-files-<node>.json`` in the spool (the node's *recipe*), written by a sampler
 from what its readers really read (:func:`save_recipe`). Until a sampler wrote one (the node's
-first job, a site config or ``hardware`` change, a reboot: the key) the Prolog takes its reading
-the full way; a recipe that misses a file the readers read (a zone added) is dropped by the sampler
-and made again. Stdlib only (os, json, zlib): the Prolog imports this module.
+first job, a site config or ``hardware`` change, a reboot: the key; RAPL zones added or gone: one
+listdir) the Prolog takes its reading the full way; a recipe that still misses a file the readers
+read is dropped by the sampler (that job's Prolog row is left out) and made again. Stdlib only (os, json, zlib): the Prolog imports this module.
 """
 
 from __future__ import annotations
@@ -60,6 +60,15 @@ def recipe_key(cfg: Any) -> Optional[str]:
     return f"{__version__} {boot} {zlib.crc32(json.dumps(hw, sort_keys=True).encode()):08x}"
 
 
+def _zones(cfg: Any) -> Optional[list[str]]:
+    """The RAPL zones under ``hardware.rapl_root`` (one listdir), None without that directory: a
+    zone that appeared or went since the list was made sends the Prolog the full way."""
+    try:
+        return sorted(os.listdir(cfg["hardware"]["rapl_root"]))
+    except (OSError, KeyError, TypeError):
+        return None
+
+
 def snapshot(cfg: Any, spool: JobSpool) -> bool:
     """The Prolog's side: read the recipe's files now and write ``prolog-raw-<node>.json``
     ({"t": epoch s of the reads, "files": {path: contents (latin-1)}}). False (nothing written)
@@ -71,8 +80,8 @@ def snapshot(cfg: Any, spool: JobSpool) -> bool:
     try:
         with open(recipe_path(spool), encoding="utf-8") as f:
             recipe = json.load(f)
-        if recipe.get("key") != key or not recipe.get("files"):
-            return False
+        if recipe.get("key") != key or not recipe.get("files") or recipe.get("zones") != _zones(cfg):
+            return False  # another config, boot or set of RAPL zones than the list was made for
         files = {}
         t = time.time()
         for p in recipe["files"]:
@@ -91,7 +100,7 @@ def save_recipe(cfg: Any, spool: JobSpool, files: list[str]) -> None:
     if key is None:
         return
     try:
-        write_private(recipe_path(spool), json.dumps({"key": key, "files": sorted(set(files))}))
+        write_private(recipe_path(spool), json.dumps({"key": key, "files": sorted(set(files)), "zones": _zones(cfg)}))
     except OSError:
         pass
 

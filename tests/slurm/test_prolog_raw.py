@@ -93,3 +93,15 @@ def test_a_job_with_gpus_reads_the_full_way(tmp_path, monkeypatch):
     spool = _sampler_start(tmp_path, "32")
     assert not os.path.exists(prolograw.raw_path(spool))
     assert [s.kind for s in read_sample_file(spool.samples)] == ["prolog"]
+
+
+def test_a_zone_added_since_the_list_sends_the_prolog_the_full_way(tmp_path, monkeypatch):
+    _setup(tmp_path, monkeypatch)
+    assert hookentry.prolog(_env("41")) == 0
+    _sampler_start(tmp_path, "41")
+    build_tree(tmp_path / "sys", [Zone("intel-rapl:1", "package-1", energy_uj=7_000_000)])  # a second package
+    assert hookentry.prolog(_env("42")) == 0
+    spool = _sampler_start(tmp_path, "42")
+    (row,) = read_sample_file(spool.samples)  # written by the Prolog itself, both packages in it
+    assert row.kind == "prolog" and spool.read_errors() == []
+    assert sorted(r.energy_uj for r in row.readings if r.device_class == "cpu") == [1_000_000, 7_000_000]
