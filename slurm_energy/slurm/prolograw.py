@@ -14,7 +14,8 @@ Which files: ``prolog-files-<node>.json`` in the spool (the node's *recipe*), wr
 from what its readers really read (:func:`save_recipe`). Until a sampler wrote one (the node's
 first job, a site config or ``hardware`` change, a reboot: the key; RAPL zones added or gone: one
 listdir) the Prolog takes its reading the full way; a recipe that still misses a file the readers
-read is dropped by the sampler (that job's Prolog row is left out) and made again. Stdlib only (os, json, zlib): the Prolog imports this module.
+read is dropped by the sampler (that job's Prolog row is left out) and made again. Stdlib only
+(os, json, zlib): the Prolog imports this module.
 """
 
 from __future__ import annotations
