@@ -6,6 +6,7 @@ the pipeline, whose import brings the sampler and the local measurement).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (on the Prolog's path)
@@ -71,7 +72,8 @@ def take_reading(readers: Sequence[Reader], samples_path: str, kind: str, t: Opt
         w.close()
 
 
-#: Readers whose ``read`` reads files only, through ``rapl._read_int`` and ``nodestats._read``:
+#: Readers whose ``read`` reads files only, through ``RaplReader._energy_uj``, ``rapl._read_int``
+#: and ``nodestats._read``:
 #: their row can be taken from file contents read earlier (:func:`replaying`).
 REPLAYABLE = ("RaplReader", "CpuTdpReader", "RamModelReader")
 
@@ -89,7 +91,7 @@ def recording() -> Iterator[list[str]]:
     from slurm_energy.sampling.readers import rapl
 
     paths: list[str] = []
-    real_int, real_read = rapl._read_int, nodestats._read
+    real_int, real_read, real_uj = rapl._read_int, nodestats._read, rapl.RaplReader._energy_uj
 
     def rec_int(path: str) -> int:
         paths.append(path)
@@ -99,11 +101,17 @@ def recording() -> Iterator[list[str]]:
         paths.append(path)
         return real_read(path, False)
 
+    def rec_uj(reader: rapl.RaplReader, z: rapl.RaplZone) -> int:
+        paths.append(os.path.join(z.path, "energy_uj"))
+        return real_uj(reader, z)
+
     rapl._read_int, nodestats._read = rec_int, rec_read  # type: ignore[assignment]
+    rapl.RaplReader._energy_uj = rec_uj  # type: ignore[method-assign]
     try:
         yield paths
     finally:
         rapl._read_int, nodestats._read = real_int, real_read  # type: ignore[assignment]
+        rapl.RaplReader._energy_uj = real_uj  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -114,10 +122,13 @@ def replaying(files: dict[str, str]) -> Iterator[None]:
     from slurm_energy.sampling import nodestats
     from slurm_energy.sampling.readers import rapl
 
-    real_int, real_read = rapl._read_int, nodestats._read
+    real_int, real_read, real_uj = rapl._read_int, nodestats._read, rapl.RaplReader._energy_uj
     rapl._read_int = lambda path: int(files[path].strip())  # type: ignore[assignment]
     nodestats._read = lambda path, keep: files[path].encode("latin-1")  # type: ignore[assignment]
+    rapl.RaplReader._energy_uj = (  # type: ignore[method-assign]
+        lambda self, z: int(files[os.path.join(z.path, "energy_uj")].strip()))
     try:
         yield
     finally:
         rapl._read_int, nodestats._read = real_int, real_read  # type: ignore[assignment]
+        rapl.RaplReader._energy_uj = real_uj  # type: ignore[method-assign]
