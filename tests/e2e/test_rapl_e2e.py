@@ -24,15 +24,17 @@ WRITER = r"""
 import os, sys, time
 root, pkg_w, dram_w, rng = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 t0 = time.time()
-def put(path, value):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{value}\n")
-    os.replace(tmp, path)
+# Written in place, as the kernel's sysfs attribute changes in place: the sampler keeps a descriptor
+# on energy_uj and preads it. One fixed-width pwrite (leading spaces; int() ignores them), so a read
+# never sees a truncated or shortened file.
+pkg = os.open(os.path.join(root, "intel-rapl:0", "energy_uj"), os.O_WRONLY)
+dram = os.open(os.path.join(root, "intel-rapl:0", "intel-rapl:0:0", "energy_uj"), os.O_WRONLY)
+def put(fd, value):
+    os.pwrite(fd, f"{value:>20}\n".encode(), 0)
 while True:
     dt = time.time() - t0
-    put(os.path.join(root, "intel-rapl:0", "energy_uj"), int(pkg_w * dt * 1e6) % rng)
-    put(os.path.join(root, "intel-rapl:0", "intel-rapl:0:0", "energy_uj"), int(dram_w * dt * 1e6) % (10 ** 12))
+    put(pkg, int(pkg_w * dt * 1e6) % rng)
+    put(dram, int(dram_w * dt * 1e6) % (10 ** 12))
     time.sleep(0.01)
 """
 
@@ -53,7 +55,7 @@ def _zone(d: Path, name: str, rng: int, max_w: float):
     d.mkdir(parents=True, exist_ok=True)
     (d / "name").write_text(name + "\n")
     (d / "max_energy_range_uj").write_text(f"{rng}\n")
-    (d / "energy_uj").write_text("0\n")
+    (d / "energy_uj").write_text(f"{0:>20}\n")  # the writer's fixed width
     (d / "constraint_0_max_power_uw").write_text(f"{int(max_w * 1e6)}\n")
 
 
