@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Optional
@@ -65,8 +66,11 @@ def _load(args):
         raise SystemExit(2) from None
 
 
-def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
-    """Sample ``probe`` until ``wait_for_end()`` returns; then summarise and report.
+def _measure(args, launch, wait_for_end, gpus: Optional[str] = None):
+    """Open the readers, then ``launch()`` -> (probe, label, t0 or None) the job, sample it until
+    ``wait_for_end()`` returns; then summarise and report. The job is launched only after the set-up
+    (imports, NVML, RAPL zones: about a second), so ``run`` measures its command from its spawn
+    (``t0``) instead of losing that second from the record's elapsed time and energy.
 
     ``gpus``: NVML indices to measure (``attach --gpus 0,1``); default the visible GPUs."""
     from slurm_energy.pipeline import LocalMeasurement
@@ -86,8 +90,14 @@ def _measure(args, probe, wait_for_end, label: str, gpus: Optional[str] = None):
             print(f"slurm-energy: GPUs {gpus} not readable ({note}); reported as not measured", file=sys.stderr)
     else:
         uuids = visible_gpus()
-    m = LocalMeasurement(cfg, probe, label, uuids, unresolved, note, interval_s=args.interval,
-                         partition=args.partition, work_dir=args.out).start()
+    m = LocalMeasurement(cfg, None, "", uuids, unresolved, note, interval_s=args.interval,
+                         partition=args.partition, work_dir=args.out)
+    try:
+        probe, label, t0 = launch()
+    except BaseException:
+        m.cleanup()
+        raise
+    m.bind(probe, label).start(t0=t0)
     freeze_gc()  # this process only waits now: its start-up objects stay out of the sampler's collections
     keep = bool(getattr(args, "keep_samples", False))
     try:
@@ -148,15 +158,22 @@ def cmd_run(args) -> int:
     if not cmd:
         print("slurm-energy run: no command given; usage: slurm-energy run [options] -- CMD [ARGS...]", file=sys.stderr)
         return 2
-    try:
-        child = subprocess.Popen(cmd)
-    except OSError as e:
-        print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
-        return 127
-    status = {}
-    restore = _forward_signals(child)
+    status: dict = {}
+    proc: list = []
+
+    def launch():
+        t0 = time.time()
+        try:
+            child = subprocess.Popen(cmd)
+        except OSError as e:
+            print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
+            raise SystemExit(127) from None
+        proc.append(child)
+        status["restore"] = _forward_signals(child)
+        return ProcessTreeProbe(child.pid, exact_end=True), f"run-{child.pid}", t0
 
     def wait():
+        child = proc[0]
         _pid, st, ru = os.wait4(child.pid, 0)  # PEP 475: retried after a forwarded signal
         status["rc"] = os.waitstatus_to_exitcode(st)
         child.returncode = status["rc"]
@@ -164,9 +181,10 @@ def cmd_run(args) -> int:
         return Usage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
 
     try:
-        _measure(args, ProcessTreeProbe(child.pid, exact_end=True), wait, f"run-{child.pid}")
+        _measure(args, launch, wait)
     finally:
-        restore()
+        if "restore" in status:
+            status["restore"]()
     rc = status.get("rc", 1)
     return rc if rc >= 0 else 128 - rc
 
@@ -218,7 +236,7 @@ def cmd_attach(args) -> int:
             pass
         return None
 
-    _measure(args, probe, wait, f"pid-{args.pid}", gpus=args.gpus or None)
+    _measure(args, lambda: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None)
     return 0
 
 

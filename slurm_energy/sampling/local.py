@@ -87,7 +87,8 @@ class LocalSampler:
 
     Args:
         cfg: :class:`slurm_energy.config.SiteConfig`.
-        probe: the job (a :class:`~slurm_energy.sampling.probes.ProcessTreeProbe`).
+        probe: the job (a :class:`~slurm_energy.sampling.probes.ProcessTreeProbe`), or None to
+            :meth:`bind` it later (after the readers are open).
         label: the record's job id (and report name ``energy-<label>.html``).
         gpu_uuids: NVML UUIDs to read; unresolved: GPUs reported ``unavailable`` with ``gpu_note``.
             With neither, the visible AMD/Intel GPUs are read (:func:`visible_drm_gpus`).
@@ -96,10 +97,9 @@ class LocalSampler:
             PID); ``probe`` is then unused (None).
     """
 
-    def __init__(self, cfg, probe: UsageProbe, label: str, gpu_uuids: Optional[list[str]] = None,
+    def __init__(self, cfg, probe: Optional[UsageProbe], label: str, gpu_uuids: Optional[list[str]] = None,
                  unresolved: Optional[list[str]] = None, gpu_note: str = "", interval_s: Optional[float] = None,
                  partition: str = "", work_dir: str = ".", child_of: Optional[int] = None):
-        from slurm_energy.sampling.samplefile import SampleWriter
         from slurm_energy.sampling.setup import build_readers
 
         self.cfg, self.label, self.partition = cfg, label, partition
@@ -124,18 +124,36 @@ class LocalSampler:
                                 "gpus": list(gpu_uuids or []), "unresolved": list(unresolved or []),
                                 "interval_s": self.interval_s, "samples": self.samples}
             return
+        self._readers = readers
+        if probe is not None:
+            self.bind(probe)
+
+    def bind(self, probe: UsageProbe, label: Optional[str] = None) -> "LocalSampler":
+        """Give the sampler its job (thread mode), when it was made with ``probe=None`` so that the
+        readers were opened before the job started (``run``: the command starts after the set-up,
+        so its first second is measured). ``label``: the record's job id, if only known now."""
+        from slurm_energy.sampling.samplefile import SampleWriter
+
+        if label is not None:
+            self.label = label
         # a probe with an exact end (run: the caller's wait4 rusage) keeps sampling until stop(), so
         # the final row carries that usage; others stop by themselves once the tree is gone
         gone_after = 0.0 if getattr(probe, "needs_tail_poll", True) else float("inf")
-        self.sampler = Sampler(readers, probe, SampleWriter(self.samples, fsync=False), interval_s=self.interval_s,
-                               gone_after_s=gone_after)
+        self.sampler = Sampler(self._readers, probe, SampleWriter(self.samples, fsync=False),
+                               interval_s=self.interval_s, gone_after_s=gone_after)
         self._thread = threading.Thread(target=self.sampler.run, name="slurm-energy-sampler", daemon=True)
+        return self
 
-    def start(self, wait_s: float = 10.0) -> "LocalSampler":
+    def start(self, wait_s: float = 10.0, t0: Optional[float] = None) -> "LocalSampler":
         """Start sampling; returns once the first sample is written (at most ``wait_s``), so what
         the caller does next is measured from its first second even on a loaded machine.
-        Raises RuntimeError if the child sampler could not start."""
-        self.t0 = time.time()
+
+        ``t0``: the job's start, epoch s, when it started just before (``run``: the command's spawn),
+        else now. Raises RuntimeError if the child sampler could not start, ValueError if a
+        thread-mode sampler has no probe (:meth:`bind`)."""
+        if self._child_spec is None and not hasattr(self, "sampler"):
+            raise ValueError("LocalSampler.start: no probe; call bind(probe) first")
+        self.t0 = time.time() if t0 is None else t0
         if self._child_spec is not None:
             self._start_child()
         else:

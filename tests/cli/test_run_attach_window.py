@@ -156,3 +156,43 @@ def test_run_cpu_time_of_a_job_shorter_than_the_interval_and_no_samples_left(tmp
     r = subprocess.run(base + ["--keep-samples", "--", "true"], capture_output=True, text=True, env=env, timeout=60)
     kept = r.stderr.split("samples kept in ")[1].split()[0]
     assert r.returncode == 0 and os.path.dirname(os.path.dirname(kept)) == str(tmp) and os.path.getsize(kept) > 0
+
+
+WALL = """
+import time
+t = time.time()  # the command's first statement: it has been running only since just before this
+time.sleep(1.5)
+print("inner", time.time() - t, flush=True)
+"""
+
+
+def test_run_elapsed_covers_the_command_from_its_start(tmp_path):
+    """``run`` opens its readers (imports, NVML, RAPL zones: about a second) before it spawns the
+    command, and counts elapsed time from the spawn: the record's elapsed time is at least the
+    command's own wall time from its first statement (1.5 s sleep). It was 1.1 s short when the
+    command started before the set-up."""
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
+    r = subprocess.run([sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", str(site), "--interval", "5",
+                        "--out", str(tmp_path), "--no-report", "--", sys.executable, "-c", WALL],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    inner = float(next(x for x in r.stdout.splitlines() if x.startswith("inner ")).split()[1])
+    elapsed = float(r.stdout.split("elapsed ")[1].split(" s")[0])  # printed to 0.1 s: +0.05 s rounding
+    assert inner >= 1.5 and elapsed + 0.05 >= inner, r.stdout
+
+
+def test_run_of_a_missing_command_exits_127_and_leaves_no_sample_directory(tmp_path):
+    """A command that cannot be spawned: exit status 127 (as a shell's), its reason on stderr, and
+    the private sample directory the set-up made is removed."""
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path), TMPDIR=str(tmp))
+    r = subprocess.run([sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", str(site), "--no-report",
+                        "--", str(tmp_path / "no-such-command")], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 127
+    assert "cannot start" in r.stderr and "No such file or directory" in r.stderr
+    assert os.listdir(tmp) == []
