@@ -9,7 +9,8 @@ Input CSV (what an admin syncs, e.g. from their grid operator): a header, then o
 * ``timestamp``: ISO 8601 with an explicit UTC offset (``Z`` or ``+HH:MM``; converted to UTC),
   on the hour. A naive timestamp is rejected (it is ambiguous across DST changes).
 * intensity column: ``gco2e_per_kwh`` (aliases ``g_per_kwh``, ``carbon_intensity``), in
-  gCO2e/kWh, 0..2000.
+  gCO2e/kWh, 1..2000 (below 1 is a unit mistake, e.g. kgCO2e/kWh; 0 only with
+  ``ci-import --allow-zero``); hours in 1..5 are imported with a warning (:func:`low_hours_warning`).
 
 Storage (``slurm-energy ci-import FILE --zone Z``): ``<paths.hourly_ci_dir>/<Z>.csv``, default
 ``/var/spool/slurm-energy/carbon-intensity/<Z>.csv``, normalized to ``hour_utc,g_per_kwh`` sorted by
@@ -34,7 +35,8 @@ import tempfile
 from datetime import datetime, timezone
 from typing import Optional
 
-from slurm_energy.carbon.units import to_g_per_kwh
+from slurm_energy.carbon.units import (WARN_BELOW_G_PER_KWH, ImplausibleIntensityError, plausibility_warning,
+                                       to_g_per_kwh)
 
 _TS_COLS = ("timestamp", "hour_utc", "datetime", "time")
 _CI_COLS = ("gco2e_per_kwh", "g_per_kwh", "carbon_intensity")
@@ -107,13 +109,26 @@ def _parse_ts(raw: str, where: str) -> str:
     return dt.strftime("%Y-%m-%dT%H:00:00Z")
 
 
-def load_hourly_csv(path: "str | os.PathLike") -> dict[str, float]:
+def _csv_fix(e: ValueError) -> str:
+    """``" Fix: ..."`` (after ``"?"``) or ``". Fix: ..."`` for an implausibly low CSV intensity (the
+    column has no unit to change); "" for any other error."""
+    if not isinstance(e, ImplausibleIntensityError):
+        return ""
+    if e.guess is not None:
+        return (f" Fix: the column is in gCO2e/kWh: write {e.guess:g}; if the whole file is in kgCO2e/kWh "
+                f"(or tCO2e/MWh), multiply every value by 1000")
+    return f". Fix: {e.fix}"  # the message ends without "?" here
+
+
+def load_hourly_csv(path: "str | os.PathLike", *, allow_zero: bool = False) -> dict[str, float]:
     """Read and validate an hourly-intensity CSV (format in the module docstring).
 
+    :param allow_zero: accept 0 gCO2e/kWh hours (``ci-import --allow-zero``; a stored file holds
+        them only when it was imported so).
     :returns: ``{hour_key UTC: gCO2e/kWh}``.
     :raises HourlyDataError: missing columns, bad/naive/off-hour timestamp, duplicate hour,
-        non-numeric or out-of-range (<0, >2000 gCO2e/kWh) intensity, or no rows. Messages name file
-        and line.
+        non-numeric or implausible (< 1 gCO2e/kWh, 0 without ``allow_zero``, > 2000) intensity, or
+        no rows. Messages name file, line and the fix.
     """
     p = os.fspath(path)
     out: dict[str, float] = {}
@@ -133,15 +148,26 @@ def load_hourly_csv(path: "str | os.PathLike") -> dict[str, float]:
             where = f"{p} line {i}"
             h = _parse_ts(row.get(ts_col) or "", where)
             try:
-                v = to_g_per_kwh(row.get(ci_col), "gCO2e/kWh", field=f"{where} {ci_col}")  # type: ignore[arg-type]
+                v = to_g_per_kwh(row.get(ci_col), "gCO2e/kWh", field=f"{where} {ci_col}",  # type: ignore[arg-type]
+                                 allow_zero=allow_zero, zero_ok="`slurm-energy ci-import --allow-zero`")
             except ValueError as e:
-                raise HourlyDataError(str(e)) from None
+                raise HourlyDataError(f"{e}{_csv_fix(e)}") from None
             if h in out:
                 raise HourlyDataError(f"{where}: hour {h} appears twice; keep one value per UTC hour")
             out[h] = v
     if not out:
         raise HourlyDataError(f"{p}: no data rows")
     return out
+
+
+def low_hours_warning(data: dict[str, float], where: str) -> Optional[str]:
+    """A warning when some hours of ``data`` (``{hour: gCO2e/kWh}``) are in [1, 5) gCO2e/kWh,
+    accepted but lower than even hydro/nuclear lifecycle figures; None when there are none."""
+    low = sorted(h for h, g in data.items() if plausibility_warning(g) is not None)
+    if not low:
+        return None
+    first = plausibility_warning(data[low[0]], field=f"{where} hour {low[0]}")
+    return (f"{len(low)} of {len(data)} hours below {WARN_BELOW_G_PER_KWH:g} gCO2e/kWh; first: {first}")
 
 
 def check_zone(zone: str) -> str:
@@ -185,17 +211,23 @@ def load_zone(store_dir: str, zone: str) -> Optional[dict[str, float]]:
         return None
     if not os.path.exists(p):
         return None
-    return load_hourly_csv(p)
+    return load_hourly_csv(p, allow_zero=True)  # a 0 hour got there only by ci-import --allow-zero
 
 
-def import_hourly_csv(src: "str | os.PathLike", zone: str, store_dir: str) -> tuple[int, int, str]:
+def import_hourly_csv(src: "str | os.PathLike", zone: str, store_dir: str, *, allow_zero: bool = False,
+                      warnings: Optional[list[str]] = None) -> tuple[int, int, str]:
     """Validate ``src`` and merge it into ``zone``'s stored file.
 
+    :param allow_zero: accept hours of 0 gCO2e/kWh (the site says so explicitly).
+    :param warnings: when given, receives :func:`low_hours_warning` about ``src``.
     :returns: ``(rows imported, rows now stored, stored path)``.
     :raises HourlyDataError: invalid source (nothing is written) or bad zone name.
     """
     check_zone(zone)
-    new = load_hourly_csv(src)
+    new = load_hourly_csv(src, allow_zero=allow_zero)
+    low = low_hours_warning(new, os.fspath(src))
+    if low is not None and warnings is not None:
+        warnings.append(low)
     merged = dict(load_zone(store_dir, zone) or {})
     merged.update(new)
     return len(new), len(merged), write_zone(store_dir, zone, merged)

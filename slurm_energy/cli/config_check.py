@@ -175,3 +175,51 @@ def check_paths(cfg, notes: Optional[list[str]] = None) -> list[str]:
                                               "make it writable by root, or choose another path",
                                               e.errno in _DENIED))
     return errors
+
+
+def _zones(cfg) -> list[str]:
+    """Zone names whose hourly intensity jobs may use: each datacenter's and the site's location."""
+    locs = [dc.location for dc in cfg.datacenters.values()] + [cfg.location]
+    return list(dict.fromkeys(z for loc in locs if loc is not None for z in (loc.region, loc.country) if z))
+
+
+def check_carbon(cfg, warnings: Optional[list[str]] = None) -> list[str]:
+    """Check the carbon intensities jobs will use, beyond what loading the config checks.
+
+    Loading already rejects a configured intensity below 1 or above 2000 gCO2e/kWh (0 only with
+    ``allow_zero: true``); this adds the warnings for 1-5 gCO2e/kWh (lower than even hydro/nuclear
+    lifecycle figures) and checks the hourly files imported with ``ci-import`` for the site's zones.
+
+    :param cfg: a :class:`slurm_energy.config.SiteConfig`.
+    :param warnings: when given, receives ``"FILE: datacenters.NAME.carbon_intensity: ..."`` for a
+        suspicious configured value and one line per hourly file with such hours.
+    :returns: one error per stored hourly file that cannot be used (corrupt, or hours below
+        1 gCO2e/kWh: jobs there then use the single intensity instead).
+    """
+    from slurm_energy.carbon import hourly
+    from slurm_energy.carbon.units import plausibility_warning
+    from slurm_energy.errors import HourlyDataError
+
+    origin = cfg.source_path or "documented defaults"
+    out: list[str] = []
+    for name, dc in cfg.datacenters.items():
+        if dc.carbon_intensity is not None:
+            w = plausibility_warning(dc.carbon_intensity.g_per_kwh, f"datacenters.{name}.carbon_intensity")
+            if w is not None:
+                out.append(f"{origin}: {w}")
+    errors = []
+    for zone in _zones(cfg):
+        try:
+            data = hourly.load_zone(cfg.paths.hourly_ci_dir, zone)
+        except HourlyDataError as e:
+            errors.append(f"hourly carbon intensity of zone {zone} cannot be used (jobs there use the single "
+                          f"intensity instead): {e}. To replace the stored file: remove "
+                          f"{hourly.zone_path(cfg.paths.hourly_ci_dir, zone)}, then `slurm-energy ci-import "
+                          f"CORRECTED.csv --zone {zone}`")
+            continue
+        w = hourly.low_hours_warning(data, hourly.zone_path(cfg.paths.hourly_ci_dir, zone)) if data else None
+        if w is not None:
+            out.append(w)
+    if warnings is not None:
+        warnings.extend(out)
+    return errors

@@ -22,6 +22,9 @@ def register(subparsers) -> None:
     q.add_argument("file", help="CSV: timestamp (ISO 8601 with offset, on the hour), gco2e_per_kwh")
     q.add_argument("--zone", required=True, help="grid zone: the location.region or location.country it applies to")
     q.add_argument("--config", default=None, help="site config (for paths.hourly_ci_dir)")
+    q.add_argument("--allow-zero", action="store_true",
+                   help="accept hours of 0 gCO2e/kWh (a supply the site counts as emitting nothing); "
+                        "without it 0 is refused as a mistake, like any value below 1 gCO2e/kWh")
     q.set_defaults(func=cmd_ci_import)
 
 
@@ -102,7 +105,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     exit 0 otherwise. Without any config file it says so and lists the documented defaults.
     """
     from slurm_energy.config import ConfigError, load_site_config
-    from slurm_energy.cli.config_check import check_paths
+    from slurm_energy.cli.config_check import check_carbon, check_paths
 
     try:
         cfg = load_site_config(args.file)
@@ -118,8 +121,15 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     errors = check_paths(cfg, notes)
     for n in notes:
         print(f"note: {n}")
+    warnings: list[str] = []
+    ci_errors = check_carbon(cfg, warnings)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if errors:
         print("unusable paths (jobs would be lost):\n" + "\n".join(errors), file=sys.stderr)
+    if ci_errors:
+        print("unusable carbon intensity:\n" + "\n".join(ci_errors), file=sys.stderr)
+    if errors or ci_errors:
         return 1
     if not cfg.source_path:
         print("\n".join(no_config_lines()))
@@ -137,14 +147,18 @@ def cmd_ci_import(args: argparse.Namespace) -> int:
     from slurm_energy.carbon.hourly import HourlyDataError, import_hourly_csv
     from slurm_energy.config import ConfigError, load_site_config
 
+    warnings: list[str] = []
     try:
         cfg = load_site_config(args.config)
-        n_new, n_all, path = import_hourly_csv(args.file, args.zone, cfg.paths.hourly_ci_dir)
+        n_new, n_all, path = import_hourly_csv(args.file, args.zone, cfg.paths.hourly_ci_dir,
+                                               allow_zero=args.allow_zero, warnings=warnings)
     except (ConfigError, HourlyDataError) as e:
         print(f"ci-import failed:\n{e}", file=sys.stderr)
         return 1
     except OSError as e:
         print(f"ci-import failed: cannot write under {cfg.paths.hourly_ci_dir}: {e.strerror}", file=sys.stderr)
         return 1
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     print(f"imported {n_new} hours for zone {args.zone}; {n_all} hours stored in {path}")
     return 0

@@ -30,12 +30,18 @@ from slurm_energy.errors import ConfigError
 _PER_KEY_SECTIONS = ("paths", "datacenters", "hardware", "sampling", "attribution", "geolocation")
 #: Maps inside ``hardware`` whose entries are dropped one by one (one bad GPU override).
 _PER_ENTRY_MAPS = (("hardware", "gpu"), ("hardware", "cpu_tdp_w"))
+#: Keys of one datacenter dropped alone when invalid: a carbon intensity in the wrong unit (0.056 for
+#: 56) leaves the datacenter, its partitions and PUE in force; its intensity then comes from its
+#: location (bundled table), as when none is written.
+_PER_DATACENTER_KEYS = ("carbon_intensity",)
 
 
 def _drop_target(loc: tuple) -> tuple:
     """The key path to drop for a pydantic error at ``loc`` (see :data:`_PER_KEY_SECTIONS`)."""
     if not loc:
         return ()
+    if loc[0] == "datacenters" and len(loc) >= 3 and loc[2] in _PER_DATACENTER_KEYS:
+        return loc[:3]
     if loc[0] in _PER_KEY_SECTIONS and len(loc) >= 2:
         return loc[:3] if loc[:2] in _PER_ENTRY_MAPS and len(loc) >= 3 else loc[:2]
     return loc[:1]
@@ -79,8 +85,9 @@ def site_config_from_dict_lenient(data: Any, origin: str = "site config") -> tup
 
     Every top-level key that validates is kept; inside ``paths``, ``hardware``, ``sampling``,
     ``attribution``, ``geolocation`` only the bad keys are dropped (their defaults apply), inside
-    ``datacenters`` only the bad datacenters, inside ``hardware.gpu``/``hardware.cpu_tdp_w`` only
-    the bad entries. Returns ``(config, messages)``: one message per problem, worded as
+    ``datacenters`` only the bad datacenters (only the bad ``carbon_intensity`` of one), inside
+    ``hardware.gpu``/``hardware.cpu_tdp_w`` only the bad entries. Returns ``(config, messages)``:
+    one message per problem, worded as
     :class:`ConfigError` (``origin: dotted.field: bad value V: why. Fix: ...``), then one line
     listing what was ignored. The dropped dotted keys are appended to ``config.defaults_used``.
     Not a mapping: ``(SiteConfig(), [message])``.

@@ -17,7 +17,7 @@ from typing import Any, Optional
 import yaml
 from pydantic import ValidationError
 
-from slurm_energy.carbon.units import UNIT_FACTORS
+from slurm_energy.carbon.units import UNIT_FACTORS, ImplausibleIntensityError
 from slurm_energy.config import schema
 from slurm_energy.config.schema import ENV_VAR, SiteConfig
 from slurm_energy.errors import ConfigError, SlurmEnergyError
@@ -80,6 +80,17 @@ def _ci_hint(loc: list[str], data: Any) -> str:
             "bundled table's value for that country (check-config then prints the value in force)")
 
 
+def _ci_fix(err: Any, loc: list[str], data: Any) -> str:
+    """Fix for a bad ``carbon_intensity``: an implausibly low value's own fix (the value it probably
+    meant), else :func:`_ci_hint` (the grid's table figure) and when 0 may be written."""
+    exc = (err.get("ctx") or {}).get("error")
+    if not isinstance(exc, ImplausibleIntensityError):
+        return _ci_hint(loc, data)
+    if exc.guess is not None:
+        return exc.fix
+    return _ci_hint(loc, data) + (f"; {exc.note}" if exc.note else "")
+
+
 def _format_error(e: ValidationError, origin: str, data: Any = None) -> str:
     lines = []
     for err in e.errors():
@@ -90,7 +101,7 @@ def _format_error(e: ValidationError, origin: str, data: Any = None) -> str:
         if err.get("type") == "extra_forbidden":
             fix = "unknown key: fix its spelling or remove it (documented keys: site_config/site.yaml)"
         elif "carbon_intensity" in loc and loc[-1] != "unit":
-            fix = _ci_hint(loc, data)
+            fix = _ci_fix(err, loc, data)
         else:
             leaf = loc[-1] if loc else ""
             fix = _HINTS.get(leaf, "see site_config/site.yaml for the documented form")
@@ -98,7 +109,8 @@ def _format_error(e: ValidationError, origin: str, data: Any = None) -> str:
             shown = "{" + ", ".join(map(str, bad)) + "}"
         else:
             shown = repr(bad)
-        lines.append(f"{origin}: {path}: bad value {shown}: {msg}. Fix: {fix}")
+        end = "" if msg.endswith(("?", ".")) else "."
+        lines.append(f"{origin}: {path}: bad value {shown}: {msg}{end} Fix: {fix}")
     return "\n".join(lines)
 
 

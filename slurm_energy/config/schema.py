@@ -38,21 +38,25 @@ class CarbonIntensity(_Strict):
     """A grid carbon intensity as written by the admin: ``{value, unit}``; stored in gCO2e/kWh.
 
     Accepted units: gCO2e/kWh, kgCO2e/kWh (x1000), kgCO2e/MWh (x1), tCO2e/MWh (x1000),
-    gCO2e/MWh (x0.001). Above 2000 gCO2e/kWh after conversion is rejected as a unit mistake.
+    gCO2e/MWh (x0.001). After conversion, above 2000 gCO2e/kWh or below 1 gCO2e/kWh is rejected as
+    a unit mistake (0.056 written for 56); 0 only with ``allow_zero: true`` (the site says so
+    explicitly: a supply it counts as emitting nothing). ``check-config`` warns about 1-5 gCO2e/kWh.
     """
 
     value: float
     unit: str = "gCO2e/kWh"
+    allow_zero: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "CarbonIntensity":
-        to_g_per_kwh(self.value, self.unit, field="carbon_intensity")
+        to_g_per_kwh(self.value, self.unit, field="carbon_intensity", allow_zero=self.allow_zero,
+                     zero_ok="allow_zero: true in this mapping ({value: 0, unit: gCO2e/kWh, allow_zero: true})")
         return self
 
     @property
     def g_per_kwh(self) -> float:
         """The intensity in gCO2e/kWh."""
-        return to_g_per_kwh(self.value, self.unit)
+        return to_g_per_kwh(self.value, self.unit, allow_zero=self.allow_zero)
 
 
 class Location(_Strict):

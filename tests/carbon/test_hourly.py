@@ -121,3 +121,28 @@ def test_ci_import_cli_and_lookup(tmp_path, capsys):
     bad.write_text("timestamp,gco2e_per_kwh\n2026-11-30T10:00:00,1\n")
     assert cli_main(["ci-import", str(bad), "--zone", "US-CA", "--config", str(cfgp)]) == 1
     assert "no UTC offset" in capsys.readouterr().err
+
+
+def test_ci_import_refuses_kg_values_and_zero_without_allow_zero(tmp_path, capsys):
+    spool = tmp_path / "spool"
+    cfgp = tmp_path / "site.yaml"
+    cfgp.write_text(f"paths: {{spool_dir: {spool}}}\n")
+    src = tmp_path / "kg.csv"
+    src.write_text("timestamp,gco2e_per_kwh\n2026-11-30T10:00:00Z,0.21\n")  # kg/kWh: 0.21 x 1000 = 210 g/kWh
+    assert cli_main(["ci-import", str(src), "--zone", "FR", "--config", str(cfgp)]) == 1
+    assert (f"{src} line 2 gco2e_per_kwh: 0.21 gCO2e/kWh is below 1 gCO2e/kWh, lower than any real grid (the "
+            "cleanest, hydro and nuclear, are about 5-30 gCO2e/kWh lifecycle); 0.21 looks like kgCO2e/kWh: did you "
+            "mean 210 gCO2e/kWh? Fix: the column is in gCO2e/kWh: write 210; if the whole file is in kgCO2e/kWh "
+            "(or tCO2e/MWh), multiply every value by 1000") in capsys.readouterr().err
+    assert not (spool / "carbon-intensity" / "FR.csv").exists()  # nothing imported
+
+    src.write_text("timestamp,gco2e_per_kwh\n2026-11-30T10:00:00Z,0\n2026-11-30T11:00:00Z,3\n")
+    assert cli_main(["ci-import", str(src), "--zone", "FR", "--config", str(cfgp)]) == 1
+    assert "said explicitly with `slurm-energy ci-import --allow-zero`" in capsys.readouterr().err
+    assert cli_main(["ci-import", str(src), "--zone", "FR", "--config", str(cfgp), "--allow-zero"]) == 0
+    cap = capsys.readouterr()
+    assert "imported 2 hours" in cap.out
+    assert cap.err.startswith(f"warning: 1 of 2 hours below 5 gCO2e/kWh; first: {src} hour 2026-11-30T11:00:00Z: "
+                              "3 gCO2e/kWh is below 5")
+    assert h.load_zone(str(spool / "carbon-intensity"), "FR") == {"2026-11-30T10:00:00Z": 0.0,
+                                                                  "2026-11-30T11:00:00Z": 3.0}
