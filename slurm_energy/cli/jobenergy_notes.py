@@ -33,27 +33,36 @@ def _names(ids: list[str]) -> str:
 
 
 def not_recorded_why(privileged: bool, interim_s: float) -> str:
-    """Why a job may have no record: the sentence after a 'not in the store' message."""
-    why = (f"No record yet if it is pending, started under {interim_s:g} s ago, or ended and was not "
-           "collected (admins: slurm-energy collect)")
-    return why if privileged else why + "; other users' jobs are not shown to you"
+    """Why a job may have no record: the sentence after a 'not in the store' message. For an
+    ordinary user it starts with "another user's job": the store query only returns their own jobs,
+    so the message cannot (and must not) say whether the job exists."""
+    why = (f"pending, started under {interim_s:g} s ago, or ended and was not collected (admins: "
+           "slurm-energy collect)")
+    if privileged:
+        return f"No record yet if it is {why}"
+    return f"It may be another user's job, which you cannot see, or one not recorded yet: {why}"
 
 
 def missing_ids(specs: list, records: list, filtered: bool, among: str, where: str, privileged: bool,
                 interim_s: float) -> list[str]:
     """One message per requested job id (``specs``, :func:`slurm_energy.jobid.parse_jobids`) that no
-    record matches: ``job ID: not in the store[ among U's jobs][ in the given -S/-E window or -s
-    states]: WHERE. <why>``. ``filtered``: -S/-E/-s were given (then the advice is to drop them)."""
+    record matches. Root and admins: ``job ID: not in the store[ in the given -S/-E window or -s
+    states]: WHERE. <why>``; an ordinary user (``among``: `` among U's jobs``): ``job ID: no record
+    among U's jobs[...]: WHERE. It may be another user's job, which you cannot see, or ...`` -- never
+    "not in the store", which would tell them that another user's job does not exist.
+    ``filtered``: -S/-E/-s were given (then the advice is to drop them)."""
     out = []
     for spec in specs:
         if any(matches(spec, r) for r in records):
             continue
         cond = " in the given -S/-E window or -s states" if filtered else ""
         if filtered:
-            why = "Try it without -S/-E/-s" + ("" if privileged else "; other users' jobs are not shown to you")
+            why = "Try it without -S/-E/-s" + ("" if privileged else "; it may also be another user's job, "
+                                                                     "which you cannot see")
         else:
             why = not_recorded_why(privileged, interim_s)
-        out.append(f"job {spec.raw}: not in the store{among}{cond}: {where}. {why}")
+        head = "not in the store" if privileged or not among else f"no record{among}"
+        out.append(f"job {spec.raw}: {head}{cond}: {where}. {why}")
     return out
 
 

@@ -210,7 +210,8 @@ def test_ordinary_user_sees_only_own_jobs_and_cannot_write(tmp_path_factory):
         assert p.returncode == 0 and p.stdout.split() == ["1"]
         assert "warning: you (nobody) can only see your own jobs; not showing alice" in p.stderr
         p = subprocess.run(cmd[:-2] + ["2"], capture_output=True, text=True, env=env, cwd=d)
-        assert p.returncode == 1 and "job 2: not in the store among nobody's jobs" in p.stderr
+        assert p.returncode == 1 and "job 2: no record among nobody's jobs" in p.stderr
+        assert "It may be another user's job, which you cannot see" in p.stderr
         # the store file itself refuses writes from that user
         w = subprocess.run([shutil.which("runuser"), "-u", "nobody", "--", sys.executable, "-c",
                             f"import sqlite3; sqlite3.connect('{d}/spool/jobs.db').execute('DELETE FROM job_records')"

@@ -61,11 +61,21 @@ def test_default_window_says_it_is_today_and_gives_an_older_start(url, tmp_path,
                    "for older jobs, e.g. -S 2023-11-23\n")
 
 
-def test_missing_id_for_an_ordinary_user_says_others_jobs_are_hidden():
+def test_missing_id_for_an_ordinary_user_may_be_another_users_job():
+    # alice sees only her own jobs: job 200 may exist as bob's; the line must neither say it is "not
+    # in the store" (it may be) nor that it exists
     [line] = N.missing_ids(parse_jobids(["200"]), [], False, " among alice's jobs", "STORE", False, 60.0)
-    assert line == ("job 200: not in the store among alice's jobs: STORE. No record yet if it is pending, started "
-                    "under 60 s ago, or ended and was not collected (admins: slurm-energy collect); other users' "
-                    "jobs are not shown to you")
+    assert line == ("job 200: no record among alice's jobs: STORE. It may be another user's job, which you cannot "
+                    "see, or one not recorded yet: pending, started under 60 s ago, or ended and was not collected "
+                    "(admins: slurm-energy collect)")
+    assert "not in the store" not in line
+    [line] = N.missing_ids(parse_jobids(["200"]), [], True, " among alice's jobs", "STORE", False, 60.0)
+    assert line == ("job 200: no record among alice's jobs in the given -S/-E window or -s states: STORE. Try it "
+                    "without -S/-E/-s; it may also be another user's job, which you cannot see")
+    # root and admins see every job: there "not in the store" is the plain truth
+    [line] = N.missing_ids(parse_jobids(["200"]), [], False, "", "STORE", True, 60.0)
+    assert line == ("job 200: not in the store: STORE. No record yet if it is pending, started under 60 s ago, or "
+                    "ended and was not collected (admins: slurm-energy collect)")
 
 
 def test_missing_id_with_a_window_says_to_drop_it(url, tmp_path, capsys):
