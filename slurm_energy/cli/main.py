@@ -2,7 +2,8 @@
 
 Sub-command modules (add one line to ``_COMMAND_MODULES`` to add a command):
 
-* :mod:`slurm_energy.cli.run_cmds`     -- run, sampler, prolog, epilog, finalize, install, report
+* :mod:`slurm_energy.cli.run_cmds`     -- run, attach, hook
+* :mod:`slurm_energy.cli.install_cmd`  -- install
 * :mod:`slurm_energy.cli.config_cmds`  -- check-config, ci-import
 * :mod:`slurm_energy.cli.store_cmds`   -- collect, rollup
 * :mod:`slurm_energy.cli.predict_cmd`  -- predict
@@ -19,6 +20,7 @@ import sys
 
 _COMMAND_MODULES = [
     "slurm_energy.cli.run_cmds",
+    "slurm_energy.cli.install_cmd",
     "slurm_energy.cli.config_cmds",
     "slurm_energy.cli.store_cmds",
     "slurm_energy.cli.predict_cmd",

@@ -1,4 +1,5 @@
-"""`slurm-energy run -- CMD`, `slurm-energy attach PID`, `slurm-energy install`, `slurm-energy hook`.
+"""`slurm-energy run -- CMD`, `slurm-energy attach PID`, `slurm-energy hook` (``install``:
+:mod:`slurm_energy.cli.install_cmd`).
 
 ``run`` and ``attach`` use the same readers, sampler and accounting as the Slurm hooks, without
 Slurm: the job is a process tree.
@@ -8,20 +9,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-from importlib import resources
-from pathlib import Path
 from typing import Optional
 
 from slurm_energy.units import J_PER_KWH
 
 
 def register(sub) -> None:
-    """Add run, attach, install and hook sub-commands."""
+    """Add run, attach and hook sub-commands."""
     p = sub.add_parser("run", help="measure a command (no Slurm needed): slurm-energy run -- CMD ...")
     _common(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
@@ -33,12 +31,6 @@ def register(sub) -> None:
     p.add_argument("--gpus", default="", help="GPUs the process uses, as nvidia-smi indices (e.g. 0,1); "
                    "default: CUDA_VISIBLE_DEVICES, else every GPU")
     p.set_defaults(func=cmd_attach)
-
-    p = sub.add_parser("install", help="install the Slurm hooks and print the slurm.conf lines")
-    p.add_argument("--hooks-dir", default="/etc/slurm-energy/hooks", help="where to write prolog/epilog")
-    p.add_argument("--config", default="", help="site config the hooks use (default /etc/slurm-energy/site.yaml)")
-    p.add_argument("--print", dest="print_only", action="store_true", help="only print the slurm.conf lines")
-    p.set_defaults(func=cmd_install)
 
     p = sub.add_parser("hook", help="run the Prolog/Epilog logic by hand (as slurmd would)")
     p.add_argument("which", choices=["prolog", "epilog"])
@@ -238,143 +230,3 @@ def cmd_attach(args) -> int:
 
     _measure(args, lambda: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None)
     return 0
-
-
-def _hook_template(which: str) -> str:
-    """The shipped hook script: package data when installed, ``hooks/`` of the checkout otherwise."""
-    try:
-        return resources.files("slurm_energy.hooks").joinpath(which).read_text()
-    except ModuleNotFoundError:  # run from a source checkout: hooks/ sits beside slurm_energy/
-        return (Path(__file__).resolve().parents[2] / "hooks" / which).read_text()
-
-
-#: What the hook scripts run (``python -I -S ENTRY prolog|epilog``): this package's own file.
-HOOK_ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "slurm", "hookrun.py")
-
-
-def hook_text(which: str, python: str, config: str) -> str:
-    """The shipped hook script ``which`` with this installation's interpreter, hook entry file
-    (:data:`HOOK_ENTRY`) and config."""
-    text = _hook_template(which)
-    text = re.sub(r"^PY=.*$", f"PY={python}", text, count=1, flags=re.M)
-    text = re.sub(r"^ENTRY=.*$", f"ENTRY={HOOK_ENTRY}", text, count=1, flags=re.M)
-    text = re.sub(r"^SLURM_ENERGY_CONFIG=[^;]*;", f"SLURM_ENERGY_CONFIG={config};", text, count=1, flags=re.M)
-    return text
-
-
-def installed_hook_problems(hooks_dir: str, config: str | None) -> list[str]:
-    """Why the hooks in ``hooks_dir`` are not this installation's (empty list: they are).
-
-    A hook must exist, be executable and be exactly what ``slurm-energy install`` of this package
-    writes: the shipped script with this interpreter (``sys.executable``) and, when ``config`` is
-    given, that site config. ``config=None`` accepts whatever config the file names.
-    """
-    problems = []
-    for which in ("prolog", "epilog"):
-        path = os.path.join(hooks_dir, which)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            problems.append(f"{path}: {e.strerror or e}")
-            continue
-        if not os.access(path, os.X_OK):
-            problems.append(f"{path}: not executable")
-        m = re.search(r"^SLURM_ENERGY_CONFIG=([^;]*);", text, flags=re.M)
-        cfg = config if config is not None else (m.group(1) if m else "")
-        if text != hook_text(which, sys.executable, cfg):
-            py = re.search(r"^PY=(.*)$", text, flags=re.M)
-            problems.append(f"{path}: not written by this installation (its PY={py.group(1) if py else '?'}, "
-                            f"this package's python is {sys.executable}"
-                            + (f", config {cfg!r}" if config is not None else "") + ")")
-    return problems
-
-
-def cmd_install(args) -> int:
-    """Write the hooks and the MailProg wrapper (root-owned, 0755) and print the slurm.conf lines.
-
-    With ``--print`` nothing is written: the lines are printed only if the hooks in ``--hooks-dir``
-    are this installation's own (see :func:`installed_hook_problems`); otherwise a warning goes to
-    stderr, nothing to stdout, and the exit status is 1 (pasting Prolog=/Epilog= lines that point at
-    missing or foreign hook files drains every node)."""
-    hooks_dir = os.path.abspath(args.hooks_dir)
-    config = os.path.abspath(args.config) if args.config else ""
-    if args.print_only:
-        problems = installed_hook_problems(hooks_dir, config if args.config else None)
-        if problems:
-            print("slurm-energy install --print: the hooks are not installed for this package:", file=sys.stderr)
-            for p in problems:
-                print(f"  {p}", file=sys.stderr)
-            print(f"Install them first (as root): {sys.executable} -m slurm_energy.cli.main install "
-                  f"--hooks-dir {hooks_dir}" + (f" --config {config}" if config else ""), file=sys.stderr)
-            return 1
-    bad = config_problem(config) if config else None
-    if bad:
-        print(bad, file=sys.stderr)
-        return 1
-    if not args.print_only:
-        os.makedirs(hooks_dir, mode=0o755, exist_ok=True)
-        for which in ("prolog", "epilog", "mail"):
-            dst = os.path.join(hooks_dir, which)
-            tmp = dst + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(hook_text(which, sys.executable, config))
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, dst)
-        print(f"# hooks written to {hooks_dir} (python {sys.executable})", file=sys.stderr)
-    print("# slurm-energy: add to slurm.conf on every node and the controller, then `scontrol reconfigure`")
-    print(f"Prolog={os.path.join(hooks_dir, 'prolog')}")
-    print(f"Epilog={os.path.join(hooks_dir, 'epilog')}")
-    print("PrologFlags=Alloc,Contain")
-    print("# end-of-job mail with the job's energy (then the real mail program, outputs.mail.program):")
-    print(f"MailProg={os.path.join(hooks_dir, 'mail')}")
-    for line in collect_timer_lines(sys.executable, config):
-        print(line)
-    return 0
-
-
-def config_problem(path: str) -> Optional[str]:
-    """Why ``install --config PATH`` must not write hooks that read ``path``: the file is missing,
-    unreadable or invalid (every job would run with the documented defaults, or a last good copy,
-    instead of the site's settings). None when it loads strictly
-    (:func:`slurm_energy.config.load_site_config`). The message names each bad field and its fix."""
-    from slurm_energy.config import ConfigError, load_site_config
-
-    try:
-        load_site_config(path)
-    except ConfigError as e:
-        return (f"slurm-energy install: --config {path} cannot be used; nothing was written:\n{e}\n"
-                f"Fix: create or correct {path} (site_config/site.yaml documents every key; `slurm-energy "
-                f"check-config {path}` checks it), then run install again")
-    return None
-
-
-def collect_timer_lines(python: str, config: str) -> list[str]:
-    """Comment lines (slurm.conf ignores them) with the systemd timer and the cron line that run
-    ``slurm-energy collect`` every 5 minutes as root on each node (its spool is node-local): it
-    finishes jobs a fault left unfinished and drains the queued records (docs/STORE.md)."""
-    env = f"SLURM_ENERGY_CONFIG={config} " if config else ""
-    cmd = f"{python} -I -m slurm_energy.cli.main collect --older-than 5"
-    return [
-        "# slurm-energy collect: run every 5 min as root on every node and the controller, e.g. systemd:",
-        "# --- /etc/systemd/system/slurm-energy-collect.service",
-        "# [Unit]",
-        "# Description=slurm-energy: finish job records left by faults, store queued records",
-        "# [Service]",
-        "# Type=oneshot",
-        *([f"# Environment=SLURM_ENERGY_CONFIG={config}"] if config else []),
-        f"# ExecStart={cmd}",
-        "# --- /etc/systemd/system/slurm-energy-collect.timer",
-        "# [Unit]",
-        "# Description=Run slurm-energy collect every 5 minutes",
-        "# [Timer]",
-        "# OnBootSec=2min",
-        "# OnUnitActiveSec=5min",
-        "# [Install]",
-        "# WantedBy=timers.target",
-        "# --- then: systemctl daemon-reload && systemctl enable --now slurm-energy-collect.timer",
-        "# or root's crontab (crontab -e):",
-        f"# */5 * * * * {env}{cmd} >>/var/log/slurm-energy/collect.log 2>&1",
-        "# and weekly spool retention (removes only jobs already stored):",
-        f"# 17 3 * * 0 {env}{python} -I -m slurm_energy.cli.main prune --older-than 14",
-    ]

@@ -218,3 +218,22 @@ def test_install_refuses_a_missing_or_invalid_config_and_writes_nothing(tmp_path
     for part in expect:
         assert part in cap.err, cap.err
     assert f"`slurm-energy check-config {site}` checks it" in cap.err
+
+
+def test_install_cron_lines_log_to_the_sites_log_dir(tmp_path, capsys):
+    import sys
+
+    from slurm_energy.cli.main import main
+
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\npaths:\n  log_dir: {tmp_path}/se-logs\n")
+    assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(site)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    py = sys.executable
+    # collect every 5 min, prune weekly: both append stdout and stderr to paths.log_dir (not a
+    # hard-coded /var/log/slurm-energy), creating it root-only where no hook ran yet (the controller)
+    assert f"# */5 * * * * mkdir -p -m 0700 {tmp_path}/se-logs && SLURM_ENERGY_CONFIG={site} {py} -I -m " \
+           f"slurm_energy.cli.main collect --older-than 5 >>{tmp_path}/se-logs/collect.log 2>&1" in out
+    assert f"# 17 3 * * 0 mkdir -p -m 0700 {tmp_path}/se-logs && SLURM_ENERGY_CONFIG={site} {py} -I -m " \
+           f"slurm_energy.cli.main prune --older-than 14 >>{tmp_path}/se-logs/prune.log 2>&1" in out
+    assert not any("/var/log/slurm-energy" in x for x in out)

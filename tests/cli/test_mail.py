@@ -70,12 +70,12 @@ def test_install_writes_mail_wrapper_and_prints_mailprog(tmp_path, monkeypatch, 
     # the installed package maps hooks/ to slurm_energy.hooks; from the checkout, point at hooks/
     from pathlib import Path
 
-    from slurm_energy.cli import run_cmds
+    from slurm_energy.cli import install_cmd
     from slurm_energy.cli.main import main
 
     repo_hooks = Path(__file__).resolve().parents[2] / "hooks"
-    real = run_cmds.resources.files
-    monkeypatch.setattr(run_cmds.resources, "files", lambda pkg: repo_hooks if pkg == "slurm_energy.hooks" else real(pkg))
+    real = install_cmd.resources.files
+    monkeypatch.setattr(install_cmd.resources, "files", lambda pkg: repo_hooks if pkg == "slurm_energy.hooks" else real(pkg))
     site = tmp_path / "x.yaml"
     site.write_text("cluster_name: t\n")  # install refuses a missing or invalid --config
     assert main(["install", "--hooks-dir", str(tmp_path / "h"), "--config", str(site)]) == 0

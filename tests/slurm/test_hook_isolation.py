@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from slurm_energy.cli.main import main as cli
-from slurm_energy.cli.run_cmds import hook_text
+from slurm_energy.cli.install_cmd import hook_text
 
 
 def _planted(d: Path, marker: Path) -> None:
@@ -89,3 +89,44 @@ def test_install_print_rejects_hooks_of_another_python_or_not_executable(tmp_pat
     # another --config than the one the hooks were written with is not this installation either
     assert _install(tmp_path) == 0
     assert cli(["install", "--print", "--hooks-dir", str(tmp_path / "hooks"), "--config", "/other.yaml"]) == 1
+
+
+def test_install_print_says_which_config_the_hooks_read_and_which_settings_differ(tmp_path, capsys):
+    (tmp_path / "site.yaml").write_text("cluster_name: t\npaths:\n  store_url: postgresql+psycopg://u:pw@db/se\n")
+    assert _install(tmp_path) == 0
+    other = tmp_path / "other.yaml"
+    other.write_text("cluster_name: t2\nsampling: {interval_s: 2}\n")
+    capsys.readouterr()
+    assert cli(["install", "--print", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(other)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    site = tmp_path / "site.yaml"
+    assert (f"  {tmp_path}/hooks/prolog: not written by this installation: it reads the site config '{site}', "
+            f"not '{other}'\n") in err
+    # the 3 settings that differ (sorted), the store password hidden; the default store URL on the right
+    assert (f"  site config the hooks read vs --config {other}: 3 setting(s) differ: cluster_name: 't' (hooks) vs "
+            "'t2' (--config); paths.store_url: 'postgresql+psycopg://u:***@db/se' (hooks) vs "
+            "'sqlite:////var/lib/slurm-energy/jobs.db' (--config); sampling.interval_s: 5.0 (hooks) vs 2.0 "
+            "(--config)\n") in err
+    assert "pw@" not in err and err.count("site config the hooks read") == 1  # once for both hooks
+    # a copy of the same file under another path: only the path differs
+    same = tmp_path / "copy.yaml"
+    same.write_text(site.read_text())
+    assert cli(["install", "--print", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(same)]) == 1
+    assert f"vs --config {same}: the two files set the same values (only the path differs)" in capsys.readouterr().err
+
+
+def test_install_print_names_the_first_line_of_a_hook_from_another_version(tmp_path, capsys):
+    assert _install(tmp_path) == 0
+    epi = tmp_path / "hooks" / "epilog"
+    lines = epi.read_text().splitlines(keepends=True)
+    n = next(i for i, x in enumerate(lines) if x.startswith("cd /"))
+    lines[n] = "cd /tmp || exit 0\n"
+    epi.write_text("".join(lines))
+    capsys.readouterr()
+    assert _install(tmp_path, "--print") == 1
+    err = capsys.readouterr().err
+    assert (f"{epi}: not written by this installation: its script differs from this version's from line {n + 1} "
+            "(another slurm-energy version's, or edited): 'cd /tmp || exit 0', this version writes "
+            "'cd / || exit 0'") in err
+    assert "prolog" not in err.split("Install them first")[0]  # the untouched prolog is fine
