@@ -44,6 +44,7 @@ from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_notes as N
 from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
 from slurm_energy.cli import jobenergy_select as S
+from slurm_energy.cli.table import render
 from slurm_energy.jobid import display_id, parse_jobids, split_reused
 
 if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
@@ -74,7 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-s", "--state", action="append", default=[], help=S.STATE_HELP)
     p.add_argument("-S", "--starttime", help="jobs running at or after this time (sacct formats)")
     p.add_argument("-E", "--endtime", help="jobs running at or before this time (sacct formats)")
-    p.add_argument("-o", "--format", help="comma-separated fields (default: %s)" % ",".join(F.DEFAULT_FIELDS))
+    p.add_argument("-o", "--format", help=f"comma-separated fields (default: {','.join(F.DEFAULT_FIELDS)}); "
+                   "Field%%N sets a column's width as in sacct (%%-N left-justified; a longer value is cut, '+' "
+                   f"last); Errors and ReportError are cut to {F.TEXT_CAP} characters ('…' last) unless given a "
+                   "width; -p/-P/--json show the full text")
     p.add_argument("-p", "--parsable", action="store_true", help="'|'-separated with a trailing '|'")
     p.add_argument("-P", "--parsable2", action="store_true", help="'|'-separated, no trailing '|'")
     p.add_argument("-n", "--noheader", action="store_true")
@@ -337,11 +341,14 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
     parsable = "p" if args.parsable else ("P" if args.parsable2 else "")
     if args.long:  # aligned: Covers without what other columns show, wrapped to the terminal (-p/-P: full)
         rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=not parsable)]
-        text = F.render(rows, F.LONG_FIELDS, parsable=parsable, noheader=args.noheader,
+        text = render(rows, F.LONG_FIELDS, parsable=parsable, noheader=args.noheader,
                         wrap_to=None if parsable else _terminal_width())
     else:
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
-        text = F.render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader)
+        widths = F.parse_widths(args.format) if args.format else None
+        caps = [F.TEXT_CAP if f in F.TEXT_FIELDS else None for f in fields]
+        text = render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader,
+                        widths=widths, caps=caps)
     if items or not (args.noheader or not parsable):  # nothing found: stderr says so, no empty table
         print(text)
 

@@ -11,6 +11,7 @@ from slurm_energy.units import J_PER_KWH
 
 import datetime as dt
 import json
+import re
 from typing import TYPE_CHECKING, Callable, Optional
 
 from slurm_energy.cli.jobenergy_select import job_state
@@ -177,67 +178,46 @@ _HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobNa
 
 def parse_format(spec: str) -> list[str]:
     """``"JobID,User,CPU_kWh"`` -> canonical lower-case field keys (sacct: case-insensitive).
+    A field may end in sacct's ``%N`` width (:func:`parse_widths`).
 
-    Raises ValueError naming the unknown field and listing the valid ones.
+    Raises ValueError naming the unknown field (listing the valid ones) or the bad width.
     """
     out = []
     for name in [x.strip() for x in spec.split(",") if x.strip()]:
-        key = name.lower().split("%")[0]  # sacct's "%width" suffix is accepted and ignored
+        key, _, width = name.lower().partition("%")
         if key not in FIELDS:
             raise ValueError(
                 f"--format: unknown field {name!r}; valid fields: {', '.join(_HEADER[k] for k in FIELDS)}"
             )
+        if width and not re.fullmatch(r"-?[1-9][0-9]{0,3}", width):
+            raise ValueError(f"--format: bad width in {name!r}: write {header(key)}%N with N a width in characters "
+                             f"(1-9999; %-N left-justifies), e.g. {header(key)}%60, as in sacct")
         out.append(key)
     return out
 
 
 def header(key: str) -> str:
+    """The column header of a field key (``cpu_kwh`` -> ``CPU_kWh``)."""
     return _HEADER.get(key, key)
 
 
-#: The narrowest a wrapped last column gets (characters), however wide the columns before it are.
-MIN_WRAP = 40
+def parse_widths(spec: str) -> list[Optional[int]]:
+    """sacct's ``Field%N`` column widths of a validated ``-o`` spec, one per field: None (no ``%``:
+    as wide as the widest value), N (exactly N characters, right-justified) or -N (left-justified).
+    In the aligned table a longer value is cut to N with ``+`` as its last character, as sacct does;
+    ``-p``/``-P``/``--json`` always print the full value."""
+    out: list[Optional[int]] = []
+    for name in [x.strip() for x in spec.split(",") if x.strip()]:
+        _, pct, width = name.partition("%")
+        out.append(int(width) if pct and width else None)
+    return out
 
 
-def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noheader: bool = False,
-           wrap_to: Optional[int] = None) -> str:
-    """Table text. ``parsable``: ``""`` aligned columns (sacct default), ``"p"`` ``a|b|`` with a
-    trailing bar (-p), ``"P"`` ``a|b`` (-P). ``wrap_to`` (aligned only; ``-l``'s Covers): the line
-    width in characters; the last column is then left-aligned and wrapped at word boundaries to
-    what is left of it (at least :data:`MIN_WRAP`), continuation lines indented under it."""
-    if wrap_to is not None and not parsable and headers:
-        return _render_wrapped(rows, headers, noheader, wrap_to)
-    lines = []
-    if parsable:
-        tail = "|" if parsable == "p" else ""
-        if not noheader:
-            lines.append("|".join(headers) + tail)
-        lines += ["|".join(r) + tail for r in rows]
-        return "\n".join(lines)
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    if not noheader:
-        lines.append(" ".join(h.rjust(w) for h, w in zip(headers, widths)))
-        lines.append(" ".join("-" * w for w in widths))
-    lines += [" ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(lines)
-
-
-def _render_wrapped(rows: list[list[str]], headers: list[str], noheader: bool, line_width: int) -> str:
-    import textwrap
-
-    head = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers[:-1])]
-    indent = sum(head) + len(head)  # the columns before the last, each followed by one space
-    last_w = max(MIN_WRAP, line_width - indent)
-    width = min(last_w, max([len(headers[-1])] + [len(r[-1]) for r in rows]))
-    lines = []
-    if not noheader:
-        lines.append(" ".join([h.rjust(w) for h, w in zip(headers, head)] + [headers[-1]]))
-        lines.append(" ".join("-" * w for w in head + [width]))
-    for r in rows:
-        parts = textwrap.wrap(r[-1], width=width, break_on_hyphens=False) or [""]
-        lines.append(" ".join([c.rjust(w) for c, w in zip(r, head)] + [parts[0]]).rstrip())
-        lines += [" " * indent + p for p in parts[1:]]
-    return "\n".join(lines)
+#: Free-text columns capped in the aligned table when ``-o`` gives them no ``%N``: one long error
+#: would otherwise widen every row. Cut to this many characters, the last one ``…``;
+#: ``-p``/``-P``/``--json``/``-l`` keep the full text.
+TEXT_CAP = 40
+TEXT_FIELDS = frozenset({"errors", "reporterror"})
 
 
 def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]]:

@@ -386,7 +386,7 @@ def cmd_rollup(args) -> int:
 
     head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e", "Measured_IT_kWh", "Estimated_IT_kWh"]
     rows = [[f(r[k]) for k in (args.by, *ROLLUP_COLUMNS)] for r in rows]
-    from slurm_energy.cli.jobenergy_format import render
+    from slurm_energy.cli.table import render
 
     print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)
     print(render(rows, head, parsable="P" if args.parsable2 else ""))

@@ -6,7 +6,7 @@ import json
 from jobrecord_factory import device, finished, job_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
-from slurm_energy.cli.jobenergy_format import render
+from slurm_energy.cli.table import render
 from slurm_energy.model import Method
 
 T0 = 1_700_000_000.0

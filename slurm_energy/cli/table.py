@@ -1,0 +1,74 @@
+"""Aligned and parsable tables as sacct prints them (``jobenergy``, ``rollup``): columns
+right-justified and as wide as their widest value, or sacct's fixed ``%N`` widths; ``-p``/``-P``
+bar-separated with the full values."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+def _fit(text: str, width: int, left: bool, mark: str) -> str:
+    """``text`` in exactly ``width`` characters: padded, or cut with ``mark`` as the last one."""
+    if len(text) > width:
+        text = text[: width - 1] + mark
+    return text.ljust(width) if left else text.rjust(width)
+
+
+#: The narrowest a wrapped last column gets (characters), however wide the columns before it are.
+MIN_WRAP = 40
+
+
+def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noheader: bool = False,
+           wrap_to: Optional[int] = None, widths: Optional[list[Optional[int]]] = None,
+           caps: Optional[list[Optional[int]]] = None) -> str:
+    """Table text. ``parsable``: ``""`` aligned columns (sacct default), ``"p"`` ``a|b|`` with a
+    trailing bar (-p), ``"P"`` ``a|b`` (-P). ``wrap_to`` (aligned only; ``-l``'s Covers): the line
+    width in characters; the last column is then left-aligned and wrapped at word boundaries to
+    what is left of it (at least :data:`MIN_WRAP`), continuation lines indented under it.
+    Aligned only: ``widths`` (per column, :func:`~slurm_energy.cli.jobenergy_format.parse_widths`): a
+    fixed width N (-N: left-justified), header included, a longer value cut with ``+`` last
+    (sacct's ``%N``); ``caps`` (per column, where ``widths`` gives none): at most that many
+    characters, a longer value cut with ``…`` last."""
+    if wrap_to is not None and not parsable and headers:
+        return _render_wrapped(rows, headers, noheader, wrap_to)
+    lines = []
+    if parsable:
+        tail = "|" if parsable == "p" else ""
+        if not noheader:
+            lines.append("|".join(headers) + tail)
+        lines += ["|".join(r) + tail for r in rows]
+        return "\n".join(lines)
+    fixed = widths or [None] * len(headers)
+    cap = caps or [None] * len(headers)
+    auto = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    cols = []  # (width, left-justified, mark for a cut value)
+    for i, w in enumerate(auto):
+        if fixed[i] is not None:
+            cols.append((abs(fixed[i]), fixed[i] < 0, "+"))
+        elif cap[i] is not None and w > cap[i]:
+            cols.append((max(cap[i], len(headers[i])), False, "…"))
+        else:
+            cols.append((w, False, ""))
+    if not noheader:
+        lines.append(" ".join((h[:w].ljust(w) if left else h[:w].rjust(w)) for h, (w, left, _) in zip(headers, cols)))
+        lines.append(" ".join("-" * w for w, _, _ in cols))
+    lines += [" ".join(_fit(c, w, left, mark) for c, (w, left, mark) in zip(r, cols)) for r in rows]
+    return "\n".join(lines)
+
+
+def _render_wrapped(rows: list[list[str]], headers: list[str], noheader: bool, line_width: int) -> str:
+    import textwrap
+
+    head = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers[:-1])]
+    indent = sum(head) + len(head)  # the columns before the last, each followed by one space
+    last_w = max(MIN_WRAP, line_width - indent)
+    width = min(last_w, max([len(headers[-1])] + [len(r[-1]) for r in rows]))
+    lines = []
+    if not noheader:
+        lines.append(" ".join([h.rjust(w) for h, w in zip(headers, head)] + [headers[-1]]))
+        lines.append(" ".join("-" * w for w in head + [width]))
+    for r in rows:
+        parts = textwrap.wrap(r[-1], width=width, break_on_hyphens=False) or [""]
+        lines.append(" ".join([c.rjust(w) for c, w in zip(r, head)] + [parts[0]]).rstrip())
+        lines += [" " * indent + p for p in parts[1:]]
+    return "\n".join(lines)
