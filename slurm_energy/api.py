@@ -5,7 +5,7 @@
     from slurm_energy import track
 
     with track(label="bert-small") as t:
-        t.tag(model_params=110e6, tokens=2e9, flops=1.3e18)
+        t.tag(model_params=110e6, tokens=2e9, flops=1.32e18)   # 6 N D = 6 x 110e6 x 2e9
         for epoch in range(3):
             with t.phase(f"epoch {epoch}"):
                 train_one_epoch()
