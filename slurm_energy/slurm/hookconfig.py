@@ -58,20 +58,26 @@ def _site_path() -> Optional[str]:
     return p or None
 
 
-#: The schema the copy was validated by: a copy made by another schema (an upgrade, or a checkout
-#: changed under an editable install, both at version 0.1.0) may lack a field the code reads.
-SCHEMA_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "config", "schema.py")
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The code the copy was validated by: a copy made by another schema or loader (an upgrade, or a
+#: checkout changed under an editable install, both at version 0.1.0) may lack a field the code
+#: reads, or hold a value the loader now drops (a carbon intensity outside carbon/units.py's limits).
+SCHEMA_FILES = tuple(os.path.join(_PKG, *p) for p in (("config", "schema.py"), ("config", "lenient.py"),
+                                                      ("config", "load.py"), ("carbon", "units.py")))
 
 
 def _key(text: bytes) -> str:
-    """What the copy is valid for: this version, the schema file's CRC-32 (its contents, not its
-    mtime: nodes that installed the same code at different times share a site.yaml and its copy)
-    and site.yaml's exact text (bytes kept as is)."""
+    """What the copy is valid for: this version, the CRC-32 of :data:`SCHEMA_FILES` (their
+    contents, not mtimes: nodes that installed the same code at different times share a site.yaml
+    and its copy) and site.yaml's exact text (bytes kept as is)."""
     import zlib
 
+    crc = 0
     try:
-        with open(SCHEMA_FILE, "rb") as f:
-            schema = f"{zlib.crc32(f.read()):08x}"
+        for path in SCHEMA_FILES:
+            with open(path, "rb") as f:
+                crc = zlib.crc32(f.read(), crc)
+        schema = f"{crc:08x}"
     except OSError:
         schema = "?"
     return f"{__version__}\n{schema}\n{text.decode('utf-8', 'surrogateescape')}"

@@ -139,7 +139,9 @@ def test_a_copy_made_by_another_config_schema_is_not_used(tmp_path, monkeypatch)
 
     schema = tmp_path / "schema.py"
     schema.write_text("# v1\n")
-    monkeypatch.setattr(hookconfig, "SCHEMA_FILE", str(schema))
+    units = tmp_path / "units.py"  # carbon/units.py: the limits the loader checks intensities against
+    units.write_text("# limits v1\n")
+    monkeypatch.setattr(hookconfig, "SCHEMA_FILES", (str(schema), str(units)))
     site = tmp_path / "site.yaml"
     site.write_text(SITE.format(d=tmp_path))
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
@@ -151,3 +153,8 @@ def test_a_copy_made_by_another_config_schema_is_not_used(tmp_path, monkeypatch)
     assert not isinstance(cfg, hookconfig.ConfigView) and cfg.hardware.ram_w_per_gb == 0.5  # loaded in full
     cfg, _ = hookconfig.load_hook_config()
     assert isinstance(cfg, hookconfig.ConfigView) and cfg.hardware.ram_w_per_gb == 0.5  # the refreshed copy
+    units.write_text("# limits v2: a carbon intensity limit changed\n")  # schema.py as it was
+    cfg, _ = hookconfig.load_hook_config()
+    assert not isinstance(cfg, hookconfig.ConfigView)  # loaded in full again
+    cfg, _ = hookconfig.load_hook_config()
+    assert isinstance(cfg, hookconfig.ConfigView)
