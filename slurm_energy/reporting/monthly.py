@@ -16,6 +16,7 @@ import io
 from collections import Counter
 from typing import Optional
 
+from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
 
 TOP_JOBS = 10
@@ -70,7 +71,7 @@ def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict]:
     out = []
     for r in sorted(records, key=key, reverse=True)[:n]:
         est = sum(j for c, j in r.energy_it_j.items() if j is not None and r.methods.get(c) == Method.TDP_ESTIMATE)
-        out.append({"job_id": r.job_id if not r.array_job_id else f"{r.array_job_id}_{r.array_task_id}",
+        out.append({"job_id": display_id(r),
                     "user": r.user, "account": r.account, "partition": r.partition, "it_kwh": r.it_kwh,
                     "estimated_kwh": est / 3.6e6 if r.it_kwh is not None else None, "co2e_kg": r.co2e_kg,
                     "methods": r.method_summary, "status": r.status_text, "elapsed_h": r.elapsed_s / 3600})

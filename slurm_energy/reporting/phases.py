@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from slurm_energy.accounting.phases import union
+from slurm_energy.jobid import display_id
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
 
 J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
 
-#: Columns of ``energy-<jobid>.phases.csv``; times in s since the job's start, energies in kWh.
+#: Columns of ``energy-<jobid>.phases.csv``; times in s since the job's start, energies in kWh;
+#: ``job_id`` as in the report's name (:func:`slurm_energy.jobid.display_id`: ``715219_23``...).
 PHASE_CSV_COLUMNS = ("job_id", "kind", "name", "depth", "fraction", "start_s", "end_s", "duration_s",
                      "cpu_kWh", "gpu_kWh", "ram_kWh", "energy_it_kWh", "method", "coverage", "kgCO2e", "flags")
 
@@ -103,7 +105,7 @@ def render_phases_csv(record: JobRecord) -> str:
     w.writerow(PHASE_CSV_COLUMNS)
     for r in rows:
         w.writerow([_cell(v) for v in (
-            record.job_id, r.kind, r.name, r.depth, r.fraction, r.start_s, r.end_s, r.duration_s,
+            display_id(record), r.kind, r.name, r.depth, r.fraction, r.start_s, r.end_s, r.duration_s,
             *(r.class_kwh.get(c) for c in DEVICE_CLASSES), r.it_kwh, r.method.value, r.coverage, r.co2e_kg,
             ";".join(r.flags))])
     return buf.getvalue()

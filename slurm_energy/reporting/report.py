@@ -20,6 +20,7 @@ import os
 from typing import Optional
 
 from slurm_energy.core import all_estimated
+from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.natsort import ordered_record, sort_static_devices
 from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_rows
@@ -36,12 +37,15 @@ CSV_COLUMNS = (
     "job_id", "device_class", "n_devices", "method", "coverage",
     "energy_it_kWh", "device_energy_kWh", "mean_power_W", "elapsed_s",
     "pue", "facility_kWh", "ci_gCO2e_per_kWh", "alpha", "kgCO2e", "mean_power_coverage",
-    "status", "pue_default", "ci_default",
+    "status", "pue_default", "ci_default", "job_id_raw",
 )
-#: The last three columns (added after the others; the earlier ones keep their places): the job's
-#: status as jobenergy shows it (``complete(estimated)``...: :func:`slurm_energy.core.status_text`),
-#: and ``true``/``false``: whether PUE / CI are the documented defaults (no site value configured;
-#: ``CarbonFacts.defaults_used``).
+#: ``job_id`` is the id Slurm users know (:func:`slurm_energy.jobid.display_id`, as sacct/squeue
+#: print it: ``715219_23`` for an array task, ``1234+1`` for a het job component, else the job id);
+#: ``job_id_raw`` the job's own id (SLURM_JOB_ID). The last four columns were added after the others
+#: (the earlier ones keep their places): the job's status as jobenergy shows it
+#: (``complete(estimated)``...: :func:`slurm_energy.core.status_text`), ``true``/``false``: whether
+#: PUE / CI are the documented defaults (no site value configured; ``CarbonFacts.defaults_used``),
+#: and the raw job id.
 
 def _cell(v) -> str:
     """CSV cell: ``None`` -> empty (unmeasured), floats with up to 9 significant digits."""
@@ -68,12 +72,13 @@ def render_csv(record: JobRecord) -> str:
     w.writerow(CSV_COLUMNS)
     c = record.carbon
     defaults = ["true" if k in c.defaults_used else "false" for k in ("pue", "ci")]
+    job = display_id(record)
     for r in class_rows(record):
         w.writerow([_cell(v) for v in (
-            record.job_id, r.device_class, r.n_devices, r.method, r.coverage,
+            job, r.device_class, r.n_devices, r.method, r.coverage,
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
             c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
-            record.status_text, *defaults,
+            record.status_text, *defaults, record.job_id,
         )])
     return buf.getvalue()
 
@@ -88,7 +93,7 @@ def render_prediction_csv(record: JobRecord) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([h.lower() for h in prediction_check.HEADER])
-    w.writerows(prediction_check.rows(chk, record.job_id))
+    w.writerows(prediction_check.rows(chk, display_id(record)))
     return buf.getvalue()
 
 
@@ -184,11 +189,9 @@ def _static_groups(record: JobRecord) -> list[dict]:
 
 
 def _job_label(record: JobRecord) -> str:
-    if record.array_job_id and record.array_task_id is not None:
-        return f"{record.array_job_id}_{record.array_task_id} (job id {record.job_id})"
-    if record.het_job_id and record.het_job_offset is not None:
-        return f"{record.het_job_id}+{record.het_job_offset} (job id {record.job_id})"
-    return record.job_id
+    """``715219_23 (job id 715242)`` for an array task or het job component, else the job id."""
+    shown = display_id(record)
+    return shown if shown == record.job_id else f"{shown} (job id {record.job_id})"
 
 
 def _formula_lines(rows: list[ClassRow], record: JobRecord) -> dict:
@@ -281,6 +284,7 @@ def render_html(record: JobRecord) -> str:
     ctx = {
         "r": record,
         "job_label": _job_label(record),
+        "job_id": display_id(record),
         "start": _fmt_time(record.start_time),
         "end": _fmt_time(record.end_time),
         "elapsed": _fmt_duration(record.elapsed_s),
@@ -314,11 +318,13 @@ def render_html(record: JobRecord) -> str:
 
 
 def report_names(record: JobRecord) -> tuple[str, str]:
-    """``("energy-<jobid>.html", "energy-<jobid>.csv")``; job id characters other than
-    ``[A-Za-z0-9_.+-]`` become ``_`` (the job id is used in a file name). A job that marked phases
-    or stages also gets ``energy-<jobid>.phases.csv`` (:func:`phases_csv_name`), one that declared its
-    FLOPs ``energy-<jobid>.prediction.csv`` (:func:`prediction_csv_name`)."""
-    safe = "".join(ch if ch.isalnum() or ch in "_.+-" else "_" for ch in record.job_id) or "unknown"
+    """``("energy-<jobid>.html", "energy-<jobid>.csv")``. ``<jobid>`` is the id Slurm users know
+    (:func:`slurm_energy.jobid.display_id`): ``energy-715219_23.html`` for task 23 of array 715219
+    (sbatch's ``%A_%a``), ``energy-1234+1.html`` for component 1 of het job 1234, else the job id.
+    Characters other than ``[A-Za-z0-9_.+-]`` become ``_`` (the id is used in a file name). A job
+    that marked phases or stages also gets ``energy-<jobid>.phases.csv`` (:func:`phases_csv_name`),
+    one that declared its FLOPs ``energy-<jobid>.prediction.csv`` (:func:`prediction_csv_name`)."""
+    safe = "".join(ch if ch.isalnum() or ch in "_.+-" else "_" for ch in display_id(record)) or "unknown"
     return f"energy-{safe}.html", f"energy-{safe}.csv"
 
 

@@ -127,6 +127,15 @@ def test_array_tasks_recorded_with_their_array_ids(cluster):
             break
         time.sleep(1)
     assert sorted(all_tasks.stdout.split()) == [f"{first}_0", f"{first}_1"]
+    # each task's report is named as sbatch's %A_%a names its output (not by the task's own job id),
+    # its CSV keyed the same, the task's own job id beside it (job_id_raw)
+    names = [f"energy-{first}_{t}.{ext}" for t in (0, 1) for ext in ("html", "csv")]
+    cluster.wait_files(*(wd / n for n in names))
+    assert sorted(p.name for p in wd.glob("energy-*")) == sorted(names)
+    raw = cluster.jobenergy("-P", "-n", "-o", "JobIDRaw", f"{first}_1").stdout.strip()
+    rows = (wd / f"energy-{first}_1.csv").read_text().splitlines()
+    header, total = rows[0].split(","), rows[-1].split(",")
+    assert raw.isdigit() and (total[header.index("job_id")], total[header.index("job_id_raw")]) == (f"{first}_1", raw)
 
 
 def test_failed_job_state_and_very_short_job(cluster):

@@ -58,6 +58,12 @@ def test_phases_csv_rows_in_kwh_and_seconds():
     assert render_phases_csv(record().model_copy(update={"phases": [], "stages": [], "phase_totals": []})) == ""
 
 
+def test_phases_csv_of_an_array_task_is_keyed_like_its_file_name():
+    rec = record().model_copy(update={"array_job_id": "897", "array_task_id": "3"})  # job 900 = task 897_3
+    rows = list(csv.DictReader(io.StringIO(render_phases_csv(rec))))
+    assert len(rows) == 7 and {r["job_id"] for r in rows} == {"897_3"}
+
+
 def test_windows_shown_within_the_job_and_the_union_is_the_phases():
     from slurm_energy.reporting.phases import phase_rows
 

@@ -1,0 +1,83 @@
+"""The report of an array task or het job component is named and keyed by the id Slurm users know
+(``<array job id>_<task id>``, ``<het job id>+<offset>``, as squeue/sacct print it and sbatch's
+``%A_%a`` writes it), not by the task's own SLURM_JOB_ID; the CSV keeps that raw id beside it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+from report_records import sample_record
+from samplefile_rows import node_rows
+from slurm_energy.config import SiteConfig
+from slurm_energy.outputs.report import ReportSink
+from slurm_energy.pipeline import finalise_job
+from slurm_energy.reporting import report
+from slurm_energy.reporting.report import render_csv, render_prediction_csv
+from slurm_energy.sampling.samplefile import SampleWriter
+from slurm_energy.slurm import finalize
+from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.spool import JobSpool
+
+
+def _ids(text: str) -> list[tuple[str, str, str]]:
+    return [(r["device_class"], r["job_id"], r["job_id_raw"]) for r in csv.DictReader(io.StringIO(text))]
+
+
+def test_array_task_report_files_and_csv_use_array_job_id_underscore_task():
+    rec = sample_record()  # job id 4242
+    rec.array_job_id, rec.array_task_id = "4240", "2"  # task 2 of array 4240: squeue shows 4240_2
+    assert report.report_names(rec) == ("energy-4240_2.html", "energy-4240_2.csv")
+    assert report.phases_csv_name(rec) == "energy-4240_2.phases.csv"
+    assert report.prediction_csv_name(rec) == "energy-4240_2.prediction.csv"
+    assert _ids(render_csv(rec)) == [("cpu", "4240_2", "4242"), ("gpu", "4240_2", "4242"),
+                                     ("ram", "4240_2", "4242"), ("total", "4240_2", "4242")]
+
+
+def test_het_component_report_uses_het_job_id_plus_offset():
+    rec = sample_record()
+    rec.job_id, rec.het_job_id, rec.het_job_offset = "1236", "1234", "1"  # component 1 of het job 1234
+    assert report.report_names(rec) == ("energy-1234+1.html", "energy-1234+1.csv")
+    assert _ids(render_csv(rec))[-1] == ("total", "1234+1", "1236")
+
+
+def test_plain_job_keeps_its_id_in_both_columns():
+    rec = sample_record()
+    assert report.report_names(rec) == ("energy-4242.html", "energy-4242.csv")
+    assert _ids(render_csv(rec))[-1] == ("total", "4242", "4242")
+    assert render_csv(rec).splitlines()[0].endswith(",status,pue_default,ci_default,job_id_raw")
+
+
+def test_prediction_csv_rows_carry_the_array_task_id():
+    rec = sample_record()
+    rec.array_job_id, rec.array_task_id = "4240", "2"
+    rec.tags = {"flops": 1.5e18}
+    rows = list(csv.reader(io.StringIO(render_prediction_csv(rec))))
+    assert rows[1:] and {r[0] for r in rows[1:]} == {"4240_2"}
+
+
+def test_finalizer_names_an_array_tasks_report_from_the_ids_its_sampler_read(tmp_path):
+    """Slurm 22.05 tells the Prolog no array ids: the sampler writes them from the job's processes
+    (jobenv-<node>.json); the finalizer's record, and so the report written into the job's
+    directory, carries them: task 3 of array 20, whose own job id is 27, -> energy-20_3.*."""
+    rows, static = node_rows(13)
+    spool = JobSpool(str(tmp_path / "spool"), "27", 0, "n1").ensure()
+    with open(spool.static, "w") as f:
+        json.dump(static, f)
+    with open(spool.jobenv, "w") as f:
+        json.dump({"array_job_id": "20", "array_task_id": "3"}, f)
+    w = SampleWriter(spool.samples, fsync=False)
+    for r in rows:
+        w.write(r)
+    w.close()
+    ctx = JobContext(job_id="27", uid=os.getuid(), gid=os.getgid(), node="n1", nodelist="n1",
+                     prolog_time=rows[0]["t"], cpus_per_node="64", work_dir=str(tmp_path / "work"))
+    os.mkdir(tmp_path / "work")
+    cfg = SiteConfig()
+    rec = finalise_job([finalize.node_record(cfg, spool, ctx, rows[-1]["t"])], cfg)
+    assert ReportSink().publish(rec) == []
+    assert sorted(os.listdir(tmp_path / "work")) == ["energy-20_3.csv", "energy-20_3.html"]
+    text = (tmp_path / "work" / "energy-20_3.csv").read_text()
+    assert {(job, raw) for _, job, raw in _ids(text)} == {("20_3", "27")}
