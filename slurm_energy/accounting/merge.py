@@ -116,12 +116,33 @@ def _slurm_facts(ordered: list[JobRecord]) -> JobRecord:
     return base
 
 
+def measured_nothing(ns: NodeSummary) -> bool:
+    """True when nothing was measured on the node: no device has an energy, neither the job's share
+    nor the whole device's over the job (every device's method is ``unavailable``, or the node has
+    no device at all: no sample rows). A device estimated by the TDP model has an energy: an
+    estimate is a (labelled) measurement, not "nothing". A device whose whole energy is known but
+    not the job's share (a job gone before the sampler first saw it) was measured: the job is then
+    partial (coverage), not no_data."""
+    return all(d.energy_j is None and d.device_energy_j is None for d in ns.devices)
+
+
+def node_status(status: Status, ns: NodeSummary) -> Status:
+    """A finished node's status given what it measured: ``no_data`` for a ``complete`` or
+    ``partial`` node that measured nothing (:func:`measured_nothing`) -- "partial" would say that
+    part of the job was measured -- else ``status``. Interim (``running``) and ``failed`` nodes keep
+    theirs."""
+    if status in (Status.COMPLETE, Status.PARTIAL) and measured_nothing(ns):
+        return Status.NO_DATA
+    return status
+
+
 def _merged_status(nodes: list[NodeSummary], missing: list[str]) -> Status:
     """partial (a node missing, partial, failed or unmeasured) > running (an interim view) > complete;
-    failed when every node failed, no_data when no reporting node measured anything."""
+    failed when every node failed, no_data when no reporting node measured anything (each is
+    ``no_data``, or a finished node whose devices are all unavailable: :func:`node_status`)."""
     if nodes and all(ns.status == Status.FAILED for ns in nodes):
         return Status.FAILED
-    if nodes and all(ns.status == Status.NO_DATA for ns in nodes):
+    if nodes and all(node_status(ns.status, ns) == Status.NO_DATA for ns in nodes):
         return Status.NO_DATA  # the job ran, nothing was measured on any node that reported
     if missing or any(ns.status in (Status.PARTIAL, Status.FAILED, Status.NO_DATA) for ns in nodes):
         return Status.PARTIAL
@@ -145,7 +166,8 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
         min, ``end_time`` = max,
         ``expected_nodes`` = union, ``errors`` = union (plus one per missing node), ``tags`` = union
         (the first node's value wins per key). ``status``:
-        ``no_data`` if every node that reported measured nothing, else ``partial`` if an expected
+        ``no_data`` if every node that reported measured nothing (no device of any node has an
+        energy; TDP estimates count as measured), else ``partial`` if an expected
         node has not reported or a node is partial/failed/no_data, ``running`` if
         any node summary is an interim one, else ``complete``. Totals (``energy_it_j``, ``it_kwh``,
         ...) are left empty for ``finalise_record``.

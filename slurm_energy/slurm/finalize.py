@@ -53,21 +53,26 @@ def _with_job_env(spool: JobSpool, ctx: JobContext) -> JobContext:
                                        if hasattr(ctx, k) and not getattr(ctx, k)})
 
 
-def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
+def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> str:
+    """The job's last counter reading on this node, taken now (the sampler did not end cleanly);
+    returns '' when it was written, else why not."""
     if not os.path.exists(spool.samples):  # the sampler never started: the Prolog's row first
         prolog_reading_by_sampler(cfg, ctx, spool)
     try:
         reading_row(cfg, ctx, spool, "epilog")
+        return ""
     except Exception as e:
-        spool.record_error(f"epilog reading: {type(e).__name__}: {e}")
+        return f"{type(e).__name__}: {e}"
 
 
 def _static(spool: JobSpool, errors: list[str]) -> NodeStatic:
     try:
         with open(spool.static, encoding="utf-8") as f:
             return NodeStatic(**json.load(f))
-    except (OSError, ValueError):
-        errors.append("no device inventory: the sampler did not start on this node")
+    except (OSError, ValueError) as e:
+        why = "missing" if isinstance(e, FileNotFoundError) else f"unreadable ({type(e).__name__})"
+        errors.append(f"no device inventory: {os.path.basename(spool.static)} {why} (neither the Prolog nor the "
+                      "sampler wrote it on this node)")
         return NodeStatic()
 
 
@@ -106,15 +111,16 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         n_rows, first_t = len(rows), min(rows.t, default=None)
         mem_total = next((m for m in reversed(rows.node["mem_total_bytes"]) if m), None)
     if not n_rows:
-        errors.append("no samples: the sampler never wrote a sample on this node")
+        errors.append("no samples: no sample row was written on this node (by the Prolog, the sampler or "
+                      "the Epilog's finalizer)")
     st = status
     if status == Status.COMPLETE and (not n_rows or sampler_outcome not in CLEAN_SAMPLER_ENDS):
         st = Status.PARTIAL
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
         st = Status.PARTIAL if status == Status.COMPLETE else status
-    if not n_rows and status == Status.COMPLETE:
-        st = Status.NO_DATA  # the job ran; nothing was measured on this node (errors say why)
+    # a node that measured nothing (no rows, or no device with an energy) becomes no_data in
+    # measure_node (accounting.merge.node_status), whatever made it partial here
     start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min(end_time, first_t or end_time)
     total_cpu = _true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
     obs = NodeObservation(
@@ -194,9 +200,11 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
                                "(killed by its time guard, or slurmd restarted); the sampler saw the job end, "
                                "took its last sample and started this finalizer")
         elif sampler_outcome != "terminated":  # first: the reading should be as close to the Epilog as can be
-            spool.record_error(f"epilog: sampler {sampler_outcome}; the last flushed sample and a reading "
-                               "taken after the Epilog are used")
-            _last_reading(cfg, spool, ctx)
+            failed = _last_reading(cfg, spool, ctx)
+            spool.record_error(f"epilog: sampler {sampler_outcome}; " + (
+                f"no reading could be taken after the Epilog ({failed}): the node's energy ends at its last "
+                "flushed sample, if any" if failed else
+                "the last flushed sample and a reading taken after the Epilog are used"))
         facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
         finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts)
     except Exception as e:
