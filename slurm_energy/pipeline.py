@@ -73,11 +73,14 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     Energy per device by its readings' method, the job's share by the site's attribution policy
     (:func:`slurm_energy.accounting.summary.summarise_node`); totals and carbon are left to
     :func:`finalise_job`. ``interval_s`` defaults to the site's ``sampling.interval_s``; ``tags``
-    default to the marks' tags.
+    default to the marks' tags. ``obs.errors`` are recorded each once
+    (:func:`slurm_energy.accounting.merge.combine_errors`); a finished node that measured nothing
+    is ``no_data`` (:func:`slurm_energy.accounting.merge.node_status`).
     ``running``: while the job runs, the node's :class:`~slurm_energy.accounting.running.RunningSummary`
     of its sample file (``obs.samples`` unused): only the rows added since its last call are read.
     Raises ValueError on an unknown attribution policy.
     """
+    from slurm_energy.accounting.merge import combine_errors
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.model import JobRecord, NodeStatic
 
@@ -86,7 +89,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     summary = summarise(
         job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
         statics=statics, cpus_alloc=obs.cpus_alloc, policy=site.attribution.policy,
-        interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=obs.errors,
+        interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=combine_errors(obs.errors),
         span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s)
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
@@ -132,7 +135,7 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     or for several records with ``merge=False``.
     """
     from slurm_energy.accounting.formulas import finalise_record
-    from slurm_energy.accounting.merge import merge_records
+    from slurm_energy.accounting.merge import combine_errors, merge_records
     from slurm_energy.carbon.resolve import hourly_intensity_for, resolve_carbon
 
     if not node_records:
@@ -146,25 +149,27 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     try:
         hourly = hourly_intensity_for(site, facts)
     except Exception as e:  # a bad hourly file must not lose the job
-        merged.errors.append(f"hourly carbon intensity not used: {e}")
+        merged.errors = combine_errors(merged.errors, [f"hourly carbon intensity not used: {e}"])
     return finalise_record(merged, facts, hourly)
 
 
 def publish(record: JobRecord, sinks: Sequence[Sink], *, kept_by: Sequence[Sink] = ()) -> dict[str, list[str]]:
     """Hand ``record`` to each sink in order; returns each sink's notes by name (empty: done).
 
-    A sink's notes (what did not reach it) are appended to ``record.errors``, and the record is
-    published again to the sinks that keep errors and already hold it: those before it in
+    A sink's notes (what did not reach it) are appended to ``record.errors`` (each error once), and
+    the record is published again to the sinks that keep errors and already hold it: those before it in
     ``sinks``, and ``kept_by`` (where it was published before, e.g. the store), so the stored
     record says which output is missing. A sink that raises (the store is unusable) stops the rest.
     """
+    from slurm_energy.accounting.merge import combine_errors
+
     results: dict[str, list[str]] = {}
     done: list[Sink] = list(kept_by)
     for sink in sinks:
         notes = sink.publish(record)
         results[sink.name] = notes
         if notes:
-            record.errors.extend(notes)
+            record.errors = combine_errors(record.errors, notes)
             for earlier in done:
                 if earlier.keeps_errors and not results.get(earlier.name):
                     earlier.publish(record)

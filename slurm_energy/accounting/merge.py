@@ -17,6 +17,7 @@ carbon intensity.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from slurm_energy.errors import MergeError
@@ -81,12 +82,34 @@ def _better_node(a: NodeSummary, b: NodeSummary) -> NodeSummary:
 
 
 def unique_union(lists: Iterable[list[str]]) -> list[str]:
+    """The lists' items, each once, in first-seen order."""
     seen, out = set(), []
     for lst in lists:
         for x in lst:
             if x not in seen:
                 seen.add(x)
                 out.append(x)
+    return out
+
+
+#: The time stamp :meth:`slurm_energy.slurm.spool.JobSpool.record_error` puts before a message.
+_STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d ")
+
+
+def combine_errors(*lists: Iterable[str]) -> list[str]:
+    """Errors from several sources as one list: each error once, in order, its first occurrence
+    kept. Messages that differ only by the spool's leading time stamp (``2026-12-02T10:49:33 ``)
+    are one error: a site-config problem is recorded by the Prolog, the sampler and the finalizer
+    of the same job, each at its own time. Every list of errors a record gets is combined here
+    (node: :func:`slurm_energy.pipeline.measure_node`; job: :func:`merge_records`; notes added later)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for lst in lists:
+        for e in lst:
+            key = _STAMP.sub("", e, count=1)
+            if key not in seen:
+                seen.add(key)
+                out.append(e)
     return out
 
 
@@ -164,7 +187,8 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
         A new JobRecord: Slurm facts from the records (first non-empty value, records taken in node
         order), ``nodes`` in numeric name order (n2 before n10, as Slurm's hostlist), ``start_time`` =
         min, ``end_time`` = max,
-        ``expected_nodes`` = union, ``errors`` = union (plus one per missing node), ``tags`` = union
+        ``expected_nodes`` = union, ``errors`` = union (each error once: :func:`combine_errors`;
+        plus one per missing node), ``tags`` = union
         (the first node's value wins per key). ``status``:
         ``no_data`` if every node that reported measured nothing (no device of any node has an
         energy; TDP estimates count as measured), else ``partial`` if an expected
@@ -183,13 +207,14 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     nodes = [by_node[k].model_copy(deep=True) for k in sorted(by_node, key=natural_key)]
     for ns in nodes:
         ns.devices = sort_devices(ns.devices)
+        ns.errors = combine_errors(ns.errors)  # node records written before errors were combined
 
     ordered = sorted(records, key=lambda r: (0, natural_key(r.nodes[0].node)) if r.nodes else (1, natural_key("")))
     base = _slurm_facts(ordered)
     expected = unique_union(r.expected_nodes for r in records)
     missing = [n for n in expected if n not in by_node]
-    errors = unique_union([r.errors for r in records] + [ns.errors for ns in nodes])
-    errors = unique_union([errors, [f"node {n} never reported" for n in missing]])
+    errors = combine_errors(*(r.errors for r in records), *(ns.errors for ns in nodes),
+                            [f"node {n} never reported" for n in missing])
     status = _merged_status(nodes, missing)
 
     tags: dict[str, Any] = {}

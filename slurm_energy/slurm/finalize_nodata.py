@@ -25,6 +25,7 @@ def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_ou
     """Entry point (``hooks finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON``). Returns 0.
 
     ``errors``: why each spool was unusable (the Epilog's messages), put on the record."""
+    from slurm_energy.accounting.merge import combine_errors
     from slurm_energy.slurm.finalize import finish_node, node_record
     from slurm_energy.slurm.runtime import load_config, setup_logging
 
@@ -40,7 +41,7 @@ def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_ou
         rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
         reason = ("no usable spool on this node: " + "; ".join(str(e) for e in errors) + "; free space in "
                   f"{cfg.paths.spool_dir} (or make it writable) and check {getattr(cfg.paths, 'spool_fallback_dir', '')}")
-        rec.errors = [reason, *problems, *rec.errors]
+        rec.errors = combine_errors([reason], problems, rec.errors)
         rec.nodes[0].errors = list(rec.errors)
         if facts and facts.get("end_time"):
             rec.end_time = rec.nodes[0].end_time = max(rec.start_time, float(facts["end_time"]))

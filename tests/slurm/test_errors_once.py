@@ -1,0 +1,62 @@
+"""An error is on a job's record once, however many of its processes recorded it: a site-config
+problem is recorded by the Prolog and again by the finalizer (each loads the config), each line of
+the spool's errors file stamped with its own time; the record showed it twice."""
+
+from __future__ import annotations
+
+import types
+
+from jobrecord_factory import job_record
+from slurm_energy.accounting.merge import combine_errors, merge_records
+from slurm_energy.slurm import finalize, runtime
+from slurm_energy.slurm import spool as spool_mod
+from slurm_energy.store import open_store
+from test_no_data import T0, _row, _spool, rapl
+
+
+def _clock(stamp: str):
+    """The spool module's clock, stamping record_error's lines with ``stamp``."""
+    import time
+
+    return types.SimpleNamespace(strftime=lambda fmt: stamp, time=time.time)
+
+
+def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(tmp_path, monkeypatch):
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  results_dir: {tmp_path}/results\n"
+                    f"  store_url: sqlite:///{tmp_path}/jobs.db\n  log_dir: {tmp_path}/log\n"
+                    "outputs:\n  prometheus:\n    enabled: false\nbogus_key: 1\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    # RAPL package 5 J -> 65 J over 10 s, the job all of the busy CPU time: measured, 60 J
+    spool, ctx = _spool(tmp_path, [_row(0, "prolog", 0.0, 0.0, rapl(5_000_000)),
+                                   _row(10, "final", 4.0, 4.0, rapl(65_000_000))])
+    prolog_errors: list[str] = []
+    runtime.load_config(prolog_errors, light=True)  # the Prolog's loader (resolved copy, no pydantic)
+    monkeypatch.setattr(spool_mod, "time", _clock("2026-12-02T10:49:33"))
+    for e in prolog_errors:  # as hookentry.prolog records them
+        spool.record_error(e)
+    monkeypatch.setattr(spool_mod, "time", _clock("2026-12-02T10:49:35"))  # the finalizer, 2 s later
+    monkeypatch.setattr("slurm_energy.slurm.scontrol.show_job", lambda *a, **kw: None)  # no slurmctld here
+    monkeypatch.setattr(finalize, "_slurm_energy", lambda job_id: (None, "unavailable: no Slurm here"))
+    assert finalize.finalize_main(spool.dir, "n1", T0 + 10, "0:0", "terminated") == 0
+    assert len(spool.read_errors()) == 4  # both sources did record both problems
+
+    (rec,) = open_store(f"sqlite:///{tmp_path}/jobs.db", readonly=True).get_job("61")
+    once = [f"2026-12-02T10:49:33 site config problem: {site}: bogus_key: bad value 1: Extra inputs are not "
+            "permitted. Fix: unknown key: fix its spelling or remove it (documented keys: site_config/site.yaml)",
+            f"2026-12-02T10:49:33 site config problem: {site}: every other key of this file is in force; in place "
+            "of the bad keys: bogus_key not defined"]
+    assert [e for e in rec.errors if "site config problem" in e] == once
+    assert [e for e in rec.nodes[0].errors if "site config problem" in e] == once
+    assert rec.nodes[0].devices[0].energy_j == 60.0  # 65 J - 5 J, share 4/4
+
+
+def test_merge_keeps_each_error_once_in_order_first_occurrence():
+    a = job_record("80", node="n1", expected=("n1", "n2"),
+                   errors=["2026-12-02T10:49:33 site config problem: x", "prolog reading: OSError: gone"])
+    b = job_record("80", node="n2", expected=("n1", "n2"),
+                   errors=["2026-12-02T10:49:36 site config problem: x", "sampler: killed"])
+    assert merge_records([a, b]).errors == ["2026-12-02T10:49:33 site config problem: x",
+                                            "prolog reading: OSError: gone", "sampler: killed"]
+    # a message that only contains a time stamp further in is not shortened into another one
+    assert combine_errors(["x 2026-12-02T10:49:33 y"], ["x y"]) == ["x 2026-12-02T10:49:33 y", "x y"]
