@@ -112,7 +112,7 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         mem_total = next((m for m in reversed(rows.node["mem_total_bytes"]) if m), None)
     if not n_rows:
         errors.append("no samples: no sample row was written on this node (by the Prolog, the sampler or "
-                      "the Epilog's finalizer)")
+                      "the Epilog's finalizer)" + _full(spool))
     st = status
     if status == Status.COMPLETE and (not n_rows or sampler_outcome not in CLEAN_SAMPLER_ENDS):
         st = Status.PARTIAL
@@ -132,6 +132,17 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     ns.req_mem_bytes, ns.req_mem_source = requested_memory(ctx, slurm_facts, cpus, mem_total, ns.errors)
     rec.errors = list(ns.errors)
     return rec
+
+
+def _full(spool: JobSpool) -> str:
+    """``"; spool <dir> is full ..."`` when the job's spool filesystem has no block left (why nothing
+    could be written, not even that error), else ''."""
+    try:
+        full = os.statvfs(spool.dir).f_bfree == 0  # as root (the sampler) sees it
+    except OSError:
+        return ""
+    return (f"; spool {spool.spool_dir} is full (no space left on its filesystem): free space there, or set "
+            "paths.spool_fallback_dir on another filesystem") if full else ""
 
 
 def _until_job_gone(rows: SampleTable) -> SampleTable:
@@ -202,9 +213,9 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
         elif sampler_outcome != "terminated":  # first: the reading should be as close to the Epilog as can be
             failed = _last_reading(cfg, spool, ctx)
             spool.record_error(f"epilog: sampler {sampler_outcome}; " + (
-                f"no reading could be taken after the Epilog ({failed}): the node's energy ends at its last "
-                "flushed sample, if any" if failed else
-                "the last flushed sample and a reading taken after the Epilog are used"))
+                f"no reading could be taken after the Epilog ({failed}): the rows written before it, if any, "
+                "are used" if failed else "the rows written before the Epilog, if any, and a reading taken after "
+                "it are used"))
         facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
         finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts)
     except Exception as e:

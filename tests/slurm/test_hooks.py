@@ -145,7 +145,7 @@ def test_hooks_exit_0_without_slurm_environment(tmp_path):
     assert "SLURM_JOB_ID is not set" in log
 
 
-def test_epilog_without_prolog_records_partial_job(tmp_path):
+def test_epilog_without_prolog_records_no_data_job(tmp_path):
     _site(tmp_path)
     env = _env("88", tmp_path / "nowhere", 65534, 65534)
     rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd"))
@@ -159,9 +159,12 @@ def test_epilog_without_prolog_records_partial_job(tmp_path):
                 break
         time.sleep(0.1)
     (rec,) = recs
-    assert rec.status.value == "partial"
+    assert rec.status.value == "no_data", rec.errors  # the job ran, nothing was measured (was: partial)
     assert rec.it_kwh is None  # nothing was sampled: unmeasured, not 0
     assert any("no Prolog context" in e for e in rec.errors)
+    # no sample was ever flushed here: the finalizer's note does not claim one was used
+    assert [e[20:] for e in rec.errors if "epilog: sampler" in e] == [
+        "epilog: sampler no_pidfile; the rows written before the Epilog, if any, and a reading taken after it are used"]
 
 
 def test_requeued_job_epilog_finds_its_attempt(tmp_path):

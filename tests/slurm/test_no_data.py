@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import json
+import types
 
 import pytest
 
@@ -143,7 +144,22 @@ def test_full_spool_finalizer_says_the_reading_failed_and_stores_no_data(tmp_pat
     epilog = [e for e in rec.errors if "epilog: sampler not_running" in e]
     assert len(epilog) == 1 and epilog[0].endswith(
         "epilog: sampler not_running; no reading could be taken after the Epilog (OSError: [Errno 28] No space "
-        "left on device): the node's energy ends at its last flushed sample, if any")
-    assert not any("are used" in e for e in rec.errors)
+        "left on device): the rows written before it, if any, are used")
+    assert not any("a reading taken after" in e for e in rec.errors)  # none was: nothing may say it was used
     assert "nothing measured on this node: 1 sample row, and a device's energy needs two readings within the job" \
         in rec.errors
+
+
+def test_a_node_without_rows_on_a_full_spool_says_the_spool_is_full(tmp_path, monkeypatch):
+    """Nothing could be written, not even the sampler's error: the finalizer says why from the
+    spool's filesystem (no block free)."""
+    spool, ctx = _spool(tmp_path, [])
+    real = finalize.os.statvfs
+    monkeypatch.setattr(finalize.os, "statvfs", lambda p: types.SimpleNamespace(f_bfree=0) if p == spool.dir else real(p))
+    rec = finalise_job([finalize.node_record(SiteConfig(), spool, ctx, T0 + 60, sampler_outcome="not_running")],
+                       SiteConfig())
+    assert rec.status == Status.NO_DATA and rec.it_kwh is None
+    assert rec.errors == [
+        "no samples: no sample row was written on this node (by the Prolog, the sampler or the Epilog's finalizer); "
+        f"spool {tmp_path}/spool is full (no space left on its filesystem): free space there, or set "
+        "paths.spool_fallback_dir on another filesystem"]
