@@ -165,16 +165,30 @@ class EnvScanner:
 
     def __init__(self, job_id: str, proc: str = "/proc"):
         self.needle = f"SLURM_JOB_ID={job_id}".encode()
+        self._inner = b"\0" + self.needle + b"\0"  # the variable inside the block (NUL-separated)
         self.proc = proc
         self._is_job: dict[int, bool] = {}
 
     def _check(self, pid: int) -> bool:
+        """Whether ``pid``'s environment holds the job's variable: one open and one or two reads
+        (os-level: Python's open() adds fstat, ioctl and lseek calls; a busy machine starts
+        hundreds of processes between two scans), the block searched as bytes, not split."""
         try:
-            with open(f"{self.proc}/{pid}/environ", "rb") as f:
-                env = f.read()
+            fd = os.open(f"{self.proc}/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return False
-        return self.needle in env.split(b"\0")
+        try:
+            env = os.read(fd, 1 << 16)
+            while len(env) % (1 << 16) == 0 and env:  # a block over 64 KiB: read the rest
+                more = os.read(fd, 1 << 16)
+                if not more:
+                    break
+                env += more
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return self._inner in b"\0" + env + b"\0"  # whole entries only (SLURM_JOB_ID=47110 is not 4711)
 
     def pids(self) -> list[int]:
         """The job's live PIDs, sorted; [] if /proc cannot be listed."""

@@ -21,7 +21,7 @@ class SlurmJobProbe:
     ``pid_rescan_s`` (10 s; 0.25 s while none is known), reading the environment of new PIDs only
     (:class:`~slurm_energy.sampling.proctree.EnvScanner`); the sampler's in-between CPU-time polls
     read the known PIDs only. CPU time of job processes that exit between polls is lost in that mode: cgroups are
-    preferred.
+    preferred. In PID mode the cgroup is still looked for, at full polls every ``pid_rescan_s``.
 
     The end of the job: on cgroup v2 ``cgroup.events`` turning ``populated 0`` wakes the sampler
     (:meth:`wakeup`), which reads ``cpu.stat`` right then, before slurmstepd removes the directory:
@@ -43,6 +43,7 @@ class SlurmJobProbe:
         self._pids: list[int] = []
         self._pid_rescan_s = pid_rescan_s
         self._last_scan = -1e9
+        self._last_cg_look = -1e9  # when the cgroup was last looked for after the PID fallback began
         self._gone = False
         self._best_cpu = 0.0
         self._max_mem = 0
@@ -91,7 +92,7 @@ class SlurmJobProbe:
 
     def _poll(self, full: bool = True) -> Optional[Usage]:
 
-        if self.cg is None and not self._seen_cgroup:
+        if self.cg is None and not self._seen_cgroup and self._look_for_cgroup(full):
             self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root, sluid=self.sluid)
         if self.cg is not None:
             populated = self.cg.populated()  # v2: read first (re-arms the POLLPRI wake-up)
@@ -127,6 +128,19 @@ class SlurmJobProbe:
         self._best_cpu = max(self._best_cpu, cpu)
         self._max_mem = max(self._max_mem, rss or 0)
         return Usage(self._best_cpu, rss, self._max_mem, pids, "psutil")
+
+    def _look_for_cgroup(self, full: bool) -> bool:
+        """Whether to look for the job's cgroup now: at every poll for ``pid_fallback_after_s``
+        (it appears ~20 ms after the Prolog), then at full polls at most every ``pid_rescan_s``
+        (PID mode: each look stats several paths that do not exist, and the in-between CPU-time
+        polls came several times a sample). A late cgroup loses nothing: its CPU time is cumulative."""
+        now = self._clock()
+        if now - self._t0 < self._fallback_after:
+            return True
+        if not full or now - self._last_cg_look < self._pid_rescan_s:
+            return False
+        self._last_cg_look = now
+        return True
 
     def gone(self) -> bool:
         return self._gone

@@ -95,8 +95,8 @@ def test_env_scanner_finds_the_jobs_processes_and_reads_each_environment_once(mo
         sc = EnvScanner("4711")
         assert job.pid in sc.pids() and other.pid not in sc.pids()
         opened = []
-        real_open = open
-        monkeypatch.setattr("builtins.open", lambda p, *a, **k: opened.append(p) or real_open(p, *a, **k))
+        real_open = os.open
+        monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(str(p)) or real_open(p, *a, **k))
         seen = set(sc._is_job)
         assert job.pid in sc.pids()
         reread = [p for p in opened if p.endswith("/environ") and int(p.split("/")[-2]) in seen]

@@ -61,3 +61,29 @@ def test_v2_unified_layout(tmp_path):
 
 def test_absent(tmp_path):
     assert find_job_cgroup("1", 0, "n1", str(tmp_path)) is None
+
+
+def test_pid_mode_probe_looks_for_a_late_cgroup_only_at_full_polls_every_rescan_period(tmp_path, monkeypatch):
+    from slurm_energy.slurm import probe as probe_mod
+
+    looks = []
+    real = probe_mod.find_job_cgroup
+    monkeypatch.setattr(probe_mod, "find_job_cgroup", lambda *a, **k: looks.append(now[0]) or real(*a, **k))
+    now = [0.0]  # s, the probe's monotonic clock
+    root = str(tmp_path)
+    os.makedirs(os.path.join(root, "cpuacct"))
+    p = probe_mod.SlurmJobProbe("7", 0, "n1", cgroup_root=root, pid_fallback_after_s=0.5, pid_rescan_s=10.0,
+                                clock=lambda: now[0])
+    p._scanner.pids = lambda: []  # no job process anywhere: PID mode finds nothing
+    for t, full in ((0.0, True), (0.3, False), (1.0, True), (2.0, False), (5.0, True), (10.9, False), (11.0, True)):
+        now[0] = t
+        p.poll(full)
+    # every poll before 0.5 s; then the first full poll (1.0 s) and the next full one 10 s later (11.0 s)
+    assert looks == [0.0, 0.3, 1.0, 11.0]
+    job = os.path.join(root, "cpuacct", "slurm", "uid_0", "job_7")
+    _w(os.path.join(job, "cpuacct.usage"), "2500000000")  # 2.5 s, in ns
+    now[0] = 15.0
+    assert p.poll(True) is None and p.cg is None  # 4 s after the last look: not looked for yet
+    now[0] = 21.0
+    u = p.poll(True)
+    assert p.cg is not None and u.cpu_time_s == 2.5 and u.source == "cgroup-v1"
