@@ -74,7 +74,11 @@ class Encoder:
         self._prev: dict[str, Any] = {}  # column key -> previous integer value (None: none)
         self._pids: Any = None
         self._rows = 0  # rows since the last schema line
-        self._plan: list[tuple[int, str, int, Optional[str], Optional[int]]] = []  # sample_lines' columns
+        #: sample_lines' device columns: (field, 0 energy / 1 integer delta / 2 plain, state key,
+        #: quantum) each, and the index of the reading each comes from
+        self._plan: list[tuple[str, int, Optional[str], Optional[int]]] = []
+        self._plan_at: list[int] = []
+        self._plan_sid = ""
 
     def lines(self, row: dict[str, Any]) -> str:
         """The line(s) for ``row``: a schema line first when its static part changed."""
@@ -132,24 +136,48 @@ class Encoder:
                    "node": {} if node is None else {"ncpu": node.ncpu, "mem_total_bytes": node.mem_total_bytes},
                    "ncols": [] if node is None else list(NODE_DYNAMIC), "dev": devs}
             out = self._schema_line(static, doc)
-            self._plan = _plan(devs)
-        cells = [self._sid, self._int("t", round(float(t) * 1_000_000)), _kind(kind)]
+            plan = _plan(devs)
+            self._plan_at = [c[0] for c in plan]
+            self._plan_sid = self._sid  # the plan is this schema's (not one from lines())
+            self._plan = [c[1:] for c in plan]
+        vals = [getattr(readings[i], c[0]) for i, c in zip(self._plan_at, self._plan)]
+        return out + self._row(t, kind, job, node, vals)
+
+    def fast_line(self, t: float, job: Any, node: Any, values: list[Any]) -> Optional[str]:
+        """The line of a plain sample (kind ``sample``) from its readings' dynamic values in the
+        current schema's column order (``values``), when the caller knows the readings' static part
+        is the schema's (:class:`~slurm_energy.sampling.fastrow.FastRow`: the same bytes as
+        :meth:`sample_lines`); None when a schema line is due (no schema yet, the job's source or
+        the node's static part changed, a keyframe, another column count): then take
+        :meth:`sample_lines`. ``job``, ``node`` as there."""
+        sc = self._schema
+        if (sc is None or self._plan_sid != self._sid or self._rows >= KEYFRAME_ROWS
+                or len(values) != len(self._plan)
+                or sc[0] != (None if job is None else (job.source or ""))
+                or sc[1] != (None if node is None else (node.ncpu, node.mem_total_bytes))):
+            return None
+        self._rows += 1
+        return self._row(t, "sample", job, node, values)
+
+    def _row(self, t: float, kind: str, job: Any, node: Any, values: list[Any]) -> str:
+        """One row line of the current schema: ``values`` are the device cells' values in plan order."""
+        _int = self._int
+        cells = [self._sid, _int("t", round(float(t) * 1_000_000)), _kind(kind)]
         if job is not None:
-            cells += [self._scaled("job.cpu_time_s", job.cpu_time_s), self._int("job.mem", job.mem_bytes),
-                      self._int("job.max", job.max_mem_bytes), self._pid_cell(job.pids[:256])]
+            cells += [self._scaled("job.cpu_time_s", job.cpu_time_s), _int("job.mem", job.mem_bytes),
+                      _int("job.max", job.max_mem_bytes), self._pid_cell(job.pids[:256])]
         if node is not None:  # NodeStats.to_dict's rounding (ms)
             cells += [self._scaled("node.cpu_busy_s", round(node.cpu_busy_s, 3)),
                       self._scaled("node.cpu_total_s", round(node.cpu_total_s, 3)),
-                      self._int("node.mem", node.mem_used_bytes)]
-        for i, attr, op, key, q in self._plan:
-            v = getattr(readings[i], attr)
+                      _int("node.mem", node.mem_used_bytes)]
+        for (attr, op, key, q), v in zip(self._plan, values):
             if op == 0:
-                cells.append(self._int(key, v // q if q else v))
+                cells.append(_int(key, v // q if q else v))
             elif op == 1:
-                cells.append(self._int(key, v))
+                cells.append(_int(key, v))
             else:
                 cells.append(_plain(attr, v))
-        return out + ",".join(cells) + "\n"
+        return ",".join(cells) + "\n"
 
     def _int(self, key: str, v: Any) -> str:
         if not isinstance(v, int) or isinstance(v, bool):

@@ -71,6 +71,22 @@ class SampleWriter:
         when ``sync`` and the writer's ``fsync`` are both set. Raises OSError (file not writable)."""
         self._put(self._enc.sample_lines(t, kind, job, node, readings), sync and self.fsync)
 
+    @property
+    def encoder(self) -> Encoder:
+        """The writer's encoder (its schema and per-column state)."""
+        return self._enc
+
+    def write_fast(self, t: float, job: Any, node: Any, values: list[Any], sync: bool = True) -> bool:
+        """Append a plain sample from its readings' values in the schema's column order
+        (:meth:`~slurm_energy.sampling.samplecodec.Encoder.fast_line`: the same bytes as
+        :meth:`write_sample`); False, and nothing written, when a schema line is due (then call
+        :meth:`write_sample`). Raises OSError (file not writable)."""
+        line = self._enc.fast_line(t, job, node, values)
+        if line is None:
+            return False
+        self._put(line, sync and self.fsync)
+        return True
+
     def _put(self, text: str, sync: bool) -> None:
         data = text.encode()
         n = os.write(self._fd, data)

@@ -43,6 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
+from slurm_energy.sampling.fastrow import FastRow
 from slurm_energy.sampling.nodestats import NodeStats, hold_snapshot, read_node_stats
 from slurm_energy.sampling.readers.base import Reader, Reading
 from slurm_energy.sampling.samplefile import SampleWriter
@@ -132,6 +133,7 @@ class Sampler:
         self._poller = select.poll()
         self._poller.register(self._wake_r, select.POLLIN)
         self._registered: Optional[tuple[int, int]] = None  # the probe's (fd, events) in _poller
+        self._fast: Optional[FastRow] = None  # a plain sample's values-only path for the current schema
 
     def stop(self, *_args) -> None:
         """Ask the loop to take its final sample and return (safe from a signal handler and from
@@ -177,14 +179,20 @@ class Sampler:
             ns: Optional[NodeStats] = read_node_stats()
         except OSError:
             ns = None  # the row's node is {}; the readers read (or fail) by themselves
-        hold_snapshot(ns)
-        try:
-            readings = self._read_all()
-        finally:
-            hold_snapshot(None)
         now = time.monotonic()
         sync = kind != "sample" or now - self._last_fsync >= self.fsync_every_s
-        self.writer.write_sample(self.clock(), kind, self.last_usage, ns, readings, sync=sync)
+        fast = self._fast
+        vals = fast.values(ns) if fast is not None and kind == "sample" and ns is not None else None
+        if vals is None or not self.writer.write_fast(self.clock(), self.last_usage, ns, vals, sync=sync):
+            hold_snapshot(ns)  # the general path (FastRow: the same bytes)
+            try:
+                readings = self._read_all()
+            finally:
+                hold_snapshot(None)
+            self.writer.write_sample(self.clock(), kind, self.last_usage, ns, readings, sync=sync)
+            enc = getattr(self.writer, "encoder", None)
+            if fast is None or enc is None or fast.sid != enc._sid:  # a new schema: its fast path
+                self._fast = FastRow.prepare(self.readers, enc) if hasattr(self.writer, "write_fast") else None
         if sync:
             self._last_fsync = now
         self.n_samples += 1

@@ -274,6 +274,27 @@ class RaplReader(Reader):
             )
         return out
 
+    def steady(self) -> Optional[list[Reading]]:
+        """One ``counter`` reading per reported zone; None while a zone's range is unreadable (its
+        readings then carry a flag)."""
+        if any(self._range.get(z.key) is None for z in self._reported):
+            return None
+        return [Reading(z.device_class, z.key, "counter", energy_uj=0, max_energy_range_uj=self._range[z.key],
+                        max_power_w=self._maxp[z.key][1], flags=list(z.flags)) for z in self._reported]
+
+    def fast_read(self, ns: object = None) -> Optional[list[int]]:
+        """Every reported zone's counter, uJ, as :meth:`read` gives them; None where :meth:`read`
+        would give more (a range unreadable, a counter that fails: it says how)."""
+        out = []
+        for z in self._reported:
+            if self._range.get(z.key) is None:
+                return None
+            try:
+                out.append(self._energy_uj(z))
+            except (OSError, ValueError, UnicodeDecodeError):
+                return None
+        return out
+
     def read(self) -> list[Reading]:
         """One :class:`Reading` per reported zone. Never raises (see module docstring for flags)."""
         out = []

@@ -17,7 +17,7 @@ from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
 
 from typing import Optional
 
-from slurm_energy.sampling.nodestats import read_node_stats
+from slurm_energy.sampling.nodestats import NodeStats, read_node_stats
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 
 GB = 1e9  # bytes; W/GB figures (Green Algorithms) are per decimal GB
@@ -52,6 +52,13 @@ class CpuTdpReader(Reader):
             s = read_node_stats()
         except OSError as e:  # pragma: no cover - /proc always exists on Linux
             return [Reading("cpu", "cpu-tdp", "unavailable", flags=[f"proc_stat:{e.errno}"])]
+        util = self._utilisation(s)
+        return [Reading("cpu", "cpu-tdp", "tdp_estimate",
+                        mean_power_w=None if util is None else self.tdp_total_w * util,
+                        util=util, flags=list(self.flags))]
+
+    def _utilisation(self, s: NodeStats) -> Optional[float]:
+        """Node CPU utilisation since the previous read (None at the first), and keep ``s``."""
         prev, self._last = self._last, (s.cpu_busy_s, s.cpu_total_s)
         if prev is None:
             util = None  # first read: no interval yet
@@ -61,9 +68,16 @@ class CpuTdpReader(Reader):
         else:
             util = min(1.0, max(0.0, (s.cpu_busy_s - prev[0]) / (s.cpu_total_s - prev[1])))
         self._util = util
-        return [Reading("cpu", "cpu-tdp", "tdp_estimate",
-                        mean_power_w=None if util is None else self.tdp_total_w * util,
-                        util=util, flags=list(self.flags))]
+        return util
+
+    def steady(self) -> list[Reading]:
+        """One ``tdp_estimate`` reading with a mean power and a utilisation (every read but the first)."""
+        return [Reading("cpu", "cpu-tdp", "tdp_estimate", mean_power_w=0.0, util=0.0, flags=list(self.flags))]
+
+    def fast_read(self, ns: NodeStats) -> Optional[tuple[float, float]]:
+        """(mean power W, utilisation) as :meth:`read` from ``ns``; None at the first read."""
+        util = self._utilisation(ns)
+        return None if util is None else (self.tdp_total_w * util, util)
 
 
 class RamModelReader(Reader):
@@ -83,6 +97,17 @@ class RamModelReader(Reader):
         s = read_node_stats()
         return [DeviceStatic("ram", "ram-model", f"{s.mem_total_bytes / GIB:.1f} GiB", 1,
                              self.w_per_gb * s.mem_total_bytes / GB, self.source)]
+
+    def steady(self) -> list[Reading]:
+        """One ``tdp_estimate`` reading with mean power, utilisation and memory in use."""
+        return [Reading("ram", "ram-model", "tdp_estimate", mean_power_w=0.0, util=0.0, mem_bytes=0)]
+
+    def fast_read(self, ns: NodeStats) -> Optional[tuple[float, float, int]]:
+        """(mean power W, utilisation, bytes in use) as :meth:`read` from ``ns``; None without a
+        memory total (no utilisation: not the steady state)."""
+        if not ns.mem_total_bytes:
+            return None
+        return self.w_per_gb * ns.mem_used_bytes / GB, ns.mem_used_bytes / ns.mem_total_bytes, ns.mem_used_bytes
 
     def read(self) -> list[Reading]:
         s = read_node_stats()
