@@ -28,7 +28,8 @@ import os
 from typing import Any, Iterator
 
 from slurm_energy.core import Sample
-from slurm_energy.sampling.samplecodec import PREFIX, Decoder, Encoder
+from slurm_energy.sampling.samplecodec import PREFIX, Encoder
+from slurm_energy.sampling.sampledecode import Decoder
 from slurm_energy.sampling.sampletable import SampleTable
 
 

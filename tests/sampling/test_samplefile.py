@@ -162,7 +162,7 @@ def test_incremental_reader_returns_only_new_complete_lines(tmp_path):
 
 
 def test_long_columns_parsed_by_numpy_read_the_same_values(tmp_path, monkeypatch):
-    from slurm_energy.sampling import samplecodec
+    from slurm_energy.sampling import sampledecode
     from slurm_energy.sampling.samplefile import read_sample_table
 
     rows = _odd_rows() + node_rows(30, seed=5)[0]
@@ -170,7 +170,7 @@ def test_long_columns_parsed_by_numpy_read_the_same_values(tmp_path, monkeypatch
     p = tmp_path / "samples"
     _write(p, rows)
     plain = read_sample_table(str(p))
-    monkeypatch.setattr(samplecodec, "NUMPY_MIN_CELLS", 2)
+    monkeypatch.setattr(sampledecode, "NUMPY_MIN_CELLS", 2)
     fast = read_sample_table(str(p))
     assert (fast.t, fast.node, fast.job_cpu, fast.job_mem) == (plain.t, plain.node, plain.job_cpu, plain.job_mem)
     assert fast.devices == plain.devices
