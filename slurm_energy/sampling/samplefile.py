@@ -29,7 +29,6 @@ from typing import Any, Iterator
 
 from slurm_energy.core import Sample
 from slurm_energy.sampling.samplecodec import PREFIX, Encoder
-from slurm_energy.sampling.sampledecode import Decoder
 from slurm_energy.sampling.sampletable import SampleTable
 
 
@@ -115,6 +114,8 @@ class SampleReader:
 
     def __init__(self, path: str):
         self.path = path
+        from slurm_energy.sampling.sampledecode import Decoder  # here: the Prolog writes, never reads
+
         self.offset = 0
         self._dec = Decoder()
 
