@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import pwd
 import re
@@ -133,9 +135,8 @@ def test_array_tasks_recorded_with_their_array_ids(cluster):
     cluster.wait_files(*(wd / n for n in names))
     assert sorted(p.name for p in wd.glob("energy-*")) == sorted(names)
     raw = cluster.jobenergy("-P", "-n", "-o", "JobIDRaw", f"{first}_1").stdout.strip()
-    rows = (wd / f"energy-{first}_1.csv").read_text().splitlines()
-    header, total = rows[0].split(","), rows[-1].split(",")
-    assert raw.isdigit() and (total[header.index("job_id")], total[header.index("job_id_raw")]) == (f"{first}_1", raw)
+    total = list(csv.DictReader(io.StringIO((wd / f"energy-{first}_1.csv").read_text())))[-1]
+    assert raw.isdigit() and (total["job_id"], total["job_id_raw"]) == (f"{first}_1", raw)
 
 
 def test_failed_job_state_and_very_short_job(cluster):
