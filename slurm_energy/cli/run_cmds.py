@@ -159,7 +159,8 @@ def cmd_run(args) -> int:
             child = subprocess.Popen(cmd)
         except OSError as e:
             print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
-            raise SystemExit(127) from None
+            # as a shell: 126 found but not executable, 127 not found
+            raise SystemExit(126 if isinstance(e, PermissionError) else 127) from None
         proc.append(child)
         status["restore"] = _forward_signals(child)
         return ProcessTreeProbe(child.pid, exact_end=True), f"run-{child.pid}", t0
@@ -188,10 +189,18 @@ def _forward_signals(child: subprocess.Popen):
     """Pass SIGTERM/SIGINT/SIGHUP sent to ``run`` on to ``child`` (``run`` itself keeps going, so
     it waits for the child, then still takes the final sample and writes the partial record).
 
-    The child shares our process group (a terminal's Ctrl-C reaches it directly as well; a
-    ``kill -INT`` of ``run`` alone reaches it only through this). Returns a function restoring
-    the previous handlers."""
+    The child shares our process group, so a terminal's Ctrl-C (SIGINT) and hang-up (SIGHUP) reach
+    it directly: those are not passed on while our group is the foreground group of our controlling
+    terminal (:func:`_terminal_sends_to_child`), or the child would get each twice; a ``kill -INT``
+    of ``run`` alone reaches it only through this. A signal sent to the whole process group from
+    elsewhere (``kill -INT -PGID``, or Slurm signalling every process of a step) reaches the child
+    directly and through this: signal ``run`` alone, or the child. Returns a function restoring the
+    previous handlers."""
+    tty = _terminal_sends_to_child
+
     def forward(signum, _frame):
+        if signum in (signal.SIGINT, signal.SIGHUP) and tty():
+            return
         if child.returncode is None:
             try:
                 os.kill(child.pid, signum)
@@ -204,6 +213,22 @@ def _forward_signals(child: subprocess.Popen):
         for s, h in old.items():
             signal.signal(s, h)
     return restore
+
+
+def _terminal_sends_to_child() -> bool:
+    """True when this process group is the foreground group of the controlling terminal: a
+    keyboard SIGINT (or the terminal's SIGHUP) then went to every process of the group, the child
+    included. False without a controlling terminal or in the background."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def cmd_attach(args) -> int:

@@ -196,3 +196,63 @@ def test_run_of_a_missing_command_exits_127_and_leaves_no_sample_directory(tmp_p
     assert r.returncode == 127
     assert "cannot start" in r.stderr and "No such file or directory" in r.stderr
     assert os.listdir(tmp) == []
+
+
+COUNT_INT = """
+import os, signal, sys, time
+out, got = sys.argv[1], []
+signal.signal(signal.SIGINT, lambda s, f: got.append(s))
+open(out + ".ready", "w").close()
+t = time.time()
+while not got and time.time() - t < 20:
+    time.sleep(0.01)
+time.sleep(1.0)  # a second copy, forwarded by run, would arrive within this
+open(out, "w").write(str(len(got)))
+"""
+
+
+def test_run_in_a_terminal_ctrl_c_reaches_the_command_once(tmp_path):
+    """Ctrl-C typed at the terminal ``run`` runs in: the terminal sends SIGINT to the foreground
+    process group, ``run`` and the command alike; ``run`` does not pass it on as well, so the
+    command gets exactly 1 (it got 2 when run forwarded every SIGINT)."""
+    import pty
+
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    out = tmp_path / "count"
+    script = tmp_path / "count_int.py"
+    script.write_text(COUNT_INT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
+    argv = [sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", str(site), "--out", str(tmp_path),
+            "--no-report", "--", sys.executable, str(script), str(out)]
+    pid, master = pty.fork()  # the child: a new session whose controlling terminal is the pty
+    if pid == 0:
+        os.execve(argv[0], argv, env)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "count.ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.write(master, b"\x03")  # Ctrl-C: the line discipline signals the foreground group
+        while not out.exists() and time.monotonic() < deadline:
+            try:
+                os.read(master, 4096)  # keep the pty drained
+            except OSError:
+                time.sleep(0.02)
+        assert out.read_text() == "1"
+    finally:
+        os.close(master)
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):  # run still there: stop it (by PID)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def test_run_of_a_file_that_is_not_executable_exits_126(tmp_path):
+    """As a shell: a command found but not executable exits 126 (127 is for one not found)."""
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    noexec = tmp_path / "noexec.sh"
+    noexec.write_text("#!/bin/sh\ntrue\n")  # mode 0644
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd()] + sys.path))
+    r = subprocess.run([sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", str(site), "--no-report",
+                        "--", str(noexec)], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 126 and "Permission denied" in r.stderr, (r.returncode, r.stderr)
