@@ -182,6 +182,10 @@ def cmd_install(args) -> int:
             print(f"Install them first (as root): {sys.executable} -m slurm_energy.cli.main install "
                   f"--hooks-dir {hooks_dir}" + (f" --config {config}" if config else ""), file=sys.stderr)
             return 1
+        if not args.config:  # print the lines for the config the hooks actually read
+            config = hooks_config(hooks_dir)
+            print(f"# the hooks in {hooks_dir} read the site config {_shown_config(config)}; "
+                  "the collect/prune lines below use it", file=sys.stderr)
     bad = config_problem(config) if config else None
     if bad:
         print(bad, file=sys.stderr)
@@ -205,6 +209,16 @@ def cmd_install(args) -> int:
     for line in collect_timer_lines(sys.executable, config, hooks_log_dir(config)):
         print(line)
     return 0
+
+
+def hooks_config(hooks_dir: str) -> str:
+    """The site config path the prolog in ``hooks_dir`` reads (its ``SLURM_ENERGY_CONFIG=``), ""
+    when it names none (the default /etc/slurm-energy/site.yaml) or cannot be read."""
+    try:
+        with open(os.path.join(hooks_dir, "prolog"), encoding="utf-8") as f:
+            return _setting(f.read(), "SLURM_ENERGY_CONFIG") or ""
+    except OSError:
+        return ""
 
 
 def hooks_log_dir(config: str) -> str:

@@ -130,3 +130,22 @@ def test_install_print_names_the_first_line_of_a_hook_from_another_version(tmp_p
             "(another slurm-energy version's, or edited): 'cd /tmp || exit 0', this version writes "
             "'cd / || exit 0'") in err
     assert "prolog" not in err.split("Install them first")[0]  # the untouched prolog is fine
+
+
+def test_install_print_without_config_prints_the_lines_for_the_config_the_hooks_read(tmp_path, capsys):
+    """Issue: --print without --config accepted the hooks' config but printed lines for the default
+    one (no SLURM_ENERGY_CONFIG=, logs under /var/log/slurm-energy)."""
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\npaths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/mylog\n")
+    assert _install(tmp_path) == 0
+    capsys.readouterr()
+    assert cli(["install", "--print", "--hooks-dir", str(tmp_path / "hooks")]) == 0
+    out, err = capsys.readouterr()
+    assert err == (f"# the hooks in {tmp_path}/hooks read the site config '{site}'; "
+                   "the collect/prune lines below use it\n")
+    cron = [x for x in out.splitlines() if x.startswith("# */5 ")]
+    assert cron == [f"# */5 * * * * mkdir -p -m 0700 {tmp_path}/mylog && SLURM_ENERGY_CONFIG={site} "
+                    f"{sys.executable} -I -m slurm_energy.cli.main collect --older-than 5 "
+                    f">>{tmp_path}/mylog/collect.log 2>&1"]
+    assert f"# Environment=SLURM_ENERGY_CONFIG={site}" in out.splitlines()
+    assert "/var/log/slurm-energy" not in out
