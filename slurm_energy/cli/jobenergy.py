@@ -8,7 +8,9 @@ Options follow sacct's: positional job ids and ``-j/--jobs`` (any form: 715219, 
 :mod:`slurm_energy.cli.seff`).
 
 Visibility: root and users named in the site config's ``admins`` see every job; other users see only
-their own (enforced here; for a confidentiality boundary see docs/STORE.md). Without ``-j`` the
+their own (enforced here; for a confidentiality boundary see docs/STORE.md). Run through sudo, the
+caller (``SUDO_UID``/``SUDO_USER``) is who counts, and the admins are the system site config's
+(:mod:`slurm_energy.cli.sudo_caller`). Without ``-j`` the
 window defaults to today from midnight, like sacct.
 
 Requeued jobs: a job with several attempts prints one row with the sum (JobID ``103``) and one row
@@ -34,7 +36,6 @@ from slurm_energy.store.urls import STORE_HELP
 
 import argparse
 import os
-import pwd
 import sys
 import time
 from collections import OrderedDict
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Optional
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_notes as N
+from slurm_energy.cli.sudo_caller import ignore_callers_config, reader_identity
 from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
 from slurm_energy.cli import jobenergy_select as S
 from slurm_energy.cli.table import render
@@ -92,14 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _split(values: list[str]) -> list[str]:
     return [x.strip() for v in values for x in v.split(",") if x.strip()]
-
-
-def _whoami() -> tuple[int, str]:
-    uid = os.getuid()
-    try:
-        return uid, pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return uid, str(uid)
 
 
 def _err(msg: str) -> None:
@@ -213,6 +207,7 @@ def _main(argv: list[str] | None) -> int:
     except ValueError as e:
         _err(str(e))
         return 2
+    ignore_callers_config("jobenergy")  # under sudo: the system config's admins, not the caller's file
     site = load_site()
     for w in site.warnings:
         _err(f"warning: {w}")
@@ -223,8 +218,7 @@ def _main(argv: list[str] | None) -> int:
     except ValueError as e:
         _err(str(e))
         return 2
-    uid, me = _whoami()
-    privileged = uid == 0 or me in site.admins
+    uid, me, privileged = reader_identity(site.admins)  # under sudo: the caller, not root
     users = _split(args.user)
     if not privileged:
         try:

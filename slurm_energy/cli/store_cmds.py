@@ -355,16 +355,17 @@ def _write_rollup(args, rows: list, records: list, tz: str) -> str:
 
 def cmd_rollup(args) -> int:
     """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
+    from slurm_energy.cli.sudo_caller import ignore_callers_config, reader_identity
+
+    ignore_callers_config("slurm-energy")  # under sudo: the system config's admins, not the caller's file
     try:
         cfg = _reader_cfg()
         t0, t1 = month_bounds(args.month, cfg.timezone)
     except ValueError as e:
         _err(str(e))
         return 2
-    import pwd
-
-    me = pwd.getpwuid(os.getuid()).pw_name if os.getuid() != 0 else "root"
-    if os.getuid() != 0 and me not in cfg.admins:
+    _, me, privileged = reader_identity(list(cfg.admins or []))  # under sudo: the caller, not root
+    if not privileged:
         _err(f"rollup shows every user's energy: only root and site-config admins may run it (you are {me})")
         return 1
     got = _month_data(args, cfg, t0, t1)
