@@ -157,24 +157,39 @@ def check_paths(cfg, notes: Optional[list[str]] = None) -> list[str]:
         errors.append(f"{origin}: paths.store_url: bad value {_hide_password(url)!r}: {bad}")
         return errors
     db, _err = sqlite_path(url)
-    if db is not None:
-        problem = dir_problem(os.path.dirname(db) or ".") if os.path.isabs(db) else dir_problem(db)
-        if problem is not None:
-            report("store_url", url, (f"its directory {os.path.dirname(db)} {problem[0]}"
-                                      if os.path.isabs(db) else problem[0], problem[1], problem[2]))
-        elif os.path.lexists(db):
-            if not os.path.isfile(db):
-                report("store_url", url, ("the database path exists but is not a regular file",
-                                          "point store_url at a file path, or move that entry away", False))
-            else:
-                try:
-                    with open(db, "ab"):
-                        pass
-                except OSError as e:
-                    report("store_url", url, (f"the database file cannot be opened for writing: {_why(e)}",
-                                              "make it writable by root, or choose another path",
-                                              e.errno in _DENIED))
+    problem = _sqlite_store_problem(db, url) if db is not None else None
+    if problem is not None:
+        report("store_url", url, problem)
     return errors
+
+
+def _sqlite_store_problem(db: str, url: str) -> Optional[tuple[str, str, bool]]:
+    """Why the SQLite database file ``db`` (of ``url``) cannot be the store, as :func:`dir_problem`'s
+    ``(what, fix, permission_only)``, or None. A configured store whose directory does not exist is
+    an error (a typo there makes a store no reader looks at); only the documented default's
+    directory, /var/lib/slurm-energy, may be left to the first store to create. Creates nothing."""
+    from slurm_energy.config.schema import Paths
+
+    d = os.path.dirname(db)
+    if os.path.isabs(db) and not os.path.exists(d) and url != Paths().store_url:
+        return (f"its directory {d} does not exist",
+                f"create it (as root: mkdir -p -m 0755 {d}) if this is the store you mean, "
+                "or correct the path in paths.store_url", False)
+    problem = dir_problem(d or ".") if os.path.isabs(db) else dir_problem(db)
+    if problem is not None:
+        return (f"its directory {d} {problem[0]}" if os.path.isabs(db) else problem[0], problem[1], problem[2])
+    if not os.path.lexists(db):
+        return None
+    if not os.path.isfile(db):
+        return ("the database path exists but is not a regular file",
+                "point store_url at a file path, or move that entry away", False)
+    try:
+        with open(db, "ab"):
+            pass
+    except OSError as e:
+        return (f"the database file cannot be opened for writing: {_why(e)}",
+                "make it writable by root, or choose another path", e.errno in _DENIED)
+    return None
 
 
 def _zones(cfg) -> list[str]:
@@ -223,3 +238,38 @@ def check_carbon(cfg, warnings: Optional[list[str]] = None) -> list[str]:
     if warnings is not None:
         warnings.extend(out)
     return errors
+
+
+#: Above these a rated power (W) is kept but flagged: no CPU package is rated over 1000 W, no single
+#: GPU over 1500 W (the largest accelerators are rated about 1000-1200 W).
+CPU_TDP_WARN_W = 1000.0
+GPU_RATED_WARN_W = 1500.0
+
+
+def check_hardware(cfg) -> list[str]:
+    """Warnings for rated powers that load (1 W up to the schema's limit) but are implausible for
+    one CPU package (above :data:`CPU_TDP_WARN_W`) or one GPU (above :data:`GPU_RATED_WARN_W`):
+    ``"FILE: hardware.FIELD: ... W ..."``, naming the field and what to check."""
+    origin = cfg.source_path or "documented defaults"
+    hw = cfg.hardware
+    cpu = [(f"hardware.cpu_tdp_w[{k!r}]", w) for k, w in hw.cpu_tdp_w.items()]
+    cpu.append(("hardware.cpu_tdp_default_w", hw.cpu_tdp_default_w))
+    gpu = [(f"hardware.gpu[{k!r}].rated_w", g.rated_w) for k, g in hw.gpu.items()]
+    gpu.append(("hardware.gpu_fallback_w", hw.gpu_fallback_w))
+    out = []
+    for items, limit, what in ((cpu, CPU_TDP_WARN_W, "one CPU package (socket)"), (gpu, GPU_RATED_WARN_W, "one GPU")):
+        for field, w in items:
+            if w is not None and w > limit:
+                out.append(f"{origin}: {field}: {w:g} W is more than any {what} is rated for (> {limit:g} W); "
+                           "check it is the rating of one device in W, not a whole node's")
+    return out
+
+
+def catch_all_notes(cfg) -> list[str]:
+    """One note per datacenter with neither ``partitions`` nor ``nodes``: it silently takes every
+    job that matches no other datacenter (carbon/resolve.py), instead of the site's ``location``."""
+    origin = cfg.source_path or "documented defaults"
+    return [f"{origin}: datacenters.{name} has neither partitions nor nodes: it is the catch-all, used for "
+            "every job whose partition and node match no other datacenter (instead of location.country). "
+            f"If that is not meant, give datacenters.{name}.partitions or .nodes"
+            for name, dc in cfg.datacenters.items() if not dc.partitions and not dc.nodes]

@@ -105,7 +105,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     exit 0 otherwise. Without any config file it says so and lists the documented defaults.
     """
     from slurm_energy.config import ConfigError, load_site_config
-    from slurm_energy.cli.config_check import check_carbon, check_paths
+    from slurm_energy.cli.config_check import catch_all_notes, check_carbon, check_hardware, check_paths
 
     try:
         cfg = load_site_config(args.file)
@@ -117,11 +117,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         warning = f"warning: {cfg.source_path} sets nothing (empty, or only comments)."
         print(warning, file=sys.stderr)
         print("\n".join([warning, *defaults_lines()]))
-    notes: list[str] = []
+    notes: list[str] = catch_all_notes(cfg)
     errors = check_paths(cfg, notes)
     for n in notes:
         print(f"note: {n}")
-    warnings: list[str] = []
+    warnings: list[str] = check_hardware(cfg)
     ci_errors = check_carbon(cfg, warnings)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)

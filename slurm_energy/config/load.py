@@ -84,6 +84,12 @@ def _ci_fix(err: Any, loc: list[str], data: Any) -> str:
     """Fix for a bad ``carbon_intensity``: an implausibly low value's own fix (the value it probably
     meant), else :func:`_ci_hint` (the grid's table figure) and when 0 may be written."""
     exc = (err.get("ctx") or {}).get("error")
+    bare = err.get("input")
+    if isinstance(bare, (int, float)) and not isinstance(bare, bool) and loc and loc[-1] == "carbon_intensity":
+        field = ".".join(loc)  # a bare number: the value was meant, only its unit is missing
+        unit = "kgCO2e/kWh" if 0 < bare < 1 else "gCO2e/kWh"  # below 1 g/kWh no grid is: kg meant
+        return (f"write {field}: {{value: {bare:g}, unit: {unit}}} if {bare:g} is in {unit} (other units: "
+                "gCO2e/kWh, kgCO2e/kWh, kgCO2e/MWh, tCO2e/MWh, gCO2e/MWh); otherwise " + _ci_hint(loc, data))
     if not isinstance(exc, ImplausibleIntensityError):
         return _ci_hint(loc, data)
     if exc.guess is not None:

@@ -102,10 +102,28 @@ class Datacenter(_Strict):
     nodes: list[str] = Field(default_factory=list)  # fnmatch patterns, e.g. "gpu[0-9]*", "cn*"
 
 
+#: Below this a rated power (W) is a unit mistake (kW written for W: 0.125 for 125), not hardware.
+MIN_RATED_W = 1.0
+
+
+def _not_kw(w: Optional[float], what: str) -> Optional[float]:
+    """``w`` (W) unless it is below :data:`MIN_RATED_W`: then ValueError with the likely fix."""
+    if w is not None and 0 < float(w) < MIN_RATED_W:
+        raise ValueError(f"{what} is {w:g} W, below {MIN_RATED_W:g} W: watts written as kW? "
+                         f"Did you mean {float(w) * 1000:g} W?")
+    return w
+
+
 class GpuOverride(_Strict):
     """Admin's rated power (W) and dense FLOP/s for a GPU model (NVML name or part of it)."""
 
     rated_w: Optional[float] = Field(default=None, gt=0, le=5000)
+
+    @field_validator("rated_w")
+    @classmethod
+    def _rated(cls, v: Optional[float]) -> Optional[float]:
+        return _not_kw(v, "the GPU's rated power")
+
     fp32_flops: Optional[float] = Field(default=None, gt=0)
     tf32_flops: Optional[float] = Field(default=None, gt=0)
     bf16_flops: Optional[float] = Field(default=None, gt=0)
@@ -130,7 +148,13 @@ class Hardware(_Strict):
         for k, w in v.items():
             if not (0 < float(w) <= 2000):
                 raise ValueError(f"TDP for {k!r} is {w} W; a CPU socket TDP is in (0, 2000] W")
+            _not_kw(w, f"the TDP of {k!r}")
         return v
+
+    @field_validator("cpu_tdp_default_w", "gpu_fallback_w")
+    @classmethod
+    def _fallbacks(cls, v: Optional[float], info) -> Optional[float]:
+        return _not_kw(v, "the default CPU TDP" if info.field_name == "cpu_tdp_default_w" else "the GPU fallback power")
 
 
 class Sampling(_Strict):
