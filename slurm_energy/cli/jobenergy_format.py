@@ -270,13 +270,20 @@ def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     c = rec.carbon
     if "pue" in c.defaults_used:
         rows.append([jobid, "-", "pue", f"{c.pue:g}", "default", "", "", fmt_num(rec.facility_kwh), "", "", "", "",
-                     "", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; {_default_text(c.pue_source)}; "
-                     "set pue in site.yaml"])
+                     "", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; "
+                     + _with_fix(_default_text(c.pue_source), "set pue in site.yaml")])
     if "ci" in c.defaults_used:
         rows.append([jobid, "-", "ci", f"{c.ci_g_per_kwh:g} gCO2e/kWh", "default", "", "", "", "", "", "", "", "",
-                     f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x CI; {_default_text(c.ci_source)}; "
-                     "set location.country or carbon_intensity in site.yaml"])
+                     f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x CI; "
+                     + _with_fix(_default_text(c.ci_source), "set location.country or carbon_intensity in site.yaml")])
     return rows
+
+
+def _with_fix(source: str, fix: str) -> str:
+    """``source; fix``, unless ``source`` already says where to set the value (carbon/resolve.py's
+    default CI source ends "-- set location.country or datacenters.<name>.carbon_intensity in
+    site.yaml"): the hint once, not twice."""
+    return source if "in site.yaml" in source else f"{source}; {fix}"
 
 
 def _widen(row: list[str]) -> list[str]:

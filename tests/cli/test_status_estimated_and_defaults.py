@@ -126,3 +126,18 @@ def test_html_report_says_estimated():
 def test_rollup_top_jobs_status():
     tops = top_jobs([finished(node_record(job_id="1")), _measured_cpu("2")])
     assert {t["job_id"]: t["status"] for t in tops} == {"1": "complete(estimated)", "2": "complete"}
+
+
+def test_default_ci_row_gives_the_site_yaml_hint_once():
+    """carbon/resolve.py's default CI source already ends with where to set it: the -l ci row
+    showed it, then "; set location.country or carbon_intensity in site.yaml" again."""
+    from slurm_energy.carbon.resolve import _ci_for
+    from slurm_energy.config import SiteConfig
+
+    rec = _defaults(node_record(cpu_j=3.6e6, ram_j=0.0))  # IT 1 kWh -> facility 1.58 kWh -> 0.7505 kg
+    rec.carbon.ci_source = _ci_for(SiteConfig(), "", None, "n1", True)["ci_source"]  # what a job gets
+    [ci] = [r for r in caveat_rows(rec, "7") if r[2] == "ci"]
+    assert ci[-1] == ("kgCO2e 0.7505 = facility kWh x CI; world average 475 gCO2e/kWh (IEA Global Energy & CO2 Status "
+                      "Report 2019); no datacenter, site location or geolocation configured -- set location.country "
+                      "or datacenters.<name>.carbon_intensity in site.yaml")
+    assert ci[-1].count("in site.yaml") == 1
