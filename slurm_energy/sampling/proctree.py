@@ -167,9 +167,9 @@ class EnvScanner:
         self.needle = f"SLURM_JOB_ID={job_id}".encode()
         self._inner = b"\0" + self.needle + b"\0"  # the variable inside the block (NUL-separated)
         self.proc = proc
-        self._is_job: dict[int, bool] = {}
+        self._is_job: dict[str, bool] = {}  # /proc's entry name -> a process of the job
 
-    def _check(self, pid: int) -> bool:
+    def _check(self, pid) -> bool:
         """Whether ``pid``'s environment holds the job's variable: one open and one or two reads
         (os-level: Python's open() adds fstat, ioctl and lseek calls; a busy machine starts
         hundreds of processes between two scans), the block searched as bytes, not split."""
@@ -192,15 +192,16 @@ class EnvScanner:
 
     def pids(self) -> list[int]:
         """The job's live PIDs, sorted; [] if /proc cannot be listed."""
-        try:
-            now = {int(n) for n in os.listdir(self.proc) if n.isdigit()}
+        try:  # the names as they are (no int() of every entry: ~0.4 ms a scan on a busy node, cold)
+            now = set(os.listdir(self.proc))
         except OSError:
             return []
-        for pid in self._is_job.keys() - now:
-            del self._is_job[pid]
-        for pid in now - self._is_job.keys():
-            self._is_job[pid] = self._check(pid)
-        return sorted(p for p, j in self._is_job.items() if j)
+        is_job = self._is_job
+        for name in is_job.keys() - now:
+            del is_job[name]
+        for name in now - is_job.keys():
+            is_job[name] = name.isdigit() and self._check(name)
+        return sorted(int(n) for n, j in is_job.items() if j)
 
 
 def pids_usage(pids: list[int], proc: str = "/proc",
