@@ -81,6 +81,9 @@ class UsageProbe(Protocol):
     # Optional (looked up with getattr; absent: in-between polls needed, no wake-up descriptor):
     # needs_tail_poll: bool -- False when the probe sees the job's end exactly by itself
     # wakeup() -> Optional[tuple[int, int]] -- (fd, poll() event mask) that fires at the job's end
+    # light_poll(full) -> Optional[tuple[float, Optional[int], Optional[int], list[int]]] -- what
+    #   poll(full) would give, as plain values (CPU time s, memory bytes, peak bytes, PIDs), or None
+    #   where poll(full) must run (its state may change, the job may be gone, nothing seen yet)
 
 
 def freeze_gc() -> None:
@@ -134,6 +137,7 @@ class Sampler:
         self._poller.register(self._wake_r, select.POLLIN)
         self._registered: Optional[tuple[int, int]] = None  # the probe's (fd, events) in _poller
         self._fast: Optional[FastRow] = None  # a plain sample's values-only path for the current schema
+        self._light = getattr(probe, "light_poll", None)
 
     def stop(self, *_args) -> None:
         """Ask the loop to take its final sample and return (safe from a signal handler and from
@@ -197,11 +201,25 @@ class Sampler:
             self._last_fsync = now
         self.n_samples += 1
 
-    def _poll(self, full: bool = True) -> None:
+    def _poll(self, full: bool = True, light: bool = True) -> None:
+        """Poll the job's usage into :attr:`last_usage`: once the job is seen, through the probe's
+        ``light_poll`` where it has one (plain values into the last usage, no objects: the steady
+        state's path, several times a sample at 5 s), else ``poll``; the same usage either way."""
+        f = self._light
+        prev = self.last_usage
+        v = f(full) if light and f is not None and prev is not None else None
+        if v is not None:  # poll()'s merge below, in place
+            prev.cpu_time_s = v[0]  # type: ignore[union-attr]
+            if v[3]:
+                prev.pids = v[3]  # type: ignore[union-attr]
+            if full or v[1] is not None:
+                prev.mem_bytes = v[1]  # type: ignore[union-attr]
+            if full or v[2] is not None:
+                prev.max_mem_bytes = v[2]  # type: ignore[union-attr]
+            return
         u = self.probe.poll(full)
         if u is None:
             return
-        prev = self.last_usage
         if prev is not None:  # a light poll leaves out PIDs and memory: keep the last known ones
             if not u.pids:
                 u.pids = prev.pids
@@ -241,7 +259,7 @@ class Sampler:
             if due:  # the sample's own poll, before the gone check (the job may just have ended)
                 self._poll()
             elif woke or now >= next_poll:
-                self._poll(full=False)
+                self._poll(full=False, light=not woke)  # woken: the probe reads the job's end
                 self.n_polls += 1
             next_poll = now + self._tail_poll_s(now)
             if self.probe.gone():

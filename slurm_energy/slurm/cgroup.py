@@ -158,6 +158,24 @@ class JobCgroup:
         except OSError:
             return None
 
+    def read_plain(self, full: bool) -> Optional[tuple[float, Optional[int], Optional[int], list[int]]]:
+        """:meth:`read` (``pids=mem=full``) as a plain tuple (CPU time s, memory, peak, PIDs), no
+        object: the sampler's steady state. None where :meth:`read` must tell (CPU time unreadable:
+        the cgroup may be gone; a PID list unreadable)."""
+        cpu_s = self.cpu_time_s()
+        if cpu_s is None:
+            return None
+        if not full:
+            return cpu_s, None, None, []
+        m = mx = None
+        if self._paths["mem"]:  # v1 without the memory controller: unknown, not 0
+            m = _first_int(self._pread(self._paths["mem"]))
+            mx = _first_int(self._pread(self._paths["max"]))
+        try:
+            return cpu_s, m, mx, self._pids()
+        except OSError:
+            return None
+
     #: s between walks of the job's directory tree for step cgroups (new steps appear with srun);
     #: in between the known ``cgroup.procs`` files are read through their kept descriptors
     REWALK_S = 10.0

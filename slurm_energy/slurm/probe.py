@@ -129,6 +129,27 @@ class SlurmJobProbe:
         self._max_mem = max(self._max_mem, rss or 0)
         return Usage(self._best_cpu, rss, self._max_mem, pids, "psutil")
 
+    def light_poll(self, full: bool = True) -> Optional[tuple[float, Optional[int], Optional[int], list[int]]]:
+        """What :meth:`poll` would report, as plain values (CPU time s, memory bytes, peak bytes,
+        PIDs; for ``full=False`` None and [] as there), where nothing else would change: a cgroup
+        v1 job's files (:meth:`JobCgroup.read_plain`), or in PID mode the known PIDs' stat
+        between samples. None (then call :meth:`poll`) on v2 (``cgroup.events`` to read), before
+        the job is seen, once it may be gone, while its environment is looked for, and in PID
+        mode at full polls (rescans, the cgroup looked for)."""
+        if self._gone or self._on_job_env is not None:
+            return None
+        cg = self.cg
+        if cg is not None:
+            return cg.read_plain(full) if cg.version == 1 else None  # None: removed, poll() says so
+        if full or self._seen_cgroup or not self._pids or self._clock() - self._t0 < self._fallback_after:
+            return None
+        cpu, rss = pids_usage(self._pids, files=self._stat)
+        if cpu is None:
+            return None
+        self._best_cpu = max(self._best_cpu, cpu)
+        self._max_mem = max(self._max_mem, rss or 0)
+        return self._best_cpu, rss, self._max_mem, self._pids
+
     def _look_for_cgroup(self, full: bool) -> bool:
         """Whether to look for the job's cgroup now: at every poll for ``pid_fallback_after_s``
         (it appears ~20 ms after the Prolog), then at full polls at most every ``pid_rescan_s``
