@@ -63,6 +63,12 @@ class ProcessTreeProbe:
         return self._last_pids
 
     def poll(self, full: bool = True) -> Optional[Usage]:
+        v = self.light_poll(full)
+        return None if v is None else Usage(v[0], v[1], v[2], v[3], "procfs")
+
+    def light_poll(self, full: bool = True) -> Optional[tuple[float, int, int, list[int]]]:
+        """:meth:`poll`'s values as a plain tuple (CPU time s, RSS bytes, peak RSS bytes, PIDs),
+        no object (the sampler's steady state); None where :meth:`poll` gives None."""
         pids = self._pids()
         cpu, rss, seen = 0.0, 0, False
         for pid in pids:
@@ -75,7 +81,7 @@ class ProcessTreeProbe:
             self.cpu_baseline_s = cpu if self._from_first_poll else 0.0
         self._best_cpu = max(self._best_cpu, cpu - self.cpu_baseline_s)  # never report CPU time going backwards
         self._max_rss = max(self._max_rss, rss)
-        return Usage(self._best_cpu, rss, self._max_rss, pids, "procfs")
+        return self._best_cpu, rss, self._max_rss, pids
 
     def gone(self) -> bool:
         """True once the root process has exited (gone, or a zombie): one read of its stat."""

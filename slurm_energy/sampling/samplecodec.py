@@ -170,13 +170,19 @@ class Encoder:
             cells += [self._scaled("node.cpu_busy_s", round(node.cpu_busy_s, 3)),
                       self._scaled("node.cpu_total_s", round(node.cpu_total_s, 3)),
                       _int("node.mem", node.mem_used_bytes)]
-        for (attr, op, key, q), v in zip(self._plan, values):
-            if op == 0:
-                cells.append(_int(key, v // q if q else v))
-            elif op == 1:
-                cells.append(_int(key, v))
+        prev = self._prev
+        for (attr, op, key, q), v in zip(self._plan, values):  # _int and _plain inlined for the usual types
+            if op == 2:
+                cells.append(repr(v) if type(v) is float and attr != "proc_util" else _plain(attr, v))
+                continue
+            if op == 0 and q:
+                v = v // q
+            if type(v) is int:
+                p = prev.get(key)
+                prev[key] = v
+                cells.append(str(v if p is None else v - p))
             else:
-                cells.append(_plain(attr, v))
+                cells.append(_int(key, v))
         return ",".join(cells) + "\n"
 
     def _int(self, key: str, v: Any) -> str:

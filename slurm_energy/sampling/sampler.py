@@ -138,6 +138,7 @@ class Sampler:
         self._registered: Optional[tuple[int, int]] = None  # the probe's (fd, events) in _poller
         self._fast: Optional[FastRow] = None  # a plain sample's values-only path for the current schema
         self._light = getattr(probe, "light_poll", None)
+        self._own: Optional[Usage] = None  # the last usage this loop's general poll made
 
     def stop(self, *_args) -> None:
         """Ask the loop to take its final sample and return (safe from a signal handler and from
@@ -206,8 +207,8 @@ class Sampler:
         ``light_poll`` where it has one (plain values into the last usage, no objects: the steady
         state's path, several times a sample at 5 s), else ``poll``; the same usage either way."""
         f = self._light
-        prev = self.last_usage
-        v = f(full) if light and f is not None and prev is not None else None
+        prev = self.last_usage  # changed in place only when this loop made it (not a caller's final usage)
+        v = f(full) if light and f is not None and prev is not None and prev is self._own else None
         if v is not None:  # poll()'s merge below, in place
             prev.cpu_time_s = v[0]  # type: ignore[union-attr]
             if v[3]:
@@ -227,7 +228,7 @@ class Sampler:
                 u.mem_bytes = prev.mem_bytes
             if u.max_mem_bytes is None and not full:
                 u.max_mem_bytes = prev.max_mem_bytes
-        self.last_usage = u
+        self.last_usage = self._own = u
         if not self._seen_job:
             self._seen_job = True
             self._t_seen = self.clock()
