@@ -133,16 +133,20 @@ class SlurmJobProbe:
         """What :meth:`poll` would report, as plain values (CPU time s, memory bytes, peak bytes,
         PIDs; for ``full=False`` None and [] as there), where nothing else would change: a cgroup
         v1 job's files (:meth:`JobCgroup.read_plain`), or in PID mode the known PIDs' stat
-        between samples. None (then call :meth:`poll`) on v2 (``cgroup.events`` to read), before
-        the job is seen, once it may be gone, while its environment is looked for, and in PID
-        mode at full polls (rescans, the cgroup looked for)."""
+        where no rescan is due. None (then call :meth:`poll`) on v2 (``cgroup.events`` to read),
+        before the job is seen, once it may be gone, while its environment is looked for, and in
+        PID mode at a full poll due to rescan the PIDs or look for the cgroup."""
         if self._gone or self._on_job_env is not None:
             return None
         cg = self.cg
         if cg is not None:
             return cg.read_plain(full) if cg.version == 1 else None  # None: removed, poll() says so
-        if full or self._seen_cgroup or not self._pids or self._clock() - self._t0 < self._fallback_after:
+        now = self._clock()
+        if self._seen_cgroup or not self._pids or now - self._t0 < self._fallback_after:
             return None
+        r = self._pid_rescan_s
+        if full and (now - self._last_scan >= r or now - self._last_cg_look >= r):
+            return None  # a rescan or a look for the cgroup is due: poll() does it
         cpu, rss = pids_usage(self._pids, files=self._stat)
         if cpu is None:
             return None

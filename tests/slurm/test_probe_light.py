@@ -76,7 +76,7 @@ def _stat_line(pid, utime, stime, rss_pages):
     return f"{pid} (sleep) S 1 0 0 0 0 0 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 0 0 {rss_pages}\n"
 
 
-def test_pid_mode_light_polls_read_the_known_pids_only_and_full_polls_go_the_general_way(tmp_path):
+def test_pid_mode_light_polls_read_the_known_pids_and_leave_rescans_to_poll(tmp_path):
     proc = tmp_path / "proc"
     now = [0.0]
 
@@ -94,7 +94,14 @@ def test_pid_mode_light_polls_read_the_known_pids_only_and_full_polls_go_the_gen
     assert _usage(light) == _usage(general) == (2.0, 10 * PAGE, 10 * PAGE, [4242], "psutil")
     _w(str(proc / "4242" / "stat"), _stat_line(4242, 250, 50, 4))  # 3.0 s, 4 pages now
     now[0] = 2.0
-    assert light.probe.light_poll(True) is None  # full polls in PID mode: rescans, the cgroup looked for
     for s in (light, general):
         s._poll(False)
     assert _usage(light) == _usage(general) == (3.0, 4 * PAGE, 10 * PAGE, [4242], "psutil")
+    _w(str(proc / "4242" / "stat"), _stat_line(4242, 300, 50, 6))  # 3.5 s, 6 pages
+    now[0] = 3.0  # a full poll 2 s after the rescan and the look for a cgroup (every 10 s): light
+    assert light.probe.light_poll(True) == (3.5, 6 * PAGE, 10 * PAGE, [4242])
+    for s in (light, general):
+        s._poll(True)
+    assert _usage(light) == _usage(general) == (3.5, 6 * PAGE, 10 * PAGE, [4242], "psutil")
+    now[0] = 11.0  # 10 s after the first full poll: rescan and look due, poll() does them
+    assert light.probe.light_poll(True) is None and light.probe.light_poll(False) is not None
