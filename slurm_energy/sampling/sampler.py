@@ -29,7 +29,9 @@ for ``slurm-energy run -- CMD`` / attach by PID). Timing:
 * by itself once the job is gone (no cgroup and no job PIDs) for ``gone_after_s`` (60 s), so a
   lost Epilog leaves no process behind;
 * every ``interim_every_s`` (60 s; longer when one call costs more than 2 % of that in CPU)
-  ``on_interim()`` is called (the Slurm glue stores the job's energy so far).
+  ``on_interim()`` is called (the Slurm glue stores the job's energy so far) in a forked worker
+  (:mod:`~slurm_energy.sampling.interimworker`): the loop never waits on it, so the Epilog's TERM
+  is answered within a sample's time whatever the store is doing (the worker is SIGKILLed then).
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ import math
 import os
 import select
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
 from slurm_energy.sampling.fastrow import FastRow
+from slurm_energy.sampling.interimworker import InterimWorker
 from slurm_energy.sampling.nodestats import NodeStats, hold_snapshot, read_node_stats
 from slurm_energy.sampling.readers.base import Reader, Reading
 from slurm_energy.sampling.samplefile import SampleWriter
@@ -95,11 +99,6 @@ def freeze_gc() -> None:
     gc.freeze()
 
 
-class _StopNow(BaseException):
-    """Raised by the stop signal's handler into a running interim flush (not an Exception: the
-    flush's own ``except Exception`` must not swallow it)."""
-
-
 class Sampler:
     """Runs until stopped by a signal, by :meth:`stop`, or by the job being gone for a while."""
 
@@ -123,7 +122,7 @@ class Sampler:
         self._last_fsync = -math.inf
         self.last_usage: Optional[Usage] = None
         self._stop = False
-        self._in_interim = False  # on_interim() is running (a stop signal then interrupts it)
+        self._worker: Optional[InterimWorker] = None  # runs on_interim (forked at its first call)
         self._seen_job = False
         self._t_seen: Optional[float] = None  # when the job was first seen (clock)
         self.n_samples = 0
@@ -148,8 +147,6 @@ class Sampler:
             os.write(self._wake_w, b"x")
         except OSError:  # full (already woken) or closed (the loop has ended)
             pass
-        if _args and self._in_interim:  # a signal (signum, frame) during an interim flush: cut it short
-            raise _StopNow()
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT/SIGHUP -> :meth:`stop`."""
@@ -279,31 +276,36 @@ class Sampler:
                 if due:
                     self._write_row("sample")  # polled above
                 next_sample += self.interval_s * max(1, int((now - next_sample) // self.interval_s) + 1)
-            if now >= next_interim:
+            if now >= next_interim and not self._stop:
                 next_interim = self._interim(now)
+        if self._worker is not None:
+            self._worker.kill()  # an interim record is a progress view: the finalizer's is the record
         self.sample("final")
         self._close()
+        if self._worker is not None:
+            self._worker.reap_killed()
         return self.n_samples
 
     def _interim(self, now: float) -> float:
-        """Call on_interim; returns when to call it next. A stop signal (the Epilog's TERM) that
-        arrives during the call cuts it short (:class:`_StopNow`): the Epilog waits only 1 s for
-        the final sample, and the first store write of an interim can take that long."""
-        t_cpu = time.process_time()
-        self._in_interim = True
-        try:
+        """Asks for an interim flush; returns when to ask next. In the sampler's own process the
+        flush runs in a forked :class:`InterimWorker` (never waited on: the Epilog's TERM gets the
+        final sample within its 1 s whatever the store is doing); where other threads run (a
+        library caller's), in this thread."""
+        if threading.active_count() > 1:  # fork() copies only this thread: never fork then
+            t_cpu = time.process_time()
             try:
                 self.on_interim()  # type: ignore[misc]
-            finally:
-                self._in_interim = False
-        except _StopNow:
-            self._in_interim = False
-            log.info("interim flush cut short: the sampler was asked to stop")
-        except Exception:
-            self._in_interim = False
-            log.exception("interim summary failed")
-        # it re-reads the whole sample file: keep it under 2 % of a core on long jobs
-        return now + max(self.interim_every_s, 50 * (time.process_time() - t_cpu))
+            except Exception:
+                log.exception("interim summary failed")
+            cpu_s = time.process_time() - t_cpu
+        else:
+            if self._worker is None:
+                self._worker = InterimWorker(self.on_interim)  # type: ignore[arg-type]
+            if not self._worker.request():
+                log.info("interim flush skipped: the previous one is still running")
+            cpu_s = self._worker.last_cpu_s
+        # it re-reads the sample file's new rows: keep it under 2 % of a core on long jobs
+        return now + max(self.interim_every_s, 50 * cpu_s)
 
     def _wait(self, t: float) -> bool:
         """Sleep until clock ``t``, :meth:`stop`, or the probe's end-of-job descriptor firing (then

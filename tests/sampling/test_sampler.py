@@ -99,24 +99,30 @@ def test_bad_interval_names_setting(tmp_path):
         Sampler([], Probe(), SampleWriter(str(tmp_path / "x"), fsync=False), interval_s=0)
 
 
-def test_stop_signal_during_an_interim_flush_cuts_it_short(tmp_path):
-    """The Epilog's TERM waits 1 s for the final sample; an interim flush (the first one imports
-    the store and writes it: ~1 s) must not hold it up. CI saw a 2-node job end during its first
-    flush: the Epilog SIGKILLed the sampler and the record was partial."""
+def test_term_is_answered_while_the_interim_flush_blocks_in_a_locked_sqlite_store(tmp_path):
+    """The Epilog's TERM waits 1 s for the final sample, then SIGKILLs the sampler. A burst of 34
+    jobs saw an interim flush (its store write) hold the sampler past that: the signal handler
+    cannot run while sqlite3 busy-waits in C. The flush now runs in a forked worker: here it blocks
+    on a store whose write lock another connection holds (sqlite3 timeout 30 s), the TERM arrives
+    meanwhile, and the sampler still writes its final sample and returns within the Epilog's 1 s;
+    the worker is killed and its cut-off write leaves the store as it was (no row)."""
     import os
     import signal
+    import sqlite3
 
-    path = str(tmp_path / "s.jsonl")
-    entered: list[float] = []
+    path, db = str(tmp_path / "s.jsonl"), str(tmp_path / "store.db")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("CREATE TABLE jobs (job TEXT, status TEXT)")
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the store's write lock
+    sampler_pid = os.getpid()
 
-    def slow_flush():
-        entered.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGTERM)  # the Epilog's TERM arrives during the flush
-        time.sleep(5.0)  # a flush that would take 5 s
-        entered.append(-1.0)  # never reached
+    def blocking_flush():
+        c = sqlite3.connect(db, timeout=30.0, isolation_level=None)
+        os.kill(sampler_pid, signal.SIGTERM)  # the Epilog's TERM comes while the store blocks
+        c.execute("INSERT INTO jobs VALUES ('1', 'running')")  # busy-waits in C for 30 s
 
     s = Sampler([CountingReader()], Probe(), SampleWriter(path, fsync=False), interval_s=0.1, poll_s=0.05,
-                interim_every_s=0.1, on_interim=slow_flush)
+                interim_every_s=0.1, on_interim=blocking_flush)
     old = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         s.install_signal_handlers()
@@ -126,7 +132,51 @@ def test_stop_signal_during_an_interim_flush_cuts_it_short(tmp_path):
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
-    assert len(entered) == 1  # the flush began and was cut short
-    assert took < 2.0  # not the flush's 5 s
+    worker = s._worker.killed_pid if s._worker is not None else None
+    first_interim_s = 2 * 0.1  # the first flush is due 2 intervals after the start
+    assert took < first_interim_s + 1.0  # inside the Epilog's 1 s after its TERM, not the store's 30 s
     rows = list(read_samples(path))
-    assert rows[-1]["kind"] == "final"  # the final sample was still written
+    assert rows[-1]["kind"] == "final"
+    assert worker is not None  # a worker ran the flush and was killed at the stop
+    for _ in range(500):  # SIGKILLed: it ends (reaped here if the sampler had not yet)
+        try:
+            if os.waitpid(worker, os.WNOHANG)[0] == worker:
+                break
+        except ChildProcessError:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError(f"interim worker {worker} still running")
+    assert holder.execute("SELECT COUNT(*) FROM jobs").fetchone() == (0,)  # the cut-off write left nothing
+    holder.execute("ROLLBACK")
+
+
+def test_interim_flushes_run_in_one_forked_worker_that_keeps_its_state(tmp_path):
+    """The worker is forked once and serves every flush (the running summary's incremental state
+    lives there); a flush still running when the next is due is skipped, not queued."""
+    import os
+
+    path, out = str(tmp_path / "s.jsonl"), str(tmp_path / "flushes")
+    state = {"n": 0}
+
+    def flush():
+        state["n"] += 1  # the worker's memory: 1, 2, 3... if one process serves them all
+        with open(out, "a") as f:
+            f.write(f"{os.getpid()} {state['n']}\n")
+
+    def gone_after_3_flushes():  # the job ends once 3 flushes were written
+        try:
+            with open(out) as f:
+                return len(f.read().splitlines()) >= 3
+        except FileNotFoundError:
+            return False
+
+    probe = Probe()
+    probe.gone = gone_after_3_flushes  # type: ignore[method-assign]
+    s = Sampler([CountingReader()], probe, SampleWriter(path, fsync=False), interval_s=0.05, poll_s=0.05,
+                interim_every_s=0.05, on_interim=flush, gone_after_s=0.0)
+    s.run()
+    with open(out) as f:
+        lines = [ln.split() for ln in f.read().splitlines()]
+    assert [int(n) for _, n in lines[:3]] == [1, 2, 3]  # state kept between flushes
+    assert len({pid for pid, _ in lines}) == 1 and int(lines[0][0]) != os.getpid()  # one forked worker
