@@ -81,13 +81,29 @@ def _static(spool: JobSpool, errors: list[str]) -> NodeStatic:
 CLEAN_SAMPLER_ENDS = ("terminated", "epilog_missing")
 
 
+def _measured_to_the_end(rows: SampleTable, sampler_outcome: str, errors: list[str]) -> bool:
+    """True when the rows cover the job to its end. A sampler the Epilog killed (TERM unanswered for
+    1 s) after its ``cgroup_gone`` row lost nothing: that row has the job's last usage and the
+    counters at its end, the job's CPU time is carried forward after it (no tail to estimate),
+    and the finalizer's reading closes the counters: complete (noted). Killed before it saw the
+    end, the job's last stretch is estimated (TotalCPU or ``tail_estimated``): partial."""
+    if sampler_outcome in CLEAN_SAMPLER_ENDS:
+        return True
+    if sampler_outcome == "killed" and "cgroup_gone" in rows.kind:
+        errors.append("the killed sampler had seen the job end (its cgroup_gone row: the job's last usage and the "
+                      "node's counters at its end): nothing of the job was lost, the node's record is complete")
+        return True
+    return False
+
+
 def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
                 status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None,
                 sampler_outcome: str = "terminated", running: Optional[RunningSummary] = None) -> JobRecord:
     """This node's JobRecord (one NodeSummary) from the spool's files, by :func:`pipeline.measure_node`.
 
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
-    anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial.
+    anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial, unless
+    the rows still reach the job's end (:func:`_measured_to_the_end`).
     ``running``: the sampler's :class:`RunningSummary` of the sample file (interim records: only the
     rows added since the previous one are read)."""
     from slurm_energy.sampling.samplefile import read_sample_table
@@ -114,7 +130,7 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         errors.append("no samples: no sample row was written on this node (by the Prolog, the sampler or "
                       "the Epilog's finalizer)" + _full(spool))
     st = status
-    if status == Status.COMPLETE and (not n_rows or sampler_outcome not in CLEAN_SAMPLER_ENDS):
+    if status == Status.COMPLETE and (not n_rows or not _measured_to_the_end(rows, sampler_outcome, errors)):
         st = Status.PARTIAL
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
@@ -212,7 +228,9 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
                                "took its last sample and started this finalizer")
         elif sampler_outcome != "terminated":  # first: the reading should be as close to the Epilog as can be
             failed = _last_reading(cfg, spool, ctx)
-            spool.record_error(f"epilog: sampler {sampler_outcome}; " + (
+            what = (f"sampler {sampler_outcome}" if sampler_outcome != "killed" else
+                    "the sampler did not stop within 1 s of the Epilog's TERM; killed")
+            spool.record_error(f"epilog: {what}; " + (
                 f"no reading could be taken after the Epilog ({failed}): the rows written before it, if any, "
                 "are used" if failed else "the rows written before the Epilog, if any, and a reading taken after "
                 "it are used"))
