@@ -41,7 +41,6 @@ import math
 import os
 import select
 import signal
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
@@ -105,7 +104,7 @@ class Sampler:
     def __init__(self, readers: list[Reader], probe: UsageProbe, writer: SampleWriter, interval_s: float = 5.0,
                  poll_s: float = 0.02, gone_after_s: float = 60.0, interim_every_s: float = 60.0,
                  on_interim: Optional[Callable[[], None]] = None, clock: Callable[[], float] = time.time,
-                 tail_frac: float = 0.02, fsync_every_s: float = 30.0):
+                 tail_frac: float = 0.02, fsync_every_s: float = 30.0, interim_in_worker: bool = False):
         if interval_s <= 0:
             raise ValueError(f"sampling interval must be > 0 s, got {interval_s!r}: fix sampling.interval_s")
         self.readers = readers
@@ -122,7 +121,10 @@ class Sampler:
         self._last_fsync = -math.inf
         self.last_usage: Optional[Usage] = None
         self._stop = False
-        self._worker: Optional[InterimWorker] = None  # runs on_interim (forked at its first call)
+        #: on_interim runs in a forked worker (:class:`InterimWorker`): for a single-threaded
+        #: sampling process (the Slurm sampler); False: in the loop's thread (a library caller's)
+        self.interim_in_worker = interim_in_worker
+        self._worker: Optional[InterimWorker] = None
         self._seen_job = False
         self._t_seen: Optional[float] = None  # when the job was first seen (clock)
         self.n_samples = 0
@@ -287,11 +289,11 @@ class Sampler:
         return self.n_samples
 
     def _interim(self, now: float) -> float:
-        """Asks for an interim flush; returns when to ask next. In the sampler's own process the
-        flush runs in a forked :class:`InterimWorker` (never waited on: the Epilog's TERM gets the
-        final sample within its 1 s whatever the store is doing); where other threads run (a
-        library caller's), in this thread."""
-        if threading.active_count() > 1:  # fork() copies only this thread: never fork then
+        """Asks for an interim flush; returns when to ask next. With ``interim_in_worker`` the flush
+        runs in a forked :class:`InterimWorker` (never waited on: the Epilog's TERM gets the final
+        sample within its 1 s whatever the store is doing); else in this thread (a caller with
+        other threads: fork() copies only this one, and the locks the others hold)."""
+        if not self.interim_in_worker:
             t_cpu = time.process_time()
             try:
                 self.on_interim()  # type: ignore[misc]

@@ -75,7 +75,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         writer = SampleWriter(spool.samples)
         s = Sampler(readers, probe, writer, interval_s=cfg.sampling.interval_s,
                     gone_after_s=cfg.sampling.epilog_wait_s,
-                    interim_every_s=cfg.sampling.interim_s, on_interim=_Interim(spool, ctx))
+                    interim_every_s=cfg.sampling.interim_s, on_interim=_Interim(spool, ctx), interim_in_worker=True)
         s.install_signal_handlers()
         if _EARLY_STOP:
             s.stop()  # the job already ended: one start and one final sample, then exit

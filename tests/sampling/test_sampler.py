@@ -122,7 +122,7 @@ def test_term_is_answered_while_the_interim_flush_blocks_in_a_locked_sqlite_stor
         c.execute("INSERT INTO jobs VALUES ('1', 'running')")  # busy-waits in C for 30 s
 
     s = Sampler([CountingReader()], Probe(), SampleWriter(path, fsync=False), interval_s=0.1, poll_s=0.05,
-                interim_every_s=0.1, on_interim=blocking_flush)
+                interim_every_s=0.1, on_interim=blocking_flush, interim_in_worker=True)
     old = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         s.install_signal_handlers()
@@ -174,7 +174,7 @@ def test_interim_flushes_run_in_one_forked_worker_that_keeps_its_state(tmp_path)
     probe = Probe()
     probe.gone = gone_after_3_flushes  # type: ignore[method-assign]
     s = Sampler([CountingReader()], probe, SampleWriter(path, fsync=False), interval_s=0.05, poll_s=0.05,
-                interim_every_s=0.05, on_interim=flush, gone_after_s=0.0)
+                interim_every_s=0.05, on_interim=flush, gone_after_s=0.0, interim_in_worker=True)
     s.run()
     with open(out) as f:
         lines = [ln.split() for ln in f.read().splitlines()]
