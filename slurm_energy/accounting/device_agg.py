@@ -73,17 +73,25 @@ class DeviceAgg:
         self.device_class = o.device_class
 
     def energy(self, st: Optional[DeviceStatic], *, policy: str, elapsed: float, span_known: bool, node: str,
-               node_flags: list[str], index: Optional[int], covers: Callable[[Method], str]) -> DeviceEnergy:
+               node_flags: list[str], index: Optional[int], covers: Callable[[Method], str],
+               span_s: Optional[float] = None) -> DeviceEnergy:
         """The device's :class:`DeviceEnergy` over ``elapsed`` s of the job: method (the worst of
         its readings', unavailable without a job energy; a zero-length job measured is 0 J),
-        coverage = measured s / elapsed (clamped, flagged), flags with the clamped ratios'."""
+        coverage = measured s / ``span_s`` (clamped, flagged), flags with the clamped ratios'.
+
+        ``span_s`` (default ``elapsed``): the job's span as the measurement defines it, the
+        seconds its measured intervals are drawn from -- from the Prolog (or its first row) to the
+        Epilog (or its last row, which the Epilog's stop makes a moment later): a fully measured
+        job has coverage 1 exactly, and above 1 (clamped, ``coverage_clamped``) means intervals
+        counted twice, never the Epilog's reaction time."""
         job_total, methods = self.job_j, self.methods
         method = worst_method(methods) if job_total is not None else Method.UNAVAILABLE
         known = methods - {Method.UNAVAILABLE}
         if job_total is None and elapsed == 0 and known and span_known:  # zero-length job: 0 J, no division by 0
             job_total, method = 0.0, worst_method(known)
         clamps = dict(self.clamps)
-        coverage = 1.0 if elapsed == 0 else attribution.clamp_ratio(self.measured_s / elapsed, "coverage", clamps)
+        span = elapsed if span_s is None else span_s
+        coverage = 1.0 if span == 0 else attribution.clamp_ratio(self.measured_s / span, "coverage", clamps)
         return DeviceEnergy(
             device_class=self.device_class, device_id=self.device_id, node=node, model=st.model if st else "",
             count=st.count if st else 1, index=index, method=method, energy_j=job_total,

@@ -9,7 +9,8 @@ For every device in the sample rows:
    compute partition or an Intel tile gets the card's energy x its fraction (``Reading.mig_fraction``,
    flags ``partition_fraction:<f>`` / ``tile_fraction:<f>`` on its readings; the device is flagged alike);
 3. job energy = sum_k energy_k x share_k; device energy = sum_k energy_k; coverage = seconds with a
-   job energy / the node's elapsed time.
+   job energy / the job's span on the node as measured (Prolog to Epilog, widened to the rows: the
+   sampler's last row follows the Epilog's start), so a fully measured job has coverage 1.
 
 Per-class statistics (mean and variance of attributed power and of utilisation, time-weighted),
 a power trace for the report and the job's energy per UTC hour (for hourly carbon intensity) come
@@ -124,6 +125,9 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
         raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
     table = table_from(rows).sorted()
     elapsed = max(0.0, end_time - start_time)
+    # coverage's denominator: the span the rows' intervals are drawn from, the job's span widened to
+    # the rows (the sampler's last row follows the Epilog's start by its reaction time)
+    span = max(end_time, table.t[-1]) - min(start_time, table.t[0]) if len(table) else elapsed
     policy, node_flags = _effective_policy(policy, table.node["ncpu"], cpus_alloc)
     cols = table_columns(table, cpus_alloc)
     if policy == "shared":
@@ -136,7 +140,7 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
     for dc, agg in device_aggs(table, cols, static_by_id, policy, traces):
         cpu = dc.static[-1].get("device_class") == "cpu"
         devices.append(device_energy(agg, static_by_id.get(dc.device_id), policy=policy, elapsed=elapsed,
-                                     span_known=span_known, node=node,
+                                     span_known=span_known, node=node, span_s=span,
                                      node_flags=node_flags + ([tail_flag] if tail_flag and cpu else [])))
     return _node_summary(table, cols, devices, traces, job_id=job_id, node=node, start_time=start_time,
                          end_time=end_time, interval_s=interval_s, status=status, errors=errors, marks=marks)
@@ -166,9 +170,11 @@ def device_aggs(table: SampleTable, cols: Columns, static_by_id: dict[str, Devic
 
 
 def device_energy(agg: DeviceAgg, st: Optional[DeviceStatic], *, policy: str, elapsed: float, span_known: bool,
-                  node: str, node_flags: list[str]) -> DeviceEnergy:
-    """The device's :class:`DeviceEnergy` from its sums (:meth:`DeviceAgg.energy`)."""
+                  node: str, node_flags: list[str], span_s: Optional[float] = None) -> DeviceEnergy:
+    """The device's :class:`DeviceEnergy` from its sums (:meth:`DeviceAgg.energy`; ``span_s``:
+    coverage's denominator, default ``elapsed``)."""
     return agg.energy(st, policy=policy, elapsed=elapsed, span_known=span_known, node=node, node_flags=node_flags,
+                      span_s=span_s,
                       index=_index(st), covers=lambda m: _covers(agg.device_class, agg.device_id, m, policy, st))
 
 

@@ -64,13 +64,43 @@ def test_memory_share_above_one_and_gpu_util_above_100():
     assert attribution.FLAG_UTIL_CLAMPED in g.flags and g.energy_j == pytest.approx(1000.0)
 
 
-def test_coverage_above_one_is_clamped_and_flagged():
-    # samples span 12 s but the job's recorded span is 10 s: coverage 12/10 = 1.2 -> 1.0
+def test_rows_past_the_epilog_start_give_coverage_at_most_one_unflagged():
+    # as on the test cluster (job 134): Prolog at T0, its row 0.008 s later; the Epilog starts at
+    # T0 + 25.32 s and its TERM makes the sampler's final row at T0 + 25.72 s. Measured: the rows'
+    # 25.712 s; the job's span as measured: T0 .. T0 + 25.72 = 25.72 s -> coverage
+    # 25.712 / 25.72 = 0.99969, no clamp (before: 25.712 / 25.32 = 1.0155, clamped, flagged).
+    # GPU 50 W over the rows: 50 W x 25.712 s = 1285.6 J, all of it the job's
     gpu = {"device_class": "gpu", "device_id": "GPU-1", "method": "power_integration", "power_w": 50.0}
-    rows = [row(0, 0.0, 0.0, [gpu]), row(12, 1.0, 1.0, [gpu])]
-    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10)
+    rows = [row(0.008, 0.0, 0.0, [gpu]), row(10.0, 1.0, 1.0, [gpu]), row(20.0, 2.0, 2.0, [gpu]),
+            row(25.72, 3.0, 3.0, [gpu])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 25.32)
     (d,) = s.devices
-    assert d.coverage == 1.0 and d.unclamped["coverage"] == pytest.approx(1.2)
+    assert d.coverage == pytest.approx(25.712 / 25.72) and d.coverage < 1.0
+    assert "coverage" not in d.unclamped and attribution.FLAG_COVERAGE_CLAMPED not in d.flags
+    assert d.energy_j == pytest.approx(50.0 * 25.712)  # J
+    assert d.duration_s == pytest.approx(25.32)  # the job's elapsed time stays Prolog -> Epilog
+
+
+def test_rows_covering_the_span_exactly_give_coverage_one():
+    # Prolog row at T0, final row at T0 + 10 s = the Epilog's start: 10 s measured of 10 s -> 1.0
+    gpu = {"device_class": "gpu", "device_id": "GPU-1", "method": "power_integration", "power_w": 50.0}
+    s = summarise_node([row(0, 0.0, 0.0, [gpu]), row(10, 1.0, 1.0, [gpu])], job_id="1", node="n1",
+                       start_time=T0, end_time=T0 + 10)
+    (d,) = s.devices
+    assert d.coverage == 1.0 and attribution.FLAG_COVERAGE_CLAMPED not in d.flags
+
+
+def test_coverage_above_one_is_clamped_and_flagged():
+    # a real anomaly: the same 10 s counted twice (a stretch merged into itself): 20 s measured
+    # over a 10 s span -> coverage 2.0 -> 1.0, flagged, raw 2.0 kept
+    from slurm_energy.accounting.device_agg import DeviceAgg
+    from slurm_energy.model import Method
+
+    agg = DeviceAgg("gpu", "GPU-1", {Method.POWER_INTEGRATION}, 500.0, 500.0, 10.0)
+    agg.merge(DeviceAgg("gpu", "GPU-1", {Method.POWER_INTEGRATION}, 500.0, 500.0, 10.0))
+    d = agg.energy(None, policy="shared", elapsed=10.0, span_known=True, node="n1", node_flags=[], index=0,
+                   covers=lambda m: "", span_s=10.0)
+    assert d.coverage == 1.0 and d.unclamped["coverage"] == pytest.approx(2.0)
     assert attribution.FLAG_COVERAGE_CLAMPED in d.flags
 
 
