@@ -25,7 +25,9 @@ for ``slurm-energy run -- CMD`` / attach by PID). Timing:
   (:meth:`slurm_energy.sampling.local.LocalSampler.stop`); cgroup v2 and attach wake at the end;
 * when the job is seen gone (its end woke the loop, or a poll found it gone): a full sample at
   once (kind ``cgroup_gone``) with the job's last usage;
-* on SIGTERM/SIGINT (the Epilog): a last full sample (kind ``final``), then exit 0;
+* on SIGTERM/SIGINT/SIGHUP (the Epilog's TERM, or anyone's): a last full sample (kind ``final``),
+  then exit 0; the signal is kept in :attr:`Sampler.stop_signal` (the Slurm glue tells the
+  Epilog's TERM from an early stop by the time of that row: :mod:`slurm_energy.slurm.early_stop`);
 * by itself once the job is gone (no cgroup and no job PIDs) for ``gone_after_s`` (60 s), so a
   lost Epilog leaves no process behind;
 * every ``interim_every_s`` (60 s; longer when one call costs more than 2 % of that in CPU)
@@ -131,6 +133,8 @@ class Sampler:
         #: epoch s at which the job was first seen gone, when the loop ended by itself (no stop()):
         #: no Epilog came within ``gone_after_s``; None when stopped (a signal: the Epilog)
         self.gone_at: Optional[float] = None
+        #: the signal number that stopped the loop (None: stop() called directly, or not stopped)
+        self.stop_signal: Optional[int] = None
         self.n_polls = 0  # in-between CPU-time polls (not counting the samples' own)
         self._mute_until = -math.inf  # the probe's wake-up descriptor is not waited on before this
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -145,6 +149,8 @@ class Sampler:
         """Ask the loop to take its final sample and return (safe from a signal handler and from
         another thread: wakes the loop through its self-pipe)."""
         self._stop = True
+        if _args and isinstance(_args[0], int) and self.stop_signal is None:
+            self.stop_signal = _args[0]
         try:
             os.write(self._wake_w, b"x")
         except OSError:  # full (already woken) or closed (the loop has ended)

@@ -103,11 +103,13 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
 
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
     anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial, unless
-    the rows still reach the job's end (:func:`_measured_to_the_end`).
+    the rows still reach the job's end (:func:`_measured_to_the_end`); so does a final sample written
+    before the Epilog (``end_time``): an early stop (:mod:`slurm_energy.slurm.early_stop`).
     ``running``: the sampler's :class:`RunningSummary` of the sample file (interim records: only the
     rows added since the previous one are read)."""
     from slurm_energy.sampling.samplefile import read_sample_table
     from slurm_energy.sampling.sampletable import SampleTable
+    from slurm_energy.slurm.early_stop import check_early_stop
 
     ctx = with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
     errors = spool.read_errors()
@@ -124,6 +126,8 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         rows = read_sample_table(spool.samples)
         if sampler_outcome == "epilog_missing":
             rows = _until_job_gone(rows)
+        elif check_early_stop(rows, end_time, spool, errors):  # its `final` row is not the job's end
+            sampler_outcome = "stopped_early"
         n_rows, first_t = len(rows), min(rows.t, default=None)
         mem_total = next((m for m in reversed(rows.node["mem_total_bytes"]) if m), None)
     if not n_rows:

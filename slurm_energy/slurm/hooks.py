@@ -82,6 +82,10 @@ def sampler_main(job_dir: str, node: str) -> int:
         freeze_gc()
         n = s.run()
         log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)
+        if s.stop_signal is not None or _EARLY_STOP:  # the Epilog's TERM, or someone else's: the finalizer tells
+            from slurm_energy.slurm.early_stop import record_stop
+
+            record_stop(spool, s.stop_signal if s.stop_signal is not None else signal.SIGTERM.value)
         if s.gone_at is not None:
             _finish_without_epilog(cfg, spool, ctx, s.gone_at)
     except BaseException as e:  # noqa: BLE001

@@ -137,6 +137,7 @@ def test_term_is_answered_while_the_interim_flush_blocks_in_a_locked_sqlite_stor
     assert took < first_interim_s + 1.0  # inside the Epilog's 1 s after its TERM, not the store's 30 s
     rows = list(read_samples(path))
     assert rows[-1]["kind"] == "final"
+    assert s.stop_signal == signal.SIGTERM  # kept for the Slurm glue (slurm.early_stop)
     assert worker is not None  # a worker ran the flush and was killed at the stop
     for _ in range(500):  # SIGKILLed: it ends (reaped here if the sampler had not yet)
         try:
@@ -180,3 +181,15 @@ def test_interim_flushes_run_in_one_forked_worker_that_keeps_its_state(tmp_path)
         lines = [ln.split() for ln in f.read().splitlines()]
     assert [int(n) for _, n in lines[:3]] == [1, 2, 3]  # state kept between flushes
     assert len({pid for pid, _ in lines}) == 1 and int(lines[0][0]) != os.getpid()  # one forked worker
+
+
+def test_stop_keeps_the_first_signal_and_none_without_one(tmp_path):
+    import signal
+
+    s = Sampler([], Probe(), SampleWriter(str(tmp_path / "a.jsonl"), fsync=False))
+    s.stop()
+    assert s.stop_signal is None  # stopped by a call (run's end, a test), not a signal
+    s = Sampler([], Probe(), SampleWriter(str(tmp_path / "b.jsonl"), fsync=False))
+    s.stop(signal.SIGHUP, None)
+    s.stop(signal.SIGTERM, None)
+    assert s.stop_signal == signal.SIGHUP

@@ -138,6 +138,43 @@ def test_killed_sampler_gives_a_partial_record(tmp_path):
     assert rec.status == Status.PARTIAL and any("sampler not_running" in e for e in rec.errors)
 
 
+def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_path):
+    """The TERM twin of the killed-sampler test (tester 2, job 134): ``kill``/``pkill`` from anyone
+    but the Epilog makes the sampler write a final row and exit mid-job. That row is not the job's
+    end: the stretch after it is charged as a killed sampler's tail (flag tail_*), its memory there
+    is unknown, the node is partial and the record names the signal. (The hand-computed energy of
+    such a tail: tests/slurm/test_early_stop.py.)"""
+    import signal
+
+    from slurm_energy.sampling.samplefile import read_samples
+
+    _site(tmp_path)
+    nobody = pwd.getpwnam("nobody")
+    env = _env("9108", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
+    prolog, epilog = _hook(tmp_path, "prolog"), _hook(tmp_path, "epilog")
+    job = subprocess.Popen(["/bin/sh", "-c", "timeout 4 sh -c 'while :; do :; done'; true"],
+                           env={"SLURM_JOB_ID": "9108"})  # the job: 4 s of busy loop
+    assert _run_hook(prolog, env)[0] == 0
+    spool = tmp_path / "spool" / "jobs" / "9108-r0"
+    time.sleep(1.2)
+    os.kill(int((spool / "sampler-h1.pid").read_text()), signal.SIGTERM)  # not the Epilog
+    job.wait()
+    t_epilog = time.time()
+    rc, dt = _run_hook(epilog, dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_JOB_EXIT_CODE2="0:0"))
+    assert rc == 0 and dt < 2.0
+    (rec,) = _wait_final(tmp_path, "9108")
+    rows = list(read_samples(str(spool / "samples-h1.jsonl")))
+    final = [r["t"] for r in rows if r["kind"] == "final"]
+    assert len(final) == 1 and final[0] < t_epilog - 1.0  # written mid-job, > 1 s before the Epilog
+    assert rows[-1]["kind"] == "epilog"  # the finalizer's late reading closes the series
+    assert rec.status == Status.PARTIAL
+    assert any("sampler stopped early by SIGTERM" in e for e in rec.errors), rec.errors
+    cpu = next(d for d in rec.nodes[0].devices if d.device_class == "cpu")
+    ram = next(d for d in rec.nodes[0].devices if d.device_class == "ram")
+    assert {"tail_from_slurm_totalcpu", "tail_estimated"} & set(cpu.flags), cpu.flags
+    assert ram.coverage < 0.9 and "share_unknown" in ram.flags  # > 1 s of ~4 s not seen
+
+
 def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     from slurm_energy.cli import collect_more as M
     from slurm_energy.config import load_site_config

@@ -1,0 +1,90 @@
+"""A sampler that stopped before the Epilog: its ``final`` row is not the job's end.
+
+The sampler writes a ``final`` row whenever a stop signal arrives (TERM, INT, HUP). Only the
+Epilog's TERM comes after the job ended; a TERM from anyone else (``kill``/``pkill``, an admin's
+clean-up, a node agent) stops it mid-job, and reading that row as the job's end would hold the
+job's CPU time flat until the Epilog: under-counted energy with full coverage and no flag.
+
+How the finalizer tells the two apart: the Epilog notes its time (``t_end``) *before* it signals
+the sampler, so the sampler's ``final`` row in answer to it is written after ``t_end``; a ``final``
+row written before ``t_end`` ended the sampler early -- unless the sampler had already seen the
+job end by itself (a ``cgroup_gone`` row before it: cgroup v2 ``populated 0``, the job's cgroup or
+PIDs gone). Such a row is relabelled :data:`STOPPED_EARLY`, which marks no end: the stretch after
+it is the job's unobserved tail, charged from Slurm's TotalCPU where known, else estimated
+(flagged), else left unknown (:func:`slurm_energy.accounting.node_series.fill_cpu_tail`).
+
+The sampler leaves the signal that stopped it in ``sampler-stop-<node>.json`` (written after its
+last row, off the hooks' path), so the record can say what stopped it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from slurm_energy.sampling.sampletable import SampleTable
+
+#: the kind a ``final`` row written before the Epilog gets: the sampler stopped, the job did not
+STOPPED_EARLY = "stopped_early"
+#: the spool file (``<kind>-<node>.json``) with the signal that stopped the sampler
+STOP_FILE = "sampler-stop"
+
+
+def record_stop(spool, signum: Optional[int]) -> None:
+    """Leave the signal that stopped the sampler (None: it stopped without one) in the spool.
+    Never raises: a spool that cannot take it costs only the signal's name in the record."""
+    from slurm_energy.slurm.spool import write_private
+
+    try:
+        write_private(spool.path(STOP_FILE), json.dumps({"t": time.time(), "signal": signum}))
+    except OSError:
+        pass
+
+
+def signal_name(spool) -> str:
+    """The name of the signal that stopped the sampler (``SIGTERM``), '' when unknown."""
+    try:
+        with open(spool.path(STOP_FILE), encoding="utf-8") as f:
+            n = json.load(f).get("signal")
+        return signal.Signals(int(n)).name if n is not None else ""
+    except (OSError, ValueError, TypeError, AttributeError):
+        return ""
+
+
+def mark_early_stop(rows: SampleTable, epilog_t: float) -> Optional[float]:
+    """Relabel the sampler's ``final`` row :data:`STOPPED_EARLY` when it was written before the
+    Epilog began (``epilog_t``, epoch s) and no ``cgroup_gone`` row precedes it. Returns that
+    row's time (epoch s), or None when the rows hold no such row (in place)."""
+    for i in sorted(range(len(rows)), key=rows.t.__getitem__):
+        kind = rows.kind[i]
+        if kind == "cgroup_gone":
+            return None  # the sampler saw the job end: what follows is after the job
+        if kind == "final":
+            if rows.t[i] < epilog_t:
+                rows.kind[i] = STOPPED_EARLY
+                return rows.t[i]
+            return None
+    return None
+
+
+def early_stop_error(stopped_t: float, epilog_t: float, sig: str) -> str:
+    """The record's error for a sampler that stopped ``epilog_t - stopped_t`` s before the Epilog."""
+    by = f" by {sig}" if sig else ""
+    return (f"sampler stopped early{by}, {epilog_t - stopped_t:.1f} s before the Epilog, not by it "
+            "(a signal from elsewhere: kill/pkill, an admin or node agent); the job's CPU time after its "
+            "last row is charged from Slurm's TotalCPU where known, else estimated (flag tail_*), "
+            "its memory there is unknown")
+
+
+def check_early_stop(rows: SampleTable, epilog_t: float, spool, errors: list[str]) -> bool:
+    """:func:`mark_early_stop` on the node's rows; when it relabels a row, the record's error
+    (:func:`early_stop_error`, with the signal from the spool) is added to ``errors``. Returns
+    whether the sampler stopped early."""
+    t = mark_early_stop(rows, epilog_t)
+    if t is None:
+        return False
+    errors.append(early_stop_error(t, epilog_t, signal_name(spool)))
+    return True
