@@ -61,6 +61,9 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
     # CPU energy > 0, obtained by the labelled TDP model (no RAPL here)
     assert rec.energy_it_j["cpu"] > 0
     assert rec.methods["cpu"] == Method.TDP_ESTIMATE
+    # a normally measured job: coverage <= 1 by itself (its span is the rows' span), never clamped
+    for d in node.devices:
+        assert 0.95 <= d.coverage <= 1.0 and "coverage_clamped" not in d.flags, (d.device_id, d.coverage, d.flags)
     assert (rec.user, rec.account, rec.partition, rec.cluster) == ("alice", "research", "debug", "lab")
     # the job's fake GPU-less allocation has no GPU class at all; PUE applied once
     assert rec.facility_kwh == pytest.approx(rec.it_kwh * rec.carbon.pue)
