@@ -33,6 +33,52 @@ def check_readable_sqlite(path: str) -> None:
         raise StoreError(f"store {path} does not exist (no job recorded yet, or a mistyped path); {FIX}")
     if os.path.isfile(path) and os.path.getsize(path) == 0:
         raise StoreError(f"store {path} is an empty file, not a slurm-energy store; {FIX}")
+    wait_for_hot_journal(path)
+
+
+def _ro_uri(path: str) -> str:
+    """SQLite's read-only URI of ``path`` (URI-escaped by hand: no urllib import)."""
+    return "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+
+
+#: how long a reader waits for a writer to roll back a killed writer's journal, s
+HOT_JOURNAL_WAIT_S = 10.0
+
+
+def wait_for_hot_journal(path: str, wait_s: Optional[float] = None) -> None:
+    """Wait while ``<path>-journal`` is a hot journal: a writer killed mid-commit (an interim flush
+    cut off when its sampler stopped, a SIGKILLed finalizer) leaves one, and SQLite's rule is that
+    only a connection that can write rolls it back; a ``mode=ro`` reader gets "attempt to write a
+    readonly database" (SQLITE_READONLY_ROLLBACK) until the next writer (the job's finalizer,
+    ``collect``) opens the store. One ``stat`` when there is no journal (the normal case).
+
+    Raises StoreError after ``wait_s`` seconds (default :data:`HOT_JOURNAL_WAIT_S`) still hot,
+    saying what to run."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + (HOT_JOURNAL_WAIT_S if wait_s is None else wait_s)
+    uri = _ro_uri(path)
+    while True:
+        try:
+            if os.stat(path + "-journal").st_size == 0:
+                return
+        except OSError:
+            return  # no journal
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=1.0)
+            try:
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+                return  # a live writer's journal: reads go on
+            finally:
+                conn.close()
+        except sqlite3.OperationalError as e:
+            if "readonly" not in str(e):
+                return  # not ours to judge: the read itself reports it
+        if time.monotonic() > deadline:
+            raise StoreError(f"store {path} holds the journal of a writer killed mid-write; only a writer rolls it "
+                             "back: run `slurm-energy collect` as root (or wait for the next job's finalizer)")
+        time.sleep(0.2)
 
 
 def sqlite_path(url: str) -> Optional[str]:
@@ -57,8 +103,7 @@ def _sqlite(path: str) -> Optional[Reader]:
     check_readable_sqlite(path)
     conn = None
     try:
-        uri_path = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")  # URI-escaped (no urllib)
-        conn = sqlite3.connect(f"file:{uri_path}?mode=ro", uri=True, timeout=30.0)
+        conn = sqlite3.connect(_ro_uri(path), uri=True, timeout=30.0)
         conn.execute("BEGIN")  # one snapshot for every statement (as a SQLAlchemy connection's transaction)
         if conn.execute(VERSION_SQL).fetchone()[0] == READS_VERSION:
             c = conn

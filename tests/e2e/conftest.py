@@ -84,13 +84,18 @@ class Cluster:
 
     def wait_record(self, job_id: str, timeout_s: float = 180.0):
         """The job's final (not running) records from the store, waiting for the finalizer."""
+        from slurm_energy.errors import StoreError
         from slurm_energy.model import Status
         from slurm_energy.store import open_store
 
         t0 = time.time()
-        recs = []
+        recs: list = []
+        last_error = ""
         while time.time() - t0 < timeout_s:
-            st = open_store(self.store_url, readonly=True) if Path(f"{self.base}/lib/jobs.db").exists() else None
+            try:  # a store being created, or a writer's journal being rolled back: try again
+                st = open_store(self.store_url, readonly=True) if Path(f"{self.base}/lib/jobs.db").exists() else None
+            except StoreError as e:
+                st, last_error = None, str(e)
             if st is not None:
                 try:
                     recs = st.get_job(job_id)
@@ -99,7 +104,8 @@ class Cluster:
                 if recs and all(r.status != Status.RUNNING for r in recs):
                     return recs
             time.sleep(0.5)
-        raise AssertionError(f"job {job_id}: no final record after {timeout_s} s (got {recs}); see {self.base}/log")
+        raise AssertionError(f"job {job_id}: no final record after {timeout_s} s (got {recs}; last store error: "
+                             f"{last_error or 'none'}); see {self.base}/log")
 
     def wait_files(self, *paths: Path, timeout_s: float = 90.0) -> None:
         """Wait until every path exists: the finalizer writes the report just after storing the

@@ -151,3 +151,67 @@ def test_unwritable_work_dir_makes_the_status_say_no_report(tmp_path):
     assert "Permission denied" in got.report_error and "sbatch --chdir=DIR" in got.report_error
     assert FIELDS["status"](got, {}) == "complete(estimated) (no report: permission_denied)"
     assert not list(wd.iterdir())
+
+
+def _leave_hot_journal(db: str) -> None:
+    """A writer SIGKILLed mid-commit, as an interim flush cut off by its sampler's stop: a child
+    changes enough pages that SQLite spills them (the old pages go to ``<db>-journal``) and is
+    killed inside the transaction."""
+    import signal
+    import sqlite3
+    import time
+
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            c = sqlite3.connect(db)
+            c.execute("PRAGMA cache_size=10")  # 10 pages: the change spills to the file, the journal is hot
+            c.execute("BEGIN IMMEDIATE")
+            c.execute("CREATE TABLE scratch(x)")
+            c.executemany("INSERT INTO scratch VALUES (?)", [(i,) for i in range(50_000)])
+            os.write(ready_w, b"x")
+            time.sleep(60)
+        finally:
+            os._exit(1)
+    os.read(ready_r, 1)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert os.path.getsize(db + "-journal") > 0
+
+
+def test_reader_waits_for_a_killed_writers_journal_then_reads(tmp_path, monkeypatch):
+    """SQLite lets only a writer roll back a killed writer's journal; a ``mode=ro`` reader got
+    "attempt to write a readonly database" until then (seen in e2e, once an interim flush could be
+    SIGKILLed). The reader now waits for the next writer (here 0.5 s later) and reads the job;
+    with no writer within the wait it is a StoreError saying what to run."""
+    import threading
+
+    from slurm_energy.errors import StoreError
+    from slurm_energy.store import fast
+
+    db = str(tmp_path / "jobs.db")
+    url = f"sqlite:///{db}"
+    st = open_store(url)
+    st.put(finished(node_record(job_id="710", start=1000.0, end=1060.0, cpu_j=3.6e6)))
+    st.close()
+    _leave_hot_journal(db)
+    monkeypatch.setattr(fast, "HOT_JOURNAL_WAIT_S", 0.5)
+    with pytest.raises(StoreError, match="killed mid-write.*slurm-energy collect"):
+        fast.check_readable_sqlite(db)
+
+    def writer():  # the job's finalizer opening the store a moment later rolls the journal back
+        w = open_store(url)
+        w.close()
+
+    t = threading.Timer(0.5, writer)
+    t.start()
+    monkeypatch.setattr(fast, "HOT_JOURNAL_WAIT_S", 20.0)
+    ro = open_store(url, readonly=True)
+    try:
+        (got,) = ro.get_job("710")
+    finally:
+        ro.close()
+        t.join()
+    # 3.6e6 J CPU + 3.6e5 J RAM (node_record's default) = 3.96e6 J = 1.1 kWh: the committed record
+    assert got.it_kwh == pytest.approx(1.1)
