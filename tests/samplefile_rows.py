@@ -78,3 +78,20 @@ def legacy_write(path: str, rows: list[dict[str, Any]], mode: str = "w") -> None
     with open(path, mode, encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, separators=(",", ":")) + "\n")
+
+
+def spool_with_rows(root: str, job_id: str, node: str, static: dict[str, Any], rows: list[dict[str, Any]]):
+    """A job's spool attempt 0 under ``root`` holding ``static`` (the device inventory) and
+    ``rows`` written through the real SampleWriter, as the Prolog and sampler leave it; returns
+    the :class:`~slurm_energy.slurm.spool.JobSpool`."""
+    from slurm_energy.sampling.samplefile import SampleWriter
+    from slurm_energy.slurm.spool import JobSpool
+
+    spool = JobSpool(root, job_id, 0, node).ensure()
+    with open(spool.static, "w") as f:
+        json.dump(static, f)
+    w = SampleWriter(spool.samples, fsync=False)
+    for r in rows:
+        w.write(r)
+    w.close()
+    return spool

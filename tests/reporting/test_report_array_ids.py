@@ -10,16 +10,14 @@ import json
 import os
 
 from report_records import sample_record
-from samplefile_rows import node_rows
+from samplefile_rows import node_rows, spool_with_rows
 from slurm_energy.config import SiteConfig
 from slurm_energy.outputs.report import ReportSink
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.reporting import report
 from slurm_energy.reporting.report import render_csv, render_prediction_csv
-from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.env import JobContext
-from slurm_energy.slurm.spool import JobSpool
 
 
 def _ids(text: str) -> list[tuple[str, str, str]]:
@@ -63,15 +61,9 @@ def test_finalizer_names_an_array_tasks_report_from_the_ids_its_sampler_read(tmp
     (jobenv-<node>.json); the finalizer's record, and so the report written into the job's
     directory, carries them: task 3 of array 20, whose own job id is 27, -> energy-20_3.*."""
     rows, static = node_rows(13)
-    spool = JobSpool(str(tmp_path / "spool"), "27", 0, "n1").ensure()
-    with open(spool.static, "w") as f:
-        json.dump(static, f)
+    spool = spool_with_rows(str(tmp_path / "spool"), "27", "n1", static, rows)
     with open(spool.jobenv, "w") as f:
         json.dump({"array_job_id": "20", "array_task_id": "3"}, f)
-    w = SampleWriter(spool.samples, fsync=False)
-    for r in rows:
-        w.write(r)
-    w.close()
     ctx = JobContext(job_id="27", uid=os.getuid(), gid=os.getgid(), node="n1", nodelist="n1",
                      prolog_time=rows[0]["t"], cpus_per_node="64", work_dir=str(tmp_path / "work"))
     os.mkdir(tmp_path / "work")

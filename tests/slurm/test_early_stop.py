@@ -6,14 +6,13 @@ The spool is written by hand (the Prolog's context, the sample file, the signal 
 leaves) and read by the finalizer's own :func:`slurm_energy.slurm.finalize.node_record`.
 """
 
-import json
 import signal
 
 import pytest
 
+from samplefile_rows import spool_with_rows
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
-from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import early_stop, finalize, sacct
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.spool import JobSpool
@@ -42,13 +41,7 @@ def _rows(kind_at_10s):
 
 
 def _record(tmp_path, monkeypatch, rows, outcome="not_running", stop_signal=None):
-    spool = JobSpool(str(tmp_path / "spool"), "134", 0, "n1").ensure()
-    with open(spool.static, "w") as f:
-        json.dump({"devices": []}, f)
-    w = SampleWriter(spool.samples, fsync=False)
-    for r in rows:
-        w.write(r)
-    w.close()
+    spool = spool_with_rows(str(tmp_path / "spool"), "134", "n1", {"devices": []}, rows)
     if stop_signal is not None:
         early_stop.record_stop(spool, stop_signal)
     monkeypatch.setattr(sacct, "total_cpu_s", lambda job_id: (6.0, "sacct TotalCPU"))  # 6 CPU-s in all

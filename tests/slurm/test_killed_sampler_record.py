@@ -2,17 +2,14 @@
 end: its rows hold the job's last usage and the node's counters at the end, so the node's record
 is complete with the job's whole energy; killed before it saw the end, the node stays partial."""
 
-import json
 
 import pytest
 
-from samplefile_rows import RAPL_RANGE_UJ
+from samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Reading, Status
-from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.env import JobContext
-from slurm_energy.slurm.spool import JobSpool
 
 T0 = 1_796_210_633.0
 STATIC = {"host": "n2", "logical_cpus": 4, "devices": [
@@ -32,13 +29,7 @@ def _row(t, kind, job_cpu_s, busy_s, rapl_uj):
 
 def _record(tmp_path, rows):
     cfg = SiteConfig()
-    spool = JobSpool(str(tmp_path / "spool"), "50", 0, "n2").ensure()
-    with open(spool.static, "w") as f:
-        json.dump(STATIC, f)
-    w = SampleWriter(spool.samples, fsync=False)
-    for r in rows:
-        w.write(r)
-    w.close()
+    spool = spool_with_rows(str(tmp_path / "spool"), "50", "n2", STATIC, rows)
     ctx = JobContext(job_id="50", uid=0, gid=0, node="n2", nodelist="n2", prolog_time=T0, cpus_per_node="4")
     return finalize.node_record(cfg, spool, ctx, T0 + 6.0, "0:0", sampler_outcome="killed")
 

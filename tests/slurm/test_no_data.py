@@ -16,17 +16,16 @@ after the Epilog are used" beside the failed reading.
 from __future__ import annotations
 
 import errno
-import json
 import types
 
 import pytest
 
 from jobrecord_factory import job_record, device
+from samplefile_rows import spool_with_rows
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Method, Status
 from slurm_energy.pipeline import finalise_job
-from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.spool import JobSpool
@@ -57,16 +56,10 @@ def _row(t: float, kind: str, job_cpu: float, busy: float, reading: dict) -> dic
 
 
 def _spool(tmp_path, rows: list[dict], job_id: str = "61", node: str = "n1") -> tuple[JobSpool, JobContext]:
-    spool = JobSpool(str(tmp_path / "spool"), job_id, 0, node).ensure()
+    spool = spool_with_rows(str(tmp_path / "spool"), job_id, node, STATIC, rows)
     ctx = JobContext(job_id=job_id, uid=0, gid=0, node=node, nodelist=node, prolog_time=T0, cpus_per_node="4")
     with open(spool.context, "w") as f:
         f.write(ctx.to_json())
-    with open(spool.static, "w") as f:
-        json.dump(STATIC, f)
-    w = SampleWriter(spool.samples, fsync=False)
-    for r in rows:
-        w.write(r)
-    w.close()
     return spool, ctx
 
 
