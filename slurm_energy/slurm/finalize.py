@@ -17,7 +17,7 @@ from slurm_energy.core import DeviceStatic, Status
 from slurm_energy.model import JobRecord, NodeStatic
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
-from slurm_energy.slurm.jobfacts import requested_memory, slurm_job_state, with_slurm_facts
+from slurm_energy.slurm.jobfacts import requested_memory, slurm_job_state, true_cpu_time, with_slurm_facts
 from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, reading_row, setup_logging, spool_from_dir
 from slurm_energy.slurm.spool import JobSpool
 
@@ -142,7 +142,7 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     # a node that measured nothing (no rows, or no device with an energy) becomes no_data in
     # measure_node (accounting.merge.node_status), whatever made it partial here
     start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min(end_time, first_t or end_time)
-    total_cpu = _true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
+    total_cpu = true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
     obs = NodeObservation(
         ctx.node, rows, static, start_time=start, end_time=end_time, span_known=span_known, cpus_alloc=cpus,
         errors=errors, status=st, marks=_read_marks(ctx), job_cpu_total_s=total_cpu)
@@ -173,26 +173,6 @@ def _until_job_gone(rows: SampleTable) -> SampleTable:
     if "cgroup_gone" in rows.kind:
         return rows.head(rows.kind.index("cgroup_gone") + 1)
     return rows
-
-
-def _true_cpu_time(ctx: JobContext, rows: SampleTable, nodes: list[str], errors: list[str]) -> Optional[float]:
-    """The job's true CPU time on this node (sacct TotalCPU, CPU-s) when the sampler did not see the
-    job's last stretch (killed sampler, job ending between polls or before the first one) and the
-    job ran on this node only (TotalCPU is the whole job's); None otherwise (the stretch is then
-    estimated, flagged ``tail_estimated``). Off the hook path: the detached finalizer only."""
-    from slurm_energy.accounting.node_series import table_columns
-
-    try:
-        if len(rows) < 2 or table_columns(rows.sorted(), None).job_cpu[-1] is not None or len(nodes) != 1:
-            return None
-        from slurm_energy.slurm.sacct import total_cpu_s
-
-        got, why = total_cpu_s(ctx.job_id)
-    except Exception as e:  # noqa: BLE001 - a comparison source must never cost the record
-        got, why = None, f"unavailable: {type(e).__name__}: {e}"
-    if got is None:
-        errors.append(f"job CPU time after the sampler's last look: {why}; estimated (flag tail_estimated)")
-    return got
 
 
 def _read_marks(ctx: JobContext):

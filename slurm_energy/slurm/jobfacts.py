@@ -5,10 +5,13 @@ Prolog could not see, and its memory request on a node.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from slurm_energy.model import job_state_from_exit_code
 from slurm_energy.slurm.env import JobContext
+
+if TYPE_CHECKING:
+    from slurm_energy.sampling.sampletable import SampleTable
 
 
 def with_slurm_facts(ctx: JobContext, facts: Optional[dict]) -> JobContext:
@@ -74,3 +77,24 @@ def _tres_mem_per_node(facts: dict) -> Optional[int]:
     except ValueError:
         n = 1
     return got[0] // n
+
+
+def true_cpu_time(ctx: JobContext, rows: SampleTable, nodes: list[str], errors: list[str]) -> Optional[float]:
+    """The job's true CPU time on this node (sacct TotalCPU, CPU-s) when the sampler did not see the
+    job's last stretch (killed sampler, job ending between polls or before the first one) and the
+    job ran on this node only (TotalCPU is the whole job's); None otherwise (the stretch is then
+    estimated, flagged ``tail_estimated``; why is appended to ``errors``). ``rows``: the node's
+    SampleTable. Off the hook path: the detached finalizer only (runs ``sacct``)."""
+    from slurm_energy.accounting.node_series import table_columns
+
+    try:
+        if len(rows) < 2 or table_columns(rows.sorted(), None).job_cpu[-1] is not None or len(nodes) != 1:
+            return None
+        from slurm_energy.slurm.sacct import total_cpu_s
+
+        got, why = total_cpu_s(ctx.job_id)
+    except Exception as e:  # noqa: BLE001 - a comparison source must never cost the record
+        got, why = None, f"unavailable: {type(e).__name__}: {e}"
+    if got is None:
+        errors.append(f"job CPU time after the sampler's last look: {why}; estimated (flag tail_estimated)")
+    return got
