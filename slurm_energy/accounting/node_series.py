@@ -13,6 +13,14 @@ from slurm_energy.accounting.integrate import Interval
 from slurm_energy.core import DeviceStatic, Flag, JobUsage, NodeUsage, Reading, Sample
 from slurm_energy.sampling.sampletable import NODE_FIELDS, SampleTable
 
+#: Node busy CPU time over total up to this many seconds per logical CPU is the counters' noise,
+#: clamped to 1 without a flag: /proc/stat counts in 10 ms ticks (USER_HZ 100) and its iowait can
+#: step backwards (the kernel's Documentation/filesystems/proc.rst: "the iowait field ... is not
+#: reliable"), so busy = total - idle - iowait may exceed total by a tick or two per CPU on a
+#: saturated node (seen: raw 1.0000x on 9 of 30 jobs of a burst on 2 busy CPUs). Beyond it the
+#: clamp is flagged (``util_clamped``, ``node_busy_raw:<f>``), as a real anomaly.
+NODE_BUSY_NOISE_S_PER_CPU = 0.02
+
 
 #: A device's readings in time order: [(sample time t, Reading)].
 DeviceSeries = list[tuple[float, Reading]]
@@ -148,7 +156,7 @@ def fill_tdp_cpu_power(samples: DeviceSeries, cols: Columns, st: Optional[Device
             assert busy is not None  # raw is a number
             rd.mean_power_w = st.rated_power_w * busy
             rd.flags = list(rd.flags or []) + [Flag.UTIL_FROM_NODE_COUNTERS.value]
-            if busy != raw:  # clamped: flagged, the raw node busy fraction kept in the flag
+            if d_busy - d_total > NODE_BUSY_NOISE_S_PER_CPU * (b.ncpu or 1):  # clamped beyond noise: flagged
                 rd.flags += [Flag.UTIL_CLAMPED.value, Flag.NODE_BUSY_RAW.detail(f"{raw:.4g}")]
 
 

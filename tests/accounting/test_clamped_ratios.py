@@ -138,3 +138,15 @@ def test_gpu_process_utilisation_above_100_percent_is_clamped_and_flagged():
     assert attribution.FLAG_UTIL_CLAMPED in d.flags and d.unclamped["gpu_proc_util"] == pytest.approx(1.04)
     with pytest.raises(ValueError, match="proc_util"):
         attribution.gpu_process_share({1}, {1: 60.0}, {})  # a percent passed as a fraction: a unit error
+
+
+def test_node_busy_fraction_a_tick_per_cpu_over_one_is_clamped_without_a_flag():
+    # a saturated 4-CPU node (row()'s ncpu), 10 s: total 40.00 CPU-s, busy 40.04 (iowait stepped
+    # back 4 ticks = 1 per CPU, within 2 per CPU) -> 1.001, clamped to 1.0 without a flag; the
+    # job's 30 CPU-s are under 4 CPUs x 10 s (no util clamp). TDP 100 W x 1.0 x 10 s = 1000 J
+    rows = [row(0, 0.0, 0.0, [tdp(None)]), row(10, 30.0, 40.04, [tdp(None)])]
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, cpus_alloc=4,
+                       statics=[DeviceStatic("cpu", "cpu-tdp", "Xeon", 4, 100.0)])
+    (d,) = s.devices
+    assert d.device_energy_j == pytest.approx(1000.0)
+    assert attribution.FLAG_UTIL_CLAMPED not in d.flags and not any(f.startswith("node_busy_raw") for f in d.flags)
