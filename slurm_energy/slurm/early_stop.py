@@ -88,3 +88,20 @@ def check_early_stop(rows: SampleTable, epilog_t: float, spool, errors: list[str
         return False
     errors.append(early_stop_error(t, epilog_t, signal_name(spool)))
     return True
+
+
+def check_vanished(rows: SampleTable, epilog_t: float, sampler_outcome: str, errors: list[str]) -> bool:
+    """A sampler the Epilog found already gone (``not_running``/``no_pidfile``) without a ``final``
+    or ``cgroup_gone`` row was killed (SIGKILL, the OOM killer) or crashed: adds an error saying so
+    and how long before the Epilog (``epilog_t``, epoch s) its last row was. Returns whether it did.
+    The rows keep their kinds: the stretch after the last row is already the job's unobserved tail."""
+    if sampler_outcome not in ("not_running", "no_pidfile"):
+        return False
+    own = [t for t, k in zip(rows.t, rows.kind) if k not in ("prolog", "epilog")]
+    if not own or any(k in ("final", "cgroup_gone", STOPPED_EARLY) for k in rows.kind):
+        return False
+    gap = epilog_t - max(own)
+    errors.append(f"sampler gone without a final sample (killed: SIGKILL, the OOM killer; or crashed: see the "
+                  f"sampler log), its last row {gap:.1f} s before the Epilog; the job's CPU time after it is "
+                  "charged from Slurm's TotalCPU where known, else estimated (flag tail_*), its memory there is unknown")
+    return True

@@ -109,7 +109,7 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     rows added since the previous one are read)."""
     from slurm_energy.sampling.samplefile import read_sample_table
     from slurm_energy.sampling.sampletable import SampleTable
-    from slurm_energy.slurm.early_stop import check_early_stop
+    from slurm_energy.slurm.early_stop import check_early_stop, check_vanished
 
     ctx = with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
     errors = spool.read_errors()
@@ -128,6 +128,8 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
             rows = _until_job_gone(rows)
         elif check_early_stop(rows, end_time, spool, errors):  # its `final` row is not the job's end
             sampler_outcome = "stopped_early"
+        else:
+            check_vanished(rows, end_time, sampler_outcome, errors)  # killed or crashed: say when
         n_rows, first_t = len(rows), min(rows.t, default=None)
         mem_total = next((m for m in reversed(rows.node["mem_total_bytes"]) if m), None)
     if not n_rows:

@@ -67,8 +67,12 @@ def test_someones_term_mid_job_charges_the_tail_like_a_killed_sampler(tmp_path, 
 
 def test_the_killed_twin_gives_the_same_energy(tmp_path, monkeypatch):
     # the same job, its sampler SIGKILLed at 10 s: no final row, the same 82 J and RAM coverage
-    _, dev = _record(tmp_path, monkeypatch, _rows("sample"))
+    rec, dev = _record(tmp_path, monkeypatch, _rows("sample"))
     assert dev["cpu"].energy_j == pytest.approx(82.0) and dev["ram"].coverage == pytest.approx(10.0 / 20.5)
+    # and the record says the sampler vanished, and when: last row at 10 s, the Epilog at 20 s
+    assert rec.status == Status.PARTIAL
+    assert any("sampler gone without a final sample" in e and "its last row 10.0 s before the Epilog" in e
+               for e in rec.errors), rec.errors
 
 
 def test_early_stop_found_without_the_signal_file_and_whatever_the_epilog_saw(tmp_path, monkeypatch):
