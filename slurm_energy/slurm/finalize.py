@@ -76,26 +76,6 @@ def _static(spool: JobSpool, errors: list[str]) -> NodeStatic:
         return NodeStatic()
 
 
-#: how a node's sampler may end with its last sample written: stopped by the Epilog (TERM), or by
-#: itself once the job was gone and no Epilog came (``epilog_missing``, slurm.hooks)
-CLEAN_SAMPLER_ENDS = ("terminated", "epilog_missing")
-
-
-def _measured_to_the_end(rows: SampleTable, sampler_outcome: str, errors: list[str]) -> bool:
-    """True when the rows cover the job to its end. A sampler the Epilog killed (TERM unanswered for
-    1 s) after its ``cgroup_gone`` row lost nothing: that row has the job's last usage and the
-    counters at its end, the job's CPU time is carried forward after it (no tail to estimate),
-    and the finalizer's reading closes the counters: complete (noted). Killed before it saw the
-    end, the job's last stretch is estimated (TotalCPU or ``tail_estimated``): partial."""
-    if sampler_outcome in CLEAN_SAMPLER_ENDS:
-        return True
-    if sampler_outcome == "killed" and "cgroup_gone" in rows.kind:
-        errors.append("the killed sampler had seen the job end (its cgroup_gone row: the job's last usage and the "
-                      "node's counters at its end): nothing of the job was lost, the node's record is complete")
-        return True
-    return False
-
-
 def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
                 status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None,
                 sampler_outcome: str = "terminated", running: Optional[RunningSummary] = None) -> JobRecord:
@@ -103,13 +83,13 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
 
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
     anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial, unless
-    the rows still reach the job's end (:func:`_measured_to_the_end`); so does a final sample written
-    before the Epilog (``end_time``): an early stop (:mod:`slurm_energy.slurm.early_stop`).
+    the rows still reach the job's end; so does a final sample written before the Epilog
+    (``end_time``): an early stop. Both: :mod:`slurm_energy.slurm.sampler_end`.
     ``running``: the sampler's :class:`RunningSummary` of the sample file (interim records: only the
     rows added since the previous one are read)."""
     from slurm_energy.sampling.samplefile import read_sample_table
     from slurm_energy.sampling.sampletable import SampleTable
-    from slurm_energy.slurm.early_stop import check_early_stop, check_vanished
+    from slurm_energy.slurm.sampler_end import classify_end, measured_to_the_end
 
     ctx = with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
     errors = spool.read_errors()
@@ -123,20 +103,15 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         rows: SampleTable = SampleTable()
         n_rows, first_t, mem_total = running.n_rows, running.first_t, running.mem_total
     else:
-        rows = read_sample_table(spool.samples)
-        if sampler_outcome == "epilog_missing":
-            rows = _until_job_gone(rows)
-        elif check_early_stop(rows, end_time, spool, errors):  # its `final` row is not the job's end
-            sampler_outcome = "stopped_early"
-        else:
-            check_vanished(rows, end_time, sampler_outcome, errors)  # killed or crashed: say when
+        rows, sampler_outcome = classify_end(read_sample_table(spool.samples), end_time, sampler_outcome, spool,
+                                             errors)
         n_rows, first_t = len(rows), min(rows.t, default=None)
         mem_total = next((m for m in reversed(rows.node["mem_total_bytes"]) if m), None)
     if not n_rows:
         errors.append("no samples: no sample row was written on this node (by the Prolog, the sampler or "
                       "the Epilog's finalizer)" + _full(spool))
     st = status
-    if status == Status.COMPLETE and (not n_rows or not _measured_to_the_end(rows, sampler_outcome, errors)):
+    if status == Status.COMPLETE and (not n_rows or not measured_to_the_end(rows, sampler_outcome, errors)):
         st = Status.PARTIAL
     span_known = bool(ctx.prolog_time)  # no Prolog: the job's start on this node is unknown
     if not span_known:
@@ -165,16 +140,6 @@ def _full(spool: JobSpool) -> str:
         return ""
     return (f"; spool {spool.spool_dir} is full (no space left on its filesystem): free space there, or set "
             "paths.spool_fallback_dir on another filesystem") if full else ""
-
-
-def _until_job_gone(rows: SampleTable) -> SampleTable:
-    """A sampler that ended by itself (no Epilog) went on sampling the node for
-    ``sampling.epilog_wait_s`` after the job had gone: those rows are not the job's. Returns the
-    rows up to its ``cgroup_gone`` sample (the job's last usage), or all of them when it never saw
-    the job (then nothing says when the job ended better than the rows themselves)."""
-    if "cgroup_gone" in rows.kind:
-        return rows.head(rows.kind.index("cgroup_gone") + 1)
-    return rows
 
 
 def _read_marks(ctx: JobContext):

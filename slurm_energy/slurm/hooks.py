@@ -83,7 +83,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         n = s.run()
         log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)
         if s.stop_signal is not None or _EARLY_STOP:  # the Epilog's TERM, or someone else's: the finalizer tells
-            from slurm_energy.slurm.early_stop import record_stop
+            from slurm_energy.slurm.sampler_end import record_stop
 
             record_stop(spool, s.stop_signal if s.stop_signal is not None else signal.SIGTERM.value)
         if s.gone_at is not None:

@@ -137,7 +137,7 @@ def test_term_is_answered_while_the_interim_flush_blocks_in_a_locked_sqlite_stor
     assert took < first_interim_s + 1.0  # inside the Epilog's 1 s after its TERM, not the store's 30 s
     rows = list(read_samples(path))
     assert rows[-1]["kind"] == "final"
-    assert s.stop_signal == signal.SIGTERM  # kept for the Slurm glue (slurm.early_stop)
+    assert s.stop_signal == signal.SIGTERM  # kept for the Slurm glue (slurm.sampler_end)
     assert worker is not None  # a worker ran the flush and was killed at the stop
     for _ in range(500):  # SIGKILLed: it ends (reaped here if the sampler had not yet)
         try:

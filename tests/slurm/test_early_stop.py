@@ -13,7 +13,8 @@ import pytest
 from samplefile_rows import spool_with_rows
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
-from slurm_energy.slurm import early_stop, finalize, sacct
+from slurm_energy.slurm import finalize, sacct
+from slurm_energy.slurm import sampler_end as early_stop
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.spool import JobSpool
 

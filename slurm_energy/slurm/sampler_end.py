@@ -1,4 +1,7 @@
-"""A sampler that stopped before the Epilog: its ``final`` row is not the job's end.
+"""How a node's sampler ended, read from its rows and what the Epilog saw: the finalizer's one
+place for it (:func:`classify_end`, :func:`measured_to_the_end`).
+
+A sampler that stopped before the Epilog: its ``final`` row is not the job's end.
 
 The sampler writes a ``final`` row whenever a stop signal arrives (TERM, INT, HUP). Only the
 Epilog's TERM comes after the job ended; a TERM from anyone else (``kill``/``pkill``, an admin's
@@ -105,3 +108,48 @@ def check_vanished(rows: SampleTable, epilog_t: float, sampler_outcome: str, err
                   f"sampler log), its last row {gap:.1f} s before the Epilog; the job's CPU time after it is "
                   "charged from Slurm's TotalCPU where known, else estimated (flag tail_*), its memory there is unknown")
     return True
+
+
+#: how a node's sampler may end with its last sample written: stopped by the Epilog (TERM), or by
+#: itself once the job was gone and no Epilog came (``epilog_missing``, slurm.hooks)
+CLEAN_SAMPLER_ENDS = ("terminated", "epilog_missing")
+
+
+def until_job_gone(rows: SampleTable) -> SampleTable:
+    """A sampler that ended by itself (no Epilog) went on sampling the node for
+    ``sampling.epilog_wait_s`` after the job had gone: those rows are not the job's. Returns the
+    rows up to its ``cgroup_gone`` sample (the job's last usage), or all of them when it never saw
+    the job (then nothing says when the job ended better than the rows themselves)."""
+    if "cgroup_gone" in rows.kind:
+        return rows.head(rows.kind.index("cgroup_gone") + 1)
+    return rows
+
+
+def measured_to_the_end(rows: SampleTable, sampler_outcome: str, errors: list[str]) -> bool:
+    """True when the rows cover the job to its end. A sampler the Epilog killed (TERM unanswered for
+    1 s) after its ``cgroup_gone`` row lost nothing: that row has the job's last usage and the
+    counters at its end, the job's CPU time is carried forward after it (no tail to estimate),
+    and the finalizer's reading closes the counters: complete (noted). Killed before it saw the
+    end, the job's last stretch is estimated (TotalCPU or ``tail_estimated``): partial."""
+    if sampler_outcome in CLEAN_SAMPLER_ENDS:
+        return True
+    if sampler_outcome == "killed" and "cgroup_gone" in rows.kind:
+        errors.append("the killed sampler had seen the job end (its cgroup_gone row: the job's last usage and the "
+                      "node's counters at its end): nothing of the job was lost, the node's record is complete")
+        return True
+    return False
+
+
+def classify_end(rows: SampleTable, epilog_t: float, sampler_outcome: str, spool,
+                 errors: list[str]) -> tuple[SampleTable, str]:
+    """The rows to summarise and the sampler's outcome as the record takes it: after a sampler
+    that ended by itself (``epilog_missing``) the rows up to the job's end (:func:`until_job_gone`);
+    a ``final`` row written before the Epilog is an early stop (:func:`check_early_stop`, outcome
+    ``stopped_early``); a sampler gone without a final row is said so (:func:`check_vanished`).
+    ``epilog_t``: the Epilog's start, epoch s. Appends the record's errors to ``errors``."""
+    if sampler_outcome == "epilog_missing":
+        return until_job_gone(rows), sampler_outcome
+    if check_early_stop(rows, epilog_t, spool, errors):  # its `final` row is not the job's end
+        return rows, STOPPED_EARLY
+    check_vanished(rows, epilog_t, sampler_outcome, errors)  # killed or crashed: say when
+    return rows, sampler_outcome
