@@ -223,7 +223,7 @@ TEXT_FIELDS = frozenset({"errors", "reporterror"})
 def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]]:
     """One row per (node, device) for ``--long`` (method, coverage, counter anomalies), then one
     per phase, phase total and stage the job marked, one ``report`` row with the full reason a report
-    was not written, (Node ``-``, Class ``phase``/``in_phases``/
+    was not written, one ``error`` row per error on the record (DeviceID its number), (Node ``-``, Class ``phase``/``in_phases``/
     ``outside``/``stage``, DeviceID the name; :func:`slurm_energy.reporting.phases.long_rows`), then,
     for a job that declared its FLOPs, predicted vs measured (Class ``prediction``;
     :func:`slurm_energy.reporting.prediction_check.long_rows`)."""
@@ -247,6 +247,8 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
     if rec.report_error:  # the table's Status has only the code
         extra.append([jobid, "-", "report", "not written", "", "", "", "", "", "", "", "", "",
                       f"{report_code(rec.report_error)}: {rec.report_error}"])
+    # why a record is partial / what was degraded: the table's Status does not say
+    extra += [[jobid, "-", "error", str(k), "", "", "", "", "", "", "", "", "", e] for k, e in enumerate(rec.errors, 1)]
     return rows + [_widen(r) for r in extra]
 
 

@@ -215,3 +215,14 @@ def test_reader_waits_for_a_killed_writers_journal_then_reads(tmp_path, monkeypa
         t.join()
     # 3.6e6 J CPU + 3.6e5 J RAM (node_record's default) = 3.96e6 J = 1.1 kWh: the committed record
     assert got.it_kwh == pytest.approx(1.1)
+
+
+def test_long_rows_say_why_a_record_is_partial():
+    # -l showed `partial` with no reason (the errors were only in --json, -o Errors and the report):
+    # one `error` row per error, numbered, the full text in the last column
+    rec = finished(node_record(job_id="703"))
+    rec.status = Status.PARTIAL
+    rec.errors = ["epilog: sampler not_running", "sampler gone without a final sample (killed ...)"]
+    rows = [r for r in long_rows(rec, "703") if r[2] == "error"]
+    assert [(r[3], r[-1]) for r in rows] == [("1", "epilog: sampler not_running"),
+                                             ("2", "sampler gone without a final sample (killed ...)")]
