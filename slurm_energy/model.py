@@ -33,7 +33,7 @@ SCHEMA_VERSION = 1
 __all__ = [
     "DEVICE_CLASSES", "METHOD_RANK", "SCHEMA_VERSION", "CarbonFacts", "DeviceEnergy", "DeviceStatic", "Flag",
     "JobMeta", "JobRecord", "Method", "NodeStatic", "NodeSummary", "Reading", "Status", "job_state_from_exit_code",
-    "worst_method",
+    "text_safe", "worst_method",
 ]
 
 
@@ -241,6 +241,18 @@ class JobRecord(BaseModel):
     # why the HTML/CSV report could not be written into work_dir ("" = written, or none due);
     # jobenergy shows a code beside the status (``complete (no report: permission_denied)``), the text in -l
     report_error: str = ""
+    # The original bytes (hex) of every text field that was not UTF-8 (a job name, work dir, phase
+    # name...), keyed by its place in the record (``job_name``, ``phases.0.name``): the field itself
+    # shows each undecodable byte as ``\xNN`` (:func:`text_safe`). Empty for almost every job.
+    raw_text: dict[str, str] = Field(default_factory=dict)
+
+    def raw(self, field: str) -> str:
+        """Field ``field`` as the OS spelled it (undecodable bytes as surrogates: what ``os.open``
+        wants for the job's work dir), from :attr:`raw_text` where the field was not UTF-8."""
+        from slurm_energy.core import decode_text
+
+        h = self.raw_text.get(field)
+        return decode_text(bytes.fromhex(h)) if h else getattr(self, field)
 
     @property
     def elapsed_s(self) -> float:
@@ -267,6 +279,47 @@ class JobRecord(BaseModel):
     def method_summary(self) -> str:
         """e.g. ``cpu=tdp_estimate,ram=tdp_estimate,gpu=unavailable``."""
         return ",".join(f"{k}={Method(v).value}" for k, v in sorted(self.methods.items()))
+
+
+def _safe_tree(value: Any, path: str, raw: dict[str, str]) -> Any:
+    from slurm_energy.core import has_surrogates, shown_text, text_bytes
+
+    if isinstance(value, str):
+        if has_surrogates(value):
+            raw.setdefault(path, text_bytes(value).hex())
+            return shown_text(value)
+        return value
+    if isinstance(value, dict):
+        return {_safe_tree(k, f"{path}.<key>", raw): _safe_tree(v, f"{path}.{k}" if path else str(k), raw)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe_tree(v, f"{path}.{i}", raw) for i, v in enumerate(value)]
+    return value
+
+
+def text_safe(record: JobRecord) -> JobRecord:
+    """``record`` with every text UTF-8-safe (storable as JSON/SQL, shown in HTML and mail).
+
+    Text a user controls (job name, comment, work dir, phase names, an error quoting them) reaches
+    the record from the environment, /proc, Slurm's output and the marks file decoded with
+    ``surrogateescape`` (lossless, see :mod:`slurm_energy.core`); such a string makes pydantic's JSON
+    fail. Here each undecodable byte is shown as ``\\xNN`` and the field's original bytes go to
+    ``raw_text`` (hex, keyed by the field's place: ``job_name``, ``nodes.0.errors.2``). Changes
+    ``record`` in place (callers keep their object) and returns it; the cost when its text is
+    already UTF-8: one JSON dump.
+    """
+    try:
+        record.model_dump_json()
+        return record
+    except ValueError:  # PydanticSerializationError (a ValueError): a surrogate somewhere
+        pass
+    raw: dict[str, str] = {}
+    data = _safe_tree(record.model_dump(), "", raw)
+    data["raw_text"] = {**record.raw_text, **{k: v for k, v in raw.items() if not k.startswith("raw_text")}}
+    safe = JobRecord.model_validate(data)
+    for name in type(record).model_fields:
+        setattr(record, name, getattr(safe, name))
+    return record
 
 
 def job_state_from_exit_code(exit_code: str) -> str:

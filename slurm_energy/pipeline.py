@@ -82,7 +82,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     """
     from slurm_energy.accounting.merge import combine_errors
     from slurm_energy.accounting.summary import summarise_node
-    from slurm_energy.model import JobRecord, NodeStatic
+    from slurm_energy.model import JobRecord, NodeStatic, text_safe
 
     statics = [DeviceStatic(**d) for d in obs.static.get("devices", [])]
     summarise: Any = running.summary if running is not None else partial(summarise_node, obs.samples)
@@ -94,10 +94,10 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
     _no_data_if_nothing_measured(summary)
-    return JobRecord.from_meta(
+    return text_safe(JobRecord.from_meta(
         meta, exit_code=exit_code, job_state=job_state, expected_nodes=list(expected_nodes or [obs.node]),
         start_time=summary.start_time, end_time=summary.end_time, nodes=[summary], status=summary.status,
-        errors=list(summary.errors), tags=dict(tags if tags is not None else (obs.marks.tags if obs.marks else {})))
+        errors=list(summary.errors), tags=dict(tags if tags is not None else (obs.marks.tags if obs.marks else {}))))
 
 
 def _no_data_if_nothing_measured(summary: NodeSummary) -> None:
@@ -137,6 +137,7 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import combine_errors, merge_records
     from slurm_energy.carbon.resolve import hourly_intensity_for, resolve_carbon
+    from slurm_energy.model import text_safe
 
     if not node_records:
         raise ValueError("finalise_job: no node records; pass at least one measure_node() result")
@@ -150,7 +151,7 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
         hourly = hourly_intensity_for(site, facts)
     except Exception as e:  # a bad hourly file must not lose the job
         merged.errors = combine_errors(merged.errors, [f"hourly carbon intensity not used: {e}"])
-    return finalise_record(merged, facts, hourly)
+    return text_safe(finalise_record(merged, facts, hourly))
 
 
 def publish(record: JobRecord, sinks: Sequence[Sink], *, kept_by: Sequence[Sink] = ()) -> dict[str, list[str]]:
@@ -162,7 +163,9 @@ def publish(record: JobRecord, sinks: Sequence[Sink], *, kept_by: Sequence[Sink]
     record says which output is missing. A sink that raises (the store is unusable) stops the rest.
     """
     from slurm_energy.accounting.merge import combine_errors
+    from slurm_energy.model import text_safe
 
+    text_safe(record)  # a user's non-UTF-8 text must not stop a sink (JSON, SQL, HTML, mail)
     results: dict[str, list[str]] = {}
     done: list[Sink] = list(kept_by)
     for sink in sinks:
@@ -170,6 +173,7 @@ def publish(record: JobRecord, sinks: Sequence[Sink], *, kept_by: Sequence[Sink]
         results[sink.name] = notes
         if notes:
             record.errors = combine_errors(record.errors, notes)
+            text_safe(record)
             for earlier in done:
                 if earlier.keeps_errors and not results.get(earlier.name):
                     earlier.publish(record)

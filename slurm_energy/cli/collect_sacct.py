@@ -14,9 +14,12 @@ from typing import Callable, Optional
 from slurm_energy.model import JobRecord, Status
 
 SACCT = "/usr/bin/sacct"
-#: sacct -P fields, JobName last (it may contain '|')
+#: sacct -P fields: the user's text (WorkDir) last, the line split from the left with maxsplit, so a
+#: '|' in it stays in it. The job name, the other text a user writes, is asked for apart
+#: (:data:`NAME_FIELDS`, also last): two such fields on one line could not be told apart.
 FIELDS = ("JobIDRaw", "JobID", "State", "Start", "End", "NodeList", "User", "UID", "GID", "Account",
-          "Partition", "WorkDir", "ExitCode", "Cluster", "JobName")
+          "Partition", "ExitCode", "Cluster", "WorkDir")
+NAME_FIELDS = ("JobIDRaw", "JobName")
 REASON = ("no record from the hooks (no usable spool and no finalizer result on any node); "
           "stored by slurm-energy collect from sacct: nothing was measured")
 
@@ -30,15 +33,22 @@ def _epoch(text: str) -> Optional[float]:
         return None
 
 
-def record_from_sacct(line: str) -> Optional[JobRecord]:
-    """A ``no_data`` JobRecord from one ``sacct -X -n -P -o FIELDS`` line, or None for a job that
-    never started on a node (cancelled while pending) or has not ended."""
+def split_last_free(line: str, fields: tuple[str, ...]) -> Optional[dict]:
+    """One ``sacct -P`` line as {field: text}: split from the left at most ``len(fields) - 1`` times,
+    so the last field (a user's text) keeps any '|' it holds; None for a line with fewer fields."""
+    parts = line.rstrip("\n").split("|", len(fields) - 1)
+    return dict(zip(fields, parts)) if len(parts) == len(fields) else None
+
+
+def record_from_sacct(line: str, job_name: str = "") -> Optional[JobRecord]:
+    """A ``no_data`` JobRecord from one ``sacct -X -n -P -o FIELDS`` line (``job_name``: from the
+    :data:`NAME_FIELDS` query), or None for a job that never started on a node (cancelled while
+    pending), has not ended, or a line that is not sacct's."""
     from slurm_energy.slurm.hostlist import expand_hostlist
 
-    parts = line.rstrip("\n").split("|")
-    if len(parts) < len(FIELDS):
+    f = split_last_free(line, FIELDS)
+    if f is None or not f["JobIDRaw"].isdigit():
         return None
-    f = dict(zip(FIELDS, parts[:len(FIELDS) - 1] + ["|".join(parts[len(FIELDS) - 1:])]))
     start, end = _epoch(f["Start"]), _epoch(f["End"])
     if start is None or end is None or f["NodeList"] in ("", "None assigned"):
         return None
@@ -50,7 +60,7 @@ def record_from_sacct(line: str) -> Optional[JobRecord]:
     except ValueError:
         nodes = []
     return JobRecord(
-        cluster=f["Cluster"], job_id=f["JobIDRaw"], job_name=f["JobName"], user=f["User"],
+        cluster=f["Cluster"], job_id=f["JobIDRaw"], job_name=job_name, user=f["User"],
         uid=int(f["UID"]) if f["UID"].isdigit() else None, gid=int(f["GID"]) if f["GID"].isdigit() else None,
         account=f["Account"], partition=f["Partition"], work_dir=f["WorkDir"], exit_code=f["ExitCode"],
         job_state=f["State"].split()[0] if f["State"] else "", expected_nodes=nodes,
@@ -70,15 +80,28 @@ def finish_unrecorded(store, now: float, since_s: float, older_than_s: float, dr
     if not os.path.exists(sacct):
         return []
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now - since_s))
-    try:
-        r = run([sacct, "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(FIELDS)],
-                capture_output=True, text=True, timeout=60,
-                env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})})
-    except (OSError, subprocess.TimeoutExpired):
+
+    def query(fields: tuple[str, ...]) -> Optional[list[str]]:
+        try:
+            r = run([sacct, "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
+                    capture_output=True, text=True, errors="surrogateescape", timeout=60,
+                    env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF")
+                                         else {})})
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.splitlines() if r.returncode == 0 else None
+
+    lines_main = query(FIELDS)
+    if lines_main is None:
         return []
-    if r.returncode != 0:
-        return []
-    found = [x for x in (record_from_sacct(line) for line in r.stdout.splitlines()) if x is not None]
+    names = {f["JobIDRaw"]: f["JobName"] for f in (split_last_free(x, NAME_FIELDS) for x in query(NAME_FIELDS) or [])
+             if f is not None}
+    found = []
+    for line in lines_main:
+        f = split_last_free(line, FIELDS)
+        x = record_from_sacct(line, names.get(f["JobIDRaw"], "") if f else "")
+        if x is not None:
+            found.append(x)
     found = [x for x in found if now - x.end_time >= older_than_s]
     if not found:
         return []
@@ -90,7 +113,11 @@ def finish_unrecorded(store, now: float, since_s: float, older_than_s: float, dr
         if any(abs(t - x.start_time) < 3600 for t in have.get(x.job_id, [])):
             continue
         if not dry_run:
-            store.put(x)
+            try:
+                store.put(x)
+            except Exception as e:  # noqa: BLE001 - one job must not stop the others
+                lines.append(f"{x.cluster}/{x.job_id} from sacct not stored: {type(e).__name__}: {e}")
+                continue
         lines.append(f"{'would store' if dry_run else 'stored'} {x.cluster}/{x.job_id} from sacct: "
                      f"no_data ({x.job_state}, no record from the hooks)")
     return lines

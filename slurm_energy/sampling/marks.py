@@ -123,7 +123,7 @@ def read_marks_file(dir_path: str, name: str, max_bytes: int = MAX_BYTES) -> tup
     if len(data) > max_bytes:
         flags.append(f"marks_truncated_bytes:{max_bytes}")
         data = data[:max_bytes].rsplit(b"\n", 1)[0]
-    return data.decode("utf-8", "replace").splitlines(), flags
+    return data.decode("utf-8", "surrogateescape").splitlines(), flags  # lossless: text_safe shows it
 
 
 def remove_marks(job_id: str, node: str, root: Optional[str] = None) -> None:

@@ -161,9 +161,13 @@ class EnvScanner:
 
     Each :meth:`pids` lists /proc once and reads the environment only of PIDs not seen at an
     earlier call (a process's environment at exec does not change), so a scan costs one listdir
-    plus one read per new process, not one per process on the machine."""
+    plus one read per new process, not one per process on the machine.
 
-    def __init__(self, job_id: str, proc: str = "/proc"):
+    ``uid``: only processes of that user count (``SLURM_JOB_ID`` is anyone's to export: another
+    user's process claiming the job's id must not be charged to it, nor tell its facts); None: any."""
+
+    def __init__(self, job_id: str, proc: str = "/proc", uid: Optional[int] = None):
+        self.uid = uid
         self.needle = f"SLURM_JOB_ID={job_id}".encode()
         self._inner = b"\0" + self.needle + b"\0"  # the variable inside the block (NUL-separated)
         self.proc = proc
@@ -178,6 +182,8 @@ class EnvScanner:
         except OSError:
             return False
         try:
+            if self.uid is not None and os.fstat(fd).st_uid != self.uid:  # /proc/PID's files: the process's euid
+                return False
             env = os.read(fd, 1 << 16)
             while len(env) % (1 << 16) == 0 and env:  # a block over 64 KiB: read the rest
                 more = os.read(fd, 1 << 16)

@@ -207,12 +207,27 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
+def is_our_sampler(pid: int, uid: int = 0) -> bool:
+    """True if ``pid`` can be a sampler the Prolog started: run by ``uid`` (root: /proc/PID is
+    owned by the process's effective uid) and leading its own process group (``spawn_detached``).
+    A user's process whose argv copies a sampler's fails the first test: never signalled, never
+    taken for the job's sampler."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == uid and os.getpgid(pid) == pid
+    except OSError:
+        return False
+
+
 def find_sampler(job_dir_suffix: str, node: str) -> Optional[int]:
     """PID of a detached sampler (``... slurm_energy.slurm.hooks sampler DIR NODE``) whose DIR ends
     with ``job_dir_suffix`` (e.g. ``/jobs/42-r0``, also matching a reused id's ``/jobs/42-r0-<tag>``)
-    on ``node``, found by argv in /proc; or None."""
+    on ``node``, found by argv in /proc, run by our uid (root) and leading its own process group
+    (:func:`is_our_sampler`); or None."""
+    me = os.geteuid()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
+            continue
+        if not is_our_sampler(int(name), me):
             continue
         argv = cmdline(int(name))
         d = argv[-2].rstrip("/") if len(argv) >= 4 else ""

@@ -83,24 +83,29 @@ def cpus_on_node(cpus_per_node: str, node_index: int) -> Optional[int]:
     return counts[node_index] if 0 <= node_index < len(counts) else None
 
 
-#: Facts Slurm 22.05 gives the job's processes but not the Prolog/Epilog (slurmd's _build_env
-#: leaves out the array and het-job variables, the job name and the memory request).
-JOB_ENV_FACTS = {"SLURM_ARRAY_JOB_ID": "array_job_id", "SLURM_ARRAY_TASK_ID": "array_task_id",
-                 "SLURM_HET_JOB_ID": "het_job_id", "SLURM_HET_JOB_OFFSET": "het_job_offset",
-                 "SLURM_JOB_NAME": "job_name", "SLURM_MEM_PER_NODE": "mem_per_node",
-                 "SLURM_MEM_PER_CPU": "mem_per_cpu"}
+#: What is read from the job's own processes: only what is the user's to say anyway. Every variable
+#: in a job's environment can be exported by its user (``export SLURM_ARRAY_JOB_ID=...`` before a
+#: child, ``sbatch --export``), so identity (array and het-job ids) and requests (SLURM_MEM_PER_NODE,
+#: SLURM_MEM_PER_CPU) are never taken from there: they come from slurmd's Prolog/Epilog environment
+#: (slurmd builds it itself; user-set SPANK variables must start with ``SPANK_``: Slurm's
+#: prep_script_slurmd.c ``_build_env``/``valid_spank_job_env``) or from slurmctld (``scontrol show
+#: job`` in the finalizer, :mod:`slurm_energy.slurm.scontrol`). The job name is the user's own text
+#: (``--job-name``), used only where slurmctld gives none; SLURM_UMASK (sbatch's copy of the
+#: submitting shell's umask) is the mode the user's reports are written with.
+JOB_ENV_FACTS = {"SLURM_JOB_NAME": "job_name", "SLURM_UMASK": "umask"}
 
 
 def job_env_facts(environ: Mapping[str, str], job_id: str) -> Optional[dict]:
-    """Array/het-job ids and job name from one of the job's processes' environment.
+    """The job name and umask from one of the job's processes' environment (see :data:`JOB_ENV_FACTS`).
 
     Args:
-        environ: a process environment (``/proc/PID/environ`` of a PID in the job's cgroup).
+        environ: a process environment (``/proc/PID/environ`` of a PID in the job's cgroup, or in
+            PID mode of a process of the job's uid).
         job_id: the raw job id; the environment must carry SLURM_JOB_ID equal to it (slurmstepd
             itself runs with slurmd's environment and is skipped this way).
     Returns:
-        {"array_job_id": ..., "array_task_id": ..., "het_job_id": ..., "het_job_offset": ...,
-        "job_name": ...} with the keys found (possibly none), or None if ``environ`` is not the job's.
+        {"job_name": ..., "umask": "0022"} with the keys found (possibly none; a umask that is not
+        an octal number up to 0777 is left out), or None if ``environ`` is not the job's.
     """
     if environ.get("SLURM_JOB_ID") != job_id:
         return None
@@ -109,4 +114,7 @@ def job_env_facts(environ: Mapping[str, str], job_id: str) -> Optional[dict]:
         v = opt(environ, var)
         if v is not None:
             out[key] = v
+    if "umask" in out and not (out["umask"].isdigit() and set(out["umask"]) <= set("01234567")
+                               and int(out["umask"], 8) <= 0o777):
+        del out["umask"]
     return out

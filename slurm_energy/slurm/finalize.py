@@ -41,16 +41,24 @@ def _expected_nodes(ctx: JobContext) -> list[str]:
 
 
 def _with_job_env(spool: JobSpool, ctx: JobContext) -> JobContext:
-    """ctx completed with what the sampler read from the job's processes (array/het ids, name)."""
+    """ctx completed with what the sampler read from the job's processes: the job name only, where
+    ctx has none (:data:`slurm_energy.slurm.env.JOB_ENV_FACTS`; slurmctld's name wins later)."""
     import dataclasses
 
+    facts = job_env(spool)
+    name = facts.get("job_name")
+    return dataclasses.replace(ctx, job_name=name) if isinstance(name, str) and name and not ctx.job_name else ctx
+
+
+def job_env(spool: JobSpool) -> dict:
+    """What the sampler read from the job's processes (``jobenv-<node>.json``: job name, umask), {}
+    when none."""
     try:
         with open(spool.jobenv, encoding="utf-8") as f:
             facts = json.load(f)
     except (OSError, ValueError):
-        return ctx
-    return dataclasses.replace(ctx, **{k: v for k, v in facts.items()
-                                       if hasattr(ctx, k) and not getattr(ctx, k)})
+        return {}
+    return facts if isinstance(facts, dict) else {}
 
 
 def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> str:

@@ -336,7 +336,7 @@ def _has_prolog(spool: JobSpool) -> bool:
 
 
 def _stop_sampler(spool: Optional[JobSpool], ctx: JobFacts) -> str:
-    from slurm_energy.slurm.detach import cmdline, find_sampler, stop_process, unnice
+    from slurm_energy.slurm.detach import cmdline, find_sampler, is_our_sampler, stop_process, unnice
 
     pid = None
     if spool is not None:
@@ -352,8 +352,9 @@ def _stop_sampler(spool: Optional[JobSpool], ctx: JobFacts) -> str:
             return "no_pidfile"
     else:
         argv = cmdline(pid)
-        if argv and (spool is None or spool.dir not in argv or "sampler" not in argv):
-            return "not_running"  # the PID was reused by another process: never signal it
+        if argv and (spool is None or spool.dir not in argv or "sampler" not in argv
+                     or not is_our_sampler(pid, os.geteuid())):
+            return "not_running"  # the PID was reused by another process (a user's): never signal it
     # worst case (a sampler ignoring TERM): ~0.4 s start-up + 1.0 + 0.2 s, inside the 1.9 s guard;
     # a sampler still starting (a short job) gets TERM once it handles it, at the Epilog's priority
     unnice(pid)

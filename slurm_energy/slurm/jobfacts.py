@@ -15,13 +15,14 @@ if TYPE_CHECKING:
 
 
 def with_slurm_facts(ctx: JobContext, facts: Optional[dict]) -> JobContext:
-    """ctx completed with slurmctld's facts (array/het ids, job name) where it lacks them."""
+    """ctx with slurmctld's facts: its array/het ids win over anything else (a job's environment
+    is its user's to set: never its identity); its job name wins over the job's environment's."""
     import dataclasses
 
     if not facts:
         return ctx
     keys = ("array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_name")
-    return dataclasses.replace(ctx, **{k: facts[k] for k in keys if facts.get(k) and not getattr(ctx, k)})
+    return dataclasses.replace(ctx, **{k: facts[k] for k in keys if facts.get(k)})
 
 
 def slurm_job_state(facts: Optional[dict], ctx: JobContext, exit_code: str) -> str:
@@ -38,8 +39,9 @@ def slurm_job_state(facts: Optional[dict], ctx: JobContext, exit_code: str) -> s
 
 def requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], node_total: Optional[int],
                       errors: list) -> tuple[Optional[int], str]:
-    """The job's memory request on this node (bytes, how): the job's SLURM_MEM_PER_NODE /
-    SLURM_MEM_PER_CPU (read from its processes: 22.05's Prolog does not get them), else slurmctld's
+    """The job's memory request on this node (bytes, how): slurmd's SLURM_MEM_PER_NODE /
+    SLURM_MEM_PER_CPU where the Prolog/Epilog environment has them (never the job's own
+    environment: its user can export anything there), else slurmctld's
     MinMemoryNode / MinMemoryCPU, else its TRES mem= / nodes; 0 = the whole node (TRES mem per node,
     else the node's MemTotal). A value Slurm never writes is
     recorded as an error and the request left unknown."""
@@ -49,7 +51,7 @@ def requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int]
     per_node: Optional[str]
     per_cpu: Optional[str]
     if ctx.mem_per_node or ctx.mem_per_cpu:
-        per_node, per_cpu, src = ctx.mem_per_node, ctx.mem_per_cpu, "job environment SLURM_MEM_PER_NODE/CPU, MB"
+        per_node, per_cpu, src = ctx.mem_per_node, ctx.mem_per_cpu, "slurmd's Prolog/Epilog environment SLURM_MEM_PER_NODE/CPU, MB"
     else:
         per_node, per_cpu, src = facts.get("min_memory_node"), facts.get("min_memory_cpu"), "scontrol show job"
     try:

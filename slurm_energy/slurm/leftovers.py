@@ -103,7 +103,7 @@ def slurm_final_facts(job_id: str, restart_count: int = 0, *, run: Callable = su
         return None, None
     try:
         r = run([sacct, "-X", "-n", "-P", "-j", str(job_id), "-o", "State,Start,End"], capture_output=True,
-                text=True, timeout=10, env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]}
+                text=True, errors="surrogateescape", timeout=10, env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]}
                                                           if os.environ.get("SLURM_CONF") else {})})
     except (OSError, subprocess.TimeoutExpired):
         return None, None

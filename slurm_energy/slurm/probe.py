@@ -49,7 +49,7 @@ class SlurmJobProbe:
         self._max_mem = 0
         self._on_job_env = on_job_env  # called once with the job's env facts (array/het ids, name)
         self._env_seen: set[int] = set()
-        self._scanner = EnvScanner(job_id)
+        self._scanner = EnvScanner(job_id, uid=uid if uid is not None and uid >= 0 else None)
         self._stat = StatFiles()  # the job's /proc/PID/stat, kept open (PID mode)
         self._was_populated = False  # v2: the job's cgroup had processes (populated 1) once
         self._ended = False  # v2: populated 1 -> 0 seen; the reading taken then is the job's last
@@ -67,7 +67,8 @@ class SlurmJobProbe:
         return None if fd is None else (fd, select.POLLPRI)
 
     def _look_for_job_env(self, pids: list[int]) -> None:
-        """Read array/het ids from the job's processes (Slurm 22.05 keeps them from the Prolog)."""
+        """Read the job name and umask from a process of the job's user (:func:`job_env_facts`)."""
+        import os
 
         for pid in pids:
             if pid in self._env_seen:
@@ -75,7 +76,10 @@ class SlurmJobProbe:
             self._env_seen.add(pid)
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = dict(kv.split("=", 1) for kv in f.read().decode(errors="replace").split("\0") if "=" in kv)
+                    if self.uid is not None and self.uid >= 0 and os.fstat(f.fileno()).st_uid != self.uid:
+                        continue  # slurmstepd (root) or not the job's user's
+                    env = dict(kv.split("=", 1) for kv in f.read().decode("utf-8", "surrogateescape").split("\0")
+                               if "=" in kv)
                 facts = job_env_facts(env, self.job_id)
             except OSError:
                 continue

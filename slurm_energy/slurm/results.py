@@ -22,7 +22,7 @@ from typing import Optional
 
 from slurm_energy.accounting.merge import merge_records, run_identity, run_span, same_run, split_runs, unique_union
 from slurm_energy.errors import MergeError
-from slurm_energy.model import JobRecord
+from slurm_energy.model import JobRecord, text_safe
 from slurm_energy.natsort import natural_key
 
 
@@ -105,7 +105,7 @@ def write_node_record(results_dir, record: JobRecord) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{node}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(record.model_dump_json())
+            f.write(text_safe(record).model_dump_json())
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o600)

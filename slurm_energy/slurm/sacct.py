@@ -32,7 +32,7 @@ def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, t
     if not os.path.exists(scontrol):
         return None
     try:
-        r = run([scontrol, "show", "config"], capture_output=True, text=True, timeout=timeout_s, env=_env())
+        r = run([scontrol, "show", "config"], capture_output=True, text=True, errors="surrogateescape", timeout=timeout_s, env=_env())
     except (OSError, subprocess.TimeoutExpired):
         return None
     if r.returncode != 0:
@@ -63,7 +63,7 @@ def consumed_energy(job_id: str, *, sacct: str = SACCT, scontrol: str = SCONTROL
     while True:
         try:
             r = run([sacct, "-j", str(job_id), "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"], capture_output=True,
-                    text=True, timeout=timeout_s, env=_env())
+                    text=True, errors="surrogateescape", timeout=timeout_s, env=_env())
         except (OSError, subprocess.TimeoutExpired) as e:
             return None, f"unavailable: sacct failed ({type(e).__name__})"
         if r.returncode != 0:
@@ -107,7 +107,7 @@ def total_cpu_s(job_id: str, *, sacct: str = SACCT, run: Callable = subprocess.r
     while True:
         try:
             r = run([sacct, "-j", str(job_id), "-n", "-P", "-o", "JobID,State,TotalCPU"], capture_output=True,
-                    text=True, timeout=timeout_s, env=_env())
+                    text=True, errors="surrogateescape", timeout=timeout_s, env=_env())
         except (OSError, subprocess.TimeoutExpired) as e:
             return None, f"unavailable: sacct failed ({type(e).__name__})"
         if r.returncode != 0:

@@ -2,9 +2,16 @@
 
 Slurm 22.05 gives the Prolog/Epilog no job state, no array/het-job ids and no job name, and its
 Epilog's exit code is 0:0 for a job that was cancelled or timed out. The finalizer runs after the
-Epilog, detached and with time to spare, so it asks ``scontrol show job -o`` (absolute path: hooks
-have no PATH) once the job has left COMPLETING. Any failure leaves the facts unknown: the record
-then keeps what the environment and the job's processes gave.
+Epilog, detached and with time to spare, so it asks slurmctld (absolute path: hooks have no PATH)
+once the job has left COMPLETING. Any failure leaves the facts unknown: the record then keeps what
+slurmd's environment gave.
+
+User text (job name, comment, work dir, std paths) can hold `` JobState=COMPLETED ExitCode=0:0``,
+so ``scontrol show job -o``'s ``Key=value`` line cannot be trusted to say which ``JobState=`` is
+slurmctld's. ``scontrol --json show job`` (Slurm's data_parser / openapi; 22.05 and later with the
+serializer/json plugin) is read first; the text line only where JSON is not available, and there a
+key we read that appears more than once is dropped (``ambiguous``), never guessed: the state is
+then derived from slurmd's exit code (:func:`slurm_energy.slurm.jobfacts.slurm_job_state`).
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ def parse_show_job(line: str) -> dict:
     request, Slurm's units, e.g. "4000M"), "tres_mem" (TRES mem=, all nodes), "num_nodes",
     "start_time"/"end_time" (epoch s, from the controller's local time)} for the keys present;
     "N/A" / "(null)" values are
-    dropped. JobName may contain spaces (it runs up to `` UserId=``).
+    dropped. JobName may contain spaces (it runs up to `` UserId=``). A key that appears more than
+    once (a user's job name or comment holding ``JobState=...``) is left out, and listed in
+    "ambiguous" (e.g. ``["ExitCode", "JobState"]``).
     """
     out: dict = {}
     for k, v in re.findall(r"(?:^|\s)(\w+)=(\S*)", line):
@@ -54,6 +63,15 @@ def parse_show_job(line: str) -> dict:
             del out["restarts"]
     if "job_state" in out:
         out["job_state"] = out["job_state"].split("+")[0]
+    counts: dict = {}
+    for k in re.findall(r"(?:^|\s)(\w+)=", line):
+        if k in _KEYS:
+            counts[k] = counts.get(k, 0) + 1
+    twice = sorted(k for k, n in counts.items() if n > 1)
+    for k in twice:  # a user's text holds " Key=": which one is slurmctld's cannot be told
+        out.pop(_KEYS[k], None)
+    if twice:
+        out["ambiguous"] = twice
     for k in ("start_time", "end_time"):  # slurmctld's local time, e.g. 2026-12-01T05:41:14
         if k in out:
             try:
@@ -63,10 +81,82 @@ def parse_show_job(line: str) -> dict:
     return out
 
 
+def _number(v) -> Optional[int]:
+    """A JSON number as data_parser writes it: a plain int (v0.0.38/0.0.39) or
+    ``{"set": true, "infinite": false, "number": N}`` (v0.0.40 and later); None when unset/infinite."""
+    if isinstance(v, dict):
+        if not v.get("set", True) or v.get("infinite"):
+            return None
+        v = v.get("number")
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def parse_show_job_json(text: str, job_id: str) -> Optional[dict]:
+    """Facts (the keys of :func:`parse_show_job`) from ``scontrol --json show job JOB``'s output;
+    None when it is not JSON or names no such job. Fields by Slurm's data_parser names:
+    ``job_state`` (a string before v0.0.40, a list of flags since), ``exit_code`` (an int, or
+    ``{"return_code": N, "signal": {"id": S}}``), ``restart_cnt``, ``array_job_id``, ``array_task_id``,
+    ``het_job_id``, ``het_job_offset``, ``name``, ``memory_per_node`` / ``memory_per_cpu`` (MB),
+    ``tres_alloc_str``, ``node_count``, ``start_time`` / ``end_time`` (epoch s)."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    job = next((j for j in jobs or [] if isinstance(j, dict) and str(_number(j.get("job_id"))) == str(job_id)), None)
+    if job is None:
+        return None
+    out: dict = {}
+    st = job.get("job_state")
+    st = st[0] if isinstance(st, list) and st else st
+    if isinstance(st, str) and st:
+        out["job_state"] = st.split("+")[0]
+    ec = job.get("exit_code")
+    if isinstance(ec, dict):
+        rc, sig = _number(ec.get("return_code")), _number((ec.get("signal") or {}).get("id"))
+        if rc is not None:
+            out["exit_code"] = f"{rc}:{sig or 0}"
+    elif _number(ec) is not None:  # v0.0.38: the wait status
+        w = _number(ec) or 0
+        out["exit_code"] = f"{(w >> 8) & 0xFF}:{w & 0x7F}"
+    if _number(job.get("restart_cnt")) is not None:
+        out["restarts"] = _number(job.get("restart_cnt"))
+    for key in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset"):
+        n = _number(job.get(key))
+        if n is not None and (n or key in ("array_task_id", "het_job_offset")) and n != 4294967294:
+            out[key] = str(n)
+    if "array_task_id" in out and "array_job_id" not in out:
+        del out["array_task_id"]  # not an array job
+    if "het_job_offset" in out and "het_job_id" not in out:
+        del out["het_job_offset"]
+    if isinstance(job.get("name"), str) and job["name"]:
+        out["job_name"] = job["name"]
+    for key, name in (("memory_per_node", "min_memory_node"), ("memory_per_cpu", "min_memory_cpu")):
+        n = _number(job.get(key))
+        if n:
+            out[name] = f"{n}M"
+    m = re.search(r"(?:^|,)mem=([^,\s]+)", job.get("tres_alloc_str") or "")
+    if m:
+        out["tres_mem"] = m.group(1)
+    if _number(job.get("node_count")):
+        out["num_nodes"] = str(_number(job.get("node_count")))
+    for key in ("start_time", "end_time"):
+        n = _number(job.get(key))
+        if n:
+            out[key] = float(n)
+    return out
+
+
 def show_job(job_id: str, *, attempt: Optional[int] = None, wait_s: float = 20.0, timeout_s: float = 5.0,
              scontrol: str = SCONTROL, run: Callable = subprocess.run, sleep: Callable = time.sleep) -> Optional[dict]:
     """``scontrol show job -o JOB`` parsed, waiting (up to ``wait_s``) until the job has finished
     (or, given the ``attempt``'s restart count, until slurmctld shows a later attempt: requeued).
+
+    ``scontrol --json show job`` first (:func:`parse_show_job_json`); where it gives no JSON (no
+    serializer plugin), ``show job -o`` (:func:`parse_show_job`) from then on. Output that is not
+    UTF-8 (a user's job name) is decoded losslessly (surrogateescape).
 
     Returns the facts (see :func:`parse_show_job`), the last unfinished ones if it never finished
     within ``wait_s``, or None when scontrol is missing, fails, times out or knows no such job.
@@ -75,16 +165,24 @@ def show_job(job_id: str, *, attempt: Optional[int] = None, wait_s: float = 20.0
         return None
     deadline = time.monotonic() + wait_s
     facts = None
+    use_json = True
+    env = {"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})}
     while True:
+        argv = [scontrol, "--json", "show", "job", str(job_id)] if use_json else [scontrol, "show", "job", "-o",
+                                                                                     str(job_id)]
         try:
-            r = run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, text=True,
-                    timeout=timeout_s, env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]}
-                                                           if os.environ.get("SLURM_CONF") else {})})
+            r = run(argv, capture_output=True, text=True, errors="surrogateescape", timeout=timeout_s, env=env)
         except (OSError, subprocess.TimeoutExpired):
             return facts
-        if r.returncode != 0 or "JobId=" not in r.stdout:
-            return facts
-        facts = parse_show_job(r.stdout.strip().splitlines()[0])
+        got = parse_show_job_json(r.stdout, str(job_id)) if use_json and r.returncode == 0 else None
+        if use_json and got is None:
+            use_json = False  # no JSON here (or no such job in it): the text form, once
+            continue
+        if got is None:
+            if r.returncode != 0 or "JobId=" not in r.stdout:
+                return facts
+            got = parse_show_job(r.stdout.strip().splitlines()[0])
+        facts = got
         if facts.get("job_state") not in UNFINISHED or time.monotonic() > deadline:
             return facts
         if attempt is not None and facts.get("restarts", 0) > attempt:

@@ -13,8 +13,9 @@ import logging
 import os
 from typing import Callable, Iterable, Optional
 
+from slurm_energy.core import shown_text
 from slurm_energy.fileio import atomic_write
-from slurm_energy.model import JobRecord
+from slurm_energy.model import JobRecord, text_safe
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def queue_record(spool_dirs: Iterable[str], rec: JobRecord, reason: str) -> Opti
 
     Returns the file's path, or None when no queue dir could be written (every spool full or
     read-only); never raises for a filesystem error."""
-    body = json.dumps({"reason": reason, "record": json.loads(rec.model_dump_json())})
+    body = json.dumps({"reason": shown_text(reason), "record": json.loads(text_safe(rec).model_dump_json())})
     for sp in spool_dirs:
         d = queue_dir(sp)
         try:

@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import sqlalchemy as sa
 
-from slurm_energy.model import JobRecord, Status
+from slurm_energy.model import JobRecord, Status, text_safe
 from slurm_energy.jobid import RUN_OVERLAP_SLACK_S, JobSpec, parse_jobid
 from slurm_energy.store import select as Q
 from slurm_energy.store.schema import job_hours as H
@@ -81,13 +81,18 @@ HourlyCI = Callable[[JobRecord], Optional[dict]]
 
 
 def _rows(record: JobRecord, hourly_ci: HourlyCI) -> tuple[dict, str, list[dict]]:
-    """(job_records row, record JSON, job_hours rows without job_row_id) of one record."""
+    """(job_records row, record JSON, job_hours rows without job_row_id) of one record. A record
+    holding non-UTF-8 text is made safe first (:func:`slurm_energy.model.text_safe`)."""
+    try:
+        text = record.model_dump_json()
+    except ValueError:  # a surrogate (a user's undecodable byte): storable once shown as \xNN
+        text = text_safe(record).model_dump_json()
     row = {k: getattr(record, k) for k in _INDEXED}
     row["status"] = record.status.value if isinstance(record.status, Status) else str(record.status)
     row["updated_at"] = time.time()
     hours = hour_rows(record, hourly_ci(record))
     row.update(summary_columns(record, hours))
-    return row, record.model_dump_json(), hours
+    return row, text, hours
 
 
 def _delete_ids(conn: sa.Connection, ids: list[int]) -> None:

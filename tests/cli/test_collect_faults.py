@@ -185,18 +185,22 @@ def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tm
     t0 = time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S"))
     st.put(finished(node_record(job_id="851", start=t0 + 0.4, end=t0 + 3)))  # measured: Prolog time
     out = "\n".join([
-        f"850|849_3|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|/w/a|0:0|lab|my|job",  # lost
-        f"851|851|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|/w/a|0:0|lab|stored",  # has a record
-        f"852|852|CANCELLED by 0|None|{t_end}|None assigned|bob|2002|2002|research|debug|/w/b|0:0|lab|pending",
+        f"850|849_3|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|0:0|lab|/w/a|b",  # lost; '|' in WorkDir
+        f"851|851|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|0:0|lab|/w/a",  # has a record
+        f"852|852|CANCELLED by 0|None|{t_end}|None assigned|bob|2002|2002|research|debug|0:0|lab|/w/b",
     ]) + "\n"
-    fake = lambda argv, **kw: subprocess.CompletedProcess(argv, 0, out, "")  # noqa: E731 - sacct's answer
+    names = "850|my|job\n851|stored\n852|pending\n"
+
+    def fake(argv, **kw):  # sacct's answers: -o FIELDS (WorkDir last), -o JobIDRaw,JobName
+        return subprocess.CompletedProcess(argv, 0, names if argv[-1] == "JobIDRaw,JobName" else out, "")
+
     sacct = tmp_path / "sacct"
     sacct.write_text("")
     lines = finish_unrecorded(st, time.time(), 86400, 60, run=fake, sacct=str(sacct))
     assert lines == ["stored lab/850 from sacct: no_data (COMPLETED, no record from the hooks)"]
     (r,) = st.get_job("850")
-    assert (r.status, r.array_job_id, r.array_task_id, r.user, r.uid, r.job_name) == \
-        (Status.NO_DATA, "849", "3", "alice", 2001, "my|job")
+    assert (r.status, r.array_job_id, r.array_task_id, r.user, r.uid, r.job_name, r.work_dir) == \
+        (Status.NO_DATA, "849", "3", "alice", 2001, "my|job", "/w/a|b")
     assert r.elapsed_s == 3.0 and r.it_kwh is None and "stored by slurm-energy collect from sacct" in r.errors[0]
     assert finish_unrecorded(st, time.time(), 86400, 60, run=fake, sacct=str(sacct)) == []  # idempotent
 

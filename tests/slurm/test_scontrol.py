@@ -35,7 +35,8 @@ def test_waits_while_completing(tmp_path):
     exe.write_text("")
     f = show_job("5", scontrol=str(exe), run=run, sleep=lambda s: None)
     assert f["job_state"] == "TIMEOUT" and len(calls) == 3
-    assert calls[0] == [str(exe), "show", "job", "-o", "5"]
+    # JSON first; this scontrol has none (no serializer plugin): the text form from then on
+    assert calls[0] == [str(exe), "--json", "show", "job", "5"] and calls[1] == [str(exe), "show", "job", "-o", "5"]
 
 
 def test_unknown_job_or_missing_scontrol_is_none(tmp_path):

@@ -64,14 +64,15 @@ def test_job_state_from_epilog_exit_code(ec, state):
     assert job_state_from_exit_code(ec) == state
 
 
-def test_array_and_het_ids_from_the_jobs_process_environment():
-    # Slurm 22.05 gives the Prolog no SLURM_ARRAY_*: the sampler reads them from a job process
+def test_a_jobs_own_environment_gives_its_name_and_umask_never_its_identity_or_request():
+    # a user can export SLURM_ARRAY_* / SLURM_MEM_PER_NODE before any child: never taken (issue 22)
     from slurm_energy.slurm.env import job_env_facts
 
-    env = {"SLURM_JOB_ID": "31", "SLURM_ARRAY_JOB_ID": "29", "SLURM_ARRAY_TASK_ID": "1", "SLURM_JOB_NAME": "sweep"}
-    assert job_env_facts(env, "31") == {"array_job_id": "29", "array_task_id": "1", "job_name": "sweep"}
-    assert job_env_facts({"SLURM_JOB_ID": "1234", "SLURM_HET_JOB_ID": "1234", "SLURM_HET_JOB_OFFSET": "0"},
-                         "1234") == {"het_job_id": "1234", "het_job_offset": "0"}
+    env = {"SLURM_JOB_ID": "31", "SLURM_ARRAY_JOB_ID": "29", "SLURM_ARRAY_TASK_ID": "1", "SLURM_JOB_NAME": "sweep",
+           "SLURM_MEM_PER_NODE": "999999", "SLURM_UMASK": "0077"}
+    assert job_env_facts(env, "31") == {"job_name": "sweep", "umask": "0077"}
+    assert job_env_facts({"SLURM_JOB_ID": "1234", "SLURM_HET_JOB_ID": "1234", "SLURM_HET_JOB_OFFSET": "0",
+                          "SLURM_UMASK": "9;rm"}, "1234") == {}  # not an octal umask: left out
     assert job_env_facts({"PATH": "/usr/bin"}, "31") is None  # slurmstepd: slurmd's environment
     assert job_env_facts({"SLURM_JOB_ID": "30"}, "31") is None  # another job's process
 
