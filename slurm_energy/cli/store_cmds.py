@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from slurm_energy.core import one_line
 from slurm_energy.store.urls import STORE_HELP
 
 import os
@@ -109,7 +110,8 @@ def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: b
 
     Attempts already stored with a final (non-running) record of the same start time are skipped.
     Merge and carbon facts by :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does.
-    Raises nothing for one bad directory: it is reported on stderr and skipped.
+    Raises nothing for one bad directory (whatever its records hold): it is reported on stderr and
+    skipped, and the other jobs are collected.
     """
     from slurm_energy.accounting.merge import merge_records, split_runs
     from slurm_energy.slurm.results import read_node_records, retire_run
@@ -132,8 +134,8 @@ def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: b
                     for r in roots:
                         if (r / rel).is_dir():
                             retire_run(r, final if final is not None else merge_records(run))
-        except (ValueError, OSError) as e:
-            _err(f"collect: skipping {d}: {e}")
+        except Exception as e:  # noqa: BLE001 - one job (a user's bad text, a torn file) must not stop collect
+            _err(f"collect: skipping {one_line(str(d))}: {type(e).__name__}: {one_line(str(e))}")
     return done
 
 

@@ -21,8 +21,15 @@ if TYPE_CHECKING:
     from typing import Optional
 
 #: Where the Prolog makes per-job marks directories (tmpfs: gone at reboot). Override for tests and
-#: non-standard nodes with $SLURM_ENERGY_MARKS_DIR (read by the hooks and by ``track``).
-MARKS_ROOT = "/run/slurm-energy"
+#: non-standard nodes with $SLURM_ENERGY_MARKS_DIR (read by the hooks and by ``track``). Its own root,
+#: apart from the root-only fallback spool (``paths.spool_fallback_dir``, /run/slurm-energy, 0700):
+#: users must traverse this one (0755), and the spool code makes its own dirs 0700. docs/PRIVACY.md:
+#: a size-limited tmpfs of its own bounds what jobs can write there while they run.
+MARKS_ROOT = "/run/slurm-energy-marks"
+#: What the finalizer's clean-up and the Prolog's sweep remove whatever the user left: the job's
+#: whole directory. The Prolog's sweep removes a directory of a job not running on this node any
+#: more (no spool of it without its finalized marker) once it is older than this, s.
+STALE_AFTER_S = 3600.0
 #: Most bytes of a marks file that are read (the rest is ignored, flagged ``marks_truncated_bytes``).
 MAX_BYTES = 1 << 20
 
@@ -153,6 +160,41 @@ def remove_marks(job_id: str, node: str, root: Optional[str] = None) -> None:
                     os.unlink(p)  # a symlink or file: the entry itself, never its target
     except (OSError, ValueError):
         pass
+
+
+def sweep_marks(live: set[str], root: Optional[str] = None, now: Optional[float] = None,
+                older_than_s: float = STALE_AFTER_S) -> list[str]:
+    """Prolog side (root): remove the marks directories (and ``.stale-*`` entries) under ``root``
+    of jobs not in ``live`` (the job ids with an unfinished spool on this node) whose directory
+    was last changed ``older_than_s`` ago: what a finalizer killed before its clean-up left. One
+    listdir; never follows a symlink (``rmtree`` by descriptors; a link itself is unlinked).
+    Returns the names removed. Never raises."""
+    root = root or marks_root()
+    now = time.time() if now is None else now
+    out: list[str] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return out
+    for n in names:
+        job = n.split("-")[1] if n.startswith(".stale-") and n.count("-") >= 2 else n
+        if job in live:
+            continue
+        p = os.path.join(root, n)
+        try:
+            st = os.lstat(p)
+            if now - st.st_mtime < older_than_s:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                import shutil  # here only: its import costs every Prolog ~7 modules
+
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
+            out.append(n)
+        except OSError:
+            continue
+    return out
 
 
 class MarksWriter:

@@ -13,7 +13,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Optional
 
-from slurm_energy.core import DeviceStatic, Status
+from slurm_energy.core import DeviceStatic, Status, one_line
 from slurm_energy.model import JobRecord, NodeStatic
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
@@ -194,10 +194,18 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
                 "are used" if failed else "the rows written before the Epilog, if any, and a reading taken after "
                 "it are used"))
         facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
+        if facts and facts.get("ambiguous"):
+            spool.record_error(f"scontrol show job: {', '.join(k + '=' for k in facts['ambiguous'])} appear more than "
+                               "once (a job name or comment holding them); those facts are not used: the state is "
+                               "derived from slurmd's exit code")
         finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts)
     except Exception as e:
-        log.exception("finalize job=%s node=%s failed", ctx.job_id, node)
+        log.exception("finalize job=%s node=%s failed", one_line(ctx.job_id), one_line(node))
         spool.record_error(f"finalize: {type(e).__name__}: {e}")
+    finally:
+        from slurm_energy.sampling.marks import remove_marks
+
+        remove_marks(ctx.job_id, ctx.node)  # whatever happened: a user's marks never outlive the job
     return 0
 
 

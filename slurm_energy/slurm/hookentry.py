@@ -171,7 +171,7 @@ def prolog(env: Any = None) -> int:
         if spool is None:  # the Epilog hands the job to the finalizer from its environment
             outcome = "no_spool"
             return 0
-        _prepare_marks(ctx, spool)
+        _prepare_marks(ctx, spool, (cfg.paths.spool_dir, getattr(cfg.paths, "spool_fallback_dir", "")))
         _reading(cfg, ctx, spool)
         pid = spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node],
                     os.path.join(spool.dir, f"sampler-{spool.node}.log"), cfg.paths.log_dir, nice=SAMPLER_NICE)
@@ -207,15 +207,38 @@ def _reading(cfg: Any, ctx: JobFacts, spool: JobSpool) -> None:
         spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
 
 
-def _prepare_marks(ctx: JobFacts, spool: JobSpool) -> None:
-    """The job's marks directory, owned by the job's user (``slurm_energy.track`` finds it and
-    leaves its phase marks there instead of starting a second sampler). Failure: recorded only."""
+def _live_jobs(spool: JobSpool) -> set[str]:
+    """Job ids with a spool directory on this node that its finalizer has not finished."""
+    jobs = os.path.join(spool.spool_dir, "jobs")
+    out = set()
     try:
-        from slurm_energy.sampling.marks import prepare_job_dir
+        for n in os.listdir(jobs):
+            if not os.path.exists(os.path.join(jobs, n, f"finalized-{spool.node}.done")):
+                out.add(n.split("-")[0])
+    except OSError:
+        pass
+    return out
+
+
+def _prepare_marks(ctx: JobFacts, spool: JobSpool, spool_roots: tuple = ()) -> None:
+    """The job's marks directory, owned by the job's user (``slurm_energy.track`` finds it and
+    leaves its phase marks there instead of starting a second sampler), in a root apart from the
+    spools (``spool_roots``: the configured spool and fallback spool); then the marks left by jobs
+    that ended here without their finalizer's clean-up are removed. Failure: recorded only."""
+    try:
+        from slurm_energy.sampling.marks import marks_root, prepare_job_dir, sweep_marks
 
         if ctx.uid is None or ctx.gid is None:
             raise ValueError("the job's uid/gid are unknown (SLURM_JOB_UID/SLURM_JOB_GID)")
+        root = os.path.realpath(marks_root())
+        for sp in (spool.spool_dir, *spool_roots):
+            sp = os.path.realpath(sp) if sp else ""
+            if sp and (root == sp or root.startswith(sp + "/") or sp.startswith(root + "/")):
+                raise ValueError(f"the marks root {root} and the spool {sp} overlap (the spool is root-only, 0700; "
+                                 "users must reach their marks directory): give them separate roots "
+                                 "($SLURM_ENERGY_MARKS_DIR, paths.spool_fallback_dir)")
         prepare_job_dir(ctx.job_id, ctx.uid, ctx.gid, node=ctx.node)
+        sweep_marks(_live_jobs(spool) | {ctx.job_id})
     except Exception as e:
         spool.record_error(f"prolog: marks directory not made ({type(e).__name__}: {e}); "
                            "phases marked by the job are not recorded")

@@ -80,7 +80,7 @@ def test_sbatch_job_using_track_gets_one_record_with_phases_and_stages(cluster):
     assert not list(wd.glob("energy-train-digits*"))
     # the marks were read and removed: the finalizer removes them right after storing the record
     # that wait_record saw, so give it a bounded moment
-    marks = Path(f"/run/slurm-energy/{job}")
+    marks = Path(f"/run/slurm-energy-marks/{job}")  # apart from the fallback spool /run/slurm-energy
     deadline = time.monotonic() + 20
     while marks.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
