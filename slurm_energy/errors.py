@@ -58,7 +58,8 @@ class SlurmFormatError(SlurmEnergyError, ValueError):
 class SafeWriteError(SlurmEnergyError, OSError):
     """A report file could not be written; ``path`` and ``reason`` say where and why."""
 
-    def __init__(self, path: str, reason: str):
+    def __init__(self, path: str, reason: str, partial: bytes = b""):
         super().__init__(f"could not write {path!r}: {reason}")
         self.path = path
         self.reason = reason
+        self.partial = partial  # what a killed writer had reported before (one JSON line per file)

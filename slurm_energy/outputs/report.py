@@ -18,6 +18,7 @@ class ReportSink:
         out_dir: directory to write into; ``None`` = the record's ``work_dir`` (Slurm's WorkDir).
         uid, gid: whom to write as; ``None`` = the record's ``uid``/``gid`` (the job's user; the
             files are written with privileges dropped, see ``reporting.safe_write``).
+        umask: the user's umask for the files (their SLURM_UMASK); None = unknown (077 as root).
 
     A record without a directory or user to write as is skipped. A failure (unwritable directory,
     rendering error) is returned as a note, not raised (``"report not written: ..."``). ``written``:
@@ -27,13 +28,14 @@ class ReportSink:
     name = "report"
     keeps_errors = False
 
-    def __init__(self, out_dir: Optional[str] = None, uid: Optional[int] = None, gid: Optional[int] = None):
-        self.out_dir, self.uid, self.gid = out_dir, uid, gid
+    def __init__(self, out_dir: Optional[str] = None, uid: Optional[int] = None, gid: Optional[int] = None,
+                 umask: Optional[int] = None):
+        self.out_dir, self.uid, self.gid, self.umask = out_dir, uid, gid, umask
         self.written: tuple[str, ...] = ()
 
     def publish(self, record: JobRecord) -> list[str]:
         """Render and write both files; the note of what was not written (see the class docstring)."""
-        out_dir = self.out_dir if self.out_dir is not None else record.work_dir
+        out_dir = self.out_dir if self.out_dir is not None else record.raw("work_dir")  # the OS's bytes
         uid = self.uid if self.uid is not None else record.uid
         gid = self.gid if self.gid is not None else (record.gid if record.gid is not None else uid)
         if not out_dir or uid is None or gid is None:
@@ -41,7 +43,7 @@ class ReportSink:
         try:
             from slurm_energy.reporting.report import write_reports
 
-            html, csv = write_reports(record, out_dir, uid, gid)
+            html, csv = write_reports(record, out_dir, uid, gid, umask=self.umask)
         except Exception as e:
             log.warning("report for job %s not written: %s", record.job_id, e)
             record.report_error = report_problem(record, e)

@@ -27,7 +27,7 @@ from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_r
 from slurm_energy.reporting import explain, prediction_check
 from slurm_energy.reporting.job_facts import memory_rows, util_label
 from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text, plain
-from slurm_energy.reporting.safe_write import SafeWriteError, write_file_as_user
+from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_user
 
 
 #: CSV columns, units in the names. ``energy_it_kWh`` is the job's share; ``device_energy_kWh``
@@ -354,15 +354,17 @@ class ReportWriteError(SafeWriteError):
         self.path, self.reason = failures[0]
 
 
-def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int) -> tuple[str, str]:
+def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: Optional[int] = None) -> tuple[str, str]:
     """Render both reports and write them into ``work_dir`` as ``uid``/``gid``, each independently.
 
     Files: ``energy-<jobid>.html`` and ``energy-<jobid>.csv`` (see :func:`report_names`), and
     ``energy-<jobid>.phases.csv`` when the job marked phases or stages, ``energy-<jobid>.prediction.csv``
     when it declared its FLOPs (neither in the return value), each
-    written by :func:`~slurm_energy.reporting.safe_write.write_file_as_user` (privilege-dropped,
-    atomic, planted symlinks replaced not followed). A file that cannot be rendered or written
-    (e.g. a directory named ``energy-<jobid>.html``) does not stop the other from being written.
+    written by :func:`~slurm_energy.reporting.safe_write.write_files_as_user` (one privilege-dropped
+    child for all of them, killed after :data:`~slurm_energy.reporting.safe_write.REPORT_TIMEOUT_S`;
+    atomic, planted symlinks replaced not followed; mode ``0666 & ~umask``, ``umask`` the user's:
+    their SLURM_UMASK, unknown: 077). A file that cannot be rendered or written (e.g. a directory
+    named ``energy-<jobid>.html``) does not stop the others from being written.
 
     Returns:
         ``(html_path, csv_path)``.
@@ -384,17 +386,16 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int) -> tuple
         files.append((phases_csv_name(record), render_phases_csv))
     if prediction_check.check(record) is not None:
         files.append((prediction_csv_name(record), render_prediction_csv))
+    rendered: list[tuple[str, bytes]] = []
     for name, render in files:
         path = os.path.join(work_dir, name)
         try:
-            data = render(record).encode("utf-8")
+            rendered.append((name, render(record).encode("utf-8", "backslashreplace")))
         except Exception as e:  # a rendering bug must not cost the other file
             failures.append((path, f"rendering failed: {type(e).__name__}: {e}"))
-            continue
-        try:
-            written.append(write_file_as_user(work_dir, name, data, uid, gid))
-        except SafeWriteError as e:
-            failures.append((e.path, e.reason))
+    ok, bad = write_files_as_user(work_dir, rendered, uid, gid, umask=umask)
+    written += ok
+    failures += bad
     if failures:
         raise ReportWriteError(failures, written)
     return written[0], written[1]

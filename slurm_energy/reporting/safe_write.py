@@ -32,9 +32,21 @@ import select
 import signal
 import time
 
-__all__ = ["SafeWriteError", "write_file_as_user"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
+
+__all__ = ["REPORT_TIMEOUT_S", "SafeWriteError", "UNKNOWN_UMASK", "write_file_as_user", "write_files_as_user"]
 
 _DEFAULT_TIMEOUT_S = 30.0
+#: The whole of one job's report files, written by one privilege-dropped child, s. The child runs
+#: as the job's user, who can SIGSTOP it or hang it on a FUSE/NFS directory: past this it is
+#: SIGKILLed (a stopped process dies of SIGKILL too) and the files not written are reported. The
+#: finalizer writes reports after its slot is released, so a user's writer delays no other job.
+REPORT_TIMEOUT_S = 5.0
+#: The umask for a user's files when theirs is unknown (the job's SLURM_UMASK not seen): private,
+#: the owner can still read and chmod them. docs/PRIVACY.md.
+UNKNOWN_UMASK = 0o077
 
 
 def _check_name(name: str) -> None:
@@ -112,11 +124,12 @@ def _drop_privileges(uid: int, gid: int) -> None:
             raise OSError("privilege drop is reversible: setuid(0) succeeded after dropping")
 
 
-def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float) -> None:
-    """Run ``fn()`` in a forked child as ``uid``/``gid``; raise :class:`SafeWriteError` on failure.
+def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: Optional[int] = None) -> bytes:
+    """Run ``fn(w)`` in a forked child as ``uid``/``gid`` (``w``: a pipe it may report on);
+    raise :class:`SafeWriteError` on failure. Returns what the child wrote to the pipe.
 
     The child reports an error as text through a pipe and exits 1; the parent waits at most
-    ``timeout_s`` seconds, then kills the child (SIGKILL) and raises.
+    ``timeout_s`` seconds, then kills the child (SIGKILL) and raises. ``umask``: set in the child.
     """
     r, w = os.pipe()
     pid = os.fork()
@@ -125,7 +138,9 @@ def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float) -> None:
         try:
             os.close(r)
             _drop_privileges(uid, gid)
-            fn()
+            if umask is not None:
+                os.umask(umask)
+            fn(w)
             code = 0
         except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
             try:
@@ -145,9 +160,10 @@ def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float) -> None:
         while True:  # read the child's message until EOF (child exit) or the deadline
             left = deadline - time.monotonic()
             if left <= 0:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)  # kills a SIGSTOPped child too
                 os.waitpid(pid, 0)
-                raise SafeWriteError(path, f"timed out after {timeout_s:g} s writing as uid={uid} (hung filesystem?)")
+                raise SafeWriteError(path, f"timed out after {timeout_s:g} s writing as uid={uid} (hung filesystem, "
+                                           "or the writer was stopped); killed", b"".join(chunks))
             ready, _, _ = select.select([r], [], [], left)
             if ready:
                 chunk = os.read(r, 4096)
@@ -158,7 +174,7 @@ def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float) -> None:
         os.close(r)
     _, status = os.waitpid(pid, 0)
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        return
+        return b"".join(chunks)
     msg = b"".join(chunks).decode("utf-8", "replace").strip()
     if not msg:
         msg = f"writer process ended with wait status {status}"
@@ -203,10 +219,80 @@ def write_file_as_user(
         raise ValueError(f"data is {type(data).__name__}, not bytes; encode text first (e.g. text.encode('utf-8'))")
     path = os.path.join(directory, name)
     if os.geteuid() == 0:
-        _run_as_user(lambda: _write_in_dir(directory, name, bytes(data), mode), uid, gid, path, timeout_s)
+        _run_as_user(lambda w: _write_in_dir(directory, name, bytes(data), mode), uid, gid, path, timeout_s)
     else:
         try:
             _write_in_dir(directory, name, bytes(data), mode)
         except OSError as e:
             raise SafeWriteError(path, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}") from e
     return path
+
+
+def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int, gid: int, *,
+                        umask: Optional[int] = None, timeout_s: float = REPORT_TIMEOUT_S,
+                        ) -> tuple[list[str], list[tuple[str, str]]]:
+    """Write several files into ``directory`` as ``uid``/``gid``, each as :func:`write_file_as_user`
+    does (atomic, planted symlinks replaced, never followed), in **one** privilege-dropped child
+    bounded by ``timeout_s`` for all of them (the job's user can stop or hang that child: it is
+    killed then, and what it had not written is reported). Files are created ``0666 & ~umask``:
+    ``umask`` the user's (None: :data:`UNKNOWN_UMASK` as root; the process's own otherwise).
+
+    Returns ``(paths written, [(path, reason)] not written)``. Raises ValueError for a bad name,
+    ids or data (nothing written)."""
+    import json
+
+    for name, data in files:
+        _check_name(name)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ValueError(f"data of {name} is {type(data).__name__}, not bytes; encode text first")
+    for field, v in (("uid", uid), ("gid", gid)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{field}={v!r} is not a user/group id; pass the job's numeric {field}")
+    if umask is not None and not 0 <= umask <= 0o777:
+        raise ValueError(f"umask={umask!r} is not a umask (0 to 0o777)")
+
+    def each(report) -> None:
+        for name, data in files:
+            try:
+                _write_in_dir(directory, name, bytes(data), 0o666)
+                report(name, "")
+            except OSError as e:
+                report(name, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}")
+
+    written: list[str] = []
+    failed: list[tuple[str, str]] = []
+    if os.geteuid() != 0:
+        def direct(name: str, why: str) -> None:
+            (failed.append((os.path.join(directory, name), why)) if why else
+             written.append(os.path.join(directory, name)))
+
+        old = os.umask(umask) if umask is not None else None
+        try:
+            each(direct)
+        finally:
+            if old is not None:
+                os.umask(old)
+        return written, failed
+
+    def child(w: int) -> None:
+        each(lambda name, why: os.write(w, (json.dumps([name, why]) + "\n").encode()))
+
+    out, error = b"", ""
+    try:
+        out = _run_as_user(child, uid, gid, directory, timeout_s, UNKNOWN_UMASK if umask is None else umask)
+    except SafeWriteError as e:
+        out, error = e.partial, e.reason
+    done = {}
+    for line in out.decode("utf-8", "replace").splitlines():
+        try:
+            name, why = json.loads(line)
+        except ValueError:
+            continue
+        done[name] = why
+    for name, _ in files:
+        path = os.path.join(directory, name)
+        if name in done and not done[name]:
+            written.append(path)
+        else:
+            failed.append((path, done.get(name) or error or "not written"))
+    return written, failed

@@ -166,8 +166,12 @@ def _read_marks(ctx: JobContext):
 
 
 def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
-                  sampler_outcome: str = "terminated") -> int:
+                  sampler_outcome: str = "terminated", deferred: Optional[list] = None) -> int:
     """Entry point of the detached finalizer. Returns 0; failures are logged and on the record.
+
+    ``deferred``: where the user's report writing is left (callables) for the caller to run once it
+    has released its finalizer slot (:mod:`slurm_energy.slurm.hooks`): the job's user can stop or
+    hang that writer, which then must not delay other users' jobs; None: written here.
 
     When the Epilog did not see the sampler end cleanly (``sampler_outcome`` killed, not_running,
     no_pidfile...), the counters are read once more here, so the tail after the sampler's last
@@ -198,7 +202,7 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
             spool.record_error(f"scontrol show job: {', '.join(k + '=' for k in facts['ambiguous'])} appear more than "
                                "once (a job name or comment holding them); those facts are not used: the state is "
                                "derived from slurmd's exit code")
-        finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts)
+        finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts, deferred=deferred)
     except Exception as e:
         log.exception("finalize job=%s node=%s failed", one_line(ctx.job_id), one_line(node))
         spool.record_error(f"finalize: {type(e).__name__}: {e}")
@@ -210,14 +214,16 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
 
 
 def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str,
-                   sampler_outcome: str, facts: Optional[dict]) -> Optional[JobRecord]:
+                   sampler_outcome: str, facts: Optional[dict], deferred: Optional[list] = None) -> Optional[JobRecord]:
     """This node's record from its spool -> results/merge/store/report, then the marker
     ``finalized-<node>.done`` that tells ``collect`` this node is done (a killed finalizer leaves
     none). Returns what :func:`finish_node` returns. Raises what it raises."""
     from slurm_energy.slurm.spool import write_private
 
     rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
-    out = finish_node(cfg, rec, ctx)
+    um = job_env(spool).get("umask")
+    out = finish_node(cfg, rec, ctx, umask=int(um, 8) if isinstance(um, str) and um.isdigit() else None,
+                      deferred=deferred)
     from slurm_energy.sampling.marks import remove_marks
 
     remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
@@ -228,7 +234,8 @@ def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: 
     return out
 
 
-def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[JobRecord]:
+def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: Optional[int] = None,
+                deferred: Optional[list] = None) -> Optional[JobRecord]:
     """Write this node's record (``paths.results_dir``, else the fallback spool's results); if every
     node has reported, finalise the job (:func:`slurm_energy.pipeline.finalise_job`) and publish it
     (:func:`store_and_report`). Returns the published record, or None while other nodes are still to
@@ -246,7 +253,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[Jo
             log.warning("job=%s node=%s: results dir %s not written: %s", ctx.job_id, ctx.node, results_dir, e)
             rec.errors.append(f"results dir {results_dir} not written: {e}")
     if where is None:
-        return store_and_report(cfg, finalise_job([rec], cfg, merge=False))
+        return store_and_report(cfg, finalise_job([rec], cfg, merge=False), umask=umask, deferred=deferred)
     records = collect_node_records(where, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes, record=rec)
     if records is None:
         log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
@@ -254,7 +261,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext) -> Optional[Jo
         return None
     final = finalise_job(records, cfg)
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
-    out = store_and_report(cfg, final, outputs=False)
+    out = store_and_report(cfg, final, outputs=False, umask=umask, deferred=deferred)
     try:  # stored: its node files must not meet a later run of this job id (Slurm reuses ids)
         retire_run(where, final)
     except OSError as e:
@@ -273,14 +280,25 @@ def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
         return None, f"unavailable: {type(e).__name__}: {e}"
 
 
-def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True) -> JobRecord:
-    """Publish a finished job (:func:`slurm_energy.pipeline.publish`): the store first, so
-    ``jobenergy`` answers as soon as the report exists (a store that is down queues the record for
-    ``collect``), then the report as the job's user, then (``outputs``) the site's other outputs
-    (:func:`publish_and_note`); what did not reach an output is a note on the stored record."""
+def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True, umask: Optional[int] = None,
+                     deferred: Optional[list] = None) -> JobRecord:
+    """Publish a finished job (:func:`slurm_energy.pipeline.publish`): the store first, so the
+    record exists whatever the user's report writer does (a store that is down queues the record
+    for ``collect``), then the report as the job's user (``umask``: theirs; into ``deferred`` when
+    given, for the caller to write once its slot is free), then (``outputs``) the site's other
+    outputs (:func:`publish_and_note`); what did not reach an output is a note on the stored record."""
     from slurm_energy.outputs.report import ReportSink
 
-    publish(final, [QueueingStoreSink(cfg), ReportSink()])
+    store = QueueingStoreSink(cfg)
+    publish(final, [store])
+
+    def report() -> None:
+        publish(final, [ReportSink(umask=umask)], kept_by=[store])
+
+    if deferred is not None:
+        deferred.append(report)
+    else:
+        report()
     if outputs:
         publish_and_note(cfg, final)
     return final

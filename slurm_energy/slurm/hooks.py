@@ -144,12 +144,19 @@ def main(argv: list[str] | None = None) -> int:
             from slurm_energy.slurm.detach import slot
 
             # <spool>/jobs/<run>: at most FINALIZER_SLOTS finalizers of the spool past this point
+            deferred: list = []  # the user's report: written once the slot is free (bounded, killable)
             with slot(os.path.dirname(os.path.dirname(argv[1].rstrip("/"))), "finalize", FINALIZER_SLOTS):
                 if os.path.exists(JobSpool.from_dir(argv[1], argv[2]).finalized):
                     return 0  # `collect` finished it while this one waited for a slot (files untouched 5 min)
                 from slurm_energy.slurm.finalize import finalize_main
 
-                return finalize_main(argv[1], argv[2], float(argv[3]), *argv[4:6])
+                rc = finalize_main(argv[1], argv[2], float(argv[3]), *argv[4:6], deferred=deferred)
+            for job in deferred:
+                try:
+                    job()
+                except Exception:
+                    logging.getLogger("slurm_energy").exception("report of %s failed", argv[1])
+            return rc
         if what == "finalize-env":
             from slurm_energy.slurm.finalize_nodata import finalize_env_main
 

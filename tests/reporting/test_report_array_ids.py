@@ -56,19 +56,23 @@ def test_prediction_csv_rows_carry_the_array_task_id():
     assert rows[1:] and {r[0] for r in rows[1:]} == {"4240_2"}
 
 
-def test_finalizer_names_an_array_tasks_report_from_the_ids_its_sampler_read(tmp_path):
-    """Slurm 22.05 tells the Prolog no array ids: the sampler writes them from the job's processes
-    (jobenv-<node>.json); the finalizer's record, and so the report written into the job's
-    directory, carries them: task 3 of array 20, whose own job id is 27, -> energy-20_3.*."""
+def test_finalizer_names_an_array_tasks_report_from_slurmctld_never_from_the_jobs_environment(tmp_path):
+    """Slurm 22.05 tells the Prolog no array ids. The job's processes' environment is its user's to
+    set (``export SLURM_ARRAY_JOB_ID=20``): what the sampler saw there (jobenv-<node>.json) is not
+    the job's identity (issue 22). slurmctld's facts (scontrol show job) are: task 3 of array 20,
+    whose own job id is 27, -> energy-20_3.*; without them, energy-27.*."""
     rows, static = node_rows(13)
     spool = spool_with_rows(str(tmp_path / "spool"), "27", "n1", static, rows)
     with open(spool.jobenv, "w") as f:
-        json.dump({"array_job_id": "20", "array_task_id": "3"}, f)
+        json.dump({"array_job_id": "20", "array_task_id": "3"}, f)  # an old sampler's file, or a lie
     ctx = JobContext(job_id="27", uid=os.getuid(), gid=os.getgid(), node="n1", nodelist="n1",
                      prolog_time=rows[0]["t"], cpus_per_node="64", work_dir=str(tmp_path / "work"))
     os.mkdir(tmp_path / "work")
     cfg = SiteConfig()
     rec = finalise_job([finalize.node_record(cfg, spool, ctx, rows[-1]["t"])], cfg)
+    assert (rec.array_job_id, rec.array_task_id) == (None, None)
+    rec = finalise_job([finalize.node_record(cfg, spool, ctx, rows[-1]["t"],
+                                             slurm_facts={"array_job_id": "20", "array_task_id": "3"})], cfg)
     assert ReportSink().publish(rec) == []
     assert sorted(os.listdir(tmp_path / "work")) == ["energy-20_3.csv", "energy-20_3.html"]
     text = (tmp_path / "work" / "energy-20_3.csv").read_text()

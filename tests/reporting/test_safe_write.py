@@ -104,7 +104,7 @@ def test_child_runs_with_user_ids_and_groups():
     seen = {}
     r, w = os.pipe()
 
-    def probe():
+    def probe(_report_fd):
         os.write(w, f"{os.getuid()} {os.geteuid()} {os.getgid()} {sorted(os.getgroups())}".encode())
 
     safe_write._run_as_user(probe, NOBODY, NOBODY, "/probe", timeout_s=10)
@@ -120,7 +120,7 @@ def test_child_runs_with_user_ids_and_groups():
 def test_hung_writer_times_out_with_clear_error():
     t0 = time.monotonic()
     with pytest.raises(SafeWriteError) as ei:
-        safe_write._run_as_user(lambda: time.sleep(30), NOBODY, NOBODY, "/x/energy-1.html", timeout_s=0.5)
+        safe_write._run_as_user(lambda _fd: time.sleep(30), NOBODY, NOBODY, "/x/energy-1.html", timeout_s=0.5)
     assert time.monotonic() - t0 < 10
     assert ei.value.path == "/x/energy-1.html"
     assert "timed out after 0.5 s" in ei.value.reason

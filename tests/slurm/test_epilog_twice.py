@@ -54,7 +54,7 @@ def test_a_finalizer_that_waited_for_a_slot_skips_a_run_collect_finished(tmp_pat
     import slurm_energy.slurm.finalize as fin
 
     calls: list[tuple] = []
-    monkeypatch.setattr(fin, "finalize_main", lambda *a: calls.append(a) or 0)
+    monkeypatch.setattr(fin, "finalize_main", lambda *a, **kw: calls.append(a) or 0)
     assert hooks.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
     assert calls == []  # not finalized a second time
     (job_dir / "finalized-n1.done").unlink()  # not finished yet: this finalizer does it
