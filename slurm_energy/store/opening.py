@@ -29,6 +29,48 @@ def _prepare_sqlite_file(url: sa.URL, readonly: bool) -> None:
         _create_sqlite_store(p)
 
 
+def keep_wal_files(db: str) -> None:
+    """Make ``<db>-wal`` and ``<db>-shm`` exist (empty, 0644, owned by the store's owner) where
+    they are missing: in WAL mode (readers never block the writer) SQLite's last connection removes
+    both on close, and a read-only (``mode=ro``) connection of an ordinary user, who cannot create
+    them in the root-owned directory, then fails ("attempt to write a readonly database"). With
+    them present, empty, it reads (measured as ``nobody``, SQLite 3.40.1:
+    ``tests/store/test_store_wal.py``). Missing means no connection is open: everything is in the
+    main file, so an empty WAL loses nothing. Only the store's owner makes them (O_EXCL, no
+    symlink followed). Never raises."""
+    try:
+        st = os.stat(db)
+    except OSError:
+        return
+    if os.geteuid() not in (0, st.st_uid):
+        return
+    for suffix in ("-wal", "-shm"):
+        try:
+            fd = os.open(db + suffix, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         st.st_mode & 0o666)
+        except OSError:  # present (a connection is open, or kept), or the directory is not ours
+            continue
+        try:
+            os.fchmod(fd, st.st_mode & 0o666)  # the store's own read bits, whatever the umask
+            if os.geteuid() == 0:
+                os.fchown(fd, st.st_uid, st.st_gid)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _use_wal(engine: sa.Engine, db: str) -> None:
+    """Switch the store to WAL (a persistent property of the file; once), then keep its files."""
+    try:
+        with engine.connect() as conn:
+            if str(conn.exec_driver_sql("PRAGMA journal_mode").scalar()).lower() != "wal":
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+    except sa.exc.OperationalError:  # a rollback-mode reader holds the file now: the next writer switches
+        pass
+    keep_wal_files(db)
+
+
 def _create_sqlite_store(p: Path) -> None:
     """Create the store file ``p`` with its schema under a temporary name in the same directory,
     then hard-link it into place, so that a reader (``jobenergy``, ``collect``) never sees an empty
@@ -117,4 +159,7 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
                              "as root once (or wait for the next job's finalizer), which migrates it in place")
     else:
         schema.migrate(engine)
+    if backend == "sqlite" and not readonly and u.database and u.database != ":memory:":
+        _use_wal(engine, u.database)
+        return Store(engine, readonly=readonly, on_close=lambda: keep_wal_files(u.database))
     return Store(engine, readonly=readonly)

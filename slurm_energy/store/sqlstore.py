@@ -24,16 +24,13 @@ user's own jobs is a convenience there, not a confidentiality boundary. Use Post
 row-level security) where job energy per user must be private.
 
 Locking (SQLite): any user may hold a read transaction on the world-readable file (``BEGIN;
-SELECT ...`` in ``sqlite3``), and in SQLite's rollback-journal mode a writer cannot commit while a
-reader holds its SHARED lock. Writers therefore wait up to :data:`BUSY_TIMEOUT_S` per attempt
-(``sqlite3.connect(timeout=...)``, SQLite's busy handler) and :meth:`Store.put` retries a locked
-database :data:`PUT_ATTEMPTS` times with a doubling pause (about 2 minutes in all), so the detached
-finalizer outlasts such a reader; past that the node records stay in the results directory for
-``slurm-energy collect``. WAL mode (readers never block the writer) was evaluated and *not* enabled:
-a read-only (``mode=ro``) connection by an ordinary user to a WAL database in a root-owned 0755
-directory fails ("attempt to write a readonly database") whenever no writer is connected, because
-the last writer removes the -wal/-shm files on close and the user cannot create them (measured as
-``nobody``, SQLite 3.40.1; see docs/STORE.md). ``immutable=1`` would read it but ignores locks.
+SELECT ...`` in ``sqlite3``). The store is in WAL mode (issue 22), where readers never block the
+writer: a writer's first ``open_store`` switches it. A read-only user connection needs the -wal and
+-shm files to exist (SQLite's last connection removes them on close, and users cannot create them
+in the root-owned directory), so the writer leaves them in place, empty, on open and close
+(:func:`slurm_energy.store.opening.keep_wal_files`). Writers still wait up to
+:data:`BUSY_TIMEOUT_S` per attempt for another writer (``sqlite3.connect(timeout=...)``), and
+:meth:`Store.put` retries a locked database :data:`PUT_ATTEMPTS` times with a doubling pause.
 """
 
 from __future__ import annotations
@@ -106,7 +103,8 @@ class Store:
     """Job records in a SQL database. Build with :func:`open_store`."""
 
     def __init__(self, engine: sa.Engine, readonly: bool = False, *, put_attempts: int = PUT_ATTEMPTS,
-                 retry_wait_s: float = PUT_RETRY_WAIT_S, hourly_ci: Optional[HourlyCI] = None):
+                 retry_wait_s: float = PUT_RETRY_WAIT_S, hourly_ci: Optional[HourlyCI] = None,
+                 on_close: Optional[Callable[[], None]] = None):
         """``hourly_ci``: the hourly carbon intensity of a record whose CO2e was computed hourly, for its
         job_hours rows' CO2e (default :func:`slurm_energy.store.summary.site_hourly_ci`: the site's
         imported files, read only for such records)."""
@@ -115,6 +113,13 @@ class Store:
         self.readonly = readonly
         self.put_attempts = max(1, int(put_attempts))
         self.retry_wait_s = retry_wait_s
+        self._on_close = on_close
+        if on_close is not None:  # a process that never calls close() (a finalizer) still leaves the files
+            import atexit
+            import weakref
+
+            ref = weakref.ref(self)
+            atexit.register(lambda: (lambda st: st.close() if st is not None else on_close())(ref()))
 
     # -- writing ------------------------------------------------------------------------------
     def put(self, record: JobRecord, merge_running: Optional[MergeRunning] = None) -> None:
@@ -331,8 +336,10 @@ class Store:
             return int(conn.execute(sa.select(sa.func.count()).select_from(T)).scalar() or 0)
 
     def close(self) -> None:
-        """Dispose the connection pool."""
+        """Dispose the connection pool (SQLite writer: then keep the WAL files for readers)."""
         self.engine.dispose()
+        if self._on_close is not None:
+            self._on_close()
 
 
 def _where(conn: sa.Connection, *, jobs=None, users=None, accounts=None, partitions=None, states=None,

@@ -105,7 +105,8 @@ def test_a_new_sqlite_store_appears_with_its_schema_never_empty(tmp_path, monkey
     assert seen[0] is False  # the schema was made before anything was at the store's path
     assert open_store(f"sqlite:///{db}", readonly=True).get_job("1") == []
     assert db.stat().st_mode & 0o777 == 0o644  # root writes, everyone reads
-    assert sorted(f.name for f in tmp_path.iterdir()) == ["jobs.db"]  # no temporary file left
+    # no temporary file left; the WAL files kept (empty) for read-only users (issue 22)
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["jobs.db", "jobs.db-shm", "jobs.db-wal"]
 
 
 def test_readonly_sqlite_store_is_not_modified(tmp_path):
@@ -195,6 +196,11 @@ def test_reader_waits_for_a_killed_writers_journal_then_reads(tmp_path, monkeypa
     st = open_store(url)
     st.put(finished(node_record(job_id="710", start=1000.0, end=1060.0, cpu_j=3.6e6)))
     st.close()
+    import sqlite3
+
+    c = sqlite3.connect(db)  # a store written before WAL (issue 22): rollback-journal mode
+    c.execute("PRAGMA journal_mode=DELETE")
+    c.close()
     _leave_hot_journal(db)
     monkeypatch.setattr(fast, "HOT_JOURNAL_WAIT_S", 0.5)
     with pytest.raises(StoreError, match="killed mid-write.*slurm-energy collect"):

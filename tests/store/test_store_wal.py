@@ -1,0 +1,109 @@
+"""Issue 22: an ordinary user's reader cannot stall accounting, and can still read (WAL mode).
+
+Real processes as the unprivileged ``nobody`` (uid 65534) against a root-owned store in a
+root-owned 0755 directory, as on a site: the user's ``sqlite3`` holding ``BEGIN; SELECT`` does not
+delay the finalizer's put; with no writer connected the user still reads (the writer leaves the
+-wal/-shm files, empty, which a read-only connection needs); a writer SIGKILLed mid-transaction
+loses nothing committed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from jobrecord_factory import finished, node_record
+from slurm_energy.store import open_store
+
+NOBODY = 65534
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the reader as nobody")
+
+_READ = """
+import sqlite3, sys, time
+c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, isolation_level=None)
+c.execute("BEGIN")
+n = c.execute("SELECT count(*) FROM job_records").fetchone()[0]
+print(n, flush=True)
+time.sleep(float(sys.argv[2]))
+c.execute("COMMIT")
+"""
+
+
+def _as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+@pytest.fixture
+def db():
+    d = tempfile.mkdtemp(prefix="se-wal-", dir="/var/tmp")
+    os.chmod(d, 0o755)
+    path = os.path.join(d, "jobs.db")
+    s = open_store(f"sqlite:///{path}")
+    s.put(finished(node_record(job_id="1")))
+    s.close()
+    yield path
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _reader(path, hold_s):
+    p = subprocess.Popen([sys.executable, "-c", _READ, path, str(hold_s)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_as_nobody)
+    line = p.stdout.readline().strip()
+    return p, line
+
+
+def test_a_user_holding_a_read_transaction_does_not_stall_the_finalizers_put(db):
+    reader, n = _reader(db, 3.0)
+    assert n == "1", reader.stderr.read()  # nobody reads the root-owned store, no writer connected
+    s = open_store(f"sqlite:///{db}", busy_timeout_s=0.5)
+    s.put_attempts = 1
+    t0 = time.monotonic()
+    s.put(finished(node_record(job_id="2", cpu_j=7.2e6)))
+    took = time.monotonic() - t0
+    assert reader.poll() is None  # still holding its transaction
+    reader.wait()
+    assert took < 1.0
+    # the victim's record is there: 7.2e6 J CPU + 3.6e5 J RAM = 7.56e6 J = 2.1 kWh
+    assert s.get_job("2")[0].it_kwh == pytest.approx(2.1)
+    s.close()
+    # and the user still reads after the writer closed (files kept, root's, not writable by users)
+    again, n = _reader(db, 0)
+    again.wait()
+    assert n == "2"
+    for suffix in ("-wal", "-shm"):
+        st = os.stat(db + suffix)
+        assert st.st_uid == 0 and st.st_mode & 0o022 == 0
+
+
+def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_users_still_read(db):
+    import sqlite3
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            c = sqlite3.connect(db, isolation_level=None)
+            c.execute("BEGIN IMMEDIATE")
+            c.execute("DELETE FROM job_records")
+            os.write(w, b"x")
+            time.sleep(60)
+        finally:
+            os._exit(1)
+    os.read(r, 1)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    reader, n = _reader(db, 0)
+    reader.wait()
+    assert n == "1", reader.stderr.read()
+    s = open_store(f"sqlite:///{db}")
+    assert [x.job_id for x in s.get_job("1")] == ["1"]
+    s.close()
