@@ -32,6 +32,12 @@ from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, 
 MAX_MARKS = 10_000
 MAX_NAME = 200
 MAX_TAGS = 32
+#: Phases and stages kept per node (issue 22): each becomes a window the finalizer integrates, a
+#: row of the record, the report and the plot, so a job's user must not be able to make the
+#: finalizer's work (and the stored record) grow with their marks file. More are ignored, flagged
+#: ``marks_truncated_phases:<n>`` / ``marks_truncated_stages:<n>``.
+MAX_PHASES = 500
+MAX_STAGES = 1000
 _NAME_OK = re.compile(r"[^\x00-\x1f\x7f]+")
 _TAG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 #: A string tag value (e.g. ``precision="bf16"``): a short word, nothing else.
@@ -108,6 +114,9 @@ def _one(m: Marks, d: dict, t: float, ev: str, open_: dict, bad: dict) -> None:
             return flag("marks_bad_phase")
         if pid in open_:
             return flag("marks_duplicate_id")
+        if len(m.phases) >= MAX_PHASES:
+            bad["marks_truncated_phases"] = MAX_PHASES
+            return None
         open_[pid] = len(m.phases)
         m.phases.append((name[:MAX_NAME], t, None, len(open_) - 1))
     elif ev == "end":
@@ -120,6 +129,9 @@ def _one(m: Marks, d: dict, t: float, ev: str, open_: dict, bad: dict) -> None:
         f = _num(d.get("frac"))
         if f is None or not 0.0 <= f <= 1.0:
             return flag("marks_stage_out_of_range")
+        if len(m.stages) >= MAX_STAGES:
+            bad["marks_truncated_stages"] = MAX_STAGES
+            return None
         m.stages.append((f, t))
     else:
         tags = d.get("tags")

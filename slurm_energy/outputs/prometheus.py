@@ -195,13 +195,24 @@ class PrometheusTextfile:
 
 
 def _write_atomic(path: str, data: bytes, mode: int) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same dir and rename (readers never see half)."""
-    tmp = f"{path}.{os.getpid()}.tmp"  # not *.prom: node_exporter never reads it
+    """Write ``data`` to ``path`` via a temp file in the same dir and rename (readers never see half).
+
+    The temp file is a fresh name created ``O_EXCL | O_NOFOLLOW`` (never an existing file or a
+    planted symlink, in a textfile directory others may write), its mode set on the descriptor
+    (``fchmod``: exact whatever the umask, and on the file we created, not on whatever the name
+    points to later). Raises OSError, leaving no temp file of ours behind."""
+    import secrets
+
+    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"  # not *.prom: node_exporter never reads it
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)  # whatever the umask
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError:
         try:

@@ -11,6 +11,7 @@ import io
 from dataclasses import dataclass
 from typing import Optional
 
+from slurm_energy.reporting.csvsafe import safe_cell
 from slurm_energy.accounting.phases import union
 from slurm_energy.jobid import display_id
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
@@ -92,7 +93,7 @@ def _cell(v) -> str:
         return ""
     if isinstance(v, float):
         return f"{v:.9g}"
-    return str(v)
+    return safe_cell(v) if isinstance(v, str) else str(v)  # a user's text: never a formula
 
 
 def render_phases_csv(record: JobRecord) -> str:

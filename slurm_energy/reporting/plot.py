@@ -76,7 +76,7 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
 
     buf = io.StringIO()
     # text stays <text> (smaller, selectable; the browser's sans-serif font draws it)
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "text.usetex": False}):  # never LaTeX on user text
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
     start = svg.find("<svg")
@@ -188,8 +188,10 @@ def _draw_marks(ax, bands, stages) -> None:
     for k, (a, b, name) in enumerate(bands):
         ax.axvspan(a, b, color="#6b7280" if k % 2 else "#9ca3af", alpha=0.15, linewidth=0, zorder=0)
         if len(bands) <= MAX_BAND_LABELS and (b - a) >= 0.06 * (x1 - x0):
+            # a phase name is the job's user's text: drawn as text, never as mathtext ("$\\frac..."$)
             ax.text((a + b) / 2, 0.98, name[:24], transform=trans, ha="center", va="top", fontsize=7,
-                    color="#374151", clip_on=True)
+                    color="#374151", clip_on=True, parse_math=False, usetex=False)
     for t, name in stages:
         ax.axvline(t, color="#7c3aed", linestyle=":", linewidth=1.0)
-        ax.text(t, 0.02, name, transform=trans, rotation=90, ha="right", va="bottom", fontsize=7, color="#7c3aed")
+        ax.text(t, 0.02, name, transform=trans, rotation=90, ha="right", va="bottom", fontsize=7, color="#7c3aed",
+                parse_math=False, usetex=False)

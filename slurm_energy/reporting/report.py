@@ -11,6 +11,7 @@ CO2e = facility x CI x alpha) is shown with the values used.
 
 from __future__ import annotations
 
+from slurm_energy.reporting.csvsafe import safe_cell
 from slurm_energy.units import J_PER_KWH
 
 import csv
@@ -55,7 +56,7 @@ def _cell(v) -> str:
         return v.value
     if isinstance(v, float):
         return plain(v, 9)  # plain decimals (0.000136900), never 1.369e-04: spreadsheets read both
-    return str(v)
+    return safe_cell(v) if isinstance(v, str) else str(v)  # a user's text: never a formula
 
 
 def render_csv(record: JobRecord) -> str:

@@ -23,11 +23,13 @@ def csv_text(rows: list[dict[str, Any]], by: str) -> str:
     import csv
     import io
 
+    from slurm_energy.reporting.csvsafe import safe_cell
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow((by, *COLUMNS))
     for r in rows:
-        w.writerow([r[by], *(r[k] for k in COLUMNS)])
+        w.writerow([safe_cell(r[by]) if isinstance(r[by], str) else r[by], *(r[k] for k in COLUMNS)])  # a name: never a formula
     return buf.getvalue()
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from slurm_energy.accounting.formulas import finalise_record
-from slurm_energy.accounting.phases import (MAX_MARKS, complement, parse_marks, union, windows_energy)
+from slurm_energy.accounting.phases import (MAX_MARKS, MAX_PHASES, MAX_STAGES, complement, parse_marks, union, windows_energy)
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.model import CarbonFacts, JobRecord, Method
 
@@ -63,7 +63,12 @@ def test_parse_marks_nesting_depth_and_bound():
     assert m.phases == [("train", 0.0, 3.0, 0), ("epoch 0", 1.0, 2.0, 1)]
     many = [_m(t=float(i), ev="stage", frac=0.5) for i in range(MAX_MARKS + 5)]
     m = parse_marks(many)
-    assert len(m.stages) == MAX_MARKS and f"marks_truncated_after:{MAX_MARKS}" in m.flags
+    # 10,000 marks read, the first 1,000 stages kept (issue 22: the finalizer's cost is bounded)
+    assert len(m.stages) == MAX_STAGES and f"marks_truncated_after:{MAX_MARKS}" in m.flags
+    assert f"marks_truncated_stages:{MAX_STAGES}" in m.flags
+    phases = [_m(t=float(i), ev="begin", id=i, name=f"p{i}") for i in range(MAX_PHASES + 7)]
+    m = parse_marks(phases)
+    assert len(m.phases) == MAX_PHASES and m.flags == [f"marks_truncated_phases:{MAX_PHASES}"]
 
 
 def test_union_and_complement():

@@ -1,0 +1,19 @@
+"""CSV cells a spreadsheet cannot take for a formula (OWASP, "CSV Injection").
+
+A job's user names its phases (and, through Slurm, its job and work dir); a cell of theirs that
+begins with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage return, which some spreadsheets skip
+before reading one of those) would be run as a formula by whoever opens the report or rollup in a
+spreadsheet. OWASP's rule: prefix such a cell with a single quote (and keep it quoted by the CSV
+writer), so it is shown as the text it is. Numbers this package writes are never text cells.
+"""
+
+from __future__ import annotations
+
+#: The first characters that make a spreadsheet read a cell as a formula (OWASP CSV Injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(text: str) -> str:
+    """``text`` as a CSV cell no spreadsheet evaluates: ``'`` prefixed where it begins with one of
+    :data:`FORMULA_START`, else unchanged (``"=1+2"`` -> ``"'=1+2"``, ``"train"`` -> ``"train"``)."""
+    return "'" + text if text.startswith(FORMULA_START) else text
