@@ -31,6 +31,7 @@ import time
 from slurm_energy.slurm.envfields import context_dict, slurm_env_fields
 from slurm_energy.slurm.hookconfig import ConfigView, cached_hook_config
 from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private
+from slurm_energy.textsafe import one_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -75,10 +76,14 @@ class HookLog:
             break
         return self.path
 
-    def __call__(self, level: str, msg: str) -> None:
+    def __call__(self, level: str, msg: str, more: str = "") -> None:
+        """One log line: ``msg`` with CR/LF and control characters escaped (a user's job name or
+        path cannot forge a line, :func:`slurm_energy.textsafe.one_line`); ``more`` (a traceback)
+        follows on lines of their own, each indented and escaped."""
         t = time.time()
         line = (f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))},{int(t * 1000) % 1000:03d} "
-                f"{os.getpid()} slurm_energy.hooks {level} {msg}\n")
+                f"{os.getpid()} slurm_energy.hooks {level} {one_line(msg)}\n")
+        line += "".join(f"    {one_line(x)}\n" for x in more.splitlines())
         try:
             os.write(self.fd, line.encode("utf-8", "replace"))
         except OSError:
@@ -88,7 +93,7 @@ class HookLog:
         """``msg`` and the traceback being handled, at ERROR."""
         import traceback
 
-        self("ERROR", f"{msg}\n{traceback.format_exc().rstrip()}")
+        self("ERROR", msg, traceback.format_exc().rstrip())
 
 
 log = HookLog()

@@ -22,6 +22,34 @@ if TYPE_CHECKING:
 FALLBACK_LOG_DIR = "/var/log/slurm-energy"
 
 
+def _one_line_formatter():
+    import logging
+
+    from slurm_energy.textsafe import one_line
+
+    class OneLine(logging.Formatter):
+        """A log record as one line: its message with CR/LF and control characters escaped (a
+        user's job name, comment or path cannot forge a line); a traceback follows indented, each
+        of its lines escaped."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            r = logging.makeLogRecord(record.__dict__)
+            r.msg, r.args = one_line(record.getMessage()), None
+            exc, r.exc_info, r.exc_text, r.stack_info = record.exc_info, None, None, None
+            line = super().format(r)
+            extra = self.formatException(exc) if exc else (record.exc_text or "")
+            if record.stack_info:
+                extra = (extra + "\n" if extra else "") + self.formatStack(record.stack_info)
+            return line + "".join(f"\n    {one_line(x)}" for x in extra.splitlines())
+
+    return OneLine
+
+
+def OneLineFormatter(fmt: str):  # noqa: N802 - a class factory (logging imported on use only)
+    """A :class:`logging.Formatter` writing each record as one escaped line (see ``_one_line_formatter``)."""
+    return _one_line_formatter()(fmt)
+
+
 def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
     """Log to ``log_dir/name`` (root-only dir), else to the default log dir (an unusable
     ``paths.log_dir`` must not hide why jobs go unrecorded), else stderr. Returns the log path."""
@@ -39,7 +67,7 @@ def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
             break
         except OSError:
             continue
-    h.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+    h.setFormatter(OneLineFormatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger("slurm_energy")
     root.handlers[:] = [h]
     root.setLevel(logging.INFO)
