@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Optional
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_notes as N
-from slurm_energy.cli.sudo_caller import ignore_callers_config, reader_identity
+from slurm_energy.cli.sudo_caller import caller_named_store, ignore_callers_config, reader_identity
 from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
 from slurm_energy.cli import jobenergy_select as S
 from slurm_energy.cli.table import render
@@ -208,6 +208,10 @@ def _main(argv: list[str] | None) -> int:
         _err(str(e))
         return 2
     ignore_callers_config("jobenergy")  # under sudo: the system config's admins, not the caller's file
+    refused = caller_named_store(args.store)  # under sudo: no root open of a store the caller names
+    if refused:
+        _err(refused)
+        return 2
     site = load_site()
     for w in site.warnings:
         _err(f"warning: {w}")

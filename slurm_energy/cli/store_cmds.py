@@ -357,9 +357,13 @@ def _write_rollup(args, rows: list, records: list, tz: str) -> str:
 
 def cmd_rollup(args) -> int:
     """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
-    from slurm_energy.cli.sudo_caller import ignore_callers_config, reader_identity
+    from slurm_energy.cli.sudo_caller import as_caller, caller_named_store, ignore_callers_config, reader_identity
 
     ignore_callers_config("slurm-energy")  # under sudo: the system config's admins, not the caller's file
+    refused = caller_named_store(args.store)  # under sudo: no root open of a store the caller names
+    if refused:
+        _err(refused)
+        return 2
     try:
         cfg = _reader_cfg()
         t0, t1 = month_bounds(args.month, cfg.timezone)
@@ -376,7 +380,8 @@ def cmd_rollup(args) -> int:
     rows, records = got
     if args.format != "table":
         try:
-            where = _write_rollup(args, rows, records, cfg.timezone)
+            with as_caller():  # under sudo: --out (or the html's default file) opened as the caller, never root
+                where = _write_rollup(args, rows, records, cfg.timezone)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
             return 2

@@ -11,10 +11,11 @@ the store's own permissions (``admins`` is a filter, not a security boundary).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import sys
-from typing import Optional
+from typing import Iterator, Optional
 
 from slurm_energy.slurm import hookconfig as H
 
@@ -51,6 +52,51 @@ def ignore_callers_config(prog: str) -> None:
     if given:
         print(f"{prog}: note: run through sudo: {H.ENV_VAR}={given} is ignored; the system site config "
               f"{H.DEFAULT_PATH} is used (its admins, store and time zone)", file=sys.stderr)
+
+
+def caller_named_store(store_arg: Optional[str]) -> Optional[str]:
+    """Under sudo, why a store the caller names (``--store``, ``$SLURM_ENERGY_STORE``) is refused:
+    root would open a path of the caller's choosing (a FIFO, a device, another store) with root's
+    rights (issue 22). None when not under sudo or when none is named. The system site config's
+    ``paths.store_url`` is the store sudo offers; a store of their own they read without sudo."""
+    if sudo_caller() is None:
+        return None
+    named = [w for w, v in (("--store", store_arg), ("$SLURM_ENERGY_STORE", os.environ.get("SLURM_ENERGY_STORE")))
+             if v]
+    if not named:
+        return None
+    return (f"run through sudo, {' and '.join(named)} is not taken: root would open a store you name; the "
+            f"system site config's store ({H.DEFAULT_PATH}: paths.store_url) is the one sudo offers; read a store "
+            "of your own without sudo")
+
+
+@contextlib.contextmanager
+def as_caller() -> Iterator[None]:
+    """Under sudo, run the ``with`` body with the caller's effective uid, gid and groups (files it
+    opens or creates are opened as the caller, owned by the caller: never a root open of a path the
+    caller named, such as ``rollup --out``); root's again afterwards. Without sudo: unchanged."""
+    caller = sudo_caller()
+    if caller is None:
+        yield
+        return
+    uid = caller[0]
+    try:
+        pw = pwd.getpwuid(uid)
+        gid, groups = pw.pw_gid, os.getgrouplist(pw.pw_name, pw.pw_gid)
+    except KeyError:
+        gid_text = os.environ.get("SUDO_GID", "")
+        gid = int(gid_text) if gid_text.isdigit() else 65534
+        groups = [gid]
+    saved = os.getgroups()
+    os.setgroups(groups)
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+        os.setgroups(saved)
 
 
 def reader_identity(admins: list) -> tuple[int, str, bool]:
