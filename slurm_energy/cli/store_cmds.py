@@ -263,7 +263,7 @@ def cmd_collect(args) -> int:
     finally:
         store.close()
     for line in lines:
-        print(line)
+        print(one_line(line))  # a job's text (its name, a path) must neither stop collect nor forge a line
     for r in done:
         missing = [n for n in r.expected_nodes if n not in {x.node for x in r.nodes}]
         print(f"{'would store' if args.dry_run else 'stored'} {r.cluster}/{r.job_id} attempt {r.restart_count}: "
@@ -301,7 +301,7 @@ def cmd_prune(args) -> int:
     finally:
         store.close()
     for line in lines:
-        print(line)
+        print(one_line(line))  # a job's text (its name, a path) must neither stop collect nor forge a line
     print(f"prune: {len(lines)} attempt director{'y' if len(lines) == 1 else 'ies'} "
           f"{'to remove' if args.dry_run else 'removed'} (older than {args.older_than:g} days, stored)")
     return 0

@@ -1,0 +1,130 @@
+"""Issue 22: an ordinary user cannot falsify, block or hide accounting. Each test does one kind of
+attack as the test cluster's ordinary users (alice 2001, bob 2002) with real files and processes,
+and checks the attacker's own record, the victim's record and ``collect`` afterwards. The finalizer
+runs in-process from real spools (tests/attack_env.py): job 901 is bob's (the victim), 900 alice's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from attack_env import END, JOB_J, NODE, ROWS, T0, Node, user
+from slurm_energy.core import Status
+from slurm_energy.slurm import finalize
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the finalizer runs as root and drops to the job's user")
+
+
+@pytest.fixture
+def node(monkeypatch):
+    import logging
+
+    handlers = list(logging.getLogger("slurm_energy").handlers)
+    n = Node(monkeypatch)
+    yield n
+    logging.getLogger("slurm_energy").handlers[:] = handlers  # the finalizer's setup_logging took them
+    n.cleanup()
+
+
+def _finalize(node, spool, exit_code="0:0"):
+    assert finalize.finalize_main(spool.dir, NODE, END, exit_code, "terminated") == 0
+
+
+def _as(name):
+    uid, gid = user(name)
+
+    def drop():
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return drop
+
+
+def _victim(node):
+    """bob's ordinary job 901: 320 J, COMPLETED, report in his directory."""
+    wd = node.workdir("bob", "bob-work")
+    _finalize(node, node.job("901", "bob", wd))
+    return wd
+
+
+def _check_victim(node, wd):
+    (v,) = node.store().get_job("901")
+    assert (v.user, v.status, v.job_state, v.energy_it_j["cpu"]) == ("bob", Status.COMPLETE, "COMPLETED", JOB_J)
+    assert sorted(os.listdir(wd)) == ["energy-901.csv", "energy-901.html"]
+
+
+# -- 1. bytes that are not UTF-8 in everything a user controls ------------------------------------
+def test_non_utf8_job_name_work_dir_and_phase_name_give_a_record_a_report_and_collect_goes_on(node):
+    wd = node.workdir("alice", b"caf\xe9-\xff")  # Latin-1 bytes in the directory name
+    spool = node.job("900", "alice", wd, job_name=os.fsdecode(b"run\xfe\x80"))  # as os.environ gives it
+    mdir = node.marks / "900"
+    os.makedirs(mdir)
+    uid, gid = user("alice")
+    os.chown(mdir, uid, gid)
+    (mdir / f"marks-{NODE}.jsonl").write_bytes(
+        b'{"t": %.1f, "ev": "begin", "id": 1, "name": "ep\xffoch"}\n{"t": %.1f, "ev": "end", "id": 1}\n'
+        % (T0, T0 + 2.0))
+    _finalize(node, spool)
+    (a,) = node.store().get_job("900")
+    # stored, shown with \xNN, the original bytes kept (hex) and recovered exactly
+    assert a.status == Status.COMPLETE and a.energy_it_j["cpu"] == JOB_J
+    assert a.job_name == "run\\xfe\\x80" and a.raw_text["job_name"] == b"run\xfe\x80".hex()
+    assert os.fsencode(a.raw("work_dir")) == os.fsencode(wd)
+    assert [p.name for p in a.phases] == ["ep\\xffoch"]  # the node's window keeps the bytes:
+    assert a.raw_text["nodes.0.windows.0.name"] == b"ep\xffoch".hex()
+    # 120 J in the phase (T0 .. T0 + 2 s)
+    assert a.phases[0].it_j == pytest.approx(120.0)
+    # the report went into the real (non-UTF-8) directory, as alice
+    names = sorted(os.listdir(os.fsencode(wd)))
+    assert names == [b"energy-900.csv", b"energy-900.html", b"energy-900.phases.csv"]
+    assert os.stat(os.path.join(os.fsencode(wd), b"energy-900.html")).st_uid == uid
+    assert "run\\xfe\\x80" in open(os.path.join(os.fsencode(wd), b"energy-900.html"), encoding="utf-8").read()
+    victim = _victim(node)
+    _check_victim(node, victim)
+    # collect over a results dir holding a node record no JSON parser takes: it goes on, reports it
+    from slurm_energy.cli.store_cmds import collect
+    from slurm_energy.store import open_store
+
+    bad = node.base / "results" / "t" / "902.0"
+    bad.mkdir(parents=True)
+    (bad / f"{NODE}.json").write_bytes(b'{"job_id": "902", "job_name": "\xff\xfe"}')
+    os.utime(bad / f"{NODE}.json", (T0, T0))
+    from slurm_energy.config import load_site_config
+
+    st = open_store(node.store_url)
+    try:
+        done = collect(str(node.base / "results"), st, load_site_config(str(node.base / "site.yaml")), 0.0,
+                       time.time())
+    finally:
+        st.close()
+    assert done == []  # nothing else to finalise; the bad file did not stop it
+    _check_victim(node, victim)
+
+
+def test_collect_finishes_a_non_utf8_job_whose_finalizer_never_ran_and_the_next_job_too(node, capsys):
+    """What stopped recovery on a node: collect finishing left-over spools died on the first job
+    with undecodable text; now each is finished and every line printed."""
+    from slurm_energy.cli.main import main as se_main
+
+    wd = node.workdir("alice", b"w\xff")
+    bad = node.job("900", "alice", wd, job_name=os.fsdecode(b"\xff\xfe|JobState=COMPLETED\n"))
+    good = node.job("901", "bob", node.workdir("bob", "bob-work"))
+    for sp in (bad, good):  # the Epilog ran, its finalizer was killed; two days ago
+        with open(sp.done, "w") as f:
+            json.dump({"t": END, "sampler": "terminated", "exit_code": "0:0"}, f)
+        for name in os.listdir(sp.dir):
+            os.utime(os.path.join(sp.dir, name), (T0, T0))
+    assert se_main(["collect", "--older-than", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "finished 900 attempt 0" in out and "finished 901 attempt 0" in out
+    assert all(line.isprintable() for line in out.splitlines())  # no forged line, no raw byte
+    (a,) = node.store().get_job("900")
+    assert a.job_name == "\\xff\\xfe|JobState=COMPLETED\n" and a.energy_it_j["cpu"] == JOB_J
+    _check_victim(node, node.base / "bob-work")
