@@ -29,6 +29,9 @@ _KEYS = {"ArrayJobId": "array_job_id", "ArrayTaskId": "array_task_id", "HetJobId
          "ExitCode": "exit_code", "MinMemoryNode": "min_memory_node", "MinMemoryCPU": "min_memory_cpu",
          "NumNodes": "num_nodes", "StartTime": "start_time", "EndTime": "end_time"}
 
+#: keys Slurm prints before JobName (no user text there)
+_HEAD_KEYS = {"ArrayJobId", "ArrayTaskId", "HetJobId", "HetJobOffset"}
+
 #: states in which the job has not finished yet (the Epilog runs while the job is COMPLETING)
 UNFINISHED = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED",
               "RESIZING", "SIGNALING", "STAGE_OUT"}
@@ -42,20 +45,44 @@ def parse_show_job(line: str) -> dict:
     request, Slurm's units, e.g. "4000M"), "tres_mem" (TRES mem=, all nodes), "num_nodes",
     "start_time"/"end_time" (epoch s, from the controller's local time)} for the keys present;
     "N/A" / "(null)" values are
-    dropped. JobName may contain spaces (it runs up to `` UserId=``). A key that appears more than
-    once (a user's job name or comment holding ``JobState=...``) is left out, and listed in
-    "ambiguous" (e.g. ``["ExitCode", "JobState"]``).
+    dropped. JobName may contain spaces (it runs up to `` UserId=``). Array/het ids are read only
+    before `` JobName=`` (where Slurm prints them and no user text can be); a key after it that
+    appears more than once (a user's job name or comment holding ``JobState=...``) is left out, and
+    listed in "ambiguous" (e.g. ``["ExitCode", "JobState"]``).
     """
     out: dict = {}
-    for k, v in re.findall(r"(?:^|\s)(\w+)=(\S*)", line):
-        if k in _KEYS and v not in ("", "N/A", "(null)"):
+    # Slurm prints the array/het ids before JobName (``JobId=171 ArrayJobId=170 ArrayTaskId=2
+    # JobName=...``), where no user text can be: only there are they read. The keys after JobName
+    # are read only when each appears once (a job name or comment holding `` JobState=...`` makes
+    # it twice; MinMemoryNode and MinMemoryCPU, one of which Slurm prints, count as one key).
+    head, sep, rest = line.partition(" JobName=")
+    if not sep:
+        head, rest = "", line
+    counts: dict = {}
+    for k, v in re.findall(r"(?:^|\s)(\w+)=(\S*)", rest):
+        if k in _KEYS and k not in _HEAD_KEYS:
+            key = "MinMemory" if k.startswith("MinMemory") else k
+            counts[key] = counts.get(key, 0) + 1
+            if v not in ("", "N/A", "(null)"):
+                out[_KEYS[k]] = v
+    for k, v in re.findall(r"(?:^|\s)(\w+)=(\S*)", head):
+        if k in _HEAD_KEYS and v not in ("", "N/A", "(null)"):
             out[_KEYS[k]] = v
-    m = re.search(r"(?:^|\s)TRES=\S*?\bmem=([^,\s]+)", line)
-    if m:
-        out["tres_mem"] = m.group(1)  # the whole job's memory (all nodes), Slurm's units
+    tres = re.findall(r"(?:^|\s)TRES=\S*?\bmem=([^,\s]+)", rest)
+    if len(tres) == 1:
+        out["tres_mem"] = tres[0]  # the whole job's memory (all nodes), Slurm's units
+    elif tres:
+        counts["TRES"] = len(tres)
     m = re.search(r"(?:^|\s)JobName=(.*?) UserId=", line)
     if m and m.group(1) not in ("", "(null)"):
         out["job_name"] = m.group(1)
+    twice = sorted(k for k, n in counts.items() if n > 1)
+    for k in twice:  # which one is slurmctld's cannot be told
+        for name in ([_KEYS["MinMemoryNode"], _KEYS["MinMemoryCPU"]] if k == "MinMemory" else
+                     ["tres_mem"] if k == "TRES" else [_KEYS[k]]):
+            out.pop(name, None)
+    if twice:
+        out["ambiguous"] = twice
     if "restarts" in out:
         try:
             out["restarts"] = int(out["restarts"])
@@ -63,15 +90,6 @@ def parse_show_job(line: str) -> dict:
             del out["restarts"]
     if "job_state" in out:
         out["job_state"] = out["job_state"].split("+")[0]
-    counts: dict = {}
-    for k in re.findall(r"(?:^|\s)(\w+)=", line):
-        if k in _KEYS:
-            counts[k] = counts.get(k, 0) + 1
-    twice = sorted(k for k, n in counts.items() if n > 1)
-    for k in twice:  # a user's text holds " Key=": which one is slurmctld's cannot be told
-        out.pop(_KEYS[k], None)
-    if twice:
-        out["ambiguous"] = twice
     for k in ("start_time", "end_time"):  # slurmctld's local time, e.g. 2026-12-01T05:41:14
         if k in out:
             try:

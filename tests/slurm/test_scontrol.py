@@ -56,3 +56,35 @@ def test_attempt_state_prefers_slurmctld_then_exit_code():
     assert slurm_job_state({"job_state": "RUNNING", "restarts": 1}, ctx, "0:0") == "REQUEUED"
     assert slurm_job_state({"job_state": "COMPLETED", "restarts": 1}, ctx, "0:0") == "REQUEUED"  # late finalizer
     assert slurm_job_state(None, ctx, "3:0") == "FAILED"
+
+
+def test_user_text_cannot_set_a_key_it_fakes_in_the_text_form():
+    # issue 22: a job name faking an array id (read only before JobName=) and a memory request
+    # Slurm prints only one of (MinMemoryNode / MinMemoryCPU): both are left out, and said so
+    line = ("JobId=900 JobName=x ArrayJobId=901 MinMemoryCPU=999G UserId=alice(2001) JobState=FAILED "
+            "Restarts=0 ExitCode=3:0 MinMemoryNode=4000M")
+    f = parse_show_job(line)
+    assert "array_job_id" not in f and "min_memory_node" not in f and "min_memory_cpu" not in f
+    assert (f["job_state"], f["exit_code"], f["ambiguous"]) == ("FAILED", "3:0", ["MinMemory"])
+
+
+def test_json_of_slurm_22_05_and_of_newer_versions():
+    from slurm_energy.slurm.scontrol import parse_show_job_json
+
+    # v0.0.38 (22.05): plain numbers, job_state a string, exit_code the wait status (3 << 8)
+    old = '{"jobs": [{"job_id": 171, "array_job_id": 170, "array_task_id": 2, "job_state": "CANCELLED", ' \
+          '"exit_code": 768, "restart_cnt": 1, "name": "my sweep", "memory_per_node": 4000, "node_count": 2}]}'
+    assert parse_show_job_json(old, "171") == {
+        "job_state": "CANCELLED", "exit_code": "3:0", "restarts": 1, "array_job_id": "170", "array_task_id": "2",
+        "job_name": "my sweep", "min_memory_node": "4000M", "num_nodes": "2"}
+    # v0.0.40+ (23.11 on): {"set", "infinite", "number"} numbers, job_state a list of flags
+    n = lambda v, s=True: {"set": s, "infinite": False, "number": v}  # noqa: E731
+    new = {"jobs": [{"job_id": 142, "het_job_id": n(141), "het_job_offset": n(1), "job_state": ["COMPLETED"],
+                     "exit_code": {"return_code": n(0), "signal": {"id": n(15)}}, "restart_cnt": 0,
+                     "array_job_id": n(0), "array_task_id": n(0, False), "start_time": n(1_700_000_000)}]}
+    import json
+
+    assert parse_show_job_json(json.dumps(new), "142") == {
+        "job_state": "COMPLETED", "exit_code": "0:15", "restarts": 0, "het_job_id": "141", "het_job_offset": "1",
+        "start_time": 1_700_000_000.0}
+    assert parse_show_job_json("JobId=5 JobName=x", "5") is None and parse_show_job_json(json.dumps(new), "9") is None

@@ -128,3 +128,48 @@ def test_collect_finishes_a_non_utf8_job_whose_finalizer_never_ran_and_the_next_
     (a,) = node.store().get_job("900")
     assert a.job_name == "\\xff\\xfe|JobState=COMPLETED\n" and a.energy_it_j["cpu"] == JOB_J
     _check_victim(node, node.base / "bob-work")
+
+
+# -- 2. user text holding " Key=value" in Slurm's output ------------------------------------------
+#: ``scontrol show job -o`` of a failed job as Slurm 22.05 prints it (tests/slurm/test_scontrol.py's
+#: line), whose user set ``--comment 'JobState=COMPLETED ExitCode=0:0'`` and a job name holding more
+_TEXT = ("JobId=900 JobName=x JobState=COMPLETED Restarts=0 ExitCode=0:0 ArrayJobId=901 UserId=alice(2001) "
+         "GroupId=alice(2001) MCS_label=N/A Priority=4294901634 Nice=0 Account=research QOS=normal JobState=FAILED "
+         "Reason=NonZeroExitCode Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0 "
+         "RunTime=00:00:05 NumNodes=1 WorkDir=/w Comment=JobState=COMPLETED ExitCode=0:0 StdErr=/w/e")
+_JSON = {"jobs": [{"job_id": 900, "name": "x JobState=COMPLETED", "comment": "JobState=COMPLETED ExitCode=0:0",
+                   "job_state": ["FAILED"], "restart_cnt": 0,
+                   "exit_code": {"status": ["ERROR"], "return_code": {"set": True, "infinite": False, "number": 3},
+                                 "signal": {"id": {"set": False, "infinite": False, "number": 0}, "name": ""}},
+                   "array_job_id": {"set": True, "infinite": False, "number": 0},
+                   "array_task_id": {"set": False, "infinite": False, "number": 0}}]}
+
+
+def _scontrol(node, json_doc=None) -> str:
+    """A stand-in /usr/bin/scontrol: ``--json show job`` prints ``json_doc`` (None: fails, as
+    without the serializer plugin); ``show job -o`` prints :data:`_TEXT`."""
+    exe = node.base / "scontrol"
+    exe.write_text("#!/bin/sh\nif [ \"$1\" = --json ]; then\n" + (
+        f"cat <<'EOF'\n{json.dumps(json_doc)}\nEOF\nexit 0\n" if json_doc else "exit 1\n") +
+        f"fi\ncat <<'EOF'\n{_TEXT}\nEOF\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+@pytest.mark.parametrize("json_doc", [None, _JSON], ids=["text (no JSON plugin)", "scontrol --json"])
+def test_a_comment_holding_jobstate_completed_does_not_make_a_failed_job_completed(node, monkeypatch, json_doc):
+    import functools
+
+    from slurm_energy.slurm import scontrol
+
+    monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=_scontrol(node, json_doc)))
+    spool = node.job("900", "alice", node.workdir("alice", "a"))
+    _finalize(node, spool, exit_code="3:0")  # slurmd's SLURM_JOB_EXIT_CODE2 for the failed job
+    (a,) = node.store().get_job("900")
+    assert (a.job_state, a.exit_code, a.array_job_id) == ("FAILED", "3:0", None)
+    assert a.energy_it_j["cpu"] == JOB_J
+    if json_doc is None:  # the text form: the keys seen twice are not used, and the record says so
+        assert any("ExitCode=, JobState=, Restarts=" in e and "appear more than once" in e for e in a.errors)
+    else:
+        assert not any("appear more than once" in e for e in a.errors)
+    _check_victim(node, _victim(node))
