@@ -173,3 +173,75 @@ def test_a_comment_holding_jobstate_completed_does_not_make_a_failed_job_complet
     else:
         assert not any("appear more than once" in e for e in a.errors)
     _check_victim(node, _victim(node))
+
+
+# -- 3. identity and requests never from the job's environment; PID mode and the sampler by uid ----
+_SLEEP = "import time; time.sleep(30)"
+
+
+def _spawn(owner, env, *argv):
+    return subprocess.Popen([sys.executable, "-c", _SLEEP, *argv], env=env, preexec_fn=_as(owner) if owner else None,
+                            start_new_session=True)
+
+
+def test_pid_mode_counts_only_the_jobs_user_and_the_job_env_gives_no_identity_or_request(node, tmp_path):
+    from slurm_energy.slurm.probe import SlurmJobProbe
+
+    fake = {"SLURM_JOB_ID": "900", "SLURM_ARRAY_JOB_ID": "901", "SLURM_ARRAY_TASK_ID": "0",
+            "SLURM_MEM_PER_NODE": "999999", "SLURM_JOB_NAME": "bob's claim", "SLURM_UMASK": "0000"}
+    own = dict(fake, SLURM_JOB_NAME="alice-train", SLURM_UMASK="0027")  # alice's job lies about itself too
+    bob = _spawn("bob", fake)  # bob's process claims alice's job 900 (he can export any SLURM_JOB_ID)
+    alice = _spawn("alice", own)
+    try:
+        time.sleep(0.3)
+        seen = []
+        probe = SlurmJobProbe("900", user("alice")[0], NODE, cgroup_root=str(tmp_path / "no-cgroup"),
+                              pid_fallback_after_s=0.0, on_job_env=seen.append)
+        u = probe.poll()
+        assert u is not None and alice.pid in u.pids and bob.pid not in u.pids
+        # what the job's environment may say: its name and umask only, never an array id or a request
+        assert seen == [{"job_name": "alice-train", "umask": "0027"}]
+    finally:
+        for p in (bob, alice):
+            p.kill()
+            p.wait()
+    # the finalizer: what an (older) sampler left in jobenv is not the job's identity or request
+    spool = node.job("900", "alice", node.workdir("alice", "a"), job_name="")
+    with open(spool.jobenv, "w") as f:
+        json.dump({"job_name": "alice-train", "array_job_id": "901", "array_task_id": "0", "mem_per_node": "999999",
+                   "umask": "0027"}, f)
+    _finalize(node, spool)
+    (a,) = node.store().get_job("900")
+    assert (a.job_name, a.array_job_id, a.array_task_id) == ("alice-train", None, None)
+    assert a.nodes[0].req_mem_bytes is None  # no slurmctld here, and the job's word is not taken
+    # her report with her umask 027: 0666 & ~027 = 0640
+    assert os.stat(os.path.join(a.work_dir, "energy-900.html")).st_mode & 0o777 == 0o640
+    _check_victim(node, _victim(node))  # bob's own job 901 keeps its id
+    assert [r.job_id for r in node.store().query()] == ["900", "901"]
+
+
+def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
+    from slurm_energy.slurm.detach import find_sampler
+    from slurm_energy.slurm.hookentry import JobFacts, _stop_sampler
+    from slurm_energy.slurm.spool import JobSpool
+
+    spool = JobSpool(str(node.base / "spool"), "900", 0, NODE).ensure()
+    argv = ("-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, NODE)  # a sampler's argv, copied
+    bob = _spawn("bob", {}, *argv)
+    try:
+        time.sleep(0.3)
+        assert find_sampler("/jobs/900-r0", NODE) is None  # bob's, not root's
+        with open(spool.pidfile, "w") as f:  # the pidfile names it (a reused PID)
+            f.write(str(bob.pid))
+        assert _stop_sampler(spool, JobFacts({"job_id": "900", "node": NODE, "restart_count": 0})) == "not_running"
+        assert bob.poll() is None  # never signalled
+        root = _spawn(None, {}, *argv)  # the Prolog's: root's, leading its own process group
+        try:
+            time.sleep(0.3)
+            assert find_sampler("/jobs/900-r0", NODE) == root.pid
+        finally:
+            root.kill()
+            root.wait()
+    finally:
+        bob.kill()
+        bob.wait()
