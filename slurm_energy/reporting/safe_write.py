@@ -229,13 +229,14 @@ def write_file_as_user(
 
 
 def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int, gid: int, *,
-                        umask: Optional[int] = None, timeout_s: float = REPORT_TIMEOUT_S,
+                        umask: Optional[int] = None, timeout_s: Optional[float] = None,
                         ) -> tuple[list[str], list[tuple[str, str]]]:
     """Write several files into ``directory`` as ``uid``/``gid``, each as :func:`write_file_as_user`
     does (atomic, planted symlinks replaced, never followed), in **one** privilege-dropped child
     bounded by ``timeout_s`` for all of them (the job's user can stop or hang that child: it is
     killed then, and what it had not written is reported). Files are created ``0666 & ~umask``:
     ``umask`` the user's (None: :data:`UNKNOWN_UMASK` as root; the process's own otherwise).
+    ``timeout_s``: None = :data:`REPORT_TIMEOUT_S`.
 
     Returns ``(paths written, [(path, reason)] not written)``. Raises ValueError for a bad name,
     ids or data (nothing written)."""
@@ -279,7 +280,8 @@ def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int
 
     out, error = b"", ""
     try:
-        out = _run_as_user(child, uid, gid, directory, timeout_s, UNKNOWN_UMASK if umask is None else umask)
+        out = _run_as_user(child, uid, gid, directory, REPORT_TIMEOUT_S if timeout_s is None else timeout_s,
+                           UNKNOWN_UMASK if umask is None else umask)
     except SafeWriteError as e:
         out, error = e.partial, e.reason
     done = {}

@@ -245,3 +245,56 @@ def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
     finally:
         bob.kill()
         bob.wait()
+
+
+# -- 4. a user's process cannot hold the finalizer ---------------------------------------------------
+_STOPPER = """
+import os, signal, sys, time
+target, deadline = int(sys.argv[1]), time.monotonic() + 30
+while time.monotonic() < deadline:
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) == os.getpid():
+            continue
+        try:
+            st = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(st[1]) == target and os.stat(f"/proc/{p}").st_uid == os.getuid():
+            os.kill(int(p), signal.SIGSTOP)  # the report writer running as me: stopped
+            print(p, flush=True)
+            sys.exit(0)
+    time.sleep(0.005)
+"""
+
+
+def test_a_sigstopped_report_writer_is_killed_and_delays_no_other_job(node, monkeypatch):
+    import threading
+
+    from slurm_energy.reporting import safe_write
+    from slurm_energy.slurm import hooks
+
+    monkeypatch.setattr(safe_write, "REPORT_TIMEOUT_S", 8.0)
+    monkeypatch.setattr(hooks, "FINALIZER_SLOTS", 1)  # one finalizer at a time on this spool
+    mine = node.job("900", "alice", node.workdir("alice", "a"))
+    theirs = node.job("901", "bob", node.workdir("bob", "bob-work"))
+    stopper = subprocess.Popen([sys.executable, "-c", _STOPPER, str(os.getpid())], stdout=subprocess.PIPE, text=True,
+                               preexec_fn=_as("alice"))
+    argv = lambda sp: ["finalize", sp.dir, NODE, repr(END), "0:0", "terminated"]  # noqa: E731
+    t0 = time.monotonic()
+    alice = threading.Thread(target=hooks.main, args=(argv(mine),))
+    alice.start()
+    writer = int(stopper.stdout.readline())  # alice stopped her report's writer
+    assert open(f"/proc/{writer}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
+    (a,) = node.store().get_job("900")  # her record is stored already: before the report
+    assert a.energy_it_j["cpu"] == JOB_J
+    assert hooks.main(argv(theirs)) == 0  # bob's finalizer gets the one slot meanwhile
+    assert alice.is_alive() and time.monotonic() - t0 < 8.0  # ... well before her writer's deadline
+    _check_victim(node, node.base / "bob-work")
+    alice.join(20)
+    took = time.monotonic() - t0
+    assert not alice.is_alive() and took < 8.0 + 5.0  # killed at the deadline (a stopped process dies of KILL)
+    assert not os.path.exists(f"/proc/{writer}")  # reaped
+    (a,) = node.store().get_job("900")
+    assert "timed out after 8 s" in a.report_error and a.energy_it_j["cpu"] == JOB_J
+    assert any("report" in e and "timed out" in e for e in a.errors)
+    stopper.wait()
