@@ -162,6 +162,46 @@ def remove_marks(job_id: str, node: str, root: Optional[str] = None) -> None:
         pass
 
 
+def bound_job_dir(job_id: str, root: Optional[str] = None, max_bytes: int = MAX_BYTES) -> list[str]:
+    """Sampler side (root), at each interim: what a job's user may keep in its marks directory
+    while it runs is its ``marks-<node>.jsonl`` files, each at most ``max_bytes`` (the finalizer
+    reads no more): anything else is removed, a longer marks file cut to ``max_bytes``. By
+    descriptor, never following a link (O_NOFOLLOW; a link is unlinked, not followed). The marks
+    root should still be a size-limited tmpfs of its own (docs/PRIVACY.md): between two interims a
+    job can write as fast as the disk takes. Returns what was removed or cut. Never raises."""
+    out: list[str] = []
+    try:
+        d = job_marks_dir(job_id, root)
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except (OSError, ValueError):
+        return out
+    try:
+        for e in os.scandir(dfd):
+            try:
+                st = e.stat(follow_symlinks=False)
+                if e.name.startswith("marks-") and e.name.endswith(".jsonl") and stat.S_ISREG(st.st_mode):
+                    if st.st_size > max_bytes:
+                        fd = os.open(e.name, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+                        try:
+                            os.ftruncate(fd, max_bytes)
+                        finally:
+                            os.close(fd)
+                        out.append(f"{e.name}>{max_bytes}")
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    import shutil
+
+                    shutil.rmtree(e.name, dir_fd=dfd, ignore_errors=True)
+                else:
+                    os.unlink(e.name, dir_fd=dfd)
+                out.append(e.name)
+            except OSError:
+                continue
+    finally:
+        os.close(dfd)
+    return out
+
+
 def sweep_marks(live: set[str], root: Optional[str] = None, now: Optional[float] = None,
                 older_than_s: float = STALE_AFTER_S) -> list[str]:
     """Prolog side (root): remove the marks directories (and ``.stale-*`` entries) under ``root``

@@ -121,8 +121,10 @@ class _Interim:
         self.cfg: Optional[SiteConfig] = None
 
     def __call__(self) -> None:
+        from slurm_energy.sampling.marks import bound_job_dir
         from slurm_energy.slurm.finalize import interim
 
+        bound_job_dir(self.ctx.job_id)  # what the job's user keeps in its marks dir: its marks, bounded
         if self.cfg is None:
             self.cfg = load_config([])  # its problems are already on the job (the Prolog's and the sampler's)
         interim(self.cfg, self.spool, self.ctx)

@@ -298,3 +298,64 @@ def test_a_sigstopped_report_writer_is_killed_and_delays_no_other_job(node, monk
     assert "timed out after 8 s" in a.report_error and a.energy_it_j["cpu"] == JOB_J
     assert any("report" in e and "timed out" in e for e in a.errors)
     stopper.wait()
+
+
+# -- 5. marks: their own root, removed at the job's end whatever happened, bounded ------------------
+def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_leftovers_swept(node, monkeypatch):
+    from slurm_energy.sampling import marks as M
+    from slurm_energy.slurm.hookentry import _prepare_marks
+    from slurm_energy.slurm.spool import JobSpool
+
+    uid, gid = user("alice")
+    fallback = node.base / "run-spool"
+    # the fallback spool is root-only (0700); the marks root users reach is another directory
+    assert M.marks_root() == str(node.marks) and M.MARKS_ROOT != "/run/slurm-energy"
+    spool = JobSpool(str(fallback), "900", 0, NODE).ensure()
+    assert fallback.stat().st_mode & 0o777 == 0o700
+    _prepare_marks(_facts("900", uid, gid), spool,
+                   (str(node.base / "spool"), str(fallback)))
+    d = node.marks / "900"
+    assert d.is_dir() and (d.stat().st_uid, d.stat().st_mode & 0o777) == (uid, 0o700)
+    assert node.marks.stat().st_mode & 0o777 == 0o755
+    # alice piles files up while her job runs: the sampler's interim keeps her marks file only,
+    # cut to the 1 MiB the finalizer reads; a link she plants is unlinked, its target untouched
+    for i in range(200):
+        (d / f"junk-{i}").write_bytes(b"x" * 1000)
+    (d / "sub").mkdir()
+    (d / "sub" / "more").write_bytes(b"z" * 1000)
+    victim_file = node.base / "bobs-file"
+    victim_file.write_text("bob's")
+    (d / "link").symlink_to(victim_file)
+    (d / f"marks-{NODE}.jsonl").write_bytes(b"\n" * (M.MAX_BYTES + 5000))
+    removed = M.bound_job_dir("900")
+    assert len(removed) == 200 + 2 + 1 and sorted(os.listdir(d)) == [f"marks-{NODE}.jsonl"]
+    assert (d / f"marks-{NODE}.jsonl").stat().st_size == M.MAX_BYTES and victim_file.read_text() == "bob's"
+    # then her job's finalizer fails half-way (here: the node record raises)
+    job = node.job("900", "alice", node.workdir("alice", "a"))
+    monkeypatch.setattr(finalize, "node_record", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    _finalize(node, job)
+    assert not d.exists()  # removed anyway
+    assert any("finalize: RuntimeError: boom" in e for e in job.read_errors())
+    # a finalizer killed before its clean-up: the next Prolog on the node sweeps the dir once stale
+    old = node.marks / "800"
+    old.mkdir()
+    (old / "big").write_bytes(b"y" * 4096)
+    os.utime(old, (T0 - 7200, T0 - 7200))
+    live = node.marks / "901"  # bob's job still running here (its spool is not finalized)
+    live.mkdir()
+    os.utime(live, (T0 - 7200, T0 - 7200))
+    JobSpool(str(node.base / "spool"), "901", 0, NODE).ensure()
+    _prepare_marks(_facts("902", uid, gid), JobSpool(str(node.base / "spool"), "902", 0, NODE).ensure(),
+                   (str(node.base / "spool"), str(fallback)))
+    assert not old.exists() and live.exists() and (node.marks / "902").exists()
+    # a site that points the marks root at the spool is told, not silently broken
+    monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(fallback))
+    sp = JobSpool(str(fallback), "903", 0, NODE).ensure()
+    _prepare_marks(_facts("903", uid, gid), sp, (str(node.base / "spool"), str(fallback)))
+    assert any("overlap" in e for e in sp.read_errors()) and fallback.stat().st_mode & 0o777 == 0o700
+
+
+def _facts(job_id, uid, gid):
+    from slurm_energy.slurm.hookentry import JobFacts
+
+    return JobFacts({"job_id": job_id, "uid": uid, "gid": gid, "node": NODE})
