@@ -359,3 +359,99 @@ def _facts(job_id, uid, gid):
     from slurm_energy.slurm.hookentry import JobFacts
 
     return JobFacts({"job_id": job_id, "uid": uid, "gid": gid, "node": NODE})
+
+
+# -- 6. the smaller ones: CSV formulas, mathtext, log lines, umask, textfile temp, sudo paths -------
+def test_phase_names_are_no_formulas_no_mathtext_no_log_lines_and_reports_keep_the_users_umask(node):
+    uid, gid = user("alice")
+    wd = node.workdir("alice", b"w\n2026-12-03 00:00:00,000 1 slurm_energy.finalize INFO forged")
+    mdir = node.marks / "900"
+    os.makedirs(mdir)
+    os.chown(mdir, uid, gid)
+    names = ["=HYPERLINK(\"http://x\",\"y\")", "+1+2", "-2+3", "@SUM(1)", "\tcmd", "$x^2$ \\frac{1}{2}"]
+    lines = [json.dumps({"t": T0 + 0.5 * i, "ev": "begin", "id": i, "name": n}) for i, n in enumerate(names)]
+    lines += [json.dumps({"t": T0 + 4.0, "ev": "end", "id": i}) for i in reversed(range(len(names)))]
+    lines += [json.dumps({"t": T0 + 4.5, "ev": "begin", "id": 100 + i, "name": f"p{i}"}) for i in range(600)]
+    (mdir / f"marks-{NODE}.jsonl").write_text("\n".join(lines) + "\n")
+    _finalize(node, node.job("900", "alice", wd))
+    (a,) = node.store().get_job("900")
+    assert a.energy_it_j["cpu"] == JOB_J
+    # at most 500 phases a node (5 + 495 of the 600 more; a name with a tab is no phase name), said
+    assert "n2:marks_truncated_phases:500" in a.marks_flags and "n2:marks_bad_phase:1" in a.marks_flags
+    assert len([w for w in a.nodes[0].windows if w.kind == "phase"]) == 500
+    # every formula-looking name is text in the phases CSV (OWASP: a leading quote)
+    import csv as _csv
+
+    with open(os.path.join(os.fsencode(wd), b"energy-900.phases.csv"), encoding="utf-8", newline="") as f:
+        cells = {c for r in _csv.reader(f) for c in r}
+    for n in names[:4]:
+        assert "'" + n in cells and n not in cells
+    assert names[5] in cells
+    # the plot draws the name as its characters (no mathtext: "$x^2$" stays, no "x" superscript 2)
+    html = open(os.path.join(os.fsencode(wd), b"energy-900.html"), encoding="utf-8").read()
+    assert "$x^2$ \\frac{1}{2}" in html
+    # no log line forged through the work dir's newline
+    log = (node.base / "log" / "finalize.log").read_text()
+    assert "\\n2026-12-03 00:00:00,000 1 slurm_energy.finalize INFO forged" in log
+    assert not any(x.startswith("2026-12-03 00:00:00,000") for x in log.splitlines())
+    # no SLURM_UMASK seen: the reports are private (0666 & ~077), not forced 0644
+    for n in os.listdir(os.fsencode(wd)):
+        st = os.stat(os.path.join(os.fsencode(wd), n))
+        assert (st.st_uid, st.st_mode & 0o777) == (uid, 0o600)
+
+
+def test_the_textfile_temp_file_is_never_an_existing_name_and_gets_its_mode_whatever_the_umask(node, monkeypatch):
+    import secrets
+
+    from slurm_energy.outputs import prometheus
+
+    tf = node.base / "textfile"
+    tf.mkdir(mode=0o1777)  # a shared directory where a user could plant names
+    os.chmod(tf, 0o1777)
+    path = str(tf / "slurm_energy.prom")
+    old = os.umask(0o077)
+    try:
+        prometheus._write_atomic(path, b"x 1\n", 0o644)
+        assert os.stat(path).st_mode & 0o777 == 0o644 and os.listdir(tf) == ["slurm_energy.prom"]
+        monkeypatch.setattr(secrets, "token_hex", lambda n: "feedbeef")  # a name the attacker guessed
+        target = node.base / "bobs-file"
+        target.write_text("bob's")
+        os.symlink(target, f"{path}.{os.getpid()}.feedbeef.tmp")
+        with pytest.raises(FileExistsError):
+            prometheus._write_atomic(path, b"x 2\n", 0o644)
+        assert target.read_text() == "bob's" and open(path).read() == "x 1\n"
+    finally:
+        os.umask(old)
+
+
+def test_through_sudo_no_caller_named_path_is_opened_as_root(node, monkeypatch, capsys):
+    from slurm_energy.cli.jobenergy import main as jobenergy
+    from slurm_energy.cli.main import main as se_main
+    from slurm_energy.config import schema
+    from slurm_energy.slurm import hookconfig
+
+    _victim(node)
+    system = node.base / "site.yaml"
+    with open(system, "a") as f:
+        f.write("admins: [alice]\n")  # alice may run rollup
+    for mod in (hookconfig, schema):
+        monkeypatch.setattr(mod, "DEFAULT_PATH", str(system))
+    monkeypatch.delenv("SLURM_ENERGY_CONFIG")
+    monkeypatch.setenv("SUDO_USER", "alice")
+    monkeypatch.setenv("SUDO_UID", str(user("alice")[0]))
+    # a store she names: refused (root would open /etc/shadow, a FIFO, another store for her)
+    assert jobenergy(["--store", "sqlite:////etc/shadow", "901"]) == 2
+    monkeypatch.setenv("SLURM_ENERGY_STORE", "sqlite:////etc/shadow")
+    assert se_main(["rollup", "--month", "2026-12", "--format", "csv"]) == 2
+    assert capsys.readouterr().err.count("is not taken: root would open a store you name") == 2
+    monkeypatch.delenv("SLURM_ENERGY_STORE")
+    # rollup --out: opened as alice, so a root-only place is refused and hers gets her file
+    rootonly = node.base / "rootonly"
+    rootonly.mkdir(mode=0o700)
+    assert se_main(["rollup", "--month", "2026-12", "--format", "csv", "--out", str(rootonly / "r.csv")]) == 2
+    assert os.listdir(rootonly) == []
+    out = node.workdir("alice", "out")
+    assert se_main(["rollup", "--month", "2026-12", "--format", "csv", "--out", os.path.join(out, "r.csv")]) == 0
+    st = os.stat(os.path.join(out, "r.csv"))
+    assert st.st_uid == user("alice")[0] and "bob" in open(os.path.join(out, "r.csv")).read()
+    assert os.geteuid() == 0  # root again afterwards
