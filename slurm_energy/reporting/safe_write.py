@@ -228,6 +228,43 @@ def write_file_as_user(
     return path
 
 
+def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: Optional[int]) -> None:
+    """Raise ValueError for a bad name, data, id or umask (nothing written then)."""
+    for name, data in files:
+        _check_name(name)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ValueError(f"data of {name} is {type(data).__name__}, not bytes; encode text first")
+    for field, v in (("uid", uid), ("gid", gid)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{field}={v!r} is not a user/group id; pass the job's numeric {field}")
+    if umask is not None and not 0 <= umask <= 0o777:
+        raise ValueError(f"umask={umask!r} is not a umask (0 to 0o777)")
+
+
+def _write_each(directory: str, files: list[tuple[str, bytes]], report) -> None:
+    """Write every file (mode 0666 before the umask); ``report(name, why)``, why '' when written."""
+    for name, data in files:
+        try:
+            _write_in_dir(directory, name, bytes(data), 0o666)
+            report(name, "")
+        except OSError as e:
+            report(name, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}")
+
+
+def _outcome(directory: str, files: list[tuple[str, bytes]], done: dict,
+             error: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """(paths written, [(path, why)] not written) from the child's reports ``done`` {name: why}."""
+    written: list[str] = []
+    failed: list[tuple[str, str]] = []
+    for name, _ in files:
+        path = os.path.join(directory, name)
+        if name in done and not done[name]:
+            written.append(path)
+        else:
+            failed.append((path, done.get(name) or error or "not written"))
+    return written, failed
+
+
 def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int, gid: int, *,
                         umask: Optional[int] = None, timeout_s: Optional[float] = None,
                         ) -> tuple[list[str], list[tuple[str, str]]]:
@@ -242,41 +279,19 @@ def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int
     ids or data (nothing written)."""
     import json
 
-    for name, data in files:
-        _check_name(name)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise ValueError(f"data of {name} is {type(data).__name__}, not bytes; encode text first")
-    for field, v in (("uid", uid), ("gid", gid)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"{field}={v!r} is not a user/group id; pass the job's numeric {field}")
-    if umask is not None and not 0 <= umask <= 0o777:
-        raise ValueError(f"umask={umask!r} is not a umask (0 to 0o777)")
-
-    def each(report) -> None:
-        for name, data in files:
-            try:
-                _write_in_dir(directory, name, bytes(data), 0o666)
-                report(name, "")
-            except OSError as e:
-                report(name, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}")
-
-    written: list[str] = []
-    failed: list[tuple[str, str]] = []
-    if os.geteuid() != 0:
-        def direct(name: str, why: str) -> None:
-            (failed.append((os.path.join(directory, name), why)) if why else
-             written.append(os.path.join(directory, name)))
-
+    _check_files(files, uid, gid, umask)
+    done: dict = {}
+    if os.geteuid() != 0:  # as the current user, in-process
         old = os.umask(umask) if umask is not None else None
         try:
-            each(direct)
+            _write_each(directory, files, done.__setitem__)
         finally:
             if old is not None:
                 os.umask(old)
-        return written, failed
+        return _outcome(directory, files, done, "")
 
     def child(w: int) -> None:
-        each(lambda name, why: os.write(w, (json.dumps([name, why]) + "\n").encode()))
+        _write_each(directory, files, lambda name, why: os.write(w, (json.dumps([name, why]) + "\n").encode()))
 
     out, error = b"", ""
     try:
@@ -284,17 +299,10 @@ def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int
                            UNKNOWN_UMASK if umask is None else umask)
     except SafeWriteError as e:
         out, error = e.partial, e.reason
-    done = {}
     for line in out.decode("utf-8", "replace").splitlines():
         try:
             name, why = json.loads(line)
         except ValueError:
             continue
         done[name] = why
-    for name, _ in files:
-        path = os.path.join(directory, name)
-        if name in done and not done[name]:
-            written.append(path)
-        else:
-            failed.append((path, done.get(name) or error or "not written"))
-    return written, failed
+    return _outcome(directory, files, done, error)

@@ -152,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                     return 0  # `collect` finished it while this one waited for a slot (files untouched 5 min)
                 from slurm_energy.slurm.finalize import finalize_main
 
-                rc = finalize_main(argv[1], argv[2], float(argv[3]), *argv[4:6], deferred=deferred)
+                rest = argv[4:6]
+                rc = finalize_main(argv[1], argv[2], float(argv[3]), rest[0] if rest else "",
+                                   rest[1] if len(rest) > 1 else "terminated", deferred=deferred)
             for job in deferred:
                 try:
                     job()

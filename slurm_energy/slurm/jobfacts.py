@@ -51,7 +51,8 @@ def requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int]
     per_node: Optional[str]
     per_cpu: Optional[str]
     if ctx.mem_per_node or ctx.mem_per_cpu:
-        per_node, per_cpu, src = ctx.mem_per_node, ctx.mem_per_cpu, "slurmd's Prolog/Epilog environment SLURM_MEM_PER_NODE/CPU, MB"
+        per_node, per_cpu = ctx.mem_per_node, ctx.mem_per_cpu
+        src = "slurmd's Prolog/Epilog environment SLURM_MEM_PER_NODE/CPU, MB"
     else:
         per_node, per_cpu, src = facts.get("min_memory_node"), facts.get("min_memory_cpu"), "scontrol show job"
     try:

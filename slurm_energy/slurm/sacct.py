@@ -32,7 +32,8 @@ def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, t
     if not os.path.exists(scontrol):
         return None
     try:
-        r = run([scontrol, "show", "config"], capture_output=True, text=True, errors="surrogateescape", timeout=timeout_s, env=_env())
+        r = run([scontrol, "show", "config"], capture_output=True, text=True, errors="surrogateescape",
+                timeout=timeout_s, env=_env())
     except (OSError, subprocess.TimeoutExpired):
         return None
     if r.returncode != 0:

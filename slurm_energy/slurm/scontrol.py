@@ -37,24 +37,14 @@ UNFINISHED = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "R
               "RESIZING", "SIGNALING", "STAGE_OUT"}
 
 
-def parse_show_job(line: str) -> dict:
-    """Facts from one ``scontrol show job -o`` line.
+def _text_keys(line: str) -> tuple[dict, dict]:
+    """(facts, how often each key after JobName appeared) of one ``show job -o`` line.
 
-    Returns {"array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_state",
-    "restarts" (int), "exit_code", "job_name", "min_memory_node" / "min_memory_cpu" (the memory
-    request, Slurm's units, e.g. "4000M"), "tres_mem" (TRES mem=, all nodes), "num_nodes",
-    "start_time"/"end_time" (epoch s, from the controller's local time)} for the keys present;
-    "N/A" / "(null)" values are
-    dropped. JobName may contain spaces (it runs up to `` UserId=``). Array/het ids are read only
-    before `` JobName=`` (where Slurm prints them and no user text can be); a key after it that
-    appears more than once (a user's job name or comment holding ``JobState=...``) is left out, and
-    listed in "ambiguous" (e.g. ``["ExitCode", "JobState"]``).
-    """
+    Slurm prints the array/het ids before JobName (``JobId=171 ArrayJobId=170 ArrayTaskId=2
+    JobName=...``), where no user text can be: only there are they read. The keys after JobName
+    are counted (a job name or comment holding `` JobState=...`` makes one twice; MinMemoryNode
+    and MinMemoryCPU, one of which Slurm prints, count as one key, ``MinMemory``)."""
     out: dict = {}
-    # Slurm prints the array/het ids before JobName (``JobId=171 ArrayJobId=170 ArrayTaskId=2
-    # JobName=...``), where no user text can be: only there are they read. The keys after JobName
-    # are read only when each appears once (a job name or comment holding `` JobState=...`` makes
-    # it twice; MinMemoryNode and MinMemoryCPU, one of which Slurm prints, count as one key).
     head, sep, rest = line.partition(" JobName=")
     if not sep:
         head, rest = "", line
@@ -76,6 +66,23 @@ def parse_show_job(line: str) -> dict:
     m = re.search(r"(?:^|\s)JobName=(.*?) UserId=", line)
     if m and m.group(1) not in ("", "(null)"):
         out["job_name"] = m.group(1)
+    return out, counts
+
+
+def parse_show_job(line: str) -> dict:
+    """Facts from one ``scontrol show job -o`` line.
+
+    Returns {"array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_state",
+    "restarts" (int), "exit_code", "job_name", "min_memory_node" / "min_memory_cpu" (the memory
+    request, Slurm's units, e.g. "4000M"), "tres_mem" (TRES mem=, all nodes), "num_nodes",
+    "start_time"/"end_time" (epoch s, from the controller's local time)} for the keys present;
+    "N/A" / "(null)" values are
+    dropped. JobName may contain spaces (it runs up to `` UserId=``). Array/het ids are read only
+    before `` JobName=`` (where Slurm prints them and no user text can be); a key after it that
+    appears more than once (a user's job name or comment holding ``JobState=...``) is left out, and
+    listed in "ambiguous" (e.g. ``["ExitCode", "JobState"]``).
+    """
+    out, counts = _text_keys(line)
     twice = sorted(k for k, n in counts.items() if n > 1)
     for k in twice:  # which one is slurmctld's cannot be told
         for name in ([_KEYS["MinMemoryNode"], _KEYS["MinMemoryCPU"]] if k == "MinMemory" else
@@ -109,6 +116,45 @@ def _number(v) -> Optional[int]:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _json_exit_code(ec) -> str:
+    """``"exit:signal"`` from data_parser's exit_code: ``{"return_code": N, "signal": {"id": S}}``
+    (v0.0.40 on) or the wait status as an int (v0.0.38); '' when absent."""
+    if isinstance(ec, dict):
+        rc, sig = _number(ec.get("return_code")), _number((ec.get("signal") or {}).get("id"))
+        return f"{rc}:{sig or 0}" if rc is not None else ""
+    w = _number(ec)
+    return f"{(w >> 8) & 0xFF}:{w & 0x7F}" if w is not None else ""
+
+
+def _json_ids(job: dict, out: dict) -> None:
+    """Array/het ids (0 / unset: not an array or het job; a task or offset only with its job id)."""
+    for key in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset"):
+        n = _number(job.get(key))
+        if n is not None and (n or key in ("array_task_id", "het_job_offset")) and n != 4294967294:
+            out[key] = str(n)
+    if "array_task_id" in out and "array_job_id" not in out:
+        del out["array_task_id"]
+    if "het_job_offset" in out and "het_job_id" not in out:
+        del out["het_job_offset"]
+
+
+def _json_requests(job: dict, out: dict) -> None:
+    """Memory request (MB), TRES mem=, node count, start/end (epoch s)."""
+    for key, name in (("memory_per_node", "min_memory_node"), ("memory_per_cpu", "min_memory_cpu")):
+        n = _number(job.get(key))
+        if n:
+            out[name] = f"{n}M"
+    m = re.search(r"(?:^|,)mem=([^,\s]+)", job.get("tres_alloc_str") or "")
+    if m:
+        out["tres_mem"] = m.group(1)
+    if _number(job.get("node_count")):
+        out["num_nodes"] = str(_number(job.get("node_count")))
+    for key in ("start_time", "end_time"):
+        n = _number(job.get(key))
+        if n:
+            out[key] = float(n)
+
+
 def parse_show_job_json(text: str, job_id: str) -> Optional[dict]:
     """Facts (the keys of :func:`parse_show_job`) from ``scontrol --json show job JOB``'s output;
     None when it is not JSON or names no such job. Fields by Slurm's data_parser names:
@@ -131,39 +177,15 @@ def parse_show_job_json(text: str, job_id: str) -> Optional[dict]:
     st = st[0] if isinstance(st, list) and st else st
     if isinstance(st, str) and st:
         out["job_state"] = st.split("+")[0]
-    ec = job.get("exit_code")
-    if isinstance(ec, dict):
-        rc, sig = _number(ec.get("return_code")), _number((ec.get("signal") or {}).get("id"))
-        if rc is not None:
-            out["exit_code"] = f"{rc}:{sig or 0}"
-    elif _number(ec) is not None:  # v0.0.38: the wait status
-        w = _number(ec) or 0
-        out["exit_code"] = f"{(w >> 8) & 0xFF}:{w & 0x7F}"
+    ec = _json_exit_code(job.get("exit_code"))
+    if ec:
+        out["exit_code"] = ec
     if _number(job.get("restart_cnt")) is not None:
         out["restarts"] = _number(job.get("restart_cnt"))
-    for key in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset"):
-        n = _number(job.get(key))
-        if n is not None and (n or key in ("array_task_id", "het_job_offset")) and n != 4294967294:
-            out[key] = str(n)
-    if "array_task_id" in out and "array_job_id" not in out:
-        del out["array_task_id"]  # not an array job
-    if "het_job_offset" in out and "het_job_id" not in out:
-        del out["het_job_offset"]
+    _json_ids(job, out)
     if isinstance(job.get("name"), str) and job["name"]:
         out["job_name"] = job["name"]
-    for key, name in (("memory_per_node", "min_memory_node"), ("memory_per_cpu", "min_memory_cpu")):
-        n = _number(job.get(key))
-        if n:
-            out[name] = f"{n}M"
-    m = re.search(r"(?:^|,)mem=([^,\s]+)", job.get("tres_alloc_str") or "")
-    if m:
-        out["tres_mem"] = m.group(1)
-    if _number(job.get("node_count")):
-        out["num_nodes"] = str(_number(job.get("node_count")))
-    for key in ("start_time", "end_time"):
-        n = _number(job.get(key))
-        if n:
-            out[key] = float(n)
+    _json_requests(job, out)
     return out
 
 

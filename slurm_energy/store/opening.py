@@ -159,7 +159,8 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
                              "as root once (or wait for the next job's finalizer), which migrates it in place")
     else:
         schema.migrate(engine)
-    if backend == "sqlite" and not readonly and u.database and u.database != ":memory:":
-        _use_wal(engine, u.database)
-        return Store(engine, readonly=readonly, on_close=lambda: keep_wal_files(u.database))
+    db = u.database
+    if backend == "sqlite" and not readonly and db and db != ":memory:":
+        _use_wal(engine, db)
+        return Store(engine, readonly=readonly, on_close=lambda: keep_wal_files(db))
     return Store(engine, readonly=readonly)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from attack_env import END, JOB_J, NODE, ROWS, T0, Node, user
+from attack_env import END, JOB_J, NODE, T0, Node, user
 from slurm_energy.core import Status
 from slurm_energy.slurm import finalize
 
