@@ -60,8 +60,37 @@ def keep_wal_files(db: str) -> None:
             os.close(fd)
 
 
+#: Filesystems WAL must not be used on: SQLite's WAL index is shared memory, which works only among
+#: processes of one host ("WAL does not work over a network filesystem", sqlite.org/wal.html).
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs", "9p",
+              "fuse", "afs", "ocfs2", "gfs2")
+
+
+def network_fs(path: str) -> str:
+    """The type of the filesystem holding ``path`` when it is one of :data:`NETWORK_FS` (``fuse.*``
+    included), else '' (local, or /proc/mounts unreadable)."""
+    real = os.path.realpath(path)
+    best, kind = "", ""
+    try:
+        with open("/proc/mounts", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                mnt = parts[1].replace("\\040", " ")
+                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                    best, kind = mnt, parts[2]
+    except OSError:
+        return ""
+    return kind if kind.split(".")[0] in NETWORK_FS else ""
+
+
 def _use_wal(engine: sa.Engine, db: str) -> None:
-    """Switch the store to WAL (a persistent property of the file; once), then keep its files."""
+    """Switch the store to WAL (a persistent property of the file; once), then keep its files. Not
+    on a network filesystem (:func:`network_fs`): there the store stays in rollback-journal mode
+    (docs/STORE.md: use PostgreSQL for a store shared by hosts)."""
+    if network_fs(db):
+        return
     try:
         with engine.connect() as conn:
             if str(conn.exec_driver_sql("PRAGMA journal_mode").scalar()).lower() != "wal":

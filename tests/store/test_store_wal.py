@@ -23,7 +23,7 @@ from jobrecord_factory import finished, node_record
 from slurm_energy.store import open_store
 
 NOBODY = 65534
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the reader as nobody")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the reader as nobody")
 
 _READ = """
 import sqlite3, sys, time
@@ -61,6 +61,7 @@ def _reader(path, hold_s):
     return p, line
 
 
+@needs_root
 def test_a_user_holding_a_read_transaction_does_not_stall_the_finalizers_put(db):
     reader, n = _reader(db, 3.0)
     assert n == "1", reader.stderr.read()  # nobody reads the root-owned store, no writer connected
@@ -84,6 +85,7 @@ def test_a_user_holding_a_read_transaction_does_not_stall_the_finalizers_put(db)
         assert st.st_uid == 0 and st.st_mode & 0o022 == 0
 
 
+@needs_root
 def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_users_still_read(db):
     import sqlite3
 
@@ -107,3 +109,19 @@ def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_users_still
     s = open_store(f"sqlite:///{db}")
     assert [x.job_id for x in s.get_job("1")] == ["1"]
     s.close()
+
+
+def test_no_wal_on_a_network_filesystem(tmp_path, monkeypatch):
+    # SQLite's WAL index is shared memory of one host: a store on NFS stays in rollback-journal mode
+    from slurm_energy.store import opening
+
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"server:/export {tmp_path} nfs4 rw,relatime 0 0\n/dev/sda1 / ext4 rw 0 0\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: real_open(mounts if p == "/proc/mounts" else p, *a, **k))
+    assert opening.network_fs(str(tmp_path / "jobs.db")) == "nfs4"
+    s = open_store(f"sqlite:///{tmp_path}/jobs.db")
+    with s.engine.connect() as c:
+        assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "delete"
+    s.close()
+    assert opening.network_fs("/") == ""
