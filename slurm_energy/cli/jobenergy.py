@@ -1,7 +1,8 @@
 """``jobenergy``: sacct-like energy and carbon of Slurm jobs, read from the store.
 
-Options follow sacct's: positional job ids and ``-j/--jobs`` (any form: 715219, 715219_23,
-715219_[1-3], 1234+0, X.batch -- a step shows its job, since energy is per job allocation),
+Options follow sacct's: positional job ids and ``-j/--jobs`` (any form sacct prints: 715219, 715219_23,
+715219_[1-3], 1234+0, X.batch, X.0+1 -- a step shows its job, since energy is per job allocation --
+or a SLUID, one run: :mod:`slurm_energy.jobid`),
 ``-u/--user``, ``-A/--account``, ``-r/--partition``, ``-s/--state``, ``-S/--starttime``,
 ``-E/--endtime``, ``-o/--format``, ``-p/--parsable``, ``-P/--parsable2``, ``-n/--noheader``,
 ``-l/--long`` (one row per node and device), ``--json``, ``--seff`` (a seff-like block per job:
@@ -69,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Rows are in sacct's order: by job id. Exit status: 0 ok; 1 a requested job is "
         "not in the store, or -u names only other users; 2 bad usage or unreadable store.",
     )
-    p.add_argument("jobids", nargs="*", metavar="JOBID", help="job ids (715219, 715219_23, 1234+0, 42.batch)")
+    p.add_argument("jobids", nargs="*", metavar="JOBID", help="job ids as sacct prints them (715219, 715219_23, 715219_[1-3], 1234+0, 42.batch, "
+                   "1234.0+1) or a SLUID (sBR1JB8J1YM400, Slurm >= 25.11: one run of a job)")
     p.add_argument("-j", "--jobs", action="append", default=[], help="comma-separated job ids")
     p.add_argument("-u", "--user", action="append", default=[], help="comma-separated user names")
     p.add_argument("-A", "--account", "--accounts", action="append", default=[], help="comma-separated accounts")
@@ -226,7 +228,9 @@ def _main(argv: list[str] | None) -> int:
         except PermissionError as e:
             _err(str(e))
             return 1
-    full = bool(args.json or args.long or args.seff or F.FULL_FIELDS.intersection(fields))
+    # a SLUID is matched on the full record (the summary row has no SLUID)
+    full = bool(args.json or args.long or args.seff or F.FULL_FIELDS.intersection(fields)
+                or any(s.sluid for s in specs))
     records = _read_store(url, where, uid, args, specs, users, start, end, full)
     if records is None:
         return 2

@@ -142,6 +142,7 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "start": lambda r, o: fmt_time(r.start_time, o.get("tz", "UTC")),
     "end": lambda r, o: fmt_time(r.end_time, o.get("tz", "UTC")),
     "restartcount": lambda r, o: str(r.restart_count),
+    "sluid": lambda r, o: getattr(r, "sluid", ""),
     "arrayjobid": lambda r, o: r.array_job_id or "",
     "arraytaskid": lambda r, o: r.array_task_id or "",
     "hetjobid": lambda r, o: r.het_job_id or "",
@@ -168,9 +169,9 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
 }
 _CANON = {k: k for k in FIELDS}
 #: fields that need the full record (nodes, errors, Slurm's energy): read from job_json, not the summary row
-FULL_FIELDS = frozenset({"nodelist", "errors", "reqmem", "maxrss", "slurmenergy", "slurmenergyraw"})
+FULL_FIELDS = frozenset({"nodelist", "sluid", "errors", "reqmem", "maxrss", "slurmenergy", "slurmenergyraw"})
 _HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobName", "UID", "NodeList", "Start",
-                                                   "End", "RestartCount", "ArrayJobID", "ArrayTaskID",
+                                                   "End", "RestartCount", "SLUID", "ArrayJobID", "ArrayTaskID",
                                                    "HetJobID", "HetJobOffset", "IT_kWh", "PUE",
                                                    "CI_g_per_kWh", "Coverage", "ExitCode", "Errors", "ReportError",
                                                    "ReqMem", "MaxRSS", "SlurmEnergy", "SlurmEnergyRaw"]}
