@@ -135,15 +135,15 @@ def parse_jobid(s: str) -> JobSpec:
     """
     raw = str(s).strip()
     if raw[:1] in ("s", "S"):
-        m = _SLUID.match(raw)
-        sluid = canonical_sluid(m.group("body") and "s" + m.group("body")) if m else ""
-        if not sluid:
+        sm = _SLUID.match(raw)
+        sluid = canonical_sluid("s" + sm.group("body")) if sm else ""
+        if sm is None or not sluid:
             raise ValueError(
                 f"job id {s!r} is not a valid SLUID: a SLUID is 's' and 13 characters of "
                 f"0-9 and {CB32[10:]} (e.g. sBR1JB8J1YM400, as sacct -o SLUID prints it), optionally "
                 "with a step (.batch, .0)"
             )
-        return JobSpec(raw=raw, job_id="", step=_step(m.group("step")), sluid=sluid)
+        return JobSpec(raw=raw, job_id="", step=_step(sm.group("step")), sluid=sluid)
     m = _JOBID.match(raw)
     if not m or int(m.group("job")) == 0:
         raise ValueError(

@@ -120,62 +120,58 @@ def _parse(text: str, now_ts: float, zone: ZoneInfo) -> float:
             raise _Bad("uts needs epoch seconds (1000000 or more) and nothing after them, e.g. uts1700000000")
         return float(int(text[3:]))
     local = dt.datetime.fromtimestamp(now_ts, zone)
-    hour = minute = -1
-    second = 0
-    month = mday = year = -1
-    exact: Optional[float] = None  # "now..." alone: the instant, not its wall-clock fields
-    n, pos, low = len(text), 0, text.lower()
-    while pos < n and text[pos] != "\n":
-        c = text[pos]
-        # words first: Slurm skips a 'T' before looking for them, so it refuses "Today" (module docstring)
-        if low.startswith("today", pos):
-            month, mday, year = local.month, local.day, local.year
-            pos, exact = pos + 5, None
-            continue
-        if low.startswith("tomorrow", pos):
-            later = dt.datetime.fromtimestamp(now_ts + 86400, zone)
-            month, mday, year = later.month, later.day, later.year
-            pos, exact = pos + 8, None
-            continue
-        named = next(((w, h) for w, h in _NAMED if low.startswith(w, pos)), None)
-        if named:
-            hour, minute, second = named[1], 0, 0
-            pos += len(named[0])
-            exact = None
-            continue
-        if c in " \t-T":
-            pos += 1
-            continue
-        if low.startswith("now", pos):
-            delta, pos = _now_delta(text, low, pos + 3)
-            exact = now_ts + delta
-            later = dt.datetime.fromtimestamp(exact, zone)
-            month, mday, year = later.month, later.day, later.year
-            hour, minute, second = later.hour, later.minute, later.second
-            continue
-        if not _digit(c):
-            raise _Bad(f"unexpected {text[pos:]!r}")
-        exact = None
-        if text[pos + 1:pos + 2] == ":" or text[pos + 2:pos + 3] == ":":
-            (hour, minute, second), pos = _get_time(text, low, pos)
-            continue
-        (month, mday, yr), pos = _get_date(text, pos)
-        if yr is not None:
-            year = yr
-    if hour == -1 and month == -1:
+    # parse_time.c's fields (-1: not given); "exact": the instant of a "now..." nothing after it changed
+    f: dict = {"hour": -1, "minute": -1, "second": 0, "month": -1, "mday": -1, "year": -1, "exact": None}
+    pos = 0
+    while pos < len(text) and text[pos] != "\n":
+        pos = _token(text, text.lower(), pos, f, now_ts, zone)
+    if f["hour"] == -1 and f["month"] == -1:
         raise _Bad("no date or time in it")  # Slurm: time 0 (the epoch), silently
-    if exact is not None:  # "now[{+|-}N]" that nothing after it changed: the instant itself
-        return exact
-    if hour == -1:  # a date without a time: 00:00
-        hour, minute = 0, 0
-    elif month == -1:  # a time without a date: with past, today
-        month, mday, year = local.month, local.day, local.year
-    if year == -1:  # parse_time.c, past: last year if the month is after this month, else this year
-        year = local.year - 1 if month > local.month else local.year
+    if f["exact"] is not None:
+        return f["exact"]
+    if f["hour"] == -1:  # a date without a time: 00:00
+        f.update(hour=0, minute=0)
+    elif f["month"] == -1:  # a time without a date: with past, today
+        f.update(month=local.month, mday=local.day, year=local.year)
+    if f["year"] == -1:  # parse_time.c, past: last year if the month is after this month, else this year
+        f["year"] = local.year - 1 if f["month"] > local.month else local.year
     try:
-        return dt.datetime(year, month, mday, hour, minute, second, tzinfo=zone).timestamp()
+        return dt.datetime(f["year"], f["month"], f["mday"], f["hour"], f["minute"], f["second"],
+                           tzinfo=zone).timestamp()
     except ValueError:
-        raise _Bad(f"{year:04d}-{month:02d} has no day {mday}") from None
+        raise _Bad(f"{f['year']:04d}-{f['month']:02d} has no day {f['mday']}") from None
+
+
+def _token(text: str, low: str, pos: int, f: dict, now_ts: float, zone: ZoneInfo) -> int:
+    """One step of parse_time.c's loop at ``pos``: sets fields of ``f``; returns the next position."""
+    # words first: Slurm skips a 'T' before looking for them, so it refuses "Today" (module docstring)
+    for word, days in (("today", 0), ("tomorrow", 1)):
+        if low.startswith(word, pos):
+            day = dt.datetime.fromtimestamp(now_ts + days * 86400, zone)
+            f.update(month=day.month, mday=day.day, year=day.year, exact=None)
+            return pos + len(word)
+    for word, hour in _NAMED:
+        if low.startswith(word, pos):
+            f.update(hour=hour, minute=0, second=0, exact=None)
+            return pos + len(word)
+    if text[pos] in " \t-T":
+        return pos + 1
+    if low.startswith("now", pos):
+        delta, pos = _now_delta(text, low, pos + 3)
+        later = dt.datetime.fromtimestamp(now_ts + delta, zone)
+        f.update(month=later.month, mday=later.day, year=later.year, hour=later.hour, minute=later.minute,
+                 second=later.second, exact=now_ts + delta)
+        return pos
+    if not _digit(text[pos]):
+        raise _Bad(f"unexpected {text[pos:]!r}")
+    f["exact"] = None
+    if text[pos + 1:pos + 2] == ":" or text[pos + 2:pos + 3] == ":":
+        (f["hour"], f["minute"], f["second"]), pos = _get_time(text, low, pos)
+        return pos
+    (f["month"], f["mday"], yr), pos = _get_date(text, pos)
+    if yr is not None:
+        f["year"] = yr
+    return pos
 
 
 def _now_delta(text: str, low: str, i: int) -> tuple[int, int]:
