@@ -363,7 +363,8 @@ def _long_text(items: list, args: argparse.Namespace, fields: list[str], parsabl
     ``-o``: the fields chosen (sacct's ``%N`` widths; a last Covers column is wrapped)."""
     from slurm_energy.cli.table import render_with_notes
 
-    rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=not parsable)]
+    short = not parsable and args.format is None  # the note names the device: Covers without it
+    rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=short)]
     chosen = F.LONG_FIELDS if args.format is None else fields
     if parsable or args.format is not None:
         idx = [F.LONG_FIELDS.index(f) for f in chosen]

@@ -65,6 +65,10 @@ def test_long_with_format_picks_long_fields(tmp_path, monkeypatch, capsys):
     assert main(["--store", url, "-l", "-o", "JobID,Model%-12,Wraps", "5"]) == 0
     assert capsys.readouterr().out.splitlines() == ["JobID Model        Wraps", "----- ------------ -----",
                                                     "    5 Xeon 6248        0"]
+    # aligned with -o: Covers whole (no note names the device), the last column wrapped to the terminal
+    assert main(["--store", url, "-l", "-o", "JobID,Covers", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "JobID Covers" and " ".join(ln.strip() for ln in lines[2:]) == f"5 {CPU_COVERS} [wrap]"
     assert main(["--store", url, "-l", "-o", "JobID,CPU_kWh", "5"]) == 2  # a table field, not a -l one
     assert "--format with --long: unknown field 'CPU_kWh'; valid fields: JobID, Node, Class" in capsys.readouterr().err
 
