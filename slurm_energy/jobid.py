@@ -6,7 +6,8 @@ Forms (as ``sacct -j`` takes them; Slurm 22.05 ``slurm_job_step_id`` syntax):
 ``715219``     the raw job id; if it is an array's job id (SLURM_ARRAY_JOB_ID) it means every task
                of the array, if a het job's id (SLURM_HET_JOB_ID) every component -- as in sacct
 ``715219_23``  array task 23 of array 715219 (the same task is also reachable by its raw job id)
-``715219_[1-3,7]``  several tasks of one array
+``715219_[1-3,7]``  several tasks of one array (also ``[0-15:4]``, every 4th, and squeue's
+               throttle ``[1-10%2]``, ignored)
 ``1234+0``     het job component 0 of het job 1234 (each component also has its own raw job id)
 ``X.batch`` / ``X.extern`` / ``X.interactive`` / ``X.TBD`` / ``X.0``  a job step of any of the
                forms above (``715219_23.0``, ``1234+1.batch``). Energy is measured per job allocation
@@ -46,7 +47,7 @@ RUN_OVERLAP_SLACK_S = 2.0
 
 _JOBID = re.compile(
     r"""^(?P<job>[0-9]+)
-        (?:_(?P<task>[0-9]+|\[[0-9,\-]+\]) | \+(?P<het>[0-9]+))?
+        (?:_(?P<task>[0-9]+|\[[0-9,:%\-]+\]) | \+(?P<het>[0-9]+))?
         (?:\.(?P<step>batch|extern|interactive|tbd|[0-9]+)(?:\+(?P<stephet>[0-9]+))?)?$""",
     re.X | re.I,
 )
@@ -112,18 +113,24 @@ class JobSpec:
 
 
 def _expand_tasks(body: str, raw: str) -> tuple[str, ...]:
+    """``1-3,7``, ``0-15:4`` (every 4th), ``1-10%2`` (squeue's throttle, ignored) -> task ids, as
+    Slurm's ``slurm_parse_array_tok`` (src/common/slurm_protocol_defs.c) reads them."""
     out: list[str] = []
     for part in body.split(","):
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        m = re.fullmatch(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?(?:%[0-9]+)?", part)
         if not m:
-            raise ValueError(f"job id {raw!r}: bad array task range {part!r}; write e.g. 715219_[1-3,7]")
+            raise ValueError(f"job id {raw!r}: bad array task range {part!r}; write e.g. 715219_[1-3,7] or "
+                             "715219_[0-15:4]")
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
+        step = int(m.group(3)) if m.group(3) else 1
         if hi < lo:
             raise ValueError(f"job id {raw!r}: array task range {part!r} runs backwards; write it low-high")
+        if step < 1:
+            raise ValueError(f"job id {raw!r}: array task step in {part!r} must be 1 or more")
         if hi - lo > 1_000_000:
             raise ValueError(f"job id {raw!r}: array task range {part!r} is larger than 1000000 tasks")
-        out.extend(str(i) for i in range(lo, hi + 1))
+        out.extend(str(i) for i in range(lo, hi + 1, step))
     return tuple(dict.fromkeys(out))
 
 

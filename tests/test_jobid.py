@@ -21,7 +21,7 @@ def test_parse_forms(text, spec):
     assert parse_jobid(text) == spec
 
 
-@pytest.mark.parametrize("bad", ["", "abc", "12_", "12+", "12.foo", "1_[3-1]", "1_2+3"])
+@pytest.mark.parametrize("bad", ["", "abc", "12_", "12+", "12.foo", "1_[3-1]", "1_2+3", "1_[1-3:0]", "1_[1:2]"])
 def test_parse_rejects(bad):
     with pytest.raises(ValueError) as ei:
         parse_jobid(bad)
@@ -72,6 +72,10 @@ SACCT_FORMS = [
     ("123.0", dict(job_id="123", step="0")),
     ("123_4", dict(job_id="123", array_tasks=("4",))),
     ("123_[1-3]", dict(job_id="123", array_tasks=("1", "2", "3"))),
+    ("123_[1-3,7]", dict(job_id="123", array_tasks=("1", "2", "3", "7"))),
+    ("123_[0-12:4]", dict(job_id="123", array_tasks=("0", "4", "8", "12"))),  # slurm_parse_array_tok's step
+    ("123_[1-4%2]", dict(job_id="123", array_tasks=("1", "2", "3", "4"))),  # squeue's throttle: not a task
+
     ("123_4.0", dict(job_id="123", array_tasks=("4",), step="0")),
     ("123_4.batch", dict(job_id="123", array_tasks=("4",), step="batch")),
     ("123+1", dict(job_id="123", het_offset="1")),
