@@ -47,7 +47,7 @@ class SlurmJobProbe:
         self._gone = False
         self._best_cpu = 0.0
         self._max_mem = 0
-        self._on_job_env = on_job_env  # called once with the job's env facts (array/het ids, name)
+        self._on_job_env = on_job_env  # called once with the job's env facts (job name, umask)
         self._env_seen: set[int] = set()
         self._scanner = EnvScanner(job_id, uid=uid if uid is not None and uid >= 0 else None)
         self._stat = StatFiles()  # the job's /proc/PID/stat, kept open (PID mode)

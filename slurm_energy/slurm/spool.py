@@ -9,7 +9,7 @@ Layout (``spool_dir`` from the site config, default /var/spool/slurm-energy, mod
         samples-<node>.jsonl             the sample file
         sampler-<node>.pid               the detached sampler's PID
         errors-<node>.jsonl              hook failures recorded on the job (one JSON string a line)
-        jobenv-<node>.json               array/het ids and job name read from the job's processes
+        jobenv-<node>.json               job name and SLURM_UMASK read from the job's processes (never identity)
         epilog-<node>.done               this node's Epilog has run for this attempt (JSON: t, sampler, exit_code)
         finalized-<node>.done            this node's finalizer has written its record (collect skips it)
         prolog-raw-<node>.json           the Prolog's counter files, until its sampler wrote their row
