@@ -241,9 +241,10 @@ class JobRecord(BaseModel):
     # why the HTML/CSV report could not be written into work_dir ("" = written, or none due);
     # jobenergy shows a code beside the status (``complete (no report: permission_denied)``), the text in -l
     report_error: str = ""
-    # The original bytes (hex) of every text field that was not UTF-8 (a job name, work dir, phase
-    # name...), keyed by its place in the record (``job_name``, ``phases.0.name``): the field itself
-    # shows each undecodable byte as ``\xNN`` (:func:`text_safe`). Empty for almost every job.
+    # The original bytes (hex) of every text that was not UTF-8: a top-level field by its name
+    # (``job_name``, ``work_dir``), text deeper in the record (a phase name, an error) by
+    # ``text:<shown text>``; the text itself shows each undecodable byte as ``\xNN``
+    # (:func:`text_safe`). Empty for almost every job.
     raw_text: dict[str, str] = Field(default_factory=dict)
 
     def raw(self, field: str) -> str:
@@ -286,8 +287,11 @@ def _safe_tree(value: Any, path: str, raw: dict[str, str]) -> Any:
 
     if isinstance(value, str):
         if has_surrogates(value):
-            raw.setdefault(path, text_bytes(value).hex())
-            return shown_text(value)
+            shown = shown_text(value)
+            # a top-level field by its name (exact: ``JobRecord.raw``); text deeper in the record
+            # (a phase name, an error) by its shown text: the key survives merges and reordering
+            raw.setdefault(path if "." not in path and path else f"text:{shown}", text_bytes(value).hex())
+            return shown
         return value
     if isinstance(value, dict):
         return {_safe_tree(k, f"{path}.<key>", raw): _safe_tree(v, f"{path}.{k}" if path else str(k), raw)
@@ -304,7 +308,8 @@ def text_safe(record: JobRecord) -> JobRecord:
     the record from the environment, /proc, Slurm's output and the marks file decoded with
     ``surrogateescape`` (lossless, see :mod:`slurm_energy.core`); such a string makes pydantic's JSON
     fail. Here each undecodable byte is shown as ``\\xNN`` and the field's original bytes go to
-    ``raw_text`` (hex, keyed by the field's place: ``job_name``, ``nodes.0.errors.2``). Changes
+    ``raw_text`` (hex; a top-level field keyed by its name, ``job_name``, ``work_dir``; text deeper
+    in the record, a phase name or an error, by ``text:<shown text>``). Changes
     ``record`` in place (callers keep their object) and returns it; the cost when its text is
     already UTF-8: one JSON dump.
     """

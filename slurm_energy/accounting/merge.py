@@ -224,9 +224,14 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
 
     starts = [r.start_time for r in records] + [ns.start_time for ns in nodes]
     ends = [r.end_time for r in records] + [ns.end_time for ns in nodes]
+    raw_text: dict[str, str] = {}
+    for r in ordered:  # the original bytes of non-UTF-8 text (issue 22), from every node's record
+        for k, v in r.raw_text.items():
+            raw_text.setdefault(k, v)
     return base.model_copy(
         update=dict(
             nodes=nodes,
+            raw_text=raw_text,
             expected_nodes=expected,
             start_time=min(starts),
             end_time=max(ends),
