@@ -8,10 +8,11 @@ slurmd's environment gave.
 
 User text (job name, comment, work dir, std paths) can hold `` JobState=COMPLETED ExitCode=0:0``,
 so ``scontrol show job -o``'s ``Key=value`` line cannot be trusted to say which ``JobState=`` is
-slurmctld's. ``scontrol --json show job`` (Slurm's data_parser / openapi; 22.05 and later with the
-serializer/json plugin) is read first; the text line only where JSON is not available, and there a
-key we read that appears more than once is dropped (``ambiguous``), never guessed: the state is
-then derived from slurmd's exit code (:func:`slurm_energy.slurm.jobfacts.slurm_job_state`).
+slurmctld's. ``scontrol --json show job`` (Slurm's data_parser, 23.02 and later; 22.05's scontrol
+has no ``--json``: "unrecognized option", seen on the test cluster) is read first; the text line
+only where JSON is not available, and there the array/het ids are read only before ``JobName=``
+and a key after it that appears more than once is dropped (``ambiguous``), never guessed: the state
+is then derived from slurmd's exit code (:func:`slurm_energy.slurm.jobfacts.slurm_job_state`).
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ def parse_show_job(line: str) -> dict:
 
 
 def _number(v) -> Optional[int]:
-    """A JSON number as data_parser writes it: a plain int (v0.0.38/0.0.39) or
-    ``{"set": true, "infinite": false, "number": N}`` (v0.0.40 and later); None when unset/infinite."""
+    """A JSON number as Slurm writes it: a plain int (the older openapi plugins' form) or
+    ``{"set": true, "infinite": false, "number": N}`` (data_parser); None when unset/infinite."""
     if isinstance(v, dict):
         if not v.get("set", True) or v.get("infinite"):
             return None
@@ -117,8 +118,8 @@ def _number(v) -> Optional[int]:
 
 
 def _json_exit_code(ec) -> str:
-    """``"exit:signal"`` from data_parser's exit_code: ``{"return_code": N, "signal": {"id": S}}``
-    (v0.0.40 on) or the wait status as an int (v0.0.38); '' when absent."""
+    """``"exit:signal"`` from Slurm's JSON exit_code: ``{"return_code": N, "signal": {"id": S}}``
+    (data_parser) or the wait status as an int (older plugins); '' when absent."""
     if isinstance(ec, dict):
         rc, sig = _number(ec.get("return_code")), _number((ec.get("signal") or {}).get("id"))
         return f"{rc}:{sig or 0}" if rc is not None else ""
@@ -157,8 +158,9 @@ def _json_requests(job: dict, out: dict) -> None:
 
 def parse_show_job_json(text: str, job_id: str) -> Optional[dict]:
     """Facts (the keys of :func:`parse_show_job`) from ``scontrol --json show job JOB``'s output;
-    None when it is not JSON or names no such job. Fields by Slurm's data_parser names:
-    ``job_state`` (a string before v0.0.40, a list of flags since), ``exit_code`` (an int, or
+    None when it is not JSON or names no such job. Fields by Slurm's data_parser names (both shapes
+    read: the older plugins' plain values and data_parser's objects):
+    ``job_state`` (a string, or a list of flags), ``exit_code`` (an int wait status, or
     ``{"return_code": N, "signal": {"id": S}}``), ``restart_cnt``, ``array_job_id``, ``array_task_id``,
     ``het_job_id``, ``het_job_offset``, ``name``, ``memory_per_node`` / ``memory_per_cpu`` (MB),
     ``tres_alloc_str``, ``node_count``, ``start_time`` / ``end_time`` (epoch s)."""

@@ -71,13 +71,13 @@ def test_user_text_cannot_set_a_key_it_fakes_in_the_text_form():
 def test_json_of_slurm_22_05_and_of_newer_versions():
     from slurm_energy.slurm.scontrol import parse_show_job_json
 
-    # v0.0.38 (22.05): plain numbers, job_state a string, exit_code the wait status (3 << 8)
+    # the older openapi plugins' shape: plain numbers, job_state a string, exit_code the wait status (3 << 8)
     old = '{"jobs": [{"job_id": 171, "array_job_id": 170, "array_task_id": 2, "job_state": "CANCELLED", ' \
           '"exit_code": 768, "restart_cnt": 1, "name": "my sweep", "memory_per_node": 4000, "node_count": 2}]}'
     assert parse_show_job_json(old, "171") == {
         "job_state": "CANCELLED", "exit_code": "3:0", "restarts": 1, "array_job_id": "170", "array_task_id": "2",
         "job_name": "my sweep", "min_memory_node": "4000M", "num_nodes": "2"}
-    # v0.0.40+ (23.11 on): {"set", "infinite", "number"} numbers, job_state a list of flags
+    # data_parser's shape: {"set", "infinite", "number"} numbers, job_state a list of flags
     n = lambda v, s=True: {"set": s, "infinite": False, "number": v}  # noqa: E731
     new = {"jobs": [{"job_id": 142, "het_job_id": n(141), "het_job_offset": n(1), "job_state": ["COMPLETED"],
                      "exit_code": {"return_code": n(0), "signal": {"id": n(15)}}, "restart_cnt": 0,
