@@ -4,8 +4,10 @@ Per GPU, the best source NVML offers, probed once at start (the counter wins):
 
 1. ``nvmlDeviceGetTotalEnergyConsumption`` -- mJ since driver load, Volta and newer
    -> ``method="counter"``, ``energy_uj = mJ x 1000``, no range (64-bit, does not wrap). Power
-   (``nvmlDeviceGetPowerUsage``) is read beside it, so accounting can cross-check a counter that
-   sticks, resets or runs away (:func:`slurm_energy.accounting.integrate.cross_check_counter`).
+   (``nvmlDeviceGetPowerUsage``, a 1 s average on Ampere and newer) and the enforced power limit
+   (``max_power_w``) go beside it, for accounting's counter-vs-power rule
+   (:mod:`slurm_energy.accounting.crosscheck`: a moving counter is trusted over the averaged power;
+   a stuck or runaway interval is charged by power integration; a reset skips that interval).
 2. ``nvmlDeviceGetPowerUsage`` -- mW, current draw -> ``method="power_integration"``,
    ``power_w = mW / 1000`` (accounting integrates by the trapezoidal rule).
 3. Neither: ``method="unavailable"`` (energy ``None``, never 0), or, when the site configured a
@@ -201,6 +203,7 @@ class NvmlReader(Reader):
                 r.energy_uj = int(nv.nvmlDeviceGetTotalEnergyConsumption(t.handle)) * 1000
                 r.energy_resolution_uj = NVML_ENERGY_RESOLUTION_UJ
                 r.power_w, r.power_accuracy_w = self._power_beside_counter(t)
+                r.max_power_w = t.limit_w  # enforced power limit: a counter beyond it is a runaway
             elif t.mode == "power_integration":
                 r.power_w = nv.nvmlDeviceGetPowerUsage(t.handle) / 1000.0
             else:  # tdp_estimate with the site's fallback wattage
