@@ -150,27 +150,31 @@ def test_missing_power_keeps_counter(monkeypatch):
     assert d.energy_j == pytest.approx(1000.0) and d.method == Method.COUNTER
 
 
-def test_amd_hwmon_counter_stuck_while_power1_average_reads_300_w(tmp_path):
-    # the same cross-check on an AMD card's hwmon: energy1_input stuck, power1_average 300 W (uW)
-    from fakes.drm import FakeSysfs, put
+def test_amdsmi_counter_stuck_while_socket_power_reads_300_w(tmp_path):
+    # the same rule on AMD SMI (amdgpu's hwmon has no energy file: tests/fakes/drm.py): the MI300X's
+    # accumulator sticks while current_socket_power reads 300 W: 300 W x 10 s = 3000 J by power
+    from fakes.amdsmi import FakeAmdSmi, FakeGpu as SmiGpu
+    from fakes.drm import MI300X_HWMON, FakeSysfs
 
     from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+    from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader
     from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
 
     fs = FakeSysfs(tmp_path / "sys")
-    hw = fs.gpu("0000:c1:00.0", "1002:74a1", "amdgpu", card=1, render=128,
-                hwmon={"energy1_input": 7_000_000, "power1_average": 300_000_000})
-    r = DrmHwmonReader(resolve_drm_gpus(drm_root=str(fs.drm_root), kfd_root=str(fs.kfd_root), slurm_job_gpus="0"),
-                       str(fs.drm_root), str(fs.kfd_root))
+    fs.gpu("0000:c1:00.0", "1002:74a1", "amdgpu", card=1, render=128, hwmon=dict(MI300X_HWMON))
+    hw = DrmHwmonReader(resolve_drm_gpus(drm_root=str(fs.drm_root), kfd_root=str(fs.kfd_root), slurm_job_gpus="0"),
+                        str(fs.drm_root), str(fs.kfd_root))
+    g = SmiGpu("0000:c1:00.0")
+    g.energy_accumulator, g.current_socket_power = 457_516, 300  # stuck at 7 J (15.3 uJ counts)
+    r = AmdSmiReader(hw, amdsmi_module=FakeAmdSmi([g]))
     rows = []
     for k in range(3):
-        put(hw / "energy1_input", 7_000_000)  # stuck
         rows.append({"t": T0 + 5 * k, "kind": "sample", "job": {"cpu_time_s": float(k), "pids": [1]},
                      "node": {"cpu_busy_s": float(k), "cpu_total_s": 2.0 * k, "ncpu": 2},
                      "readings": [x.to_dict() for x in r.read()]})
     (d,) = summarise_node(rows, job_id="7", node="n1", start_time=T0, end_time=T0 + 10).devices
     assert d.energy_j == pytest.approx(300.0 * 10)  # 3000 J by power, not the counter's 0 J
-    assert d.method == Method.POWER_INTEGRATION and FLAG_COUNTER_INCONSISTENT in d.flags
+    assert d.method == Method.POWER_INTEGRATION and "counter_stuck" in d.flags
 
 
 def test_counter_that_updates_late_and_catches_up_is_trusted(monkeypatch):
