@@ -154,3 +154,27 @@ def test_unknown_uuid_is_unavailable(monkeypatch):
     install(monkeypatch, gpus())
     (rd,) = NvmlReader(["GPU-nope"]).read()
     assert rd.method == "unavailable" and rd.flags == ["nvml_error:NVMLError_NotFound"]
+
+
+def test_instant_power_field_read_where_the_driver_has_it(monkeypatch):
+    # An H100 without its energy counter (e.g. a driver that refuses it): nvmlDeviceGetPowerUsage is the
+    # 1 s average (300 W), NVML_FI_DEV_POWER_INSTANT reads 500 W now: the instant one is integrated,
+    # 500 W x 10 s = 5000 J; the inventory says which source.
+    gpu = FakeGpu(VOLTA, 0, name="NVIDIA H100 80GB HBM3", energy_mj=None, power_mw=300_000,
+                  power_instant_mw=500_000, limit_mw=700_000)
+    install(monkeypatch, [gpu])
+    r = NvmlReader([VOLTA])
+    assert r.devices()[0].extra["power_source"] == "NVML_FI_DEV_POWER_INSTANT"
+    a, b = r.read()[0], r.read()[0]
+    assert (a.method, a.power_w) == ("power_integration", 500.0)
+    s = series_from_readings([(0.0, a), (10.0, b)])
+    assert s.total_j == pytest.approx(5000.0)
+
+
+def test_without_the_instant_field_the_averaged_power_is_read(monkeypatch):
+    # an A100 on an older driver: the field answers NOT_SUPPORTED; nvmlDeviceGetPowerUsage (250 W)
+    gpu = FakeGpu(VOLTA, 0, energy_mj=None, power_mw=250_000, power_instant_mw=None)
+    install(monkeypatch, [gpu])
+    r = NvmlReader([VOLTA])
+    assert r.devices()[0].extra["power_source"] == "nvmlDeviceGetPowerUsage"
+    assert r.read()[0].power_w == 250.0

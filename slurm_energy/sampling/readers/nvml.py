@@ -8,8 +8,13 @@ Per GPU, the best source NVML offers, probed once at start (the counter wins):
    (``max_power_w``) go beside it, for accounting's counter-vs-power rule
    (:mod:`slurm_energy.accounting.crosscheck`: a moving counter is trusted over the averaged power;
    a stuck or runaway interval is charged by power integration; a reset skips that interval).
-2. ``nvmlDeviceGetPowerUsage`` -- mW, current draw -> ``method="power_integration"``,
-   ``power_w = mW / 1000`` (accounting integrates by the trapezoidal rule).
+2. ``nvmlDeviceGetPowerUsage`` -- mW -> ``method="power_integration"``, ``power_w = mW / 1000``
+   (accounting integrates by the trapezoidal rule). nvml.h: "On Ampere (except GA100) or newer GPUs,
+   the API returns power averaged over 1 sec interval. On GA100 and older architectures,
+   instantaneous power is returned." Where the driver has the field ``NVML_FI_DEV_POWER_INSTANT``
+   ("current instantaneous power usage", mW; ``nvmlDeviceGetFieldValues``, R535 and newer), that
+   instant reading is used instead, both for integration and beside the counter (probed once at
+   start; ``DeviceStatic.extra["power_source"]`` says which).
 3. Neither: ``method="unavailable"`` (energy ``None``, never 0), or, when the site configured a
    fallback wattage, ``method="tdp_estimate"`` with ``mean_power_w = fallback_w x utilisation``
    flagged ``gpu_fallback_w`` (an estimate, labelled).
@@ -59,6 +64,7 @@ class _Target:
     limit_w: Optional[float] = None
     error: str = ""
     last_ts: int = 0  # last process-utilisation sample timestamp seen, us
+    instant: bool = False  # NVML_FI_DEV_POWER_INSTANT answers: read it instead of the 1 s average
 
 
 class NvmlReader(Reader):
@@ -138,12 +144,14 @@ class NvmlReader(Reader):
         if is_mig and frac is None:
             t.error = "mig_fraction_unknown"
             return t
+        t.instant = self._instant_mw(handle) is not None
         try:
             nv.nvmlDeviceGetTotalEnergyConsumption(handle)
             t.mode = "counter"
         except nv.NVMLError:
             try:
-                nv.nvmlDeviceGetPowerUsage(handle)
+                if not t.instant:
+                    nv.nvmlDeviceGetPowerUsage(handle)
                 t.mode = "power_integration"
             except nv.NVMLError:
                 t.mode = "tdp_estimate" if self.fallback_w is not None else "unavailable"
@@ -167,7 +175,8 @@ class NvmlReader(Reader):
                 rated, src = self.fallback_w, "site config gpu_fallback_w"
             if t.is_mig and rated is not None and t.mig_fraction is not None:
                 rated, src = rated * t.mig_fraction, src + " x MIG slice fraction"
-            extra = {"energy_source": t.mode}
+            extra = {"energy_source": t.mode,
+                     "power_source": "NVML_FI_DEV_POWER_INSTANT" if t.instant else "nvmlDeviceGetPowerUsage"}
             try:  # the GPU's number, for listing GPUs in numeric order (their UUIDs carry none)
                 extra["minor"] = int(self.nv.nvmlDeviceGetMinorNumber(t.handle))
             except (self.nv.NVMLError, TypeError, ValueError):
@@ -205,7 +214,7 @@ class NvmlReader(Reader):
                 r.power_w, r.power_accuracy_w = self._power_beside_counter(t)
                 r.max_power_w = t.limit_w  # enforced power limit: a counter beyond it is a runaway
             elif t.mode == "power_integration":
-                r.power_w = nv.nvmlDeviceGetPowerUsage(t.handle) / 1000.0
+                r.power_w = self._power_mw(t) / 1000.0
             else:  # tdp_estimate with the site's fallback wattage
                 u = r.util
                 if u is None:
@@ -221,9 +230,32 @@ class NvmlReader(Reader):
     def _power_beside_counter(self, t: _Target) -> tuple[Optional[float], Optional[float]]:
         """Power (W) read with the counter, for accounting's cross-check; (None, None) if unsupported."""
         try:
-            return self.nv.nvmlDeviceGetPowerUsage(t.handle) / 1000.0, NVML_POWER_ACCURACY_W
+            return self._power_mw(t) / 1000.0, NVML_POWER_ACCURACY_W
         except self.nv.NVMLError:
             return None, None
+
+    def _instant_mw(self, handle) -> Optional[int]:
+        """``NVML_FI_DEV_POWER_INSTANT`` in mW, or None where the driver or GPU lacks the field."""
+        nv = self.nv
+        fid = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
+        if fid is None:
+            return None
+        try:
+            (v,) = nv.nvmlDeviceGetFieldValues(handle, [fid])
+        except (nv.NVMLError, AttributeError, ValueError, TypeError):
+            return None
+        if v.nvmlReturn != nv.NVML_SUCCESS:
+            return None
+        return int(v.value.uiVal)
+
+    def _power_mw(self, t: _Target) -> float:
+        """The GPU's power in mW: the instant field where it answers, else nvmlDeviceGetPowerUsage
+        (raises ``NVMLError`` like it)."""
+        if t.instant:
+            mw = self._instant_mw(t.handle)
+            if mw is not None:
+                return mw
+        return self.nv.nvmlDeviceGetPowerUsage(t.handle)
 
     def _util(self, t: _Target) -> Optional[float]:
         for h in (t.own_handle, t.handle) if t.is_mig else (t.handle,):
