@@ -191,7 +191,7 @@ def checked_counter(s: SeriesEnergy, run: Sequence[tuple[float, Reading]]) -> Se
     return checked
 
 
-def counter_agrees_everywhere(e_counter_j: np.ndarray, p_w: np.ndarray, dt_s: np.ndarray, st: dict) -> bool:
+def counter_agrees_everywhere(e_counter_j: np.ndarray, p_w: np.ndarray, dt_s: np.ndarray, st: dict[str, Any]) -> bool:
     """For the array path: True when every interval's verdict is :data:`AGREE` (so the general
     path would leave the counter as it is, unflagged). ``p_w`` has one more entry than the rest;
     ``st``: the readings' shared fields (``energy_resolution_uj``, ``power_accuracy_w``, ``max_power_w``)."""
