@@ -276,7 +276,9 @@ def discover_drm_gpus(drm_root: str = DEFAULT_DRM_ROOT, kfd_root: str = DEFAULT_
     for dev, g in by_dev.items():
         parts = kfd.get(g.pci_bus_id, {})
         g.render_minors = sorted(set(renders.get(dev, [])) | set(parts))
-        g.partition_of_minor = dict(parts) if len(parts) > 1 else {}
+        # partition index = the node id the kernel encoded; a kernel that wrote one location id for
+        # every partition (ids not distinct) leaves render-minor order as the index
+        g.partition_of_minor = dict(parts) if len(parts) > 1 and len(set(parts.values())) == len(parts) else {}
         if g.partition_mode:  # CPX without KFD nodes to count: 0 = unknown (never taken as 1)
             g.n_partitions = PARTITIONS_PER_MODE.get(g.partition_mode) or len(parts)
     _pair_packages(list(by_dev.values()))

@@ -90,7 +90,7 @@ def test_zero_watts_while_busy_is_not_a_measurement(sysfs):
 def test_cpx_partitions_have_their_own_location_ids_and_are_eighths(sysfs, encoding, loc5):
     # MI300X in CPX: 8 KFD nodes, each location_id = pci_dev_id 0xc100 with its node id ORed in
     assert kfd_location(loc5) == ("0000:c1:00.0", 5)
-    hw = sysfs.gpu("0000:c1:00.0", MI300X, "amdgpu", card=0, render=128, partitions=8, kfd_encoding=encoding,
+    sysfs.gpu("0000:c1:00.0", MI300X, "amdgpu", card=0, render=128, partitions=8, kfd_encoding=encoding,
                    hwmon={**MI300X_HWMON, "power1_input": 640_000_000},
                    extra={"current_compute_partition": "CPX", "current_memory_partition": "NPS4"})
     locs = sorted(int(line.split()[1]) for p in sysfs.kfd_root.glob("*/properties")
@@ -103,7 +103,7 @@ def test_cpx_partitions_have_their_own_location_ids_and_are_eighths(sysfs, encod
     assert d.energy_j == pytest.approx(800.0) and "partition_fraction:0.125" in d.flags
     all8 = _resolve(sysfs, slurm_job_gpus="0,1,2,3,4,5,6,7")
     assert sum(x.fraction for x in all8) == pytest.approx(1.0)  # the shares of one card sum to the card
-    assert hw.exists()
+    assert sorted(x.index for x in all8) == list(range(8))
 
 
 def test_qpx_partition_is_a_quarter(sysfs):

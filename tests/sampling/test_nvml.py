@@ -178,3 +178,24 @@ def test_without_the_instant_field_the_averaged_power_is_read(monkeypatch):
     r = NvmlReader([VOLTA])
     assert r.devices()[0].extra["power_source"] == "nvmlDeviceGetPowerUsage"
     assert r.read()[0].power_w == 250.0
+
+
+def test_counter_failing_mid_job_hands_over_to_power_never_unavailable(monkeypatch):
+    # counter reads 0 -> 2500 J over 10 s (250 W), then every nvmlDeviceGetTotalEnergyConsumption
+    # raises (NotSupported): the GPU is read by power from then on, 250 W for 20 s = 5000 J; the
+    # interval across the switch (10 -> 20 s) is dropped, not guessed. Total 2500 + 2500 = 5000 J.
+    from slurm_energy.accounting.integrate import series_from_readings as series
+
+    gpu = FakeGpu(VOLTA, 0, energy_mj=0, power_mw=250_000, limit_mw=400_000)
+    install(monkeypatch, [gpu])
+    r = NvmlReader([VOLTA])
+    rds = [r.read()[0]]
+    gpu.energy_mj = 2_500_000
+    rds.append(r.read()[0])
+    gpu.energy_mj = None
+    rds += [r.read()[0], r.read()[0]]
+    assert [x.method for x in rds] == ["counter", "counter", "power_integration", "power_integration"]
+    assert all("nvml_counter_handed_over:NVMLError_NotSupported" in x.flags for x in rds[2:])
+    s = series([(0.0, rds[0]), (10.0, rds[1]), (20.0, rds[2]), (30.0, rds[3])])
+    assert s.total_j == pytest.approx(2500.0 + 2500.0)
+    assert "method_changed" in s.flags and s.dropped == 1

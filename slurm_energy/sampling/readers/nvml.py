@@ -15,6 +15,9 @@ Per GPU, the best source NVML offers, probed once at start (the counter wins):
    ("current instantaneous power usage", mW; ``nvmlDeviceGetFieldValues``, R535 and newer), that
    instant reading is used instead, both for integration and beside the counter (probed once at
    start; ``DeviceStatic.extra["power_source"]`` says which).
+   A counter that fails to read mid-job hands the GPU over to its power reading for the rest of the
+   job (``power_integration``, flag ``nvml_counter_handed_over:<NVMLError class>``): the GPU stays
+   measured while a source reads.
 3. Neither: ``method="unavailable"`` (energy ``None``, never 0), or, when the site configured a
    fallback wattage, ``method="tdp_estimate"`` with ``mean_power_w = fallback_w x utilisation``
    flagged ``gpu_fallback_w`` (an estimate, labelled).
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from slurm_energy.devices.gpus import ResolvedGpu, mig_instance_fraction
+from slurm_energy.core import Method
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 
 
@@ -65,6 +69,7 @@ class _Target:
     error: str = ""
     last_ts: int = 0  # last process-utilisation sample timestamp seen, us
     instant: bool = False  # NVML_FI_DEV_POWER_INSTANT answers: read it instead of the 1 s average
+    handed_over: str = ""  # the counter failed (this NVMLError): power integration from then on
 
 
 class NvmlReader(Reader):
@@ -223,8 +228,23 @@ class NvmlReader(Reader):
                 r.mean_power_w = self.fallback_w * u
                 flags.append("gpu_fallback_w")
         except nv.NVMLError as e:
+            lost = getattr(nv, "NVMLError_GpuIsLost", None)
+            if t.mode == "counter" and not (lost and isinstance(e, lost)):  # a lost GPU reads nothing
+                # hand over to the power reading for the rest of the job
+                try:
+                    r.power_w = self._power_mw(t) / 1000.0
+                except nv.NVMLError:
+                    pass
+                else:
+                    t.mode, t.handed_over = "power_integration", type(e).__name__
+                    r.method, r.energy_uj, r.energy_resolution_uj = Method.POWER_INTEGRATION, None, None
+                    r.power_accuracy_w = r.max_power_w = None
+                    r.flags = flags + [f"nvml_counter_handed_over:{t.handed_over}"]
+                    return r
             return Reading("gpu", t.uuid, "unavailable", util=r.util, mem_bytes=r.mem_bytes,
                            flags=flags + [f"nvml_error:{type(e).__name__}"])
+        if t.handed_over:
+            r.flags = flags + [f"nvml_counter_handed_over:{t.handed_over}"]
         return r
 
     def _power_beside_counter(self, t: _Target) -> tuple[Optional[float], Optional[float]]:
