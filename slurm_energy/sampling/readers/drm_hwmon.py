@@ -3,14 +3,16 @@
 Per card, the best source its hwmon directory has, chosen once at start (the counter wins):
 
 1. ``energyN_input`` -- µJ, cumulative -> ``method="counter"``. i915 and xe have it (xe: the
-   ``card`` channel when labelled so, else ``pkg``); amdgpu where the driver provides one. The
+   ``card`` channel when labelled so, else ``pkg``); amdgpu's hwmon has none (its accumulator is
+   read through AMD SMI, :mod:`.amdsmi_reader`), a file there would be read the same way. The
    drivers keep the 32-bit hardware register in a 64-bit software accumulator and account one
    register wrap between two reads (``sysfs-driver-intel-i915-hwmon``: a 1 W load wraps the
    register in about 3 days, so reads every few seconds never miss one); the value read here
    therefore does not wrap (``max_energy_range_uj=None``). It restarts from 0 only when the driver
    reloads: accounting drops, never negates, an interval where a counter went backwards.
 2. ``power1_average`` then ``power1_input`` -- µW -> ``method="power_integration"``, ``power_w``
-   (amdgpu: the SMU's average / current socket power).
+   (amdgpu: the SMU's average socket power on MI200 and earlier; the current socket power on MI300,
+   whose SMU answers no average, ``smu_v13_0_6_ppt.c``).
 3. Neither: ``method="unavailable"`` (flag ``no_energy_or_power``; energy ``None``, never 0), or
    ``tdp_estimate`` with the site's ``gpu_fallback_w`` x utilisation, flagged ``gpu_fallback_w``.
 
