@@ -89,8 +89,14 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
     assert is_running(pid) and os.getpgid(pid) == pid  # survived the process-group kill
     assert oct(os.stat(tmp_path / "spool").st_mode & 0o777) == "0o700"  # the spool is root-only
     # "the job": a CPU-bound process carrying the job id, as slurmstepd's children do
+    # (run as the job's user: in PID mode only processes of the job's uid count, issue 22)
+    def as_nobody():
+        os.setgroups([])
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
+
     job = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"],
-                           env={"SLURM_JOB_ID": "4242"})
+                           env={"SLURM_JOB_ID": "4242"}, preexec_fn=as_nobody)
     job.wait()
     rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd",
                                                          SLURM_JOB_EXIT_CODE2="0:0"))
@@ -193,7 +199,8 @@ def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_r
     real = int((spool / "sampler-h1.pid").read_text())
     os.kill(real, signal.SIGKILL)
     stuck = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
-                              " time.sleep(60)", str(spool), "sampler"])  # argv names the spool, like the sampler's
+                              " time.sleep(60)", str(spool), "sampler"],  # argv names the spool, like the sampler's
+                             start_new_session=True)  # root's, leading its group: what the Epilog signals (issue 22)
     (spool / "sampler-h1.pid").write_text(str(stuck.pid))
     time.sleep(0.3)
     rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd"))
