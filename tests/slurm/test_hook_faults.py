@@ -24,6 +24,12 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY)
                                 reason="hooks run as root with the installed venv (scripts/setup.sh)")
 
 
+
+def _as_nobody():  # the job's processes are its user's: in PID mode only they count (issue 22)
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
 def _site(tmp: Path) -> None:
     (tmp / "site.yaml").write_text(f"""cluster_name: t
 sampling:
@@ -153,7 +159,7 @@ def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_
     env = _env("9108", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
     prolog, epilog = _hook(tmp_path, "prolog"), _hook(tmp_path, "epilog")
     job = subprocess.Popen(["/bin/sh", "-c", "timeout 4 sh -c 'while :; do :; done'; true"],
-                           env={"SLURM_JOB_ID": "9108"})  # the job: 4 s of busy loop
+                           env={"SLURM_JOB_ID": "9108"}, preexec_fn=_as_nobody)  # the job: 4 s of busy loop
     assert _run_hook(prolog, env)[0] == 0
     spool = tmp_path / "spool" / "jobs" / "9108-r0"
     time.sleep(1.2)
@@ -219,7 +225,7 @@ def test_no_epilog_on_the_node_the_sampler_finishes_it(tmp_path):
     site.write_text(site.read_text().replace("  interval_s: 0.5\n", "  interval_s: 0.5\n  epilog_wait_s: 1\n"))
     nobody = pwd.getpwnam("nobody")
     env = _env("9107", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
-    job = subprocess.Popen(["/bin/sleep", "2"], env={"SLURM_JOB_ID": "9107"})  # the job's process
+    job = subprocess.Popen(["/bin/sleep", "2"], env={"SLURM_JOB_ID": "9107"}, preexec_fn=_as_nobody)  # the job
     assert _run_hook(_hook(tmp_path, "prolog"), env)[0] == 0
     job.wait()
     t_end = time.time()

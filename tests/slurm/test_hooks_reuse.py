@@ -18,6 +18,12 @@ from test_hooks import VENV_PY, _env, _hook, _run_hook, _site
 
 
 
+
+def _as_nobody():  # the job's processes are its user's: in PID mode only they count (issue 22)
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
 def _installed_is_this_checkout() -> bool:
     """The hooks run the venv's installed package (python -I), not this checkout: only test it when
     the installed merge/spool code is this checkout's (scripts/run-tests.sh installs it first)."""
@@ -46,7 +52,7 @@ def _one_run(tmp_path, node: str, busy_s: float) -> float:
     rc, _ = _run_hook(_hook(tmp_path, "prolog"), env)
     assert rc == 0
     job = subprocess.Popen([sys.executable, "-c", f"import time\nt=time.time()\nwhile time.time()-t<{busy_s}: pass"],
-                           env={"SLURM_JOB_ID": "4343"})
+                           env={"SLURM_JOB_ID": "4343"}, preexec_fn=_as_nobody)
     job.wait()
     rc, _ = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd",
                                                         SLURM_JOB_EXIT_CODE2="0:0"))
