@@ -10,7 +10,7 @@ import select
 import time
 from typing import Optional
 
-from slurm_energy.sampling.proctree import ProcTree, StatFiles
+from slurm_energy.sampling.proctree import ProcTree, StatFiles, read_stat
 from slurm_energy.sampling.sampler import Usage
 
 
@@ -32,8 +32,11 @@ class ProcessTreeProbe:
     """
 
     def __init__(self, pid: int, exclude: frozenset = frozenset(), from_first_poll: bool = False,
-                 exact_end: bool = False):
+                 exact_end: bool = False, end_pid: Optional[int] = None):
         self.pid = pid
+        #: the process whose end ends the measurement (default the root): ``track()`` under torchrun
+        #: measures the launcher's tree (``pid``) until local rank 0 (``end_pid``) is gone
+        self.end_pid = pid if end_pid is None else end_pid
         self.exclude = frozenset(exclude)  # e.g. the sampler's own process, a child of ``pid``
         self._max_rss = 0
         self._best_cpu = 0.0
@@ -84,19 +87,19 @@ class ProcessTreeProbe:
         return self._best_cpu, rss, self._max_rss, pids
 
     def gone(self) -> bool:
-        """True once the root process has exited (gone, or a zombie): one read of its stat."""
-        st = self._stat.read(self.pid)
+        """True once the end process (``end_pid``, default the root) has exited (gone, or a zombie)."""
+        st = self._stat.read(self.end_pid) if self.end_pid == self.pid else read_stat(self.end_pid)
         return st is None or st[0] == "Z"
 
     def wakeup(self) -> Optional[tuple[int, int]]:
-        """(pidfd of the root, POLLIN): readable once the root exits; None once it has, where
+        """(pidfd of the end process, POLLIN): readable once it exits; None once it has, where
         pidfd_open is unavailable (Linux < 5.3, no permission), or with ``exact_end`` (the caller
         waits for the end itself)."""
         if self._exact_end:
             return None
         if self._pidfd is None and not self._pidfd_failed:
             try:
-                self._pidfd = os.pidfd_open(self.pid)
+                self._pidfd = os.pidfd_open(self.end_pid)
             except (OSError, AttributeError):
                 self._pidfd_failed = True
         if self._pidfd is None or self.gone():
@@ -104,9 +107,9 @@ class ProcessTreeProbe:
         return self._pidfd, select.POLLIN
 
     def wait_gone(self) -> None:
-        """Block until the root process exits (a pidfd; a 0.5 s poll of :meth:`gone` without one)."""
+        """Block until the end process exits (a pidfd; a 0.5 s poll of :meth:`gone` without one)."""
         try:
-            fd = os.pidfd_open(self.pid)
+            fd = os.pidfd_open(self.end_pid)
         except (OSError, AttributeError):
             while not self.gone():
                 time.sleep(0.5)
