@@ -68,8 +68,8 @@ def _load(args, given_by: str):
 
     try:
         cfg = load_site_config(args.config)
-        return with_carbon_overrides(cfg, country=args.country, zone=args.zone, pue=args.pue, ci=args.ci,
-                                     alpha=args.alpha, given_by=given_by, partition=args.partition,
+        return with_carbon_overrides(cfg, **{k: getattr(args, k, None) for k in ("country", "zone", "pue", "ci", "alpha")},
+                                     given_by=given_by, partition=args.partition,
                                      node=socket.gethostname().split(".")[0])
     except ConfigError as e:
         print(f"slurm-energy: {e}", file=sys.stderr)
@@ -81,7 +81,7 @@ def _check_label(args) -> None:
     anything runs, so nothing is lost."""
     from slurm_energy.outputs.report import report_path
 
-    if args.label and not args.no_report and not args.overwrite:
+    if getattr(args, "label", None) and not args.no_report and not getattr(args, "overwrite", False):
         path = report_path(args.out, args.label)
         if os.path.lexists(path):
             print(f"slurm-energy: {path} exists (an earlier run's report); pass --overwrite to replace it, "
@@ -125,14 +125,14 @@ def _measure(args, launch, wait_for_end, gpus: Optional[str] = None, ending=None
     except BaseException:
         m.cleanup()
         raise
-    m.bind(probe, args.label or label).start(t0=t0)
+    m.bind(probe, getattr(args, "label", None) or label).start(t0=t0)
     freeze_gc()  # this process only waits now: its start-up objects stay out of the sampler's collections
     keep = bool(getattr(args, "keep_samples", False))
     try:
         final_usage = wait_for_end()
         m.stop(final_usage)
         final = m.record(m.marks(), ended=ending() if ending is not None else None)
-        if not args.no_report and not args.overwrite:
+        if not args.no_report and not getattr(args, "overwrite", False):
             _free_label(args, final)
         _print_summary(final)
         if not args.no_report and _report(args, final):
@@ -211,14 +211,14 @@ def cmd_run(args) -> int:
     if not cmd:
         print("slurm-energy run: no command given; usage: slurm-energy run [options] -- CMD [ARGS...]", file=sys.stderr)
         return 2
-    status: dict = {"label": args.label, "env": None}
+    status: dict = {"label": getattr(args, "label", None), "env": None}
     proc: list = []
 
     def on_ready(m):
         """The command is told where the run's marks go (its track() calls defer to this run)."""
         env = dict(os.environ)
         env[RUN_MARKS_ENV] = m.marks_path
-        env[RUN_LABEL_ENV] = args.label or ""
+        env[RUN_LABEL_ENV] = status["label"] or ""
         status["env"] = env
 
     def launch():

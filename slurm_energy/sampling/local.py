@@ -404,7 +404,10 @@ def _child_main(spec_json: str) -> int:
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a sample asked for before the loop runs: its first
     cfg = load_site_config(spec["config"])
     readers, _ = build_readers(cfg, spec["gpus"], spec["unresolved"], drm_gpus=spec.get("drm") or [])
-    probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}), end_pid=spec.get("end_pid"))
+    # CPU time from the first poll: the tree's CPU time before the block (imports, other ranks' set-up)
+    # is not this measurement's
+    probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}), end_pid=spec.get("end_pid"),
+                             from_first_poll=True)
     s = Sampler(readers, probe, SampleWriter(spec["samples"], fsync=False), interval_s=spec["interval_s"],
                 gone_after_s=0.0)
     s.install_signal_handlers()
