@@ -102,13 +102,17 @@ def write(d: Path, name: str, text: str) -> Path:
     return p
 
 
-def popen(argv: list[str], d: Path, **extra_env: str) -> subprocess.Popen:
-    return subprocess.Popen(as_user(argv), cwd=d, env=user_env(d, **extra_env), stdout=subprocess.PIPE,
+def popen(argv: list[str], d: Path, home: Path | None = None, **extra_env: str) -> subprocess.Popen:
+    """``argv`` started as the user in ``d``; ``home``: where its site.yaml, HOME and TMPDIR are
+    (default ``d``)."""
+    return subprocess.Popen(as_user(argv), cwd=d, env=user_env(home or d, **extra_env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
-def run(argv: list[str], d: Path, timeout: float = 180, **extra_env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(as_user(argv), cwd=d, env=user_env(d, **extra_env), capture_output=True, text=True,
+def run(argv: list[str], d: Path, timeout: float = 180, home: Path | None = None,
+        **extra_env: str) -> subprocess.CompletedProcess:
+    """As :func:`popen`, waited for (at most ``timeout`` s)."""
+    return subprocess.run(as_user(argv), cwd=d, env=user_env(home or d, **extra_env), capture_output=True, text=True,
                           timeout=timeout)
 
 
