@@ -10,7 +10,7 @@ is the line a measurement outside Slurm prints when PUE or CI are still the docu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import ValidationError
 
@@ -80,7 +80,7 @@ def with_carbon_overrides(site: SiteConfig, *, country: Optional[str] = None, zo
     return site.model_copy(update={"datacenters": {name: dc}})
 
 
-def _msg(err: dict) -> str:
+def _msg(err: Any) -> str:
     m = str(err.get("msg", ""))
     return m[len("Value error, "):] if m.startswith("Value error, ") else m
 
