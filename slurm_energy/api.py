@@ -243,14 +243,14 @@ class Tracker:
             if self._out_ok and os.path.lexists(existing) and not self.overwrite:
                 raise FileExistsError(f"slurm_energy.track: {existing} exists (an earlier run's report); pass "
                                       "overwrite=True to replace it, or another label= (the default label is unique)")
-        root, self.covers = measured_root()
+        root, self.covers, job = measured_root()
         self._measure = LocalMeasurement(cfg, None, self.label, visible_gpus(), interval_s=self.interval_s,
                                          partition=self.partition, work_dir=self.out, child_of=os.getpid(),
-                                         tree_root=root).start()
+                                         tree_root=root, job_marker=job).start()
         self._writer = MarksWriter(self._measure.marks_path)
         self.mode = "local"
-        if root != os.getpid():
-            print(f"slurm-energy: local rank 0 measures the {self.covers} (each process once; the other ranks' "
+        if root != os.getpid() or job is not None:
+            print(f"slurm-energy: local rank 0 measures {self.covers} (each process once; the other ranks' "
                   "track() calls are no-ops)", file=sys.stderr)
         if self.report and not self._out_ok:
             warnings.warn(f"slurm_energy.track: {out} is not a writable directory, so the report cannot be written "

@@ -250,3 +250,55 @@ def test_without_any_facts_the_defaults_are_said_prominently(outside_slurm, caps
     assert "475 gCO2e/kWh is the DEFAULT world average" in err and "track(country='FR')" in err
     assert t.record.carbon.defaults_used == ["pue", "alpha", "ci"]
     assert "(default)" in (outside_slurm / "energy-dflt.html").read_text()
+
+
+# --------------------------------------- srun -n without the hooks: the job's tasks by environment
+
+TASK = '''
+import json, os, sys, time
+from slurm_energy import track
+rank = int(os.environ["SLURM_LOCALID"])
+
+
+def spin(s):
+    c0 = time.process_time()
+    while time.process_time() - c0 < s:
+        pass
+    return time.process_time() - c0
+
+
+with track(label="srun", interval_s=0.1) as t:
+    if rank == 0:
+        open("go", "w").close()              # rank 1 spins only while rank 0 measures
+        cpu = spin(1.0)
+        while not os.path.exists("done-1"):
+            time.sleep(0.02)
+    else:
+        while not os.path.exists("go"):
+            time.sleep(0.02)
+        cpu = spin(1.0)
+        open("done-1", "w").close()
+json.dump({"cpu_s": cpu, "mode": t.mode, "covers": t.covers,
+           "record_cpu_s": t.record.nodes[0].cpu_time_s if t.record is not None else None},
+          open(f"cpu-{rank}.json", "w"))
+'''
+
+
+def test_srun_tasks_without_the_hooks_are_measured_once_by_local_rank_0(home):
+    """Two tasks of one step, as srun starts them (siblings, not one's children), sharing the job's
+    SLURM_JOB_ID: local rank 0's record has both tasks' CPU time, once."""
+    import json
+    import random
+
+    script = ou.write(home, "task.py", TASK)
+    job = str(random.randint(10**8, 10**9))  # a job id no other process on this machine carries
+    env = dict(SLURM_JOB_ID=job, SLURM_STEP_ID="0", SLURM_ENERGY_MARKS_DIR=str(home / "no-marks"))
+    ps = [ou.popen([ou.PY, str(script)], home, SLURM_LOCALID=str(i), **env) for i in (0, 1)]
+    for p in ps:
+        _out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    r0, r1 = (json.loads((home / f"cpu-{i}.json").read_text()) for i in (0, 1))
+    assert r0["mode"] == "local" and r1["mode"] == "noop"
+    assert r0["covers"] == f"Slurm job {job}'s processes on this node (SLURM_JOB_ID={job} in their environment)"
+    both = r0["cpu_s"] + r1["cpu_s"]  # about 2 CPU-s
+    assert 0.85 * both <= r0["record_cpu_s"] <= both + 0.6, (r0, r1)

@@ -125,13 +125,18 @@ def _signame(signum: int) -> str:
         return f"signal {signum}"
 
 
-def measured_root(pid: Optional[int] = None, environ=None) -> tuple[int, str]:
-    """(the PID whose process tree a ``track()`` in process ``pid`` measures, what it covers).
+def measured_root(pid: Optional[int] = None, environ=None) -> tuple[int, str, Optional[str]]:
+    """(the PID whose process tree a ``track()`` in process ``pid`` measures, what it covers, the
+    Slurm job id whose processes on this node it measures too, or None).
 
-    Under torchrun (``TORCHELASTIC_RUN_ID`` set, torch.distributed.run's elastic agent the parent,
-    which starts every local rank as its own child): the launcher's tree, i.e. every rank of this
-    node and the launcher, each counted once (the other ranks' ``track`` calls are no-ops). Else
-    the process's own tree."""
+    * Under torchrun (``TORCHELASTIC_RUN_ID`` set: torch.distributed.run's elastic agent, also
+      when ``accelerate launch`` runs it in-process, starts every local rank as its own child):
+      the launcher's tree, i.e. every rank of this node and the launcher, each counted once (the
+      other ranks' ``track`` calls are no-ops). The parent must be this user's process.
+    * A task of a Slurm step without the hooks (``SLURM_JOB_ID``, ``SLURM_STEP_ID`` and
+      ``SLURM_LOCALID`` set: ``srun -n``): its own tree and every process of this user whose
+      environment holds ``SLURM_JOB_ID=<id>`` (the other tasks of the job on this node), once each.
+    * Else the process's own tree."""
     env = os.environ if environ is None else environ
     pid = os.getpid() if pid is None else pid
     if env.get("TORCHELASTIC_RUN_ID"):
@@ -139,21 +144,28 @@ def measured_root(pid: Optional[int] = None, environ=None) -> tuple[int, str]:
 
         st = read_stat(pid)
         ppid = st[1] if st is not None else 0
-        if ppid > 1 and _is_torch_launcher(ppid):
+        if ppid > 1 and _same_user(ppid):
             n = env.get("LOCAL_WORLD_SIZE", "?")
-            return ppid, f"torchrun launcher {ppid} and its {n} local ranks"
-    return pid, f"process {pid} and its children"
+            return ppid, f"torchrun launcher {ppid} ({_comm(ppid)}) and its {n} local ranks", None
+    job = env.get("SLURM_JOB_ID", "")
+    if job and env.get("SLURM_STEP_ID", "") and env.get("SLURM_LOCALID", ""):
+        return pid, f"Slurm job {job}'s processes on this node (SLURM_JOB_ID={job} in their environment)", job
+    return pid, f"process {pid} and its children", None
 
 
-def _is_torch_launcher(pid: int) -> bool:
-    """Whether ``pid`` runs torchrun / ``python -m torch.distributed.run`` (``.launch``)."""
+def _same_user(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
+        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
     except OSError:
         return False
-    return any(a.endswith(b"torchrun") or a in (b"torch.distributed.run", b"torch.distributed.launch")
-               or a.endswith(b"torch/distributed/run.py") for a in argv)
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
 
 
 def visible_gpus() -> list[str]:
@@ -222,13 +234,14 @@ class LocalSampler:
         child_of: sample in a child process measuring the tree of this PID (``track``: our own
             PID) until it ends; ``probe`` is then unused (None).
         tree_root: with ``child_of``, the root of the tree measured (default ``child_of``; under
-            torchrun the launcher's PID, :func:`measured_root`).
+            torchrun the launcher's PID, :func:`measured_root`); job_marker: with ``child_of``, a
+            Slurm job id whose processes (by environment) are measured too.
     """
 
     def __init__(self, cfg, probe: Optional[UsageProbe], label: str, gpu_uuids: Optional[list[str]] = None,
                  unresolved: Optional[list[str]] = None, gpu_note: str = "", interval_s: Optional[float] = None,
                  partition: str = "", work_dir: str = ".", child_of: Optional[int] = None,
-                 tree_root: Optional[int] = None):
+                 tree_root: Optional[int] = None, job_marker: Optional[str] = None):
         from slurm_energy.sampling.setup import build_readers
 
         self.cfg, self.label, self.partition = cfg, label, partition
@@ -250,6 +263,7 @@ class LocalSampler:
             for r in readers:  # the child opens its own; these only named the devices
                 r.close()
             self._child_spec = {"pid": child_of if tree_root is None else tree_root, "end_pid": child_of,
+                                "job": job_marker,
                                 "config": getattr(cfg, "source_path", "") or None,
                                 "gpus": list(gpu_uuids or []), "unresolved": list(unresolved or []), "drm": drm,
                                 "interval_s": self.interval_s, "samples": self.samples}
@@ -407,7 +421,7 @@ def _child_main(spec_json: str) -> int:
     # CPU time from the first poll: the tree's CPU time before the block (imports, other ranks' set-up)
     # is not this measurement's
     probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}), end_pid=spec.get("end_pid"),
-                             from_first_poll=True)
+                             from_first_poll=True, job_marker=spec.get("job"))
     s = Sampler(readers, probe, SampleWriter(spec["samples"], fsync=False), interval_s=spec["interval_s"],
                 gone_after_s=0.0)
     s.install_signal_handlers()

@@ -10,8 +10,24 @@ import select
 import time
 from typing import Optional
 
-from slurm_energy.sampling.proctree import ProcTree, StatFiles, read_stat
+from slurm_energy.sampling.proctree import EnvScanner, ProcTree, StatFiles, read_stat
 from slurm_energy.sampling.sampler import Usage
+
+
+class _TreeAndJob:
+    """The root's tree and the PIDs of a Slurm job found by environment, each once, root first."""
+
+    def __init__(self, root: int, job_id: str):
+        self.root = root
+        self._tree = ProcTree(root)
+        self._job = EnvScanner(job_id)
+
+    def pids(self) -> list[int]:
+        own = self._tree.pids()
+        if not own:
+            return []
+        seen = set(own)
+        return own + [p for p in self._job.pids() if p not in seen]
 
 
 class ProcessTreeProbe:
@@ -32,7 +48,7 @@ class ProcessTreeProbe:
     """
 
     def __init__(self, pid: int, exclude: frozenset = frozenset(), from_first_poll: bool = False,
-                 exact_end: bool = False, end_pid: Optional[int] = None):
+                 exact_end: bool = False, end_pid: Optional[int] = None, job_marker: Optional[str] = None):
         self.pid = pid
         #: the process whose end ends the measurement (default the root): ``track()`` under torchrun
         #: measures the launcher's tree (``pid``) until local rank 0 (``end_pid``) is gone
@@ -43,7 +59,9 @@ class ProcessTreeProbe:
         self._from_first_poll = from_first_poll
         self.cpu_baseline_s: Optional[float] = None  # the tree's CPU time at the first poll, s
         self.needs_tail_poll = not exact_end
-        self._tree = ProcTree(pid)
+        #: ``job_marker``: also every process whose environment holds ``SLURM_JOB_ID=<job_marker>``
+        #: (the other tasks of ``srun -n`` on this node, ``track()`` without the hooks)
+        self._tree = ProcTree(pid) if job_marker is None else _TreeAndJob(pid, job_marker)
         self._pidfd: Optional[int] = None
         self._pidfd_failed = False
         self._exact_end = exact_end
