@@ -44,6 +44,7 @@ from __future__ import annotations
 import atexit
 import functools
 import itertools
+import json
 import math
 import os
 import signal
@@ -223,19 +224,12 @@ class Tracker:
         return self
 
     def _start_local(self) -> None:
-        from slurm_energy.config import ConfigError, load_site_config
-        from slurm_energy.config.overrides import with_carbon_overrides
         from slurm_energy.outputs.report import report_path
         from slurm_energy.pipeline import LocalMeasurement
         from slurm_energy.sampling.local import measured_root, visible_gpus
         from slurm_energy.sampling.marks import MarksWriter
 
-        try:
-            cfg = load_site_config(self.config)
-            cfg = with_carbon_overrides(cfg, given_by="track()", partition=self.partition,
-                                        node=_hostname(), **self.carbon_args)
-        except ConfigError as e:
-            raise ValueError(f"slurm_energy.track: site config: {e}") from None
+        cfg = self._site_config()
         out = os.path.abspath(self.out)
         if self.report:
             self._out_ok = os.path.isdir(out) and os.access(out, os.W_OK | os.X_OK)
@@ -249,6 +243,12 @@ class Tracker:
                                          tree_root=root, job_marker=job).start()
         self._writer = MarksWriter(self._measure.marks_path)
         self.mode = "local"
+        try:  # so the child sampler can finish this measurement if this process is killed (_finish_orphan)
+            self._measure.save_state(label=self.label, out=out, config=self.config, report=self.report,
+                                     overwrite=self.overwrite, carbon=self.carbon_args, covers=self.covers,
+                                     out_ok=self._out_ok, tags=self._tags)
+        except OSError:
+            pass
         if root != os.getpid() or job is not None:
             print(f"slurm-energy: local rank 0 measures {self.covers} (each process once; the other ranks' "
                   "track() calls are no-ops)", file=sys.stderr)
@@ -259,6 +259,18 @@ class Tracker:
                           stacklevel=4)
         self._catch_signals()
         _register_at_exit()
+
+    def _site_config(self):
+        """The site config with this tracker's carbon arguments applied; ValueError naming the field."""
+        from slurm_energy.config import ConfigError, load_site_config
+        from slurm_energy.config.overrides import with_carbon_overrides
+
+        try:
+            cfg = load_site_config(self.config)
+            return with_carbon_overrides(cfg, given_by="track()", partition=self.partition,
+                                         node=_hostname(), **self.carbon_args)
+        except ConfigError as e:
+            raise ValueError(f"slurm_energy.track: site config: {e}") from None
 
     def _catch_signals(self) -> None:
         """SIGTERM/SIGHUP -> :class:`SignalExit` in the main thread while measuring, where the
@@ -577,3 +589,28 @@ def current() -> Optional[Tracker]:
     phases to the user's measurement instead of starting another)."""
     with _lock:
         return _active[-1] if _active else None
+
+
+def _finish_orphan(d: str) -> int:
+    """``python -m slurm_energy.api DIR``, exec'd by a ``track()`` child sampler whose measured
+    process ended without stopping it (SIGKILL, the OOM killer, ``os._exit``): the partial record
+    and report that process would have written, saying it was killed; the samples are removed once
+    the report is written (else kept, as by :meth:`Tracker.stop`)."""
+    from slurm_energy.pipeline import LocalMeasurement
+    from slurm_energy.sampling.local import RunEnd
+
+    with open(os.path.join(d, LocalMeasurement.STATE_FILE)) as f:
+        x = json.load(f)["extra"]
+    t = Tracker(x["label"], out=x["out"], config=x["config"], report=x["report"], overwrite=x["overwrite"],
+                **x["carbon"])
+    m, _ = LocalMeasurement.from_state(t._site_config(), d)
+    t._measure, t.mode, t._stopped, t.covers, t._out_ok = m, "local", True, x["covers"], x["out_ok"]
+    t.ended = RunEnd("interrupted", "the measured process ended without stopping the measurement (killed by "
+                                    "SIGKILL or the OOM killer, or os._exit); measured to its last sample")
+    t.record = m.record(m.marks(), None, ended=t.ended)
+    t._write_report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_finish_orphan(sys.argv[1]))

@@ -302,3 +302,36 @@ def test_srun_tasks_without_the_hooks_are_measured_once_by_local_rank_0(home):
     assert r0["covers"] == f"Slurm job {job}'s processes on this node (SLURM_JOB_ID={job} in their environment)"
     both = r0["cpu_s"] + r1["cpu_s"]  # about 2 CPU-s
     assert 0.85 * both <= r0["record_cpu_s"] <= both + 0.6, (r0, r1)
+
+
+KILLED_SCRIPT = '''
+import time
+from slurm_energy import track
+with track(label="killed", interval_s=0.1) as t:
+    with t.phase("epoch 0"):
+        print("IN-BLOCK", flush=True)
+        time.sleep(120)
+'''
+
+
+def test_a_sigkilled_script_still_gets_its_partial_report(home):
+    """SIGKILL (the OOM killer's signal) leaves the process no chance: its child sampler sees it
+    gone without a stop and finishes the measurement itself (report, samples removed)."""
+    script = ou.write(home, "s.py", KILLED_SCRIPT)
+    p = ou.popen([ou.PY, str(script)], home)
+    try:
+        assert "IN-BLOCK" in p.stdout.readline()
+        time.sleep(0.5)
+        p.kill()
+        p.wait(30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    deadline = time.time() + 60
+    while not (home / "energy-killed.csv").exists() or list((home / "tmp").glob("slurm-energy-*")):
+        assert time.time() < deadline, f"no report 60 s after the kill: {os.listdir(home)}"
+        time.sleep(0.2)
+    assert _status(home, "killed") == {"partial"}
+    html = (home / "energy-killed.html").read_text()
+    assert "the measured process ended without stopping the measurement (killed by SIGKILL" in html
+    assert ",phase,epoch 0," in (home / "energy-killed.phases.csv").read_text()  # its marks kept

@@ -322,6 +322,42 @@ class LocalSampler:
         except Exception:
             return None
 
+    #: the sampler's state beside its sample file (:meth:`save_state`), for :meth:`from_state`
+    STATE_FILE = "measurement.json"
+
+    def save_state(self, **extra) -> None:
+        """Write what :meth:`from_state` needs (label, times, devices, ``extra``: the caller's
+        settings) beside the sample file, so a measurement whose process died without ``stop()``
+        (SIGKILL, the OOM killer) can still be finished by the child sampler."""
+        from dataclasses import asdict
+
+        state = {"label": self.label, "partition": self.partition, "work_dir": self.work_dir,
+                 "interval_s": self.interval_s, "t0": self.t0, "notes": list(self.notes),
+                 "statics": [asdict(d) for d in self.statics], "extra": extra}
+        tmp = os.path.join(self.dir, self.STATE_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, os.path.join(self.dir, self.STATE_FILE))
+
+    @classmethod
+    def from_state(cls, cfg, d: str):
+        """(the stopped sampler of directory ``d``, its saved ``extra``): :meth:`save_state`'s
+        facts, ended at its sample file's last row. Raises OSError/ValueError for a bad state."""
+        from slurm_energy.core import DeviceStatic
+        from slurm_energy.sampling.samplefile import read_sample_table
+
+        with open(os.path.join(d, cls.STATE_FILE)) as f:
+            st = json.load(f)
+        self = cls.__new__(cls)
+        self.cfg, self.label, self.partition = cfg, st["label"], st["partition"]
+        self.work_dir, self.interval_s, self.notes = st["work_dir"], float(st["interval_s"]), list(st["notes"])
+        self.statics = [DeviceStatic(**x) for x in st["statics"]]
+        self.dir, self.samples = d, os.path.join(d, "samples.jsonl")
+        t = read_sample_table(self.samples).t
+        self.t0, self.t1 = float(st["t0"]), (float(t[-1]) if len(t) else float(st["t0"]))
+        self._proc, self._child_spec = None, {}  # not running
+        return self, st["extra"]
+
     def sample_now(self, wait_s: float = 2.0) -> bool:
         """Have the sampler write one row now and wait for it (at most ``wait_s``), so a record made
         next covers the run up to this call (``track().result()`` within its first interval).
@@ -430,6 +466,12 @@ def _child_main(spec_json: str) -> int:
         s.stop()
     freeze_gc()
     s.run()
+    d = os.path.dirname(spec["samples"])
+    if s.stop_signal is None and s.gone_at is not None and os.path.exists(os.path.join(d, LocalSampler.STATE_FILE)):
+        # the measured process ended without stopping us (SIGKILL, the OOM killer, os._exit): finish its
+        # measurement here, as track() would have (the API layer's module, run, not imported: layers)
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "slurm_energy.api", d])
     return 0
 
 
