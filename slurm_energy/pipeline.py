@@ -26,7 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from slurm_energy.core import DeviceStatic, JobMeta, Sample, Status
-from slurm_energy.sampling.local import LocalSampler
+from slurm_energy.sampling.local import LocalSampler, RunEnd
 from slurm_energy.sampling.reading import device_inventory as device_inventory  # the pipeline's API
 from slurm_energy.sampling.reading import open_readers as open_readers
 from slurm_energy.sampling.reading import take_reading as take_reading
@@ -181,11 +181,15 @@ class LocalMeasurement(LocalSampler):
     """Measure a process tree on this node (``run``, ``attach``, ``track()``): the sampler of
     :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record`."""
 
-    def record(self, marks: Optional[Marks] = None, tags: Optional[dict[str, Any]] = None) -> JobRecord:
+    def record(self, marks: Optional[Marks] = None, tags: Optional[dict[str, Any]] = None,
+               ended: Optional[RunEnd] = None) -> JobRecord:
         """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`, by
         :func:`measure_node` and :func:`finalise_job` (one node, not merged).
 
-        ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages)."""
+        ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages).
+        ``ended``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`); one that did not
+        end cleanly (an exception, a signal, a non-zero exit status) makes the record ``partial``
+        with the reason in ``errors``, its ``exit_code`` and ``job_state`` set (FAILED, CANCELLED)."""
         import getpass  # here, not at import: the Prolog imports this module
         import socket
 
@@ -197,9 +201,35 @@ class LocalMeasurement(LocalSampler):
         node = socket.gethostname().split(".")[0]
         static: NodeStatic = collect_static(self.statics)  # type: ignore[assignment]
         static["reader_notes"] = self.notes
+        status = Status.RUNNING if running else Status.COMPLETE
+        errors: list[str] = []
+        if ended is not None and not ended.clean and not running:
+            status, errors = Status.PARTIAL, [ended.error_text()]
         obs = NodeObservation(node, read_sample_table(self.samples), static, self.t0, end, cpus_alloc=os.cpu_count(),
-                              status=Status.RUNNING if running else Status.COMPLETE, marks=marks)
+                              status=status, marks=marks, errors=errors)
         meta = JobMeta(job_id=self.label, cluster=self.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
                        gid=os.getgid(), partition=self.partition, work_dir=self.work_dir)
-        rec = measure_node(obs, meta, self.cfg, interval_s=self.interval_s, tags=dict(tags or {}))
+        rec = measure_node(obs, meta, self.cfg, interval_s=self.interval_s, tags=dict(tags) if tags else None,
+                           exit_code=ended.exit_code if ended is not None else "",
+                           job_state=ended.job_state if ended is not None else "")
         return finalise_job([rec], self.cfg, merge=False)
+
+    def marks(self) -> Marks:
+        """The phase/stage/tag marks written beside the sample file (``marks.jsonl``: ``track()``'s
+        own, or those of the ``track()`` calls inside ``slurm-energy run``'s command), parsed."""
+        from slurm_energy.accounting.phases import parse_marks
+        from slurm_energy.sampling.marks import read_marks_file
+
+        lines, flags = read_marks_file(self.dir, MARKS_FILE)
+        m = parse_marks(lines)
+        m.flags = flags + m.flags
+        return m
+
+    @property
+    def marks_path(self) -> str:
+        """Where the marks of this measurement are appended."""
+        return os.path.join(self.dir, MARKS_FILE)
+
+
+#: The marks file of a local measurement, beside its sample file.
+MARKS_FILE = "marks.jsonl"
