@@ -22,7 +22,7 @@ from slurm_energy.errors import StoreError
 from slurm_energy.store import select as Q
 
 #: the store layout this reader knows (schema.SCHEMA_VERSION when it was written; a test keeps them equal)
-READS_VERSION = 2
+READS_VERSION = 3
 FIX = "check paths.store_url in site.yaml (or --store / $SLURM_ENERGY_STORE)"
 VERSION_SQL = "SELECT max(version) FROM schema_version"
 
