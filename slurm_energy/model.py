@@ -77,6 +77,8 @@ class DeviceEnergy(BaseModel):
     # energy_j); None = not a GPU, or not measured
     idle_s: Optional[float] = None
     idle_energy_j: Optional[float] = None
+    idle_spans: list[list[float]] = Field(default_factory=list)  # [[t0, t1], ...] epoch s: the report's band
+    idle_bound_w: Optional[float] = None  # the idle-draw bound applied (site's, or fraction x rated), W
 
 
 class WindowEnergy(BaseModel):

@@ -111,6 +111,8 @@ class DeviceAgg:
             unclamped=clamps,
             idle_s=self.idle.seconds() if gpu and self.idle else None,
             idle_energy_j=self.idle.energy_j() if gpu and self.idle and job_total is not None else None,
+            idle_spans=[list(x) for x in self.idle.spans] if gpu and self.idle else [],
+            idle_bound_w=self.idle.bound_w if gpu and self.idle else None,
         )
 
 

@@ -43,6 +43,9 @@ DEFAULT_UTIL_MAX = 0.0
 DEFAULT_POWER_MAX_FRACTION = 0.25
 #: on a GPU with no rated power and no site bound: idle was judged by utilisation alone
 FLAG_UTIL_ONLY = "gpu_idle_util_only"
+#: idle stretches kept per GPU for the plot's band (a record stays small); beyond, joined and flagged
+MAX_SPANS = 200
+FLAG_SPANS_JOINED = "gpu_idle_spans_joined"
 SOURCE = ("idle = GPU utilisation <= {u:g} (Job Defense Shield's 0 %) and power <= {p}"
           " (idle draw with a CUDA context, arXiv:2605.23918)")
 
@@ -111,6 +114,8 @@ def idle_sums(intervals: Iterable[tuple[float, float, Optional[float], Optional[
             continue
         out.idle_s += dt
         out.idle_j += job
+        out.add_span(t0, t1)
+    out.bound_w = bound
     return out
 
 
@@ -123,6 +128,19 @@ class IdleSums:
     idle_j: float = 0.0
     checked_s: float = 0.0
     flags: set[str] = field(default_factory=set)
+    spans: list[list[float]] = field(default_factory=list)  # [t0, t1] epoch s, contiguous idle merged
+    bound_w: Optional[float] = None  # the idle-draw bound applied, W
+
+    def add_span(self, t0: float, t1: float) -> None:
+        """An idle stretch for the report's band: joined to the previous one it touches; past
+        :data:`MAX_SPANS` the last one is stretched over the gap (flagged)."""
+        if self.spans and t0 <= self.spans[-1][1]:
+            self.spans[-1][1] = max(self.spans[-1][1], t1)
+        elif len(self.spans) >= MAX_SPANS:
+            self.spans[-1][1] = t1
+            self.flags.add(FLAG_SPANS_JOINED)
+        else:
+            self.spans.append([t0, t1])
 
     def merge(self, o: "IdleSums") -> None:
         """Add ``o``, the same GPU over a later stretch."""
@@ -130,6 +148,9 @@ class IdleSums:
         self.idle_j += o.idle_j
         self.checked_s += o.checked_s
         self.flags |= o.flags
+        for a, b in o.spans:
+            self.add_span(a, b)
+        self.bound_w = o.bound_w if o.bound_w is not None else self.bound_w
 
     def energy_j(self) -> Optional[float]:
         """The idle energy, J; None when no interval could be judged (utilisation never reported)."""

@@ -126,3 +126,13 @@ def test_interim_summary_gives_the_same_idle_figures(tmp_path):
     w.close()
     (d,) = s.devices
     assert d.idle_s == pytest.approx(30.0) and d.idle_energy_j == pytest.approx(1800.0)
+
+
+def test_idle_spans_and_bound_for_the_plot():
+    rows = idle_then_busy() + [row(t, gpu(60.0, 0.0)) for t in range(65, 76, 5)]
+    (d,) = _summary(rows).devices
+    # idle 0-30 s, busy 30-60 s at 300 W, the interval 60 -> 65 s averages (300+60)/2 = 180 W > 100 W: busy;
+    # idle again 65-75 s (10 s x 60 W = 600 J)
+    assert d.idle_spans == [[T0, T0 + 30], [T0 + 65, T0 + 75]]
+    assert d.idle_s == pytest.approx(40.0) and d.idle_energy_j == pytest.approx(2400.0)
+    assert d.idle_bound_w == pytest.approx(100.0)  # 0.25 x 400 W
