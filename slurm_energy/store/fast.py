@@ -162,6 +162,22 @@ def rollup(url: str, by: str, t0: float, t1: float) -> Optional[list[dict[str, A
         r.close()
 
 
+def top_gpu_idle(url: str, t0: float, t1: float, limit: int = 10) -> Optional[list[dict[str, Any]]]:
+    """:func:`slurm_energy.store.rollup.top_gpu_idle` on the store at ``url``, or None when this
+    reader cannot answer."""
+    from slurm_energy.store.rollup import top_gpu_idle as top
+
+    r = connect(url)
+    if r is None:
+        return None
+    try:
+        return top(r.execute, t0, t1, limit)
+    except r.errors:
+        return None
+    finally:
+        r.close()
+
+
 def read_rows(url: str, *, full: bool = False, **filters: Any) -> Optional[list]:
     """The attempts matching ``filters`` (:func:`slurm_energy.store.select.where`'s names; ``specs``:
     parsed job ids), oldest first: :class:`~slurm_energy.store.select.JobRow` summaries, or with

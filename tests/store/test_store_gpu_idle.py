@@ -55,3 +55,36 @@ def test_v2_store_migrates_to_v3_keeping_rows(tmp_path):
     [row2] = st.rows(jobs=["2"])
     assert row2.gpu_idle_kwh == pytest.approx(5.0e-4)
     st.close()
+
+
+def test_rollup_idle_kwh_per_user_and_account_and_top_jobs(tmp_path, capsys, monkeypatch):
+    import os
+    import pwd
+
+    from slurm_energy.cli.main import main as se_main
+    from slurm_energy.reporting.rollup_table import month_bounds
+
+    cfg = tmp_path / "site.yaml"
+    cfg.write_text(f"admins: [{pwd.getpwuid(os.getuid()).pw_name}]\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(cfg))
+    t0, _ = month_bounds("2026-11")
+    url = f"sqlite:///{tmp_path}/s.db"
+    st = open_store(url)
+    # alice: 30 s at 60 W (1800 J = 5.0e-4 kWh) and 120 s at 60 W (7200 J = 2.0e-3 kWh); bob: 60 s at 60 W
+    # on another account (3600 J = 1.0e-3 kWh)
+    st.put(idle_job("1", 30.0, 1800.0, start=t0 + 100))
+    st.put(idle_job("2", 120.0, 7200.0, start=t0 + 200))
+    st.put(idle_job("3", 60.0, 3600.0, user="bob", account="chem", start=t0 + 300))
+    st.close()
+    for by, want in (("user", {"alice": 2.5e-3, "bob": 1.0e-3}), ("account", {"physics": 2.5e-3, "chem": 1.0e-3})):
+        assert se_main(["rollup", "--month", "2026-11", "--by", by, "--format", "json", "--store", url]) == 0
+        import json
+
+        got = json.loads(capsys.readouterr().out)
+        assert {r[by]: r["gpu_idle_kwh"] for r in got["rows"]} == {k: pytest.approx(v) for k, v in want.items()}
+        top = got["top_gpu_idle_jobs"]
+        assert [r["job_id"] for r in top] == ["2", "3", "1"]  # 2.0e-3 > 1.0e-3 > 5.0e-4 kWh
+        assert top[0]["gpu_idle_kwh"] == pytest.approx(2.0e-3) and top[0]["gpu_idle_method"] == "power_integration"
+    assert se_main(["rollup", "--month", "2026-11", "--by", "user", "--store", url]) == 0
+    text = capsys.readouterr().out
+    assert "top jobs by GPU energy while allocated but idle" in text and "0.002" in text
