@@ -136,3 +136,32 @@ def test_idle_spans_and_bound_for_the_plot():
     assert d.idle_spans == [[T0, T0 + 30], [T0 + 65, T0 + 75]]
     assert d.idle_s == pytest.approx(40.0) and d.idle_energy_j == pytest.approx(2400.0)
     assert d.idle_bound_w == pytest.approx(100.0)  # 0.25 x 400 W
+
+
+def test_through_the_nvml_reader_on_fake_nvml_counter_gpu(monkeypatch):
+    """The real NvmlReader on a fake NVML A100 (enforced limit 400 W -> bound 100 W): 30 s at 60 W and
+    0 %, then 30 s at 300 W and 90 %, read every 5 s; its energy counter advances at the power drawn.
+    Idle: the 6 intervals 0-30 s, 60 W x 5 s = 300 J each = 1800 J (5.0e-4 kWh), method counter."""
+    from fakes.nvml import FakeGpu, install
+    from slurm_energy.sampling.readers.nvml import NvmlReader
+
+    uuid = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
+    g = FakeGpu(uuid, 0, energy_mj=0, power_mw=60_000, limit_mw=400_000, util_gpu=0)
+    install(monkeypatch, [g])
+    reader = NvmlReader([uuid])
+    rows = []
+    for t in range(0, 61, 5):
+        if t > 30:  # the card busy from 30 s on
+            g.power_mw, g.util_gpu = 300_000, 90
+            g.energy_mj += 300 * 5 * 1000
+        elif t > 0:
+            g.energy_mj += 60 * 5 * 1000
+        rows.append(row(t, [rd.to_dict() for rd in reader.read()]))
+    (st,) = reader.devices()
+    s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 60, statics=[st], cpus_alloc=1)
+    (d,) = s.devices
+    assert d.method.value == "counter" and d.rated_power_w == pytest.approx(400.0)
+    assert d.idle_s == pytest.approx(30.0) and d.idle_energy_j == pytest.approx(1800.0)
+    assert d.energy_j == pytest.approx(1800.0 + 300 * 30)  # 10,800 J over the job
+    rec = finalise_record(JobRecord(job_id="1", start_time=T0, end_time=T0 + 60, nodes=[s]), CarbonFacts())
+    assert rec.gpu_idle_energy_j / 3.6e6 == pytest.approx(5.0e-4) and rec.gpu_idle_method == "counter"
