@@ -72,6 +72,10 @@ class IdleRule:
         return SOURCE.format(u=self.util_max, p=p)
 
 
+#: the documented defaults (a frozen dataclass: safe as a default argument)
+DEFAULT_RULE = IdleRule()
+
+
 def rule_from(site: Any) -> IdleRule:
     """The site's rule (``attribution.gpu_idle`` of a SiteConfig, or of the hooks' untyped view);
     the defaults where it is absent."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from slurm_energy.accounting import attribution, phases
-from slurm_energy.accounting.idle_gpu import IdleRule, idle_sums
+from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule, idle_sums
 from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
 from slurm_energy.accounting.node_series import (Columns, DeviceSeries, fill_cpu_tail, fill_tdp_cpu_power, share,
@@ -94,7 +94,7 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
                    policy: str = "shared", interval_s: float = 5.0, status: Status = Status.COMPLETE,
                    errors: Optional[list[str]] = None, span_known: bool = True,
                    marks: Optional[Marks] = None, job_cpu_total_s: Optional[float] = None,
-                   gpu_idle: IdleRule = IdleRule()) -> NodeSummary:
+                   gpu_idle: IdleRule = DEFAULT_RULE) -> NodeSummary:
     """Build a node summary from the node's samples (see :mod:`slurm_energy.sampling.samplefile`).
 
     Args:
@@ -151,7 +151,7 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
 
 
 def device_aggs(table: SampleTable, cols: Columns, static_by_id: dict[str, DeviceStatic], policy: str,
-                traces: _Traces, gpu_idle: IdleRule = IdleRule()) -> list[tuple[DeviceColumns, DeviceAgg]]:
+                traces: _Traces, gpu_idle: IdleRule = DEFAULT_RULE) -> list[tuple[DeviceColumns, DeviceAgg]]:
     """Each device's sums over the table's intervals, in device order (numeric: cpu, gpu 0, 1, ...
     10), the job's power and hourly energy added to ``traces``. A device whose readings are all
     alike is summed on arrays (:func:`fast_device.fast_series`), any other interval by interval;
@@ -214,7 +214,7 @@ def _node_summary(table: SampleTable, cols: Columns, devices: list[DeviceEnergy]
 
 
 def _device_agg(dev_id: str, series: DeviceSeries, cols: Columns, st: Optional[DeviceStatic], *,
-                policy: str, traces: _Traces, gpu_idle: IdleRule = IdleRule()) -> DeviceAgg:
+                policy: str, traces: _Traces, gpu_idle: IdleRule = DEFAULT_RULE) -> DeviceAgg:
     """One device's sums over its intervals (whole and job energy with provenance, statistics,
     seconds measured), interval by interval; adds its attributed power to the node's traces."""
     cls = series[-1][1].device_class

@@ -244,7 +244,8 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
     from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
 
     chk = check(rec)
-    extra = idle_long_rows(rec, jobid, fmt_num) + phase_long_rows(rec, jobid, fmt_num) + ([] if chk is None else check_long_rows(chk, jobid))
+    extra = idle_long_rows(rec, jobid, fmt_num) + phase_long_rows(rec, jobid, fmt_num)
+    extra += [] if chk is None else check_long_rows(chk, jobid)
     extra += caveat_rows(rec, jobid)
     if rec.report_error:  # the table's Status has only the code
         extra.append([jobid, "-", "report", "not written", "", "", "", "", "", "", "", "", "",

@@ -365,7 +365,7 @@ def format_text(pred: Prediction, notes: dict) -> str:
                  f"{notes['flops_frac_source']})")
     lines.append(f"power fraction:   {notes['power_frac']:.3g} (drawn / rated GPU power, sets the energy: "
                  f"{notes['power_frac_source']})")
-    lines.append(f"node overhead:    " + ("" if notes.get("node_w_per_gpu") is None else
+    lines.append("node overhead:    " + ("" if notes.get("node_w_per_gpu") is None else
                                        f"{notes['node_w_per_gpu']:.4g} W per GPU: ") + notes["node_source"])
     lines.append(f"time:             {pred.time_s:.4g} s ({_h(pred.time_s)}; {pred.time_basis})")
     for cls, kwh in pred.energy_kwh.items():

@@ -190,7 +190,8 @@ def methods_text(c: Citation) -> str:
     hw = ", ".join(c.hardware) or "hardware not recorded"
     span = _day(c.start) if _day(c.start) == _day(c.end) else f"{_day(c.start)} to {_day(c.end)}"
     lower = "" if c.complete else " Some device was unmeasured or measured for part of the time: the totals are a lower bound."
-    return (f"Energy and emissions of {c.what} ({hw}; {span}) were measured with {TOOL} {c.version} on the "
+    verb = "measured" if _all_measured(c) else "measured (estimated where no reading existed, as said per class)"
+    return (f"Energy and emissions of {c.what} ({hw}; {span}) were {verb} with {TOOL} {c.version} on the "
             f"Slurm cluster's nodes: IT energy {_num(c.it_kwh, 'kWh')}, by device class "
             f"{', '.join(_class_phrases(c))}. Facility energy {_num(c.facility_kwh, 'kWh')} is the IT energy x "
             f"PUE {pue}; emissions {_num(None if c.co2e_kg is None else c.co2e_kg, 'kgCO2e')} are the facility "
@@ -220,11 +221,16 @@ def citation_line(c: Citation) -> str:
             f"{'' if _day(c.start) == _day(c.end) else ' to ' + _day(c.end)} (jobs {', '.join(c.jobs)}).")
 
 
+def _all_measured(c: Citation) -> bool:
+    """Every class's energy from a counter or sampled power (an unmeasured class adds nothing)."""
+    methods = {m for p in c.classes.values() for m in p.methods}
+    return all(Method(m) in MEASURED for m in methods if m != Method.UNAVAILABLE.value)
+
+
 def model_card_data(c: Citation) -> dict:
     """The ``co2_eq_emissions`` mapping of a Hugging Face model card (emissions in grams)."""
-    methods = sorted({m for p in c.classes.values() for m in p.methods})
     per_class = ", ".join(k + "=" + "/".join(sorted(p.methods)) for k, p in c.classes.items())
-    measured = all(Method(m) in MEASURED for m in methods if m != Method.UNAVAILABLE.value)
+    measured = _all_measured(c)
     return {"co2_eq_emissions": {
         "emissions": None if c.co2e_kg is None else round(c.co2e_kg * 1000, 6),
         "source": f"{TOOL} {c.version} ({'measured' if measured else 'partly estimated'}: "
