@@ -47,8 +47,7 @@ class Result:
 
         if self.record is None:
             raise CiteError(f"nothing to cite here: {self.note or self.source}")
-        label = getattr(self.record, "job_name", "") or ""
-        return render(citation([self.record], phase=phase, label=label, training_type=training_type), fmt)
+        return render(citation([self.record], phase=phase, training_type=training_type), fmt)
 
     @classmethod
     def from_record(cls, rec, final: bool, source: str, note: str = "") -> "Result":
