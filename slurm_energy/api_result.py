@@ -79,6 +79,18 @@ class Result:
         covers = f"<br><small>measures: {escape(self.covers)}</small>" if self.covers else ""
         return f"<div><b>slurm-energy</b> {escape(head)}{table}{covers}{note}</div>"
 
+    def cite(self, phase: str = "", fmt: str = "all", training_type: str = "") -> str:
+        """A methods paragraph (text and LaTeX), a citation line and a Hugging Face model-card
+        ``co2_eq_emissions`` block for this measurement (``phase``: one phase or stage only, e.g.
+        ``"fine-tuning"``; ``fmt``: ``all``, ``text``, ``latex``, ``line`` or ``modelcard``)
+        (:mod:`slurm_energy.reporting.cite`). Raises CiteError (a ValueError) when there is no
+        record here (``note`` says where the numbers are) or no such phase."""
+        from slurm_energy.reporting.cite import CiteError, citation, render
+
+        if self.record is None:
+            raise CiteError(f"nothing to cite here: {self.note or self.source}")
+        return render(citation([self.record], phase=phase, training_type=training_type), fmt)
+
     @classmethod
     def from_record(cls, rec, final: bool, source: str, note: str = "", covers: str = "") -> "Result":
         from slurm_energy.reporting.report import class_rows

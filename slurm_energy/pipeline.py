@@ -81,6 +81,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     Raises ValueError on an unknown attribution policy.
     """
     from slurm_energy.accounting.merge import combine_errors
+    from slurm_energy.accounting.idle_gpu import rule_from
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.model import JobRecord, NodeStatic
 
@@ -90,7 +91,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
         job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
         statics=statics, cpus_alloc=obs.cpus_alloc, policy=site.attribution.policy,
         interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=combine_errors(obs.errors),
-        span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s)
+        span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s, gpu_idle=rule_from(site))
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
     _no_data_if_nothing_measured(summary)
