@@ -108,10 +108,11 @@ class VM:
 
     def reconfigure(self, cgroup_conf_extra: str = "", run_in_job: bool = False) -> None:
         """Rewrite cgroup.conf / PrologFlags and restart the daemons as an admin would."""
+        add = "-e '/^PrologFlags=/s/$/,RunInJob/'" if run_in_job else ""
         self.sh(f"""set -e
             grep -v '^CgroupJobIdPaths' /etc/slurm/cgroup.conf >/tmp/c; echo {cgroup_conf_extra!r} >>/tmp/c
             sed -i '/^$/d' /tmp/c; cp /tmp/c /etc/slurm/cgroup.conf
-            sed -i -e '/^PrologFlags=/s/,RunInJob//' {"-e '/^PrologFlags=/s/$/,RunInJob/'" if run_in_job else ''} /etc/slurm/slurm.conf
+            sed -i -e '/^PrologFlags=/s/,RunInJob//' {add} /etc/slurm/slurm.conf
             systemctl restart slurmctld; systemctl restart slurmd-vm1 slurmd-vm2
             for i in $(seq 120); do [ "$(sinfo -h -N -o %T | grep -cE '^(idle|mixed)')" -ge 2 ] && exit 0; sleep 1; done
             sinfo -N; exit 1""", timeout=240)
@@ -148,10 +149,15 @@ def _mem_bytes(text: str) -> int:
 
 
 def _totalcpu(vm: VM, job: str) -> float:
-    """sacct's TotalCPU of the whole job (all steps), s; slurmdbd gets it a moment after the end."""
-    for _ in range(30):
-        t = _totalcpu_s(vm.sacct(job, "TotalCPU")[0]["TotalCPU"])
-        if t > 0:
+    """sacct's TotalCPU of the whole job, s: the sum over its steps (batch, extern, srun's), which
+    slurmdbd has as each step ends; the job line's own TotalCPU (-X) was seen at 0 for minutes after
+    the end in this VM, then equal to that sum."""
+    t = 0.0
+    for _ in range(60):
+        rows = vm.sacct(job, "JobID,State,TotalCPU", steps=True)
+        steps = [r for r in rows if "." in r["JobID"]]
+        t = sum(_totalcpu_s(r["TotalCPU"]) for r in steps)
+        if t > 0 and steps and all(r["State"].split()[0] not in ("RUNNING", "PENDING") for r in steps):
             return t
         time.sleep(1)
     return t
@@ -180,9 +186,10 @@ def test_host_is_pure_cgroup_v2_under_systemd(vm):
 
 
 def test_plain_job_cpu_time_memory_end_and_report_against_sacct(vm):
-    # 40 s: the job's cgroup also holds its slurmstepds (step_*/slurm), ~0.6 s of CPU under TCG, which
-    # Slurm's TotalCPU (the tasks only) leaves out: 1.5 % of 40 s
-    job, wd = vm.sbatch("alice", "plain", BUSY.format(s=40), "--cpus-per-task=1", "--mem=300M")
+    # 60 s: the job's cgroup also holds its slurmstepds (step_*/slurm), ~0.5 s of CPU at the start
+    # under TCG and more with each accounting poll, which Slurm's TotalCPU (the tasks only) leaves
+    # out: measured 29.86 s vs 28.81 s (3.7 %) for 40 s of a loaded host at task=5; the VM polls at 30 s
+    job, wd = vm.sbatch("alice", "plain", BUSY.format(s=60), "--cpus-per-task=1", "--mem=300M")
     # while it runs: its cgroup is where Slurm 26.05 puts it: <scope>/<SLUID>/step_batch/{slurm,user}
     vm.wait_state(job, ("RUNNING",), 120)
     sluid = _sluid(vm, job)
@@ -257,7 +264,10 @@ def test_two_node_job(vm):
     total = _totalcpu(vm, job)
     ours = sum(n.cpu_time_s for n in rec.nodes)
     print(f"2 nodes: cpu.stat {ours:.3f} s vs sacct TotalCPU {total:.3f} s")
-    assert abs(ours - total) <= 0.03 * total, (ours, total)
+    # the job's cgroups hold its tasks (TotalCPU: the batch script, srun, the two tasks) and its 5
+    # slurmstepds (extern x 2, batch, step 0 x 2), which TotalCPU leaves out: ~0.25-0.5 s each under
+    # TCG (0.536 s for two at a job's start: tests/slurm/data/cgroup-v2-vm.txt); measured 14.34 s vs 12.20 s
+    assert total <= ours <= 1.03 * total + 5 * 0.5, (ours, total)
     assert rec.status.value == "complete", rec.errors
 
 
@@ -304,8 +314,13 @@ def test_job_id_paths_and_run_in_job(vm):
         (rec,) = vm.records(job)
         n = rec.nodes[0]
         assert n.cpu_time_source == "cgroup-v2" and rec.status.value == "complete", rec.errors
-        # the job's cgroup holds its tasks (sacct's TotalCPU) and its slurmstepds (~0.6 s under TCG)
+        # with RunInJob the Prolog runs in the job's extern step: its CPU time is the job's (the
+        # sampler it starts is moved out). The job's cgroup: the tasks (sacct's TotalCPU), the
+        # stepds and the Prolog: 4.7 s of CPU under TCG (measured), ~0.1 s on hardware; measured
+        # 12.19 s vs 8.75 s
         total = _totalcpu(vm, job)
-        assert total <= n.cpu_time_s <= 1.03 * total + 1.0, (n.cpu_time_s, total)
+        print(f"RunInJob: cpu.stat {n.cpu_time_s:.3f} s vs sacct TotalCPU {total:.3f} s")
+        assert total <= n.cpu_time_s <= 1.03 * total + 6.0, (n.cpu_time_s, total)
+        assert "moved pid" in vm.sh("grep 'moved pid' /var/log/slurm-energy/hooks.log | tail -2")
     finally:
         vm.reconfigure("", run_in_job=False)
