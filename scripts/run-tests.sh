@@ -17,15 +17,16 @@ export SETUP_DONE=1  # testcluster.sh need not run it again
 SLURM_ENERGY_TEST_PG_URL=$(bash "$REPO/scripts/postgres.sh" start | tail -1)
 export SLURM_ENERGY_TEST_PG_URL
 bash "$REPO/scripts/testcluster.sh" start "${SV[@]}"
-L=$(cat /run/slurm-energy-testcluster)  # the cluster's directory (one per Slurm version)
+# the cluster's directory (one per Slurm version; the cgroup v2 VM has its own mark)
+if [[ " ${SV[*]} " == *" --cgroup v2 "* ]]; then L=$(cat /run/slurm-energy-vmcluster); else L=$(cat /run/slurm-energy-testcluster); fi
 export L SLURM_ENERGY_TEST_CLUSTER=$L
-echo "[run-tests] Slurm: $(bash "$REPO/scripts/testcluster.sh" version) in $L"
+echo "[run-tests] Slurm: $(bash "$REPO/scripts/testcluster.sh" version "${SV[@]}") in $L"
 cd "$REPO"
 set +e
 "$VENV/bin/python" -m pytest -p no:cacheprovider -q -rs "$@"
 rc=$?
 set -e
 [ $rc = 5 ] && echo "[run-tests] FAILED: pytest collected no tests (exit 5) for: $*" >&2
-[ "${KEEP_CLUSTER:-0}" = 1 ] || bash "$REPO/scripts/testcluster.sh" stop >/dev/null 2>&1 || true
+[ "${KEEP_CLUSTER:-0}" = 1 ] || bash "$REPO/scripts/testcluster.sh" stop "${SV[@]}" >/dev/null 2>&1 || true
 [ "${KEEP_CLUSTER:-0}" = 1 ] || bash "$REPO/scripts/postgres.sh" stop >/dev/null 2>&1 || true
 exit $rc

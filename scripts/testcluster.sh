@@ -10,7 +10,7 @@
 #        (scripts/slurm-root.sh): its own Slurm, munge, MariaDB and Python, slurm-energy installed in
 #        the root's venv from this checkout, the daemons run chrooted with /proc, /sys, /dev and $L
 #        bind-mounted ($L has the same path inside and out). Switching version starts $L afresh.
-#   scripts/testcluster.sh start --slurm 26.05 --cgroup v2
+#   scripts/testcluster.sh start --slurm 26.05 --cgroup v2   (then stop/status/version/exec --cgroup v2)
 #        the same cluster on pure cgroup v2 under systemd, in a QEMU VM (scripts/vmcluster.sh: two
 #        slurmd vm1/vm2, slurmdbd + MariaDB, CgroupPlugin=cgroup/v2); stop/status/version/exec then
 #        act on the VM (exec runs the command in the VM)
@@ -44,9 +44,8 @@ while [ $# -gt 0 ]; do
                --) ARGS+=("$@"); break ;; *) ARGS+=("$1"); shift ;; esac
 done
 set -- "${ARGS[@]}"
-# cgroup v2 (the VM): given, or the cluster started last is the VM and no version was asked for
-if [ -z "$CGROUP" ] && [ -z "$SLURM_VERSION" ] && [ -z "${L:-}" ] && [ "${1:-}" != start ] && [ -s "$MARK" ] \
-   && grep -qx CGROUP=v2 "$(cat "$MARK")/etc/cluster.env" 2>/dev/null; then CGROUP=v2; L=$(cat "$MARK"); fi
+# cgroup v2: the VM (scripts/vmcluster.sh), with its own $L and mark file; every command for it
+# needs --cgroup v2, so a plain `stop` never reaches the VM, nor a VM `stop` a chroot cluster
 if [ "$CGROUP" = v2 ]; then
   [ "${SLURM_VERSION:-26.05}" = 26.05 ] || { echo "cgroup v2 runs Slurm 26.05 (the VM), not $SLURM_VERSION" >&2; exit 2; }
   [ "${1:-}" = start ] && [ "${SETUP_DONE:-0}" != 1 ] && bash "$REPO/scripts/setup.sh"
