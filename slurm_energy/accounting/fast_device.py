@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import numpy as np
 
 from slurm_energy.accounting import attribution
-from slurm_energy.accounting.crosscheck import CROSS_CHECK_MARGIN
+from slurm_energy.accounting.crosscheck import counter_agrees_everywhere
 from slurm_energy.accounting.device_agg import DeviceAgg
 from slurm_energy.accounting.integrate import FLAG_MULTIPLE_WRAP, FLAG_WRAP
 from slurm_energy.carbon.hourly import hour_key, split_interval_by_hour
@@ -162,8 +162,9 @@ def _counter(raw: list[Any], st: dict[str, Any], dt: np.ndarray, flags: set[str]
 
 
 def _counter_agrees(dc: DeviceColumns, st: dict[str, Any], ec: np.ndarray, dt: np.ndarray) -> bool:
-    """True when no interval's counter delta disagrees with the trapezoid of power beside it
-    (:func:`slurm_energy.accounting.crosscheck.cross_check_counter`), or there is no power."""
+    """True when no interval needs the counter-vs-power rule (every verdict of
+    :func:`slurm_energy.accounting.crosscheck.interval_verdicts` is ``AGREE``), or there is no power;
+    otherwise the general path applies the rule (written once, in crosscheck)."""
     pw = dc.vals["power_w"]
     n_p = len(pw) - pw.count(None)
     if n_p < 2:
@@ -173,12 +174,7 @@ def _counter_agrees(dc: DeviceColumns, st: dict[str, Any], ec: np.ndarray, dt: n
     p = _arr(pw)
     if (p < 0).any():
         return False
-    ep = (p[:-1] + p[1:]) / 2.0 * dt
-    res = (st.get("energy_resolution_uj") or 1) / 1e6
-    acc = st.get("power_accuracy_w") or 0.0
-    tol = (abs(res) + abs(acc) * dt + np.abs(p[1:] - p[:-1]) / 2.0 * dt
-           + CROSS_CHECK_MARGIN * np.maximum(np.abs(ec), np.abs(ep)))
-    return not (np.abs(ec - ep) > tol).any()
+    return counter_agrees_everywhere(ec, p, dt, st)
 
 
 def _clamped(raw: np.ndarray, name: str, clamps: dict[str, float]) -> np.ndarray:

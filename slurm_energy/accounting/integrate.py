@@ -38,7 +38,7 @@ FLAG_MISSING = "missing_reading"  # an endpoint reading was None (unreadable at 
 FLAG_BAD_TIME = "non_increasing_time"  # t_k <= t_{k-1}: interval dropped
 FLAG_METHOD_CHANGED = "method_changed"  # endpoints measured by different methods: dropped
 FLAG_UNAVAILABLE = "unavailable"  # the device had no energy source in this interval
-FLAG_COUNTER_INCONSISTENT = Flag.COUNTER_INCONSISTENT.value  # counter disagreed with power: power integration used
+FLAG_COUNTER_INCONSISTENT = Flag.COUNTER_INCONSISTENT.value  # a stuck/runaway counter interval: charged by power integration
 
 METHODS = ("counter", "power_integration", "tdp_estimate", "unavailable")
 
@@ -293,8 +293,10 @@ def series_from_readings(samples: Sequence[tuple[float, Reading]]) -> SeriesEner
     ``range_unreadable`` makes the run's backwards steps drops, not resets). The interval between
     two runs of different methods is dropped and flagged ``method_changed``: e.g. RAPL turning
     EACCES mid-job. Reading flags (``eacces``...) are added to the series flags. A counter run whose
-    readings also carry ``power_w`` is cross-checked against it (:func:`cross_check_counter`): a
-    counter that disagrees is replaced by power integration, flagged ``counter_inconsistent``.
+    readings also carry ``power_w`` goes through the counter-vs-power rule
+    (:mod:`slurm_energy.accounting.crosscheck`): a moving counter is kept over an averaged power that
+    disagrees (flag ``power_disagrees``); a stuck or runaway interval is charged by power integration
+    (``counter_stuck``/``counter_runaway``, ``counter_inconsistent``); a reset skips that interval only.
 
     Returns:
         :class:`SeriesEnergy` with ``len(samples) - 1`` intervals in sample order.
@@ -340,7 +342,7 @@ def series_from_readings(samples: Sequence[tuple[float, Reading]]) -> SeriesEner
     return out
 
 
-_CROSS_CHECK_NAMES = ("CROSS_CHECK_MARGIN", "cross_check_counter", "cross_check_tolerance_j")
+_CROSS_CHECK_NAMES = ("CROSS_CHECK_MARGIN", "cross_check_counter", "cross_check_tolerance_j", "interval_verdicts")
 
 
 def __getattr__(name: str) -> Any:

@@ -242,8 +242,10 @@ def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Re
         shares = [None if s is None else s * frac for s in shares]
         flags.add(f"{kind}{frac:.4g}")
     methods = {rd.how for _, rd in series}
-    if FLAG_COUNTER_INCONSISTENT in whole.flags:  # the counter lied: its power integration was used
-        methods = {Method.POWER_INTEGRATION if m == Method.COUNTER else m for m in methods}
+    if FLAG_COUNTER_INCONSISTENT in whole.flags:  # stuck/runaway intervals were charged by power integration
+        methods = methods | {Method.POWER_INTEGRATION}
+        if not any(iv.energy_j is not None and FLAG_COUNTER_INCONSISTENT not in iv.flags for iv in whole.intervals):
+            methods = methods - {Method.COUNTER}  # no interval kept its counter
     if policy == "utilisation_weighted":
         job = utilisation_weighted(cls, whole, st, cols, by_t)
         return job, ({Method.TDP_ESTIMATE} if job.total_j is not None else methods)
@@ -296,7 +298,7 @@ def _windows(series: list[Any], marks: Optional[Marks], start: float, end: float
 
 #: Flags saying a device is a share of a card that the reader measured whole: a MIG slice (NVML),
 #: an AMD compute partition or an Intel tile (hwmon); the card's energy x fraction is the device's.
-SHARE_FLAGS = ("mig_fraction:", "partition_fraction:", "tile_fraction:")
+SHARE_FLAGS = ("mig_fraction:", "partition_fraction:", "tile_fraction:", "package_fraction:")
 
 
 def _share_fraction(samples: DeviceSeries) -> tuple[str, Optional[float]]:

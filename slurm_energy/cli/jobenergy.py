@@ -1,7 +1,8 @@
 """``jobenergy``: sacct-like energy and carbon of Slurm jobs, read from the store.
 
-Options follow sacct's: positional job ids and ``-j/--jobs`` (any form: 715219, 715219_23,
-715219_[1-3], 1234+0, X.batch -- a step shows its job, since energy is per job allocation),
+Options follow sacct's: positional job ids and ``-j/--jobs`` (any form sacct prints: 715219, 715219_23,
+715219_[1-3], 1234+0, X.batch, X.0+1 -- a step shows its job, since energy is per job allocation --
+or a SLUID, one run: :mod:`slurm_energy.jobid`),
 ``-u/--user``, ``-A/--account``, ``-r/--partition``, ``-s/--state``, ``-S/--starttime``,
 ``-E/--endtime``, ``-o/--format``, ``-p/--parsable``, ``-P/--parsable2``, ``-n/--noheader``,
 ``-l/--long`` (one row per node and device), ``--json``, ``--seff`` (a seff-like block per job:
@@ -69,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         "Rows are in sacct's order: by job id. Exit status: 0 ok; 1 a requested job is "
         "not in the store, or -u names only other users; 2 bad usage or unreadable store.",
     )
-    p.add_argument("jobids", nargs="*", metavar="JOBID", help="job ids (715219, 715219_23, 1234+0, 42.batch)")
+    p.add_argument("jobids", nargs="*", metavar="JOBID",
+                   help="job ids as sacct prints them (715219, 715219_23, 715219_[1-3], 1234+0, 42.batch, "
+                   "1234.0+1) or a SLUID (sBR1JB8J1YM400, Slurm >= 25.11: one run of a job)")
     p.add_argument("-j", "--jobs", action="append", default=[], help="comma-separated job ids")
     p.add_argument("-u", "--user", action="append", default=[], help="comma-separated user names")
     p.add_argument("-A", "--account", "--accounts", action="append", default=[], help="comma-separated accounts")
@@ -84,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--parsable", action="store_true", help="'|'-separated with a trailing '|'")
     p.add_argument("-P", "--parsable2", action="store_true", help="'|'-separated, no trailing '|'")
     p.add_argument("-n", "--noheader", action="store_true")
-    p.add_argument("-l", "--long", action="store_true", help="one row per node and device: method, coverage, wraps")
+    p.add_argument("-l", "--long", action="store_true", help="one row per node and device: method, kWh, "
+                   "coverage, memory; under each row a note with the device, what it covers and counter "
+                   "wraps/resets. With -o, the fields chosen from: " + ",".join(F.LONG_FIELDS))
     p.add_argument("--json", action="store_true", help="full records as JSON")
     p.add_argument("--seff", action="store_true", help="seff-like block per job: CPU and memory efficiency "
                    "against the allocation (from sacct), energy by class with its method, CO2e, coverage")
@@ -137,7 +142,11 @@ def _parse_args(argv):
         raise ValueError(f"-j/--jobs: no job id in {','.join(id_texts)!r}; give e.g. -j 715219,715220")
     if args.seff and not specs:
         raise ValueError("--seff needs a job id, e.g. jobenergy --seff 715219")
-    if args.format is not None:
+    if args.format is not None and args.long:
+        fields = F.parse_long_format(args.format)
+        if not fields:
+            raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. -l -o JobID,Node,DeviceID,Covers")
+    elif args.format is not None:
         fields = F.parse_format(args.format)
         if not fields:
             raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. -o JobID,CPU_kWh,State")
@@ -226,7 +235,9 @@ def _main(argv: list[str] | None) -> int:
         except PermissionError as e:
             _err(str(e))
             return 1
-    full = bool(args.json or args.long or args.seff or F.FULL_FIELDS.intersection(fields))
+    # a SLUID is matched on the full record (the summary row has no SLUID)
+    full = bool(args.json or args.long or args.seff or (not args.long and F.FULL_FIELDS.intersection(fields))
+                or any(s.sluid for s in specs))
     records = _read_store(url, where, uid, args, specs, users, start, end, full)
     if records is None:
         return 2
@@ -333,10 +344,8 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
         print(F.to_json([(jid, r) for jid, r, o in items if not o.get("is_sum")]))
         return
     parsable = "p" if args.parsable else ("P" if args.parsable2 else "")
-    if args.long:  # aligned: Covers without what other columns show, wrapped to the terminal (-p/-P: full)
-        rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=not parsable)]
-        text = render(rows, F.LONG_FIELDS, parsable=parsable, noheader=args.noheader,
-                        wrap_to=None if parsable else _terminal_width())
+    if args.long:
+        text = _long_text(items, args, fields, parsable)
     else:
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
         widths = F.parse_widths(args.format) if args.format else None
@@ -347,8 +356,32 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
         print(text)
 
 
+def _long_text(items: list, args: argparse.Namespace, fields: list[str], parsable: str) -> str:
+    """``-l``: one row per node and device (:func:`jobenergy_format.long_rows`). ``-p``/``-P``: every
+    field, full text. Aligned without ``-o``: :data:`jobenergy_format.LONG_TABLE_FIELDS`, the long
+    texts in a note under each row, wrapped to the terminal -- 120 columns fit realistic records.
+    ``-o``: the fields chosen (sacct's ``%N`` widths; a last Covers column is wrapped)."""
+    from slurm_energy.cli.table import render_with_notes
+
+    short = not parsable and args.format is None  # the note names the device: Covers without it
+    rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=short)]
+    chosen = F.LONG_FIELDS if args.format is None else fields
+    if parsable or args.format is not None:
+        idx = [F.LONG_FIELDS.index(f) for f in chosen]
+        picked = [[row[i] for i in idx] for row in rows]
+        widths = F.parse_widths(args.format) if args.format else None
+        wrap = None if (parsable or chosen[-1] != "Covers" or (widths and widths[-1] is not None)) \
+            else _terminal_width()
+        return render(picked, list(chosen), parsable=parsable, noheader=args.noheader, wrap_to=wrap,
+                      widths=None if wrap else widths)
+    idx = [F.LONG_FIELDS.index(f) for f in F.LONG_TABLE_FIELDS]
+    return render_with_notes([[row[i] for i in idx] for row in rows], F.LONG_TABLE_FIELDS,
+                             [F.long_note(row) for row in rows], line_width=_terminal_width(),
+                             noheader=args.noheader)
+
+
 def _terminal_width() -> int:
-    """Line width for ``-l``'s wrapped Covers column: ``$COLUMNS``, else the terminal's, else 120
+    """Line width for ``-l``'s notes and wrapped Covers column: ``$COLUMNS``, else the terminal's, else 120
     (:func:`shutil.get_terminal_size`; a pipe has no terminal)."""
     import shutil
 

@@ -27,6 +27,12 @@ DEFAULT_FIELDS = ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", 
                   "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "State", "Status"]  # fmt: skip
 LONG_FIELDS = ["JobID", "Node", "Class", "DeviceID", "Model", "Count", "Method", "Energy_kWh",
                "Device_kWh", "Coverage", "Wraps", "Resets", "Dropped", "ReqMem", "MaxRSS", "Covers"]  # fmt: skip
+#: ``-l``'s aligned table without ``-o``: the columns that fit 120 characters for realistic records
+#: (JobID 11, a 10-character node name, power_integration, 4-figure kWh...: 112 at most); the long
+#: texts (DeviceID -- an NVML UUID is 40 characters --, Model, Covers, and Wraps/Resets/Dropped when
+#: not 0) go to a note under each row (:func:`long_note`). ``-l -p/-P`` and ``-l -o`` have every field.
+LONG_TABLE_FIELDS = ["JobID", "Node", "Class", "Count", "Method", "Energy_kWh", "Device_kWh", "Coverage",
+                     "ReqMem", "MaxRSS"]  # fmt: skip
 
 
 def fmt_num(v: Optional[float]) -> str:
@@ -142,6 +148,7 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "start": lambda r, o: fmt_time(r.start_time, o.get("tz", "UTC")),
     "end": lambda r, o: fmt_time(r.end_time, o.get("tz", "UTC")),
     "restartcount": lambda r, o: str(r.restart_count),
+    "sluid": lambda r, o: getattr(r, "sluid", ""),
     "arrayjobid": lambda r, o: r.array_job_id or "",
     "arraytaskid": lambda r, o: r.array_task_id or "",
     "hetjobid": lambda r, o: r.het_job_id or "",
@@ -168,9 +175,9 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
 }
 _CANON = {k: k for k in FIELDS}
 #: fields that need the full record (nodes, errors, Slurm's energy): read from job_json, not the summary row
-FULL_FIELDS = frozenset({"nodelist", "errors", "reqmem", "maxrss", "slurmenergy", "slurmenergyraw"})
+FULL_FIELDS = frozenset({"nodelist", "sluid", "errors", "reqmem", "maxrss", "slurmenergy", "slurmenergyraw"})
 _HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobName", "UID", "NodeList", "Start",
-                                                   "End", "RestartCount", "ArrayJobID", "ArrayTaskID",
+                                                   "End", "RestartCount", "SLUID", "ArrayJobID", "ArrayTaskID",
                                                    "HetJobID", "HetJobOffset", "IT_kWh", "PUE",
                                                    "CI_g_per_kWh", "Coverage", "ExitCode", "Errors", "ReportError",
                                                    "ReqMem", "MaxRSS", "SlurmEnergy", "SlurmEnergyRaw"]}
@@ -194,6 +201,36 @@ def parse_format(spec: str) -> list[str]:
                              f"(1-9999; %-N left-justifies), e.g. {header(key)}%60, as in sacct")
         out.append(key)
     return out
+
+
+def parse_long_format(spec: str) -> list[str]:
+    """``-l -o JobID,Node,DeviceID,Covers``: the :data:`LONG_FIELDS` chosen (case-insensitive, sacct's
+    ``%N`` allowed: :func:`parse_widths`), as their header names. Raises ValueError naming the
+    unknown field and listing the valid ones, or a bad width."""
+    by_key = {f.lower(): f for f in LONG_FIELDS}
+    out = []
+    for name in [x.strip() for x in spec.split(",") if x.strip()]:
+        key, _, width = name.lower().partition("%")
+        if key not in by_key:
+            raise ValueError(f"--format with --long: unknown field {name!r}; valid fields: {', '.join(LONG_FIELDS)}")
+        if width and not re.fullmatch(r"-?[1-9][0-9]{0,3}", width):
+            raise ValueError(f"--format: bad width in {name!r}: write {by_key[key]}%N with N a width in characters "
+                             f"(1-9999; %-N left-justifies), e.g. {by_key[key]}%60, as in sacct")
+        out.append(by_key[key])
+    return out
+
+
+def long_note(row: list[str]) -> str:
+    """The note under a ``-l`` row of the aligned table (:data:`LONG_TABLE_FIELDS`): what the row's
+    other fields say in words -- ``DeviceID (Model): Covers; wraps N, resets N, N dropped samples``
+    (the counts only when not 0; parts that are empty left out). ``row``: a :data:`LONG_FIELDS` row."""
+    d = dict(zip(LONG_FIELDS, row))
+    what = d["DeviceID"] + (f" ({d['Model']})" if d["Model"] else "")
+    counts = ", ".join(f"{name.lower()} {d[name]}" for name in ("Wraps", "Resets") if d[name] not in ("", "0"))
+    if d["Dropped"] not in ("", "0"):
+        counts += (", " if counts else "") + f"{d['Dropped']} dropped sample{'' if d['Dropped'] == '1' else 's'}"
+    text = "; ".join(p for p in (d["Covers"], counts) if p)
+    return f"{what}: {text}" if what and text else (what or text)
 
 
 def header(key: str) -> str:

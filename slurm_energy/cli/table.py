@@ -72,3 +72,21 @@ def _render_wrapped(rows: list[list[str]], headers: list[str], noheader: bool, l
         lines.append(" ".join([c.rjust(w) for c, w in zip(r, head)] + [parts[0]]).rstrip())
         lines += [" " * indent + p for p in parts[1:]]
     return "\n".join(lines)
+
+
+def render_with_notes(rows: list[list[str]], headers: list[str], notes: list[str], *, line_width: int,
+                      noheader: bool = False) -> str:
+    """An aligned table (:func:`render`) with a note under each row that has one: indented to the
+    second column and wrapped at word boundaries to ``line_width`` (at least :data:`MIN_WRAP`
+    characters of text per line), so long texts never widen the table (``jobenergy -l``)."""
+    import textwrap
+
+    lines = render(rows, headers, noheader=noheader).split("\n")
+    head, body = (lines[:0], lines) if noheader else (lines[:2], lines[2:])
+    indent = max([len(headers[0])] + [len(r[0]) for r in rows]) + 1
+    width = max(MIN_WRAP, line_width - indent)
+    out = list(head)
+    for line, note in zip(body, notes):
+        out.append(line.rstrip())
+        out += [" " * indent + p for p in textwrap.wrap(note, width=width, break_on_hyphens=False)]
+    return "\n".join(out)

@@ -13,9 +13,25 @@ cheap enough for the Prolog. Layout (Linux ``Documentation/gpu/amdgpu/thermal.rs
   (``energy1_label`` = ``card``, ``energy2_label`` = ``pkg``).
 * amdgpu: ``gpu_busy_percent`` (0..100), ``mem_info_vram_used`` (bytes), ``unique_id`` (the
   ``GPU-<hex>`` ROCm names a GPU by), ``current_compute_partition`` (SPX/DPX/TPX/QPX/CPX on
-  MI300). A partitioned GPU shows one KFD topology node per partition
-  (``/sys/class/kfd/kfd/topology/nodes/N/properties``: ``drm_render_minor``, ``location_id`` =
-  bus << 8 | device << 3 | function, ``domain``), each with its own render node.
+  MI300), ``current_memory_partition`` (NPS1/NPS2/NPS4, ``Documentation/gpu/amdgpu/amdgpu-glossary``
+  / ``sysfs-driver-amdgpu``). A partitioned GPU shows one KFD topology node per partition
+  (``/sys/class/kfd/kfd/topology/nodes/N/properties``: ``drm_render_minor``, ``location_id``,
+  ``domain``), each with its own render node on an ``amdgpu_xcp.<n>`` platform device
+  (``drivers/gpu/drm/amd/amdxcp``). ``location_id`` is ``pci_dev_id`` = bus << 8 | device << 3 |
+  function (``kfd_topology.c`` ``kfd_topology_add_device``), and on a multi-partition GPU the
+  kernel ORs the partition's node id in: ``location_id |= node_id`` (GC 9.4.3, later "num_nodes >
+  1"), or, in the kernels that briefly carried "node id = location_id[31:28]", ``node_id << 28``.
+  So partition 3 of card c1:00.0 is 0xc103 (or 0x3000c100), not 0xc100: the card is matched on
+  domain, bus and device only, and the partition index is read back from those bits.
+* Multi-die packages (MI250X/MI250: two GCDs, each its own PCI device and card): the SMU reports
+  power for the package on the primary die only; the secondary die reads 0 W
+  (``aldebaran_ppt.c``: "Valid power data is available only from primary die", ``AverageSocketPower``
+  -> 0 on the secondary; power limits "For secondary die show the value as 0") and an energy
+  counter of 0 (rocm-smi ``checkIfSecondaryDie``: power1_cap, its default and power1_average all 0,
+  or, in ROCm 6, the energy counter 0; rocm-smi prints "N/A (Secondary die)", ROCm/rocm_smi_lib#149).
+  No sysfs attribute names a die's package (rocm-smi's own TODO), so a secondary die is paired with
+  the nearest primary die of the same PCI device id before it in PCI bus order; one left unpaired
+  is unmeasured, never 0 J.
 * Intel tiles (stacks): ``<pci dev>/tile0, tile1`` (xe) or ``cardN/gt/gt0, gt1`` (i915); i915 also
   registers a hwmon per tile (``name`` = ``i915_gt0``...) whose ``energy1_input`` is that tile's.
 
@@ -99,6 +115,10 @@ class DrmGpu:
     n_partitions: int = 1  # compute partitions this GPU is split into; 0 = partitioned, count unknown
     n_tiles: int = 1  # Intel tiles (stacks)
     tile_hwmon: dict = field(default_factory=dict)  # i915: tile -> its own hwmon dir (``i915_gt<N>``)
+    memory_partition: Optional[str] = None  # "NPS1".."NPS8" (amdgpu current_memory_partition)
+    partition_of_minor: dict = field(default_factory=dict)  # render minor -> partition (KFD node id)
+    secondary_die: bool = False  # a die that reads 0 W / 0 J for its package (MI200 secondary GCD)
+    package: list = field(default_factory=list)  # PCI bus ids of the package's dies, primary first; [] = one die
 
     @property
     def ordered_minors(self) -> list[int]:
@@ -143,9 +163,21 @@ def _tiles(card_dir: str, dev: str) -> int:
     return 1
 
 
-def _kfd_render_minors(kfd_root: str) -> dict[str, list[int]]:
-    """PCI bus id -> render minors of the KFD GPU nodes at that address (one per partition)."""
-    out: dict[str, list[int]] = {}
+def kfd_location(loc: int, domain: int = 0) -> tuple[str, int]:
+    """KFD ``location_id`` (and ``domain``) -> (PCI bus id of the card, partition index).
+
+    ``location_id`` = ``pci_dev_id`` (bus << 8 | device << 3 | function) with the partition's node
+    id ORed in on a multi-partition GPU: into bits 0-2 (``location_id |= node_id``) or bits 28-31
+    (``node_id << 28``), depending on the kernel (module docstring). amdgpu's GPU is PCI function 0,
+    so the function bits are the partition index, and the card is ``domain:bus:device.0``.
+    """
+    part = (loc >> 28) & 0xF or loc & 0x7
+    return f"{domain:04x}:{loc >> 8 & 0xff:02x}:{loc >> 3 & 0x1f:02x}.0", part
+
+
+def _kfd_render_minors(kfd_root: str) -> dict[str, dict[int, int]]:
+    """PCI bus id -> {render minor: partition index} of the KFD GPU nodes of that card."""
+    out: dict[str, dict[int, int]] = {}
     try:
         nodes = os.listdir(kfd_root)
     except OSError:
@@ -162,9 +194,43 @@ def _kfd_render_minors(kfd_root: str) -> dict[str, list[int]]:
             continue  # a CPU node has no render minor
         if minor <= 0:
             continue
-        bdf = f"{dom:04x}:{loc >> 8 & 0xff:02x}:{loc >> 3 & 0x1f:02x}.{loc & 0x7:x}"
-        out.setdefault(bdf, []).append(minor)
+        bdf, part = kfd_location(loc, dom)
+        out.setdefault(bdf, {})[minor] = part
     return out
+
+
+def _opt_int_file(path: str) -> Optional[int]:
+    v = _opt_text(path)
+    try:
+        return None if v is None else int(v)
+    except ValueError:
+        return None
+
+
+def _is_secondary_die(g: "DrmGpu") -> bool:
+    """rocm-smi's ``checkIfSecondaryDie`` on the hwmon files: power1_cap 0, power1_cap_default 0
+    (where present) and power1_average 0 -- a die whose package power is reported by its sibling."""
+    if g.vendor != "amd" or not g.hwmon:
+        return False
+    cap = _opt_int_file(os.path.join(g.hwmon, "power1_cap"))
+    default = _opt_int_file(os.path.join(g.hwmon, "power1_cap_default"))
+    avg = _opt_int_file(os.path.join(g.hwmon, "power1_average"))
+    return cap == 0 and default in (None, 0) and avg in (None, 0)
+
+
+def _pair_packages(gpus: list["DrmGpu"]) -> None:
+    """Give each secondary die its package: the nearest primary die of the same PCI id before it
+    in bus order that has no sibling yet (module docstring: no attribute names the package)."""
+    free: dict[str, "DrmGpu"] = {}
+    for g in sorted(gpus, key=lambda x: x.pci_bus_id):
+        if g.vendor != "amd":
+            continue
+        if not g.secondary_die:
+            free[g.pci_id] = g
+            continue
+        p = free.pop(g.pci_id, None)
+        if p is not None:
+            p.package = g.package = [p.pci_bus_id, g.pci_bus_id]
 
 
 def discover_drm_gpus(drm_root: str = DEFAULT_DRM_ROOT, kfd_root: str = DEFAULT_KFD_ROOT) -> list[DrmGpu]:
@@ -200,14 +266,20 @@ def discover_drm_gpus(drm_root: str = DEFAULT_DRM_ROOT, kfd_root: str = DEFAULT_
                    hwmon=_hwmon_dir(dev), unique_id=_opt_text(os.path.join(dev, "unique_id")))
         if vendor == "amd":
             g.partition_mode = (_opt_text(os.path.join(dev, "current_compute_partition")) or "").upper() or None
+            g.memory_partition = (_opt_text(os.path.join(dev, "current_memory_partition")) or "").upper() or None
+            g.secondary_die = _is_secondary_die(g)
         else:
             g.n_tiles = _tiles(os.path.join(drm_root, e), dev)
             g.tile_hwmon = _tile_hwmons(dev)
         by_dev[dev] = g
     kfd = _kfd_render_minors(kfd_root)
     for dev, g in by_dev.items():
-        g.render_minors = sorted(set(renders.get(dev, []) + kfd.get(g.pci_bus_id, [])))
-        n_kfd = len(kfd.get(g.pci_bus_id, []))
+        parts = kfd.get(g.pci_bus_id, {})
+        g.render_minors = sorted(set(renders.get(dev, [])) | set(parts))
+        # partition index = the node id the kernel encoded; a kernel that wrote one location id for
+        # every partition (ids not distinct) leaves render-minor order as the index
+        g.partition_of_minor = dict(parts) if len(parts) > 1 and len(set(parts.values())) == len(parts) else {}
         if g.partition_mode:  # CPX without KFD nodes to count: 0 = unknown (never taken as 1)
-            g.n_partitions = PARTITIONS_PER_MODE.get(g.partition_mode) or n_kfd
+            g.n_partitions = PARTITIONS_PER_MODE.get(g.partition_mode) or len(parts)
+    _pair_packages(list(by_dev.values()))
     return sorted(by_dev.values(), key=lambda g: g.pci_bus_id)

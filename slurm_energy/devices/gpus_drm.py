@@ -12,8 +12,22 @@ Names Slurm and the runtimes use, and what each one is:
   outright; a number is an *in-job ordinal* (renumbered from 0 under ``ConstrainDevices``), mapped
   through the job's allocation (ordinal k = the k-th of SLURM_JOB_GPUS in index order), never read
   as a physical index.
-* ``ZE_AFFINITY_MASK`` (Intel Level Zero, in the job): ``k`` or ``k.t`` -- in-job device ordinal k,
-  tile t; mapped through the allocation like the above.
+* ``ZE_AFFINITY_MASK`` (Intel Level Zero, in the job): what an ordinal counts depends on
+  ``ZE_FLAT_DEVICE_HIERARCHY`` (Level Zero spec, "Device Hierarchy"; Intel, "Flattening GPU Tile
+  Hierarchy", 2023; compute-runtime: FLAT "returns all sub devices which have no sub devices ...
+  flattened out in order"):
+
+  - ``COMPOSITE``: a root device is a card, its tiles are sub-devices: ``k`` = the job's k-th card
+    (whole), ``k.t`` = tile t of that card.
+  - ``FLAT`` (the default since late 2023, so on Data Center GPU Max when unset): every tile is a
+    root device, in card order: ``k`` = the job's k-th tile counting tile 0..n-1 of each of its
+    cards in turn (card c, tile t is ordinal c x tiles + t). A ``k.t`` names a sub-device of tile k
+    (a compute-engine split), which is measured as its tile.
+  - ``COMBINED``: root devices are tiles as in FLAT (the composite card is reached only through
+    ``zeDeviceGetRootDevice``), so ordinals count tiles as in FLAT.
+
+  A card with one tile (Flex, Arc) is the same in every mode. Mapped through the allocation like
+  the above.
 
 The job cgroup's device list is no help here: it does not exist yet while the Prolog runs, and
 with Slurm 22.05 on cgroup v1 (``ConstrainDevices=yes``) a GPU job's ``devices.list`` reads
@@ -23,7 +37,17 @@ cgroup v2 enforces devices with eBPF and has no such file.
 A compute partition of an AMD GPU (SPX/DPX/TPX/QPX/CPX) or one tile of an Intel GPU is a labelled
 share of the card: ``fraction`` = 1 / partitions (or tiles). Spatial partitions split the XCDs
 evenly (AMD Instinct MI300 partitioning docs), so this is the partition's share of the card's
-compute; the card's energy x fraction is charged, flagged as an estimate (like a MIG slice).
+compute; the card's energy x fraction is charged, flagged as an estimate (like a MIG slice). The
+memory partition mode (NPS1/NPS4) does not change the compute split; it is shown in the detail.
+A partition's index is the KFD node id the kernel encodes in its ``location_id``
+(:func:`slurm_energy.devices.drm.kfd_location`), not the order of its render minor.
+
+One die of a multi-die package (MI250X: 2 GCDs, power reported by the primary die for both) is a
+``package`` share: the package's energy (read from the primary die) x 1 / dies. The jobs on the
+package's dies share it; the secondary die's own 0 W / 0 J is never read as a measurement.
+
+Shares of one card never sum to more than the card: a card chosen whole is not also charged
+through one of its tiles or partitions.
 """
 
 from __future__ import annotations
@@ -71,7 +95,7 @@ def _slots(gpus: list[DrmGpu]) -> list[tuple[int, DrmGpu, int]]:
         if not g.hwmon:
             continue
         for i, m in enumerate(g.ordered_minors):
-            out.append((m, g, i))
+            out.append((m, g, g.partition_of_minor.get(m, i)))
     return sorted(out, key=lambda s: s[0])
 
 
@@ -79,11 +103,21 @@ def _whole_or_partition(g: DrmGpu, part: int, src: str) -> ResolvedDrmGpu:
     r = ResolvedDrmGpu(g.pci_bus_id, g.pci_bus_id, g.vendor, g.model, source=src)
     if g.partition_mode and g.n_partitions != 1:
         r.device_id, r.share, r.index = f"{g.pci_bus_id}/xcp{part}", "partition", part
+        nps = f", {g.memory_partition}" if g.memory_partition else ""
         if g.n_partitions > 1:
             r.fraction = 1.0 / g.n_partitions
-            r.share_detail = f"{g.partition_mode} {part}/{g.n_partitions}"
+            r.share_detail = f"{g.partition_mode} {part}/{g.n_partitions}{nps}"
         else:
             r.fraction_unknown, r.share_detail = True, f"{g.partition_mode} partition count unknown"
+    if len(g.package) > 1:  # one die of a package whose power its primary die reports
+        die = g.package.index(g.pci_bus_id)
+        r.fraction = (r.fraction or 1.0) / len(g.package)
+        r.share = "package" if not r.share else r.share
+        r.share_detail = (f"{r.share_detail}; " if r.share_detail else "") + (
+            f"die {die}/{len(g.package)} of package {g.package[0]}")
+    elif g.secondary_die:  # its package's power is reported by a die we could not pair it with
+        r.fraction_unknown, r.share = True, "package"
+        r.share_detail = "secondary die, package power on an unpaired primary die"
     return r
 
 
@@ -146,16 +180,72 @@ def _ordinal(tok: str, base: list[ResolvedDrmGpu], var: str) -> ResolvedDrmGpu:
     return base[k]
 
 
+#: ``ZE_FLAT_DEVICE_HIERARCHY`` values (Level Zero spec) and the one a runtime uses when it is unset.
+ZE_HIERARCHIES = ("COMPOSITE", "FLAT", "COMBINED")
+ZE_DEFAULT_HIERARCHY = "FLAT"
+
+
+def _ze_roots(chosen: list[ResolvedDrmGpu], gpus: list[DrmGpu], mode: str) -> list[tuple[ResolvedDrmGpu, DrmGpu, Optional[int]]]:
+    """The root devices Level Zero shows the job, in order: (base, card, tile or None for the card)."""
+    out: list[tuple[ResolvedDrmGpu, DrmGpu, Optional[int]]] = []
+    for base in chosen:
+        g = next(x for x in gpus if x.pci_bus_id == base.pci_bus_id)
+        if mode == "COMPOSITE" or g.n_tiles == 1 or base.share:
+            out.append((base, g, None))
+        else:  # FLAT / COMBINED: every tile of the card is a root device
+            out.extend((base, g, t) for t in range(g.n_tiles))
+    return out
+
+
+def _ze_select(ze: list[str], chosen: list[ResolvedDrmGpu], gpus: list[DrmGpu], mode: str) -> list[ResolvedDrmGpu]:
+    roots = _ze_roots(chosen, gpus, mode)
+    out = []
+    for t in ze:
+        dev, _, sub = t.partition(".")
+        if not dev.isdigit() or (sub and not sub.isdigit()):
+            raise GpuResolveError(f"ZE_AFFINITY_MASK={t}: expected <device>[.<sub-device>] (e.g. 0.1)")
+        if not roots:
+            _ordinal(dev, [], "ZE_AFFINITY_MASK")
+        k = int(dev)
+        if k >= len(roots):
+            unit = "card(s)" if mode == "COMPOSITE" else "tile(s) (ZE_FLAT_DEVICE_HIERARCHY=" + mode + ")"
+            raise GpuResolveError(f"ZE_AFFINITY_MASK={t}: ordinal {k} but the job has {len(roots)} {unit}")
+        base, g, tile = roots[k]
+        src = f"ZE_AFFINITY_MASK={t} ({mode})"
+        if tile is not None:
+            out.append(_tile(base, g, tile, src))
+        elif sub and mode == "COMPOSITE":
+            out.append(_tile(base, g, int(sub), src))
+        else:
+            out.append(base)
+    return out
+
+
+def _no_double_count(res: list[ResolvedDrmGpu]) -> list[ResolvedDrmGpu]:
+    """Duplicates removed; a card chosen whole drops its tiles/partitions chosen beside it."""
+    whole = {r.pci_bus_id for r in res if not r.share}
+    seen: set[str] = set()
+    out = []
+    for r in res:
+        if r.device_id in seen or (r.share in ("tile", "partition") and r.pci_bus_id in whole):
+            continue
+        seen.add(r.device_id)
+        out.append(r)
+    return out
+
+
 def resolve_drm_gpus(slurm_job_gpus: Optional[str] = None, rocr_visible_devices: Optional[str] = None,
                      hip_visible_devices: Optional[str] = None, ze_affinity_mask: Optional[str] = None,
                      drm_root: str = DEFAULT_DRM_ROOT, kfd_root: str = DEFAULT_KFD_ROOT,
-                     all_if_unset: bool = False) -> ResolvedGpus:
+                     all_if_unset: bool = False, ze_flat_device_hierarchy: Optional[str] = None) -> ResolvedGpus:
     """Resolve the job's AMD/Intel GPUs to physical cards (module docstring gives the rules).
 
     Args:
         slurm_job_gpus: ``SLURM_JOB_GPUS`` (GRES indices or device files).
         rocr_visible_devices, hip_visible_devices: ROCm's variables (``GPU-<id>`` or in-job ordinals).
         ze_affinity_mask: Level Zero's ``k`` / ``k.t`` list (in-job ordinals, tiles).
+        ze_flat_device_hierarchy: the job's ``ZE_FLAT_DEVICE_HIERARCHY`` (COMPOSITE, FLAT,
+            COMBINED; unset = FLAT): what a ``ZE_AFFINITY_MASK`` ordinal counts (module docstring).
         drm_root, kfd_root: sysfs roots (``hardware.drm_root`` / ``hardware.kfd_root``).
         all_if_unset: no allocation at all -> every GPU of the node that has hwmon files
             (``slurm-energy run`` outside Slurm, where ordinals are the node's own).
@@ -165,9 +255,13 @@ def resolve_drm_gpus(slurm_job_gpus: Optional[str] = None, rocr_visible_devices:
         when nothing was allocated or the node has no AMD/Intel GPU.
 
     Raises:
-        GpuResolveError: a token names no device, or an in-job ordinal with no allocation to map it
-            through. The message names the variable, the token and the fix.
+        GpuResolveError: a token names no device, an in-job ordinal with no allocation to map it
+            through, or an unknown hierarchy mode. The message names the variable, the token and the fix.
     """
+    mode = (ze_flat_device_hierarchy or ZE_DEFAULT_HIERARCHY).strip().upper()
+    if mode not in ZE_HIERARCHIES:
+        raise GpuResolveError(f"ZE_FLAT_DEVICE_HIERARCHY={ze_flat_device_hierarchy}: expected one of "
+                              f"{', '.join(ZE_HIERARCHIES)} (unset means {ZE_DEFAULT_HIERARCHY})")
     gpus = discover_drm_gpus(drm_root, kfd_root)
     if not gpus:
         return ResolvedGpus([], f"no AMD/Intel GPU under {drm_root}")
@@ -186,20 +280,10 @@ def resolve_drm_gpus(slurm_job_gpus: Optional[str] = None, rocr_visible_devices:
             chosen = [_ordinal(t, chosen, var) if t.isdigit() else _by_uuid(t, gpus, f"{var}={t}") for t in toks]
     ze = _split(ze_affinity_mask)
     if ze:
-        out = []
-        for t in ze:
-            dev, _, tile = t.partition(".")
-            if not dev.isdigit() or (tile and not tile.isdigit()):
-                raise GpuResolveError(f"ZE_AFFINITY_MASK={t}: expected <device>[.<tile>] (e.g. 0.1)")
-            base = _ordinal(dev, chosen, "ZE_AFFINITY_MASK")
-            g = next(x for x in gpus if x.pci_bus_id == base.pci_bus_id)
-            out.append(_tile(base, g, int(tile), f"ZE_AFFINITY_MASK={t}") if tile else base)
-        chosen = out
+        chosen = _ze_select(ze, chosen, gpus, mode)
     if not chosen:
         return ResolvedGpus([], "no GPUs allocated (SLURM_JOB_GPUS, ROCR/HIP_VISIBLE_DEVICES, ZE_AFFINITY_MASK empty)")
-    seen: set[str] = set()
-    res = [r for r in chosen if not (r.device_id in seen or seen.add(r.device_id))]  # type: ignore[func-returns-value]
-    return ResolvedGpus(res)
+    return ResolvedGpus(_no_double_count(chosen))
 
 
 def _gres_key(tok: str):

@@ -15,13 +15,21 @@ So ``sum by (cluster, job_id) (slurm_energy_job_joules_total)`` is a job's IT en
 
 Series (counters follow Prometheus' naming: base unit, ``_total`` suffix)::
 
-    slurm_energy_job_joules_total{cluster,job_id,user,account,partition,device_class,method}
+    slurm_energy_job_joules_total{cluster,job_id,restart_count,user,account,partition,device_class,method}
         the job's share of IT energy of one device class, J (an unmeasured class has no series,
         never 0; ``method`` says counter / power_integration / tdp_estimate)
-    slurm_energy_job_facility_joules_total{cluster,job_id,user,account,partition}   IT x PUE, J
-    slurm_energy_job_co2e_grams_total{cluster,job_id,user,account,partition}        gCO2e
-    slurm_energy_job_info{cluster,job_id,sluid,array_job_id,array_task_id,het_job_id,
-                          het_job_offset,job_name,restart_count,status,coverage} 1
+    slurm_energy_job_facility_joules_total{cluster,job_id,restart_count,user,account,partition}  IT x PUE, J
+    slurm_energy_job_co2e_grams_total{cluster,job_id,restart_count,user,account,partition}       gCO2e
+    slurm_energy_job_info{cluster,job_id,restart_count,sluid,array_job_id,array_task_id,het_job_id,
+                          het_job_offset,job_name,status,coverage} 1
+
+Every series is one job *attempt* (one entry): ``job_id`` is Slurm's raw job id, unique per array
+task and per het component (each has its own), and ``restart_count`` (SLURM_JOB_RESTART_COUNT)
+tells a requeued job's attempts apart, so a new attempt on a node that still exports the previous
+attempt's final totals adds series instead of repeating them (the text format allows one sample
+per name and label set; node_exporter's registry rejects the whole file otherwise). A reused job id
+(same cluster, job id and restart count) replaces the older run's entry.
+``sum by (cluster, job_id) (...)`` is then the job's energy over all its attempts.
 
 Text format by ``prometheus_client.generate_latest`` (no hand formatting).
 """
@@ -41,15 +49,16 @@ log = logging.getLogger("slurm_energy.outputs.prometheus")
 
 DEFAULT_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"  # Debian's prometheus-node-exporter default
 FILE_NAME = "slurm_energy.prom"
-JOB_LABELS = ("cluster", "job_id", "user", "account", "partition")
-INFO_LABELS = ("cluster", "job_id", "sluid", "array_job_id", "array_task_id", "het_job_id", "het_job_offset",
-               "job_name", "restart_count", "status", "coverage")
+JOB_LABELS = ("cluster", "job_id", "restart_count", "user", "account", "partition")
+#: the info series' labels: its identity (JOB_LABELS' first three), then the entry's ``info``
+INFO_LABELS = ("cluster", "job_id", "restart_count", "sluid", "array_job_id", "array_task_id", "het_job_id",
+               "het_job_offset", "job_name", "status", "coverage")
 
 
 def entry_from_record(rec: JobRecord, now: float) -> dict:
     """The JSON state entry for ``rec`` (running: this node's energy so far; else final totals).
 
-    Keys: labels (JOB_LABELS), info (INFO_LABELS less cluster/job_id), classes {class: [J, method]}
+    Keys: labels (JOB_LABELS), info (INFO_LABELS less cluster/job_id/restart_count), classes {class: [J, method]}
     with unmeasured classes left out, facility_j, co2e_g (None when not computed), running (bool),
     end_time (epoch s), updated (epoch s). Only copies numbers the accounting computed.
     """
@@ -59,11 +68,12 @@ def entry_from_record(rec: JobRecord, now: float) -> dict:
         "sluid": str(getattr(rec, "sluid", "") or ""), "array_job_id": rec.array_job_id or "",
         "array_task_id": rec.array_task_id or "", "het_job_id": rec.het_job_id or "",
         "het_job_offset": rec.het_job_offset or "", "job_name": rec.job_name[:64],
-        "restart_count": str(rec.restart_count), "status": rec.status.value,
+        "status": rec.status.value,
         "coverage": "complete" if rec.coverage_complete else "partial",
     }
     return {
-        "labels": {k: str(getattr(rec, k) or "") for k in JOB_LABELS}, "info": info, "classes": classes,
+        "labels": {k: str(getattr(rec, k) or ("0" if k == "restart_count" else "")) for k in JOB_LABELS},
+        "info": info, "classes": classes,
         "facility_j": None if rec.facility_kwh is None else rec.facility_kwh * 3.6e6,
         "co2e_g": None if rec.co2e_kg is None else rec.co2e_kg * 1000.0,
         "running": rec.status == Status.RUNNING, "end_time": rec.end_time, "updated": now,
@@ -86,17 +96,26 @@ class _Entries:
                                   labels=list(JOB_LABELS))
         co2 = CounterMetricFamily("slurm_energy_job_co2e_grams", "Job's emissions, gCO2e", labels=list(JOB_LABELS))
         info = InfoMetricFamily("slurm_energy_job", "Job identity (SLUID, array and het job ids) and status",
-                                labels=["cluster", "job_id"])
+                                labels=list(INFO_LABELS[:3]))
         for e in self.entries:
-            lv = [e["labels"][k] for k in JOB_LABELS]
+            lbl = _labels(e)
+            lv = [lbl[k] for k in JOB_LABELS]
             for cls, (joules, method) in e["classes"].items():
                 j.add_metric([*lv, cls, method], joules)
             if e.get("facility_j") is not None:
                 fac.add_metric(lv, e["facility_j"])
             if e.get("co2e_g") is not None:
                 co2.add_metric(lv, e["co2e_g"])
-            info.add_metric([e["labels"]["cluster"], e["labels"]["job_id"]], e["info"])
+            info.add_metric([lbl[k] for k in INFO_LABELS[:3]],
+                            {k: v for k, v in e["info"].items() if k not in INFO_LABELS[:3]})
         yield from (j, fac, co2, info)
+
+
+def _labels(entry: dict) -> dict:
+    """An entry's JOB_LABELS; an entry written before ``restart_count`` was a label has it in ``info``."""
+    lbl = dict(entry["labels"])
+    lbl.setdefault("restart_count", str(entry.get("info", {}).get("restart_count", "0")))
+    return lbl
 
 
 def render(entries: list[dict]) -> bytes:

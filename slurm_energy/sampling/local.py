@@ -53,7 +53,8 @@ def visible_drm_gpus(cfg, environ=None) -> list[dict]:
 
         res = resolve_drm_gpus(env.get("SLURM_JOB_GPUS"), env.get("ROCR_VISIBLE_DEVICES"),
                                env.get("HIP_VISIBLE_DEVICES"), env.get("ZE_AFFINITY_MASK"),
-                               cfg.hardware.drm_root, cfg.hardware.kfd_root, all_if_unset=True)
+                               cfg.hardware.drm_root, cfg.hardware.kfd_root, all_if_unset=True,
+                               ze_flat_device_hierarchy=env.get("ZE_FLAT_DEVICE_HIERARCHY"))
         return [g.to_dict() for g in res]
     except Exception:
         return []

@@ -11,7 +11,8 @@
   SLURM_MEM_PER_CPU (MB), scontrol's MinMemoryNode / MinMemoryCPU, sacct's ReqMem (with the old
   ``n``/``c`` per-node/per-CPU suffix), TRES ``mem=``; ``0`` = the whole node's memory.
 * Energy (:func:`parse_energy_j`, :func:`format_energy`): sacct ConsumedEnergy(Raw) in J; memory
-  shown as sacct does (:func:`format_memory`).
+  shown as sacct does (:func:`format_memory`); both by :func:`convert_num_unit`, Slurm's
+  ``convert_num_unit2``: two decimals and the next unit (``1.50K``, ``1.50G``).
 
 Every parser returns ``None`` for "unknown" (empty, INVALID, N/A, (null)) and raises
 :class:`SlurmFormatError` (a ValueError) naming the field and value for text Slurm never writes.
@@ -122,15 +123,38 @@ def parse_energy_j(text: Optional[str], field: str = "ConsumedEnergy") -> Option
 
 
 def format_energy(joules: Optional[float]) -> str:
-    """Joules as sacct prints ConsumedEnergy: up to 2 decimals with K/M/G/T (1000 steps)."""
+    """Joules as sacct prints ConsumedEnergy: :func:`convert_num_unit` with divisor 1000, not exact
+    (src/sacct/print.c PRINT_CONSUMED_ENERGY: ``convert_num_unit2(..., UNIT_NONE, params.units, 1000,
+    params.convert_flags & ~CONVERT_NUM_UNIT_EXACT)``): ``1.50K``, ``12.34K``, ``2K``, ``999``."""
     if joules is None:
         return ""
-    v, i = float(joules), 0
-    units = "KMGTPE"
-    while abs(v) >= 1000 and i < len(units):
-        v, i = v / 1000, i + 1
-    text = f"{v:.2f}".rstrip("0").rstrip(".")
-    return text + (units[i - 1] if i else "")
+    return convert_num_unit(float(joules), 1000, exact=False)
+
+
+#: src/common/slurm_protocol_api.c convert_num_unit2: ``char *unit = "\0KMGTP?"`` (beyond peta: ``?``)
+_UNIT_CHARS = ("", "K", "M", "G", "T", "P", "?")
+
+
+def convert_num_unit(num: float, divisor: int = 1024, *, unit: int = 0, exact: bool = True) -> str:
+    """Slurm's ``convert_num_unit2`` (src/common/slurm_protocol_api.c, SchedMD/slurm 284c3b95f0), as
+    sacct calls it without ``--units``/``--noconvert``: the number in ``unit`` (0 none, 1 K, 2 M ...)
+    is divided by ``divisor`` while it is at least ``divisor`` -- with ``exact`` (sacct's default
+    CONVERT_NUM_UNIT_EXACT, memory) only while its integer part is a multiple of ``divisor / 2``
+    ("half values (e.g., 2.5G) are still considered precise") -- then printed as an integer with the
+    unit letter if it is whole, else with two decimals (``%.2f``): ``1.50G``, ``4000M``, ``2046780K``.
+    A number whose integer part is 0 prints ``0``."""
+    if int(num) == 0:
+        return "0"
+    if exact:
+        while num >= divisor and int(num) % (divisor // 2) == 0:
+            num /= divisor
+            unit += 1
+    else:
+        while num >= divisor:
+            num /= divisor
+            unit += 1
+    letter = _UNIT_CHARS[unit] if 0 <= unit < len(_UNIT_CHARS) - 1 else "?"
+    return f"{int(num)}{letter}" if float(int(num)) == num else f"{num:.2f}{letter}"
 
 
 def parse_memory(text: Optional[str], field: str = "memory", bare_unit: str = "M") -> Optional[tuple[int, str]]:
@@ -194,16 +218,10 @@ def requested_memory_bytes(per_node: Optional[str] = None, per_cpu: Optional[str
 
 
 def format_memory(b: Optional[int]) -> str:
-    """Bytes as sacct shows ReqMem/MaxRSS (x 1024 per step): the largest unit with a whole number
-    (``4000M``, ``1234K``, ``1536M``), else two decimals (``3.91G``); ``""`` for unknown."""
+    """Bytes as sacct shows MaxRSS (``convert_num_unit(bytes, UNIT_NONE, ..., CONVERT_NUM_UNIT_EXACT)``)
+    and ReqMem (the same from MB, UNIT_MEGA: the same text for a whole number of MB), i.e.
+    :func:`convert_num_unit` x 1024, exact: ``4000M``, ``1234K``, ``1.50G`` (1536 MB), ``2.50G``,
+    ``1280M`` (1.25 GB is not a half value), bytes not a multiple of 512 as they are; ``""`` unknown."""
     if b is None:
         return ""
-    steps = list(enumerate("KMGTP", 1))
-    for i, unit in reversed(steps):
-        v = b / 1024 ** i
-        if v >= 1 and float(v).is_integer():
-            return f"{int(v)}{unit}"
-    for i, unit in reversed(steps):
-        if b >= 1024 ** i:
-            return f"{b / 1024 ** i:.2f}{unit}"
-    return str(b)
+    return convert_num_unit(float(b), 1024, exact=True)

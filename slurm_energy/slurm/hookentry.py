@@ -239,7 +239,8 @@ def _resolve_gpus(ctx: JobFacts, cfg: Any, env: Any) -> None:
         from slurm_energy.devices.gpus_drm import resolve_drm_gpus
 
         drm = resolve_drm_gpus(ctx.job_gpus, env.get("ROCR_VISIBLE_DEVICES"), env.get("HIP_VISIBLE_DEVICES"),
-                               env.get("ZE_AFFINITY_MASK"), cfg.hardware.drm_root, cfg.hardware.kfd_root)
+                               env.get("ZE_AFFINITY_MASK"), cfg.hardware.drm_root, cfg.hardware.kfd_root,
+                               ze_flat_device_hierarchy=env.get("ZE_FLAT_DEVICE_HIERARCHY"))
         ctx.drm_gpus = [g.to_dict() for g in drm]
         if ctx.drm_gpus:
             ctx.gpu_resolution_error = ""

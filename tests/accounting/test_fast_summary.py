@@ -104,3 +104,24 @@ def test_old_json_lines_file_gives_the_same_summary_as_the_compact_file(tmp_path
     assert a.devices[0].method == b.devices[0].method == Method.COUNTER
     assert b.n_samples == a.n_samples == 2 * 720 + 1
     assert 40 * GIB < b.max_mem_bytes
+
+
+def test_counter_vs_power_rule_is_the_same_on_both_paths(monkeypatch):
+    # 300 rows at 5 s; GPU 0's averaged power reads 3x at rows 100 and 101 (the counter moving: kept,
+    # power_disagrees) and its counter sticks from row 200 to 203 (power high, no catch-up: those
+    # intervals by power, counter_stuck). The array path hands the device to the general path: one rule.
+    rows, _ = node_rows(300)
+    uid = next(r["device_id"] for r in rows[0]["readings"] if r["device_class"] == "gpu")
+    gpu = [next(r for r in row["readings"] if r["device_id"] == uid) for row in rows]
+    for k in (100, 101):
+        gpu[k]["power_w"] = gpu[k]["power_w"] * 3
+    stuck = gpu[203]["energy_uj"] - gpu[200]["energy_uj"]
+    for g in gpu[201:204]:
+        g["energy_uj"] = gpu[200]["energy_uj"]
+    for g in gpu[204:]:
+        g["energy_uj"] -= stuck
+    fast, slow = _both(monkeypatch, rows)
+    assert fast.model_dump() == slow.model_dump()
+    d = next(x for x in fast.devices if x.device_id == uid)
+    assert {"power_disagrees", "counter_stuck", "counter_inconsistent"} <= set(d.flags)
+    assert d.method == Method.POWER_INTEGRATION and d.resets == 0

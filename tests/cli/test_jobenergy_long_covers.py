@@ -40,20 +40,37 @@ def _url(tmp_path, monkeypatch):
     return store_with(tmp_path, finished(job_record("5", [cpu], start=T0, end=T0 + 3600)))
 
 
-def test_long_aligned_covers_is_short_and_wrapped(tmp_path, monkeypatch, capsys):
+def test_long_aligned_note_is_short_and_wrapped(tmp_path, monkeypatch, capsys):
     url = _url(tmp_path, monkeypatch)
-    monkeypatch.setenv("COLUMNS", "150")
+    monkeypatch.setenv("COLUMNS", "60")
     assert main(["--store", url, "-l", "5"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    start = lines[0].index("Covers")  # the column's first character, also of continuation lines
-    assert lines[0].endswith(" Covers")
-    covers = [ln[start:] for ln in lines[2:]]
-    # "rapl:intel-rapl:0 (Xeon 6248)" and "counter" are the DeviceID/Model and Method columns: left out;
-    # the rest (56 characters with the flag) wraps at 150 - start
-    width = max(40, 150 - start)
-    full = "job share by cgroup CPU time / node busy CPU time [wrap]"
-    assert " ".join(c.strip() for c in covers) == full
-    assert all(len(c) <= width for c in covers) and all(not ln[:start].strip() for ln in lines[3:])
+    assert lines[0].split() == ["JobID", "Node", "Class", "Count", "Method", "Energy_kWh", "Device_kWh", "Coverage",
+                                "ReqMem", "MaxRSS"]
+    assert lines[2].split() == ["5", "n1", "cpu", "1", "counter", "1", "n/a", "1.000"]  # 3.6e6 J = 1 kWh
+    # the note: DeviceID (Model), then Covers without them and without the Method ("counter"),
+    # indented under Node (JobID is 5 wide + 1) and wrapped to 60 columns (54 characters of text)
+    note = lines[3:]
+    assert len(note) == 2 and all(ln.startswith(" " * 6) and len(ln) <= 60 for ln in note)
+    assert " ".join(ln.strip() for ln in note) == ("rapl:intel-rapl:0 (Xeon 6248): job share by cgroup CPU time / "
+                                                   "node busy CPU time [wrap]")
+
+
+def test_long_with_format_picks_long_fields(tmp_path, monkeypatch, capsys):
+    url = _url(tmp_path, monkeypatch)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["--store", url, "-l", "-P", "-o", "jobid,DeviceID,covers", "5"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "JobID|DeviceID|Covers", f"5|rapl:intel-rapl:0|{CPU_COVERS} [wrap]"]
+    assert main(["--store", url, "-l", "-o", "JobID,Model%-12,Wraps", "5"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["JobID Model        Wraps", "----- ------------ -----",
+                                                    "    5 Xeon 6248        0"]
+    # aligned with -o: Covers whole (no note names the device), the last column wrapped to the terminal
+    assert main(["--store", url, "-l", "-o", "JobID,Covers", "5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "JobID Covers" and " ".join(ln.strip() for ln in lines[2:]) == f"5 {CPU_COVERS} [wrap]"
+    assert main(["--store", url, "-l", "-o", "JobID,CPU_kWh", "5"]) == 2  # a table field, not a -l one
+    assert "--format with --long: unknown field 'CPU_kWh'; valid fields: JobID, Node, Class" in capsys.readouterr().err
 
 
 def test_long_parsable_and_json_keep_the_full_covers(tmp_path, monkeypatch, capsys):

@@ -195,8 +195,8 @@ def test_partition_count_from_mode_and_unknown_cpx_is_unavailable(sysfs):
 def test_intel_tile_from_ze_affinity_mask_through_the_allocation(sysfs):
     sysfs.gpu("0000:18:00.0", MAX1550, "xe", card=0, render=128, tiles=2, hwmon={"energy1_input": 0})
     hw = sysfs.gpu("0000:8a:00.0", MAX1550, "xe", card=1, render=129, tiles=2, hwmon={"energy1_input": 0})
-    # in-job ordinal 0 = the job's first GPU = GRES index 1 = card1; ".1" = its second tile
-    (g,) = _resolve(sysfs, slurm_job_gpus="1", ze_affinity_mask="0.1")
+    # COMPOSITE: in-job ordinal 0 = the job's first card = GRES index 1 = card1; ".1" = its second tile
+    (g,) = _resolve(sysfs, slurm_job_gpus="1", ze_affinity_mask="0.1", ze_flat_device_hierarchy="COMPOSITE")
     assert (g.device_id, g.fraction, g.share_detail) == ("0000:8a:00.0/tile1", 0.5, "tile 1/2")
     r = _reader(sysfs, [g])
     samples = []
@@ -247,7 +247,7 @@ def test_i915_tile_read_from_its_own_counter_is_measured_not_a_share(sysfs):
               hwmon={"energy1_input": 0, "power1_rated_max": 600_000_000})
     sysfs.tile_hwmon("0000:8a:00.0", 0, {"energy1_input": 0})
     gt1 = sysfs.tile_hwmon("0000:8a:00.0", 1, {"energy1_input": 0})
-    (g,) = _resolve(sysfs, slurm_job_gpus="0", ze_affinity_mask="0.1")
+    (g,) = _resolve(sysfs, slurm_job_gpus="0", ze_affinity_mask="0.1", ze_flat_device_hierarchy="COMPOSITE")
     assert (g.device_id, g.index) == ("0000:8a:00.0/tile1", 1)
     r = _reader(sysfs, [g])
     samples = []

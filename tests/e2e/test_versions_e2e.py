@@ -40,6 +40,9 @@ def test_sacct_json_reports_the_job(cluster):
         assert rec.sluid, "Slurm >= 25.11 gives the Prolog SLURM_JOB_SLUID; the record lacks it"
         if j.get("sluid"):  # 26.05: sacct --json has .jobs[].sluid, the same run id
             assert j["sluid"] == rec.sluid
+        # the SLUID a user pastes from sacct or the job's environment selects this run
+        by_sluid = cluster.jobenergy("-P", "-n", "-o", "JobID,SLUID", rec.sluid)
+        assert by_sluid.stdout.strip() == f"{job}|{rec.sluid}", by_sluid.stderr
     else:
         assert not rec.sluid
     if major_minor >= (23, 11):  # SLURM_JOB_START_TIME: Slurm's own start of this run

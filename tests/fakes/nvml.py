@@ -4,6 +4,22 @@
 :class:`FakeGpu` objects, returning pynvml's own ctypes structs and raising pynvml's own
 ``NVMLError`` subclasses (``NVMLError_NotSupported``, ``NVMLError_NotFound``...), as the library
 does on real hardware. Handles are the fake objects themselves.
+
+Units and semantics, from the NVML API reference (nvml.h of nvidia-ml-py 13.x, the installed one):
+
+* ``nvmlDeviceGetTotalEnergyConsumption``: "total energy consumption for this GPU in millijoules (mJ)
+  since the driver was last reloaded" (Volta and newer): an ``int`` that restarts from 0 when the
+  driver reloads (:attr:`FakeGpu.energy_mj`; set it lower to model a reload).
+* ``nvmlDeviceGetPowerUsage``: mW; "On Ampere (except GA100) or newer GPUs, the API returns power
+  averaged over 1 sec interval. On GA100 and older architectures, instantaneous power is returned."
+  (:attr:`FakeGpu.power_mw`).
+* ``nvmlDeviceGetFieldValues`` with ``NVML_FI_DEV_POWER_INSTANT`` (186, "current instantaneous power
+  usage", mW) / ``NVML_FI_DEV_POWER_AVERAGE`` (185): one ``c_nvmlFieldValue_t`` per field with its own
+  ``nvmlReturn`` (NOT_SUPPORTED per field where the GPU lacks it, the call itself succeeding) and an
+  unsigned-int value (:attr:`FakeGpu.power_instant_mw`, None = not supported: pre-Hopper / old driver).
+* ``nvmlDeviceGetEnforcedPowerLimit``: mW (A100 SXM4 40 GB: 400 W; H100 SXM5: 700 W).
+* ``nvmlDeviceGetProcessUtilization``: ``NVMLError_NotFound`` when no sample is newer than the
+  timestamp passed.
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ class FakeGpu:
     proc_samples: Optional[list] = field(default_factory=list)
     migs: list = field(default_factory=list)
     mig_total_slices: int = 7  # largest GPU-instance profile slice count
+    power_instant_mw: Optional[int] = None  # NVML_FI_DEV_POWER_INSTANT; None = field NOT_SUPPORTED
 
     def __post_init__(self):
         for m in self.migs:
@@ -149,6 +166,20 @@ def install(monkeypatch, gpus: list[FakeGpu], init_error: Optional[type] = None)
             raise pynvml.NVMLError_NotSupported()
         return g.power_mw
 
+    def field_values(h, ids):
+        g = phys(h)
+        arr = (pynvml.c_nvmlFieldValue_t * len(ids))()
+        for v, fid in zip(arr, ids):
+            v.fieldId = fid
+            val = {pynvml.NVML_FI_DEV_POWER_INSTANT: g.power_instant_mw,
+                   pynvml.NVML_FI_DEV_POWER_AVERAGE: g.power_mw}.get(fid)
+            if val is None:
+                v.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+            else:
+                v.nvmlReturn, v.valueType = pynvml.NVML_SUCCESS, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                v.value.uiVal = val
+        return arr
+
     def limit(h):
         g = phys(h)
         if g.limit_mw is None:
@@ -210,6 +241,7 @@ def install(monkeypatch, gpus: list[FakeGpu], init_error: Optional[type] = None)
         "nvmlDeviceGetTotalEnergyConsumption": energy,
         "nvmlDeviceGetPowerUsage": power,
         "nvmlDeviceGetEnforcedPowerLimit": limit,
+        "nvmlDeviceGetFieldValues": field_values,
         "nvmlDeviceGetUtilizationRates": util,
         "nvmlDeviceGetMemoryInfo": mem,
         "nvmlDeviceGetProcessUtilization": proc_util,

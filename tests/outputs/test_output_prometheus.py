@@ -48,7 +48,8 @@ def test_finished_job_series_values_and_labels(tmp_path):
     assert fac == pytest.approx(5.94e6)
     (lbl, g), = _by_name(s, "slurm_energy_job_co2e_grams_total")
     assert g == pytest.approx(660.0)
-    assert lbl == {"cluster": "c1", "job_id": "77", "user": "alice", "account": "physics", "partition": "batch"}
+    assert lbl == {"cluster": "c1", "job_id": "77", "restart_count": "0", "user": "alice", "account": "physics",
+                   "partition": "batch"}
     (info, one), = _by_name(s, "slurm_energy_job_info")
     assert one == 1.0 and info["array_job_id"] == "70" and info["array_task_id"] == "7"
     assert info["status"] == "complete" and info["coverage"] == "complete"

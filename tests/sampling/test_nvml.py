@@ -154,3 +154,48 @@ def test_unknown_uuid_is_unavailable(monkeypatch):
     install(monkeypatch, gpus())
     (rd,) = NvmlReader(["GPU-nope"]).read()
     assert rd.method == "unavailable" and rd.flags == ["nvml_error:NVMLError_NotFound"]
+
+
+def test_instant_power_field_read_where_the_driver_has_it(monkeypatch):
+    # An H100 without its energy counter (e.g. a driver that refuses it): nvmlDeviceGetPowerUsage is the
+    # 1 s average (300 W), NVML_FI_DEV_POWER_INSTANT reads 500 W now: the instant one is integrated,
+    # 500 W x 10 s = 5000 J; the inventory says which source.
+    gpu = FakeGpu(VOLTA, 0, name="NVIDIA H100 80GB HBM3", energy_mj=None, power_mw=300_000,
+                  power_instant_mw=500_000, limit_mw=700_000)
+    install(monkeypatch, [gpu])
+    r = NvmlReader([VOLTA])
+    assert r.devices()[0].extra["power_source"] == "NVML_FI_DEV_POWER_INSTANT"
+    a, b = r.read()[0], r.read()[0]
+    assert (a.method, a.power_w) == ("power_integration", 500.0)
+    s = series_from_readings([(0.0, a), (10.0, b)])
+    assert s.total_j == pytest.approx(5000.0)
+
+
+def test_without_the_instant_field_the_averaged_power_is_read(monkeypatch):
+    # an A100 on an older driver: the field answers NOT_SUPPORTED; nvmlDeviceGetPowerUsage (250 W)
+    gpu = FakeGpu(VOLTA, 0, energy_mj=None, power_mw=250_000, power_instant_mw=None)
+    install(monkeypatch, [gpu])
+    r = NvmlReader([VOLTA])
+    assert r.devices()[0].extra["power_source"] == "nvmlDeviceGetPowerUsage"
+    assert r.read()[0].power_w == 250.0
+
+
+def test_counter_failing_mid_job_hands_over_to_power_never_unavailable(monkeypatch):
+    # counter reads 0 -> 2500 J over 10 s (250 W), then every nvmlDeviceGetTotalEnergyConsumption
+    # raises (NotSupported): the GPU is read by power from then on, 250 W for 20 s = 5000 J; the
+    # interval across the switch (10 -> 20 s) is dropped, not guessed. Total 2500 + 2500 = 5000 J.
+    from slurm_energy.accounting.integrate import series_from_readings as series
+
+    gpu = FakeGpu(VOLTA, 0, energy_mj=0, power_mw=250_000, limit_mw=400_000)
+    install(monkeypatch, [gpu])
+    r = NvmlReader([VOLTA])
+    rds = [r.read()[0]]
+    gpu.energy_mj = 2_500_000
+    rds.append(r.read()[0])
+    gpu.energy_mj = None
+    rds += [r.read()[0], r.read()[0]]
+    assert [x.method for x in rds] == ["counter", "counter", "power_integration", "power_integration"]
+    assert all("nvml_counter_handed_over:NVMLError_NotSupported" in x.flags for x in rds[2:])
+    s = series([(0.0, rds[0]), (10.0, rds[1]), (20.0, rds[2]), (30.0, rds[3])])
+    assert s.total_j == pytest.approx(2500.0 + 2500.0)
+    assert "method_changed" in s.flags and s.dropped == 1

@@ -62,10 +62,10 @@ def _store(tmp_path, monkeypatch, **kw):
 def test_jobenergy_reqmem_maxrss_slurmenergy(tmp_path, monkeypatch, capsys):
     u, _ = _store(tmp_path, monkeypatch, slurm_energy_j=12340.0, slurm_energy_source="Slurm's ConsumedEnergyRaw")
     assert main(["--store", u, "-P", "-n", "-o", "JobID,ReqMem,MaxRSS,SlurmEnergy,SlurmEnergyRaw", "77"]) == 0
-    assert capsys.readouterr().out.strip() == "77|4000M|1536M|12.34K|12340"  # 1.5 GiB = 1536 MiB
+    assert capsys.readouterr().out.strip() == "77|4000M|1.50G|12.34K|12340"  # 1.5 GiB: sacct prints 1.50G
     assert main(["--store", u, "-P", "-n", "-l", "77"]) == 0
     row = capsys.readouterr().out.splitlines()[0].split("|")
-    assert row[13:15] == ["4000M", "1536M"]
+    assert row[13:15] == ["4000M", "1.50G"]  # 1536 MB as sacct prints it (convert_num_unit, exact)
 
 
 def test_slurm_energy_unavailable_is_na_never_0(tmp_path, monkeypatch, capsys):

@@ -7,15 +7,27 @@ the Prolog, and any failure falls back to the hwmon reader (:mod:`.drm_hwmon`).
 Per card (located by PCI bus id, ``amdsmi_get_processor_handle_from_bdf``), the best source, chosen
 once at start -- counter first, power integration second, across both sources:
 
-1. ``amdsmi_get_energy_count`` -> ``energy_accumulator`` x ``counter_resolution`` (µJ per count;
-   AMD SMI "Power Queries": the accumulator is 64-bit) -> ``method="counter"``, no range;
+1. ``amdsmi_get_energy_count`` -> accumulator x ``counter_resolution`` (µJ per count; AMD SMI
+   "Power Queries": the accumulator is 64-bit) -> ``method="counter"``, no range. The accumulator's
+   key changed between releases (ROCm/amdsmi ``py-interface/amdsmi_interface.py``): ``power`` in ROCm
+   6.0-6.2, ``power`` and ``energy_accumulator`` in 6.3 ("deprecating in 6.4"), ``energy_accumulator``
+   in 7.x; both are read (:func:`energy_uj`);
 2. the hwmon reader's ``energyN_input`` counter, if the card has one;
 3. ``amdsmi_get_power_info``: ``current_socket_power`` (MI300 and newer) else
    ``average_socket_power`` (MI200 and earlier), W -> ``method="power_integration"``;
 4. the hwmon reader's choice (power file, labelled fallback, or ``unavailable``).
 
+A card that fails to read through amdsmi (any library error, a missing key, a wrong type) is
+handed over for the rest of the job to the hwmon reader's source for it (power integration of
+``power1_average``/``power1_input``, or its labelled fallback): every later reading is the hwmon
+one, flagged ``amdsmi_handed_over:<error>``; the card never turns ``unavailable`` while hwmon reads
+(the interval between the two sources is dropped, ``method_changed``). A die of a multi-die package
+(MI250X) is read through its package's primary die (the secondary's counter reads 0, rocm-smi
+``checkIfSecondaryDie``), with the hwmon reader's package share.
+
 Utilisation: ``amdsmi_get_gpu_activity``'s ``gfx_activity`` (%). Per-process use
-(``amdsmi_get_gpu_process_list``: cumulative GFX engine time per PID, ns) becomes
+(``amdsmi_get_gpu_process_list``: cumulative GFX engine time per PID, ns; in ROCm 6.0/6.1 a list of
+process handles resolved by ``amdsmi_get_gpu_process_info``, from 6.2 a list of dicts) becomes
 ``proc_util = {pid: engine-time delta / wall-time delta}`` in [0, 1], which accounting uses to
 split a card shared by several jobs, as for NVML. Partitions and tiles carry the share flags of the
 hwmon reader (the card's energy x fraction).
@@ -43,6 +55,20 @@ def import_amdsmi():
         return None, f"amdsmi not importable: {type(e).__name__}: {e}"
 
 
+def energy_uj(e: dict) -> tuple[int, float]:
+    """``amdsmi_get_energy_count``'s dict -> (energy in µJ, resolution in µJ per count), for every
+    ROCm 6.x/7.x shape (module docstring).
+
+    Raises:
+        KeyError: neither ``energy_accumulator`` nor ``power`` is there; TypeError/ValueError: not numbers.
+    """
+    acc = e["energy_accumulator"] if "energy_accumulator" in e else e["power"]
+    res = float(e["counter_resolution"])
+    if isinstance(acc, bool) or not isinstance(acc, (int, float)) or res <= 0:
+        raise TypeError(f"energy count {acc!r} x resolution {res!r}: not a count and a positive resolution")
+    return int(acc * res), res
+
+
 @dataclass
 class _Target:
     index: int  # position in the hwmon reader's targets
@@ -51,6 +77,7 @@ class _Target:
     power_key: str = ""
     last_proc: dict = field(default_factory=dict)  # pid -> cumulative gfx ns at last_t
     last_t: Optional[float] = None
+    handed_over: str = ""  # why amdsmi was given up for this card (its hwmon source reads instead)
 
 
 class AmdSmiReader(Reader):
@@ -91,15 +118,16 @@ class AmdSmiReader(Reader):
         smi, ht = self.smi, self.hwmon.targets[t.index]
         if ht.gpu.vendor != "amd" or ht.gpu.fraction_unknown:
             return
+        bdf = ht.src.pci_bus_id if ht.src is not None else ht.gpu.pci_bus_id  # a package's primary die
         try:
-            t.handle = smi.amdsmi_get_processor_handle_from_bdf(ht.gpu.pci_bus_id)
+            t.handle = smi.amdsmi_get_processor_handle_from_bdf(bdf)
         except smi.AmdSmiException:
             return
         try:
-            smi.amdsmi_get_energy_count(t.handle)
-            t.mode = "counter"
-            return
-        except smi.AmdSmiException:
+            if energy_uj(smi.amdsmi_get_energy_count(t.handle))[0] > 0:  # 0: a secondary die (rocm-smi)
+                t.mode = "counter"
+                return
+        except (smi.AmdSmiException, KeyError, TypeError, ValueError):
             pass
         if ht.mode == "counter":
             return  # the driver's energy file beats amdsmi's power
@@ -125,22 +153,31 @@ class AmdSmiReader(Reader):
         fallback = self.hwmon.read()
         if not self._init:
             return fallback
-        return [fb if t.mode == "hwmon" else self._read_one(t, fb) for t, fb in zip(self.targets, fallback)]
+        out = []
+        for t, fb in zip(self.targets, fallback):
+            if t.handed_over:
+                fb.flags = list(fb.flags) + [f"amdsmi_handed_over:{t.handed_over}"]
+                out.append(fb)
+            else:
+                out.append(fb if t.mode == "hwmon" else self._read_one(t, fb))
+        return out
 
     def _read_one(self, t: _Target, fb: Reading) -> Reading:
         smi = self.smi
-        flags = [f for f in fb.flags if f.startswith(("share_", "partition_", "tile_"))]
+        flags = [f for f in fb.flags if f.startswith(("share_", "partition_", "tile_", "package_"))]
         r = Reading("gpu", fb.device_id, t.mode, flags=flags + ["amdsmi"], mem_bytes=fb.mem_bytes)
         try:
             if t.mode == "counter":
-                e = smi.amdsmi_get_energy_count(t.handle)
-                r.energy_uj = int(e["energy_accumulator"] * e["counter_resolution"])
-                r.energy_resolution_uj = max(1, int(round(float(e["counter_resolution"]))))
+                r.energy_uj, res = energy_uj(smi.amdsmi_get_energy_count(t.handle))
+                r.energy_resolution_uj = max(1, int(round(res)))
                 r.power_w = self._power_beside_counter(t)  # accounting cross-checks the counter with it
             else:
                 r.power_w = float(smi.amdsmi_get_power_info(t.handle)[t.power_key])
         except (smi.AmdSmiException, KeyError, TypeError, ValueError) as exc:
-            return Reading("gpu", fb.device_id, "unavailable", flags=flags + [f"amdsmi_error:{type(exc).__name__}"])
+            # hand the card over to its hwmon source for the rest of the job (module docstring)
+            t.handed_over = type(exc).__name__
+            fb.flags = list(fb.flags) + [f"amdsmi_handed_over:{t.handed_over}"]
+            return fb
         r.util = self._util(t)
         if r.util is None:
             r.util = fb.util
@@ -173,8 +210,16 @@ class AmdSmiReader(Reader):
         except self.smi.AmdSmiException:
             return None
         now = self.clock()
-        cur = {int(p["pid"]): int(p["engine_usage"]["gfx"]) for p in procs
-               if isinstance(p.get("engine_usage", {}).get("gfx"), int)}
+        cur = {}
+        for p in procs:
+            if not isinstance(p, dict):  # ROCm 6.0/6.1: a process handle, details by a second call
+                try:
+                    p = self.smi.amdsmi_get_gpu_process_info(t.handle, p)
+                except (self.smi.AmdSmiException, AttributeError):
+                    continue
+            gfx = (p.get("engine_usage") or {}).get("gfx") if isinstance(p, dict) else None
+            if isinstance(gfx, int) and isinstance(p.get("pid"), int):
+                cur[p["pid"]] = gfx
         out = {}
         if t.last_t is not None and now > t.last_t:
             dt_ns = (now - t.last_t) * 1e9

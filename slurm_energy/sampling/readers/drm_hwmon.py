@@ -3,14 +3,16 @@
 Per card, the best source its hwmon directory has, chosen once at start (the counter wins):
 
 1. ``energyN_input`` -- µJ, cumulative -> ``method="counter"``. i915 and xe have it (xe: the
-   ``card`` channel when labelled so, else ``pkg``); amdgpu where the driver provides one. The
+   ``card`` channel when labelled so, else ``pkg``); amdgpu's hwmon has none (its accumulator is
+   read through AMD SMI, :mod:`.amdsmi_reader`), a file there would be read the same way. The
    drivers keep the 32-bit hardware register in a 64-bit software accumulator and account one
    register wrap between two reads (``sysfs-driver-intel-i915-hwmon``: a 1 W load wraps the
    register in about 3 days, so reads every few seconds never miss one); the value read here
    therefore does not wrap (``max_energy_range_uj=None``). It restarts from 0 only when the driver
    reloads: accounting drops, never negates, an interval where a counter went backwards.
 2. ``power1_average`` then ``power1_input`` -- µW -> ``method="power_integration"``, ``power_w``
-   (amdgpu: the SMU's average / current socket power).
+   (amdgpu: the SMU's average socket power on MI200 and earlier; the current socket power on MI300,
+   whose SMU answers no average, ``smu_v13_0_6_ppt.c``).
 3. Neither: ``method="unavailable"`` (flag ``no_energy_or_power``; energy ``None``, never 0), or
    ``tdp_estimate`` with the site's ``gpu_fallback_w`` x utilisation, flagged ``gpu_fallback_w``.
 
@@ -20,7 +22,12 @@ A file present at start that later cannot be read gives ``unavailable`` with ``e
 (µW, the enforced cap), i915/xe ``power1_rated_max`` (µW, the card's default TDP).
 
 A compute partition or tile reads its card's counter/power and is flagged ``share_estimated`` and
-``partition_fraction:<f>`` / ``tile_fraction:<f>`` (accounting multiplies by f, as for a MIG slice);
+``partition_fraction:<f>`` / ``tile_fraction:<f>`` (accounting multiplies by f, as for a MIG slice).
+A die of a multi-die package (MI250X) reads the *primary* die's files, which report the package
+(:mod:`slurm_energy.devices.drm`), flagged ``package_fraction:<f>`` (f = 1 / dies): the secondary
+die's own 0 W is never integrated into 0 J. A power file that reads exactly 0 W while the GPU's
+``gpu_busy_percent`` is above 0 is not a measurement (a busy GPU draws power; a die whose package
+power its sibling reports reads 0): that sample is ``unavailable``, flag ``zero_power_while_busy``;
 a partition whose count is unknown is ``unavailable`` (``partition_fraction_unknown``). A tile of
 an i915 card is read from its own hwmon (``i915_gt<N>/energy1_input``) where the driver registers
 one: measured, flagged ``tile_counter``, no share applied.
@@ -91,6 +98,7 @@ class _Target:
     rated_w: Optional[float] = None
     rated_src: str = ""
     own_counter: bool = False  # a tile read from its own counter (i915_gt<N>): measured, no share
+    src: Optional[DrmGpu] = None  # the die whose hwmon is read (the package's primary die), else the card
 
 
 class DrmHwmonReader(Reader):
@@ -123,8 +131,10 @@ class DrmHwmonReader(Reader):
         if card is None:
             return _Target(g, None, "unavailable", error="gpu_not_found")
         t = _Target(g, card, "unavailable")
-        if card.hwmon:
-            cap = _opt_int(os.path.join(card.hwmon, "power1_rated_max" if card.vendor == "intel" else "power1_cap"))
+        src = cards.get(card.package[0], card) if len(card.package) > 1 else card
+        t.src = src
+        if src.hwmon:
+            cap = _opt_int(os.path.join(src.hwmon, "power1_rated_max" if card.vendor == "intel" else "power1_cap"))
             if cap:
                 t.rated_w = cap / 1e6
                 t.rated_src = f"hwmon {'power1_rated_max' if card.vendor == 'intel' else 'power1_cap'}"
@@ -136,8 +146,8 @@ class DrmHwmonReader(Reader):
         if e is not None:
             t.mode, t.path, t.own_counter = "counter", e, True
             return t
-        e = energy_file(card.hwmon) if card.hwmon else None
-        p = power_file(card.hwmon) if card.hwmon else None
+        e = energy_file(src.hwmon) if src.hwmon else None
+        p = power_file(src.hwmon) if src.hwmon else None
         if e is not None:
             t.mode, t.path = "counter", e
         elif p is not None:
@@ -220,6 +230,9 @@ class DrmHwmonReader(Reader):
                     r.power_w = pw / 1e6
             elif t.mode == "power_integration":
                 r.power_w = self._int(t.path) / 1e6  # type: ignore[arg-type]
+                if r.power_w == 0 and r.util:  # busy but 0 W: not a reading of this GPU's power
+                    return Reading("gpu", g.device_id, "unavailable", util=r.util, mem_bytes=r.mem_bytes,
+                                   flags=flags + ["zero_power_while_busy"])
             else:
                 u = r.util
                 if u is None:

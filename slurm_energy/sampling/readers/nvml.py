@@ -4,10 +4,20 @@ Per GPU, the best source NVML offers, probed once at start (the counter wins):
 
 1. ``nvmlDeviceGetTotalEnergyConsumption`` -- mJ since driver load, Volta and newer
    -> ``method="counter"``, ``energy_uj = mJ x 1000``, no range (64-bit, does not wrap). Power
-   (``nvmlDeviceGetPowerUsage``) is read beside it, so accounting can cross-check a counter that
-   sticks, resets or runs away (:func:`slurm_energy.accounting.integrate.cross_check_counter`).
-2. ``nvmlDeviceGetPowerUsage`` -- mW, current draw -> ``method="power_integration"``,
-   ``power_w = mW / 1000`` (accounting integrates by the trapezoidal rule).
+   (``nvmlDeviceGetPowerUsage``, a 1 s average on Ampere and newer) and the enforced power limit
+   (``max_power_w``) go beside it, for accounting's counter-vs-power rule
+   (:mod:`slurm_energy.accounting.crosscheck`: a moving counter is trusted over the averaged power;
+   a stuck or runaway interval is charged by power integration; a reset skips that interval).
+2. ``nvmlDeviceGetPowerUsage`` -- mW -> ``method="power_integration"``, ``power_w = mW / 1000``
+   (accounting integrates by the trapezoidal rule). nvml.h: "On Ampere (except GA100) or newer GPUs,
+   the API returns power averaged over 1 sec interval. On GA100 and older architectures,
+   instantaneous power is returned." Where the driver has the field ``NVML_FI_DEV_POWER_INSTANT``
+   ("current instantaneous power usage", mW; ``nvmlDeviceGetFieldValues``, R535 and newer), that
+   instant reading is used instead, both for integration and beside the counter (probed once at
+   start; ``DeviceStatic.extra["power_source"]`` says which).
+   A counter that fails to read mid-job hands the GPU over to its power reading for the rest of the
+   job (``power_integration``, flag ``nvml_counter_handed_over:<NVMLError class>``): the GPU stays
+   measured while a source reads.
 3. Neither: ``method="unavailable"`` (energy ``None``, never 0), or, when the site configured a
    fallback wattage, ``method="tdp_estimate"`` with ``mean_power_w = fallback_w x utilisation``
    flagged ``gpu_fallback_w`` (an estimate, labelled).
@@ -31,6 +41,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from slurm_energy.devices.gpus import ResolvedGpu, mig_instance_fraction
+from slurm_energy.core import Method
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 
 
@@ -57,6 +68,8 @@ class _Target:
     limit_w: Optional[float] = None
     error: str = ""
     last_ts: int = 0  # last process-utilisation sample timestamp seen, us
+    instant: bool = False  # NVML_FI_DEV_POWER_INSTANT answers: read it instead of the 1 s average
+    handed_over: str = ""  # the counter failed (this NVMLError): power integration from then on
 
 
 class NvmlReader(Reader):
@@ -136,12 +149,14 @@ class NvmlReader(Reader):
         if is_mig and frac is None:
             t.error = "mig_fraction_unknown"
             return t
+        t.instant = self._instant_mw(handle) is not None
         try:
             nv.nvmlDeviceGetTotalEnergyConsumption(handle)
             t.mode = "counter"
         except nv.NVMLError:
             try:
-                nv.nvmlDeviceGetPowerUsage(handle)
+                if not t.instant:
+                    nv.nvmlDeviceGetPowerUsage(handle)
                 t.mode = "power_integration"
             except nv.NVMLError:
                 t.mode = "tdp_estimate" if self.fallback_w is not None else "unavailable"
@@ -165,7 +180,8 @@ class NvmlReader(Reader):
                 rated, src = self.fallback_w, "site config gpu_fallback_w"
             if t.is_mig and rated is not None and t.mig_fraction is not None:
                 rated, src = rated * t.mig_fraction, src + " x MIG slice fraction"
-            extra = {"energy_source": t.mode}
+            extra = {"energy_source": t.mode,
+                     "power_source": "NVML_FI_DEV_POWER_INSTANT" if t.instant else "nvmlDeviceGetPowerUsage"}
             try:  # the GPU's number, for listing GPUs in numeric order (their UUIDs carry none)
                 extra["minor"] = int(self.nv.nvmlDeviceGetMinorNumber(t.handle))
             except (self.nv.NVMLError, TypeError, ValueError):
@@ -201,8 +217,9 @@ class NvmlReader(Reader):
                 r.energy_uj = int(nv.nvmlDeviceGetTotalEnergyConsumption(t.handle)) * 1000
                 r.energy_resolution_uj = NVML_ENERGY_RESOLUTION_UJ
                 r.power_w, r.power_accuracy_w = self._power_beside_counter(t)
+                r.max_power_w = t.limit_w  # enforced power limit: a counter beyond it is a runaway
             elif t.mode == "power_integration":
-                r.power_w = nv.nvmlDeviceGetPowerUsage(t.handle) / 1000.0
+                r.power_w = self._power_mw(t) / 1000.0
             else:  # tdp_estimate with the site's fallback wattage
                 u = r.util
                 if u is None:
@@ -211,16 +228,54 @@ class NvmlReader(Reader):
                 r.mean_power_w = self.fallback_w * u
                 flags.append("gpu_fallback_w")
         except nv.NVMLError as e:
+            lost = getattr(nv, "NVMLError_GpuIsLost", None)
+            if t.mode == "counter" and not (lost and isinstance(e, lost)):  # a lost GPU reads nothing
+                # hand over to the power reading for the rest of the job
+                try:
+                    r.power_w = self._power_mw(t) / 1000.0
+                except nv.NVMLError:
+                    pass
+                else:
+                    t.mode, t.handed_over = "power_integration", type(e).__name__
+                    r.method, r.energy_uj, r.energy_resolution_uj = Method.POWER_INTEGRATION, None, None
+                    r.power_accuracy_w = r.max_power_w = None
+                    r.flags = flags + [f"nvml_counter_handed_over:{t.handed_over}"]
+                    return r
             return Reading("gpu", t.uuid, "unavailable", util=r.util, mem_bytes=r.mem_bytes,
                            flags=flags + [f"nvml_error:{type(e).__name__}"])
+        if t.handed_over:
+            r.flags = flags + [f"nvml_counter_handed_over:{t.handed_over}"]
         return r
 
     def _power_beside_counter(self, t: _Target) -> tuple[Optional[float], Optional[float]]:
         """Power (W) read with the counter, for accounting's cross-check; (None, None) if unsupported."""
         try:
-            return self.nv.nvmlDeviceGetPowerUsage(t.handle) / 1000.0, NVML_POWER_ACCURACY_W
+            return self._power_mw(t) / 1000.0, NVML_POWER_ACCURACY_W
         except self.nv.NVMLError:
             return None, None
+
+    def _instant_mw(self, handle) -> Optional[int]:
+        """``NVML_FI_DEV_POWER_INSTANT`` in mW, or None where the driver or GPU lacks the field."""
+        nv = self.nv
+        fid = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
+        if fid is None:
+            return None
+        try:
+            (v,) = nv.nvmlDeviceGetFieldValues(handle, [fid])
+        except (nv.NVMLError, AttributeError, ValueError, TypeError):
+            return None
+        if v.nvmlReturn != nv.NVML_SUCCESS:
+            return None
+        return int(v.value.uiVal)
+
+    def _power_mw(self, t: _Target) -> float:
+        """The GPU's power in mW: the instant field where it answers, else nvmlDeviceGetPowerUsage
+        (raises ``NVMLError`` like it)."""
+        if t.instant:
+            mw = self._instant_mw(t.handle)
+            if mw is not None:
+                return mw
+        return self.nv.nvmlDeviceGetPowerUsage(t.handle)
 
     def _util(self, t: _Target) -> Optional[float]:
         for h in (t.own_handle, t.handle) if t.is_mig else (t.handle,):
