@@ -94,8 +94,13 @@ configure_root() {
   printf '127.0.0.1 localhost\n%s vm\n' "$VMIP" >"$R/etc/hosts"
   printf '/dev/vda / ext4 rw,noatime 0 1\n' >"$R/etc/fstab"
   rm -f "$R/usr/sbin/policy-rc.d"  # the build's guard: in the VM, systemd starts the daemons
+  local ut u
   for ut in alice:2001 bob:2002; do
-    chroot "$R" id "${ut%%:*}" >/dev/null 2>&1 || chroot "$R" useradd -m -u "${ut##*:}" -s /bin/bash "${ut%%:*}"
+    u=${ut%%:*}
+    chroot "$R" id "$u" >/dev/null 2>&1 || chroot "$R" useradd -M -u "${ut##*:}" -s /bin/bash "$u"
+    # the sid root's users may come from a chroot cluster (home under its $L): in the VM, /home/<user>
+    chroot "$R" usermod -d "/home/$u" "$u"
+    chroot "$R" install -d -m 755 -o "$u" -g "$(chroot "$R" id -gn "$u")" "/home/$u"
   done
   [ -s "$R/etc/munge/munge.key" ] || { mkdir -p "$R/etc/munge"; head -c 1024 /dev/urandom >"$R/etc/munge/munge.key"; }
   chroot "$R" sh -c 'chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key'
