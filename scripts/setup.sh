@@ -1,7 +1,8 @@
 #!/bin/bash
 # Install what slurm-energy and its tests need on a fresh Debian 12 machine (as root), idempotently:
 # Debian's Slurm 22.05 + munge (+ slurmdbd/MariaDB for sacct), PostgreSQL, Prometheus and
-# node_exporter (the tests start them by PID on loopback; no service is enabled), and a virtual
+# node_exporter (the tests start them by PID on loopback; no service is enabled), QEMU (the cgroup v2
+# VM cluster, scripts/vmcluster.sh), and a virtual
 # environment at $VENV (default /opt/slurm-energy/venv) built from Debian's /usr/bin/python3 with
 # this checkout installed non-editable (pip install .[test,demo,ml,dev]). The venv lives outside /root so
 # the hooks (root, no PATH) and the jobs (ordinary users) can run its python.
@@ -11,7 +12,8 @@ VENV=${VENV:-/opt/slurm-energy/venv}
 log() { echo "[setup] $*"; }
 
 PKGS=(munge slurm-wlm slurmctld slurmd slurm-client slurmdbd mariadb-server postgresql procps
-      python3 python3-venv python3-dev coreutils prometheus prometheus-node-exporter)
+      python3 python3-venv python3-dev coreutils prometheus prometheus-node-exporter
+      qemu-system-x86 qemu-utils)  # qemu: the cgroup v2 VM cluster (scripts/vmcluster.sh)
 MISSING=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || MISSING+=("$p")

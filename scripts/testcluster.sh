@@ -10,6 +10,10 @@
 #        (scripts/slurm-root.sh): its own Slurm, munge, MariaDB and Python, slurm-energy installed in
 #        the root's venv from this checkout, the daemons run chrooted with /proc, /sys, /dev and $L
 #        bind-mounted ($L has the same path inside and out). Switching version starts $L afresh.
+#   scripts/testcluster.sh start --slurm 26.05 --cgroup v2   (then stop/status/version/exec --cgroup v2)
+#        the same cluster on pure cgroup v2 under systemd, in a QEMU VM (scripts/vmcluster.sh: two
+#        slurmd vm1/vm2, slurmdbd + MariaDB, CgroupPlugin=cgroup/v2); stop/status/version/exec then
+#        act on the VM (exec runs the command in the VM)
 #   scripts/testcluster.sh stop     cancel jobs, stop every daemon it started (by PID, munged too),
 #                                   unmount the root, remove the nodes' empty cgroup dirs
 #   scripts/testcluster.sh status   exit 0 when the controller answers and every node is idle/mixed/alloc
@@ -33,11 +37,21 @@ host_version() { local v; v=$(slurmd -V 2>/dev/null | awk '{split($2, v, "."); p
 # --slurm VERSION (any command); $L defaults to one directory per version
 ARGS=()
 SLURM_VERSION=${SLURM_VERSION:-}
+CGROUP=${CGROUP:-}
 while [ $# -gt 0 ]; do
   case "$1" in --slurm) SLURM_VERSION=${2:?--slurm needs a version}; shift 2 ;; --slurm=*) SLURM_VERSION=${1#*=}; shift ;;
+               --cgroup) CGROUP=${2:?--cgroup needs v1 or v2}; shift 2 ;; --cgroup=*) CGROUP=${1#*=}; shift ;;
                --) ARGS+=("$@"); break ;; *) ARGS+=("$1"); shift ;; esac
 done
 set -- "${ARGS[@]}"
+# cgroup v2: the VM (scripts/vmcluster.sh), with its own $L and mark file; every command for it
+# needs --cgroup v2, so a plain `stop` never reaches the VM, nor a VM `stop` a chroot cluster
+if [ "$CGROUP" = v2 ]; then
+  [ "${SLURM_VERSION:-26.05}" = 26.05 ] || { echo "cgroup v2 runs Slurm 26.05 (the VM), not $SLURM_VERSION" >&2; exit 2; }
+  [ "${1:-}" = start ] && [ "${SETUP_DONE:-0}" != 1 ] && bash "$REPO/scripts/setup.sh"
+  exec bash "$REPO/scripts/vmcluster.sh" "$@"
+fi
+[ -z "$CGROUP" ] || [ "$CGROUP" = v1 ] || { echo "--cgroup: v1 or v2, not $CGROUP" >&2; exit 2; }
 if [ -z "${L:-}" ]; then
   if [ -n "$SLURM_VERSION" ] && [ "$SLURM_VERSION" != "$(host_version)" ]; then L=/var/tmp/slurm-energy-cluster-$SLURM_VERSION
   elif [ -z "$SLURM_VERSION" ] && [ "${1:-}" != start ] && [ -s "$MARK" ]; then L=$(cat "$MARK")
@@ -419,5 +433,5 @@ case "${1:-}" in
   env) cmd_env ;;
   version) cmd_version ;;
   exec) shift; cmd_exec "$@" ;;
-  *) echo "usage: $0 {start [--slurm 22.05|24.11|26.05]|stop|status|env|version|exec [-u USER] [-C DIR] CMD...}" >&2; exit 2 ;;
+  *) echo "usage: $0 {start [--slurm 22.05|24.11|26.05] [--cgroup v2]|stop|status|env|version|exec [-u USER] [-C DIR] CMD...}" >&2; exit 2 ;;
 esac

@@ -26,7 +26,14 @@ Where it runs decides what it does (chosen when the block starts):
   (:class:`slurm_energy.pipeline.LocalMeasurement`), and the same HTML/CSV report
   (``energy-<label>.html``/``.csv`` in ``out``) when the block ends.
 * **Other ranks** (``LOCAL_RANK``, else ``SLURM_LOCALID``, not 0: torchrun, ``srun -n``): every
-  call is a cheap no-op; local rank 0 measures the node (no double counting).
+  call is a cheap no-op; local rank 0 measures the node (no double counting). Under torchrun, rank
+  0's sampler covers the launcher's process tree: every local rank, each once.
+* **Inside** ``slurm-energy run`` (its marker :data:`RUN_MARKS_ENV`): no second sampler either;
+  the marks go into ``run``'s one measurement and report, which cover the whole command.
+
+A block left by an exception, Ctrl-C or SIGTERM writes a ``partial`` record and report that say
+how the run ended; default labels are unique and an existing report is never overwritten unless
+``overwrite=True``. Carbon facts can be given as arguments (``pue=1.0, country="FR"``).
 
 A ``track`` started while another is active in this process becomes a phase of it (no second
 sampler). Importing :mod:`slurm_energy` stays light: nothing heavy is imported before a block starts.
@@ -34,10 +41,13 @@ sampler). Importing :mod:`slurm_energy` stays light: nothing heavy is imported b
 
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
+import json
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -45,6 +55,7 @@ import warnings
 from typing import Any, Callable, Optional
 
 from slurm_energy.api_result import ClassResult, Result, from_store
+from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV
 
 __all__ = ["track", "current", "Tracker", "Phase", "Result", "ClassResult", "local_rank"]
 
@@ -115,15 +126,33 @@ class Phase:
 
 
 class Tracker:
-    """One measurement (see the module doc). Use through :func:`track`."""
+    """One measurement (see the module doc). Use through :func:`track`, or in a notebook::
+
+        t = track(label="nb", pue=1.0).start()   # cell 1: the sampler starts
+        ...                                       # cells that train
+        t.result()                                # energy up to now (a short summary)
+        t.stop()                                  # the final record; energy-nb.html is written
+
+    A block left by an exception, Ctrl-C (KeyboardInterrupt) or SIGTERM/SIGHUP (while measuring,
+    outside Slurm, where the process had no handler of its own: :class:`SignalExit` is raised in
+    the main thread) writes a ``partial`` record and report that say how the run ended; so does a
+    script that ends without :meth:`stop` after an uncaught exception (at interpreter exit)."""
 
     def __init__(self, label: Optional[str] = None, *, out: str = ".", interval_s: Optional[float] = None,
-                 config: Optional[str] = None, report: bool = True, partition: str = ""):
+                 config: Optional[str] = None, report: bool = True, partition: str = "", overwrite: bool = False,
+                 country: Optional[str] = None, zone: Optional[str] = None, pue: Optional[float] = None,
+                 ci: Optional[float] = None, alpha: Optional[float] = None):
         self.label = label or _default_label()
         self.out, self.interval_s, self.config, self.report, self.partition = out, interval_s, config, report, partition
-        self.mode = ""  # "local" | "slurm" | "noop" | "phase" once started
+        self.overwrite = overwrite
+        self.carbon_args = {k: v for k, v in dict(country=country, zone=zone, pue=pue, ci=ci, alpha=alpha).items()
+                            if v is not None}
+        self.mode = ""  # "local" | "slurm" | "run" | "noop" | "phase" once started
         self.record = None  # the final JobRecord (local mode), after the block
         self.report_paths: tuple[str, ...] = ()
+        self.covers = ""  # what the local sampler measures (process tree), once started
+        self.ended = None  # how the run ended (RunEnd), once stopped
+        self.samples_kept = ""  # the sample directory, when it was kept (report not written)
         self._writer = None
         self._measure = None
         self._parent: Optional[Tracker] = None
@@ -131,13 +160,38 @@ class Tracker:
         self._open_phases: dict[int, str] = {}
         self._tags: dict = {}
         self._stopped = False
+        self._out_ok = True
+        self._old_handlers: dict = {}
+        #: set by a callback whose framework gives no exception hook: what it means when the
+        #: interpreter exits with this tracker still running (atexit)
+        self.abandoned_means = ""
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else ("running" if self.mode else "not started")
+        return f"<slurm_energy.Tracker {self.label!r} {self.mode or '-'} {state}>"
 
     # -------------------------------------------------------------- life cycle
     def start(self) -> "Tracker":
-        """Begin measuring (see the module doc for the mode chosen). Returns self."""
+        """Begin measuring (see the module doc for the mode chosen). Returns self.
+
+        Raises:
+            ValueError: (outside Slurm) the site config or a carbon argument is invalid (the
+                message names the field and the fix).
+            FileExistsError: ``out`` already holds this label's report and ``overwrite`` is False
+                (nothing has been measured yet: pick another label or pass ``overwrite=True``).
+        """
         with _lock:
             parent = _active[-1] if _active else None
             _active.append(self)
+        try:
+            return self._start(parent)
+        except BaseException:
+            with _lock:
+                if self in _active:
+                    _active.remove(self)
+            raise
+
+    def _start(self, parent: Optional["Tracker"]) -> "Tracker":
         if parent is not None and parent.mode != "noop":
             self.mode, self._parent = "phase", parent
             self._outer_phase = parent.phase(self.label)
@@ -154,29 +208,100 @@ class Tracker:
                 return self
             except OSError as e:
                 warnings.warn(f"slurm_energy.track: cannot write marks to {path} ({e}); measuring here instead",
-                              stacklevel=3)
+                              stacklevel=4)
+        run_marks = run_marks_path()
+        if run_marks is not None:
+            try:
+                self._writer, self.mode = MarksWriter(run_marks), "run"
+                print(f"slurm-energy: track({self.label!r}) runs inside `slurm-energy run` "
+                      f"({os.environ.get(RUN_LABEL_ENV, '')}): its phases, stages and tags go into run's one "
+                      "measurement and report, which cover the whole command; no second report", file=sys.stderr)
+                return self
+            except OSError as e:
+                warnings.warn(f"slurm_energy.track: cannot write marks to {run_marks} ({e}); measuring here "
+                              "too: run's report and this one then measure the same processes", stacklevel=4)
         self._start_local()
         return self
 
     def _start_local(self) -> None:
-        from slurm_energy.config import ConfigError, load_site_config
+        from slurm_energy.outputs.report import report_path
         from slurm_energy.pipeline import LocalMeasurement
-        from slurm_energy.sampling.local import visible_gpus
+        from slurm_energy.sampling.local import measured_root, visible_gpus
         from slurm_energy.sampling.marks import MarksWriter
+
+        cfg = self._site_config()
+        out = os.path.abspath(self.out)
+        if self.report:
+            self._out_ok = os.path.isdir(out) and os.access(out, os.W_OK | os.X_OK)
+            existing = report_path(out, self.label)
+            if self._out_ok and os.path.lexists(existing) and not self.overwrite:
+                raise FileExistsError(f"slurm_energy.track: {existing} exists (an earlier run's report); pass "
+                                      "overwrite=True to replace it, or another label= (the default label is unique)")
+        root, self.covers, job = measured_root()
+        self._measure = LocalMeasurement(cfg, None, self.label, visible_gpus(), interval_s=self.interval_s,
+                                         partition=self.partition, work_dir=self.out, child_of=os.getpid(),
+                                         tree_root=root, job_marker=job).start()
+        self._writer = MarksWriter(self._measure.marks_path)
+        self.mode = "local"
+        try:  # so the child sampler can finish this measurement if this process is killed (_finish_orphan)
+            self._measure.save_state(label=self.label, out=out, config=self.config, report=self.report,
+                                     overwrite=self.overwrite, carbon=self.carbon_args, covers=self.covers,
+                                     out_ok=self._out_ok, tags=self._tags)
+        except OSError:
+            pass
+        if root != os.getpid() or job is not None:
+            print(f"slurm-energy: local rank 0 measures {self.covers} (each process once; the other ranks' "
+                  "track() calls are no-ops)", file=sys.stderr)
+        if self.report and not self._out_ok:
+            warnings.warn(f"slurm_energy.track: {out} is not a writable directory, so the report cannot be written "
+                          f"there: pass out='<a writable directory>' (e.g. out='{_writable_example()}'). Measuring "
+                          f"anyway; the samples are kept in {self._measure.dir} and the record is t.record",
+                          stacklevel=4)
+        self._catch_signals()
+        _register_at_exit()
+
+    def _site_config(self):
+        """The site config with this tracker's carbon arguments applied; ValueError naming the field."""
+        from slurm_energy.config import ConfigError, load_site_config
+        from slurm_energy.config.overrides import with_carbon_overrides
 
         try:
             cfg = load_site_config(self.config)
+            return with_carbon_overrides(cfg, given_by="track()", partition=self.partition,
+                                         node=_hostname(), **self.carbon_args)
         except ConfigError as e:
             raise ValueError(f"slurm_energy.track: site config: {e}") from None
-        self._measure = LocalMeasurement(cfg, None, self.label, visible_gpus(), interval_s=self.interval_s,
-                                         partition=self.partition, work_dir=self.out, child_of=os.getpid()).start()
-        self._writer = MarksWriter(os.path.join(self._measure.dir, "marks.jsonl"))
-        self.mode = "local"
 
-    def stop(self):
+    def _catch_signals(self) -> None:
+        """SIGTERM/SIGHUP -> :class:`SignalExit` in the main thread while measuring, where the
+        process has no handler of its own (a framework's or the user's is left alone)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                if signal.getsignal(sig) is signal.SIG_DFL:
+                    self._old_handlers[sig] = signal.signal(sig, _raise_signal_exit)
+            except (ValueError, OSError):
+                pass
+
+    def _restore_signals(self) -> None:
+        for sig, old in self._old_handlers.items():
+            try:
+                if signal.getsignal(sig) is _raise_signal_exit:
+                    signal.signal(sig, old)
+            except (ValueError, OSError):
+                pass
+        self._old_handlers = {}
+
+    def stop(self, ended=None):
         """End the measurement; in local mode summarise and write the report. Returns the final
         JobRecord in local mode, else None. A phase never closed is warned about and counted to
-        the end (flag ``never_closed``)."""
+        the end (flag ``never_closed``).
+
+        ``ended``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`, e.g.
+        ``RunEnd.from_exception(e)``); default: it completed. One that did not end cleanly makes
+        the record ``partial``, its errors saying how it ended (a ``with`` block passes its
+        exception itself)."""
         if self._stopped:
             return self.record
         self._stopped = True
@@ -192,42 +317,69 @@ class Tracker:
         if self._writer is not None:
             self._writer.close()
         if self.mode == "local":
+            from slurm_energy.sampling.local import RunEnd
+
+            self._restore_signals()
+            self.ended = ended if ended is not None else RunEnd.completed()
             self._measure.stop()
-            self.record = self._measure.record(self._marks(), self._tags)
-            self._measure.cleanup()
+            self.record = self._measure.record(self._marks(), self._tags, ended=self.ended)
             self._write_report()
         return self.record
 
     def _write_report(self) -> None:
-        if not self.report:
-            return
-        from slurm_energy.reporting.report import ReportWriteError, write_reports
+        """Publish the record to the report (as ``run`` does); the samples are removed once the
+        report is written (or none was asked for), else kept and their place printed."""
+        from slurm_energy.config.overrides import default_facts_warning
+        from slurm_energy.outputs.report import ReportSink, free_label
+        from slurm_energy.pipeline import publish
 
-        try:
-            self.report_paths = write_reports(self.record, os.path.abspath(self.out), os.getuid(), os.getgid())
-            print(f"slurm-energy: report {self.report_paths[0]}", file=sys.stderr)
-        except (ReportWriteError, ValueError) as e:
-            print(f"slurm-energy: report not (fully) written: {e}", file=sys.stderr)
+        rec = self.record
+        problems: list[str] = []
+        if self.report and self._out_ok:
+            out = os.path.abspath(self.out)
+            if not self.overwrite:
+                label = free_label(out, rec.job_id)
+                if label != rec.job_id:  # written meanwhile (another run with this label)
+                    print(f"slurm-energy: a report labelled {rec.job_id!r} appeared in {out} during this run; "
+                          f"this one is labelled {label!r} (overwrite=True replaces it)", file=sys.stderr)
+                    rec.job_id = label
+            sink = ReportSink(out, os.getuid(), os.getgid())
+            problems = publish(rec, [sink])[sink.name]
+            if not problems:
+                self.report_paths = sink.written
+                print(f"slurm-energy: report {self.report_paths[0]}", file=sys.stderr)
+            for p in problems:
+                print(f"slurm-energy: {p}", file=sys.stderr)
+        elif self.report:
+            problems = [f"{os.path.abspath(self.out)} is not writable: report not written (pass out=)"]
+            print(f"slurm-energy: {problems[0]}", file=sys.stderr)
+        if self.ended is not None and not self.ended.clean:
+            print(f"slurm-energy: measurement {rec.job_id!r} is partial: {self.ended.detail}", file=sys.stderr)
+        warn = default_facts_warning(rec.carbon, pue_arg="track(pue=1.0)", ci_arg="track(country='FR')")
+        if warn:
+            print(warn, file=sys.stderr)
+        if problems:
+            self.samples_kept = self._measure.dir
+            print(f"slurm-energy: samples kept in {self._measure.samples} (the record is also t.record)",
+                  file=sys.stderr)
+        else:
+            self._measure.cleanup()
 
     def _marks(self):
-        from slurm_energy.accounting.phases import parse_marks
-        from slurm_energy.sampling.marks import read_marks_file
-
-        lines, flags = read_marks_file(self._measure.dir, "marks.jsonl")
-        m = parse_marks(lines)
-        m.flags = flags + m.flags
-        return m
+        return self._measure.marks()
 
     def __enter__(self) -> "Tracker":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        from slurm_energy.sampling.local import RunEnd
+
+        self.stop(RunEnd.from_exception(exc) if exc is not None else None)
 
     def __call__(self, fn: Callable) -> Callable:
         """Decorator: each call of ``fn`` is measured by a fresh tracker with these settings."""
         settings = dict(label=self.label, out=self.out, interval_s=self.interval_s, config=self.config,
-                        report=self.report, partition=self.partition)
+                        report=self.report, partition=self.partition, overwrite=self.overwrite, **self.carbon_args)
 
         @functools.wraps(fn)
         def wrapper(*a, **kw):
@@ -304,20 +456,99 @@ class Tracker:
             return self._parent.result()
         if self.mode == "local":
             if self.record is not None:
-                return Result.from_record(self.record, True, "local sampler")
-            return Result.from_record(self._measure.record(self._marks(), self._tags), False, "local sampler")
+                return Result.from_record(self.record, True, "local sampler", covers=self.covers)
+            fresh = self._measure.sample_now()  # a row now: the result covers the run up to this call
+            note = "energy from the start up to this call" if fresh else \
+                "energy up to the sampler's last row (no row could be taken now)"
+            return Result.from_record(self._measure.record(self._marks(), self._tags), False, "local sampler",
+                                      note, covers=self.covers)
         if self.mode == "slurm":
             return from_store(os.environ.get("SLURM_JOB_ID", ""))
+        if self.mode == "run":
+            return Result(final=False, source="slurm-energy run",
+                          note=f"measured by `slurm-energy run` ({os.environ.get(RUN_LABEL_ENV, '')}), which covers the "
+                               "whole command; its report is written when the command ends")
         if self.mode == "noop":
             return Result(final=False, source="other rank",
                           note=f"local rank {local_rank()}: local rank 0 of this node measures it")
         return Result(final=False, source="unavailable", note="the tracker has not started")
 
 
-def _default_label() -> str:
+def _default_label(prefix: str = "") -> str:
+    """``<prefix or script>-<local time YYYYmmddTHHMMSS>-<pid>``: unique per run, so a re-run never
+    meets an earlier report's name."""
     script = os.path.splitext(os.path.basename(sys.argv[0] or ""))[0] if sys.argv else ""
-    script = "".join(ch if ch.isalnum() or ch in "_.+-" else "_" for ch in script)
+    script = "".join(ch if ch.isalnum() or ch in "_.+-" else "_" for ch in (prefix or script))
     return f"{script or 'track'}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+
+
+def run_marks_path(env=None) -> Optional[str]:
+    """The marks file of the ``slurm-energy run`` this process runs under (:data:`RUN_MARKS_ENV`),
+    when its directory exists and is writable; else None."""
+    env = os.environ if env is None else env
+    path = env.get(RUN_MARKS_ENV, "")
+    d = os.path.dirname(path)
+    if not path or not os.path.isabs(path) or not (os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)):
+        return None
+    return path
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname().split(".")[0]
+
+
+def _writable_example() -> str:
+    import tempfile
+
+    return os.path.join(os.path.expanduser("~"), "energy") if os.access(os.path.expanduser("~"), os.W_OK) \
+        else tempfile.gettempdir()
+
+
+#: signals seen by :func:`_raise_signal_exit` (the at-exit record says which stopped the run)
+_signals_seen: list[int] = []
+_at_exit_registered = False
+
+
+def _raise_signal_exit(signum, _frame):
+    from slurm_energy.sampling.local import SignalExit
+
+    _signals_seen.append(signum)
+    raise SignalExit(signum)
+
+
+def _register_at_exit() -> None:
+    global _at_exit_registered
+    with _lock:
+        if _at_exit_registered:
+            return
+        _at_exit_registered = True
+    atexit.register(_stop_all_at_exit)
+
+
+def _stop_all_at_exit() -> None:
+    """At interpreter exit: stop every local measurement still running (no ``stop()``: a script
+    ended, or a callback's training raised), saying how the run ended: the signal that stopped it,
+    the uncaught exception (``sys.last_value``), or what a callback said an open tracker means."""
+    from slurm_energy.sampling.local import RunEnd
+
+    with _lock:
+        open_ = [t for t in reversed(_active) if t.mode == "local" and not t._stopped]
+    for t in open_:
+        if _signals_seen:
+            ended = RunEnd.from_signal(_signals_seen[-1])
+        elif getattr(sys, "last_value", None) is not None:
+            ended = RunEnd.from_exception(sys.last_value)
+        elif t.abandoned_means:
+            ended = RunEnd("interrupted", t.abandoned_means)
+        else:
+            ended = None  # the script ended without stop(): measured to its end
+        try:
+            t.stop(ended)
+        except Exception as e:  # at exit: say it, never raise
+            print(f"slurm-energy: measurement {t.label!r} not finished at exit: {type(e).__name__}: {e}",
+                  file=sys.stderr)
 
 
 def track(label: Any = None, **kwargs) -> Any:
@@ -332,11 +563,21 @@ def track(label: Any = None, **kwargs) -> Any:
         interval_s: sampling interval outside Slurm, s (default: site config, 5 s).
         config: site config YAML path (default ``$SLURM_ENERGY_CONFIG``, /etc/slurm-energy/site.yaml).
         report: write the HTML/CSV report outside Slurm (default True).
+        overwrite: replace an existing ``energy-<label>.html`` in ``out`` (default False: a
+            block whose label's report exists does not start, FileExistsError).
+        country, zone: where the power comes from (ISO 3166 ``"FR"``; grid zone ``"US-CA"``):
+            the grid's carbon intensity from the bundled table.
+        pue: facility / IT energy (a workstation: 1.0). ci: gCO2e/kWh. alpha: fraction counted, 0..1.
+            Each overrides site.yaml for this measurement, labelled ``track() pue=1`` in the
+            record's ``*_source``; without them and without site.yaml the defaults (PUE 1.58, a
+            datacenter average; CI 475 g/kWh, the world average) are used, labelled DEFAULT, and
+            a line on stderr says so at the end.
     Returns:
-        A :class:`Tracker` (context manager and decorator).
+        A :class:`Tracker` (context manager, decorator, or ``.start()``/``.stop()`` by hand).
     Raises:
-        ValueError: (when the block starts outside Slurm) the site config is invalid; the message
-            names the field.
+        ValueError: (when the block starts outside Slurm) the site config or a carbon argument is
+            invalid; the message names the field and the fix.
+        FileExistsError: (when the block starts) the label's report exists and not ``overwrite``.
     """
     if callable(label):
         return Tracker(**kwargs)(label)
@@ -348,3 +589,28 @@ def current() -> Optional[Tracker]:
     phases to the user's measurement instead of starting another)."""
     with _lock:
         return _active[-1] if _active else None
+
+
+def _finish_orphan(d: str) -> int:
+    """``python -m slurm_energy.api DIR``, exec'd by a ``track()`` child sampler whose measured
+    process ended without stopping it (SIGKILL, the OOM killer, ``os._exit``): the partial record
+    and report that process would have written, saying it was killed; the samples are removed once
+    the report is written (else kept, as by :meth:`Tracker.stop`)."""
+    from slurm_energy.pipeline import LocalMeasurement
+    from slurm_energy.sampling.local import RunEnd
+
+    with open(os.path.join(d, LocalMeasurement.STATE_FILE)) as f:
+        x = json.load(f)["extra"]
+    t = Tracker(x["label"], out=x["out"], config=x["config"], report=x["report"], overwrite=x["overwrite"],
+                **x["carbon"])
+    m, _ = LocalMeasurement.from_state(t._site_config(), d)
+    t._measure, t.mode, t._stopped, t.covers, t._out_ok = m, "local", True, x["covers"], x["out_ok"]
+    t.ended = RunEnd("interrupted", "the measured process ended without stopping the measurement (killed by "
+                                    "SIGKILL or the OOM killer, or os._exit); measured to its last sample")
+    t.record = m.record(m.marks(), None, ended=t.ended)
+    t._write_report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_finish_orphan(sys.argv[1]))

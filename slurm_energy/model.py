@@ -72,6 +72,13 @@ class DeviceEnergy(BaseModel):
     # raw value of each bounded ratio that came out of [0, 1] and was clamped (flags util_clamped,
     # share_clamped, coverage_clamped): e.g. {"cpu_util": 1.07} -- the most extreme value seen
     unclamped: dict[str, float] = Field(default_factory=dict)
+    # a GPU allocated to the job but idle (accounting.idle_gpu): seconds with utilisation and power at
+    # the card's idle state, and the job's energy drawn in them, J (measured by ``method``, as
+    # energy_j); None = not a GPU, or not measured
+    idle_s: Optional[float] = None
+    idle_energy_j: Optional[float] = None
+    idle_spans: list[list[float]] = Field(default_factory=list)  # [[t0, t1], ...] epoch s: the report's band
+    idle_bound_w: Optional[float] = None  # the idle-draw bound applied (site's, or fraction x rated), W
 
 
 class WindowEnergy(BaseModel):
@@ -225,6 +232,11 @@ class JobRecord(BaseModel):
     it_kwh: Optional[float] = None
     facility_kwh: Optional[float] = None
     co2e_kg: Optional[float] = None
+    # GPUs allocated but idle (accounting.idle_gpu.job_totals over the nodes' GPUs): GPU-seconds idle,
+    # the job's energy in them (J) and its method; None / "" = no GPU, or none judged
+    gpu_idle_s: Optional[float] = None
+    gpu_idle_energy_j: Optional[float] = None
+    gpu_idle_method: str = ""
     coverage_complete: bool = True
     status: Status = Status.COMPLETE
     errors: list[str] = Field(default_factory=list)

@@ -26,7 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from slurm_energy.core import DeviceStatic, JobMeta, Sample, Status
-from slurm_energy.sampling.local import LocalSampler
+from slurm_energy.sampling.local import LocalSampler, RunEnd
 from slurm_energy.sampling.reading import device_inventory as device_inventory  # the pipeline's API
 from slurm_energy.sampling.reading import open_readers as open_readers
 from slurm_energy.sampling.reading import take_reading as take_reading
@@ -81,6 +81,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     Raises ValueError on an unknown attribution policy.
     """
     from slurm_energy.accounting.merge import combine_errors
+    from slurm_energy.accounting.idle_gpu import rule_from
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.model import JobRecord, NodeStatic, text_safe
 
@@ -90,7 +91,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
         job_id=meta.job_id, node=obs.node, start_time=obs.start_time, end_time=obs.end_time,
         statics=statics, cpus_alloc=obs.cpus_alloc, policy=site.attribution.policy,
         interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=combine_errors(obs.errors),
-        span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s)
+        span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s, gpu_idle=rule_from(site))
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
     _no_data_if_nothing_measured(summary)
@@ -185,11 +186,15 @@ class LocalMeasurement(LocalSampler):
     """Measure a process tree on this node (``run``, ``attach``, ``track()``): the sampler of
     :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record`."""
 
-    def record(self, marks: Optional[Marks] = None, tags: Optional[dict[str, Any]] = None) -> JobRecord:
+    def record(self, marks: Optional[Marks] = None, tags: Optional[dict[str, Any]] = None,
+               ended: Optional[RunEnd] = None) -> JobRecord:
         """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`, by
         :func:`measure_node` and :func:`finalise_job` (one node, not merged).
 
-        ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages)."""
+        ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages).
+        ``ended``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`); one that did not
+        end cleanly (an exception, a signal, a non-zero exit status) makes the record ``partial``
+        with the reason in ``errors``, its ``exit_code`` and ``job_state`` set (FAILED, CANCELLED)."""
         import getpass  # here, not at import: the Prolog imports this module
         import socket
 
@@ -201,9 +206,35 @@ class LocalMeasurement(LocalSampler):
         node = socket.gethostname().split(".")[0]
         static: NodeStatic = collect_static(self.statics)  # type: ignore[assignment]
         static["reader_notes"] = self.notes
+        status = Status.RUNNING if running else Status.COMPLETE
+        errors: list[str] = []
+        if ended is not None and not ended.clean and not running:
+            status, errors = Status.PARTIAL, [ended.error_text()]
         obs = NodeObservation(node, read_sample_table(self.samples), static, self.t0, end, cpus_alloc=os.cpu_count(),
-                              status=Status.RUNNING if running else Status.COMPLETE, marks=marks)
+                              status=status, marks=marks, errors=errors)
         meta = JobMeta(job_id=self.label, cluster=self.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
                        gid=os.getgid(), partition=self.partition, work_dir=self.work_dir)
-        rec = measure_node(obs, meta, self.cfg, interval_s=self.interval_s, tags=dict(tags or {}))
+        rec = measure_node(obs, meta, self.cfg, interval_s=self.interval_s, tags=dict(tags) if tags else None,
+                           exit_code=ended.exit_code if ended is not None else "",
+                           job_state=ended.job_state if ended is not None else "")
         return finalise_job([rec], self.cfg, merge=False)
+
+    def marks(self) -> Marks:
+        """The phase/stage/tag marks written beside the sample file (``marks.jsonl``: ``track()``'s
+        own, or those of the ``track()`` calls inside ``slurm-energy run``'s command), parsed."""
+        from slurm_energy.accounting.phases import parse_marks
+        from slurm_energy.sampling.marks import read_marks_file
+
+        lines, flags = read_marks_file(self.dir, MARKS_FILE)
+        m = parse_marks(lines)
+        m.flags = flags + m.flags
+        return m
+
+    @property
+    def marks_path(self) -> str:
+        """Where the marks of this measurement are appended."""
+        return os.path.join(self.dir, MARKS_FILE)
+
+
+#: The marks file of a local measurement, beside its sample file.
+MARKS_FILE = "marks.jsonl"

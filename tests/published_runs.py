@@ -36,6 +36,7 @@ def _patterson(name, flops, chips, peak, achieved, watts, pue, ci_kg, mwh):
     return dict(
         name=name, flops=flops, gpu_hours=None, n=chips, peak_flops=peak, flops_frac=achieved / peak,
         watts=watts, power_frac=1.0, pue=pue, ci=ci_kg * 1000, reported_kwh=mwh * 1000, basis="facility",
+        measured=True,  # "Measured System Average Power per Accelerator" (Table 4)
         source={
             "flops": f"{P21}: Total Computation", "n": f"{P21}: Number of Chips",
             "peak_flops": "ibid. footnote 12 (peak TFLOP/s)", "flops_frac": f"{P21}: Measured Performance "
@@ -56,7 +57,7 @@ RUNS = [
     dict(
         name="LLaMA-65B (A100-80GB, from FLOPs)", flops=6 * 65.2e9 * 1.4e12, gpu_hours=None, n=2048,
         peak_flops=A100_BF16, flops_frac=6 * 65.2e9 * 380 / A100_BF16, watts=400, power_frac=1.0, pue=1.1,
-        ci=385.0, reported_kwh=449_000, basis="facility",
+        ci=385.0, reported_kwh=449_000, basis="facility", measured=False,  # 400 W TDP assumed
         source={
             "flops": f"6 N D (Kaplan 2020): N 65.2e9 ({T23}, Table 2), D 1.4e12 tokens (section 2.4)",
             "n": f"{T23}, section 2.4: 2048 A100-80GB", "peak_flops": "bundled table (Epoch AI): A100 dense BF16",
@@ -71,7 +72,7 @@ for _name, _hours, _mwh in (("LLaMA-7B", 82_432, 36), ("LLaMA-13B", 135_168, 59)
     RUNS.append(dict(
         name=f"{_name} (A100-80GB, GPU-hours)", flops=None, gpu_hours=_hours, n=2048 if "LLaMA" in _name else 992,
         peak_flops=A100_BF16, flops_frac=None, watts=400, power_frac=1.0, pue=1.1, ci=385.0,
-        reported_kwh=_mwh * 1000, basis="facility",
+        reported_kwh=_mwh * 1000, basis="facility", measured=False,  # 400 W TDP assumed
         source={"gpu_hours": f"{T23}, Table 15", "watts": f"{T23}, Table 15: 400 W", "pue": f"{T23}, section 6",
                 "ci": f"{T23}, section 6", "reported_kwh": f"{T23}, Table 15: {_mwh} MWh",
                 "n": "does not change the energy (E = GPU-h x W x PUE); 2048 (LLaMA, section 2.4) / 992 (OPT)"},
@@ -79,6 +80,7 @@ for _name, _hours, _mwh in (("LLaMA-7B", 82_432, 36), ("LLaMA-13B", 135_168, 59)
 RUNS.append(dict(
     name="BLOOM-176B (A100-80GB, GPU-hours)", flops=None, gpu_hours=1_082_990, n=384, peak_flops=A100_BF16,
     flops_frac=None, watts=400, power_frac=1.0, pue=1.0, ci=57.0, reported_kwh=433_196, basis="it",
+    measured=False,  # 400 W TDP assumed (the paper's "dynamic consumption")
     source={"gpu_hours": f"{L22}: 1,082,990 GPU-hours", "watts": f"{L22}: A100 TDP 400 W",
             "pue": "not applied: the paper's dynamic consumption is IT energy", "ci": f"{L22}: 57 gCO2e/kWh",
             "reported_kwh": f"{L22}: 433,196 kWh dynamic consumption (24.7 tCO2e)",

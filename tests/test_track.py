@@ -227,3 +227,18 @@ def test_result_inside_a_sampled_job_reads_the_jobs_record_so_far(outside_slurm,
         r = t.result()
     assert r.source == "slurm store" and r.final is False and r.it_kwh == 0.5 and r.co2e_kg == 0.3
     assert r.classes["cpu"].energy_kwh == pytest.approx(0.5) and r.classes["cpu"].method == "counter"
+
+
+def test_result_cite_of_a_local_track_and_its_phase(outside_slurm, monkeypatch):
+    """track().result().cite(): the citation of this measurement, and of one phase only."""
+    monkeypatch.chdir(outside_slurm)
+    with track(label="cite-me", interval_s=0.2) as t:
+        with t.phase("fine-tuning"):
+            _busy(0.6)
+    r = t.result()
+    line = r.cite(fmt="line")
+    assert line.startswith("slurm-energy ") and "job cite-me" in line
+    card = r.cite(phase="fine-tuning", fmt="modelcard")
+    assert "training_type: fine-tuning" in card and "emissions:" in card
+    with pytest.raises(ValueError, match="no selected job marked a phase or stage of that name"):
+        r.cite(phase="pretraining")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from slurm_energy.accounting import attribution
+from slurm_energy.accounting.idle_gpu import IdleSums
 from slurm_energy.core import DeviceStatic, Method, worst_method
 from slurm_energy.model import DeviceEnergy
 
@@ -59,6 +60,8 @@ class DeviceAgg:
     dropped: int = 0
     flags: set[str] = field(default_factory=set)
     clamps: dict[str, float] = field(default_factory=dict)
+    # a GPU's allocated-but-idle seconds and the job's energy in them (accounting.idle_gpu.idle_sums)
+    idle: Optional[IdleSums] = None
 
     def merge(self, o: "DeviceAgg") -> None:
         """Add ``o``, the same device over a later stretch."""
@@ -68,6 +71,10 @@ class DeviceAgg:
         self.power, self.util = merge_stats(self.power, o.power), merge_stats(self.util, o.util)
         self.wraps, self.resets, self.dropped = self.wraps + o.wraps, self.resets + o.resets, self.dropped + o.dropped
         self.flags |= o.flags
+        if o.idle is not None:
+            if self.idle is None:
+                self.idle = IdleSums()
+            self.idle.merge(o.idle)
         for k, v in o.clamps.items():
             attribution.clamp_ratio(v, k, self.clamps)
         self.device_class = o.device_class
@@ -90,6 +97,7 @@ class DeviceAgg:
         if job_total is None and elapsed == 0 and known and span_known:  # zero-length job: 0 J, no division by 0
             job_total, method = 0.0, worst_method(known)
         clamps = dict(self.clamps)
+        gpu = self.device_class == "gpu"  # only a GPU carries idle seconds
         span = elapsed if span_s is None else span_s
         coverage = 1.0 if span == 0 else attribution.clamp_ratio(self.measured_s / span, "coverage", clamps)
         return DeviceEnergy(
@@ -99,7 +107,12 @@ class DeviceAgg:
             mean_power_w=self.power[0], var_power_w2=self.power[1], mean_util=self.util[0], var_util=self.util[1],
             duration_s=elapsed, coverage=coverage, wraps=self.wraps, resets=self.resets,
             dropped_samples=self.dropped, covers=covers(method),
-            flags=sorted(self.flags | clamp_flags(clamps) | set(node_flags)), unclamped=clamps,
+            flags=sorted(self.flags | clamp_flags(clamps) | set(node_flags) | (self.idle.flags if gpu and self.idle else set())),
+            unclamped=clamps,
+            idle_s=self.idle.seconds() if gpu and self.idle else None,
+            idle_energy_j=self.idle.energy_j() if gpu and self.idle and job_total is not None else None,
+            idle_spans=[list(x) for x in self.idle.spans] if gpu and self.idle else [],
+            idle_bound_w=self.idle.bound_w if gpu and self.idle else None,
         )
 
 

@@ -90,6 +90,9 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
     rec.energy_it_j = {c: _sum_known(per_class[c]) for c in order}
     rec.device_energy_j = {c: _sum_known(per_class_dev[c]) for c in order}
     rec.methods = {c: worst_method(methods[c]) for c in order}
+    from slurm_energy.accounting.idle_gpu import job_totals
+
+    rec.gpu_idle_s, rec.gpu_idle_energy_j, rec.gpu_idle_method = job_totals(d for n in rec.nodes for d in n.devices)
     reported = {n.node for n in rec.nodes}
     missing = [n for n in rec.expected_nodes if n not in reported]
     rec.coverage_complete = complete and bool(rec.nodes) and not missing

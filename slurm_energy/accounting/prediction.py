@@ -241,3 +241,46 @@ def predict(
         facility_kwh=facility, ci_g_per_kwh=float(ci_g_per_kwh), alpha=float(alpha), co2e_kg=co2e,
         devices=tuple(devices), time_basis=basis,
     )
+
+
+#: Published maximum system power of NVIDIA's 8-GPU reference nodes and their GPUs' TDP:
+#: (name matched in the GPU model, node W, GPUs, GPU TDP W, source). The node's power besides its
+#: GPUs (host CPUs, memory, NVSwitch, NICs, fans) is node W - GPUs x TDP.
+NODE_SPECS = (
+    ("H200", 10_200.0, 8, 700.0, "NVIDIA DGX H200 datasheet: ~10.2 kW max, 8x H200 700 W"),
+    ("H100", 10_200.0, 8, 700.0, "NVIDIA DGX H100 datasheet: ~10.2 kW max, 8x H100 SXM 700 W"),
+    ("A100", 6_500.0, 8, 400.0, "NVIDIA DGX A100 datasheet: 6.5 kW max, 8x A100 SXM 400 W"),
+    ("V100", 3_500.0, 8, 300.0, "NVIDIA DGX-1 (V100) datasheet: 3,500 W max, 8x V100 SXM2 300 W"),
+)
+#: A GPU model none of NODE_SPECS names: the DGX H100's ratio of non-GPU power to GPU TDP
+#: ((10.2 kW - 5.6 kW) / 5.6 kW = 0.82), applied to the GPU's own TDP.
+FALLBACK_SPEC = NODE_SPECS[1]
+
+
+def default_node_w_per_gpu(gpu_model: str, gpu_tdp_w: float, power_frac: float) -> tuple[float, str]:
+    """The default node overhead per GPU, W, and its source: the reference node's power besides its
+    GPUs (:data:`NODE_SPECS`: max system power - GPUs x TDP, per GPU), drawn at the GPUs' power
+    fraction ``power_frac`` (a node under training draws below its rated maximum, as its GPUs do).
+
+    Check against a measured run: DGX-1 (V100): (3,500 - 8 x 300) / 8 = 137.5 W x 0.76 = 104.5 W
+    per GPU; with the GPU's 300 x 0.76 = 228 W: 332.5 W per V100, where Patterson et al. 2021
+    (arXiv:2104.10350, Table 4) measured 330 W per V100 for GPT-3 *including the host*.
+    A model the table does not name uses :data:`FALLBACK_SPEC`'s ratio to TDP.
+
+    Raises ValueError: ``gpu_tdp_w`` <= 0 or ``power_frac`` outside (0, 1].
+    """
+    if not gpu_tdp_w or gpu_tdp_w <= 0:
+        raise ValueError(f"gpu TDP: {gpu_tdp_w!r} W; pass --gpu-watts")
+    if not 0 < power_frac <= 1:
+        raise ValueError(f"power fraction: {power_frac!r} is outside (0, 1]")
+    up = (gpu_model or "").upper()
+    spec = next((s for s in NODE_SPECS if s[0] in up), None)
+    name, node_w, n, tdp, src = spec or FALLBACK_SPEC
+    rest = (node_w - n * tdp) / n
+    if spec is None:
+        rest = rest / tdp * gpu_tdp_w
+        src = f"{src}, as a ratio {(node_w - n * tdp) / (n * tdp):.2f} of this GPU's {gpu_tdp_w:g} W TDP (model not in the table)"
+    w = rest * power_frac
+    return w, (f"default: {rest:.4g} W per GPU besides the GPUs ({src}: (node - GPUs) / {n}) x power fraction "
+               f"{power_frac:.3g} = {w:.4g} W; checked on GPT-3's measured 330 W per V100 incl. host "
+               "(Patterson et al. 2021, arXiv:2104.10350); --node-watts overrides, --no-node-overhead leaves it out")

@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from slurm_energy.accounting.device_agg import DeviceAgg
+from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule
 from slurm_energy.accounting.node_series import table_columns
 from slurm_energy.accounting.summary import _device_key_of, _effective_policy, _Traces, device_aggs, device_energy
 from slurm_energy.core import DeviceStatic, Status
@@ -65,7 +66,8 @@ class RunningSummary:
         self._src = ""
         self._pending = False  # _last holds every row so far: the job not seen yet
 
-    def update(self, *, statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared") -> None:
+    def update(self, *, statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
+               gpu_idle: IdleRule = DEFAULT_RULE) -> None:
         """Read the rows added to the file and add their intervals. Raises ValueError for an
         unknown policy (as :func:`summarise_node`)."""
         new = self._reader.read_table()
@@ -95,7 +97,7 @@ class RunningSummary:
         self.pids |= cols.job_pids
         cols.job_pids = self.pids
         traces = _Traces.of(chunk.t, cols.index)
-        for dc, agg in device_aggs(chunk, cols, {s.device_id: s for s in statics}, pol, traces):
+        for dc, agg in device_aggs(chunk, cols, {s.device_id: s for s in statics}, pol, traces, gpu_idle):
             have = self.aggs.get(dc.device_id)
             if have is None:
                 self.aggs[dc.device_id] = agg
@@ -147,10 +149,10 @@ class RunningSummary:
     def summary(self, *, job_id: str, node: str, start_time: float, end_time: float,
                 statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
                 interval_s: float = 5.0, status: Status = Status.RUNNING, errors: Optional[list[str]] = None,
-                span_known: bool = True, **_: Any) -> NodeSummary:
+                span_known: bool = True, gpu_idle: IdleRule = DEFAULT_RULE, **_: Any) -> NodeSummary:
         """The node's :class:`NodeSummary` so far (after :meth:`update`; ``start_time``/``end_time``:
         the job's span on the node so far, epoch s)."""
-        self.update(statics=statics, cpus_alloc=cpus_alloc, policy=policy)
+        self.update(statics=statics, cpus_alloc=cpus_alloc, policy=policy, gpu_idle=gpu_idle)
         pol, node_flags = _effective_policy(policy, [self.ncpu], cpus_alloc)
         by_id = {s.device_id: s for s in statics}
         elapsed = max(0.0, end_time - start_time)

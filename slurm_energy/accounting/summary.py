@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from slurm_energy.accounting import attribution, phases
+from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule, idle_sums
 from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats
 from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Interval, series_from_readings
 from slurm_energy.accounting.node_series import (Columns, DeviceSeries, fill_cpu_tail, fill_tdp_cpu_power, share,
@@ -92,7 +93,8 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
                    start_time: float, end_time: float, statics: Sequence[DeviceStatic] = (), cpus_alloc: Optional[int] = None,
                    policy: str = "shared", interval_s: float = 5.0, status: Status = Status.COMPLETE,
                    errors: Optional[list[str]] = None, span_known: bool = True,
-                   marks: Optional[Marks] = None, job_cpu_total_s: Optional[float] = None) -> NodeSummary:
+                   marks: Optional[Marks] = None, job_cpu_total_s: Optional[float] = None,
+                   gpu_idle: IdleRule = DEFAULT_RULE) -> NodeSummary:
     """Build a node summary from the node's samples (see :mod:`slurm_energy.sampling.samplefile`).
 
     Args:
@@ -116,6 +118,8 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
             job, or the cgroup's last value), if known: under ``shared`` the stretch after the job's
             last observation is charged from it (:func:`node_series.fill_cpu_tail`), else estimated;
             either way flagged on the CPU devices.
+        gpu_idle: what an idle GPU interval is (:mod:`slurm_energy.accounting.idle_gpu`); each
+            GPU's ``idle_s`` / ``idle_energy_j``.
     Returns:
         NodeSummary; a device never read gets method ``unavailable`` and energy None.
     Raises:
@@ -137,7 +141,7 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
     static_by_id = {s.device_id: s for s in statics}
     traces = _Traces.of(table.t, cols.index)
     devices = []
-    for dc, agg in device_aggs(table, cols, static_by_id, policy, traces):
+    for dc, agg in device_aggs(table, cols, static_by_id, policy, traces, gpu_idle):
         cpu = dc.static[-1].get("device_class") == "cpu"
         devices.append(device_energy(agg, static_by_id.get(dc.device_id), policy=policy, elapsed=elapsed,
                                      span_known=span_known, node=node, span_s=span,
@@ -147,10 +151,11 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
 
 
 def device_aggs(table: SampleTable, cols: Columns, static_by_id: dict[str, DeviceStatic], policy: str,
-                traces: _Traces) -> list[tuple[DeviceColumns, DeviceAgg]]:
+                traces: _Traces, gpu_idle: IdleRule = DEFAULT_RULE) -> list[tuple[DeviceColumns, DeviceAgg]]:
     """Each device's sums over the table's intervals, in device order (numeric: cpu, gpu 0, 1, ...
     10), the job's power and hourly energy added to ``traces``. A device whose readings are all
-    alike is summed on arrays (:func:`fast_device.fast_series`), any other interval by interval."""
+    alike is summed on arrays (:func:`fast_device.fast_series`), any other interval by interval;
+    either way a GPU's idle intervals by :func:`idle_gpu.idle_sums` (rule ``gpu_idle``)."""
     fast: Any = None
     if len(table) >= FAST_MIN_ROWS and all(a < b for a, b in zip(table.t, table.t[1:])):
         from slurm_energy.accounting import fast_device as fast  # numpy: only for long stretches
@@ -159,13 +164,17 @@ def device_aggs(table: SampleTable, cols: Columns, static_by_id: dict[str, Devic
     out = []
     for dc in sorted(table.devices.values(), key=lambda dc: _device_key(dc, static_by_id)):
         fs = fast.fast_series(dc, cols, arrays, policy) if fast is not None else None
+        st = static_by_id.get(dc.device_id)
         if fs is not None:
-            out.append((dc, fast.device_agg(dc, fs, traces)))
+            agg = fast.device_agg(dc, fs, traces)
+            if fs.cls == "gpu":
+                agg.idle = idle_sums(zip(fs.t0.tolist(), fs.t1.tolist(), fs.whole.tolist(), fs.job.tolist(),
+                                         fs.util.tolist()), gpu_idle, st.rated_power_w if st else None)
+            out.append((dc, agg))
             continue
         series = table.device_series(dc.device_id)
-        st = static_by_id.get(dc.device_id)
         fill_tdp_cpu_power(series, cols, st)
-        out.append((dc, _device_agg(dc.device_id, series, cols, st, policy=policy, traces=traces)))
+        out.append((dc, _device_agg(dc.device_id, series, cols, st, policy=policy, traces=traces, gpu_idle=gpu_idle)))
     return out
 
 
@@ -205,7 +214,7 @@ def _node_summary(table: SampleTable, cols: Columns, devices: list[DeviceEnergy]
 
 
 def _device_agg(dev_id: str, series: DeviceSeries, cols: Columns, st: Optional[DeviceStatic], *,
-                policy: str, traces: _Traces) -> DeviceAgg:
+                policy: str, traces: _Traces, gpu_idle: IdleRule = DEFAULT_RULE) -> DeviceAgg:
     """One device's sums over its intervals (whole and job energy with provenance, statistics,
     seconds measured), interval by interval; adds its attributed power to the node's traces."""
     cls = series[-1][1].device_class
@@ -222,9 +231,14 @@ def _device_agg(dev_id: str, series: DeviceSeries, cols: Columns, st: Optional[D
     u_stats = _weighted_stats((u, iv.duration_s) for u, iv in zip(utils, whole.intervals))
     _add_traces(traces, cls, job.intervals)
     traces.series.append((cls, method, [(iv.t0, iv.t1, iv.energy_j) for iv in job.intervals]))
+    idle = None
+    if cls == "gpu":
+        job_j = {(iv.t0, iv.t1): iv.energy_j for iv in job.intervals}
+        idle = idle_sums(((iv.t0, iv.t1, iv.energy_j, job_j.get((iv.t0, iv.t1)), u)
+                          for iv, u in zip(whole.intervals, utils)), gpu_idle, st.rated_power_w if st else None)
     return DeviceAgg(cls, dev_id, methods, job.total_j, whole.total_j, job.measured_s, power=p_stats, util=u_stats,
                      wraps=whole.wraps, resets=whole.resets, dropped=whole.dropped, flags=flags | set(job.flags),
-                     clamps=clamps)
+                     clamps=clamps, idle=idle)
 
 
 def _job_series(cls: str, whole: Any, series: DeviceSeries, by_t: dict[float, Reading], cols: Columns,

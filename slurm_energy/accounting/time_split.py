@@ -91,7 +91,7 @@ def co2e_fraction(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict
 def window_share(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict[str, float]] = None) -> dict:
     """The job's totals charged to [t0, t1) (epoch s).
 
-    Returns ``{"it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh"}`` (kWh,
+    Returns ``{"it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh"}`` (kWh,
     kgCO2e): the record's totals times :func:`energy_fraction` (CO2e: :func:`co2e_fraction`).
     measured = classes read from a counter or integrated sampled power, estimated = TDP model. None
     stays None (unmeasured is never 0).
@@ -108,4 +108,5 @@ def window_share(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict[
     return {"it_kwh": scaled(rec.it_kwh), "facility_kwh": scaled(rec.facility_kwh),
             "co2e_kg": scaled(rec.co2e_kg, fc),
             "measured_it_kwh": sum(measured) / J_PER_KWH * f if measured else None,
-            "estimated_it_kwh": sum(estimated) / J_PER_KWH * f if estimated else None}
+            "estimated_it_kwh": sum(estimated) / J_PER_KWH * f if estimated else None,
+            "gpu_idle_kwh": None if rec.gpu_idle_energy_j is None else rec.gpu_idle_energy_j / J_PER_KWH * f}

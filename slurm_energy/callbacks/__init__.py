@@ -7,7 +7,12 @@ slurm-energy[ml]``): import the one you use, nothing here imports a framework.
 Both map epochs to phases (``epoch 0``, ``epoch 1``...), training progress to stages (the end of
 each epoch, plus any fractions asked for, e.g. ``stages=(0.6, 0.8)``) and the model's parameter
 count, tokens seen and FLOPs (where the framework counts them) to tags. Inside an active
-``track()`` block they add to it; otherwise they start their own measurement for the training run.
+``track()`` block they add to it; otherwise they start their own measurement for the training run,
+labelled ``<hf-train|lightning-fit>-<time>-<pid>`` unless ``label=`` is given (a re-run never
+overwrites an earlier report; ``overwrite=True`` to replace one with a fixed label). A training run
+that raises or is interrupted (Ctrl-C, SIGTERM) gets a ``partial`` record and report saying how it
+ended. Keyword arguments are :func:`slurm_energy.track`'s (``out``, ``interval_s``, ``pue``,
+``country``, ``ci``, ``alpha``, ``overwrite``...).
 """
 
 from __future__ import annotations
@@ -24,20 +29,35 @@ class TrainingMarks:
         if bad:
             raise ValueError(f"stages={list(stages)!r}: fractions of training must be in (0, 1], e.g. (0.6, 0.8)")
         self.label, self.track_kwargs = label, track_kwargs
-        self.pending = sorted(float(f) for f in stages)
+        self._stages = sorted(float(f) for f in stages)
+        self.pending = list(self._stages)
         self.tracker = None
         self.own = False
         self.phase = None
         self.done = 0.0  # the largest fraction marked so far
+        self.record = None  # our own measurement's JobRecord, once it ended
 
-    def begin(self, default_label: str) -> None:
-        """Use the active ``track()`` or start one (labelled ``label`` or ``default_label``)."""
-        from slurm_energy.api import current, track
+    def begin(self, default_prefix: str, abandoned_means: str = "") -> None:
+        """Use the active ``track()`` or start one (labelled ``label``, else ``<default_prefix>-<time>-<pid>``).
+        ``abandoned_means``: what our tracker still running at interpreter exit means (the
+        framework has no exception hook), recorded as how the run ended."""
+        from slurm_energy.api import _default_label, current, track
 
+        if self.own and self.tracker is not None and not self.tracker._stopped:
+            # the previous training never reached its end hook (it raised and was caught)
+            self.end(_interrupted(abandoned_means or "the previous training did not reach its end"))
+        self.pending_reset()
+        self.own = False
         self.tracker = current()
         if self.tracker is None:
-            self.tracker = track(self.label or default_label, **self.track_kwargs).start()
+            self.tracker = track(self.label or _default_label(default_prefix), **self.track_kwargs).start()
+            self.tracker.abandoned_means = abandoned_means
             self.own = True
+
+    def pending_reset(self) -> None:
+        self.pending = list(self._stages)
+        self.done = 0.0
+        self.phase = None
 
     def epoch_begin(self, epoch: int) -> None:
         self.epoch_end(None)
@@ -70,13 +90,28 @@ class TrainingMarks:
         if self.tracker is not None:
             self.tracker.tag(**{k: v for k, v in tags.items() if v})
 
-    def end(self):
-        """Close an open phase; stop our own tracker (not the user's). Returns its record or None."""
+    def end(self, ended=None):
+        """Close an open phase; stop our own tracker (not the user's), ``ended`` saying how the
+        training ended (:class:`slurm_energy.sampling.local.RunEnd`; default completed). Returns
+        its record or None."""
         self.epoch_end(None)
         rec = None
         if self.own and self.tracker is not None:
-            rec = self.tracker.stop()
+            rec = self.tracker.stop(ended)
+            self.record = rec
         return rec
+
+    def crashed(self, exc: BaseException, where: str):
+        """The training raised ``exc`` (``where``: ``in Trainer.train()``): end with a partial record."""
+        from slurm_energy.sampling.local import RunEnd
+
+        return self.end(RunEnd.from_exception(exc, where))
+
+
+def _interrupted(detail: str):
+    from slurm_energy.sampling.local import RunEnd
+
+    return RunEnd("interrupted", detail)
 
 
 def count_parameters(model) -> Optional[int]:

@@ -6,10 +6,19 @@ Trainer's own counts: ``model_params`` (``model.num_parameters()``), ``tokens``
 (``state.num_input_tokens_seen``, counted when ``TrainingArguments(include_num_input_tokens_seen=True)``)
 and ``flops`` (``state.total_flos``, the Trainer's estimate). Requires ``transformers``; imported
 only when this module is.
+
+transformers has no exception hook for callbacks, so at ``on_init_end`` (inside ``Trainer.__init__``)
+the callback wraps that Trainer's ``train`` method: an exception or Ctrl-C out of ``train()`` ends
+our measurement with a ``partial`` record and report saying so (SIGTERM too: ``track()`` turns it
+into :class:`~slurm_energy.sampling.local.SignalExit`). A callback added after the Trainer was
+built (``add_callback``) is not wrapped: an uncaught exception is then recorded at interpreter
+exit, and a caught one when the next ``train()`` begins.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Optional, Sequence
 
 from transformers import TrainerCallback
@@ -21,19 +30,31 @@ class EnergyCallback(TrainerCallback):
     """Marks a transformers ``Trainer.train()`` for :func:`slurm_energy.track` (see the module doc).
 
     Args:
-        label: the measurement's label when no ``track()`` is active (default ``hf-train``).
+        label: the measurement's label when no ``track()`` is active (default
+            ``hf-train-<time>-<pid>``, unique per run).
         stages: extra fractions of training (0..1] to mark as stages, by optimizer step.
-        **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``...).
+        **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``, ``overwrite``,
+            ``pue``, ``country``, ``zone``, ``ci``, ``alpha``...).
     Attributes:
         record: the JobRecord of our own measurement (outside Slurm), after training ends.
     """
 
     def __init__(self, label: Optional[str] = None, stages: Sequence[float] = (), **track_kwargs):
         self.marks = TrainingMarks(label, stages, track_kwargs)
-        self.record = None
+
+    @property
+    def record(self):
+        """The JobRecord of our own measurement, once training ended (None before, or in a ``track()``)."""
+        return self.marks.record
+
+    def on_init_end(self, args, state, control, **kwargs):
+        trainer = _calling_trainer()
+        if trainer is not None:
+            _wrap_train(trainer, self.marks)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        self.marks.begin("hf-train")
+        self.marks.begin("hf-train", "transformers Trainer.train() ended without reaching on_train_end "
+                                     "(it raised, or the process was stopped)")
         n = None
         if model is not None:
             try:
@@ -55,4 +76,40 @@ class EnergyCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         self.marks.tag(tokens=getattr(state, "num_input_tokens_seen", 0) or 0,
                        flops=float(getattr(state, "total_flos", 0) or 0))
-        self.record = self.marks.end()
+        self.marks.end()
+
+
+def _calling_trainer():
+    """The ``transformers.Trainer`` whose ``__init__`` is calling us (a few frames up), or None."""
+    from transformers import Trainer
+
+    f = sys._getframe(1)
+    for _ in range(12):
+        if f is None:
+            return None
+        obj = f.f_locals.get("self")
+        if isinstance(obj, Trainer):
+            return obj
+        f = f.f_back
+    return None
+
+
+def _wrap_train(trainer, marks: TrainingMarks) -> None:
+    """Make ``trainer.train`` end ``marks``' own measurement when it raises (then re-raise)."""
+    orig = trainer.train
+    if getattr(orig, "_slurm_energy_wrapped", False):
+        return
+
+    @functools.wraps(orig)
+    def train(*a, **kw):
+        try:
+            return orig(*a, **kw)
+        except BaseException as e:
+            try:
+                marks.crashed(e, "in Trainer.train()")
+            except Exception as err:  # never hide the training's own exception
+                print(f"slurm-energy: partial record not written: {type(err).__name__}: {err}", file=sys.stderr)
+            raise
+
+    train._slurm_energy_wrapped = True  # type: ignore[attr-defined]
+    trainer.train = train

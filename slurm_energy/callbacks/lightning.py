@@ -30,9 +30,11 @@ class EnergyCallback(Callback):
     """Marks a Lightning fit for :func:`slurm_energy.track` (see the module doc).
 
     Args:
-        label: the measurement's label when no ``track()`` is active (default ``lightning-fit``).
+        label: the measurement's label when no ``track()`` is active (default
+            ``lightning-fit-<time>-<pid>``, unique per run).
         stages: extra fractions of training (0..1] to mark as stages, by optimizer step.
-        **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``...).
+        **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``, ``overwrite``,
+            ``pue``, ``country``, ``zone``, ``ci``, ``alpha``...).
     Attributes:
         record: the JobRecord of our own measurement (outside Slurm), after ``fit`` ends.
     """
@@ -40,10 +42,15 @@ class EnergyCallback(Callback):
     def __init__(self, label: Optional[str] = None, stages: Sequence[float] = (), **track_kwargs):
         self.marks = TrainingMarks(label, stages, track_kwargs)
         self.tokens = 0
-        self.record = None
+
+    @property
+    def record(self):
+        """The JobRecord of our own measurement, once ``fit`` ended (None before, or in a ``track()``)."""
+        return self.marks.record
 
     def on_fit_start(self, trainer, pl_module) -> None:
-        self.marks.begin("lightning-fit")
+        self.tokens = 0
+        self.marks.begin("lightning-fit", "Lightning Trainer.fit() ended without on_fit_end or on_exception")
         self.marks.tag(model_params=count_parameters(pl_module))
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
@@ -61,7 +68,10 @@ class EnergyCallback(Callback):
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self.marks.tag(tokens=self.tokens)
-        self.record = self.marks.end()
+        self.marks.end()
 
     def on_exception(self, trainer, pl_module, exception) -> None:
-        self.record = self.marks.end()
+        """Lightning calls this for an exception out of ``fit`` (Ctrl-C included, which it turns into
+        a graceful shutdown): a ``partial`` record and report saying how the run ended."""
+        self.marks.tag(tokens=self.tokens)
+        self.marks.crashed(exception, "in Trainer.fit()")

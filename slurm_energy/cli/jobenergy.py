@@ -93,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="full records as JSON")
     p.add_argument("--seff", action="store_true", help="seff-like block per job: CPU and memory efficiency "
                    "against the allocation (from sacct), energy by class with its method, CO2e, coverage")
+    c = p.add_argument_group("citing (a methods paragraph, a citation line, a model-card block)")
+    c.add_argument("--cite", action="store_true", help="print a methods paragraph (text and LaTeX), a citation line "
+                   "and a Hugging Face model-card co2_eq_emissions block for the selected jobs together")
+    c.add_argument("--label", help="select the jobs that ran track(label=LABEL) (a project's set of runs); with "
+                   "--cite and no -S: over the whole store")
+    c.add_argument("--phase", default="", help="--cite only this phase or stage of the jobs, e.g. fine-tuning")
+    c.add_argument("--cite-format", choices=("all", "text", "latex", "line", "modelcard"), default="all",
+                   help="--cite: which part to print (default all)")
+    c.add_argument("--training-type", default="", help="--cite: the model card's training_type (default from the "
+                   "phase or label name: fine-tuning, pre-training)")
     p.add_argument("--store", help=STORE_HELP)
     return p
 
@@ -157,8 +167,8 @@ def _parse_args(argv):
 
 def _window(args, specs, tz: str, now: float):
     """(start, end) epoch s from -S/-E (sacct's default -S midnight without -j); ValueError if bad."""
-    if args.starttime is None and args.endtime is None and specs:
-        return None, None  # -j alone: no window (sacct's rule), and no time-zone module to import
+    if args.starttime is None and args.endtime is None and (specs or args.label):
+        return None, None  # -j (or --label) alone: no window (sacct's rule), and no time-zone module to import
     from slurm_energy.slurm.timespec import parse_time
 
     start = parse_time(args.starttime, now=now, tz=tz, field="--starttime") if args.starttime else None
@@ -239,13 +249,15 @@ def _main(argv: list[str] | None) -> int:
         except PermissionError as e:
             _err(str(e))
             return 1
-    # a SLUID is matched on the full record (the summary row has no SLUID)
-    full = bool(args.json or args.long or args.seff or (not args.long and F.FULL_FIELDS.intersection(fields))
-                or any(s.sluid for s in specs))
+    # a SLUID is matched on the full record (the summary row has no SLUID); --cite/--label read phases
+    full = bool(args.json or args.long or args.seff or args.cite or args.label
+                or (not args.long and F.FULL_FIELDS.intersection(fields)) or any(s.sluid for s in specs))
     records = _read_store(url, where, uid, args, specs, users, start, end, full)
     if records is None:
         return 2
     records = [r for r in records if S.state_matches(r, states)]
+    if args.label:  # track(label=...): a phase of that name inside a Slurm job, the job's name outside one
+        records = [r for r in records if r.job_name == args.label or any(w.name == args.label for w in r.phases)]
     rc = 0
     if specs:
         among = "" if privileged else f" among {me}'s jobs"
@@ -257,8 +269,24 @@ def _main(argv: list[str] | None) -> int:
     for note in N.stale_running(records, now, site.interim_s, lambda t: F.fmt_time(t, site.timezone),
                                 F.fmt_elapsed):
         _err(note)
+    if args.cite:
+        return _print_citation(records, args) or rc
     _print_records(records, args, fields, site.timezone)
     return rc
+
+
+def _print_citation(records: list[JobRecord], args: argparse.Namespace) -> int:
+    """``--cite``: the selected attempts (the newest of a requeued job's) cited together; 1 when none."""
+    from slurm_energy.reporting.cite import CiteError, citation, render
+
+    finals = [r for _, r, o in _rows(records) if not o.get("is_sum")]
+    try:
+        c = citation(finals, phase=args.phase, label=args.label or "", training_type=args.training_type)
+    except CiteError as e:
+        _err(str(e))
+        return 1
+    print(render(c, args.cite_format))
+    return 0
 
 
 def _nothing_found(args: argparse.Namespace, users: list[str], start: Optional[float], end: Optional[float],

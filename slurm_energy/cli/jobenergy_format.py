@@ -276,10 +276,12 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
                 f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples),
                 fmt_mem(ns.req_mem_bytes), fmt_mem(ns.max_mem_bytes), _covers_flags(d, short),
             ])  # fmt: skip
+    from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
     from slurm_energy.reporting.prediction_check import check, long_rows as check_long_rows
 
     chk = check(rec)
-    extra = phase_long_rows(rec, jobid, fmt_num) + ([] if chk is None else check_long_rows(chk, jobid))
+    extra = idle_long_rows(rec, jobid, fmt_num) + phase_long_rows(rec, jobid, fmt_num)
+    extra += [] if chk is None else check_long_rows(chk, jobid)
     extra += caveat_rows(rec, jobid)
     if rec.report_error:  # the table's Status has only the code
         extra.append([jobid, "-", "report", "not written", "", "", "", "", "", "", "", "", "",
@@ -391,6 +393,11 @@ def to_json(items: list[tuple[str, JobRecord]]) -> str:
         chk = check(r)
         if chk is not None:  # the job declared its FLOPs: predicted vs measured
             out["prediction_check"] = chk
+        from slurm_energy.reporting.gpu_idle import json_block
+
+        idle = json_block(r)
+        if idle is not None:  # GPUs allocated but idle, labelled
+            out["gpu_idle"] = idle
         return out
 
     return json.dumps({"jobs": [one(jid, r) for jid, r in items]}, indent=1)

@@ -69,6 +69,9 @@ def register(subparsers) -> None:
     n.add_argument("--node-watts", type=float, help="power drawn per node besides its GPUs, W, charged per GPU "
                    "as W / --gpus-per-node (default: the site's measured jobs, else not included)")
     n.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node for --node-watts (default 8)")
+    n.add_argument("--no-node-overhead", action="store_true",
+                   help="leave the node overhead out (default: the site's measured jobs, else the reference node's "
+                        "published power besides its GPUs, e.g. DGX A100 6.5 kW for 8 GPUs, at the power fraction)")
     n.add_argument("--cpu-cores", type=int, help="CPU cores the job holds (method's TDP model)")
     n.add_argument("--cpu-watts-per-core", type=float, help="TDP per core, W")
     n.add_argument("--cpu-util", type=float, default=1.0, help="CPU power fraction in (0, 1] (default 1)")
@@ -287,8 +290,12 @@ def fractions(args, cal, cal_note: str) -> dict:
     elif cal is not None and cal.node_w_per_gpu is not None:
         out["node_w_per_gpu"], out["node_source"] = cal.node_w_per_gpu.median, f"{cal_note}: CPU+RAM measured, " \
             f"W per GPU {_spread_text(cal.node_w_per_gpu)}"
+    elif getattr(args, "no_node_overhead", False):
+        out["node_w_per_gpu"], out["node_source"] = None, "not included (--no-node-overhead)"
+    elif getattr(args, "cpu_cores", None) is not None or getattr(args, "ram_gb", None) is not None:
+        out["node_w_per_gpu"], out["node_source"] = None, "not included (--cpu-cores/--ram-gb given instead)"
     else:
-        out["node_w_per_gpu"], out["node_source"] = None, "not included (give --node-watts, or --cpu-cores/--ram-gb)"
+        out["node_w_per_gpu"], out["node_source"] = None, "default"  # filled by build() from the GPU's table entry
     return out
 
 
@@ -302,6 +309,10 @@ def build(args) -> tuple[Prediction, dict]:
     rate, watts, model, source = gpu_rated(args)
     cal, cal_note = load_calibration(args, args.gpu or model)
     fr = fractions(args, cal, cal_note)
+    if fr["node_w_per_gpu"] is None and fr["node_source"] == "default":
+        from slurm_energy.accounting.prediction import default_node_w_per_gpu
+
+        fr["node_w_per_gpu"], fr["node_source"] = default_node_w_per_gpu(model or args.gpu or "", watts, fr["power_frac"])
     n = require_positive("--n-gpus", args.n_gpus, "pass the number of GPUs, e.g. 8")
     devices = [DeviceSpec("gpu", count=n, rated_power_w=watts, power_frac=fr["power_frac"],
                           flops_per_s=rate if flops is not None else None, flops_frac=fr["flops_frac"],
@@ -354,8 +365,8 @@ def format_text(pred: Prediction, notes: dict) -> str:
                  f"{notes['flops_frac_source']})")
     lines.append(f"power fraction:   {notes['power_frac']:.3g} (drawn / rated GPU power, sets the energy: "
                  f"{notes['power_frac_source']})")
-    if notes.get("node_w_per_gpu") is None:
-        lines.append(f"node overhead:    {notes['node_source']}")
+    lines.append("node overhead:    " + ("" if notes.get("node_w_per_gpu") is None else
+                                       f"{notes['node_w_per_gpu']:.4g} W per GPU: ") + notes["node_source"])
     lines.append(f"time:             {pred.time_s:.4g} s ({_h(pred.time_s)}; {pred.time_basis})")
     for cls, kwh in pred.energy_kwh.items():
         lines.append(f"IT energy {cls}:{' ' * max(1, 7 - len(cls))}{kwh:.4g} kWh")

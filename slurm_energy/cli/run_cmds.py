@@ -23,14 +23,14 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="measure a command (no Slurm needed): slurm-energy run -- CMD ...")
     _common(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command, after --")
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run, func_name="run")
 
     p = sub.add_parser("attach", help="measure a running process tree until it exits (or Ctrl-C)")
     _common(p)
     p.add_argument("pid", type=int)
     p.add_argument("--gpus", default="", help="GPUs the process uses, as nvidia-smi indices (e.g. 0,1); "
                    "default: CUDA_VISIBLE_DEVICES, else every GPU")
-    p.set_defaults(func=cmd_attach)
+    p.set_defaults(func=cmd_attach, func_name="attach")
 
     p = sub.add_parser("hook", help="run the Prolog/Epilog logic by hand (as slurmd would)")
     p.add_argument("which", choices=["prolog", "epilog"])
@@ -46,30 +46,64 @@ def _common(p) -> None:
     p.add_argument("--keep-samples", action="store_true",
                    help="keep the sample file (/tmp/slurm-energy-*/samples.jsonl) and print its path; "
                         "by default it is removed, unless the report could not be written")
+    p.add_argument("--label", help="the measurement's name: energy-<label>.html/.csv (default run-<pid> / pid-<pid>)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing energy-<label> report (default: refuse a given --label whose report "
+                        "exists; a default label that exists gets -2, -3...)")
+    g = p.add_argument_group("carbon facts (override site.yaml; without them and site.yaml: labelled defaults, "
+                             "PUE 1.58 a datacenter average, CI 475 gCO2e/kWh the world average)")
+    g.add_argument("--country", help="ISO 3166 country the power comes from (FR): its grid's carbon intensity")
+    g.add_argument("--zone", help="grid zone or cloud region (US-CA, europe-west1 with --country BE)")
+    g.add_argument("--pue", type=float, help="facility / IT energy (a workstation: 1.0)")
+    g.add_argument("--ci", type=float, help="grid carbon intensity, gCO2e/kWh")
+    g.add_argument("--alpha", type=float, help="fraction of emissions counted, 0..1 (1: no offset)")
 
 
-def _load(args):
+def _load(args, given_by: str):
+    """The site config with the carbon facts given as flags applied (exit 2 on a bad one)."""
+    import socket
+
     from slurm_energy.config import ConfigError, load_site_config
+    from slurm_energy.config.overrides import with_carbon_overrides
 
     try:
-        return load_site_config(args.config)
+        cfg = load_site_config(args.config)
+        return with_carbon_overrides(cfg, **{k: getattr(args, k, None) for k in ("country", "zone", "pue", "ci", "alpha")},
+                                     given_by=given_by, partition=args.partition,
+                                     node=socket.gethostname().split(".")[0])
     except ConfigError as e:
         print(f"slurm-energy: {e}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
-def _measure(args, launch, wait_for_end, gpus: Optional[str] = None):
+def _check_label(args) -> None:
+    """Refuse (exit 2) a given --label whose report exists in --out, unless --overwrite: before
+    anything runs, so nothing is lost."""
+    from slurm_energy.outputs.report import report_path
+
+    if getattr(args, "label", None) and not args.no_report and not getattr(args, "overwrite", False):
+        path = report_path(args.out, args.label)
+        if os.path.lexists(path):
+            print(f"slurm-energy: {path} exists (an earlier run's report); pass --overwrite to replace it, "
+                  "or another --label", file=sys.stderr)
+            raise SystemExit(2)
+
+
+def _measure(args, launch, wait_for_end, gpus: Optional[str] = None, ending=None, on_ready=None):
     """Open the readers, then ``launch()`` -> (probe, label, t0 or None) the job, sample it until
     ``wait_for_end()`` returns; then summarise and report. The job is launched only after the set-up
     (imports, NVML, RAPL zones: about a second), so ``run`` measures its command from its spawn
     (``t0``) instead of losing that second from the record's elapsed time and energy.
 
-    ``gpus``: NVML indices to measure (``attach --gpus 0,1``); default the visible GPUs."""
+    ``gpus``: NVML indices to measure (``attach --gpus 0,1``); default the visible GPUs.
+    ``ending()``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`), asked after
+    ``wait_for_end()``: one that did not end cleanly makes the record partial, saying so."""
     from slurm_energy.pipeline import LocalMeasurement
     from slurm_energy.sampling.local import gpus_by_index, visible_gpus
     from slurm_energy.sampling.sampler import freeze_gc
 
-    cfg = _load(args)
+    cfg = _load(args, f"slurm-energy {getattr(args, 'func_name', 'run')}")
+    _check_label(args)
     unresolved: list[str] = []
     note = ""
     if gpus:
@@ -84,18 +118,22 @@ def _measure(args, launch, wait_for_end, gpus: Optional[str] = None):
         uuids = visible_gpus()
     m = LocalMeasurement(cfg, None, "", uuids, unresolved, note, interval_s=args.interval,
                          partition=args.partition, work_dir=args.out)
+    if on_ready is not None:
+        on_ready(m)
     try:
         probe, label, t0 = launch()
     except BaseException:
         m.cleanup()
         raise
-    m.bind(probe, label).start(t0=t0)
+    m.bind(probe, getattr(args, "label", None) or label).start(t0=t0)
     freeze_gc()  # this process only waits now: its start-up objects stay out of the sampler's collections
     keep = bool(getattr(args, "keep_samples", False))
     try:
         final_usage = wait_for_end()
         m.stop(final_usage)
-        final = m.record()
+        final = m.record(m.marks(), ended=ending() if ending is not None else None)
+        if not args.no_report and not getattr(args, "overwrite", False):
+            _free_label(args, final)
         _print_summary(final)
         if not args.no_report and _report(args, final):
             keep = True  # the report failed: the samples are the only copy of the measurement
@@ -108,6 +146,18 @@ def _measure(args, launch, wait_for_end, gpus: Optional[str] = None):
         else:
             m.cleanup()  # the private /tmp/slurm-energy-* directory
     return final
+
+
+def _free_label(args, final) -> None:
+    """A report of this label that exists (a default label reused, or one written meanwhile) is
+    never overwritten: the record is labelled ``<label>-2``... instead, and it says so."""
+    from slurm_energy.outputs.report import free_label
+
+    label = free_label(args.out, final.job_id)
+    if label != final.job_id:
+        print(f"slurm-energy: a report labelled {final.job_id!r} exists in {os.path.abspath(args.out)}; this one is "
+              f"labelled {label!r} (--overwrite replaces it)", file=sys.stderr)
+        final.job_id = label
 
 
 def _report(args, final) -> list[str]:
@@ -126,6 +176,16 @@ def _report(args, final) -> list[str]:
 
 
 def _print_summary(rec) -> None:
+    from slurm_energy.config.overrides import default_facts_warning
+
+    _print_energy(rec)
+    print(f"  status {rec.status_text}" + "".join(f"\n  {e}" for e in rec.errors if e.startswith("run ended early")))
+    warn = default_facts_warning(rec.carbon, pue_arg="--pue 1.0", ci_arg="--country FR")
+    if warn:
+        print(warn, file=sys.stderr)
+
+
+def _print_energy(rec) -> None:
     def kwh(j):
         return "n/a (not measured)" if j is None else f"{j / J_PER_KWH:.4g} kWh"
 
@@ -143,6 +203,7 @@ def _print_summary(rec) -> None:
 
 def cmd_run(args) -> int:
     """Run ``args.cmd`` as a child and measure it; exit with its exit status."""
+    from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV, RunEnd
     from slurm_energy.sampling.probes import ProcessTreeProbe
     from slurm_energy.sampling.sampler import Usage
 
@@ -150,20 +211,27 @@ def cmd_run(args) -> int:
     if not cmd:
         print("slurm-energy run: no command given; usage: slurm-energy run [options] -- CMD [ARGS...]", file=sys.stderr)
         return 2
-    status: dict = {}
+    status: dict = {"label": getattr(args, "label", None), "env": None}
     proc: list = []
+
+    def on_ready(m):
+        """The command is told where the run's marks go (its track() calls defer to this run)."""
+        env = dict(os.environ)
+        env[RUN_MARKS_ENV] = m.marks_path
+        env[RUN_LABEL_ENV] = status["label"] or ""
+        status["env"] = env
 
     def launch():
         t0 = time.time()
         try:
-            child = subprocess.Popen(cmd)
+            child = subprocess.Popen(cmd, env=status["env"])
         except OSError as e:
             print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
             # as a shell: 126 found but not executable, 127 not found
             raise SystemExit(126 if isinstance(e, PermissionError) else 127) from None
         proc.append(child)
         status["restore"] = _forward_signals(child)
-        return ProcessTreeProbe(child.pid, exact_end=True), f"run-{child.pid}", t0
+        return ProcessTreeProbe(child.pid, exact_end=True), status["label"] or f"run-{child.pid}", t0
 
     def wait():
         child = proc[0]
@@ -173,8 +241,11 @@ def cmd_run(args) -> int:
         # the child's own rusage: exact CPU time of it and every descendant it waited for
         return Usage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
 
+    def ending():
+        return RunEnd.from_exit_status(status.get("rc", 1))
+
     try:
-        _measure(args, launch, wait)
+        _measure(args, launch, wait, ending=ending, on_ready=on_ready)
     finally:
         if "restore" in status:
             status["restore"]()
@@ -235,6 +306,7 @@ def cmd_attach(args) -> int:
     """Measure an existing process tree until it exits (or Ctrl-C)."""
     import psutil
 
+    from slurm_energy.sampling.local import RunEnd, SignalExit
     from slurm_energy.sampling.probes import ProcessTreeProbe
 
     if not psutil.pid_exists(args.pid):
@@ -245,13 +317,32 @@ def cmd_attach(args) -> int:
               "so the record measures the whole node, not one job", file=sys.stderr)
     # CPU time from the attach on: the tree's CPU time before it is not this measurement's
     probe = ProcessTreeProbe(args.pid, from_first_poll=True)
+    stopped: list = []
 
     def wait():
+        old = {s: signal.signal(s, _raise_signal_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
         try:
             probe.wait_gone()  # a pidfd: no polling while the tree runs
         except KeyboardInterrupt:
-            pass
+            stopped.append("SIGINT (Ctrl-C)")
+        except SignalExit as e:
+            stopped.append(signal.Signals(e.signum).name)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
         return None
 
-    _measure(args, lambda: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None)
+    def ending():
+        if stopped:
+            return RunEnd("interrupted", f"attach was stopped by {stopped[0]} while process {args.pid} still ran: "
+                                         "measured from the attach to then")
+        return RunEnd("completed", f"process {args.pid} ended")
+
+    _measure(args, lambda: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None, ending=ending)
     return 0
+
+
+def _raise_signal_exit(signum, _frame):
+    from slurm_energy.sampling.local import SignalExit
+
+    raise SignalExit(signum)

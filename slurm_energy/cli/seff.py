@@ -158,6 +158,11 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
     for cls in sorted(rec.methods):
         m = Method(rec.methods[cls])
         lines.append(f"  {cls}: {_kwh(rec.energy_it_j.get(cls))}  {m.value} ({_MEASURED[m]})")
+    from slurm_energy.reporting.gpu_idle import summary_line
+
+    idle = summary_line(rec)
+    if idle:
+        lines.append(idle)
     c = rec.carbon
     if rec.facility_kwh is not None:
         default = f", {c.pue_source[len('DEFAULT: '):]}: the default, no site value" if "pue" in c.defaults_used else ""

@@ -22,11 +22,13 @@ from slurm_energy.store.urls import STORE_HELP
 import os
 import sys
 import time
+from typing import Optional
 from pathlib import Path
 
 from slurm_energy.reporting.rollup_table import month_bounds, month_header, month_records, rollup
 
-ROLLUP_COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh")
+ROLLUP_COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+                  "gpu_idle_kwh")
 
 __all__ = ["month_bounds", "month_header", "month_records", "rollup"]  # tests and callers import them here
 
@@ -340,7 +342,7 @@ def _month_data(args, cfg, t0: float, t1: float):
     return rows, records
 
 
-def _write_rollup(args, rows: list, records: list, tz: str) -> str:
+def _write_rollup(args, rows: list, records: list, tz: str, top: Optional[list] = None) -> str:
     """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_text`: no pandas, no pydantic),
     html by :func:`slurm_energy.reporting.monthly.write_rollup`; returns the path written ("": stdout)."""
     from slurm_energy.reporting import rollup_text as R
@@ -348,7 +350,7 @@ def _write_rollup(args, rows: list, records: list, tz: str) -> str:
     if args.format == "csv":
         return R.write_text(R.csv_text(rows, args.by), args.out)
     if args.format == "json":
-        return R.write_text(R.json_text(rows, args.by, args.month, tz), args.out)
+        return R.write_text(R.json_text(rows, args.by, args.month, tz, top_gpu_idle=top), args.out)
     from slurm_energy.reporting.monthly import write_rollup
     from slurm_energy.reporting.rollup_table import rows_frame
 
@@ -380,8 +382,9 @@ def cmd_rollup(args) -> int:
     rows, records = got
     if args.format != "table":
         try:
+            idle = _top_gpu_idle(args, cfg, t0, t1)  # read as root (the store), written as the caller
             with as_caller():  # under sudo: --out (or the html's default file) opened as the caller, never root
-                where = _write_rollup(args, rows, records, cfg.timezone)
+                where = _write_rollup(args, rows, records, cfg.timezone, idle)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
             return 2
@@ -392,10 +395,44 @@ def cmd_rollup(args) -> int:
     def f(v):
         return "n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
-    head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e", "Measured_IT_kWh", "Estimated_IT_kWh"]
+    head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e", "Measured_IT_kWh", "Estimated_IT_kWh",
+            "GPU_idle_kWh"]
     rows = [[f(r[k]) for k in (args.by, *ROLLUP_COLUMNS)] for r in rows]
     from slurm_energy.cli.table import render
 
     print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)
     print(render(rows, head, parsable="P" if args.parsable2 else ""))
+    top = _top_gpu_idle(args, cfg, t0, t1)
+    if top and not args.parsable2:
+        print("\ntop jobs by GPU energy while allocated but idle (measured in an idle state unless the method says "
+              "tdp_estimate):")
+        print(render([[_top_id(r), r["user"], r["account"], f(r["gpu_idle_s"]), f(r["gpu_idle_kwh"]),
+                       r["gpu_idle_method"] or "", f(r["it_kwh"])] for r in top],
+                     ["JobID", "User", "Account", "GPU_idle_s", "GPU_idle_kWh", "Method", "IT_kWh"]))
     return 0
+
+
+def _top_id(r: dict) -> str:
+    return f"{r['array_job_id']}_{r['array_task_id']}" if r.get("array_job_id") else str(r["job_id"])
+
+
+def _top_gpu_idle(args, cfg, t0: float, t1: float, limit: int = 10) -> list:
+    """The month's top jobs by GPU-idle energy (:func:`slurm_energy.store.rollup.top_gpu_idle`); [] when unreadable."""
+    from slurm_energy.store.fast import top_gpu_idle
+
+    try:
+        got = top_gpu_idle(_store_url(args, cfg), t0, t1, limit)
+        if got is not None:
+            return got
+        import sqlalchemy as sa
+
+        from slurm_energy.store.rollup import top_gpu_idle as top
+
+        store = _open(args, cfg, readonly=True)
+        try:
+            with store.engine.connect() as conn:
+                return top(lambda q, p: conn.execute(sa.text(q), p).all(), t0, t1, limit)
+        finally:
+            store.close()
+    except Exception:  # noqa: BLE001 - the rollup is shown without the list
+        return []

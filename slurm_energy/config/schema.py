@@ -167,10 +167,21 @@ class Sampling(_Strict):
     epilog_wait_s: float = Field(default=60.0, ge=1, le=3600)
 
 
+class GpuIdle(_Strict):
+    """What counts as a GPU allocated but idle (:mod:`slurm_energy.accounting.idle_gpu`, where the
+    defaults' sources are): utilisation at most ``util_max`` (fraction; Job Defense Shield's 0 %) and
+    mean power at most ``power_max_w`` W, or, unset, ``power_max_fraction`` x the card's rated power."""
+
+    util_max: float = Field(default=0.0, ge=0.0, le=1.0)
+    power_max_fraction: float = Field(default=0.25, gt=0.0, le=1.0)
+    power_max_w: Optional[float] = Field(default=None, gt=0.0, le=5000.0)
+
+
 class Attribution(_Strict):
-    """How a shared node's energy is split between jobs."""
+    """How a shared node's energy is split between jobs, and when an allocated GPU is idle."""
 
     policy: Literal["shared", "exclusive_whole_node", "utilisation_weighted"] = "shared"
+    gpu_idle: GpuIdle = Field(default_factory=GpuIdle)
 
 
 DEFAULT_STORE_PATH = "/var/lib/slurm-energy/jobs.db"

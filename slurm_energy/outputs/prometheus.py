@@ -20,6 +20,11 @@ Series (counters follow Prometheus' naming: base unit, ``_total`` suffix)::
         never 0; ``method`` says counter / power_integration / tdp_estimate)
     slurm_energy_job_facility_joules_total{cluster,job_id,restart_count,user,account,partition}  IT x PUE, J
     slurm_energy_job_co2e_grams_total{cluster,job_id,restart_count,user,account,partition}       gCO2e
+    slurm_energy_job_gpu_idle_seconds_total{cluster,job_id,restart_count,user,account,partition}
+        GPU-seconds the job's GPUs were allocated but idle (accounting.idle_gpu; no series = no GPU judged)
+    slurm_energy_job_gpu_idle_joules_total{cluster,job_id,restart_count,user,account,partition,method}
+        the job's GPU energy in those seconds, J: measured energy in an idle state when ``method`` is
+        counter / power_integration, an estimate when tdp_estimate
     slurm_energy_job_info{cluster,job_id,restart_count,sluid,array_job_id,array_task_id,het_job_id,
                           het_job_offset,job_name,status,coverage} 1
 
@@ -77,6 +82,7 @@ def entry_from_record(rec: JobRecord, now: float) -> dict:
         "facility_j": None if rec.facility_kwh is None else rec.facility_kwh * 3.6e6,
         "co2e_g": None if rec.co2e_kg is None else rec.co2e_kg * 1000.0,
         "running": rec.status == Status.RUNNING, "end_time": rec.end_time, "updated": now,
+        "gpu_idle": None if rec.gpu_idle_s is None else [rec.gpu_idle_s, rec.gpu_idle_energy_j, rec.gpu_idle_method],
     }
 
 
@@ -95,6 +101,11 @@ class _Entries:
         fac = CounterMetricFamily("slurm_energy_job_facility_joules", "Job's facility energy (IT x PUE), J",
                                   labels=list(JOB_LABELS))
         co2 = CounterMetricFamily("slurm_energy_job_co2e_grams", "Job's emissions, gCO2e", labels=list(JOB_LABELS))
+        idle_s = CounterMetricFamily("slurm_energy_job_gpu_idle_seconds", "GPU-seconds the job's GPUs were "
+                                     "allocated but idle (utilisation 0, power at idle draw)", labels=list(JOB_LABELS))
+        idle_j = CounterMetricFamily("slurm_energy_job_gpu_idle_joules", "Job's GPU energy while allocated but idle, J "
+                                     "(method counter/power_integration: measured in an idle state; tdp_estimate: "
+                                     "estimated)", labels=[*JOB_LABELS, "method"])
         info = InfoMetricFamily("slurm_energy_job", "Job identity (SLUID, array and het job ids) and status",
                                 labels=list(INFO_LABELS[:3]))
         for e in self.entries:
@@ -106,9 +117,14 @@ class _Entries:
                 fac.add_metric(lv, e["facility_j"])
             if e.get("co2e_g") is not None:
                 co2.add_metric(lv, e["co2e_g"])
+            idle = e.get("gpu_idle")
+            if idle:
+                idle_s.add_metric(lv, idle[0])
+                if idle[1] is not None:
+                    idle_j.add_metric([*lv, idle[2]], idle[1])
             info.add_metric([lbl[k] for k in INFO_LABELS[:3]],
                             {k: v for k, v in e["info"].items() if k not in INFO_LABELS[:3]})
-        yield from (j, fac, co2, info)
+        yield from (j, fac, co2, idle_s, idle_j, info)
 
 
 def _labels(entry: dict) -> dict:

@@ -64,3 +64,27 @@ def report_problem(rec: JobRecord, e: BaseException) -> str:
     else:
         fix = f"the energy is in `jobenergy -l {rec.job_id}`"
     return f"{rec.work_dir} not written as {who}: {reason.splitlines()[0][:200]}; {fix}"
+
+
+def report_path(out_dir: str, label: str) -> str:
+    """The HTML report's path in ``out_dir`` for a measurement labelled ``label`` (its job id),
+    named as :func:`slurm_energy.reporting.report.report_names` names it."""
+    import os
+    from types import SimpleNamespace
+
+    from slurm_energy.reporting.report import report_names
+
+    rec = SimpleNamespace(job_id=label, array_job_id=None, array_task_id=None, het_job_id=None, het_job_offset=None)
+    return os.path.join(os.path.abspath(out_dir), report_names(rec)[0])  # type: ignore[arg-type]
+
+
+def free_label(out_dir: str, label: str) -> str:
+    """``label``, or the first of ``label-2``, ``label-3``... whose report does not exist in
+    ``out_dir`` yet: an earlier run's report is never overwritten without being asked."""
+    import os
+
+    n, cand = 1, label
+    while os.path.lexists(report_path(out_dir, cand)):
+        n += 1
+        cand = f"{label}-{n}"
+    return cand

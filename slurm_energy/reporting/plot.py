@@ -52,7 +52,8 @@ def downsample(ts: Sequence[float], ys: Sequence[Optional[float]], max_points: i
 
 
 def power_svg(nodes: Sequence[NodeSummary], job_start: float,
-              marks: Optional[tuple[list, list]] = None) -> Optional[str]:
+              marks: Optional[tuple[list, list]] = None,
+              idle: Optional[tuple[list, Optional[float]]] = None) -> Optional[str]:
     """Draw each node's ``power_trace`` (rows ``[t, cpu_w, gpu_w, ram_w]``) as an SVG string.
 
     Args:
@@ -63,13 +64,16 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
             a second axis (:func:`near_zero_series`); the legend sits below the plot.
         marks: ``(bands, stages)`` from :func:`slurm_energy.reporting.phases.plot_marks`: the
             outermost phases drawn as shaded, labelled bands, stages as dotted vertical lines.
+        idle: ``(spans, bound_w)`` from :func:`slurm_energy.reporting.gpu_idle.plot_spans`: the
+            stretches a GPU was allocated but idle (minutes since the start) as a hatched band, and
+            the GPUs' idle-draw bound (W) as a dashed line.
 
     Returns:
         An ``<svg ...>...</svg>`` string (no XML prologue, ready to inline in HTML), or ``None``
         when no node has a trace or no power value is measured. Columns that are ``None`` throughout
         are not drawn (unmeasured is not 0 W).
     """
-    fig = power_figure(nodes, job_start, marks)
+    fig = power_figure(nodes, job_start, marks, idle)
     if fig is None:
         return None
     import matplotlib
@@ -86,7 +90,8 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
     return svg
 
 
-def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: Optional[tuple[list, list]] = None):
+def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: Optional[tuple[list, list]] = None,
+                 idle: Optional[tuple[list, Optional[float]]] = None):
     """The matplotlib ``Figure`` :func:`power_svg` draws (same arguments), or ``None`` when there is
     nothing to draw. Its axes: ``fig.axes[0]`` power (W), ``fig.axes[1]`` the right axis for small
     lines when there is one."""
@@ -127,6 +132,9 @@ def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: Optional
         bands, stages = marks
         f = 60.0 / unit_s
         _draw_marks(ax, [(a * f, b * f, n) for a, b, n in bands], [(t * f, n) for t, n in stages])
+    if idle and (idle[0] or idle[1] is not None):
+        gpu_i = next((i for i, (label, *_) in enumerate(series) if label.startswith("GPU")), None)
+        handles += _draw_idle(ax2 if gpu_i in small and ax2 is not None else ax, idle, 60.0 / unit_s)
     ax.set_xlabel(f"time since job start ({unit})")
     ax.set_xlim(left=0)
     ax.set_ylabel("job power (W)")
@@ -145,6 +153,20 @@ def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: Optional
         ax.spines[side].set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def _draw_idle(ax, idle: tuple[list, Optional[float]], f: float) -> list:
+    """The GPU-idle band (hatched, red) and the idle-draw bound (dashed); their legend handles."""
+    spans, bound = idle
+    out = []
+    for k, (a, b) in enumerate(spans):
+        h = ax.axvspan(a * f, b * f, facecolor="#fecaca", edgecolor="#dc2626", hatch="//", alpha=0.35, linewidth=0,
+                       zorder=0, label="GPU allocated but idle" if k == 0 else None)
+        if k == 0:
+            out.append(h)
+    if bound is not None:
+        out += [ax.axhline(bound, color="#dc2626", linestyle="--", linewidth=1.0, label=f"GPU idle-draw bound ({bound:.0f} W)")]
+    return out
 
 
 #: A line whose peak is below this fraction of the tallest line's peak is drawn on a second

@@ -279,7 +279,9 @@ def render_html(record: JobRecord) -> str:
 
     record = ordered_record(record)  # nodes n2 before n10, devices intel-rapl:2 before intel-rapl:10
     rows = class_rows(record)
-    svg = power_svg(record.nodes, record.start_time, plot_marks(record))
+    from slurm_energy.reporting import gpu_idle
+
+    svg = power_svg(record.nodes, record.start_time, plot_marks(record), gpu_idle.plot_spans(record))
     reported = [n.node for n in record.nodes]
     missing = [n for n in record.expected_nodes if n not in reported]
     ctx = {
@@ -302,6 +304,8 @@ def render_html(record: JobRecord) -> str:
         "estimated": all_estimated(record.methods, record.energy_it_j),
         "power_note_below": MEAN_POWER_NOTE_BELOW,
         "check": prediction_check.check(record),
+        "gpu_idle": gpu_idle.summary_line(record),
+        "gpu_idle_rule": gpu_idle.rule_text(record),
         "check_rows": prediction_check.rows,
         "plot_svg": Markup(svg) if svg else None,  # our own matplotlib output; text in it is escaped
         "fmt": _fmt_num,

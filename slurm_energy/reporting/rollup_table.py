@@ -52,7 +52,8 @@ def rollup(records, by: str, t0: float, t1: float, hourly_ci=None):
     rows = [{by: getattr(r, by) or "(none)",
              **window_share(r, t0, t1, hourly_ci(r) if hourly_ci and r.carbon.hourly else None)}
             for r in month_records(records, t0, t1)]
-    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh"]
+    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+            "gpu_idle_kwh"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -65,6 +66,7 @@ def rollup(records, by: str, t0: float, t1: float, hourly_ci=None):
         "co2e_kg": g["co2e_kg"].sum(min_count=1),
         "measured_it_kwh": g["measured_it_kwh"].sum(min_count=1),
         "estimated_it_kwh": g["estimated_it_kwh"].sum(min_count=1),
+        "gpu_idle_kwh": g["gpu_idle_kwh"].sum(min_count=1),
     }).reset_index()  # fmt: skip
     return out[cols].astype(object).where(out[cols].notna(), None)
 
@@ -74,7 +76,8 @@ def rows_frame(rows: list[dict], by: str):
     (same columns and order; None where nothing was measured)."""
     import pandas as pd
 
-    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh"]
+    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+            "gpu_idle_kwh"]
     df = pd.DataFrame(rows, columns=cols)
     return df.astype(object).where(df.notna(), None)
 

@@ -12,9 +12,11 @@ import sys
 from typing import Any, Optional
 
 #: the columns after the group name (as :data:`slurm_energy.store.rollup.COLUMNS`)
-COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh")
+COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+           "gpu_idle_kwh")
 NOTE = ("measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP model; unmeasured jobs are "
-        "counted in unmeasured_jobs, never summed as 0")
+        "counted in unmeasured_jobs, never summed as 0; gpu_idle_kwh: GPU energy while allocated but idle "
+        "(utilisation 0, power at idle draw), measured in an idle state (part of it_kwh)")
 
 
 def csv_text(rows: list[dict[str, Any]], by: str) -> str:
@@ -33,9 +35,11 @@ def csv_text(rows: list[dict[str, Any]], by: str) -> str:
     return buf.getvalue()
 
 
-def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str) -> str:
+def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str,
+              top_gpu_idle: Optional[list[dict[str, Any]]] = None) -> str:
     """JSON of the rollup: month, time zone, ``by``, the rows (counts as integers, energies as
-    floats or null) and the note on measured / estimated / unmeasured."""
+    floats or null), the month's top jobs by GPU-idle energy (``top_gpu_idle``:
+    :func:`slurm_energy.store.rollup.top_gpu_idle`'s rows) and the note on measured / estimated / unmeasured."""
     import json
 
     def num(v: Any) -> Optional[float]:
@@ -43,7 +47,8 @@ def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str) ->
 
     out = [{by: r[by], **{k: (r[k] if k in ("jobs", "unmeasured_jobs") else num(r[k])) for k in COLUMNS}}
            for r in rows]
-    return json.dumps({"month": month, "timezone": timezone, "by": by, "rows": out, "note": NOTE}, indent=2) + "\n"
+    return json.dumps({"month": month, "timezone": timezone, "by": by, "rows": out,
+                       "top_gpu_idle_jobs": list(top_gpu_idle or []), "note": NOTE}, indent=2) + "\n"
 
 
 def write_text(text: str, out: Optional[str]) -> str:

@@ -12,6 +12,12 @@ training loop was starved of the GIL (seen here: one sample in 1.3 s instead of 
 leaves the measured tree (excluded by PID), runs in its own session (a terminal's Ctrl-C stops the
 training, not the final sample), takes its final sample on SIGTERM, and ends by itself if the
 process it measures dies.
+
+How a run ended (an exception, a signal, a non-zero exit status) is a :class:`RunEnd`; the record
+of a run that did not end cleanly is ``partial`` with the reason among its errors. Under torchrun,
+local rank 0's ``track`` measures the launcher's tree (every rank of the node, each once:
+:func:`measured_root`). ``run`` tells the command's ``track()`` calls where its marks file is
+(:data:`RUN_MARKS_ENV`): they add phases to ``run``'s measurement instead of a second one.
 """
 
 from __future__ import annotations
@@ -22,12 +28,144 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from slurm_energy.sampling.sampler import Sampler, Usage, UsageProbe, freeze_gc
 
 if TYPE_CHECKING:  # subprocess and tempfile are imported where used: the Prolog imports this module
     import subprocess
+
+
+#: Set by ``slurm-energy run`` for its command: the path of the run's marks file. A ``track()``
+#: in the command (local rank 0) appends its phases, stages and tags there instead of starting a
+#: second sampler; ``run``'s one record and report then carry them.
+RUN_MARKS_ENV = "SLURM_ENERGY_RUN_MARKS"
+#: Set by ``slurm-energy run`` for its command: the run's label (its report's ``energy-<label>``).
+RUN_LABEL_ENV = "SLURM_ENERGY_RUN_LABEL"
+
+_SIGNAL_STATE = {"SIGINT": "CANCELLED", "SIGTERM": "CANCELLED", "SIGHUP": "CANCELLED"}
+
+
+@dataclass
+class RunEnd:
+    """How a measured run ended, as the record says it: ``how`` (``completed`` | ``exception`` |
+    ``signal`` | ``exit_status`` | ``interrupted``), ``detail`` (one line for people), ``exit_code``
+    (Slurm's form: ``3`` for an exit status, ``0:15`` for a signal) and ``job_state`` (Slurm's words:
+    COMPLETED, FAILED, CANCELLED; empty for a clean end)."""
+
+    how: str
+    detail: str
+    exit_code: str = ""
+    job_state: str = ""
+
+    @property
+    def clean(self) -> bool:
+        return self.how == "completed"
+
+    @classmethod
+    def completed(cls) -> "RunEnd":
+        return cls("completed", "completed", "0")
+
+    @classmethod
+    def from_signal(cls, signum: int, what: str = "the run") -> "RunEnd":
+        name = _signame(signum)
+        return cls("signal", f"{what} was stopped by {name}", f"0:{signum}", _SIGNAL_STATE.get(name, "FAILED"))
+
+    @classmethod
+    def from_exception(cls, exc: Optional[BaseException], where: str = "") -> "RunEnd":
+        """An exception that left the measured block (``where``: e.g. ``in Trainer.train()``).
+        KeyboardInterrupt is Ctrl-C (SIGINT); a :class:`SignalExit` the signal it stands for;
+        ``SystemExit(0)``/``SystemExit(None)`` a clean end, another code an exit status."""
+        at = f" {where}" if where else ""
+        if exc is None:
+            return cls.completed()
+        if isinstance(exc, SignalExit):
+            return cls.from_signal(exc.signum)
+        if isinstance(exc, KeyboardInterrupt):
+            return cls("signal", f"the run was interrupted{at} (KeyboardInterrupt: Ctrl-C or SIGINT)",
+                       f"0:{int(signal.SIGINT)}", "CANCELLED")
+        if isinstance(exc, SystemExit):
+            code = exc.code
+            if code is None or code == 0:
+                return cls.completed()
+            rc = code if isinstance(code, int) else 1
+            return cls("exit_status", f"the run called sys.exit({code!r}){at}", str(rc), "FAILED")
+        text = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return cls("exception", f"the run raised {type(exc).__name__}{': ' + text if text else ''}{at}", "1", "FAILED")
+
+    @classmethod
+    def from_exit_status(cls, rc: int, what: str = "the command") -> "RunEnd":
+        """``rc`` as :func:`os.waitstatus_to_exitcode` gives it: >= 0 an exit status, < 0 a signal."""
+        if rc == 0:
+            return cls.completed()
+        if rc < 0:
+            return cls.from_signal(-rc, what)
+        return cls("exit_status", f"{what} exited with status {rc}", str(rc), "FAILED")
+
+    def error_text(self) -> str:
+        """The record's error line for a run that did not end cleanly."""
+        return (f"run ended early: {self.detail}; measured from its start to that moment (the "
+                "totals cover only what ran)")
+
+
+class SignalExit(SystemExit):
+    """Raised by ``track()``'s SIGTERM/SIGHUP handler in the measured process, so its block ends
+    (and its partial record is written) as for Ctrl-C; exits with 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + int(signum))
+        self.signum = int(signum)
+
+
+def _signame(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def measured_root(pid: Optional[int] = None, environ=None) -> tuple[int, str, Optional[str]]:
+    """(the PID whose process tree a ``track()`` in process ``pid`` measures, what it covers, the
+    Slurm job id whose processes on this node it measures too, or None).
+
+    * Under torchrun (``TORCHELASTIC_RUN_ID`` set: torch.distributed.run's elastic agent, also
+      when ``accelerate launch`` runs it in-process, starts every local rank as its own child):
+      the launcher's tree, i.e. every rank of this node and the launcher, each counted once (the
+      other ranks' ``track`` calls are no-ops). The parent must be this user's process.
+    * A task of a Slurm step without the hooks (``SLURM_JOB_ID``, ``SLURM_STEP_ID`` and
+      ``SLURM_LOCALID`` set: ``srun -n``): its own tree and every process of this user whose
+      environment holds ``SLURM_JOB_ID=<id>`` (the other tasks of the job on this node), once each.
+    * Else the process's own tree."""
+    env = os.environ if environ is None else environ
+    pid = os.getpid() if pid is None else pid
+    if env.get("TORCHELASTIC_RUN_ID"):
+        from slurm_energy.sampling.proctree import read_stat
+
+        st = read_stat(pid)
+        ppid = st[1] if st is not None else 0
+        if ppid > 1 and _same_user(ppid):
+            n = env.get("LOCAL_WORLD_SIZE", "?")
+            return ppid, f"torchrun launcher {ppid} ({_comm(ppid)}) and its {n} local ranks", None
+    job = env.get("SLURM_JOB_ID", "")
+    if job and env.get("SLURM_STEP_ID", "") and env.get("SLURM_LOCALID", ""):
+        return pid, f"Slurm job {job}'s processes on this node (SLURM_JOB_ID={job} in their environment)", job
+    return pid, f"process {pid} and its children", None
+
+
+def _same_user(pid: int) -> bool:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
 
 
 def visible_gpus() -> list[str]:
@@ -95,12 +233,16 @@ class LocalSampler:
             With neither, the visible AMD/Intel GPUs are read (:func:`visible_drm_gpus`).
         interval_s: sampling interval, s (default: the site's ``sampling.interval_s``).
         child_of: sample in a child process measuring the tree of this PID (``track``: our own
-            PID); ``probe`` is then unused (None).
+            PID) until it ends; ``probe`` is then unused (None).
+        tree_root: with ``child_of``, the root of the tree measured (default ``child_of``; under
+            torchrun the launcher's PID, :func:`measured_root`); job_marker: with ``child_of``, a
+            Slurm job id whose processes (by environment) are measured too.
     """
 
     def __init__(self, cfg, probe: Optional[UsageProbe], label: str, gpu_uuids: Optional[list[str]] = None,
                  unresolved: Optional[list[str]] = None, gpu_note: str = "", interval_s: Optional[float] = None,
-                 partition: str = "", work_dir: str = ".", child_of: Optional[int] = None):
+                 partition: str = "", work_dir: str = ".", child_of: Optional[int] = None,
+                 tree_root: Optional[int] = None, job_marker: Optional[str] = None):
         from slurm_energy.sampling.setup import build_readers
 
         self.cfg, self.label, self.partition = cfg, label, partition
@@ -121,8 +263,10 @@ class LocalSampler:
         if child_of is not None:
             for r in readers:  # the child opens its own; these only named the devices
                 r.close()
-            self._child_spec = {"pid": child_of, "config": getattr(cfg, "source_path", "") or None,
-                                "gpus": list(gpu_uuids or []), "unresolved": list(unresolved or []),
+            self._child_spec = {"pid": child_of if tree_root is None else tree_root, "end_pid": child_of,
+                                "job": job_marker,
+                                "config": getattr(cfg, "source_path", "") or None,
+                                "gpus": list(gpu_uuids or []), "unresolved": list(unresolved or []), "drm": drm,
                                 "interval_s": self.interval_s, "samples": self.samples}
             return
         self._readers = readers
@@ -164,7 +308,80 @@ class LocalSampler:
             time.sleep(0.01)
         if self._proc is not None and self._proc.poll() is not None:
             raise RuntimeError(f"the sampler process exited with {self._proc.returncode}; see {self.dir}/sampler.log")
+        if self._child_spec is not None and t0 is None:
+            # the caller's block runs from here (it waited for the child's start-up, ~0.5 s of imports):
+            # the measurement starts at its first row, not before the child existed
+            self.t0 = self._first_row_time() or self.t0
         return self
+
+    def _first_row_time(self) -> Optional[float]:
+        try:
+            from slurm_energy.sampling.samplefile import read_sample_table
+
+            t = read_sample_table(self.samples).t
+            return float(t[0]) if len(t) else None
+        except Exception:
+            return None
+
+    #: the sampler's state beside its sample file (:meth:`save_state`), for :meth:`from_state`
+    STATE_FILE = "measurement.json"
+
+    def save_state(self, **extra) -> None:
+        """Write what :meth:`from_state` needs (label, times, devices, ``extra``: the caller's
+        settings) beside the sample file, so a measurement whose process died without ``stop()``
+        (SIGKILL, the OOM killer) can still be finished by the child sampler."""
+        from dataclasses import asdict
+
+        state = {"label": self.label, "partition": self.partition, "work_dir": self.work_dir,
+                 "interval_s": self.interval_s, "t0": self.t0, "notes": list(self.notes),
+                 "statics": [asdict(d) for d in self.statics], "extra": extra}
+        tmp = os.path.join(self.dir, self.STATE_FILE + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, os.path.join(self.dir, self.STATE_FILE))
+
+    @classmethod
+    def from_state(cls, cfg, d: str):
+        """(the stopped sampler of directory ``d``, its saved ``extra``): :meth:`save_state`'s
+        facts, ended at its sample file's last row. Raises OSError/ValueError for a bad state."""
+        from slurm_energy.core import DeviceStatic
+        from slurm_energy.sampling.samplefile import read_sample_table
+
+        with open(os.path.join(d, cls.STATE_FILE)) as f:
+            st = json.load(f)
+        self = cls.__new__(cls)
+        self.cfg, self.label, self.partition = cfg, st["label"], st["partition"]
+        self.work_dir, self.interval_s, self.notes = st["work_dir"], float(st["interval_s"]), list(st["notes"])
+        self.statics = [DeviceStatic(**x) for x in st["statics"]]
+        self.dir, self.samples = d, os.path.join(d, "samples.jsonl")
+        t = read_sample_table(self.samples).t
+        self.t0, self.t1 = float(st["t0"]), (float(t[-1]) if len(t) else float(st["t0"]))
+        self._proc, self._child_spec = None, {}  # not running
+        return self, st["extra"]
+
+    def sample_now(self, wait_s: float = 2.0) -> bool:
+        """Have the sampler write one row now and wait for it (at most ``wait_s``), so a record made
+        next covers the run up to this call (``track().result()`` within its first interval).
+        Returns whether the row came. Child mode only (a thread's caller has its own); else False."""
+        if self._proc is None or self._proc.poll() is not None:
+            return False
+        try:
+            before = os.path.getsize(self.samples)
+        except OSError:
+            before = 0
+        self._proc.send_signal(signal.SIGUSR1)  # the child's Sampler.request_sample
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                with open(self.samples, "rb") as f:
+                    f.seek(before)
+                    tail = f.read()
+            except OSError:
+                tail = b""
+            if tail.endswith(b"\n"):
+                return True
+            time.sleep(0.01)
+        return False
 
     def _first_sample(self) -> bool:
         if self._child_spec is None:
@@ -235,16 +452,27 @@ def _child_main(spec_json: str) -> int:
     spec = json.loads(spec_json)
     stop: list = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))  # before the slow part
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a sample asked for before the loop runs: its first
     cfg = load_site_config(spec["config"])
-    readers, _ = build_readers(cfg, spec["gpus"], spec["unresolved"])
-    probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}))
+    readers, _ = build_readers(cfg, spec["gpus"], spec["unresolved"], drm_gpus=spec.get("drm") or [])
+    # CPU time from the first poll: the tree's CPU time before the block (imports, other ranks' set-up)
+    # is not this measurement's
+    probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}), end_pid=spec.get("end_pid"),
+                             from_first_poll=True, job_marker=spec.get("job"))
     s = Sampler(readers, probe, SampleWriter(spec["samples"], fsync=False), interval_s=spec["interval_s"],
                 gone_after_s=0.0)
     s.install_signal_handlers()
+    signal.signal(signal.SIGUSR1, s.request_sample)  # LocalSampler.sample_now
     if stop:
         s.stop()
     freeze_gc()
     s.run()
+    d = os.path.dirname(spec["samples"])
+    if s.stop_signal is None and s.gone_at is not None and os.path.exists(os.path.join(d, LocalSampler.STATE_FILE)):
+        # the measured process ended without stopping us (SIGKILL, the OOM killer, os._exit): finish its
+        # measurement here, as track() would have (the API layer's module, run, not imported: layers)
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "slurm_energy.api", d])
     return 0
 
 

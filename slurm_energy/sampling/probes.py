@@ -10,8 +10,24 @@ import select
 import time
 from typing import Optional
 
-from slurm_energy.sampling.proctree import ProcTree, StatFiles
+from slurm_energy.sampling.proctree import EnvScanner, ProcTree, StatFiles, read_stat
 from slurm_energy.sampling.sampler import Usage
+
+
+class _TreeAndJob:
+    """The root's tree and the PIDs of a Slurm job found by environment, each once, root first."""
+
+    def __init__(self, root: int, job_id: str):
+        self.root = root
+        self._tree = ProcTree(root)
+        self._job = EnvScanner(job_id)
+
+    def pids(self) -> list[int]:
+        own = self._tree.pids()
+        if not own:
+            return []
+        seen = set(own)
+        return own + [p for p in self._job.pids() if p not in seen]
 
 
 class ProcessTreeProbe:
@@ -32,15 +48,20 @@ class ProcessTreeProbe:
     """
 
     def __init__(self, pid: int, exclude: frozenset = frozenset(), from_first_poll: bool = False,
-                 exact_end: bool = False):
+                 exact_end: bool = False, end_pid: Optional[int] = None, job_marker: Optional[str] = None):
         self.pid = pid
+        #: the process whose end ends the measurement (default the root): ``track()`` under torchrun
+        #: measures the launcher's tree (``pid``) until local rank 0 (``end_pid``) is gone
+        self.end_pid = pid if end_pid is None else end_pid
         self.exclude = frozenset(exclude)  # e.g. the sampler's own process, a child of ``pid``
         self._max_rss = 0
         self._best_cpu = 0.0
         self._from_first_poll = from_first_poll
         self.cpu_baseline_s: Optional[float] = None  # the tree's CPU time at the first poll, s
         self.needs_tail_poll = not exact_end
-        self._tree = ProcTree(pid)
+        #: ``job_marker``: also every process whose environment holds ``SLURM_JOB_ID=<job_marker>``
+        #: (the other tasks of ``srun -n`` on this node, ``track()`` without the hooks)
+        self._tree = ProcTree(pid) if job_marker is None else _TreeAndJob(pid, job_marker)
         self._pidfd: Optional[int] = None
         self._pidfd_failed = False
         self._exact_end = exact_end
@@ -84,19 +105,19 @@ class ProcessTreeProbe:
         return self._best_cpu, rss, self._max_rss, pids
 
     def gone(self) -> bool:
-        """True once the root process has exited (gone, or a zombie): one read of its stat."""
-        st = self._stat.read(self.pid)
+        """True once the end process (``end_pid``, default the root) has exited (gone, or a zombie)."""
+        st = self._stat.read(self.end_pid) if self.end_pid == self.pid else read_stat(self.end_pid)
         return st is None or st[0] == "Z"
 
     def wakeup(self) -> Optional[tuple[int, int]]:
-        """(pidfd of the root, POLLIN): readable once the root exits; None once it has, where
+        """(pidfd of the end process, POLLIN): readable once it exits; None once it has, where
         pidfd_open is unavailable (Linux < 5.3, no permission), or with ``exact_end`` (the caller
         waits for the end itself)."""
         if self._exact_end:
             return None
         if self._pidfd is None and not self._pidfd_failed:
             try:
-                self._pidfd = os.pidfd_open(self.pid)
+                self._pidfd = os.pidfd_open(self.end_pid)
             except (OSError, AttributeError):
                 self._pidfd_failed = True
         if self._pidfd is None or self.gone():
@@ -104,9 +125,9 @@ class ProcessTreeProbe:
         return self._pidfd, select.POLLIN
 
     def wait_gone(self) -> None:
-        """Block until the root process exits (a pidfd; a 0.5 s poll of :meth:`gone` without one)."""
+        """Block until the end process exits (a pidfd; a 0.5 s poll of :meth:`gone` without one)."""
         try:
-            fd = os.pidfd_open(self.pid)
+            fd = os.pidfd_open(self.end_pid)
         except (OSError, AttributeError):
             while not self.gone():
                 time.sleep(0.5)

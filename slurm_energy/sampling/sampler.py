@@ -123,6 +123,7 @@ class Sampler:
         self._last_fsync = -math.inf
         self.last_usage: Optional[Usage] = None
         self._stop = False
+        self._now_asked = False  # request_sample(): a row now, before the next interval's
         #: on_interim runs in a forked worker (:class:`InterimWorker`): for a single-threaded
         #: sampling process (the Slurm sampler); False: in the loop's thread (a library caller's)
         self.interim_in_worker = interim_in_worker
@@ -154,6 +155,15 @@ class Sampler:
         try:
             os.write(self._wake_w, b"x")
         except OSError:  # full (already woken) or closed (the loop has ended)
+            pass
+
+    def request_sample(self, *_args) -> None:
+        """Ask the loop for one sample now (safe from a signal handler: a flag and the self-pipe),
+        e.g. ``track().result()`` in its first interval; the next interval's sample stays due."""
+        self._now_asked = True
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
             pass
 
     def install_signal_handlers(self) -> None:
@@ -262,6 +272,9 @@ class Sampler:
                 break
             now = self.clock()
             due = now >= next_sample
+            asked, self._now_asked = self._now_asked, False
+            if asked and not due:
+                self.sample()  # polls first, as the interval's own sample does
             if due:  # the sample's own poll, before the gone check (the job may just have ended)
                 self._poll()
             elif woke or now >= next_poll:

@@ -6,11 +6,16 @@ Layouts (Slurm 22.05, see ../shared/notes/slurm-on-debian12.md):
   the job's CPU time in ns (user + system, all steps), ``memory.usage_in_bytes`` /
   ``memory.max_usage_in_bytes`` its memory. ``slurm_<node>`` is used by builds with several slurmd
   per host (``--enable-multiple-slurmd``, as Debian's); stock builds use ``slurm``.
-* cgroup v2: a unified tree; slurmd puts jobs under ``.../system.slice/slurmstepd.scope/job_<id>``
-  (the exact parent depends on where slurmd runs), with ``cpu.stat`` (``usage_usec``, us) and
-  ``memory.current`` / ``memory.peak`` (bytes). Slurm 26.05 names the job directory by the run's
-  SLUID instead (``.../slurmstepd.scope/<SLUID>/``) unless ``CgroupJobIdPaths=yes``.
-  (The test machine has cgroup v1 only: the v2 layouts are tested on fake trees, tests/test_cgroup*.)
+* cgroup v2: a unified tree. Where Slurm puts it is fixed by its cgroup/v2 plugin
+  (SchedMD/slurm src/plugins/cgroup/v2/cgroup_v2.c, ``_set_int_cg_ns`` and ``_get_init_cg_path``):
+  ``<mount>/<PID 1's cgroup minus init.scope>/system.slice/<NodeName>_slurmstepd.scope`` on builds
+  with several slurmd per host (``--enable-multiple-slurmd``, as Debian's), else
+  ``.../system.slice/slurmstepd.scope``; in it ``system`` (the stepds) and one directory per job:
+  ``job_<id>``, or from Slurm 26.05 the run's SLUID (``s1XHM8XWWDZC00``) unless
+  ``CgroupJobIdPaths=yes``; below it ``step_extern``, ``step_batch``, ``step_<n>``, each with
+  ``slurm`` (slurmstepd) and ``user`` (the tasks). The job directory has ``cpu.stat``
+  (``usage_usec``, us) and ``memory.current`` / ``memory.peak`` (bytes). Seen on Slurm 26.05 under
+  systemd in the project's VM (scripts/vmcluster.sh; listing in tests/slurm/data/cgroup-v2-vm.txt).
 
 The job cgroup does not exist while the Prolog runs (it appears ~20 ms after) and is removed before
 the Epilog runs, so the sampler looks for it repeatedly and keeps its last reading.
@@ -26,7 +31,6 @@ removes the directory) wakes a ``poll()`` waiting for POLLPRI: :meth:`JobCgroup.
 from __future__ import annotations
 
 import errno
-import glob
 import os
 import time
 from dataclasses import dataclass, field
@@ -215,7 +219,7 @@ def _procs_files(d: str) -> list[str]:
 
 
 def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_ROOT,
-                    sluid: str = "") -> Optional[JobCgroup]:
+                    sluid: str = "", init_cgroup: Optional[str] = None) -> Optional[JobCgroup]:
     """Locate job ``job_id``'s cgroup under ``root`` (v1 first, then v2).
 
     Args:
@@ -224,8 +228,10 @@ def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_R
         node: SLURMD_NODENAME, preferred in ``slurm_<node>`` (several slurmd on one host).
         root: cgroup mount point (tests pass a fake tree).
         sluid: SLURM_JOB_SLUID where Slurm gives one (>= 25.11): Slurm 26.05 names the v2 job
-            directory by it (``.../slurmstepd.scope/<SLUID>``; ``job_<id>`` with
+            directory by it (``.../<node>_slurmstepd.scope/<SLUID>``; ``job_<id>`` with
             ``CgroupJobIdPaths=yes``), so both names are looked for, the SLUID first.
+        init_cgroup: v2 only, the directory (relative to ``root``) that holds ``system.slice``;
+            default :func:`init_cgroup_dir` (PID 1's cgroup, as Slurm computes it).
     Returns:
         JobCgroup, or None if the job's cgroup does not exist (yet, or any more).
     """
@@ -241,19 +247,28 @@ def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_R
                 return JobCgroup(1, cpu_dir, mem_dir if os.path.isdir(mem_dir) else None)
         return None
     if os.path.isfile(os.path.join(root, "cgroup.controllers")):  # unified (v2) hierarchy
-        names = ([glob.escape(sluid)] if sluid else []) + [f"job_{job_id}"]
-        patterns = [p.format(n) for n in names for p in (
-            "system.slice/slurmstepd.scope/{}",
-            "system.slice/*slurmstepd*.scope/{}",
-            "*/slurmstepd.scope/{}",
-            "*/*/slurmstepd.scope/{}",
-            "*/*/*/{}",  # bounded depth: this runs every poll until the cgroup appears
-        )]
-        for pat in patterns:
-            hits = sorted(glob.glob(os.path.join(root, pat)))
-            hits = [h for h in hits if os.path.isfile(os.path.join(h, "cpu.stat"))]
-            if node and len(hits) > 1:
-                hits = [h for h in hits if node in h] or hits
-            if hits:
-                return JobCgroup(2, hits[0], None)
+        slice_dir = os.path.join(root, init_cgroup_dir() if init_cgroup is None else init_cgroup, "system.slice")
+        scopes = ([f"{node}_slurmstepd.scope"] if node and "/" not in node else []) + ["slurmstepd.scope"]
+        names = ([sluid] if sluid and "/" not in sluid and sluid not in (".", "..") else []) + [f"job_{job_id}"]
+        for name in names:  # this run's SLUID first: a reused job id's older job_<id> is not this run
+            for scope in scopes:  # the node's own scope first (several slurmd on one host)
+                d = os.path.join(slice_dir, scope, name)
+                if os.path.isfile(os.path.join(d, "cpu.stat")):
+                    return JobCgroup(2, d, None)
     return None
+
+
+def init_cgroup_dir(proc1_cgroup: str = "/proc/1/cgroup") -> str:
+    """The cgroup v2 directory Slurm's stepd scope lives under, relative to the mount: PID 1's
+    cgroup without its last part, as Slurm's ``_get_init_cg_path`` computes it (``0::/init.scope``
+    -> ``""``; in a container ``0::/docker.slice/docker-X.scope/init.scope`` ->
+    ``docker.slice/docker-X.scope``). ``""`` when the file cannot be read or is not a pure v2
+    one-liner (hybrid or v1 hosts, where Slurm's cgroup/v2 refuses to run)."""
+    try:
+        with open(proc1_cgroup, encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    if len(lines) != 1 or not lines[0].startswith("0::/"):
+        return ""
+    return os.path.dirname(lines[0][3:].strip()).strip("/")

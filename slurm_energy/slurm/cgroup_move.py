@@ -17,7 +17,12 @@ from __future__ import annotations
 import os
 import re
 
-_JOB_DIR = re.compile(r"/job_\d+(/|$)|/slurmstepd[^/]*\.scope/")
+#: a job's cgroup: v1 ``.../job_<id>/...``; v2 anything in Slurm's stepd scope, which is
+#: ``system.slice/slurmstepd.scope`` or, on builds with several slurmd per host (Debian's),
+#: ``system.slice/<NodeName>_slurmstepd.scope`` (SchedMD/slurm src/plugins/cgroup/v2/cgroup_v2.c,
+#: ``_set_int_cg_ns``; seen in the project's VM, tests/slurm/data/cgroup-v2-vm.txt), the job directory
+#: in it named ``job_<id>`` or, from Slurm 26.05, by the run's SLUID
+_JOB_DIR = re.compile(r"/job_\d+(/|$)|/([^/]+_)?slurmstepd\.scope/")
 
 
 def job_cgroup_exits(proc_cgroup: str, cgroup_root: str = "/sys/fs/cgroup") -> list[str]:

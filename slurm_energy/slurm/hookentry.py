@@ -268,7 +268,11 @@ def _resolve_gpus(ctx: JobFacts, cfg: Any, env: Any) -> None:
 
         drm = resolve_drm_gpus(ctx.job_gpus, env.get("ROCR_VISIBLE_DEVICES"), env.get("HIP_VISIBLE_DEVICES"),
                                env.get("ZE_AFFINITY_MASK"), cfg.hardware.drm_root, cfg.hardware.kfd_root,
-                               ze_flat_device_hierarchy=env.get("ZE_FLAT_DEVICE_HIERARCHY"))
+                               # slurmd writes the Prolog's ZE_AFFINITY_MASK from the GRES allocation
+                               # itself (gres_common.c: one local index per GRES device, i.e. per card
+                               # named by gres.conf's File=/dev/dri/renderD*): its ordinals count cards,
+                               # whatever the runtime's FLAT default, unless slurmd's environment names a mode
+                               ze_flat_device_hierarchy=env.get("ZE_FLAT_DEVICE_HIERARCHY") or "COMPOSITE")
         ctx.drm_gpus = [g.to_dict() for g in drm]
         if ctx.drm_gpus:
             ctx.gpu_resolution_error = ""

@@ -22,7 +22,7 @@ from slurm_energy.errors import StoreError
 from slurm_energy.store import select as Q
 
 #: the store layout this reader knows (schema.SCHEMA_VERSION when it was written; a test keeps them equal)
-READS_VERSION = 2
+READS_VERSION = 3
 FIX = "check paths.store_url in site.yaml (or --store / $SLURM_ENERGY_STORE)"
 VERSION_SQL = "SELECT max(version) FROM schema_version"
 
@@ -156,6 +156,22 @@ def rollup(url: str, by: str, t0: float, t1: float) -> Optional[list[dict[str, A
         return None
     try:
         return rollup_rows(r.execute, r.dialect, by, t0, t1)
+    except r.errors:
+        return None
+    finally:
+        r.close()
+
+
+def top_gpu_idle(url: str, t0: float, t1: float, limit: int = 10) -> Optional[list[dict[str, Any]]]:
+    """:func:`slurm_energy.store.rollup.top_gpu_idle` on the store at ``url``, or None when this
+    reader cannot answer."""
+    from slurm_energy.store.rollup import top_gpu_idle as top
+
+    r = connect(url)
+    if r is None:
+        return None
+    try:
+        return top(r.execute, t0, t1, limit)
     except r.errors:
         return None
     finally:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # SQLAlchemy is imported by the caller that has a connection 
 Execute = Callable[[str, dict], Sequence[Any]]
 
 #: output columns after the group name, as ``rollup_table.rollup``
-COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh")
+COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+           "gpu_idle_kwh")
 BY = ("user", "account", "partition")
 
 
@@ -60,21 +61,22 @@ def _sql(dialect: str, by: str) -> str:
     return f"""
 WITH s AS (
   SELECT CASE WHEN {col} IS NULL OR {col} = '' THEN '(none)' ELSE {col} END AS grp,
-         j.it_kwh, j.facility_kwh, j.co2e_kg, j.measured_it_kwh, j.estimated_it_kwh,
+         j.it_kwh, j.facility_kwh, j.co2e_kg, j.measured_it_kwh, j.estimated_it_kwh, j.gpu_idle_kwh,
          {f} AS f, {fc} AS fc
   FROM job_records j
   WHERE {in_window}
 )
 SELECT grp, count(*), sum(CASE WHEN it_kwh IS NULL THEN 1 ELSE 0 END), sum(it_kwh * f), sum(facility_kwh * f),
-       sum(co2e_kg * fc), sum(measured_it_kwh * f), sum(estimated_it_kwh * f)
+       sum(co2e_kg * fc), sum(measured_it_kwh * f), sum(estimated_it_kwh * f), sum(gpu_idle_kwh * f)
 FROM s GROUP BY grp
 """
 
 
 def month_rollup(conn: sa.Connection, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
     """Per ``by`` group (user, account or partition; ``(none)`` for an empty name), sorted by name:
-    ``{by, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh}``
-    (kWh, kgCO2e; None = no measured job in the group) charged to [t0, t1) (epoch s), on a
+    ``{by, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh,
+    gpu_idle_kwh}`` (kWh, kgCO2e; None = no measured job in the group; gpu_idle_kwh: the jobs' GPU
+    energy while allocated but idle, charged by the same fraction) charged to [t0, t1) (epoch s), on a
     SQLAlchemy connection (:func:`rollup_rows` on any ``execute``).
 
     Raises ValueError for another ``by``; SQLAlchemy errors from the database."""
@@ -107,3 +109,21 @@ def month_ids(conn: sa.Connection, t0: float, t1: float) -> list[int]:
          ":t0 - :longest AND (j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0)) "
          "ORDER BY j.start_time, j.id")
     return list(conn.execute(sa.text(q), {"t0": float(t0), "t1": float(t1), "longest": float(longest)}).scalars())
+
+
+#: rows of :func:`top_gpu_idle`
+TOP_COLUMNS = ("job_id", "array_job_id", "array_task_id", "user", "account", "start_time", "gpu_idle_s",
+               "gpu_idle_kwh", "gpu_idle_method", "it_kwh")
+
+
+def top_gpu_idle(execute: Execute, t0: float, t1: float, limit: int = 10) -> list[dict[str, Any]]:
+    """The month's top jobs by GPU energy while allocated but idle: the final attempts that ran in
+    [t0, t1) (as :func:`rollup_rows`) with a GPU-idle energy above 0, largest first, at most
+    ``limit``; each ``TOP_COLUMNS`` (kWh; method counter/power_integration = measured in an idle state)."""
+    longest = execute(LONGEST_SQL, {})[0][0] or 0.0
+    cols = ", ".join(f'j."{c}"' for c in TOP_COLUMNS)
+    q = (f"SELECT {cols} FROM job_records j WHERE j.status <> 'running' AND j.start_time < :t1 AND "
+         "j.start_time >= :t0 - :longest AND (j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0)) "
+         "AND j.gpu_idle_kwh > 0 ORDER BY j.gpu_idle_kwh DESC, j.start_time LIMIT :n")
+    rows = execute(q, {"t0": float(t0), "t1": float(t1), "longest": float(longest), "n": int(limit)})
+    return [dict(zip(TOP_COLUMNS, r)) for r in rows]

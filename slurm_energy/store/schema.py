@@ -93,7 +93,18 @@ def _summary_columns() -> list[sa.Column]:
         sa.Column("hourly_it_kwh", D),  # sum of the job's job_hours.it_kwh (0 / NULL: no hourly energy)
         sa.Column("hourly_co2e_kg", D),  # sum of the job's job_hours.co2e_kg
         sa.Column("hours_outside", sa.Boolean),  # an hour's energy is stamped outside the job's times
+        *_idle_columns(),
     ]  # fmt: skip
+
+
+def _idle_columns() -> list[sa.Column]:
+    """Columns version 3 adds (:func:`_m3_gpu_idle`): GPUs allocated but idle (JobRecord.gpu_idle_*);
+    NULL = no GPU or none judged, never 0."""
+    return [
+        sa.Column("gpu_idle_s", sa.Double),  # GPU-seconds allocated but idle, summed over the job's GPUs
+        sa.Column("gpu_idle_kwh", sa.Double),  # the job's GPU energy in those seconds
+        sa.Column("gpu_idle_method", sa.String(24)),  # counter / power_integration (measured) / tdp_estimate
+    ]
 
 
 #: version 2's job_records: version 1's columns less record_json, plus the summary columns
@@ -151,8 +162,19 @@ def _m2_split(conn: sa.Connection) -> None:
     upgrade(conn)
 
 
+def _m3_gpu_idle(conn: sa.Connection) -> None:
+    """v2 -> v3: the GPU-idle columns (:func:`_idle_columns`), added where missing (a v1 store's
+    v2 step already adds every current column). Not backfilled: records stored before carry no
+    idle figures (NULL = unknown, never 0)."""
+    have = {c["name"] for c in sa.inspect(conn).get_columns("job_records")}
+    q = conn.dialect.identifier_preparer.quote
+    for col in _idle_columns():
+        if col.name not in have:
+            conn.execute(sa.text(f"ALTER TABLE job_records ADD COLUMN {q(col.name)} {col.type.compile(conn.dialect)}"))
+
+
 #: Ordered migrations; MIGRATIONS[i] upgrades from version i to i + 1.
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_m1_create, _m2_split]
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_m1_create, _m2_split, _m3_gpu_idle]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -21,7 +21,7 @@ ROW_COLUMNS = (
     "user", "uid", "account", "partition", "start_time", "end_time", "restart_count", "status", "job_state",
     "exit_code", "n_nodes", "elapsed_s", "cpu_time_s", "n_gpus", "it_kwh", "facility_kwh", "co2e_kg", "cpu_kwh",
     "gpu_kwh", "ram_kwh", "classes", "methods", "measured_it_kwh", "estimated_it_kwh", "coverage_complete",
-    "report_error", "pue", "ci_g_per_kwh",
+    "report_error", "pue", "ci_g_per_kwh", "gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method",
 )  # fmt: skip
 
 J_PER_KWH = 3.6e6
@@ -77,6 +77,9 @@ class JobRow:
     report_error: Any
     pue: Any
     ci_g_per_kwh: Any
+    gpu_idle_s: Any
+    gpu_idle_kwh: Any
+    gpu_idle_method: Any
     methods: Any
     energy_it_j: dict[str, Optional[float]]
     carbon: _Carbon

@@ -78,6 +78,9 @@ def summary_columns(rec: JobRecord, hours: list[dict[str, Any]]) -> dict[str, An
         "hourly_it_kwh": sum(h["it_kwh"] for h in hours) if hours else None,
         "hourly_co2e_kg": sum(h["co2e_kg"] for h in hours) if hours else None,
         # time_split: an hour whose span [max(h, start), min(h + 1 h, end)] is empty counts whole
+        "gpu_idle_s": rec.gpu_idle_s,
+        "gpu_idle_kwh": None if rec.gpu_idle_energy_j is None else rec.gpu_idle_energy_j / J_PER_KWH,
+        "gpu_idle_method": rec.gpu_idle_method or None,
         "hours_outside": any(min(h["hour_start"] + _H, t) < max(h["hour_start"], s) for h in hours),
     }  # fmt: skip
     for c in DEVICE_CLASSES:

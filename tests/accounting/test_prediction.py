@@ -134,6 +134,9 @@ from slurm_energy.cli.main import main  # noqa: E402
 def _run(capsys, *argv):
     if "--store" not in argv:  # never read whatever store this machine has
         argv = (*argv, "--no-calibration")
+    if "--node-watts" not in argv and "--default-node" not in argv:  # these hand values are GPU-only
+        argv = (*argv, "--no-node-overhead")
+    argv = tuple(a for a in argv if a != "--default-node")
     rc = main(["predict", *argv])
     out = capsys.readouterr()
     return rc, out.out, out.err
@@ -253,7 +256,19 @@ def test_cli_gpu_hours_and_node_overhead(capsys):
 
 def test_cli_node_overhead_not_included_is_said(capsys):
     rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "1")
-    assert rc == 0 and "node overhead:    not included (give --node-watts" in out
+    assert rc == 0 and "node overhead:    not included (--no-node-overhead)" in out
+
+
+def test_cli_default_node_overhead_on_its_own_line(capsys):
+    # an A100 (400 W): the DGX A100's (6500 - 3200) / 8 = 412.5 W besides each GPU x 0.76 = 313.5 W per GPU;
+    # 1e18 FLOPs / (312e12 x 0.5) = 6410.3 s; IT = (400 x 0.76 + 313.5) W x 6410.3 s / 3.6e6 = 1.0996 kWh
+    rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu", "NVIDIA A100-SXM4-40GB", "--util", "0.5", "--pue", "1",
+                      "--ci", "100", "--default-node")
+    assert rc == 0
+    line = next(ln for ln in out.splitlines() if ln.startswith("node overhead:"))
+    assert "313.5 W per GPU" in line and "DGX A100" in line and "6.5 kW" in line
+    it = next(ln for ln in out.splitlines() if ln.startswith("IT energy:"))
+    assert float(it.split()[2]) == pytest.approx((400 * 0.76 + 313.5) * 1e18 / (312e12 * 0.5) / 3.6e6, rel=1e-3)
 
 
 def test_cli_needs_util_without_calibration(capsys):

@@ -89,7 +89,7 @@ def test_cli_gpt3(capsys):
     # slurm-energy predict with Patterson et al. 2021 Table 4's inputs for GPT-3
     rc = main(["predict", "--flops", "3.14e23", "--gpu-flops", "125e12", "--util", str(24.6 / 125),
                "--gpu-watts", "330", "--power-frac", "1", "--n-gpus", "10000", "--pue", "1.1", "--ci", "429",
-               "--no-calibration", "--json"])
+               "--no-calibration", "--json", "--no-node-overhead"])  # 330 W measured includes the host
     d = json.loads(capsys.readouterr().out)
     assert rc == 0
     assert d["facility_kwh"] == pytest.approx(1_287_059.6, rel=1e-4)
@@ -99,9 +99,47 @@ def test_cli_gpt3(capsys):
 
 def test_cli_llama_7b_gpu_hours(capsys):
     rc = main(["predict", "--gpu-hours", "82432", "--gpu", "NVIDIA A100-SXM4-80GB", "--n-gpus", "2048",
-               "--power-frac", "1", "--pue", "1.1", "--ci", "385", "--no-calibration", "--json"])
+               "--power-frac", "1", "--pue", "1.1", "--ci", "385", "--no-calibration", "--json",
+               "--no-node-overhead"])  # the paper's TDP-only accounting: no node
     d = json.loads(capsys.readouterr().out)
     assert rc == 0
     # 82,432 GPU-h x 400 W (table: A100 SXM4 80 GB) x 1.1 = 36,270 kWh; Table 15: 36 MWh, 14 tCO2e
     assert d["facility_kwh"] == pytest.approx(36_270.08)
     assert d["co2e_kg"] / 1000 == pytest.approx(14, rel=0.01)
+
+
+def test_default_node_overhead_from_published_node_power():
+    from slurm_energy.accounting.prediction import default_node_w_per_gpu
+
+    # DGX A100: (6500 - 8 x 400) / 8 = 412.5 W per GPU, x 0.76 = 313.5 W
+    w, src = default_node_w_per_gpu("NVIDIA A100-SXM4-80GB", 400.0, 0.76)
+    assert w == pytest.approx(313.5) and "DGX A100" in src and "6.5 kW" in src
+    # DGX H100: (10200 - 8 x 700) / 8 = 575 W, x 0.76 = 437 W
+    assert default_node_w_per_gpu("NVIDIA H100 80GB HBM3", 700.0, 0.76)[0] == pytest.approx(437.0)
+    # a model not in the table: the DGX H100's ratio 4600 / 5600 x its own 350 W TDP x 0.76 = 218.5 W
+    w, src = default_node_w_per_gpu("NVIDIA L40S", 350.0, 0.76)
+    assert w == pytest.approx(4600 / 5600 * 350 * 0.76) and "not in the table" in src
+    with pytest.raises(ValueError, match="outside"):
+        default_node_w_per_gpu("A100", 400.0, 1.5)
+
+
+MEASURED_GPU_RUNS = [r for r in RUNS if r["measured"] and "V100" in r["name"]]
+
+
+@pytest.mark.parametrize("run", MEASURED_GPU_RUNS, ids=[r["name"] for r in MEASURED_GPU_RUNS])
+def test_default_prediction_with_node_is_within_15_percent_of_measured_runs(run, capsys):
+    """Only FLOPs, GPU model, count, FLOP/s fraction, PUE and CI: the GPU at the default 0.76 of its
+    300 W plus the default node overhead (DGX-1: 104.5 W per GPU). GPT-3: 3.14e23 / (10,000 x 125e12
+    x 0.1968) = 1,276,423 s; (300 x 0.76 + 104.5) W x 10,000 x 1,276,423 s / 3.6e6 x PUE 1.1 =
+    1,296.8 MWh, the paper's measured 1,287 MWh + 0.8 % (without the node: 889.3 MWh, -31 %)."""
+    args = ["predict", "--flops", str(run["flops"]), "--gpu", "V100", "--gpu-flops", str(run["peak_flops"]),
+            "--n-gpus", str(run["n"]), "--util", str(run["flops_frac"]), "--pue", str(run["pue"]),
+            "--ci", str(run["ci"]), "--no-calibration", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    kwh = out["facility_kwh"]
+    assert kwh == pytest.approx(1_296_800, rel=1e-3)
+    assert abs(kwh - run["reported_kwh"]) / run["reported_kwh"] <= 0.15
+    assert main(args + ["--no-node-overhead"]) == 0
+    bare = json.loads(capsys.readouterr().out)["facility_kwh"]
+    assert bare == pytest.approx(889_300, rel=1e-3) and (run["reported_kwh"] - bare) / run["reported_kwh"] > 0.15

@@ -18,7 +18,7 @@ from slurm_energy.model import JobRecord
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.store import open_store
 
-HEAD = "user|Jobs|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh"
+HEAD = "user|Jobs|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh|GPU_idle_kWh"
 
 
 def _t(s: str) -> float:

@@ -166,3 +166,23 @@ def test_unknown_hierarchy_mode_is_a_clear_error(sysfs):
     _two_max1550(sysfs)
     with pytest.raises(GpuResolveError, match="ZE_FLAT_DEVICE_HIERARCHY=SPLIT: expected one of COMPOSITE, FLAT, COMBINED"):
         _resolve(sysfs, slurm_job_gpus="0", ze_affinity_mask="0", ze_flat_device_hierarchy="SPLIT")
+
+
+def test_prolog_reads_slurms_own_ze_affinity_mask_as_card_ordinals(sysfs):
+    """slurmd writes the Prolog's ZE_AFFINITY_MASK from the GRES allocation (Slurm's
+    src/plugins/gres/common/gres_common.c: one local index per GRES device, gres.conf File= a card's
+    render node): ``--gres=gpu:1`` on card1 gives SLURM_JOB_GPUS=1, ZE_AFFINITY_MASK=0 = the card
+    whole, not its tile 0 as the FLAT runtime default would read an in-job mask."""
+    from types import SimpleNamespace
+
+    from slurm_energy.slurm.hookentry import JobFacts, _resolve_gpus
+
+    _two_max1550(sysfs)
+    cfg = SimpleNamespace(hardware=SimpleNamespace(drm_root=str(sysfs.drm_root), kfd_root=str(sysfs.kfd_root)))
+    ctx = JobFacts(dict(job_gpus="1", cuda_visible_devices=None, gpu_uuids=[], gpu_resolution_error="", drm_gpus=[]))
+    _resolve_gpus(ctx, cfg, {"ZE_AFFINITY_MASK": "0"})
+    assert [(g["device_id"], g.get("fraction")) for g in ctx.drm_gpus] == [("0000:8a:00.0", None)]
+    # a mode named in slurmd's environment is honoured: FLAT ordinal 1 = card1's tile 1, half the card
+    ctx = JobFacts(dict(job_gpus="1", cuda_visible_devices=None, gpu_uuids=[], gpu_resolution_error="", drm_gpus=[]))
+    _resolve_gpus(ctx, cfg, {"ZE_AFFINITY_MASK": "1", "ZE_FLAT_DEVICE_HIERARCHY": "FLAT"})
+    assert [(g["device_id"], g.get("fraction")) for g in ctx.drm_gpus] == [("0000:8a:00.0/tile1", 0.5)]

@@ -46,6 +46,9 @@ def test_v1_stock_layout_and_removal(tmp_path):
 
 
 def test_v2_unified_layout(tmp_path):
+    # a stock build (no multiple-slurmd): system.slice/slurmstepd.scope/job_<id> (SchedMD/slurm
+    # src/plugins/cgroup/v2/cgroup_v2.c, _set_int_cg_ns); the 26.05 layout seen in the project's VM:
+    # tests/slurm/test_cgroup_v2_sluid.py
     root = str(tmp_path)
     _w(os.path.join(root, "cgroup.controllers"), "cpu memory pids\n")
     job = os.path.join(root, "system.slice", "slurmstepd.scope", "job_42")

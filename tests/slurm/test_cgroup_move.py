@@ -38,6 +38,15 @@ def test_v2_extern_step_and_sluid_dirs(tmp_path):
     (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
     assert job_cgroup_exits("0::/system.slice/slurmstepd.scope/job_7/step_extern\n", root) == [f"{root}/cgroup.procs"]
     assert job_cgroup_exits("0::/system.slice/slurmstepd.scope/sl_01JX/step_extern\n", root) == [f"{root}/cgroup.procs"]
+    # Slurm 26.05 with several slurmd per host, as the project's VM shows it
+    # (tests/slurm/data/cgroup-v2-vm.txt): <NodeName>_slurmstepd.scope/<SLUID>/step_extern/{slurm,user}
+    for sub in ("slurm", "user"):
+        assert job_cgroup_exits(f"0::/system.slice/vm1_slurmstepd.scope/sEPSM8Y64FTN00/step_extern/{sub}\n",
+                                root) == [f"{root}/cgroup.procs"]
+    assert job_cgroup_exits("0::/system.slice/vm1_slurmstepd.scope/job_7/step_extern/user\n", root) == [
+        f"{root}/cgroup.procs"]
+    # slurmd's own cgroup (captured: /system.slice/slurmd-vm1.service/slurmd): not a job
+    assert job_cgroup_exits("0::/system.slice/slurmd-vm1.service/slurmd\n", root) == []
     # slurmd's own service cgroup, a user session: not a job, nothing moved
     assert job_cgroup_exits("0::/system.slice/slurmd.service\n0::/user.slice/user-0.slice\n", root) == []
     assert job_cgroup_exits("0::/system.slice/job_runner.service\n", root) == []

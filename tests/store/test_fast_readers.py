@@ -99,15 +99,15 @@ def test_rollup_csv_json_text_equal_the_dataframe_text():
     from slurm_energy.reporting import rollup_text as R
 
     rows = [{"user": "a,b", "jobs": 3, "unmeasured_jobs": 1, "it_kwh": 1666.6666666666267, "facility_kwh": 2500.0,
-             "co2e_kg": 1e-05, "measured_it_kwh": None, "estimated_it_kwh": 0.1},
+             "co2e_kg": 1e-05, "measured_it_kwh": None, "estimated_it_kwh": 0.1, "gpu_idle_kwh": 0.0005},
             {"user": "(none)", "jobs": 1, "unmeasured_jobs": 1, "it_kwh": None, "facility_kwh": None,
-             "co2e_kg": None, "measured_it_kwh": None, "estimated_it_kwh": None}]
+             "co2e_kg": None, "measured_it_kwh": None, "estimated_it_kwh": None, "gpu_idle_kwh": None}]
     df = rows_frame(rows, "user")
     assert R.csv_text(rows, "user") == df.to_csv(index=False)
     assert R.csv_text([], "user") == rows_frame([], "user").to_csv(index=False)
-    assert R.csv_text(rows, "user").splitlines()[1] == '"a,b",3,1,1666.6666666666267,2500.0,1e-05,,0.1'
+    assert R.csv_text(rows, "user").splitlines()[1] == '"a,b",3,1,1666.6666666666267,2500.0,1e-05,,0.1,0.0005'
     old = json.dumps({"month": "2026-10", "timezone": "UTC", "by": "user", "rows": monthly._rows(df),
-                      "note": R.NOTE}, indent=2) + "\n"
+                      "top_gpu_idle_jobs": [], "note": R.NOTE}, indent=2) + "\n"
     assert R.json_text(rows, "user", "2026-10", "UTC") == old
 
 

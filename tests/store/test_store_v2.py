@@ -128,7 +128,7 @@ def test_v1_store_file_migrates_in_place(tmp_path):
     eng.dispose()
     st = open_store(f"sqlite:///{db}")
     with st.engine.connect() as c:
-        assert schema.current_version(c) == 2
+        assert schema.current_version(c) == schema.SCHEMA_VERSION
         cpu = c.execute(sa.text("SELECT cpu_kwh FROM job_records ORDER BY start_time")).scalars().all()
         n_hours = c.execute(sa.text("SELECT count(*) FROM job_hours")).scalar()
         cols = {x["name"] for x in sa.inspect(c).get_columns("job_records")}

@@ -1,0 +1,259 @@
+"""A result a researcher can cite: a methods paragraph (plain text and LaTeX), a citation line and
+a Hugging Face model-card ``co2_eq_emissions`` block, for one job, a list of jobs, the jobs of one
+``track(label=...)``, or one phase / stage of them ("fine-tuning only").
+
+Formatting only: every number is the records' (energy per class with its method and coverage,
+facility energy = IT x PUE, CO2e, PUE and CI with their sources); a phase's are its
+:class:`~slurm_energy.model.WindowEnergy`'s. Unmeasured stays "not measured", never 0.
+
+Model card: the ``co2_eq_emissions`` keys of the Hugging Face Hub model card
+(huggingface.co/docs/hub/model-cards-co2: ``emissions`` in grams of CO2e, ``source``,
+``training_type``, ``geographical_location``, ``hardware_used``), written as the card's YAML
+front matter (``---`` ... ``---``) by PyYAML, which ``huggingface_hub.metadata_load`` reads back.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from slurm_energy._version import __version__
+from slurm_energy.model import JobRecord, Method, WindowEnergy
+from slurm_energy.units import J_PER_KWH
+
+TOOL = "slurm-energy"
+MEASURED = (Method.COUNTER, Method.POWER_INTEGRATION)
+_METHOD_WORDS = {
+    Method.COUNTER: "read from the hardware's energy counter",
+    Method.POWER_INTEGRATION: "integrated from sampled power",
+    Method.TDP_ESTIMATE: "estimated from rated power x utilisation x time (not measured)",
+    Method.UNAVAILABLE: "not measured",
+}
+
+
+class CiteError(ValueError):
+    """Nothing to cite: no record, or no record with the asked phase / stage (the message names it)."""
+
+
+@dataclass
+class ClassPart:
+    """One device class over the cited jobs: job-share energy (kWh; None = none measured), the
+    methods behind it and the lowest coverage (fraction of the time measured)."""
+
+    device_class: str
+    kwh: Optional[float] = None
+    methods: set[str] = field(default_factory=set)
+    coverage: Optional[float] = None
+
+
+@dataclass
+class Citation:
+    """What the texts are made of (see :func:`citation`). Energies kWh, CO2e kg, times epoch s."""
+
+    jobs: list[str]
+    what: str  # "job 42", "3 jobs of track(label='bert')", + " , phase 'fine-tuning'"
+    it_kwh: Optional[float]
+    facility_kwh: Optional[float]
+    co2e_kg: Optional[float]
+    classes: dict[str, ClassPart]
+    pue: list[tuple[float, str]]
+    ci: list[tuple[float, str]]
+    locations: list[str]
+    hardware: list[str]
+    start: float
+    end: float
+    training_type: str
+    complete: bool
+    version: str = __version__
+
+
+def _sum(vals: Sequence[Optional[float]]) -> Optional[float]:
+    known = [v for v in vals if v is not None]
+    return sum(known) if known else None
+
+
+def _window(rec: JobRecord, name: str) -> Optional[WindowEnergy]:
+    for w in list(rec.phases) + list(rec.stages):
+        if w.name == name:
+            return w
+    return None
+
+
+def _hardware(records: Sequence[JobRecord]) -> list[str]:
+    """``"8 x NVIDIA A100-SXM4-80GB"``, ``"2 x Intel Xeon ..."`` (GPUs by model; CPUs by node model)."""
+    gpus: dict[str, int] = {}
+    cpus: dict[str, int] = {}
+    for r in records:
+        for n in r.nodes:
+            for d in n.devices:
+                if d.device_class == "gpu":
+                    gpus[d.model or "GPU"] = gpus.get(d.model or "GPU", 0) + d.count
+            cm = n.static.get("cpu_model") if n.static else None
+            if cm:
+                cpus[str(cm)] = cpus.get(str(cm), 0) + 1
+    out = [f"{k} x {m}" for m, k in sorted(gpus.items())]
+    out += [f"{k} node{'s' if k > 1 else ''} with {m}" for m, k in sorted(cpus.items())]
+    return out
+
+
+def _training_type(name: str) -> str:
+    low = name.lower().replace("_", "-").replace(" ", "-")
+    if "fine-tun" in low or "finetun" in low:
+        return "fine-tuning"
+    if "pre-train" in low or "pretrain" in low:
+        return "pre-training"
+    return "pre-training" if not name else name
+
+
+def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
+             training_type: str = "") -> Citation:
+    """The cited totals of ``records`` (the jobs' records, final or interim), or of the phase or
+    stage named ``phase`` in each of them; ``label``: the ``track(label=...)`` they were selected
+    by (for the text); ``training_type``: the model card's (default from the phase / label name:
+    ``fine-tuning``, ``pre-training``, else the name).
+
+    Raises CiteError: no records, or none with the phase."""
+    if not records:
+        raise CiteError("nothing to cite: no job selected (give job ids, or --label with a track() label)")
+    recs = list(records)
+    if phase:
+        with_w = [(r, _window(r, phase)) for r in recs]
+        with_w = [(r, w) for r, w in with_w if w is not None]
+        if not with_w:
+            have = sorted({w.name for r in recs for w in list(r.phases) + list(r.stages)})
+            raise CiteError(f"--phase {phase!r}: no selected job marked a phase or stage of that name"
+                            + (f" (they have: {', '.join(have)})" if have else " (they marked none)"))
+        recs = [r for r, _ in with_w]
+    classes: dict[str, ClassPart] = {}
+    it: list[Optional[float]] = []
+    fac: list[Optional[float]] = []
+    co2: list[Optional[float]] = []
+    complete = True
+    for r in recs:
+        w = _window(r, phase) if phase else None
+        energies = w.energy_it_j if w is not None else r.energy_it_j
+        methods = w.methods if w is not None else r.methods
+        for cls, j in energies.items():
+            part = classes.setdefault(cls, ClassPart(cls))
+            part.kwh = _sum([part.kwh, None if j is None else j / J_PER_KWH])
+            part.methods.add(Method(methods.get(cls, Method.UNAVAILABLE)).value)
+            cov = w.coverage if w is not None else min((d.coverage for n in r.nodes for d in n.devices
+                                                       if d.device_class == cls), default=0.0)
+            part.coverage = cov if part.coverage is None else min(part.coverage, cov)
+        if w is not None:
+            it_kwh = None if w.it_j is None else w.it_j / J_PER_KWH
+            it.append(it_kwh)
+            fac.append(None if it_kwh is None else it_kwh * r.carbon.pue)
+            co2.append(w.co2e_kg)
+        else:
+            it.append(r.it_kwh)
+            fac.append(r.facility_kwh)
+            co2.append(r.co2e_kg)
+        complete = complete and r.coverage_complete
+    what = f"job {recs[0].job_id}" if len(recs) == 1 else f"{len(recs)} jobs"
+    if label:
+        what += f" of the run set track(label={label!r})"
+    if phase:
+        what += f", phase {phase!r} only"
+    return Citation(
+        jobs=[r.job_id for r in recs], what=what, it_kwh=_sum(it), facility_kwh=_sum(fac), co2e_kg=_sum(co2),
+        classes=classes, pue=sorted({(r.carbon.pue, r.carbon.pue_source) for r in recs}),
+        ci=sorted({(r.carbon.ci_g_per_kwh, r.carbon.ci_source) for r in recs}),
+        locations=sorted({r.carbon.datacenter or r.carbon.ci_source for r in recs}), hardware=_hardware(recs),
+        start=min(r.start_time for r in recs), end=max(r.end_time for r in recs),
+        training_type=training_type or _training_type(phase or label), complete=complete,
+    )
+
+
+def _day(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def _num(v: Optional[float], unit: str) -> str:
+    return "not measured" if v is None else f"{v:.4g} {unit}"
+
+
+def _class_phrases(c: Citation) -> list[str]:
+    out = []
+    for cls, p in c.classes.items():
+        how = "; ".join(_METHOD_WORDS[Method(m)] for m in sorted(p.methods))
+        cov = "" if p.coverage is None else f", {100 * p.coverage:.0f} % of the time measured"
+        out.append(f"{cls.upper()} {_num(p.kwh, 'kWh')} ({how}{cov})")
+    return out
+
+
+def methods_text(c: Citation) -> str:
+    """The methods paragraph in plain text."""
+    pue = "; ".join(f"{v:g} ({s})" for v, s in c.pue)
+    ci = "; ".join(f"{v:g} gCO2e/kWh ({s})" for v, s in c.ci)
+    hw = ", ".join(c.hardware) or "hardware not recorded"
+    span = _day(c.start) if _day(c.start) == _day(c.end) else f"{_day(c.start)} to {_day(c.end)}"
+    lower = "" if c.complete else " Some device was unmeasured or measured for part of the time: the totals are a lower bound."
+    verb = "measured" if _all_measured(c) else "measured (estimated where no reading existed, as said per class)"
+    return (f"Energy and emissions of {c.what} ({hw}; {span}) were {verb} with {TOOL} {c.version} on the "
+            f"Slurm cluster's nodes: IT energy {_num(c.it_kwh, 'kWh')}, by device class "
+            f"{', '.join(_class_phrases(c))}. Facility energy {_num(c.facility_kwh, 'kWh')} is the IT energy x "
+            f"PUE {pue}; emissions {_num(None if c.co2e_kg is None else c.co2e_kg, 'kgCO2e')} are the facility "
+            f"energy x carbon intensity {ci}.{lower}")
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped (``%`` -> ``\\%``, ``_`` -> ``\\_`` ...)."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+
+
+def methods_latex(c: Citation) -> str:
+    """The methods paragraph as LaTeX (special characters escaped, CO$_2$e, units with ``\\,``)."""
+    text = latex_escape(methods_text(c))
+    return (text.replace("gCO2e/kWh", r"g\,CO$_2$e/kWh").replace("kgCO2e", r"kg\,CO$_2$e")
+            .replace(" kWh", r"\,kWh").replace(" x ", r" $\times$ "))
+
+
+def citation_line(c: Citation) -> str:
+    """One line to cite (no BibTeX): tool, version, what, the totals, the dates."""
+    return (f"{TOOL} {c.version}: {c.what}, {_num(c.it_kwh, 'kWh')} IT / {_num(c.facility_kwh, 'kWh')} facility, "
+            f"{_num(None if c.co2e_kg is None else c.co2e_kg * 1000, 'gCO2e')}, measured {_day(c.start)}"
+            f"{'' if _day(c.start) == _day(c.end) else ' to ' + _day(c.end)} (jobs {', '.join(c.jobs)}).")
+
+
+def _all_measured(c: Citation) -> bool:
+    """Every class's energy from a counter or sampled power (an unmeasured class adds nothing)."""
+    methods = {m for p in c.classes.values() for m in p.methods}
+    return all(Method(m) in MEASURED for m in methods if m != Method.UNAVAILABLE.value)
+
+
+def model_card_data(c: Citation) -> dict:
+    """The ``co2_eq_emissions`` mapping of a Hugging Face model card (emissions in grams)."""
+    per_class = ", ".join(k + "=" + "/".join(sorted(p.methods)) for k, p in c.classes.items())
+    measured = _all_measured(c)
+    return {"co2_eq_emissions": {
+        "emissions": None if c.co2e_kg is None else round(c.co2e_kg * 1000, 6),
+        "source": f"{TOOL} {c.version} ({'measured' if measured else 'partly estimated'}: "
+                  f"{per_class}; "
+                  f"jobs {', '.join(c.jobs)})",
+        "training_type": c.training_type,
+        "geographical_location": "; ".join(c.locations),
+        "hardware_used": ", ".join(c.hardware) or "not recorded",
+    }}
+
+
+def model_card_yaml(c: Citation) -> str:
+    """The model card's YAML front matter with the ``co2_eq_emissions`` block (``---`` lines around it)."""
+    import yaml
+
+    return "---\n" + yaml.safe_dump(model_card_data(c), sort_keys=False, allow_unicode=True) + "---\n"
+
+
+def render(c: Citation, fmt: str = "all") -> str:
+    """``fmt``: ``text``, ``latex``, ``line``, ``modelcard`` or ``all`` (the four, headed)."""
+    parts = {"text": methods_text(c), "latex": methods_latex(c), "line": citation_line(c),
+             "modelcard": model_card_yaml(c).rstrip("\n")}
+    if fmt != "all":
+        return parts[fmt]
+    return "\n\n".join(f"== {h} ==\n{parts[k]}" for k, h in (("text", "methods (text)"), ("latex", "methods (LaTeX)"),
+                                                              ("line", "citation"), ("modelcard", "model card")))
