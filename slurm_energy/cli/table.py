@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from slurm_energy.textsafe import one_line
+
 
 def _fit(text: str, width: int, left: bool, mark: str) -> str:
     """``text`` in exactly ``width`` characters: padded, or cut with ``mark`` as the last one."""
@@ -28,7 +30,11 @@ def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noh
     Aligned only: ``widths`` (per column, :func:`~slurm_energy.cli.jobenergy_format.parse_widths`): a
     fixed width N (-N: left-justified), header included, a longer value cut with ``+`` last
     (sacct's ``%N``); ``caps`` (per column, where ``widths`` gives none): at most that many
-    characters, a longer value cut with ``…`` last."""
+    characters, a longer value cut with ``…`` last. Every cell and header is shown as one line
+    (:func:`~slurm_energy.textsafe.one_line`): a job name or path holding a newline, an escape
+    sequence or an undecodable byte can neither forge a row nor drive the user's terminal."""
+    rows = [[one_line(c) for c in r] for r in rows]
+    headers = [one_line(h) for h in headers]
     if wrap_to is not None and not parsable and headers:
         return _render_wrapped(rows, headers, noheader, wrap_to)
     lines = []
@@ -88,5 +94,5 @@ def render_with_notes(rows: list[list[str]], headers: list[str], notes: list[str
     out = list(head)
     for line, note in zip(body, notes):
         out.append(line.rstrip())
-        out += [" " * indent + p for p in textwrap.wrap(note, width=width, break_on_hyphens=False)]
+        out += [" " * indent + p for p in textwrap.wrap(one_line(note), width=width, break_on_hyphens=False)]
     return "\n".join(out)
