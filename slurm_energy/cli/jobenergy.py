@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "1234.0+1) or a SLUID (sBR1JB8J1YM400, Slurm >= 25.11: one run of a job)")
     p.add_argument("-j", "--jobs", action="append", default=[], help="comma-separated job ids")
     p.add_argument("-u", "--user", action="append", default=[], help="comma-separated user names")
+    p.add_argument("-a", "--allusers", action="store_true",
+                   help="every user's jobs, as sacct -a: what root and the site's admins see by default; "
+                   "an ordinary user still sees only their own (docs/PRIVACY.md)")
     p.add_argument("-A", "--account", "--accounts", action="append", default=[], help="comma-separated accounts")
     p.add_argument("-r", "--partition", action="append", default=[], help="comma-separated partitions")
     p.add_argument("-s", "--state", action="append", default=[], help=S.STATE_HELP)
@@ -243,6 +246,9 @@ def _main(argv: list[str] | None) -> int:
         return 2
     uid, me, privileged = reader_identity(site.admins)  # under sudo: the caller, not root
     users = _split(args.user)
+    if args.allusers and not privileged and not users:
+        print(f"jobenergy: -a: showing {me}'s jobs only: other users' records are for root and the admins "
+              "in site.yaml (docs/PRIVACY.md)", file=sys.stderr)
     if not privileged:
         try:
             users = _allowed_users(users, me)

@@ -69,7 +69,7 @@ def allocation(job_id: str, sacct: Optional[str] = None, run: Callable = subproc
     env = {"LANG": "C", **{k: os.environ[k] for k in ("SLURM_CONF",) if os.environ.get(k)}}
     try:
         r = run([sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AllocCPUS,ReqMem,NNodes"], capture_output=True,
-                text=True, timeout=10, env=env)
+                text=True, errors="surrogateescape", timeout=10, env=env)
     except FileNotFoundError:
         return _failed(warn, job_id, f"{sacct} not found", "run it on a host with Slurm's client commands")
     except subprocess.TimeoutExpired:

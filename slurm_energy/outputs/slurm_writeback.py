@@ -85,7 +85,8 @@ def merge_comment(existing: str, ours: str, foreign_markers: tuple[str, ...] | l
 def _run(argv: list[str], timeout_s: float = 15.0) -> tuple[int, str]:
     env = {"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})}
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
+        r = subprocess.run(argv, capture_output=True, text=True, errors="surrogateescape", timeout=timeout_s,
+                           env=env)
     except FileNotFoundError:
         return 127, f"{argv[0]} not found"
     except (OSError, subprocess.TimeoutExpired) as e:

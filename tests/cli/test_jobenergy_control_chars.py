@@ -39,3 +39,23 @@ def test_jobenergy_prints_a_hostile_job_name_escaped(tmp_path, capsys, monkeypat
     # one header (+ the aligned table's rule) and exactly one job row, which shows the name escaped
     assert len(rows) == (2 if fmt else 3), out
     assert SHOWN in rows[-1]
+
+
+def test_allusers_is_accepted_as_sacct_takes_it(tmp_path, capsys, monkeypatch):
+    """sacct's -a/--allusers: root (this test's uid) and the admins see every user's jobs with or
+    without it; it is accepted, not refused as an unknown option."""
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
+    monkeypatch.delenv("SUDO_USER", raising=False)
+    monkeypatch.delenv("SUDO_UID", raising=False)
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    s = open_store(url)
+    for jid, user in (("801", "alice"), ("802", "bob")):
+        s.put(finished(node_record(job_id=jid, start=1.7e9, end=1.7e9 + 60, user=user)))
+    s.close()
+    outs = []
+    for extra in ([], ["-a"], ["--allusers"]):
+        assert main(["--store", url, "-S", "2000-01-01", "-n", "-P", "-o", "JobID,User", *extra]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0].splitlines() == ["801|alice", "802|bob"]
+    assert outs[1] == outs[2] == outs[0]
