@@ -43,7 +43,9 @@ c.cpu_time_s(); c.populated()  # the descriptors, opened while the job runs
 p = select.poll(); p.register(c.events_fd(), select.POLLPRI); wakes = 0
 while c.populated():
     p.poll(300000); wakes += 1
-print(c.cpu_time_s(), wakes)  # at once: slurmstepd removes the directory next
+# at once: slurmstepd removes the directory right after populated 0, and on a loaded host (TCG) this
+# read can lose that race: then None (the record's own last reading is checked against sacct below)
+print(c.cpu_time_s(), wakes)
 """
 
 # a CPU-bound job: ~N s of one CPU, then holds ~64 MiB for a moment (memory.peak sees it)
@@ -217,7 +219,8 @@ def test_plain_job_cpu_time_memory_end_and_report_against_sacct(vm):
     vm.wait_state(job, ("COMPLETED",), 240)
     w_out, w_err = watcher.communicate(timeout=120)
     assert watcher.returncode == 0, w_err
-    at_end_s, wakes = float(w_out.split()[0]), int(w_out.split()[1])
+    end_text, wakes_text = w_out.split()[:2]
+    at_end_s, wakes = (None if end_text == "None" else float(end_text)), int(wakes_text)
     assert wakes <= 2  # woken by the end, not by a timer (the poll waits up to 300 s)
     (rec,) = vm.records(job)
     (n,) = rec.nodes
@@ -227,11 +230,12 @@ def test_plain_job_cpu_time_memory_end_and_report_against_sacct(vm):
     total = _totalcpu(vm, job)
     assert total > 10, total
     diff = abs(n.cpu_time_s - total) / total
-    print(f"cpu.stat {n.cpu_time_s:.3f} s (at populated 0: {at_end_s:.3f} s) vs sacct TotalCPU {total:.3f} s: "
+    print(f"cpu.stat {n.cpu_time_s:.3f} s (at populated 0: {at_end_s} s) vs sacct TotalCPU {total:.3f} s: "
           f"{100 * diff:.2f} %")
     assert diff <= 0.03, (n.cpu_time_s, total)
-    assert abs(at_end_s - total) <= 0.03 * total, (at_end_s, total)
-    assert abs(n.cpu_time_s - at_end_s) <= 0.01 * at_end_s, (n.cpu_time_s, at_end_s)  # the sampler's last reading
+    if at_end_s is not None:  # read before slurmstepd removed the directory
+        assert abs(at_end_s - total) <= 0.03 * total, (at_end_s, total)
+        assert abs(n.cpu_time_s - at_end_s) <= 0.01 * at_end_s, (n.cpu_time_s, at_end_s)  # the sampler's last
     # memory.peak: at least the 64 MiB the job touched and Slurm's MaxRSS of its batch step, at most --mem
     steps = {r["JobID"]: r for r in vm.sacct(job, "JobID,MaxRSS", steps=True)}
     maxrss = _mem_bytes(steps[f"{job}.batch"]["MaxRSS"])
