@@ -18,7 +18,7 @@ import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog imports this module)
 if TYPE_CHECKING:
-    from typing import Optional
+    from typing import Callable, Optional, Union
 
 #: Where the Prolog makes per-job marks directories (tmpfs: gone at reboot). Override for tests and
 #: non-standard nodes with $SLURM_ENERGY_MARKS_DIR (read by the hooks and by ``track``). Its own root,
@@ -202,13 +202,15 @@ def bound_job_dir(job_id: str, root: Optional[str] = None, max_bytes: int = MAX_
     return out
 
 
-def sweep_marks(live: set[str], root: Optional[str] = None, now: Optional[float] = None,
-                older_than_s: float = STALE_AFTER_S) -> list[str]:
+def sweep_marks(live: Union[set[str], Callable[[], set[str]]], root: Optional[str] = None,
+                now: Optional[float] = None, older_than_s: float = STALE_AFTER_S) -> list[str]:
     """Prolog side (root): remove the marks directories (and ``.stale-*`` entries) under ``root``
     of jobs not in ``live`` (the job ids with an unfinished spool on this node) whose directory
     was last changed ``older_than_s`` ago: what a finalizer killed before its clean-up left. One
     listdir; never follows a symlink (``rmtree`` by descriptors; a link itself is unlinked).
-    Returns the names removed. Never raises."""
+    ``live`` may be a function giving that set: called once, and only when an entry is old
+    enough to go (the Prolog's usual case, no such entry, then lists no spool). Returns the names
+    removed. Never raises."""
     root = root or marks_root()
     now = time.time() if now is None else now
     out: list[str] = []
@@ -216,14 +218,17 @@ def sweep_marks(live: set[str], root: Optional[str] = None, now: Optional[float]
         names = os.listdir(root)
     except OSError:
         return out
+    known: Optional[set[str]] = live if isinstance(live, set) else None
     for n in names:
         job = n.split("-")[1] if n.startswith(".stale-") and n.count("-") >= 2 else n
-        if job in live:
-            continue
         p = os.path.join(root, n)
         try:
             st = os.lstat(p)
             if now - st.st_mtime < older_than_s:
+                continue
+            if known is None:
+                known = live() if callable(live) else set(live)
+            if job in known:
                 continue
             if stat.S_ISDIR(st.st_mode):
                 import shutil  # here only: its import costs every Prolog ~7 modules

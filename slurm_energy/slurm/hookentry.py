@@ -243,7 +243,7 @@ def _prepare_marks(ctx: JobFacts, spool: JobSpool, spool_roots: tuple = ()) -> N
                                  "users must reach their marks directory): give them separate roots "
                                  "($SLURM_ENERGY_MARKS_DIR, paths.spool_fallback_dir)")
         prepare_job_dir(ctx.job_id, ctx.uid, ctx.gid, node=ctx.node)
-        sweep_marks(_live_jobs(spool) | {ctx.job_id})
+        sweep_marks(lambda: _live_jobs(spool) | {ctx.job_id})  # the spool listed only if something may go
     except Exception as e:
         spool.record_error(f"prolog: marks directory not made ({type(e).__name__}: {e}); "
                            "phases marked by the job are not recorded")
