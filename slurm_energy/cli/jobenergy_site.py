@@ -84,7 +84,7 @@ def load_site() -> Site:
 
 def _shown_url(url: str) -> str:
     """The store URL with any password hidden (:func:`slurm_energy.store.urls.shown_url`); a URL
-    without ``@`` has none: shown as given, without importing SQLAlchemy."""
+    without ``@`` has none: shown as given."""
     if "@" not in url:
         return url
     from slurm_energy.store.urls import shown_url

@@ -1,8 +1,6 @@
 """Which job_records rows a query selects, as SQL text with ``:name`` parameters (no SQLAlchemy).
 
-Both readers use it: :class:`slurm_energy.store.sqlstore.Store` (``sa.text``, SQLite or PostgreSQL)
-and :mod:`slurm_energy.store.fast` (Python's ``sqlite3``, for ``jobenergy``'s start-up time). Both
-accept ``:name`` parameters.
+:class:`slurm_energy.store.sqlstore.Store` runs it (``:name`` parameters; SQLite or PostgreSQL).
 
 Time windows (sacct's rule: attempts running at some moment in [start, end]): ``end_time >= start
 AND start_time <= end``. The first bound alone is what an index on start_time cannot use, so the
@@ -13,18 +11,13 @@ the same few rows late in the store as early (tests/store/test_store_v2.py check
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-#: the summary columns a :class:`JobRow` carries (all of job_records but updated_at)
-ROW_COLUMNS = (
-    "id", "cluster", "job_id", "array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_name",
-    "user", "uid", "account", "partition", "start_time", "end_time", "restart_count", "status", "job_state",
-    "exit_code", "n_nodes", "elapsed_s", "cpu_time_s", "n_gpus", "it_kwh", "facility_kwh", "co2e_kg", "cpu_kwh",
-    "gpu_kwh", "ram_kwh", "classes", "methods", "measured_it_kwh", "estimated_it_kwh", "coverage_complete",
-    "report_error", "pue", "ci_g_per_kwh", "gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method",
-)  # fmt: skip
+from slurm_energy.store.schema import COLUMNS
+from slurm_energy.units import J_PER_KWH
 
-J_PER_KWH = 3.6e6
+#: the summary columns a :class:`JobRow` carries: job_records' columns but the bookkeeping ones
+ROW_COLUMNS = tuple(c for c in COLUMNS if c not in ("updated_at", "hourly_it_kwh", "hourly_co2e_kg", "hours_outside"))
 
 
 class _Carbon:
@@ -36,54 +29,14 @@ class _Carbon:
 
 class JobRow:
     """One attempt's summary row, with the JobRecord attribute names jobenergy's table reads
-    (``job_id``, ``energy_it_j`` {class: J or None}, ``methods`` {class: method}, ``method_summary``,
-    ``status``, ``job_state``, ``elapsed_s``, ``carbon.pue``...), without parsing the record JSON.
-    Energies: J in ``energy_it_j`` (as JobRecord), kWh in ``it_kwh`` / ``facility_kwh``; None =
-    unmeasured."""
+    (:data:`ROW_COLUMNS`: ``job_id``, ``status``, ``job_state``, ``elapsed_s``...; ``energy_it_j``
+    {class: J or None}, ``methods`` {class: method}, ``method_summary``, ``carbon.pue``), without
+    parsing the record JSON. Energies: J in ``energy_it_j`` (as JobRecord), kWh in ``it_kwh`` /
+    ``facility_kwh``; None = unmeasured."""
 
-    # the columns (ROW_COLUMNS), set in __init__
-    id: Any
-    cluster: Any
-    job_id: Any
-    array_job_id: Any
-    array_task_id: Any
-    het_job_id: Any
-    het_job_offset: Any
-    job_name: Any
-    user: Any
-    uid: Any
-    account: Any
-    partition: Any
-    start_time: Any
-    end_time: Any
-    restart_count: Any
-    status: Any
-    job_state: Any
-    exit_code: Any
-    n_nodes: Any
-    elapsed_s: Any
-    cpu_time_s: Any
-    n_gpus: Any
-    it_kwh: Any
-    facility_kwh: Any
-    co2e_kg: Any
-    cpu_kwh: Any
-    gpu_kwh: Any
-    ram_kwh: Any
-    classes: Any
-    measured_it_kwh: Any
-    estimated_it_kwh: Any
-    coverage_complete: Any
-    report_error: Any
-    pue: Any
-    ci_g_per_kwh: Any
-    gpu_idle_s: Any
-    gpu_idle_kwh: Any
-    gpu_idle_method: Any
-    methods: Any
-    energy_it_j: dict[str, Optional[float]]
-    carbon: _Carbon
-    method_summary: str
+    __slots__ = (*ROW_COLUMNS, "energy_it_j", "carbon", "method_summary")
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, values: Iterable[Any]):
         for k, v in zip(ROW_COLUMNS, values):

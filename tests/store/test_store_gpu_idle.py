@@ -2,12 +2,12 @@
 the migration with its rows."""
 
 import pytest
-import sqlalchemy as sa
 
 from jobrecord_factory import device, finished, job_record
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.store import open_store, schema
+from slurm_energy.store.db import connect
 
 T = 1_796_034_000.0
 
@@ -38,16 +38,15 @@ def test_v2_store_migrates_to_v3_keeping_rows(tmp_path):
     st = open_store(url)
     st.put(finished(job_record(job_id="1", devices=[device("cpu", 3600.0)])))
     st.close()
-    eng = sa.create_engine(url)
-    with eng.begin() as c:  # back to the v2 layout: the columns v3 added, gone
+    db = connect(url)
+    with db.transaction():  # back to the v2 layout: the columns v3 added, gone
         for col in ("gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method"):
-            c.execute(sa.text(f"ALTER TABLE job_records DROP COLUMN {col}"))
-        c.execute(sa.text("DELETE FROM schema_version WHERE version = 3"))
-    eng.dispose()
+            db.execute(f"ALTER TABLE job_records DROP COLUMN {col}")
+        db.execute("DELETE FROM schema_version WHERE version = 3")
+    db.close()
     st = open_store(url)
-    with st.engine.connect() as c:
-        assert schema.current_version(c) == 3
-        cols = {x["name"] for x in sa.inspect(c).get_columns("job_records")}
+    assert schema.current_version(st.db) == 3
+    cols = schema.columns(st.db, "job_records")
     assert {"gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method"} <= cols
     [row] = st.rows(jobs=["1"])
     assert row.it_kwh == pytest.approx(0.001) and row.gpu_idle_s is None and row.gpu_idle_kwh is None  # unknown
