@@ -134,6 +134,7 @@ def connect(url: str, *, readonly: bool = False, busy_timeout_s: float = BUSY_TI
     from slurm_energy.store.urls import shown_url
 
     name = shown_url(url)
+    raw: Any
     if url.startswith("sqlite"):
         path = sqlite_file(url)
         try:

@@ -39,20 +39,19 @@ class JobRow:
         def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, values: Iterable[Any]):
-        for k, v in zip(ROW_COLUMNS, values):
-            setattr(self, k, v)
-        self.restart_count = self.restart_count or 0
-        self.coverage_complete = bool(self.coverage_complete) if self.coverage_complete is not None else True
-        self.report_error = self.report_error or ""
-        self.job_state = self.job_state or "UNKNOWN"  # stored: Slurm's, else from the exit code, else ""
-        self.exit_code = self.exit_code or ""
-        self.job_name = self.job_name or ""
-        self.carbon = _Carbon(self.pue, self.ci_g_per_kwh)
-        classes = [c for c in (self.classes or "").split(",") if c]
-        self.energy_it_j = {c: (None if getattr(self, f"{c}_kwh", None) is None else getattr(self, f"{c}_kwh") * J_PER_KWH)
-                            for c in classes}
-        self.methods = dict(p.split("=", 1) for p in (self.methods or "").split(",") if "=" in p)
-        self.method_summary = ",".join(f"{k}={v}" for k, v in sorted(self.methods.items()))
+        v: dict[str, Any] = dict(zip(ROW_COLUMNS, values))
+        cov = v["coverage_complete"]
+        v.update(restart_count=v["restart_count"] or 0, coverage_complete=True if cov is None else bool(cov),
+                 report_error=v["report_error"] or "", exit_code=v["exit_code"] or "", job_name=v["job_name"] or "",
+                 job_state=v["job_state"] or "UNKNOWN")  # stored: Slurm's, else from the exit code, else ""
+        methods = dict(p.split("=", 1) for p in (v["methods"] or "").split(",") if "=" in p)
+        for k, x in v.items():
+            setattr(self, k, x)
+        self.methods = methods
+        self.carbon = _Carbon(v["pue"], v["ci_g_per_kwh"])
+        self.energy_it_j = {c: None if v.get(f"{c}_kwh") is None else v[f"{c}_kwh"] * J_PER_KWH
+                            for c in (v["classes"] or "").split(",") if c}
+        self.method_summary = ",".join(f"{k}={m}" for k, m in sorted(methods.items()))
 
     def __repr__(self) -> str:
         return f"JobRow({self.cluster}/{self.job_id} #{self.restart_count} {self.status})"

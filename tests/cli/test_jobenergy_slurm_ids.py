@@ -21,11 +21,9 @@ def _sluid_at(t: float, seq: int) -> str:
 A0, A1 = _sluid_at(T0 - 30, 0), _sluid_at(T0 + 570, 0)  # made at submission and at the requeue
 
 
-@pytest.fixture(params=["fast", "sqlalchemy"])
-def url(request, tmp_path, monkeypatch):
+@pytest.fixture
+def url(tmp_path, monkeypatch):
     own_site_config(tmp_path, monkeypatch)
-    if request.param == "sqlalchemy":  # the reader jobenergy falls back to when the fast one cannot answer
-        monkeypatch.setattr("slurm_energy.store.fast.read_rows", lambda *a, **k: None)
     return store_with(
         tmp_path,
         finished(node_record(job_id="300", start=T0, end=T0 + 500, restart_count=0, sluid=A0)),
