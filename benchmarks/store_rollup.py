@@ -15,6 +15,10 @@ same). ``--no-fill`` reuses the stores an earlier run filled. Then prints, media
   PostgreSQL's pg_total_relation_size) and with it;
 * ``jobenergy -j ID`` and a one-day ``-S/-E`` window, early and late in the store, as new processes.
 
+With ``--before DIR`` (another checkout, e.g. main's, put first on PYTHONPATH) every new-process
+command runs in both checkouts, interleaved (each round alternates which goes first), on the same
+stores: printed as ``before -> now``.
+
 Last, beside the peer: on the test cluster (under ``flock /tmp/se-cluster.lock``, started for the
 run and stopped after when it was not running), ``sacct -j ID`` for a real job in its slurmdbd
 (default fields, and ``-X -P -o`` fields like jobenergy's default), interleaved with ``jobenergy -j``
@@ -40,7 +44,8 @@ sys.path.insert(0, REPO)
 from slurm_energy.carbon.hourly import split_interval_by_hour  # noqa: E402
 from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary  # noqa: E402
 from slurm_energy.reporting.rollup_table import month_bounds  # noqa: E402
-from slurm_energy.store import open_store, sqlstore  # noqa: E402
+from slurm_energy.store import open_store, schema, sqlstore  # noqa: E402
+from slurm_energy.store.db import connect  # noqa: E402
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00Z
 TC = os.path.join(REPO, "scripts", "testcluster.sh")
@@ -63,38 +68,30 @@ def _template() -> JobRecord:
 
 def pg_url(base: str, n: int) -> str:
     """--pg's URL with the database ``<database>_<n>``, created on that server when missing."""
-    import sqlalchemy as sa
-
-    u = sa.make_url(base)
-    name = f"{u.database}_{n}"
-    eng = sa.create_engine(u.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    with eng.connect() as c:
-        if not c.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": name}).first():
-            c.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    eng.dispose()
-    return u.set(database=name).render_as_string(hide_password=False)
+    head, _, name = base.rpartition("/")
+    name = f"{name.partition('?')[0]}_{n}"
+    db = connect(f"{head}/postgres")
+    if not db.execute("SELECT 1 FROM pg_database WHERE datname = :d", {"d": name}):
+        db.execute(f'CREATE DATABASE "{name}"')
+    db.close()
+    return f"{head}/{name}"
 
 
 def _fill(url: str, n: int, step: float) -> float:
     """Fresh store with n jobs; returns the fill time, s."""
-    import sqlalchemy as sa
-
-    from slurm_energy.store.schema import metadata, v1_metadata
-
     if url.startswith("sqlite:///"):
         if os.path.exists(url[len("sqlite:///"):]):
             os.unlink(url[len("sqlite:///"):])
     else:
-        eng = sa.create_engine(url)
-        with eng.begin() as c:
-            metadata.drop_all(c)
-            v1_metadata.drop_all(c)
-        eng.dispose()
+        db = connect(url)
+        for t in schema.TABLES:
+            db.execute(f"DROP TABLE IF EXISTS {t}")
+        db.close()
     st = open_store(url)
     tpl = _template()
     row, text, hours = sqlstore._rows(tpl, st.hourly_ci)
     t = time.perf_counter()
-    with st.engine.begin() as conn:
+    with st.db.transaction():
         for k0 in range(0, n, 20_000):
             buf = []
             for k in range(k0, min(n, k0 + 20_000)):
@@ -104,33 +101,27 @@ def _fill(url: str, n: int, step: float) -> float:
                          account=f"a{k % 50}")
                 hs = [dict(h, hour_start=int(h["hour_start"] - T0 + (s // 3600) * 3600)) for h in hours]
                 buf.append((r, text.replace('"7777777"', f'"{jid}"'), hs))
-            sqlstore.Store._insert_many(conn, buf)
-    st.close()
+            st.insert_rows(buf)
     took = time.perf_counter() - t
     if not url.startswith("sqlite"):  # what autovacuum does after a bulk load: planner statistics
-        eng = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-        with eng.connect() as c:
-            c.execute(sa.text("VACUUM ANALYZE job_records, job_json, job_hours"))
-        eng.dispose()
+        st.db.execute("VACUUM ANALYZE job_records, job_json, job_hours")
+    st.close()
     return took
 
 
 def _sizes(url: str, n: int) -> tuple[float, float]:
     """(bytes per job without the record JSON, with it)."""
-    import sqlalchemy as sa
-
-    eng = sa.create_engine(url)
-    with eng.connect() as c:
-        if url.startswith("sqlite"):
-            sizes = dict(c.execute(sa.text("SELECT name, sum(pgsize) FROM dbstat GROUP BY name")).all())
-            js = sizes.get("job_json", 0)
-            total = sum(sizes.values())
-        else:
-            def rel(t):
-                return c.execute(sa.text(f"SELECT pg_total_relation_size('{t}')")).scalar()
-            js = rel("job_json")
-            total = js + rel("job_records") + rel("job_hours")
-    eng.dispose()
+    db = connect(url)
+    if url.startswith("sqlite"):
+        sizes = dict(db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
+        js = sizes.get("job_json", 0)
+        total = sum(sizes.values())
+    else:
+        def rel(t):
+            return db.execute(f"SELECT pg_total_relation_size('{t}')")[0][0]
+        js = rel("job_json")
+        total = js + rel("job_records") + rel("job_hours")
+    db.close()
     return (total - js) / n, total / n
 
 
@@ -158,9 +149,8 @@ def _rollup_inproc(url: str, months: list[str], reps: int) -> float:
     for _ in range(reps):
         st = open_store(url, readonly=True)
         t = time.perf_counter()
-        with st.engine.connect() as conn:
-            for m in months:
-                month_rollup(conn, "user", *month_bounds(m))
+        for m in months:
+            month_rollup(st.db, "user", *month_bounds(m))
         ts.append(time.perf_counter() - t)
         st.close()
     return statistics.median(ts) * 1000
@@ -251,7 +241,19 @@ def _peer_rounds(ours: dict[str, list[str]], env: dict, rounds: int, lock_wait_s
     return out
 
 
-def _store_rows(name: str, url: str, n: int, step: float, a, env) -> None:
+def _versus(cmd, reps, env, before_env) -> str:
+    """``cmd``'s median as a new process, ms; with ``before_env`` (another checkout on PYTHONPATH)
+    both interleaved, each run alternating which goes first: ``before -> now``."""
+    if before_env is None:
+        return f"{_median_proc(cmd, reps, env):8.1f} ms"
+    now, before = [], []
+    for r in range(reps):
+        for which in ((now, env), (before, before_env))[::(-1 if r % 2 else 1)]:
+            which[0].append(_timed(cmd, which[1]))
+    return f"{statistics.median(before):8.1f} -> {statistics.median(now):8.1f} ms"
+
+
+def _store_rows(name: str, url: str, n: int, step: float, a, env, before_env=None) -> None:
     """Fill (unless --no-fill) and print one store's rows."""
     py = sys.executable
     fill = "" if a.no_fill else f"fill {_fill(url, n, step):.0f} s; "
@@ -262,14 +264,16 @@ def _store_rows(name: str, url: str, n: int, step: float, a, env) -> None:
     if n > 100_000:
         year = [f"2026-{m:02d}" for m in range(1, 13)]
         print(f"{tag} rollup of the year, 12 months (SQL, in-process) {_rollup_inproc(url, year, a.reps):8.1f} ms")
-    cli = [py, "-m", "slurm_energy.cli.main", "rollup", "--month", "2026-01", "--store", url, "-P"]
-    print(f"{tag} slurm-energy rollup --month 2026-01 (new process) {_median_proc(cli, a.reps, env):8.1f} ms")
+    for fmt in ("table", "csv", "json"):
+        cli = [py, "-m", "slurm_energy.cli.main", "rollup", "--month", "2026-01", "--store", url, "--format", fmt]
+        print(f"{tag} slurm-energy rollup --month 2026-01 --format {fmt:5s} (new process) "
+              f"{_versus(cli, a.reps, env, before_env)}", flush=True)
     je = [py, "-m", "slurm_energy.cli.jobenergy", "--store", url, "-P"]
     late = T0 + (n - 5000) * step
     for what, extra in (("-j <early id>", ["-j", "1000010"]), ("-j <late id>", ["-j", str(1_000_000 + n - 10)]),
                         ("one day early", ["-S", "2026-01-02", "-E", "2026-01-03"]),
                         ("one day late", ["-S", _day(late), "-E", _day(late + 86400)])):
-        print(f"{tag} jobenergy {what:14s} (new process)          {_median_proc(je + extra, a.reps * 3, env):8.1f} ms",
+        print(f"{tag} jobenergy {what:14s} (new process)          {_versus(je + extra, a.reps * 3, env, before_env)}",
               flush=True)
 
 
@@ -285,6 +289,8 @@ def main() -> int:
     ap.add_argument("--no-sqlite", action="store_true")
     ap.add_argument("--no-fill", action="store_true", help="reuse the stores an earlier run filled (same --n)")
     ap.add_argument("--sacct-only", action="store_true", help="only the rounds beside sacct (stores filled before)")
+    ap.add_argument("--before", default="", help="another checkout (e.g. main's): its commands timed interleaved "
+                                                  "with this one's on the same stores, shown as before -> now")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     cfgdir = tempfile.mkdtemp(prefix="se-bench-cfg-")
@@ -303,7 +309,7 @@ def main() -> int:
             ([("postgresql", pg_url(a.pg, n))] if a.pg else [])
         for name, url in urls:
             if not a.sacct_only:
-                _store_rows(name, url, n, step, a, env)
+                _store_rows(name, url, n, step, a, env, dict(env, PYTHONPATH=a.before) if a.before else None)
             if n == max(a.n):
                 for what, jid in (("early", "1000010"), ("late", str(1_000_000 + n - 10))):
                     ours[f"jobenergy -j <{what} id>, {name} {n // 1000}k jobs"] = \
