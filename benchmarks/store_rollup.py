@@ -80,8 +80,9 @@ def pg_url(base: str, n: int) -> str:
 def _fill(url: str, n: int, step: float) -> float:
     """Fresh store with n jobs; returns the fill time, s."""
     if url.startswith("sqlite:///"):
-        if os.path.exists(url[len("sqlite:///"):]):
-            os.unlink(url[len("sqlite:///"):])
+        for suffix in ("", "-wal", "-shm"):  # a WAL left beside a new file would be read into it
+            if os.path.exists(url[len("sqlite:///"):] + suffix):
+                os.unlink(url[len("sqlite:///"):] + suffix)
     else:
         db = connect(url)
         for t in schema.TABLES:
