@@ -133,7 +133,8 @@ def _day(t: float) -> str:
 def _timed(cmd, env) -> float:
     """Wall time of one run of ``cmd`` as a new process, ms; fails loudly on a non-zero exit."""
     t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    # cwd "/": ``python -m`` puts the cwd first on sys.path, so PYTHONPATH alone picks the checkout
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/")
     took = (time.perf_counter() - t) * 1000
     assert p.returncode == 0, (cmd, p.stderr[-2000:])
     return took
