@@ -30,6 +30,7 @@ import time
 from typing import Callable
 
 from slurm_energy.errors import StoreDbError
+from slurm_energy.jobmeta import IDENTITY
 from slurm_energy.store.db import Db
 from slurm_energy.store.progress import progress
 
@@ -85,9 +86,12 @@ IDLE_COLUMNS = (
     ("gpu_idle_method", "VARCHAR(24)"),  # counter / power_integration (measured) / tdp_estimate
 )
 
-#: the job's identity as job_records stores it (indexed, filtered on); job_name is a summary column
-IDENTITY_COLUMNS = ("cluster", "job_id", "array_job_id", "array_task_id", "het_job_id", "het_job_offset", "user",
-                    "uid", "account", "partition", "restart_count", "job_name")
+#: identity fields kept only in the record JSON (job_json), not as columns of job_records
+IDENTITY_IN_JSON_ONLY = ("gid", "work_dir", "sluid", "slurm_start_time")
+#: the job's identity as job_records stores it (indexed, filtered on): every field of
+#: :class:`slurm_energy.jobmeta.JobIdentity` but :data:`IDENTITY_IN_JSON_ONLY` (a new identity field
+#: is a column once a migration adds it here)
+IDENTITY_COLUMNS = tuple(f for f in IDENTITY if f not in IDENTITY_IN_JSON_ONLY)
 #: job_records' columns copied from the record's own fields (identity, times, totals)
 RECORD_COLUMNS = IDENTITY_COLUMNS + ("start_time", "end_time", "it_kwh", "facility_kwh", "co2e_kg")
 #: every column of job_records (version 3)
