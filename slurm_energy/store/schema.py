@@ -20,7 +20,8 @@ copies of the fields ``jobenergy`` filters on. Version 2 (:func:`_m2_split`) spl
 * ``job_hours``: the job's IT energy per UTC hour (from the nodes' ``hourly_energy_j``), its facility
   kWh and CO2e, so a month's rollup is a SQL aggregate (:mod:`slurm_energy.store.rollup`).
 
-Version 3 (:func:`_m3_gpu_idle`) adds the GPU-idle columns.
+Version 3 (:func:`_m3_gpu_idle`) adds the GPU-idle columns, version 4 (:func:`_m4_sluid`) the
+run's SLUID as an indexed column.
 """
 
 from __future__ import annotations
@@ -86,17 +87,20 @@ IDLE_COLUMNS = (
     ("gpu_idle_method", "VARCHAR(24)"),  # counter / power_integration (measured) / tdp_estimate
 )
 
+#: Columns version 4 adds: the run's SLUID (JobRecord.sluid; '' = Slurm gave none)
+SLUID_COLUMNS = (("sluid", "VARCHAR(64)"),)
+
 #: identity fields kept only in the record JSON (job_json), not as columns of job_records
-IDENTITY_IN_JSON_ONLY = ("gid", "work_dir", "sluid", "slurm_start_time")
+IDENTITY_IN_JSON_ONLY = ("gid", "work_dir", "slurm_start_time")
 #: the job's identity as job_records stores it (indexed, filtered on): every field of
 #: :class:`slurm_energy.jobmeta.JobIdentity` but :data:`IDENTITY_IN_JSON_ONLY` (a new identity field
 #: is a column once a migration adds it here)
 IDENTITY_COLUMNS = tuple(f for f in IDENTITY if f not in IDENTITY_IN_JSON_ONLY)
 #: job_records' columns copied from the record's own fields (identity, times, totals)
 RECORD_COLUMNS = IDENTITY_COLUMNS + ("start_time", "end_time", "it_kwh", "facility_kwh", "co2e_kg")
-#: every column of job_records (version 3)
+#: every column of job_records (version 4)
 COLUMNS = ("id", *RECORD_COLUMNS, "status", "updated_at",
-           *(c for c, _ in SUMMARY_COLUMNS + IDLE_COLUMNS if c not in RECORD_COLUMNS))
+           *(c for c, _ in SUMMARY_COLUMNS + IDLE_COLUMNS + SLUID_COLUMNS if c not in RECORD_COLUMNS))
 
 #: the full record of each job_records row (same id), and the job's energy per UTC hour
 _V2_TABLES = (
@@ -176,11 +180,23 @@ def _m3_gpu_idle(db: Db) -> None:
     _add_columns(db, IDLE_COLUMNS)
 
 
+def _m4_sluid(db: Db) -> None:
+    """v3 -> v4: the run's SLUID as an indexed column (``jobenergy -j <SLUID>`` an index look-up,
+    not a scan of the record JSON), backfilled from each record's JSON in one statement (SQLite's
+    json_extract, PostgreSQL's ->>; '' where the record has none)."""
+    _add_columns(db, SLUID_COLUMNS)
+    db.execute("CREATE INDEX ix_sluid ON job_records (sluid)")
+    got = ("json_extract(j.record_json, '$.sluid')" if db.dialect == "sqlite"
+           else "CAST(j.record_json AS json) ->> 'sluid'")
+    db.execute(f"UPDATE job_records SET sluid = coalesce((SELECT {got} FROM job_json j "
+               "WHERE j.id = job_records.id), '')")
+
+
 INSERT_HOURS = ("INSERT INTO job_hours (job_row_id, hour_start, it_kwh, facility_kwh, co2e_kg) "
                 "VALUES (:job_row_id, :hour_start, :it_kwh, :facility_kwh, :co2e_kg)")
 
 #: Ordered migrations; MIGRATIONS[i] upgrades from version i to i + 1.
-MIGRATIONS: list[Callable[[Db], None]] = [_m1_create, _m2_split, _m3_gpu_idle]
+MIGRATIONS: list[Callable[[Db], None]] = [_m1_create, _m2_split, _m3_gpu_idle, _m4_sluid]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: the store's tables, for a test or benchmark that empties a database
 TABLES = ("job_hours", "job_json", "job_records", "schema_version")

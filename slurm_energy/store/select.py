@@ -76,24 +76,10 @@ class Where:
         return (" WHERE " + " AND ".join(self.conds)) if self.conds else ""
 
 
-#: A SLUID's clock (slurmctld's, when it made the id at submission or requeue) against the start
-#: stored for the run (its nodes' Prolog): how far the second may be behind the first, s. Only
-#: bounds the index range read; generous.
-SLUID_CLOCK_SLACK_S = 86400.0
-
-
 def spec_sql(w: Where, spec: Any) -> str:
-    """One job id form (:class:`slurm_energy.jobid.JobSpec`), as :func:`slurm_energy.jobid.matches`.
-
-    A SLUID (no column of its own) is found in the record JSON (``"sluid":"s..."``, as
-    ``model_dump_json`` writes it) of the runs started after the SLUID's own time stamp."""
+    """One job id form (:class:`slurm_energy.jobid.JobSpec`), as :func:`slurm_energy.jobid.matches`."""
     if getattr(spec, "sluid", ""):
-        from slurm_energy.jobid import sluid_time
-
-        t0 = (sluid_time(spec.sluid) or 0.0) - SLUID_CLOCK_SLACK_S
-        like = w.p(f'%"sluid":"{spec.sluid}"%')
-        return (f"(start_time >= {w.p(t0)} AND EXISTS (SELECT 1 FROM job_json WHERE job_json.id = job_records.id "
-                f"AND job_json.record_json LIKE {like}))")
+        return f"(sluid = {w.p(spec.sluid)})"
     if spec.array_tasks is not None:
         return f"(array_job_id = {w.p(spec.job_id)} AND {w.isin('array_task_id', spec.array_tasks)})"
     if spec.het_offset is not None:

@@ -166,6 +166,11 @@ def test_time_window_plan_bounds_start_time_at_both_ends(tmp_path):
     assert "USING INDEX ix_start (start_time>? AND start_time<?)" in plan, plan
     longest_plan = " ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + Q.LONGEST_SQL))
     assert "ix_elapsed" in longest_plan, longest_plan  # max(elapsed_s) read from the index's end
+    from slurm_energy.jobid import parse_jobid
+
+    w = Q.where(specs=[parse_jobid("sBR1JB8J1YM400")])  # a SLUID: its own indexed column (v4), no JSON read
+    plan = " ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + Q.rows_sql(w), w.params))
+    assert "USING INDEX ix_sluid (sluid=?)" in plan and "job_json" not in plan, plan
 
 
 def test_jobenergy_reads_summary_rows_without_pydantic(tmp_path):
