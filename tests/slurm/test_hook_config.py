@@ -75,13 +75,14 @@ HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", 
 #: most of a hook's CPU), now 65, most of them for its first counter reading (readers, sample file,
 #: the dataclasses of slurm_energy.core); the Epilog 17. A new import on this path must justify
 #: itself by raising these bounds. +1 each (issue 22): slurm_energy.textsafe (no imports of its
-#: own), which escapes a user's text in the hooks' log lines.
-MAX_PROLOG_MODULES = 67
-MAX_EPILOG_MODULES = 19
+#: own), which escapes a user's text in the hooks' log lines. +1 each (issue 29): slurm_energy.jobmeta
+#: (no imports of its own), the one declaration of the job's identity fields the hooks' context uses.
+MAX_PROLOG_MODULES = 68
+MAX_EPILOG_MODULES = 20
 #: The Prolog once a sampler has listed the node's counter files (every job but a node's first, on
 #: a node without job GPUs: slurm_energy.slurm.prolograw): the files are read, not the readers
-#: imported; 20 modules (21 with slurm_energy.textsafe, issue 22).
-MAX_PROLOG_RAW_MODULES = 21
+#: imported; 20 modules (21 with slurm_energy.textsafe, issue 22; 22 with slurm_energy.jobmeta, issue 29).
+MAX_PROLOG_RAW_MODULES = 22
 
 #: the repo's code (as every other test here, and as _load_in_fresh_python made the resolved copy),
 #: run as the hook scripts run it (slurm_energy/slurm/hookrun.py: ``-I -S``, the package dir first)
