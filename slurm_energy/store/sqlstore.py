@@ -36,7 +36,6 @@ writer, and :meth:`Store.put` retries a locked database :data:`PUT_ATTEMPTS` tim
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
@@ -52,7 +51,14 @@ from slurm_energy.store.urls import check_store_url, shown_url
 if TYPE_CHECKING:  # pydantic is imported when a record is parsed or written, not for jobenergy's table
     from slurm_energy.model import JobRecord
 
-log = logging.getLogger(__name__)
+
+
+def _log() -> Any:
+    """This module's logger (``logging`` imported only by a writer: not on jobenergy's start-up)."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 #: Interim node views whose start times differ by less than this are the same attempt, s.
 #: (Prologs of one allocation start within seconds; a reused job id is months apart.)
@@ -157,7 +163,7 @@ class Store:
             except StoreDbError as e:
                 if attempt == self.put_attempts or not is_locked_error(e):
                     raise
-                log.warning("%s locked (attempt %d of %d): retrying in %.1f s", self.db.name, attempt,
+                _log().warning("%s locked (attempt %d of %d): retrying in %.1f s", self.db.name, attempt,
                             self.put_attempts, wait)
                 time.sleep(wait)
                 wait *= 2
@@ -172,7 +178,7 @@ class Store:
             if record.status in (Status.RUNNING, Status.NO_DATA):
                 better = "status <> :running" if record.status == Status.RUNNING else "status NOT IN (:running, :no_data)"
                 if db.execute(f"SELECT id FROM job_records WHERE {_SAME_ATTEMPT} AND {better} LIMIT 1", key):
-                    log.info("ignoring %s record for %s: a measured record is already stored",
+                    _log().info("ignoring %s record for %s: a measured record is already stored",
                              record.status.value, record.job_id)
                     return
             if record.status == Status.RUNNING:
