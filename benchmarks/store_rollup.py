@@ -243,16 +243,50 @@ def _peer_rounds(ours: dict[str, list[str]], env: dict, rounds: int, lock_wait_s
     return out
 
 
-def _versus(cmd, reps, env, before_env) -> str:
-    """``cmd``'s median as a new process, ms; with ``before_env`` (another checkout on PYTHONPATH)
-    both interleaved, each run alternating which goes first: ``before -> now``."""
-    if before_env is None:
+def _versus(cmd, reps, env, before=None) -> str:
+    """``cmd``'s median as a new process, ms; with ``before`` (the other checkout's env and its copy
+    of the store's URL) both interleaved, each round alternating which goes first: ``before -> now``."""
+    if before is None:
         return f"{_median_proc(cmd, reps, env):8.1f} ms"
-    now, before = [], []
+    url = cmd[cmd.index("--store") + 1]
+    old = [before[1] if c == url else c for c in cmd]
+    now, was = [], []
     for r in range(reps):
-        for which in ((now, env), (before, before_env))[::(-1 if r % 2 else 1)]:
-            which[0].append(_timed(cmd, which[1]))
-    return f"{statistics.median(before):8.1f} -> {statistics.median(now):8.1f} ms"
+        for times, c, e in ((now, cmd, env), (was, old, before[0]))[::(-1 if r % 2 else 1)]:
+            times.append(_timed(c, e))
+    return f"{statistics.median(was):8.1f} -> {statistics.median(now):8.1f} ms"
+
+
+def _v3_copy(url: str) -> str:
+    """A copy of the store at ``url`` in schema v3 (what main reads: no ``sluid`` column), same rows."""
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        path = url[len("sqlite:///"):]
+        dst = path.replace(".db", "-v3.db")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(dst + suffix):
+                os.unlink(dst + suffix)
+        src, out = sqlite3.connect(path), sqlite3.connect(dst)
+        src.backup(out)
+        src.close()
+        out.close()
+        copy = "sqlite:///" + dst
+    else:
+        head, _, name = url.rpartition("/")
+        admin = connect(f"{head}/postgres")
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}_v3"')
+        admin.execute(f'CREATE DATABASE "{name}_v3" TEMPLATE "{name}"')
+        admin.close()
+        copy = f"{head}/{name}_v3"
+    db = connect(copy)
+    if schema.current_version(db) == 4:
+        with db.transaction():
+            db.execute("DROP INDEX ix_sluid")
+            db.execute("ALTER TABLE job_records DROP COLUMN sluid")
+            db.execute("DELETE FROM schema_version WHERE version = 4")
+    db.close()
+    return copy
 
 
 def _store_rows(name: str, url: str, n: int, step: float, a, env, before_env=None) -> None:
@@ -260,6 +294,7 @@ def _store_rows(name: str, url: str, n: int, step: float, a, env, before_env=Non
     py = sys.executable
     fill = "" if a.no_fill else f"fill {_fill(url, n, step):.0f} s; "
     no_json, with_json = _sizes(url, n)
+    before = (before_env, _v3_copy(url)) if before_env is not None else None
     tag = f"[{name} {n} jobs]"
     print(f"{tag} {fill}{no_json:.0f} bytes/job without the record JSON, {with_json:.0f} with it", flush=True)
     print(f"{tag} rollup --month 2026-01 (SQL, in-process)          {_rollup_inproc(url, ['2026-01'], a.reps):8.1f} ms")
@@ -269,13 +304,13 @@ def _store_rows(name: str, url: str, n: int, step: float, a, env, before_env=Non
     for fmt in ("table", "csv", "json"):
         cli = [py, "-m", "slurm_energy.cli.main", "rollup", "--month", "2026-01", "--store", url, "--format", fmt]
         print(f"{tag} slurm-energy rollup --month 2026-01 --format {fmt:5s} (new process) "
-              f"{_versus(cli, a.reps, env, before_env)}", flush=True)
+              f"{_versus(cli, a.reps, env, before)}", flush=True)
     je = [py, "-m", "slurm_energy.cli.jobenergy", "--store", url, "-P"]
     late = T0 + (n - 5000) * step
     for what, extra in (("-j <early id>", ["-j", "1000010"]), ("-j <late id>", ["-j", str(1_000_000 + n - 10)]),
                         ("one day early", ["-S", "2026-01-02", "-E", "2026-01-03"]),
                         ("one day late", ["-S", _day(late), "-E", _day(late + 86400)])):
-        print(f"{tag} jobenergy {what:14s} (new process)          {_versus(je + extra, a.reps * 3, env, before_env)}",
+        print(f"{tag} jobenergy {what:14s} (new process)          {_versus(je + extra, a.reps * 3, env, before)}",
               flush=True)
 
 
@@ -299,7 +334,14 @@ def main() -> int:
     cfg = os.path.join(cfgdir, "site.yaml")
     with open(cfg, "w") as f:
         f.write("{}\n")
-    env = dict(os.environ, PYTHONPATH=REPO, SLURM_ENERGY_CONFIG=cfg)
+    # bytecode compiled once for both checkouts, in a cache of this run's own (an installed package
+    # has its .pyc; PYTHONDONTWRITEBYTECODE would compile every edited module at every start)
+    pyc = tempfile.mkdtemp(prefix="se-bench-pyc-")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=REPO, SLURM_ENERGY_CONFIG=cfg, PYTHONPYCACHEPREFIX=pyc)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(REPO, "slurm_energy")]
+                   + ([os.path.join(a.before, "slurm_energy")] if a.before else []), env=env, check=True,
+                   stdout=subprocess.DEVNULL)
     os.environ["SLURM_ENERGY_CONFIG"] = cfg
     # the hooks' resolved copy of site.yaml, as a Prolog leaves it on a node
     subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hookconfig import load_hook_config as f; f()"],

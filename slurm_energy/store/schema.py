@@ -33,7 +33,6 @@ from typing import Callable
 from slurm_energy.errors import StoreDbError
 from slurm_energy.jobmeta import IDENTITY
 from slurm_energy.store.db import Db
-from slurm_energy.store.progress import progress
 
 _D = "DOUBLE PRECISION"  # SQLite: REAL affinity
 
@@ -141,6 +140,7 @@ def _m2_split(db: Db) -> None:
     ``job_records`` (``ALTER TABLE ... DROP COLUMN``: SQLite >= 3.35, or PostgreSQL). A stored
     record_json that is not a JobRecord raises pydantic's ValidationError (nothing is changed then)."""
     from slurm_energy.model import JobRecord
+    from slurm_energy.store.progress import progress
     from slurm_energy.store.summary import hour_rows, site_hourly_ci, summary_columns
 
     _add_columns(db, SUMMARY_COLUMNS)

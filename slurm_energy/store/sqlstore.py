@@ -45,7 +45,6 @@ from slurm_energy.jobid import RUN_OVERLAP_SLACK_S, JobSpec, parse_jobid
 from slurm_energy.store import db as D
 from slurm_energy.store import schema
 from slurm_energy.store import select as Q
-from slurm_energy.store.summary import hour_rows, site_hourly_ci, summary_columns
 from slurm_energy.store.urls import check_store_url, shown_url
 
 if TYPE_CHECKING:  # pydantic is imported when a record is parsed or written, not for jobenergy's table
@@ -95,6 +94,7 @@ def _rows(record: JobRecord, hourly_ci: HourlyCI) -> tuple[dict, str, list[dict]
     """(job_records row, record JSON, job_hours rows without job_row_id) of one record. A record
     holding non-UTF-8 text is made safe first (:func:`slurm_energy.model.text_safe`)."""
     from slurm_energy.model import text_safe
+    from slurm_energy.store.summary import hour_rows, summary_columns
 
     try:
         text = record.model_dump_json()
@@ -123,7 +123,7 @@ class Store:
         job_hours rows' CO2e (default :func:`slurm_energy.store.summary.site_hourly_ci`: the site's
         imported files, read only for such records)."""
         self.db = db
-        self.hourly_ci = hourly_ci or site_hourly_ci()
+        self._hourly_ci = hourly_ci
         self.readonly = readonly
         self.put_attempts = max(1, int(put_attempts))
         self.retry_wait_s = retry_wait_s
@@ -134,6 +134,15 @@ class Store:
 
             ref = weakref.ref(self)
             atexit.register(lambda: (lambda st: st.close() if st is not None else on_close())(ref()))
+
+    @property
+    def hourly_ci(self) -> HourlyCI:
+        """The hourly carbon intensity a record's job_hours use (made at the first write)."""
+        if self._hourly_ci is None:
+            from slurm_energy.store.summary import site_hourly_ci
+
+            self._hourly_ci = site_hourly_ci()
+        return self._hourly_ci
 
     # -- writing ------------------------------------------------------------------------------
     def put(self, record: JobRecord, merge_running: Optional[MergeRunning] = None) -> None:
@@ -266,6 +275,8 @@ class Store:
     def records_by_id(self, ids: list[int], *, progress_what: str = "") -> list[JobRecord]:
         """The full records (job_json) of job_records ids, in the order given. With ``progress_what``,
         a progress bar on a terminal (:mod:`slurm_energy.store.progress`)."""
+        if not ids:
+            return []  # nothing to parse: pydantic not imported (rollup's table/csv/json)
         from slurm_energy.model import JobRecord
         from slurm_energy.store.progress import progress
 
