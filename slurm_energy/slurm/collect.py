@@ -69,9 +69,12 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
     from slurm_energy.slurm.finalize import results_dirs
     from slurm_energy.store.queue import drain
 
+    def store_only(rec: JobRecord) -> None:  # the finalizer that queued it published it to the rest
+        publish(rec, site_sinks(cfg, only=("store",)))
+
     lines: list[str] = []
-    if not dry_run:  # the store only: the finalizer that queued them published the rest
-        n, problems = drain(spool_dirs(cfg), lambda rec: publish(rec, site_sinks(cfg, only=("store",))))
+    if not dry_run:
+        n, problems = drain(spool_dirs(cfg), store_only)
         lines += [f"stored {n} queued record(s)"] * bool(n) + problems
     leftover_lines, young = finish_leftovers(cfg, spool_dirs(cfg), now, older_than_s, dry_run, store=store)
     lines += leftover_lines
@@ -397,10 +400,10 @@ def prune(store, spools: list[str], results_dirs: list[str], older_than_s: float
     for rd in results_dirs:
         root = Path(rd)
         for d in sorted(root.glob("*/*.*")) if root.is_dir() else []:
-            job_id, _, r = d.name.rpartition(".")
-            if not d.is_dir() or not r.isdigit() or now - _newest(str(d)) < older_than_s:
+            job_id, _, restart = d.name.rpartition(".")
+            if not d.is_dir() or not restart.isdigit() or now - _newest(str(d)) < older_than_s:
                 continue
-            if not stored(job_id, int(r), d.parent.name if d.parent.name != "default" else ""):
+            if not stored(job_id, int(restart), d.parent.name if d.parent.name != "default" else ""):
                 continue
             out.append(f"{'would remove' if dry_run else 'removed'} {d}")
             if not dry_run:
