@@ -1,4 +1,4 @@
-"""Which job_records rows a query selects, as SQL text with ``:name`` parameters (no SQLAlchemy).
+"""Which job_records rows a query selects, as SQL text with ``:name`` parameters.
 
 :class:`slurm_energy.store.sqlstore.Store` runs it (``:name`` parameters; SQLite or PostgreSQL).
 

@@ -116,7 +116,7 @@ def check_store_url(url) -> Optional[str]:
     """Say whether ``url`` can be a store here, without connecting or creating anything.
 
     Args:
-        url: a SQLAlchemy URL string (``paths.store_url``, ``--store``, ``$SLURM_ENERGY_STORE``).
+        url: a store URL (``paths.store_url``, ``--store``, ``$SLURM_ENERGY_STORE``).
 
     Returns:
         None when the URL is supported and its driver is installed; otherwise one line naming the

@@ -1,5 +1,5 @@
 """jobenergy takes every job id form sacct prints and a SLUID (Slurm >= 25.11), and finds the
-stored job/run by it, through both store readers (Python's sqlite3 fast path and SQLAlchemy).
+stored job/run by it, through the store.
 
 Forms: tests/test_jobid.py (sources: SchedMD/slurm slurmdb_defs.c slurmdb_get_job_id_str, log.c
 log_build_step_id_str, sluid.c print_sluid; commit 284c3b95f0)."""
