@@ -178,11 +178,6 @@ class JobMeta(_JobMetaFields):
     Shared by the spool's job context and the stored record (same names, same meaning).
     """
 
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        """Names of the JobMeta fields (also fields of JobRecord and JobContext)."""
-        return tuple(IDENTITY)
-
     def meta(self) -> "JobMeta":
         """Just the :class:`JobMeta` part (of a subclass such as ``JobContext``)."""
         return JobMeta(**{k: getattr(self, k) for k in IDENTITY})

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple, Optional
 
+from slurm_energy.store.urls import shown_url
+
 
 class Site(NamedTuple):
     """What jobenergy takes from the site config, and where it came from (for messages)."""
@@ -62,11 +64,5 @@ def load_site() -> Site:
                 float(cfg.sampling.interim_s))
 
 
-def _shown_url(url: str) -> str:
-    """The store URL with any password hidden (:func:`slurm_energy.store.urls.shown_url`); a URL
-    without ``@`` has none: shown as given."""
-    if "@" not in url:
-        return url
-    from slurm_energy.store.urls import shown_url
-
-    return shown_url(url)
+#: the store URL with any password hidden, as every command shows it
+_shown_url = shown_url

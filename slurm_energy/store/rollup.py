@@ -26,13 +26,14 @@ from slurm_energy.store.select import LONGEST_SQL
 COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
            "gpu_idle_kwh")
 BY = ("user", "account", "partition")
+#: the window's rows: final attempts that ran in [t0, t1) (a zero-length one where it started);
+#: start_time bounded below by the longest stored attempt (an index range bounded at both ends)
+IN_WINDOW = ("j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= :t0 - :longest AND "
+             "(j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0))")
 
 
 def _sql(dialect: str, by: str) -> str:
     g, le = ("greatest", "least") if dialect == "postgresql" else ("max", "min")
-    # the window's rows: final attempts overlapping [t0, t1); start_time bounded below by the longest
-    in_window = ("j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= :t0 - :longest AND "
-                 "(j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0))")
     inside = "(j.start_time >= :t0 AND j.end_time < :t1 AND NOT coalesce(j.hours_outside, FALSE))"
     # one hour's span [a, b] (time_split.window_hourly_j): the job's part of the hour, or the whole
     # hour when the energy is stamped outside the job's times; its fraction inside [t0, t1)
@@ -59,7 +60,7 @@ WITH s AS (
          j.it_kwh, j.facility_kwh, j.co2e_kg, j.measured_it_kwh, j.estimated_it_kwh, j.gpu_idle_kwh,
          {f} AS f, {fc} AS fc
   FROM job_records j
-  WHERE {in_window}
+  WHERE {IN_WINDOW}
 )
 SELECT grp, count(*), sum(CASE WHEN it_kwh IS NULL THEN 1 ELSE 0 END), sum(it_kwh * f), sum(facility_kwh * f),
        sum(co2e_kg * fc), sum(measured_it_kwh * f), sum(estimated_it_kwh * f), sum(gpu_idle_kwh * f)
@@ -86,9 +87,7 @@ def month_rollup(db: Db, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
 def month_ids(db: Db, t0: float, t1: float) -> list[int]:
     """job_records ids of the final attempts that ran in [t0, t1) (as :func:`month_rollup`), oldest first."""
     longest = db.execute(LONGEST_SQL)[0][0] or 0.0
-    q = ("SELECT j.id FROM job_records j WHERE j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= "
-         ":t0 - :longest AND (j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0)) "
-         "ORDER BY j.start_time, j.id")
+    q = f"SELECT j.id FROM job_records j WHERE {IN_WINDOW} ORDER BY j.start_time, j.id"
     return [r[0] for r in db.execute(q, {"t0": float(t0), "t1": float(t1), "longest": float(longest)})]
 
 
@@ -103,8 +102,7 @@ def top_gpu_idle(db: Db, t0: float, t1: float, limit: int = 10) -> list[dict[str
     ``limit``; each ``TOP_COLUMNS`` (kWh; method counter/power_integration = measured in an idle state)."""
     longest = db.execute(LONGEST_SQL)[0][0] or 0.0
     cols = ", ".join(f'j."{c}"' for c in TOP_COLUMNS)
-    q = (f"SELECT {cols} FROM job_records j WHERE j.status <> 'running' AND j.start_time < :t1 AND "
-         "j.start_time >= :t0 - :longest AND (j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0)) "
-         "AND j.gpu_idle_kwh > 0 ORDER BY j.gpu_idle_kwh DESC, j.start_time LIMIT :n")
+    q = (f"SELECT {cols} FROM job_records j WHERE {IN_WINDOW} AND j.gpu_idle_kwh > 0 "
+         "ORDER BY j.gpu_idle_kwh DESC, j.start_time LIMIT :n")
     rows = db.execute(q, {"t0": float(t0), "t1": float(t1), "longest": float(longest), "n": int(limit)})
     return [dict(zip(TOP_COLUMNS, r)) for r in rows]
