@@ -346,6 +346,14 @@ def main() -> int:
     # the hooks' resolved copy of site.yaml, as a Prolog leaves it on a node
     subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hookconfig import load_hook_config as f; f()"],
                    env=env, check=True)
+    before_env = None
+    if a.before:  # its own site.yaml and resolved copy (a copy is keyed on the config code that made it)
+        bcfg = os.path.join(tempfile.mkdtemp(prefix="se-bench-cfg-"), "site.yaml")
+        with open(bcfg, "w") as f:
+            f.write("{}\n")
+        before_env = dict(env, PYTHONPATH=a.before, SLURM_ENERGY_CONFIG=bcfg)
+        subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hookconfig import load_hook_config as f; f()"],
+                       env=before_env, check=True, cwd="/")
     ours: dict[str, list[str]] = {}
     for n in a.n:
         step = 25.0 if n <= 100_000 else 31.5
@@ -353,7 +361,7 @@ def main() -> int:
             ([("postgresql", pg_url(a.pg, n))] if a.pg else [])
         for name, url in urls:
             if not a.sacct_only:
-                _store_rows(name, url, n, step, a, env, dict(env, PYTHONPATH=a.before) if a.before else None)
+                _store_rows(name, url, n, step, a, env, before_env)
             if n == max(a.n):
                 for what, jid in (("early", "1000010"), ("late", str(1_000_000 + n - 10))):
                     ours[f"jobenergy -j <{what} id>, {name} {n // 1000}k jobs"] = \
