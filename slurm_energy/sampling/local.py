@@ -31,7 +31,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
-from slurm_energy.sampling.sampler import Sampler, Usage, UsageProbe, freeze_gc
+from slurm_energy.core import JobUsage
+from slurm_energy.sampling.sampler import Sampler, UsageProbe, freeze_gc
 
 if TYPE_CHECKING:  # subprocess and tempfile are imported where used: the Prolog imports this module
     import subprocess
@@ -243,13 +244,14 @@ class LocalSampler:
                  unresolved: Optional[list[str]] = None, gpu_note: str = "", interval_s: Optional[float] = None,
                  partition: str = "", work_dir: str = ".", child_of: Optional[int] = None,
                  tree_root: Optional[int] = None, job_marker: Optional[str] = None):
+        from slurm_energy.devices.hardware import HardwareConfig
         from slurm_energy.sampling.setup import build_readers
 
         self.cfg, self.label, self.partition = cfg, label, partition
         self.work_dir = os.path.abspath(work_dir)
         self.interval_s = float(interval_s or cfg.sampling.interval_s)
         drm = [] if gpu_uuids or unresolved else visible_drm_gpus(cfg)  # no NVIDIA GPU: AMD/Intel ones
-        readers, self.notes = build_readers(cfg, gpu_uuids, unresolved, drm_gpus=drm)
+        readers, self.notes = build_readers(HardwareConfig.of(cfg.hardware), gpu_uuids, unresolved, drm_gpus=drm)
         if gpu_note:
             self.notes.append(f"gpu: {gpu_note}")
         self.statics = [d for r in readers for d in r.devices()]
@@ -406,7 +408,7 @@ class LocalSampler:
         finally:
             log.close()
 
-    def stop(self, final_usage: Optional[Usage] = None) -> None:
+    def stop(self, final_usage: Optional[JobUsage] = None) -> None:
         """Take the final sample and stop (``final_usage``: exact usage known to the caller, e.g. a
         child's rusage; thread mode only)."""
         if self._proc is not None:
@@ -446,6 +448,7 @@ def _child_main(spec_json: str) -> int:
     ``spec["pid"]`` (itself excluded) until SIGTERM or until that process is gone."""
     from slurm_energy.config import load_site_config
     from slurm_energy.sampling.probes import ProcessTreeProbe
+    from slurm_energy.devices.hardware import HardwareConfig
     from slurm_energy.sampling.samplefile import SampleWriter
     from slurm_energy.sampling.setup import build_readers
 
@@ -454,7 +457,8 @@ def _child_main(spec_json: str) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))  # before the slow part
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a sample asked for before the loop runs: its first
     cfg = load_site_config(spec["config"])
-    readers, _ = build_readers(cfg, spec["gpus"], spec["unresolved"], drm_gpus=spec.get("drm") or [])
+    readers, _ = build_readers(HardwareConfig.of(cfg.hardware), spec["gpus"], spec["unresolved"],
+                               drm_gpus=spec.get("drm") or [])
     # CPU time from the first poll: the tree's CPU time before the block (imports, other ranks' set-up)
     # is not this measurement's
     probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}), end_pid=spec.get("end_pid"),
