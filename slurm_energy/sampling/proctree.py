@@ -140,7 +140,7 @@ class EnvScanner:
         self.proc = proc
         self._is_job: dict[str, bool] = {}  # /proc's entry name -> a process of the job
 
-    def _check(self, pid) -> bool:
+    def _check(self, pid: str) -> bool:
         """Whether ``pid``'s environment holds the job's variable: one open and one or two reads
         (os-level: Python's open() adds fstat, ioctl and lseek calls; a busy machine starts
         hundreds of processes between two scans), the block searched as bytes, not split."""

@@ -77,7 +77,7 @@ class Encoder:
         self._rows = 0  # rows since the last schema line
         #: sample_lines' device columns: (field, 0 energy / 1 integer delta / 2 plain, state key,
         #: quantum) each, and the index of the reading each comes from
-        self._plan: list[tuple[str, int, Optional[str], Optional[int]]] = []
+        self._plan: list[tuple[str, int, str, Optional[int]]] = []
         self._plan_at: list[int] = []
 
     def _schema_line(self, static: Any, doc: dict[str, Any]) -> str:
@@ -186,10 +186,10 @@ def _reading_key(r: Any) -> tuple[Any, ...]:
             r.mean_power_w is not None, r.util is not None, r.mem_bytes is not None, r.proc_util is not None)
 
 
-def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, Optional[str], Optional[int]]]:
+def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, str, Optional[int]]]:
     """The row's device cells for a schema's ``dev`` list: (reading index, field, 0 energy / 1
     integer delta / 2 plain, state key, quantum) per cell, in the row's order."""
-    plan: list[tuple[int, str, int, Optional[str], Optional[int]]] = []
+    plan: list[tuple[int, str, int, str, Optional[int]]] = []
     for i, d in enumerate(devs):
         key = str(d.get("device_id"))
         for c in d["c"]:
@@ -198,7 +198,7 @@ def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, Optional[str]
             elif c in INT_DELTA:
                 plan.append((i, c, 1, key + "." + c, None))
             else:
-                plan.append((i, c, 2, None, None))
+                plan.append((i, c, 2, "", None))
     return plan
 
 

@@ -88,7 +88,8 @@ class SlurmJobProbe:
                 continue
             if facts is not None:
                 cb, self._on_job_env = self._on_job_env, None
-                cb(facts)
+                if cb is not None:
+                    cb(facts)
                 return
 
     def poll(self, full: bool = True) -> Optional[JobUsage]:

@@ -171,7 +171,7 @@ def prolog_reading_by_sampler(cfg: SiteConfig, ctx: JobContext, spool: JobSpool)
                 r.close()
             prolograw.save_recipe(cfg, spool, files.paths)
             return
-        take_reading(readers, spool.samples + ".prolog", "prolog", t=float(raw["t"]), files=files)
+        take_reading(readers, spool.samples + ".prolog", "prolog", t=float(raw["t"]), files=files)  # type: ignore[index]
         if files.missing:  # the next Prolog reads the full way; its sampler makes the list again
             prolograw.drop_recipe(spool)
             raise ValueError(f"the Prolog did not read {files.missing[0]!r}")

@@ -8,7 +8,6 @@ from fakes.powercap import Zone, build_tree, set_energy
 
 from slurm_energy.accounting.integrate import series_from_readings
 from slurm_energy.sampling.files import KeptFiles
-from slurm_energy.sampling.readers import rapl
 from slurm_energy.sampling.readers.rapl import RaplReader, discover_zones
 
 PKG_RANGE = 262_143_328_850  # uJ, a real Xeon package max_energy_range_uj
