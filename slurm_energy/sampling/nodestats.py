@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 
 from slurm_energy.core import NodeUsage
 from slurm_energy.sampling.files import KeptFiles
@@ -24,7 +23,7 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/
 _NCPU = os.cpu_count() or 1  # logical CPUs, read once per process
 
 PROC_FILES = KeptFiles()  # /proc/stat and /proc/meminfo, kept open (a sampler reads them every sample)
-_SNAPSHOT: list[object] = [None, None]  # [thread id, NodeUsage] while node_snapshot() is active
+_SNAPSHOT: list[object] = [None, None]  # [thread id, NodeUsage] held by hold_snapshot()
 
 
 def _meminfo_bytes(meminfo: bytes, key: bytes) -> Optional[int]:
@@ -37,7 +36,7 @@ def _meminfo_bytes(meminfo: bytes, key: bytes) -> Optional[int]:
 def read_node_stats(proc: str = "/proc", files: Optional[FileSource] = None) -> NodeUsage:
     """The node's counters from ``/proc/stat`` (first line: user nice system idle iowait irq softirq
     steal guest guest_nice, in USER_HZ ticks) and ``/proc/meminfo`` (MemTotal, MemAvailable, kB),
-    as psutil's ``cpu_times()`` and ``virtual_memory()`` read them. Inside :func:`node_snapshot`
+    as psutil's ``cpu_times()`` and ``virtual_memory()`` read them. While :func:`hold_snapshot` holds one
     (same thread) the snapshot's reading. ``files``: where the files are read (default: /proc's
     through descriptors kept open, :data:`PROC_FILES`; another ``proc``: plain reads).
     Raises OSError if they are missing or unreadable."""
@@ -64,20 +63,7 @@ def read_node_stats(proc: str = "/proc", files: Optional[FileSource] = None) -> 
     return NodeUsage(round(total - idle, 3), round(total, 3), _NCPU, mem_total - avail, mem_total)
 
 
-@contextmanager
-def node_snapshot() -> Iterator[NodeUsage]:
-    """Read the node's counters once; :func:`read_node_stats` returns that reading in this thread
-    until the block ends (one sample's row and readers then see the same instant, and /proc is read
-    once per sample instead of once per reader). Raises OSError as :func:`read_node_stats`."""
-    ns = read_node_stats()
-    hold_snapshot(ns)
-    try:
-        yield ns
-    finally:
-        hold_snapshot(None)
-
-
 def hold_snapshot(ns: Optional[NodeUsage]) -> None:
-    """:func:`read_node_stats` returns ``ns`` in this thread from now on; ``None`` ends that
-    (:func:`node_snapshot` without a context manager: the sampler's per-sample path)."""
+    """:func:`read_node_stats` returns ``ns`` in this thread from now on; ``None`` ends that (a
+    sample's row and its CPU/RAM models then see one instant, /proc read once per sample)."""
     _SNAPSHOT[:] = [None if ns is None else threading.get_ident(), ns]

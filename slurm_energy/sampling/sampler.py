@@ -8,7 +8,7 @@ for ``slurm-energy run -- CMD`` / attach by PID). Timing:
   ``fsync_every_s``, 30 s, and for the start/cgroup_gone/final rows: an fsync cost more than the
   rest of a sample; a killed sampler still loses nothing written, a node crash at most 30 s).
   /proc/stat and /proc/meminfo are read once per sample for the row and every reader
-  (:func:`~slurm_energy.sampling.nodestats.node_snapshot`). Between samples the process sleeps
+  (:func:`~slurm_energy.sampling.nodestats.hold_snapshot`). Between samples the process sleeps
   in one ``poll()`` on a self-pipe (written by :meth:`Sampler.stop`, from a signal handler or
   another thread) and, where the probe has one, a descriptor that fires at the job's end
   (``UsageProbe.wakeup``: cgroup v2 ``cgroup.events``, a pidfd for a process tree): no periodic
