@@ -20,11 +20,11 @@ idle workload (``sleep``), at each interval:
   with ``pip install codecarbon==PIN`` on first use; no network needed by the tracker itself).
 
 Each contender's CPU time is taken at the job ages of ``--windows`` (default ``12-42,55-85``: s
-after it is ready, its first sample taken): CPU per sample in each window. As root, from a cpuacct cgroup of its own (``cpuacct.usage``, ns;
-every thread, also ended ones: CodeCarbon starts a ``threading.Timer`` thread per measurement);
-else utime + stime of its process (/proc/PID/stat, 10 ms ticks: use long windows). CPU per
-sample = delta / (window / interval); % of a core = delta / window; RSS = VmRSS at the end of
-the window. Medians over ``--reps``.
+after it is ready, its first sample taken): CPU per sample in each window. As root, from a
+cpuacct cgroup of its own (``cpuacct.usage``, ns; every thread and child, also ended ones:
+CodeCarbon starts a ``threading.Timer`` thread per measurement, our sampler forks its interim
+worker); else utime + stime of its process (/proc/PID/stat, 10 ms ticks: use long windows). CPU
+per sample = delta / (window / interval); RSS = VmRSS at the end. Medians over ``--reps``.
 ``--background N`` starts N extra idle processes first (cost must not grow with them).
 ``--tree before=/work/main,after=.``: our contenders once per source tree (PYTHONPATH), all in
 the same windows (before and after a change, interleaved).
