@@ -3,7 +3,7 @@
 A hook's wall time in a job burst is mostly its own CPU stretched by the machine's load, so this
 measures the CPU (user + system of ``sh`` + ``timeout`` + Python, from ``getrusage`` of the waited
 children), which the load changes little. Each interpreter's ``slurm-energy install`` writes its
-hooks into a throwaway directory with one site config (its own spool and log); then N jobs run
+hooks into a throwaway directory with a site config of its own (its own spool, log and store); then N jobs run
 Prolog, 0.3 s, Epilog for each installation in turn. The first job of each installation is left
 out (it writes the resolved config copy and, since issue 12, the node's counter-file list).
 Run as root (the hooks make root-only spools and chown the marks directory):
@@ -46,13 +46,16 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=15)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="se-hookcpu-")
-    site = os.path.join(tmp, "site.yaml")
-    with open(site, "w") as f:
-        f.write(f"paths:\n  spool_dir: {tmp}/spool\n  log_dir: {tmp}/log\n  store_url: sqlite:///{tmp}/jobs.db\n")
     trees = [os.path.abspath(t) for t in args.tree.split(",") if t]
     pys = args.python.split(",") if not trees else [args.python.split(",")[0]] * len(trees)
     names = trees or pys
     for i, py in enumerate(pys):
+        # a site config, spool, log and store per installation: the resolved config copy is keyed on
+        # the code's config schema, so two installations sharing one would each load it in full
+        site = os.path.join(tmp, f"site{i}.yaml")
+        with open(site, "w") as f:
+            f.write(f"paths:\n  spool_dir: {tmp}/spool{i}\n  log_dir: {tmp}/log{i}\n"
+                    f"  store_url: sqlite:///{tmp}/jobs{i}.db\n")
         env = dict(os.environ, PYTHONPATH=trees[i]) if trees else None
         subprocess.run([py, "-m", "slurm_energy.cli.main", "install", "--hooks-dir", f"{tmp}/hooks{i}",
                         "--config", site], check=True, capture_output=True, cwd="/", env=env)
