@@ -26,12 +26,13 @@ device's whole energy (``DeviceEnergy.device_energy_j``) beside the job's share.
 
 from __future__ import annotations
 
-from slurm_energy.devices.fractions import mig_fraction  # noqa: F401 - part of the attribution rules
-
 from typing import Mapping, Optional, Sequence
 
-from slurm_energy.accounting.integrate import Interval, SeriesEnergy, summarise_intervals
+import numpy as np
+
+from slurm_energy.accounting.integrate import SeriesEnergy, floats
 from slurm_energy.core import Flag
+from slurm_energy.devices.fractions import mig_fraction  # noqa: F401 - part of the attribution rules
 
 #: Attribution policies a site may choose (site config ``attribution.policy``):
 #:
@@ -225,22 +226,16 @@ def attribute_series(
             f"policy: {policy!r} cannot split measured energy; use 'shared' or "
             "'exclusive_whole_node' (or utilisation_weighted_j for 'utilisation_weighted')"
         )
+    n = len(series.t0)
     if policy == "exclusive_whole_node":
-        shares = [1.0] * len(series.intervals)
-    if len(shares) != len(series.intervals):
-        raise ValueError(
-            f"shares: need one share per interval ({len(series.intervals)}), got {len(shares)}"
-        )
-    out: list[Interval] = []
-    for i, (iv, sh) in enumerate(zip(series.intervals, shares)):
-        if sh is not None and not 0.0 <= sh <= 1.0:
-            raise ValueError(f"shares[{i}]: must be in [0, 1], got {sh!r}")
-        if iv.energy_j is None:
-            out.append(Interval(iv.t0, iv.t1, None, list(iv.flags)))
-        elif sh is None:
-            out.append(Interval(iv.t0, iv.t1, None, iv.flags + [FLAG_SHARE_UNKNOWN]))
-        else:
-            out.append(Interval(iv.t0, iv.t1, iv.energy_j * sh, list(iv.flags)))
-    res = summarise_intervals(out, wraps=series.wraps, resets=series.resets)
-    res.flags = sorted(set(res.flags) | set(series.flags))
-    return res
+        shares = [1.0] * n
+    if len(shares) != n:
+        raise ValueError(f"shares: need one share per interval ({n}), got {len(shares)}")
+    sh = floats(list(shares))
+    bad = np.flatnonzero((sh < 0) | (sh > 1))
+    if len(bad):
+        raise ValueError(f"shares[{int(bad[0])}]: must be in [0, 1], got {shares[int(bad[0])]!r}")
+    out = SeriesEnergy(series.t0, series.t1, series.energy * sh, dict(series.masks), series.wraps, series.resets,
+                       set(series.extra))
+    out.flag(FLAG_SHARE_UNKNOWN, series.measured & np.isnan(sh))
+    return out
