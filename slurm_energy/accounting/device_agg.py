@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from slurm_energy.accounting import attribution
 from slurm_energy.accounting.idle_gpu import IdleSums
-from slurm_energy.core import DeviceStatic, Method, worst_method
+from slurm_energy.core import DeviceStatic, Flag, Method, worst_method
 from slurm_energy.model import DeviceEnergy
 
 #: (time-weighted mean, variance, weight in s); (None, None, 0.0) when nothing was weighed
@@ -120,6 +120,6 @@ def clamp_flags(clamps: dict[str, float]) -> set[str]:
     """Flags for the ratios that were clamped (keys of ``clamps``: ``*_util``, ``*_share``, ``coverage``)."""
     out = set()
     for k in clamps:
-        out.add(attribution.FLAG_COVERAGE_CLAMPED if k == "coverage" else
-                attribution.FLAG_SHARE_CLAMPED if k.endswith("_share") else attribution.FLAG_UTIL_CLAMPED)
+        out.add(Flag.COVERAGE_CLAMPED if k == "coverage" else
+                Flag.SHARE_CLAMPED if k.endswith("_share") else Flag.UTIL_CLAMPED)
     return out

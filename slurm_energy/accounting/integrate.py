@@ -64,11 +64,6 @@ METHODS = ("counter", "power_integration", "tdp_estimate", "unavailable")
 #: a chosen allowance for power varying between two samples in ways the endpoints do not show.
 CROSS_CHECK_MARGIN = 0.10
 
-FLAG_COUNTER_INCONSISTENT = Flag.COUNTER_INCONSISTENT.value
-FLAG_POWER_DISAGREES = "power_disagrees"  # counter moved, averaged power disagreed: counter kept
-FLAG_COUNTER_STUCK = "counter_stuck"  # counter did not move while power was high: interval by power
-FLAG_COUNTER_RUNAWAY = "counter_runaway"  # counter above the device's power limit: interval by power
-
 #: Verdicts of :func:`interval_verdicts`.
 NO_CHECK, AGREE, DISAGREE, STUCK, RUNAWAY = -1, 0, 1, 2, 3
 
@@ -535,10 +530,10 @@ def checked(counter: SeriesEnergy, pw: Arr, *, resolution_j: float = 1e-6, power
     stuck, runaway = verdict == STUCK, verdict == RUNAWAY
     out = SeriesEnergy(counter.t0, counter.t1, np.where(stuck | runaway, power.energy, ec), dict(counter.masks),
                        counter.wraps, counter.resets, set(counter.extra))
-    out.flag(FLAG_COUNTER_STUCK, stuck)
-    out.flag(FLAG_COUNTER_RUNAWAY, runaway)
-    out.flag(FLAG_COUNTER_INCONSISTENT, stuck | runaway)
-    out.flag(FLAG_POWER_DISAGREES, verdict == DISAGREE)
+    out.flag(Flag.COUNTER_STUCK.value, stuck)
+    out.flag(Flag.COUNTER_RUNAWAY.value, runaway)
+    out.flag(Flag.COUNTER_INCONSISTENT.value, stuck | runaway)
+    out.flag(Flag.POWER_DISAGREES.value, verdict == DISAGREE)
     return out, np.flatnonzero(stuck | runaway).tolist()
 
 

@@ -149,17 +149,6 @@ def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: Optional[DeviceStatic]) 
     return out, flags
 
 
-def _clamped(raw: Arr, name: str, clamps: Optional[dict[str, float]]) -> Arr:
-    """``raw`` clamped to [0, 1] (NaN kept); the most extreme raw value outside goes to ``clamps``
-    (:func:`attribution.clamp_ratio`'s rule)."""
-    c = np.clip(raw, 0.0, 1.0)
-    out = ~np.isnan(raw) & (c != raw)
-    if clamps is not None and out.any():
-        dist = np.where(out, np.abs(raw - c), -1.0)
-        attribution.clamp_ratio(float(raw[int(np.argmax(dist))]), name, clamps)
-    return c
-
-
 def shares(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, flags: set[str],
            clamps: Optional[dict[str, float]] = None) -> Arr:
     """The job's share of the device over each interval between its rows ``rows`` (NaN = unknown):
@@ -173,21 +162,17 @@ def shares(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, flags: set[str
         if cls == "cpu":
             cpu = floats(cols.cpu_for_share) if cols.cpu_for_share else cols.arr("job_cpu")
             busy = cols.arr("node_busy")
-            jc, nb = cpu[i1] - cpu[i0], busy[i1] - busy[i0]
-            ok = ~np.isnan(jc) & ~np.isnan(nb) & (jc >= 0) & (nb >= 0)
-            s = _clamped(np.where(ok & (nb > 0), jc / nb, np.nan), "cpu_share", clamps)
-            s[(ok & (nb == 0)) | (np.isnan(s) & (jc == 0))] = 0.0
+            jc = cpu[i1] - cpu[i0]
+            s = attribution.cpu_shares(jc, busy[i1] - busy[i0], clamps)
+            s[np.isnan(s) & (jc == 0)] = 0.0  # no CPU used: none of the package's energy, node counters or not
             return s
         if cls == "ram":
             c = cols.arr("job_cpu")
             c0, c1 = c[i0], c[i1]
             mem = cols.arr("job_mem")
             jm = np.where(np.isnan(mem[i1]), mem[i0], mem[i1])
-            nm = cols.arr("node_mem")[i1]
-            ok = ~np.isnan(c1) & ~np.isnan(jm) & ~np.isnan(nm) & (jm >= 0) & (nm > 0)
-            s = _clamped(np.where(ok, jm / nm, np.nan), "ram_share", clamps)
-            s[np.isnan(jm) & (c1 == c0)] = 0.0
-            s[np.isnan(c1)] = np.nan
+            s = attribution.ram_shares(np.where(np.isnan(c1), np.nan, jm), cols.arr("node_mem")[i1], clamps)
+            s[np.isnan(jm) & (c1 == c0)] = 0.0  # no memory seen and no CPU used: the job not running
             return s
     if cls == "gpu":
         texts = dc.vals["proc_util"][1:]
@@ -220,7 +205,7 @@ def utilisation(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, dt: Arr,
             u = np.where(np.isnan(tot) | (tot == 0), np.nan, cols.arr("job_mem")[i1] / tot)
         else:
             u = floats(dc.vals["util"][1:])
-    return _clamped(np.where(dt > 0, u, np.nan), f"{cls}_util", clamps)
+    return attribution.clamp_ratios(np.where(dt > 0, u, np.nan), f"{cls}_util", clamps)
 
 
 def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: Optional[DeviceStatic], cols: Columns) -> Arr:
@@ -236,7 +221,7 @@ def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: Optional[
         ncpu = np.where(np.isnan(ncpu) | (ncpu == 0), 1.0, ncpu)
         alloc = np.full(len(dt), float(cols.cpus_alloc)) if cols.cpus_alloc else ncpu
         pw = pw * np.minimum(1.0, alloc / ncpu)  # rated power of the allocated CPUs
-    return 1 * utils * pw * dt
+    return attribution.utilisation_weighted_j(1, utils, pw, dt)
 
 
 def fill_cpu_tail(cols: Columns, job_cpu_total_s: Optional[float] = None) -> Optional[str]:

@@ -29,7 +29,7 @@ import numpy as np
 from slurm_energy.accounting import attribution, phases
 from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule, idle_sums
-from slurm_energy.accounting.integrate import FLAG_COUNTER_INCONSISTENT, Arr, device_series, unique
+from slurm_energy.accounting.integrate import Arr, device_series, unique
 from slurm_energy.accounting.node_series import (Columns, fill_cpu_tail, shares, table_columns, tdp_cpu_power,
                                                  utilisation, utilisation_weighted)
 from slurm_energy.accounting.phases import Marks
@@ -264,7 +264,7 @@ def device_agg(dc: DeviceColumns, t: Arr, cols: Columns, st: Optional[DeviceStat
         share = share * frac
         flags.add(f"{kind}{frac:.4g}")
     methods = {Method.parse(k.get("method")) for k in kinds}
-    inconsistent = whole.masks.get(FLAG_COUNTER_INCONSISTENT)
+    inconsistent = whole.masks.get(Flag.COUNTER_INCONSISTENT.value)
     if inconsistent is not None:  # stuck/runaway intervals were charged by power integration
         methods |= {Method.POWER_INTEGRATION}
         if not (whole.measured & ~inconsistent).any():
@@ -274,7 +274,7 @@ def device_agg(dc: DeviceColumns, t: Arr, cols: Columns, st: Optional[DeviceStat
         job = utilisation_weighted(cls, rows, utils, dt, st, cols)
         unknown = np.isnan(job)
     else:
-        job = whole.energy * (1.0 if policy == "exclusive_whole_node" else share)
+        job = attribution.attribute_series(whole, share, policy).energy
         unknown = whole.measured & np.isnan(job)
     if unknown.any():
         flags.add(Flag.SHARE_UNKNOWN.value)
