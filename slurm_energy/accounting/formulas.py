@@ -13,11 +13,10 @@ power energy; the sum, PUE, CI and alpha are the same.
 
 from __future__ import annotations
 
-from slurm_energy.units import J_PER_KWH
-
 from typing import Iterable, Optional
 
 from slurm_energy.model import DEVICE_CLASSES, CarbonFacts, JobRecord, Method, Status, worst_method
+from slurm_energy.units import J_PER_KWH, co2e_kg
 
 #: A device counts as fully measured when intervals with energy cover this fraction of the job's
 #: time (the sampler starts ~0.3 s after the Prolog: a short job never reaches 100 %).
@@ -36,23 +35,11 @@ def it_energy_j(terms: Iterable[tuple[float, float, float, float]]) -> float:
     return sum(class_energy_j(*t) for t in terms)
 
 
-def j_to_kwh(j: Optional[float]) -> Optional[float]:
-    """J -> kWh (None stays None: unmeasured is not 0)."""
-    return None if j is None else j / J_PER_KWH
-
-
 def facility_kwh(it_kwh: float, pue: float) -> float:
     """E_facility = E_IT x PUE, kWh. Raises ValueError if PUE < 1 (a PUE below 1 is not physical)."""
     if pue < 1:
         raise ValueError(f"PUE must be >= 1, got {pue}: fix datacenters.<name>.pue in the site config")
     return it_kwh * pue
-
-
-def co2e_kg(facility_kwh_: float, ci_g_per_kwh: float, alpha: float = 1.0) -> float:
-    """CO2e = E_facility (kWh) x CI (gCO2e/kWh) x alpha / 1000, in kgCO2e."""
-    if ci_g_per_kwh < 0 or alpha < 0:
-        raise ValueError(f"carbon intensity and alpha must be >= 0, got CI={ci_g_per_kwh}, alpha={alpha}")
-    return facility_kwh_ * ci_g_per_kwh * alpha / 1000.0
 
 
 def _sum_known(values: list[Optional[float]]) -> Optional[float]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
+from slurm_energy.units import J_PER_KWH
 
 #: Bounds on what a job's marks may hold (the file is user data, read by root).
 MAX_MARKS = 10_000
@@ -273,7 +274,7 @@ def job_windows(rec: JobRecord) -> JobRecord:
         for w in node.windows:
             k = _key(w, seen)
             merged[k] = _add(merged[k], w) if k in merged else w.model_copy(deep=True)
-    job_it = None if rec.it_kwh is None else rec.it_kwh * 3.6e6
+    job_it = None if rec.it_kwh is None else rec.it_kwh * J_PER_KWH
     for w in merged.values():
         if w.it_j is not None and job_it and rec.co2e_kg is not None:
             w.co2e_kg = rec.co2e_kg * w.it_j / job_it

@@ -40,6 +40,7 @@ import subprocess
 from typing import Callable, Optional
 
 from slurm_energy.model import JobRecord, Method
+from slurm_energy.units import J_PER_KWH
 
 log = logging.getLogger("slurm_energy.outputs.slurm_writeback")
 
@@ -60,7 +61,7 @@ def summary_text(rec: JobRecord, max_chars: int = 240) -> str:
     for cls in sorted(rec.methods):
         j = rec.energy_it_j.get(cls)
         m = _ABBR.get(rec.methods[cls].value, rec.methods[cls].value)
-        parts.append(f"{cls} unmeasured" if j is None else f"{cls} {j / 3.6e6:.4g} {m}")
+        parts.append(f"{cls} unmeasured" if j is None else f"{cls} {j / J_PER_KWH:.4g} {m}")
     it = "n/a kwh it" if rec.it_kwh is None else f"{rec.it_kwh:.4g} kwh it"
     fac = "" if rec.facility_kwh is None else f", {rec.facility_kwh:.4g} kwh facility"
     co2 = "n/a" if rec.co2e_kg is None else f"{rec.co2e_kg * 1000:.4g}"
@@ -171,7 +172,7 @@ class SlurmWriteback:
             if v is None or v < TRES_MIN_VERSION:
                 have = "unknown" if v is None else f"{v[0]}.{v[1]:02d}"
                 return f"energy TRES not set: needs Slurm >= 25.11 (sacctmgr {have})"
-        joules = int(round(rec.it_kwh * 3.6e6))
+        joules = int(round(rec.it_kwh * J_PER_KWH))
         rc, out = self.run([self.sacctmgr, "-i", "modify", "job", "where", f"jobid={rec.job_id}", "set",
                             f"TRES=energy={joules}"])
         if rc == 0 and "Modified" in out:
