@@ -118,7 +118,7 @@ class DeviceAgg:
 
 def clamp_flags(clamps: dict[str, float]) -> set[str]:
     """Flags for the ratios that were clamped (keys of ``clamps``: ``*_util``, ``*_share``, ``coverage``)."""
-    out = set()
+    out: set[str] = set()
     for k in clamps:
         out.add(Flag.COVERAGE_CLAMPED if k == "coverage" else
                 Flag.SHARE_CLAMPED if k.endswith("_share") else Flag.UTIL_CLAMPED)

@@ -46,7 +46,7 @@ reloaded" (NVML API reference). Per interval with a counter delta ``e_c`` and a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -336,9 +336,9 @@ def mean_power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEner
     return mean_power_run(t, v)
 
 
-def unavailable_series(times: Sequence[float]) -> SeriesEnergy:
+def unavailable_series(times: Union[Sequence[float], Arr]) -> SeriesEnergy:
     """A series with every interval between ``times`` (epoch s) dropped and flagged unavailable."""
-    t = floats(list(times))
+    t = times if isinstance(times, np.ndarray) else floats(list(times))
     s = SeriesEnergy(t[:-1], t[1:], np.full(max(0, len(t) - 1), np.nan))
     s.flag(Flag.UNAVAILABLE.value, np.ones(len(s.t0), dtype=bool))
     return s

@@ -221,7 +221,8 @@ def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: Optional[
         ncpu = np.where(np.isnan(ncpu) | (ncpu == 0), 1.0, ncpu)
         alloc = np.full(len(dt), float(cols.cpus_alloc)) if cols.cpus_alloc else ncpu
         pw = pw * np.minimum(1.0, alloc / ncpu)  # rated power of the allocated CPUs
-    return attribution.utilisation_weighted_j(1, utils, pw, dt)
+    e: Arr = attribution.utilisation_weighted_j(1, utils, pw, dt)
+    return e
 
 
 def fill_cpu_tail(cols: Columns, job_cpu_total_s: Optional[float] = None) -> Optional[str]:

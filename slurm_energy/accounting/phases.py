@@ -24,7 +24,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
 from slurm_energy.units import J_PER_KWH
@@ -45,7 +45,7 @@ _TAG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 TAG_WORD = re.compile(r"^[A-Za-z0-9_.+-]{1,32}$")
 
 
-def tag_value(v):
+def tag_value(v: Any) -> Union[float, str, None]:
     """A tag value as stored: a finite number as float, a short word (:data:`TAG_WORD`) as str,
     else None (ignored)."""
     if isinstance(v, str):
@@ -60,11 +60,11 @@ class Marks:
 
     phases: list[tuple[str, float, Optional[float], int]] = field(default_factory=list)
     stages: list[tuple[float, float]] = field(default_factory=list)
-    tags: dict = field(default_factory=dict)
+    tags: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
 
 
-def _num(v) -> Optional[float]:
+def _num(v: Any) -> Optional[float]:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     try:
@@ -105,8 +105,8 @@ def parse_marks(lines: Iterable[str]) -> Marks:
     return m
 
 
-def _one(m: Marks, d: dict, t: float, ev: str, open_: dict, bad: dict) -> None:
-    def flag(k):
+def _one(m: Marks, d: dict[str, Any], t: float, ev: str, open_: dict[Any, Any], bad: dict[str, int]) -> None:
+    def flag(k: str) -> None:
         bad[k] = bad.get(k, 0) + 1
 
     if ev == "begin":
@@ -173,7 +173,8 @@ def complement(windows: list[tuple[float, float]], start: float, end: float) -> 
     return [(a, b) for a, b in out if b > a]
 
 
-def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, float]]):
+def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, float]]
+                   ) -> tuple[dict[str, Optional[float]], dict[str, Method], float]:
     """Energy of the job over the disjoint ``windows``, per device class.
 
     Returns ``(energy_it_j, methods, coverage)``: class -> J (None = no measured second in the
@@ -211,7 +212,8 @@ def _sum_known(vals: list[Optional[float]]) -> Optional[float]:
     return sum(known) if known else None
 
 
-def _window(kind, name, a, b, series, parts=None, **kw) -> WindowEnergy:
+def _window(kind: str, name: str, a: float, b: float, series: Sequence[DeviceSeries],
+            parts: Optional[list[tuple[float, float]]] = None, **kw: Any) -> WindowEnergy:
     energy, methods, cov = windows_energy(series, parts if parts is not None else [(a, b)])
     return WindowEnergy(kind=kind, name=name, start_time=a, end_time=b, energy_it_j=energy, methods=methods,
                         it_j=_sum_known(list(energy.values())), coverage=min(1.0, cov), **kw)
@@ -256,7 +258,7 @@ def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end
     return out
 
 
-def _key(w: WindowEnergy, seen: dict) -> tuple:
+def _key(w: WindowEnergy, seen: dict[tuple[Any, ...], int]) -> tuple[Any, ...]:
     base = (w.kind, w.name if w.kind != "stage" else w.fraction)
     seen[base] = seen.get(base, -1) + 1
     return base + (seen[base],)
@@ -268,9 +270,9 @@ def job_windows(rec: JobRecord) -> JobRecord:
     of a name, a stage's fraction) is summed over nodes (known values only; coverage the lowest;
     method the worst). CO2e of a window = job CO2e x window IT J / job IT J (consistent with an
     hourly intensity too). Requires ``rec.it_kwh``/``rec.co2e_kg`` already set."""
-    merged: dict[tuple, WindowEnergy] = {}
+    merged: dict[tuple[Any, ...], WindowEnergy] = {}
     for node in rec.nodes:
-        seen: dict = {}
+        seen: dict[tuple[Any, ...], int] = {}
         for w in node.windows:
             k = _key(w, seen)
             merged[k] = _add(merged[k], w) if k in merged else w.model_copy(deep=True)

@@ -20,7 +20,6 @@ from the same intervals.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
