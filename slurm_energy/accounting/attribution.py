@@ -26,7 +26,7 @@ device's whole energy (``DeviceEnergy.device_energy_j``) beside the job's share.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from slurm_energy.devices.fractions import mig_fraction  # noqa: F401 - part of 
 #:   whole node's device energy, share 1 in every interval (idle included).
 #: * ``"utilisation_weighted"`` -- the method's model E = n x u x P x t (Lannelongue, Grealey &
 #:   Inouye 2021, "Green Algorithms", Adv. Sci. 8:2100707): rated power x the job's utilisation x
-#:   time, whatever was measured (:func:`utilisation_weighted_j`).
+#:   time, whatever was measured (:func:`slurm_energy.accounting.formulas.class_energy_j`).
 POLICIES = ("shared", "exclusive_whole_node", "utilisation_weighted")
 
 
@@ -179,25 +179,6 @@ def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, Optio
     return clamp_ratio(mine / total)
 
 
-def utilisation_weighted_j(count: int, util: Any, rated_power_w: Any, duration_s: Any) -> Any:
-    """The method's model E = n x u x P x t in J (policy ``utilisation_weighted``).
-
-    Args: ``count`` n devices (or cores), ``util`` u in [0, 1], ``rated_power_w`` P per device in W
-    (TDP / power limit), ``duration_s`` t in s; floats, or arrays of one shape (NaN = unknown: NaN
-    out). Source: Green Algorithms (see :data:`POLICIES`).
-
-    Raises:
-        ValueError: negative count, power or duration, or util outside [0, 1] (names the field).
-    """
-    for name, v in (("count", count), ("rated_power_w", rated_power_w), ("duration_s", duration_s)):
-        if np.any(np.asarray(v) < 0):
-            raise ValueError(f"{name}: must be >= 0, got {v!r}")
-    u = np.asarray(util)
-    if np.any((u < 0) | (u > 1)):
-        raise ValueError(f"util: must be a fraction in [0, 1], got {util!r}")
-    return count * util * rated_power_w * duration_s
-
-
 def cap_shares(shares: Mapping[str, Optional[float]]) -> dict[str, Optional[float]]:
     """Scale the known shares of several jobs on one device down so they sum to at most 1.
 
@@ -220,7 +201,7 @@ def attribute_series(series: SeriesEnergy, shares: Union[Sequence[Optional[float
         shares: one share per interval of ``series`` (same order), in [0, 1] or ``None``/NaN.
             Ignored under ``exclusive_whole_node`` (share 1).
         policy: ``"shared"`` or ``"exclusive_whole_node"``. (``utilisation_weighted`` is a model,
-            not a split of measured energy: use :func:`utilisation_weighted_j`.)
+            not a split of measured energy: :func:`~slurm_energy.accounting.formulas.class_energy_j`.)
 
     Returns:
         A new :class:`SeriesEnergy`: energy_k x share_k; an interval whose share is unknown is
@@ -233,7 +214,7 @@ def attribute_series(series: SeriesEnergy, shares: Union[Sequence[Optional[float
     if policy not in ("shared", "exclusive_whole_node"):
         raise ValueError(
             f"policy: {policy!r} cannot split measured energy; use 'shared' or "
-            "'exclusive_whole_node' (or utilisation_weighted_j for 'utilisation_weighted')"
+            "'exclusive_whole_node' (formulas.class_energy_j is 'utilisation_weighted')"
         )
     n = len(series.t0)
     sh = np.ones(n) if policy == "exclusive_whole_node" else (

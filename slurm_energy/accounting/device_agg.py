@@ -10,12 +10,13 @@ what they had (:mod:`slurm_energy.accounting.running`) instead of summing the wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from slurm_energy.accounting import attribution
 from slurm_energy.accounting.idle_gpu import IdleSums
 from slurm_energy.core import DeviceStatic, Flag, Method, worst_method
 from slurm_energy.model import DeviceEnergy
+from slurm_energy.sampling.sampletable import SampleTable
 
 #: (time-weighted mean, variance, weight in s); (None, None, 0.0) when nothing was weighed
 Stats = tuple[Optional[float], Optional[float], float]
@@ -114,6 +115,43 @@ class DeviceAgg:
             idle_spans=[list(x) for x in self.idle.spans] if gpu and self.idle else [],
             idle_bound_w=self.idle.bound_w if gpu and self.idle else None,
         )
+
+
+@dataclass
+class UsageAgg:
+    """The job's CPU time and memory over some rows, added stretch by stretch (a running summary)
+    or at once: the largest CPU time (CPU-s), the memory's sum and count (bytes; for the mean), the
+    largest memory or peak seen (bytes), the source of the last row with the job's usage."""
+
+    cpu_max: Optional[float] = None
+    mem_sum: float = 0.0
+    mem_n: int = 0
+    max_mem: Optional[int] = None
+    source: str = ""
+
+    def add_rows(self, table: SampleTable) -> None:
+        """The job's memory and source in the table's rows."""
+        for p, m, mx, src in zip(table.job_present, table.job_mem, table.job_max_mem, table.job_source):
+            if not p:
+                continue
+            if m is not None:
+                self.mem_sum += m
+                self.mem_n += 1
+            for v in (m, mx):
+                if v is not None and (self.max_mem is None or v > self.max_mem):
+                    self.max_mem = v
+            self.source = src or self.source
+
+    def add_cpu(self, job_cpu: Sequence[Optional[float]]) -> None:
+        """The job's CPU-time column (CPU-s, None = not observed) over some rows."""
+        cpu = [v for v in job_cpu if v is not None] + ([self.cpu_max] if self.cpu_max is not None else [])
+        if cpu:
+            self.cpu_max = max(cpu)
+
+    def fields(self) -> dict[str, Any]:
+        """:class:`~slurm_energy.model.NodeSummary`'s usage fields (CPU time only with a source)."""
+        return {"cpu_time_s": self.cpu_max if self.source else None, "max_mem_bytes": self.max_mem,
+                "mean_mem_bytes": self.mem_sum / self.mem_n if self.mem_n else None, "cpu_time_source": self.source}
 
 
 def clamp_flags(clamps: dict[str, float]) -> set[str]:

@@ -13,7 +13,9 @@ power energy; the sum, PUE, CI and alpha are the same.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
+
+import numpy as np
 
 from slurm_energy.model import DEVICE_CLASSES, CarbonFacts, JobRecord, Method, Status, worst_method
 from slurm_energy.units import J_PER_KWH, co2e_kg
@@ -23,16 +25,25 @@ from slurm_energy.units import J_PER_KWH, co2e_kg
 COVERAGE_COMPLETE = 0.95
 
 
-def class_energy_j(n: float, u: float, p_w: float, t_s: float) -> float:
-    """n x u x P x t for one device class, in J (W x s). Raises ValueError on negative inputs or u > 1."""
-    if n < 0 or p_w < 0 or t_s < 0 or not 0 <= u <= 1:
-        raise ValueError(f"need n >= 0, 0 <= u <= 1, P >= 0 W, t >= 0 s; got n={n}, u={u}, P={p_w}, t={t_s}")
+def class_energy_j(n: Any, u: Any, p_w: Any, t_s: Any) -> Any:
+    """E = n x u x P x t for one device class, in J (W x s): ``n`` devices (or cores), ``u`` the
+    utilisation in [0, 1], ``P`` the power per device in W (rated: TDP / power limit, for the
+    ``utilisation_weighted`` policy), ``t`` s. Floats, or numpy arrays of one shape (NaN = unknown:
+    NaN out). Source: Green Algorithms (Lannelongue, Grealey & Inouye 2021, Adv. Sci. 8:2100707).
+
+    Raises:
+        ValueError: a negative n, P or t, or u outside [0, 1] (names the field).
+    """
+    for name, v, ok in (("count", n, np.asarray(n) >= 0), ("util", u, (np.asarray(u) >= 0) & (np.asarray(u) <= 1)),
+                        ("rated_power_w", p_w, np.asarray(p_w) >= 0), ("duration_s", t_s, np.asarray(t_s) >= 0)):
+        if not np.all(ok | np.isnan(np.asarray(v, dtype=float))):
+            raise ValueError(f"{name}: got {v!r}; need n >= 0, 0 <= u <= 1, P >= 0 W, t >= 0 s")
     return n * u * p_w * t_s
 
 
 def it_energy_j(terms: Iterable[tuple[float, float, float, float]]) -> float:
     """E_IT = sum n_i u_i P_i t_i over ``terms`` = [(n, u, P_W, t_s), ...], in J."""
-    return sum(class_energy_j(*t) for t in terms)
+    return float(sum(class_energy_j(*t) for t in terms))
 
 
 def facility_kwh(it_kwh: float, pue: float) -> float:

@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from slurm_energy.accounting import attribution
+from slurm_energy.accounting.formulas import class_energy_j
 from slurm_energy.accounting.integrate import Arr, floats
 from slurm_energy.core import DeviceStatic, Flag
 from slurm_energy.sampling.sampletable import DeviceColumns, SampleTable, proc_util_dict
@@ -211,7 +212,7 @@ def utilisation(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, dt: Arr,
 def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: Optional[DeviceStatic], cols: Columns) -> Arr:
     """Policy ``utilisation_weighted``: per interval n x u x P x t (J; NaN = unknown) with P the
     rated power (TDP) of the job's part of the device (for a CPU, x allocated / node CPUs, at most
-    1): :func:`attribution.utilisation_weighted_j`. Needs the device's rated power, else unknown."""
+    1): :func:`formulas.class_energy_j`. Needs the device's rated power, else unknown."""
     p = st.rated_power_w if st else None
     if p is None:
         return np.full(len(dt), np.nan)
@@ -221,7 +222,7 @@ def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: Optional[
         ncpu = np.where(np.isnan(ncpu) | (ncpu == 0), 1.0, ncpu)
         alloc = np.full(len(dt), float(cols.cpus_alloc)) if cols.cpus_alloc else ncpu
         pw = pw * np.minimum(1.0, alloc / ncpu)  # rated power of the allocated CPUs
-    e: Arr = attribution.utilisation_weighted_j(1, utils, pw, dt)
+    e: Arr = class_energy_j(1, utils, pw, dt)
     return e
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from slurm_energy.accounting.device_agg import DeviceAgg
+from slurm_energy.accounting.device_agg import DeviceAgg, UsageAgg
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule
 from slurm_energy.accounting.node_series import CpuState, table_columns
 from slurm_energy.accounting.summary import Traces, _device_key_of, _effective_policy, device_aggs, device_energy
@@ -60,10 +60,7 @@ class RunningSummary:
         self.first_t: Optional[float] = None
         self.ncpu: Optional[int] = None
         self.mem_total: Optional[int] = None
-        self._cpu_max: Optional[float] = None
-        self._mem_sum, self._mem_n = 0.0, 0
-        self._max_mem: Optional[int] = None
-        self._src = ""
+        self.usage = UsageAgg()
         self._pending = False  # _last holds every row so far: the job not seen yet
 
     def update(self, *, statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
@@ -104,9 +101,7 @@ class RunningSummary:
                 have.merge(agg)
         for h, e in traces.hourly.items():
             self.hourly[h] = self.hourly.get(h, 0.0) + e
-        cpu = [v for v in cols.job_cpu[start:] if v is not None]
-        if cpu:
-            self._cpu_max = max(cpu + ([self._cpu_max] if self._cpu_max is not None else []))
+        self.usage.add_cpu(cols.job_cpu[start:])
         self._last, self._last_cpu = chunk.last_rows(1), cols.job_cpu[-1]
 
     def _node_facts(self, new: SampleTable) -> None:
@@ -114,16 +109,7 @@ class RunningSummary:
         self.first_t = new.t[0] if self.first_t is None else self.first_t
         self.ncpu = self.ncpu or next((n for n in new.node["ncpu"] if n), None)
         self.mem_total = next((m for m in reversed(new.node["mem_total_bytes"]) if m), self.mem_total)
-        for p, m, mx, src in zip(new.job_present, new.job_mem, new.job_max_mem, new.job_source):
-            if not p:
-                continue
-            if m is not None:
-                self._mem_sum += m
-                self._mem_n += 1
-            for v in (m, mx):
-                if v is not None and (self._max_mem is None or v > self._max_mem):
-                    self._max_mem = v
-            self._src = src or self._src
+        self.usage.add_rows(new)
 
     def summary(self, *, job_id: str, node: str, start_time: float, end_time: float,
                 statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
@@ -140,8 +126,6 @@ class RunningSummary:
                                  node=node, node_flags=node_flags)
                    for a in sorted(self.aggs.values(), key=lambda a: _device_key_of(a.device_class, a.device_id, by_id))]
         return NodeSummary(
-            node=node, job_id=job_id, start_time=start_time, end_time=end_time,
-            cpu_time_s=self._cpu_max if self._src else None, max_mem_bytes=self._max_mem,
-            mean_mem_bytes=self._mem_sum / self._mem_n if self._mem_n else None, n_samples=self.n_rows,
-            interval_s=interval_s, cpu_time_source=self._src, devices=devices, hourly_energy_j=dict(self.hourly),
+            node=node, job_id=job_id, start_time=start_time, end_time=end_time, **self.usage.fields(),
+            n_samples=self.n_rows, interval_s=interval_s, devices=devices, hourly_energy_j=dict(self.hourly),
             status=status, errors=list(errors or []))

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from slurm_energy.accounting import attribution, phases
-from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats
+from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats, UsageAgg
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule, idle_sums
 from slurm_energy.accounting.integrate import Arr, device_series, unique
 from slurm_energy.accounting.node_series import (Columns, fill_cpu_tail, shares, table_columns, tdp_cpu_power,
@@ -217,17 +217,12 @@ def _node_summary(table: SampleTable, cols: Columns, devices: list[DeviceEnergy]
     """The node's summary around its devices: the job's CPU time and memory over the samples, and
     the marked phases' windows."""
     windows, marks_flags = _windows(traces.series, marks, start_time, end_time, interval_s)
-    cpu_times = [v for v in cols.job_cpu if v is not None]
-    mems = [m for m in cols.job_mem if m is not None]
-    present = table.job_present
-    max_mems = [m for m, p in zip(table.job_max_mem, present) if p and m is not None]
-    src = next((s for s, p in zip(reversed(table.job_source), reversed(present)) if p and s), "")
+    usage = UsageAgg()
+    usage.add_rows(table)
+    usage.add_cpu(cols.job_cpu)
     ns = NodeSummary(
-        node=node, job_id=job_id, start_time=start_time, end_time=end_time,
-        cpu_time_s=max(cpu_times) if src and cpu_times else None,
-        max_mem_bytes=max(max_mems + mems) if (max_mems or mems) else None,
-        mean_mem_bytes=sum(mems) / len(mems) if mems else None,
-        n_samples=len(table), interval_s=interval_s, cpu_time_source=src, devices=devices,
+        node=node, job_id=job_id, start_time=start_time, end_time=end_time, **usage.fields(),
+        n_samples=len(table), interval_s=interval_s, devices=devices,
         hourly_energy_j=traces.hourly,
         windows=windows, marks_flags=marks_flags,
         status=status, errors=list(errors or []),
