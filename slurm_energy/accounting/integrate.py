@@ -264,29 +264,23 @@ def counter_series(points: list[tuple[float, Optional[int]]], max_range_uj: Opti
     Raises:
         ValueError: ``max_range_uj`` not positive, or a point is not a pair.
     """
-    t, v = _points(points, "points")
-    return counter_run(t, v, max_range_uj, max_power_w, range_unreadable)
+    return counter_run(*_points(points, "points"), max_range_uj, max_power_w, range_unreadable)
 
 
-def _powers(values: Sequence[Optional[float]], first: int, what: str) -> Arr:
+def power_run(t: Arr, values: Sequence[Optional[float]], mean: bool = False) -> SeriesEnergy:
+    """:func:`power_series` (``mean``: :func:`mean_power_series`) on a time array and power values
+    (W, None = unread). Raises ValueError naming the first negative value."""
     p = floats(values)
-    bad = np.flatnonzero(p[first:] < 0)
+    bad = np.flatnonzero(p[int(mean):] < 0) + int(mean)
     if len(p) > 1 and len(bad):
-        j = int(bad[0]) + first
-        msg = "power must be >= 0 W" if what == "power_w" else "must be >= 0 W"
-        raise ValueError(f"points[{j}].{what}: {msg}, got {values[j]!r}")
-    return p
-
-
-def power_run(t: Arr, values: Sequence[Optional[float]]) -> SeriesEnergy:
-    """:func:`power_series` on a time array and power values (W, None = unread)."""
-    p = _powers(values, 0, "power_w")
+        what = "mean_power_w: must" if mean else "power_w: power must"
+        raise ValueError(f"points[{bad[0]}].{what} be >= 0 W, got {values[bad[0]]!r}")
     s = _timed(t)
     if len(t) < 2:
         return s
     ok = s.dt > 0
-    s.flag(Flag.MISSING.value, ok & (np.isnan(p[:-1]) | np.isnan(p[1:])))
-    s.energy = np.where(ok, (p[:-1] + p[1:]) / 2.0 * s.dt, np.nan)
+    s.flag(Flag.MISSING.value, ok & (np.isnan(p[1:]) | (np.isnan(p[:-1]) & (not mean))))
+    s.energy = np.where(ok, (p[1:] if mean else (p[:-1] + p[1:]) / 2.0) * s.dt, np.nan)
     return s
 
 
@@ -303,20 +297,7 @@ def power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEnergy:
     Raises:
         ValueError: a power sample is negative (field ``power_w``), or a point is not a pair.
     """
-    t, v = _points(points, "points")
-    return power_run(t, v)
-
-
-def mean_power_run(t: Arr, values: Sequence[Optional[float]]) -> SeriesEnergy:
-    """:func:`mean_power_series` on a time array and modelled mean powers (W, None = unread)."""
-    p = _powers(values, 1, "mean_power_w")
-    s = _timed(t)
-    if len(t) < 2:
-        return s
-    ok = s.dt > 0
-    s.flag(Flag.MISSING.value, ok & np.isnan(p[1:]))
-    s.energy = np.where(ok, p[1:] * s.dt, np.nan)
-    return s
+    return power_run(*_points(points, "points"))
 
 
 def mean_power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEnergy:
@@ -332,8 +313,7 @@ def mean_power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEner
     Raises:
         ValueError: a mean power is negative, or a point is not a pair.
     """
-    t, v = _points(points, "points")
-    return mean_power_run(t, v)
+    return power_run(*_points(points, "points"), mean=True)
 
 
 def unavailable_series(times: Union[Sequence[float], Arr]) -> SeriesEnergy:
@@ -430,7 +410,7 @@ def _run(t: Arr, dc: DeviceColumns, a: int, b: int, method: Method, kinds: list[
     if method == Method.POWER_INTEGRATION:
         return power_run(t, dc.vals["power_w"][a:b])
     if method == Method.TDP_ESTIMATE:
-        return mean_power_run(t, (dc.vals["mean_power_w"] if mean_power_w is None else mean_power_w)[a:b])
+        return power_run(t, (dc.vals["mean_power_w"] if mean_power_w is None else mean_power_w)[a:b], mean=True)
     return unavailable_series(t)
 
 
@@ -566,6 +546,5 @@ def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, O
     if len(power_points) != n + 1 and n:
         raise ValueError(f"power_points: {len(power_points)} samples for {n} counter "
                          "intervals; pass the power read at the counter's sample times")
-    pw = _powers([p for _, p in power_points], 0, "power_w")
-    return checked(counter, pw, resolution_j=resolution_j, power_accuracy_w=power_accuracy_w,
-                   max_power_w=max_power_w, margin=margin)
+    return checked(counter, floats([p for _, p in power_points]), resolution_j=resolution_j,
+                   power_accuracy_w=power_accuracy_w, max_power_w=max_power_w, margin=margin)
