@@ -350,11 +350,19 @@ def _last(statics: Sequence[dict[str, Any]], key: str) -> Any:
 
 
 def unique(statics: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The distinct static dicts in order (readings of one schema line share one dict)."""
-    return list({id(s): s for s in statics}.values())
+    """The readings' static fields without consecutive repeats, in order (readings of one schema
+    line share one dict; an old JSON-lines file gives equal ones)."""
+    if not statics or statics.count(statics[0]) == len(statics):  # a C-level compare
+        return list(statics[:1])
+    out = [statics[0]]
+    for s in statics[1:]:
+        if s is not out[-1] and s != out[-1]:
+            out.append(s)
+    return out
 
 
-def device_series(t: Arr, dc: DeviceColumns, mean_power_w: Optional[list[Any]] = None) -> SeriesEnergy:
+def device_series(t: Arr, dc: DeviceColumns, mean_power_w: Optional[list[Any]] = None,
+                  kinds: Optional[list[dict[str, Any]]] = None) -> SeriesEnergy:
     """One device's readings (columns, ``t``: the times of its rows) -> :class:`SeriesEnergy`.
 
     Consecutive readings with the same method form a run (counter range and max power from the
@@ -363,13 +371,15 @@ def device_series(t: Arr, dc: DeviceColumns, mean_power_w: Optional[list[Any]] =
     dropped and flagged ``method_changed`` (e.g. RAPL turning EACCES mid-job). Reading flags
     (``eacces``...) are the series' too. A counter run whose readings also carry ``power_w`` goes
     through the counter-vs-power rule (:func:`cross_check_counter`). ``mean_power_w``: the modelled
-    powers to use instead of the columns' (filled by the summary where a reading lacked one).
+    powers to use instead of the columns' (filled by the summary where a reading lacked one);
+    ``kinds``: :func:`unique` of the readings' static fields, if the caller has them.
     """
     n = len(dc)
     if n < 2:
         return SeriesEnergy()
     st = dc.static
-    if st.count(st[0]) == n:  # readings of one schema share one dict: a C-level compare
+    kinds = unique(st) if kinds is None else kinds
+    if len(kinds) == 1:
         bounds = [0, n]
     else:
         meth = [Method.parse(s.get("method")) for s in st]
@@ -378,11 +388,11 @@ def device_series(t: Arr, dc: DeviceColumns, mean_power_w: Optional[list[Any]] =
     extra: set[str] = set()
     for a, b in zip(bounds, bounds[1:]):
         run = st[a:b]
-        kinds = unique(run)
-        for s in kinds:
+        run_kinds = kinds if len(bounds) == 2 else unique(run)
+        for s in run_kinds:
             extra.update(s.get("flags") or [])
         if b - a > 1:
-            parts.append(_run(t[a:b], dc, a, b, Method.parse(run[0].get("method")), kinds, mean_power_w))
+            parts.append(_run(t[a:b], dc, a, b, Method.parse(run[0].get("method")), run_kinds, mean_power_w))
         if b < n:
             gap = SeriesEnergy(t[b - 1:b], t[b:b + 1], np.full(1, np.nan))
             gap.flag(Flag.METHOD_CHANGED.value, np.ones(1, dtype=bool))

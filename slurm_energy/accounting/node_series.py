@@ -118,15 +118,17 @@ def table_columns(table: SampleTable, cpus_alloc: Optional[int], state: Optional
                    cpus_alloc=cpus_alloc)
 
 
-def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: Optional[DeviceStatic]) -> tuple[Optional[list[Any]], set[str]]:
+def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: Optional[DeviceStatic],
+                  kinds: Sequence[dict[str, Any]]) -> tuple[Optional[list[Any]], set[str]]:
     """A modelled CPU reading without its mean power (the first read of a reader in a new process:
     the Prolog's, the sampler's first, the Epilog's) gets it from the rows' node counters:
     TDP_total x busy CPU-time delta / all CPU-time delta since the device's previous reading.
 
     Returns the device's mean powers (W) with those filled (None: nothing to fill) and the flags
     the filled readings carry (``util_from_node_counters``; beyond the noise, ``util_clamped`` and
-    ``node_busy_raw:<f>``)."""
-    if not st or not st.rated_power_w:
+    ``node_busy_raw:<f>``). ``kinds``: the readings' distinct static fields."""
+    if not st or not st.rated_power_w or not any(
+            k.get("device_class") == "cpu" and k.get("method") == "tdp_estimate" for k in kinds):
         return None, set()
     vals = dc.vals["mean_power_w"]
     todo = [j for j in range(1, len(vals)) if vals[j] is None and dc.static[j].get("device_class") == "cpu"

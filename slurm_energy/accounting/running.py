@@ -4,9 +4,10 @@ no more per update than an hour-long one.
 
 :class:`RunningSummary` reads only the sample file's new lines
 (:class:`~slurm_energy.sampling.samplefile.SampleReader`), sums each device over the new intervals
--- from the last row it had to the newest -- with the rules of
-:func:`~slurm_energy.accounting.summary.summarise_node`, and adds the sums to what it had
-(:meth:`DeviceAgg.merge`). The Epilog's summary is computed afresh from the whole file; the
+-- from the last row it had to the newest -- with the functions
+:func:`~slurm_energy.accounting.summary.summarise_node` uses (``device_aggs``, the job's CPU-time
+column carried over in a :class:`~slurm_energy.accounting.node_series.CpuState`), and adds the sums
+to what it had (:meth:`DeviceAgg.merge`, :class:`UsageAgg`). The Epilog's summary is computed afresh from the whole file; the
 running one differs from it only where the final view knows more:
 
 * a stretch where the job's CPU time was not seen (the sampler not looking, or the job not seen in

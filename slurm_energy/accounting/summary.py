@@ -2,7 +2,7 @@
 
 For every device in the sample rows:
 
-1. its whole energy per interval, by its readings' method (:func:`integrate.series_from_readings`);
+1. its whole energy per interval, by its readings' method (:func:`integrate.device_series`);
 2. the job's share per interval (:mod:`attribution`): CPU by the job's CPU-time delta / the node's
    busy CPU-time delta; RAM by the job's memory / the node's used memory; a GPU allocated to the job
    is the job's (share 1) unless NVML per-process utilisation says it is shared; a MIG slice, an AMD
@@ -242,8 +242,9 @@ def device_agg(dc: DeviceColumns, t: Arr, cols: Columns, st: Optional[DeviceStat
     ``t``: the table's times (s); ``cols``: the table's :class:`Columns`."""
     cls = str(dc.static[-1].get("device_class"))
     rows = np.asarray(dc.rows, dtype=np.intp)
-    mean_power, tdp_flags = tdp_cpu_power(dc, cols, st)
-    whole = device_series(t[rows], dc, mean_power)
+    kinds = unique(dc.static)
+    mean_power, tdp_flags = tdp_cpu_power(dc, cols, st, kinds)
+    whole = device_series(t[rows], dc, mean_power, kinds)
     if len(dc) > 1:
         whole.extra |= tdp_flags
     dt = whole.dt
@@ -252,7 +253,6 @@ def device_agg(dc: DeviceColumns, t: Arr, cols: Columns, st: Optional[DeviceStat
     share = shares(cls, rows, dc, cols, flags, clamps)
     if cls in ("cpu", "ram") and cols.never_observed:
         flags.add(Flag.JOB_NEVER_OBSERVED.value)
-    kinds = unique(dc.static)
     kind, frac = _share_fraction(kinds)
     if frac is not None:  # a slice of a card measured whole: the card's energy x the slice's fraction
         share = share * frac
