@@ -53,7 +53,8 @@ def facility_kwh(it_kwh: float, pue: float) -> float:
     return it_kwh * pue
 
 
-def _sum_known(values: list[Optional[float]]) -> Optional[float]:
+def sum_known(values: list[Optional[float]]) -> Optional[float]:
+    """The sum of the known values, None when none is known (unmeasured is not 0)."""
     known = [v for v in values if v is not None]
     return sum(known) if known else None
 
@@ -85,8 +86,8 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
             if d.energy_j is None or d.coverage < COVERAGE_COMPLETE:
                 complete = False
     order = [c for c in DEVICE_CLASSES if c in per_class] + sorted(set(per_class) - set(DEVICE_CLASSES))
-    rec.energy_it_j = {c: _sum_known(per_class[c]) for c in order}
-    rec.device_energy_j = {c: _sum_known(per_class_dev[c]) for c in order}
+    rec.energy_it_j = {c: sum_known(per_class[c]) for c in order}
+    rec.device_energy_j = {c: sum_known(per_class_dev[c]) for c in order}
     rec.methods = {c: worst_method(methods[c]) for c in order}
     from slurm_energy.accounting.idle_gpu import job_totals
 
@@ -94,7 +95,7 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
     reported = {n.node for n in rec.nodes}
     missing = [n for n in rec.expected_nodes if n not in reported]
     rec.coverage_complete = complete and bool(rec.nodes) and not missing
-    it_j = _sum_known(list(rec.energy_it_j.values()))
+    it_j = sum_known(list(rec.energy_it_j.values()))
     rec.carbon = carbon
     if it_j is None:
         rec.it_kwh = rec.facility_kwh = rec.co2e_kg = None

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional, Sequence, Union
 
+from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
 from slurm_energy.units import J_PER_KWH
 
@@ -202,21 +203,16 @@ def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, fl
         if span > 0:
             cov = min(cov, measured / span)
     order = [c for c in DEVICE_CLASSES if c in per_cls] + sorted(set(per_cls) - set(DEVICE_CLASSES))
-    energy = {c: _sum_known(per_cls[c]) for c in order}
+    energy = {c: sum_known(per_cls[c]) for c in order}
     methods = {c: worst_method(meth.get(c, [])) for c in order}
     return energy, methods, (cov if series else 0.0)
-
-
-def _sum_known(vals: list[Optional[float]]) -> Optional[float]:
-    known = [v for v in vals if v is not None]
-    return sum(known) if known else None
 
 
 def _window(kind: str, name: str, a: float, b: float, series: Sequence[DeviceSeries],
             parts: Optional[list[tuple[float, float]]] = None, **kw: Any) -> WindowEnergy:
     energy, methods, cov = windows_energy(series, parts if parts is not None else [(a, b)])
     return WindowEnergy(kind=kind, name=name, start_time=a, end_time=b, energy_it_j=energy, methods=methods,
-                        it_j=_sum_known(list(energy.values())), coverage=min(1.0, cov), **kw)
+                        it_j=sum_known(list(energy.values())), coverage=min(1.0, cov), **kw)
 
 
 def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end: float,
@@ -290,9 +286,9 @@ def job_windows(rec: JobRecord) -> JobRecord:
 
 def _add(a: WindowEnergy, b: WindowEnergy) -> WindowEnergy:
     classes = list(dict.fromkeys(list(a.energy_it_j) + list(b.energy_it_j)))
-    energy = {c: _sum_known([a.energy_it_j.get(c), b.energy_it_j.get(c)]) for c in classes}
+    energy = {c: sum_known([a.energy_it_j.get(c), b.energy_it_j.get(c)]) for c in classes}
     methods = {c: worst_method([m for m in (a.methods.get(c), b.methods.get(c)) if m is not None]) for c in classes}
     return a.model_copy(update=dict(
         start_time=min(a.start_time, b.start_time), end_time=max(a.end_time, b.end_time), energy_it_j=energy,
-        methods=methods, it_j=_sum_known(list(energy.values())), coverage=min(a.coverage, b.coverage),
+        methods=methods, it_j=sum_known(list(energy.values())), coverage=min(a.coverage, b.coverage),
         flags=sorted(set(a.flags) | set(b.flags))))
