@@ -110,11 +110,11 @@ class SlurmWriteback:
 
     def __init__(self, admin_comment: bool = True, max_chars: int = 240,
                  foreign_markers: tuple[str, ...] | list[str] = ("JS1:", "{", "["), tres_energy: bool = False,
-                 scontrol: str = SCONTROL, sacct: str = SACCT, sacctmgr: str = SACCTMGR, run: Callable = _run,
+                 scontrol: str = SCONTROL, sacct: str = SACCT, sacctmgr: str = SACCTMGR, run: Optional[Callable] = None,
                  check_version: bool = True):
         self.admin_comment, self.max_chars, self.foreign_markers = admin_comment, max_chars, tuple(foreign_markers)
         self.tres_energy, self.check_version = tres_energy, check_version
-        self.scontrol, self.sacct, self.sacctmgr, self.run = scontrol, sacct, sacctmgr, run
+        self.scontrol, self.sacct, self.sacctmgr, self.run = scontrol, sacct, sacctmgr, run or _run
 
     def publish(self, rec: JobRecord) -> list[str]:
         """Write-back for a final record (a running record is ignored). Returns notes; never raises."""
