@@ -8,8 +8,6 @@ Messages name the field (or file), the bad value and the fix. Stdlib only: safe 
 
 from __future__ import annotations
 
-from typing import Optional
-
 __all__ = [
     "SlurmEnergyError", "ConfigError", "SlurmEnvError", "GpuResolveError", "HourlyDataError",
     "PredictionError", "SafeWriteError", "StoreError", "StoreUrlError", "MergeError", "SlurmFormatError",
@@ -43,7 +41,7 @@ class ImplausibleIntensityError(SlurmEnergyError, ValueError):
     None when there is no single guess; ``note``: when 0 may be written after all ("" when it does
     not apply)."""
 
-    def __init__(self, message: str, fix: str, guess: Optional[float] = None, note: str = "") -> None:
+    def __init__(self, message: str, fix: str, guess: float | None = None, note: str = "") -> None:
         super().__init__(message)
         self.fix = f"{fix}; {note}" if note else fix
         self.guess = guess
