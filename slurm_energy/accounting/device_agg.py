@@ -10,7 +10,7 @@ what they had (:mod:`slurm_energy.accounting.running`) instead of summing the wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from slurm_energy.accounting import attribution
 from slurm_energy.accounting.idle_gpu import IdleSums
@@ -81,8 +81,7 @@ class DeviceAgg:
         self.device_class = o.device_class
 
     def energy(self, st: Optional[DeviceStatic], *, policy: str, elapsed: float, span_known: bool, node: str,
-               node_flags: list[str], index: Optional[int], covers: Callable[[Method], str],
-               span_s: Optional[float] = None) -> DeviceEnergy:
+               node_flags: list[str], span_s: Optional[float] = None) -> DeviceEnergy:
         """The device's :class:`DeviceEnergy` over ``elapsed`` s of the job: method (the worst of
         its readings', unavailable without a job energy; a zero-length job measured is 0 J),
         coverage = measured s / ``span_s`` (clamped, flagged), flags with the clamped ratios'.
@@ -103,11 +102,11 @@ class DeviceAgg:
         coverage = 1.0 if span == 0 else attribution.clamp_ratio(self.measured_s / span, "coverage", clamps)
         return DeviceEnergy(
             device_class=self.device_class, device_id=self.device_id, node=node, model=st.model if st else "",
-            count=st.count if st else 1, index=index, method=method, energy_j=job_total,
+            count=st.count if st else 1, index=device_index(st), method=method, energy_j=job_total,
             device_energy_j=self.whole_j, rated_power_w=st.rated_power_w if st else None,
             mean_power_w=self.power[0], var_power_w2=self.power[1], mean_util=self.util[0], var_util=self.util[1],
             duration_s=elapsed, coverage=coverage, wraps=self.wraps, resets=self.resets,
-            dropped_samples=self.dropped, covers=covers(method),
+            dropped_samples=self.dropped, covers=_covers(self.device_class, self.device_id, method, policy, st),
             flags=sorted(self.flags | clamp_flags(clamps) | set(node_flags) | (self.idle.flags if gpu and self.idle else set())),
             unclamped=clamps,
             idle_s=self.idle.seconds() if gpu and self.idle else None,
@@ -152,6 +151,23 @@ class UsageAgg:
         """:class:`~slurm_energy.model.NodeSummary`'s usage fields (CPU time only with a source)."""
         return {"cpu_time_s": self.cpu_max if self.source else None, "max_mem_bytes": self.max_mem,
                 "mean_mem_bytes": self.mem_sum / self.mem_n if self.mem_n else None, "cpu_time_source": self.source}
+
+
+def device_index(st: Optional[DeviceStatic]) -> Optional[int]:
+    """The device's number from its inventory (a GPU's minor number), if the reader gave one."""
+    v = (st.extra or {}).get("minor") if st else None
+    return v if isinstance(v, int) else None
+
+
+def _covers(cls: str, dev_id: str, method: Method, policy: str, st: Optional[DeviceStatic]) -> str:
+    """What the device's energy covers: the device, its method and the job's share of it."""
+    share = {"cpu": "job share by cgroup CPU time / node busy CPU time",
+             "ram": "job share by job memory / node used memory",
+             "gpu": "GPU allocated to the job (or share by per-process utilisation)"}.get(cls, "")
+    if policy == "exclusive_whole_node":
+        share = "whole device charged to the job (exclusive_whole_node)"
+    what = dev_id if not st or not st.model else f"{dev_id} ({st.model})"
+    return f"{what}; {method.value}; {share}"
 
 
 def clamp_flags(clamps: dict[str, float]) -> set[str]:

@@ -30,7 +30,7 @@ from typing import Any, Optional
 from slurm_energy.accounting.device_agg import DeviceAgg, UsageAgg
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule
 from slurm_energy.accounting.node_series import CpuState, table_columns
-from slurm_energy.accounting.summary import Traces, _device_key_of, _effective_policy, device_aggs, device_energy
+from slurm_energy.accounting.summary import Traces, _device_key_of, _effective_policy, device_aggs
 from slurm_energy.core import DeviceStatic, Status
 from slurm_energy.model import NodeSummary
 from slurm_energy.sampling.samplefile import SampleReader
@@ -123,8 +123,8 @@ class RunningSummary:
         pol, node_flags = _effective_policy(policy, [self.ncpu], cpus_alloc)
         by_id = {s.device_id: s for s in statics}
         elapsed = max(0.0, end_time - start_time)
-        devices = [device_energy(a, by_id.get(a.device_id), policy=pol, elapsed=elapsed, span_known=span_known,
-                                 node=node, node_flags=node_flags)
+        devices = [a.energy(by_id.get(a.device_id), policy=pol, elapsed=elapsed, span_known=span_known,
+                            node=node, node_flags=node_flags)
                    for a in sorted(self.aggs.values(), key=lambda a: _device_key_of(a.device_class, a.device_id, by_id))]
         return NodeSummary(
             node=node, job_id=job_id, start_time=start_time, end_time=end_time, **self.usage.fields(),

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from slurm_energy.accounting import attribution, phases
-from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats, UsageAgg
+from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats, UsageAgg, device_index
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule, idle_sums
 from slurm_energy.accounting.integrate import Arr, device_series, unique
 from slurm_energy.accounting.node_series import (Columns, fill_cpu_tail, shares, table_columns, tdp_cpu_power,
@@ -181,9 +181,9 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
     devices = []
     for dc, agg in device_aggs(table, cols, static_by_id, policy, traces, gpu_idle):
         cpu = dc.static[-1].get("device_class") == "cpu"
-        devices.append(device_energy(agg, static_by_id.get(dc.device_id), policy=policy, elapsed=elapsed,
-                                     span_known=span_known, node=node, span_s=span,
-                                     node_flags=node_flags + ([tail_flag] if tail_flag and cpu else [])))
+        devices.append(agg.energy(static_by_id.get(dc.device_id), policy=policy, elapsed=elapsed,
+                                  span_known=span_known, node=node, span_s=span,
+                                  node_flags=node_flags + ([tail_flag] if tail_flag and cpu else [])))
     return _node_summary(table, cols, devices, traces, job_id=job_id, node=node, start_time=start_time,
                          end_time=end_time, interval_s=interval_s, status=status, errors=errors, marks=marks)
 
@@ -200,15 +200,6 @@ def device_aggs(table: SampleTable, cols: Columns, static_by_id: dict[str, Devic
     t = np.array(table.t, dtype=np.float64)
     return [(dc, device_agg(dc, t, cols, static_by_id.get(dc.device_id), policy=policy, traces=traces, gpu_idle=gpu_idle))
             for dc in sorted(table.devices.values(), key=lambda dc: _device_key(dc, static_by_id))]
-
-
-def device_energy(agg: DeviceAgg, st: Optional[DeviceStatic], *, policy: str, elapsed: float, span_known: bool,
-                  node: str, node_flags: list[str], span_s: Optional[float] = None) -> DeviceEnergy:
-    """The device's :class:`DeviceEnergy` from its sums (:meth:`DeviceAgg.energy`; ``span_s``:
-    coverage's denominator, default ``elapsed``)."""
-    return agg.energy(st, policy=policy, elapsed=elapsed, span_known=span_known, node=node, node_flags=node_flags,
-                      span_s=span_s,
-                      index=_index(st), covers=lambda m: _covers(agg.device_class, agg.device_id, m, policy, st))
 
 
 def _node_summary(table: SampleTable, cols: Columns, devices: list[DeviceEnergy], traces: Traces, *, job_id: str, node: str,
@@ -292,19 +283,13 @@ def device_agg(dc: DeviceColumns, t: Arr, cols: Columns, st: Optional[DeviceStat
                      flags=flags, clamps=clamps, idle=idle)
 
 
-def _index(st: Optional[DeviceStatic]) -> Optional[int]:
-    """The device's number from its inventory (a GPU's minor number), if the reader gave one."""
-    v = (st.extra or {}).get("minor") if st else None
-    return v if isinstance(v, int) else None
-
-
 def _device_key(dc: DeviceColumns, static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
     """Numeric device order (:func:`slurm_energy.natsort.device_sort_key`) by the device's last reading's class."""
     return _device_key_of(str(dc.static[-1].get("device_class")), dc.device_id, static_by_id)
 
 
 def _device_key_of(cls: str, dev_id: str, static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
-    return device_sort_key(cls, dev_id, _index(static_by_id.get(dev_id)))
+    return device_sort_key(cls, dev_id, device_index(static_by_id.get(dev_id)))
 
 
 def _windows(series: list[Callable[[], Any]], marks: Optional[Marks], start: float, end: float,
@@ -338,13 +323,3 @@ def _share_fraction(statics: Sequence[dict[str, Any]]) -> tuple[str, Optional[fl
                 except ValueError:
                     return "", None
     return "", None
-
-
-def _covers(cls: str, dev_id: str, method: Method, policy: str, st: Optional[DeviceStatic]) -> str:
-    share = {"cpu": "job share by cgroup CPU time / node busy CPU time",
-             "ram": "job share by job memory / node used memory",
-             "gpu": "GPU allocated to the job (or share by per-process utilisation)"}.get(cls, "")
-    if policy == "exclusive_whole_node":
-        share = "whole device charged to the job (exclusive_whole_node)"
-    what = dev_id if not st or not st.model else f"{dev_id} ({st.model})"
-    return f"{what}; {method.value}; {share}"

@@ -99,8 +99,7 @@ def test_coverage_above_one_is_clamped_and_flagged():
 
     agg = DeviceAgg("gpu", "GPU-1", {Method.POWER_INTEGRATION}, 500.0, 500.0, 10.0)
     agg.merge(DeviceAgg("gpu", "GPU-1", {Method.POWER_INTEGRATION}, 500.0, 500.0, 10.0))
-    d = agg.energy(None, policy="shared", elapsed=10.0, span_known=True, node="n1", node_flags=[], index=0,
-                   covers=lambda m: "", span_s=10.0)
+    d = agg.energy(None, policy="shared", elapsed=10.0, span_known=True, node="n1", node_flags=[], span_s=10.0)
     assert d.coverage == 1.0 and d.unclamped["coverage"] == pytest.approx(2.0)
     assert Flag.COVERAGE_CLAMPED in d.flags
 
