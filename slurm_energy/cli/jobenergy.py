@@ -321,29 +321,17 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
                 start: Optional[float], end: Optional[float], full: bool = False) -> Optional[list]:
     """The matching attempts, or None after printing why the store cannot be read: summary rows
     (:class:`slurm_energy.store.select.JobRow`), or with ``full`` JobRecords (``-l``, ``--json``,
-    ``--seff``, fields of the nodes). Read by :mod:`slurm_energy.store.fast` (SQLite: Python's sqlite3;
-    PostgreSQL: libpq; no SQLAlchemy, no pydantic for the table), else by open_store."""
-    filters = dict(specs=specs or None, users=users or None, accounts=_split(args.account) or None,
+    ``--seff``, fields of the nodes; pydantic only then)."""
+    filters = dict(jobs=specs or None, users=users or None, accounts=_split(args.account) or None,
                    partitions=_split(args.partition) or None, start=start, end=end)
     try:
-        from slurm_energy.store.fast import read_rows
-
-        got = read_rows(url, full=full, **filters)
-        if got is not None:
-            return got
-        import sqlalchemy.exc
-
         from slurm_energy.store import open_store
 
+        store = open_store(url, readonly=True)  # a reader never creates or migrates the store, even as root
         try:
-            store = open_store(url, readonly=True)  # a reader never creates or migrates the store, even as root
-            try:
-                kw = dict(filters, jobs=filters.pop("specs"))
-                return store.query(**kw) if full else store.rows(**kw)
-            finally:
-                store.close()
-        except sqlalchemy.exc.SQLAlchemyError as e:
-            raise RuntimeError(str(e)) from None
+            return store.query(**filters) if full else store.rows(**filters)
+        finally:
+            store.close()
     except (ValueError, RuntimeError, OSError) as e:
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         _err(f"cannot read the store {where}: {text}")

@@ -89,12 +89,12 @@ def test_rollup_sums_and_counts_unmeasured():
     assert rows["carol"]["it_kwh"] is None and rows["carol"]["unmeasured_jobs"] == 1
 
 
-def test_rollup_cli(store, site, capsys):
+def test_rollup_cli(store, store_url, site, capsys):  # noqa: F811
     t0, _ = month_bounds("2024-02")
     store.put(finished(node_record(job_id="1", user="alice", account="phys", start=t0 + 10, end=t0 + 100)))
     store.put(finished(node_record(job_id="2", user="bob", account="phys", start=t0 + 10, end=t0 + 100,
                                    cpu_j=7.2e6)))
-    url = store.engine.url.render_as_string(hide_password=False)
+    url = store_url
     rc = se_main(["rollup", "--month", "2024-02", "--by", "account", "-P", "--store", url])
     out = capsys.readouterr().out.strip().splitlines()
     # phys: 1.1 + 2.1 = 3.2 kWh IT, 4.8 kWh facility, 1.92 kg
