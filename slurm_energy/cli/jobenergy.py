@@ -6,7 +6,7 @@ or a SLUID, one run: :mod:`slurm_energy.jobid`),
 ``-u/--user``, ``-A/--account``, ``-r/--partition``, ``-s/--state``, ``-S/--starttime``,
 ``-E/--endtime``, ``-o/--format``, ``-p/--parsable``, ``-P/--parsable2``, ``-n/--noheader``,
 ``-l/--long`` (one row per node and device), ``--json``, ``--seff`` (a seff-like block per job:
-:mod:`slurm_energy.cli.seff`).
+:mod:`slurm_energy.slurm.seff`).
 
 Visibility: root and users named in the site config's ``admins`` see every job; other users see only
 their own (enforced here; for a confidentiality boundary see docs/STORE.md). Run through sudo, the
@@ -372,7 +372,7 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
     for _, _, opts in items:
         opts["tz"] = tz
     if args.seff:
-        from slurm_energy.cli.seff import allocation, seff_block
+        from slurm_energy.slurm.seff import allocation, seff_block
 
         blocks = [seff_block(r, *allocation(r.job_id, warn=_err)) for _, r, o in items if not o.get("is_sum")]
         if blocks:

@@ -22,8 +22,14 @@ SACCT = "/usr/bin/sacct"
 SCONTROL = "/usr/bin/scontrol"
 
 
-def _env() -> dict:
-    return {"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})}
+def slurm_client(argv: list[str], run: Callable = subprocess.run, timeout_s: float = 10.0):
+    """Run a Slurm client (``argv[0]`` an absolute path: sacct, scontrol) as every caller here does:
+    ``LANG=C`` and only the caller's ``SLURM_CONF`` in its environment, text out (a user's
+    non-UTF-8 job name kept losslessly, surrogateescape), at most ``timeout_s`` s. Returns the
+    ``subprocess.CompletedProcess``; raises OSError (FileNotFoundError: not installed) and
+    subprocess.TimeoutExpired. ``run``: ``subprocess.run`` or a test's stand-in."""
+    env = {"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})}
+    return run(argv, capture_output=True, text=True, errors="surrogateescape", timeout=timeout_s, env=env)
 
 
 def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, timeout_s: float = 5.0) -> Optional[str]:
@@ -32,8 +38,7 @@ def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, t
     if not os.path.exists(scontrol):
         return None
     try:
-        r = run([scontrol, "show", "config"], capture_output=True, text=True, errors="surrogateescape",
-                timeout=timeout_s, env=_env())
+        r = slurm_client([scontrol, "show", "config"], run, timeout_s)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if r.returncode != 0:
@@ -63,8 +68,7 @@ def consumed_energy(job_id: str, *, sacct: str = SACCT, scontrol: str = SCONTROL
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            r = run([sacct, "-j", str(job_id), "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"], capture_output=True,
-                    text=True, errors="surrogateescape", timeout=timeout_s, env=_env())
+            r = slurm_client([sacct, "-j", str(job_id), "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"], run, timeout_s)
         except (OSError, subprocess.TimeoutExpired) as e:
             return None, f"unavailable: sacct failed ({type(e).__name__})"
         if r.returncode != 0:
@@ -107,8 +111,7 @@ def total_cpu_s(job_id: str, *, sacct: str = SACCT, run: Callable = subprocess.r
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            r = run([sacct, "-j", str(job_id), "-n", "-P", "-o", "JobID,State,TotalCPU"], capture_output=True,
-                    text=True, errors="surrogateescape", timeout=timeout_s, env=_env())
+            r = slurm_client([sacct, "-j", str(job_id), "-n", "-P", "-o", "JobID,State,TotalCPU"], run, timeout_s)
         except (OSError, subprocess.TimeoutExpired) as e:
             return None, f"unavailable: sacct failed ({type(e).__name__})"
         if r.returncode != 0:

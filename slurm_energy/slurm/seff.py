@@ -29,13 +29,13 @@ device class with how each number was obtained, the CO2e and the coverage::
 
 from __future__ import annotations
 
-import os
 import subprocess
 from typing import Callable, Optional
 
 from slurm_energy.model import JobRecord, Method
-
-SACCT = "/usr/bin/sacct"
+from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
+from slurm_energy.slurm.sacct import SACCT, slurm_client
+from slurm_energy.units import J_PER_KWH
 _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_INTEGRATION:
              "measured: sampled power integrated over time", Method.TDP_ESTIMATE:
              "estimated: rated power x utilisation x time", Method.UNAVAILABLE: "not measured"}
@@ -44,8 +44,6 @@ _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_I
 def parse_mem(text: str, cpus: Optional[int], nodes: Optional[int]) -> Optional[int]:
     """sacct's ReqMem ("200M", "4G", older "2Gn" per node / "500Mc" per CPU) -> bytes for the job
     (parsed by :func:`slurm_energy.slurm.formats.parse_memory`); None when unknown or unparsable."""
-    from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
-
     try:
         got = parse_memory(text or None, "ReqMem")
     except SlurmFormatError:
@@ -66,10 +64,8 @@ def allocation(job_id: str, sacct: Optional[str] = None, run: Callable = subproc
     ``sacct``: the program (default :data:`SACCT`).
     """
     sacct = sacct or SACCT
-    env = {"LANG": "C", **{k: os.environ[k] for k in ("SLURM_CONF",) if os.environ.get(k)}}
     try:
-        r = run([sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AllocCPUS,ReqMem,NNodes"], capture_output=True,
-                text=True, errors="surrogateescape", timeout=10, env=env)
+        r = slurm_client([sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AllocCPUS,ReqMem,NNodes"], run)
     except FileNotFoundError:
         return _failed(warn, job_id, f"{sacct} not found", "run it on a host with Slurm's client commands")
     except subprocess.TimeoutExpired:
@@ -127,7 +123,7 @@ def _mib(b: float) -> str:
 
 
 def _kwh(j: Optional[float]) -> str:
-    return "n/a (not measured)" if j is None else f"{j / 3.6e6:.4g} kWh"
+    return "n/a (not measured)" if j is None else f"{j / J_PER_KWH:.4g} kWh"
 
 
 def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
@@ -154,7 +150,7 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
     req = sum(reqs) if reqs and all(r for r in reqs) else (alloc.get("req_mem_bytes") if alloc else None)
     lines.append(f"Memory Efficiency: {100 * peak / req:.2f}% of {_mib(req)}" if req and peak is not None
                  else f"Memory Efficiency: {na if not alloc else 'n/a'}")
-    lines.append(f"Energy (IT, job's share): {_kwh(None if rec.it_kwh is None else rec.it_kwh * 3.6e6)}")
+    lines.append(f"Energy (IT, job's share): {_kwh(None if rec.it_kwh is None else rec.it_kwh * J_PER_KWH)}")
     for cls in sorted(rec.methods):
         m = Method(rec.methods[cls])
         lines.append(f"  {cls}: {_kwh(rec.energy_it_j.get(cls))}  {m.value} ({_MEASURED[m]})")
