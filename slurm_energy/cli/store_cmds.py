@@ -20,12 +20,12 @@ from typing import Optional
 from slurm_energy.core import one_line
 from slurm_energy.store.urls import STORE_HELP
 
-from slurm_energy.reporting.rollup_table import month_bounds, month_header, month_records, rollup
+from slurm_energy.reporting.rollup_table import month_bounds, month_header
 
 ROLLUP_COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
                   "gpu_idle_kwh")
 
-__all__ = ["month_bounds", "month_header", "month_records", "rollup"]  # tests and callers import them here
+__all__ = ["month_bounds", "month_header"]  # tests and callers import them here
 
 
 def register(sub) -> None:
