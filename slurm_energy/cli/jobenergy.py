@@ -273,7 +273,7 @@ def _main(argv: list[str] | None) -> int:
     elif not records:
         _err(_nothing_found(args, users, start, end, where, privileged, site.timezone))
     for note in N.stale_running(records, now, site.interim_s, lambda t: F.fmt_time(t, site.timezone),
-                                F.fmt_elapsed):
+                                F.format_duration):
         _err(note)
     if args.cite:
         return _print_citation(records, args) or rc

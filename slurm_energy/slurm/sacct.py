@@ -65,18 +65,11 @@ def consumed_energy(job_id: str, *, sacct: str = SACCT, scontrol: str = SCONTROL
         return None, "unavailable: Slurm collects no energy (AcctGatherEnergyType=acct_gather_energy/none)"
     if not os.path.exists(sacct):
         return None, f"unavailable: {sacct} not found"
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            r = slurm_client([sacct, "-j", str(job_id), "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"], run, timeout_s)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return None, f"unavailable: sacct failed ({type(e).__name__})"
-        if r.returncode != 0:
-            return None, f"unavailable: sacct: {(r.stderr or '').strip()[:120] or 'exit %d' % r.returncode}"
-        lines = [x.strip() for x in r.stdout.splitlines() if x.strip()]
-        if lines or time.monotonic() > deadline:
-            break
-        sleep(1.0)
+    out, why = _sacct_until([sacct, "-j", str(job_id), "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"],
+                            lambda text: bool(text.strip()), run, wait_s, sleep, timeout_s)
+    if out is None:
+        return None, why
+    lines = [x.strip() for x in out.splitlines() if x.strip()]
     if not lines:
         return None, "unavailable: slurmdbd has no record of the job (yet)"
     try:
@@ -108,17 +101,26 @@ def total_cpu_s(job_id: str, *, sacct: str = SACCT, run: Callable = subprocess.r
     """
     if not os.path.exists(sacct):
         return None, f"unavailable: {sacct} not found"
+    out, why = _sacct_until([sacct, "-j", str(job_id), "-n", "-P", "-o", "JobID,State,TotalCPU"],
+                            lambda text: _sum_total_cpu(text, str(job_id))[0] is not None, run, wait_s, sleep, timeout_s)
+    return (None, why) if out is None else _sum_total_cpu(out, str(job_id))
+
+
+def _sacct_until(argv: list[str], ready: Callable[[str], bool], run: Callable, wait_s: float, sleep: Callable,
+                 timeout_s: float) -> tuple[Optional[str], str]:
+    """sacct's output once ``ready(output)`` or ``wait_s`` s have passed (slurmdbd hears of a job's
+    end after the Epilog), polled every second: ``(output, "")``, or ``(None, "unavailable: <why>")``
+    when sacct cannot run or fails."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            r = slurm_client([sacct, "-j", str(job_id), "-n", "-P", "-o", "JobID,State,TotalCPU"], run, timeout_s)
+            r = slurm_client(argv, run, timeout_s)
         except (OSError, subprocess.TimeoutExpired) as e:
             return None, f"unavailable: sacct failed ({type(e).__name__})"
         if r.returncode != 0:
             return None, f"unavailable: sacct: {(r.stderr or '').strip()[:120] or 'exit %d' % r.returncode}"
-        got, why = _sum_total_cpu(r.stdout, str(job_id))
-        if got is not None or time.monotonic() > deadline:
-            return got, why
+        if ready(r.stdout) or time.monotonic() > deadline:
+            return r.stdout, ""
         sleep(1.0)
 
 

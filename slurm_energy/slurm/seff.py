@@ -33,7 +33,7 @@ import subprocess
 from typing import Callable, Optional
 
 from slurm_energy.model import JobRecord, Method
-from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
+from slurm_energy.slurm.formats import SlurmFormatError, format_duration, parse_memory
 from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.units import J_PER_KWH
 _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_INTEGRATION:
@@ -112,12 +112,6 @@ def _failed(warn, job_id: str, why: str, fix: str, said: str = "") -> tuple[dict
     return {}, why
 
 
-def _hms(s: float) -> str:
-    s = int(round(s))
-    d, s = divmod(s, 86400)
-    return (f"{d}-" if d else "") + f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
 def _mib(b: float) -> str:
     return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.2f} MiB"
 
@@ -138,13 +132,13 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
              f"State: {rec.job_state or 'UNKNOWN'} (exit code {rec.exit_code or 'n/a'})",
              f"Nodes: {len(rec.nodes)} ({','.join(n.node for n in rec.nodes)})",
              f"Cores: {alloc['cpus'] if alloc else na}",
-             f"CPU Utilized: {_hms(cpu) if cpu is not None else 'n/a (not measured)'}"]
+             f"CPU Utilized: {format_duration(cpu) if cpu is not None else 'n/a (not measured)'}"]
     if alloc and cpu is not None and rec.elapsed_s > 0:
         core_wall = alloc["cpus"] * rec.elapsed_s
-        lines.append(f"CPU Efficiency: {100 * cpu / core_wall:.2f}% of {_hms(core_wall)} core-walltime")
+        lines.append(f"CPU Efficiency: {100 * cpu / core_wall:.2f}% of {format_duration(core_wall)} core-walltime")
     else:
         lines.append(f"CPU Efficiency: {na if not alloc else 'n/a'}")
-    lines += [f"Job Wall-clock time: {_hms(rec.elapsed_s)}",
+    lines += [f"Job Wall-clock time: {format_duration(rec.elapsed_s)}",
               f"Memory Utilized: {_mib(peak) if peak is not None else 'n/a (not measured)'}"]
     reqs = [n.req_mem_bytes for n in rec.nodes]  # the finalizer's per-node request, else sacct's
     req = sum(reqs) if reqs and all(r for r in reqs) else (alloc.get("req_mem_bytes") if alloc else None)
