@@ -140,3 +140,12 @@ def finished(record: JobRecord, pue=1.5, ci=400.0) -> JobRecord:
     r.carbon.pue = pue
     r.carbon.ci_g_per_kwh = ci
     return r
+
+
+def run_jobenergy(capsys, *argv: str) -> tuple[int, str, str]:
+    """``jobenergy ARGV`` in this process: (exit status, stdout, stderr)."""
+    from slurm_energy.cli.jobenergy import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
