@@ -96,7 +96,7 @@ def test_light_rollup_equals_sqlalchemy_rollup(store, by):  # noqa: F811
 def test_rollup_csv_json_text_equal_the_dataframe_text():
     """rollup_text (no pandas) gives what pandas wrote from rows_frame: floats as repr, None empty."""
     from slurm_energy.reporting import monthly
-    from slurm_energy.reporting import rollup_text as R
+    from slurm_energy.reporting import rollup_table as R
 
     rows = [{"user": "a,b", "jobs": 3, "unmeasured_jobs": 1, "it_kwh": 1666.6666666666267, "facility_kwh": 2500.0,
              "co2e_kg": 1e-05, "measured_it_kwh": None, "estimated_it_kwh": 0.1, "gpu_idle_kwh": 0.0005},
