@@ -284,10 +284,12 @@ class DeviceStatic:
     extra: dict[str, Any] = field(default_factory=dict)  # vendor facts: memory size, MIG slice, minor...
 
 
-@dataclass
+@dataclass(slots=True)
 class JobUsage:
-    """The job's usage at one sample: cumulative CPU time (s), memory (bytes), its PIDs, and where
-    the numbers came from (``cgroup-v1``, ``cgroup-v2``, ``psutil``, ``rusage``, "")."""
+    """The job's usage at one sample: cumulative CPU time (s), memory now and its peak (bytes), its
+    PIDs, and where the numbers came from (``cgroup-v1``, ``cgroup-v2``, ``psutil``, ``procfs``,
+    ``rusage``, ""). A probe keeps one and updates it in place at each poll (the sampler's
+    :class:`~slurm_energy.sampling.sampler.UsageProbe`)."""
 
     cpu_time_s: Optional[float] = None
     mem_bytes: Optional[int] = None
@@ -296,7 +298,7 @@ class JobUsage:
     source: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeUsage:
     """The node's counters at one sample: busy and total CPU time summed over logical CPUs since
     boot (s), logical CPUs, memory used (total - available) and total (bytes). None = not read."""

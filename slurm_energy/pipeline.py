@@ -137,7 +137,7 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     """
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import combine_errors, merge_records
-    from slurm_energy.carbon.resolve import hourly_intensity_for, resolve_carbon
+    from slurm_energy.config.carbon import hourly_intensity_for, resolve_carbon
     from slurm_energy.model import text_safe
 
     if not node_records:
