@@ -141,7 +141,7 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
     lines += [f"Job Wall-clock time: {format_duration(rec.elapsed_s)}",
               f"Memory Utilized: {_mib(peak) if peak is not None else 'n/a (not measured)'}"]
     reqs = [n.req_mem_bytes for n in rec.nodes]  # the finalizer's per-node request, else sacct's
-    req = sum(reqs) if reqs and all(r for r in reqs) else (alloc.get("req_mem_bytes") if alloc else None)
+    req = sum(r or 0 for r in reqs) if reqs and all(reqs) else (alloc.get("req_mem_bytes") if alloc else None)
     lines.append(f"Memory Efficiency: {100 * peak / req:.2f}% of {_mib(req)}" if req and peak is not None
                  else f"Memory Efficiency: {na if not alloc else 'n/a'}")
     lines.append(f"Energy (IT, job's share): {_kwh(None if rec.it_kwh is None else rec.it_kwh * J_PER_KWH)}")
