@@ -126,9 +126,14 @@ class Flag(_StrEnum):
     METHOD_CHANGED = "method_changed"  # endpoints measured by different methods: dropped
     UNAVAILABLE = "unavailable"  # the device had no energy source in this interval
     COUNTER_INCONSISTENT = "counter_inconsistent"  # counter disagreed with power: power integration used
+    COUNTER_STUCK = "counter_stuck"  # counter did not move while power was high: interval by power
+    COUNTER_RUNAWAY = "counter_runaway"  # counter above the device's power limit: interval by power
+    POWER_DISAGREES = "power_disagrees"  # counter moved, averaged power disagreed: counter kept
     # attribution
     SHARE_UNKNOWN = "share_unknown"  # the job's share of this interval could not be computed
     SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
+    GPU_IDLE_UTIL_ONLY = "gpu_idle_util_only"  # no power bound known: a GPU's idle judged by utilisation alone
+    GPU_IDLE_SPANS_JOINED = "gpu_idle_spans_joined"  # more idle stretches than kept: the last ones joined
     SHARED_GPU = "shared_gpu_by_process_util"  # GPU shared: job share by per-process utilisation
     JOB_NEVER_OBSERVED = "job_never_observed"  # the job's processes were never seen on the node
     TAIL_FROM_SLURM_TOTALCPU = "tail_from_slurm_totalcpu"  # unobserved last stretch charged from the job's true CPU time

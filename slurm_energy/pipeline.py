@@ -77,7 +77,8 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     (:func:`slurm_energy.accounting.merge.combine_errors`); a finished node that measured nothing
     is ``no_data`` (:func:`slurm_energy.accounting.merge.node_status`).
     ``running``: while the job runs, the node's :class:`~slurm_energy.accounting.running.RunningSummary`
-    of its sample file (``obs.samples`` unused): only the rows added since its last call are read.
+    of its sample file, already brought up to date by the caller (``RunningSummary.update``: only the
+    rows added since its previous update are read; ``obs.samples`` unused).
     Raises ValueError on an unknown attribution policy.
     """
     from slurm_energy.accounting.merge import combine_errors

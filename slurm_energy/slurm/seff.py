@@ -36,6 +36,7 @@ from slurm_energy.model import JobRecord, Method
 from slurm_energy.slurm.formats import SlurmFormatError, format_duration, parse_memory
 from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.units import J_PER_KWH
+
 _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_INTEGRATION:
              "measured: sampled power integrated over time", Method.TDP_ESTIMATE:
              "estimated: rated power x utilisation x time", Method.UNAVAILABLE: "not measured"}
