@@ -20,12 +20,10 @@ from typing import Optional
 from slurm_energy.core import one_line
 from slurm_energy.store.urls import STORE_HELP
 
-from slurm_energy.reporting.rollup_table import month_bounds, month_header, month_records, rollup
+from slurm_energy.reporting.rollup_table import COLUMNS, month_bounds, month_header
 
-ROLLUP_COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
-                  "gpu_idle_kwh")
 
-__all__ = ["month_bounds", "month_header", "month_records", "rollup"]  # tests and callers import them here
+__all__ = ["month_bounds", "month_header"]  # tests and callers import them here
 
 
 def register(sub) -> None:
@@ -231,9 +229,9 @@ def _month_data(args, cfg, t0: float, t1: float):
 
 
 def _write_rollup(args, rows: list, records: list, tz: str, top: Optional[list] = None) -> str:
-    """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_text`: no pandas, no pydantic),
+    """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_table`: no pandas, no pydantic),
     html by :func:`slurm_energy.reporting.monthly.write_rollup`; returns the path written ("": stdout)."""
-    from slurm_energy.reporting import rollup_text as R
+    from slurm_energy.reporting import rollup_table as R
 
     if args.format == "csv":
         return R.write_text(R.csv_text(rows, args.by), args.out)
@@ -285,7 +283,7 @@ def cmd_rollup(args) -> int:
 
     head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e", "Measured_IT_kWh", "Estimated_IT_kWh",
             "GPU_idle_kWh"]
-    rows = [[f(r[k]) for k in (args.by, *ROLLUP_COLUMNS)] for r in rows]
+    rows = [[f(r[k]) for k in (args.by, *COLUMNS)] for r in rows]
     from slurm_energy.cli.table import render
 
     print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)

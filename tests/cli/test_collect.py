@@ -6,7 +6,8 @@ import pytest
 from jobrecord_factory import finished, node_record
 from slurm_energy.slurm.results import write_node_record
 from slurm_energy.cli.main import main as se_main
-from slurm_energy.cli.store_cmds import month_bounds, rollup
+from rollup_oracle import rollup
+from slurm_energy.cli.store_cmds import month_bounds
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from store_backends import store, store_url  # noqa: F401  (fixtures)

@@ -103,9 +103,9 @@ def test_typos_and_paths_in_a_url_name_the_fix(url, expect):
 def test_one_precedence_function_used_by_every_command():
     import inspect
 
-    from slurm_energy.cli import calibration_cmd, jobenergy, predict_cmd, store_cmds
+    from slurm_energy.cli import jobenergy, predict_cmd, store_cmds
 
-    for mod in (calibration_cmd, jobenergy, predict_cmd, store_cmds):
+    for mod in (jobenergy, predict_cmd, store_cmds):
         src = inspect.getsource(mod)
         assert "resolve_store_url" in src and 'environ.get("SLURM_ENERGY_STORE")' not in src, mod.__name__
 

