@@ -166,8 +166,11 @@ def _read_marks(ctx: JobContext):
 
 
 def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
-                  sampler_outcome: str = "terminated", deferred: Optional[list] = None) -> int:
-    """Entry point of the detached finalizer. Returns 0; failures are logged and on the record.
+                  sampler_outcome: str = "terminated", deferred: Optional[list] = None,
+                  logging_ready: bool = False) -> int:
+    """Entry point of the detached finalizer, for one job attempt on one node (the node's queue
+    runner, :mod:`slurm_energy.slurm.finalize_queue`, calls it for each job it takes). Returns 0;
+    failures are logged and on the record. ``logging_ready``: the caller has set up the log.
 
     ``deferred``: where the user's report writing is left (callables) for the caller to run once it
     has released its finalizer slot (:mod:`slurm_energy.slurm.hooks`): the job's user can stop or
@@ -177,8 +180,9 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
     no_pidfile...), the counters are read once more here, so the tail after the sampler's last
     flushed sample counts -- here rather than in the Epilog, whose 2 s it would risk."""
     errors: list[str] = []
-    cfg = load_config(errors)
-    setup_logging(cfg.paths.log_dir, "finalize.log")
+    cfg = load_config(errors)  # per job: site.yaml may have changed since the runner's previous one
+    if not logging_ready:
+        setup_logging(cfg.paths.log_dir, "finalize.log")
     spool, ctx = spool_from_dir(job_dir, node)
     for e in errors:
         spool.record_error(e)

@@ -5,7 +5,9 @@ scripts now run directly, light to start.
 
 Sampler (started by the Prolog, own process group, niced): samples the job until the Epilog's TERM,
 or finishes the node itself when no Epilog came (:func:`_finish_without_epilog`). Finalizer
-(started by the Epilog, niced, :data:`FINALIZER_SLOTS` at a time per spool): the slow part outside
+(``finalize-queue``: one per node and spool, niced, started by the Epilog when none runs, working
+the node's queue of ended jobs: :mod:`slurm_energy.slurm.finalize_queue`; ``finalize``: one job,
+when it could not be queued, :data:`FINALIZER_SLOTS` at a time per spool): the slow part outside
 the Epilog's 2 s (:mod:`slurm_energy.slurm.finalize`): the last counter reading when the sampler
 did not end cleanly, summary, merge, carbon, store, report as the job's user.
 
@@ -81,7 +83,9 @@ def sampler_main(job_dir: str, node: str) -> int:
             s.stop()  # the job already ended: one start and one final sample, then exit
         freeze_gc()
         n = s.run()
-        log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)
+        t = os.times()  # its own CPU and its interim workers', for benchmarks/job_end_burst.py
+        log.info("sampler job=%s node=%s wrote %d samples cpu_s=%.3f", ctx.job_id, node, n,
+                 t.user + t.system + t.children_user + t.children_system)
         if s.stop_signal is not None or _EARLY_STOP:  # the Epilog's TERM, or someone else's: the finalizer tells
             from slurm_energy.slurm.sampler_end import record_stop
 
@@ -106,8 +110,9 @@ def _finish_without_epilog(cfg, spool: JobSpool, ctx: JobContext, gone_at: float
         write_private(spool.done, json.dumps({"t": gone_at, "sampler": "epilog_missing", "exit_code": ""}))
     except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
         log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
-    spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(gone_at), "", "epilog_missing"],
-          os.path.join(spool.dir, f"finalize-{spool.node}.log"), cfg.paths.log_dir, nice=FINALIZER_NICE)
+    from slurm_energy.slurm.hookentry import hand_over
+
+    hand_over(spool, gone_at, "", "epilog_missing", cfg.paths.log_dir)
     log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",
                 ctx.job_id, spool.node, cfg.sampling.epilog_wait_s)
 
@@ -131,8 +136,9 @@ class _Interim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m slurm_energy.slurm.hooks {prolog|epilog|sampler DIR NODE|finalize DIR NODE T EXIT OUTCOME|
-    finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON}``."""
+    """``python -m slurm_energy.slurm.hooks {prolog|epilog|sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
+    finalize DIR NODE T EXIT OUTCOME|finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON}``
+    (``finalize``: one job, when it could not be queued for the node's finalizer)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         what = argv[0] if argv else ""
@@ -161,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception:
                     logging.getLogger("slurm_energy").exception("report of %s failed", argv[1])
             return rc
+        if what == "finalize-queue":  # the node's finalizer: every job the Epilogs queued
+            from slurm_energy.slurm.finalize_queue import run_queue
+
+            run_queue(argv[1], argv[2])
+            return 0
         if what == "finalize-env":
             from slurm_energy.slurm.finalize_nodata import finalize_env_main
 

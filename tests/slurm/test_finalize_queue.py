@@ -1,0 +1,137 @@
+"""The node's finalizer takes the queue of ended jobs (issue 24): one process finalizes a burst's
+jobs in turn; the Epilog starts one only when none runs or none stands by; a job already finished
+(by ``collect``) or taken too often is dropped from the queue; a killed runner's job is done again by
+the next one, and nothing is lost."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+
+import pytest
+
+from slurm_energy.slurm import finalize
+from slurm_energy.slurm import finalize_queue as fq
+from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir
+from slurm_energy.store import open_store
+from test_no_data import T0, _row, _spool, rapl
+
+
+@pytest.fixture()
+def site(tmp_path, monkeypatch):
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  results_dir: {tmp_path}/results\n"
+                    f"  store_url: sqlite:///{tmp_path}/jobs.db\n  log_dir: {tmp_path}/log\n"
+                    "outputs:\n  prometheus:\n    enabled: false\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    monkeypatch.setattr("slurm_energy.slurm.scontrol.show_job", lambda *a, **kw: None)  # no slurmctld here
+    monkeypatch.setattr(finalize, "_slurm_energy", lambda job_id: (None, "unavailable: no Slurm here"))
+    return tmp_path
+
+
+def _job(tmp_path, job_id: str, e0_uj: int, e1_uj: int):
+    """A job attempt on n1 whose RAPL package went from e0 to e1 µJ over 10 s, the job all of the busy CPU."""
+    spool, _ = _spool(tmp_path, [_row(0, "prolog", 0.0, 0.0, rapl(e0_uj)), _row(10, "final", 4.0, 4.0, rapl(e1_uj))],
+                      job_id=job_id)
+    return spool
+
+
+def _hold(path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def test_one_runner_finalizes_every_queued_job_in_turn_and_empties_the_queue(site):
+    a, b = _job(site, "71", 5_000_000, 65_000_000), _job(site, "72", 1_000_000, 31_000_000)
+    q = enqueue_finalize(a, T0 + 10, "0:0", "terminated")
+    assert enqueue_finalize(b, T0 + 10, "0:0", "terminated") == q == finalize_queue_dir(str(site / "spool"), "n1")
+    assert [os.path.basename(p) for p in fq.entries(q)] == ["71-r0", "72-r0"]
+    started: list[list[str]] = []
+    assert fq.run_queue(q, "n1", linger_s=0, start=started.append) == 2
+    assert started == [["-m", "slurm_energy.slurm.hooks", "finalize-queue", q, "n1"]]  # its standby, once
+    assert fq.entries(q) == []
+    assert os.path.exists(a.finalized) and os.path.exists(b.finalized)
+    store = open_store(f"sqlite:///{site}/jobs.db", readonly=True)
+    # 65 J - 5 J and 31 J - 1 J, the job's share of busy CPU 4/4
+    assert [(r.job_id, r.nodes[0].devices[0].energy_j) for j in ("71", "72") for r in store.get_job(j)] == [
+        ("71", 60.0), ("72", 30.0)]
+
+
+def test_the_epilog_starts_a_finalizer_only_when_none_runs_or_none_stands_by(tmp_path):
+    q = str(tmp_path)
+    assert fq.needs_runner(q)  # nobody
+    runner = _hold(tmp_path / fq.RUNNER_LOCK)
+    assert fq.needs_runner(q)  # a runner, no standby: one is started (it waits as the standby)
+    standby = _hold(tmp_path / fq.STANDBY_LOCK)
+    assert not fq.needs_runner(q)  # both: the runner will see the entry, or its standby will
+    os.close(runner)  # the runner died (the kernel drops its lock, even after SIGKILL)
+    assert fq.needs_runner(q)
+    os.close(standby)
+
+
+def test_a_third_finalizer_exits_at_once_and_leaves_the_queue_to_the_runner(site):
+    q = enqueue_finalize(_job(site, "73", 5_000_000, 65_000_000), T0 + 10, "0:0", "terminated")
+    fds = [_hold(os.path.join(q, fq.RUNNER_LOCK)), _hold(os.path.join(q, fq.STANDBY_LOCK))]
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 0
+    assert len(fq.entries(q)) == 1  # untouched: the runner holding the lock takes it
+    for fd in fds:
+        os.close(fd)
+
+
+def test_a_job_already_finished_is_dropped_and_one_taken_too_often_is_left_to_collect(site):
+    done, bad = _job(site, "74", 5_000_000, 65_000_000), _job(site, "75", 5_000_000, 65_000_000)
+    enqueue_finalize(done, T0 + 10, "0:0", "terminated")
+    q = enqueue_finalize(bad, T0 + 10, "0:0", "terminated")
+    open(done.finalized, "w").close()  # collect finished it while it waited in the queue
+    entry = os.path.join(q, "75-r0")
+    with open(entry) as f:
+        e = json.load(f)
+    with open(entry, "w") as f:  # three runners were killed while finalizing it
+        json.dump(dict(e, attempts=fq.MAX_ATTEMPTS), f)
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 0
+    assert fq.entries(q) == []
+    assert not os.path.exists(bad.finalized)  # collect's to finish: the spool is the queue of record
+    assert any("taken 3 times and never finished" in x for x in bad.read_errors())
+    assert not os.path.exists(site / "jobs.db")  # neither finalized again here: nothing stored
+
+
+def test_a_job_whose_runner_was_killed_mid_way_is_finalized_by_the_next_runner(site):
+    sp = _job(site, "76", 5_000_000, 65_000_000)
+    q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
+    entry = os.path.join(q, "76-r0")
+    with open(entry) as f:
+        e = json.load(f)
+    with open(entry, "w") as f:  # as a runner SIGKILLed after taking it leaves it
+        json.dump(dict(e, attempts=1), f)
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 1
+    (rec,) = open_store(f"sqlite:///{site}/jobs.db", readonly=True).get_job("76")
+    assert rec.nodes[0].devices[0].energy_j == 60.0 and fq.entries(q) == []
+
+
+def test_the_runner_waits_for_jobs_that_end_while_it_lingers(site, monkeypatch):
+    import time as real
+
+    first, late = _job(site, "77", 5_000_000, 65_000_000), _job(site, "78", 5_000_000, 35_000_000)
+    q = enqueue_finalize(first, T0 + 10, "0:0", "terminated")
+
+    class Clock:  # the runner's clock: each poll's sleep advances it; the next Epilog queues during the first
+        now, naps = 0.0, 0
+
+        def monotonic(self):
+            return self.now
+
+        def sleep(self, s):
+            self.now += s
+            self.naps += 1
+            if self.naps == 1:
+                enqueue_finalize(late, T0 + 12, "0:0", "terminated")
+
+        time, strftime = real.time, real.strftime
+
+    clock = Clock()
+    monkeypatch.setattr(fq, "time", clock)
+    assert fq.run_queue(q, "n1", linger_s=5.0, start=lambda argv: None) == 2
+    assert os.path.exists(late.finalized)
+    assert clock.naps == 1 + 10  # the one poll that found the late job, then 5 s of 0.5 s polls: then it exits
