@@ -29,14 +29,12 @@ import json
 import os
 import time
 
+from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, needs_runner  # noqa: F401 - the Epilog's half
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Optional
 
-RUNNER_LOCK = ".runner.lock"
-STANDBY_LOCK = ".standby.lock"
-#: The runner's own log (start-up failures, its one CPU line per process), in the queue directory.
-RUNNER_LOG = ".runner.log"
 #: Seconds a runner waits for more jobs after its queue emptied (a burst's next job ends within
 #: seconds): a new runner would pay its start-up again. Polled every :data:`POLL_S` (one listdir).
 LINGER_S = 30.0
@@ -44,16 +42,6 @@ POLL_S = 0.5
 #: A job attempt taken this many times without being finished (its runner killed or crashed each
 #: time) is left to ``collect``: one bad job must not stop the node's queue.
 MAX_ATTEMPTS = 3
-
-
-def needs_runner(qdir: str) -> bool:
-    """True when the caller (the Epilog, after queueing its job) must start a finalizer: no runner
-    holds ``qdir``'s lock, or one does but no standby waits behind it. Light: two ``flock`` probes."""
-    from slurm_energy.slurm.detach import lock_taken
-
-    if not lock_taken(os.path.join(qdir, RUNNER_LOCK)):  # none, or the lock file cannot be made
-        return True
-    return lock_taken(os.path.join(qdir, STANDBY_LOCK)) is False
 
 
 def entries(qdir: str) -> list[str]:

@@ -362,8 +362,7 @@ def hand_over(spool: JobSpool, t_end: float, exit_code: str, outcome: str, log_d
     none runs or none stands by (:mod:`slurm_energy.slurm.finalize_queue`: two flock probes); when
     the entry cannot be written (a full or read-only spool), a finalizer for this job alone, as
     before. Raises OSError/TimeoutError (not started: ``collect`` finishes the job)."""
-    from slurm_energy.slurm.finalize_queue import RUNNER_LOG, needs_runner
-    from slurm_energy.slurm.spool import enqueue_finalize
+    from slurm_energy.slurm.spool import RUNNER_LOG, enqueue_finalize, needs_runner
 
     try:
         qdir = enqueue_finalize(spool, t_end, exit_code, outcome)
