@@ -252,13 +252,15 @@ def phase_faults(args) -> str:
         ended = sacct_ends(jobs.ids)
         lags = {raw: poll.final[raw] - t["end"] for raw, t in ended.items() if raw in poll.final and t["end"]}
         late = [raw for raw in ended if raw not in poll.final]
-        q_before = queue_left((fr.SPOOL, fr.SPOOL2))
         t_procs = time.time()  # a node's finalizer lingers 30 s after its queue emptied
         while our_procs(("sampler",) + KINDS, (fr.SPOOL, fr.SPOOL2)) and time.time() - t_procs < 45:
             time.sleep(1.0)
         procs_before = our_procs(("sampler",) + KINDS, (fr.SPOOL, fr.SPOOL2))
+        q_before = queue_left((fr.SPOOL, fr.SPOOL2))
         r = fr.sh(str(VENV / "bin" / "slurm-energy"), "collect", "--older-than", "0", check=False)
-        did = [x for x in r.stdout.splitlines() if x.startswith(("finished", "marked", "stored"))]
+        # this burst's jobs only (collect's sacct sweep also sees the last 24 h of the cluster's other runs)
+        did = [x for x in r.stdout.splitlines() if x.startswith(("finished", "marked", "stored"))
+               and (re.findall(r"\b(\d+)\b", x.replace("/", " ")) or [""])[0] in ended]
         rows = store_rows(L / "lib" / "jobs.db", t0 - 5)
         per = collections.Counter(j for j, _, _ in rows)
         status = {j: s for j, s, _ in rows}

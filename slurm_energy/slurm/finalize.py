@@ -233,9 +233,38 @@ def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: 
     remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
     try:
         write_private(spool.finalized, repr(time.time()))
-    except OSError as e:  # read-only spool: collect will finish it again (idempotent)
+    except OSError as e:  # read-only or full spool: collect would finish it again (idempotent)
         log.warning("job=%s: %s not written: %s", ctx.job_id, spool.finalized, e)
+        if deferred is not None:  # the caller may retry once its slot is free (hooks: MARKER_RETRY_S)
+            deferred.append(MarkerPending(spool.finalized))
     return out
+
+
+class MarkerPending:
+    """A ``finalized-<node>.done`` marker not written (a full or read-only spool) for a job whose
+    record was published: :meth:`retry` tries again for a while, so ``collect`` does not finish the
+    job a second time once the spool has room again. A deferred item of :func:`finalize_main` (the
+    caller runs it: called, it does nothing; :meth:`retry` is the caller's choice)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __call__(self) -> None:
+        return None
+
+    def retry(self, for_s: float, every_s: float = 5.0, sleep=time.sleep) -> bool:
+        """Try writing the marker every ``every_s`` s for ``for_s`` s; True once written."""
+        from slurm_energy.slurm.spool import write_private
+
+        for k in range(int(for_s // every_s) + 1):  # at 0, every_s, ... up to for_s
+            if k:
+                sleep(every_s)
+            try:
+                write_private(self.path, repr(time.time()))
+                return True
+            except OSError:
+                continue
+        return False
 
 
 def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: Optional[int] = None,

@@ -42,6 +42,8 @@ POLL_S = 0.5
 #: A job attempt taken this many times without being finished (its runner killed or crashed each
 #: time) is left to ``collect``: one bad job must not stop the node's queue.
 MAX_ATTEMPTS = 3
+#: How long (s) a runner retries a ``finalized`` marker the spool had no room for.
+MARKER_RETRY_S = 180.0
 
 
 def entries(qdir: str) -> list[str]:
@@ -128,10 +130,12 @@ def _work(qdir: str, node: str, linger_s: float, start: Optional[Callable[[list[
     except Exception as e:  # noqa: BLE001 - no standby: a killed runner's jobs wait for the next Epilog or collect
         log.warning("finalize-queue %s: no standby started: %s", qdir, e)
     n, idle_since = 0, time.monotonic()
+    pending: list = []
     while True:
         batch = entries(qdir)
         for path in batch:
-            n += finalize_entry(path, log)
+            n += finalize_entry(path, log, pending)
+        pending[:] = [(t, m) for t, m in pending if not m.retry(0) and time.monotonic() < t]
         if batch:
             idle_since = time.monotonic()
         elif time.monotonic() - idle_since >= linger_s:
@@ -146,10 +150,12 @@ def _start_standby(argv: list[str]) -> None:
     spawn(argv, os.path.join(argv[-2], RUNNER_LOG), FALLBACK_LOG_DIR, nice=FINALIZER_NICE)
 
 
-def finalize_entry(path: str, log) -> int:
+def finalize_entry(path: str, log, pending: Optional[list] = None) -> int:
     """Finalize the job attempt of one queue entry (:func:`slurm_energy.slurm.finalize.finalize_main`,
     then its report as the job's user), then remove the entry. Returns 1 when finalized here, 0 when
-    skipped (already finalized, e.g. by ``collect``; gone; given up after :data:`MAX_ATTEMPTS`)."""
+    skipped (already finalized, e.g. by ``collect``; gone; given up after :data:`MAX_ATTEMPTS`).
+    ``pending``: where a ``finalized`` marker that could not be written goes, as ``(give up at
+    (monotonic s), MarkerPending)``, for the caller to retry (:func:`_work`, between jobs)."""
     from slurm_energy.slurm.spool import JobSpool, write_private
 
     try:
@@ -188,6 +194,8 @@ def finalize_entry(path: str, log) -> int:
                 job()
             except Exception:  # noqa: BLE001
                 log.exception("report of %s failed", sp.dir)
+        if pending is not None:  # a marker not written (the spool filled up): retried while the queue is worked
+            pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in deferred if hasattr(j, "retry")]
     except Exception:  # noqa: BLE001 - finalize_main logs its own; never stop the queue over one job
         log.exception("finalize-queue: %s failed", sp.dir)
     _remove(path)

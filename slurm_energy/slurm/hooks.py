@@ -51,6 +51,10 @@ log = logging.getLogger("slurm_energy.hooks")
 #: each). Niced, they queue up in a burst: 149 of them held 9.2 GB after a 300-job burst on the
 #: 2-CPU test cluster before this limit.
 FINALIZER_SLOTS = max(2, (os.cpu_count() or 2) // 4)
+#: How long (s) a single-job finalizer (one whose job could not be queued: a full or read-only
+#: spool) retries writing its ``finalized`` marker, its slot released, sleeping between tries: a
+#: spool full for minutes, then freed, must not leave its jobs for ``collect`` to do again.
+MARKER_RETRY_S = 180.0
 
 
 def sampler_main(job_dir: str, node: str) -> int:
@@ -166,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
                     job()
                 except Exception:
                     logging.getLogger("slurm_energy").exception("report of %s failed", argv[1])
+            from slurm_energy.slurm.finalize import MarkerPending
+
+            for job in deferred:  # a full spool (why this job was not queued): its marker, once there is room
+                if isinstance(job, MarkerPending) and not job.retry(MARKER_RETRY_S):
+                    logging.getLogger("slurm_energy").warning("%s still not written after %.0f s: collect finishes "
+                                                              "the job again", job.path, MARKER_RETRY_S)
             return rc
         if what == "finalize-queue":  # the node's finalizer: every job the Epilogs queued
             from slurm_energy.slurm.finalize_queue import run_queue

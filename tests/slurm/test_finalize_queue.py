@@ -135,3 +135,34 @@ def test_the_runner_waits_for_jobs_that_end_while_it_lingers(site, monkeypatch):
     assert fq.run_queue(q, "n1", linger_s=5.0, start=lambda argv: None) == 2
     assert os.path.exists(late.finalized)
     assert clock.naps == 1 + 10  # the one poll that found the late job, then 5 s of 0.5 s polls: then it exits
+
+
+def test_a_marker_the_full_spool_refused_is_written_once_there_is_room(site, monkeypatch):
+    # the record is stored, but the spool has no room for finalized-n1.done: without the marker
+    # collect would finish the job a second time; the runner retries it between jobs
+    from slurm_energy.slurm import spool as spool_mod
+
+    sp = _job(site, "79", 5_000_000, 65_000_000)
+    q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
+    real, refused = spool_mod.write_private, []
+
+    def write_private(path, text):
+        if path == sp.finalized and len(refused) < 2:  # ENOSPC twice, then the spool was freed
+            refused.append(path)
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(spool_mod, "write_private", write_private)
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 1
+    assert refused == [sp.finalized] * 2 and os.path.exists(sp.finalized)
+    (rec,) = open_store(f"sqlite:///{site}/jobs.db", readonly=True).get_job("79")
+    assert rec.nodes[0].devices[0].energy_j == 60.0
+
+
+def test_a_single_job_finalizer_retries_its_marker_for_a_while_then_gives_up(tmp_path):
+    path = tmp_path / "full" / "finalized-n1.done"  # its directory is missing: every write fails
+    naps: list[float] = []
+    assert not finalize.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append)
+    assert naps == [5.0, 5.0]  # tries at 0, 5 and 10 s; a fourth would pass the 12 s
+    (tmp_path / "full").mkdir()
+    assert finalize.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append) and path.exists()
