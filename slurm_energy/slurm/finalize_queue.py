@@ -189,11 +189,7 @@ def finalize_entry(path: str, log, pending: Optional[list] = None) -> int:
     try:
         finalize_main(e["dir"], e["node"], float(e["t"]), str(e.get("exit_code") or ""),
                       str(e.get("sampler") or "terminated"), deferred=deferred, logging_ready=True)
-        for job in deferred:  # the user's report: bounded (safe_write's timeout), after the store
-            try:
-                job()
-            except Exception:  # noqa: BLE001
-                log.exception("report of %s failed", sp.dir)
+        _reports(sp, deferred, log)
         if pending is not None:  # a marker not written (the spool filled up): retried while the queue is worked
             pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in deferred if hasattr(j, "retry")]
     except Exception:  # noqa: BLE001 - finalize_main logs its own; never stop the queue over one job
@@ -203,6 +199,61 @@ def finalize_entry(path: str, log, pending: Optional[list] = None) -> int:
     log.info("finalized job_dir=%s node=%s cpu_s=%.3f children_s=%.3f wall_s=%.3f lag_s=%.1f", sp.dir, sp.node,
              _cpu_s() - cpu0, _children_s() - sub0, time.monotonic() - t0, time.time() - float(e["t"]))
     return 1
+
+
+#: uid -> when (monotonic s) that user's report writer last ran into safe_write's timeout: their
+#: reports are written by a forked child for :data:`SLOW_WRITER_S` after, so the queue -- other
+#: users' jobs -- waits for one hung writer of theirs, not one per job (docs/PRIVACY.md, point 4).
+_SLOW_WRITERS: dict[int, float] = {}
+SLOW_WRITER_S = 600.0
+
+
+def _job_uid(sp) -> Optional[int]:
+    try:
+        with open(sp.context, encoding="utf-8") as f:
+            uid = json.load(f).get("uid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return uid if isinstance(uid, int) else None
+
+
+def _reports(sp, deferred: list, log) -> None:
+    """Run the job's deferred report writing (after its record is stored): here, bounded by
+    safe_write's timeout; in a forked child, not waited for, when this user's writer hung lately."""
+    from slurm_energy.reporting.safe_write import REPORT_TIMEOUT_S
+
+    jobs = [j for j in deferred if not hasattr(j, "retry")]
+    if not jobs:
+        return
+    uid, now = _job_uid(sp), time.monotonic()
+    _reap()
+    if uid is not None and now - _SLOW_WRITERS.get(uid, -SLOW_WRITER_S) < SLOW_WRITER_S:
+        if os.fork() == 0:  # the child writes and exits; the queue goes on (reaped by _reap)
+            try:
+                for job in jobs:
+                    job()
+            finally:
+                os._exit(0)
+        return
+    for job in jobs:
+        t0 = time.monotonic()
+        try:
+            job()
+        except Exception:  # noqa: BLE001
+            log.exception("report of %s failed", sp.dir)
+        if uid is not None and time.monotonic() - t0 >= 0.9 * REPORT_TIMEOUT_S:
+            _SLOW_WRITERS[uid] = time.monotonic()
+            log.warning("finalize-queue: uid %s's report writer took %.1f s: their next reports for %.0f s are "
+                        "written apart", uid, time.monotonic() - t0, SLOW_WRITER_S)
+
+
+def _reap() -> None:
+    """Reap the report children that have exited (never waits)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
 
 
 def _remove(path: str) -> None:

@@ -166,3 +166,31 @@ def test_a_single_job_finalizer_retries_its_marker_for_a_while_then_gives_up(tmp
     assert naps == [5.0, 5.0]  # tries at 0, 5 and 10 s; a fourth would pass the 12 s
     (tmp_path / "full").mkdir()
     assert finalize.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append) and path.exists()
+
+
+def test_a_user_whose_report_writer_hung_has_their_next_reports_written_apart(tmp_path, monkeypatch):
+    # the queue waits for a user's hung writer once (safe_write's timeout), not once per job of theirs
+    import logging
+    import time
+    import types
+
+    from slurm_energy.reporting import safe_write
+
+    monkeypatch.setattr(safe_write, "REPORT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(fq, "_SLOW_WRITERS", {})
+    (tmp_path / "context-n1.json").write_text(json.dumps({"uid": 4242}))
+    sp = types.SimpleNamespace(context=str(tmp_path / "context-n1.json"), dir=str(tmp_path))
+    log = logging.getLogger("test")
+    ran: list[int] = []
+    fq._reports(sp, [lambda: (time.sleep(0.25), ran.append(os.getpid()))], log)  # ran into the timeout
+    assert ran == [os.getpid()] and 4242 in fq._SLOW_WRITERS
+    done = tmp_path / "written-by"
+    t0 = time.monotonic()
+    fq._reports(sp, [lambda: (time.sleep(0.5), done.write_text(str(os.getpid())))], log)
+    assert time.monotonic() - t0 < 0.4  # not waited for: the next job of the queue goes on
+    for _ in range(100):
+        if done.exists() and done.read_text():
+            break
+        time.sleep(0.05)
+    assert int(done.read_text()) != os.getpid()  # written by a child of the runner
+    fq._reap()
