@@ -322,6 +322,7 @@ def phase_cpu(args) -> str:
         shutil.rmtree(d / sub, ignore_errors=True)
     d.mkdir(exist_ok=True)
     hb.write_hooks(d, Path(pro.group(1)).parent, None, hb.bench_site(L, d))
+    (d / "textfile").mkdir(mode=0o755, exist_ok=True)  # node_exporter's dir, as the cluster's exists
     jobs = fr.Jobs()
     jobs.setup()
     for u in fr.USERS:

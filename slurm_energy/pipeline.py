@@ -26,6 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 from slurm_energy.core import DeviceStatic, JobMeta, Sample, Status
+from slurm_energy.outputs.base import publish as publish  # the pipeline's API: outputs own every write
 from slurm_energy.sampling.local import LocalSampler, RunEnd
 from slurm_energy.sampling.reading import device_inventory as device_inventory  # the pipeline's API
 from slurm_energy.sampling.reading import open_readers as open_readers
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from slurm_energy.accounting.running import RunningSummary
     from slurm_energy.config import SiteConfig
     from slurm_energy.model import JobRecord, NodeStatic, NodeSummary
-    from slurm_energy.outputs.base import Sink
     from slurm_energy.sampling.sampletable import SampleTable
 
 
@@ -155,33 +155,6 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     return text_safe(finalise_record(merged, facts, hourly))
 
 
-def publish(record: JobRecord, sinks: Sequence[Sink], *, kept_by: Sequence[Sink] = ()) -> dict[str, list[str]]:
-    """Hand ``record`` to each sink in order; returns each sink's notes by name (empty: done).
-
-    A sink's notes (what did not reach it) are appended to ``record.errors`` (each error once), and
-    the record is published again to the sinks that keep errors and already hold it: those before it in
-    ``sinks``, and ``kept_by`` (where it was published before, e.g. the store), so the stored
-    record says which output is missing. A sink that raises (the store is unusable) stops the rest.
-    """
-    from slurm_energy.accounting.merge import combine_errors
-    from slurm_energy.model import text_safe
-
-    text_safe(record)  # a user's non-UTF-8 text must not stop a sink (JSON, SQL, HTML, mail)
-    results: dict[str, list[str]] = {}
-    done: list[Sink] = list(kept_by)
-    for sink in sinks:
-        notes = sink.publish(record)
-        results[sink.name] = notes
-        if notes:
-            record.errors = combine_errors(record.errors, notes)
-            text_safe(record)
-            for earlier in done:
-                if earlier.keeps_errors and not results.get(earlier.name):
-                    earlier.publish(record)
-        done.append(sink)
-    return results
-
-
 class LocalMeasurement(LocalSampler):
     """Measure a process tree on this node (``run``, ``attach``, ``track()``): the sampler of
     :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record`."""
@@ -198,19 +171,16 @@ class LocalMeasurement(LocalSampler):
         import getpass  # here, not at import: the Prolog imports this module
         import socket
 
-        from slurm_energy.devices.info import collect_static
         from slurm_energy.sampling.samplefile import read_sample_table
 
         running = self.running
         end = time.time() if running else self.t1
         node = socket.gethostname().split(".")[0]
-        static: NodeStatic = collect_static(self.statics)  # type: ignore[assignment]
-        static["reader_notes"] = self.notes
         status = Status.RUNNING if running else Status.COMPLETE
         errors: list[str] = []
         if ended is not None and not ended.clean and not running:
             status, errors = Status.PARTIAL, [ended.error_text()]
-        obs = NodeObservation(node, read_sample_table(self.samples), static, self.t0, end, cpus_alloc=os.cpu_count(),
+        obs = NodeObservation(node, read_sample_table(self.samples), self.static, self.t0, end, cpus_alloc=os.cpu_count(),
                               status=status, marks=marks, errors=errors)
         meta = JobMeta(job_id=self.label, cluster=self.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
                        gid=os.getgid(), partition=self.partition, work_dir=self.work_dir)

@@ -242,3 +242,22 @@ def test_result_cite_of_a_local_track_and_its_phase(outside_slurm, monkeypatch):
     assert "training_type: fine-tuning" in card and "emissions:" in card
     with pytest.raises(ValueError, match="no selected job marked a phase or stage of that name"):
         r.cite(phase="pretraining")
+
+
+def test_a_report_that_cannot_be_written_is_recorded_on_the_job(outside_slurm, monkeypatch):
+    """track() writes its report through the report sink (pipeline.publish), so a failure is in
+    the record's errors and report_error, as for a Slurm job, and the samples are kept."""
+    from slurm_energy.reporting import report
+
+    def broken(rec, out_dir, uid, gid, umask=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(report, "write_reports", broken)
+    with track("full", out=str(outside_slurm), interval_s=0.2) as t:
+        _busy(0.3)
+    assert t.record.errors == ["report not written: [Errno 28] No space left on device"]
+    assert "No space left on device" in t.record.report_error and "jobenergy -l full" in t.record.report_error
+    assert t.report_paths == () and os.path.exists(os.path.join(t.samples_kept, "samples.jsonl"))
+    import shutil
+
+    shutil.rmtree(t.samples_kept, ignore_errors=True)

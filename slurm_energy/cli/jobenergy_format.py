@@ -18,6 +18,7 @@ from slurm_energy.cli.jobenergy_select import job_state
 from slurm_energy.core import Method, all_estimated, status_text
 from slurm_energy.jobid import display_id
 from slurm_energy.natsort import ordered_record
+from slurm_energy.reporting.scale import plain
 
 if TYPE_CHECKING:  # records, or the store's summary rows (store.select.JobRow) for SUMMARY_FIELDS
     from slurm_energy.model import JobRecord
@@ -40,18 +41,7 @@ def fmt_num(v: Optional[float]) -> str:
     columns are fixed-unit, kWh / kgCO2e, like sacct's); ``n/a`` for None (unmeasured)."""
     if v is None:
         return "n/a"
-    return plain_number(v, 4)
-
-
-def plain_number(v: float, sig: int = 4) -> str:
-    """``v`` with ``sig`` significant figures, no exponent, trailing zeros dropped."""
-    import math
-
-    if v == 0 or not math.isfinite(v):
-        return "0" if v == 0 else str(v)
-    decimals = max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
-    text = f"{v:.{decimals}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    return plain(v, 4)
 
 
 def fmt_mem(b: Optional[int]) -> str:

@@ -84,14 +84,11 @@ def _note(cfg, rec, text: str) -> None:
     if rec is None:
         return
     try:
-        from slurm_energy.store import open_store
+        from slurm_energy.outputs.sinks import site_sinks
+        from slurm_energy.pipeline import publish
 
-        st = open_store(cfg.paths.store_url)
-        try:
-            rec.errors.append(text)
-            st.put(rec)
-        finally:
-            st.close()
+        rec.errors.append(text)
+        publish(rec, site_sinks(cfg, only=("store",)))  # the stored record's note; its outputs have it already
     except Exception as e:
         log.warning("job=%s: note not stored (%s: %s)", rec.job_id, type(e).__name__, e)
 

@@ -1,10 +1,6 @@
 """``slurm-energy collect`` and ``slurm-energy rollup`` (admin commands over the results dir and store).
 
-* ``collect [--older-than MIN]``: finalise job attempts whose nodes never all reported. Each
-  ``<results_dir>/<cluster>/<job>.<restart>/`` whose newest node record is older than MIN minutes
-  (default 60) and which is not already in the store as a final record is merged as it is (status
-  ``partial``, an error per missing node), totalled with ``accounting.formulas.finalise_record`` and
-  the site's carbon facts, and put into the store. Idempotent: a second run finds nothing to do.
+* ``collect``, ``prune``: the arguments; the work is :mod:`slurm_energy.slurm.collect`.
 * ``rollup --month YYYY-MM [--by user|account|partition] [--format table|csv|json|html] [--out F]``:
   per group for jobs that ran in that month (the site config's ``timezone``, default UTC, named in
   the header): jobs, IT kWh (measured and estimated parts), facility kWh, kgCO2e, and how many jobs
@@ -16,14 +12,13 @@
 
 from __future__ import annotations
 
-from slurm_energy.core import one_line
-from slurm_energy.store.urls import STORE_HELP
-
 import os
 import sys
 import time
 from typing import Optional
-from pathlib import Path
+
+from slurm_energy.core import one_line
+from slurm_energy.store.urls import STORE_HELP
 
 from slurm_energy.reporting.rollup_table import month_bounds, month_header, month_records, rollup
 
@@ -88,76 +83,6 @@ def _reader_cfg():
 
 def _err(msg: str) -> None:
     print(f"slurm-energy: {msg}", file=sys.stderr)
-
-
-def find_stale_attempts(results_dir, older_than_s: float, now: float) -> list[Path]:
-    """Attempt directories (``<cluster>/<job>.<restart>``) whose newest ``*.json`` node record is at
-    least ``older_than_s`` seconds older than ``now`` (epoch s). Sorted by path."""
-    root = Path(results_dir)
-    out = []
-    if not root.is_dir():
-        return out
-    for d in sorted(root.glob("*/*.*")):
-        if not d.is_dir():
-            continue
-        mt = [p.stat().st_mtime for p in d.glob("*.json") if not p.name.startswith(".")]
-        if mt and now - max(mt) >= older_than_s:
-            out.append(d)
-    return out
-
-
-def collect(results_dir, store, cfg, older_than_s: float, now: float, dry_run: bool = False,
-            also=()) -> list:
-    """Finalise stale attempts into ``store``; returns the JobRecords put (or that would be put).
-
-    Attempts already stored with a final (non-running) record of the same start time are skipped.
-    Merge and carbon facts by :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does.
-    Raises nothing for one bad directory (whatever its records hold): it is reported on stderr and
-    skipped, and the other jobs are collected.
-    """
-    from slurm_energy.accounting.merge import merge_records, split_runs
-    from slurm_energy.slurm.results import read_node_records, retire_run
-
-    done = []
-    roots = list(dict.fromkeys([Path(results_dir), *map(Path, also)]))  # also: the fallback spool's results
-    seen = set()
-    for d in [d for root in roots for d in find_stale_attempts(root, older_than_s, now)]:
-        rel = d.relative_to(next(r for r in roots if d.is_relative_to(r)))
-        if rel in seen:
-            continue
-        seen.add(rel)
-        try:
-            records = [x for r in roots if (r / rel).is_dir() for x in read_node_records(r / rel)]
-            for run in split_runs(records):  # a reused job id: each run on its own
-                final = _collect_run(run, store, cfg, dry_run)
-                if final is not None:
-                    done.append(final)
-                if not dry_run:  # stored now or before: out of a later run's way
-                    for r in roots:
-                        if (r / rel).is_dir():
-                            retire_run(r, final if final is not None else merge_records(run))
-        except Exception as e:  # noqa: BLE001 - one job (a user's bad text, a torn file) must not stop collect
-            _err(f"collect: skipping {one_line(str(d))}: {type(e).__name__}: {one_line(str(e))}")
-    return done
-
-
-def _collect_run(records: list, store, cfg, dry_run: bool):
-    """Finalise (:func:`slurm_energy.pipeline.finalise_job`, as the finalizer does) and store one
-    run's node records; None if it is already stored (final)."""
-    from slurm_energy.model import Status
-    from slurm_energy.pipeline import finalise_job
-
-    final = finalise_job(records, cfg)
-    stored = store.query(jobs=[final.job_id], clusters=[final.cluster] if final.cluster else None)
-    if any(r.job_id == final.job_id and r.start_time == final.start_time
-           and r.status not in (Status.RUNNING, Status.NO_DATA) for r in stored):  # fmt: skip
-        return None
-    if final.status == Status.RUNNING:  # only interim summaries were left: the job never ended cleanly
-        final.status = Status.PARTIAL
-        final.errors.append("no Epilog record: finalised by collect from interim data")
-    if not dry_run:
-        store.put(final)
-    return final
 
 
 def _open(args, cfg, readonly=False):
@@ -235,27 +160,12 @@ def cmd_collect(args) -> int:
         return 2
     import sqlalchemy.exc
 
+    from slurm_energy.slurm.collect import collect_all, with_paths
     from slurm_energy.store.urls import shown_url as _shown_url
 
-    from slurm_energy.cli import collect_more as M
-    from slurm_energy.slurm.finalize import results_dirs
-    from slurm_energy.slurm.spool import spool_dirs
-    from slurm_energy.store.queue import drain
-
-    now, lines = time.time(), []
     try:
-        if not args.dry_run:
-            n, problems = drain(spool_dirs(cfg), store.put)
-            lines += [f"stored {n} queued record(s)"] * bool(n) + problems
-        leftover_lines, young = M.finish_leftovers(M.with_paths(cfg, url, results_dir), spool_dirs(cfg), now,
-                                                   args.older_than * 60.0, args.dry_run, store=store)
-        lines += leftover_lines
-        done = collect(results_dir, store, cfg, args.older_than * 60.0, now, args.dry_run,
-                       also=results_dirs(cfg)[1:])
-        lines += M.finish_running(store, young, args.dry_run)
-        from slurm_energy.cli.collect_sacct import finish_unrecorded
-
-        lines += finish_unrecorded(store, now, args.since * 3600.0, args.older_than * 60.0, args.dry_run)
+        lines, done = collect_all(with_paths(cfg, url, results_dir), store, time.time(), args.older_than * 60.0,
+                                  args.since * 3600.0, args.dry_run)
     except PermissionError as e:
         _err(f"collect: cannot read {e.filename or results_dir}: {e.strerror}; collect must run as root")
         return 2
@@ -293,12 +203,12 @@ def cmd_prune(args) -> int:
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return 2
-    from slurm_energy.cli.collect_more import prune
+    from slurm_energy.slurm.collect import prune
     from slurm_energy.slurm.finalize import results_dirs
     from slurm_energy.slurm.spool import spool_dirs
 
     try:
-        lines = prune(cfg, store, spool_dirs(cfg), results_dirs(cfg), args.older_than * 86400.0, time.time(),
+        lines = prune(store, spool_dirs(cfg), results_dirs(cfg), args.older_than * 86400.0, time.time(),
                       args.dry_run)
     finally:
         store.close()

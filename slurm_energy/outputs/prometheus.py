@@ -49,6 +49,7 @@ import time
 from typing import Callable, Optional
 
 from slurm_energy.model import JobRecord, Method, Status
+from slurm_energy.units import J_PER_KWH
 
 log = logging.getLogger("slurm_energy.outputs.prometheus")
 
@@ -79,7 +80,7 @@ def entry_from_record(rec: JobRecord, now: float) -> dict:
     return {
         "labels": {k: str(getattr(rec, k) or ("0" if k == "restart_count" else "")) for k in JOB_LABELS},
         "info": info, "classes": classes,
-        "facility_j": None if rec.facility_kwh is None else rec.facility_kwh * 3.6e6,
+        "facility_j": None if rec.facility_kwh is None else rec.facility_kwh * J_PER_KWH,
         "co2e_g": None if rec.co2e_kg is None else rec.co2e_kg * 1000.0,
         "running": rec.status == Status.RUNNING, "end_time": rec.end_time, "updated": now,
         "gpu_idle": None if rec.gpu_idle_s is None else [rec.gpu_idle_s, rec.gpu_idle_energy_j, rec.gpu_idle_method],

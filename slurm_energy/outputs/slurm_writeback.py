@@ -40,6 +40,7 @@ import subprocess
 from typing import Callable, Optional
 
 from slurm_energy.model import JobRecord, Method
+from slurm_energy.units import J_PER_KWH
 
 log = logging.getLogger("slurm_energy.outputs.slurm_writeback")
 
@@ -60,7 +61,7 @@ def summary_text(rec: JobRecord, max_chars: int = 240) -> str:
     for cls in sorted(rec.methods):
         j = rec.energy_it_j.get(cls)
         m = _ABBR.get(rec.methods[cls].value, rec.methods[cls].value)
-        parts.append(f"{cls} unmeasured" if j is None else f"{cls} {j / 3.6e6:.4g} {m}")
+        parts.append(f"{cls} unmeasured" if j is None else f"{cls} {j / J_PER_KWH:.4g} {m}")
     it = "n/a kwh it" if rec.it_kwh is None else f"{rec.it_kwh:.4g} kwh it"
     fac = "" if rec.facility_kwh is None else f", {rec.facility_kwh:.4g} kwh facility"
     co2 = "n/a" if rec.co2e_kg is None else f"{rec.co2e_kg * 1000:.4g}"
@@ -109,11 +110,11 @@ class SlurmWriteback:
 
     def __init__(self, admin_comment: bool = True, max_chars: int = 240,
                  foreign_markers: tuple[str, ...] | list[str] = ("JS1:", "{", "["), tres_energy: bool = False,
-                 scontrol: str = SCONTROL, sacct: str = SACCT, sacctmgr: str = SACCTMGR, run: Callable = _run,
+                 scontrol: str = SCONTROL, sacct: str = SACCT, sacctmgr: str = SACCTMGR, run: Optional[Callable] = None,
                  check_version: bool = True):
         self.admin_comment, self.max_chars, self.foreign_markers = admin_comment, max_chars, tuple(foreign_markers)
         self.tres_energy, self.check_version = tres_energy, check_version
-        self.scontrol, self.sacct, self.sacctmgr, self.run = scontrol, sacct, sacctmgr, run
+        self.scontrol, self.sacct, self.sacctmgr, self.run = scontrol, sacct, sacctmgr, run or _run
 
     def publish(self, rec: JobRecord) -> list[str]:
         """Write-back for a final record (a running record is ignored). Returns notes; never raises."""
@@ -171,7 +172,7 @@ class SlurmWriteback:
             if v is None or v < TRES_MIN_VERSION:
                 have = "unknown" if v is None else f"{v[0]}.{v[1]:02d}"
                 return f"energy TRES not set: needs Slurm >= 25.11 (sacctmgr {have})"
-        joules = int(round(rec.it_kwh * 3.6e6))
+        joules = int(round(rec.it_kwh * J_PER_KWH))
         rc, out = self.run([self.sacctmgr, "-i", "modify", "job", "where", f"jobid={rec.job_id}", "set",
                             f"TRES=energy={joules}"])
         if rc == 0 and "Modified" in out:

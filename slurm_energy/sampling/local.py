@@ -1,7 +1,8 @@
 """Measurement without Slurm: the hooks' sampler over a process tree, in a thread or a child.
 
 One code path for ``slurm-energy run -- CMD``, ``slurm-energy attach PID`` and ``slurm_energy.track``
-outside a sampled Slurm job: the same readers (:func:`slurm_energy.sampling.setup.build_readers`),
+outside a sampled Slurm job: the same readers (:func:`slurm_energy.sampling.reading.open_readers`, one
+spec for this process and the child sampler; :func:`~slurm_energy.sampling.reading.device_inventory`),
 :class:`~slurm_energy.sampling.sampler.Sampler`, sample file, node summary and carbon facts as the
 Prolog/Epilog path. :class:`LocalSampler` samples; :class:`slurm_energy.pipeline.LocalMeasurement`
 adds ``record()`` (energy so far while sampling, final after ``stop()``).
@@ -243,16 +244,18 @@ class LocalSampler:
                  unresolved: Optional[list[str]] = None, gpu_note: str = "", interval_s: Optional[float] = None,
                  partition: str = "", work_dir: str = ".", child_of: Optional[int] = None,
                  tree_root: Optional[int] = None, job_marker: Optional[str] = None):
-        from slurm_energy.sampling.setup import build_readers
+        from slurm_energy.sampling.reading import device_inventory, open_readers
 
         self.cfg, self.label, self.partition = cfg, label, partition
         self.work_dir = os.path.abspath(work_dir)
         self.interval_s = float(interval_s or cfg.sampling.interval_s)
-        drm = [] if gpu_uuids or unresolved else visible_drm_gpus(cfg)  # no NVIDIA GPU: AMD/Intel ones
-        readers, self.notes = build_readers(cfg, gpu_uuids, unresolved, drm_gpus=drm)
+        #: what the readers are opened from, here and in the child sampler (:func:`open_readers`' arguments)
+        self.reader_spec = {"gpu_uuids": list(gpu_uuids or []), "unresolved_gpus": list(unresolved or []),
+                            "drm_gpus": [] if gpu_uuids or unresolved else visible_drm_gpus(cfg)}  # else AMD/Intel
+        readers, self.notes = open_readers(cfg, **self.reader_spec)
         if gpu_note:
             self.notes.append(f"gpu: {gpu_note}")
-        self.statics = [d for r in readers for d in r.devices()]
+        self.static = device_inventory(readers, self.notes)
         import tempfile
 
         self.dir = tempfile.mkdtemp(prefix="slurm-energy-")
@@ -264,10 +267,8 @@ class LocalSampler:
             for r in readers:  # the child opens its own; these only named the devices
                 r.close()
             self._child_spec = {"pid": child_of if tree_root is None else tree_root, "end_pid": child_of,
-                                "job": job_marker,
-                                "config": getattr(cfg, "source_path", "") or None,
-                                "gpus": list(gpu_uuids or []), "unresolved": list(unresolved or []), "drm": drm,
-                                "interval_s": self.interval_s, "samples": self.samples}
+                                "job": job_marker, "config": getattr(cfg, "source_path", "") or None,
+                                "readers": self.reader_spec, "interval_s": self.interval_s, "samples": self.samples}
             return
         self._readers = readers
         if probe is not None:
@@ -330,11 +331,8 @@ class LocalSampler:
         """Write what :meth:`from_state` needs (label, times, devices, ``extra``: the caller's
         settings) beside the sample file, so a measurement whose process died without ``stop()``
         (SIGKILL, the OOM killer) can still be finished by the child sampler."""
-        from dataclasses import asdict
-
         state = {"label": self.label, "partition": self.partition, "work_dir": self.work_dir,
-                 "interval_s": self.interval_s, "t0": self.t0, "notes": list(self.notes),
-                 "statics": [asdict(d) for d in self.statics], "extra": extra}
+                 "interval_s": self.interval_s, "t0": self.t0, "static": self.static, "extra": extra}
         tmp = os.path.join(self.dir, self.STATE_FILE + ".tmp")
         with open(tmp, "w") as f:
             json.dump(state, f)
@@ -344,15 +342,14 @@ class LocalSampler:
     def from_state(cls, cfg, d: str):
         """(the stopped sampler of directory ``d``, its saved ``extra``): :meth:`save_state`'s
         facts, ended at its sample file's last row. Raises OSError/ValueError for a bad state."""
-        from slurm_energy.core import DeviceStatic
         from slurm_energy.sampling.samplefile import read_sample_table
 
         with open(os.path.join(d, cls.STATE_FILE)) as f:
             st = json.load(f)
         self = cls.__new__(cls)
         self.cfg, self.label, self.partition = cfg, st["label"], st["partition"]
-        self.work_dir, self.interval_s, self.notes = st["work_dir"], float(st["interval_s"]), list(st["notes"])
-        self.statics = [DeviceStatic(**x) for x in st["statics"]]
+        self.work_dir, self.interval_s, self.static = st["work_dir"], float(st["interval_s"]), st["static"]
+        self.notes = list(self.static.get("reader_notes", []))
         self.dir, self.samples = d, os.path.join(d, "samples.jsonl")
         t = read_sample_table(self.samples).t
         self.t0, self.t1 = float(st["t0"]), (float(t[-1]) if len(t) else float(st["t0"]))
@@ -446,15 +443,15 @@ def _child_main(spec_json: str) -> int:
     ``spec["pid"]`` (itself excluded) until SIGTERM or until that process is gone."""
     from slurm_energy.config import load_site_config
     from slurm_energy.sampling.probes import ProcessTreeProbe
+    from slurm_energy.sampling.reading import open_readers
     from slurm_energy.sampling.samplefile import SampleWriter
-    from slurm_energy.sampling.setup import build_readers
 
     spec = json.loads(spec_json)
     stop: list = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))  # before the slow part
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a sample asked for before the loop runs: its first
     cfg = load_site_config(spec["config"])
-    readers, _ = build_readers(cfg, spec["gpus"], spec["unresolved"], drm_gpus=spec.get("drm") or [])
+    readers, _ = open_readers(cfg, **spec["readers"])  # as the parent opened them (LocalSampler.reader_spec)
     # CPU time from the first poll: the tree's CPU time before the block (imports, other ranks' set-up)
     # is not this measurement's
     probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}), end_pid=spec.get("end_pid"),

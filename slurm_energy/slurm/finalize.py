@@ -15,27 +15,27 @@ from typing import TYPE_CHECKING, Optional
 
 from slurm_energy.core import DeviceStatic, Status, one_line
 from slurm_energy.model import JobRecord, NodeStatic
+from slurm_energy.outputs.sinks import forget_running, publish_final, publish_outputs, site_sinks
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
 from slurm_energy.slurm.jobfacts import requested_memory, slurm_job_state, true_cpu_time, with_slurm_facts
 from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, reading_row, setup_logging, spool_from_dir
-from slurm_energy.slurm.spool import JobSpool
+from slurm_energy.slurm.spool import JobSpool, spool_dirs
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.running import RunningSummary
     from slurm_energy.config import SiteConfig
     from slurm_energy.sampling.sampletable import SampleTable
-    from slurm_energy.outputs.base import Sink
 
 log = logging.getLogger("slurm_energy.finalize")
 
 
 def _expected_nodes(ctx: JobContext) -> list[str]:
-    from slurm_energy.slurm.hostlist import expand_hostlist
+    from hostlist import BadHostlist, expand_hostlist  # python-hostlist (not on the Prolog/Epilog path)
 
     try:
-        nodes = expand_hostlist(ctx.nodelist) if ctx.nodelist else []
-    except ValueError:
+        nodes = expand_hostlist(ctx.nodelist.strip())
+    except BadHostlist:
         nodes = []
     return nodes or [ctx.node]
 
@@ -290,7 +290,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: Optiona
     records = collect_node_records(where, ctx.cluster, ctx.job_id, ctx.restart_count, rec.expected_nodes, record=rec)
     if records is None:
         log.info("job=%s node=%s: waiting for other nodes %s", ctx.job_id, ctx.node, rec.expected_nodes)
-        _forget_running(cfg, rec)  # the node that completes the job exports its totals
+        forget_running(cfg, rec)  # the node that completes the job exports its totals
         return None
     final = finalise_job(records, cfg)
     final.slurm_energy_j, final.slurm_energy_source = _slurm_energy(final.job_id)
@@ -315,90 +315,13 @@ def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
 
 def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True, umask: Optional[int] = None,
                      deferred: Optional[list] = None) -> JobRecord:
-    """Publish a finished job (:func:`slurm_energy.pipeline.publish`): the store first, so the
-    record exists whatever the user's report writer does (a store that is down queues the record
-    for ``collect``), then the report as the job's user (``umask``: theirs; into ``deferred`` when
-    given, for the caller to write once its slot is free), then (``outputs``) the site's other
-    outputs (:func:`publish_and_note`); what did not reach an output is a note on the stored record."""
-    from slurm_energy.outputs.report import ReportSink
-
-    store = QueueingStoreSink(cfg)
-    publish(final, [store])
-
-    def report() -> None:
-        publish(final, [ReportSink(umask=umask)], kept_by=[store])
-
-    if deferred is not None:
-        deferred.append(report)
-    else:
-        report()
-    if outputs:
-        publish_and_note(cfg, final)
-    return final
+    """:func:`slurm_energy.outputs.sinks.publish_final`, a store that is down queueing in the spools."""
+    return publish_final(cfg, final, umask=umask, queue_in=spool_dirs(cfg), deferred=deferred, outputs=outputs)
 
 
 def publish_and_note(cfg: SiteConfig, final: JobRecord) -> None:
-    """Publish a stored final record to the site's other outputs; their notes go onto the stored
-    record (stored again)."""
-    publish(final, output_sinks(cfg), kept_by=[QueueingStoreSink(cfg)])
-
-
-class QueueingStoreSink:
-    """The store as the finalizer's output: a store that is down or still locked after
-    ``Store.put``'s retries gets the record queued durably (:mod:`slurm_energy.store.queue`) in the
-    spool for ``slurm-energy collect``; raises only when it cannot even be queued."""
-
-    name = "store"
-    keeps_errors = True
-
-    def __init__(self, cfg: SiteConfig):
-        from slurm_energy.outputs.store import StoreSink
-
-        self.cfg = cfg
-        self.store = StoreSink(cfg.paths.store_url)
-
-    def publish(self, record: JobRecord) -> list[str]:
-        """Store (or queue) ``record``; no notes."""
-        try:
-            return self.store.publish(record)
-        except Exception as e:
-            from slurm_energy.slurm.spool import spool_dirs
-            from slurm_energy.store.queue import queue_record
-
-            why = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            path = queue_record(spool_dirs(self.cfg), record, why)
-            log.error("job=%s: store failed (%s); queued as %s for collect", record.job_id, e, path)
-            if path is None:
-                raise
-            return []
-
-
-def output_sinks(cfg: SiteConfig, running: bool = False) -> list[Sink]:
-    """The site's outputs besides the store and the report (:mod:`slurm_energy.outputs`):
-    Prometheus textfile, Slurm write-back (final records only). A configuration that cannot be
-    turned into sinks is logged and leaves them out (never loses the record)."""
-    from slurm_energy.outputs import prometheus, slurm_writeback
-
-    try:
-        sinks: list[Sink] = [s for s in (prometheus.from_config(cfg),) if s is not None]
-        if not running:
-            sinks.append(slurm_writeback.from_config(cfg))
-    except Exception:
-        log.exception("outputs not configured")
-        return []
-    return sinks
-
-
-def _forget_running(cfg: SiteConfig, rec: JobRecord) -> None:
-    try:
-        from slurm_energy.outputs import prometheus
-
-        sink = prometheus.from_config(cfg)
-        if sink is not None:
-            for n in sink.forget(rec.cluster, rec.job_id, rec.restart_count):
-                log.warning("job=%s %s", rec.job_id, n)
-    except Exception:
-        log.exception("prometheus forget job %s", rec.job_id)
+    """:func:`slurm_energy.outputs.sinks.publish_outputs`, a store that is down queueing in the spools."""
+    publish_outputs(cfg, final, queue_in=spool_dirs(cfg))
 
 
 def results_dirs(cfg: SiteConfig) -> list[str]:
@@ -419,11 +342,10 @@ def interim(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
     (:class:`~slurm_energy.accounting.running.RunningSummary`); the record has no power trace and
     no phase windows (the Epilog's has them)."""
     from slurm_energy.accounting.running import RunningSummary
-    from slurm_energy.outputs.store import StoreSink
 
     summary = _RUNNING.get(spool.samples)
     if summary is None:
         summary = _RUNNING[spool.samples] = RunningSummary(spool.samples)
     rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING, running=summary)
     running = finalise_job([rec], cfg, merge=False).model_copy(update={"status": Status.RUNNING})
-    publish(running, [StoreSink(cfg.paths.store_url), *output_sinks(cfg, running=True)])
+    publish(running, site_sinks(cfg, running=True))

@@ -1,7 +1,5 @@
-"""The detached sampler and finalizer entry points (``python -I -m slurm_energy.slurm.hooks ...``),
-and the Prolog/Epilog's older entry (``... hooks prolog|epilog``, for hook scripts written by an
-earlier ``slurm-energy install``): those two are :mod:`slurm_energy.slurm.hookentry`, which the hook
-scripts now run directly, light to start.
+"""The detached sampler and finalizer entry points (``python -I -m slurm_energy.slurm.hooks ...``);
+the Prolog/Epilog are :mod:`slurm_energy.slurm.hookentry`, which the hook scripts run directly.
 
 Sampler (started by the Prolog, own process group, niced): samples the job until the Epilog's TERM,
 or finishes the node itself when no Epilog came (:func:`_finish_without_epilog`). Finalizer
@@ -30,8 +28,6 @@ import logging  # noqa: E402
 import os  # noqa: E402
 from typing import TYPE_CHECKING, Optional  # noqa: E402
 
-from slurm_energy.slurm.hookentry import (  # noqa: E402
-    FALLBACK_LOG_DIR, FINALIZER_NICE, SAMPLER_NICE, epilog, hook_elapsed_s, prolog, spawn)
 from slurm_energy.slurm.runtime import (  # noqa: E402
     load_config, prolog_reading_by_sampler, readers_for, setup_logging, spool_from_dir)
 from slurm_energy.slurm.spool import JobSpool, write_private  # noqa: E402
@@ -40,8 +36,7 @@ if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
     from slurm_energy.slurm.env import JobContext
 
-__all__ = ["FALLBACK_LOG_DIR", "FINALIZER_NICE", "FINALIZER_SLOTS", "SAMPLER_NICE", "epilog", "hook_elapsed_s", "main",
-           "prolog", "sampler_main", "setup_logging", "spawn"]
+__all__ = ["FINALIZER_SLOTS", "main", "sampler_main"]
 
 log = logging.getLogger("slurm_energy.hooks")
 
@@ -140,16 +135,12 @@ class _Interim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m slurm_energy.slurm.hooks {prolog|epilog|sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
+    """``python -m slurm_energy.slurm.hooks {sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
     finalize DIR NODE T EXIT OUTCOME|finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON}``
     (``finalize``: one job, when it could not be queued for the node's finalizer)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         what = argv[0] if argv else ""
-        if what == "prolog":
-            return prolog()
-        if what == "epilog":
-            return epilog()
         if what == "sampler":
             return sampler_main(argv[1], argv[2])
         if what == "finalize":
@@ -186,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             from slurm_energy.slurm.finalize_nodata import finalize_env_main
 
             return finalize_env_main(argv[1], float(argv[2]), argv[3], argv[4], json.loads(argv[5]))
-        print("usage: python -m slurm_energy.slurm.hooks {prolog|epilog|sampler|finalize}", file=sys.stderr)
+        print("usage: python -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env}", file=sys.stderr)
     except BaseException:  # noqa: BLE001
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])
     return 0

@@ -39,7 +39,8 @@ def test_store_down_queues_the_record_and_collect_drains_it(tmp_path):
 def test_locked_store_queues_after_its_retries(tmp_path, monkeypatch):
     import sqlite3
 
-    from slurm_energy.slurm import finalize
+    from slurm_energy.outputs.sinks import QueueingStoreSink
+    from slurm_energy.slurm.spool import spool_dirs
     from slurm_energy.store import sqlstore
 
     cfg = _cfg(tmp_path)
@@ -50,7 +51,7 @@ def test_locked_store_queues_after_its_retries(tmp_path, monkeypatch):
     holder = sqlite3.connect(f"{tmp_path}/jobs.db")
     holder.execute("BEGIN EXCLUSIVE")  # another process holds the lock for longer than we wait
     try:
-        finalize.QueueingStoreSink(cfg).publish(finished(node_record(job_id="811")))
+        QueueingStoreSink(cfg.paths.store_url, spool_dirs(cfg)).publish(finished(node_record(job_id="811")))
     finally:
         holder.rollback()
         holder.close()
@@ -85,7 +86,7 @@ def test_nowhere_to_write_results_stores_the_node_view_directly(tmp_path):
 
 
 def test_collect_marks_running_records_of_ended_jobs_partial(tmp_path):
-    from slurm_energy.cli.collect_more import finish_running
+    from slurm_energy.slurm.collect import finish_running
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     for jid in ("820", "821", "822"):
@@ -94,7 +95,7 @@ def test_collect_marks_running_records_of_ended_jobs_partial(tmp_path):
         st.put(r)
     facts = {"820": (True, {"job_state": "TIMEOUT", "end_time": 5000.0}), "821": (False, {"job_state": "RUNNING"}),
              "822": (True, {"job_state": "COMPLETED"})}
-    lines = finish_running(st, young={("822", 0)}, final_facts=lambda j, r: facts[j])
+    lines = finish_running(_cfg(tmp_path), st, young={("822", 0)}, final_facts=lambda j, r: facts[j])
     assert lines == ["marked c1/820 attempt 0: running -> partial (Slurm TIMEOUT)"]
     (a,) = st.get_job("820")
     assert a.status == Status.PARTIAL and a.job_state == "TIMEOUT" and a.end_time == 5000.0
@@ -116,7 +117,7 @@ def test_stale_temp_files_are_removed_and_fresh_ones_kept(tmp_path):
 
 
 def test_prune_never_removes_a_job_not_yet_stored(tmp_path):
-    from slurm_energy.cli.collect_more import prune
+    from slurm_energy.slurm.collect import prune
     from slurm_energy.slurm.spool import JobSpool
 
     cfg = _cfg(tmp_path)
@@ -128,7 +129,7 @@ def test_prune_never_removes_a_job_not_yet_stored(tmp_path):
         Path(sp.finalized).write_text("1")
         for f in Path(sp.dir).iterdir():
             os.utime(f, (time.time() - 20 * 86400,) * 2)
-    lines = prune(cfg, st, [cfg.paths.spool_dir], [], 14 * 86400, time.time())
+    lines = prune(st, [cfg.paths.spool_dir], [], 14 * 86400, time.time())
     assert lines == [f"removed {cfg.paths.spool_dir}/jobs/830-r0"]
     assert os.path.isdir(f"{cfg.paths.spool_dir}/jobs/831-r0")
 
@@ -158,7 +159,7 @@ def test_sacct_line_and_scontrol_times_parse():
 
 
 def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_written(tmp_path):
-    from slurm_energy.cli.collect_more import finish_leftovers
+    from slurm_energy.slurm.collect import finish_leftovers
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.spool import JobSpool
 
@@ -177,7 +178,7 @@ def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_writte
 def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tmp_path):
     import subprocess
 
-    from slurm_energy.cli.collect_sacct import finish_unrecorded
+    from slurm_energy.slurm.collect import finish_unrecorded
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
@@ -196,13 +197,13 @@ def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tm
 
     sacct = tmp_path / "sacct"
     sacct.write_text("")
-    lines = finish_unrecorded(st, time.time(), 86400, 60, run=fake, sacct=str(sacct))
+    lines = finish_unrecorded(_cfg(tmp_path), st, time.time(), 86400, 60, run=fake, sacct=str(sacct))
     assert lines == ["stored lab/850 from sacct: no_data (COMPLETED, no record from the hooks)"]
     (r,) = st.get_job("850")
     assert (r.status, r.array_job_id, r.array_task_id, r.user, r.uid, r.job_name, r.work_dir) == \
         (Status.NO_DATA, "849", "3", "alice", 2001, "my|job", "/w/a|b")
     assert r.elapsed_s == 3.0 and r.it_kwh is None and "stored by slurm-energy collect from sacct" in r.errors[0]
-    assert finish_unrecorded(st, time.time(), 86400, 60, run=fake, sacct=str(sacct)) == []  # idempotent
+    assert finish_unrecorded(_cfg(tmp_path), st, time.time(), 86400, 60, run=fake, sacct=str(sacct)) == []  # idempotent
 
 
 @pytest.mark.parametrize("text, expect", [

@@ -182,7 +182,7 @@ def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_
 
 
 def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
-    from slurm_energy.cli import collect_more as M
+    from slurm_energy.slurm import collect as M
     from slurm_energy.config import load_site_config
     from slurm_energy.slurm import hookentry
     from slurm_energy.slurm.spool import spool_dirs

@@ -87,7 +87,7 @@ def test_non_utf8_job_name_work_dir_and_phase_name_give_a_record_a_report_and_co
     victim = _victim(node)
     _check_victim(node, victim)
     # collect over a results dir holding a node record no JSON parser takes: it goes on, reports it
-    from slurm_energy.cli.store_cmds import collect
+    from slurm_energy.slurm.collect import collect, with_paths
     from slurm_energy.store import open_store
 
     bad = node.base / "results" / "t" / "902.0"
@@ -98,8 +98,8 @@ def test_non_utf8_job_name_work_dir_and_phase_name_give_a_record_a_report_and_co
 
     st = open_store(node.store_url)
     try:
-        done = collect(str(node.base / "results"), st, load_site_config(str(node.base / "site.yaml")), 0.0,
-                       time.time())
+        cfg = load_site_config(str(node.base / "site.yaml"))
+        done = collect(with_paths(cfg, node.store_url, str(node.base / "results")), st, 0.0, time.time())
     finally:
         st.close()
     assert done == []  # nothing else to finalise; the bad file did not stop it

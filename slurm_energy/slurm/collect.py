@@ -1,0 +1,411 @@
+"""``slurm-energy collect`` and ``prune``: finish what faults left behind, and spool retention.
+
+collect, in order (:func:`collect_all`), run as root on every node (the spool is node-local) and the
+controller, from the timer or cron line ``slurm-energy install`` prints:
+
+1. store the records queued while the store was down or locked (their report and outputs were
+   published by the finalizer that queued them: only the store is missing);
+2. finish each node attempt left in a spool (finalizer killed or never started) once Slurm says the
+   job ended, stopping a sampler that outlived its job (:func:`finish_leftovers`, the finalizer's
+   own :func:`~slurm_energy.slurm.finalize.finalize_spool`);
+3. merge attempts in the results directory whose nodes never all reported (:func:`collect`:
+   status ``partial``, an error per missing node);
+4. every record still ``running`` whose job Slurm says has ended becomes ``partial`` from its
+   interim data, with Slurm's state (:func:`finish_running`);
+5. every job sacct says ran that has no record gets a ``no_data`` one (:func:`finish_unrecorded`).
+
+Every record it finishes is published to the site's sinks
+(:func:`slurm_energy.outputs.sinks.site_sinks`: the store, the report as the job's user, the
+Prometheus textfile, Slurm's write-back), as the finalizer publishes it. Idempotent: a second run
+finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional
+
+from slurm_energy.core import one_line
+from slurm_energy.model import JobRecord, Status
+from slurm_energy.outputs.sinks import site_sinks
+from slurm_energy.pipeline import finalise_job, publish
+from slurm_energy.slurm.spool import spool_dirs
+
+if TYPE_CHECKING:
+    from slurm_energy.config import SiteConfig
+
+log = logging.getLogger("slurm_energy.collect")
+
+#: a job Slurm no longer knows (no accounting, purged) is taken as ended after this long, s
+UNKNOWN_JOB_S = 86400.0
+SACCT = "/usr/bin/sacct"
+#: sacct -P fields: the user's text (WorkDir) last, the line split from the left with maxsplit, so a
+#: '|' in it stays in it. The job name, the other text a user writes, is asked for apart
+#: (:data:`NAME_FIELDS`, also last): two such fields on one line could not be told apart.
+FIELDS = ("JobIDRaw", "JobID", "State", "Start", "End", "NodeList", "User", "UID", "GID", "Account",
+          "Partition", "ExitCode", "Cluster", "WorkDir")
+NAME_FIELDS = ("JobIDRaw", "JobName")
+REASON = ("no record from the hooks (no usable spool and no finalizer result on any node); "
+          "stored by slurm-energy collect from sacct: nothing was measured")
+
+
+def publish_collected(cfg: SiteConfig, rec: JobRecord) -> None:
+    """A record ``collect`` finished, to every site sink (a store that is down queues it in the
+    spools for the next run). Raises what the store raises when it cannot even be queued."""
+    publish(rec, site_sinks(cfg, queue_in=spool_dirs(cfg)))
+
+
+def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s: float,
+                dry_run: bool = False) -> tuple[list[str], list[JobRecord]]:
+    """Steps 1-5 of the module doc with ``cfg`` (its ``paths.store_url`` and ``results_dir`` those
+    in force: :func:`with_paths`) and ``store`` open on that URL (for the queries). Returns (one line
+    per thing done or that would be, the records step 3 finalised). Raises PermissionError (not
+    root) and what the store raises for a store that cannot be read."""
+    from slurm_energy.slurm.finalize import results_dirs
+    from slurm_energy.store.queue import drain
+
+    def store_only(rec: JobRecord) -> None:  # the finalizer that queued it published it to the rest
+        publish(rec, site_sinks(cfg, only=("store",)))
+
+    lines: list[str] = []
+    if not dry_run:
+        n, problems = drain(spool_dirs(cfg), store_only)
+        lines += [f"stored {n} queued record(s)"] * bool(n) + problems
+    leftover_lines, young = finish_leftovers(cfg, spool_dirs(cfg), now, older_than_s, dry_run, store=store)
+    lines += leftover_lines
+    done = collect(cfg, store, older_than_s, now, dry_run, also=results_dirs(cfg)[1:])
+    lines += finish_running(cfg, store, young, dry_run)
+    lines += finish_unrecorded(cfg, store, now, since_s, older_than_s, dry_run)
+    return lines, done
+
+
+def with_paths(cfg: SiteConfig, store_url: str, results_dir: str) -> SiteConfig:
+    """cfg with paths.store_url / results_dir replaced (collect's --store / --results-dir)."""
+    return cfg.model_copy(update={"paths": cfg.paths.model_copy(update={"store_url": store_url,
+                                                                         "results_dir": results_dir})})
+
+
+# ---------------------------------------------------------------- step 3: the results directory
+def find_stale_attempts(results_dir, older_than_s: float, now: float) -> list[Path]:
+    """Attempt directories (``<cluster>/<job>.<restart>``) whose newest ``*.json`` node record is at
+    least ``older_than_s`` seconds older than ``now`` (epoch s). Sorted by path."""
+    root = Path(results_dir)
+    out: list[Path] = []
+    for d in sorted(root.glob("*/*.*")) if root.is_dir() else []:
+        mt = [p.stat().st_mtime for p in d.glob("*.json") if not p.name.startswith(".")] if d.is_dir() else []
+        if mt and now - max(mt) >= older_than_s:
+            out.append(d)
+    return out
+
+
+def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bool = False,
+            also=()) -> list[JobRecord]:
+    """Finalise the stale attempts of ``cfg.paths.results_dir`` (and ``also``: the fallback
+    spool's results); returns the JobRecords published (or that would be). Attempts already in
+    ``store`` with a final record of the same start time are skipped. Merge and carbon facts by
+    :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does. One bad directory (whatever
+    its records hold) is reported on the log and skipped; the other jobs are collected."""
+    from slurm_energy.accounting.merge import merge_records, split_runs
+    from slurm_energy.slurm.results import read_node_records, retire_run
+
+    done = []
+    roots = list(dict.fromkeys([Path(cfg.paths.results_dir), *map(Path, also)]))
+    seen = set()
+    for d in [d for root in roots for d in find_stale_attempts(root, older_than_s, now)]:
+        rel = d.relative_to(next(r for r in roots if d.is_relative_to(r)))
+        if rel in seen:
+            continue
+        seen.add(rel)
+        try:
+            records = [x for r in roots if (r / rel).is_dir() for x in read_node_records(r / rel)]
+            for run in split_runs(records):  # a reused job id: each run on its own
+                final = _collect_run(cfg, run, store, dry_run)
+                if final is not None:
+                    done.append(final)
+                if not dry_run:  # published now or before: out of a later run's way
+                    for r in roots:
+                        if (r / rel).is_dir():
+                            retire_run(r, final if final is not None else merge_records(run))
+        except Exception as e:  # noqa: BLE001 - one job (a user's bad text, a torn file) must not stop collect
+            log.error("collect: skipping %s: %s: %s", one_line(str(d)), type(e).__name__, one_line(str(e)))
+    return done
+
+
+def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> Optional[JobRecord]:
+    """Finalise and publish one run's node records; None if it is already stored (final)."""
+    final = finalise_job(records, cfg)
+    stored = store.query(jobs=[final.job_id], clusters=[final.cluster] if final.cluster else None)
+    if any(r.job_id == final.job_id and r.start_time == final.start_time
+           and r.status not in (Status.RUNNING, Status.NO_DATA) for r in stored):  # fmt: skip
+        return None
+    if final.status == Status.RUNNING:  # only interim summaries were left: the job never ended cleanly
+        final.status = Status.PARTIAL
+        final.errors.append("no Epilog record: finalised by collect from interim data")
+    if not dry_run:
+        publish_collected(cfg, final)
+    return final
+
+
+# ---------------------------------------------------------------- step 2: attempts left in a spool
+def _stop_stray_sampler(lo) -> None:
+    from slurm_energy.slurm.detach import cmdline, find_sampler, is_running, stop_process
+
+    pid = None
+    try:
+        with open(lo.spool.pidfile) as f:
+            pid = int(f.read().strip())
+        if lo.spool.dir not in cmdline(pid):
+            pid = None
+    except (OSError, ValueError):
+        pid = None
+    pid = pid or find_sampler("/jobs/" + os.path.basename(lo.spool.dir), lo.spool.node)
+    if pid and is_running(pid):
+        log.info("collect: stopping sampler %d of ended job %s", pid, lo.ctx.job_id)
+        stop_process(pid, term_wait_s=5.0, kill_wait_s=1.0)
+
+
+def _end_time(lo, ep: dict, facts: dict) -> float:
+    from slurm_energy.sampling.samplefile import read_sample_table
+
+    if ep.get("t"):
+        return float(ep["t"])
+    if facts.get("end_time"):
+        return float(facts["end_time"])
+    ts = read_sample_table(lo.spool.samples).t
+    return max(ts) if ts else lo.newest_mtime
+
+
+def _already_stored(store, lo) -> bool:
+    """True if a measured final record of this run already covers this node (its finalizer did
+    its work but could not write the ``finalized`` marker: a full or read-only spool)."""
+    if store is None:
+        return False
+    for r in store.query(jobs=[lo.ctx.job_id]):
+        if (r.job_id == lo.ctx.job_id and r.restart_count == lo.ctx.restart_count
+                and r.status not in (Status.RUNNING, Status.NO_DATA)
+                and (not lo.ctx.prolog_time or abs(r.start_time - lo.ctx.prolog_time) < 3600)
+                and any(n.node == lo.spool.node for n in r.nodes)):
+            return True
+    return False
+
+
+def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_s: float, dry_run: bool = False,
+                     final_facts: Callable | None = None, store=None) -> tuple[list[str], set]:
+    """Step 2. Returns (one line per node attempt finished or that would be, (job_id, restart) of
+    attempts not yet old enough: step 4 leaves those alone). With ``store``, a node already in a
+    measured stored record is only marked finished (never replaced by a poorer view)."""
+    from slurm_energy.slurm.finalize import finalize_spool
+    from slurm_energy.slurm.leftovers import scan_spool, slurm_final_facts
+    from slurm_energy.slurm.spool import write_private
+
+    final_facts = final_facts or slurm_final_facts
+    lines, young = [], set()
+    for sd in spools:
+        for lo in scan_spool(sd, now, 0.0):
+            key = (lo.ctx.job_id, lo.ctx.restart_count)
+            if now - lo.newest_mtime < older_than_s:
+                young.add(key)
+                continue
+            fin, facts = final_facts(lo.ctx.job_id, lo.ctx.restart_count)
+            facts = facts or {}
+            if fin is False or (fin is None and now - lo.newest_mtime < UNKNOWN_JOB_S):
+                young.add(key)
+                continue
+            if _already_stored(store, lo):
+                if not dry_run:
+                    try:
+                        write_private(lo.spool.finalized, repr(now))
+                    except OSError:
+                        pass
+                continue
+            ep = lo.spool.epilog_facts()
+            outcome = ep.get("sampler") or "no_epilog"
+            what = f"{lo.ctx.job_id} attempt {lo.ctx.restart_count} on {lo.spool.node} ({lo.spool.dir}, sampler {outcome})"
+            if dry_run:
+                lines.append(f"would finish {what}")
+                continue
+            _stop_stray_sampler(lo)
+            if not ep:
+                lo.spool.record_error("no Epilog ran for this attempt on this node (or it could not write "
+                                      "its spool); finished by slurm-energy collect")
+            lo.spool.record_error("finalizer did not finish (killed or never started); finished by slurm-energy collect")
+            try:
+                finalize_spool(cfg, lo.spool, lo.ctx, _end_time(lo, ep, facts),
+                               ep.get("exit_code") or facts.get("exit_code", ""), outcome, facts or None)
+                lines.append(f"finished {what}")
+            except Exception as e:  # noqa: BLE001 - one bad attempt must not stop the others
+                lines.append(f"could not finish {what}: {type(e).__name__}: {e}")
+    return lines, young
+
+
+# ---------------------------------------------------------------- step 4: records left running
+def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
+                   final_facts: Callable | None = None) -> list[str]:
+    """Step 4: records left ``running`` whose job has ended (Slurm says so) become ``partial``."""
+    from slurm_energy.slurm.leftovers import slurm_final_facts
+
+    final_facts = final_facts or slurm_final_facts
+    lines = []
+    for r in store.query(states=[Status.RUNNING.value]):
+        if (r.job_id, r.restart_count) in young:
+            continue
+        fin, facts = final_facts(r.job_id, r.restart_count)
+        if not fin:
+            continue
+        facts = facts or {}
+        state = facts.get("job_state", "")
+        if facts.get("restarts", 0) > r.restart_count:
+            state = "REQUEUED"
+        done = r.model_copy(deep=True, update={"status": Status.PARTIAL, "job_state": state or r.job_state})
+        done.end_time = max(done.start_time, float(facts.get("end_time") or r.end_time))
+        done.errors.append(f"no Epilog record: finalised by collect from interim data (Slurm: {state or 'ended'})")
+        if not dry_run:
+            publish_collected(cfg, done)
+        lines.append(f"{'would mark' if dry_run else 'marked'} {r.cluster}/{r.job_id} attempt {r.restart_count}: "
+                     f"running -> partial (Slurm {state or 'ended'})")
+    return lines
+
+
+# ---------------------------------------------------------------- step 5: jobs only sacct knows
+def _epoch(text: str) -> Optional[float]:
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def split_last_free(line: str, fields: tuple[str, ...]) -> Optional[dict]:
+    """One ``sacct -P`` line as {field: text}: split from the left at most ``len(fields) - 1`` times,
+    so the last field (a user's text) keeps any '|' it holds; None for a line with fewer fields."""
+    parts = line.rstrip("\n").split("|", len(fields) - 1)
+    return dict(zip(fields, parts)) if len(parts) == len(fields) else None
+
+
+def record_from_sacct(line: str, job_name: str = "") -> Optional[JobRecord]:
+    """A ``no_data`` JobRecord from one ``sacct -X -n -P -o FIELDS`` line (``job_name``: from the
+    :data:`NAME_FIELDS` query), or None for a job that never started on a node (cancelled while
+    pending), has not ended, or a line that is not sacct's."""
+    from hostlist import BadHostlist, expand_hostlist  # python-hostlist
+
+    f = split_last_free(line, FIELDS)
+    if f is None or not f["JobIDRaw"].isdigit():
+        return None
+    start, end = _epoch(f["Start"]), _epoch(f["End"])
+    if start is None or end is None or f["NodeList"] in ("", "None assigned"):
+        return None
+    jid = f["JobID"]
+    arr = jid.split("_", 1) if "_" in jid else None
+    het = jid.split("+", 1) if "+" in jid else None
+    try:
+        nodes = expand_hostlist(f["NodeList"])
+    except BadHostlist:
+        nodes = []
+    return JobRecord(
+        cluster=f["Cluster"], job_id=f["JobIDRaw"], job_name=job_name, user=f["User"],
+        uid=int(f["UID"]) if f["UID"].isdigit() else None, gid=int(f["GID"]) if f["GID"].isdigit() else None,
+        account=f["Account"], partition=f["Partition"], work_dir=f["WorkDir"], exit_code=f["ExitCode"],
+        job_state=f["State"].split()[0] if f["State"] else "", expected_nodes=nodes,
+        array_job_id=arr[0] if arr else None, array_task_id=arr[1] if arr else None,
+        het_job_id=het[0] if het else None, het_job_offset=het[1] if het else None,
+        start_time=start, end_time=max(start, end), status=Status.NO_DATA, errors=[REASON])
+
+
+def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_than_s: float, dry_run: bool = False,
+                      run: Callable = subprocess.run, sacct: str = SACCT) -> list[str]:
+    """Step 5: a ``no_data`` record for every job sacct says started and ended in the last
+    ``since_s`` seconds (at least ``older_than_s`` ago: its finalizer may still be at work) that has
+    no record (any status) of that run in ``store``. Returns one line per job published (or that
+    would be). No sacct (no accounting storage) or an sacct error: nothing is done."""
+    if not os.path.exists(sacct):
+        return []
+    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now - since_s))
+
+    def query(fields: tuple[str, ...]) -> Optional[list[str]]:
+        try:
+            r = run([sacct, "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
+                    capture_output=True, text=True, errors="surrogateescape", timeout=60,
+                    env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF")
+                                         else {})})
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.splitlines() if r.returncode == 0 else None
+
+    lines_main = query(FIELDS)
+    if lines_main is None:
+        return []
+    names = {f["JobIDRaw"]: f["JobName"] for f in (split_last_free(x, NAME_FIELDS) for x in query(NAME_FIELDS) or [])
+             if f is not None}
+    found = []
+    for line in lines_main:
+        f = split_last_free(line, FIELDS)
+        x = record_from_sacct(line, names.get(f["JobIDRaw"], "") if f else "")
+        if x is not None and now - x.end_time >= older_than_s:
+            found.append(x)
+    if not found:
+        return []
+    have: dict[str, list[float]] = {}
+    for rec in store.query(start=min(x.start_time for x in found) - 3600):
+        have.setdefault(rec.job_id, []).append(rec.start_time)
+    lines = []
+    for x in found:
+        if any(abs(t - x.start_time) < 3600 for t in have.get(x.job_id, [])):
+            continue
+        if not dry_run:
+            try:
+                publish_collected(cfg, x)
+            except Exception as e:  # noqa: BLE001 - one job must not stop the others
+                lines.append(f"{x.cluster}/{x.job_id} from sacct not stored: {type(e).__name__}: {e}")
+                continue
+        lines.append(f"{'would store' if dry_run else 'stored'} {x.cluster}/{x.job_id} from sacct: "
+                     f"no_data ({x.job_state}, no record from the hooks)")
+    return lines
+
+
+# ---------------------------------------------------------------- prune
+def prune(store, spools: list[str], results_dirs: list[str], older_than_s: float, now: float,
+          dry_run: bool = False) -> list[str]:
+    """Remove spool attempts and results attempts older than ``older_than_s`` whose job attempt is
+    stored as a final record (never one not yet stored; queue files are never removed). A spool
+    attempt whose record is ``no_data`` is kept until every node's finalizer marked it finished.
+    Returns one line per directory removed (or that would be)."""
+    from slurm_energy.slurm.leftovers import _newest
+    from slurm_energy.slurm.spool import _DIR_RE, JobSpool, remove_stale_tmp
+
+    def stored(job_id: str, restart: int, cluster: str | None = None):
+        return [r for r in store.query(jobs=[job_id]) if r.job_id == job_id and r.restart_count == restart
+                and (cluster is None or r.cluster == cluster) and r.status != Status.RUNNING]
+
+    out = []
+    for sd in spools:
+        jobs = Path(sd) / "jobs"
+        for d in sorted(jobs.glob("*-r*")) if jobs.is_dir() else []:
+            remove_stale_tmp(str(d), now)
+            m = _DIR_RE.match(d.name)
+            if not m or now - _newest(str(d)) < older_than_s:
+                continue
+            job_id, r = m.group(1), int(m.group(2))
+            recs = stored(job_id, r)
+            nodes = [p.name[len("context-"):-5] for p in d.glob("context-*.json")]
+            all_final = all(os.path.exists(JobSpool(sd, job_id, r, n, m.group(3) or "").finalized) for n in nodes)
+            if not recs or (all(x.status == Status.NO_DATA for x in recs) and not all_final):
+                continue
+            out.append(f"{'would remove' if dry_run else 'removed'} {d}")
+            if not dry_run:
+                shutil.rmtree(d, ignore_errors=True)
+    for rd in results_dirs:
+        root = Path(rd)
+        for d in sorted(root.glob("*/*.*")) if root.is_dir() else []:
+            job_id, _, restart = d.name.rpartition(".")
+            if not d.is_dir() or not restart.isdigit() or now - _newest(str(d)) < older_than_s:
+                continue
+            if not stored(job_id, int(restart), d.parent.name if d.parent.name != "default" else ""):
+                continue
+            out.append(f"{'would remove' if dry_run else 'removed'} {d}")
+            if not dry_run:
+                shutil.rmtree(d, ignore_errors=True)
+    return out
