@@ -5,9 +5,10 @@ the first counter reading (on a node without job GPUs the raw files only, turned
 the sampler: :mod:`slurm_energy.slurm.prolograw`) -> start the sampler detached (own process group,
 stdio to a log) -> exit 0.
 
-Epilog (as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as stopped); start
-the finalizer detached with the outcome -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
-does the slow part outside the Epilog's 2 s.
+Epilog (as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as stopped); queue
+the job with the outcome for the node's finalizer, started detached only when none runs or stands
+by (:func:`hand_over`, :mod:`slurm_energy.slurm.finalize_queue`) -> exit 0. The finalizer
+(:mod:`slurm_energy.slurm.finalize`) does the slow part outside the Epilog's 2 s.
 
 Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool); nothing is
 raised to slurmd (a non-zero Prolog/Epilog drains the node).
