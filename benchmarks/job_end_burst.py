@@ -40,6 +40,7 @@ import re
 import shutil
 import signal
 import sqlite3
+import subprocess
 import statistics
 import sys
 import threading
