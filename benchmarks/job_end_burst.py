@@ -298,6 +298,8 @@ def phase_faults(args) -> str:
         ]
     finally:
         poll.stop.set()
+        for u in fr.USERS:  # an aborted run must not leave its jobs to the next cluster start (slurmctld's state)
+            fr.sh("scancel", "-u", u, check=False)
         if site.read_text() != site_text:
             site.write_text(site_text)
         mounts.unmount_all()
@@ -349,6 +351,8 @@ def phase_cpu(args) -> str:
             time.sleep(1.0)
         time.sleep(3.0)
     finally:
+        for u in fr.USERS:
+            fr.sh("scancel", "-u", u, check=False)
         conf.write_text(orig)
         hb.tc("scontrol", "reconfigure", check=False)
     t_wait = time.time()
