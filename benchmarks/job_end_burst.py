@@ -183,6 +183,10 @@ def phase_faults(args) -> str:
         if jobs.active() == 0:
             break
         time.sleep(0.5)
+    for _ in range(60):  # finalizers of earlier jobs linger 30 s: not under the tmpfs mounted next
+        if not our_procs(("sampler",) + KINDS, (fr.SPOOL, fr.SPOOL2)):
+            break
+        time.sleep(1.0)
     t0 = time.time()
     poll = StorePoll(L / "lib" / "jobs.db", t0 - 5)
     try:

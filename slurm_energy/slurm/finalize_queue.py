@@ -108,7 +108,7 @@ def run_queue(qdir: str, node: str, linger_s: float = LINGER_S,
     n = 0
     try:
         if entries(qdir):
-            n = _work(qdir, node, linger_s, start)
+            n = _work(qdir, node, linger_s, start, lambda: _still_ours(fd, os.path.join(qdir, RUNNER_LOCK)))
     finally:
         _say(qdir, f"finalize-queue node={node} role={role} jobs={n} cpu_s={_cpu_s() - cpu0:.3f} "
                    f"wall_s={time.monotonic() - t0:.1f}")
@@ -117,7 +117,21 @@ def run_queue(qdir: str, node: str, linger_s: float = LINGER_S,
     return n
 
 
-def _work(qdir: str, node: str, linger_s: float, start: Optional[Callable[[list[str]], None]]) -> int:
+def _still_ours(fd: int, path: str) -> bool:
+    """True while ``path`` is the lock file this runner holds (``fd``): a queue directory replaced or
+    mounted over (a spool remounted) hides it, and the Epilogs then start a runner on the new one:
+    this one must stop, or two would finalize the same jobs."""
+    if fd < 0:
+        return True
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _work(qdir: str, node: str, linger_s: float, start: Optional[Callable[[list[str]], None]],
+          ours: Callable[[], bool] = lambda: True) -> int:
     import logging
 
     from slurm_energy.slurm.runtime import load_config, setup_logging
@@ -134,11 +148,15 @@ def _work(qdir: str, node: str, linger_s: float, start: Optional[Callable[[list[
     while True:
         batch = entries(qdir)
         for path in batch:
+            if not ours():
+                log.warning("finalize-queue %s: its lock file was replaced (the spool remounted?): left to the "
+                            "runner of the new one", qdir)
+                return n
             n += finalize_entry(path, log, pending)
         pending[:] = [(t, m) for t, m in pending if not m.retry(0) and time.monotonic() < t]
         if batch:
             idle_since = time.monotonic()
-        elif time.monotonic() - idle_since >= linger_s:
+        elif time.monotonic() - idle_since >= linger_s or not ours():
             return n
         else:
             time.sleep(POLL_S)

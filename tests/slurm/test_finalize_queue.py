@@ -194,3 +194,20 @@ def test_a_user_whose_report_writer_hung_has_their_next_reports_written_apart(tm
         time.sleep(0.05)
     assert int(done.read_text()) != os.getpid()  # written by a child of the runner
     fq._reap()
+
+
+def test_a_runner_whose_queue_dir_was_mounted_over_stops_and_leaves_it_to_the_new_runner(site):
+    # seen in the fault run: a runner still lingering when a tmpfs was mounted over the spool went
+    # on listing the new queue (by path) beside the runner the Epilogs started there: one job twice
+    a, b = _job(site, "80", 5_000_000, 65_000_000), _job(site, "81", 5_000_000, 65_000_000)
+    q = enqueue_finalize(a, T0 + 10, "0:0", "terminated")
+    enqueue_finalize(b, T0 + 10, "0:0", "terminated")
+    lock = os.path.join(q, fq.RUNNER_LOCK)
+
+    def start(argv):  # when it starts its standby, the queue dir's lock file is replaced under it
+        os.unlink(lock)
+        open(lock, "w").close()
+
+    assert fq.run_queue(q, "n1", linger_s=0, start=start) == 0
+    assert len(fq.entries(q)) == 2  # both left for the runner of the new lock
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 2
