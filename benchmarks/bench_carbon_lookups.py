@@ -15,7 +15,7 @@ sys.path.insert(0, REPO)
 
 COLD = ("import time; t=time.perf_counter();"
         "from slurm_energy.config import load_site_config;"
-        "from slurm_energy.carbon.resolve import resolve_carbon; from slurm_energy.devices.rated import cpu_tdp;"
+        "from slurm_energy.config.carbon import resolve_carbon; from slurm_energy.devices.rated import cpu_tdp;"
         "c=load_site_config('site_config/site.yaml'); resolve_carbon(c, 'gpu', offline=True);"
         "cpu_tdp(c.hardware, 'Intel(R) Xeon(R) CPU E5-2683 v4 @ 2.10GHz', 16);"
         "import sys; print((time.perf_counter()-t)*1000, 'pandas' in sys.modules)")
@@ -26,7 +26,7 @@ def main() -> None:
             for _ in range(5)]
     ms = sorted(float(r[0]) for r in runs)
     print(f"cold import+load+carbon_for+cpu_tdp: median {ms[2]:.1f} ms (min {ms[0]:.1f}); pandas imported: {runs[0][1]}")
-    from slurm_energy.carbon.resolve import resolve_carbon
+    from slurm_energy.config.carbon import resolve_carbon
     from slurm_energy.config import load_site_config
     from slurm_energy.devices.rated import cpu_tdp
 

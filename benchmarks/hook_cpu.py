@@ -3,14 +3,18 @@
 A hook's wall time in a job burst is mostly its own CPU stretched by the machine's load, so this
 measures the CPU (user + system of ``sh`` + ``timeout`` + Python, from ``getrusage`` of the waited
 children), which the load changes little. Each interpreter's ``slurm-energy install`` writes its
-hooks into a throwaway directory with one site config (its own spool and log); then N jobs run
+hooks into a throwaway directory with a site config of its own (its own spool, log and store); then N jobs run
 Prolog, 0.3 s, Epilog for each installation in turn. The first job of each installation is left
 out (it writes the resolved config copy and, since issue 12, the node's counter-file list).
 Run as root (the hooks make root-only spools and chown the marks directory):
 
     python3 benchmarks/hook_cpu.py --python /opt/old/bin/python,/opt/new/bin/python [--jobs 15]
+    python3 benchmarks/hook_cpu.py --tree /work/main,. [--jobs 15]   # source trees, one interpreter
 
-Prints, per installation, the median CPU and wall time (ms) of each hook.
+``--tree``: each installation's package comes from that source tree (its install is run with
+``PYTHONPATH=<tree>``, so the hook scripts' entry points into the tree), all with ``--python``'s
+first interpreter (default this one). Prints, per installation, the median CPU and wall time (ms)
+of each hook.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import resource
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -36,17 +41,24 @@ def _run(argv: list[str], env: dict) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--python", required=True, help="comma-separated interpreters of the installations")
+    ap.add_argument("--python", default=sys.executable, help="comma-separated interpreters of the installations")
+    ap.add_argument("--tree", default="", help="comma-separated source trees (one interpreter: --python's first)")
     ap.add_argument("--jobs", type=int, default=15)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="se-hookcpu-")
-    site = os.path.join(tmp, "site.yaml")
-    with open(site, "w") as f:
-        f.write(f"paths:\n  spool_dir: {tmp}/spool\n  log_dir: {tmp}/log\n  store_url: sqlite:///{tmp}/jobs.db\n")
-    pys = args.python.split(",")
+    trees = [os.path.abspath(t) for t in args.tree.split(",") if t]
+    pys = args.python.split(",") if not trees else [args.python.split(",")[0]] * len(trees)
+    names = trees or pys
     for i, py in enumerate(pys):
+        # a site config, spool, log and store per installation: the resolved config copy is keyed on
+        # the code's config schema, so two installations sharing one would each load it in full
+        site = os.path.join(tmp, f"site{i}.yaml")
+        with open(site, "w") as f:
+            f.write(f"paths:\n  spool_dir: {tmp}/spool{i}\n  log_dir: {tmp}/log{i}\n"
+                    f"  store_url: sqlite:///{tmp}/jobs{i}.db\n")
+        env = dict(os.environ, PYTHONPATH=trees[i]) if trees else None
         subprocess.run([py, "-m", "slurm_energy.cli.main", "install", "--hooks-dir", f"{tmp}/hooks{i}",
-                        "--config", site], check=True, capture_output=True, cwd="/")
+                        "--config", site], check=True, capture_output=True, cwd="/", env=env)
     res: dict[int, dict[str, list[float]]] = {i: {} for i in range(len(pys))}
     job = 700000
     for n in range(args.jobs + 1):
@@ -63,9 +75,9 @@ def main() -> None:
                     res[i].setdefault(which + "_wall", []).append(wall)
                 if which == "prolog":
                     time.sleep(0.3)
-    for i, py in enumerate(pys):
+    for i, name in enumerate(names):
         r = {k: statistics.median(v) for k, v in res[i].items()}
-        print(f"{py}: Prolog CPU {r['prolog']:.1f} ms (wall {r['prolog_wall']:.0f} ms), "
+        print(f"{name}: Prolog CPU {r['prolog']:.1f} ms (wall {r['prolog_wall']:.0f} ms), "
               f"Epilog CPU {r['epilog']:.1f} ms (wall {r['epilog_wall']:.0f} ms); median of {args.jobs}")
     time.sleep(3)  # the last finalizers; the directory is left for a look: {tmp}
     print(f"hooks, spool and logs in {tmp}")

@@ -3,28 +3,34 @@
 Contenders, started together in each window (so the machine's noise falls on all of them), on an
 idle workload (``sleep``), at each interval:
 
-* ``sampler-cgroup``: the per-job Slurm sampler as the Prolog starts it (same imports, readers from
-  :func:`build_readers`, :class:`SlurmJobProbe`, :class:`Sampler`, fsync'd sample file; the
-  interim summary is left out: issue 12 item 5 measures it) on a real cgroup v1 job directory
-  made here, ``/sys/fs/cgroup/cpuacct/slurm_<node>/uid_0/job_1`` (and memory/), holding the
-  workload; needs root and cgroup v1 (else the contender is skipped, said so);
+* ``sampler-cgroup``: the per-job Slurm sampler as the Prolog starts it:
+  :func:`slurm_energy.slurm.hooks.sampler_main` on a job spool made here, with a site config of
+  its own (spool, log dir, SQLite store), so everything a real sampler does is counted: its
+  readers, probe and fsync'd sample file **and its interim flushes** (every ``sampling.interim_s``,
+  60 s, the first after 2 intervals; run by its forked interim worker, whose CPU is counted with
+  the sampler's: the worker is in the contender's cgroup), on a real cgroup v1 job directory made
+  here, ``/sys/fs/cgroup/cpuacct/slurm_<node>/uid_0/job_1`` (and memory/), holding the workload;
+  needs root and cgroup v1 (else the contender is skipped, said so). ``--no-interim``: the
+  sampler loop alone (the README's table before issue 29, which left the interim worker out);
 * ``sampler-pid``: the same without a cgroup (proctrack/linuxproc: the job's PIDs by
-  SLURM_JOB_ID), with ``--pid-mode``;
+  SLURM_JOB_ID);
 * ``run``: ``slurm-energy run --no-report -- sleep N`` (the CLI process, its child not counted);
 * ``codecarbon``: CodeCarbon's ``OfflineEmissionsTracker(country_iso_code="USA",
   measure_power_secs=interval, save_to_file=False)`` in its own venv (``--peer-venv``, created
   with ``pip install codecarbon==PIN`` on first use; no network needed by the tracker itself).
 
-Each contender's CPU time is taken ``--warmup`` s after it is ready (its first sample taken) and
-again ``--window`` s later. As root, from a cpuacct cgroup of its own (``cpuacct.usage``, ns;
-every thread, also ended ones: CodeCarbon starts a ``threading.Timer`` thread per measurement);
-else utime + stime of its process (/proc/PID/stat, 10 ms ticks: use long windows). CPU per
-sample = delta / (window / interval); % of a core = delta / window; RSS = VmRSS at the end of
-the window. Medians over ``--reps``.
+Each contender's CPU time is taken at the job ages of ``--windows`` (default ``12-42,55-85``: s
+after it is ready, its first sample taken): CPU per sample in each window. As root, from a
+cpuacct cgroup of its own (``cpuacct.usage``, ns; every thread and child, also ended ones:
+CodeCarbon starts a ``threading.Timer`` thread per measurement, our sampler forks its interim
+worker); else utime + stime of its process (/proc/PID/stat, 10 ms ticks: use long windows). CPU
+per sample = delta / (window / interval); RSS = VmRSS at the end. Medians over ``--reps``.
 ``--background N`` starts N extra idle processes first (cost must not grow with them).
+``--tree before=/work/main,after=.``: our contenders once per source tree (PYTHONPATH), all in
+the same windows (before and after a change, interleaved).
 
-Usage: python benchmarks/peer_codecarbon.py [--window 60] [--warmup 60] [--reps 3] [--intervals 1,5]
-Every contender at every interval runs at once in each rep: ~2.3 min a rep, ~7 min by default.
+Usage: python benchmarks/peer_codecarbon.py [--windows 12-42,55-85] [--reps 3] [--intervals 1,5]
+Every contender at every interval runs at once in each rep: ~1.7 min a rep, ~5 min by default.
 """
 
 from __future__ import annotations
@@ -115,23 +121,26 @@ def peer_python(venv: str) -> str:
 
 # --- the sampler child (the per-job sampler, as hooks.sampler_main builds it) ---------------------
 
-def child_sampler(interval: float, job_id: str, node: str, cgroup_root: str, samples: str) -> int:
-    """The Prolog's sampler (:func:`slurm_energy.slurm.hooks.sampler_main`) without a spool: the
-    same module, the light config, readers, probe, fsync'ed writer; no interim summary."""
-    from slurm_energy.slurm import hooks
-    from slurm_energy.slurm.probe import SlurmJobProbe
-    from slurm_energy.sampling.sampler import Sampler, freeze_gc
-    from slurm_energy.sampling.samplefile import SampleWriter
-    from slurm_energy.sampling.setup import build_readers
+def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool) -> int:
+    """The Prolog's sampler, :func:`slurm_energy.slurm.hooks.sampler_main`, on a job spool of its
+    own under ``tmp`` (context as a Prolog writes it; site config with that spool, log dir and a
+    SQLite store; ``interim`` False: interim flushes off)."""
+    import json
+    import signal as sg
 
-    cfg = hooks.load_config([], light=True)
-    readers, _ = build_readers(cfg, [], [])
-    probe = SlurmJobProbe(job_id, 0, node, cgroup_root=cgroup_root)
-    s = Sampler(readers, probe, SampleWriter(samples), interval_s=interval)
-    s.install_signal_handlers()
-    freeze_gc()  # as sampler_main
-    s.run()
-    return 0
+    from slurm_energy.slurm import hooks
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.spool import JobSpool
+
+    if not interim:  # the loop alone: no interim callback (as the table before issue 29)
+        hooks._Interim = lambda spool, ctx: None  # type: ignore[assignment,misc]
+    sg.signal(sg.SIGTERM, lambda *_: hooks._EARLY_STOP.append(1))
+    spool = JobSpool(f"{tmp}/spool", job, 0, node).ensure()
+    ctx = JobContext(job_id=job, uid=0, gid=0, node=node, nodelist=node, prolog_time=time.time(), cpus_per_node="1")
+    with open(spool.context, "w") as f:
+        f.write(ctx.to_json())
+    print(json.dumps({"samples": spool.samples}), flush=True)
+    return hooks.sampler_main(spool.dir, node)
 
 
 def make_cgroup(node: str) -> tuple[str, list[str]]:
@@ -157,82 +166,103 @@ def remove_cgroups(made: list[str]) -> None:
 # --- one window: every contender at every interval at once ---------------------------------------
 
 def start_contenders(a, intervals: list[float], tmp: str, peer_py: str) -> tuple[dict, list, list]:
-    """{(name, interval): pid to measure}, processes to stop, cgroup dirs to remove."""
-    env = dict(os.environ, PYTHONPATH=REPO)
+    """{(name, interval): (pid to measure, readiness)}, processes to stop, cgroup dirs to remove."""
     procs: list = []
     pids: dict = {}
     made: list = []
-    span = str(int(a.warmup + a.window + 120))
+    span = str(int(a.end + 120))
     me = [sys.executable, os.path.abspath(__file__)]
-    site = os.path.join(tmp, "site.yaml")
-    with open(site, "w") as f:
-        f.write("cluster_name: bench\n")
-    for k, iv in enumerate(intervals):
-        if "cgroup" in a.contenders:
-            node = f"bench{os.getpid()}x{k}"
-            try:
-                job_dir, m = make_cgroup(node)
-            except OSError as e:
-                print(f"sampler-cgroup skipped: cannot make a v1 job cgroup ({e})", file=sys.stderr)
-            else:
-                made += m
-                w = subprocess.Popen(["sleep", span])
-                procs.append(w)
-                for d in m:
-                    if d.endswith("job_1"):
-                        with open(os.path.join(d, "cgroup.procs"), "w") as f:
-                            f.write(str(w.pid))
-                p = subprocess.Popen(me + ["--child", str(iv), "1", node, "/sys/fs/cgroup", f"{tmp}/cg{k}.jsonl"],
-                                     env=env)
+    for label, tree in a.trees:
+        env = dict(os.environ, PYTHONPATH=tree)
+        pre = f"{label}:" if label else ""
+        for k, iv in enumerate(intervals):
+            d = f"{tmp}/{label or 'x'}{k}"
+            os.makedirs(f"{d}/prom")  # node_exporter's textfile dir (the interim's Prometheus sink)
+            site = os.path.join(d, "site.yaml")
+            with open(site, "w") as f:
+                f.write(f"cluster_name: bench\npaths:\n  spool_dir: {d}/spool\n  log_dir: {d}/log\n"
+                        f"  store_url: sqlite:///{d}/jobs.db\nsampling:\n  interval_s: {iv:g}\n"
+                        f"outputs:\n  prometheus:\n    textfile_dir: {d}/prom\n")
+            cenv = dict(env, SLURM_ENERGY_CONFIG=site)
+            interim = "interim" if a.interim else "none"
+            if "cgroup" in a.contenders:
+                node = f"bench{os.getpid()}{label}x{k}"
+                try:
+                    _job_dir, m = make_cgroup(node)
+                except OSError as e:
+                    print(f"sampler-cgroup skipped: cannot make a v1 job cgroup ({e})", file=sys.stderr)
+                else:
+                    made += m
+                    w = subprocess.Popen(["sleep", span])
+                    procs.append(w)
+                    for x in m:
+                        if x.endswith("job_1"):
+                            with open(os.path.join(x, "cgroup.procs"), "w") as f:
+                                f.write(str(w.pid))
+                    p = subprocess.Popen(me + ["--child", str(iv), "1", node, d, interim], env=cenv,
+                                         stdout=subprocess.PIPE, cwd=tree)
+                    procs.append(p)
+                    pids[(pre + "sampler-cgroup", iv)] = (p.pid, p)
+            if "pid" in a.contenders:
+                job = str(999000 + k + 100 * len(pids))
+                procs.append(subprocess.Popen(["sleep", span], env=dict(os.environ, SLURM_JOB_ID=job)))
+                p = subprocess.Popen(me + ["--child", str(iv), job, "nonode", d, interim], env=cenv,
+                                     stdout=subprocess.PIPE, cwd=tree)
                 procs.append(p)
-                pids[("sampler-cgroup", iv)] = (p.pid, f"{tmp}/cg{k}.jsonl")
-        if "pid" in a.contenders:
-            job = str(999000 + k)
-            procs.append(subprocess.Popen(["sleep", span], env=dict(os.environ, SLURM_JOB_ID=job)))
-            p = subprocess.Popen(me + ["--child", str(iv), job, "nonode", f"{tmp}/no-cgroup", f"{tmp}/pid{k}.jsonl"],
-                                 env=env)
-            procs.append(p)
-            pids[("sampler-pid", iv)] = (p.pid, f"{tmp}/pid{k}.jsonl")
-        if "run" in a.contenders:
-            p = subprocess.Popen([sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", site, "--interval",
-                                  str(iv), "--no-report", "--out", tmp, "--", "sleep", span], env=env,
-                                 stdout=subprocess.DEVNULL)
-            procs.append(p)
-            pids[("run", iv)] = (p.pid, None)
+                pids[(pre + "sampler-pid", iv)] = (p.pid, p)
+            if "run" in a.contenders:
+                p = subprocess.Popen([sys.executable, "-m", "slurm_energy.cli.main", "run", "--config", site,
+                                      "--interval", str(iv), "--no-report", "--out", d, "--", "sleep", span],
+                                     env=env, stdout=subprocess.DEVNULL, cwd=tree)
+                procs.append(p)
+                pids[(pre + "run", iv)] = (p.pid, None)
+    for iv in intervals:
         p = subprocess.Popen([peer_py, "-c", PEER_CODE, str(iv)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         procs.append(p)
         pids[("codecarbon", iv)] = (p.pid, p)
     return pids, procs, made
 
 
+_SAMPLES: dict = {}  # our sampler child's pid -> its sample file (from its first line)
+
+
 def is_ready(what) -> bool:
     """CodeCarbon printed "ready"; our sampler wrote its first sample; run has its sampler thread."""
+    import json
+
     pid, x = what
-    if isinstance(x, subprocess.Popen):
-        return select.select([x.stdout], [], [], 0)[0] != [] and bool(x.stdout.readline())
-    if isinstance(x, str):
-        return os.path.exists(x) and os.path.getsize(x) > 0
+    if isinstance(x, subprocess.Popen) and pid not in _SAMPLES:
+        if select.select([x.stdout], [], [], 0)[0] == []:
+            return False
+        line = x.stdout.readline()
+        if line.startswith(b"{"):
+            _SAMPLES[pid] = json.loads(line)["samples"]
+            return False
+        return bool(line)  # CodeCarbon's "ready"
+    if pid in _SAMPLES:
+        return os.path.exists(_SAMPLES[pid]) and os.path.getsize(_SAMPLES[pid]) > 0
     return len(os.listdir(f"/proc/{pid}/task")) >= 2
 
 
 def measure(a, pids: dict, meters: dict) -> dict:
-    """{key: (CPU s from ready to end, CPU s in the window, RSS MiB, s from ready to end)}."""
+    """{key: ([CPU s in each window], RSS MiB)}; windows in s after each contender was ready."""
     ready: dict = {}
     deadline = time.monotonic() + 120
     while len(ready) < len(pids) and time.monotonic() < deadline:
         for k, v in pids.items():
             if k not in ready and is_ready(v):
-                ready[k] = (time.monotonic(), meters[k].cpu_s())
-        time.sleep(0.05)
+                ready[k] = time.monotonic()
+        time.sleep(0.02)
     if len(ready) < len(pids):
         raise RuntimeError(f"not ready after 120 s: {sorted(set(pids) - set(ready))}")
-    time.sleep(a.warmup)
-    c0 = {k: m.cpu_s() for k, m in meters.items()}
-    time.sleep(a.window)
-    t1 = time.monotonic()
-    c1 = {k: m.cpu_s() for k, m in meters.items()}
+    marks = sorted({x for w in a.windows for x in w})
+    at: dict = {k: {} for k in pids}
+    todo = sorted((ready[k] + m, k, m) for k in pids for m in marks)
+    for t, k, m in todo:
+        time.sleep(max(0.0, t - time.monotonic()))
+        at[k][m] = meters[k].cpu_s()
     rss = {k: proc_rss_mib(v[0]) for k, v in pids.items()}
-    return {k: (c1[k] - ready[k][1], c1[k] - c0[k], rss[k], t1 - ready[k][0]) for k in pids}
+    return {k: ([at[k][w1] - at[k][w0] for w0, w1 in a.windows], rss[k]) for k in pids}
 
 
 def one_window(a, intervals: list[float], peer_py: str) -> dict:
@@ -259,19 +289,23 @@ def one_window(a, intervals: list[float], peer_py: str) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--window", type=float, default=60.0, help="measured seconds per window")
-    ap.add_argument("--warmup", type=float, default=60.0, help="seconds after every contender is ready")
+    ap.add_argument("--windows", default="12-42,55-85", help="job-age windows, s after ready (a-b,c-d)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--intervals", default="1,5", help="sampling intervals, s (comma-separated)")
     ap.add_argument("--contenders", default="cgroup,pid,run", help="of cgroup,pid,run (CodeCarbon always)")
+    ap.add_argument("--tree", default="", help="label=source tree,...: our contenders once per tree")
+    ap.add_argument("--no-interim", dest="interim", action="store_false", help="samplers without interim flushes")
     ap.add_argument("--background", type=int, default=0, help="extra idle processes on the machine")
     ap.add_argument("--peer-venv", default="/var/cache/slurm-energy/peer-venv")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
-        iv, job, node, root, samples = a.child
-        return child_sampler(float(iv), job, node, root, samples)
+        iv, job, node, tmp, interim = a.child
+        return child_sampler(float(iv), job, node, tmp, interim == "interim")
     a.contenders = a.contenders.split(",")
+    a.windows = [tuple(float(x) for x in w.split("-")) for w in a.windows.split(",")]
+    a.end = max(w[1] for w in a.windows)
+    a.trees = [(t.partition("=")[0], os.path.abspath(t.partition("=")[2])) for t in a.tree.split(",") if t] or [("", REPO)]
     intervals = [float(x) for x in a.intervals.split(",")]
     peer_py = peer_python(a.peer_venv)
     bg = [subprocess.Popen(["sleep", "100000"]) for _ in range(a.background)]
@@ -279,8 +313,9 @@ def main(argv=None) -> int:
         res: dict = {}
         for rep in range(a.reps):
             r = one_window(a, intervals, peer_py)
-            print(f"rep {rep + 1}: " + ", ".join(f"{k[0]}@{k[1]:g}s {1000 * v[1] / (a.window / k[1]):.3f} ms"
-                                                for k, v in r.items()), file=sys.stderr, flush=True)
+            print(f"rep {rep + 1}: " + ", ".join(
+                f"{k[0]}@{k[1]:g}s " + "/".join(f"{1000 * c / ((w[1] - w[0]) / k[1]):.3f}" for c, w in zip(v[0], a.windows))
+                + " ms" for k, v in r.items()), file=sys.stderr, flush=True)
             for k, v in r.items():
                 res.setdefault(k, []).append(v)
     finally:
@@ -294,23 +329,24 @@ def main(argv=None) -> int:
 def report(a, intervals, res) -> None:
     nproc = len([n for n in os.listdir("/proc") if n.isdigit()])
     how = "a cpuacct cgroup per contender (ns)" if os.geteuid() == 0 else "/proc/PID/stat ticks (10 ms)"
-    print(f"CPU time by {how}; medians of {a.reps} runs; window: job age {a.warmup:g}-{a.warmup + a.window:g} s "
-          f"after the first sample; idle workload; {os.cpu_count()} CPUs, {nproc} processes; peer {PEER_PIN}")
-    print("| contender | interval | CPU per sample (window) | % of a core | ratio to CodeCarbon "
-          f"| CPU per sample, job age 0-{a.warmup + a.window:g} s | ratio | RSS |")
-    print("|---|---|---|---|---|---|---|---|")
+    wins = [f"{w[0]:g}-{w[1]:g} s" for w in a.windows]
+    print(f"CPU time by {how}; medians of {a.reps} runs; windows: job age {', '.join(wins)} after the first "
+          f"sample; interim flushes {'on' if a.interim else 'off'}; idle workload; {os.cpu_count()} CPUs, "
+          f"{nproc} processes; peer {PEER_PIN}")
+    print("| contender | interval | " + " | ".join(f"CPU per sample, age {w} | ratio" for w in wins) + " | RSS |")
+    print("|---|---|" + "---|---|" * len(wins) + "---|")
     for iv in intervals:
         keys = [k for k in res if k[1] == iv]
-        med = {k: (statistics.median(1000 * v[1] / (a.window / iv) for v in res[k]),
-                   statistics.median(1000 * v[0] / (v[3] / iv) for v in res[k]),
-                   statistics.median(v[2] for v in res[k])) for k in keys}
+        med = {k: ([statistics.median(1000 * v[0][j] / ((w[1] - w[0]) / iv) for v in res[k])
+                    for j, w in enumerate(a.windows)], statistics.median(v[1] for v in res[k])) for k in keys}
         peer = med.get(("codecarbon", iv))
-        for k in keys:
-            w, life, rss = med[k]
-            r1 = "" if k[0] == "codecarbon" or not peer else f"{w / peer[0]:.3f}"
-            r2 = "" if k[0] == "codecarbon" or not peer else f"{life / peer[1]:.3f}"
-            print(f"| {k[0]} | {iv:g} s | {w:.3f} ms | {100 * w / 1000 / iv:.4f} % | {r1} | {life:.3f} ms | {r2} "
-                  f"| {rss:.1f} MiB |")
+        for k in sorted(keys, key=lambda k: (k[0] == "codecarbon", k[0].partition(":")[2], k[0])):
+            cells = []
+            for j in range(len(a.windows)):
+                c = med[k][0][j]
+                r = "" if k[0] == "codecarbon" or not peer else f"{c / peer[0][j]:.2f}"
+                cells.append(f"{c:.3f} ms | {r}")
+            print(f"| {k[0]} | {iv:g} s | " + " | ".join(cells) + f" | {med[k][1]:.1f} MiB |")
 
 
 if __name__ == "__main__":

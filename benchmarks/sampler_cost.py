@@ -28,13 +28,16 @@ from fakes.powercap import Zone, build_tree, set_energy  # noqa: E402
 from slurm_energy.sampling.readers.nvml import NvmlReader  # noqa: E402
 from slurm_energy.sampling.readers.rapl import RaplReader  # noqa: E402
 from slurm_energy.sampling.samplefile import SampleWriter  # noqa: E402
-from slurm_energy.sampling.sampler import Sampler, Usage  # noqa: E402
+from slurm_energy.core import JobUsage  # noqa: E402
+from slurm_energy.sampling.sampler import Sampler  # noqa: E402
 
 
 class _Probe:
-    def poll(self, full=True):
-        return Usage(cpu_time_s=123.4, mem_bytes=2**30, max_mem_bytes=2**31, pids=list(range(1000, 1016)),
+    usage = JobUsage(cpu_time_s=123.4, mem_bytes=2**30, max_mem_bytes=2**31, pids=list(range(1000, 1016)),
                      source="benchmark")
+
+    def poll(self, full=True):
+        return self.usage  # the probe's own, as a real probe keeps it
 
     def gone(self):
         return False

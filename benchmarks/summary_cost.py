@@ -89,15 +89,20 @@ class _Interim:
         self.running = RunningSummary(path)
         self.kw = {"job_id": "4242", "node": "gpu001", "start_time": rows[0]["t"], "statics": statics,
                    "cpus_alloc": 64, "interval_s": INTERVAL_S}
-        self.running.summary(end_time=rows[self.k - 1]["t"], **self.kw)
+        self._flush(rows[self.k - 1]["t"])
         self.w = SampleWriter(path, fsync=False)
+
+    def _flush(self, end_time: float) -> None:
+        """The sampler's interim flush: the new rows summed, then the summary so far."""
+        self.running.update(statics=self.kw["statics"], cpus_alloc=64)
+        self.running.summary(end_time=end_time, **self.kw)
 
     def step(self) -> float:
         for r in self.rows[self.k:self.k + 12]:
             self.w.write(r)
         self.k += 12
         c = time.process_time()
-        self.running.summary(end_time=self.rows[self.k - 1]["t"], **self.kw)
+        self._flush(self.rows[self.k - 1]["t"])
         return time.process_time() - c
 
 

@@ -126,9 +126,14 @@ class Flag(_StrEnum):
     METHOD_CHANGED = "method_changed"  # endpoints measured by different methods: dropped
     UNAVAILABLE = "unavailable"  # the device had no energy source in this interval
     COUNTER_INCONSISTENT = "counter_inconsistent"  # counter disagreed with power: power integration used
+    COUNTER_STUCK = "counter_stuck"  # counter did not move while power was high: interval by power
+    COUNTER_RUNAWAY = "counter_runaway"  # counter above the device's power limit: interval by power
+    POWER_DISAGREES = "power_disagrees"  # counter moved, averaged power disagreed: counter kept
     # attribution
     SHARE_UNKNOWN = "share_unknown"  # the job's share of this interval could not be computed
     SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
+    GPU_IDLE_UTIL_ONLY = "gpu_idle_util_only"  # no power bound known: a GPU's idle judged by utilisation alone
+    GPU_IDLE_SPANS_JOINED = "gpu_idle_spans_joined"  # more idle stretches than kept: the last ones joined
     SHARED_GPU = "shared_gpu_by_process_util"  # GPU shared: job share by per-process utilisation
     JOB_NEVER_OBSERVED = "job_never_observed"  # the job's processes were never seen on the node
     TAIL_FROM_SLURM_TOTALCPU = "tail_from_slurm_totalcpu"  # unobserved last stretch charged from the job's true CPU time
@@ -284,10 +289,12 @@ class DeviceStatic:
     extra: dict[str, Any] = field(default_factory=dict)  # vendor facts: memory size, MIG slice, minor...
 
 
-@dataclass
+@dataclass(slots=True)
 class JobUsage:
-    """The job's usage at one sample: cumulative CPU time (s), memory (bytes), its PIDs, and where
-    the numbers came from (``cgroup-v1``, ``cgroup-v2``, ``psutil``, ``rusage``, "")."""
+    """The job's usage at one sample: cumulative CPU time (s), memory now and its peak (bytes), its
+    PIDs, and where the numbers came from (``cgroup-v1``, ``cgroup-v2``, ``psutil``, ``procfs``,
+    ``rusage``, ""). A probe keeps one and updates it in place at each poll (the sampler's
+    :class:`~slurm_energy.sampling.sampler.UsageProbe`)."""
 
     cpu_time_s: Optional[float] = None
     mem_bytes: Optional[int] = None
@@ -296,7 +303,7 @@ class JobUsage:
     source: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeUsage:
     """The node's counters at one sample: busy and total CPU time summed over logical CPUs since
     boot (s), logical CPUs, memory used (total - available) and total (bytes). None = not read."""

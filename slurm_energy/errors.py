@@ -10,7 +10,8 @@ from __future__ import annotations
 
 __all__ = [
     "SlurmEnergyError", "ConfigError", "SlurmEnvError", "GpuResolveError", "HourlyDataError",
-    "PredictionError", "SafeWriteError", "StoreError", "StoreUrlError", "MergeError",
+    "PredictionError", "SafeWriteError", "StoreError", "StoreUrlError", "MergeError", "SlurmFormatError",
+    "ImplausibleIntensityError",
 ]
 
 
@@ -32,6 +33,19 @@ class GpuResolveError(SlurmEnergyError, ValueError):
 
 class HourlyDataError(SlurmEnergyError, ValueError):
     """Bad hourly carbon-intensity data; the message names the file, line, value and fix."""
+
+
+class ImplausibleIntensityError(SlurmEnergyError, ValueError):
+    """A carbon intensity below what any grid emits (:mod:`slurm_energy.carbon.units`). ``fix``:
+    what to write instead (``note`` included); ``guess``: the value (same unit) it probably meant,
+    None when there is no single guess; ``note``: when 0 may be written after all ("" when it does
+    not apply)."""
+
+    def __init__(self, message: str, fix: str, guess: float | None = None, note: str = "") -> None:
+        super().__init__(message)
+        self.fix = f"{fix}; {note}" if note else fix
+        self.guess = guess
+        self.note = note
 
 
 class PredictionError(SlurmEnergyError, ValueError):

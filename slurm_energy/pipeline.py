@@ -77,7 +77,8 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     (:func:`slurm_energy.accounting.merge.combine_errors`); a finished node that measured nothing
     is ``no_data`` (:func:`slurm_energy.accounting.merge.node_status`).
     ``running``: while the job runs, the node's :class:`~slurm_energy.accounting.running.RunningSummary`
-    of its sample file (``obs.samples`` unused): only the rows added since its last call are read.
+    of its sample file, already brought up to date by the caller (``RunningSummary.update``: only the
+    rows added since its previous update are read; ``obs.samples`` unused).
     Raises ValueError on an unknown attribution policy.
     """
     from slurm_energy.accounting.merge import combine_errors
@@ -137,7 +138,7 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     """
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import combine_errors, merge_records
-    from slurm_energy.carbon.resolve import hourly_intensity_for, resolve_carbon
+    from slurm_energy.config.carbon import hourly_intensity_for, resolve_carbon
     from slurm_energy.model import text_safe
 
     if not node_records:

@@ -39,11 +39,13 @@ CPU_W_PER_CORE = 12.0
 CPU_W_PER_CORE_SOURCE = "Green Algorithms TDP_cpu.csv 'Any' 12 W/core"
 
 
-def j_to_kwh(j: float | None) -> float | None:
-    """Joules -> kWh (``j / 3.6e6``); ``None`` (unmeasured) stays ``None``."""
-    return None if j is None else j / J_PER_KWH
+def co2e_kg(facility_kwh: float, ci_g_per_kwh: float, alpha: float = 1.0) -> float:
+    """CO2e = E_facility (kWh) x CI (gCO2e/kWh) x alpha / 1000 (g per kg), in kgCO2e: the method's
+    carbon formula (Lannelongue et al. 2021, Adv. Sci. 8:2100707), written once.
 
-
-def kwh_to_j(kwh: float | None) -> float | None:
-    """kWh -> joules (``kwh x 3.6e6``); ``None`` stays ``None``."""
-    return None if kwh is None else kwh * J_PER_KWH
+    Raises:
+        ValueError: a negative carbon intensity or alpha (names both).
+    """
+    if ci_g_per_kwh < 0 or alpha < 0:
+        raise ValueError(f"carbon intensity and alpha must be >= 0, got CI={ci_g_per_kwh}, alpha={alpha}")
+    return facility_kwh * ci_g_per_kwh * alpha / G_PER_KG

@@ -26,12 +26,13 @@ device's whole energy (``DeviceEnergy.device_energy_j``) beside the job's share.
 
 from __future__ import annotations
 
-from slurm_energy.devices.fractions import mig_fraction  # noqa: F401 - part of the attribution rules
+from typing import Callable, Mapping, Optional, Sequence, Union
 
-from typing import Mapping, Optional, Sequence
+import numpy as np
 
-from slurm_energy.accounting.integrate import Interval, SeriesEnergy, summarise_intervals
+from slurm_energy.accounting.integrate import Arr, SeriesEnergy, floats
 from slurm_energy.core import Flag
+from slurm_energy.devices.fractions import mig_fraction  # noqa: F401 - part of the attribution rules
 
 #: Attribution policies a site may choose (site config ``attribution.policy``):
 #:
@@ -42,27 +43,17 @@ from slurm_energy.core import Flag
 #:   whole node's device energy, share 1 in every interval (idle included).
 #: * ``"utilisation_weighted"`` -- the method's model E = n x u x P x t (Lannelongue, Grealey &
 #:   Inouye 2021, "Green Algorithms", Adv. Sci. 8:2100707): rated power x the job's utilisation x
-#:   time, whatever was measured (:func:`utilisation_weighted_j`).
+#:   time, whatever was measured (:func:`slurm_energy.accounting.formulas.class_energy_j`).
 POLICIES = ("shared", "exclusive_whole_node", "utilisation_weighted")
-
-FLAG_SHARE_UNKNOWN = "share_unknown"  # the job's share of this interval could not be computed
-FLAG_SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
-
-
-#: A physically bounded ratio (utilisation, share, coverage) came out above 1 (or below 0) and was
-#: clamped; the raw value is kept on the device (``DeviceEnergy.unclamped``).
-FLAG_UTIL_CLAMPED = Flag.UTIL_CLAMPED.value  # CPU time / (allocated CPUs x wall) > 1, GPU util > 100 %
-FLAG_SHARE_CLAMPED = Flag.SHARE_CLAMPED.value  # job CPU time / node busy CPU time > 1, job memory / node used > 1
-FLAG_COVERAGE_CLAMPED = Flag.COVERAGE_CLAMPED.value  # measured seconds > the job's elapsed seconds
 
 
 def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict[str, float]] = None) -> Optional[float]:
     """``x`` clamped to [0, 1]; ``None`` stays ``None``.
 
     When ``clamps`` (a dict) is given and ``x`` was outside [0, 1], the most extreme raw value seen
-    for ``name`` is kept there (``clamps[name]``), so the caller can flag it and keep the raw number:
-    CPU time over allocated CPUs x wall exceeds 1 with hyperthreads and accounting jitter, and a
-    clamp must not hide it.
+    for ``name`` is kept there (``clamps[name]``), so the caller can flag it (``util_clamped``,
+    ``share_clamped``, ``coverage_clamped``) and keep the raw number: CPU time over allocated CPUs x
+    wall exceeds 1 with hyperthreads and accounting jitter, and a clamp must not hide it.
     """
     if x is None:
         return None
@@ -73,50 +64,70 @@ def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict[str, f
     return c
 
 
-def _clamp01(x: float, name: str = "", clamps: Optional[dict[str, float]] = None) -> float:
-    return clamp_ratio(x, name, clamps)  # type: ignore[return-value]
+def clamp_ratios(raw: Arr, name: str = "", clamps: Optional[dict[str, float]] = None) -> Arr:
+    """:func:`clamp_ratio` on an array (NaN = unknown, kept): the most extreme raw value outside
+    [0, 1] goes to ``clamps``."""
+    c = np.clip(raw, 0.0, 1.0)
+    out = ~np.isnan(raw) & (c != raw)
+    if clamps is not None and out.any():
+        dist = np.where(out, np.abs(raw - c), -1.0)
+        clamp_ratio(float(raw[int(np.argmax(dist))]), name, clamps)
+    return c
+
+
+def _scalar(f: Callable[..., Arr], *args: Optional[float], clamps: Optional[dict[str, float]]) -> Optional[float]:
+    v = float(f(*(floats([a]) for a in args), clamps)[0])
+    return None if v != v else v
+
+
+def cpu_shares(job_cpu_delta_s: Arr, node_busy_delta_s: Arr, clamps: Optional[dict[str, float]] = None) -> Arr:
+    """The job's share of the node's CPU (package) energy per interval (NaN = unknown).
+
+    Args:
+        job_cpu_delta_s: the job's CPU time (user + system, all its cgroup's tasks) spent in each
+            interval, CPU-seconds; NaN if unknown.
+        node_busy_delta_s: the node's busy (non-idle, non-iowait) CPU time in each interval, from
+            ``/proc/stat``, CPU-seconds; NaN if unknown.
+
+    Returns:
+        ``job / node`` clamped to [0, 1]; 0 when the node was idle (busy delta 0); NaN when either
+        is unknown or negative (a counter that went backwards: no basis for a share).
+    """
+    jc, nb = job_cpu_delta_s, node_busy_delta_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ok = ~np.isnan(jc) & ~np.isnan(nb) & (jc >= 0) & (nb >= 0)
+        s = clamp_ratios(np.where(ok & (nb > 0), jc / nb, np.nan), "cpu_share", clamps)
+    s[ok & (nb == 0)] = 0.0
+    return s
 
 
 def cpu_share(job_cpu_delta_s: Optional[float], node_busy_delta_s: Optional[float],
               clamps: Optional[dict[str, float]] = None) -> Optional[float]:
-    """Job's share of the node's CPU (package) energy over one interval.
+    """:func:`cpu_shares` of one interval (None = unknown)."""
+    return _scalar(cpu_shares, job_cpu_delta_s, node_busy_delta_s, clamps=clamps)
+
+
+def ram_shares(job_mem_bytes: Arr, node_mem_used_bytes: Arr, clamps: Optional[dict[str, float]] = None) -> Arr:
+    """The job's share of the node's DRAM energy per interval: job memory in use / node memory in use.
 
     Args:
-        job_cpu_delta_s: the job's CPU time (user + system, all its cgroup's tasks) spent in the
-            interval, CPU-seconds; ``None`` if unknown.
-        node_busy_delta_s: the node's busy (non-idle, non-iowait) CPU time in the interval, from
-            ``/proc/stat``, CPU-seconds; ``None`` if unknown.
+        job_mem_bytes: the job's resident memory (cgroup ``memory.usage_in_bytes`` or RSS sum),
+            bytes; NaN if unknown.
+        node_mem_used_bytes: the node's used memory (total - available), bytes; NaN if unknown.
 
     Returns:
-        ``job / node`` clamped to [0, 1]; 0.0 when the node was idle (busy delta 0); ``None`` when
-        either input is ``None`` or negative (a counter that went backwards: no basis for a share).
+        Ratio clamped to [0, 1]; NaN if either is unknown, negative, or the node uses 0 bytes.
     """
-    if job_cpu_delta_s is None or node_busy_delta_s is None:
-        return None
-    if job_cpu_delta_s < 0 or node_busy_delta_s < 0:
-        return None
-    if node_busy_delta_s == 0:
-        return 0.0
-    return _clamp01(job_cpu_delta_s / node_busy_delta_s, "cpu_share", clamps)
+    jm, nm = job_mem_bytes, node_mem_used_bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ok = ~np.isnan(jm) & ~np.isnan(nm) & (jm >= 0) & (nm > 0)
+        return clamp_ratios(np.where(ok, jm / nm, np.nan), "ram_share", clamps)
 
 
 def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int],
               clamps: Optional[dict[str, float]] = None) -> Optional[float]:
-    """Job's share of the node's DRAM energy: job memory in use / node memory in use.
-
-    Args:
-        job_mem_bytes: the job's resident memory (cgroup ``memory.usage_in_bytes`` or RSS sum),
-            bytes; ``None`` if unknown.
-        node_mem_used_bytes: the node's used memory (total - available), bytes; ``None`` if unknown.
-
-    Returns:
-        Ratio clamped to [0, 1]; ``None`` if either is ``None``, negative, or the node uses 0 bytes.
-    """
-    if job_mem_bytes is None or node_mem_used_bytes is None:
-        return None
-    if job_mem_bytes < 0 or node_mem_used_bytes <= 0:
-        return None
-    return _clamp01(job_mem_bytes / node_mem_used_bytes, "ram_share", clamps)
+    """:func:`ram_shares` of one interval (None = unknown)."""
+    return _scalar(ram_shares, job_mem_bytes, node_mem_used_bytes, clamps=clamps)
 
 
 #: A per-process utilisation up to this is accounting jitter (NVML has reported smUtil above 100 %):
@@ -165,24 +176,7 @@ def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, Optio
             mine += u
     if total <= 0:
         return None
-    return _clamp01(mine / total)
-
-
-def utilisation_weighted_j(count: int, util: float, rated_power_w: float, duration_s: float) -> float:
-    """The method's model E = n x u x P x t in J (policy ``utilisation_weighted``).
-
-    Args: ``count`` n devices (or cores), ``util`` u in [0, 1], ``rated_power_w`` P per device in W
-    (TDP / power limit), ``duration_s`` t in s. Source: Green Algorithms (see :data:`POLICIES`).
-
-    Raises:
-        ValueError: negative count, power or duration, or util outside [0, 1] (names the field).
-    """
-    for name, v in (("count", count), ("rated_power_w", rated_power_w), ("duration_s", duration_s)):
-        if v < 0:
-            raise ValueError(f"{name}: must be >= 0, got {v!r}")
-    if not 0.0 <= util <= 1.0:
-        raise ValueError(f"util: must be a fraction in [0, 1], got {util!r}")
-    return count * util * rated_power_w * duration_s
+    return clamp_ratio(mine / total)
 
 
 def cap_shares(shares: Mapping[str, Optional[float]]) -> dict[str, Optional[float]]:
@@ -198,22 +192,19 @@ def cap_shares(shares: Mapping[str, Optional[float]]) -> dict[str, Optional[floa
     return {k: (None if v is None else v / s) for k, v in shares.items()}
 
 
-def attribute_series(
-    series: SeriesEnergy,
-    shares: Sequence[Optional[float]],
-    policy: str = "shared",
-) -> SeriesEnergy:
+def attribute_series(series: SeriesEnergy, shares: Union[Sequence[Optional[float]], Arr],
+                     policy: str = "shared") -> SeriesEnergy:
     """The job's part of a device's :class:`SeriesEnergy`, interval by interval.
 
     Args:
         series: the whole device's energy per interval (J).
-        shares: one share per interval of ``series`` (same order), in [0, 1] or ``None``.
+        shares: one share per interval of ``series`` (same order), in [0, 1] or ``None``/NaN.
             Ignored under ``exclusive_whole_node`` (share 1).
         policy: ``"shared"`` or ``"exclusive_whole_node"``. (``utilisation_weighted`` is a model,
-            not a split of measured energy: use :func:`utilisation_weighted_j`.)
+            not a split of measured energy: :func:`~slurm_energy.accounting.formulas.class_energy_j`.)
 
     Returns:
-        A new :class:`SeriesEnergy`: energy_k x share_k; an interval whose share is ``None`` is
+        A new :class:`SeriesEnergy`: energy_k x share_k; an interval whose share is unknown is
         dropped with flag ``share_unknown`` (never counted as 0). ``wraps``/``resets`` carried over.
 
     Raises:
@@ -223,24 +214,17 @@ def attribute_series(
     if policy not in ("shared", "exclusive_whole_node"):
         raise ValueError(
             f"policy: {policy!r} cannot split measured energy; use 'shared' or "
-            "'exclusive_whole_node' (or utilisation_weighted_j for 'utilisation_weighted')"
+            "'exclusive_whole_node' (formulas.class_energy_j is 'utilisation_weighted')"
         )
-    if policy == "exclusive_whole_node":
-        shares = [1.0] * len(series.intervals)
-    if len(shares) != len(series.intervals):
-        raise ValueError(
-            f"shares: need one share per interval ({len(series.intervals)}), got {len(shares)}"
-        )
-    out: list[Interval] = []
-    for i, (iv, sh) in enumerate(zip(series.intervals, shares)):
-        if sh is not None and not 0.0 <= sh <= 1.0:
-            raise ValueError(f"shares[{i}]: must be in [0, 1], got {sh!r}")
-        if iv.energy_j is None:
-            out.append(Interval(iv.t0, iv.t1, None, list(iv.flags)))
-        elif sh is None:
-            out.append(Interval(iv.t0, iv.t1, None, iv.flags + [FLAG_SHARE_UNKNOWN]))
-        else:
-            out.append(Interval(iv.t0, iv.t1, iv.energy_j * sh, list(iv.flags)))
-    res = summarise_intervals(out, wraps=series.wraps, resets=series.resets)
-    res.flags = sorted(set(res.flags) | set(series.flags))
-    return res
+    n = len(series.t0)
+    sh = np.ones(n) if policy == "exclusive_whole_node" else (
+        shares if isinstance(shares, np.ndarray) else floats(list(shares)))
+    if len(sh) != n:
+        raise ValueError(f"shares: need one share per interval ({n}), got {len(sh)}")
+    bad = np.flatnonzero((sh < 0) | (sh > 1))
+    if len(bad):
+        raise ValueError(f"shares[{int(bad[0])}]: must be in [0, 1], got {shares[int(bad[0])]!r}")
+    out = SeriesEnergy(series.t0, series.t1, series.energy * sh, dict(series.masks), series.wraps, series.resets,
+                       set(series.extra))
+    out.flag(Flag.SHARE_UNKNOWN.value, series.measured & np.isnan(sh))
+    return out

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from slurm_energy.accounting.prediction import training_flops
 from slurm_energy.model import JobRecord, Method, Status
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.units import J_PER_KWH, co2e_kg
 
 MEASURED = (Method.COUNTER, Method.POWER_INTEGRATION)
 
@@ -219,7 +219,7 @@ def predict_range(cal: Calibration, flops: float, n_gpus: float, rated_flops_per
         e = n_gpus * t * (rated_power_w * p + o) * pue / J_PER_KWH
         times.append(t)
         kwh.append(e)
-        kg.append(e * ci_g_per_kwh * alpha / 1000.0)
+        kg.append(co2e_kg(e, ci_g_per_kwh, alpha))
     return {"time_s": Spread.of(times), "facility_kwh": Spread.of(kwh), "co2e_kg": Spread.of(kg)}
 
 

@@ -10,12 +10,13 @@ what they had (:mod:`slurm_energy.accounting.running`) instead of summing the wh
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Optional, Sequence
 
 from slurm_energy.accounting import attribution
 from slurm_energy.accounting.idle_gpu import IdleSums
-from slurm_energy.core import DeviceStatic, Method, worst_method
+from slurm_energy.core import DeviceStatic, Flag, Method, worst_method
 from slurm_energy.model import DeviceEnergy
+from slurm_energy.sampling.sampletable import SampleTable
 
 #: (time-weighted mean, variance, weight in s); (None, None, 0.0) when nothing was weighed
 Stats = tuple[Optional[float], Optional[float], float]
@@ -80,8 +81,7 @@ class DeviceAgg:
         self.device_class = o.device_class
 
     def energy(self, st: Optional[DeviceStatic], *, policy: str, elapsed: float, span_known: bool, node: str,
-               node_flags: list[str], index: Optional[int], covers: Callable[[Method], str],
-               span_s: Optional[float] = None) -> DeviceEnergy:
+               node_flags: list[str], span_s: Optional[float] = None) -> DeviceEnergy:
         """The device's :class:`DeviceEnergy` over ``elapsed`` s of the job: method (the worst of
         its readings', unavailable without a job energy; a zero-length job measured is 0 J),
         coverage = measured s / ``span_s`` (clamped, flagged), flags with the clamped ratios'.
@@ -102,11 +102,11 @@ class DeviceAgg:
         coverage = 1.0 if span == 0 else attribution.clamp_ratio(self.measured_s / span, "coverage", clamps)
         return DeviceEnergy(
             device_class=self.device_class, device_id=self.device_id, node=node, model=st.model if st else "",
-            count=st.count if st else 1, index=index, method=method, energy_j=job_total,
+            count=st.count if st else 1, index=device_index(st), method=method, energy_j=job_total,
             device_energy_j=self.whole_j, rated_power_w=st.rated_power_w if st else None,
             mean_power_w=self.power[0], var_power_w2=self.power[1], mean_util=self.util[0], var_util=self.util[1],
             duration_s=elapsed, coverage=coverage, wraps=self.wraps, resets=self.resets,
-            dropped_samples=self.dropped, covers=covers(method),
+            dropped_samples=self.dropped, covers=_covers(self.device_class, self.device_id, method, policy, st),
             flags=sorted(self.flags | clamp_flags(clamps) | set(node_flags) | (self.idle.flags if gpu and self.idle else set())),
             unclamped=clamps,
             idle_s=self.idle.seconds() if gpu and self.idle else None,
@@ -116,10 +116,64 @@ class DeviceAgg:
         )
 
 
+@dataclass
+class UsageAgg:
+    """The job's CPU time and memory over some rows, added stretch by stretch (a running summary)
+    or at once: the largest CPU time (CPU-s), the memory's sum and count (bytes; for the mean), the
+    largest memory or peak seen (bytes), the source of the last row with the job's usage."""
+
+    cpu_max: Optional[float] = None
+    mem_sum: float = 0.0
+    mem_n: int = 0
+    max_mem: Optional[int] = None
+    source: str = ""
+
+    def add_rows(self, table: SampleTable) -> None:
+        """The job's memory and source in the table's rows."""
+        for p, m, mx, src in zip(table.job_present, table.job_mem, table.job_max_mem, table.job_source):
+            if not p:
+                continue
+            if m is not None:
+                self.mem_sum += m
+                self.mem_n += 1
+            for v in (m, mx):
+                if v is not None and (self.max_mem is None or v > self.max_mem):
+                    self.max_mem = v
+            self.source = src or self.source
+
+    def add_cpu(self, job_cpu: Sequence[Optional[float]]) -> None:
+        """The job's CPU-time column (CPU-s, None = not observed) over some rows."""
+        cpu = [v for v in job_cpu if v is not None] + ([self.cpu_max] if self.cpu_max is not None else [])
+        if cpu:
+            self.cpu_max = max(cpu)
+
+    def fields(self) -> dict[str, Any]:
+        """:class:`~slurm_energy.model.NodeSummary`'s usage fields (CPU time only with a source)."""
+        return {"cpu_time_s": self.cpu_max if self.source else None, "max_mem_bytes": self.max_mem,
+                "mean_mem_bytes": self.mem_sum / self.mem_n if self.mem_n else None, "cpu_time_source": self.source}
+
+
+def device_index(st: Optional[DeviceStatic]) -> Optional[int]:
+    """The device's number from its inventory (a GPU's minor number), if the reader gave one."""
+    v = (st.extra or {}).get("minor") if st else None
+    return v if isinstance(v, int) else None
+
+
+def _covers(cls: str, dev_id: str, method: Method, policy: str, st: Optional[DeviceStatic]) -> str:
+    """What the device's energy covers: the device, its method and the job's share of it."""
+    share = {"cpu": "job share by cgroup CPU time / node busy CPU time",
+             "ram": "job share by job memory / node used memory",
+             "gpu": "GPU allocated to the job (or share by per-process utilisation)"}.get(cls, "")
+    if policy == "exclusive_whole_node":
+        share = "whole device charged to the job (exclusive_whole_node)"
+    what = dev_id if not st or not st.model else f"{dev_id} ({st.model})"
+    return f"{what}; {method.value}; {share}"
+
+
 def clamp_flags(clamps: dict[str, float]) -> set[str]:
     """Flags for the ratios that were clamped (keys of ``clamps``: ``*_util``, ``*_share``, ``coverage``)."""
-    out = set()
+    out: set[str] = set()
     for k in clamps:
-        out.add(attribution.FLAG_COVERAGE_CLAMPED if k == "coverage" else
-                attribution.FLAG_SHARE_CLAMPED if k.endswith("_share") else attribution.FLAG_UTIL_CLAMPED)
+        out.add(Flag.COVERAGE_CLAMPED if k == "coverage" else
+                Flag.SHARE_CLAMPED if k.endswith("_share") else Flag.UTIL_CLAMPED)
     return out

@@ -13,32 +13,37 @@ power energy; the sum, PUE, CI and alpha are the same.
 
 from __future__ import annotations
 
-from slurm_energy.units import J_PER_KWH
+from typing import Any, Iterable, Optional
 
-from typing import Iterable, Optional
+import numpy as np
 
 from slurm_energy.model import DEVICE_CLASSES, CarbonFacts, JobRecord, Method, Status, worst_method
+from slurm_energy.units import J_PER_KWH, co2e_kg
 
 #: A device counts as fully measured when intervals with energy cover this fraction of the job's
 #: time (the sampler starts ~0.3 s after the Prolog: a short job never reaches 100 %).
 COVERAGE_COMPLETE = 0.95
 
 
-def class_energy_j(n: float, u: float, p_w: float, t_s: float) -> float:
-    """n x u x P x t for one device class, in J (W x s). Raises ValueError on negative inputs or u > 1."""
-    if n < 0 or p_w < 0 or t_s < 0 or not 0 <= u <= 1:
-        raise ValueError(f"need n >= 0, 0 <= u <= 1, P >= 0 W, t >= 0 s; got n={n}, u={u}, P={p_w}, t={t_s}")
+def class_energy_j(n: Any, u: Any, p_w: Any, t_s: Any) -> Any:
+    """E = n x u x P x t for one device class, in J (W x s): ``n`` devices (or cores), ``u`` the
+    utilisation in [0, 1], ``P`` the power per device in W (rated: TDP / power limit, for the
+    ``utilisation_weighted`` policy), ``t`` s. Floats, or numpy arrays of one shape (NaN = unknown:
+    NaN out). Source: Green Algorithms (Lannelongue, Grealey & Inouye 2021, Adv. Sci. 8:2100707).
+
+    Raises:
+        ValueError: a negative n, P or t, or u outside [0, 1] (names the field).
+    """
+    for name, v, ok in (("count", n, np.asarray(n) >= 0), ("util", u, (np.asarray(u) >= 0) & (np.asarray(u) <= 1)),
+                        ("rated_power_w", p_w, np.asarray(p_w) >= 0), ("duration_s", t_s, np.asarray(t_s) >= 0)):
+        if not np.all(ok | np.isnan(np.asarray(v, dtype=float))):
+            raise ValueError(f"{name}: got {v!r}; need n >= 0, 0 <= u <= 1, P >= 0 W, t >= 0 s")
     return n * u * p_w * t_s
 
 
 def it_energy_j(terms: Iterable[tuple[float, float, float, float]]) -> float:
     """E_IT = sum n_i u_i P_i t_i over ``terms`` = [(n, u, P_W, t_s), ...], in J."""
-    return sum(class_energy_j(*t) for t in terms)
-
-
-def j_to_kwh(j: Optional[float]) -> Optional[float]:
-    """J -> kWh (None stays None: unmeasured is not 0)."""
-    return None if j is None else j / J_PER_KWH
+    return float(sum(class_energy_j(*t) for t in terms))
 
 
 def facility_kwh(it_kwh: float, pue: float) -> float:
@@ -48,14 +53,8 @@ def facility_kwh(it_kwh: float, pue: float) -> float:
     return it_kwh * pue
 
 
-def co2e_kg(facility_kwh_: float, ci_g_per_kwh: float, alpha: float = 1.0) -> float:
-    """CO2e = E_facility (kWh) x CI (gCO2e/kWh) x alpha / 1000, in kgCO2e."""
-    if ci_g_per_kwh < 0 or alpha < 0:
-        raise ValueError(f"carbon intensity and alpha must be >= 0, got CI={ci_g_per_kwh}, alpha={alpha}")
-    return facility_kwh_ * ci_g_per_kwh * alpha / 1000.0
-
-
-def _sum_known(values: list[Optional[float]]) -> Optional[float]:
+def sum_known(values: list[Optional[float]]) -> Optional[float]:
+    """The sum of the known values, None when none is known (unmeasured is not 0)."""
     known = [v for v in values if v is not None]
     return sum(known) if known else None
 
@@ -87,8 +86,8 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
             if d.energy_j is None or d.coverage < COVERAGE_COMPLETE:
                 complete = False
     order = [c for c in DEVICE_CLASSES if c in per_class] + sorted(set(per_class) - set(DEVICE_CLASSES))
-    rec.energy_it_j = {c: _sum_known(per_class[c]) for c in order}
-    rec.device_energy_j = {c: _sum_known(per_class_dev[c]) for c in order}
+    rec.energy_it_j = {c: sum_known(per_class[c]) for c in order}
+    rec.device_energy_j = {c: sum_known(per_class_dev[c]) for c in order}
     rec.methods = {c: worst_method(methods[c]) for c in order}
     from slurm_energy.accounting.idle_gpu import job_totals
 
@@ -96,7 +95,7 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
     reported = {n.node for n in rec.nodes}
     missing = [n for n in rec.expected_nodes if n not in reported]
     rec.coverage_complete = complete and bool(rec.nodes) and not missing
-    it_j = _sum_known(list(rec.energy_it_j.values()))
+    it_j = sum_known(list(rec.energy_it_j.values()))
     rec.carbon = carbon
     if it_j is None:
         rec.it_kwh = rec.facility_kwh = rec.co2e_kg = None

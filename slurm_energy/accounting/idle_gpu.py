@@ -27,9 +27,8 @@ Defaults and their sources:
   50-60 W of its 400 W and an H100 SXM at about 70-105 W of 700 W (~15 % of TDP), so idle with a
   context stays under 25 % of TDP, and any kernel running lifts the card far above it.
 
-Both paths of the node summary (interval by interval, and on arrays for long uniform series) and
-the sampler's running summary call :func:`idle_sums` with the same intervals, so the interim and
-the final record apply this one rule.
+The node summary calls :func:`idle_sums` with each GPU's intervals, for the interim record (the
+sampler's running summary, stretch by stretch) and the final one alike: one rule.
 """
 
 from __future__ import annotations
@@ -37,15 +36,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from slurm_energy.core import Flag
+
 #: Job Defense Shield's "0 % utilization" (docs/alert/zero_gpu_util.md)
 DEFAULT_UTIL_MAX = 0.0
 #: idle with a CUDA context open < 25 % of TDP (arXiv:2605.23918; see the module docstring)
 DEFAULT_POWER_MAX_FRACTION = 0.25
-#: on a GPU with no rated power and no site bound: idle was judged by utilisation alone
-FLAG_UTIL_ONLY = "gpu_idle_util_only"
 #: idle stretches kept per GPU for the plot's band (a record stays small); beyond, joined and flagged
 MAX_SPANS = 200
-FLAG_SPANS_JOINED = "gpu_idle_spans_joined"
 SOURCE = ("idle = GPU utilisation <= {u:g} (Job Defense Shield's 0 %) and power <= {p}"
           " (idle draw with a CUDA context, arXiv:2605.23918)")
 
@@ -104,11 +102,11 @@ def idle_sums(intervals: Iterable[tuple[float, float, Optional[float], Optional[
         rated_power_w: the card's rated power, W (for a fractional bound).
     Returns:
         :class:`IdleSums`: idle seconds, the job's energy in them (J), the seconds that could be
-        judged (utilisation and energy known), and the flag :data:`FLAG_UTIL_ONLY` when no power
+        judged (utilisation and energy known), and the flag ``gpu_idle_util_only`` when no power
         bound was known (utilisation alone decided).
     """
     bound = rule.power_bound_w(rated_power_w)
-    out = IdleSums(flags=set() if bound is not None else {FLAG_UTIL_ONLY})
+    out = IdleSums(flags=set() if bound is not None else {Flag.GPU_IDLE_UTIL_ONLY.value})
     for t0, t1, whole, job, util in intervals:
         dt = t1 - t0
         if dt <= 0 or util is None or util != util or whole is None or whole != whole or job is None or job != job:
@@ -142,7 +140,7 @@ class IdleSums:
             self.spans[-1][1] = max(self.spans[-1][1], t1)
         elif len(self.spans) >= MAX_SPANS:
             self.spans[-1][1] = t1
-            self.flags.add(FLAG_SPANS_JOINED)
+            self.flags.add(Flag.GPU_IDLE_SPANS_JOINED.value)
         else:
             self.spans.append([t0, t1])
 

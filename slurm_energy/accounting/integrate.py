@@ -1,11 +1,11 @@
-"""Per-device sample series -> per-interval energies, with provenance (pure functions).
+"""Per-device sample series -> per-interval energies, with provenance, on arrays (pure functions).
 
 Input is one device's readings over time (see :mod:`slurm_energy.sampling.readers.base`); output
-is a :class:`SeriesEnergy`: one :class:`Interval` per pair of consecutive sample times
-``(t_{k-1}, t_k]``, each with its energy in J or ``None`` when that interval could not be measured.
-Intervals are aligned with sample times so that a job's share in the same interval (CPU-time
-delta, memory, GPU process utilisation; see :mod:`slurm_energy.accounting.attribution`) can be
-applied interval by interval.
+is a :class:`SeriesEnergy`: one interval per pair of consecutive sample times ``(t_{k-1}, t_k]``,
+each with its energy in J or NaN (``None`` in the :class:`Interval` view) when that interval could
+not be measured, and the flags of each interval as boolean masks. Intervals are aligned with sample
+times so that a job's share in the same interval (CPU-time delta, memory, GPU process utilisation;
+see :mod:`slurm_energy.accounting.summary`) can be applied interval by interval, as array products.
 
 Three ways to turn readings into energy, named after ``Reading.method``:
 
@@ -17,39 +17,68 @@ Three ways to turn readings into energy, named after ``Reading.method``:
 * ``tdp_estimate`` (:func:`mean_power_series`): a modelled mean power over the interval ending at
   t_k, E = P_mean(t_k) x (t_k - t_{k-1}).
 
-Unmeasured is ``None``, never 0: an interval with an unreadable endpoint is *dropped* (energy
-``None``, counted in ``dropped``, flagged), a counter that went backwards with no known range is a
-*reset* (skipped, counted in ``resets``), and a delta is never negative.
+Unmeasured is NaN/``None``, never 0: an interval with an unreadable endpoint is *dropped* (counted
+in ``dropped``, flagged), a counter that went backwards with no known range is a *reset* (skipped,
+counted in ``resets``), and a delta is never negative.
+
+The counter-vs-power rule (a counter checked against the power read beside it) is
+:func:`cross_check_counter`. Why a moving counter wins over a power reading that disagrees: the
+power beside a counter is an *average*, not an instant. ``nvmlDeviceGetPowerUsage`` / nvidia-smi
+``power.draw`` is "a 1 second average" on Ampere and newer (nvidia-smi ``--help-query-gpu``:
+``power.draw.average`` vs ``power.draw.instant``), amdgpu's ``power1_average`` is the SMU's average
+over its own window (ROCm/ROC-smi#89: "the average power consumed by the GPU in the last sample
+window"), while ``nvmlDeviceGetTotalEnergyConsumption`` counts every mJ "since the driver was last
+reloaded" (NVML API reference). Per interval with a counter delta ``e_c`` and a trapezoid of power
+``e_p`` (both J):
+
+* **agree** -- ``|e_c - e_p| <= tolerance`` (:func:`cross_check_tolerance_j`): the counter.
+* **disagree, counter moving** -- the counter is kept; flagged ``power_disagrees``.
+* **stuck** -- the counter did not move (``e_c`` within one quantum of 0) while power says the
+  device drew more than the tolerance: charged by power integration, flagged ``counter_stuck`` and
+  ``counter_inconsistent``. A counter that updates late and catches up in the next interval (the two
+  together agree) is trusted.
+* **runaway** -- mean power over the interval above the device's power limit
+  (``Reading.max_power_w``) x (1 + margin) + the power accuracy: charged by power integration,
+  flagged ``counter_runaway`` and ``counter_inconsistent``.
+* **reset / backwards step** (driver reload) -- that interval only is skipped (flag ``reset``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
-from slurm_energy.core import Flag, Reading
+import numpy as np
+import numpy.typing as npt
 
-#: Flags an interval (and the series) may carry.
-FLAG_WRAP = "wrap"  # counter wrapped once and was unwrapped with the zone's range
-FLAG_MULTIPLE_WRAP = "possible_multiple_wrap"  # gap longer than range / max power: may have wrapped >1x
-FLAG_RESET = "reset"  # counter went backwards and its range is not known: interval skipped
-FLAG_RANGE_UNREADABLE = "range_unreadable"  # counter went backwards, range file unreadable: dropped
-FLAG_MISSING = "missing_reading"  # an endpoint reading was None (unreadable at that instant)
-FLAG_BAD_TIME = "non_increasing_time"  # t_k <= t_{k-1}: interval dropped
-FLAG_METHOD_CHANGED = "method_changed"  # endpoints measured by different methods: dropped
-FLAG_UNAVAILABLE = "unavailable"  # the device had no energy source in this interval
-FLAG_COUNTER_INCONSISTENT = Flag.COUNTER_INCONSISTENT.value  # a stuck/runaway counter interval: charged by power integration
+from slurm_energy.core import Flag, Method, Reading
+from slurm_energy.sampling.sampletable import DYNAMIC, DeviceColumns
+
+Arr = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
 
 METHODS = ("counter", "power_integration", "tdp_estimate", "unavailable")
+
+#: Margin on top of the counter's resolution and the power reading's error before a counter is
+#: called inconsistent, as a fraction of the larger of the two energies. Not a physical constant:
+#: a chosen allowance for power varying between two samples in ways the endpoints do not show.
+CROSS_CHECK_MARGIN = 0.10
+
+#: Verdicts of :func:`interval_verdicts`.
+NO_CHECK, AGREE, DISAGREE, STUCK, RUNAWAY = -1, 0, 1, 2, 3
+
+
+def floats(values: Sequence[Any]) -> Arr:
+    """``values`` as a float array, NaN for None."""
+    if None not in values:
+        return np.array(values, dtype=np.float64)
+    return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
 @dataclass
 class Interval:
-    """Energy of one device over ``(t0, t1]`` (epoch s).
-
-    ``energy_j`` is J, or ``None`` when the interval was dropped (unmeasured); ``flags`` name any
-    anomaly (see the ``FLAG_*`` constants of this module).
-    """
+    """Energy of one device over ``(t0, t1]`` (epoch s): ``energy_j`` J, or ``None`` when the
+    interval was dropped (unmeasured); ``flags`` name any anomaly (:class:`~slurm_energy.core.Flag`)."""
 
     t0: float
     t1: float
@@ -62,72 +91,159 @@ class Interval:
         return self.t1 - self.t0
 
 
+def _empty() -> Arr:
+    return np.zeros(0, dtype=np.float64)
+
+
 @dataclass
 class SeriesEnergy:
-    """One device's energy over a sample series, interval by interval, with counter anomalies.
+    """One device's energy over a sample series, interval by interval, as arrays.
 
-    ``wraps``: counter wrap-arounds unwrapped; ``resets``: backwards steps with no known range
-    (interval skipped); ``dropped``: intervals whose energy is ``None`` for any reason (resets
-    included); ``flags``: sorted union of interval flags.
+    ``t0``/``t1``: each interval's ends (epoch s); ``energy``: J, NaN = not measured; ``masks``:
+    flag -> which intervals carry it; ``extra``: the series' flags not tied to an interval (its
+    readings' flags); ``wraps``: counter wrap-arounds unwrapped; ``resets``: backwards steps with no
+    known range (interval skipped).
     """
 
-    intervals: list[Interval] = field(default_factory=list)
+    t0: Arr = field(default_factory=_empty)
+    t1: Arr = field(default_factory=_empty)
+    energy: Arr = field(default_factory=_empty)
+    masks: dict[str, Mask] = field(default_factory=dict)
     wraps: int = 0
     resets: int = 0
-    dropped: int = 0
-    flags: list[str] = field(default_factory=list)
+    extra: set[str] = field(default_factory=set)
+
+    @property
+    def dt(self) -> Arr:
+        """Interval lengths, s."""
+        return self.t1 - self.t0
+
+    @property
+    def measured(self) -> Mask:
+        """Intervals with an energy."""
+        return ~np.isnan(self.energy)
+
+    @property
+    def flags(self) -> list[str]:
+        """Sorted union of the intervals' flags and the series' own."""
+        return sorted({f for f, m in self.masks.items() if m.any()} | self.extra)
+
+    @property
+    def dropped(self) -> int:
+        """Intervals whose energy is not known, for any reason (resets included)."""
+        return int(np.isnan(self.energy).sum())
 
     @property
     def total_j(self) -> Optional[float]:
-        """Sum of the measured intervals' energy in J; ``None`` if no interval was measured."""
-        vals = [iv.energy_j for iv in self.intervals if iv.energy_j is not None]
+        """Sum of the measured intervals' energy in J (in interval order); ``None`` if none was measured."""
+        vals = self.energy[self.measured].tolist()
         return sum(vals) if vals else None
 
     @property
     def measured_s(self) -> float:
-        """Seconds covered by measured intervals (``energy_j`` not ``None``)."""
-        return sum(iv.t1 - iv.t0 for iv in self.intervals if iv.energy_j is not None)
+        """Seconds covered by measured intervals."""
+        return float(sum(self.dt[self.measured].tolist()))
 
     @property
     def span_s(self) -> float:
         """Seconds from the first interval's start to the last interval's end (0 if empty)."""
-        if not self.intervals:
-            return 0.0
-        return self.intervals[-1].t1 - self.intervals[0].t0
+        return float(self.t1[-1] - self.t0[0]) if len(self.t0) else 0.0
 
     def coverage(self, duration_s: Optional[float] = None) -> float:
-        """Measured fraction in [0, 1] of ``duration_s`` (default: the series' own span).
-
-        Returns 0.0 for an empty span. ``duration_s`` is typically the job's elapsed time on the
-        node, so time before the first and after the last sample also counts as unmeasured.
-        """
+        """Measured fraction in [0, 1] of ``duration_s`` (default: the series' own span); 0.0 for
+        an empty span. ``duration_s`` is typically the job's elapsed time on the node."""
         d = self.span_s if duration_s is None else duration_s
         if d <= 0:
             return 0.0
         return max(0.0, min(1.0, self.measured_s / d))
 
+    @property
+    def intervals(self) -> list[Interval]:
+        """The intervals as objects (a view for tests and small series; the sums use the arrays)."""
+        names = sorted(self.masks)
+        rows = [m.tolist() for m in (self.masks[n] for n in names)]
+        return [Interval(a, b, None if e != e else e, [n for n, r in zip(names, rows) if r[k]])
+                for k, (a, b, e) in enumerate(zip(self.t0.tolist(), self.t1.tolist(), self.energy.tolist()))]
 
-def summarise_intervals(intervals: list[Interval], wraps: int = 0, resets: int = 0) -> SeriesEnergy:
-    """Wrap ``intervals`` in a :class:`SeriesEnergy`, counting dropped ones and collecting flags."""
-    flags = sorted({f for iv in intervals for f in iv.flags})
-    dropped = sum(1 for iv in intervals if iv.energy_j is None)
-    return SeriesEnergy(intervals=intervals, wraps=wraps, resets=resets, dropped=dropped, flags=flags)
+    def flag(self, name: str, mask: Mask) -> None:
+        """Add flag ``name`` to the intervals in ``mask``."""
+        if mask.any():
+            old = self.masks.get(name)
+            self.masks[name] = mask.copy() if old is None else old | mask
 
 
-def _check_points(points: Sequence[tuple[float, Optional[float]]], name: str) -> None:
+def concat(parts: Sequence[SeriesEnergy]) -> SeriesEnergy:
+    """The series one after the other (wraps, resets and flags added up)."""
+    if len(parts) == 1:
+        return parts[0]
+    out = SeriesEnergy(np.concatenate([p.t0 for p in parts] or [_empty()]),
+                       np.concatenate([p.t1 for p in parts] or [_empty()]),
+                       np.concatenate([p.energy for p in parts] or [_empty()]),
+                       wraps=sum(p.wraps for p in parts), resets=sum(p.resets for p in parts),
+                       extra=set().union(*(p.extra for p in parts)))
+    for name in {n for p in parts for n in p.masks}:
+        out.masks[name] = np.concatenate([p.masks.get(name, np.zeros(len(p.t0), dtype=bool)) for p in parts])
+    return out
+
+
+def _points(points: Sequence[tuple[float, Any]], name: str) -> tuple[Arr, list[Any]]:
     if not isinstance(points, (list, tuple)):
         raise TypeError(f"{name}: expected a list of (t, value) pairs, got {type(points).__name__}")
     for i, p in enumerate(points):
         if len(p) != 2:
             raise ValueError(f"{name}[{i}]: expected a (t, value) pair, got {p!r}")
+    return floats([p[0] for p in points]), [p[1] for p in points]
 
 
-def counter_series(
-    points: list[tuple[float, Optional[int]]],
-    max_range_uj: Optional[int],
-    max_power_w: Optional[float] = None,
-    range_unreadable: bool = False,
-) -> SeriesEnergy:
+def _timed(t: Arr) -> SeriesEnergy:
+    """Intervals between ``t``, energies NaN, those not increasing flagged ``non_increasing_time``."""
+    s = SeriesEnergy(t[:-1], t[1:], np.full(max(0, len(t) - 1), np.nan))
+    s.flag(Flag.BAD_TIME.value, s.dt <= 0)
+    return s
+
+
+def counter_run(t: Arr, values: Sequence[Optional[int]], max_range_uj: Optional[int],
+                max_power_w: Optional[float] = None, range_unreadable: bool = False) -> SeriesEnergy:
+    """:func:`counter_series` on a time array and the counter's values (uJ, None = unread)."""
+    if max_range_uj is not None and max_range_uj <= 0:
+        raise ValueError(
+            f"max_range_uj: must be a positive counter range in uJ or None, got {max_range_uj!r}; "
+            "pass None when the counter's range is unknown"
+        )
+    s = _timed(t)
+    if len(t) < 2:
+        return s
+    missing = np.array([v is None for v in values])
+    e = np.array([0 if v is None else v for v in values])  # int64 (exact deltas), else object ints
+    if e.dtype.kind not in "iuf":
+        e = e.astype(object)
+    d = np.diff(e)
+    ok = ~s.masks.get(Flag.BAD_TIME.value, np.zeros(len(d), dtype=bool))
+    s.flag(Flag.MISSING.value, ok & (missing[:-1] | missing[1:]))
+    ok &= ~(missing[:-1] | missing[1:])
+    if max_range_uj is not None and max_power_w is not None and max_power_w > 0:
+        s.flag(Flag.MULTIPLE_WRAP.value, ok & (s.dt > (max_range_uj / 1e6) / max_power_w))  # J / W = s
+    back = ok & (d < 0)
+    if back.any():
+        if max_range_uj is not None:
+            d = np.where(back, d + max_range_uj, d)
+            reset = back & (d < 0)  # a reading above the declared range: not a wrap we can trust
+            s.flag(Flag.WRAP.value, back & ~reset)
+            s.wraps = int((back & ~reset).sum())
+        elif range_unreadable:
+            reset = np.zeros_like(back)
+            s.flag(Flag.RANGE_UNREADABLE.value, back)
+        else:
+            reset = back
+        s.flag(Flag.RESET.value, reset)
+        s.resets = int(reset.sum())
+        ok &= ~back | (max_range_uj is not None) & ~reset
+    s.energy = np.where(ok, (np.where(ok, d, 0) / 1e6).astype(np.float64), np.nan)
+    return s
+
+
+def counter_series(points: list[tuple[float, Optional[int]]], max_range_uj: Optional[int],
+                   max_power_w: Optional[float] = None, range_unreadable: bool = False) -> SeriesEnergy:
     """Energy per interval from a cumulative energy counter.
 
     Args:
@@ -137,9 +253,8 @@ def counter_series(
             goes backwards wrapped once, delta = cur + range - prev. ``None`` = the counter does not
             wrap (NVML's 64-bit mJ counter) or its range is unknown: going backwards is a reset.
         max_power_w: the zone's maximum power in W (RAPL ``constraint_*_max_power_uw``). When the
-            gap t_k - t_{k-1} exceeds range / max_power (the fastest the counter can wrap), the
-            interval is flagged ``possible_multiple_wrap`` (its energy is still the single-wrap
-            delta, a lower bound).
+            gap exceeds range / max_power (the fastest the counter can wrap), the interval is
+            flagged ``possible_multiple_wrap`` (its energy is the single-wrap delta, a lower bound).
         range_unreadable: the zone's range file exists but could not be read; a backwards step
             then drops the interval with flag ``range_unreadable`` (instead of a reset).
 
@@ -149,46 +264,24 @@ def counter_series(
     Raises:
         ValueError: ``max_range_uj`` not positive, or a point is not a pair.
     """
-    _check_points(points, "points")
-    if max_range_uj is not None and max_range_uj <= 0:
-        raise ValueError(
-            f"max_range_uj: must be a positive counter range in uJ or None, got {max_range_uj!r}; "
-            "pass None when the counter's range is unknown"
-        )
-    wrap_period_s = None
-    if max_range_uj is not None and max_power_w is not None and max_power_w > 0:
-        wrap_period_s = (max_range_uj / 1e6) / max_power_w  # J / W = s
-    intervals: list[Interval] = []
-    wraps = resets = 0
-    for (t0, e0), (t1, e1) in zip(points, points[1:]):
-        flags: list[str] = []
-        if t1 <= t0:
-            intervals.append(Interval(t0, t1, None, [FLAG_BAD_TIME]))
-            continue
-        if e0 is None or e1 is None:
-            intervals.append(Interval(t0, t1, None, [FLAG_MISSING]))
-            continue
-        if wrap_period_s is not None and (t1 - t0) > wrap_period_s:
-            flags.append(FLAG_MULTIPLE_WRAP)
-        if e1 >= e0:
-            delta_uj = e1 - e0
-        elif max_range_uj is not None:
-            delta_uj = e1 + max_range_uj - e0
-            if delta_uj < 0:  # reading above the declared range: not a wrap we can trust
-                intervals.append(Interval(t0, t1, None, flags + [FLAG_RESET]))
-                resets += 1
-                continue
-            wraps += 1
-            flags.append(FLAG_WRAP)
-        elif range_unreadable:
-            intervals.append(Interval(t0, t1, None, flags + [FLAG_RANGE_UNREADABLE]))
-            continue
-        else:
-            intervals.append(Interval(t0, t1, None, flags + [FLAG_RESET]))
-            resets += 1
-            continue
-        intervals.append(Interval(t0, t1, delta_uj / 1e6, flags))
-    return summarise_intervals(intervals, wraps=wraps, resets=resets)
+    return counter_run(*_points(points, "points"), max_range_uj, max_power_w, range_unreadable)
+
+
+def power_run(t: Arr, values: Sequence[Optional[float]], mean: bool = False) -> SeriesEnergy:
+    """:func:`power_series` (``mean``: :func:`mean_power_series`) on a time array and power values
+    (W, None = unread). Raises ValueError naming the first negative value."""
+    p = floats(values)
+    bad = np.flatnonzero(p[int(mean):] < 0) + int(mean)
+    if len(p) > 1 and len(bad):
+        what = "mean_power_w: must" if mean else "power_w: power must"
+        raise ValueError(f"points[{bad[0]}].{what} be >= 0 W, got {values[bad[0]]!r}")
+    s = _timed(t)
+    if len(t) < 2:
+        return s
+    ok = s.dt > 0
+    s.flag(Flag.MISSING.value, ok & (np.isnan(p[1:]) | (np.isnan(p[:-1]) & (not mean))))
+    s.energy = np.where(ok, (p[1:] if mean else (p[:-1] + p[1:]) / 2.0) * s.dt, np.nan)
+    return s
 
 
 def power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEnergy:
@@ -204,19 +297,7 @@ def power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEnergy:
     Raises:
         ValueError: a power sample is negative (field ``power_w``), or a point is not a pair.
     """
-    _check_points(points, "points")
-    intervals: list[Interval] = []
-    for i, ((t0, p0), (t1, p1)) in enumerate(zip(points, points[1:])):
-        for j, p in ((i, p0), (i + 1, p1)):
-            if p is not None and p < 0:
-                raise ValueError(f"points[{j}].power_w: power must be >= 0 W, got {p!r}")
-        if t1 <= t0:
-            intervals.append(Interval(t0, t1, None, [FLAG_BAD_TIME]))
-        elif p0 is None or p1 is None:
-            intervals.append(Interval(t0, t1, None, [FLAG_MISSING]))
-        else:
-            intervals.append(Interval(t0, t1, (p0 + p1) / 2.0 * (t1 - t0), []))
-    return summarise_intervals(intervals)
+    return power_run(*_points(points, "points"))
 
 
 def mean_power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEnergy:
@@ -232,33 +313,23 @@ def mean_power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEner
     Raises:
         ValueError: a mean power is negative, or a point is not a pair.
     """
-    _check_points(points, "points")
-    intervals: list[Interval] = []
-    for i, ((t0, _), (t1, p1)) in enumerate(zip(points, points[1:])):
-        if p1 is not None and p1 < 0:
-            raise ValueError(f"points[{i + 1}].mean_power_w: must be >= 0 W, got {p1!r}")
-        if t1 <= t0:
-            intervals.append(Interval(t0, t1, None, [FLAG_BAD_TIME]))
-        elif p1 is None:
-            intervals.append(Interval(t0, t1, None, [FLAG_MISSING]))
-        else:
-            intervals.append(Interval(t0, t1, p1 * (t1 - t0), []))
-    return summarise_intervals(intervals)
+    return power_run(*_points(points, "points"), mean=True)
 
 
-def unavailable_series(times: Sequence[float]) -> SeriesEnergy:
+def unavailable_series(times: Union[Sequence[float], Arr]) -> SeriesEnergy:
     """A series with every interval between ``times`` (epoch s) dropped and flagged unavailable."""
-    ivs = [Interval(t0, t1, None, [FLAG_UNAVAILABLE]) for t0, t1 in zip(times, times[1:])]
-    return summarise_intervals(ivs)
+    t = times if isinstance(times, np.ndarray) else floats(list(times))
+    s = SeriesEnergy(t[:-1], t[1:], np.full(max(0, len(t) - 1), np.nan))
+    s.flag(Flag.UNAVAILABLE.value, np.ones(len(s.t0), dtype=bool))
+    return s
 
 
 def series_for(method: str, points: list[Any], **kw: Any) -> SeriesEnergy:
     """Dispatch on ``Reading.method``.
 
     ``"counter"`` -> :func:`counter_series` (``kw``: ``max_range_uj``, ``max_power_w``,
-    ``range_unreadable``; ``max_range_uj`` defaults to ``None``); ``"power_integration"`` ->
-    :func:`power_series`; ``"tdp_estimate"`` -> :func:`mean_power_series`; ``"unavailable"`` ->
-    :func:`unavailable_series` over the points' times.
+    ``range_unreadable``); ``"power_integration"`` -> :func:`power_series`; ``"tdp_estimate"`` ->
+    :func:`mean_power_series`; ``"unavailable"`` -> :func:`unavailable_series` over the points' times.
 
     Raises:
         ValueError: unknown ``method`` (the message lists the known ones).
@@ -274,82 +345,216 @@ def series_for(method: str, points: list[Any], **kw: Any) -> SeriesEnergy:
     raise ValueError(f"method: unknown energy method {method!r}; expected one of {METHODS}")
 
 
-def _value_for(reading: Reading) -> Optional[float]:
-    m = reading.method
-    if m == "counter":
-        return reading.energy_uj
-    if m == "power_integration":
-        return reading.power_w
-    if m == "tdp_estimate":
-        return reading.mean_power_w
-    return None
+def _last(statics: Sequence[dict[str, Any]], key: str) -> Any:
+    return next((s[key] for s in reversed(statics) if s.get(key) is not None), None)
+
+
+def unique(statics: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The readings' static fields without consecutive repeats, in order (readings of one schema
+    line share one dict; an old JSON-lines file gives equal ones)."""
+    if not statics or statics.count(statics[0]) == len(statics):  # a C-level compare
+        return list(statics[:1])
+    out = [statics[0]]
+    for s in statics[1:]:
+        if s is not out[-1] and s != out[-1]:
+            out.append(s)
+    return out
+
+
+def device_series(t: Arr, dc: DeviceColumns, mean_power_w: Optional[list[Any]] = None,
+                  kinds: Optional[list[dict[str, Any]]] = None) -> SeriesEnergy:
+    """One device's readings (columns, ``t``: the times of its rows) -> :class:`SeriesEnergy`.
+
+    Consecutive readings with the same method form a run (counter range and max power from the
+    run's last reading that has them; a reading flagged ``range_unreadable`` makes the run's
+    backwards steps drops, not resets). The interval between two runs of different methods is
+    dropped and flagged ``method_changed`` (e.g. RAPL turning EACCES mid-job). Reading flags
+    (``eacces``...) are the series' too. A counter run whose readings also carry ``power_w`` goes
+    through the counter-vs-power rule (:func:`cross_check_counter`). ``mean_power_w``: the modelled
+    powers to use instead of the columns' (filled by the summary where a reading lacked one);
+    ``kinds``: :func:`unique` of the readings' static fields, if the caller has them.
+    """
+    n = len(dc)
+    if n < 2:
+        return SeriesEnergy()
+    st = dc.static
+    kinds = unique(st) if kinds is None else kinds
+    if len(kinds) == 1:
+        bounds = [0, n]
+    else:
+        meth = [Method.parse(s.get("method")) for s in st]
+        bounds = [0] + [i for i in range(1, n) if meth[i] != meth[i - 1]] + [n]
+    parts: list[SeriesEnergy] = []
+    extra: set[str] = set()
+    for a, b in zip(bounds, bounds[1:]):
+        run = st[a:b]
+        run_kinds = kinds if len(bounds) == 2 else unique(run)
+        for s in run_kinds:
+            extra.update(s.get("flags") or [])
+        if b - a > 1:
+            parts.append(_run(t[a:b], dc, a, b, Method.parse(run[0].get("method")), run_kinds, mean_power_w))
+        if b < n:
+            gap = SeriesEnergy(t[b - 1:b], t[b:b + 1], np.full(1, np.nan))
+            gap.flag(Flag.METHOD_CHANGED.value, np.ones(1, dtype=bool))
+            parts.append(gap)
+    out = concat(parts) if parts else SeriesEnergy()
+    out.extra = out.extra | extra
+    return out
+
+
+def _run(t: Arr, dc: DeviceColumns, a: int, b: int, method: Method, kinds: list[dict[str, Any]],
+         mean_power_w: Optional[list[Any]]) -> SeriesEnergy:
+    """One run of readings of one method, readings ``a`` to ``b - 1``."""
+    if method == Method.COUNTER:
+        s = counter_run(t, dc.vals["energy_uj"][a:b], _last(kinds, "max_energy_range_uj"), _last(kinds, "max_power_w"),
+                        any(Flag.RANGE_UNREADABLE.value in (k.get("flags") or []) for k in kinds))
+        pw = dc.vals["power_w"][a:b]
+        if len(pw) - pw.count(None) >= 2:
+            res = [k["energy_resolution_uj"] for k in kinds if k.get("energy_resolution_uj")]
+            acc = [k["power_accuracy_w"] for k in kinds if k.get("power_accuracy_w") is not None]
+            cap = [k["max_power_w"] for k in kinds if k.get("max_power_w") is not None
+                   and k.get("max_energy_range_uj") is None]
+            s, _ = checked(s, floats(pw), resolution_j=(max(res) if res else 1) / 1e6,
+                           power_accuracy_w=max(acc) if acc else 0.0, max_power_w=max(cap) if cap else None)
+        return s
+    if method == Method.POWER_INTEGRATION:
+        return power_run(t, dc.vals["power_w"][a:b])
+    if method == Method.TDP_ESTIMATE:
+        return power_run(t, (dc.vals["mean_power_w"] if mean_power_w is None else mean_power_w)[a:b], mean=True)
+    return unavailable_series(t)
 
 
 def series_from_readings(samples: Sequence[tuple[float, Reading]]) -> SeriesEnergy:
-    """One device's ``[(t, Reading), ...]`` -> :class:`SeriesEnergy`, method by method.
-
-    Consecutive readings with the same ``method`` form a run integrated with :func:`series_for`
-    (counter range and max power from the run's last reading that has them; a reading flagged
-    ``range_unreadable`` makes the run's backwards steps drops, not resets). The interval between
-    two runs of different methods is dropped and flagged ``method_changed``: e.g. RAPL turning
-    EACCES mid-job. Reading flags (``eacces``...) are added to the series flags. A counter run whose
-    readings also carry ``power_w`` goes through the counter-vs-power rule
-    (:mod:`slurm_energy.accounting.crosscheck`): a moving counter is kept over an averaged power that
-    disagrees (flag ``power_disagrees``); a stuck or runaway interval is charged by power integration
-    (``counter_stuck``/``counter_runaway``, ``counter_inconsistent``); a reset skips that interval only.
+    """One device's ``[(t, Reading), ...]`` -> :class:`SeriesEnergy` (:func:`device_series` on
+    the readings as columns).
 
     Returns:
         :class:`SeriesEnergy` with ``len(samples) - 1`` intervals in sample order.
     """
-    samples = list(samples)
-    if len(samples) < 2:
-        return summarise_intervals([])
-    intervals: list[Interval] = []
-    wraps = resets = 0
-    extra_flags: set[str] = set()
-    start = 0
-    while start < len(samples):
-        end = start
-        method = samples[start][1].method
-        while end + 1 < len(samples) and samples[end + 1][1].method == method:
-            end += 1
-        run = samples[start : end + 1]
-        for _, r in run:
-            extra_flags.update(r.flags or [])
-        if len(run) > 1:
-            kw = {}
-            if method == "counter":
-                rng = [r.max_energy_range_uj for _, r in run if r.max_energy_range_uj is not None]
-                pw = [r.max_power_w for _, r in run if r.max_power_w is not None]
-                kw = {
-                    "max_range_uj": rng[-1] if rng else None,
-                    "max_power_w": pw[-1] if pw else None,
-                    "range_unreadable": any(FLAG_RANGE_UNREADABLE in (r.flags or []) for _, r in run),
-                }
-            s = series_for(method, [(t, _value_for(r)) for t, r in run], **kw)
-            if method == "counter" and sum(r.power_w is not None for _, r in run) >= 2:
-                from slurm_energy.accounting.crosscheck import checked_counter
-
-                s = checked_counter(s, run)
-            intervals.extend(s.intervals)
-            wraps += s.wraps
-            resets += s.resets
-        if end + 1 < len(samples):
-            intervals.append(Interval(samples[end][0], samples[end + 1][0], None, [FLAG_METHOD_CHANGED]))
-        start = end + 1
-    out = summarise_intervals(intervals, wraps=wraps, resets=resets)
-    out.flags = sorted(set(out.flags) | extra_flags)
-    return out
+    dc = DeviceColumns(samples[0][1].device_id if samples else "")
+    for i, (_, r) in enumerate(samples):
+        d = r.to_dict()
+        dc.rows.append(i)
+        dc.static.append({k: v for k, v in d.items() if k not in DYNAMIC})
+        for k in DYNAMIC:
+            dc.vals[k].append(d.get(k))
+    return device_series(floats([t for t, _ in samples]), dc)
 
 
-_CROSS_CHECK_NAMES = ("CROSS_CHECK_MARGIN", "cross_check_counter", "cross_check_tolerance_j", "interval_verdicts")
+def cross_check_tolerance_j(dt_s: Any, p0_w: Any, p1_w: Any, e_counter_j: Any, e_power_j: Any, *,
+                            resolution_j: float = 1e-6, power_accuracy_w: float = 0.0,
+                            margin: float = CROSS_CHECK_MARGIN) -> Any:
+    """How far (J) a counter delta may be from the trapezoid of power over one interval and still agree.
+
+    tolerance = resolution_j                      (the counter's quantum: a delta of two truncated
+                                                   readings is off by less than one quantum)
+              + power_accuracy_w x dt             (each power reading is within +/- accuracy)
+              + |p1 - p0| / 2 x dt                (sampling error of the trapezoid: the left and
+                                                   right Riemann sums bracket the power's path)
+              + margin x max(e_counter, e_power)  (:data:`CROSS_CHECK_MARGIN`)
+
+    Args: ``dt_s`` interval in s; ``p0_w``, ``p1_w`` power at its ends in W; the two energies in J
+    (scalars or numpy arrays of one shape); ``resolution_j`` the counter's quantum in J (NVML: 1 mJ);
+    ``power_accuracy_w`` the power reading's accuracy in W (NVML: 5 W, nvidia-smi
+    ``--help-query-gpu`` power.draw).
+    Returns: the tolerance in J (>= 0), of the inputs' shape.
+    """
+    return (abs(resolution_j) + abs(power_accuracy_w) * dt_s + abs(p1_w - p0_w) / 2.0 * dt_s
+            + margin * np.maximum(abs(e_counter_j), abs(e_power_j)))
 
 
-def __getattr__(name: str) -> Any:
-    """``integrate.cross_check_counter`` etc.: the counter-vs-power cross-check lives in
-    :mod:`slurm_energy.accounting.crosscheck` (imported lazily: it builds on this module)."""
-    if name in _CROSS_CHECK_NAMES:
-        from slurm_energy.accounting import crosscheck
+def interval_verdicts(e_counter_j: Arr, p0_w: Arr, p1_w: Arr, dt_s: Arr, *, resolution_j: float = 1e-6,
+                      power_accuracy_w: float = 0.0, max_power_w: Optional[float] = None,
+                      margin: float = CROSS_CHECK_MARGIN) -> npt.NDArray[np.int_]:
+    """The rule (module docstring), interval by interval, on arrays of one length n.
 
-        return getattr(crosscheck, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    Args:
+        e_counter_j: counter delta per interval, J (NaN: not measured, e.g. a reset).
+        p0_w, p1_w: power at each interval's ends, W (NaN: not read).
+        dt_s: interval lengths, s (> 0).
+        resolution_j, power_accuracy_w, margin: see :func:`cross_check_tolerance_j`.
+        max_power_w: the device's power limit in W, or None (no runaway check).
+
+    Returns:
+        int array of n verdicts: :data:`NO_CHECK` (a value missing), :data:`AGREE`,
+        :data:`DISAGREE` (counter moving, kept), :data:`STUCK`, :data:`RUNAWAY`. The late-update
+        settling of a stuck interval is sequential and done by :func:`cross_check_counter`.
+    """
+    ec = np.asarray(e_counter_j, dtype=float)
+    p0, p1, dt = (np.asarray(x, dtype=float) for x in (p0_w, p1_w, dt_s))
+    ep = (p0 + p1) / 2.0 * dt
+    with np.errstate(invalid="ignore"):
+        tol = cross_check_tolerance_j(dt, p0, p1, ec, ep, resolution_j=resolution_j,
+                                      power_accuracy_w=power_accuracy_w, margin=margin)
+        out = np.where(np.abs(ec - ep) > tol, DISAGREE, AGREE)
+        out = np.where((out == DISAGREE) & (ec <= abs(resolution_j)), STUCK, out)
+        if max_power_w is not None and max_power_w > 0:
+            cap_j = (max_power_w * (1.0 + margin) + abs(power_accuracy_w)) * dt + abs(resolution_j)
+            out = np.where((out == DISAGREE) & (ec > cap_j), RUNAWAY, out)
+        out = np.where(np.isnan(ec) | np.isnan(ep), NO_CHECK, out)
+    return out.astype(int)
+
+
+def checked(counter: SeriesEnergy, pw: Arr, *, resolution_j: float = 1e-6, power_accuracy_w: float = 0.0,
+            max_power_w: Optional[float] = None, margin: float = CROSS_CHECK_MARGIN) -> tuple[SeriesEnergy, list[int]]:
+    """:func:`cross_check_counter` with the power as an array (W, NaN = unread), one per sample time."""
+    if not len(counter.t0):
+        return counter, []
+    power = power_run(np.concatenate([counter.t0[:1], counter.t1]), [None if p != p else p for p in pw.tolist()])
+    ec, dt = counter.energy, counter.dt
+    kw: dict[str, Any] = {"resolution_j": resolution_j, "power_accuracy_w": power_accuracy_w, "margin": margin}
+    verdict = interval_verdicts(ec, pw[:-1], pw[1:], dt, max_power_w=max_power_w, **kw)
+    if not (verdict > AGREE).any():
+        return counter, []
+    ep = (pw[:-1] + pw[1:]) / 2.0 * dt
+    tol = cross_check_tolerance_j(dt, pw[:-1], pw[1:], ec, ep, **kw)
+    n = len(verdict)
+    skip = -1
+    for k in np.flatnonzero((verdict == DISAGREE) | (verdict == STUCK)).tolist():
+        # a counter that updates late is short in one interval and catches up in the next
+        if k <= skip or k + 1 >= n or verdict[k] not in (DISAGREE, STUCK) or verdict[k + 1] not in (AGREE, DISAGREE):
+            continue
+        if abs(ec[k] + ec[k + 1] - ep[k] - ep[k + 1]) <= tol[k] + tol[k + 1]:
+            verdict[k] = verdict[k + 1] = AGREE
+            skip = k + 1
+    stuck, runaway = verdict == STUCK, verdict == RUNAWAY
+    out = SeriesEnergy(counter.t0, counter.t1, np.where(stuck | runaway, power.energy, ec), dict(counter.masks),
+                       counter.wraps, counter.resets, set(counter.extra))
+    out.flag(Flag.COUNTER_STUCK.value, stuck)
+    out.flag(Flag.COUNTER_RUNAWAY.value, runaway)
+    out.flag(Flag.COUNTER_INCONSISTENT.value, stuck | runaway)
+    out.flag(Flag.POWER_DISAGREES.value, verdict == DISAGREE)
+    return out, np.flatnonzero(stuck | runaway).tolist()
+
+
+def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, Optional[float]]], *,
+                        resolution_j: float = 1e-6, power_accuracy_w: float = 0.0,
+                        max_power_w: Optional[float] = None,
+                        margin: float = CROSS_CHECK_MARGIN) -> tuple[SeriesEnergy, list[int]]:
+    """Apply the counter-vs-power rule (module docstring) to one device's counter series.
+
+    Shared by every reader that has a counter and a power reading for one device (NVML, AMD SMI,
+    amdgpu/xe/i915 hwmon): the reader puts ``power_w`` beside ``energy_uj`` in a ``counter`` reading.
+
+    Args:
+        counter: the counter's series (:func:`counter_series`), ``n - 1`` intervals.
+        power_points: ``[(t, power_w), ...]``, the same ``n`` sample times; ``power_w`` W or None.
+        resolution_j, power_accuracy_w, margin: see :func:`cross_check_tolerance_j`.
+        max_power_w: the device's power limit, W (runaway check), or None.
+
+    Returns:
+        ``(series, replaced)``: the counter's series with stuck/runaway intervals charged by power
+        integration (flagged ``counter_inconsistent`` and ``counter_stuck``/``counter_runaway``),
+        disagreeing moving intervals kept and flagged ``power_disagrees``, resets left skipped; and
+        the indices of the replaced intervals (``[]``: the counter stands everywhere).
+
+    Raises:
+        ValueError: the two series do not have the same sample times (names both lengths), or a
+        power is negative.
+    """
+    n = len(counter.t0)
+    if len(power_points) != n + 1 and n:
+        raise ValueError(f"power_points: {len(power_points)} samples for {n} counter "
+                         "intervals; pass the power read at the counter's sample times")
+    return checked(counter, floats([p for _, p in power_points]), resolution_j=resolution_j,
+                   power_accuracy_w=power_accuracy_w, max_power_w=max_power_w, margin=margin)

@@ -1,17 +1,20 @@
 """One node's samples as the columns attribution needs (pure): the job's CPU time and memory and
-the node's busy CPU time and memory per sample, each device's readings, and the job's share and
-utilisation of a device over one interval (see :mod:`slurm_energy.accounting.summary`)."""
+the node's busy CPU time and memory per row, and the job's share and utilisation of a device over
+each of its intervals, on arrays (NaN = unknown; see :mod:`slurm_energy.accounting.summary`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from collections.abc import Sequence as SequenceABC
-from typing import Any, Optional, Sequence, Union
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Optional, Sequence
+
+import numpy as np
 
 from slurm_energy.accounting import attribution
-from slurm_energy.accounting.integrate import Interval
-from slurm_energy.core import DeviceStatic, Flag, JobUsage, NodeUsage, Reading, Sample
-from slurm_energy.sampling.sampletable import NODE_FIELDS, SampleTable
+from slurm_energy.accounting.formulas import class_energy_j
+from slurm_energy.accounting.integrate import Arr, floats
+from slurm_energy.core import DeviceStatic, Flag
+from slurm_energy.sampling.sampletable import DeviceColumns, SampleTable, proc_util_dict
 
 #: Node busy CPU time over total up to this many seconds per logical CPU is the counters' noise,
 #: clamped to 1 without a flag: /proc/stat counts in 10 ms ticks (USER_HZ 100) and its iowait can
@@ -22,175 +25,207 @@ from slurm_energy.sampling.sampletable import NODE_FIELDS, SampleTable
 NODE_BUSY_NOISE_S_PER_CPU = 0.02
 
 
-#: A device's readings in time order: [(sample time t, Reading)].
-DeviceSeries = list[tuple[float, Reading]]
+@dataclass
+class CpuState:
+    """The job's CPU-time column carried from one stretch of rows to the next (a running summary):
+    the largest CPU time seen (CPU-s), whether the job was seen, whether it is known to have ended."""
+
+    last: Optional[float] = None
+    seen: bool = False
+    ended: bool = False
+
+
+def job_cpu_column(values: Sequence[Optional[float]], kinds: Sequence[str], state: Optional[CpuState] = None,
+                   carried: Sequence[Optional[float]] = ()) -> list[Optional[float]]:
+    """The job's cumulative CPU time per row (CPU-s): 0 before the job is first seen (it had just
+    started), but None everywhere if it was never seen at all; carried forward once the job is known
+    to have ended (a ``cgroup_gone`` or ``final`` row); None where the job was running but nobody
+    looked (the sampler died): the job's share of such an interval is unknown, never 0.
+
+    Args:
+        values: the job's CPU time per row (None where the job was not observed).
+        kinds: the rows' kinds.
+        state: carried from the previous rows (a running summary) and updated; None = from the start.
+        carried: the column's values already computed for rows before ``values`` (prepended; a
+            running summary's last row), zeroed too when the job is first seen in ``values``.
+    """
+    st = CpuState() if state is None else state
+    seen_before = st.seen
+    out: list[Optional[float]] = list(carried)
+    for v, kind in zip(values, kinds):
+        if v is not None and (st.seen or v > 0):  # a cgroup read at 0 ns: nothing of the job ran yet
+            st.seen = True
+            st.last = v if st.last is None else max(st.last, v)
+            out.append(st.last)
+        else:
+            out.append(st.last if st.seen and st.ended else None)
+        if kind in ("cgroup_gone", "final"):
+            st.ended = True
+    if st.seen and not seen_before:  # first seen here: 0 CPU-s before (the job had just started)
+        first = next(i for i in range(len(carried), len(out)) if out[i] is not None)
+        out[:first] = [0.0] * first
+    return out
 
 
 @dataclass
 class Columns:
-    """One node's samples as columns aligned with ``samples`` (sorted by time)."""
+    """One node's rows (sorted by time) as the columns attribution needs; lists as read (None =
+    unknown), float arrays (NaN = unknown) made when first used."""
 
-    samples: list[Sample]
-    index: dict[float, int]  # sample time -> row
-    job_cpu: list[Optional[float]]  # cumulative job CPU time, s (see job_cpu_at)
+    t: list[float]
+    kind: list[str]
+    job_cpu: list[Optional[float]]  # cumulative job CPU time, s (job_cpu_column)
     node_busy: list[Optional[float]]  # node busy CPU time since boot, s
+    node_total: list[Optional[float]]  # node CPU time since boot, s
     node_mem: list[Optional[int]]  # node memory used, bytes
+    mem_total: list[Optional[int]]  # node memory, bytes
+    ncpu: list[Optional[int]]  # node logical CPUs
     job_mem: list[Optional[int]]  # job memory, bytes
     job_pids: set[int]
     cpus_alloc: Optional[int]
     cpu_for_share: Optional[list[Optional[float]]] = None  # job_cpu with the unobserved tail filled (fill_cpu_tail)
+    _cache: dict[str, Arr] = field(default_factory=dict, repr=False)
 
-    def ncpu(self, i: int) -> Optional[int]:
-        return self.samples[i].node.ncpu
+    def arr(self, name: str) -> Arr:
+        """Column ``name`` as floats (NaN = None), made once."""
+        a = self._cache.get(name)
+        if a is None:
+            a = self._cache[name] = floats(getattr(self, name))
+        return a
 
-
-def job_cpu_at(samples: list[Sample]) -> list[Optional[float]]:
-    """Cumulative job CPU time per row: 0 before the job is first seen (it had just started), but
-    None everywhere if it was never seen at all;
-    carried forward once the job is known to have ended (a ``cgroup_gone`` or ``final`` row);
-    None where the job was running but nobody looked (the sampler died): the job's share of such
-    an interval is unknown, never 0."""
-    return job_cpu_column([r.job.cpu_time_s if r.job else None for r in samples], [r.kind for r in samples])
-
-
-def job_cpu_column(values: Sequence[Optional[float]], kinds: Sequence[str]) -> list[Optional[float]]:
-    """:func:`job_cpu_at` on columns: the job's CPU time per row (None where the job was not
-    observed) and the rows' kinds."""
-    out: list[Optional[float]] = []
-    last: Optional[float] = None
-    seen = ended = False
-    for v, kind in zip(values, kinds):
-        if v is not None and (seen or v > 0):  # a cgroup read at 0 ns: nothing of the job ran yet
-            seen = True
-            last = v if last is None else max(last, v)
-            out.append(last)
-        elif not seen:
-            out.append(0.0)
-        else:
-            out.append(last if ended else None)
-        if kind in ("cgroup_gone", "final"):
-            ended = True
-    if not seen:  # the job ended before anyone saw it (shorter than the first poll): unknown, not 0
-        return [None] * len(out)
-    return out
+    @cached_property
+    def never_observed(self) -> bool:
+        return all(v is None for v in self.job_cpu)
 
 
-def typed_samples(rows: Sequence[Union[Sample, dict[str, Any]]]) -> list[Sample]:
-    """Samples sorted by time; JSON rows (older callers) are read with :meth:`Sample.from_dict`."""
-    return sorted((r if isinstance(r, Sample) else Sample.from_dict(r) for r in rows), key=lambda r: r.t)
-
-
-class LazySamples(SequenceABC):  # type: ignore[type-arg]
-    """A table's rows as :class:`Sample` s without readings, made when looked at (the general
-    path looks at a few; a long job has tens of thousands)."""
-
-    def __init__(self, table: SampleTable):
-        self.table = table
-
-    def __len__(self) -> int:
-        return len(self.table)
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        tb = self.table
-        i = range(len(tb))[i]
-        job = (JobUsage(tb.job_cpu[i], tb.job_mem[i], tb.job_max_mem[i], tb.job_pids[i], tb.job_source[i])
-               if tb.job_present[i] else None)
-        return Sample(tb.t[i], tb.kind[i], job, NodeUsage(*(tb.node[k][i] for k in NODE_FIELDS)), [])
-
-
-def table_columns(table: SampleTable, cpus_alloc: Optional[int]) -> Columns:
-    """:func:`columns` of a :class:`SampleTable` (sorted by time), built from its columns."""
+def table_columns(table: SampleTable, cpus_alloc: Optional[int], state: Optional[CpuState] = None,
+                  carried: Sequence[Optional[float]] = ()) -> Columns:
+    """The :class:`Columns` of a :class:`SampleTable` (sorted by time); ``state``/``carried``: the
+    job's CPU time carried from earlier rows (:func:`job_cpu_column`), for the rows after ``carried``."""
     pids: set[int] = set()
     seen: set[int] = set()
     for p, present in zip(table.job_pids, table.job_present):
         if present and id(p) not in seen:  # rows of one writer share the list while the PIDs stay
             seen.add(id(p))
             pids.update(p)
-    job_cpu = [v if present else None for v, present in zip(table.job_cpu, table.job_present)]
+    k = len(carried)
+    job_cpu = [v if present else None for v, present in zip(table.job_cpu[k:], table.job_present[k:])]
     job_mem = [v if present else None for v, present in zip(table.job_mem, table.job_present)]
-    return Columns(
-        samples=LazySamples(table), index={t: i for i, t in enumerate(table.t)},  # type: ignore[arg-type]
-        job_cpu=job_cpu_column(job_cpu, table.kind), node_busy=list(table.node["cpu_busy_s"]),
-        node_mem=list(table.node["mem_used_bytes"]), job_mem=job_mem, job_pids=pids, cpus_alloc=cpus_alloc)
+    node = table.node
+    return Columns(t=table.t, kind=table.kind, job_cpu=job_cpu_column(job_cpu, table.kind[k:], state, carried),
+                   node_busy=node["cpu_busy_s"], node_total=node["cpu_total_s"], node_mem=node["mem_used_bytes"],
+                   mem_total=node["mem_total_bytes"], ncpu=node["ncpu"], job_mem=job_mem, job_pids=pids,
+                   cpus_alloc=cpus_alloc)
 
 
-def columns(samples: list[Sample], cpus_alloc: Optional[int]) -> Columns:
-    pids: set[int] = set()
-    for r in samples:
-        pids.update(r.job.pids if r.job else [])
-    return Columns(
-        samples=samples, index={r.t: i for i, r in enumerate(samples)}, job_cpu=job_cpu_at(samples),
-        node_busy=[r.node.cpu_busy_s for r in samples], node_mem=[r.node.mem_used_bytes for r in samples],
-        job_mem=[r.job.mem_bytes if r.job else None for r in samples], job_pids=pids, cpus_alloc=cpus_alloc)
-
-
-def per_device(samples: list[Sample]) -> dict[str, DeviceSeries]:
-    out: dict[str, DeviceSeries] = {}
-    for r in samples:
-        for rd in r.readings:
-            out.setdefault(rd.device_id, []).append((r.t, rd))
-    return out
-
-
-def fill_tdp_cpu_power(samples: DeviceSeries, cols: Columns, st: Optional[DeviceStatic]) -> None:
+def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: Optional[DeviceStatic],
+                  kinds: Sequence[dict[str, Any]]) -> tuple[Optional[list[Any]], set[str]]:
     """A modelled CPU reading without its mean power (the first read of a reader in a new process:
     the Prolog's, the sampler's first, the Epilog's) gets it from the rows' node counters:
-    TDP_total x busy CPU-time delta / all CPU-time delta since the device's previous reading."""
-    if not st or not st.rated_power_w:
-        return
-    for k in range(1, len(samples)):
-        t, rd = samples[k]
-        if rd.device_class != "cpu" or rd.method != "tdp_estimate" or rd.mean_power_w is not None:
+    TDP_total x busy CPU-time delta / all CPU-time delta since the device's previous reading.
+
+    Returns the device's mean powers (W) with those filled (None: nothing to fill) and the flags
+    the filled readings carry (``util_from_node_counters``; beyond the noise, ``util_clamped`` and
+    ``node_busy_raw:<f>``). ``kinds``: the readings' distinct static fields."""
+    if not st or not st.rated_power_w or not any(
+            k.get("device_class") == "cpu" and k.get("method") == "tdp_estimate" for k in kinds):
+        return None, set()
+    vals = dc.vals["mean_power_w"]
+    todo = [j for j in range(1, len(vals)) if vals[j] is None and dc.static[j].get("device_class") == "cpu"
+            and dc.static[j].get("method") == "tdp_estimate"]
+    if not todo:
+        return None, set()
+    out, flags = list(vals), set()
+    busy, total, ncpu = cols.node_busy, cols.node_total, cols.ncpu
+    for j in todo:
+        a, b = dc.rows[j - 1], dc.rows[j]
+        if None in (total[a], total[b], busy[a], busy[b]):
             continue
-        a = cols.samples[cols.index[samples[k - 1][0]]].node
-        b = cols.samples[cols.index[t]].node
-        if None in (a.cpu_total_s, b.cpu_total_s, a.cpu_busy_s, b.cpu_busy_s):
-            continue
-        d_total = b.cpu_total_s - a.cpu_total_s  # type: ignore[operator]
-        d_busy = b.cpu_busy_s - a.cpu_busy_s  # type: ignore[operator]
+        d_total = total[b] - total[a]  # type: ignore[operator]
+        d_busy = busy[b] - busy[a]  # type: ignore[operator]
         if d_total > 0:
             raw = d_busy / d_total
-            busy = attribution.clamp_ratio(raw)
-            assert busy is not None  # raw is a number
-            rd.mean_power_w = st.rated_power_w * busy
-            rd.flags = list(rd.flags or []) + [Flag.UTIL_FROM_NODE_COUNTERS.value]
-            if d_busy - d_total > NODE_BUSY_NOISE_S_PER_CPU * (b.ncpu or 1):  # clamped beyond noise: flagged
-                rd.flags += [Flag.UTIL_CLAMPED.value, Flag.NODE_BUSY_RAW.detail(f"{raw:.4g}")]
+            out[j] = st.rated_power_w * (attribution.clamp_ratio(raw) or 0.0)
+            flags.add(Flag.UTIL_FROM_NODE_COUNTERS.value)
+            if d_busy - d_total > NODE_BUSY_NOISE_S_PER_CPU * (ncpu[b] or 1):  # clamped beyond noise: flagged
+                flags |= {Flag.UTIL_CLAMPED.value, Flag.NODE_BUSY_RAW.detail(f"{raw:.4g}")}
+    return out, flags
 
 
-def share(cls: str, i0: Optional[int], i1: Optional[int], cols: Columns, reading: Optional[Reading],
-           flags: set[str], clamps: Optional[dict[str, float]] = None) -> Optional[float]:
-    """The job's share of the device over the interval between rows ``i0`` and ``i1``; None = unknown."""
-    if i0 is None or i1 is None:
-        return None
-    job_cpu, node_busy, job_mem, node_mem = cols.job_cpu, cols.node_busy, cols.job_mem, cols.node_mem
-    if cls == "cpu":
-        cpu = cols.cpu_for_share or job_cpu
-        c0, c1, b0, b1 = cpu[i0], cpu[i1], node_busy[i0], node_busy[i1]
-        jc = None if c1 is None or c0 is None else c1 - c0
-        nb = None if b1 is None or b0 is None else b1 - b0
-        s = attribution.cpu_share(jc, nb, clamps)
-        if s is None and jc == 0:
-            return 0.0
-        return s
-    if cls == "ram":
-        if job_cpu[i1] is None:
-            return None  # the sampler was not running: the job's memory is unknown
-        jm = job_mem[i1] if job_mem[i1] is not None else job_mem[i0]
-        if jm is None:
-            return 0.0 if job_cpu[i1] == job_cpu[i0] else None  # no memory seen and no CPU used: job not running
-        return attribution.ram_share(jm, node_mem[i1], clamps)
+def shares(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, flags: set[str],
+           clamps: Optional[dict[str, float]] = None) -> Arr:
+    """The job's share of the device over each interval between its rows ``rows`` (NaN = unknown):
+    CPU by the job's CPU-time delta / the node's busy CPU-time delta (:func:`attribution.cpu_share`:
+    0 when the node was idle or the job used none); RAM by the job's memory / the node's used memory
+    (:func:`attribution.ram_share`; 0 when no memory was seen and the job used no CPU; unknown while
+    the sampler was not looking); a GPU allocated to the job is the job's (share 1) unless NVML
+    per-process utilisation says it is shared (flag ``shared_gpu_by_process_util``)."""
+    i0, i1 = rows[:-1], rows[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if cls == "cpu":
+            cpu = floats(cols.cpu_for_share) if cols.cpu_for_share else cols.arr("job_cpu")
+            busy = cols.arr("node_busy")
+            jc = cpu[i1] - cpu[i0]
+            s = attribution.cpu_shares(jc, busy[i1] - busy[i0], clamps)
+            s[np.isnan(s) & (jc == 0)] = 0.0  # no CPU used: none of the package's energy, node counters or not
+            return s
+        if cls == "ram":
+            c = cols.arr("job_cpu")
+            c0, c1 = c[i0], c[i1]
+            mem = cols.arr("job_mem")
+            jm = np.where(np.isnan(mem[i1]), mem[i0], mem[i1])
+            s = attribution.ram_shares(np.where(np.isnan(c1), np.nan, jm), cols.arr("node_mem")[i1], clamps)
+            s[np.isnan(jm) & (c1 == c0)] = 0.0  # no memory seen and no CPU used: the job not running
+            return s
     if cls == "gpu":
-        if reading is not None and reading.proc_util:
-            s = attribution.gpu_process_share(cols.job_pids, {int(k): v for k, v in reading.proc_util.items()},
-                                              clamps)
-            if s is not None:
+        texts = dc.vals["proc_util"][1:]
+        got: dict[Optional[str], float] = {}
+        for txt in set(texts):  # each distinct text once
+            sh = None if not txt or txt == "{}" else attribution.gpu_process_share(cols.job_pids, proc_util_dict(txt),
+                                                                                   clamps)
+            if sh is not None:
                 flags.add(Flag.SHARED_GPU.value)
-                return s
-        return 1.0  # a GPU Slurm allocated to the job: the whole GPU is the job's
-    return None
+            got[txt] = 1.0 if sh is None else sh
+        return np.array([got[x] for x in texts], dtype=np.float64)
+    return np.full(len(i0), np.nan)
+
+
+def utilisation(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, dt: Arr,
+                clamps: Optional[dict[str, float]] = None) -> Arr:
+    """The job's utilisation u in [0, 1] per interval (NaN = unknown): CPU = job CPU-time delta /
+    (interval x allocated CPUs); RAM = job memory / node memory; GPU = the utilisation the device
+    reported at the interval's end. Values outside [0, 1] (hyperthreads, accounting jitter) are
+    clamped, the raw extreme kept in ``clamps`` as ``<class>_util``."""
+    i0, i1 = rows[:-1], rows[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if cls == "cpu":
+            n = np.full(len(i1), float(cols.cpus_alloc)) if cols.cpus_alloc else cols.arr("ncpu")[i1]
+            n = np.where(np.isnan(n) | (n == 0), 1.0, n)
+            c = cols.arr("job_cpu")
+            u = (c[i1] - c[i0]) / (dt * n)
+        elif cls == "ram":
+            tot = cols.arr("mem_total")[i1]
+            u = np.where(np.isnan(tot) | (tot == 0), np.nan, cols.arr("job_mem")[i1] / tot)
+        else:
+            u = floats(dc.vals["util"][1:])
+    return attribution.clamp_ratios(np.where(dt > 0, u, np.nan), f"{cls}_util", clamps)
+
+
+def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: Optional[DeviceStatic], cols: Columns) -> Arr:
+    """Policy ``utilisation_weighted``: per interval n x u x P x t (J; NaN = unknown) with P the
+    rated power (TDP) of the job's part of the device (for a CPU, x allocated / node CPUs, at most
+    1): :func:`formulas.class_energy_j`. Needs the device's rated power, else unknown."""
+    p = st.rated_power_w if st else None
+    if p is None:
+        return np.full(len(dt), np.nan)
+    pw = np.full(len(dt), float(p))
+    if cls == "cpu":
+        ncpu = cols.arr("ncpu")[rows[1:]]
+        ncpu = np.where(np.isnan(ncpu) | (ncpu == 0), 1.0, ncpu)
+        alloc = np.full(len(dt), float(cols.cpus_alloc)) if cols.cpus_alloc else ncpu
+        pw = pw * np.minimum(1.0, alloc / ncpu)  # rated power of the allocated CPUs
+    e: Arr = class_energy_j(1, utils, pw, dt)
+    return e
 
 
 def fill_cpu_tail(cols: Columns, job_cpu_total_s: Optional[float] = None) -> Optional[str]:
@@ -209,7 +244,7 @@ def fill_cpu_tail(cols: Columns, job_cpu_total_s: Optional[float] = None) -> Opt
     last interval with a known share, else allocated CPUs / node CPUs; with neither it stays unknown.
 
     Sets ``cols.cpu_for_share`` (job CPU time filled along the node's busy CPU time over the stretch,
-    so :func:`share` yields the stretch's share per interval). Returns the flag, or None when there
+    so :func:`shares` yields the stretch's share per interval). Returns the flag, or None when there
     is no unobserved stretch or nothing to charge it from.
     """
     job_cpu, busy = cols.job_cpu, cols.node_busy
@@ -219,17 +254,18 @@ def fill_cpu_tail(cols: Columns, job_cpu_total_s: Optional[float] = None) -> Opt
     known = [i for i, v in enumerate(job_cpu) if v is not None]
     i_last = known[-1] if known else 0
     c_last = job_cpu[i_last] if known else 0.0
-    b_last = busy[i_last]
-    if b_last is None or busy[-1] is None or busy[-1] - b_last <= 0:
+    b_last, b_end = busy[i_last], busy[-1]
+    if b_last is None or b_end is None or b_end - b_last <= 0:
         return None
-    s, flag = _tail_share(cols, job_cpu_total_s, c_last, busy[-1] - b_last, i_last)
+    s, flag = _tail_share(cols, job_cpu_total_s, c_last, b_end - b_last, i_last)
     if s is None:
         return None
     filled = list(job_cpu)
     if not known:
         filled[0] = 0.0
     for i in range(i_last + 1, n):
-        filled[i] = None if busy[i] is None else c_last + s * (busy[i] - b_last)  # type: ignore[operator]
+        b = busy[i]
+        filled[i] = None if b is None or c_last is None else c_last + s * (b - b_last)
     cols.cpu_for_share = filled
     return flag
 
@@ -241,60 +277,11 @@ def _tail_share(cols: Columns, total_s: Optional[float], c_last: Optional[float]
         return attribution.clamp_ratio(max(0.0, total_s - c_last) / busy_delta_s), Flag.TAIL_FROM_SLURM_TOTALCPU.value
     for k in range(i_last, 0, -1):  # the share of the last observed interval
         c0, c1, b0, b1 = cols.job_cpu[k - 1], cols.job_cpu[k], cols.node_busy[k - 1], cols.node_busy[k]
-        if None not in (c0, c1, b0, b1) and b1 - b0 > 0:  # type: ignore[operator]
-            sh = attribution.cpu_share(c1 - c0, b1 - b0)  # type: ignore[operator]
+        if c0 is not None and c1 is not None and b0 is not None and b1 is not None and b1 - b0 > 0:
+            sh = attribution.cpu_share(c1 - c0, b1 - b0)
             if sh:  # an idle last interval says nothing of the stretch: never estimate 0
                 return sh, Flag.TAIL_ESTIMATED.value
-    ncpu = next((r.node.ncpu for r in reversed(cols.samples) if r.node.ncpu), None)
+    ncpu = next((n for n in reversed(cols.ncpu) if n), None)
     if cols.cpus_alloc and ncpu:
         return min(1.0, cols.cpus_alloc / ncpu), Flag.TAIL_ESTIMATED.value
     return None, ""
-
-
-def utilisation(cls: str, intervals: list[Interval], cols: Columns, by_t: dict[float, Reading],
-                 clamps: Optional[dict[str, float]] = None) -> list[Optional[float]]:
-    """The job's utilisation u in [0, 1] per interval (aligned with ``intervals``; None = unknown):
-    CPU = job CPU-time delta / (interval x allocated CPUs); RAM = job memory / node memory;
-    GPU = NVML utilisation of the device. Values outside [0, 1] (hyperthreads, accounting jitter)
-    are clamped, the raw extreme kept in ``clamps`` as ``<class>_util``."""
-    out: list[Optional[float]] = []
-    for iv in intervals:
-        i0, i1 = cols.index.get(iv.t0), cols.index.get(iv.t1)
-        d = iv.duration_s
-        u = None
-        if i0 is not None and i1 is not None and d > 0:
-            c0, c1, mem = cols.job_cpu[i0], cols.job_cpu[i1], cols.job_mem[i1]
-            if cls == "cpu":
-                n = cols.cpus_alloc or cols.ncpu(i1) or 1
-                if c1 is not None and c0 is not None:
-                    u = (c1 - c0) / (d * n)
-            elif cls == "ram":
-                tot = cols.samples[i1].node.mem_total_bytes
-                if mem is not None and tot:
-                    u = mem / tot
-            else:
-                rd = by_t.get(iv.t1)
-                if rd is not None and rd.util is not None:
-                    u = rd.util
-        out.append(attribution.clamp_ratio(u, f"{cls}_util", clamps))
-    return out
-
-
-def utilisation_weighted(cls: str, whole: Any, st: Optional[DeviceStatic], cols: Columns,
-                          by_t: dict[float, Reading]) -> Any:
-    """Policy ``utilisation_weighted``: per interval n x u x P x t with P the rated power (TDP) of
-    the job's part of the device; needs the device's rated power, else every interval is dropped."""
-    from slurm_energy.accounting.integrate import summarise_intervals
-
-    ivs = []
-    utils = utilisation(cls, whole.intervals, cols, by_t)
-    for iv, u in zip(whole.intervals, utils):
-        p = st.rated_power_w if st else None
-        if cls == "cpu" and p is not None:
-            ncpu = cols.ncpu(cols.index[iv.t1]) or 1
-            p = p * min(1.0, (cols.cpus_alloc or ncpu) / ncpu)  # rated power of the allocated CPUs
-        if u is None or p is None:
-            ivs.append(Interval(iv.t0, iv.t1, None, [Flag.SHARE_UNKNOWN.value]))
-        else:
-            ivs.append(Interval(iv.t0, iv.t1, attribution.utilisation_weighted_j(1, u, p, iv.duration_s), []))
-    return summarise_intervals(ivs)

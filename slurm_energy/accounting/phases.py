@@ -24,9 +24,11 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, Union
 
+from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
+from slurm_energy.units import J_PER_KWH
 
 #: Bounds on what a job's marks may hold (the file is user data, read by root).
 MAX_MARKS = 10_000
@@ -44,7 +46,7 @@ _TAG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 TAG_WORD = re.compile(r"^[A-Za-z0-9_.+-]{1,32}$")
 
 
-def tag_value(v):
+def tag_value(v: Any) -> Union[float, str, None]:
     """A tag value as stored: a finite number as float, a short word (:data:`TAG_WORD`) as str,
     else None (ignored)."""
     if isinstance(v, str):
@@ -59,11 +61,11 @@ class Marks:
 
     phases: list[tuple[str, float, Optional[float], int]] = field(default_factory=list)
     stages: list[tuple[float, float]] = field(default_factory=list)
-    tags: dict = field(default_factory=dict)
+    tags: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
 
 
-def _num(v) -> Optional[float]:
+def _num(v: Any) -> Optional[float]:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     try:
@@ -104,8 +106,8 @@ def parse_marks(lines: Iterable[str]) -> Marks:
     return m
 
 
-def _one(m: Marks, d: dict, t: float, ev: str, open_: dict, bad: dict) -> None:
-    def flag(k):
+def _one(m: Marks, d: dict[str, Any], t: float, ev: str, open_: dict[Any, Any], bad: dict[str, int]) -> None:
+    def flag(k: str) -> None:
         bad[k] = bad.get(k, 0) + 1
 
     if ev == "begin":
@@ -172,7 +174,8 @@ def complement(windows: list[tuple[float, float]], start: float, end: float) -> 
     return [(a, b) for a, b in out if b > a]
 
 
-def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, float]]):
+def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, float]]
+                   ) -> tuple[dict[str, Optional[float]], dict[str, Method], float]:
     """Energy of the job over the disjoint ``windows``, per device class.
 
     Returns ``(energy_it_j, methods, coverage)``: class -> J (None = no measured second in the
@@ -200,20 +203,16 @@ def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, fl
         if span > 0:
             cov = min(cov, measured / span)
     order = [c for c in DEVICE_CLASSES if c in per_cls] + sorted(set(per_cls) - set(DEVICE_CLASSES))
-    energy = {c: _sum_known(per_cls[c]) for c in order}
+    energy = {c: sum_known(per_cls[c]) for c in order}
     methods = {c: worst_method(meth.get(c, [])) for c in order}
     return energy, methods, (cov if series else 0.0)
 
 
-def _sum_known(vals: list[Optional[float]]) -> Optional[float]:
-    known = [v for v in vals if v is not None]
-    return sum(known) if known else None
-
-
-def _window(kind, name, a, b, series, parts=None, **kw) -> WindowEnergy:
+def _window(kind: str, name: str, a: float, b: float, series: Sequence[DeviceSeries],
+            parts: Optional[list[tuple[float, float]]] = None, **kw: Any) -> WindowEnergy:
     energy, methods, cov = windows_energy(series, parts if parts is not None else [(a, b)])
     return WindowEnergy(kind=kind, name=name, start_time=a, end_time=b, energy_it_j=energy, methods=methods,
-                        it_j=_sum_known(list(energy.values())), coverage=min(1.0, cov), **kw)
+                        it_j=sum_known(list(energy.values())), coverage=min(1.0, cov), **kw)
 
 
 def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end: float,
@@ -255,7 +254,7 @@ def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end
     return out
 
 
-def _key(w: WindowEnergy, seen: dict) -> tuple:
+def _key(w: WindowEnergy, seen: dict[tuple[Any, ...], int]) -> tuple[Any, ...]:
     base = (w.kind, w.name if w.kind != "stage" else w.fraction)
     seen[base] = seen.get(base, -1) + 1
     return base + (seen[base],)
@@ -267,13 +266,13 @@ def job_windows(rec: JobRecord) -> JobRecord:
     of a name, a stage's fraction) is summed over nodes (known values only; coverage the lowest;
     method the worst). CO2e of a window = job CO2e x window IT J / job IT J (consistent with an
     hourly intensity too). Requires ``rec.it_kwh``/``rec.co2e_kg`` already set."""
-    merged: dict[tuple, WindowEnergy] = {}
+    merged: dict[tuple[Any, ...], WindowEnergy] = {}
     for node in rec.nodes:
-        seen: dict = {}
+        seen: dict[tuple[Any, ...], int] = {}
         for w in node.windows:
             k = _key(w, seen)
             merged[k] = _add(merged[k], w) if k in merged else w.model_copy(deep=True)
-    job_it = None if rec.it_kwh is None else rec.it_kwh * 3.6e6
+    job_it = None if rec.it_kwh is None else rec.it_kwh * J_PER_KWH
     for w in merged.values():
         if w.it_j is not None and job_it and rec.co2e_kg is not None:
             w.co2e_kg = rec.co2e_kg * w.it_j / job_it
@@ -287,9 +286,9 @@ def job_windows(rec: JobRecord) -> JobRecord:
 
 def _add(a: WindowEnergy, b: WindowEnergy) -> WindowEnergy:
     classes = list(dict.fromkeys(list(a.energy_it_j) + list(b.energy_it_j)))
-    energy = {c: _sum_known([a.energy_it_j.get(c), b.energy_it_j.get(c)]) for c in classes}
+    energy = {c: sum_known([a.energy_it_j.get(c), b.energy_it_j.get(c)]) for c in classes}
     methods = {c: worst_method([m for m in (a.methods.get(c), b.methods.get(c)) if m is not None]) for c in classes}
     return a.model_copy(update=dict(
         start_time=min(a.start_time, b.start_time), end_time=max(a.end_time, b.end_time), energy_it_j=energy,
-        methods=methods, it_j=_sum_known(list(energy.values())), coverage=min(a.coverage, b.coverage),
+        methods=methods, it_j=sum_known(list(energy.values())), coverage=min(a.coverage, b.coverage),
         flags=sorted(set(a.flags) | set(b.flags))))

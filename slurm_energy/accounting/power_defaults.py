@@ -28,7 +28,6 @@ assume the GPUs draw their full TDP (LLaMA, Llama 2, BLOOM: GPU-hours x 400 W) c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,3 @@ RAM_PER_GB = PowerDefault("ram", 1.0, "Green Algorithms 0.3725 W/GB is a drawn p
 
 DEFAULTS: dict[str, PowerDefault] = {d.device_class: d for d in (GPU_TRAINING, CPU_TDP, RAM_PER_GB)}
 
-
-def default_power_frac(device_class: str) -> Optional[PowerDefault]:
-    """The documented default for ``device_class`` (``gpu``, ``cpu``, ``ram``), or None if none."""
-    return DEFAULTS.get(device_class)

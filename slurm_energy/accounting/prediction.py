@@ -22,7 +22,7 @@ method), never a measurement; :class:`Prediction` says so in ``method``.
 
 from __future__ import annotations
 
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.units import J_PER_KWH, co2e_kg
 
 from slurm_energy.errors import PredictionError
 
@@ -235,7 +235,7 @@ def predict(
     per_class = predict_energy_kwh(devices, t)
     it = sum(per_class.values())
     facility = it * pue_v
-    co2e = facility * float(ci_g_per_kwh) * float(alpha) / 1000.0
+    co2e = co2e_kg(facility, float(ci_g_per_kwh), float(alpha))
     return Prediction(
         flops=None if flops is None else float(flops), time_s=t, energy_kwh=per_class, it_kwh=it, pue=pue_v,
         facility_kwh=facility, ci_g_per_kwh=float(ci_g_per_kwh), alpha=float(alpha), co2e_kg=co2e,

@@ -4,9 +4,10 @@ no more per update than an hour-long one.
 
 :class:`RunningSummary` reads only the sample file's new lines
 (:class:`~slurm_energy.sampling.samplefile.SampleReader`), sums each device over the new intervals
--- from the last row it had to the newest -- with the rules of
-:func:`~slurm_energy.accounting.summary.summarise_node`, and adds the sums to what it had
-(:meth:`DeviceAgg.merge`). The Epilog's summary is computed afresh from the whole file; the
+-- from the last row it had to the newest -- with the functions
+:func:`~slurm_energy.accounting.summary.summarise_node` uses (``device_aggs``, the job's CPU-time
+column carried over in a :class:`~slurm_energy.accounting.node_series.CpuState`), and adds the sums
+to what it had (:meth:`DeviceAgg.merge`, :class:`UsageAgg`). The Epilog's summary is computed afresh from the whole file; the
 running one differs from it only where the final view knows more:
 
 * a stretch where the job's CPU time was not seen (the sampler not looking, or the job not seen in
@@ -26,10 +27,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from slurm_energy.accounting.device_agg import DeviceAgg
+from slurm_energy.accounting.device_agg import DeviceAgg, UsageAgg
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule
-from slurm_energy.accounting.node_series import table_columns
-from slurm_energy.accounting.summary import _device_key_of, _effective_policy, _Traces, device_aggs, device_energy
+from slurm_energy.accounting.node_series import CpuState, table_columns
+from slurm_energy.accounting.summary import Traces, _device_key_of, _effective_policy, device_aggs
 from slurm_energy.core import DeviceStatic, Status
 from slurm_energy.model import NodeSummary
 from slurm_energy.sampling.samplefile import SampleReader
@@ -52,7 +53,7 @@ class RunningSummary:
         self._reader = SampleReader(self.path)
         self._last: Optional[SampleTable] = None  # the last row summed: the next interval starts there
         self._last_cpu: Optional[float] = None  # the job's CPU time at that row (as summed)
-        self._cpu_state: tuple[Optional[float], bool, bool] = (None, False, False)  # last, seen, ended
+        self._cpu = CpuState()  # the job's CPU-time column carried over from the previous update
         self.aggs: dict[str, DeviceAgg] = {}
         self.hourly: dict[str, float] = {}
         self.pids: set[int] = set()
@@ -60,10 +61,7 @@ class RunningSummary:
         self.first_t: Optional[float] = None
         self.ncpu: Optional[int] = None
         self.mem_total: Optional[int] = None
-        self._cpu_max: Optional[float] = None
-        self._mem_sum, self._mem_n = 0.0, 0
-        self._max_mem: Optional[int] = None
-        self._src = ""
+        self.usage = UsageAgg()
         self._pending = False  # _last holds every row so far: the job not seen yet
 
     def update(self, *, statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
@@ -83,20 +81,19 @@ class RunningSummary:
         chunk.extend(new)
         self._node_facts(new)
         pol, _ = _effective_policy(policy, [self.ncpu], cpus_alloc)
-        cols = table_columns(chunk, cpus_alloc)
-        seen_before = self._cpu_state[1]
-        cols.job_cpu = self._job_cpu(chunk, start)
-        if not self._cpu_state[1] and len(chunk) < MAX_PENDING_ROWS:
+        if self._pending:  # the chunk holds every row since the first: from the start again
+            self._cpu, carried = CpuState(), []
+        else:
+            carried = [self._last_cpu] * start
+        cols = table_columns(chunk, cpus_alloc, self._cpu, carried)
+        if not self._cpu.seen and len(chunk) < MAX_PENDING_ROWS:
             self._last, self._last_cpu = chunk, None  # not seen yet: summed once it is (0 CPU-s before)
             self._pending = True
             return
-        if not seen_before and self._cpu_state[1]:  # first seen in this chunk: it had just started
-            first = next(i for i, v in enumerate(cols.job_cpu) if v is not None)
-            cols.job_cpu[:first] = [0.0] * first
         self._pending = False
         self.pids |= cols.job_pids
         cols.job_pids = self.pids
-        traces = _Traces.of(chunk.t, cols.index)
+        traces = Traces.of(chunk.t)
         for dc, agg in device_aggs(chunk, cols, {s.device_id: s for s in statics}, pol, traces, gpu_idle):
             have = self.aggs.get(dc.device_id)
             if have is None:
@@ -105,9 +102,7 @@ class RunningSummary:
                 have.merge(agg)
         for h, e in traces.hourly.items():
             self.hourly[h] = self.hourly.get(h, 0.0) + e
-        cpu = [v for v in cols.job_cpu[start:] if v is not None]
-        if cpu:
-            self._cpu_max = max(cpu + ([self._cpu_max] if self._cpu_max is not None else []))
+        self.usage.add_cpu(cols.job_cpu[start:])
         self._last, self._last_cpu = chunk.last_rows(1), cols.job_cpu[-1]
 
     def _node_facts(self, new: SampleTable) -> None:
@@ -115,53 +110,23 @@ class RunningSummary:
         self.first_t = new.t[0] if self.first_t is None else self.first_t
         self.ncpu = self.ncpu or next((n for n in new.node["ncpu"] if n), None)
         self.mem_total = next((m for m in reversed(new.node["mem_total_bytes"]) if m), self.mem_total)
-        for p, m, mx, src in zip(new.job_present, new.job_mem, new.job_max_mem, new.job_source):
-            if not p:
-                continue
-            if m is not None:
-                self._mem_sum += m
-                self._mem_n += 1
-            for v in (m, mx):
-                if v is not None and (self._max_mem is None or v > self._max_mem):
-                    self._max_mem = v
-            self._src = src or self._src
-
-    def _job_cpu(self, chunk: SampleTable, start: int) -> list[Optional[float]]:
-        """The job's CPU time per row (:func:`node_series.job_cpu_at`'s rules, carried over from the
-        previous update; before the job is first seen: unknown)."""
-        if self._pending:  # the chunk holds every row since the first: from the start again
-            self._cpu_state, start = (None, False, False), 0
-        out: list[Optional[float]] = [self._last_cpu] * start
-        last, seen, ended = self._cpu_state
-        for v, present, kind in zip(chunk.job_cpu[start:], chunk.job_present[start:], chunk.kind[start:]):
-            v = v if present else None
-            if v is not None and (seen or v > 0):
-                seen = True
-                last = v if last is None else max(last, v)
-                out.append(last)
-            else:
-                out.append(last if seen and ended else None)
-            if kind in ("cgroup_gone", "final"):
-                ended = True
-        self._cpu_state = (last, seen, ended)
-        return out
+        self.usage.add_rows(new)
 
     def summary(self, *, job_id: str, node: str, start_time: float, end_time: float,
                 statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
                 interval_s: float = 5.0, status: Status = Status.RUNNING, errors: Optional[list[str]] = None,
                 span_known: bool = True, gpu_idle: IdleRule = DEFAULT_RULE, **_: Any) -> NodeSummary:
-        """The node's :class:`NodeSummary` so far (after :meth:`update`; ``start_time``/``end_time``:
-        the job's span on the node so far, epoch s)."""
-        self.update(statics=statics, cpus_alloc=cpus_alloc, policy=policy, gpu_idle=gpu_idle)
+        """The node's :class:`NodeSummary` of the rows summed so far (by :meth:`update`, which the
+        caller runs first: the sampler's interim flush reads the new rows once); ``start_time`` /
+        ``end_time``: the job's span on the node so far, epoch s. Other keywords of
+        :func:`~slurm_energy.accounting.summary.summarise_node` (marks, the CPU tail) do not apply."""
         pol, node_flags = _effective_policy(policy, [self.ncpu], cpus_alloc)
         by_id = {s.device_id: s for s in statics}
         elapsed = max(0.0, end_time - start_time)
-        devices = [device_energy(a, by_id.get(a.device_id), policy=pol, elapsed=elapsed, span_known=span_known,
-                                 node=node, node_flags=node_flags)
+        devices = [a.energy(by_id.get(a.device_id), policy=pol, elapsed=elapsed, span_known=span_known,
+                            node=node, node_flags=node_flags)
                    for a in sorted(self.aggs.values(), key=lambda a: _device_key_of(a.device_class, a.device_id, by_id))]
         return NodeSummary(
-            node=node, job_id=job_id, start_time=start_time, end_time=end_time,
-            cpu_time_s=self._cpu_max if self._src else None, max_mem_bytes=self._max_mem,
-            mean_mem_bytes=self._mem_sum / self._mem_n if self._mem_n else None, n_samples=self.n_rows,
-            interval_s=interval_s, cpu_time_source=self._src, devices=devices, hourly_energy_j=dict(self.hourly),
+            node=node, job_id=job_id, start_time=start_time, end_time=end_time, **self.usage.fields(),
+            n_samples=self.n_rows, interval_s=interval_s, devices=devices, hourly_energy_j=dict(self.hourly),
             status=status, errors=list(errors or []))

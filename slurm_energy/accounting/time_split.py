@@ -16,7 +16,7 @@ the record's own totals, so months add up to the stored job.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Any, Optional
 
 from slurm_energy.carbon.hourly import co2e_kg_hourly, facility_kwh_by_hour
 from slurm_energy.model import JobRecord, Method
@@ -88,7 +88,7 @@ def co2e_fraction(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict
     return min(1.0, kg(window_hourly_j(rec, t0, t1)) / total)
 
 
-def window_share(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict[str, float]] = None) -> dict:
+def window_share(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict[str, float]] = None) -> dict[str, Any]:
     """The job's totals charged to [t0, t1) (epoch s).
 
     Returns ``{"it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh"}`` (kWh,

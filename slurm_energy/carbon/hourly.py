@@ -23,7 +23,7 @@ so DST changes cannot double or drop an hour.
 
 from __future__ import annotations
 
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.units import J_PER_KWH, co2e_kg
 
 from slurm_energy.errors import HourlyDataError
 
@@ -87,12 +87,12 @@ def co2e_kg_hourly(hourly_facility_kwh: dict[str, float], intensity: dict[str, f
     if missing and fallback_g_per_kwh is None:
         raise KeyError(f"no hourly intensity for {len(missing)} hour(s) of the job, first "
                        f"{sorted(missing)[0]}; import them with 'slurm-energy ci-import' or pass a fallback")
-    total_g = 0.0
+    total = 0.0
     for h, kwh in hourly_facility_kwh.items():
         ci = intensity.get(h, fallback_g_per_kwh)
         assert ci is not None  # missing hours were rejected above unless there is a fallback
-        total_g += kwh * ci
-    return total_g * alpha / 1000.0
+        total += co2e_kg(kwh, ci, alpha)
+    return total
 
 
 def _parse_ts(raw: str, where: str) -> str:

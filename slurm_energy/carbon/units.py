@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from slurm_energy.errors import ImplausibleIntensityError
+
 #: Multiply a value in the key's unit by the factor to get gCO2e/kWh.
 #: 1 kgCO2e/kWh = 1000 g / 1 kWh = 1000 gCO2e/kWh;
 #: 1 kgCO2e/MWh = 1000 g / 1000 kWh = 1 gCO2e/kWh;
@@ -38,18 +40,6 @@ G_PER_KWH_PER_LB_PER_MWH = 0.45359237
 #: oil) are ~1000-1200 g/kWh lifecycle (OWID/Ember 2024 maximum is below 1200); 2000 leaves room for
 #: local diesel generation while catching unit mistakes (e.g. g/MWh written as g/kWh).
 MAX_G_PER_KWH = 2000.0
-
-
-class ImplausibleIntensityError(ValueError):
-    """A carbon intensity below what any grid emits. ``fix``: what to write instead (``note``
-    included); ``guess``: the value (same unit) it probably meant, None when there is no single
-    guess; ``note``: when 0 may be written after all ("" when it does not apply)."""
-
-    def __init__(self, message: str, fix: str, guess: Optional[float] = None, note: str = "") -> None:
-        super().__init__(message)
-        self.fix = f"{fix}; {note}" if note else fix
-        self.guess = guess
-        self.note = note
 
 
 def _unit_of(unit: str, field: str) -> str:

@@ -267,7 +267,7 @@ def check_hardware(cfg) -> list[str]:
 
 def catch_all_notes(cfg) -> list[str]:
     """One note per datacenter with neither ``partitions`` nor ``nodes``: it silently takes every
-    job that matches no other datacenter (carbon/resolve.py), instead of the site's ``location``."""
+    job that matches no other datacenter (config/carbon.py), instead of the site's ``location``."""
     origin = cfg.source_path or "documented defaults"
     return [f"{origin}: datacenters.{name} has neither partitions nor nodes: it is the catch-all, used for "
             "every job whose partition and node match no other datacenter (instead of location.country). "

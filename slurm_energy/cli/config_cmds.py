@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 
 
 def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
-    from slurm_energy.carbon.resolve import hourly_zones_for, resolve_carbon
+    from slurm_energy.config.carbon import hourly_zones_for, resolve_carbon
 
     out = [f"config: {cfg.source_path or '(none found: documented defaults)'}",
            f"cluster_name: {cfg.cluster_name!r}  timezone: {cfg.timezone}",

@@ -311,7 +311,7 @@ def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
 
 
 def _with_fix(source: str, fix: str) -> str:
-    """``source; fix``, unless ``source`` already says where to set the value (carbon/resolve.py's
+    """``source; fix``, unless ``source`` already says where to set the value (config/carbon.py's
     default CI source ends "-- set location.country or datacenters.<name>.carbon_intensity in
     site.yaml"): the hint once, not twice."""
     return source if "in site.yaml" in source else f"{source}; {fix}"

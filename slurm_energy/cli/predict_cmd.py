@@ -187,13 +187,13 @@ def site_config(args):
 
 def site_facts(args) -> dict:
     """PUE, CI, alpha with their sources: explicit flags, else ``--country`` (CI), else the site
-    config for ``--partition`` (:func:`slurm_energy.carbon.resolve.resolve_carbon`, offline: no
+    config for ``--partition`` (:func:`slurm_energy.config.carbon.resolve_carbon`, offline: no
     geolocation), else the documented defaults (PUE 1.58, 475 gCO2e/kWh, alpha 1), labelled.
 
     Raises:
         PredictionError: ``--country`` not in the bundled table.
     """
-    from slurm_energy.carbon.resolve import resolve_carbon
+    from slurm_energy.config.carbon import resolve_carbon
     from slurm_energy.model import CarbonFacts
 
     cfg, _ = site_config(args)

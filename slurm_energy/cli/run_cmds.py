@@ -205,7 +205,7 @@ def cmd_run(args) -> int:
     """Run ``args.cmd`` as a child and measure it; exit with its exit status."""
     from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV, RunEnd
     from slurm_energy.sampling.probes import ProcessTreeProbe
-    from slurm_energy.sampling.sampler import Usage
+    from slurm_energy.core import JobUsage
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
@@ -239,7 +239,7 @@ def cmd_run(args) -> int:
         status["rc"] = os.waitstatus_to_exitcode(st)
         child.returncode = status["rc"]
         # the child's own rusage: exact CPU time of it and every descendant it waited for
-        return Usage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
+        return JobUsage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
 
     def ending():
         return RunEnd.from_exit_status(status.get("rc", 1))

@@ -34,6 +34,7 @@ import subprocess
 from typing import Callable, Optional
 
 from slurm_energy.model import JobRecord, Method
+from slurm_energy.units import J_PER_KWH
 
 SACCT = "/usr/bin/sacct"
 _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_INTEGRATION:
@@ -127,7 +128,7 @@ def _mib(b: float) -> str:
 
 
 def _kwh(j: Optional[float]) -> str:
-    return "n/a (not measured)" if j is None else f"{j / 3.6e6:.4g} kWh"
+    return "n/a (not measured)" if j is None else f"{j / J_PER_KWH:.4g} kWh"
 
 
 def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
@@ -154,7 +155,7 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
     req = sum(reqs) if reqs and all(r for r in reqs) else (alloc.get("req_mem_bytes") if alloc else None)
     lines.append(f"Memory Efficiency: {100 * peak / req:.2f}% of {_mib(req)}" if req and peak is not None
                  else f"Memory Efficiency: {na if not alloc else 'n/a'}")
-    lines.append(f"Energy (IT, job's share): {_kwh(None if rec.it_kwh is None else rec.it_kwh * 3.6e6)}")
+    lines.append(f"Energy (IT, job's share): {_kwh(None if rec.it_kwh is None else rec.it_kwh * J_PER_KWH)}")
     for cls in sorted(rec.methods):
         m = Method(rec.methods[cls])
         lines.append(f"  {cls}: {_kwh(rec.energy_it_j.get(cls))}  {m.value} ({_MEASURED[m]})")

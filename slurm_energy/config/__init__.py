@@ -11,7 +11,7 @@ Where the file is found: the path given, else ``$SLURM_ENERGY_CONFIG``, else
 ``site_config/site.yaml`` in the repository is the documented example of every key.
 
 What the facts mean for a job is resolved elsewhere: carbon facts by
-:func:`slurm_energy.carbon.resolve.resolve_carbon`, rated power by :mod:`slurm_energy.devices.rated`.
+:func:`slurm_energy.config.carbon.resolve_carbon`, rated power by :mod:`slurm_energy.devices.rated`.
 This package imports pydantic and yaml, not pandas.
 """
 

@@ -3,7 +3,7 @@
 
 :func:`with_carbon_overrides` returns a copy of the site config whose one datacenter (a catch-all) is
 the datacenter that applied to the job, with the given facts replacing its own, so
-:func:`slurm_energy.carbon.resolve.resolve_carbon` (the one resolution rule) labels each given fact
+:func:`slurm_energy.config.carbon.resolve_carbon` (the one resolution rule) labels each given fact
 ``given: <who>`` and keeps the file's value for every fact not given. :func:`default_facts_warning`
 is the line a measurement outside Slurm prints when PUE or CI are still the documented defaults.
 """
@@ -46,7 +46,7 @@ def with_carbon_overrides(site: SiteConfig, *, country: Optional[str] = None, zo
     """
     if all(v is None for v in (country, zone, pue, ci, alpha)):
         return site
-    from slurm_energy.carbon.resolve import datacenter_for
+    from slurm_energy.config.carbon import datacenter_for
 
     found = datacenter_for(site, partition, node)
     name, base = found if found else (GIVEN_DATACENTER, Datacenter())

@@ -1,7 +1,7 @@
 """The site configuration's schema: one validated YAML file (``site.yaml``) with the facts only an
 admin knows. Pydantic models only; loading is :mod:`slurm_energy.config.load` (strict) and
 :mod:`slurm_energy.config.lenient` (the hooks); what the facts mean for a job is resolved elsewhere:
-carbon facts by :func:`slurm_energy.carbon.resolve.resolve_carbon`, rated power by
+carbon facts by :func:`slurm_energy.config.carbon.resolve_carbon`, rated power by
 :mod:`slurm_energy.devices.rated`.
 
 ``site_config/site.yaml`` in the repository is the documented example of every key.

@@ -6,16 +6,14 @@ Used by the TDP model when no energy counter is readable, and by prediction.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from slurm_energy import units
 from slurm_energy.devices import hwtables
-
-if TYPE_CHECKING:  # the hooks pass a cached view with the same attributes (no pydantic on their path)
-    from slurm_energy.config.schema import Hardware
+from slurm_energy.devices.hardware import HardwareConfig
 
 
-def cpu_tdp(hardware: Hardware, model_string: str, cores: int) -> tuple[float, float, str, bool]:
+def cpu_tdp(hardware: HardwareConfig, model_string: str, cores: int) -> tuple[float, float, str, bool]:
     """Rated power of a CPU: ``(W per socket, W per core, source, is_fallback)``.
 
     :param model_string: as the OS reports it (``/proc/cpuinfo`` model name).
@@ -48,7 +46,7 @@ def cpu_tdp(hardware: Hardware, model_string: str, cores: int) -> tuple[float, f
            else "site config hardware.cpu_w_per_core")
     return w * cores, w, f"fallback: unknown CPU model {model_string!r}; {w:g} W/core ({src})", True
 
-def gpu_rated(hardware: Hardware, name: str) -> tuple[Optional[float], dict[str, Optional[float]], str, bool]:
+def gpu_rated(hardware: HardwareConfig, name: str) -> tuple[Optional[float], dict[str, Optional[float]], str, bool]:
     """GPU rated power and dense FLOP/s: ``(W or None, {"fp32","tf32","bf16": FLOP/s|None},
     source, is_fallback)``. Order: ``hardware.gpu`` override (key words all in the NVML name)
     > bundled table > ``hardware.gpu_fallback_w`` (flagged) > ``(None, ..., fallback)``.

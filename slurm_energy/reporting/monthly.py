@@ -18,6 +18,7 @@ from typing import Optional
 
 from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
+from slurm_energy.units import J_PER_KWH
 
 TOP_JOBS = 10
 MAX_BARS = 30  # groups drawn; the rest are in the table
@@ -73,7 +74,7 @@ def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict]:
         est = sum(j for c, j in r.energy_it_j.items() if j is not None and r.methods.get(c) == Method.TDP_ESTIMATE)
         out.append({"job_id": display_id(r),
                     "user": r.user, "account": r.account, "partition": r.partition, "it_kwh": r.it_kwh,
-                    "estimated_kwh": est / 3.6e6 if r.it_kwh is not None else None, "co2e_kg": r.co2e_kg,
+                    "estimated_kwh": est / J_PER_KWH if r.it_kwh is not None else None, "co2e_kg": r.co2e_kg,
                     "methods": r.method_summary, "status": r.status_text, "elapsed_h": r.elapsed_s / 3600})
     return out
 

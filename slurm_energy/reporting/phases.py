@@ -15,8 +15,8 @@ from slurm_energy.reporting.csvsafe import safe_cell
 from slurm_energy.accounting.phases import union
 from slurm_energy.jobid import display_id
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
+from slurm_energy.units import J_PER_KWH
 
-J_PER_KWH = 3.6e6  # 1 kWh = 1000 W x 3600 s
 
 #: Columns of ``energy-<jobid>.phases.csv``; times in s since the job's start, energies in kWh;
 #: ``job_id`` as in the report's name (:func:`slurm_energy.jobid.display_id`: ``715219_23``...).

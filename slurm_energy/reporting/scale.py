@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from slurm_energy.units import J_PER_KWH
+
 J_PER_WH = 3600.0  # 1 Wh = 3600 J
 
 
@@ -48,4 +50,4 @@ def co2e_text(kg: Optional[float], sig: int = 3) -> str:
 
 def kwh_energy_text(kwh: Optional[float], sig: int = 3) -> str:
     """:func:`energy_text` for a value in kWh."""
-    return "n/a" if kwh is None else energy_text(kwh * 3.6e6, sig)
+    return "n/a" if kwh is None else energy_text(kwh * J_PER_KWH, sig)

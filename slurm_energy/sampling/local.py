@@ -30,9 +30,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from slurm_energy.sampling.sampler import Sampler, Usage, UsageProbe, freeze_gc
+from slurm_energy.core import JobUsage
+from slurm_energy.sampling.sampler import Sampler, UsageProbe, freeze_gc
 
 if TYPE_CHECKING:  # subprocess and tempfile are imported where used: the Prolog imports this module
     import subprocess
@@ -250,7 +251,7 @@ class LocalSampler:
         self.work_dir = os.path.abspath(work_dir)
         self.interval_s = float(interval_s or cfg.sampling.interval_s)
         #: what the readers are opened from, here and in the child sampler (:func:`open_readers`' arguments)
-        self.reader_spec = {"gpu_uuids": list(gpu_uuids or []), "unresolved_gpus": list(unresolved or []),
+        self.reader_spec: dict[str, Any] = {"gpu_uuids": list(gpu_uuids or []), "unresolved_gpus": list(unresolved or []),
                             "drm_gpus": [] if gpu_uuids or unresolved else visible_drm_gpus(cfg)}  # else AMD/Intel
         readers, self.notes = open_readers(cfg, **self.reader_spec)
         if gpu_note:
@@ -403,7 +404,7 @@ class LocalSampler:
         finally:
             log.close()
 
-    def stop(self, final_usage: Optional[Usage] = None) -> None:
+    def stop(self, final_usage: Optional[JobUsage] = None) -> None:
         """Take the final sample and stop (``final_usage``: exact usage known to the caller, e.g. a
         child's rusage; thread mode only)."""
         if self._proc is not None:

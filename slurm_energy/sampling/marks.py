@@ -18,7 +18,7 @@ import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog imports this module)
 if TYPE_CHECKING:
-    from typing import Callable, Optional, Union
+    from typing import Any, Callable, Optional, Union
 
 #: Where the Prolog makes per-job marks directories (tmpfs: gone at reboot). Override for tests and
 #: non-standard nodes with $SLURM_ENERGY_MARKS_DIR (read by the hooks and by ``track``). Its own root,
@@ -252,7 +252,7 @@ class MarksWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         self._size = os.fstat(self._fd).st_size
 
-    def write(self, ev: str, t: Optional[float] = None, **fields) -> None:
+    def write(self, ev: str, t: Optional[float] = None, **fields: Any) -> None:
         """Append ``{"t": t or now, "ev": ev, **fields}``. OSError propagates."""
         line = (json.dumps({"t": time.time() if t is None else t, "ev": ev, **fields},
                            separators=(",", ":")) + "\n").encode()

@@ -10,8 +10,9 @@ import select
 import time
 from typing import Optional
 
-from slurm_energy.sampling.proctree import EnvScanner, ProcTree, StatFiles, read_stat
-from slurm_energy.sampling.sampler import Usage
+from slurm_energy.core import JobUsage
+from slurm_energy.sampling.files import KeptFiles
+from slurm_energy.sampling.proctree import EnvScanner, ProcTree, read_stat, stat_paths
 
 
 class _TreeAndJob:
@@ -47,7 +48,7 @@ class ProcessTreeProbe:
     CPU time while it is a zombie (exact unless its parent reaped it first).
     """
 
-    def __init__(self, pid: int, exclude: frozenset = frozenset(), from_first_poll: bool = False,
+    def __init__(self, pid: int, exclude: frozenset[int] = frozenset(), from_first_poll: bool = False,
                  exact_end: bool = False, end_pid: Optional[int] = None, job_marker: Optional[str] = None):
         self.pid = pid
         #: the process whose end ends the measurement (default the root): ``track()`` under torchrun
@@ -61,13 +62,14 @@ class ProcessTreeProbe:
         self.needs_tail_poll = not exact_end
         #: ``job_marker``: also every process whose environment holds ``SLURM_JOB_ID=<job_marker>``
         #: (the other tasks of ``srun -n`` on this node, ``track()`` without the hooks)
-        self._tree = ProcTree(pid) if job_marker is None else _TreeAndJob(pid, job_marker)
+        self._tree: ProcTree | _TreeAndJob = ProcTree(pid) if job_marker is None else _TreeAndJob(pid, job_marker)
         self._pidfd: Optional[int] = None
         self._pidfd_failed = False
         self._exact_end = exact_end
         self._listed_at: Optional[float] = None
         self._last_pids: list[int] = []
-        self._stat = StatFiles()  # the tree's /proc/PID/stat, kept open
+        self._stat = KeptFiles(limit=64)  # the tree's /proc/PID/stat, kept open
+        self.usage = JobUsage(source="procfs")  # what poll() updates in place
 
     #: s between listings of the tree's processes (where the kernel has no children files, each
     #: listing reads /proc's directory); in between, the PIDs of the last listing are read. A
@@ -80,20 +82,16 @@ class ProcessTreeProbe:
         if self._listed_at is None or now - self._listed_at >= self.RELIST_S or not self._last_pids:
             self._last_pids = [p for p in self._tree.pids() if p not in self.exclude or p == self.pid]
             self._listed_at = now
-            self._stat.retain(self._last_pids + [self.pid])
+            self._stat.retain(stat_paths(self._last_pids + [self.pid]))
         return self._last_pids
 
-    def poll(self, full: bool = True) -> Optional[Usage]:
-        v = self.light_poll(full)
-        return None if v is None else Usage(v[0], v[1], v[2], v[3], "procfs")
-
-    def light_poll(self, full: bool = True) -> Optional[tuple[float, int, int, list[int]]]:
-        """:meth:`poll`'s values as a plain tuple (CPU time s, RSS bytes, peak RSS bytes, PIDs),
-        no object (the sampler's steady state); None where :meth:`poll` gives None."""
+    def poll(self, full: bool = True) -> Optional[JobUsage]:
+        """:attr:`usage` updated to now (CPU time s, RSS and peak RSS bytes, PIDs; ``full`` makes
+        no difference here), or None while no process of the tree can be read."""
         pids = self._pids()
         cpu, rss, seen = 0.0, 0, False
         for pid in pids:
-            st = self._stat.read(pid)
+            st = read_stat(pid, files=self._stat)
             if st is not None:
                 cpu, rss, seen = cpu + st[2], rss + st[3], True
         if not seen:
@@ -102,11 +100,13 @@ class ProcessTreeProbe:
             self.cpu_baseline_s = cpu if self._from_first_poll else 0.0
         self._best_cpu = max(self._best_cpu, cpu - self.cpu_baseline_s)  # never report CPU time going backwards
         self._max_rss = max(self._max_rss, rss)
-        return self._best_cpu, rss, self._max_rss, pids
+        u = self.usage
+        u.cpu_time_s, u.mem_bytes, u.max_mem_bytes, u.pids = self._best_cpu, rss, self._max_rss, pids
+        return u
 
     def gone(self) -> bool:
         """True once the end process (``end_pid``, default the root) has exited (gone, or a zombie)."""
-        st = self._stat.read(self.end_pid) if self.end_pid == self.pid else read_stat(self.end_pid)
+        st = read_stat(self.end_pid, files=self._stat if self.end_pid == self.pid else None)
         return st is None or st[0] == "Z"
 
     def wakeup(self) -> Optional[tuple[int, int]]:

@@ -20,71 +20,38 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from slurm_energy.sampling.files import KeptFiles
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def read_stat(pid: int, proc: str = "/proc") -> Optional[tuple[str, int, float, int]]:
+def read_stat(pid: int, proc: str = "/proc", files: Optional[KeptFiles] = None) -> Optional[tuple[str, int, float, int]]:
     """(state, ppid, CPU time s incl. reaped children, rss bytes) of ``pid``; None if it is gone.
+    ``files``: kept descriptors to read through (a descriptor names the process, not its number:
+    once the process is reaped it answers ESRCH, and is dropped, so a reused PID is never read as
+    the old process).
 
     A zombie (state ``Z``: exited, not yet reaped) still answers, with its final CPU time."""
-    try:  # os-level calls: Python's open() adds fstat, ioctl and lseek calls to each read
-        fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            data = os.read(fd, 4096)
-        finally:
-            os.close(fd)
+    path = f"{proc}/{pid}/stat"
+    try:
+        data = _read_once(path) if files is None else files.read(path, 4096)
     except OSError:
         return None
-    return _parse_stat(data)
+    return _parse_stat(data) if data else None
 
 
-class StatFiles:
-    """``/proc/PID/stat`` of up to ``keep`` processes read through kept descriptors (one ``pread``
-    per poll instead of open + read + close). A descriptor names the process, not its number:
-    once the process is reaped it answers ESRCH (dropped; the number is opened afresh next time,
-    so a reused PID is never read as the old process). Others are read as :func:`read_stat` does."""
+def _read_once(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # os-level: open() adds fstat, ioctl and lseek calls
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
 
-    def __init__(self, proc: str = "/proc", keep: int = 64):
-        self.proc, self.keep = proc, keep
-        self._fds: dict[int, int] = {}
 
-    def read(self, pid: int) -> Optional[tuple[str, int, float, int]]:
-        """As :func:`read_stat`."""
-        fd = self._fds.get(pid)
-        if fd is None:
-            if len(self._fds) >= self.keep:
-                return read_stat(pid, self.proc)
-            try:
-                fd = self._fds[pid] = os.open(f"{self.proc}/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                return None
-        try:
-            data = os.pread(fd, 4096, 0)
-        except OSError:
-            data = b""
-        if not data:  # reaped (ESRCH)
-            self.forget(pid)
-            return None
-        return _parse_stat(data)
-
-    def retain(self, pids: list[int]) -> None:
-        """Close the descriptors of processes not in ``pids``."""
-        keep = set(pids)
-        for pid in [p for p in self._fds if p not in keep]:
-            self.forget(pid)
-
-    def forget(self, pid: int) -> None:
-        fd = self._fds.pop(pid, None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        for pid in list(self._fds):
-            self.forget(pid)
+def stat_paths(pids: list[int], proc: str = "/proc") -> list[str]:
+    """The ``/proc/PID/stat`` paths of ``pids`` (what :meth:`KeptFiles.retain` keeps)."""
+    return [f"{proc}/{p}/stat" for p in pids]
 
 
 def _parse_stat(data: bytes) -> Optional[tuple[str, int, float, int]]:
@@ -173,7 +140,7 @@ class EnvScanner:
         self.proc = proc
         self._is_job: dict[str, bool] = {}  # /proc's entry name -> a process of the job
 
-    def _check(self, pid) -> bool:
+    def _check(self, pid: str) -> bool:
         """Whether ``pid``'s environment holds the job's variable: one open and one or two reads
         (os-level: Python's open() adds fstat, ioctl and lseek calls; a busy machine starts
         hundreds of processes between two scans), the block searched as bytes, not split."""
@@ -211,14 +178,14 @@ class EnvScanner:
 
 
 def pids_usage(pids: list[int], proc: str = "/proc",
-               files: Optional[StatFiles] = None) -> tuple[Optional[float], Optional[int]]:
+               files: Optional[KeptFiles] = None) -> tuple[Optional[float], Optional[int]]:
     """Sum of CPU time (user + system + reaped children, s) and RSS (bytes) of ``pids`` now, from
     /proc/PID/stat (through ``files``' kept descriptors when given). Returns (None, None) if none
     of them exists. CPU time of processes that exited and were not reaped by one of ``pids`` is
     lost: that is why cgroups are preferred."""
     cpu, rss, seen = 0.0, 0, False
     for pid in pids:
-        st = files.read(pid) if files is not None else read_stat(pid, proc)
+        st = read_stat(pid, proc, files)
         if st is not None and st[0] != "Z":
             cpu, rss, seen = cpu + st[2], rss + st[3], True
     return (cpu, rss) if seen else (None, None)

@@ -37,6 +37,7 @@ import json
 import os
 from typing import Any, Optional
 
+from slurm_energy.core import JobUsage, NodeUsage, Reading
 from slurm_energy.sampling.sampletable import proc_util_text
 
 PREFIX = "#S"
@@ -64,7 +65,7 @@ def _b36(n: int) -> str:
 
 
 class Encoder:
-    """Turns sample rows (dicts, :meth:`slurm_energy.core.Sample.to_dict`'s shape) into lines."""
+    """Turns samples (their objects: :meth:`sample_lines`) into lines."""
 
     def __init__(self) -> None:
         self.tag = f"{_b36(os.getpid())}{_b36(next(_writer_ids))}"
@@ -76,37 +77,8 @@ class Encoder:
         self._rows = 0  # rows since the last schema line
         #: sample_lines' device columns: (field, 0 energy / 1 integer delta / 2 plain, state key,
         #: quantum) each, and the index of the reading each comes from
-        self._plan: list[tuple[str, int, Optional[str], Optional[int]]] = []
+        self._plan: list[tuple[str, int, str, Optional[int]]] = []
         self._plan_at: list[int] = []
-        self._plan_sid = ""
-
-    def lines(self, row: dict[str, Any]) -> str:
-        """The line(s) for ``row``: a schema line first when its static part changed."""
-        job = row.get("job")
-        node = row.get("node") or {}
-        readings = row.get("readings") or []
-        devs = [_dev_schema(r) for r in readings]
-        static = (_job_static(job), {k: v for k, v in node.items() if k not in NODE_DYNAMIC},
-                  [k for k in NODE_DYNAMIC if k in node], devs)
-        out = ""
-        self._rows += 1
-        if static != self._schema or self._rows > KEYFRAME_ROWS:  # compared as Python objects: no JSON per row
-            out = self._schema_line(static, {"job": static[0], "node": static[1], "ncols": static[2], "dev": devs})
-        cells = [self._sid, self._int("t", round(float(row["t"]) * 1_000_000)), _kind(row.get("kind"))]
-        if job is not None:
-            cells += [self._scaled("job.cpu_time_s", job.get("cpu_time_s")), self._int("job.mem", job.get("mem_bytes")),
-                      self._int("job.max", job.get("max_mem_bytes")), self._pid_cell(job.get("pids") or [])]
-        cells += [self._scaled("node." + k, node[k]) if k != "mem_used_bytes" else self._int("node.mem", node[k])
-                  for k in static[2]]
-        for r, d in zip(readings, devs):
-            key = str(r.get("device_id"))
-            for c in d["c"]:
-                v = r.get(c)
-                if c == "energy_uj":
-                    cells.append(self._int(_energy_key(key, d), v // d["q"] if "q" in d else v))
-                else:
-                    cells.append(self._int(key + "." + c, v) if c in INT_DELTA else _plain(c, v))
-        return out + ",".join(cells) + "\n"
 
     def _schema_line(self, static: Any, doc: dict[str, Any]) -> str:
         """Start a new schema (``static``: what later rows are compared with) and return its line."""
@@ -115,15 +87,15 @@ class Encoder:
         self._schema, self._n = static, self._n + 1
         return f"{PREFIX}{self._sid} {json.dumps(doc, separators=(',', ':'))}\n"
 
-    def sample_lines(self, t: float, kind: str, job: Any, node: Any, readings: list[Any]) -> str:
-        """The same line(s) as :meth:`lines` of the row ``{"t": t, "kind": kind, "job":
-        job.to_dict(), "node": node.to_dict(), "readings": [r.to_dict() ...]}``, from the objects
-        themselves (the sampler's path: no dict per reading, the static part compared as one tuple
-        per reading, the columns from a plan made with the schema line).
+    def sample_lines(self, t: float, kind: str, job: Optional[JobUsage], node: Optional[NodeUsage],
+                     readings: list[Reading]) -> str:
+        """The line(s) of one sample: a schema line first when its static part changed (compared
+        as one tuple per reading, no dict per reading), then its row, the columns from a plan
+        made with the schema line.
 
-        Args: ``t`` epoch s; ``kind`` as in :meth:`lines`; ``job`` a
-        :class:`~slurm_energy.sampling.sampler.Usage` or None; ``node`` a
-        :class:`~slurm_energy.sampling.nodestats.NodeStats` or None (not read: ``{}``);
+        Args: ``t`` epoch s; ``kind`` the row's kind (``sample``, ``start``, ...); ``job`` a
+        :class:`~slurm_energy.core.JobUsage` or None; ``node`` a
+        :class:`~slurm_energy.core.NodeUsage` or None (not read: ``{}``);
         ``readings`` :class:`~slurm_energy.core.Reading` s."""
         static = (None if job is None else (job.source or ""),
                   None if node is None else (node.ncpu, node.mem_total_bytes),
@@ -138,37 +110,20 @@ class Encoder:
             out = self._schema_line(static, doc)
             plan = _plan(devs)
             self._plan_at = [c[0] for c in plan]
-            self._plan_sid = self._sid  # the plan is this schema's (not one from lines())
             self._plan = [c[1:] for c in plan]
         vals = [getattr(readings[i], c[0]) for i, c in zip(self._plan_at, self._plan)]
         return out + self._row(t, kind, job, node, vals)
 
-    def fast_line(self, t: float, job: Any, node: Any, values: list[Any]) -> Optional[str]:
-        """The line of a plain sample (kind ``sample``) from its readings' dynamic values in the
-        current schema's column order (``values``), when the caller knows the readings' static part
-        is the schema's (:class:`~slurm_energy.sampling.fastrow.FastRow`: the same bytes as
-        :meth:`sample_lines`); None when a schema line is due (no schema yet, the job's source or
-        the node's static part changed, a keyframe, another column count): then take
-        :meth:`sample_lines`. ``job``, ``node`` as there."""
-        sc = self._schema
-        if (sc is None or self._plan_sid != self._sid or self._rows >= KEYFRAME_ROWS
-                or len(values) != len(self._plan)
-                or sc[0] != (None if job is None else (job.source or ""))
-                or sc[1] != (None if node is None else (node.ncpu, node.mem_total_bytes))):
-            return None
-        self._rows += 1
-        return self._row(t, "sample", job, node, values)
-
-    def _row(self, t: float, kind: str, job: Any, node: Any, values: list[Any]) -> str:
+    def _row(self, t: float, kind: str, job: Optional[JobUsage], node: Optional[NodeUsage], values: list[Any]) -> str:
         """One row line of the current schema: ``values`` are the device cells' values in plan order."""
         _int = self._int
         cells = [self._sid, _int("t", round(float(t) * 1_000_000)), _kind(kind)]
         if job is not None:
             cells += [self._scaled("job.cpu_time_s", job.cpu_time_s), _int("job.mem", job.mem_bytes),
                       _int("job.max", job.max_mem_bytes), self._pid_cell(job.pids[:256])]
-        if node is not None:  # NodeStats.to_dict's rounding (ms)
-            cells += [self._scaled("node.cpu_busy_s", round(node.cpu_busy_s, 3)),
-                      self._scaled("node.cpu_total_s", round(node.cpu_total_s, 3)),
+        if node is not None:  # CPU seconds to the ms (read_node_stats rounds them so)
+            cells += [self._scaled("node.cpu_busy_s", node.cpu_busy_s),
+                      self._scaled("node.cpu_total_s", node.cpu_total_s),
                       _int("node.mem", node.mem_used_bytes)]
         prev = self._prev
         for (attr, op, key, q), v in zip(self._plan, values):  # _int and _plain inlined for the usual types
@@ -211,10 +166,6 @@ class Encoder:
         return " ".join(str(p) for p in pids)
 
 
-def _job_static(job: Any) -> Optional[dict[str, Any]]:
-    return None if job is None else {"source": job.get("source") or ""}
-
-
 def _dev_schema(r: dict[str, Any]) -> dict[str, Any]:
     d = {k: v for k, v in r.items() if k not in DYNAMIC}
     d["c"] = [k for k in DYNAMIC if r.get(k) is not None]
@@ -235,10 +186,10 @@ def _reading_key(r: Any) -> tuple[Any, ...]:
             r.mean_power_w is not None, r.util is not None, r.mem_bytes is not None, r.proc_util is not None)
 
 
-def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, Optional[str], Optional[int]]]:
+def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, str, Optional[int]]]:
     """The row's device cells for a schema's ``dev`` list: (reading index, field, 0 energy / 1
-    integer delta / 2 plain, state key, quantum) per cell, in :meth:`Encoder.lines`' order."""
-    plan: list[tuple[int, str, int, Optional[str], Optional[int]]] = []
+    integer delta / 2 plain, state key, quantum) per cell, in the row's order."""
+    plan: list[tuple[int, str, int, str, Optional[int]]] = []
     for i, d in enumerate(devs):
         key = str(d.get("device_id"))
         for c in d["c"]:
@@ -247,7 +198,7 @@ def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, Optional[str]
             elif c in INT_DELTA:
                 plan.append((i, c, 1, key + "." + c, None))
             else:
-                plan.append((i, c, 2, None, None))
+                plan.append((i, c, 2, "", None))
     return plan
 
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
-from slurm_energy.core import Sample
+from slurm_energy.core import JobUsage, NodeUsage, Reading, Sample
 from slurm_energy.sampling.samplecodec import PREFIX, Encoder
 from slurm_energy.sampling.sampletable import SampleTable
 
@@ -61,31 +61,18 @@ class SampleWriter:
             self._put("\n", False)
 
     def write(self, row: dict[str, Any]) -> None:
-        """Append ``row`` (:meth:`slurm_energy.core.Sample.to_dict`'s shape). Raises OSError (file
-        not writable), KeyError/TypeError (a row without a numeric ``t``)."""
-        self._put(self._enc.lines(row), self.fsync)
+        """Append ``row`` (:meth:`slurm_energy.core.Sample.to_dict`'s shape), through
+        :meth:`write_sample`. Raises OSError (file not writable), KeyError/TypeError/ValueError (a
+        row without a numeric ``t``)."""
+        s = Sample.from_dict(row)
+        node = s.node if any(getattr(s.node, k) is not None for k in s.node.__slots__) else None
+        self.write_sample(s.t, s.kind, s.job, node, s.readings)
 
-    def write_sample(self, t: float, kind: str, job: Any, node: Any, readings: list[Any], sync: bool = True) -> None:
-        """Append one sample from its objects (the sampler's path; the same bytes as :meth:`write`
-        of their dicts: :meth:`~slurm_energy.sampling.samplecodec.Encoder.sample_lines`), fsync'ed
-        when ``sync`` and the writer's ``fsync`` are both set. Raises OSError (file not writable)."""
+    def write_sample(self, t: float, kind: str, job: Optional[JobUsage], node: Optional[NodeUsage],
+                     readings: list[Reading], sync: bool = True) -> None:
+        """Append one sample from its objects (:meth:`~slurm_energy.sampling.samplecodec.Encoder.sample_lines`),
+        fsync'ed when ``sync`` and the writer's ``fsync`` are both set. Raises OSError (file not writable)."""
         self._put(self._enc.sample_lines(t, kind, job, node, readings), sync and self.fsync)
-
-    @property
-    def encoder(self) -> Encoder:
-        """The writer's encoder (its schema and per-column state)."""
-        return self._enc
-
-    def write_fast(self, t: float, job: Any, node: Any, values: list[Any], sync: bool = True) -> bool:
-        """Append a plain sample from its readings' values in the schema's column order
-        (:meth:`~slurm_energy.sampling.samplecodec.Encoder.fast_line`: the same bytes as
-        :meth:`write_sample`); False, and nothing written, when a schema line is due (then call
-        :meth:`write_sample`). Raises OSError (file not writable)."""
-        line = self._enc.fast_line(t, job, node, values)
-        if line is None:
-            return False
-        self._put(line, sync and self.fsync)
-        return True
 
     def _put(self, text: str, sync: bool) -> None:
         data = text.encode()

@@ -8,7 +8,7 @@ for ``slurm-energy run -- CMD`` / attach by PID). Timing:
   ``fsync_every_s``, 30 s, and for the start/cgroup_gone/final rows: an fsync cost more than the
   rest of a sample; a killed sampler still loses nothing written, a node crash at most 30 s).
   /proc/stat and /proc/meminfo are read once per sample for the row and every reader
-  (:func:`~slurm_energy.sampling.nodestats.node_snapshot`). Between samples the process sleeps
+  (:func:`~slurm_energy.sampling.nodestats.hold_snapshot`). Between samples the process sleeps
   in one ``poll()`` on a self-pipe (written by :meth:`Sampler.stop`, from a signal handler or
   another thread) and, where the probe has one, a descriptor that fires at the job's end
   (``UsageProbe.wakeup``: cgroup v2 ``cgroup.events``, a pidfd for a process tree): no periodic
@@ -44,12 +44,11 @@ import os
 import select
 import signal
 import time
-from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
-from slurm_energy.sampling.fastrow import FastRow
+from slurm_energy.core import JobUsage, NodeUsage
 from slurm_energy.sampling.interimworker import InterimWorker
-from slurm_energy.sampling.nodestats import NodeStats, hold_snapshot, read_node_stats
+from slurm_energy.sampling.nodestats import hold_snapshot, read_node_stats
 from slurm_energy.sampling.readers.base import Reader, Reading
 from slurm_energy.sampling.samplefile import SampleWriter
 
@@ -58,27 +57,13 @@ log = logging.getLogger("slurm_energy.sampler")
 LOOK_S = 0.25  # s between looks for a job not seen yet (its cgroup, its PIDs)
 
 
-@dataclass
-class Usage:
-    """The job's usage at one instant (cumulative CPU time, s; memory, bytes)."""
-
-    cpu_time_s: Optional[float]
-    mem_bytes: Optional[int]
-    max_mem_bytes: Optional[int]
-    pids: list[int]
-    source: str
-
-    def to_dict(self) -> dict:
-        return {"cpu_time_s": self.cpu_time_s, "mem_bytes": self.mem_bytes, "max_mem_bytes": self.max_mem_bytes,
-                "pids": self.pids[:256], "source": self.source}
-
-
 class UsageProbe(Protocol):
     """What the sampler measures the job by."""
 
-    def poll(self, full: bool = True) -> Optional[Usage]:
-        """Usage now, or None if the job cannot be seen right now. ``full=False`` (the in-between
-        CPU-time poll) may skip the PID list and memory; the previous sample's are kept then."""
+    def poll(self, full: bool = True) -> Optional[JobUsage]:
+        """The probe's own usage, updated in place to now, or None if the job cannot be seen right
+        now. ``full=False`` (the in-between CPU-time poll) may leave the PID list and memory as
+        they were at the last full poll."""
 
     def gone(self) -> bool:
         """True once the job has ended (no cgroup and no PIDs). Cheap: no walk of /proc."""
@@ -86,9 +71,6 @@ class UsageProbe(Protocol):
     # Optional (looked up with getattr; absent: in-between polls needed, no wake-up descriptor):
     # needs_tail_poll: bool -- False when the probe sees the job's end exactly by itself
     # wakeup() -> Optional[tuple[int, int]] -- (fd, poll() event mask) that fires at the job's end
-    # light_poll(full) -> Optional[tuple[float, Optional[int], Optional[int], list[int]]] -- what
-    #   poll(full) would give, as plain values (CPU time s, memory bytes, peak bytes, PIDs), or None
-    #   where poll(full) must run (its state may change, the job may be gone, nothing seen yet)
 
 
 def freeze_gc() -> None:
@@ -121,7 +103,7 @@ class Sampler:
         self.tail_frac = tail_frac
         self.fsync_every_s = fsync_every_s
         self._last_fsync = -math.inf
-        self.last_usage: Optional[Usage] = None
+        self.last_usage: Optional[JobUsage] = None
         self._stop = False
         self._now_asked = False  # request_sample(): a row now, before the next interval's
         #: on_interim runs in a forked worker (:class:`InterimWorker`): for a single-threaded
@@ -142,11 +124,8 @@ class Sampler:
         self._poller = select.poll()
         self._poller.register(self._wake_r, select.POLLIN)
         self._registered: Optional[tuple[int, int]] = None  # the probe's (fd, events) in _poller
-        self._fast: Optional[FastRow] = None  # a plain sample's values-only path for the current schema
-        self._light = getattr(probe, "light_poll", None)
-        self._own: Optional[Usage] = None  # the last usage this loop's general poll made
 
-    def stop(self, *_args) -> None:
+    def stop(self, *_args: Any) -> None:
         """Ask the loop to take its final sample and return (safe from a signal handler and from
         another thread: wakes the loop through its self-pipe)."""
         self._stop = True
@@ -157,7 +136,7 @@ class Sampler:
         except OSError:  # full (already woken) or closed (the loop has ended)
             pass
 
-    def request_sample(self, *_args) -> None:
+    def request_sample(self, *_args: Any) -> None:
         """Ask the loop for one sample now (safe from a signal handler: a flag and the self-pipe),
         e.g. ``track().result()`` in its first interval; the next interval's sample stays due."""
         self._now_asked = True
@@ -196,54 +175,28 @@ class Sampler:
         every reader, then one line from the objects (no dict per reading): fsync'ed every
         ``fsync_every_s`` and for every row that is not a plain sample."""
         try:
-            ns: Optional[NodeStats] = read_node_stats()
+            ns: Optional[NodeUsage] = read_node_stats()
         except OSError:
             ns = None  # the row's node is {}; the readers read (or fail) by themselves
         now = time.monotonic()
         sync = kind != "sample" or now - self._last_fsync >= self.fsync_every_s
-        fast = self._fast
-        vals = fast.values(ns) if fast is not None and kind == "sample" and ns is not None else None
-        if vals is None or not self.writer.write_fast(self.clock(), self.last_usage, ns, vals, sync=sync):
-            hold_snapshot(ns)  # the general path (FastRow: the same bytes)
-            try:
-                readings = self._read_all()
-            finally:
-                hold_snapshot(None)
-            self.writer.write_sample(self.clock(), kind, self.last_usage, ns, readings, sync=sync)
-            enc = getattr(self.writer, "encoder", None)
-            if fast is None or enc is None or fast.sid != enc._sid:  # a new schema: its fast path
-                self._fast = FastRow.prepare(self.readers, enc) if hasattr(self.writer, "write_fast") else None
+        hold_snapshot(ns)
+        try:
+            readings = self._read_all()
+        finally:
+            hold_snapshot(None)
+        self.writer.write_sample(self.clock(), kind, self.last_usage, ns, readings, sync=sync)
         if sync:
             self._last_fsync = now
         self.n_samples += 1
 
-    def _poll(self, full: bool = True, light: bool = True) -> None:
-        """Poll the job's usage into :attr:`last_usage`: once the job is seen, through the probe's
-        ``light_poll`` where it has one (plain values into the last usage, no objects: the steady
-        state's path, several times a sample at 5 s), else ``poll``; the same usage either way."""
-        f = self._light
-        prev = self.last_usage  # changed in place only when this loop made it (not a caller's final usage)
-        v = f(full) if light and f is not None and prev is not None and prev is self._own else None
-        if v is not None:  # poll()'s merge below, in place
-            prev.cpu_time_s = v[0]  # type: ignore[union-attr]
-            if v[3]:
-                prev.pids = v[3]  # type: ignore[union-attr]
-            if full or v[1] is not None:
-                prev.mem_bytes = v[1]  # type: ignore[union-attr]
-            if full or v[2] is not None:
-                prev.max_mem_bytes = v[2]  # type: ignore[union-attr]
-            return
+    def _poll(self, full: bool = True) -> None:
+        """Poll the job's usage: :attr:`last_usage` is then the probe's own (updated in place), or
+        stays as it was where the probe cannot see the job now (or a caller set a final one)."""
         u = self.probe.poll(full)
         if u is None:
             return
-        if prev is not None:  # a light poll leaves out PIDs and memory: keep the last known ones
-            if not u.pids:
-                u.pids = prev.pids
-            if u.mem_bytes is None and not full:
-                u.mem_bytes = prev.mem_bytes
-            if u.max_mem_bytes is None and not full:
-                u.max_mem_bytes = prev.max_mem_bytes
-        self.last_usage = self._own = u
+        self.last_usage = u
         if not self._seen_job:
             self._seen_job = True
             self._t_seen = self.clock()
@@ -278,7 +231,7 @@ class Sampler:
             if due:  # the sample's own poll, before the gone check (the job may just have ended)
                 self._poll()
             elif woke or now >= next_poll:
-                self._poll(full=False, light=not woke)  # woken: the probe reads the job's end
+                self._poll(full=False)  # woken: the probe reads the job's end
                 self.n_polls += 1
             next_poll = now + self._tail_poll_s(now)
             if self.probe.gone():

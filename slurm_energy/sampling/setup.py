@@ -9,20 +9,26 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, Sequence
 
+from slurm_energy.devices.hardware import HardwareConfig
 from slurm_energy.devices.info import cpu_model, cpu_topology
-from slurm_energy.sampling.readers.base import Reader
+from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 from slurm_energy.sampling.readers.tdp import CpuTdpReader, RamModelReader
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from slurm_energy.sampling.files import FileSource
 
-def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
-                  unresolved_gpus: Optional[list[str]] = None,
-                  drm_gpus: Optional[list] = None, light: bool = False) -> tuple[list[Reader], list[str]]:
+
+def build_readers(hw: HardwareConfig, gpu_uuids: Optional[Sequence[str]] = None,
+                  unresolved_gpus: Optional[Sequence[str]] = None,
+                  drm_gpus: Optional[Sequence[Any]] = None, light: bool = False,
+                  files: Optional[FileSource] = None) -> tuple[list[Reader], list[str]]:
     """Readers for this node and notes on the choices made.
 
     Args:
-        cfg: :class:`slurm_energy.config.SiteConfig`.
+        hw: the site config's ``hardware`` (:meth:`HardwareConfig.of` makes it from any form).
         gpu_uuids: the job's GPUs (NVML UUIDs, MIG UUIDs allowed); None/[] = no GPU reader.
         unresolved_gpus: GPUs Slurm allocated that could not be resolved to NVML devices (e.g.
             "gpu-index-0" when NVML is absent): reported as ``unavailable``, never as 0 J.
@@ -32,6 +38,8 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
         light: the Prolog's own reading row: no vendor library is imported (amdsmi). Where amdsmi
             is installed the AMD GPUs are left out of that row, so a device's series comes from
             one source (the sampler's first sample starts it).
+        files: where the RAPL counters and /proc/stat and /proc/meminfo are read at each read
+            (:mod:`slurm_energy.sampling.files`; default: descriptors kept open).
     Returns:
         (readers, notes) -- notes are short strings for the node summary ("rapl: eacces -> tdp").
     """
@@ -41,7 +49,7 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
     notes: list[str] = []
     have_cpu = have_ram = False
     try:
-        rapl = RaplReader(cfg.hardware.rapl_root)
+        rapl = RaplReader(hw.rapl_root, files)
         if rapl.available:
             first = rapl.read()
             readable = [r for r in first if r.method == "counter"]
@@ -60,30 +68,30 @@ def build_readers(cfg, gpu_uuids: Optional[list[str]] = None,
 
         model = cpu_model()
         sockets, cores, _logical = cpu_topology()
-        w_socket, _w_core, src, fallback = cpu_tdp(cfg.hardware, model, cores)
+        w_socket, _w_core, src, fallback = cpu_tdp(hw, model, cores)
         flags = ["tdp_fallback_per_core"] if fallback else []
         if any(n.startswith("eacces_fallback") for n in notes):
             flags.append("eacces_fallback")
-        readers.append(CpuTdpReader(w_socket * sockets, model, cores * sockets, src, flags))
+        readers.append(CpuTdpReader(w_socket * sockets, model, cores * sockets, src, flags, files))
     if not have_ram:
-        readers.append(RamModelReader(cfg.hardware.ram_w_per_gb,
-                                      f"{cfg.hardware.ram_w_per_gb:g} W/GB (site config hardware.ram_w_per_gb)"))
+        readers.append(RamModelReader(hw.ram_w_per_gb, f"{hw.ram_w_per_gb:g} W/GB (site config hardware.ram_w_per_gb)",
+                                      files))
     if gpu_uuids:
         try:
             from slurm_energy.sampling.readers.nvml import NvmlReader
 
-            readers.append(NvmlReader(list(gpu_uuids), fallback_w=cfg.hardware.gpu_fallback_w))
+            readers.append(NvmlReader(list(gpu_uuids), fallback_w=hw.gpu_fallback_w))
         except Exception as e:
             notes.append(f"nvml: {type(e).__name__}: {e}")
             readers.append(UnavailableReader("gpu", gpu_uuids, f"nvml_error:{type(e).__name__}"))
     if drm_gpus:
-        readers.extend(_drm_readers(cfg, drm_gpus, notes, light))
+        readers.extend(_drm_readers(hw, drm_gpus, notes, light))
     if unresolved_gpus:
         readers.append(UnavailableReader("gpu", unresolved_gpus, "gpu_not_resolved"))
     return readers, notes
 
 
-def _drm_readers(cfg, drm_gpus: list, notes: list[str], light: bool = False) -> list[Reader]:
+def _drm_readers(hw: HardwareConfig, drm_gpus: Sequence[Any], notes: list[str], light: bool = False) -> list[Reader]:
     """The hwmon reader for the job's AMD/Intel GPUs, wrapped by the amdsmi reader for AMD GPUs
     where ``amdsmi`` is installed; ``unavailable`` stand-ins if it fails."""
     import importlib.util
@@ -97,13 +105,12 @@ def _drm_readers(cfg, drm_gpus: list, notes: list[str], light: bool = False) -> 
     try:
         from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
 
-        hw = DrmHwmonReader(drm_gpus, cfg.hardware.drm_root, cfg.hardware.kfd_root,
-                            fallback_w=cfg.hardware.gpu_fallback_w)
+        hwmon = DrmHwmonReader(list(drm_gpus), hw.drm_root, hw.kfd_root, fallback_w=hw.gpu_fallback_w)
         if not smi:
-            return [hw]
+            return [hwmon]
         from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader
 
-        r = AmdSmiReader(hw)
+        r = AmdSmiReader(hwmon)
         if r.reason:
             notes.append(f"amdsmi: {r.reason}; hwmon files read instead")
         return [r]
@@ -116,18 +123,14 @@ class UnavailableReader(Reader):
     """Stands in for devices the job has but nothing can read (e.g. NVML missing): every reading is
     ``unavailable`` with the reason, so the report says "not measured" instead of "no device"."""
 
-    def __init__(self, device_class: str, device_ids: list[str], reason: str):
+    def __init__(self, device_class: str, device_ids: Sequence[str], reason: str):
         self.device_class = device_class
         self.name = f"unavailable-{device_class}"
         self.ids = list(device_ids)
         self.reason = reason
 
-    def devices(self):
-        from slurm_energy.sampling.readers.base import DeviceStatic
-
+    def devices(self) -> list[DeviceStatic]:
         return [DeviceStatic(self.device_class, i, extra={"unavailable": self.reason}) for i in self.ids]
 
-    def read(self):
-        from slurm_energy.sampling.readers.base import Reading
-
+    def read(self) -> list[Reading]:
         return [Reading(self.device_class, i, "unavailable", flags=[self.reason]) for i in self.ids]

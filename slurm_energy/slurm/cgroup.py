@@ -30,41 +30,32 @@ removes the directory) wakes a ``poll()`` waiting for POLLPRI: :meth:`JobCgroup.
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Optional
 
+from slurm_energy.core import JobUsage
+from slurm_energy.sampling.files import KeptFiles
+
 DEFAULT_ROOT = "/sys/fs/cgroup"
-
-
-@dataclass
-class CgroupUsage:
-    """One reading of a job cgroup."""
-
-    cpu_time_s: Optional[float]  # s of CPU time (user + system) since the cgroup was created
-    mem_bytes: Optional[int]  # memory in use now, bytes
-    max_mem_bytes: Optional[int]  # peak memory, bytes (None where the kernel has no peak file)
-    pids: list[int]
 
 
 @dataclass
 class JobCgroup:
     """Where a job's cgroup lives. ``version`` is 1 or 2.
 
-    Files are read through descriptors opened on first use and kept (:meth:`close` releases them)."""
+    Files are read through descriptors opened on first use and kept (:meth:`close` releases them;
+    a plain file, in a fake tree, is watched for its removal, which only ``st_nlink`` shows;
+    cgroupfs files answer ENODEV once removed)."""
 
     version: int
     cpu_dir: str  # v1: cpuacct job dir; v2: the job dir
     mem_dir: Optional[str]  # v1: memory job dir (None if the memory controller is not used)
-    _fds: dict = field(default_factory=dict, repr=False, compare=False)
-    _procs_files: list = field(default_factory=list, repr=False, compare=False)
+    _files: KeptFiles = field(default_factory=lambda: KeptFiles(watch_unlinked=True), repr=False, compare=False)
+    _procs_files: list[str] = field(default_factory=list, repr=False, compare=False)
     _walked_at: Optional[float] = field(default=None, repr=False, compare=False)
-    #: kept descriptors whose file is a plain file (st_size > 0 at open: a fake tree), whose removal
-    #: only st_nlink shows; cgroupfs files (size 0) answer ENODEV once removed: no fstat per read
-    _plain: set = field(default_factory=set, repr=False, compare=False)
-    _paths: dict = field(default_factory=dict, repr=False, compare=False)
+    _paths: dict[str, Optional[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         d, m = self.cpu_dir, self.mem_dir
@@ -84,37 +75,19 @@ class JobCgroup:
         """True while the job's cgroup directory exists."""
         return os.path.isdir(self.cpu_dir)
 
-    def _pread(self, path: str) -> Optional[bytes]:
+    def _pread(self, path: Optional[str]) -> Optional[bytes]:
         """The file's content through a kept descriptor; None if it cannot be opened or read (a
         removed cgroup answers ENODEV: the descriptor is then dropped)."""
-        fd = self._fds.get(path)
-        try:
-            if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-                if os.fstat(fd).st_size > 0:
-                    self._plain.add(fd)
-            data = os.pread(fd, 4096, 0)
-            if fd in self._plain and os.fstat(fd).st_nlink == 0:  # a plain file removed (fake trees)
-                raise OSError(errno.ENOENT, "removed", path)
-            return data
-        except OSError as e:
-            if fd is not None and e.errno in (errno.ENODEV, errno.ENOENT, errno.EBADF):
-                self._drop(path)
+        if path is None:
             return None
-
-    def _drop(self, path: str) -> None:
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            self._plain.discard(fd)
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        try:
+            return self._files.read(path, 4096)
+        except OSError:
+            return None
 
     def close(self) -> None:
         """Close the kept descriptors (the reader reopens them if used again)."""
-        for path in list(self._fds):
-            self._drop(path)
+        self._files.close()
 
     def cpu_time_s(self) -> Optional[float]:
         """The job's CPU time (user + system, all steps), s; None if unreadable (e.g. removed)."""
@@ -131,9 +104,10 @@ class JobCgroup:
         if self.version != 2:
             return None
         path = self._paths["events"]
-        if path not in self._fds and self._pread(path) is None:
+        try:
+            return self._files.fd(path) if path is not None else None
+        except OSError:
             return None
-        return self._fds.get(path)
 
     def populated(self) -> Optional[bool]:
         """v2: whether any process is in the job's cgroup (``cgroup.events``); None on v1 or when
@@ -143,9 +117,10 @@ class JobCgroup:
         v = _kv(self._pread(self._paths["events"])).get("populated")
         return None if v is None else v != 0
 
-    def read(self, pids: bool = True, mem: bool = True) -> Optional[CgroupUsage]:
-        """Read CPU time, memory (if ``mem``) and PIDs (if ``pids``) now; ``None`` once the cgroup
-        is gone.
+    def read(self, pids: bool = True, mem: bool = True, into: Optional[JobUsage] = None) -> Optional[JobUsage]:
+        """The job's usage now, in ``into`` (updated in place; default a new one): CPU time, memory
+        and peak (if ``mem``), the PID list (if ``pids`` and one could be read), ``source``; None
+        (``into`` unchanged) once the cgroup is gone.
 
         Listing PIDs walks every step's cgroup.procs: the sampler does it once per sample, not at
         its in-between CPU-time polls (which pass ``pids=False, mem=False``: one ``pread``)."""
@@ -153,32 +128,17 @@ class JobCgroup:
         if cpu_s is None and not self.exists():
             self.close()
             return None
-        m = mx = None
-        if mem and self._paths["mem"]:  # v1 without the memory controller: unknown, not 0
-            m = _first_int(self._pread(self._paths["mem"]))
-            mx = _first_int(self._pread(self._paths["max"]))
-        try:
-            return CgroupUsage(cpu_s, m, mx, self._pids() if pids else [])
-        except OSError:
-            return None
-
-    def read_plain(self, full: bool) -> Optional[tuple[float, Optional[int], Optional[int], list[int]]]:
-        """:meth:`read` (``pids=mem=full``) as a plain tuple (CPU time s, memory, peak, PIDs), no
-        object: the sampler's steady state. None where :meth:`read` must tell (CPU time unreadable:
-        the cgroup may be gone; a PID list unreadable)."""
-        cpu_s = self.cpu_time_s()
-        if cpu_s is None:
-            return None
-        if not full:
-            return cpu_s, None, None, []
-        m = mx = None
-        if self._paths["mem"]:  # v1 without the memory controller: unknown, not 0
-            m = _first_int(self._pread(self._paths["mem"]))
-            mx = _first_int(self._pread(self._paths["max"]))
-        try:
-            return cpu_s, m, mx, self._pids()
-        except OSError:
-            return None
+        u = JobUsage() if into is None else into
+        u.cpu_time_s, u.source = cpu_s, self.source
+        if mem:  # v1 without the memory controller: unknown, not 0
+            u.mem_bytes = _first_int(self._pread(self._paths["mem"]))
+            u.max_mem_bytes = _first_int(self._pread(self._paths["max"]))
+        if pids:
+            try:
+                u.pids = self._pids() or u.pids
+            except OSError:
+                pass
+        return u
 
     #: s between walks of the job's directory tree for step cgroups (new steps appear with srun);
     #: in between the known ``cgroup.procs`` files are read through their kept descriptors

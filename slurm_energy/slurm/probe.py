@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import select
 import time
-from typing import Optional
+from typing import Any, Callable, Optional
 
-from slurm_energy.sampling.proctree import EnvScanner, StatFiles, pids_usage
-from slurm_energy.sampling.sampler import Usage
+from slurm_energy.core import JobUsage
+from slurm_energy.sampling.files import KeptFiles
+from slurm_energy.sampling.proctree import EnvScanner, pids_usage, stat_paths
 from slurm_energy.slurm.cgroup import JobCgroup, find_job_cgroup
 from slurm_energy.slurm.env import job_env_facts
 
@@ -31,8 +32,9 @@ class SlurmJobProbe:
     """
 
     def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
-                 pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 10.0, clock=time.monotonic,
-                 on_job_env=None, sluid: str = ""):
+                 pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_job_env: Optional[Callable[[dict[str, Any]], None]] = None, sluid: str = ""):
         self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
         self.sluid = sluid  # SLURM_JOB_SLUID: Slurm 26.05's cgroup v2 job directory name
         self.cg: Optional[JobCgroup] = None
@@ -50,7 +52,8 @@ class SlurmJobProbe:
         self._on_job_env = on_job_env  # called once with the job's env facts (job name, umask)
         self._env_seen: set[int] = set()
         self._scanner = EnvScanner(job_id, uid=uid if uid is not None and uid >= 0 else None)
-        self._stat = StatFiles()  # the job's /proc/PID/stat, kept open (PID mode)
+        self._stat = KeptFiles(limit=64)  # the job's /proc/PID/stat, kept open (PID mode)
+        self.usage = JobUsage()  # what poll() updates in place
         self._was_populated = False  # v2: the job's cgroup had processes (populated 1) once
         self._ended = False  # v2: populated 1 -> 0 seen; the reading taken then is the job's last
 
@@ -85,29 +88,31 @@ class SlurmJobProbe:
                 continue
             if facts is not None:
                 cb, self._on_job_env = self._on_job_env, None
-                cb(facts)
+                if cb is not None:
+                    cb(facts)
                 return
 
-    def poll(self, full: bool = True) -> Optional[Usage]:
+    def poll(self, full: bool = True) -> Optional[JobUsage]:
+        """:attr:`usage` updated to now (cgroup: CPU time, and at a full poll memory and PIDs; PID
+        mode: all of them), or None while the job cannot be seen (not yet, or gone)."""
         u = self._poll(full)
         if u is not None and self._on_job_env is not None and u.pids:
             self._look_for_job_env(u.pids)
         return u
 
-    def _poll(self, full: bool = True) -> Optional[Usage]:
-
+    def _poll(self, full: bool = True) -> Optional[JobUsage]:
         if self.cg is None and not self._seen_cgroup and self._look_for_cgroup(full):
             self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root, sluid=self.sluid)
         if self.cg is not None:
             populated = self.cg.populated()  # v2: read first (re-arms the POLLPRI wake-up)
-            u = self.cg.read(pids=full, mem=full)
+            u = self.cg.read(pids=full, mem=full, into=self.usage)
             if u is not None:
                 self._seen_cgroup = True
                 self._was_populated = self._was_populated or bool(populated)
                 if populated is False and self._was_populated:
                     self._ended = True  # the last process exited: this reading is the job's last
                 self._gone = self._ended
-                return Usage(u.cpu_time_s, u.mem_bytes, u.max_mem_bytes, u.pids, self.cg.source)
+                return u
             self.cg = None  # removed: the job's processes are gone
             self._gone = True
             return None
@@ -122,7 +127,7 @@ class SlurmJobProbe:
         if (full or not self._pids) and self._clock() - self._last_scan >= rescan_s:
             self._pids = self._scanner.pids()
             self._last_scan = self._clock()
-            self._stat.retain(self._pids)
+            self._stat.retain(stat_paths(self._pids))
         pids = self._pids
         cpu, rss = pids_usage(pids, files=self._stat)
         if cpu is None:
@@ -131,32 +136,10 @@ class SlurmJobProbe:
         self._gone = False
         self._best_cpu = max(self._best_cpu, cpu)
         self._max_mem = max(self._max_mem, rss or 0)
-        return Usage(self._best_cpu, rss, self._max_mem, pids, "psutil")
-
-    def light_poll(self, full: bool = True) -> Optional[tuple[float, Optional[int], Optional[int], list[int]]]:
-        """What :meth:`poll` would report, as plain values (CPU time s, memory bytes, peak bytes,
-        PIDs; for ``full=False`` None and [] as there), where nothing else would change: a cgroup
-        v1 job's files (:meth:`JobCgroup.read_plain`), or in PID mode the known PIDs' stat
-        where no rescan is due. None (then call :meth:`poll`) on v2 (``cgroup.events`` to read),
-        before the job is seen, once it may be gone, while its environment is looked for, and in
-        PID mode at a full poll due to rescan the PIDs or look for the cgroup."""
-        if self._gone or self._on_job_env is not None:
-            return None
-        cg = self.cg
-        if cg is not None:
-            return cg.read_plain(full) if cg.version == 1 else None  # None: removed, poll() says so
-        now = self._clock()
-        if self._seen_cgroup or not self._pids or now - self._t0 < self._fallback_after:
-            return None
-        r = self._pid_rescan_s
-        if full and (now - self._last_scan >= r or now - self._last_cg_look >= r):
-            return None  # a rescan or a look for the cgroup is due: poll() does it
-        cpu, rss = pids_usage(self._pids, files=self._stat)
-        if cpu is None:
-            return None
-        self._best_cpu = max(self._best_cpu, cpu)
-        self._max_mem = max(self._max_mem, rss or 0)
-        return self._best_cpu, rss, self._max_mem, self._pids
+        u = self.usage
+        u.cpu_time_s, u.mem_bytes, u.max_mem_bytes, u.source = self._best_cpu, rss, self._max_mem, "psutil"
+        u.pids = pids or u.pids
+        return u
 
     def _look_for_cgroup(self, full: bool) -> bool:
         """Whether to look for the job's cgroup now: at every poll for ``pid_fallback_after_s``

@@ -16,6 +16,7 @@ from slurm_energy.slurm.spool import JobSpool, write_private
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog's reading imports this)
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
+    from slurm_energy.sampling.files import FileSource
     from slurm_energy.sampling.readers.base import Reader
     from slurm_energy.slurm.env import JobContext
 
@@ -105,19 +106,21 @@ def spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
 
 
 def readers_for(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, errors: list[str],
-                light: bool = False) -> tuple[list[Reader], list[str]]:
+                light: bool = False, files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
     """This node's readers for the job; the device inventory is written once to the spool.
 
     ``light`` (the Prolog): no vendor library that is slow to load; when that leaves devices out
-    (amdsmi GPUs), the inventory is left to the sampler."""
+    (amdsmi GPUs), the inventory is left to the sampler. ``files``: where the readers read
+    (:func:`slurm_energy.sampling.reading.open_readers`)."""
     from slurm_energy.sampling.reading import device_inventory, open_readers
 
     unresolved = []
     if ctx.job_gpus and not ctx.gpu_uuids and not ctx.drm_gpus:
         unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
         errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML or AMD/Intel devices: {ctx.gpu_resolution_error}")
-    readers, notes = open_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus, light=light)
+    readers, notes = open_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus, light=light, files=files)
     partial = any("start with the sampler" in n for n in notes)  # the Prolog left amdsmi GPUs out
+    partial = partial or bool(getattr(files, "missing", None))  # a replay short of a file: readers may differ
     if not partial and not os.path.exists(spool.static):
         write_private(spool.static, json.dumps(device_inventory(readers, notes)))
     return readers, notes
@@ -139,7 +142,8 @@ def prolog_reading_by_sampler(cfg: SiteConfig, ctx: JobContext, spool: JobSpool)
     node's first job, a changed config) the node's file list is made for later Prologs. Called at
     the sampler's start, and by a finalizer whose sampler never started. Never raises: a problem
     is recorded on the job (the row is then missing, as when the Prolog's reading failed)."""
-    from slurm_energy.sampling.reading import recording, replayable, replaying, take_reading
+    from slurm_energy.sampling.files import RecordingFiles, ReplayFiles
+    from slurm_energy.sampling.reading import replayable, take_reading
     from slurm_energy.slurm import prolograw
 
     raw_file = prolograw.raw_path(spool)
@@ -155,30 +159,29 @@ def prolog_reading_by_sampler(cfg: SiteConfig, ctx: JobContext, spool: JobSpool)
     try:
         if raw is not None and os.path.exists(spool.samples):
             raise ValueError("the sample file has rows already")  # a row older than them is not appended
-        readers, _ = readers_for(cfg, ctx, spool, [], light=True)
+        files = RecordingFiles() if raw is None else ReplayFiles(raw["files"])
+        readers, _ = readers_for(cfg, ctx, spool, [], light=True, files=files)
         if not replayable(readers):
             if raw is not None:
                 raise ValueError(f"readers {[type(r).__name__ for r in readers]} cannot be read from files")
             return
-        if raw is None:
-            with recording() as paths:
-                for r in readers:
-                    r.read()
+        if isinstance(files, RecordingFiles):
             for r in readers:
+                r.read()
                 r.close()
-            prolograw.save_recipe(cfg, spool, paths)
+            prolograw.save_recipe(cfg, spool, files.paths)
             return
-        try:
-            with replaying(raw["files"]):
-                take_reading(readers, spool.samples, "prolog", t=float(raw["t"]))
-        except KeyError as e:
-            prolograw.drop_recipe(spool)  # the next Prolog reads the full way; its sampler makes the list again
-            raise ValueError(f"the Prolog did not read {e}") from None
+        take_reading(readers, spool.samples + ".prolog", "prolog", t=float(raw["t"]), files=files)  # type: ignore[index]
+        if files.missing:  # the next Prolog reads the full way; its sampler makes the list again
+            prolograw.drop_recipe(spool)
+            raise ValueError(f"the Prolog did not read {files.missing[0]!r}")
+        os.replace(spool.samples + ".prolog", spool.samples)
     except Exception as e:
         spool.record_error(f"prolog reading: not written from the Prolog's files ({type(e).__name__}: {e}); its row is left out")
     finally:
         if raw is not None:
-            try:
-                os.unlink(raw_file)
-            except OSError:
-                pass
+            for p in (raw_file, spool.samples + ".prolog"):
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass

@@ -102,7 +102,7 @@ def site_hourly_ci():
         key = (rec.carbon.datacenter, rec.carbon.ci_source)
         if key not in cache:
             try:
-                from slurm_energy.carbon.resolve import hourly_intensity_for
+                from slurm_energy.config.carbon import hourly_intensity_for
                 from slurm_energy.config import load_site_config
 
                 cache[key] = hourly_intensity_for(load_site_config(), rec.carbon)

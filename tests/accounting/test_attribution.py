@@ -10,8 +10,8 @@ from slurm_energy.accounting.attribution import (
     gpu_process_share,
     mig_fraction,
     ram_share,
-    utilisation_weighted_j,
 )
+from slurm_energy.accounting.formulas import class_energy_j
 from slurm_energy.accounting.integrate import counter_series
 
 
@@ -57,9 +57,9 @@ def test_policies_named():
 
 def test_utilisation_weighted_model():
     # n=4 cores x u=0.5 x P=10 W/core x 3600 s = 72_000 J
-    assert utilisation_weighted_j(4, 0.5, 10.0, 3600.0) == pytest.approx(72_000.0)
+    assert class_energy_j(4, 0.5, 10.0, 3600.0) == pytest.approx(72_000.0)
     with pytest.raises(ValueError, match="util"):
-        utilisation_weighted_j(4, 1.5, 10.0, 1.0)
+        class_energy_j(4, 1.5, 10.0, 1.0)
 
 
 def test_two_jobs_on_one_node_never_exceed_node():

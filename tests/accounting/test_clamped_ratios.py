@@ -4,6 +4,7 @@ import pytest
 
 from slurm_energy.accounting import attribution
 from slurm_energy.accounting.summary import summarise_node
+from slurm_energy.core import Flag
 from slurm_energy.sampling.readers.base import DeviceStatic
 
 GIB = 1024 ** 3
@@ -31,10 +32,10 @@ def test_cpu_util_above_100_percent_is_clamped_and_flagged():
                        statics=[DeviceStatic("cpu", "cpu-tdp", "Xeon", 4, 100.0)])
     (d,) = s.devices
     assert d.mean_util == pytest.approx(1.0)
-    assert attribution.FLAG_UTIL_CLAMPED in d.flags
+    assert Flag.UTIL_CLAMPED in d.flags
     assert d.unclamped == {"cpu_util": pytest.approx(1.2)}
     assert d.energy_j == pytest.approx(400.0)
-    assert attribution.FLAG_SHARE_CLAMPED not in d.flags
+    assert Flag.SHARE_CLAMPED not in d.flags
 
 
 def test_job_cpu_above_node_busy_share_clamped_and_flagged():
@@ -44,7 +45,7 @@ def test_job_cpu_above_node_busy_share_clamped_and_flagged():
     s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10, cpus_alloc=4)
     (d,) = s.devices
     assert d.energy_j == pytest.approx(400.0)
-    assert attribution.FLAG_SHARE_CLAMPED in d.flags and attribution.FLAG_UTIL_CLAMPED not in d.flags
+    assert Flag.SHARE_CLAMPED in d.flags and Flag.UTIL_CLAMPED not in d.flags
     assert d.unclamped == {"cpu_share": pytest.approx(1.1)}
     assert d.mean_util == pytest.approx(0.275)
 
@@ -58,10 +59,10 @@ def test_memory_share_above_one_and_gpu_util_above_100():
     r = next(d for d in s.devices if d.device_class == "ram")
     g = next(d for d in s.devices if d.device_class == "gpu")
     assert r.energy_j == pytest.approx(30.0)
-    assert r.unclamped == {"ram_share": pytest.approx(1.25)} and attribution.FLAG_SHARE_CLAMPED in r.flags
+    assert r.unclamped == {"ram_share": pytest.approx(1.25)} and Flag.SHARE_CLAMPED in r.flags
     # NVML said 105 %: utilisation 1.0, flagged, raw 1.05; GPU energy 100 W x 10 s = 1000 J
     assert g.mean_util == pytest.approx(1.0) and g.unclamped == {"gpu_util": pytest.approx(1.05)}
-    assert attribution.FLAG_UTIL_CLAMPED in g.flags and g.energy_j == pytest.approx(1000.0)
+    assert Flag.UTIL_CLAMPED in g.flags and g.energy_j == pytest.approx(1000.0)
 
 
 def test_rows_past_the_epilog_start_give_coverage_at_most_one_unflagged():
@@ -76,7 +77,7 @@ def test_rows_past_the_epilog_start_give_coverage_at_most_one_unflagged():
     s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 25.32)
     (d,) = s.devices
     assert d.coverage == pytest.approx(25.712 / 25.72) and d.coverage < 1.0
-    assert "coverage" not in d.unclamped and attribution.FLAG_COVERAGE_CLAMPED not in d.flags
+    assert "coverage" not in d.unclamped and Flag.COVERAGE_CLAMPED not in d.flags
     assert d.energy_j == pytest.approx(50.0 * 25.712)  # J
     assert d.duration_s == pytest.approx(25.32)  # the job's elapsed time stays Prolog -> Epilog
 
@@ -87,7 +88,7 @@ def test_rows_covering_the_span_exactly_give_coverage_one():
     s = summarise_node([row(0, 0.0, 0.0, [gpu]), row(10, 1.0, 1.0, [gpu])], job_id="1", node="n1",
                        start_time=T0, end_time=T0 + 10)
     (d,) = s.devices
-    assert d.coverage == 1.0 and attribution.FLAG_COVERAGE_CLAMPED not in d.flags
+    assert d.coverage == 1.0 and Flag.COVERAGE_CLAMPED not in d.flags
 
 
 def test_coverage_above_one_is_clamped_and_flagged():
@@ -98,10 +99,9 @@ def test_coverage_above_one_is_clamped_and_flagged():
 
     agg = DeviceAgg("gpu", "GPU-1", {Method.POWER_INTEGRATION}, 500.0, 500.0, 10.0)
     agg.merge(DeviceAgg("gpu", "GPU-1", {Method.POWER_INTEGRATION}, 500.0, 500.0, 10.0))
-    d = agg.energy(None, policy="shared", elapsed=10.0, span_known=True, node="n1", node_flags=[], index=0,
-                   covers=lambda m: "", span_s=10.0)
+    d = agg.energy(None, policy="shared", elapsed=10.0, span_known=True, node="n1", node_flags=[], span_s=10.0)
     assert d.coverage == 1.0 and d.unclamped["coverage"] == pytest.approx(2.0)
-    assert attribution.FLAG_COVERAGE_CLAMPED in d.flags
+    assert Flag.COVERAGE_CLAMPED in d.flags
 
 
 def test_clamp_ratio_keeps_the_most_extreme_raw_value():
@@ -123,7 +123,7 @@ def test_node_busy_fraction_above_one_for_the_tdp_model_is_flagged():
                        statics=[DeviceStatic("cpu", "cpu-tdp", "Xeon", 4, 100.0)])
     (d,) = s.devices
     assert d.device_energy_j == pytest.approx(1000.0)
-    assert attribution.FLAG_UTIL_CLAMPED in d.flags and "node_busy_raw:1.05" in d.flags
+    assert Flag.UTIL_CLAMPED in d.flags and "node_busy_raw:1.05" in d.flags
 
 
 def test_gpu_process_utilisation_above_100_percent_is_clamped_and_flagged():
@@ -135,7 +135,7 @@ def test_gpu_process_utilisation_above_100_percent_is_clamped_and_flagged():
     s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 10)
     (d,) = s.devices
     assert d.energy_j == pytest.approx(1000.0 / 1.52)
-    assert attribution.FLAG_UTIL_CLAMPED in d.flags and d.unclamped["gpu_proc_util"] == pytest.approx(1.04)
+    assert Flag.UTIL_CLAMPED in d.flags and d.unclamped["gpu_proc_util"] == pytest.approx(1.04)
     with pytest.raises(ValueError, match="proc_util"):
         attribution.gpu_process_share({1}, {1: 60.0}, {})  # a percent passed as a fraction: a unit error
 
@@ -149,4 +149,4 @@ def test_node_busy_fraction_a_tick_per_cpu_over_one_is_clamped_without_a_flag():
                        statics=[DeviceStatic("cpu", "cpu-tdp", "Xeon", 4, 100.0)])
     (d,) = s.devices
     assert d.device_energy_j == pytest.approx(1000.0)
-    assert attribution.FLAG_UTIL_CLAMPED not in d.flags and not any(f.startswith("node_busy_raw") for f in d.flags)
+    assert Flag.UTIL_CLAMPED not in d.flags and not any(f.startswith("node_busy_raw") for f in d.flags)

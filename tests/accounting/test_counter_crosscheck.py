@@ -12,10 +12,9 @@ runaway one (above the 400 W limit x 1.1 + 5 W) is charged by power integration 
 import pytest
 from fakes.nvml import FakeGpu, install
 
-from slurm_energy.accounting.integrate import (
-    FLAG_COUNTER_INCONSISTENT, counter_series, cross_check_counter, cross_check_tolerance_j,
-)
+from slurm_energy.accounting.integrate import counter_series, cross_check_counter, cross_check_tolerance_j
 from slurm_energy.accounting.summary import summarise_node
+from slurm_energy.core import Flag
 from slurm_energy.model import Method
 from slurm_energy.sampling.readers.nvml import NvmlReader
 
@@ -49,7 +48,7 @@ def test_stuck_counter_while_300_w_uses_power(monkeypatch):
     d = _job(gpu, [(0, 300_000)] * 3, monkeypatch)
     assert d.energy_j == pytest.approx(300.0 * 15)  # 4500 J by power integration, not 0 J
     assert d.method == Method.POWER_INTEGRATION
-    assert FLAG_COUNTER_INCONSISTENT in d.flags
+    assert Flag.COUNTER_INCONSISTENT in d.flags
 
 
 def test_counter_reset_skips_only_that_interval(monkeypatch):
@@ -59,7 +58,7 @@ def test_counter_reset_skips_only_that_interval(monkeypatch):
     gpu = FakeGpu(UUID, 0, energy_mj=5_000_000, power_mw=300_000)
     d = _job(gpu, [(1_500_000, 300_000), (-1, 300_000), (1_500_000, 300_000)], monkeypatch)
     assert d.energy_j == pytest.approx(3000.0)
-    assert d.method == Method.COUNTER and FLAG_COUNTER_INCONSISTENT not in d.flags
+    assert d.method == Method.COUNTER and Flag.COUNTER_INCONSISTENT not in d.flags
     assert d.resets == 1 and "reset" in d.flags
     assert d.coverage == pytest.approx(10.0 / 15.0)
 
@@ -72,7 +71,7 @@ def test_runaway_counter_above_the_power_limit_uses_power_for_that_interval(monk
     d = _job(gpu, [(2_000_000, 200_000), (50_000_000, 200_000)], monkeypatch, dt=10.0)
     assert d.energy_j == pytest.approx(4000.0)
     assert d.method == Method.POWER_INTEGRATION
-    assert {"counter_runaway", FLAG_COUNTER_INCONSISTENT} <= set(d.flags)
+    assert {"counter_runaway", Flag.COUNTER_INCONSISTENT} <= set(d.flags)
 
 
 def test_counter_within_tolerance_is_trusted(monkeypatch):
@@ -81,7 +80,7 @@ def test_counter_within_tolerance_is_trusted(monkeypatch):
     gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=300_000)
     d = _job(gpu, [(1_600_000, 300_000)], monkeypatch)
     assert d.energy_j == pytest.approx(1600.0)
-    assert d.method == Method.COUNTER and FLAG_COUNTER_INCONSISTENT not in d.flags
+    assert d.method == Method.COUNTER and Flag.COUNTER_INCONSISTENT not in d.flags
 
 
 def test_moving_counter_beyond_tolerance_is_kept_over_averaged_power(monkeypatch):
@@ -92,7 +91,7 @@ def test_moving_counter_beyond_tolerance_is_kept_over_averaged_power(monkeypatch
     d = _job(gpu, [(1_700_000, 300_000)], monkeypatch)
     assert d.energy_j == pytest.approx(1700.0)
     assert d.method == Method.COUNTER
-    assert "power_disagrees" in d.flags and FLAG_COUNTER_INCONSISTENT not in d.flags
+    assert "power_disagrees" in d.flags and Flag.COUNTER_INCONSISTENT not in d.flags
 
 
 def test_step_load_on_hopper_averaged_power_lags_counter_wins(monkeypatch):
@@ -116,7 +115,7 @@ def test_counter_stuck_for_one_interval_only_that_interval_by_power(monkeypatch)
     d = _job(gpu, [(1_000_000, 250_000), (0, 250_000), (1_000_000, 250_000)], monkeypatch, dt=4.0)
     assert d.energy_j == pytest.approx(3000.0)
     assert d.method == Method.POWER_INTEGRATION
-    assert {"counter_stuck", FLAG_COUNTER_INCONSISTENT} <= set(d.flags)
+    assert {"counter_stuck", Flag.COUNTER_INCONSISTENT} <= set(d.flags)
 
 
 def test_runaway_counter_without_a_power_limit_is_kept(monkeypatch):
@@ -184,7 +183,7 @@ def test_counter_that_updates_late_and_catches_up_is_trusted(monkeypatch):
     gpu = FakeGpu(UUID, 0, energy_mj=0, power_mw=60_000)
     d = _job(gpu, [(24_000, 60_000), (36_000, 60_000)], monkeypatch, dt=0.5)
     assert d.energy_j == pytest.approx(60.0) and d.method == Method.COUNTER
-    assert FLAG_COUNTER_INCONSISTENT not in d.flags
+    assert Flag.COUNTER_INCONSISTENT not in d.flags
 
 
 def test_counter_short_twice_in_a_row_is_kept_and_flagged(monkeypatch):

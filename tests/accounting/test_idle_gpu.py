@@ -4,7 +4,6 @@ running (interim) summary; values computed by hand."""
 
 import pytest
 
-from slurm_energy.accounting import fast_device
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.idle_gpu import IdleRule, idle_sums, rule_from
 from slurm_energy.accounting.running import RunningSummary
@@ -72,14 +71,13 @@ def _summary(rows, **kw):
 
 
 @pytest.mark.parametrize("fast", [False, True])
-def test_30_s_idle_at_60_w_is_1800_j(fast, monkeypatch):
+def test_30_s_idle_at_60_w_is_1800_j(fast):
     # 30 s at 60 W (0 %), then 30 s at 300 W (90 %); 5 s steps; power integration (trapezoid).
     # The interval 30 -> 35 s goes 60 -> 300 W at 90 % at its end: busy. Idle: 6 intervals x 5 s =
     # 30 s; 60 W x 30 s = 1800 J = 5.0e-4 kWh. The job's GPU energy: 1800 + (60+300)/2 x 5 + 300 x 25
     # = 1800 + 900 + 7500 = 10,200 J.
-    monkeypatch.setattr(fast_device, "ENABLED", fast)
     rows = idle_then_busy()
-    if fast:  # the array path from 100 rows: the same job at 0.5 s steps has the same sums
+    if fast:  # a long series (0.5 s steps, over 100 rows): the same sums
         rows = [row(t / 10, gpu(60.0, 0.0)) for t in range(0, 301, 5)]
         rows += [row(t / 10, gpu(300.0, 0.9)) for t in range(305, 601, 5)]
         assert len(rows) >= 100
@@ -122,6 +120,7 @@ def test_interim_summary_gives_the_same_idle_figures(tmp_path):
     for k in range(0, len(rows), 4):
         for r in rows[k:k + 4]:
             w.write(r)
+        run.update(statics=[A100], cpus_alloc=1)
         s = run.summary(end_time=rows[min(k + 3, len(rows) - 1)]["t"], **kw)
     w.close()
     (d,) = s.devices

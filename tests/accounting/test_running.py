@@ -20,6 +20,12 @@ def _kw(rows, end=None):
             "statics": STATICS, "cpus_alloc": 64}
 
 
+def _interim(run, rows, end=None):
+    """The sampler's interim flush: the new rows summed, then the summary so far."""
+    run.update(statics=STATICS, cpus_alloc=64)
+    return run.summary(**_kw(rows, end))
+
+
 def _same(run, full):
     assert [d.device_id for d in run.devices] == [d.device_id for d in full.devices]
     for a, b in zip(run.devices, full.devices):
@@ -43,7 +49,7 @@ def test_updates_minute_by_minute_add_up_to_the_whole_file(tmp_path):
     for k in range(0, len(rows), 12):
         for r in rows[k:k + 12]:
             w.write(r)
-        s = run.summary(**_kw(rows[:k + 12]))
+        s = _interim(run, rows[:k + 12])
         assert run._reader.offset == os.path.getsize(p)  # read up to the end, once
     w.close()
     assert s.status == Status.RUNNING and s.power_trace == [] and s.windows == []
@@ -62,7 +68,7 @@ def test_a_job_seen_only_from_its_third_row_is_charged_from_its_start(tmp_path):
     for k in range(0, len(rows), 2):
         for r in rows[k:k + 2]:
             w.write(r)
-        s = run.summary(**_kw(rows[:k + 2]))
+        s = _interim(run, rows[:k + 2])
     _same(s, summarise_node(read_sample_table(str(p)), **_kw(rows)))
 
 
@@ -71,9 +77,9 @@ def test_a_row_out_of_time_order_starts_the_sums_again_from_the_file(tmp_path):
     p = tmp_path / "samples"
     legacy_write(str(p), rows[:10])  # an old-format file: read the same way
     run = RunningSummary(str(p))
-    run.summary(**_kw(rows[:10]))
+    _interim(run, rows[:10])
     late = dict(rows[20], t=rows[9]["t"] - 2.5, kind="epilog", job=None)  # another writer's row, late
     legacy_write(str(p), [late] + rows[10:], mode="a")
-    s = run.summary(**_kw(rows))
+    s = _interim(run, rows)
     _same(s, summarise_node(read_sample_table(str(p)), **_kw(rows)))
     assert s.n_samples == 31

@@ -9,7 +9,7 @@ from werkzeug.wrappers import Response
 
 from slurm_energy.carbon import geo
 from slurm_energy.config import site_config_from_dict
-from slurm_energy.carbon.resolve import resolve_carbon
+from slurm_energy.config.carbon import resolve_carbon
 
 GEOJS = {"ip": "192.0.2.7", "country_code": "SE", "country_code3": "SWE", "country": "Sweden"}
 

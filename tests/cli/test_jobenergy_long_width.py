@@ -51,7 +51,7 @@ def url(tmp_path, monkeypatch):
         a = _node("gpu-n0123", attempt, s, e)
         b = _node("gpu-n0124", attempt, s, e)
         r = finished(a.model_copy(update={"nodes": a.nodes + b.nodes}), pue=1.58, ci=475.0)
-        r.carbon.defaults_used = ["pue", "ci"]  # carbon/resolve.py's texts for a site that sets neither
+        r.carbon.defaults_used = ["pue", "ci"]  # config/carbon.py's texts for a site that sets neither
         r.carbon.pue_source = "DEFAULT: industry average PUE 1.58 (Uptime Institute Global Data Center Survey 2023)"
         r.carbon.ci_source = ("DEFAULT: world average 475 gCO2e/kWh (IEA Global Energy & CO2 Status Report 2019); no "
                               "datacenter, site location or geolocation configured -- set location.country or "

@@ -7,7 +7,7 @@ import pytest
 
 from slurm_energy.config import (ConfigError, DEFAULT_PUE, load_site_config,
                                  site_config_from_dict)
-from slurm_energy.carbon.resolve import resolve_carbon
+from slurm_energy.config.carbon import resolve_carbon
 from slurm_energy.devices.rated import cpu_tdp, gpu_rated
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -15,7 +15,7 @@ import pytest
 from slurm_energy.config import (ConfigError, last_good_path, load_site_config,
                                  load_site_config_for_hooks, load_site_config_lenient, save_last_good,
                                  site_config_from_dict_lenient)
-from slurm_energy.carbon.resolve import resolve_carbon
+from slurm_energy.config.carbon import resolve_carbon
 
 GOOD = textwrap.dedent("""\
     paths:

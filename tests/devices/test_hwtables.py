@@ -84,7 +84,7 @@ def test_lookup_does_not_import_pandas():
     import sys
 
     code = ("import sys; from slurm_energy.config import SiteConfig; c=SiteConfig();"
-            "from slurm_energy.carbon.resolve import resolve_carbon; from slurm_energy.devices.rated import cpu_tdp;"
+            "from slurm_energy.config.carbon import resolve_carbon; from slurm_energy.devices.rated import cpu_tdp;"
             "cpu_tdp(c.hardware, 'AMD EPYC 7763 64-Core Processor', 64); resolve_carbon(c, offline=True);"
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

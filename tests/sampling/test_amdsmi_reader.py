@@ -136,6 +136,7 @@ def test_prolog_reading_row_never_imports_amdsmi(sysfs, monkeypatch):
     import sys
 
     from slurm_energy.config import SiteConfig
+    from slurm_energy.devices.hardware import HardwareConfig
     from slurm_energy.sampling.setup import build_readers
 
     sysfs.gpu(BDF, "1002:74a1", "amdgpu", card=0, render=128, hwmon={"power1_average": 1})
@@ -143,12 +144,12 @@ def test_prolog_reading_row_never_imports_amdsmi(sysfs, monkeypatch):
     gpus = [g.to_dict() for g in resolve_drm_gpus("0", drm_root=str(sysfs.drm_root), kfd_root=str(sysfs.kfd_root))]
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "amdsmi" else real(n, *a))
-    readers, notes = build_readers(cfg, drm_gpus=gpus, light=True)
+    readers, notes = build_readers(HardwareConfig.of(cfg.hardware), drm_gpus=gpus, light=True)
     assert not [r for r in readers if r.device_class == "gpu"] and "amdsmi" not in sys.modules
     assert any("start with the sampler" in n for n in notes)
     # without amdsmi installed the Prolog reads the same hwmon file the sampler will
     monkeypatch.setattr(importlib.util, "find_spec", real)
-    readers, _ = build_readers(cfg, drm_gpus=gpus, light=True)
+    readers, _ = build_readers(HardwareConfig.of(cfg.hardware), drm_gpus=gpus, light=True)
     assert [r.name for r in readers if r.device_class == "gpu"] == ["drm-hwmon"]
 
 

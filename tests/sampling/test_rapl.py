@@ -7,7 +7,7 @@ import pytest
 from fakes.powercap import Zone, build_tree, set_energy
 
 from slurm_energy.accounting.integrate import series_from_readings
-from slurm_energy.sampling.readers import rapl
+from slurm_energy.sampling.files import KeptFiles
 from slurm_energy.sampling.readers.rapl import RaplReader, discover_zones
 
 PKG_RANGE = 262_143_328_850  # uJ, a real Xeon package max_energy_range_uj
@@ -106,17 +106,17 @@ def test_max_power_from_constraints_and_multiple_wrap_flag(tmp_path):
     assert "possible_multiple_wrap" in s.flags
 
 
-def test_energy_uj_eacces_gives_unavailable_not_crash(tmp_path, monkeypatch):
+def test_energy_uj_eacces_gives_unavailable_not_crash(tmp_path):
     root = build_tree(tmp_path, [Zone("intel-rapl:0", "package-0"), Zone("intel-rapl:0:0", "dram", energy_uj=9)])
-    real = rapl._open_ro
+    real = KeptFiles()
 
-    def fake(path):  # root reads everything, so simulate the kernel >= 5.10 0400 energy_uj
-        if path.endswith(os.path.join("intel-rapl:0", "energy_uj")):
-            raise PermissionError(errno.EACCES, "Permission denied", path)
-        return real(path)
+    class RootOnly:  # root reads everything, so simulate the kernel >= 5.10 0400 energy_uj
+        def read(self, path, size=1 << 16):
+            if path.endswith(os.path.join("intel-rapl:0", "energy_uj")):
+                raise PermissionError(errno.EACCES, "Permission denied", path)
+            return real.read(path, size)
 
-    monkeypatch.setattr(rapl, "_open_ro", fake)
-    by_id = {x.device_id: x for x in RaplReader(root).read()}
+    by_id = {x.device_id: x for x in RaplReader(root, files=RootOnly()).read()}
     pkg = by_id["intel-rapl:0"]
     assert pkg.method == "unavailable" and pkg.energy_uj is None and pkg.flags == ["eacces"]
     assert by_id["intel-rapl:0:0"].method == "counter" and by_id["intel-rapl:0:0"].energy_uj == 9

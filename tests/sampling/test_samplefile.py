@@ -7,6 +7,7 @@ import os
 import pytest
 
 from samplefile_rows import legacy_write, node_rows
+from slurm_energy.core import Sample
 from slurm_energy.sampling.samplefile import SampleReader, SampleWriter, read_sample_file, read_samples
 
 
@@ -146,7 +147,8 @@ def test_incremental_reader_returns_only_new_complete_lines(tmp_path):
         w.write(x)
     assert r.read_table().t == pytest.approx([x["t"] for x in rows[:5]], abs=1e-6)
     assert len(r.read_table()) == 0
-    line = w._enc.lines(rows[5])
+    s5 = Sample.from_dict(rows[5])
+    line = w._enc.sample_lines(s5.t, s5.kind, s5.job, s5.node, s5.readings)
     with open(p, "a") as f:
         f.write(line[:20])  # half a line: left for the next read
     assert len(r.read_table()) == 0
@@ -177,20 +179,17 @@ def test_long_columns_parsed_by_numpy_read_the_same_values(tmp_path, monkeypatch
     assert fast.devices["intel-rapl:0"].vals["energy_uj"][8] == 2**62 + 12345
 
 
-def test_sample_lines_from_objects_equal_lines_of_their_dicts():
-    """The sampler's path (objects, a plan per schema) writes the bytes the dict path writes, also
-    when a method, a flag, a counter's quantum or the job's presence changes between rows."""
-    from slurm_energy.core import Reading
-    from slurm_energy.sampling.nodestats import NodeStats
-    from slurm_energy.sampling.samplecodec import Encoder
-    from slurm_energy.sampling.sampler import Usage
+def test_sample_lines_from_objects_read_back_as_the_same_values(tmp_path):
+    """The one encoder (objects, a plan per schema) reads back as what was written, also when a
+    method, a flag, a counter's quantum or the job's presence changes between rows (new schemas)."""
+    from slurm_energy.core import JobUsage, NodeUsage, Reading
 
-    a, b = Encoder(), Encoder()
-    b.tag = a.tag
-    da = db = ""
+    w = SampleWriter(str(tmp_path / "s"), fsync=False)
+    want = []
     for k in range(400):
-        u = None if k % 97 == 5 else Usage(k * 0.01 if k % 13 else None, 1000 + k, 5000, [1, 2] if k % 50 else [3], "cgroup-v1")
-        ns = None if k % 89 == 3 else NodeStats(1000.123 + k * 0.37, 5000.5 + k, 2, 10**9 + k, 2 * 10**9)
+        u = None if k % 97 == 5 else JobUsage(k * 0.01 if k % 13 else None, 1000 + k, 5000, [1, 2] if k % 50 else [3],
+                                              "cgroup-v1")
+        ns = None if k % 89 == 3 else NodeUsage(round(1000.123 + k * 0.37, 3), 5000.5 + k, 2, 10**9 + k, 2 * 10**9)
         rs = [Reading("cpu", "intel-rapl:0", "counter", energy_uj=k * 1000 + (1 if k % 31 == 0 else 0),
                       max_energy_range_uj=2**32, energy_resolution_uj=1000 if k > 10 else None, max_power_w=200.0,
                       flags=["psys"] if k % 200 == 7 else []),
@@ -199,23 +198,27 @@ def test_sample_lines_from_objects_equal_lines_of_their_dicts():
                       proc_util={12: 0.5} if k % 3 else None),
               Reading("cpu", "cpu-tdp", "tdp_estimate", mean_power_w=None if k == 0 else 12.5 * k)]
         t, kind = 1.7e9 + k * 1.000001, "start" if k == 0 else "sample"
-        row = {"t": t, "kind": kind, "job": u.to_dict() if u else None, "node": ns.to_dict() if ns else {},
-               "readings": [r.to_dict() for r in rs]}
-        da += a.lines(row)
-        db += b.sample_lines(t, kind, u, ns, rs)
-    assert da == db and da.count("#S") > 10
+        w.write_sample(t, kind, u, ns, rs)
+        want.append(Sample(t, kind, u, ns or NodeUsage(), rs).to_dict())
+    w.close()
+    got = [s.to_dict() for s in read_sample_file(str(tmp_path / "s"))]
+    assert len(got) == 400 and open(tmp_path / "s").read().count("#S") > 10
+    for g, x in zip(got, want):
+        assert g["t"] == pytest.approx(x["t"], abs=1e-6)
+        assert {**g, "t": 0} == {**x, "t": 0}
 
 
 def test_kept_stat_descriptor_reads_a_zombie_then_none_once_reaped():
     import subprocess
     import time
 
-    from slurm_energy.sampling.proctree import StatFiles
+    from slurm_energy.sampling.files import KeptFiles
+    from slurm_energy.sampling.proctree import read_stat
 
     p = subprocess.Popen(["sleep", "0.2"])
-    sf = StatFiles()
-    assert sf.read(p.pid)[1] == os.getpid()  # (state, ppid, cpu s, rss bytes): parent is this process
+    sf = KeptFiles()
+    assert read_stat(p.pid, files=sf)[1] == os.getpid()  # (state, ppid, cpu s, rss bytes): parent is this process
     time.sleep(0.5)
-    assert sf.read(p.pid)[0] == "Z"  # exited, not reaped: still answers
+    assert read_stat(p.pid, files=sf)[0] == "Z"  # exited, not reaped: still answers
     p.wait()
-    assert sf.read(p.pid) is None and not sf._fds  # reaped: ESRCH, descriptor closed
+    assert read_stat(p.pid, files=sf) is None and not sf._fds  # reaped: ESRCH, descriptor closed

@@ -5,7 +5,8 @@ import time
 
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 from slurm_energy.sampling.samplefile import SampleWriter, read_samples
-from slurm_energy.sampling.sampler import Sampler, Usage
+from slurm_energy.core import JobUsage as Usage
+from slurm_energy.sampling.sampler import Sampler
 
 
 class CountingReader(Reader):

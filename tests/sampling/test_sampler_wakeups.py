@@ -7,7 +7,8 @@ import threading
 import time
 
 from slurm_energy.sampling.samplefile import SampleWriter, read_samples
-from slurm_energy.sampling.sampler import LOOK_S, Sampler, Usage
+from slurm_energy.core import JobUsage as Usage
+from slurm_energy.sampling.sampler import LOOK_S, Sampler
 
 
 class Probe:

@@ -77,11 +77,11 @@ def test_v1_kept_descriptor_reads_and_removal():
         p = _burner(0.3, made[0])
         own = _own_cpu(p)
         assert abs(cg.read(pids=False).cpu_time_s - own) <= 0.03 * own  # by hand: 0.3 s + start-up
-        fd = next(iter(cg._fds.values()))
+        fd = next(iter(cg._files._fds.values()))
         os.rmdir(made[0])
         with pytest.raises(OSError):  # ENODEV: the kernel no longer answers through the old descriptor
             os.pread(fd, 64, 0)
-        assert cg.read() is None and cg._fds == {}
+        assert cg.read() is None and cg._files._fds == {}
     finally:
         _rmdirs(made)
 

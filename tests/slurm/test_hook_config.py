@@ -75,8 +75,10 @@ HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", 
 #: most of a hook's CPU), now 65, most of them for its first counter reading (readers, sample file,
 #: the dataclasses of slurm_energy.core); the Epilog 17. A new import on this path must justify
 #: itself by raising these bounds. +1 each (issue 22): slurm_energy.textsafe (no imports of its
-#: own), which escapes a user's text in the hooks' log lines.
-MAX_PROLOG_MODULES = 67
+#: own), which escapes a user's text in the hooks' log lines. +2 (issue 29) on the Prolog's full-way
+#: reading: slurm_energy.sampling.files (the readers' explicit file source, os and errno only) and
+#: slurm_energy.devices.hardware (the typed hardware config the readers take, dataclasses only).
+MAX_PROLOG_MODULES = 69
 MAX_EPILOG_MODULES = 19
 #: The Prolog once a sampler has listed the node's counter files (every job but a node's first, on
 #: a node without job GPUs: slurm_energy.slurm.prolograw): the files are read, not the readers

@@ -39,23 +39,23 @@ import contextlib
 import io
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
 
 
-def import_amdsmi():
+def import_amdsmi() -> tuple[Any, str]:
     """``(module, "")`` or ``(None, why)``; never raises (the binding fails oddly without ROCm)."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            import amdsmi  # type: ignore[import-not-found]
+            import amdsmi
         return amdsmi, ""
     except Exception as e:  # ImportError, or KeyError/OSError when libamd_smi.so is missing
         return None, f"amdsmi not importable: {type(e).__name__}: {e}"
 
 
-def energy_uj(e: dict) -> tuple[int, float]:
+def energy_uj(e: dict[str, Any]) -> tuple[int, float]:
     """``amdsmi_get_energy_count``'s dict -> (energy in µJ, resolution in µJ per count), for every
     ROCm 6.x/7.x shape (module docstring).
 
@@ -75,7 +75,7 @@ class _Target:
     handle: object = None
     mode: str = "hwmon"  # counter | power_integration | hwmon (delegate)
     power_key: str = ""
-    last_proc: dict = field(default_factory=dict)  # pid -> cumulative gfx ns at last_t
+    last_proc: dict[int, int] = field(default_factory=dict)  # pid -> cumulative gfx ns at last_t
     last_t: Optional[float] = None
     handed_over: str = ""  # why amdsmi was given up for this card (its hwmon source reads instead)
 
@@ -94,7 +94,8 @@ class AmdSmiReader(Reader):
     name = "amdsmi"
     device_class = "gpu"
 
-    def __init__(self, hwmon: DrmHwmonReader, amdsmi_module=None, clock=time.monotonic):
+    def __init__(self, hwmon: DrmHwmonReader, amdsmi_module: Any = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.hwmon = hwmon
         self.clock = clock
         self.reason = ""
@@ -203,7 +204,7 @@ class AmdSmiReader(Reader):
             return None
         return v / 100.0 if isinstance(v, (int, float)) else None
 
-    def _proc_util(self, t: _Target) -> Optional[dict]:
+    def _proc_util(self, t: _Target) -> Optional[dict[int, float]]:
         """``{pid: share of the interval the GFX engine ran the PID}``; {} on the first read."""
         try:
             procs = self.smi.amdsmi_get_gpu_process_list(t.handle)

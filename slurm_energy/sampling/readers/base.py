@@ -20,8 +20,6 @@ A :class:`Reading` carries exactly one of three kinds of energy information, nam
 from __future__ import annotations
 
 import abc
-from typing import Any, Optional, Sequence
-
 from slurm_energy.core import DeviceStatic, Method, Reading
 
 __all__ = ["DeviceStatic", "Method", "Reader", "Reading"]
@@ -45,21 +43,6 @@ class Reader(abc.ABC):
     @abc.abstractmethod
     def read(self) -> list[Reading]:
         """One reading per device, now. Must not raise."""
-
-    def steady(self) -> Optional[list[Reading]]:
-        """The readings of this reader's steady state with placeholder values (0) where the values
-        change: what :meth:`fast_read` vouches for (the same fields set, the same static fields).
-        None (the default): no fast path, the sampler calls :meth:`read` every sample."""
-        return None
-
-    def fast_read(self, ns: Any) -> Optional[Sequence[Any]]:
-        """The values :meth:`read` would give now (``ns``: the sample's
-        :class:`~slurm_energy.sampling.nodestats.NodeStats`), only the fields set in :meth:`steady`'s
-        readings, in :data:`~slurm_energy.sampling.samplecodec.DYNAMIC` order, reading after reading,
-        with the same effect on the reader's state; None whenever the readings would differ from
-        the steady state in anything but those values (the sampler then calls :meth:`read`, which
-        must then give the same values). Used by :class:`~slurm_energy.sampling.fastrow.FastRow`."""
-        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default  # pragma: no cover
         """Release handles (NVML shutdown, open files)."""

@@ -39,7 +39,7 @@ import errno
 import os
 import re
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from slurm_energy.devices.drm import DEFAULT_DRM_ROOT, DEFAULT_KFD_ROOT, DrmGpu, discover_drm_gpus, read_text
 from slurm_energy.devices.gpus_drm import ResolvedDrmGpu
@@ -117,7 +117,7 @@ class DrmHwmonReader(Reader):
     name = "drm-hwmon"
     device_class = "gpu"
 
-    def __init__(self, gpus: list[Union[ResolvedDrmGpu, dict]], drm_root: str = DEFAULT_DRM_ROOT,
+    def __init__(self, gpus: list[Union[ResolvedDrmGpu, dict[str, Any]]], drm_root: str = DEFAULT_DRM_ROOT,
                  kfd_root: str = DEFAULT_KFD_ROOT, fallback_w: Optional[float] = None):
         if fallback_w is not None and fallback_w < 0:
             raise ValueError(f"fallback_w: GPU fallback wattage must be >= 0 W, got {fallback_w!r}")
@@ -168,7 +168,7 @@ class DrmHwmonReader(Reader):
                 rated, src = self.fallback_w, "site config gpu_fallback_w"
             if rated is not None and g.fraction is not None:
                 rated, src = rated * g.fraction, f"{src} x {g.share} fraction"
-            extra = {"energy_source": t.mode, "pci_bus_id": g.pci_bus_id, "vendor": g.vendor,
+            extra: dict[str, Any] = {"energy_source": t.mode, "pci_bus_id": g.pci_bus_id, "vendor": g.vendor,
                      "driver": t.card.driver if t.card else "", "energy_file": t.path or ""}
             if g.share:
                 extra.update(share=g.share, share_detail=g.share_detail, share_fraction=g.fraction)
@@ -207,7 +207,7 @@ class DrmHwmonReader(Reader):
 
     def _read_one(self, t: _Target) -> Reading:
         g = t.gpu
-        flags: list = []
+        flags: list[str] = []
         if t.own_counter:
             flags.append("tile_counter")  # the tile's own energy: measured, not a share of the card
         elif g.share:
@@ -223,8 +223,9 @@ class DrmHwmonReader(Reader):
         r.mem_bytes = self._opt(os.path.join(dev, "mem_info_vram_used"))
         try:
             if t.mode == "counter":
-                r.energy_uj = self._int(t.path)  # type: ignore[arg-type]
-                pf = power_file(os.path.dirname(t.path))  # type: ignore[arg-type]
+                assert t.path is not None  # a counter mode has its file
+                r.energy_uj = self._int(t.path)
+                pf = power_file(os.path.dirname(t.path))
                 pw = self._opt(pf) if pf else None
                 if pw is not None:  # power beside the counter: accounting cross-checks a lying counter
                     r.power_w = pw / 1e6

@@ -38,7 +38,7 @@ more than the parent. If f is unknown the instance is ``unavailable`` (flag
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from slurm_energy.devices.gpus import ResolvedGpu, mig_instance_fraction
 from slurm_energy.core import Method
@@ -52,7 +52,7 @@ NVML_ENERGY_RESOLUTION_UJ = 1000
 NVML_POWER_ACCURACY_W = 5.0
 
 
-def _s(v) -> str:
+def _s(v: Any) -> str:
     return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
 
 
@@ -93,12 +93,14 @@ class NvmlReader(Reader):
     device_class = "gpu"
 
     def __init__(self, gpus: list[Union[str, ResolvedGpu]], fallback_w: Optional[float] = None,
-                 pynvml_module=None):
+                 pynvml_module: Any = None):
         if fallback_w is not None and fallback_w < 0:
             raise ValueError(f"fallback_w: GPU fallback wattage must be >= 0 W, got {fallback_w!r}")
         if pynvml_module is None:
-            import pynvml as pynvml_module  # noqa: N813
-        self.nv = pynvml_module
+            import pynvml
+
+            pynvml_module = pynvml
+        self.nv: Any = pynvml_module
         self.fallback_w = fallback_w
         self.reason = ""
         self._ids = [g.uuid if isinstance(g, ResolvedGpu) else str(g) for g in gpus]
@@ -115,7 +117,7 @@ class NvmlReader(Reader):
 
     # -- setup -------------------------------------------------------------------------------
 
-    def _target(self, g) -> _Target:
+    def _target(self, g: Union[str, ResolvedGpu]) -> _Target:
         nv = self.nv
         uuid = g.uuid if isinstance(g, ResolvedGpu) else str(g)
         try:
@@ -180,7 +182,7 @@ class NvmlReader(Reader):
                 rated, src = self.fallback_w, "site config gpu_fallback_w"
             if t.is_mig and rated is not None and t.mig_fraction is not None:
                 rated, src = rated * t.mig_fraction, src + " x MIG slice fraction"
-            extra = {"energy_source": t.mode,
+            extra: dict[str, Any] = {"energy_source": t.mode,
                      "power_source": "NVML_FI_DEV_POWER_INSTANT" if t.instant else "nvmlDeviceGetPowerUsage"}
             try:  # the GPU's number, for listing GPUs in numeric order (their UUIDs carry none)
                 extra["minor"] = int(self.nv.nvmlDeviceGetMinorNumber(t.handle))
@@ -225,7 +227,7 @@ class NvmlReader(Reader):
                 if u is None:
                     u = 1.0
                     flags.append("util_unknown_assumed_1")
-                r.mean_power_w = self.fallback_w * u
+                r.mean_power_w = None if self.fallback_w is None else self.fallback_w * u
                 flags.append("gpu_fallback_w")
         except nv.NVMLError as e:
             lost = getattr(nv, "NVMLError_GpuIsLost", None)
@@ -254,7 +256,7 @@ class NvmlReader(Reader):
         except self.nv.NVMLError:
             return None, None
 
-    def _instant_mw(self, handle) -> Optional[int]:
+    def _instant_mw(self, handle: Any) -> Optional[int]:
         """``NVML_FI_DEV_POWER_INSTANT`` in mW, or None where the driver or GPU lacks the field."""
         nv = self.nv
         fid = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
@@ -275,12 +277,12 @@ class NvmlReader(Reader):
             mw = self._instant_mw(t.handle)
             if mw is not None:
                 return mw
-        return self.nv.nvmlDeviceGetPowerUsage(t.handle)
+        return float(self.nv.nvmlDeviceGetPowerUsage(t.handle))
 
     def _util(self, t: _Target) -> Optional[float]:
         for h in (t.own_handle, t.handle) if t.is_mig else (t.handle,):
             try:
-                return self.nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0
+                return float(self.nv.nvmlDeviceGetUtilizationRates(h).gpu) / 100.0
             except self.nv.NVMLError:
                 continue
         return None
@@ -291,7 +293,7 @@ class NvmlReader(Reader):
         except self.nv.NVMLError:
             return None
 
-    def _proc_util(self, t: _Target) -> Optional[dict]:
+    def _proc_util(self, t: _Target) -> Optional[dict[int, float]]:
         """``{pid: mean SM utilisation 0..1}`` since the previous read; {} if no process ran."""
         nv = self.nv
         try:
@@ -300,7 +302,7 @@ class NvmlReader(Reader):
             return {}
         except nv.NVMLError:
             return None
-        acc: dict[int, list] = {}
+        acc: dict[int, list[float]] = {}
         for s in samples:
             acc.setdefault(int(s.pid), []).append(s.smUtil / 100.0)
             t.last_ts = max(t.last_ts, int(s.timeStamp))

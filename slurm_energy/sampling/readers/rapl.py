@@ -38,7 +38,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from slurm_energy.sampling.files import KeptFiles
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from slurm_energy.sampling.files import FileSource
 
 DEFAULT_ROOT = "/sys/class/powercap"
 
@@ -58,12 +63,6 @@ def _read_int(path: str) -> int:
     return int(_read_text(path))
 
 
-def _open_ro(path: str) -> int:
-    """A descriptor on one sysfs attribute, kept and read with ``pread`` (module-level so tests can
-    simulate EACCES on a root-run box). Raises OSError (PermissionError: root-only energy_uj)."""
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-
-
 @dataclass
 class RaplZone:
     """One powercap zone: ``key`` e.g. ``intel-rapl:0:0``, ``kind`` package/dram/core/uncore/psys/other."""
@@ -71,13 +70,13 @@ class RaplZone:
     key: str
     path: str  # absolute directory
     control_type: str
-    index: tuple  # numeric path, e.g. (0, 0)
+    index: tuple[int, ...]  # numeric path, e.g. (0, 0)
     name: str  # content of the ``name`` file ("" if unreadable)
     kind: str
     reported: bool = False
     device_class: str = ""
     why: str = ""  # why (not) reported, for ``slurm-energy doctor``
-    flags: list = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
 
 
 def _kind(name: str, depth: int) -> str:
@@ -193,6 +192,10 @@ class RaplReader(Reader):
 
     Args:
         root: powercap class directory (default ``/sys/class/powercap``; tests pass a fake tree).
+        files: where the counters (``energy_uj``, a ``max_energy_range_uj`` unreadable at the
+            start) are read at each :meth:`read` (default: descriptors kept open,
+            :class:`~slurm_energy.sampling.files.KeptFiles`; the Prolog's reading records or
+            replays them). The zones' names and limits are read once, here, from the files.
 
     Attributes:
         zones: every zone found with the policy decision (see :func:`discover_zones`).
@@ -202,15 +205,18 @@ class RaplReader(Reader):
     name = "rapl"
     device_class = "cpu"
 
-    def __init__(self, root: str = DEFAULT_ROOT):
+    def __init__(self, root: str = DEFAULT_ROOT, files: Optional[FileSource] = None):
         self.root = root
+        self._kept: Optional[KeptFiles] = None  # the reader's own (closed by close()), when none is passed
+        if files is None:
+            files = self._kept = KeptFiles()
+        self.files: FileSource = files
         self.zones = discover_zones(root)
         self._reported = [z for z in self.zones if z.reported]
         self._range: dict[str, Optional[int]] = {}
-        self._maxp: dict[str, tuple] = {}
-        self._fds: dict[str, int] = {}  # zone key -> kept descriptor on its energy_uj
+        self._maxp: dict[str, tuple[Optional[float], Optional[float]]] = {}
         for z in self._reported:
-            self._range[z.key] = self._try_range(z)
+            self._range[z.key] = self._try_range(z, None)
             self._maxp[z.key] = _max_power_w(z.path)
         if not os.path.isdir(root):
             self.reason = f"{root} absent (no powercap/RAPL driver on this node)"
@@ -225,41 +231,25 @@ class RaplReader(Reader):
         return bool(self._reported)
 
     def _energy_uj(self, z: RaplZone) -> int:
-        """The zone's counter, uJ, through a descriptor kept open (one ``pread`` per sample; a sysfs
-        attribute read at offset 0 is produced afresh). A failed read drops the descriptor (opened
-        again at the next read). Raises OSError, ValueError."""
-        fd = self._fds.get(z.key)
-        if fd is None:
-            fd = self._fds[z.key] = _open_ro(os.path.join(z.path, "energy_uj"))
-        try:
-            return int(os.pread(fd, 64, 0))
-        except (OSError, ValueError):
-            self._drop(z.key)
-            raise
-
-    def _drop(self, key: str) -> None:
-        fd = self._fds.pop(key, None)
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """The zone's counter, uJ, read through :attr:`files`. Raises OSError, ValueError."""
+        return int(self.files.read(os.path.join(z.path, "energy_uj"), 64))
 
     def close(self) -> None:
-        """Close the kept descriptors."""
-        for key in list(self._fds):
-            self._drop(key)
+        """Close the kept descriptors (of the reader's own :class:`KeptFiles`)."""
+        if self._kept is not None:
+            self._kept.close()
 
-    def _try_range(self, z: RaplZone) -> Optional[int]:
+    def _try_range(self, z: RaplZone, files: Optional[FileSource]) -> Optional[int]:
+        path = os.path.join(z.path, "max_energy_range_uj")
         try:
-            v = _read_int(os.path.join(z.path, "max_energy_range_uj"))
+            v = int(files.read(path, 64)) if files is not None else _read_int(path)
             return v if v > 0 else None
         except (OSError, ValueError):
             return None
 
     def devices(self) -> list[DeviceStatic]:
         """One :class:`DeviceStatic` per reported zone; rated power = constraint_0 max power (W)."""
-        out = []
+        out: list[DeviceStatic] = []
         for z in self._reported:
             long_w, _ = self._maxp[z.key]
             out.append(
@@ -274,35 +264,14 @@ class RaplReader(Reader):
             )
         return out
 
-    def steady(self) -> Optional[list[Reading]]:
-        """One ``counter`` reading per reported zone; None while a zone's range is unreadable (its
-        readings then carry a flag)."""
-        if any(self._range.get(z.key) is None for z in self._reported):
-            return None
-        return [Reading(z.device_class, z.key, "counter", energy_uj=0, max_energy_range_uj=self._range[z.key],
-                        max_power_w=self._maxp[z.key][1], flags=list(z.flags)) for z in self._reported]
-
-    def fast_read(self, ns: object = None) -> Optional[list[int]]:
-        """Every reported zone's counter, uJ, as :meth:`read` gives them; None where :meth:`read`
-        would give more (a range unreadable, a counter that fails: it says how)."""
-        out = []
-        for z in self._reported:
-            if self._range.get(z.key) is None:
-                return None
-            try:
-                out.append(self._energy_uj(z))
-            except (OSError, ValueError, UnicodeDecodeError):
-                return None
-        return out
-
     def read(self) -> list[Reading]:
         """One :class:`Reading` per reported zone. Never raises (see module docstring for flags)."""
-        out = []
+        out: list[Reading] = []
         for z in self._reported:
             flags = list(z.flags)
             rng = self._range.get(z.key)
             if rng is None:
-                rng = self._range[z.key] = self._try_range(z)
+                rng = self._range[z.key] = self._try_range(z, self.files)
                 if rng is None:
                     flags.append("range_unreadable")
             _, max_w = self._maxp[z.key]

@@ -13,12 +13,16 @@ RAPL zone. Both are the method's own model, P_i x u_i per device class:
 
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
+from slurm_energy.core import NodeUsage
+from slurm_energy.sampling.nodestats import read_node_stats
+from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
 
-from typing import Optional
-
-from slurm_energy.sampling.nodestats import NodeStats, read_node_stats
-from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from slurm_energy.sampling.files import FileSource
 
 GB = 1e9  # bytes; W/GB figures (Green Algorithms) are per decimal GB
 GIB = 1024 ** 3
@@ -30,9 +34,11 @@ class CpuTdpReader(Reader):
     device_class = "cpu"
     name = "tdp-cpu"
 
-    def __init__(self, tdp_total_w: float, model: str = "", cores: int = 1, source: str = "", flags=None):
+    def __init__(self, tdp_total_w: float, model: str = "", cores: int = 1, source: str = "",
+                 flags: Optional[Sequence[str]] = None, files: Optional[FileSource] = None):
         """Args: tdp_total_w: rated power of all sockets, W (> 0); cores: physical cores covered;
-        source: where the TDP came from (table row, site config, per-core fallback).
+        source: where the TDP came from (table row, site config, per-core fallback); files:
+        where /proc/stat is read (:func:`~slurm_energy.sampling.nodestats.read_node_stats`).
         Raises ValueError if tdp_total_w <= 0."""
         if not tdp_total_w or tdp_total_w <= 0:
             raise ValueError(f"CPU TDP must be > 0 W, got {tdp_total_w!r}: set hardware.cpu_tdp_w in the site config")
@@ -41,6 +47,7 @@ class CpuTdpReader(Reader):
         self.cores = cores
         self.source = source
         self.flags = list(flags or [])
+        self.files = files
         self._last: Optional[tuple[float, float]] = None
         self._util: Optional[float] = None
 
@@ -49,7 +56,7 @@ class CpuTdpReader(Reader):
 
     def read(self) -> list[Reading]:
         try:
-            s = read_node_stats()
+            s = read_node_stats(files=self.files)
         except OSError as e:  # pragma: no cover - /proc always exists on Linux
             return [Reading("cpu", "cpu-tdp", "unavailable", flags=[f"proc_stat:{e.errno}"])]
         util = self._utilisation(s)
@@ -57,8 +64,10 @@ class CpuTdpReader(Reader):
                         mean_power_w=None if util is None else self.tdp_total_w * util,
                         util=util, flags=list(self.flags))]
 
-    def _utilisation(self, s: NodeStats) -> Optional[float]:
+    def _utilisation(self, s: NodeUsage) -> Optional[float]:
         """Node CPU utilisation since the previous read (None at the first), and keep ``s``."""
+        if s.cpu_busy_s is None or s.cpu_total_s is None:
+            return None
         prev, self._last = self._last, (s.cpu_busy_s, s.cpu_total_s)
         if prev is None:
             util = None  # first read: no interval yet
@@ -70,15 +79,6 @@ class CpuTdpReader(Reader):
         self._util = util
         return util
 
-    def steady(self) -> list[Reading]:
-        """One ``tdp_estimate`` reading with a mean power and a utilisation (every read but the first)."""
-        return [Reading("cpu", "cpu-tdp", "tdp_estimate", mean_power_w=0.0, util=0.0, flags=list(self.flags))]
-
-    def fast_read(self, ns: NodeStats) -> Optional[tuple[float, float]]:
-        """(mean power W, utilisation) as :meth:`read` from ``ns``; None at the first read."""
-        util = self._utilisation(ns)
-        return None if util is None else (self.tdp_total_w * util, util)
-
 
 class RamModelReader(Reader):
     """Node RAM power modelled as W/GB x GB in use (``tdp_estimate``)."""
@@ -86,31 +86,22 @@ class RamModelReader(Reader):
     device_class = "ram"
     name = "ram-model"
 
-    def __init__(self, w_per_gb: float = RAM_W_PER_GB, source: str = RAM_W_PER_GB_SOURCE):
-        """Args: w_per_gb: W per GB (10^9 bytes) of memory in use (> 0). Raises ValueError otherwise."""
+    def __init__(self, w_per_gb: float = RAM_W_PER_GB, source: str = RAM_W_PER_GB_SOURCE,
+                 files: Optional[FileSource] = None):
+        """Args: w_per_gb: W per GB (10^9 bytes) of memory in use (> 0); files: where /proc/meminfo
+        is read (as :class:`CpuTdpReader`'s). Raises ValueError otherwise."""
         if not w_per_gb or w_per_gb <= 0:
             raise ValueError(f"RAM W/GB must be > 0, got {w_per_gb!r}: set hardware.ram_w_per_gb in the site config")
         self.w_per_gb = float(w_per_gb)
         self.source = source
+        self.files = files
 
     def devices(self) -> list[DeviceStatic]:
-        s = read_node_stats()
-        return [DeviceStatic("ram", "ram-model", f"{s.mem_total_bytes / GIB:.1f} GiB", 1,
-                             self.w_per_gb * s.mem_total_bytes / GB, self.source)]
-
-    def steady(self) -> list[Reading]:
-        """One ``tdp_estimate`` reading with mean power, utilisation and memory in use."""
-        return [Reading("ram", "ram-model", "tdp_estimate", mean_power_w=0.0, util=0.0, mem_bytes=0)]
-
-    def fast_read(self, ns: NodeStats) -> Optional[tuple[float, float, int]]:
-        """(mean power W, utilisation, bytes in use) as :meth:`read` from ``ns``; None without a
-        memory total (no utilisation: not the steady state)."""
-        if not ns.mem_total_bytes:
-            return None
-        return self.w_per_gb * ns.mem_used_bytes / GB, ns.mem_used_bytes / ns.mem_total_bytes, ns.mem_used_bytes
+        total = read_node_stats(files=self.files).mem_total_bytes or 0
+        return [DeviceStatic("ram", "ram-model", f"{total / GIB:.1f} GiB", 1, self.w_per_gb * total / GB, self.source)]
 
     def read(self) -> list[Reading]:
-        s = read_node_stats()
-        return [Reading("ram", "ram-model", "tdp_estimate", mean_power_w=self.w_per_gb * s.mem_used_bytes / GB,
-                        util=s.mem_used_bytes / s.mem_total_bytes if s.mem_total_bytes else None,
-                        mem_bytes=s.mem_used_bytes)]
+        s = read_node_stats(files=self.files)
+        used, total = s.mem_used_bytes, s.mem_total_bytes
+        return [Reading("ram", "ram-model", "tdp_estimate", mean_power_w=None if used is None else self.w_per_gb * used / GB,
+                        util=used / total if used is not None and total else None, mem_bytes=used)]

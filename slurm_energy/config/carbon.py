@@ -1,4 +1,5 @@
-"""Carbon information collector: the carbon facts (PUE, carbon intensity, alpha) of one job.
+"""The carbon facts (PUE, carbon intensity, alpha) of one job, resolved from the site config (here,
+beside the config it reads: the carbon package below holds the tables, geolocation and hourly data).
 
 Resolution of the carbon facts of a job (:func:`resolve_carbon`), recorded in the ``*_source``
 strings of :class:`slurm_energy.model.CarbonFacts`:
@@ -17,14 +18,12 @@ Hourly intensity imported with ``slurm-energy ci-import``: :func:`hourly_intensi
 from __future__ import annotations
 
 import fnmatch
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from slurm_energy import units
 from slurm_energy.carbon import tables as _tables
+from slurm_energy.config.schema import Datacenter, Location, SiteConfig
 from slurm_energy.model import CarbonFacts
-
-if TYPE_CHECKING:  # the site config is passed in; carbon sits below config in the layers
-    from slurm_energy.config.schema import Datacenter, Location, SiteConfig
 
 
 def datacenter_for(site: SiteConfig, partition: str = "", node: str = "") -> Optional[tuple[str, Datacenter]]:
