@@ -145,8 +145,10 @@ def _work(qdir: str, node: str, linger_s: float, start: Optional[Callable[[list[
         log.warning("finalize-queue %s: no standby started: %s", qdir, e)
     n, idle_since = 0, time.monotonic()
     pending: list = []
-    while True:
-        batch = entries(qdir)
+    taken: set[str] = set()  # entries this process finalized: one it could not remove (a read-only
+    while True:              # spool) is not taken again, or the runner would loop on it
+        batch = [p for p in entries(qdir) if p not in taken]
+        taken.update(batch)
         for path in batch:
             if not ours():
                 log.warning("finalize-queue %s: its lock file was replaced (the spool remounted?): left to the "

@@ -211,3 +211,30 @@ def test_a_runner_whose_queue_dir_was_mounted_over_stops_and_leaves_it_to_the_ne
     assert fq.run_queue(q, "n1", linger_s=0, start=start) == 0
     assert len(fq.entries(q)) == 2  # both left for the runner of the new lock
     assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 2
+
+
+def test_an_entry_the_read_only_spool_keeps_is_finalized_once_not_in_a_loop(site, monkeypatch):
+    # seen in the fault run: the spool went read-only after the Epilog queued the job; the entry
+    # could not be removed and the runner finalized it again and again for 40 s
+    sp = _job(site, "82", 5_000_000, 65_000_000)
+    q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
+    monkeypatch.setattr(fq, "_remove", lambda path: None)  # unlink refused (EROFS)
+    calls: list[str] = []
+    real = finalize.finalize_main
+    monkeypatch.setattr(finalize, "finalize_main", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+
+    class Clock:  # 3 s of linger in 0.5 s polls, no real sleeping
+        now = 0.0
+
+        def monotonic(self):
+            return self.now
+
+        def sleep(self, s):
+            self.now += s
+
+        time, strftime = __import__("time").time, __import__("time").strftime
+
+    monkeypatch.setattr(fq, "time", Clock())
+    assert fq.run_queue(q, "n1", linger_s=3.0, start=lambda argv: None) == 1
+    assert calls == [sp.dir]  # once, though its entry is still there
+    assert len(fq.entries(q)) == 1
