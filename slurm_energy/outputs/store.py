@@ -15,7 +15,7 @@ class StoreSink:
     """Put records into the store at ``url`` (``paths.store_url``); one connection per publish.
 
     Raises what :func:`slurm_energy.store.open_store` / ``Store.put`` raise (StoreError,
-    SQLAlchemy errors after the put retries): a record that cannot be stored is not silently lost.
+    StoreDbError after the put retries): a record that cannot be stored is not silently lost.
     """
 
     name = "store"
