@@ -16,6 +16,7 @@ from slurm_energy.units import J_PER_KWH
 
 import csv
 import datetime as _dt
+import functools
 import io
 import os
 from typing import Optional
@@ -243,6 +244,7 @@ def _default_flags(record: JobRecord) -> dict[str, str]:
     return {k: (" (default)" if k in used else "") for k in ("pue", "ci", "alpha")}
 
 
+@functools.lru_cache(maxsize=1)
 def _template_env():
     """jinja2 environment over the shipped templates (package ``slurm_energy.templates``).
 

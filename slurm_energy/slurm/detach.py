@@ -139,6 +139,27 @@ def slot(lock_dir: str, name: str, n: int, poll_s: float = 0.2) -> Iterator[Opti
             os.close(fd)  # releases the lock
 
 
+def lock_taken(path: str) -> Optional[bool]:
+    """True while a process holds the flock on ``path`` (made if missing, mode 0600), False when
+    none does (taken and released at once), None when the lock file cannot be opened (a full or
+    read-only directory). A holder's death, even by SIGKILL, frees it: the kernel drops the lock."""
+    import fcntl  # a small C module: this runs in the Epilog
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _autogroup_nice(pid: int) -> Optional[int]:
     """The nice value of ``pid``'s autogroup (``/autogroup-42 nice 10``), None without autogroups."""
     try:

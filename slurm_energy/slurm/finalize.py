@@ -166,8 +166,11 @@ def _read_marks(ctx: JobContext):
 
 
 def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
-                  sampler_outcome: str = "terminated", deferred: Optional[list] = None) -> int:
-    """Entry point of the detached finalizer. Returns 0; failures are logged and on the record.
+                  sampler_outcome: str = "terminated", deferred: Optional[list] = None,
+                  logging_ready: bool = False) -> int:
+    """Entry point of the detached finalizer, for one job attempt on one node (the node's queue
+    runner, :mod:`slurm_energy.slurm.finalize_queue`, calls it for each job it takes). Returns 0;
+    failures are logged and on the record. ``logging_ready``: the caller has set up the log.
 
     ``deferred``: where the user's report writing is left (callables) for the caller to run once it
     has released its finalizer slot (:mod:`slurm_energy.slurm.hooks`): the job's user can stop or
@@ -177,8 +180,9 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
     no_pidfile...), the counters are read once more here, so the tail after the sampler's last
     flushed sample counts -- here rather than in the Epilog, whose 2 s it would risk."""
     errors: list[str] = []
-    cfg = load_config(errors)
-    setup_logging(cfg.paths.log_dir, "finalize.log")
+    cfg = load_config(errors)  # per job: site.yaml may have changed since the runner's previous one
+    if not logging_ready:
+        setup_logging(cfg.paths.log_dir, "finalize.log")
     spool, ctx = spool_from_dir(job_dir, node)
     for e in errors:
         spool.record_error(e)
@@ -229,9 +233,38 @@ def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: 
     remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
     try:
         write_private(spool.finalized, repr(time.time()))
-    except OSError as e:  # read-only spool: collect will finish it again (idempotent)
+    except OSError as e:  # read-only or full spool: collect would finish it again (idempotent)
         log.warning("job=%s: %s not written: %s", ctx.job_id, spool.finalized, e)
+        if deferred is not None:  # the caller may retry once its slot is free (hooks: MARKER_RETRY_S)
+            deferred.append(MarkerPending(spool.finalized))
     return out
+
+
+class MarkerPending:
+    """A ``finalized-<node>.done`` marker not written (a full or read-only spool) for a job whose
+    record was published: :meth:`retry` tries again for a while, so ``collect`` does not finish the
+    job a second time once the spool has room again. A deferred item of :func:`finalize_main` (the
+    caller runs it: called, it does nothing; :meth:`retry` is the caller's choice)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __call__(self) -> None:
+        return None
+
+    def retry(self, for_s: float, every_s: float = 5.0, sleep=time.sleep) -> bool:
+        """Try writing the marker every ``every_s`` s for ``for_s`` s; True once written."""
+        from slurm_energy.slurm.spool import write_private
+
+        for k in range(int(for_s // every_s) + 1):  # at 0, every_s, ... up to for_s
+            if k:
+                sleep(every_s)
+            try:
+                write_private(self.path, repr(time.time()))
+                return True
+            except OSError:
+                continue
+        return False
 
 
 def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: Optional[int] = None,

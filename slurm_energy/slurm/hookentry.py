@@ -5,9 +5,10 @@ the first counter reading (on a node without job GPUs the raw files only, turned
 the sampler: :mod:`slurm_energy.slurm.prolograw`) -> start the sampler detached (own process group,
 stdio to a log) -> exit 0.
 
-Epilog (as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as stopped); start
-the finalizer detached with the outcome -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
-does the slow part outside the Epilog's 2 s.
+Epilog (as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as stopped); queue
+the job with the outcome for the node's finalizer, started detached only when none runs or stands
+by (:func:`hand_over`, :mod:`slurm_energy.slurm.finalize_queue`) -> exit 0. The finalizer
+(:mod:`slurm_energy.slurm.finalize`) does the slow part outside the Epilog's 2 s.
 
 Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool); nothing is
 raised to slurmd (a non-zero Prolog/Epilog drains the node).
@@ -341,9 +342,7 @@ def epilog(env: Any = None) -> int:
             spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
                                "nothing was sampled on this node")
         outcome = _stop_sampler(spool, ctx)
-        spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(t_end),
-               ctx.exit_code or "", outcome], os.path.join(spool.dir, f"finalize-{spool.node}.log"), cfg.paths.log_dir,
-              nice=FINALIZER_NICE)
+        hand_over(spool, t_end, ctx.exit_code or "", outcome, cfg.paths.log_dir)
         try:
             write_private(spool.done, json.dumps({"t": t_end, "sampler": outcome, "exit_code": ctx.exit_code or ""}))
         except OSError as e:  # a read-only spool: the finalizer is already on its way
@@ -356,6 +355,26 @@ def epilog(env: Any = None) -> int:
     finally:
         _log_hook_time("epilog", ctx, outcome)
     return 0
+
+
+def hand_over(spool: JobSpool, t_end: float, exit_code: str, outcome: str, log_dir: str) -> None:
+    """Give the ended job attempt to its node's finalizer: queue it
+    (:func:`slurm_energy.slurm.spool.enqueue_finalize`) and start the queue's finalizer only when
+    none runs or none stands by (:mod:`slurm_energy.slurm.finalize_queue`: two flock probes); when
+    the entry cannot be written (a full or read-only spool), a finalizer for this job alone, as
+    before. Raises OSError/TimeoutError (not started: ``collect`` finishes the job)."""
+    from slurm_energy.slurm.spool import RUNNER_LOG, enqueue_finalize, needs_runner
+
+    try:
+        qdir = enqueue_finalize(spool, t_end, exit_code, outcome)
+    except OSError as e:
+        log("WARNING", f"job {spool.job_id}: not queued for the node's finalizer ({e}): one started for it alone")
+        spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(t_end), exit_code, outcome],
+              os.path.join(spool.dir, f"finalize-{spool.node}.log"), log_dir, nice=FINALIZER_NICE)
+        return
+    if needs_runner(qdir):
+        spawn(["-m", "slurm_energy.slurm.hooks", "finalize-queue", qdir, spool.node], os.path.join(qdir, RUNNER_LOG),
+              log_dir, nice=FINALIZER_NICE)
 
 
 def _has_prolog(spool: JobSpool) -> bool:

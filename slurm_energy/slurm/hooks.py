@@ -3,7 +3,9 @@ the Prolog/Epilog are :mod:`slurm_energy.slurm.hookentry`, which the hook script
 
 Sampler (started by the Prolog, own process group, niced): samples the job until the Epilog's TERM,
 or finishes the node itself when no Epilog came (:func:`_finish_without_epilog`). Finalizer
-(started by the Epilog, niced, :data:`FINALIZER_SLOTS` at a time per spool): the slow part outside
+(``finalize-queue``: one per node and spool, niced, started by the Epilog when none runs, working
+the node's queue of ended jobs: :mod:`slurm_energy.slurm.finalize_queue`; ``finalize``: one job,
+when it could not be queued, :data:`FINALIZER_SLOTS` at a time per spool): the slow part outside
 the Epilog's 2 s (:mod:`slurm_energy.slurm.finalize`): the last counter reading when the sampler
 did not end cleanly, summary, merge, carbon, store, report as the job's user.
 
@@ -26,7 +28,6 @@ import logging  # noqa: E402
 import os  # noqa: E402
 from typing import TYPE_CHECKING, Optional  # noqa: E402
 
-from slurm_energy.slurm.hookentry import FINALIZER_NICE, spawn  # noqa: E402
 from slurm_energy.slurm.runtime import (  # noqa: E402
     load_config, prolog_reading_by_sampler, readers_for, setup_logging, spool_from_dir)
 from slurm_energy.slurm.spool import JobSpool, write_private  # noqa: E402
@@ -45,6 +46,10 @@ log = logging.getLogger("slurm_energy.hooks")
 #: each). Niced, they queue up in a burst: 149 of them held 9.2 GB after a 300-job burst on the
 #: 2-CPU test cluster before this limit.
 FINALIZER_SLOTS = max(2, (os.cpu_count() or 2) // 4)
+#: How long (s) a single-job finalizer (one whose job could not be queued: a full or read-only
+#: spool) retries writing its ``finalized`` marker, its slot released, sleeping between tries: a
+#: spool full for minutes, then freed, must not leave its jobs for ``collect`` to do again.
+MARKER_RETRY_S = 180.0
 
 
 def sampler_main(job_dir: str, node: str) -> int:
@@ -77,7 +82,9 @@ def sampler_main(job_dir: str, node: str) -> int:
             s.stop()  # the job already ended: one start and one final sample, then exit
         freeze_gc()
         n = s.run()
-        log.info("sampler job=%s node=%s wrote %d samples", ctx.job_id, node, n)
+        t = os.times()  # its own CPU and its interim workers', for benchmarks/job_end_burst.py
+        log.info("sampler job=%s node=%s wrote %d samples cpu_s=%.3f", ctx.job_id, node, n,
+                 t.user + t.system + t.children_user + t.children_system)
         if s.stop_signal is not None or _EARLY_STOP:  # the Epilog's TERM, or someone else's: the finalizer tells
             from slurm_energy.slurm.sampler_end import record_stop
 
@@ -102,8 +109,9 @@ def _finish_without_epilog(cfg, spool: JobSpool, ctx: JobContext, gone_at: float
         write_private(spool.done, json.dumps({"t": gone_at, "sampler": "epilog_missing", "exit_code": ""}))
     except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
         log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
-    spawn(["-m", "slurm_energy.slurm.hooks", "finalize", spool.dir, spool.node, repr(gone_at), "", "epilog_missing"],
-          os.path.join(spool.dir, f"finalize-{spool.node}.log"), cfg.paths.log_dir, nice=FINALIZER_NICE)
+    from slurm_energy.slurm.hookentry import hand_over
+
+    hand_over(spool, gone_at, "", "epilog_missing", cfg.paths.log_dir)
     log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",
                 ctx.job_id, spool.node, cfg.sampling.epilog_wait_s)
 
@@ -127,8 +135,9 @@ class _Interim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m slurm_energy.slurm.hooks {sampler DIR NODE|finalize DIR NODE T EXIT OUTCOME|
-    finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON}``."""
+    """``python -m slurm_energy.slurm.hooks {sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
+    finalize DIR NODE T EXIT OUTCOME|finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON}``
+    (``finalize``: one job, when it could not be queued for the node's finalizer)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         what = argv[0] if argv else ""
@@ -152,7 +161,18 @@ def main(argv: list[str] | None = None) -> int:
                     job()
                 except Exception:
                     logging.getLogger("slurm_energy").exception("report of %s failed", argv[1])
+            from slurm_energy.slurm.finalize import MarkerPending
+
+            for job in deferred:  # a full spool (why this job was not queued): its marker, once there is room
+                if isinstance(job, MarkerPending) and not job.retry(MARKER_RETRY_S):
+                    logging.getLogger("slurm_energy").warning("%s still not written after %.0f s: collect finishes "
+                                                              "the job again", job.path, MARKER_RETRY_S)
             return rc
+        if what == "finalize-queue":  # the node's finalizer: every job the Epilogs queued
+            from slurm_energy.slurm.finalize_queue import run_queue
+
+            run_queue(argv[1], argv[2])
+            return 0
         if what == "finalize-env":
             from slurm_energy.slurm.finalize_nodata import finalize_env_main
 

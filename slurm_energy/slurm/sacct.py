@@ -32,11 +32,30 @@ def slurm_client(argv: list[str], run: Callable = subprocess.run, timeout_s: flo
     return run(argv, capture_output=True, text=True, errors="surrogateescape", timeout=timeout_s, env=env)
 
 
+#: How long (s) a process reuses the plugin it read (the node's finalizer asks for each job it
+#: finalizes; ``scontrol show config`` was a tenth of a job's finalizing CPU).
+PLUGIN_TTL_S = 300.0
+_PLUGIN: dict[str, tuple[float, Optional[str]]] = {}
+
+
 def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, timeout_s: float = 5.0) -> Optional[str]:
     """The site's AcctGatherEnergyType (e.g. ``acct_gather_energy/rapl``), ``"none"`` for
-    ``acct_gather_energy/none`` or ``(null)``, ``None`` if it cannot be read."""
+    ``acct_gather_energy/none`` or ``(null)``, ``None`` if it cannot be read. With the real
+    ``subprocess.run``, a value read is reused for :data:`PLUGIN_TTL_S` seconds."""
     if not os.path.exists(scontrol):
         return None
+    if run is not subprocess.run:
+        return _energy_plugin(scontrol, run, timeout_s)
+    key = f"{scontrol} {os.environ.get('SLURM_CONF', '')}"
+    hit = _PLUGIN.get(key)
+    if hit is None or time.monotonic() - hit[0] > PLUGIN_TTL_S:
+        hit = _PLUGIN[key] = (time.monotonic(), _energy_plugin(scontrol, run, timeout_s))
+        if hit[1] is None:  # unreadable: asked again next time
+            del _PLUGIN[key]
+    return hit[1]
+
+
+def _energy_plugin(scontrol: str, run: Callable, timeout_s: float) -> Optional[str]:
     try:
         r = slurm_client([scontrol, "show", "config"], run, timeout_s)
     except (OSError, subprocess.TimeoutExpired):

@@ -153,6 +153,46 @@ def write_private(path: str, text: str) -> None:
     atomic_write(path, text, mode=0o600)
 
 
+#: The node's queue of finished jobs for its finalizer (:mod:`slurm_energy.slurm.finalize_queue`):
+#: ``<spool>/finalize-queue/<node>/``, one entry per job attempt the Epilog (or a sampler that saw
+#: no Epilog) handed over, removed once the attempt is finalized. Root-only, like the spool.
+FINALIZE_QUEUE = "finalize-queue"
+#: In the queue directory: the flock of the one runner working it, of the one standby waiting for
+#: it, and the runner's own log (its start-up, one CPU line per process).
+RUNNER_LOCK, STANDBY_LOCK, RUNNER_LOG = ".runner.lock", ".standby.lock", ".runner.log"
+
+
+def finalize_queue_dir(spool_dir: str, node: str) -> str:
+    """The queue directory of ``node``'s finalizer in ``spool_dir`` (not created)."""
+    return os.path.join(spool_dir, FINALIZE_QUEUE, node)
+
+
+def enqueue_finalize(sp: JobSpool, t_end: float, exit_code: str, sampler: str) -> str:
+    """Queue this attempt for its node's finalizer: ``<queue>/<run dir name>`` holding
+    ``{"dir", "node", "t", "exit_code", "sampler", "attempts": 0}`` (``t``: the job's end, epoch s;
+    ``sampler``: what the Epilog saw, :func:`slurm_energy.slurm.detach.stop_process`). Returns the
+    queue directory. Raises OSError (a full or read-only spool: the caller starts a finalizer for
+    this job alone, as before the queue)."""
+    q = finalize_queue_dir(sp.spool_dir, sp.node)
+    _mkdir_private(os.path.dirname(q))
+    _mkdir_private(q)
+    write_private(os.path.join(q, os.path.basename(sp.dir)), json.dumps(
+        {"dir": sp.dir, "node": sp.node, "t": t_end, "exit_code": exit_code, "sampler": sampler, "attempts": 0}))
+    return q
+
+
+def needs_runner(qdir: str) -> bool:
+    """True when the caller (the Epilog, after queueing its job) must start the node's finalizer
+    (:mod:`slurm_energy.slurm.finalize_queue`): no runner holds ``qdir``'s lock, or one does but
+    no standby waits behind it. Light: two ``flock`` probes (here, not in that module: the Epilog
+    imports this one anyway)."""
+    from slurm_energy.slurm.detach import lock_taken
+
+    if not lock_taken(os.path.join(qdir, RUNNER_LOCK)):  # none, or the lock file cannot be made
+        return True
+    return lock_taken(os.path.join(qdir, STANDBY_LOCK)) is False
+
+
 #: a temp file older than this (s) belongs to a writer that was killed: see :func:`remove_stale_tmp`
 STALE_TMP_S = 600.0
 

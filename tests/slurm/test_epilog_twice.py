@@ -25,14 +25,17 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     (job_dir,) = (tmp_path / "spool" / "jobs").iterdir()
     samples = job_dir / "samples-n1.jsonl"
     assert hookentry.epilog(_env(tmp_path, "epilog_slurmd")) == 0
-    assert [a[2] for a in spawned] == ["sampler", "finalize"]
+    assert [a[2] for a in spawned] == ["sampler", "finalize-queue"]  # the node's finalizer: none ran
+    queue = tmp_path / "spool" / "finalize-queue" / "n1"
+    assert [p.name for p in queue.iterdir() if not p.name.startswith(".")] == [job_dir.name]  # queued once
     # the sampler and the finalizer yield the CPU to the hooks and the jobs, the finalizer the most
     assert nices == [hookentry.SAMPLER_NICE, hookentry.FINALIZER_NICE] == [10, 19]
     done = (job_dir / "epilog-n1.done").read_text()
     rows = samples.read_text()
     # the same run's Epilog again: exit 0, no second finalizer, nothing appended or rewritten
     assert hookentry.epilog(_env(tmp_path, "epilog_slurmd")) == 0
-    assert [a[2] for a in spawned] == ["sampler", "finalize"]
+    assert [a[2] for a in spawned] == ["sampler", "finalize-queue"]
+    assert [p.name for p in queue.iterdir() if not p.name.startswith(".")] == [job_dir.name]
     assert (job_dir / "epilog-n1.done").read_text() == done
     assert samples.read_text() == rows
     assert list((tmp_path / "spool" / "jobs").iterdir()) == [job_dir]  # no spool for a phantom run

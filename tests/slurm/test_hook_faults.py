@@ -192,7 +192,8 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     time.sleep(1.2)
     real_spawn = hookentry.spawn
     # the Epilog as slurmd runs it, whose finalizer is SIGKILLed before it does anything
-    monkeypatch.setattr(hookentry, "spawn", lambda args, *a, **kw: 0 if "finalize" in args else real_spawn(args, *a, **kw))
+    monkeypatch.setattr(hookentry, "spawn", lambda args, *a, **kw: 0 if {"finalize", "finalize-queue"} & set(args)
+                        else real_spawn(args, *a, **kw))
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
     hookentry.epilog(dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_JOB_EXIT_CODE2="0:0"))
     db = tmp_path / "lib" / "jobs.db"  # at most the sampler's interim (running) record

@@ -44,11 +44,11 @@ def test_hook_never_imports_a_package_from_its_cwd_or_pythonpath(tmp_path, which
 
 
 def test_detached_sampler_and_finalizer_run_isolated(monkeypatch):
-    from slurm_energy.slurm import detach, hookentry, hooks
+    from slurm_energy.slurm import detach, hookentry
 
     seen = []
     monkeypatch.setattr(detach, "spawn_detached", lambda argv, logf, env=None, nice=0: seen.append(argv) or 4242)
-    assert hooks.spawn(["-m", "slurm_energy.slurm.hooks", "sampler", "/x", "n1"], "/dev/null") == 4242
+    assert hookentry.spawn(["-m", "slurm_energy.slurm.hooks", "sampler", "/x", "n1"], "/dev/null") == 4242
     assert seen[0][:3] == [hookentry._python(), "-I", "-m"]
 
 

@@ -55,3 +55,20 @@ def test_unknown_is_none_with_why_never_zero(tmp_path, out, why):
 def test_missing_sacct_is_unavailable(tmp_path):
     got, why = total_cpu_s("42", sacct=str(tmp_path / "nope"))
     assert got is None and "not found" in why
+
+
+def test_the_energy_plugin_is_read_once_per_ttl_by_a_long_lived_finalizer(tmp_path, monkeypatch):
+    # the node's finalizer asks for every job; `scontrol show config` is asked once per PLUGIN_TTL_S
+    from slurm_energy.slurm import sacct
+
+    calls = tmp_path / "calls"
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\necho x >>{calls}\necho 'AcctGatherEnergyType    = acct_gather_energy/rapl'\n")
+    scontrol.chmod(0o755)
+    monkeypatch.setattr(sacct, "_PLUGIN", {})
+    assert [sacct.energy_plugin(scontrol=str(scontrol)) for _ in range(3)] == ["acct_gather_energy/rapl"] * 3
+    assert calls.read_text().count("x") == 1
+    now = sacct.time.monotonic()
+    monkeypatch.setattr(sacct.time, "monotonic", lambda: now + sacct.PLUGIN_TTL_S + 1)
+    assert sacct.energy_plugin(scontrol=str(scontrol)) == "acct_gather_energy/rapl"
+    assert calls.read_text().count("x") == 2  # read again once the 300 s are over

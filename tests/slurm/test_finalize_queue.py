@@ -1,0 +1,240 @@
+"""The node's finalizer takes the queue of ended jobs (issue 24): one process finalizes a burst's
+jobs in turn; the Epilog starts one only when none runs or none stands by; a job already finished
+(by ``collect``) or taken too often is dropped from the queue; a killed runner's job is done again by
+the next one, and nothing is lost."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+
+import pytest
+
+from slurm_energy.slurm import finalize
+from slurm_energy.slurm import finalize_queue as fq
+from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir
+from slurm_energy.store import open_store
+from test_no_data import T0, _row, _spool, rapl
+
+
+@pytest.fixture()
+def site(tmp_path, monkeypatch):
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  results_dir: {tmp_path}/results\n"
+                    f"  store_url: sqlite:///{tmp_path}/jobs.db\n  log_dir: {tmp_path}/log\n"
+                    "outputs:\n  prometheus:\n    enabled: false\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    monkeypatch.setattr("slurm_energy.slurm.scontrol.show_job", lambda *a, **kw: None)  # no slurmctld here
+    monkeypatch.setattr(finalize, "_slurm_energy", lambda job_id: (None, "unavailable: no Slurm here"))
+    return tmp_path
+
+
+def _job(tmp_path, job_id: str, e0_uj: int, e1_uj: int):
+    """A job attempt on n1 whose RAPL package went from e0 to e1 µJ over 10 s, the job all of the busy CPU."""
+    spool, _ = _spool(tmp_path, [_row(0, "prolog", 0.0, 0.0, rapl(e0_uj)), _row(10, "final", 4.0, 4.0, rapl(e1_uj))],
+                      job_id=job_id)
+    return spool
+
+
+def _hold(path) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def test_one_runner_finalizes_every_queued_job_in_turn_and_empties_the_queue(site):
+    a, b = _job(site, "71", 5_000_000, 65_000_000), _job(site, "72", 1_000_000, 31_000_000)
+    q = enqueue_finalize(a, T0 + 10, "0:0", "terminated")
+    assert enqueue_finalize(b, T0 + 10, "0:0", "terminated") == q == finalize_queue_dir(str(site / "spool"), "n1")
+    assert [os.path.basename(p) for p in fq.entries(q)] == ["71-r0", "72-r0"]
+    started: list[list[str]] = []
+    assert fq.run_queue(q, "n1", linger_s=0, start=started.append) == 2
+    assert started == [["-m", "slurm_energy.slurm.hooks", "finalize-queue", q, "n1"]]  # its standby, once
+    assert fq.entries(q) == []
+    assert os.path.exists(a.finalized) and os.path.exists(b.finalized)
+    store = open_store(f"sqlite:///{site}/jobs.db", readonly=True)
+    # 65 J - 5 J and 31 J - 1 J, the job's share of busy CPU 4/4
+    assert [(r.job_id, r.nodes[0].devices[0].energy_j) for j in ("71", "72") for r in store.get_job(j)] == [
+        ("71", 60.0), ("72", 30.0)]
+
+
+def test_the_epilog_starts_a_finalizer_only_when_none_runs_or_none_stands_by(tmp_path):
+    q = str(tmp_path)
+    assert fq.needs_runner(q)  # nobody
+    runner = _hold(tmp_path / fq.RUNNER_LOCK)
+    assert fq.needs_runner(q)  # a runner, no standby: one is started (it waits as the standby)
+    standby = _hold(tmp_path / fq.STANDBY_LOCK)
+    assert not fq.needs_runner(q)  # both: the runner will see the entry, or its standby will
+    os.close(runner)  # the runner died (the kernel drops its lock, even after SIGKILL)
+    assert fq.needs_runner(q)
+    os.close(standby)
+
+
+def test_a_third_finalizer_exits_at_once_and_leaves_the_queue_to_the_runner(site):
+    q = enqueue_finalize(_job(site, "73", 5_000_000, 65_000_000), T0 + 10, "0:0", "terminated")
+    fds = [_hold(os.path.join(q, fq.RUNNER_LOCK)), _hold(os.path.join(q, fq.STANDBY_LOCK))]
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 0
+    assert len(fq.entries(q)) == 1  # untouched: the runner holding the lock takes it
+    for fd in fds:
+        os.close(fd)
+
+
+def test_a_job_already_finished_is_dropped_and_one_taken_too_often_is_left_to_collect(site):
+    done, bad = _job(site, "74", 5_000_000, 65_000_000), _job(site, "75", 5_000_000, 65_000_000)
+    enqueue_finalize(done, T0 + 10, "0:0", "terminated")
+    q = enqueue_finalize(bad, T0 + 10, "0:0", "terminated")
+    open(done.finalized, "w").close()  # collect finished it while it waited in the queue
+    entry = os.path.join(q, "75-r0")
+    with open(entry) as f:
+        e = json.load(f)
+    with open(entry, "w") as f:  # three runners were killed while finalizing it
+        json.dump(dict(e, attempts=fq.MAX_ATTEMPTS), f)
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 0
+    assert fq.entries(q) == []
+    assert not os.path.exists(bad.finalized)  # collect's to finish: the spool is the queue of record
+    assert any("taken 3 times and never finished" in x for x in bad.read_errors())
+    assert not os.path.exists(site / "jobs.db")  # neither finalized again here: nothing stored
+
+
+def test_a_job_whose_runner_was_killed_mid_way_is_finalized_by_the_next_runner(site):
+    sp = _job(site, "76", 5_000_000, 65_000_000)
+    q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
+    entry = os.path.join(q, "76-r0")
+    with open(entry) as f:
+        e = json.load(f)
+    with open(entry, "w") as f:  # as a runner SIGKILLed after taking it leaves it
+        json.dump(dict(e, attempts=1), f)
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 1
+    (rec,) = open_store(f"sqlite:///{site}/jobs.db", readonly=True).get_job("76")
+    assert rec.nodes[0].devices[0].energy_j == 60.0 and fq.entries(q) == []
+
+
+def test_the_runner_waits_for_jobs_that_end_while_it_lingers(site, monkeypatch):
+    import time as real
+
+    first, late = _job(site, "77", 5_000_000, 65_000_000), _job(site, "78", 5_000_000, 35_000_000)
+    q = enqueue_finalize(first, T0 + 10, "0:0", "terminated")
+
+    class Clock:  # the runner's clock: each poll's sleep advances it; the next Epilog queues during the first
+        now, naps = 0.0, 0
+
+        def monotonic(self):
+            return self.now
+
+        def sleep(self, s):
+            self.now += s
+            self.naps += 1
+            if self.naps == 1:
+                enqueue_finalize(late, T0 + 12, "0:0", "terminated")
+
+        time, strftime = real.time, real.strftime
+
+    clock = Clock()
+    monkeypatch.setattr(fq, "time", clock)
+    assert fq.run_queue(q, "n1", linger_s=5.0, start=lambda argv: None) == 2
+    assert os.path.exists(late.finalized)
+    assert clock.naps == 1 + 10  # the one poll that found the late job, then 5 s of 0.5 s polls: then it exits
+
+
+def test_a_marker_the_full_spool_refused_is_written_once_there_is_room(site, monkeypatch):
+    # the record is stored, but the spool has no room for finalized-n1.done: without the marker
+    # collect would finish the job a second time; the runner retries it between jobs
+    from slurm_energy.slurm import spool as spool_mod
+
+    sp = _job(site, "79", 5_000_000, 65_000_000)
+    q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
+    real, refused = spool_mod.write_private, []
+
+    def write_private(path, text):
+        if path == sp.finalized and len(refused) < 2:  # ENOSPC twice, then the spool was freed
+            refused.append(path)
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(spool_mod, "write_private", write_private)
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 1
+    assert refused == [sp.finalized] * 2 and os.path.exists(sp.finalized)
+    (rec,) = open_store(f"sqlite:///{site}/jobs.db", readonly=True).get_job("79")
+    assert rec.nodes[0].devices[0].energy_j == 60.0
+
+
+def test_a_single_job_finalizer_retries_its_marker_for_a_while_then_gives_up(tmp_path):
+    path = tmp_path / "full" / "finalized-n1.done"  # its directory is missing: every write fails
+    naps: list[float] = []
+    assert not finalize.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append)
+    assert naps == [5.0, 5.0]  # tries at 0, 5 and 10 s; a fourth would pass the 12 s
+    (tmp_path / "full").mkdir()
+    assert finalize.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append) and path.exists()
+
+
+def test_a_user_whose_report_writer_hung_has_their_next_reports_written_apart(tmp_path, monkeypatch):
+    # the queue waits for a user's hung writer once (safe_write's timeout), not once per job of theirs
+    import logging
+    import time
+    import types
+
+    from slurm_energy.reporting import safe_write
+
+    monkeypatch.setattr(safe_write, "REPORT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(fq, "_SLOW_WRITERS", {})
+    (tmp_path / "context-n1.json").write_text(json.dumps({"uid": 4242}))
+    sp = types.SimpleNamespace(context=str(tmp_path / "context-n1.json"), dir=str(tmp_path))
+    log = logging.getLogger("test")
+    ran: list[int] = []
+    fq._reports(sp, [lambda: (time.sleep(0.25), ran.append(os.getpid()))], log)  # ran into the timeout
+    assert ran == [os.getpid()] and 4242 in fq._SLOW_WRITERS
+    done = tmp_path / "written-by"
+    t0 = time.monotonic()
+    fq._reports(sp, [lambda: (time.sleep(0.5), done.write_text(str(os.getpid())))], log)
+    assert time.monotonic() - t0 < 0.4  # not waited for: the next job of the queue goes on
+    for _ in range(100):
+        if done.exists() and done.read_text():
+            break
+        time.sleep(0.05)
+    assert int(done.read_text()) != os.getpid()  # written by a child of the runner
+    fq._reap()
+
+
+def test_a_runner_whose_queue_dir_was_mounted_over_stops_and_leaves_it_to_the_new_runner(site):
+    # seen in the fault run: a runner still lingering when a tmpfs was mounted over the spool went
+    # on listing the new queue (by path) beside the runner the Epilogs started there: one job twice
+    a, b = _job(site, "80", 5_000_000, 65_000_000), _job(site, "81", 5_000_000, 65_000_000)
+    q = enqueue_finalize(a, T0 + 10, "0:0", "terminated")
+    enqueue_finalize(b, T0 + 10, "0:0", "terminated")
+    lock = os.path.join(q, fq.RUNNER_LOCK)
+
+    def start(argv):  # when it starts its standby, the queue dir's lock file is replaced under it
+        os.unlink(lock)
+        open(lock, "w").close()
+
+    assert fq.run_queue(q, "n1", linger_s=0, start=start) == 0
+    assert len(fq.entries(q)) == 2  # both left for the runner of the new lock
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 2
+
+
+def test_an_entry_the_read_only_spool_keeps_is_finalized_once_not_in_a_loop(site, monkeypatch):
+    # seen in the fault run: the spool went read-only after the Epilog queued the job; the entry
+    # could not be removed and the runner finalized it again and again for 40 s
+    sp = _job(site, "82", 5_000_000, 65_000_000)
+    q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
+    monkeypatch.setattr(fq, "_remove", lambda path: None)  # unlink refused (EROFS)
+    calls: list[str] = []
+    real = finalize.finalize_main
+    monkeypatch.setattr(finalize, "finalize_main", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+
+    class Clock:  # 3 s of linger in 0.5 s polls, no real sleeping
+        now = 0.0
+
+        def monotonic(self):
+            return self.now
+
+        def sleep(self, s):
+            self.now += s
+
+        time, strftime = __import__("time").time, __import__("time").strftime
+
+    monkeypatch.setattr(fq, "time", Clock())
+    assert fq.run_queue(q, "n1", linger_s=3.0, start=lambda argv: None) == 1
+    assert calls == [sp.dir]  # once, though its entry is still there
+    assert len(fq.entries(q)) == 1
