@@ -425,7 +425,7 @@ def tagged_records(url: str) -> list:
     """The store's newest :data:`CALIBRATION_RECORDS` tagged, finished records.
 
     Raises:
-        ValueError, RuntimeError, sqlalchemy.exc.SQLAlchemyError, OSError: as
+        ValueError, RuntimeError (StoreError, StoreDbError), OSError: as
         :func:`slurm_energy.store.open_store` (bad URL, no store yet, no permission).
     """
     from slurm_energy.store import open_store
