@@ -42,14 +42,14 @@ class StoreSink:
             finally:
                 st.close()
         else:
-            st = _KEPT.get(self.url)
-            if st is None:
-                st = _KEPT[self.url] = open_store(self.url)
+            kept = _KEPT.get(self.url)
+            if kept is None:
+                kept = _KEPT[self.url] = open_store(self.url)
             try:
-                st.put(record, merge_running=merge_interim)
+                kept.put(record, merge_running=merge_interim)
             except BaseException:
                 _KEPT.pop(self.url, None)
-                st.close()
+                kept.close()
                 raise
         log.info("job=%s stored: it=%s kWh facility=%s kWh co2e=%s kg status=%s", record.job_id, record.it_kwh,
                  record.facility_kwh, record.co2e_kg, record.status.value)
