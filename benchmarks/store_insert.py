@@ -47,20 +47,19 @@ def template() -> JobRecord:
 
 def fill(url: str, n: int, n_put: int = 1000, fresh: bool = True) -> dict:
     """Insert n records (bulk) then n_put more one by one; return timings."""
-    import sqlalchemy as sa
-
-    from slurm_energy.store.schema import metadata
+    from slurm_energy.store.db import connect
+    from slurm_energy.store.schema import TABLES
 
     if fresh:
         if url.startswith("sqlite:///"):
-            path = url[len("sqlite:///"):]
-            if os.path.exists(path):
-                os.unlink(path)
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(url[len("sqlite:///"):] + suffix):
+                    os.unlink(url[len("sqlite:///"):] + suffix)
         else:
-            eng = sa.create_engine(url)
-            with eng.begin() as c:
-                metadata.drop_all(c)
-            eng.dispose()
+            db = connect(url)
+            for t in TABLES:
+                db.execute(f"DROP TABLE IF EXISTS {t}")
+            db.close()
     st = open_store(url)
     base = template()
     t = time.perf_counter()

@@ -15,6 +15,10 @@ same). ``--no-fill`` reuses the stores an earlier run filled. Then prints, media
   PostgreSQL's pg_total_relation_size) and with it;
 * ``jobenergy -j ID`` and a one-day ``-S/-E`` window, early and late in the store, as new processes.
 
+With ``--before DIR`` (another checkout, e.g. main's, put first on PYTHONPATH) every new-process
+command runs in both checkouts, interleaved (each round alternates which goes first), on the same
+stores: printed as ``before -> now``.
+
 Last, beside the peer: on the test cluster (under ``flock /tmp/se-cluster.lock``, started for the
 run and stopped after when it was not running), ``sacct -j ID`` for a real job in its slurmdbd
 (default fields, and ``-X -P -o`` fields like jobenergy's default), interleaved with ``jobenergy -j``
@@ -40,7 +44,8 @@ sys.path.insert(0, REPO)
 from slurm_energy.carbon.hourly import split_interval_by_hour  # noqa: E402
 from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary  # noqa: E402
 from slurm_energy.reporting.rollup_table import month_bounds  # noqa: E402
-from slurm_energy.store import open_store, sqlstore  # noqa: E402
+from slurm_energy.store import open_store, schema, sqlstore  # noqa: E402
+from slurm_energy.store.db import connect  # noqa: E402
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00Z
 TC = os.path.join(REPO, "scripts", "testcluster.sh")
@@ -63,38 +68,31 @@ def _template() -> JobRecord:
 
 def pg_url(base: str, n: int) -> str:
     """--pg's URL with the database ``<database>_<n>``, created on that server when missing."""
-    import sqlalchemy as sa
-
-    u = sa.make_url(base)
-    name = f"{u.database}_{n}"
-    eng = sa.create_engine(u.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    with eng.connect() as c:
-        if not c.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": name}).first():
-            c.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    eng.dispose()
-    return u.set(database=name).render_as_string(hide_password=False)
+    head, _, name = base.rpartition("/")
+    name = f"{name.partition('?')[0]}_{n}"
+    db = connect(f"{head}/postgres")
+    if not db.execute("SELECT 1 FROM pg_database WHERE datname = :d", {"d": name}):
+        db.execute(f'CREATE DATABASE "{name}"')
+    db.close()
+    return f"{head}/{name}"
 
 
 def _fill(url: str, n: int, step: float) -> float:
     """Fresh store with n jobs; returns the fill time, s."""
-    import sqlalchemy as sa
-
-    from slurm_energy.store.schema import metadata, v1_metadata
-
     if url.startswith("sqlite:///"):
-        if os.path.exists(url[len("sqlite:///"):]):
-            os.unlink(url[len("sqlite:///"):])
+        for suffix in ("", "-wal", "-shm"):  # a WAL left beside a new file would be read into it
+            if os.path.exists(url[len("sqlite:///"):] + suffix):
+                os.unlink(url[len("sqlite:///"):] + suffix)
     else:
-        eng = sa.create_engine(url)
-        with eng.begin() as c:
-            metadata.drop_all(c)
-            v1_metadata.drop_all(c)
-        eng.dispose()
+        db = connect(url)
+        for t in schema.TABLES:
+            db.execute(f"DROP TABLE IF EXISTS {t}")
+        db.close()
     st = open_store(url)
     tpl = _template()
     row, text, hours = sqlstore._rows(tpl, st.hourly_ci)
     t = time.perf_counter()
-    with st.engine.begin() as conn:
+    with st.db.transaction():
         for k0 in range(0, n, 20_000):
             buf = []
             for k in range(k0, min(n, k0 + 20_000)):
@@ -104,33 +102,27 @@ def _fill(url: str, n: int, step: float) -> float:
                          account=f"a{k % 50}")
                 hs = [dict(h, hour_start=int(h["hour_start"] - T0 + (s // 3600) * 3600)) for h in hours]
                 buf.append((r, text.replace('"7777777"', f'"{jid}"'), hs))
-            sqlstore.Store._insert_many(conn, buf)
-    st.close()
+            st.insert_rows(buf)
     took = time.perf_counter() - t
     if not url.startswith("sqlite"):  # what autovacuum does after a bulk load: planner statistics
-        eng = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-        with eng.connect() as c:
-            c.execute(sa.text("VACUUM ANALYZE job_records, job_json, job_hours"))
-        eng.dispose()
+        st.db.execute("VACUUM ANALYZE job_records, job_json, job_hours")
+    st.close()
     return took
 
 
 def _sizes(url: str, n: int) -> tuple[float, float]:
     """(bytes per job without the record JSON, with it)."""
-    import sqlalchemy as sa
-
-    eng = sa.create_engine(url)
-    with eng.connect() as c:
-        if url.startswith("sqlite"):
-            sizes = dict(c.execute(sa.text("SELECT name, sum(pgsize) FROM dbstat GROUP BY name")).all())
-            js = sizes.get("job_json", 0)
-            total = sum(sizes.values())
-        else:
-            def rel(t):
-                return c.execute(sa.text(f"SELECT pg_total_relation_size('{t}')")).scalar()
-            js = rel("job_json")
-            total = js + rel("job_records") + rel("job_hours")
-    eng.dispose()
+    db = connect(url)
+    if url.startswith("sqlite"):
+        sizes = dict(db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
+        js = sizes.get("job_json", 0)
+        total = sum(sizes.values())
+    else:
+        def rel(t):
+            return db.execute(f"SELECT pg_total_relation_size('{t}')")[0][0]
+        js = rel("job_json")
+        total = js + rel("job_records") + rel("job_hours")
+    db.close()
     return (total - js) / n, total / n
 
 
@@ -141,7 +133,8 @@ def _day(t: float) -> str:
 def _timed(cmd, env) -> float:
     """Wall time of one run of ``cmd`` as a new process, ms; fails loudly on a non-zero exit."""
     t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    # cwd "/": ``python -m`` puts the cwd first on sys.path, so PYTHONPATH alone picks the checkout
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/")
     took = (time.perf_counter() - t) * 1000
     assert p.returncode == 0, (cmd, p.stderr[-2000:])
     return took
@@ -158,9 +151,8 @@ def _rollup_inproc(url: str, months: list[str], reps: int) -> float:
     for _ in range(reps):
         st = open_store(url, readonly=True)
         t = time.perf_counter()
-        with st.engine.connect() as conn:
-            for m in months:
-                month_rollup(conn, "user", *month_bounds(m))
+        for m in months:
+            month_rollup(st.db, "user", *month_bounds(m))
         ts.append(time.perf_counter() - t)
         st.close()
     return statistics.median(ts) * 1000
@@ -251,25 +243,74 @@ def _peer_rounds(ours: dict[str, list[str]], env: dict, rounds: int, lock_wait_s
     return out
 
 
-def _store_rows(name: str, url: str, n: int, step: float, a, env) -> None:
+def _versus(cmd, reps, env, before=None) -> str:
+    """``cmd``'s median as a new process, ms; with ``before`` (the other checkout's env and its copy
+    of the store's URL) both interleaved, each round alternating which goes first: ``before -> now``."""
+    if before is None:
+        return f"{_median_proc(cmd, reps, env):8.1f} ms"
+    url = cmd[cmd.index("--store") + 1]
+    old = [before[1] if c == url else c for c in cmd]
+    now, was = [], []
+    for r in range(reps):
+        for times, c, e in ((now, cmd, env), (was, old, before[0]))[::(-1 if r % 2 else 1)]:
+            times.append(_timed(c, e))
+    return f"{statistics.median(was):8.1f} -> {statistics.median(now):8.1f} ms"
+
+
+def _v3_copy(url: str) -> str:
+    """A copy of the store at ``url`` in schema v3 (what main reads: no ``sluid`` column), same rows."""
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        path = url[len("sqlite:///"):]
+        dst = path.replace(".db", "-v3.db")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(dst + suffix):
+                os.unlink(dst + suffix)
+        src, out = sqlite3.connect(path), sqlite3.connect(dst)
+        src.backup(out)
+        src.close()
+        out.close()
+        copy = "sqlite:///" + dst
+    else:
+        head, _, name = url.rpartition("/")
+        admin = connect(f"{head}/postgres")
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}_v3"')
+        admin.execute(f'CREATE DATABASE "{name}_v3" TEMPLATE "{name}"')
+        admin.close()
+        copy = f"{head}/{name}_v3"
+    db = connect(copy)
+    if schema.current_version(db) == 4:
+        with db.transaction():
+            db.execute("DROP INDEX ix_sluid")
+            db.execute("ALTER TABLE job_records DROP COLUMN sluid")
+            db.execute("DELETE FROM schema_version WHERE version = 4")
+    db.close()
+    return copy
+
+
+def _store_rows(name: str, url: str, n: int, step: float, a, env, before_env=None) -> None:
     """Fill (unless --no-fill) and print one store's rows."""
     py = sys.executable
     fill = "" if a.no_fill else f"fill {_fill(url, n, step):.0f} s; "
     no_json, with_json = _sizes(url, n)
+    before = (before_env, _v3_copy(url)) if before_env is not None else None
     tag = f"[{name} {n} jobs]"
     print(f"{tag} {fill}{no_json:.0f} bytes/job without the record JSON, {with_json:.0f} with it", flush=True)
     print(f"{tag} rollup --month 2026-01 (SQL, in-process)          {_rollup_inproc(url, ['2026-01'], a.reps):8.1f} ms")
     if n > 100_000:
         year = [f"2026-{m:02d}" for m in range(1, 13)]
         print(f"{tag} rollup of the year, 12 months (SQL, in-process) {_rollup_inproc(url, year, a.reps):8.1f} ms")
-    cli = [py, "-m", "slurm_energy.cli.main", "rollup", "--month", "2026-01", "--store", url, "-P"]
-    print(f"{tag} slurm-energy rollup --month 2026-01 (new process) {_median_proc(cli, a.reps, env):8.1f} ms")
+    for fmt in ("table", "csv", "json"):
+        cli = [py, "-m", "slurm_energy.cli.main", "rollup", "--month", "2026-01", "--store", url, "--format", fmt]
+        print(f"{tag} slurm-energy rollup --month 2026-01 --format {fmt:5s} (new process) "
+              f"{_versus(cli, a.reps, env, before)}", flush=True)
     je = [py, "-m", "slurm_energy.cli.jobenergy", "--store", url, "-P"]
     late = T0 + (n - 5000) * step
     for what, extra in (("-j <early id>", ["-j", "1000010"]), ("-j <late id>", ["-j", str(1_000_000 + n - 10)]),
                         ("one day early", ["-S", "2026-01-02", "-E", "2026-01-03"]),
                         ("one day late", ["-S", _day(late), "-E", _day(late + 86400)])):
-        print(f"{tag} jobenergy {what:14s} (new process)          {_median_proc(je + extra, a.reps * 3, env):8.1f} ms",
+        print(f"{tag} jobenergy {what:14s} (new process)          {_versus(je + extra, a.reps * 3, env, before)}",
               flush=True)
 
 
@@ -285,17 +326,34 @@ def main() -> int:
     ap.add_argument("--no-sqlite", action="store_true")
     ap.add_argument("--no-fill", action="store_true", help="reuse the stores an earlier run filled (same --n)")
     ap.add_argument("--sacct-only", action="store_true", help="only the rounds beside sacct (stores filled before)")
+    ap.add_argument("--before", default="", help="another checkout (e.g. main's): its commands timed interleaved "
+                                                  "with this one's on the same stores, shown as before -> now")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     cfgdir = tempfile.mkdtemp(prefix="se-bench-cfg-")
     cfg = os.path.join(cfgdir, "site.yaml")
     with open(cfg, "w") as f:
         f.write("{}\n")
-    env = dict(os.environ, PYTHONPATH=REPO, SLURM_ENERGY_CONFIG=cfg)
+    # bytecode compiled once for both checkouts, in a cache of this run's own (an installed package
+    # has its .pyc; PYTHONDONTWRITEBYTECODE would compile every edited module at every start)
+    pyc = tempfile.mkdtemp(prefix="se-bench-pyc-")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=REPO, SLURM_ENERGY_CONFIG=cfg, PYTHONPYCACHEPREFIX=pyc)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(REPO, "slurm_energy")]
+                   + ([os.path.join(a.before, "slurm_energy")] if a.before else []), env=env, check=True,
+                   stdout=subprocess.DEVNULL)
     os.environ["SLURM_ENERGY_CONFIG"] = cfg
     # the hooks' resolved copy of site.yaml, as a Prolog leaves it on a node
     subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hookconfig import load_hook_config as f; f()"],
                    env=env, check=True)
+    before_env = None
+    if a.before:  # its own site.yaml and resolved copy (a copy is keyed on the config code that made it)
+        bcfg = os.path.join(tempfile.mkdtemp(prefix="se-bench-cfg-"), "site.yaml")
+        with open(bcfg, "w") as f:
+            f.write("{}\n")
+        before_env = dict(env, PYTHONPATH=a.before, SLURM_ENERGY_CONFIG=bcfg)
+        subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hookconfig import load_hook_config as f; f()"],
+                       env=before_env, check=True, cwd="/")
     ours: dict[str, list[str]] = {}
     for n in a.n:
         step = 25.0 if n <= 100_000 else 31.5
@@ -303,7 +361,7 @@ def main() -> int:
             ([("postgresql", pg_url(a.pg, n))] if a.pg else [])
         for name, url in urls:
             if not a.sacct_only:
-                _store_rows(name, url, n, step, a, env)
+                _store_rows(name, url, n, step, a, env, before_env)
             if n == max(a.n):
                 for what, jid in (("early", "1000010"), ("late", str(1_000_000 + n - 10))):
                     ours[f"jobenergy -j <{what} id>, {name} {n // 1000}k jobs"] = \

@@ -52,9 +52,9 @@ import sys
 import threading
 import time
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from slurm_energy.api_result import ClassResult, Result, from_store
 from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV
 
 __all__ = ["track", "current", "Tracker", "Phase", "Result", "ClassResult", "local_rank"]
@@ -65,6 +65,125 @@ KNOWN_TAGS = ("flops", "model_params", "tokens", "precision")
 _ids = itertools.count(1)
 _active: list["Tracker"] = []
 _lock = threading.Lock()
+
+
+@dataclass
+class ClassResult:
+    """One device class: job-share energy (kWh, None = not measured), its share of kgCO2e, the
+    method (counter / power_integration / tdp_estimate / unavailable) and coverage in [0, 1]."""
+
+    device_class: str
+    energy_kwh: Optional[float]
+    co2e_kg: Optional[float]
+    method: str
+    coverage: Optional[float]
+
+
+@dataclass
+class Result:
+    """Energy so far (``final`` False) or final: IT kWh, facility kWh (x PUE), kgCO2e, per class,
+    the phases and stages so far (``WindowEnergy`` objects) and the record itself (None when the
+    numbers are not available here: ``note`` says why and where to look)."""
+
+    final: bool
+    source: str  # "local sampler" | "slurm store" | "unavailable" | "other rank"
+    elapsed_s: float = 0.0
+    it_kwh: Optional[float] = None
+    facility_kwh: Optional[float] = None
+    co2e_kg: Optional[float] = None
+    classes: dict[str, ClassResult] = field(default_factory=dict)
+    phases: list = field(default_factory=list)
+    stages: list = field(default_factory=list)
+    record: Any = field(default=None, repr=False)
+    note: str = ""
+    covers: str = ""  # what was measured: "process 123 and its children", "torchrun launcher ..."
+
+    def _summary_parts(self) -> tuple[str, list[str]]:
+        """(the headline, per-class parts) of :meth:`__repr__` and :meth:`_repr_html_`."""
+        when = "final" if self.final else "so far"
+        if self.it_kwh is None:
+            return f"{when}, {self.source}: no energy ({self.note or 'not measured'})", []
+        rec = self.record
+        head = f"{when}, {self.elapsed_s:.3g} s: IT {self.it_kwh:.3g} kWh"
+        if rec is not None and rec.carbon is not None:
+            c = rec.carbon
+            pue = f"PUE {c.pue:g}{' DEFAULT' if 'pue' in c.defaults_used else ''}"
+            ci = f"CI {c.ci_g_per_kwh:g} g/kWh{' DEFAULT' if 'ci' in c.defaults_used else ''}"
+            head += f" -> facility {self.facility_kwh:.3g} kWh ({pue}) -> {self.co2e_kg:.3g} kgCO2e ({ci})"
+            head += f"; status {rec.status_text}"
+        parts = [f"{c.device_class} {'n/a' if c.energy_kwh is None else f'{c.energy_kwh:.3g} kWh'} {c.method}"
+                 + ("" if c.coverage is None else f" cov {c.coverage:.2f}") for c in self.classes.values()]
+        return head, parts
+
+    def __repr__(self) -> str:
+        """One line (a notebook's or a print's view): IT, facility and CO2e with PUE/CI (DEFAULT
+        marked), the status, then per class energy, method and coverage; the record is ``.record``."""
+        head, parts = self._summary_parts()
+        extra = [f"{len(self.phases)} phases"] if self.phases else []
+        extra += [f"{len(self.stages)} stages"] if self.stages else []
+        tail = f" [{', '.join(parts + extra)}]" if parts or extra else ""
+        return f"<slurm_energy.Result {head}{tail}>"
+
+    def _repr_html_(self) -> str:
+        """A small table for Jupyter: the headline, then one row per device class."""
+        from html import escape
+
+        head, _ = self._summary_parts()
+        rows = "".join(
+            f"<tr><td>{escape(c.device_class)}</td><td>{'n/a' if c.energy_kwh is None else f'{c.energy_kwh:.4g}'}</td>"
+            f"<td>{escape(c.method)}</td><td>{'' if c.coverage is None else f'{c.coverage:.2f}'}</td></tr>"
+            for c in self.classes.values())
+        table = ("<table><tr><th>class</th><th>kWh (IT)</th><th>method</th><th>coverage</th></tr>"
+                 f"{rows}</table>") if rows else ""
+        note = f"<br><small>{escape(self.note)}</small>" if self.note else ""
+        covers = f"<br><small>measures: {escape(self.covers)}</small>" if self.covers else ""
+        return f"<div><b>slurm-energy</b> {escape(head)}{table}{covers}{note}</div>"
+
+    def cite(self, phase: str = "", fmt: str = "all", training_type: str = "") -> str:
+        """A methods paragraph (text and LaTeX), a citation line and a Hugging Face model-card
+        ``co2_eq_emissions`` block for this measurement (``phase``: one phase or stage only, e.g.
+        ``"fine-tuning"``; ``fmt``: ``all``, ``text``, ``latex``, ``line`` or ``modelcard``)
+        (:mod:`slurm_energy.reporting.cite`). Raises CiteError (a ValueError) when there is no
+        record here (``note`` says where the numbers are) or no such phase."""
+        from slurm_energy.reporting.cite import CiteError, citation, render
+
+        if self.record is None:
+            raise CiteError(f"nothing to cite here: {self.note or self.source}")
+        return render(citation([self.record], phase=phase, training_type=training_type), fmt)
+
+    @classmethod
+    def from_record(cls, rec, final: bool, source: str, note: str = "", covers: str = "") -> "Result":
+        from slurm_energy.reporting.report import class_rows
+
+        classes = {}
+        for r in class_rows(rec)[:-1]:
+            classes[r.device_class] = ClassResult(r.device_class, r.energy_it_kwh, r.co2e_kg, r.method.value, r.coverage)
+        return cls(final=final, source=source, elapsed_s=rec.elapsed_s, it_kwh=rec.it_kwh,
+                   facility_kwh=rec.facility_kwh, co2e_kg=rec.co2e_kg, classes=classes, phases=list(rec.phases),
+                   stages=list(rec.stages), record=rec, note=note, covers=covers)
+
+
+def from_store(job_id: str) -> Result:
+    """The job's latest record in the site's store (interim while it runs), as a Result; ``source``
+    ``unavailable`` with a note when this user cannot read it (never raises)."""
+    note = (f"measured by the node's sampler; the numbers appear in the store about a minute into the job "
+            f"and finally after it: jobenergy {job_id}")
+    try:
+        from slurm_energy.config import load_site_config_for_hooks
+        from slurm_energy.store import open_store
+
+        cfg, _ = load_site_config_for_hooks(save=False)
+        st = open_store(cfg.paths.store_url, readonly=True)
+        try:
+            recs = st.get_job(job_id)
+        finally:
+            st.close()
+    except Exception as e:  # the store may be unreadable to users: numbers come after the job
+        return Result(final=False, source="unavailable", note=f"{note} (store: {type(e).__name__}: {e})")
+    if not recs:
+        return Result(final=False, source="unavailable", note=note)
+    rec = max(recs, key=lambda r: (r.restart_count, r.end_time))
+    return Result.from_record(rec, rec.status.value != "running", "slurm store", note)
 
 
 def local_rank(env=None) -> int:

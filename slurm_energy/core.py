@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
+
+from slurm_energy.jobmeta import IDENTITY, JobIdentity, dataclass_of
 
 # text a user controls: stdlib-only helpers (the Prolog/Epilog's log uses them without this module)
 from slurm_energy.textsafe import decode_text, has_surrogates, one_line, shown_text, text_bytes  # noqa: F401
@@ -168,38 +170,22 @@ class Flag(_StrEnum):
         return f"{self.value}:{detail}"
 
 
-@dataclass
-class JobMeta:
-    """Who ran which job: the identity and owner of one job attempt, from Slurm (or ``run``).
+if TYPE_CHECKING:
+    _JobMetaFields = JobIdentity
+else:
+    _JobMetaFields = dataclass_of(JobIdentity)
+
+
+class JobMeta(_JobMetaFields):
+    """Who ran which job: the identity and owner of one job attempt, from Slurm (or ``run``): the
+    dataclass of :class:`slurm_energy.jobmeta.JobIdentity`, where the fields are defined.
 
     Shared by the spool's job context and the stored record (same names, same meaning).
     """
 
-    job_id: str = ""  # Slurm's raw job id (SLURM_JOB_ID), or "run-<pid>" / "pid-<pid>"
-    cluster: str = ""
-    array_job_id: Optional[str] = None
-    array_task_id: Optional[str] = None
-    het_job_id: Optional[str] = None
-    het_job_offset: Optional[str] = None
-    job_name: str = ""
-    user: str = ""
-    uid: Optional[int] = None
-    gid: Optional[int] = None
-    account: str = ""
-    partition: str = ""
-    work_dir: str = ""
-    restart_count: int = 0  # SLURM_JOB_RESTART_COUNT: attempts of a requeued job
-    sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11): one per run of a job, new on requeue
-    slurm_start_time: Optional[float] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11): the run's start, epoch s
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        """Names of the JobMeta fields (also fields of JobRecord and JobContext)."""
-        return tuple(f.name for f in fields(JobMeta))
-
     def meta(self) -> "JobMeta":
         """Just the :class:`JobMeta` part (of a subclass such as ``JobContext``)."""
-        return JobMeta(**{k: getattr(self, k) for k in JobMeta.field_names()})
+        return JobMeta(**{k: getattr(self, k) for k in IDENTITY})
 
 
 @dataclass

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 __all__ = [
     "SlurmEnergyError", "ConfigError", "SlurmEnvError", "GpuResolveError", "HourlyDataError",
-    "PredictionError", "SafeWriteError", "StoreError", "StoreUrlError", "MergeError", "SlurmFormatError",
-    "ImplausibleIntensityError",
+    "PredictionError", "SafeWriteError", "StoreError", "StoreUrlError", "StoreDbError", "MergeError",
+    "SlurmFormatError", "ImplausibleIntensityError",
 ]
 
 
@@ -62,6 +62,11 @@ class StoreError(SlurmEnergyError, RuntimeError):
 
 class StoreUrlError(StoreError, ValueError):
     """An unsupported store URL (backend, driver, relative SQLite path); password hidden, fix given."""
+
+
+class StoreDbError(StoreError):
+    """The store's database refused a statement or a connection (locked, unreachable, not a
+    database, a constraint); the message names the store, the driver's error is ``__cause__``."""
 
 
 class SlurmFormatError(SlurmEnergyError, ValueError):

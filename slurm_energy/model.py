@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from slurm_energy import units
+from slurm_energy.jobmeta import IDENTITY, JobIdentity
 from slurm_energy.core import (DEVICE_CLASSES, METHOD_RANK, DeviceStatic, Flag, JobMeta, Method, Reading, Status,
                                status_text, worst_method)
 
@@ -188,30 +189,15 @@ class CarbonFacts(BaseModel):
     hourly: bool = False  # CO2e computed from hourly intensity
 
 
-class JobRecord(BaseModel):
-    """A job (one attempt) as stored and reported.
+class JobRecord(BaseModel, JobIdentity):
+    """A job (one attempt) as stored and reported: the job's identity (the fields of
+    :class:`slurm_energy.jobmeta.JobIdentity`: job_id, cluster, array and het ids, user, uid,
+    account, partition, restart_count, sluid, slurm_start_time...) and its energy.
 
     Key: (cluster, job_id, start_time). ``job_id`` is Slurm's raw job id as a string.
     """
 
     schema_version: int = SCHEMA_VERSION
-    cluster: str = ""
-    job_id: str
-    array_job_id: Optional[str] = None
-    array_task_id: Optional[str] = None
-    het_job_id: Optional[str] = None
-    het_job_offset: Optional[str] = None
-    job_name: str = ""
-    user: str = ""
-    uid: Optional[int] = None
-    gid: Optional[int] = None
-    account: str = ""
-    partition: str = ""
-    work_dir: str = ""
-    restart_count: int = 0
-    # what tells two runs of one job id apart (a reused id, a requeue), where Slurm gives it:
-    sluid: str = ""  # SLURM_JOB_SLUID (Slurm >= 25.11), one per run
-    slurm_start_time: Optional[float] = None  # SLURM_JOB_START_TIME (Slurm >= 23.11), epoch s
     # Slurm's own energy for the job (acct_gather_energy, sacct ConsumedEnergyRaw), beside ours; None =
     # Slurm collected none (AcctGatherEnergyType none/unknown, 0, or slurmdbd has no record)
     slurm_energy_j: Optional[float] = None
@@ -274,13 +260,13 @@ class JobRecord(BaseModel):
     @property
     def meta(self) -> JobMeta:
         """The job's identity and owner (:class:`~slurm_energy.core.JobMeta`)."""
-        return JobMeta(**{k: getattr(self, k) for k in JobMeta.field_names()})
+        return JobMeta(**{k: getattr(self, k) for k in IDENTITY})
 
     @classmethod
-    def from_meta(cls, meta: JobMeta, **fields: Any) -> "JobRecord":
+    def from_meta(cls, meta: JobIdentity, **fields: Any) -> "JobRecord":
         """A record for the job ``meta`` describes (a ``JobMeta`` or ``JobContext``), with ``fields``
         (start_time, end_time, nodes, ...). Raises pydantic's ValidationError on bad fields."""
-        return cls(**{k: getattr(meta, k) for k in JobMeta.field_names()}, **fields)
+        return cls(**{k: getattr(meta, k) for k in IDENTITY}, **fields)
 
     @property
     def status_text(self) -> str:

@@ -10,10 +10,6 @@ from __future__ import annotations
 J_PER_KWH = 3.6e6
 #: 1 kg = 1000 g (gCO2e -> kgCO2e).
 G_PER_KG = 1000.0
-#: 1 GB = 1e9 bytes (decimal, as the Green Algorithms memory model counts it).
-BYTES_PER_GB = 1e9
-#: 1 J = 1e6 uJ (RAPL ``energy_uj``).
-UJ_PER_J = 1e6
 
 #: Default PUE when the site gives none: industry average 1.58.
 DEFAULT_PUE = 1.58

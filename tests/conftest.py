@@ -17,3 +17,27 @@ def _not_through_sudo(monkeypatch):
     must not turn the root-run tests into the invoking user's."""
     monkeypatch.delenv("SUDO_UID", raising=False)
     monkeypatch.delenv("SUDO_USER", raising=False)
+
+
+@pytest.fixture
+def outside_slurm(monkeypatch, tmp_path):
+    """A process outside any Slurm job, torchrun or ``slurm-energy run``, offline, with a site.yaml
+    of its own in ``tmp_path`` (no RAPL: the TDP estimate); returns ``tmp_path``."""
+    for var in ("SLURM_JOB_ID", "LOCAL_RANK", "SLURM_LOCALID", "SLURM_ENERGY_MARKS_DIR", "TORCHELASTIC_RUN_ID",
+                "SLURM_ENERGY_RUN_MARKS"):
+        monkeypatch.delenv(var, raising=False)
+    site = tmp_path / "site.yaml"
+    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
+    return tmp_path
+
+
+@pytest.fixture
+def home():
+    """A directory an ordinary user owns (:func:`ordinary_user.user_dir`), removed afterwards."""
+    import ordinary_user as ou
+
+    d = ou.user_dir("se-home-")
+    yield d
+    ou.remove(d)

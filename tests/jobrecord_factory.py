@@ -62,14 +62,41 @@ def node_record(
     return job_record(job_id, devs, node=node, start=start, end=end, expected=expected, status=status, **kw)
 
 
-def own_site_config(tmp_path, monkeypatch, text: str = "cluster_name: c1\n"):
-    """Point $SLURM_ENERGY_CONFIG at a small site.yaml of our own (never this machine's
-    /etc/slurm-energy/site.yaml) and unset $SLURM_ENERGY_STORE; returns the file's path."""
-    site = tmp_path / "site.yaml"
-    site.write_text(text)
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
-    monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
+def site_yaml(tmp, text: str = "", *, cluster: str = "t", paths: "dict | None" = None, spool: bool = True,
+              monkeypatch=None):
+    """The one site-config writer of the tests: ``tmp/site.yaml`` with ``cluster_name: <cluster>``
+    (none for ""), a ``paths:`` section keeping the node's files under ``tmp`` (``spool_dir``
+    tmp/spool and ``log_dir`` tmp/log unless ``spool`` is False, then ``paths``' entries, e.g.
+    ``store_url``), then ``text`` (more YAML, without a ``paths:`` key). With ``monkeypatch``,
+    $SLURM_ENERGY_CONFIG points at it (never this machine's /etc/slurm-energy/site.yaml) and
+    $SLURM_ENERGY_STORE is unset. Returns the file's path."""
+    entries = {**({"spool_dir": f"{tmp}/spool", "log_dir": f"{tmp}/log"} if spool else {}), **(paths or {})}
+    site = tmp / "site.yaml"
+    site.write_text((f"cluster_name: {cluster}\n" if cluster else "")
+                    + ("paths:\n" + "".join(f"  {k}: {v}\n" for k, v in entries.items()) if entries else "") + text)
+    if monkeypatch is not None:
+        monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+        monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
     return site
+
+
+def own_site_config(tmp_path, monkeypatch, text: str = "cluster_name: c1\n"):
+    """$SLURM_ENERGY_CONFIG at a site.yaml of exactly ``text`` (:func:`site_yaml`); returns its path."""
+    return site_yaml(tmp_path, text, cluster="", spool=False, monkeypatch=monkeypatch)
+
+
+def hook_env(job_id: str = "777", *, node: str = "n1", uid: "int | None" = None, gid: "int | None" = None,
+             user: str = "u", context: str = "", **more: str) -> dict:
+    """The environment slurmd gives a Prolog/Epilog (Slurm's prolog_epilog docs: SLURM_JOB_*,
+    SLURMD_NODENAME, SLURM_SCRIPT_CONTEXT ``prolog_slurmd``/``epilog_slurmd``) for a one-node job
+    of cluster ``t`` on one CPU, run by this process's user unless ``uid``/``gid`` are given;
+    ``more``: further variables (SLURM_JOB_WORK_DIR=...)."""
+    import os
+
+    env = {"SLURM_JOB_ID": job_id, "SLURM_JOB_UID": str(os.getuid() if uid is None else uid),
+           "SLURM_JOB_GID": str(os.getgid() if gid is None else gid), "SLURM_JOB_USER": user,
+           "SLURMD_NODENAME": node, "SLURM_NODELIST": node, "SLURM_CLUSTER_NAME": "t", "SLURM_JOB_CPUS_PER_NODE": "1"}
+    return {**env, **({"SLURM_SCRIPT_CONTEXT": context} if context else {}), **more}
 
 
 def store_with(tmp_path, *records: JobRecord, name: str = "jobs.db") -> str:
@@ -113,3 +140,12 @@ def finished(record: JobRecord, pue=1.5, ci=400.0) -> JobRecord:
     r.carbon.pue = pue
     r.carbon.ci_g_per_kwh = ci
     return r
+
+
+def run_jobenergy(capsys, *argv: str) -> tuple[int, str, str]:
+    """``jobenergy ARGV`` in this process: (exit status, stdout, stderr)."""
+    from slurm_energy.cli.jobenergy import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err

@@ -9,20 +9,21 @@ from __future__ import annotations
 import os
 
 import pytest
-import sqlalchemy as sa
 
 from slurm_energy.store import open_store
-from slurm_energy.store.schema import metadata
+from slurm_energy.store.db import connect
+from slurm_energy.store.schema import TABLES
 
 PG_URL = os.environ.get("SLURM_ENERGY_TEST_PG_URL")
 PG_SKIP = "SLURM_ENERGY_TEST_PG_URL not set: run `export SLURM_ENERGY_TEST_PG_URL=$(scripts/postgres.sh start)`"
 
 
-def _empty_pg(url: str) -> None:
-    eng = sa.create_engine(url)
-    with eng.begin() as conn:
-        metadata.drop_all(conn)
-    eng.dispose()
+def empty_pg(url: str) -> None:
+    """Drop the store's tables from the PostgreSQL database at ``url``."""
+    db = connect(url)
+    for t in TABLES:
+        db.execute(f"DROP TABLE IF EXISTS {t}")
+    db.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -31,7 +32,7 @@ def store_url(request, tmp_path):
         return f"sqlite:///{tmp_path}/spool/store.db"
     if not PG_URL:
         pytest.skip(PG_SKIP)
-    _empty_pg(PG_URL)
+    empty_pg(PG_URL)
     return PG_URL
 
 

@@ -16,16 +16,6 @@ from slurm_energy.api import local_rank, slurm_marks_path, track
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def outside_slurm(monkeypatch, tmp_path):
-    for var in ("SLURM_JOB_ID", "LOCAL_RANK", "SLURM_LOCALID", "SLURM_ENERGY_MARKS_DIR"):
-        monkeypatch.delenv(var, raising=False)
-    site = tmp_path / "site.yaml"
-    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
-    return tmp_path
-
-
 def _busy(s):
     t = time.time() + s
     while time.time() < t:

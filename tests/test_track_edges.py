@@ -20,24 +20,6 @@ from slurm_energy import track
 from slurm_energy.carbon.tables import lookup_country
 
 
-@pytest.fixture
-def outside_slurm(monkeypatch, tmp_path):
-    for var in ("SLURM_JOB_ID", "LOCAL_RANK", "SLURM_LOCALID", "SLURM_ENERGY_MARKS_DIR", "TORCHELASTIC_RUN_ID",
-                "SLURM_ENERGY_RUN_MARKS"):
-        monkeypatch.delenv(var, raising=False)
-    site = tmp_path / "site.yaml"
-    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
-    return tmp_path
-
-
-@pytest.fixture
-def home():
-    d = ou.user_dir("se-track-")
-    yield d
-    ou.remove(d)
-
-
 def _busy(s):
     t = time.time() + s
     while time.time() < t:

@@ -108,6 +108,28 @@ class TrainingMarks:
         return self.end(RunEnd.from_exception(exc, where))
 
 
+class MarksCallback:
+    """What both frameworks' ``EnergyCallback`` share: the :class:`TrainingMarks` and the record.
+
+    Args:
+        label: the measurement's label when no ``track()`` is active (default
+            ``<hf-train|lightning-fit>-<time>-<pid>``, unique per run).
+        stages: extra fractions of training (0..1] to mark as stages, by optimizer step.
+        **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``, ``overwrite``,
+            ``pue``, ``country``, ``zone``, ``ci``, ``alpha``...).
+    Attributes:
+        record: the JobRecord of our own measurement (outside Slurm), after training ends.
+    """
+
+    def __init__(self, label: Optional[str] = None, stages: Sequence[float] = (), **track_kwargs):
+        self.marks = TrainingMarks(label, stages, track_kwargs)
+
+    @property
+    def record(self):
+        """The JobRecord of our own measurement, once training ended (None before, or in a ``track()``)."""
+        return self.marks.record
+
+
 def _interrupted(detail: str):
     from slurm_energy.sampling.local import RunEnd
 

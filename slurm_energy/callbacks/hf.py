@@ -19,33 +19,15 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Optional, Sequence
 
 from transformers import TrainerCallback
 
-from slurm_energy.callbacks import TrainingMarks, count_parameters
+from slurm_energy.callbacks import MarksCallback, TrainingMarks, count_parameters
 
 
-class EnergyCallback(TrainerCallback):
-    """Marks a transformers ``Trainer.train()`` for :func:`slurm_energy.track` (see the module doc).
-
-    Args:
-        label: the measurement's label when no ``track()`` is active (default
-            ``hf-train-<time>-<pid>``, unique per run).
-        stages: extra fractions of training (0..1] to mark as stages, by optimizer step.
-        **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``, ``overwrite``,
-            ``pue``, ``country``, ``zone``, ``ci``, ``alpha``...).
-    Attributes:
-        record: the JobRecord of our own measurement (outside Slurm), after training ends.
-    """
-
-    def __init__(self, label: Optional[str] = None, stages: Sequence[float] = (), **track_kwargs):
-        self.marks = TrainingMarks(label, stages, track_kwargs)
-
-    @property
-    def record(self):
-        """The JobRecord of our own measurement, once training ended (None before, or in a ``track()``)."""
-        return self.marks.record
+class EnergyCallback(MarksCallback, TrainerCallback):
+    """Marks a transformers ``Trainer.train()`` for :func:`slurm_energy.track` (see the module doc;
+    arguments: :class:`~slurm_energy.callbacks.MarksCallback`)."""
 
     def on_init_end(self, args, state, control, **kwargs):
         trainer = _calling_trainer()

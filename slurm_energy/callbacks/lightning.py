@@ -15,7 +15,7 @@ try:
 except ImportError:  # pragma: no cover - the older package name
     from pytorch_lightning import Callback
 
-from slurm_energy.callbacks import TrainingMarks, count_parameters
+from slurm_energy.callbacks import MarksCallback, count_parameters
 
 
 def _tokens(batch) -> int:
@@ -26,27 +26,13 @@ def _tokens(batch) -> int:
         return 0
 
 
-class EnergyCallback(Callback):
-    """Marks a Lightning fit for :func:`slurm_energy.track` (see the module doc).
-
-    Args:
-        label: the measurement's label when no ``track()`` is active (default
-            ``lightning-fit-<time>-<pid>``, unique per run).
-        stages: extra fractions of training (0..1] to mark as stages, by optimizer step.
-        **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``, ``overwrite``,
-            ``pue``, ``country``, ``zone``, ``ci``, ``alpha``...).
-    Attributes:
-        record: the JobRecord of our own measurement (outside Slurm), after ``fit`` ends.
-    """
+class EnergyCallback(MarksCallback, Callback):
+    """Marks a Lightning fit for :func:`slurm_energy.track` (see the module doc; arguments:
+    :class:`~slurm_energy.callbacks.MarksCallback`)."""
 
     def __init__(self, label: Optional[str] = None, stages: Sequence[float] = (), **track_kwargs):
-        self.marks = TrainingMarks(label, stages, track_kwargs)
+        super().__init__(label, stages, **track_kwargs)
         self.tokens = 0
-
-    @property
-    def record(self):
-        """The JobRecord of our own measurement, once ``fit`` ended (None before, or in a ``track()``)."""
-        return self.marks.record
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self.tokens = 0

@@ -94,8 +94,3 @@ def lookup_zone(zone: str) -> Optional[IntensityRow]:
     tab = load_grid_table()
     row = tab.get(z) or tab.get("GCP:" + z)
     return row if row is not None and row.kind != "country" else None
-
-
-def is_known_country(code: str) -> bool:
-    """True if ``code`` (ISO alpha-2/alpha-3) has a row in the bundled table."""
-    return lookup_country(code) is not None

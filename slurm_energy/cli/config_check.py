@@ -81,17 +81,15 @@ def dir_problem(path: str) -> Optional[tuple[str, str, bool]]:
 
 
 def sqlite_path(store_url: str) -> tuple[Optional[str], Optional[str]]:
-    """``(database file path, None)`` of a SQLite ``store_url``; ``(None, None)`` for another backend
-    or an in-memory database; ``(None, error)`` when the URL cannot be parsed (SQLAlchemy syntax)."""
-    import sqlalchemy as sa
+    """``(database file path, None)`` of a SQLite ``store_url``; ``(None, None)`` for another backend;
+    ``(None, error)`` for a URL :func:`slurm_energy.store.check_store_url` refuses."""
+    from slurm_energy.store import check_store_url
+    from slurm_energy.store.db import sqlite_file
 
-    try:
-        u = sa.make_url(store_url)
-    except Exception as e:  # sqlalchemy.exc.ArgumentError
-        return None, f"cannot be parsed as a store URL ({e})"
-    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
-        return None, None
-    return u.database, None
+    problem = check_store_url(store_url)
+    if problem:
+        return None, problem
+    return (sqlite_file(store_url), None) if store_url.startswith("sqlite") else (None, None)
 
 
 def _hide_password(url: str) -> str:

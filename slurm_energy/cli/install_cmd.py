@@ -13,6 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
+from slurm_energy.fileio import atomic_write
+
 
 def register(sub) -> None:
     """Add the ``install`` sub-command."""
@@ -193,12 +195,7 @@ def cmd_install(args) -> int:
     if not args.print_only:
         os.makedirs(hooks_dir, mode=0o755, exist_ok=True)
         for which in ("prolog", "epilog", "mail"):
-            dst = os.path.join(hooks_dir, which)
-            tmp = dst + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(hook_text(which, sys.executable, config))
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, dst)
+            atomic_write(os.path.join(hooks_dir, which), hook_text(which, sys.executable, config), mode=0o755)
         print(f"# hooks written to {hooks_dir} (python {sys.executable})", file=sys.stderr)
     print("# slurm-energy: add to slurm.conf on every node and the controller, then `scontrol reconfigure`")
     print(f"Prolog={os.path.join(hooks_dir, 'prolog')}")

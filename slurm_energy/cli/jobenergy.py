@@ -6,7 +6,7 @@ or a SLUID, one run: :mod:`slurm_energy.jobid`),
 ``-u/--user``, ``-A/--account``, ``-r/--partition``, ``-s/--state``, ``-S/--starttime``,
 ``-E/--endtime``, ``-o/--format``, ``-p/--parsable``, ``-P/--parsable2``, ``-n/--noheader``,
 ``-l/--long`` (one row per node and device), ``--json``, ``--seff`` (a seff-like block per job:
-:mod:`slurm_energy.cli.seff`).
+:mod:`slurm_energy.slurm.seff`).
 
 Visibility: root and users named in the site config's ``admins`` see every job; other users see only
 their own (enforced here; for a confidentiality boundary see docs/STORE.md). Run through sudo, the
@@ -29,6 +29,20 @@ its default is used. Messages about the store name its URL and where the config 
 
 Exit status: 0 ok; 1 a requested job id is not in the store, or ``-u`` names only other users
 (nothing is shown, as sacct); 2 bad usage (e.g. ``-S`` after ``-E``) or the store cannot be read.
+
+Notes: one-line explanations on stderr for a job id with no record, a query that found no job,
+and records left ``running`` that have not been updated for a long time.
+
+Never on stdout (the table and ``-p``/``--json`` output keep their shape) and never by asking Slurm:
+a ``running`` record is only judged by its own last update (``end_time``, the sampler's last interim
+flush), so ``jobenergy`` stays one store query (no ``sacct`` per call).
+
+Stale rule: a record still ``running`` whose last update is older than :data:`STALE_INTERIMS` x
+``sampling.interim_s`` (default 10 x 60 s = 10 min) belongs to a job whose sampler stopped writing:
+the job has almost certainly ended (or its node died) and the finalizer's record never replaced the
+interim one. ``slurm-energy collect`` (run by the installed timer every 5 min) finalises it; the
+note says so. The same bound (10 interim periods) is what the Prometheus exporter drops a running
+entry after (:mod:`slurm_energy.outputs.prometheus`).
 """
 
 from __future__ import annotations
@@ -40,15 +54,15 @@ import os
 import sys
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from slurm_energy.cli import jobenergy_format as F
-from slurm_energy.cli import jobenergy_notes as N
 from slurm_energy.cli.sudo_caller import caller_named_store, ignore_callers_config, reader_identity
 from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
 from slurm_energy.cli import jobenergy_select as S
 from slurm_energy.cli.table import render
-from slurm_energy.jobid import display_id, parse_jobids, split_reused
+from slurm_energy.core import Status
+from slurm_energy.jobid import display_id, matches, parse_jobids, split_reused
 
 if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
     from slurm_energy.model import JobRecord
@@ -272,8 +286,8 @@ def _main(argv: list[str] | None) -> int:
                                      start if args.starttime else None, end if args.endtime else None)
     elif not records:
         _err(_nothing_found(args, users, start, end, where, privileged, site.timezone))
-    for note in N.stale_running(records, now, site.interim_s, lambda t: F.fmt_time(t, site.timezone),
-                                F.fmt_elapsed):
+    for note in stale_running(records, now, site.interim_s, lambda t: F.fmt_time(t, site.timezone),
+                                F.format_duration):
         _err(note)
     if args.cite:
         return _print_citation(records, args) or rc
@@ -297,11 +311,11 @@ def _print_citation(records: list[JobRecord], args: argparse.Namespace) -> int:
 
 def _nothing_found(args: argparse.Namespace, users: list[str], start: Optional[float], end: Optional[float],
                    where: str, privileged: bool, tz: str) -> str:
-    """The stderr line for a query without job ids that selected nothing (:func:`jobenergy_notes.nothing_found`)."""
+    """The stderr line for a query without job ids that selected nothing (:func:`nothing_found`)."""
     fmt = lambda t: F.fmt_time(t, tz)  # noqa: E731
     window = (f"that ran between {fmt(start) if start is not None else 'the first job'} and "
               f"{fmt(end) if end is not None else 'now'}")
-    return N.nothing_found(window=window, users=users if (args.user or not privileged) else [],
+    return nothing_found(window=window, users=users if (args.user or not privileged) else [],
                            accounts=_split(args.account), partitions=_split(args.partition),
                            states=_split(args.state), where=where, privileged=privileged,
                            default_window=not args.starttime,
@@ -321,29 +335,17 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
                 start: Optional[float], end: Optional[float], full: bool = False) -> Optional[list]:
     """The matching attempts, or None after printing why the store cannot be read: summary rows
     (:class:`slurm_energy.store.select.JobRow`), or with ``full`` JobRecords (``-l``, ``--json``,
-    ``--seff``, fields of the nodes). Read by :mod:`slurm_energy.store.fast` (SQLite: Python's sqlite3;
-    PostgreSQL: libpq; no SQLAlchemy, no pydantic for the table), else by open_store."""
-    filters = dict(specs=specs or None, users=users or None, accounts=_split(args.account) or None,
+    ``--seff``, fields of the nodes; pydantic only then)."""
+    filters = dict(jobs=specs or None, users=users or None, accounts=_split(args.account) or None,
                    partitions=_split(args.partition) or None, start=start, end=end)
     try:
-        from slurm_energy.store.fast import read_rows
-
-        got = read_rows(url, full=full, **filters)
-        if got is not None:
-            return got
-        import sqlalchemy.exc
-
         from slurm_energy.store import open_store
 
+        store = open_store(url, readonly=True)  # a reader never creates or migrates the store, even as root
         try:
-            store = open_store(url, readonly=True)  # a reader never creates or migrates the store, even as root
-            try:
-                kw = dict(filters, jobs=filters.pop("specs"))
-                return store.query(**kw) if full else store.rows(**kw)
-            finally:
-                store.close()
-        except sqlalchemy.exc.SQLAlchemyError as e:
-            raise RuntimeError(str(e)) from None
+            return store.query(**filters) if full else store.rows(**filters)
+        finally:
+            store.close()
     except (ValueError, RuntimeError, OSError) as e:
         text = str(e).splitlines()[0] if str(e) else type(e).__name__
         _err(f"cannot read the store {where}: {text}")
@@ -353,9 +355,9 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
 def _report_missing(specs: list, records: list[JobRecord], args: argparse.Namespace, states: object,
                     among: str, where: str, privileged: bool = True, interim_s: float = 60.0) -> int:
     """Say which asked-for jobs are not in the store and why that may be (1 if any;
-    :func:`jobenergy_notes.missing_ids`) and that a job step shows its job."""
+    :func:`missing_ids`) and that a job step shows its job."""
     filtered = bool(args.starttime or args.endtime or states)
-    lines = N.missing_ids(specs, records, filtered, among, where, privileged, interim_s)
+    lines = missing_ids(specs, records, filtered, among, where, privileged, interim_s)
     for line in lines:
         _err(line)
     rc = 1 if lines else 0
@@ -372,7 +374,7 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
     for _, _, opts in items:
         opts["tz"] = tz
     if args.seff:
-        from slurm_energy.cli.seff import allocation, seff_block
+        from slurm_energy.slurm.seff import allocation, seff_block
 
         blocks = [seff_block(r, *allocation(r.job_id, warn=_err)) for _, r, o in items if not o.get("is_sum")]
         if blocks:
@@ -445,3 +447,88 @@ def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+# ---------------------------------------------------------------- notes on stderr
+#: A running record not updated for this many interim periods is reported as probably ended.
+STALE_INTERIMS = 10
+
+#: At most this many job ids are named in one note; the rest are counted.
+MAX_NAMED = 5
+
+
+def _names(ids: list[str]) -> str:
+    shown = ", ".join(ids[:MAX_NAMED])
+    return shown + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
+
+
+def not_recorded_why(privileged: bool, interim_s: float) -> str:
+    """Why a job may have no record: the sentence after a 'not in the store' message. For an
+    ordinary user it starts with "another user's job": the store query only returns their own jobs,
+    so the message cannot (and must not) say whether the job exists."""
+    why = (f"pending, started under {interim_s:g} s ago, or ended and was not collected (admins: "
+           "slurm-energy collect)")
+    if privileged:
+        return f"No record yet if it is {why}"
+    return f"It may be another user's job, which you cannot see, or one not recorded yet: {why}"
+
+
+def missing_ids(specs: list, records: list, filtered: bool, among: str, where: str, privileged: bool,
+                interim_s: float) -> list[str]:
+    """One message per requested job id (``specs``, :func:`slurm_energy.jobid.parse_jobids`) that no
+    record matches. Root and admins: ``job ID: not in the store[ in the given -S/-E window or -s
+    states]: WHERE. <why>``; an ordinary user (``among``: `` among U's jobs``): ``job ID: no record
+    among U's jobs[...]: WHERE. It may be another user's job, which you cannot see, or ...`` -- never
+    "not in the store", which would tell them that another user's job does not exist.
+    ``filtered``: -S/-E/-s were given (then the advice is to drop them)."""
+    out = []
+    for spec in specs:
+        if any(matches(spec, r) for r in records):
+            continue
+        cond = " in the given -S/-E window or -s states" if filtered else ""
+        if filtered:
+            why = "Try it without -S/-E/-s" + ("" if privileged else "; it may also be another user's job, "
+                                                                     "which you cannot see")
+        else:
+            why = not_recorded_why(privileged, interim_s)
+        head = "not in the store" if privileged or not among else f"no record{among}"
+        out.append(f"job {spec.raw}: {head}{cond}: {where}. {why}")
+    return out
+
+
+def nothing_found(*, window: str, users: list[str], accounts: list[str], partitions: list[str],
+                  states: list[str], where: str, privileged: bool, default_window: bool, example_day: str) -> str:
+    """The line for a query without job ids that selected no job: what was asked (``window`` as
+    ``running between A and B``), the store, and what to try. ``example_day``: a date for the ``-S``
+    hint (the day before the window)."""
+    parts = [window]
+    if users:
+        parts.append(f"of user {','.join(users)}" + ("" if privileged else " (you see only your own jobs)"))
+    parts += [f"in account {','.join(accounts)}"] if accounts else []
+    parts += [f"in partition {','.join(partitions)}"] if partitions else []
+    parts += [f"in state {','.join(states)}"] if states else []
+    hint = (f". Without -j the window is today from midnight (as sacct): give -S for older jobs, e.g. -S {example_day}"
+            if default_window else "")
+    return f"no jobs {' '.join(p for p in parts if p)} in the store: {where}{hint}"
+
+
+def stale_running(records: Iterable, now: float, interim_s: float, fmt_time: Callable[[float], str],
+                  fmt_elapsed: Callable[[float], str]) -> list[str]:
+    """A note for records still ``running`` whose last update (``end_time``, epoch s) is more than
+    :data:`STALE_INTERIMS` x ``interim_s`` before ``now`` (empty list when none); one line for all."""
+    stale = [r for r in records if Status(r.status) == Status.RUNNING
+             and now - r.end_time > STALE_INTERIMS * interim_s]
+    if not stale:
+        return []
+    ids = list(dict.fromkeys(display_id(r) for r in stale))
+    oldest = min(r.end_time for r in stale)
+    limit = f"{STALE_INTERIMS} x {interim_s:g} s, sampling.interim_s"
+    if len(ids) == 1:
+        head = (f"note: job {ids[0]}: its record says running but was last updated {fmt_time(oldest)}, "
+                f"{fmt_elapsed(now - oldest)} ago (a running job's is updated every {interim_s:g} s; stale after "
+                f"{limit}): ended per Slurm? (sacct -j {ids[0]}) Its energy is shown up to then")
+    else:
+        head = (f"note: jobs {_names(ids)}: their records say running but were last updated over "
+                f"{fmt_elapsed(STALE_INTERIMS * interim_s)} ago (oldest {fmt_time(oldest)}; stale after {limit}): "
+                f"ended per Slurm? (sacct -j {','.join(ids[:MAX_NAMED])}) Their energy is shown up to then")
+    return [head + f"; admins: run slurm-energy collect to finalise {'it' if len(ids) == 1 else 'them'}"]

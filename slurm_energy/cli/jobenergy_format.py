@@ -19,6 +19,7 @@ from slurm_energy.core import Method, all_estimated, status_text
 from slurm_energy.jobid import display_id
 from slurm_energy.natsort import ordered_record
 from slurm_energy.reporting.scale import plain
+from slurm_energy.slurm.formats import format_duration, format_energy, format_memory
 
 if TYPE_CHECKING:  # records, or the store's summary rows (store.select.JobRow) for SUMMARY_FIELDS
     from slurm_energy.model import JobRecord
@@ -44,37 +45,21 @@ def fmt_num(v: Optional[float]) -> str:
     return plain(v, 4)
 
 
-def fmt_mem(b: Optional[int]) -> str:
-    """Bytes as sacct shows ReqMem/MaxRSS (:func:`slurm_energy.slurm.formats.format_memory`)."""
-    from slurm_energy.slurm.formats import format_memory
-
-    return format_memory(b)
-
-
 def _req_mem(r: JobRecord) -> str:
     """Requested memory per node (sacct ReqMem style); nodes that differ are listed."""
-    vals = list(dict.fromkeys(fmt_mem(n.req_mem_bytes) for n in r.nodes))
+    vals = list(dict.fromkeys(format_memory(n.req_mem_bytes) for n in r.nodes))
     return ",".join(v for v in vals) if any(vals) else ""
 
 
 def _max_rss(r: JobRecord) -> str:
     """Peak memory used on the busiest node (sacct's MaxRSS is the largest over tasks)."""
     vals = [n.max_mem_bytes for n in r.nodes if n.max_mem_bytes is not None]
-    return fmt_mem(max(vals)) if vals else ""
+    return format_memory(max(vals)) if vals else ""
 
 
 def _slurm_energy(r: JobRecord) -> str:
     """Slurm's own ConsumedEnergy in its own format (``12.34K`` J); ``n/a`` when Slurm has none."""
-    from slurm_energy.slurm.formats import format_energy
-
     return "n/a" if r.slurm_energy_j is None else format_energy(r.slurm_energy_j)
-
-
-def fmt_elapsed(seconds: float) -> str:
-    """sacct's Elapsed: ``[D-]HH:MM:SS`` (:func:`slurm_energy.slurm.formats.format_duration`)."""
-    from slurm_energy.slurm.formats import format_duration
-
-    return format_duration(seconds)
 
 
 def fmt_time(ts: float, tz: str = "UTC") -> str:
@@ -134,7 +119,7 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "partition": lambda r, o: r.partition,
     "nnodes": lambda r, o: str(r.n_nodes or 0) if hasattr(r, "n_nodes") else str(len(r.expected_nodes) or len(r.nodes)),
     "nodelist": lambda r, o: ",".join(r.expected_nodes or [n.node for n in r.nodes]),
-    "elapsed": lambda r, o: fmt_elapsed(o.get("elapsed_s", r.elapsed_s)),
+    "elapsed": lambda r, o: format_duration(o.get("elapsed_s", r.elapsed_s)),
     "start": lambda r, o: fmt_time(r.start_time, o.get("tz", "UTC")),
     "end": lambda r, o: fmt_time(r.end_time, o.get("tz", "UTC")),
     "restartcount": lambda r, o: str(r.restart_count),
@@ -163,7 +148,6 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "slurmenergy": lambda r, o: _slurm_energy(r),
     "slurmenergyraw": lambda r, o: "" if r.slurm_energy_j is None else f"{r.slurm_energy_j:.0f}",
 }
-_CANON = {k: k for k in FIELDS}
 #: fields that need the full record (nodes, errors, Slurm's energy): read from job_json, not the summary row
 FULL_FIELDS = frozenset({"nodelist", "sluid", "errors", "reqmem", "maxrss", "slurmenergy", "slurmenergyraw"})
 _HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobName", "UID", "NodeList", "Start",
@@ -264,7 +248,7 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
                 fmt_num(None if d.energy_j is None else d.energy_j / J_PER_KWH),
                 fmt_num(None if d.device_energy_j is None else d.device_energy_j / J_PER_KWH),
                 f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples),
-                fmt_mem(ns.req_mem_bytes), fmt_mem(ns.max_mem_bytes), _covers_flags(d, short),
+                format_memory(ns.req_mem_bytes), format_memory(ns.max_mem_bytes), _covers_flags(d, short),
             ])  # fmt: skip
     from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
     from slurm_energy.reporting.prediction_check import check, long_rows as check_long_rows

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple, Optional
 
+from slurm_energy.store.urls import shown_url
+
 
 class Site(NamedTuple):
     """What jobenergy takes from the site config, and where it came from (for messages)."""
@@ -20,33 +22,13 @@ class Site(NamedTuple):
 
 
 def resolved_config() -> Optional[tuple]:
-    """``(config, problems, path)`` from the hooks' resolved copy of the site config
-    (``<site.yaml>.resolved.json``, :mod:`slurm_energy.slurm.hookconfig`; root-only), else from the
-    readers' copy beside it (``.reader.json``: ``paths.store_url``, ``admins``, ``timezone`` and
-    ``source_path`` only, readable by whoever may read site.yaml), when it matches site.yaml's text:
-    the lenient load's config (attribute access) and messages, without importing pydantic. None
-    otherwise (no site.yaml, stale or unreadable copies)."""
-    import json
+    """``(config, problems, path)`` from the hooks' resolved copy of the site config, else the
+    readers' copy beside it (``paths.store_url``, ``admins``, ``timezone``, ``source_path``,
+    ``sampling.interim_s``, readable by whoever may read site.yaml), when it matches site.yaml's text
+    (:func:`slurm_energy.slurm.hookconfig.reader_config`: no pydantic import). None otherwise."""
+    from slurm_energy.slurm.hookconfig import reader_config
 
-    from slurm_energy.slurm import hookconfig as H
-
-    p = H._site_path()
-    if p is None:
-        return None
-    try:
-        with open(p, "rb") as f:
-            text = f.read()
-    except OSError:
-        return None
-    for suffix in (H.RESOLVED_SUFFIX, H.READER_SUFFIX):
-        try:
-            with open(p + suffix, encoding="utf-8") as f:
-                cached = json.load(f)
-            if cached.get("key") == H._key(text):
-                return H.ConfigView(cached["config"]), list(cached.get("problems", [])), p
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-    return None
+    return reader_config()
 
 
 def _resolved_site() -> Optional[Site]:
@@ -82,11 +64,5 @@ def load_site() -> Site:
                 float(cfg.sampling.interim_s))
 
 
-def _shown_url(url: str) -> str:
-    """The store URL with any password hidden (:func:`slurm_energy.store.urls.shown_url`); a URL
-    without ``@`` has none: shown as given, without importing SQLAlchemy."""
-    if "@" not in url:
-        return url
-    from slurm_energy.store.urls import shown_url
-
-    return shown_url(url)
+#: the store URL with any password hidden, as every command shows it
+_shown_url = shown_url

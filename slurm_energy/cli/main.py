@@ -6,8 +6,7 @@ Sub-command modules (add one line to ``_COMMAND_MODULES`` to add a command):
 * :mod:`slurm_energy.cli.install_cmd`  -- install
 * :mod:`slurm_energy.cli.config_cmds`  -- check-config, ci-import
 * :mod:`slurm_energy.cli.store_cmds`   -- collect, rollup
-* :mod:`slurm_energy.cli.predict_cmd`  -- predict
-* :mod:`slurm_energy.cli.calibration_cmd` -- calibration
+* :mod:`slurm_energy.cli.predict_cmd`  -- predict, calibration
 * :mod:`slurm_energy.cli.mail_cmd`     -- mail (MailProg wrapper)
 """
 
@@ -24,7 +23,6 @@ _COMMAND_MODULES = [
     "slurm_energy.cli.config_cmds",
     "slurm_energy.cli.store_cmds",
     "slurm_energy.cli.predict_cmd",
-    "slurm_energy.cli.calibration_cmd",
     "slurm_energy.cli.mail_cmd",
 ]
 

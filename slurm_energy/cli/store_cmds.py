@@ -20,12 +20,10 @@ from typing import Optional
 from slurm_energy.core import one_line
 from slurm_energy.store.urls import STORE_HELP
 
-from slurm_energy.reporting.rollup_table import month_bounds, month_header, month_records, rollup
+from slurm_energy.reporting.rollup_table import COLUMNS, month_bounds, month_header
 
-ROLLUP_COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
-                  "gpu_idle_kwh")
 
-__all__ = ["month_bounds", "month_header", "month_records", "rollup"]  # tests and callers import them here
+__all__ = ["month_bounds", "month_header"]  # tests and callers import them here
 
 
 def register(sub) -> None:
@@ -88,19 +86,11 @@ def _err(msg: str) -> None:
 def _open(args, cfg, readonly=False):
     """Open the store (``--store``, else ``$SLURM_ENERGY_STORE``, else ``paths.store_url``).
 
-    Raises RuntimeError naming the URL (password hidden) for a database that cannot be read (not a
-    database, server unreachable), and ValueError/RuntimeError from ``open_store``.
+    Raises ValueError/RuntimeError (StoreError: names the URL, password hidden) from ``open_store``.
     """
-    import sqlalchemy.exc
-
-    from slurm_energy.store.urls import shown_url as _shown_url
     from slurm_energy.store import open_store
 
-    url = _store_url(args, cfg)
-    try:
-        return open_store(url, readonly=readonly)
-    except sqlalchemy.exc.SQLAlchemyError as e:
-        raise RuntimeError(f"cannot read the store {_shown_url(url)}: {str(e).splitlines()[0]}") from None
+    return open_store(_store_url(args, cfg), readonly=readonly)
 
 
 def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
@@ -158,8 +148,7 @@ def cmd_collect(args) -> int:
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return 2
-    import sqlalchemy.exc
-
+    from slurm_energy.errors import StoreDbError
     from slurm_energy.slurm.collect import collect_all, with_paths
     from slurm_energy.store.urls import shown_url as _shown_url
 
@@ -169,7 +158,7 @@ def cmd_collect(args) -> int:
     except PermissionError as e:
         _err(f"collect: cannot read {e.filename or results_dir}: {e.strerror}; collect must run as root")
         return 2
-    except sqlalchemy.exc.SQLAlchemyError as e:
+    except StoreDbError as e:
         _err(f"collect: cannot write the store {_shown_url(url)}: {str(e).splitlines()[0]}")
         return 2
     finally:
@@ -221,41 +210,28 @@ def cmd_prune(args) -> int:
 
 def _month_data(args, cfg, t0: float, t1: float):
     """(rollup rows, the month's full records: only for html) or None after printing why the store
-    cannot be read. table/csv/json come from :func:`slurm_energy.store.fast.rollup` (SQLite: Python's
-    sqlite3; PostgreSQL: libpq; no SQLAlchemy); the rest through ``open_store``. Read-only: never migrates."""
-    try:
-        if args.format != "html":
-            from slurm_energy.store.fast import rollup
-
-            rows = rollup(_store_url(args, cfg), args.by, t0, t1)
-            if rows is not None:
-                return rows, []
-        store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
-    except (ValueError, RuntimeError, OSError) as e:
-        _err(str(e))
-        return None
-    import sqlalchemy.exc
-
+    cannot be read (:func:`slurm_energy.store.rollup.month_rollup`). Read-only: never migrates."""
     from slurm_energy.store.rollup import month_ids, month_rollup
 
     try:
-        with store.engine.connect() as conn:
-            rows = month_rollup(conn, args.by, t0, t1)  # a SQL aggregate: no record is parsed
+        store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
+        try:
+            rows = month_rollup(store.db, args.by, t0, t1)  # a SQL aggregate: no record is parsed
             # the HTML report lists the month's top jobs, methods and carbon facts: full records
-            ids = month_ids(conn, t0, t1) if args.format == "html" else []
-        records = store.records_by_id(ids, progress_what=f"rollup {args.month}: reading job records") if ids else []
-    except sqlalchemy.exc.SQLAlchemyError as e:
-        _err(f"cannot read the store: {str(e).splitlines()[0]}")
+            ids = month_ids(store.db, t0, t1) if args.format == "html" else []
+            records = store.records_by_id(ids, progress_what=f"rollup {args.month}: reading job records")
+        finally:
+            store.close()
+    except (ValueError, RuntimeError, OSError) as e:
+        _err(str(e).splitlines()[0])
         return None
-    finally:
-        store.close()
     return rows, records
 
 
 def _write_rollup(args, rows: list, records: list, tz: str, top: Optional[list] = None) -> str:
-    """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_text`: no pandas, no pydantic),
+    """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_table`: no pandas, no pydantic),
     html by :func:`slurm_energy.reporting.monthly.write_rollup`; returns the path written ("": stdout)."""
-    from slurm_energy.reporting import rollup_text as R
+    from slurm_energy.reporting import rollup_table as R
 
     if args.format == "csv":
         return R.write_text(R.csv_text(rows, args.by), args.out)
@@ -307,7 +283,7 @@ def cmd_rollup(args) -> int:
 
     head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e", "Measured_IT_kWh", "Estimated_IT_kWh",
             "GPU_idle_kWh"]
-    rows = [[f(r[k]) for k in (args.by, *ROLLUP_COLUMNS)] for r in rows]
+    rows = [[f(r[k]) for k in (args.by, *COLUMNS)] for r in rows]
     from slurm_energy.cli.table import render
 
     print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)
@@ -328,20 +304,12 @@ def _top_id(r: dict) -> str:
 
 def _top_gpu_idle(args, cfg, t0: float, t1: float, limit: int = 10) -> list:
     """The month's top jobs by GPU-idle energy (:func:`slurm_energy.store.rollup.top_gpu_idle`); [] when unreadable."""
-    from slurm_energy.store.fast import top_gpu_idle
+    from slurm_energy.store.rollup import top_gpu_idle
 
     try:
-        got = top_gpu_idle(_store_url(args, cfg), t0, t1, limit)
-        if got is not None:
-            return got
-        import sqlalchemy as sa
-
-        from slurm_energy.store.rollup import top_gpu_idle as top
-
         store = _open(args, cfg, readonly=True)
         try:
-            with store.engine.connect() as conn:
-                return top(lambda q, p: conn.execute(sa.text(q), p).all(), t0, t1, limit)
+            return top_gpu_idle(store.db, t0, t1, limit)
         finally:
             store.close()
     except Exception:  # noqa: BLE001 - the rollup is shown without the list

@@ -34,12 +34,15 @@ def sudo_caller() -> Optional[tuple[int, str]]:
             uid = -1  # a name sudo gave but this host does not know: still not root
     if uid is None or uid == 0 or name == "root":
         return None
-    if not name:
-        try:
-            name = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            name = str(uid)
-    return uid, name
+    return uid, name or user_name(uid)
+
+
+def user_name(uid: int) -> str:
+    """The user name of ``uid``, or the number as text when this host does not know it."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def ignore_callers_config(prog: str) -> None:
@@ -108,8 +111,5 @@ def reader_identity(admins: list) -> tuple[int, str, bool]:
         uid, me = caller
         return uid, me, me in admins
     uid = os.getuid()
-    try:
-        me = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        me = str(uid)
+    me = user_name(uid)
     return uid, me, uid == 0 or me in admins

@@ -15,24 +15,14 @@ What the facts mean for a job is resolved elsewhere: carbon facts by
 This package imports pydantic and yaml, not pandas.
 """
 
-from slurm_energy.config.lenient import (LAST_GOOD_SUFFIX, last_good_path, load_site_config_for_hooks,
-                                         load_site_config_lenient, save_last_good,
-                                         site_config_from_dict_lenient)
-from slurm_energy.config.load import (DuplicateKeyError, UniqueKeyLoader, load_site_config, parse_yaml_text,
-                                      site_config_from_dict)
-from slurm_energy.config.schema import (DEFAULT_CPU_W_PER_CORE, DEFAULT_GEO_URL, DEFAULT_PATH, DEFAULT_PUE,
-                                        DEFAULT_PUE_SOURCE, DEFAULT_RAM_W_PER_GB, DEFAULT_STORE_PATH, ENV_VAR,
-                                        Attribution, CarbonIntensity, Datacenter, Geolocation, GpuOverride,
-                                        Hardware, Location, MailOutput, Outputs, Paths, PrometheusOutput,
-                                        Sampling, SiteConfig, SlurmWriteback)
+from slurm_energy.config.lenient import (last_good_path, load_site_config_for_hooks, load_site_config_lenient,
+                                         save_last_good, site_config_from_dict_lenient)
+from slurm_energy.config.load import DuplicateKeyError, load_site_config, site_config_from_dict
+from slurm_energy.config.schema import DEFAULT_PUE, Paths, SiteConfig
 from slurm_energy.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_CPU_W_PER_CORE", "DEFAULT_GEO_URL", "DEFAULT_PATH", "DEFAULT_PUE", "DEFAULT_PUE_SOURCE",
-    "DEFAULT_RAM_W_PER_GB", "DEFAULT_STORE_PATH", "ENV_VAR", "LAST_GOOD_SUFFIX", "Attribution", "CarbonIntensity",
-    "ConfigError", "Datacenter", "DuplicateKeyError", "Geolocation", "GpuOverride", "Hardware", "Location",
-    "MailOutput", "Outputs", "Paths", "PrometheusOutput", "SlurmWriteback",
-    "Sampling", "SiteConfig", "UniqueKeyLoader", "last_good_path", "load_site_config", "load_site_config_for_hooks",
-    "load_site_config_lenient", "parse_yaml_text", "save_last_good", "site_config_from_dict",
+    "DEFAULT_PUE", "ConfigError", "DuplicateKeyError", "Paths", "SiteConfig", "last_good_path", "load_site_config",
+    "load_site_config_for_hooks", "load_site_config_lenient", "save_last_good", "site_config_from_dict",
     "site_config_from_dict_lenient",
 ]

@@ -48,6 +48,7 @@ import os
 import time
 from typing import Callable, Optional
 
+from slurm_energy.fileio import atomic_write
 from slurm_energy.model import JobRecord, Method, Status
 from slurm_energy.units import J_PER_KWH
 
@@ -189,7 +190,7 @@ class PrometheusTextfile:
                     if os.path.exists(key):
                         os.unlink(key)
                 else:
-                    _write_atomic(key, json.dumps(entry).encode(), 0o600)
+                    atomic_write(key, json.dumps(entry), mode=0o600, exclusive=True)
                 entries = self._load_and_prune()
                 return self._write_textfile(entries)
         except OSError as e:
@@ -221,41 +222,13 @@ class PrometheusTextfile:
 
     def _write_textfile(self, entries: list[dict]) -> list[str]:
         try:
-            _write_atomic(self.path, render(entries), 0o644)  # node_exporter runs as its own user
+            atomic_write(self.path, render(entries), mode=0o644, exclusive=True)  # node_exporter runs as its own user
         except OSError as e:
             log.warning("prometheus textfile %s: %s", self.path, e)
             return [f"prometheus: textfile dir {self.textfile_dir} not writable ({e.strerror or e}); fix "
                     "outputs.prometheus.textfile_dir or create it; the job's entry is kept and exported "
                     "at the next write"]
         return []
-
-
-def _write_atomic(path: str, data: bytes, mode: int) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same dir and rename (readers never see half).
-
-    The temp file is a fresh name created ``O_EXCL | O_NOFOLLOW`` (never an existing file or a
-    planted symlink, in a textfile directory others may write), its mode set on the descriptor
-    (``fchmod``: exact whatever the umask, and on the file we created, not on whatever the name
-    points to later). Raises OSError, leaving no temp file of ours behind."""
-    import secrets
-
-    tmp = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"  # not *.prom: node_exporter never reads it
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        try:
-            os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def from_config(cfg, node: str = "") -> Optional[PrometheusTextfile]:

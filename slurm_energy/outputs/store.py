@@ -20,7 +20,7 @@ class StoreSink:
     closing it cost ~2/3 of a warm flush's CPU; a failed put closes and drops it (the next reopens).
 
     Raises what :func:`slurm_energy.store.open_store` / ``Store.put`` raise (StoreError,
-    SQLAlchemy errors after the put retries): a record that cannot be stored is not silently lost.
+    StoreDbError after the put retries): a record that cannot be stored is not silently lost.
     """
 
     name = "store"

@@ -23,30 +23,27 @@ from slurm_energy.reporting.scale import plain
 
 TOLERANCE = 1e-3  # relative: a printed product must equal the printed result within 0.1 %
 
-#: What the job-share number is, per (class, method), for the measured form of a line.
+_C, _P, _T = Method.COUNTER, Method.POWER_INTEGRATION, Method.TDP_ESTIMATE
+#: Per (class, method): what the job-share number is (the measured form of a line), then what the
+#: "Full devices" number covers (the caption under the class table).
 METHOD_TEXT = {
-    ("cpu", Method.TDP_ESTIMATE): "tdp_estimate: TDP × node CPU utilisation × time, job share by CPU time",
-    ("ram", Method.TDP_ESTIMATE): "tdp_estimate: W/GB × memory in use on the node × time, job share by job memory",
-    ("gpu", Method.TDP_ESTIMATE): "tdp_estimate: rated power × GPU utilisation × time",
-    ("cpu", Method.COUNTER): "counter: RAPL energy_uj deltas, job share by CPU time",
-    ("ram", Method.COUNTER): "counter: RAPL DRAM energy_uj deltas, job share by job memory",
-    ("gpu", Method.COUNTER): "counter: NVML total energy deltas of the job's GPUs",
-    ("cpu", Method.POWER_INTEGRATION): "power_integration: sampled power × time, job share by CPU time",
-    ("ram", Method.POWER_INTEGRATION): "power_integration: sampled power × time, job share by job memory",
-    ("gpu", Method.POWER_INTEGRATION): "power_integration: NVML power samples × time",
-}
-
-#: What the "Full devices" number covers, per (class, method), for the caption under the class table.
-FULL_DEVICE_TEXT = {
-    ("cpu", Method.COUNTER): "the whole CPU package(s) (RAPL zones) over the job's time, idle and other jobs included",
-    ("cpu", Method.POWER_INTEGRATION): "the whole CPU package(s) over the job's time, idle and other jobs included",
-    ("cpu", Method.TDP_ESTIMATE): "TDP model: TDP of all the node's CPUs × node CPU utilisation × time (all jobs on the node)",
-    ("ram", Method.COUNTER): "the DRAM RAPL zone(s) over the job's time, idle and other jobs included",
-    ("ram", Method.POWER_INTEGRATION): "the node's memory power over the job's time, other jobs included",
-    ("ram", Method.TDP_ESTIMATE): "RAM model: all memory in use on the node × W/GB × time (all jobs on the node)",
-    ("gpu", Method.COUNTER): "the whole GPU(s) (NVML energy counter) over the job's time, idle included",
-    ("gpu", Method.POWER_INTEGRATION): "the whole GPU(s) (NVML power samples) over the job's time, idle included",
-    ("gpu", Method.TDP_ESTIMATE): "GPU model: rated power × GPU utilisation × time",
+    ("cpu", _T): ("tdp_estimate: TDP × node CPU utilisation × time, job share by CPU time",
+                  "TDP model: TDP of all the node's CPUs × node CPU utilisation × time (all jobs on the node)"),
+    ("ram", _T): ("tdp_estimate: W/GB × memory in use on the node × time, job share by job memory",
+                  "RAM model: all memory in use on the node × W/GB × time (all jobs on the node)"),
+    ("gpu", _T): ("tdp_estimate: rated power × GPU utilisation × time", "GPU model: rated power × GPU utilisation × time"),
+    ("cpu", _C): ("counter: RAPL energy_uj deltas, job share by CPU time",
+                  "the whole CPU package(s) (RAPL zones) over the job's time, idle and other jobs included"),
+    ("ram", _C): ("counter: RAPL DRAM energy_uj deltas, job share by job memory",
+                  "the DRAM RAPL zone(s) over the job's time, idle and other jobs included"),
+    ("gpu", _C): ("counter: NVML total energy deltas of the job's GPUs",
+                  "the whole GPU(s) (NVML energy counter) over the job's time, idle included"),
+    ("cpu", _P): ("power_integration: sampled power × time, job share by CPU time",
+                  "the whole CPU package(s) over the job's time, idle and other jobs included"),
+    ("ram", _P): ("power_integration: sampled power × time, job share by job memory",
+                  "the node's memory power over the job's time, other jobs included"),
+    ("gpu", _P): ("power_integration: NVML power samples × time",
+                  "the whole GPU(s) (NVML power samples) over the job's time, idle included"),
 }
 
 
@@ -56,7 +53,7 @@ def full_device_caption(device_class: str, method: Method) -> str:
     generic text)."""
     if Method(method) == Method.UNAVAILABLE:
         return "not measured"
-    return FULL_DEVICE_TEXT.get((device_class, Method(method)), "the whole device(s) over the job's time")
+    return METHOD_TEXT.get((device_class, Method(method)), ("", "the whole device(s) over the job's time"))[1]
 
 
 def _g(v: float) -> str:
@@ -111,7 +108,7 @@ def measured_line(name: str, device_class: str, method: Method, energy_j: Option
     m = Method(method)
     if energy_j is None:
         return f"{name} = n/a — not measured ({m.value}; not counted as 0)"
-    what = METHOD_TEXT.get((device_class, m), m.value)
+    what = METHOD_TEXT.get((device_class, m), (m.value,))[0]
     if n_devices > 1:
         what += f"; sum over {n_devices} devices"
     return f"{name} = {_j(energy_j)} J = {_kwh(energy_j)} kWh ({what})"

@@ -114,7 +114,7 @@ def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, ou
     """Write the rollup as ``fmt`` (csv, json, html) to ``out`` (None: stdout; html: a default file
     name in the current directory). ``timezone``: the IANA zone of the month's bounds (shown in json
     and html). Returns the path written ("" for stdout). Raises OSError."""
-    from slurm_energy.reporting import rollup_text as R
+    from slurm_energy.reporting import rollup_table as R
 
     if fmt == "csv":
         text = R.csv_text(_rows(df), by)

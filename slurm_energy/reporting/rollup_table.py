@@ -1,10 +1,23 @@
-"""The month's rollup table: the month's bounds in the site's time zone, the jobs that ran in it and
-what each is charged (``slurm-energy rollup``; shown by :mod:`slurm_energy.cli.store_cmds`, written
-as CSV/JSON/HTML by :mod:`slurm_energy.reporting.monthly`)."""
+"""The month's rollup table: the month's bounds in the site's time zone and the store's rows as a
+table (``slurm-energy rollup``; the SQL aggregate is :mod:`slurm_energy.store.rollup`; shown by
+:mod:`slurm_energy.cli.store_cmds`; HTML by :mod:`slurm_energy.reporting.monthly`), and the rollup as CSV
+or JSON text without pandas or pydantic (``rollup --format csv|json`` then starts as fast as the
+table): what pandas' ``DataFrame.to_csv(index=False)`` of :func:`rows_frame` gave (tests compare
+them): a header of the column names, Python's ``repr`` of floats, an empty cell for None."""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import sys
+from typing import Any, Optional
+
+#: the columns after the group name (as :data:`slurm_energy.store.rollup.COLUMNS`)
+COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+           "gpu_idle_kwh")
+NOTE = ("measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP model; unmeasured jobs are "
+        "counted in unmeasured_jobs, never summed as 0; gpu_idle_kwh: GPU energy while allocated but idle "
+        "(utilisation 0, power at idle draw), measured in an idle state (part of it_kwh)")
 
 
 def month_bounds(month: str, tz: str = "UTC") -> tuple[float, float]:
@@ -27,58 +40,13 @@ def month_bounds(month: str, tz: str = "UTC") -> tuple[float, float]:
     return start.timestamp(), end.timestamp()
 
 
-def month_records(records, t0: float, t1: float) -> list:
-    """The final (not running) records whose run overlaps [t0, t1): start < t1 and end > t0 (a job
-    of zero length counts where it started)."""
-    return [r for r in records if r.status.value != "running"
-            and (r.start_time < t1 and r.end_time > t0 or r.start_time == r.end_time and t0 <= r.start_time < t1)]
-
-
-def rollup(records, by: str, t0: float, t1: float, hourly_ci=None):
-    """Monthly table (pandas DataFrame) of the jobs that ran in [t0, t1) (epoch s), grouped by ``by``.
-
-    Columns: ``by``, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh (device
-    classes read from an energy counter or integrated sampled power), estimated_it_kwh (classes from
-    the TDP model: rated power x utilisation x time); measured + estimated = it_kwh. A job is charged
-    what it used inside [t0, t1) (:func:`slurm_energy.accounting.time_split.window_share`; its
-    hourly energy, CO2e by the hourly intensity ``hourly_ci(record)`` returns, {UTC hour: gCO2e/kWh}
-    or None). Sums skip unmeasured jobs (counted in unmeasured_jobs); a group with only unmeasured
-    jobs has None sums.
-    """
-    import pandas as pd
-
-    from slurm_energy.accounting.time_split import window_share
-
-    rows = [{by: getattr(r, by) or "(none)",
-             **window_share(r, t0, t1, hourly_ci(r) if hourly_ci and r.carbon.hourly else None)}
-            for r in month_records(records, t0, t1)]
-    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
-            "gpu_idle_kwh"]
-    if not rows:
-        return pd.DataFrame(columns=cols)
-    df = pd.DataFrame(rows)
-    g = df.groupby(by, sort=True)
-    out = pd.DataFrame({
-        "jobs": g.size(),
-        "unmeasured_jobs": g["it_kwh"].apply(lambda s: int(s.isna().sum())),
-        "it_kwh": g["it_kwh"].sum(min_count=1),
-        "facility_kwh": g["facility_kwh"].sum(min_count=1),
-        "co2e_kg": g["co2e_kg"].sum(min_count=1),
-        "measured_it_kwh": g["measured_it_kwh"].sum(min_count=1),
-        "estimated_it_kwh": g["estimated_it_kwh"].sum(min_count=1),
-        "gpu_idle_kwh": g["gpu_idle_kwh"].sum(min_count=1),
-    }).reset_index()  # fmt: skip
-    return out[cols].astype(object).where(out[cols].notna(), None)
-
-
 def rows_frame(rows: list[dict], by: str):
-    """The rows of :func:`slurm_energy.store.rollup.month_rollup` as :func:`rollup`'s DataFrame
-    (same columns and order; None where nothing was measured)."""
+    """The rows of :func:`slurm_energy.store.rollup.month_rollup` as a DataFrame (columns ``by``,
+    jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh,
+    gpu_idle_kwh, in that order; None where nothing was measured)."""
     import pandas as pd
 
-    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
-            "gpu_idle_kwh"]
-    df = pd.DataFrame(rows, columns=cols)
+    df = pd.DataFrame(rows, columns=[by, *COLUMNS])
     return df.astype(object).where(df.notna(), None)
 
 
@@ -89,3 +57,48 @@ def month_header(month: str, tz: str, t0: float, t1: float) -> str:
 
     return (f"# rollup {month}, time zone {tz} ({iso(t0)} .. {iso(t1)}); jobs across the month's "
             "bounds are charged the energy and CO2e they used inside it")
+
+
+def csv_text(rows: list[dict[str, Any]], by: str) -> str:
+    """CSV of the rollup rows (``{by, jobs, unmeasured_jobs, it_kwh, ...}``; kWh, kgCO2e): the
+    header, then one line per group; None is an empty cell."""
+    import csv
+    import io
+
+    from slurm_energy.reporting.csvsafe import safe_cell
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow((by, *COLUMNS))
+    for r in rows:
+        w.writerow([safe_cell(r[by]) if isinstance(r[by], str) else r[by], *(r[k] for k in COLUMNS)])  # a name: never a formula
+    return buf.getvalue()
+
+
+def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str,
+              top_gpu_idle: Optional[list[dict[str, Any]]] = None) -> str:
+    """JSON of the rollup: month, time zone, ``by``, the rows (counts as integers, energies as
+    floats or null), the month's top jobs by GPU-idle energy (``top_gpu_idle``:
+    :func:`slurm_energy.store.rollup.top_gpu_idle`'s rows) and the note on measured / estimated / unmeasured."""
+    import json
+
+    def num(v: Any) -> Optional[float]:
+        return None if v is None else float(v)
+
+    out = [{by: r[by], **{k: (r[k] if k in ("jobs", "unmeasured_jobs") else num(r[k])) for k in COLUMNS}}
+           for r in rows]
+    return json.dumps({"month": month, "timezone": timezone, "by": by, "rows": out,
+                       "top_gpu_idle_jobs": list(top_gpu_idle or []), "note": NOTE}, indent=2) + "\n"
+
+
+def write_text(text: str, out: Optional[str]) -> str:
+    """``text`` to ``out`` (atomically: temp file + rename) or, for None, to stdout. Returns the
+    path written ("" for stdout). Raises OSError."""
+    if not out:
+        sys.stdout.write(text)
+        return ""
+    tmp = f"{out}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, out)
+    return out

@@ -1,7 +1,7 @@
 """The sampler's interim flushes, run in a forked worker process so the sampling loop never waits on them.
 
 An interim flush (the job's energy so far, stored with status ``running``) imports the store,
-loads the full config and writes the store: SQLite's busy wait, SQLAlchemy or psycopg can block
+loads the full config and writes the store: SQLite's busy wait or psycopg can block
 in C code for a second or more on a loaded node, and no Python signal handler runs meanwhile. The
 Epilog waits 1 s after its TERM for the sampler's final sample and then SIGKILLs it (a burst of 34
 jobs saw it: the record came out partial). So the sampling process only asks; the worker flushes.

@@ -34,6 +34,7 @@ from slurm_energy.core import one_line
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.outputs.sinks import site_sinks
 from slurm_energy.pipeline import finalise_job, publish
+from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.slurm.spool import spool_dirs
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ log = logging.getLogger("slurm_energy.collect")
 
 #: a job Slurm no longer knows (no accounting, purged) is taken as ended after this long, s
 UNKNOWN_JOB_S = 86400.0
-SACCT = "/usr/bin/sacct"
 #: sacct -P fields: the user's text (WorkDir) last, the line split from the left with maxsplit, so a
 #: '|' in it stays in it. The job name, the other text a user writes, is asked for apart
 #: (:data:`NAME_FIELDS`, also last): two such fields on one line could not be told apart.
@@ -327,10 +327,8 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
 
     def query(fields: tuple[str, ...]) -> Optional[list[str]]:
         try:
-            r = run([sacct, "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
-                    capture_output=True, text=True, errors="surrogateescape", timeout=60,
-                    env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF")
-                                         else {})})
+            r = slurm_client([sacct, "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
+                             run, 60)
         except (OSError, subprocess.TimeoutExpired):
             return None
         return r.stdout.splitlines() if r.returncode == 0 else None

@@ -13,33 +13,27 @@ from __future__ import annotations
 
 from slurm_energy.core import JobMeta
 from slurm_energy.errors import SlurmEnvError
-from slurm_energy.slurm.envfields import opt, slurm_env_fields
+from slurm_energy.jobmeta import dataclass_of
+from slurm_energy.slurm.envfields import NodeContext, opt, slurm_env_fields
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Mapping, Optional
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Mapping, Optional
 
 __all__ = ["JOB_ENV_FACTS", "JobContext", "SlurmEnvError", "cpus_on_node", "job_env_facts", "parse_slurm_env"]
 
 
-@dataclass
-class JobContext(JobMeta):
-    """The job's facts on one node, as read in the Prolog (and again in the Epilog): the job's
-    :class:`~slurm_energy.core.JobMeta` (identity, owner) plus what only this node knows."""
+if TYPE_CHECKING:
+    class _ContextFields(JobMeta, NodeContext):
+        pass
+else:
+    _ContextFields = dataclass_of(NodeContext, base=JobMeta)
 
-    node: str = ""
-    nodelist: str = ""  # compressed Slurm hostlist, e.g. "n[1-2]"
-    num_nodes: int = 1
-    cpus_per_node: str = ""  # SLURM_JOB_CPUS_PER_NODE, e.g. "2(x2)" or "4,2"
-    job_gpus: str = ""  # SLURM_JOB_GPUS: physical GPU indices on this node, e.g. "0,2"
-    cuda_visible_devices: str = ""
-    exit_code: str = ""  # Epilog only: SLURM_JOB_EXIT_CODE2, e.g. "0:0"
-    prolog_time: float = 0.0  # epoch s, set by the Prolog
-    mem_per_node: str = ""  # SLURM_MEM_PER_NODE (MB; 0 = whole node): the job's env, not 22.05's Prolog
-    mem_per_cpu: str = ""  # SLURM_MEM_PER_CPU (MB), x the job's CPUs on the node
-    gpu_uuids: list[str] = field(default_factory=list)  # resolved once in the Prolog
-    drm_gpus: list = field(default_factory=list)  # AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
-    gpu_resolution_error: str = ""
+
+class JobContext(_ContextFields):
+    """The job's facts on one node, as read in the Prolog (and again in the Epilog): the job's
+    :class:`~slurm_energy.core.JobMeta` (identity, owner) plus what only this node knows (the
+    fields: :class:`slurm_energy.slurm.envfields.NodeContext`)."""
 
     def to_json(self) -> str:
         """JSON text of every field (the job's start record in the spool)."""

@@ -1,11 +1,11 @@
 """The job's fields from slurmd's Prolog/Epilog environment, as a plain dict (stdlib only).
 
-The Prolog and Epilog (:mod:`slurm_energy.slurm.hookentry`) use this without
-:class:`~slurm_energy.slurm.env.JobContext`, a dataclass whose module (and ``slurm_energy.core``)
-costs them milliseconds of CPU at import; :func:`slurm_energy.slurm.env.parse_slurm_env` builds the
-JobContext from the same dict. :data:`CONTEXT_DEFAULTS` is every JobContext field with its default
-(``tests/slurm/test_slurm_env.py`` checks both agree), so :func:`context_dict` is the JSON object
-``JobContext.to_json`` writes.
+:class:`NodeContext` declares what a node's job context holds beyond the job's identity
+(:class:`slurm_energy.jobmeta.JobIdentity`); :class:`~slurm_energy.slurm.env.JobContext` is their
+dataclass. The Prolog and Epilog (:mod:`slurm_energy.slurm.hookentry`) use the fields without it
+(the dataclass machinery and ``slurm_energy.core`` cost them milliseconds of CPU at import):
+:data:`CONTEXT_DEFAULTS` (every field with its default, from the same declarations) and
+:func:`context_dict`, the JSON object ``JobContext.to_json`` writes.
 """
 
 from __future__ import annotations
@@ -14,20 +14,40 @@ import os
 import re
 
 from slurm_energy.errors import SlurmEnvError
+from slurm_energy.jobmeta import JobIdentity, field_defaults
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from dataclasses import dataclass
     from typing import Mapping, Optional
+else:
+    def dataclass(cls):  # the dataclass is slurm_energy.slurm.env.JobContext
+        return cls
 
-#: Every field of :class:`slurm_energy.slurm.env.JobContext` (its JobMeta part included) with its default.
-CONTEXT_DEFAULTS: dict = {
-    "job_id": "", "cluster": "", "array_job_id": None, "array_task_id": None, "het_job_id": None,
-    "het_job_offset": None, "job_name": "", "user": "", "uid": None, "gid": None, "account": "", "partition": "",
-    "work_dir": "", "restart_count": 0, "sluid": "", "slurm_start_time": None,
-    "node": "", "nodelist": "", "num_nodes": 1, "cpus_per_node": "", "job_gpus": "", "cuda_visible_devices": "",
-    "exit_code": "", "prolog_time": 0.0, "mem_per_node": "", "mem_per_cpu": "", "gpu_uuids": [], "drm_gpus": [],
-    "gpu_resolution_error": "",
-}
+
+@dataclass
+class NodeContext(JobIdentity):
+    """The job on one node, as read in the Prolog (and again in the Epilog): its identity plus what
+    only this node knows."""
+
+    node: str = ""  # SLURMD_NODENAME, else the short host name
+    nodelist: str = ""  # compressed Slurm hostlist, e.g. "n[1-2]"
+    num_nodes: int = 1
+    cpus_per_node: str = ""  # SLURM_JOB_CPUS_PER_NODE, e.g. "2(x2)" or "4,2"
+    job_gpus: str = ""  # SLURM_JOB_GPUS: physical GPU indices on this node, e.g. "0,2"
+    cuda_visible_devices: str = ""
+    exit_code: str = ""  # Epilog only: SLURM_JOB_EXIT_CODE2, e.g. "0:0"
+    prolog_time: float = 0.0  # epoch s, set by the Prolog
+    mem_per_node: str = ""  # SLURM_MEM_PER_NODE (MB; 0 = whole node): the job's env, not 22.05's Prolog
+    mem_per_cpu: str = ""  # SLURM_MEM_PER_CPU (MB), x the job's CPUs on the node
+    gpu_uuids: list[str] = []  # noqa: RUF012 - resolved once in the Prolog; a fresh list per context
+    drm_gpus: list = []  # noqa: RUF012 - AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
+    gpu_resolution_error: str = ""
+
+
+#: Every field of a job's context on a node (:class:`NodeContext`, its identity part included)
+#: with its default.
+CONTEXT_DEFAULTS: dict = field_defaults(NodeContext)
 
 #: A SLUID is Slurm's run id (e.g. ``sl_01J...``): letters, digits, ``_`` and ``-`` only; anything
 #: else is ignored (it names spool directories).

@@ -198,23 +198,19 @@ def requested_memory_bytes(per_node: Optional[str] = None, per_cpu: Optional[str
     Raises:
         SlurmFormatError: a value is not a Slurm memory amount.
     """
-    if per_node not in (None, ""):
-        b, _ = parse_memory(per_node, "mem_per_node") or (None, "")
-        if b == 0:
-            if node_mem_bytes:
-                return node_mem_bytes, "0 = all of the node's memory"
-            return None, "0 = whole node (node memory unknown)"
+    text, field = (per_node, "mem_per_node") if per_node not in (None, "") else (per_cpu, "mem_per_cpu")
+    if text in (None, ""):
+        return None, "no memory request known"
+    b, _ = parse_memory(text, field) or (None, "")
+    if b == 0:
+        if node_mem_bytes:
+            return node_mem_bytes, "0 = all of the node's memory"
+        return None, "0 = whole node (node memory unknown)"
+    if field == "mem_per_node":
         return b, f"per node {per_node}"
-    if per_cpu not in (None, ""):
-        b, _ = parse_memory(per_cpu, "mem_per_cpu") or (None, "")
-        if b == 0:
-            if node_mem_bytes:
-                return node_mem_bytes, "0 = all of the node's memory"
-            return None, "0 = whole node (node memory unknown)"
-        if b is not None and cpus_on_node:
-            return b * cpus_on_node, f"per CPU {per_cpu} x {cpus_on_node} CPUs"
-        return None, f"per CPU {per_cpu}, CPUs on the node unknown"
-    return None, "no memory request known"
+    if b is not None and cpus_on_node:
+        return b * cpus_on_node, f"per CPU {per_cpu} x {cpus_on_node} CPUs"
+    return None, f"per CPU {per_cpu}, CPUs on the node unknown"
 
 
 def format_memory(b: Optional[int]) -> str:

@@ -83,8 +83,10 @@ def _key(text: bytes) -> str:
     return f"{__version__}\n{schema}\n{text.decode('utf-8', 'surrogateescape')}"
 
 
-def _cached(p: Optional[str]) -> tuple[Optional[bytes], Optional[tuple[ConfigView, list[str]]]]:
-    """(site.yaml's text, (config, problems) from the resolved copy if it matches that text)."""
+def _cached(p: Optional[str], suffixes: tuple[str, ...] = (RESOLVED_SUFFIX,)) \
+        -> tuple[Optional[bytes], Optional[tuple[ConfigView, list[str]]]]:
+    """(site.yaml's text, (config, problems) from the first copy (``<site.yaml><suffix>``) that
+    matches that text)."""
     text: Optional[bytes] = None
     if p is None:
         return None, None
@@ -93,14 +95,24 @@ def _cached(p: Optional[str]) -> tuple[Optional[bytes], Optional[tuple[ConfigVie
             text = f.read()
     except OSError:
         return None, None
-    try:
-        with open(p + RESOLVED_SUFFIX, encoding="utf-8") as f:
-            cached = json.load(f)
-        if cached.get("key") == _key(text):
-            return text, (ConfigView(cached["config"]), list(cached.get("problems", [])))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
+    for suffix in suffixes:
+        try:
+            with open(p + suffix, encoding="utf-8") as f:
+                cached = json.load(f)
+            if cached.get("key") == _key(text):
+                return text, (ConfigView(cached["config"]), list(cached.get("problems", [])))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
     return text, None
+
+
+def reader_config() -> Optional[tuple[ConfigView, list[str], str]]:
+    """``(config, problems, site.yaml's path)`` for a reader (``jobenergy``, any user): the hooks'
+    resolved copy, else the readers' copy (:data:`READER_SUFFIX`), when one matches site.yaml's
+    text; None otherwise (no site.yaml, stale or unreadable copies: load it in full)."""
+    p = _site_path()
+    hit = _cached(p, (RESOLVED_SUFFIX, READER_SUFFIX))[1]
+    return None if hit is None or p is None else (*hit, p)
 
 
 def cached_hook_config() -> Optional[tuple[ConfigView, list[str]]]:

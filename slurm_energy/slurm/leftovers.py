@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
 from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.slurm.spool import _DIR_RE, JobSpool, remove_stale_tmp
 
 log = logging.getLogger("slurm_energy.collect")
 
-SACCT = "/usr/bin/sacct"
 
 
 @dataclass
@@ -102,9 +102,7 @@ def slurm_final_facts(job_id: str, restart_count: int = 0, *, run: Callable = su
     if not os.path.exists(sacct):
         return None, None
     try:
-        r = run([sacct, "-X", "-n", "-P", "-j", str(job_id), "-o", "State,Start,End"], capture_output=True,
-                text=True, errors="surrogateescape", timeout=10, env={"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]}
-                                                          if os.environ.get("SLURM_CONF") else {})})
+        r = slurm_client([sacct, "-X", "-n", "-P", "-j", str(job_id), "-o", "State,Start,End"], run)
     except (OSError, subprocess.TimeoutExpired):
         return None, None
     lines = [x for x in r.stdout.splitlines() if x.strip()] if r.returncode == 0 else []

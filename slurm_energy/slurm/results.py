@@ -16,12 +16,12 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 from slurm_energy.accounting.merge import merge_records, run_identity, run_span, same_run, split_runs, unique_union
 from slurm_energy.errors import MergeError
+from slurm_energy.fileio import atomic_write
 from slurm_energy.model import JobRecord, text_safe
 from slurm_energy.natsort import natural_key
 
@@ -102,20 +102,7 @@ def write_node_record(results_dir, record: JobRecord) -> Path:
     path = node_record_path(results_dir, record.cluster, record.job_id, record.restart_count, node)
     _makedirs_private(path.parent)
     _keep_other_runs_file(path, record)
-    fd, tmp = tempfile.mkstemp(prefix=f".{node}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text_safe(record).model_dump_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(path, text_safe(record).model_dump_json(), mode=0o600, fsync=True, exclusive=True)
     return path
 
 

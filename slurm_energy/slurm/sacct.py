@@ -22,8 +22,14 @@ SACCT = "/usr/bin/sacct"
 SCONTROL = "/usr/bin/scontrol"
 
 
-def _env() -> dict:
-    return {"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})}
+def slurm_client(argv: list[str], run: Callable = subprocess.run, timeout_s: float = 10.0):
+    """Run a Slurm client (``argv[0]`` an absolute path: sacct, scontrol) as every caller here does:
+    ``LANG=C`` and only the caller's ``SLURM_CONF`` in its environment, text out (a user's
+    non-UTF-8 job name kept losslessly, surrogateescape), at most ``timeout_s`` s. Returns the
+    ``subprocess.CompletedProcess``; raises OSError (FileNotFoundError: not installed) and
+    subprocess.TimeoutExpired. ``run``: ``subprocess.run`` or a test's stand-in."""
+    env = {"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})}
+    return run(argv, capture_output=True, text=True, errors="surrogateescape", timeout=timeout_s, env=env)
 
 
 def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, timeout_s: float = 5.0) -> Optional[str]:
@@ -32,8 +38,7 @@ def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, t
     if not os.path.exists(scontrol):
         return None
     try:
-        r = run([scontrol, "show", "config"], capture_output=True, text=True, errors="surrogateescape",
-                timeout=timeout_s, env=_env())
+        r = slurm_client([scontrol, "show", "config"], run, timeout_s)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if r.returncode != 0:
@@ -60,19 +65,11 @@ def consumed_energy(job_id: str, *, sacct: str = SACCT, scontrol: str = SCONTROL
         return None, "unavailable: Slurm collects no energy (AcctGatherEnergyType=acct_gather_energy/none)"
     if not os.path.exists(sacct):
         return None, f"unavailable: {sacct} not found"
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            r = run([sacct, "-j", str(job_id), "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"], capture_output=True,
-                    text=True, errors="surrogateescape", timeout=timeout_s, env=_env())
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return None, f"unavailable: sacct failed ({type(e).__name__})"
-        if r.returncode != 0:
-            return None, f"unavailable: sacct: {(r.stderr or '').strip()[:120] or 'exit %d' % r.returncode}"
-        lines = [x.strip() for x in r.stdout.splitlines() if x.strip()]
-        if lines or time.monotonic() > deadline:
-            break
-        sleep(1.0)
+    out, why = _sacct_until([sacct, "-j", str(job_id), "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"],
+                            lambda text: bool(text.strip()), run, wait_s, sleep, timeout_s)
+    if out is None:
+        return None, why
+    lines = [x.strip() for x in out.splitlines() if x.strip()]
     if not lines:
         return None, "unavailable: slurmdbd has no record of the job (yet)"
     try:
@@ -104,18 +101,26 @@ def total_cpu_s(job_id: str, *, sacct: str = SACCT, run: Callable = subprocess.r
     """
     if not os.path.exists(sacct):
         return None, f"unavailable: {sacct} not found"
+    out, why = _sacct_until([sacct, "-j", str(job_id), "-n", "-P", "-o", "JobID,State,TotalCPU"],
+                            lambda text: _sum_total_cpu(text, str(job_id))[0] is not None, run, wait_s, sleep, timeout_s)
+    return (None, why) if out is None else _sum_total_cpu(out, str(job_id))
+
+
+def _sacct_until(argv: list[str], ready: Callable[[str], bool], run: Callable, wait_s: float, sleep: Callable,
+                 timeout_s: float) -> tuple[Optional[str], str]:
+    """sacct's output once ``ready(output)`` or ``wait_s`` s have passed (slurmdbd hears of a job's
+    end after the Epilog), polled every second: ``(output, "")``, or ``(None, "unavailable: <why>")``
+    when sacct cannot run or fails."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            r = run([sacct, "-j", str(job_id), "-n", "-P", "-o", "JobID,State,TotalCPU"], capture_output=True,
-                    text=True, errors="surrogateescape", timeout=timeout_s, env=_env())
+            r = slurm_client(argv, run, timeout_s)
         except (OSError, subprocess.TimeoutExpired) as e:
             return None, f"unavailable: sacct failed ({type(e).__name__})"
         if r.returncode != 0:
             return None, f"unavailable: sacct: {(r.stderr or '').strip()[:120] or 'exit %d' % r.returncode}"
-        got, why = _sum_total_cpu(r.stdout, str(job_id))
-        if got is not None or time.monotonic() > deadline:
-            return got, why
+        if ready(r.stdout) or time.monotonic() > deadline:
+            return r.stdout, ""
         sleep(1.0)
 
 

@@ -23,7 +23,8 @@ import subprocess
 import time
 from typing import Callable, Optional
 
-SCONTROL = "/usr/bin/scontrol"
+from slurm_energy.slurm.sacct import SCONTROL, slurm_client
+
 
 _KEYS = {"ArrayJobId": "array_job_id", "ArrayTaskId": "array_task_id", "HetJobId": "het_job_id",
          "HetJobOffset": "het_job_offset", "JobState": "job_state", "Restarts": "restarts",
@@ -208,12 +209,11 @@ def show_job(job_id: str, *, attempt: Optional[int] = None, wait_s: float = 20.0
     deadline = time.monotonic() + wait_s
     facts = None
     use_json = True
-    env = {"LANG": "C", **({"SLURM_CONF": os.environ["SLURM_CONF"]} if os.environ.get("SLURM_CONF") else {})}
     while True:
         argv = [scontrol, "--json", "show", "job", str(job_id)] if use_json else [scontrol, "show", "job", "-o",
                                                                                      str(job_id)]
         try:
-            r = run(argv, capture_output=True, text=True, errors="surrogateescape", timeout=timeout_s, env=env)
+            r = slurm_client(argv, run, timeout_s)
         except (OSError, subprocess.TimeoutExpired):
             return facts
         got = parse_show_job_json(r.stdout, str(job_id)) if use_json and r.returncode == 0 else None

@@ -17,27 +17,23 @@ unmeasured attempts (SQL SUM ignores NULL; a group with only NULLs gives NULL, a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any
 
+from slurm_energy.store.db import Db
 from slurm_energy.store.select import LONGEST_SQL
-
-if TYPE_CHECKING:  # SQLAlchemy is imported by the caller that has a connection (sqlite3 needs none)
-    import sqlalchemy as sa
-
-#: ``execute(sql, params) -> rows``: runs one statement with ``:name`` parameters
-Execute = Callable[[str, dict], Sequence[Any]]
 
 #: output columns after the group name, as ``rollup_table.rollup``
 COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
            "gpu_idle_kwh")
 BY = ("user", "account", "partition")
+#: the window's rows: final attempts that ran in [t0, t1) (a zero-length one where it started);
+#: start_time bounded below by the longest stored attempt (an index range bounded at both ends)
+IN_WINDOW = ("j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= :t0 - :longest AND "
+             "(j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0))")
 
 
 def _sql(dialect: str, by: str) -> str:
     g, le = ("greatest", "least") if dialect == "postgresql" else ("max", "min")
-    # the window's rows: final attempts overlapping [t0, t1); start_time bounded below by the longest
-    in_window = ("j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= :t0 - :longest AND "
-                 "(j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0))")
     inside = "(j.start_time >= :t0 AND j.end_time < :t1 AND NOT coalesce(j.hours_outside, FALSE))"
     # one hour's span [a, b] (time_split.window_hourly_j): the job's part of the hour, or the whole
     # hour when the energy is stamped outside the job's times; its fraction inside [t0, t1)
@@ -64,7 +60,7 @@ WITH s AS (
          j.it_kwh, j.facility_kwh, j.co2e_kg, j.measured_it_kwh, j.estimated_it_kwh, j.gpu_idle_kwh,
          {f} AS f, {fc} AS fc
   FROM job_records j
-  WHERE {in_window}
+  WHERE {IN_WINDOW}
 )
 SELECT grp, count(*), sum(CASE WHEN it_kwh IS NULL THEN 1 ELSE 0 END), sum(it_kwh * f), sum(facility_kwh * f),
        sum(co2e_kg * fc), sum(measured_it_kwh * f), sum(estimated_it_kwh * f), sum(gpu_idle_kwh * f)
@@ -72,43 +68,27 @@ FROM s GROUP BY grp
 """
 
 
-def month_rollup(conn: sa.Connection, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
+def month_rollup(db: Db, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
     """Per ``by`` group (user, account or partition; ``(none)`` for an empty name), sorted by name:
     ``{by, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh,
     gpu_idle_kwh}`` (kWh, kgCO2e; None = no measured job in the group; gpu_idle_kwh: the jobs' GPU
-    energy while allocated but idle, charged by the same fraction) charged to [t0, t1) (epoch s), on a
-    SQLAlchemy connection (:func:`rollup_rows` on any ``execute``).
+    energy while allocated but idle, charged by the same fraction) charged to [t0, t1) (epoch s).
 
-    Raises ValueError for another ``by``; SQLAlchemy errors from the database."""
-    import sqlalchemy as sa
-
-    if conn.dialect.name == "postgresql":
-        # PostgreSQL's JIT compiles this one-off aggregate for longer than it runs (0.4 s measured)
-        conn.execute(sa.text("SET LOCAL jit = off"))
-    return rollup_rows(lambda q, p: conn.execute(sa.text(q), p).all(), conn.dialect.name, by, t0, t1)
-
-
-def rollup_rows(execute: Execute, dialect: str, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
-    """:func:`month_rollup` through ``execute`` (e.g. a ``sqlite3`` connection's) for ``dialect``
-    (``sqlite`` or ``postgresql``). Raises ValueError for another ``by``."""
+    Raises ValueError for another ``by``; StoreDbError from the database."""
     if by not in BY:
         raise ValueError(f"--by={by!r}: use one of {', '.join(BY)}")
-    longest = execute(LONGEST_SQL, {})[0][0] or 0.0
-    rows = execute(_sql(dialect, by), {"t0": float(t0), "t1": float(t1), "longest": float(longest)})
+    longest = db.execute(LONGEST_SQL)[0][0] or 0.0
+    rows = db.execute(_sql(db.dialect, by), {"t0": float(t0), "t1": float(t1), "longest": float(longest)})
     out = [{by: r[0], **{k: (int(v) if k in ("jobs", "unmeasured_jobs") else (None if v is None else float(v)))
                          for k, v in zip(COLUMNS, r[1:])}} for r in rows]
     return sorted(out, key=lambda d: d[by])
 
 
-def month_ids(conn: sa.Connection, t0: float, t1: float) -> list[int]:
+def month_ids(db: Db, t0: float, t1: float) -> list[int]:
     """job_records ids of the final attempts that ran in [t0, t1) (as :func:`month_rollup`), oldest first."""
-    import sqlalchemy as sa
-
-    longest = conn.execute(sa.text(LONGEST_SQL)).scalar() or 0.0
-    q = ("SELECT j.id FROM job_records j WHERE j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= "
-         ":t0 - :longest AND (j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0)) "
-         "ORDER BY j.start_time, j.id")
-    return list(conn.execute(sa.text(q), {"t0": float(t0), "t1": float(t1), "longest": float(longest)}).scalars())
+    longest = db.execute(LONGEST_SQL)[0][0] or 0.0
+    q = f"SELECT j.id FROM job_records j WHERE {IN_WINDOW} ORDER BY j.start_time, j.id"
+    return [r[0] for r in db.execute(q, {"t0": float(t0), "t1": float(t1), "longest": float(longest)})]
 
 
 #: rows of :func:`top_gpu_idle`
@@ -116,14 +96,13 @@ TOP_COLUMNS = ("job_id", "array_job_id", "array_task_id", "user", "account", "st
                "gpu_idle_kwh", "gpu_idle_method", "it_kwh")
 
 
-def top_gpu_idle(execute: Execute, t0: float, t1: float, limit: int = 10) -> list[dict[str, Any]]:
+def top_gpu_idle(db: Db, t0: float, t1: float, limit: int = 10) -> list[dict[str, Any]]:
     """The month's top jobs by GPU energy while allocated but idle: the final attempts that ran in
-    [t0, t1) (as :func:`rollup_rows`) with a GPU-idle energy above 0, largest first, at most
+    [t0, t1) (as :func:`month_rollup`) with a GPU-idle energy above 0, largest first, at most
     ``limit``; each ``TOP_COLUMNS`` (kWh; method counter/power_integration = measured in an idle state)."""
-    longest = execute(LONGEST_SQL, {})[0][0] or 0.0
+    longest = db.execute(LONGEST_SQL)[0][0] or 0.0
     cols = ", ".join(f'j."{c}"' for c in TOP_COLUMNS)
-    q = (f"SELECT {cols} FROM job_records j WHERE j.status <> 'running' AND j.start_time < :t1 AND "
-         "j.start_time >= :t0 - :longest AND (j.end_time > :t0 OR (j.start_time = j.end_time AND j.start_time >= :t0)) "
-         "AND j.gpu_idle_kwh > 0 ORDER BY j.gpu_idle_kwh DESC, j.start_time LIMIT :n")
-    rows = execute(q, {"t0": float(t0), "t1": float(t1), "longest": float(longest), "n": int(limit)})
+    q = (f"SELECT {cols} FROM job_records j WHERE {IN_WINDOW} AND j.gpu_idle_kwh > 0 "
+         "ORDER BY j.gpu_idle_kwh DESC, j.start_time LIMIT :n")
+    rows = db.execute(q, {"t0": float(t0), "t1": float(t1), "longest": float(longest), "n": int(limit)})
     return [dict(zip(TOP_COLUMNS, r)) for r in rows]

@@ -1,15 +1,17 @@
-"""Store schema and its migrations.
+"""Store schema and its migrations, as SQL text (SQLite and PostgreSQL).
 
 Decision: a ``schema_version`` table plus an ordered list of migration functions, instead of
 Alembic. Alembic needs an ini file, a script directory and Mako templates shipped with the package
-and run by admins; our schema is one table and a handful of indexes, and every migration must run
-unattended from the first ``open_store`` on a compute node or the controller. Each entry of
-:data:`MIGRATIONS` takes a SQLAlchemy ``Connection`` and moves the schema from version ``i`` to
-``i + 1``; :func:`migrate` applies the missing ones in one transaction (PostgreSQL: DDL is
-transactional; SQLite: likewise for CREATE TABLE/INDEX). Never edit a released migration: append one.
+and run by admins; our schema is three tables and a handful of indexes, and every migration must
+run unattended from the first ``open_store`` on a compute node or the controller. Each entry of
+:data:`MIGRATIONS` takes a :class:`slurm_energy.store.db.Db` and moves the schema from version ``i``
+to ``i + 1``; :func:`migrate` applies the missing ones in one transaction (PostgreSQL: DDL is
+transactional; SQLite: likewise for CREATE TABLE/INDEX and ALTER TABLE). Never edit a released
+migration: append one. The DDL is the text SQLAlchemy emitted for versions 1-3 (stores made
+before keep working unchanged).
 
-Version 1: one table, ``job_records``: the full JobRecord JSON (``record_json``) beside indexed copies
-of the fields ``jobenergy`` filters on. Version 2 (:mod:`slurm_energy.store.migrate_v2`) splits it:
+Version 1: one table, ``job_records``: the full JobRecord JSON (``record_json``) beside indexed
+copies of the fields ``jobenergy`` filters on. Version 2 (:func:`_m2_split`) splits it:
 
 * ``job_records``: one summary row per attempt, everything ``jobenergy``'s default columns and the
   rollup need (energy per device class with its method, facility kWh, CO2e, elapsed, CPU time, GPU
@@ -17,225 +19,246 @@ of the fields ``jobenergy`` filters on. Version 2 (:mod:`slurm_energy.store.migr
 * ``job_json``: the full record (power trace, devices), read only for ``-l``, ``--json`` and reports;
 * ``job_hours``: the job's IT energy per UTC hour (from the nodes' ``hourly_energy_j``), its facility
   kWh and CO2e, so a month's rollup is a SQL aggregate (:mod:`slurm_energy.store.rollup`).
+
+Version 3 (:func:`_m3_gpu_idle`) adds the GPU-idle columns, version 4 (:func:`_m4_sluid`) the
+run's SLUID as an indexed column.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Callable
 
-import sqlalchemy as sa
+from slurm_energy.errors import StoreDbError
+from slurm_energy.jobmeta import IDENTITY
+from slurm_energy.store.db import Db
 
-#: version 1's tables, frozen: :func:`_m1_create` builds them (a fresh store then migrates to v2)
-v1_metadata = sa.MetaData()
+_D = "DOUBLE PRECISION"  # SQLite: REAL affinity
 
-jobs = sa.Table(
-    "job_records",
-    v1_metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("cluster", sa.String(128), nullable=False),
-    sa.Column("job_id", sa.String(32), nullable=False),  # Slurm's raw job id
-    sa.Column("start_time", sa.Double, nullable=False),  # epoch s; DOUBLE PRECISION on PostgreSQL
-    sa.Column("end_time", sa.Double, nullable=False),
-    sa.Column("restart_count", sa.Integer, nullable=False, server_default="0"),
-    sa.Column("array_job_id", sa.String(32)),
-    sa.Column("array_task_id", sa.String(32)),
-    sa.Column("het_job_id", sa.String(32)),
-    sa.Column("het_job_offset", sa.String(16)),
-    sa.Column("user", sa.String(128), nullable=False, server_default=""),
-    sa.Column("uid", sa.Integer),
-    sa.Column("account", sa.String(128), nullable=False, server_default=""),
-    sa.Column("partition", sa.String(128), nullable=False, server_default=""),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("it_kwh", sa.Double),  # NULL = unmeasured, never 0
-    sa.Column("facility_kwh", sa.Double),
-    sa.Column("co2e_kg", sa.Double),
-    sa.Column("record_json", sa.Text, nullable=False),
-    sa.Column("updated_at", sa.Double, nullable=False),
-    sa.UniqueConstraint("cluster", "job_id", "start_time", name="uq_job_attempt"),
-    sa.Index("ix_job_id", "job_id"),
-    sa.Index("ix_array", "array_job_id", "array_task_id"),
-    sa.Index("ix_het", "het_job_id", "het_job_offset"),
-    sa.Index("ix_user_start", "user", "start_time"),
-    sa.Index("ix_account_start", "account", "start_time"),
-    sa.Index("ix_partition", "partition"),
-    sa.Index("ix_start", "start_time"),
-    sa.Index("ix_end", "end_time"),
-    sa.Index("ix_status", "status"),
+
+def _v1_ddl(dialect: str) -> list[str]:
+    """Version 1's job_records with its indexes (frozen)."""
+    rid = "SERIAL" if dialect == "postgresql" else "INTEGER"
+    return [f"""CREATE TABLE job_records (
+  id {rid} NOT NULL, cluster VARCHAR(128) NOT NULL, job_id VARCHAR(32) NOT NULL,
+  start_time {_D} NOT NULL, end_time {_D} NOT NULL, restart_count INTEGER DEFAULT '0' NOT NULL,
+  array_job_id VARCHAR(32), array_task_id VARCHAR(32), het_job_id VARCHAR(32), het_job_offset VARCHAR(16),
+  "user" VARCHAR(128) DEFAULT '' NOT NULL, uid INTEGER, account VARCHAR(128) DEFAULT '' NOT NULL,
+  "partition" VARCHAR(128) DEFAULT '' NOT NULL, status VARCHAR(16) NOT NULL,
+  it_kwh {_D}, facility_kwh {_D}, co2e_kg {_D}, record_json TEXT NOT NULL, updated_at {_D} NOT NULL,
+  PRIMARY KEY (id), CONSTRAINT uq_job_attempt UNIQUE (cluster, job_id, start_time))"""] + [
+        f"CREATE INDEX {name} ON job_records ({cols})" for name, cols in (
+            ("ix_job_id", "job_id"), ("ix_array", "array_job_id, array_task_id"),
+            ("ix_het", "het_job_id, het_job_offset"), ("ix_user_start", '"user", start_time'),
+            ("ix_account_start", "account, start_time"), ("ix_partition", '"partition"'),
+            ("ix_start", "start_time"), ("ix_end", "end_time"), ("ix_status", "status"))]
+
+
+#: Columns version 2 adds to job_records (all nullable: ALTER TABLE ADD COLUMN on a v1 store). Units
+#: in the names; NULL energy = unmeasured (never 0); a class absent from ``classes`` had no device on
+#: the job (jobenergy's ``-``). Filled by :func:`slurm_energy.store.summary.summary_columns`.
+SUMMARY_COLUMNS = (
+    ("job_name", "VARCHAR(256)"),
+    ("job_state", "VARCHAR(24)"),  # Slurm's final state, else derived from exit_code, else ""
+    ("exit_code", "VARCHAR(16)"),
+    ("n_nodes", "INTEGER"),  # expected nodes (else nodes that reported)
+    ("elapsed_s", _D),  # end_time - start_time (>= 0); max() bounds a time window's scan
+    ("cpu_time_s", _D),  # summed over nodes; NULL = unknown
+    ("n_gpus", "INTEGER"),
+    ("cpu_kwh", _D), ("gpu_kwh", _D), ("ram_kwh", _D),  # the job's IT share
+    ("classes", "VARCHAR(32)"),  # device classes in energy_it_j, e.g. "cpu,ram"
+    ("methods", "VARCHAR(160)"),  # JobRecord.method_summary, e.g. "cpu=counter,ram=tdp_estimate"
+    ("measured_it_kwh", _D),  # classes from a counter or integrated power
+    ("estimated_it_kwh", _D),  # classes from the TDP model
+    ("coverage_complete", "BOOLEAN"),
+    ("report_error", "TEXT"),
+    ("pue", _D), ("ci_g_per_kwh", _D),
+    ("hourly_it_kwh", _D),  # sum of the job's job_hours.it_kwh (0 / NULL: no hourly energy)
+    ("hourly_co2e_kg", _D),  # sum of the job's job_hours.co2e_kg
+    ("hours_outside", "BOOLEAN"),  # an hour's energy is stamped outside the job's times
+)  # fmt: skip
+
+#: Columns version 3 adds: GPUs allocated but idle (JobRecord.gpu_idle_*); NULL = no GPU or none judged
+IDLE_COLUMNS = (
+    ("gpu_idle_s", _D),  # GPU-seconds allocated but idle, summed over the job's GPUs
+    ("gpu_idle_kwh", _D),  # the job's GPU energy in those seconds
+    ("gpu_idle_method", "VARCHAR(24)"),  # counter / power_integration (measured) / tdp_estimate
 )
 
-#: the current schema (version 2): summary rows, full records apart, hourly energy
-metadata = sa.MetaData()
+#: Columns version 4 adds: the run's SLUID (JobRecord.sluid; '' = Slurm gave none)
+SLUID_COLUMNS = (("sluid", "VARCHAR(64)"),)
 
+#: identity fields kept only in the record JSON (job_json), not as columns of job_records
+IDENTITY_IN_JSON_ONLY = ("gid", "work_dir", "slurm_start_time")
+#: the job's identity as job_records stores it (indexed, filtered on): every field of
+#: :class:`slurm_energy.jobmeta.JobIdentity` but :data:`IDENTITY_IN_JSON_ONLY` (a new identity field
+#: is a column once a migration adds it here)
+IDENTITY_COLUMNS = tuple(f for f in IDENTITY if f not in IDENTITY_IN_JSON_ONLY)
+#: job_records' columns copied from the record's own fields (identity, times, totals)
+RECORD_COLUMNS = IDENTITY_COLUMNS + ("start_time", "end_time", "it_kwh", "facility_kwh", "co2e_kg")
+#: every column of job_records (version 4)
+COLUMNS = ("id", *RECORD_COLUMNS, "status", "updated_at",
+           *(c for c, _ in SUMMARY_COLUMNS + IDLE_COLUMNS + SLUID_COLUMNS if c not in RECORD_COLUMNS))
 
-def _summary_columns() -> list[sa.Column]:
-    """Columns version 2 adds to job_records (all nullable: ALTER TABLE ADD COLUMN on a v1 store).
-
-    Units in the names; NULL energy = unmeasured (never 0); a class absent from ``classes`` had no
-    device on the job (jobenergy's ``-``)."""
-    D = sa.Double
-    return [
-        sa.Column("job_name", sa.String(256)),
-        sa.Column("job_state", sa.String(24)),  # Slurm's final state, else derived from exit_code, else ""
-        sa.Column("exit_code", sa.String(16)),
-        sa.Column("n_nodes", sa.Integer),  # expected nodes (else nodes that reported)
-        sa.Column("elapsed_s", D),  # end_time - start_time (>= 0); max() bounds a time window's scan
-        sa.Column("cpu_time_s", D),  # summed over nodes; NULL = unknown
-        sa.Column("n_gpus", sa.Integer),
-        sa.Column("cpu_kwh", D), sa.Column("gpu_kwh", D), sa.Column("ram_kwh", D),  # the job's IT share
-        sa.Column("classes", sa.String(32)),  # device classes in energy_it_j, e.g. "cpu,ram"
-        sa.Column("methods", sa.String(160)),  # JobRecord.method_summary, e.g. "cpu=counter,ram=tdp_estimate"
-        sa.Column("measured_it_kwh", D),  # classes from a counter or integrated power
-        sa.Column("estimated_it_kwh", D),  # classes from the TDP model
-        sa.Column("coverage_complete", sa.Boolean),
-        sa.Column("report_error", sa.Text),
-        sa.Column("pue", D), sa.Column("ci_g_per_kwh", D),
-        sa.Column("hourly_it_kwh", D),  # sum of the job's job_hours.it_kwh (0 / NULL: no hourly energy)
-        sa.Column("hourly_co2e_kg", D),  # sum of the job's job_hours.co2e_kg
-        sa.Column("hours_outside", sa.Boolean),  # an hour's energy is stamped outside the job's times
-        *_idle_columns(),
-    ]  # fmt: skip
-
-
-def _idle_columns() -> list[sa.Column]:
-    """Columns version 3 adds (:func:`_m3_gpu_idle`): GPUs allocated but idle (JobRecord.gpu_idle_*);
-    NULL = no GPU or none judged, never 0."""
-    return [
-        sa.Column("gpu_idle_s", sa.Double),  # GPU-seconds allocated but idle, summed over the job's GPUs
-        sa.Column("gpu_idle_kwh", sa.Double),  # the job's GPU energy in those seconds
-        sa.Column("gpu_idle_method", sa.String(24)),  # counter / power_integration (measured) / tdp_estimate
-    ]
-
-
-#: version 2's job_records: version 1's columns less record_json, plus the summary columns
-records = sa.Table(
-    "job_records",
-    metadata,
-    *[c._copy() for c in jobs.columns if c.name != "record_json"],
-    *_summary_columns(),
-    sa.UniqueConstraint("cluster", "job_id", "start_time", name="uq_job_attempt"),
-    *[sa.Index(ix.name, *[c.name for c in ix.columns]) for ix in jobs.indexes],
-    sa.Index("ix_elapsed", "elapsed_s"),
+#: the full record of each job_records row (same id), and the job's energy per UTC hour
+_V2_TABLES = (
+    "CREATE TABLE job_json (id INTEGER NOT NULL, record_json TEXT NOT NULL, PRIMARY KEY (id))",
+    f"""CREATE TABLE job_hours (job_row_id INTEGER NOT NULL, hour_start BIGINT NOT NULL, it_kwh {_D} NOT NULL,
+  facility_kwh {_D} NOT NULL, co2e_kg {_D}, PRIMARY KEY (job_row_id, hour_start))""",
+    "CREATE INDEX ix_elapsed ON job_records (elapsed_s)",
 )
 
-#: the full record of each job_records row (same id), read only for -l, --json and reports
-job_json = sa.Table(
-    "job_json",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("record_json", sa.Text, nullable=False),
-)
-
-#: the job's energy per UTC hour: one row per (job_records.id, hour); month splits sum these
-job_hours = sa.Table(
-    "job_hours",
-    metadata,
-    sa.Column("job_row_id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("hour_start", sa.BigInteger, primary_key=True, autoincrement=False),  # epoch s, UTC hour
-    sa.Column("it_kwh", sa.Double, nullable=False),
-    sa.Column("facility_kwh", sa.Double, nullable=False),
-    sa.Column("co2e_kg", sa.Double),
-    sqlite_with_rowid=False,
-)
-
-version_table = sa.Table(
-    "schema_version",
-    metadata,
-    sa.Column("version", sa.Integer, nullable=False),
-)
+#: rows parsed and written per round trip by the v1 -> v2 backfill
+BATCH = 2000
 
 
-def _m1_create(conn: sa.Connection) -> None:
-    """v0 -> v1: the job_records table with its query indexes.
-
-    When a v2 changes ``jobs``, first freeze the v1 definition inside this function (a copy of the
-    Table on a private MetaData), so a fresh database still goes v0 -> v1 -> v2 step by step.
-    """
-    jobs.create(conn)
-
-
-def _m2_split(conn: sa.Connection) -> None:
-    """v1 -> v2: summary columns, ``job_json`` and ``job_hours``, backfilled from record_json
-    (:func:`slurm_energy.store.migrate_v2.upgrade`, with a progress bar)."""
-    from slurm_energy.store.migrate_v2 import upgrade
-
-    upgrade(conn)
+def columns(db: Db, table: str) -> set[str]:
+    """The column names of ``table``."""
+    if db.dialect == "sqlite":
+        return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+    return {r[0] for r in db.execute("SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+                                     "AND table_schema = current_schema()", {"t": table})}
 
 
-def _m3_gpu_idle(conn: sa.Connection) -> None:
-    """v2 -> v3: the GPU-idle columns (:func:`_idle_columns`), added where missing (a v1 store's
-    v2 step already adds every current column). Not backfilled: records stored before carry no
-    idle figures (NULL = unknown, never 0)."""
-    have = {c["name"] for c in sa.inspect(conn).get_columns("job_records")}
-    q = conn.dialect.identifier_preparer.quote
-    for col in _idle_columns():
-        if col.name not in have:
-            conn.execute(sa.text(f"ALTER TABLE job_records ADD COLUMN {q(col.name)} {col.type.compile(conn.dialect)}"))
+def _add_columns(db: Db, cols: tuple[tuple[str, str], ...]) -> None:
+    have = columns(db, "job_records")
+    for name, kind in cols:
+        if name not in have:
+            db.execute(f'ALTER TABLE job_records ADD COLUMN "{name}" {kind}')
 
+
+def _m1_create(db: Db) -> None:
+    """v0 -> v1: the job_records table with its query indexes."""
+    for ddl in _v1_ddl(db.dialect):
+        db.execute(ddl)
+
+
+def _m2_split(db: Db) -> None:
+    """v1 -> v2: summary columns, ``job_json`` and ``job_hours``, backfilled from record_json (in
+    batches of :data:`BATCH` rows, a progress bar on a terminal), then ``record_json`` dropped from
+    ``job_records`` (``ALTER TABLE ... DROP COLUMN``: SQLite >= 3.35, or PostgreSQL). A stored
+    record_json that is not a JobRecord raises pydantic's ValidationError (nothing is changed then)."""
+    from slurm_energy.model import JobRecord
+    from slurm_energy.store.progress import progress
+    from slurm_energy.store.summary import hour_rows, site_hourly_ci, summary_columns
+
+    _add_columns(db, SUMMARY_COLUMNS)
+    for ddl in _V2_TABLES:
+        db.execute(ddl)
+    ci = site_hourly_ci()
+    sets = ", ".join(f'"{c}" = :{c}' for c, _ in SUMMARY_COLUMNS)
+    total = db.execute("SELECT count(*) FROM job_records")[0][0]
+    last = -1
+    with progress(total, "store v1 -> v2: summary columns and hourly energy") as advance:
+        while True:
+            rows = db.execute("SELECT id, record_json FROM job_records WHERE id > :last ORDER BY id LIMIT :n",
+                              {"last": last, "n": BATCH})
+            if not rows:
+                break
+            summaries, jsons, hours = [], [], []
+            for rid, text in rows:
+                rec = JobRecord.model_validate_json(text)
+                hs = hour_rows(rec, ci(rec))
+                summaries.append({"_id": rid, **summary_columns(rec, hs)})
+                jsons.append({"id": rid, "record_json": text})
+                hours += [{"job_row_id": rid, **h} for h in hs]
+            db.executemany(f"UPDATE job_records SET {sets} WHERE id = :_id", summaries)
+            db.executemany("INSERT INTO job_json (id, record_json) VALUES (:id, :record_json)", jsons)
+            db.executemany(INSERT_HOURS, hours)
+            last = rows[-1][0]
+            advance(len(rows))
+    if db.dialect == "sqlite" and sqlite3.sqlite_version_info < (3, 35, 0):
+        raise RuntimeError(f"store migration to v2 needs SQLite >= 3.35 (ALTER TABLE DROP COLUMN); this Python "
+                           f"has {sqlite3.sqlite_version}: run slurm-energy with a newer Python")
+    db.execute("ALTER TABLE job_records DROP COLUMN record_json")
+
+
+def _m3_gpu_idle(db: Db) -> None:
+    """v2 -> v3: the GPU-idle columns (:data:`IDLE_COLUMNS`). Not backfilled: records stored before
+    carry no idle figures (NULL = unknown, never 0)."""
+    _add_columns(db, IDLE_COLUMNS)
+
+
+def _m4_sluid(db: Db) -> None:
+    """v3 -> v4: the run's SLUID as an indexed column (``jobenergy -j <SLUID>`` an index look-up,
+    not a scan of the record JSON), backfilled from each record's JSON in one statement (SQLite's
+    json_extract, PostgreSQL's ->>; '' where the record has none)."""
+    _add_columns(db, SLUID_COLUMNS)
+    db.execute("CREATE INDEX ix_sluid ON job_records (sluid)")
+    got = ("json_extract(j.record_json, '$.sluid')" if db.dialect == "sqlite"
+           else "CAST(j.record_json AS json) ->> 'sluid'")
+    db.execute(f"UPDATE job_records SET sluid = coalesce((SELECT {got} FROM job_json j "
+               "WHERE j.id = job_records.id), '')")
+
+
+INSERT_HOURS = ("INSERT INTO job_hours (job_row_id, hour_start, it_kwh, facility_kwh, co2e_kg) "
+                "VALUES (:job_row_id, :hour_start, :it_kwh, :facility_kwh, :co2e_kg)")
 
 #: Ordered migrations; MIGRATIONS[i] upgrades from version i to i + 1.
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_m1_create, _m2_split, _m3_gpu_idle]
+MIGRATIONS: list[Callable[[Db], None]] = [_m1_create, _m2_split, _m3_gpu_idle, _m4_sluid]
 SCHEMA_VERSION = len(MIGRATIONS)
+#: the store's tables, for a test or benchmark that empties a database
+TABLES = ("job_hours", "job_json", "job_records", "schema_version")
 
 
-def current_version(conn: sa.Connection) -> int:
+def has_table(db: Db, table: str) -> bool:
+    if db.dialect == "sqlite":
+        return bool(db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :t", {"t": table}))
+    return db.execute("SELECT to_regclass(:t) IS NOT NULL", {"t": table})[0][0]
+
+
+def current_version(db: Db) -> int:
     """Schema version recorded in the database (0 for an empty database)."""
-    insp = sa.inspect(conn)
-    if not insp.has_table("schema_version"):
+    if not has_table(db, "schema_version"):
         return 0
-    v = conn.execute(sa.select(sa.func.max(version_table.c.version))).scalar()
-    return int(v or 0)
+    return int(db.execute("SELECT max(version) FROM schema_version")[0][0] or 0)
 
 
 #: SQLite: a concurrent first open (another process creating the schema) is retried this many
-#: times, pausing 0.2, 0.4, 0.8 ... s (pysqlite runs DDL outside a transaction, so the other
-#: process's tables can be visible before its schema_version row: "table ... already exists").
+#: times, pausing 0.2, 0.4, 0.8 ... s (its tables can be visible before its schema_version row when
+#: it created them outside a transaction: "table ... already exists").
 SQLITE_CREATE_RETRIES = 6
 
 
-def migrate(engine: sa.Engine) -> int:
+def migrate(db: Db) -> int:
     """Apply missing migrations; return the resulting version.
 
     Two processes opening a new store at once (a Prolog's detached finalizer and a reader): on
-    PostgreSQL an advisory lock serialises them; on SQLite the loser's "already exists" is retried
-    after the winner finishes (:data:`SQLITE_CREATE_RETRIES`), re-reading the version.
+    PostgreSQL an advisory lock serialises them; on SQLite the write transaction (``BEGIN
+    IMMEDIATE``) does, and a loser's "already exists" is retried after the winner finishes
+    (:data:`SQLITE_CREATE_RETRIES`), re-reading the version.
 
     Raises:
         RuntimeError: the database is newer than this code (downgrade refused; upgrade slurm-energy).
-        sqlalchemy.exc.OperationalError: any other database error, or SQLite still racing after
-            every retry.
+        StoreDbError: any other database error, or SQLite still racing after every retry.
     """
     wait = 0.2
     for attempt in range(SQLITE_CREATE_RETRIES + 1):
         try:
-            return _migrate_once(engine)
-        except sa.exc.OperationalError as e:
-            if engine.dialect.name != "sqlite" or "already exists" not in str(e) or attempt == SQLITE_CREATE_RETRIES:
+            return _migrate_once(db)
+        except StoreDbError as e:
+            if db.dialect != "sqlite" or "already exists" not in str(e) or attempt == SQLITE_CREATE_RETRIES:
                 raise
             time.sleep(wait)
             wait *= 2
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _migrate_once(engine: sa.Engine) -> int:
-    with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
+def _migrate_once(db: Db) -> int:
+    with db.transaction():
+        if db.dialect == "postgresql":
             # serialise concurrent first opens (two Epilogs creating the schema at once)
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(827364501)"))
-        v = current_version(conn)
-        if conn.dialect.name == "sqlite" and 0 < v < SCHEMA_VERSION:
-            # take SQLite's write lock, then read the version again (pysqlite opens the transaction at
-            # this first write): a second process migrating at once waits, then sees the new version
-            conn.execute(sa.text("DELETE FROM schema_version WHERE 0 = 1"))
-            v = current_version(conn)
+            db.execute("SELECT pg_advisory_xact_lock(827364501)")
+        v = current_version(db)
         if v > SCHEMA_VERSION:
             raise RuntimeError(
                 f"store schema version {v} is newer than this slurm-energy ({SCHEMA_VERSION}); "
                 "upgrade slurm-energy on this host"
             )
-        if v == 0 and not sa.inspect(conn).has_table("schema_version"):
-            version_table.create(conn)
+        if v == 0 and not has_table(db, "schema_version"):
+            db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
         for i in range(v, SCHEMA_VERSION):
-            MIGRATIONS[i](conn)
-            conn.execute(version_table.insert().values(version=i + 1))
+            MIGRATIONS[i](db)
+            db.execute("INSERT INTO schema_version (version) VALUES (:v)", {"v": i + 1})
     return SCHEMA_VERSION

@@ -1,8 +1,6 @@
-"""Which job_records rows a query selects, as SQL text with ``:name`` parameters (no SQLAlchemy).
+"""Which job_records rows a query selects, as SQL text with ``:name`` parameters.
 
-Both readers use it: :class:`slurm_energy.store.sqlstore.Store` (``sa.text``, SQLite or PostgreSQL)
-and :mod:`slurm_energy.store.fast` (Python's ``sqlite3``, for ``jobenergy``'s start-up time). Both
-accept ``:name`` parameters.
+:class:`slurm_energy.store.sqlstore.Store` runs it (``:name`` parameters; SQLite or PostgreSQL).
 
 Time windows (sacct's rule: attempts running at some moment in [start, end]): ``end_time >= start
 AND start_time <= end``. The first bound alone is what an index on start_time cannot use, so the
@@ -13,18 +11,13 @@ the same few rows late in the store as early (tests/store/test_store_v2.py check
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-#: the summary columns a :class:`JobRow` carries (all of job_records but updated_at)
-ROW_COLUMNS = (
-    "id", "cluster", "job_id", "array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_name",
-    "user", "uid", "account", "partition", "start_time", "end_time", "restart_count", "status", "job_state",
-    "exit_code", "n_nodes", "elapsed_s", "cpu_time_s", "n_gpus", "it_kwh", "facility_kwh", "co2e_kg", "cpu_kwh",
-    "gpu_kwh", "ram_kwh", "classes", "methods", "measured_it_kwh", "estimated_it_kwh", "coverage_complete",
-    "report_error", "pue", "ci_g_per_kwh", "gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method",
-)  # fmt: skip
+from slurm_energy.store.schema import COLUMNS
+from slurm_energy.units import J_PER_KWH
 
-J_PER_KWH = 3.6e6
+#: the summary columns a :class:`JobRow` carries: job_records' columns but the bookkeeping ones
+ROW_COLUMNS = tuple(c for c in COLUMNS if c not in ("updated_at", "hourly_it_kwh", "hourly_co2e_kg", "hours_outside"))
 
 
 class _Carbon:
@@ -36,70 +29,29 @@ class _Carbon:
 
 class JobRow:
     """One attempt's summary row, with the JobRecord attribute names jobenergy's table reads
-    (``job_id``, ``energy_it_j`` {class: J or None}, ``methods`` {class: method}, ``method_summary``,
-    ``status``, ``job_state``, ``elapsed_s``, ``carbon.pue``...), without parsing the record JSON.
-    Energies: J in ``energy_it_j`` (as JobRecord), kWh in ``it_kwh`` / ``facility_kwh``; None =
-    unmeasured."""
+    (:data:`ROW_COLUMNS`: ``job_id``, ``status``, ``job_state``, ``elapsed_s``...; ``energy_it_j``
+    {class: J or None}, ``methods`` {class: method}, ``method_summary``, ``carbon.pue``), without
+    parsing the record JSON. Energies: J in ``energy_it_j`` (as JobRecord), kWh in ``it_kwh`` /
+    ``facility_kwh``; None = unmeasured."""
 
-    # the columns (ROW_COLUMNS), set in __init__
-    id: Any
-    cluster: Any
-    job_id: Any
-    array_job_id: Any
-    array_task_id: Any
-    het_job_id: Any
-    het_job_offset: Any
-    job_name: Any
-    user: Any
-    uid: Any
-    account: Any
-    partition: Any
-    start_time: Any
-    end_time: Any
-    restart_count: Any
-    status: Any
-    job_state: Any
-    exit_code: Any
-    n_nodes: Any
-    elapsed_s: Any
-    cpu_time_s: Any
-    n_gpus: Any
-    it_kwh: Any
-    facility_kwh: Any
-    co2e_kg: Any
-    cpu_kwh: Any
-    gpu_kwh: Any
-    ram_kwh: Any
-    classes: Any
-    measured_it_kwh: Any
-    estimated_it_kwh: Any
-    coverage_complete: Any
-    report_error: Any
-    pue: Any
-    ci_g_per_kwh: Any
-    gpu_idle_s: Any
-    gpu_idle_kwh: Any
-    gpu_idle_method: Any
-    methods: Any
-    energy_it_j: dict[str, Optional[float]]
-    carbon: _Carbon
-    method_summary: str
+    __slots__ = (*ROW_COLUMNS, "energy_it_j", "carbon", "method_summary")
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, values: Iterable[Any]):
-        for k, v in zip(ROW_COLUMNS, values):
-            setattr(self, k, v)
-        self.restart_count = self.restart_count or 0
-        self.coverage_complete = bool(self.coverage_complete) if self.coverage_complete is not None else True
-        self.report_error = self.report_error or ""
-        self.job_state = self.job_state or "UNKNOWN"  # stored: Slurm's, else from the exit code, else ""
-        self.exit_code = self.exit_code or ""
-        self.job_name = self.job_name or ""
-        self.carbon = _Carbon(self.pue, self.ci_g_per_kwh)
-        classes = [c for c in (self.classes or "").split(",") if c]
-        self.energy_it_j = {c: (None if getattr(self, f"{c}_kwh", None) is None else getattr(self, f"{c}_kwh") * J_PER_KWH)
-                            for c in classes}
-        self.methods = dict(p.split("=", 1) for p in (self.methods or "").split(",") if "=" in p)
-        self.method_summary = ",".join(f"{k}={v}" for k, v in sorted(self.methods.items()))
+        v: dict[str, Any] = dict(zip(ROW_COLUMNS, values))
+        cov = v["coverage_complete"]
+        v.update(restart_count=v["restart_count"] or 0, coverage_complete=True if cov is None else bool(cov),
+                 report_error=v["report_error"] or "", exit_code=v["exit_code"] or "", job_name=v["job_name"] or "",
+                 job_state=v["job_state"] or "UNKNOWN")  # stored: Slurm's, else from the exit code, else ""
+        methods = dict(p.split("=", 1) for p in (v["methods"] or "").split(",") if "=" in p)
+        for k, x in v.items():
+            setattr(self, k, x)
+        self.methods = methods
+        self.carbon = _Carbon(v["pue"], v["ci_g_per_kwh"])
+        self.energy_it_j = {c: None if v.get(f"{c}_kwh") is None else v[f"{c}_kwh"] * J_PER_KWH
+                            for c in (v["classes"] or "").split(",") if c}
+        self.method_summary = ",".join(f"{k}={m}" for k, m in sorted(methods.items()))
 
     def __repr__(self) -> str:
         return f"JobRow({self.cluster}/{self.job_id} #{self.restart_count} {self.status})"
@@ -124,24 +76,10 @@ class Where:
         return (" WHERE " + " AND ".join(self.conds)) if self.conds else ""
 
 
-#: A SLUID's clock (slurmctld's, when it made the id at submission or requeue) against the start
-#: stored for the run (its nodes' Prolog): how far the second may be behind the first, s. Only
-#: bounds the index range read; generous.
-SLUID_CLOCK_SLACK_S = 86400.0
-
-
 def spec_sql(w: Where, spec: Any) -> str:
-    """One job id form (:class:`slurm_energy.jobid.JobSpec`), as :func:`slurm_energy.jobid.matches`.
-
-    A SLUID (no column of its own) is found in the record JSON (``"sluid":"s..."``, as
-    ``model_dump_json`` writes it) of the runs started after the SLUID's own time stamp."""
+    """One job id form (:class:`slurm_energy.jobid.JobSpec`), as :func:`slurm_energy.jobid.matches`."""
     if getattr(spec, "sluid", ""):
-        from slurm_energy.jobid import sluid_time
-
-        t0 = (sluid_time(spec.sluid) or 0.0) - SLUID_CLOCK_SLACK_S
-        like = w.p(f'%"sluid":"{spec.sluid}"%')
-        return (f"(start_time >= {w.p(t0)} AND EXISTS (SELECT 1 FROM job_json WHERE job_json.id = job_records.id "
-                f"AND job_json.record_json LIKE {like}))")
+        return f"(sluid = {w.p(spec.sluid)})"
     if spec.array_tasks is not None:
         return f"(array_job_id = {w.p(spec.job_id)} AND {w.isin('array_task_id', spec.array_tasks)})"
     if spec.het_offset is not None:

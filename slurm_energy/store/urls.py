@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Optional, Union
+from typing import Callable, Mapping, NamedTuple, Optional, Union
 
 from slurm_energy.errors import StoreUrlError
-
-if TYPE_CHECKING:  # imported where used: resolve_store_url is on jobenergy's start-up path (no SQLAlchemy)
-    import sqlalchemy as sa
 
 FIX = "use sqlite:////abs/path/jobs.db or postgresql+psycopg://user:password@host:port/dbname"
 #: Environment variable naming the store (between ``--store`` and ``paths.store_url``).
@@ -36,22 +33,19 @@ _PATH_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 STORE_HELP = "store URL, or a SQLite file path (default: $SLURM_ENERGY_STORE, else site config paths.store_url)"
 
 
-#: ``scheme://user[:password]@host[:port][/db]`` in plain characters, no query: shown without
-#: SQLAlchemy (the readers' start-up), as SQLAlchemy renders it (tests/store/test_store_url.py)
-_PLAIN_URL = re.compile(r"^([a-z][a-z0-9+]*://[A-Za-z0-9_.~-]*)(?::[^@/?#]+)?(@[A-Za-z0-9_.~:-]*(?:/[A-Za-z0-9_.~-]*)?)$")
+#: ``scheme://[user[:password]@]rest``
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.S)
 
 
 def shown_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (as typed when it is not a URL at all)."""
-    m = _PLAIN_URL.match(url)
-    if m:
-        return f"{m[1]}:***{m[2]}" if len(m[1]) + len(m[2]) < len(url) else url
-    import sqlalchemy as sa
-
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL at all: shown as typed
+    m = _URL.match(url)
+    if not m:
         return url
+    authority, tail = re.match(r"([^/?#]*)(.*)", m[2], re.S).groups()  # type: ignore[union-attr]
+    auth, at, host = authority.rpartition("@")
+    user, colon, _ = auth.partition(":")
+    return f"{m[1]}://{user}:***@{host}{tail}" if at and colon else url
 
 
 _shown = shown_url
@@ -118,18 +112,11 @@ def _dialect_hint(dialect: str) -> str:
     return (f" (did you mean {guess!r}?)" if guess and guess != dialect else "") + f"; {FIX}"
 
 
-def effective_url(u: sa.URL) -> sa.URL:
-    """The URL open_store connects with: a plain ``postgresql://`` gets the psycopg (3) driver."""
-    if u.get_backend_name() == "postgresql" and u.drivername == "postgresql":
-        return u.set(drivername="postgresql+psycopg")
-    return u
-
-
 def check_store_url(url) -> Optional[str]:
     """Say whether ``url`` can be a store here, without connecting or creating anything.
 
     Args:
-        url: a SQLAlchemy URL string (``paths.store_url``, ``--store``, ``$SLURM_ENERGY_STORE``).
+        url: a store URL (``paths.store_url``, ``--store``, ``$SLURM_ENERGY_STORE``).
 
     Returns:
         None when the URL is supported and its driver is installed; otherwise one line naming the
@@ -142,40 +129,36 @@ def check_store_url(url) -> Optional[str]:
         return (f"store URL {shown!r} is a file path, not a URL; for a SQLite file write "
                 f"{path_as_url(url) if url.strip().startswith('/') else 'sqlite:////abs/path/jobs.db'} "
                 "(sqlite:/// then the absolute path)")
-    import sqlalchemy as sa
-
-    try:
-        u = sa.make_url(url)
-    except Exception as e:  # sqlalchemy.exc.ArgumentError
-        return f"store URL {shown!r} cannot be parsed ({e}); {FIX}"
-    backend = u.drivername.split("+")[0]
+    m = _URL.match(url.strip())
+    if not m:
+        return f"store URL {shown!r} cannot be parsed (not scheme://...); {FIX}"
+    backend, _, driver = m[1].partition("+")
     if backend not in KNOWN_DIALECTS:
         return f"store URL {shown!r}: backend {backend!r} is not supported{_dialect_hint(backend)}"
     if backend == "sqlite":
-        return _sqlite_problem(u, shown)
-    eff = effective_url(u)  # postgresql
-    if eff.drivername.partition("+")[2] != "psycopg":
-        return (f"store URL {shown!r}: PostgreSQL driver {u.drivername.partition('+')[2]!r} is not supported; "
+        return _sqlite_problem(m[2], driver, shown)
+    if driver not in ("", "psycopg"):
+        return (f"store URL {shown!r}: PostgreSQL driver {driver!r} is not supported; "
                 f"write postgresql+psycopg://... (psycopg 3, installed with slurm-energy)")
     try:
-        eff.get_dialect().import_dbapi()
+        import psycopg  # noqa: F401
     except ImportError as e:
         return (f"store URL {shown!r} needs the psycopg (3) driver, which is not installed here "
                 f"({e}); install it into slurm-energy's Python: pip install 'psycopg[binary]'")
-    if not u.database:
+    if not m[2].partition("?")[0].rpartition("@")[2].partition("/")[2]:
         return f"store URL {shown!r} names no database; write postgresql+psycopg://user:password@host:port/dbname"
     return None
 
 
-def _sqlite_problem(u: sa.URL, shown: str) -> Optional[str]:
-    """:func:`check_store_url` for a ``sqlite`` URL: an absolute file path, the pysqlite driver."""
-    db = u.database
+def _sqlite_problem(rest: str, driver: str, shown: str) -> Optional[str]:
+    """:func:`check_store_url` for a ``sqlite`` URL (``rest``: after ``://``): an absolute file path,
+    the stdlib driver, no query string."""
+    db = rest[1:] if rest.startswith("/") else ""
     if not db or db == ":memory:" or db.startswith("file:"):
         return f"store URL {shown!r} names no database file; {FIX} (four slashes before an absolute path)"
     if not db.startswith("/"):
         return (f"store URL {shown!r}: SQLite path {db!r} is relative (every hook process would find "
                 f"another file); write sqlite:////abs/path/jobs.db (four slashes)")
-    driver = u.drivername.partition("+")[2] or "pysqlite"
-    if driver != "pysqlite":
-        return f"store URL {shown!r}: SQLite driver {driver!r} is not supported; write sqlite:///{db}"
+    if driver not in ("", "pysqlite") or "?" in db:
+        return f"store URL {shown!r}: write sqlite:///{db.partition('?')[0]} (no driver, no query string)"
     return None

@@ -25,17 +25,6 @@ def _ml_installed():
 N, SEQ, VOCAB = 64, 6, 10  # samples, tokens per sample, vocabulary
 
 
-@pytest.fixture
-def outside_slurm(monkeypatch, tmp_path):
-    for var in ("SLURM_JOB_ID", "LOCAL_RANK", "SLURM_LOCALID", "SLURM_ENERGY_MARKS_DIR"):
-        monkeypatch.delenv(var, raising=False)
-    site = tmp_path / "site.yaml"
-    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
-    return tmp_path
-
-
 def _token_data():
     import torch
 

@@ -97,13 +97,6 @@ print("RECORD", cb.record.job_id, flush=True)
 '''
 
 
-@pytest.fixture
-def home():
-    d = ou.user_dir("se-ml-")
-    yield d
-    ou.remove(d)
-
-
 def _reports(d):
     return sorted(p.name for p in d.glob("energy-*.html"))
 

@@ -6,7 +6,8 @@ import pytest
 from jobrecord_factory import finished, node_record
 from slurm_energy.slurm.results import write_node_record
 from slurm_energy.cli.main import main as se_main
-from slurm_energy.cli.store_cmds import month_bounds, rollup
+from rollup_oracle import rollup
+from slurm_energy.cli.store_cmds import month_bounds
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from store_backends import store, store_url  # noqa: F401  (fixtures)
@@ -89,12 +90,12 @@ def test_rollup_sums_and_counts_unmeasured():
     assert rows["carol"]["it_kwh"] is None and rows["carol"]["unmeasured_jobs"] == 1
 
 
-def test_rollup_cli(store, site, capsys):
+def test_rollup_cli(store, store_url, site, capsys):  # noqa: F811
     t0, _ = month_bounds("2024-02")
     store.put(finished(node_record(job_id="1", user="alice", account="phys", start=t0 + 10, end=t0 + 100)))
     store.put(finished(node_record(job_id="2", user="bob", account="phys", start=t0 + 10, end=t0 + 100,
                                    cpu_j=7.2e6)))
-    url = store.engine.url.render_as_string(hide_password=False)
+    url = store_url
     rc = se_main(["rollup", "--month", "2024-02", "--by", "account", "-P", "--store", url])
     out = capsys.readouterr().out.strip().splitlines()
     # phys: 1.1 + 2.1 = 3.2 kWh IT, 4.8 kWh facility, 1.92 kg

@@ -5,14 +5,13 @@ import os
 
 import pytest
 
+from jobrecord_factory import site_yaml
 from slurm_energy.cli.main import main
 from slurm_energy.config import ConfigError, load_site_config
 
 
 def _site(tmp_path, text: str) -> str:
-    p = tmp_path / "site.yaml"
-    p.write_text(f"paths: {{spool_dir: {tmp_path}/spool, log_dir: {tmp_path}/log}}\n{text}")
-    return str(p)
+    return str(site_yaml(tmp_path, text, cluster=""))
 
 
 def _check(tmp_path, capsys, text: str):

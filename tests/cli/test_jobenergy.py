@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jobrecord_factory import finished, node_record, own_site_config
+from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.store import open_store
 
@@ -36,10 +36,7 @@ def url(tmp_path, monkeypatch):
     return u
 
 
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
+run = run_jobenergy
 
 
 def parsed(out):

@@ -2,10 +2,10 @@
 row order, the State column and sacct's states for -s, what complete(partial-coverage) means."""
 
 import pytest
-from jobrecord_factory import finished, node_record
+from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 
 from slurm_energy.cli import jobenergy as je
-from slurm_energy.cli.jobenergy import build_parser, main
+from slurm_energy.cli.jobenergy import build_parser
 from slurm_energy.cli.jobenergy_select import job_state, parse_states, state_matches
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
@@ -13,19 +13,12 @@ from slurm_energy.store import open_store
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
 
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
+run = run_jobenergy
 
 
 @pytest.fixture
 def site(tmp_path, monkeypatch):
-    cfg = tmp_path / "site.yaml"
-    cfg.write_text("cluster_name: c1\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(cfg))
-    monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
-    return cfg
+    return own_site_config(tmp_path, monkeypatch)
 
 
 @pytest.fixture

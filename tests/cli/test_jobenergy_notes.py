@@ -2,21 +2,17 @@
 or filter) and flags records left running long after their last update; stdout keeps its shape."""
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, store_with
+from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy, store_with
 
 from slurm_energy.cli import jobenergy as je
-from slurm_energy.cli import jobenergy_notes as N
-from slurm_energy.cli.jobenergy import main
+from slurm_energy.cli import jobenergy as N
 from slurm_energy.jobid import parse_jobids
 from slurm_energy.model import Status
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
 
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
+run = run_jobenergy
 
 
 @pytest.fixture

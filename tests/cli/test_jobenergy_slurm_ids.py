@@ -1,5 +1,5 @@
 """jobenergy takes every job id form sacct prints and a SLUID (Slurm >= 25.11), and finds the
-stored job/run by it, through both store readers (Python's sqlite3 fast path and SQLAlchemy).
+stored job/run by it, through the store.
 
 Forms: tests/test_jobid.py (sources: SchedMD/slurm slurmdb_defs.c slurmdb_get_job_id_str, log.c
 log_build_step_id_str, sluid.c print_sluid; commit 284c3b95f0)."""
@@ -21,11 +21,9 @@ def _sluid_at(t: float, seq: int) -> str:
 A0, A1 = _sluid_at(T0 - 30, 0), _sluid_at(T0 + 570, 0)  # made at submission and at the requeue
 
 
-@pytest.fixture(params=["fast", "sqlalchemy"])
-def url(request, tmp_path, monkeypatch):
+@pytest.fixture
+def url(tmp_path, monkeypatch):
     own_site_config(tmp_path, monkeypatch)
-    if request.param == "sqlalchemy":  # the reader jobenergy falls back to when the fast one cannot answer
-        monkeypatch.setattr("slurm_energy.store.fast.read_rows", lambda *a, **k: None)
     return store_with(
         tmp_path,
         finished(node_record(job_id="300", start=T0, end=T0 + 500, restart_count=0, sluid=A0)),

@@ -7,17 +7,16 @@ import stat
 import subprocess
 import sys
 
-from jobrecord_factory import finished, node_record
-from slurm_energy.cli.mail_cmd import is_end_mail, job_id_from
+from jobrecord_factory import finished, node_record, site_yaml
+from slurm_energy.slurm.mail import is_end_mail, job_id_from
 from slurm_energy.store import open_store
 
 SUBJECT = "Slurm Job_id=55 Name=train Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
 
 
 def _site(tmp_path, program: str) -> dict:
-    (tmp_path / "site.yaml").write_text(
-        f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  store_url: sqlite:///{tmp_path}/j.db\n"
-        f"  log_dir: {tmp_path}/log\noutputs:\n  mail:\n    program: {program}\n    wait_s: 0\n")
+    site_yaml(tmp_path, f"outputs:\n  mail:\n    program: {program}\n    wait_s: 0\n", cluster="c1",
+              paths={"store_url": f"sqlite:///{tmp_path}/j.db"})
     st = open_store(f"sqlite:///{tmp_path}/j.db")
     st.put(finished(node_record(job_id="55", exit_code="0:0", job_state="COMPLETED")))
     st.close()

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from jobrecord_factory import own_site_config
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.carbon.hourly import write_zone
 from slurm_energy.cli.main import main as se_main
@@ -26,10 +27,8 @@ def _t(s: str) -> float:
 
 
 def _site(tmp_path, monkeypatch, tz: str, extra: str = ""):
-    cfg = tmp_path / "site.yaml"
-    cfg.write_text(f"cluster_name: c1\npue: 1.2\noffline: true\ntimezone: {tz}\n"
-                   f"admins: [{getpass.getuser()}]\n{extra}")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(cfg))
+    own_site_config(tmp_path, monkeypatch, f"cluster_name: c1\npue: 1.2\noffline: true\ntimezone: {tz}\n"
+                    f"admins: [{getpass.getuser()}]\n{extra}")
     return load_site_config()
 
 

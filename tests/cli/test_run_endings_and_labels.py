@@ -11,18 +11,10 @@ import signal
 import subprocess
 import time
 
-import pytest
 
 import ordinary_user as ou
 
 RUN = [ou.PY, "-m", "slurm_energy.cli.main", "run", "--interval", "0.1"]
-
-
-@pytest.fixture
-def home():
-    d = ou.user_dir("se-run-")
-    yield d
-    ou.remove(d)
 
 
 def _rows(d, label):

@@ -173,7 +173,8 @@ def test_month_html_report_has_the_job(cluster, finished_job):
     html = out.read_text()
     assert "<svg" in html
     # the account's row is the rollup of the store's jobs that ended this month (other tests' too)
-    from slurm_energy.cli.store_cmds import month_bounds, rollup
+    from rollup_oracle import rollup
+    from slurm_energy.cli.store_cmds import month_bounds
     from slurm_energy.store import open_store
 
     t0, t1 = month_bounds(month)

@@ -12,7 +12,7 @@ import pytest
 
 from jobrecord_factory import device, job_record, own_site_config
 from slurm_energy.accounting.formulas import finalise_record
-from slurm_energy.api_result import Result
+from slurm_energy.api import Result
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import CarbonFacts, Method, WindowEnergy
 from slurm_energy.reporting.cite import CiteError, citation, methods_latex, model_card_yaml, render

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.cli import jobenergy_format as F
-from slurm_energy.cli.seff import seff_block
+from slurm_energy.slurm.seff import seff_block
 from slurm_energy.model import CarbonFacts, JobRecord
 from slurm_energy.outputs.prometheus import PrometheusTextfile
 from slurm_energy.reporting.plot import power_figure

@@ -4,23 +4,17 @@ nor fail (a failing Epilog drains the node). In-process: the detached processes 
 
 from __future__ import annotations
 
-import os
 
+from jobrecord_factory import hook_env, site_yaml
 from slurm_energy.slurm import hookentry, hooks
 
 
 def _env(tmp_path, context: str) -> dict:
-    return {"SLURM_JOB_ID": "777", "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid()),
-            "SLURM_JOB_USER": "u", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1", "SLURM_CLUSTER_NAME": "t",
-            "SLURM_JOB_CPUS_PER_NODE": "1", "SLURM_JOB_WORK_DIR": str(tmp_path), "SLURM_JOB_START_TIME": "1700000000",
-            "SLURM_SCRIPT_CONTEXT": context}
+    return hook_env("777", context=context, SLURM_JOB_WORK_DIR=str(tmp_path), SLURM_JOB_START_TIME="1700000000")
 
 
 def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
-    site = tmp_path / "site.yaml"
-    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/none\n"
-                    f"paths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/log\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    site_yaml(tmp_path, f"hardware:\n  rapl_root: {tmp_path}/none\n", monkeypatch=monkeypatch)
     spawned: list[list[str]] = []
     nices: list[int] = []
     monkeypatch.setattr(hookentry, "spawn", lambda args, logf, log_dir=None, nice=0:

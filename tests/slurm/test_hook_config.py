@@ -78,12 +78,14 @@ HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", 
 #: own), which escapes a user's text in the hooks' log lines. +2 (issue 29) on the Prolog's full-way
 #: reading: slurm_energy.sampling.files (the readers' explicit file source, os and errno only) and
 #: slurm_energy.devices.hardware (the typed hardware config the readers take, dataclasses only).
-MAX_PROLOG_MODULES = 69
-MAX_EPILOG_MODULES = 19
+#: +1 each (issue 29): slurm_energy.jobmeta (no imports of its own), the one declaration of the
+#: job's identity fields the hooks' context uses.
+MAX_PROLOG_MODULES = 70
+MAX_EPILOG_MODULES = 20
 #: The Prolog once a sampler has listed the node's counter files (every job but a node's first, on
 #: a node without job GPUs: slurm_energy.slurm.prolograw): the files are read, not the readers
-#: imported; 20 modules (21 with slurm_energy.textsafe, issue 22).
-MAX_PROLOG_RAW_MODULES = 21
+#: imported; 20 modules (21 with slurm_energy.textsafe, issue 22; 22 with slurm_energy.jobmeta, issue 29).
+MAX_PROLOG_RAW_MODULES = 22
 
 #: the repo's code (as every other test here, and as _load_in_fresh_python made the resolved copy),
 #: run as the hook scripts run it (slurm_energy/slurm/hookrun.py: ``-I -S``, the package dir first)

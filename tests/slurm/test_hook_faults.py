@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from jobrecord_factory import site_yaml
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from test_hooks import VENV_PY, _env, _hook, _run_hook
@@ -31,17 +32,8 @@ def _as_nobody():  # the job's processes are its user's: in PID mode only they c
     os.setuid(65534)
 
 def _site(tmp: Path) -> None:
-    (tmp / "site.yaml").write_text(f"""cluster_name: t
-sampling:
-  interval_s: 0.5
-hardware:
-  rapl_root: {tmp}/no-powercap
-paths:
-  spool_dir: {tmp}/spool
-  spool_fallback_dir: {tmp}/spool2
-  store_url: sqlite:///{tmp}/lib/jobs.db
-  log_dir: {tmp}/log
-""")
+    site_yaml(tmp, f"sampling:\n  interval_s: 0.5\nhardware:\n  rapl_root: {tmp}/no-powercap\n",
+              paths={"spool_fallback_dir": f"{tmp}/spool2", "store_url": f"sqlite:///{tmp}/lib/jobs.db"})
 
 
 class Tmpfs:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from jobrecord_factory import hook_env, site_yaml
 from slurm_energy.slurm.detach import is_running
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,26 +34,14 @@ def _hook(tmp: Path, which: str) -> str:
 
 
 def _site(tmp: Path, extra: str = "") -> None:
-    (tmp / "site.yaml").write_text(f"""cluster_name: t
-sampling:
-  interval_s: 0.5
-hardware:
-  rapl_root: {tmp}/no-powercap
-paths:
-  spool_dir: {tmp}/spool
-  store_url: sqlite:///{tmp}/lib/jobs.db
-  log_dir: {tmp}/log
-outputs:
-  prometheus:
-    textfile_dir: {tmp}/textfile
-{extra}""")
+    site_yaml(tmp, f"sampling:\n  interval_s: 0.5\nhardware:\n  rapl_root: {tmp}/no-powercap\n"
+              f"outputs:\n  prometheus:\n    textfile_dir: {tmp}/textfile\n{extra}",
+              paths={"store_url": f"sqlite:///{tmp}/lib/jobs.db"})
 
 
 def _env(job_id: str, workdir: Path, uid: int, gid: int) -> dict:
-    return {"SLURM_JOB_ID": job_id, "SLURM_JOB_UID": str(uid), "SLURM_JOB_GID": str(gid), "SLURM_JOB_USER": "nobody",
-            "SLURM_JOB_PARTITION": "debug", "SLURM_JOB_WORK_DIR": str(workdir), "SLURMD_NODENAME": "h1",
-            "SLURM_NODELIST": "h1", "SLURM_CLUSTER_NAME": "t", "SLURM_JOB_CPUS_PER_NODE": "1",
-            "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}
+    return hook_env(job_id, node="h1", uid=uid, gid=gid, user="nobody", context="prolog_slurmd",
+                    SLURM_JOB_PARTITION="debug", SLURM_JOB_WORK_DIR=str(workdir))
 
 
 def _run_hook(script: str, env: dict) -> tuple[int, float]:

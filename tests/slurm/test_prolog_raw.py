@@ -8,23 +8,19 @@ import json
 import os
 
 from fakes.powercap import Zone, build_tree, zone_dir
+from jobrecord_factory import hook_env, site_yaml
 from slurm_energy.sampling.samplefile import read_sample_file
 from slurm_energy.slurm import hookentry, prolograw
 from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, spool_from_dir
 
 
 def _env(job: str) -> dict:
-    return {"SLURM_JOB_ID": job, "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid()),
-            "SLURM_JOB_USER": "u", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1", "SLURM_CLUSTER_NAME": "t",
-            "SLURM_JOB_CPUS_PER_NODE": "1"}
+    return hook_env(job)
 
 
 def _setup(tmp_path, monkeypatch) -> str:
     rapl = build_tree(tmp_path / "sys", [Zone("intel-rapl:0", "package-0", energy_uj=1_000_000)])
-    site = tmp_path / "site.yaml"
-    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {rapl}\n"
-                    f"paths:\n  spool_dir: {tmp_path}/spool\n  log_dir: {tmp_path}/log\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    site_yaml(tmp_path, f"hardware:\n  rapl_root: {rapl}\n", monkeypatch=monkeypatch)
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(tmp_path / "marks"))
     monkeypatch.setattr(hookentry, "spawn", lambda *a, **kw: 4_000_000)  # no sampler process: called below
     assert os.path.isfile(os.path.join(zone_dir(rapl, "intel-rapl:0"), "energy_uj"))

@@ -408,7 +408,7 @@ def test_phase_names_are_no_formulas_no_mathtext_no_log_lines_and_reports_keep_t
 def test_the_textfile_temp_file_is_never_an_existing_name_and_gets_its_mode_whatever_the_umask(node, monkeypatch):
     import secrets
 
-    from slurm_energy.outputs import prometheus
+    from slurm_energy.fileio import atomic_write
 
     tf = node.base / "textfile"
     tf.mkdir(mode=0o1777)  # a shared directory where a user could plant names
@@ -416,14 +416,14 @@ def test_the_textfile_temp_file_is_never_an_existing_name_and_gets_its_mode_what
     path = str(tf / "slurm_energy.prom")
     old = os.umask(0o077)
     try:
-        prometheus._write_atomic(path, b"x 1\n", 0o644)
+        atomic_write(path, b"x 1\n", mode=0o644, exclusive=True)
         assert os.stat(path).st_mode & 0o777 == 0o644 and os.listdir(tf) == ["slurm_energy.prom"]
         monkeypatch.setattr(secrets, "token_hex", lambda n: "feedbeef")  # a name the attacker guessed
         target = node.base / "bobs-file"
         target.write_text("bob's")
         os.symlink(target, f"{path}.{os.getpid()}.feedbeef.tmp")
         with pytest.raises(FileExistsError):
-            prometheus._write_atomic(path, b"x 2\n", 0o644)
+            atomic_write(path, b"x 2\n", mode=0o644, exclusive=True)
         assert target.read_text() == "bob's" and open(path).read() == "x 1\n"
     finally:
         os.umask(old)

@@ -2,7 +2,6 @@ import os
 import stat
 
 import pytest
-import sqlalchemy as sa
 
 from jobrecord_factory import finished, node_record
 from slurm_energy.accounting.merge import merge_interim, merge_records
@@ -27,8 +26,7 @@ def test_unmeasured_stays_none(store):
     rec = finished(node_record(job_id="101", cpu_j=None, ram_j=None))
     assert rec.it_kwh is None
     store.put(rec)
-    with store.engine.connect() as c:
-        v = c.execute(sa.text("SELECT it_kwh, co2e_kg FROM job_records WHERE job_id='101'")).one()
+    [v] = store.db.execute("SELECT it_kwh, co2e_kg FROM job_records WHERE job_id='101'")
     assert tuple(v) == (None, None)  # SQL NULL, never 0
     assert store.get_job("101")[0].energy_it_j == {"cpu": None, "ram": None}
 
@@ -125,8 +123,7 @@ def test_reopen_does_not_remigrate(store_url):
     s.close()
     s2 = open_store(store_url)
     assert s2.count() == 1
-    with s2.engine.connect() as c:
-        assert c.execute(sa.text("SELECT max(version) FROM schema_version")).scalar() == SCHEMA_VERSION
+    assert s2.db.execute("SELECT max(version) FROM schema_version") == [(SCHEMA_VERSION,)]
     s2.close()
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 
 import pytest
-import sqlalchemy as sa
 
 from jobrecord_factory import finished, node_record, own_site_config, store_with
 from slurm_energy.cli.jobenergy_format import FIELDS, long_rows, report_code
 from slurm_energy.model import Status
+from slurm_energy.errors import StoreDbError
 from slurm_energy.store import open_store
 from store_backends import store, store_url  # noqa: F401  (fixtures)
 
@@ -100,7 +100,7 @@ def test_a_new_sqlite_store_appears_with_its_schema_never_empty(tmp_path, monkey
     db = tmp_path / "jobs.db"
     seen: list[bool] = []
     real = schema.migrate
-    monkeypatch.setattr(schema, "migrate", lambda engine: seen.append(db.exists()) or real(engine))
+    monkeypatch.setattr(schema, "migrate", lambda conn: seen.append(db.exists()) or real(conn))
     open_store(f"sqlite:///{db}").close()
     assert seen[0] is False  # the schema was made before anything was at the store's path
     assert open_store(f"sqlite:///{db}", readonly=True).get_job("1") == []
@@ -119,9 +119,8 @@ def test_readonly_sqlite_store_is_not_modified(tmp_path):
     assert [x.job_id for x in r.get_job("703")] == ["703"]
     with pytest.raises(PermissionError):
         r.put(finished(node_record(job_id="704")))
-    with pytest.raises(sa.exc.OperationalError, match="readonly"):
-        with r.engine.begin() as c:
-            c.execute(sa.text("DELETE FROM job_records"))
+    with pytest.raises(StoreDbError, match="readonly"):
+        r.db.execute("DELETE FROM job_records")
     r.close()
     after = os.stat(tmp_path / "jobs.db")
     assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
@@ -130,9 +129,9 @@ def test_readonly_sqlite_store_is_not_modified(tmp_path):
 def test_readonly_store_session_refuses_writes(store_url):
     open_store(store_url).close()  # the schema exists (written by the hooks)
     r = open_store(store_url, readonly=True)
-    with pytest.raises(sa.exc.DBAPIError):
-        with r.engine.begin() as c:
-            c.execute(sa.text("DELETE FROM job_records"))
+    with pytest.raises(StoreDbError, match="read-only|readonly"):
+        with r.db.transaction():
+            r.db.execute("DELETE FROM job_records")
     r.close()
 
 
@@ -189,7 +188,7 @@ def test_reader_waits_for_a_killed_writers_journal_then_reads(tmp_path, monkeypa
     import threading
 
     from slurm_energy.errors import StoreError
-    from slurm_energy.store import fast
+    from slurm_energy.store import db as fast
 
     db = str(tmp_path / "jobs.db")
     url = f"sqlite:///{db}"

@@ -2,12 +2,13 @@
 the migration with its rows."""
 
 import pytest
-import sqlalchemy as sa
 
 from jobrecord_factory import device, finished, job_record
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.store import open_store, schema
+from slurm_energy.store.db import connect
+from store_backends import store_url  # noqa: F401  (fixture)
 
 T = 1_796_034_000.0
 
@@ -32,25 +33,27 @@ def test_idle_figures_on_the_row_and_the_record(tmp_path):
     st.close()
 
 
-def test_v2_store_migrates_to_v3_keeping_rows(tmp_path):
-    db = tmp_path / "v2.db"
-    url = f"sqlite:///{db}"
-    st = open_store(url)
-    st.put(finished(job_record(job_id="1", devices=[device("cpu", 3600.0)])))
+def test_v2_store_migrates_to_v3_and_v4_keeping_rows(store_url):  # noqa: F811
+    """A v2 store (no GPU-idle columns, no sluid column) gains both, rows kept: the idle figures
+    unknown (NULL, never 0), each run's SLUID backfilled from its record JSON."""
+    st = open_store(store_url)
+    st.put(finished(job_record(job_id="1", devices=[device("cpu", 3600.0)], sluid="sBR1JB8J1YM400")))
+    st.put(finished(job_record(job_id="3", devices=[device("cpu", 3600.0)])))
     st.close()
-    eng = sa.create_engine(url)
-    with eng.begin() as c:  # back to the v2 layout: the columns v3 added, gone
-        for col in ("gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method"):
-            c.execute(sa.text(f"ALTER TABLE job_records DROP COLUMN {col}"))
-        c.execute(sa.text("DELETE FROM schema_version WHERE version = 3"))
-    eng.dispose()
-    st = open_store(url)
-    with st.engine.connect() as c:
-        assert schema.current_version(c) == 3
-        cols = {x["name"] for x in sa.inspect(c).get_columns("job_records")}
-    assert {"gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method"} <= cols
+    db = connect(store_url)
+    with db.transaction():  # back to the v2 layout: the columns v3 and v4 added, gone
+        db.execute("DROP INDEX ix_sluid")
+        for col in ("gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method", "sluid"):
+            db.execute(f"ALTER TABLE job_records DROP COLUMN {col}")
+        db.execute("DELETE FROM schema_version WHERE version >= 3")
+    db.close()
+    st = open_store(store_url)
+    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 4
+    assert {"gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method", "sluid"} <= schema.columns(st.db, "job_records")
     [row] = st.rows(jobs=["1"])
     assert row.it_kwh == pytest.approx(0.001) and row.gpu_idle_s is None and row.gpu_idle_kwh is None  # unknown
+    assert (row.sluid, st.rows(jobs=["3"])[0].sluid) == ("sBR1JB8J1YM400", "")
+    assert [r.job_id for r in st.rows(jobs=["sBR1JB8J1YM400"])] == ["1"]
     st.put(idle_job(job_id="2"))
     [row2] = st.rows(jobs=["2"])
     assert row2.gpu_idle_kwh == pytest.approx(5.0e-4)

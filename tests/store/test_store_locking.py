@@ -10,9 +10,9 @@ import sys
 import time
 
 import pytest
-import sqlalchemy as sa
 
 from jobrecord_factory import finished, node_record
+from slurm_energy.errors import StoreDbError
 from slurm_energy.store import open_store
 
 HOLD_S = 2.0
@@ -67,8 +67,7 @@ def test_a_reader_holding_a_transaction_does_not_delay_a_put(db):
     [r] = s.get_job("2")
     # 7.2e6 J CPU + 3.6e5 J RAM = 7.56e6 J = 2.1 kWh
     assert r.it_kwh == pytest.approx(2.1)
-    with s.engine.connect() as c:
-        assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    assert s.db.execute("PRAGMA journal_mode") == [("wal",)]
     s.close()
 
 
@@ -78,7 +77,7 @@ def test_short_busy_timeout_without_retry_fails_locked(db):
     s.put_attempts = 1
     reader, _ = _hold_reader(db, _WRITER)
     try:
-        with pytest.raises(sa.exc.OperationalError, match="database is locked"):
+        with pytest.raises(StoreDbError, match="database is locked"):
             s.put(finished(node_record(job_id="3")))
     finally:
         reader.wait()
@@ -106,27 +105,22 @@ def test_sqlite_first_open_racing_another_creator_is_retried(tmp_path):
     """Another process has created job_records but not yet its schema_version row (pysqlite runs DDL
     outside a transaction): the loser's CREATE fails "already exists", and is retried until the
     winner's version row is there (seen in the hook tests: finalizer and test opening one store)."""
+    import sqlite3
     import threading
 
-    import sqlalchemy as sa
-
     from slurm_energy.store import schema
+    from slurm_energy.store.db import connect
 
     db = tmp_path / "race.db"
-    eng = sa.create_engine(f"sqlite:///{db}")
-    with eng.begin() as conn:
-        schema.version_table.create(conn)
-        schema.jobs.create(conn)  # winner mid-migration: tables, no version row yet
+    c = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    c.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    for ddl in schema._v1_ddl("sqlite"):  # winner mid-migration: tables, no version row yet
+        c.execute(ddl)
 
-    def winner_finishes():
-        with eng.begin() as conn:
-            conn.execute(schema.version_table.insert().values(version=1))
-
-    t = threading.Timer(0.3, winner_finishes)
+    t = threading.Timer(0.3, lambda: c.execute("INSERT INTO schema_version (version) VALUES (1)"))
     t.start()
     try:
-        assert schema.migrate(sa.create_engine(f"sqlite:///{db}")) == schema.SCHEMA_VERSION
+        assert schema.migrate(connect(f"sqlite:///{db}")) == schema.SCHEMA_VERSION
     finally:
         t.join()
-    with eng.connect() as conn:
-        assert schema.current_version(conn) == schema.SCHEMA_VERSION  # the loser then ran v1 -> v2
+    assert schema.current_version(connect(f"sqlite:///{db}")) == schema.SCHEMA_VERSION  # the loser ran v1 -> v3

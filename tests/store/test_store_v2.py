@@ -1,16 +1,18 @@
 """Store schema v2 (issue 12.4): summary columns, job_json, job_hours; the SQL rollup against the
 whole-record rollup; v1 stores migrated in place; a time window's index plan bounded at both ends."""
 
+import os
 import random
 
 import pytest
-import sqlalchemy as sa
 
 from jobrecord_factory import finished, node_record
 from slurm_energy.model import Method
-from slurm_energy.reporting.rollup_table import month_bounds, rollup
+from rollup_oracle import rollup
+from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import open_store
-from slurm_energy.store import fast, schema
+from slurm_energy.store import schema
+from slurm_energy.store.db import connect
 from slurm_energy.store.rollup import month_rollup
 from store_backends import store, store_url  # noqa: F401  (fixtures)
 
@@ -61,10 +63,7 @@ def test_sql_rollup_equals_whole_record_rollup(store, by):  # noqa: F811
     store.put_many(recs)
     t0, t1 = month_bounds("2026-10", "Asia/Kolkata")
     want = rollup(recs, by, t0, t1).to_dict("records")
-    with store.engine.connect() as conn:
-        got = month_rollup(conn, by, t0, t1)
-    if store.engine.dialect.name == "sqlite":  # `rollup` on SQLite: the same SQL through Python's sqlite3
-        assert fast.rollup(f"sqlite:///{store.engine.url.database}", by, t0, t1) == got
+    got = month_rollup(store.db, by, t0, t1)
     assert [r[by] for r in got] == [r[by] for r in want] and len(got) >= 2
     for g, w in zip(got, want):
         assert (g["jobs"], g["unmeasured_jobs"]) == (w["jobs"], w["unmeasured_jobs"])
@@ -79,9 +78,8 @@ def test_month_split_by_hand(store):  # noqa: F811
     # September gets 1 h = 3.1/3 kWh; October 2 h = 6.2/3 kWh; x PUE 1.5; x 400 g/kWh
     rec = _job(2, T_OCT - H, 3.0, cpu_j=1.08e7)  # k % 4 != 1: every class from the TDP model
     store.put(rec)
-    with store.engine.connect() as conn:
-        [sep] = month_rollup(conn, "user", *month_bounds("2026-09"))
-        [oct_] = month_rollup(conn, "user", *month_bounds("2026-10"))
+    [sep] = month_rollup(store.db, "user", *month_bounds("2026-09"))
+    [oct_] = month_rollup(store.db, "user", *month_bounds("2026-10"))
     assert sep["it_kwh"] == pytest.approx(3.1 / 3) and oct_["it_kwh"] == pytest.approx(6.2 / 3)
     assert oct_["facility_kwh"] == pytest.approx(6.2 / 3 * 1.5)
     assert oct_["co2e_kg"] == pytest.approx(6.2 / 3 * 1.5 * 0.4)
@@ -91,12 +89,10 @@ def test_month_split_by_hand(store):  # noqa: F811
 def test_summary_columns_and_hours(store):  # noqa: F811
     rec = _job(2, T_OCT, 2.0, cpu_j=7.2e6)  # 7.2e6 + 3.6e5 J = 2.1 kWh over 2 h
     store.put(rec)
-    with store.engine.connect() as c:
-        row = c.execute(sa.text("SELECT cpu_kwh, ram_kwh, gpu_kwh, classes, methods, elapsed_s, n_nodes, "
-                                "hourly_it_kwh FROM job_records")).one()
-        hours = c.execute(sa.text("SELECT hour_start, it_kwh, facility_kwh, co2e_kg FROM job_hours "
-                                  "ORDER BY hour_start")).all()
-        cols = {x["name"] for x in sa.inspect(c).get_columns("job_records")}
+    [row] = store.db.execute("SELECT cpu_kwh, ram_kwh, gpu_kwh, classes, methods, elapsed_s, n_nodes, "
+                             "hourly_it_kwh FROM job_records")
+    hours = store.db.execute("SELECT hour_start, it_kwh, facility_kwh, co2e_kg FROM job_hours ORDER BY hour_start")
+    cols = schema.columns(store.db, "job_records")
     assert row[0] == pytest.approx(2.0) and row[1] == pytest.approx(0.1) and row[2] is None
     assert (row[3], row[4], row[5], row[6]) == ("cpu,ram", "cpu=tdp_estimate,ram=tdp_estimate", 7200.0, 1)
     assert row[7] == pytest.approx(2.1)
@@ -110,49 +106,50 @@ def test_summary_columns_and_hours(store):  # noqa: F811
     assert summary.energy_it_j == {"cpu": pytest.approx(7.2e6), "ram": pytest.approx(3.6e5)}
 
 
-def test_v1_store_file_migrates_in_place(tmp_path):
+def _v1_store(url: str, recs: list) -> None:
+    """A store of schema version 1 at ``url`` (its frozen DDL: one table, record_json) holding ``recs``."""
+    db = connect(url)
+    with db.transaction():
+        db.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        db.execute("INSERT INTO schema_version (version) VALUES (1)")
+        for ddl in schema._v1_ddl(db.dialect):
+            db.execute(ddl)
+        for r in recs:
+            db.execute('INSERT INTO job_records (cluster, job_id, start_time, end_time, "user", account, "partition", '
+                       "status, it_kwh, facility_kwh, co2e_kg, record_json, updated_at) VALUES (:c, :j, :s, :e, :u, :a, "
+                       ":p, :st, :it, :fac, :co2, :js, 0.0)",
+                       {"c": r.cluster, "j": r.job_id, "s": r.start_time, "e": r.end_time, "u": r.user, "a": r.account,
+                        "p": r.partition, "st": r.status.value, "it": r.it_kwh, "fac": r.facility_kwh,
+                        "co2": r.co2e_kg, "js": r.model_dump_json()})
+    db.close()
+
+
+def test_v1_store_migrates_in_place(store_url):  # noqa: F811
     """A v1 database (one table, record_json) opened by this version: summary columns, job_json and
     job_hours backfilled from record_json, record_json dropped, records unchanged."""
-    db = tmp_path / "v1.db"
-    eng = sa.create_engine(f"sqlite:///{db}")
+    if store_url.startswith("sqlite"):
+        os.makedirs(os.path.dirname(store_url[len("sqlite:///"):]))
     recs = [_job(k, T_OCT + k * H, 1.5, cpu_j=3.6e6 * (k + 1)) for k in range(3)]
-    with eng.begin() as c:
-        schema.v1_metadata.create_all(c)
-        schema.version_table.create(c)
-        c.execute(schema.version_table.insert().values(version=1))
-        for r in recs:
-            c.execute(schema.jobs.insert().values(
-                cluster=r.cluster, job_id=r.job_id, start_time=r.start_time, end_time=r.end_time, user=r.user,
-                account=r.account, partition=r.partition, status=r.status.value, it_kwh=r.it_kwh,
-                facility_kwh=r.facility_kwh, co2e_kg=r.co2e_kg, record_json=r.model_dump_json(), updated_at=0.0))
-    eng.dispose()
-    st = open_store(f"sqlite:///{db}")
-    with st.engine.connect() as c:
-        assert schema.current_version(c) == schema.SCHEMA_VERSION
-        cpu = c.execute(sa.text("SELECT cpu_kwh FROM job_records ORDER BY start_time")).scalars().all()
-        n_hours = c.execute(sa.text("SELECT count(*) FROM job_hours")).scalar()
-        cols = {x["name"] for x in sa.inspect(c).get_columns("job_records")}
+    _v1_store(store_url, recs)
+    st = open_store(store_url)
+    assert schema.current_version(st.db) == schema.SCHEMA_VERSION
+    cpu = [r[0] for r in st.db.execute("SELECT cpu_kwh FROM job_records ORDER BY start_time")]
     assert cpu == [pytest.approx(1.0), pytest.approx(2.0), pytest.approx(3.0)]  # 3.6e6 J x (k+1) = k+1 kWh
-    assert n_hours == 3 * 2  # each 1.5 h from the top of an hour: 2 UTC hours
-    assert "record_json" not in cols
+    assert st.db.execute("SELECT count(*) FROM job_hours") == [(3 * 2,)]  # each 1.5 h from the top of an hour: 2 h
+    assert "record_json" not in schema.columns(st.db, "job_records")
     assert [r.model_dump() for r in st.query()] == [r.model_dump() for r in recs]
     st.close()
-    assert schema.SCHEMA_VERSION == fast.READS_VERSION  # jobenergy's sqlite3 reader knows this layout
 
 
-def test_fast_sqlite_reader_matches_store(tmp_path):
-    url = f"sqlite:///{tmp_path}/s.db"
-    st = open_store(url)
+def test_time_window_selects_attempts_running_in_it(tmp_path):
+    st = open_store(f"sqlite:///{tmp_path}/s.db")
     st.put_many([_job(k, T_OCT + k * 600.0, 1.0) for k in range(20)])
-    want = [(r.job_id, r.it_kwh) for r in st.rows(start=T_OCT + 3000, end=T_OCT + 6000)]
-    st.close()
-    got = fast.read_rows(url, start=T_OCT + 3000, end=T_OCT + 6000)
-    assert [(r.job_id, r.it_kwh) for r in got] == want
+    got = st.rows(start=T_OCT + 3000, end=T_OCT + 6000)
     # running at some moment in [T+3000, T+6000]: jobs start k x 600 s, last 3600 s: k = 0 .. 10
     assert [r.job_id for r in got] == [str(k) for k in range(11)]
-    full = fast.read_rows(url, full=True, users=["u1"])
+    full = st.query(users=["u1"])
     assert [r.job_id for r in full] == [str(k) for k in range(1, 20, 3)] and full[0].nodes
-    assert fast.read_rows(url.replace("sqlite:///", "sqlite+pysqlite:///")) is None  # not a plain URL
+    st.close()
 
 
 def test_time_window_plan_bounds_start_time_at_both_ends(tmp_path):
@@ -170,6 +167,11 @@ def test_time_window_plan_bounds_start_time_at_both_ends(tmp_path):
     assert "USING INDEX ix_start (start_time>? AND start_time<?)" in plan, plan
     longest_plan = " ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + Q.LONGEST_SQL))
     assert "ix_elapsed" in longest_plan, longest_plan  # max(elapsed_s) read from the index's end
+    from slurm_energy.jobid import parse_jobid
+
+    w = Q.where(specs=[parse_jobid("sBR1JB8J1YM400")])  # a SLUID: its own indexed column (v4), no JSON read
+    plan = " ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + Q.rows_sql(w), w.params))
+    assert "USING INDEX ix_sluid (sluid=?)" in plan and "job_json" not in plan, plan
 
 
 def test_jobenergy_reads_summary_rows_without_pydantic(tmp_path):
@@ -202,12 +204,6 @@ def test_jobenergy_reads_summary_rows_without_pydantic(tmp_path):
 
 def test_reader_on_a_v1_store_says_how_to_migrate(tmp_path):
     db = tmp_path / "v1.db"
-    eng = sa.create_engine(f"sqlite:///{db}")
-    with eng.begin() as c:
-        schema.v1_metadata.create_all(c)
-        schema.version_table.create(c)
-        c.execute(schema.version_table.insert().values(version=1))
-    eng.dispose()
-    assert fast.read_rows(f"sqlite:///{db}") is None  # jobenergy's sqlite3 path leaves it to open_store
+    _v1_store(f"sqlite:///{db}", [])
     with pytest.raises(RuntimeError, match="schema version 1, older .* `slurm-energy collect`"):
         open_store(f"sqlite:///{db}", readonly=True)

@@ -113,7 +113,7 @@ def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_users_still
 
 def test_no_wal_on_a_network_filesystem(tmp_path, monkeypatch):
     # SQLite's WAL index is shared memory of one host: a store on NFS stays in rollback-journal mode
-    from slurm_energy.store import opening
+    from slurm_energy.store import db as opening
 
     mounts = tmp_path / "mounts"
     mounts.write_text(f"server:/export {tmp_path} nfs4 rw,relatime 0 0\n/dev/sda1 / ext4 rw 0 0\n")
@@ -121,7 +121,6 @@ def test_no_wal_on_a_network_filesystem(tmp_path, monkeypatch):
     monkeypatch.setattr("builtins.open", lambda p, *a, **k: real_open(mounts if p == "/proc/mounts" else p, *a, **k))
     assert opening.network_fs(str(tmp_path / "jobs.db")) == "nfs4"
     s = open_store(f"sqlite:///{tmp_path}/jobs.db")
-    with s.engine.connect() as c:
-        assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "delete"
+    assert s.db.execute("PRAGMA journal_mode") == [("delete",)]
     s.close()
     assert opening.network_fs("/") == ""

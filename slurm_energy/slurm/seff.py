@@ -29,14 +29,14 @@ device class with how each number was obtained, the CO2e and the coverage::
 
 from __future__ import annotations
 
-import os
 import subprocess
 from typing import Callable, Optional
 
 from slurm_energy.model import JobRecord, Method
+from slurm_energy.slurm.formats import SlurmFormatError, format_duration, parse_memory
+from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.units import J_PER_KWH
 
-SACCT = "/usr/bin/sacct"
 _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_INTEGRATION:
              "measured: sampled power integrated over time", Method.TDP_ESTIMATE:
              "estimated: rated power x utilisation x time", Method.UNAVAILABLE: "not measured"}
@@ -45,8 +45,6 @@ _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_I
 def parse_mem(text: str, cpus: Optional[int], nodes: Optional[int]) -> Optional[int]:
     """sacct's ReqMem ("200M", "4G", older "2Gn" per node / "500Mc" per CPU) -> bytes for the job
     (parsed by :func:`slurm_energy.slurm.formats.parse_memory`); None when unknown or unparsable."""
-    from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
-
     try:
         got = parse_memory(text or None, "ReqMem")
     except SlurmFormatError:
@@ -67,10 +65,8 @@ def allocation(job_id: str, sacct: Optional[str] = None, run: Callable = subproc
     ``sacct``: the program (default :data:`SACCT`).
     """
     sacct = sacct or SACCT
-    env = {"LANG": "C", **{k: os.environ[k] for k in ("SLURM_CONF",) if os.environ.get(k)}}
     try:
-        r = run([sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AllocCPUS,ReqMem,NNodes"], capture_output=True,
-                text=True, errors="surrogateescape", timeout=10, env=env)
+        r = slurm_client([sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AllocCPUS,ReqMem,NNodes"], run)
     except FileNotFoundError:
         return _failed(warn, job_id, f"{sacct} not found", "run it on a host with Slurm's client commands")
     except subprocess.TimeoutExpired:
@@ -117,12 +113,6 @@ def _failed(warn, job_id: str, why: str, fix: str, said: str = "") -> tuple[dict
     return {}, why
 
 
-def _hms(s: float) -> str:
-    s = int(round(s))
-    d, s = divmod(s, 86400)
-    return (f"{d}-" if d else "") + f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
 def _mib(b: float) -> str:
     return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.2f} MiB"
 
@@ -143,16 +133,16 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
              f"State: {rec.job_state or 'UNKNOWN'} (exit code {rec.exit_code or 'n/a'})",
              f"Nodes: {len(rec.nodes)} ({','.join(n.node for n in rec.nodes)})",
              f"Cores: {alloc['cpus'] if alloc else na}",
-             f"CPU Utilized: {_hms(cpu) if cpu is not None else 'n/a (not measured)'}"]
+             f"CPU Utilized: {format_duration(cpu) if cpu is not None else 'n/a (not measured)'}"]
     if alloc and cpu is not None and rec.elapsed_s > 0:
         core_wall = alloc["cpus"] * rec.elapsed_s
-        lines.append(f"CPU Efficiency: {100 * cpu / core_wall:.2f}% of {_hms(core_wall)} core-walltime")
+        lines.append(f"CPU Efficiency: {100 * cpu / core_wall:.2f}% of {format_duration(core_wall)} core-walltime")
     else:
         lines.append(f"CPU Efficiency: {na if not alloc else 'n/a'}")
-    lines += [f"Job Wall-clock time: {_hms(rec.elapsed_s)}",
+    lines += [f"Job Wall-clock time: {format_duration(rec.elapsed_s)}",
               f"Memory Utilized: {_mib(peak) if peak is not None else 'n/a (not measured)'}"]
     reqs = [n.req_mem_bytes for n in rec.nodes]  # the finalizer's per-node request, else sacct's
-    req = sum(reqs) if reqs and all(r for r in reqs) else (alloc.get("req_mem_bytes") if alloc else None)
+    req = sum(r or 0 for r in reqs) if reqs and all(reqs) else (alloc.get("req_mem_bytes") if alloc else None)
     lines.append(f"Memory Efficiency: {100 * peak / req:.2f}% of {_mib(req)}" if req and peak is not None
                  else f"Memory Efficiency: {na if not alloc else 'n/a'}")
     lines.append(f"Energy (IT, job's share): {_kwh(None if rec.it_kwh is None else rec.it_kwh * J_PER_KWH)}")
