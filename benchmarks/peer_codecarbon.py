@@ -8,10 +8,10 @@ idle workload (``sleep``), at each interval:
   its own (spool, log dir, SQLite store), so everything a real sampler does is counted: its
   readers, probe and fsync'd sample file **and its interim flushes** (every ``sampling.interim_s``,
   60 s, the first after 2 intervals; run by its forked interim worker, whose CPU is counted with
-  the sampler's: the worker is in the contender's cgroup), on a real cgroup v1 job directory made
-  here, ``/sys/fs/cgroup/cpuacct/slurm_<node>/uid_0/job_1`` (and memory/), holding the workload;
-  needs root and cgroup v1 (else the contender is skipped, said so). ``--no-interim``: the
-  sampler loop alone (the README's table before issue 29, which left the interim worker out);
+  the sampler's: it is read by PID, a child of the sampler), on a fake cgroup v1 job directory of
+  plain files in the window's temp dir (:func:`make_cgroup`; the host's cgroups are never touched)
+  listing the workload's PID. ``--no-interim``: the sampler loop alone (the README's table before
+  issue 29, which left the interim worker out);
 * ``sampler-pid``: the same without a cgroup (proctrack/linuxproc: the job's PIDs by
   SLURM_JOB_ID);
 * ``run``: ``slurm-energy run --no-report -- sleep N`` (the CLI process, its child not counted);
@@ -20,10 +20,9 @@ idle workload (``sleep``), at each interval:
   with ``pip install codecarbon==PIN`` on first use; no network needed by the tracker itself).
 
 Each contender's CPU time is taken at the job ages of ``--windows`` (default ``12-42,55-85``: s
-after it is ready, its first sample taken): CPU per sample in each window. As root, from a
-cpuacct cgroup of its own (``cpuacct.usage``, ns; every thread and child, also ended ones:
-CodeCarbon starts a ``threading.Timer`` thread per measurement, our sampler forks its interim
-worker); else utime + stime of its process (/proc/PID/stat, 10 ms ticks: use long windows). CPU
+after it is ready, its first sample taken): CPU per sample in each window, from /proc only
+(:class:`Meter`: the process and every live descendant, threads' ``schedstat`` ns, ``stat`` ticks
+where threads ended in the window, reaped children's cutime + cstime). CPU
 per sample = delta / (window / interval); RSS = VmRSS at the end. Medians over ``--reps``.
 ``--background N`` starts N extra idle processes first (cost must not grow with them).
 ``--tree before=/work/main,after=.``: our contenders once per source tree (PYTHONPATH), all in
@@ -36,6 +35,7 @@ Every contender at every interval runs at once in each rep: ~1.7 min a rep, ~5 m
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import select
 import signal
@@ -73,33 +73,83 @@ def proc_cpu_s(pid: int) -> float:
     return (int(f2[11]) + int(f2[12])) / TICK
 
 
-class Meter:
-    """CPU time of one process and what it starts: a cpuacct cgroup of its own (ns) when we can
-    make one, else /proc/PID/stat of the process itself (10 ms ticks)."""
+def _stat_fields(pid: int) -> list[bytes]:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        x = f.read()
+    return x[x.rfind(b")") + 2:].split()
 
-    def __init__(self, name: str, pid: int):
-        self.pid = pid
-        self.dir: str | None = f"/sys/fs/cgroup/cpuacct/se-bench-{os.getpid()}-{name}"
-        try:
-            os.mkdir(self.dir)
-            with open(os.path.join(self.dir, "cgroup.procs"), "w") as f:
-                f.write(str(pid))
-        except OSError:
-            self.close()
-            self.dir = None
 
-    def cpu_s(self) -> float:
-        if self.dir is None:
-            return proc_cpu_s(self.pid)
-        with open(os.path.join(self.dir, "cpuacct.usage")) as f:
-            return int(f.read()) / 1e9  # ns -> s
-
-    def close(self) -> None:
-        if self.dir:
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every live process below it (by PPid, one walk of /proc)."""
+    parent: dict[int, int] = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit():
             try:
-                os.rmdir(self.dir)
+                parent[int(n)] = int(_stat_fields(int(n))[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [c for c, pp in parent.items() if pp == p]
+    return out
+
+
+def _proc_cpu(pid: int) -> tuple[float, float, float]:
+    """(utime + stime of every thread, ended ones too, s [ticks]; the live threads' run time from
+    /proc/PID/task/TID/schedstat, s [ns]; cutime + cstime, reaped children, s [ticks])."""
+    f = _stat_fields(pid)
+    ns = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                ns += int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return (int(f[11]) + int(f[12])) / TICK, ns / 1e9, (int(f[13]) + int(f[14])) / TICK
+
+
+class Meter:
+    """CPU time of one contender's process tree, from /proc only (no cgroup made anywhere): at each
+    mark, for the contender and every live descendant (our interim worker: read by PID while it
+    lives), ``/proc/PID/stat`` utime + stime (all threads, ended ones too; 10 ms ticks) and the
+    live threads' ``schedstat`` run time (ns), plus the contender's cutime + cstime (children it
+    reaped). A process's delta is its ns delta, unless its ticks delta exceeds that by more than
+    2 ticks (threads ended in the window, e.g. CodeCarbon's per-measurement Timer threads): then
+    the ticks delta. A process that ends in the window is counted through its parent's cutime."""
+
+    def __init__(self, name: str, pid: int, skip: frozenset[int] = frozenset()):
+        self.name, self.pid, self.skip = name, pid, skip
+        self.ticks_used = False
+
+    def snap(self) -> dict:
+        out: dict = {}
+        for p in _descendants(self.pid):
+            if p in self.skip:
+                continue
+            try:
+                out[p] = _proc_cpu(p)
             except OSError:
                 pass
+        return out
+
+    def delta(self, a: dict, b: dict) -> float:
+        tot = 0.0
+        for p, (t1, n1, c1) in b.items():
+            t0, n0, c0 = a.get(p, (0.0, 0.0, 0.0))
+            dt, dn = t1 - t0, n1 - n0
+            if dt > dn + 2.0 / TICK:
+                tot += dt
+                self.ticks_used = True
+            else:
+                tot += dn
+            if p == self.pid:
+                tot += c1 - c0
+        return tot
+
+    def close(self) -> None:
+        pass
 
 
 def proc_rss_mib(pid: int) -> float:
@@ -132,6 +182,11 @@ def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool)
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.spool import JobSpool
 
+    from slurm_energy.slurm import probe as probe_mod
+
+    real_probe = probe_mod.SlurmJobProbe
+    if node != "nonode":  # the cgroup contender: its fake v1 job directory (make_cgroup)
+        probe_mod.SlurmJobProbe = functools.partial(real_probe, cgroup_root=f"{tmp}/cgroup")  # type: ignore[misc]
     if not interim:  # the loop alone: no interim callback (as the table before issue 29)
         hooks._Interim = lambda spool, ctx: None  # type: ignore[assignment,misc]
     sg.signal(sg.SIGTERM, lambda *_: hooks._EARLY_STOP.append(1))
@@ -143,24 +198,29 @@ def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool)
     return hooks.sampler_main(spool.dir, node)
 
 
-def make_cgroup(node: str) -> tuple[str, list[str]]:
-    """A Slurm-like v1 job cgroup (cpuacct + memory); returns (cpuacct job dir, dirs to remove)."""
-    made = []
-    for ctl in ("cpuacct", "memory"):
-        d = f"/sys/fs/cgroup/{ctl}"
-        for part in (f"slurm_{node}", "uid_0", "job_1"):
-            d = os.path.join(d, part)
-            os.mkdir(d)
-            made.append(d)
-    return made[2], made
-
-
-def remove_cgroups(made: list[str]) -> None:
-    for d in sorted(made, key=len, reverse=True):
-        try:
-            os.rmdir(d)
-        except OSError as e:
-            print(f"cannot remove {d}: {e}", file=sys.stderr)
+def make_cgroup(root: str, node: str, pid: int) -> None:
+    """A fake Slurm cgroup v1 job directory of plain files under ``root`` (never the host's
+    /sys/fs/cgroup): ``cpuacct/slurm_<node>/uid_0/job_1`` and ``memory/...``, the layout of Slurm
+    22.05's task/cgroup v1 with ``--enable-multiple-slurmd`` (Debian's build), as
+    :func:`slurm_energy.slurm.cgroup.find_job_cgroup` reads it and tests/slurm/test_cgroup.py's
+    ``test_v1_multiple_slurmd_layout`` builds it (file names and value formats: one integer and a
+    newline, ns for ``cpuacct.usage``, bytes for ``memory.*``; the values are that test's). The
+    sampler keeps one descriptor per file and ``pread``s it, as on cgroupfs, so a read costs a
+    syscall on tmpfs instead of cgroupfs (cgroupfs's ``cpuacct.usage`` sums per-CPU counters:
+    a little more)."""
+    files = {
+        ("cpuacct", "cpuacct.usage"): "12500000000\n",
+        ("cpuacct", "step_batch/cgroup.procs"): f"{pid}\n",
+        ("cpuacct", "cgroup.procs"): "",
+        ("memory", "memory.usage_in_bytes"): "524288000\n",
+        ("memory", "memory.max_usage_in_bytes"): "629145600\n",
+        ("memory", "step_batch/cgroup.procs"): f"{pid}\n",
+    }
+    for (ctl, name), text in files.items():
+        path = os.path.join(root, ctl, f"slurm_{node}", "uid_0", "job_1", name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
 
 
 # --- one window: every contender at every interval at once ---------------------------------------
@@ -169,7 +229,7 @@ def start_contenders(a, intervals: list[float], tmp: str, peer_py: str) -> tuple
     """{(name, interval): (pid to measure, readiness)}, processes to stop, cgroup dirs to remove."""
     procs: list = []
     pids: dict = {}
-    made: list = []
+    made: list = []  # nothing: no cgroup is made (kept for the caller's shape)
     span = str(int(a.end + 120))
     me = [sys.executable, os.path.abspath(__file__)]
     for label, tree in a.trees:
@@ -187,22 +247,13 @@ def start_contenders(a, intervals: list[float], tmp: str, peer_py: str) -> tuple
             interim = "interim" if a.interim else "none"
             if "cgroup" in a.contenders:
                 node = f"bench{os.getpid()}{label}x{k}"
-                try:
-                    _job_dir, m = make_cgroup(node)
-                except OSError as e:
-                    print(f"sampler-cgroup skipped: cannot make a v1 job cgroup ({e})", file=sys.stderr)
-                else:
-                    made += m
-                    w = subprocess.Popen(["sleep", span])
-                    procs.append(w)
-                    for x in m:
-                        if x.endswith("job_1"):
-                            with open(os.path.join(x, "cgroup.procs"), "w") as f:
-                                f.write(str(w.pid))
-                    p = subprocess.Popen(me + ["--child", str(iv), "1", node, d, interim], env=cenv,
-                                         stdout=subprocess.PIPE, cwd=tree)
-                    procs.append(p)
-                    pids[(pre + "sampler-cgroup", iv)] = (p.pid, p)
+                w = subprocess.Popen(["sleep", span])
+                procs.append(w)
+                make_cgroup(f"{d}/cgroup", node, w.pid)
+                p = subprocess.Popen(me + ["--child", str(iv), "1", node, d, interim], env=cenv,
+                                     stdout=subprocess.PIPE, cwd=tree)
+                procs.append(p)
+                pids[(pre + "sampler-cgroup", iv)] = (p.pid, p)
             if "pid" in a.contenders:
                 job = str(999000 + k + 100 * len(pids))
                 procs.append(subprocess.Popen(["sleep", span], env=dict(os.environ, SLURM_JOB_ID=job)))
@@ -260,9 +311,9 @@ def measure(a, pids: dict, meters: dict) -> dict:
     todo = sorted((ready[k] + m, k, m) for k in pids for m in marks)
     for t, k, m in todo:
         time.sleep(max(0.0, t - time.monotonic()))
-        at[k][m] = meters[k].cpu_s()
+        at[k][m] = meters[k].snap()
     rss = {k: proc_rss_mib(v[0]) for k, v in pids.items()}
-    return {k: ([at[k][w1] - at[k][w0] for w0, w1 in a.windows], rss[k]) for k in pids}
+    return {k: ([meters[k].delta(at[k][w0], at[k][w1]) for w0, w1 in a.windows], rss[k]) for k in pids}
 
 
 def one_window(a, intervals: list[float], peer_py: str) -> dict:
@@ -281,7 +332,6 @@ def one_window(a, intervals: list[float], peer_py: str) -> dict:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-            remove_cgroups(made)
             for m in meters.values():
                 m.close()
     return res
@@ -328,7 +378,7 @@ def main(argv=None) -> int:
 
 def report(a, intervals, res) -> None:
     nproc = len([n for n in os.listdir("/proc") if n.isdigit()])
-    how = "a cpuacct cgroup per contender (ns)" if os.geteuid() == 0 else "/proc/PID/stat ticks (10 ms)"
+    how = "/proc of each contender's process tree (schedstat ns; stat ticks where threads ended)"
     wins = [f"{w[0]:g}-{w[1]:g} s" for w in a.windows]
     print(f"CPU time by {how}; medians of {a.reps} runs; windows: job age {', '.join(wins)} after the first "
           f"sample; interim flushes {'on' if a.interim else 'off'}; idle workload; {os.cpu_count()} CPUs, "

@@ -57,7 +57,9 @@ class QueueingStoreSink:
 def _store(cfg: SiteConfig, running: bool, umask: Optional[int], queue_in: Sequence[str]) -> Sink:
     from slurm_energy.outputs.store import StoreSink
 
-    if running or not queue_in:  # an interim view is never queued: the next one replaces it
+    if running:  # an interim view is never queued (the next one replaces it); the store kept open
+        return StoreSink(cfg.paths.store_url, keep_open=True)
+    if not queue_in:
         return StoreSink(cfg.paths.store_url)
     return QueueingStoreSink(cfg.paths.store_url, queue_in)
 
