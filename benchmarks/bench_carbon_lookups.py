@@ -26,8 +26,8 @@ def main() -> None:
             for _ in range(5)]
     ms = sorted(float(r[0]) for r in runs)
     print(f"cold import+load+carbon_for+cpu_tdp: median {ms[2]:.1f} ms (min {ms[0]:.1f}); pandas imported: {runs[0][1]}")
-    from slurm_energy.config.carbon import resolve_carbon
     from slurm_energy.config import load_site_config
+    from slurm_energy.config.carbon import resolve_carbon
     from slurm_energy.devices.rated import cpu_tdp
 
     c = load_site_config(os.path.join(REPO, "site_config", "site.yaml"))

@@ -14,9 +14,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
-from report_records import sample_record  # noqa: E402
+from report_records import sample_record
 
-from slurm_energy.reporting.report import render_csv, render_html  # noqa: E402
+from slurm_energy.reporting.report import render_csv, render_html
 
 
 def _long(days: float, interval_s: float = 5.0):

@@ -23,12 +23,12 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from slurm_energy.devices.gpus import resolve_job_gpus  # noqa: E402
-from slurm_energy.devices.gpus_drm import resolve_drm_gpus  # noqa: E402
-from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader  # noqa: E402
-from slurm_energy.sampling.readers.nvml import NvmlReader  # noqa: E402
-from tests.fakes.drm import FakeSysfs  # noqa: E402
-from tests.fakes.nvml import FakeGpu, install  # noqa: E402
+from slurm_energy.devices.gpus import resolve_job_gpus
+from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
+from slurm_energy.sampling.readers.nvml import NvmlReader
+from tests.fakes.drm import FakeSysfs
+from tests.fakes.nvml import FakeGpu, install
 
 
 def _cpu() -> float:

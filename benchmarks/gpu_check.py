@@ -87,7 +87,7 @@ def main(argv=None) -> int:
 
     t0 = samples[0][0]
     pw = power_series([(t, p) for t, _, p in samples])
-    pw5 = power_series([(t, p) for t, _, p in samples[:: max(1, int(round(5.0 / a.every)))]])
+    pw5 = power_series([(t, p) for t, _, p in samples[:: max(1, round(5.0 / a.every))]])
     print(f"GPU {a.gpu}: {name}; {len(samples)} samples every {a.every} s over "
           f"{samples[-1][0] - t0:.1f} s; {iters} GEMMs of {n}x{n} fp16")
     print(f"integrated power @ {a.every:g} s : {pw.total_j:12.1f} J over {pw.measured_s:.1f} s")

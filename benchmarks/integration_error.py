@@ -45,14 +45,14 @@ def one(rng, duration_s: float, intervals) -> dict:
     pmax = 370.0  # W: the trace's ceiling (120 + 250), as a zone's max power would be
     out = {}
     for iv in intervals:
-        step = int(round(iv / DT))
+        step = round(iv / DT)
         idx = np.arange(0, len(p), step)
         times = idx * DT
         true_j = cum_j[idx[-1]]
         ps = power_series([(float(t), float(p[i])) for t, i in zip(times, idx)]).total_j
-        cs = counter_series([(float(t), int(round(cum_j[i] * 1e6)) % real) for t, i in zip(times, idx)],
+        cs = counter_series([(float(t), round(cum_j[i] * 1e6) % real) for t, i in zip(times, idx)],
                             max_range_uj=real, max_power_w=pmax).total_j
-        sm = counter_series([(float(t), int(round(cum_j[i] * 1e6)) % small) for t, i in zip(times, idx)],
+        sm = counter_series([(float(t), round(cum_j[i] * 1e6) % small) for t, i in zip(times, idx)],
                             max_range_uj=small, max_power_w=pmax)
         flagged = sum("possible_multiple_wrap" in x.flags for x in sm.intervals) / len(sm.intervals)
         out[iv] = ((ps - true_j) / true_j, (cs - true_j) / true_j, (sm.total_j - true_j) / true_j, flagged)

@@ -40,8 +40,8 @@ import re
 import shutil
 import signal
 import sqlite3
-import subprocess
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -237,7 +237,7 @@ def phase_faults(args) -> str:
                     last_f = now
                     kill_one(KINDS, "finalizer", counts)
                 jobs.cancel_due()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 say(f"fault injection step failed: {type(e).__name__}: {e}")
             if (b >= args.bursts and not plan and not jobs.to_cancel and not any(t.is_alive() for t in jobs.threads)
                     and jobs.active() == 0):

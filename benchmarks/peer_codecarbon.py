@@ -179,10 +179,9 @@ def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool)
     import signal as sg
 
     from slurm_energy.slurm import hooks
+    from slurm_energy.slurm import probe as probe_mod
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.spool import JobSpool
-
-    from slurm_energy.slurm import probe as probe_mod
 
     real_probe = probe_mod.SlurmJobProbe
     if node != "nonode":  # the cgroup contender: its fake v1 job directory (make_cgroup)
@@ -318,7 +317,7 @@ def measure(a, pids: dict, meters: dict) -> dict:
 
 def one_window(a, intervals: list[float], peer_py: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="se-peer-") as tmp:
-        pids, procs, made = start_contenders(a, intervals, tmp, peer_py)
+        pids, procs, _made = start_contenders(a, intervals, tmp, peer_py)
         meters = {k: Meter(f"{k[0]}-{k[1]:g}", v[0]) for k, v in pids.items()}
         try:
             res = measure(a, pids, meters)

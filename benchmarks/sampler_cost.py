@@ -22,14 +22,14 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from fakes.nvml import FakeGpu, install  # noqa: E402
-from fakes.powercap import Zone, build_tree, set_energy  # noqa: E402
+from fakes.nvml import FakeGpu, install
+from fakes.powercap import Zone, build_tree, set_energy
 
-from slurm_energy.sampling.readers.nvml import NvmlReader  # noqa: E402
-from slurm_energy.sampling.readers.rapl import RaplReader  # noqa: E402
-from slurm_energy.sampling.samplefile import SampleWriter  # noqa: E402
-from slurm_energy.core import JobUsage  # noqa: E402
-from slurm_energy.sampling.sampler import Sampler  # noqa: E402
+from slurm_energy.core import JobUsage
+from slurm_energy.sampling.readers.nvml import NvmlReader
+from slurm_energy.sampling.readers.rapl import RaplReader
+from slurm_energy.sampling.samplefile import SampleWriter
+from slurm_energy.sampling.sampler import Sampler
 
 
 class _Probe:

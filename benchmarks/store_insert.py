@@ -17,8 +17,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary  # noqa: E402
-from slurm_energy.store import open_store  # noqa: E402
+from slurm_energy.model import DeviceEnergy, JobRecord, Method, NodeSummary
+from slurm_energy.store import open_store
 
 T0 = 1_700_000_000.0
 

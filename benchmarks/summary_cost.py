@@ -34,13 +34,13 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from samplefile_rows import legacy_write, node_rows  # noqa: E402
+from samplefile_rows import legacy_write, node_rows
 
-from slurm_energy.accounting.running import RunningSummary  # noqa: E402
-from slurm_energy.config import SiteConfig  # noqa: E402
-from slurm_energy.core import DeviceStatic, JobMeta  # noqa: E402
-from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node  # noqa: E402
-from slurm_energy.sampling.samplefile import SampleWriter, read_sample_table  # noqa: E402
+from slurm_energy.accounting.running import RunningSummary
+from slurm_energy.config import SiteConfig
+from slurm_energy.core import DeviceStatic, JobMeta
+from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node
+from slurm_energy.sampling.samplefile import SampleWriter, read_sample_table
 
 INTERVAL_S = 5.0
 

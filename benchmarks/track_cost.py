@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from slurm_energy import track  # noqa: E402
+from slurm_energy import track
 
 
 def _loop(seconds: float) -> int:

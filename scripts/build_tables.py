@@ -146,10 +146,10 @@ def build_grid(d: str) -> pd.DataFrame:
     for f in sorted(glob.glob(os.path.join(d, "gcp-region-carbon-info/[0-9]*.csv"))):
         year = int(os.path.basename(f)[:4])
         g = pd.read_csv(f)
-        col = [c for c in g.columns if "carbon intensity" in c.lower()][0]
+        col = next(c for c in g.columns if "carbon intensity" in c.lower())
         basis = "lifecycle" if "lifecycle" in col.lower() else ""
         for r in g.itertuples(index=False):
-            v = getattr(r, "_3")
+            v = r._3
             if pd.isna(v):
                 continue
             gcp[r[0]] = dict(zone=f"gcp:{r[0]}", kind="cloud", name=f"{r[1]} (Google Cloud {r[0]})",
@@ -211,7 +211,7 @@ def build_gpu(d: str) -> pd.DataFrame:
     for _, r in ep.iterrows():
         k = normalize_gpu_model(r["Hardware name"])
 
-        def num(c):
+        def num(c, r=r):
             v = r[c]
             return "" if pd.isna(v) else float(v)
 

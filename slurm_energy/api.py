@@ -52,18 +52,19 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV
 
-__all__ = ["track", "current", "Tracker", "Phase", "Result", "ClassResult", "local_rank"]
+__all__ = ["ClassResult", "Phase", "Result", "Tracker", "current", "local_rank", "track"]
 
 #: Tag keys the prediction uses (issue 13 item 5, docs/CONTRACTS.md); other tags are kept too.
 KNOWN_TAGS = ("flops", "model_params", "tokens", "precision")
 
 _ids = itertools.count(1)
-_active: list["Tracker"] = []
+_active: list[Tracker] = []
 _lock = threading.Lock()
 
 
@@ -73,10 +74,10 @@ class ClassResult:
     method (counter / power_integration / tdp_estimate / unavailable) and coverage in [0, 1]."""
 
     device_class: str
-    energy_kwh: Optional[float]
-    co2e_kg: Optional[float]
+    energy_kwh: float | None
+    co2e_kg: float | None
     method: str
-    coverage: Optional[float]
+    coverage: float | None
 
 
 @dataclass
@@ -88,9 +89,9 @@ class Result:
     final: bool
     source: str  # "local sampler" | "slurm store" | "unavailable" | "other rank"
     elapsed_s: float = 0.0
-    it_kwh: Optional[float] = None
-    facility_kwh: Optional[float] = None
-    co2e_kg: Optional[float] = None
+    it_kwh: float | None = None
+    facility_kwh: float | None = None
+    co2e_kg: float | None = None
     classes: dict[str, ClassResult] = field(default_factory=dict)
     phases: list = field(default_factory=list)
     stages: list = field(default_factory=list)
@@ -152,7 +153,7 @@ class Result:
         return render(citation([self.record], phase=phase, training_type=training_type), fmt)
 
     @classmethod
-    def from_record(cls, rec, final: bool, source: str, note: str = "", covers: str = "") -> "Result":
+    def from_record(cls, rec, final: bool, source: str, note: str = "", covers: str = "") -> Result:
         from slurm_energy.reporting.report import class_rows
 
         classes = {}
@@ -200,7 +201,7 @@ def local_rank(env=None) -> int:
     return 0
 
 
-def slurm_marks_path(env=None) -> Optional[str]:
+def slurm_marks_path(env=None) -> str | None:
     """The marks file this job's Prolog prepared for this node, or None (not in a sampled job):
     ``<marks root>/<SLURM_JOB_ID>/marks-<SLURMD_NODENAME>.jsonl`` when that directory exists and
     this user may write it."""
@@ -225,7 +226,7 @@ def slurm_marks_path(env=None) -> Optional[str]:
 class Phase:
     """A named window, begun when created; ends at :meth:`end` or when its ``with`` block exits."""
 
-    def __init__(self, tracker: "Tracker", name: str):
+    def __init__(self, tracker: Tracker, name: str):
         self.name = name
         self._tracker = tracker
         self._id = next(_ids)
@@ -237,7 +238,7 @@ class Phase:
             self._open = False
             self._tracker._write("end", id=self._id)
 
-    def __enter__(self) -> "Phase":
+    def __enter__(self) -> Phase:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -257,10 +258,10 @@ class Tracker:
     the main thread) writes a ``partial`` record and report that say how the run ended; so does a
     script that ends without :meth:`stop` after an uncaught exception (at interpreter exit)."""
 
-    def __init__(self, label: Optional[str] = None, *, out: str = ".", interval_s: Optional[float] = None,
-                 config: Optional[str] = None, report: bool = True, partition: str = "", overwrite: bool = False,
-                 country: Optional[str] = None, zone: Optional[str] = None, pue: Optional[float] = None,
-                 ci: Optional[float] = None, alpha: Optional[float] = None):
+    def __init__(self, label: str | None = None, *, out: str = ".", interval_s: float | None = None,
+                 config: str | None = None, report: bool = True, partition: str = "", overwrite: bool = False,
+                 country: str | None = None, zone: str | None = None, pue: float | None = None,
+                 ci: float | None = None, alpha: float | None = None):
         self.label = label or _default_label()
         self.out, self.interval_s, self.config, self.report, self.partition = out, interval_s, config, report, partition
         self.overwrite = overwrite
@@ -274,8 +275,8 @@ class Tracker:
         self.samples_kept = ""  # the sample directory, when it was kept (report not written)
         self._writer = None
         self._measure = None
-        self._parent: Optional[Tracker] = None
-        self._outer_phase: Optional[Phase] = None
+        self._parent: Tracker | None = None
+        self._outer_phase: Phase | None = None
         self._open_phases: dict[int, str] = {}
         self._tags: dict = {}
         self._stopped = False
@@ -290,7 +291,7 @@ class Tracker:
         return f"<slurm_energy.Tracker {self.label!r} {self.mode or '-'} {state}>"
 
     # -------------------------------------------------------------- life cycle
-    def start(self) -> "Tracker":
+    def start(self) -> Tracker:
         """Begin measuring (see the module doc for the mode chosen). Returns self.
 
         Raises:
@@ -310,7 +311,7 @@ class Tracker:
                     _active.remove(self)
             raise
 
-    def _start(self, parent: Optional["Tracker"]) -> "Tracker":
+    def _start(self, parent: Tracker | None) -> Tracker:
         if parent is not None and parent.mode != "noop":
             self.mode, self._parent = "phase", parent
             self._outer_phase = parent.phase(self.label)
@@ -487,7 +488,7 @@ class Tracker:
     def _marks(self):
         return self._measure.marks()
 
-    def __enter__(self) -> "Tracker":
+    def __enter__(self) -> Tracker:
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -601,7 +602,7 @@ def _default_label(prefix: str = "") -> str:
     return f"{script or 'track'}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
 
 
-def run_marks_path(env=None) -> Optional[str]:
+def run_marks_path(env=None) -> str | None:
     """The marks file of the ``slurm-energy run`` this process runs under (:data:`RUN_MARKS_ENV`),
     when its directory exists and is writable; else None."""
     env = os.environ if env is None else env
@@ -638,7 +639,7 @@ def _raise_signal_exit(signum, _frame):
 
 
 def _register_at_exit() -> None:
-    global _at_exit_registered
+    global _at_exit_registered  # noqa: PLW0603 -- one atexit hook per process, set under _lock
     with _lock:
         if _at_exit_registered:
             return
@@ -703,7 +704,7 @@ def track(label: Any = None, **kwargs) -> Any:
     return Tracker(label, **kwargs)
 
 
-def current() -> Optional[Tracker]:
+def current() -> Tracker | None:
     """The innermost active tracker of this process, or None (callbacks use it to add their
     phases to the user's measurement instead of starting another)."""
     with _lock:

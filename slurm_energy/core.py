@@ -17,8 +17,9 @@ place; modules on the Prolog/Epilog path import this module to stay light.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.jobmeta import IDENTITY, JobIdentity, dataclass_of
 
@@ -49,7 +50,7 @@ class Method(_StrEnum):
     UNAVAILABLE = "unavailable"  # not measured; energy is None
 
     @classmethod
-    def parse(cls, value: Any) -> "Method":
+    def parse(cls, value: Any) -> Method:
         """``Method(value)``; an unknown or missing value is :attr:`UNAVAILABLE` (newer files).
         A dict lookup, not the Enum call (every reading of every sample passes here)."""
         try:
@@ -92,7 +93,7 @@ PARTIAL_COVERAGE = "partial-coverage"
 ESTIMATED = "estimated"
 
 
-def all_estimated(methods: dict[str, Any], energy_it_j: dict[str, Optional[float]]) -> bool:
+def all_estimated(methods: dict[str, Any], energy_it_j: dict[str, float | None]) -> bool:
     """True when every device class with energy (``energy_it_j`` value not None, J) has method
     ``tdp_estimate`` in ``methods`` (class -> Method or its value); False when no class has energy
     (nothing was estimated: that is unmeasured, shown as ``n/a``)."""
@@ -101,7 +102,7 @@ def all_estimated(methods: dict[str, Any], energy_it_j: dict[str, Optional[float
 
 
 def status_text(status: Any, coverage_complete: bool, methods: dict[str, Any],
-                energy_it_j: dict[str, Optional[float]]) -> str:
+                energy_it_j: dict[str, float | None]) -> str:
     """The measurement status as jobenergy, ``-l``, the report and the rollup show it: the
     :class:`Status` value, and for ``complete`` its qualifiers in parentheses --
     ``complete(partial-coverage)``, ``complete(estimated)``, ``complete(partial-coverage,estimated)``
@@ -183,7 +184,7 @@ class JobMeta(_JobMetaFields):
     Shared by the spool's job context and the stored record (same names, same meaning).
     """
 
-    def meta(self) -> "JobMeta":
+    def meta(self) -> JobMeta:
         """Just the :class:`JobMeta` part (of a subclass such as ``JobContext``)."""
         return JobMeta(**{k: getattr(self, k) for k in IDENTITY})
 
@@ -201,19 +202,19 @@ class Reading:
     device_id: str  # stable key: RAPL zone path ("intel-rapl:0"), GPU UUID, "cpu-tdp", "ram-model"
     # counter | power_integration | tdp_estimate | unavailable; a str value is coerced to Method
     method: Method | str
-    energy_uj: Optional[int] = None  # cumulative counter, uJ
-    max_energy_range_uj: Optional[int] = None  # counter range (wraps to 0 past it), uJ; None = no wrap
-    max_power_w: Optional[float] = None  # zone/device max power, W (for the multiple-wrap check)
-    power_w: Optional[float] = None  # instantaneous power, W (beside a counter: for the cross-check)
-    energy_resolution_uj: Optional[int] = None  # the counter's quantum, uJ (NVML: 1000, it counts mJ)
-    power_accuracy_w: Optional[float] = None  # accuracy of power_w, W (NVML power.draw: +/- 5 W)
-    mean_power_w: Optional[float] = None  # modelled mean power since the previous read, W
-    util: Optional[float] = None  # device utilisation in [0, 1]
-    mem_bytes: Optional[int] = None  # device memory in use, bytes
+    energy_uj: int | None = None  # cumulative counter, uJ
+    max_energy_range_uj: int | None = None  # counter range (wraps to 0 past it), uJ; None = no wrap
+    max_power_w: float | None = None  # zone/device max power, W (for the multiple-wrap check)
+    power_w: float | None = None  # instantaneous power, W (beside a counter: for the cross-check)
+    energy_resolution_uj: int | None = None  # the counter's quantum, uJ (NVML: 1000, it counts mJ)
+    power_accuracy_w: float | None = None  # accuracy of power_w, W (NVML power.draw: +/- 5 W)
+    mean_power_w: float | None = None  # modelled mean power since the previous read, W
+    util: float | None = None  # device utilisation in [0, 1]
+    mem_bytes: int | None = None  # device memory in use, bytes
     # per-process GPU utilisation {pid: sm_util 0..1}, for sharing a GPU between jobs
-    proc_util: Optional[dict[Any, float]] = None
+    proc_util: dict[Any, float] | None = None
     flags: list[str] = field(default_factory=list)  # Flag values, e.g. ["eacces", "range_unreadable"]
-    mig_fraction: Optional[float] = None  # MIG slice / parent compute slices, (0, 1]
+    mig_fraction: float | None = None  # MIG slice / parent compute slices, (0, 1]
 
     def __post_init__(self) -> None:
         self.method = Method.parse(self.method)
@@ -237,7 +238,7 @@ class Reading:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Reading":
+    def from_dict(cls, d: dict[str, Any]) -> Reading:
         """Inverse of :meth:`to_dict`; unknown keys are ignored (newer sample files). A sample
         file from before ``mig_fraction`` was a field carries it as flag ``mig_fraction:<f>``."""
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
@@ -248,7 +249,7 @@ class Reading:
         return rd
 
 
-def _legacy_mig_fraction(flags: list[str]) -> Optional[float]:
+def _legacy_mig_fraction(flags: list[str]) -> float | None:
     prefix = Flag.MIG_FRACTION.value + ":"
     for f in flags or []:
         if isinstance(f, str) and f.startswith(prefix):
@@ -270,7 +271,7 @@ class DeviceStatic:
     device_id: str
     model: str = ""
     count: int = 1  # e.g. cores covered by a per-core TDP model
-    rated_power_w: Optional[float] = None  # TDP / enforced power limit, W
+    rated_power_w: float | None = None  # TDP / enforced power limit, W
     rated_power_source: str = ""  # "RAPL max_power_uw", "NVML enforced limit", "table: TDP_cpu.csv", ...
     extra: dict[str, Any] = field(default_factory=dict)  # vendor facts: memory size, MIG slice, minor...
 
@@ -282,9 +283,9 @@ class JobUsage:
     ``rusage``, ""). A probe keeps one and updates it in place at each poll (the sampler's
     :class:`~slurm_energy.sampling.sampler.UsageProbe`)."""
 
-    cpu_time_s: Optional[float] = None
-    mem_bytes: Optional[int] = None
-    max_mem_bytes: Optional[int] = None
+    cpu_time_s: float | None = None
+    mem_bytes: int | None = None
+    max_mem_bytes: int | None = None
     pids: list[int] = field(default_factory=list)
     source: str = ""
 
@@ -294,11 +295,11 @@ class NodeUsage:
     """The node's counters at one sample: busy and total CPU time summed over logical CPUs since
     boot (s), logical CPUs, memory used (total - available) and total (bytes). None = not read."""
 
-    cpu_busy_s: Optional[float] = None
-    cpu_total_s: Optional[float] = None
-    ncpu: Optional[int] = None
-    mem_used_bytes: Optional[int] = None
-    mem_total_bytes: Optional[int] = None
+    cpu_busy_s: float | None = None
+    cpu_total_s: float | None = None
+    ncpu: int | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
 
 
 def _known(cls: Any, d: Any) -> dict[str, Any]:
@@ -317,12 +318,12 @@ class Sample:
 
     t: float
     kind: str = "sample"
-    job: Optional[JobUsage] = None
+    job: JobUsage | None = None
     node: NodeUsage = field(default_factory=NodeUsage)
     readings: list[Reading] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Sample":
+    def from_dict(cls, d: dict[str, Any]) -> Sample:
         """A sample from its JSON object. Raises KeyError/TypeError/ValueError without a numeric ``t``."""
         job = d.get("job")
         return cls(t=float(d["t"]), kind=str(d.get("kind") or "sample"),

@@ -9,9 +9,19 @@ Messages name the field (or file), the bad value and the fix. Stdlib only: safe 
 from __future__ import annotations
 
 __all__ = [
-    "SlurmEnergyError", "ConfigError", "SlurmEnvError", "GpuResolveError", "HourlyDataError",
-    "PredictionError", "SafeWriteError", "StoreError", "StoreUrlError", "StoreDbError", "MergeError",
-    "SlurmFormatError", "ImplausibleIntensityError",
+    "ConfigError",
+    "GpuResolveError",
+    "HourlyDataError",
+    "ImplausibleIntensityError",
+    "MergeError",
+    "PredictionError",
+    "SafeWriteError",
+    "SlurmEnergyError",
+    "SlurmEnvError",
+    "SlurmFormatError",
+    "StoreDbError",
+    "StoreError",
+    "StoreUrlError",
 ]
 
 

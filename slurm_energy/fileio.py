@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 
-def atomic_write(path: "str | os.PathLike[str]", text: "str | bytes", *, mode: int = 0o600, fsync: bool = False,
+def atomic_write(path: str | os.PathLike[str], text: str | bytes, *, mode: int = 0o600, fsync: bool = False,
                  exclusive: bool = False) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically: a temporary file ``<path>.tmp<pid>`` in the
     same directory (opened O_NOFOLLOW: a planted symlink is refused, not followed), then

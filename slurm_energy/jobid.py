@@ -38,8 +38,8 @@ controller state was reset). :func:`split_reused` implements this rule.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Optional
 
 #: Node records (and stored rows) of one run overlap in time: every node's Prolog runs before the
 #: job ends and every Epilog after it. Clock skew between nodes allowed for, s.
@@ -57,7 +57,7 @@ CB32 = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _SLUID = re.compile(r"^[sS](?P<body>[0-9A-Za-z]{13})(?:\.(?P<step>batch|extern|interactive|tbd|[0-9]+))?$", re.I)
 
 
-def sluid_value(text: str) -> Optional[int]:
+def sluid_value(text: str) -> int | None:
     """A SLUID's 64-bit value (``str2sluid``): ``s`` + 13 base-32 digits, any case, O = 0, I/L = 1;
     None for anything else (also for 0, which Slurm treats as no SLUID)."""
     if len(text) != 14 or text[0] not in "sS":
@@ -84,7 +84,7 @@ def canonical_sluid(text: str) -> str:
     return "" if v is None else format_sluid(v)
 
 
-def sluid_time(text: str) -> Optional[float]:
+def sluid_time(text: str) -> float | None:
     """When Slurm made the SLUID, epoch s: its bits 10-51 are milliseconds since the epoch
     (src/common/sluid.h: ``[12-bit cluster][42-bit unix_ts_ms][10-bit sequence]``); None if no SLUID."""
     v = sluid_value(text)
@@ -105,10 +105,10 @@ class JobSpec:
 
     raw: str
     job_id: str
-    array_tasks: Optional[tuple[str, ...]] = None
-    het_offset: Optional[str] = None
-    step: Optional[str] = None
-    step_het_comp: Optional[str] = None
+    array_tasks: tuple[str, ...] | None = None
+    het_offset: str | None = None
+    step: str | None = None
+    step_het_comp: str | None = None
     sluid: str = ""
 
 
@@ -177,7 +177,7 @@ def parse_jobid(s: str) -> JobSpec:
     )
 
 
-def _step(text: Optional[str]) -> Optional[str]:
+def _step(text: str | None) -> str | None:
     """A step as Slurm prints it: ``batch``/``extern``/``interactive``/``TBD`` (names read in any case,
     as ``_unfmt_step_id_str``) or the number."""
     if text is None:

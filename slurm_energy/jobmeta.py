@@ -48,7 +48,7 @@ def field_defaults(cls: type) -> dict:
     """``{name: default}`` of every annotated field of ``cls`` and its bases, bases first."""
     names: dict = {}
     for c in reversed(cls.__mro__):
-        names.update(dict.fromkeys(c.__dict__.get("__annotations__", {})))
+        names.update(dict.fromkeys(c.__dict__.get("__annotations__", {})))  # noqa: RUF063 -- hook path: no inspect import
     return {k: getattr(cls, k) for k in names}
 
 
@@ -66,7 +66,7 @@ def dataclass_of(light: type, base: type | None = None) -> type:
     ann: dict = {}
     ns: dict = {"__module__": light.__module__, "__qualname__": light.__qualname__, "__doc__": light.__doc__}
     for c in reversed(light.__mro__):
-        for k, t in c.__dict__.get("__annotations__", {}).items():
+        for k, t in c.__dict__.get("__annotations__", {}).items():  # noqa: RUF063 -- hook path: no inspect import
             if k not in have:
                 ann[k] = t
     for k in ann:

@@ -19,15 +19,25 @@ flagged partial by :attr:`JobRecord.coverage_complete`, never silently summed as
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from slurm_energy import units
+from slurm_energy.core import (
+    DEVICE_CLASSES,
+    METHOD_RANK,
+    DeviceStatic,
+    Flag,
+    JobMeta,
+    Method,
+    Reading,
+    Status,
+    status_text,
+    worst_method,
+)
 from slurm_energy.jobmeta import IDENTITY, JobIdentity
-from slurm_energy.core import (DEVICE_CLASSES, METHOD_RANK, DeviceStatic, Flag, JobMeta, Method, Reading, Status,
-                               status_text, worst_method)
 
 SCHEMA_VERSION = 1
 
@@ -54,15 +64,15 @@ class DeviceEnergy(BaseModel):
     node: str = ""
     model: str = ""  # CPU/GPU model name as reported by the OS/NVML
     count: int = 1  # n_i: number of devices (cores for a per-core TDP model) this entry covers
-    index: Optional[int] = None  # the device's number where its id has none (a GPU's minor number): for ordering
+    index: int | None = None  # the device's number where its id has none (a GPU's minor number): for ordering
     method: Method = Method.UNAVAILABLE
-    energy_j: Optional[float] = None  # the job's share, J; None = unmeasured
-    device_energy_j: Optional[float] = None  # the whole device(s) over the job's time, J
-    rated_power_w: Optional[float] = None  # P_i: TDP / rated power per device, W
-    mean_power_w: Optional[float] = None  # job's attributed mean power, W
-    var_power_w2: Optional[float] = None  # variance of the attributed power, W^2
-    mean_util: Optional[float] = None  # u_i in [0, 1]
-    var_util: Optional[float] = None
+    energy_j: float | None = None  # the job's share, J; None = unmeasured
+    device_energy_j: float | None = None  # the whole device(s) over the job's time, J
+    rated_power_w: float | None = None  # P_i: TDP / rated power per device, W
+    mean_power_w: float | None = None  # job's attributed mean power, W
+    var_power_w2: float | None = None  # variance of the attributed power, W^2
+    mean_util: float | None = None  # u_i in [0, 1]
+    var_util: float | None = None
     duration_s: float = 0.0  # t_i: time this entry covers, s
     coverage: float = 0.0  # fraction of the job's time that was measured, [0, 1]
     wraps: int = 0  # counter wrap-arounds unwrapped
@@ -76,10 +86,10 @@ class DeviceEnergy(BaseModel):
     # a GPU allocated to the job but idle (accounting.idle_gpu): seconds with utilisation and power at
     # the card's idle state, and the job's energy drawn in them, J (measured by ``method``, as
     # energy_j); None = not a GPU, or not measured
-    idle_s: Optional[float] = None
-    idle_energy_j: Optional[float] = None
+    idle_s: float | None = None
+    idle_energy_j: float | None = None
     idle_spans: list[list[float]] = Field(default_factory=list)  # [[t0, t1], ...] epoch s: the report's band
-    idle_bound_w: Optional[float] = None  # the idle-draw bound applied (site's, or fraction x rated), W
+    idle_bound_w: float | None = None  # the idle-draw bound applied (site's, or fraction x rated), W
 
 
 class WindowEnergy(BaseModel):
@@ -96,12 +106,12 @@ class WindowEnergy(BaseModel):
     start_time: float  # epoch s
     end_time: float  # epoch s
     depth: int = 0  # nesting level of a phase (0 = outermost)
-    fraction: Optional[float] = None  # a stage's training progress in [0, 1]
-    energy_it_j: dict[str, Optional[float]] = Field(default_factory=dict)  # class -> job share J
+    fraction: float | None = None  # a stage's training progress in [0, 1]
+    energy_it_j: dict[str, float | None] = Field(default_factory=dict)  # class -> job share J
     methods: dict[str, Method] = Field(default_factory=dict)  # class -> worst method
-    it_j: Optional[float] = None  # sum over classes, J (None if no class was measured)
+    it_j: float | None = None  # sum over classes, J (None if no class was measured)
     coverage: float = 0.0  # lowest per-class fraction of the window's seconds that was measured
-    co2e_kg: Optional[float] = None  # filled by finalise_record: job CO2e x it_j / job IT J
+    co2e_kg: float | None = None  # filled by finalise_record: job CO2e x it_j / job IT J
     flags: list[str] = Field(default_factory=list)  # e.g. "never_closed", "shorter_than_interval"
 
     @property
@@ -138,17 +148,17 @@ class NodeSummary(BaseModel):
     job_id: str
     start_time: float  # Prolog time, epoch s
     end_time: float  # Epilog time (or now for interim), epoch s
-    cpu_time_s: Optional[float] = None  # job's CPU time on this node (cgroup or psutil), s
-    max_mem_bytes: Optional[int] = None  # peak memory used by the job on this node (cgroup max usage), bytes
-    req_mem_bytes: Optional[int] = None  # memory the job requested on this node (--mem, --mem-per-cpu x CPUs), bytes
+    cpu_time_s: float | None = None  # job's CPU time on this node (cgroup or psutil), s
+    max_mem_bytes: int | None = None  # peak memory used by the job on this node (cgroup max usage), bytes
+    req_mem_bytes: int | None = None  # memory the job requested on this node (--mem, --mem-per-cpu x CPUs), bytes
     req_mem_source: str = ""  # how req_mem_bytes was found, e.g. "per node 4000M (scontrol MinMemoryNode)"
-    mean_mem_bytes: Optional[float] = None
+    mean_mem_bytes: float | None = None
     n_samples: int = 0
     interval_s: float = 5.0
     cpu_time_source: str = ""  # "cgroup-v1", "cgroup-v2", "psutil", "procfs", "rusage", ""
     devices: list[DeviceEnergy] = Field(default_factory=list)
-    static: NodeStatic = Field(default_factory=lambda: NodeStatic())  # device info: CPU model, cores, GPUs, OS, RAM
-    power_trace: list[list[Optional[float]]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
+    static: NodeStatic = Field(default_factory=NodeStatic)  # device info: CPU model, cores, GPUs, OS, RAM
+    power_trace: list[list[float | None]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
     hourly_energy_j: dict[str, float] = Field(default_factory=dict)  # ISO hour (UTC) -> job IT energy J
     # phases/stages marked by the job (slurm_energy.track) on this node; see accounting.phases
     windows: list[WindowEnergy] = Field(default_factory=list)
@@ -160,7 +170,7 @@ class NodeSummary(BaseModel):
     def elapsed_s(self) -> float:
         return max(0.0, self.end_time - self.start_time)
 
-    def __deepcopy__(self, memo: Optional[dict[int, Any]] = None) -> "NodeSummary":
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> NodeSummary:
         """A deep copy whose power trace (rows of floats: 17,280 for a day at 5 s) is copied row by
         row, not object by object through ``copy.deepcopy`` (merging and finalising copy records)."""
         trace = self.__dict__["power_trace"]
@@ -181,7 +191,7 @@ class CarbonFacts(BaseModel):
     ci_g_per_kwh: float = units.DEFAULT_CI_G_PER_KWH
     ci_source: str = units.DEFAULT_CI_SOURCE
     ci_basis: str = ""  # "lifecycle" / "direct" / ""
-    ci_year: Optional[int] = None
+    ci_year: int | None = None
     alpha: float = units.DEFAULT_ALPHA
     alpha_source: str = units.DEFAULT_ALPHA_SOURCE
     datacenter: str = ""
@@ -200,7 +210,7 @@ class JobRecord(BaseModel, JobIdentity):
     schema_version: int = SCHEMA_VERSION
     # Slurm's own energy for the job (acct_gather_energy, sacct ConsumedEnergyRaw), beside ours; None =
     # Slurm collected none (AcctGatherEnergyType none/unknown, 0, or slurmdbd has no record)
-    slurm_energy_j: Optional[float] = None
+    slurm_energy_j: float | None = None
     slurm_energy_source: str = ""  # where it came from / why it is unavailable
     exit_code: str = ""  # Slurm's "exit:signal" from the Epilog (SLURM_JOB_EXIT_CODE2), e.g. "3:0"
     # Slurm-like job state derived from exit_code (the Epilog sees no JobState): COMPLETED (0:0),
@@ -212,16 +222,16 @@ class JobRecord(BaseModel, JobIdentity):
     nodes: list[NodeSummary] = Field(default_factory=list)
     carbon: CarbonFacts = Field(default_factory=CarbonFacts)
     # totals (filled by accounting.formulas.finalise_record)
-    energy_it_j: dict[str, Optional[float]] = Field(default_factory=dict)  # class -> job share J (None=unmeasured)
-    device_energy_j: dict[str, Optional[float]] = Field(default_factory=dict)  # class -> full-device J
+    energy_it_j: dict[str, float | None] = Field(default_factory=dict)  # class -> job share J (None=unmeasured)
+    device_energy_j: dict[str, float | None] = Field(default_factory=dict)  # class -> full-device J
     methods: dict[str, Method] = Field(default_factory=dict)  # class -> worst method over nodes
-    it_kwh: Optional[float] = None
-    facility_kwh: Optional[float] = None
-    co2e_kg: Optional[float] = None
+    it_kwh: float | None = None
+    facility_kwh: float | None = None
+    co2e_kg: float | None = None
     # GPUs allocated but idle (accounting.idle_gpu.job_totals over the nodes' GPUs): GPU-seconds idle,
     # the job's energy in them (J) and its method; None / "" = no GPU, or none judged
-    gpu_idle_s: Optional[float] = None
-    gpu_idle_energy_j: Optional[float] = None
+    gpu_idle_s: float | None = None
+    gpu_idle_energy_j: float | None = None
     gpu_idle_method: str = ""
     coverage_complete: bool = True
     status: Status = Status.COMPLETE
@@ -229,7 +239,7 @@ class JobRecord(BaseModel, JobIdentity):
     # What the training script declared about its work (issue 13's ``t.tag(...)``): keys ``flops``
     # (total FLOPs of the job), ``model_params``, ``tokens``; values float or str. Empty = none
     # declared; records stored before this field existed read back with {}.
-    tags: dict[str, Union[float, str]] = Field(default_factory=dict)
+    tags: dict[str, float | str] = Field(default_factory=dict)
     # slurm_energy.track's phases, stages, the time outside any phase and the phases' union (all nodes
     # summed; filled by accounting.phases.job_windows in finalise_record)
     phases: list[WindowEnergy] = Field(default_factory=list)
@@ -263,7 +273,7 @@ class JobRecord(BaseModel, JobIdentity):
         return JobMeta(**{k: getattr(self, k) for k in IDENTITY})
 
     @classmethod
-    def from_meta(cls, meta: JobIdentity, **fields: Any) -> "JobRecord":
+    def from_meta(cls, meta: JobIdentity, **fields: Any) -> JobRecord:
         """A record for the job ``meta`` describes (a ``JobMeta`` or ``JobContext``), with ``fields``
         (start_time, end_time, nodes, ...). Raises pydantic's ValidationError on bad fields."""
         return cls(**{k: getattr(meta, k) for k in IDENTITY}, **fields)

@@ -8,7 +8,7 @@ instead, so digits compare as numbers.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -27,7 +27,7 @@ def natural_key(text: Any) -> tuple:
     return (key, s)
 
 
-def device_sort_key(device_class: str, device_id: str, index: Optional[int] = None) -> tuple:
+def device_sort_key(device_class: str, device_id: str, index: int | None = None) -> tuple:
     """Sort key for a device: class (cpu, gpu, ram, then others), then the device's index where
     the reader knows one (a GPU's minor number: ``GPU-<uuid>`` ids carry no number), then
     :func:`natural_key` of the id."""

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import DeviceStatic, JobMeta, Sample, Status
 from slurm_energy.outputs.base import publish as publish  # the pipeline's API: outputs own every write
@@ -53,21 +54,21 @@ class NodeObservation:
     """
 
     node: str
-    samples: Union[SampleTable, list[Sample]]
+    samples: SampleTable | list[Sample]
     static: NodeStatic
     start_time: float
     end_time: float
     span_known: bool = True
-    cpus_alloc: Optional[int] = None
+    cpus_alloc: int | None = None
     errors: list[str] = field(default_factory=list)
     status: Status = Status.COMPLETE
-    marks: Optional[Marks] = None  # the job's phase/stage/tag marks on this node (accounting.phases)
-    job_cpu_total_s: Optional[float] = None  # the job's true CPU time on the node (sacct TotalCPU), CPU-s
+    marks: Marks | None = None  # the job's phase/stage/tag marks on this node (accounting.phases)
+    job_cpu_total_s: float | None = None  # the job's true CPU time on the node (sacct TotalCPU), CPU-s
 
 
 def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expected_nodes: Sequence[str] = (),
-                 exit_code: str = "", job_state: str = "", interval_s: Optional[float] = None,
-                 tags: Optional[dict[str, Any]] = None, running: Optional[RunningSummary] = None) -> JobRecord:
+                 exit_code: str = "", job_state: str = "", interval_s: float | None = None,
+                 tags: dict[str, Any] | None = None, running: RunningSummary | None = None) -> JobRecord:
     """One node's :class:`~slurm_energy.model.JobRecord` (exactly one NodeSummary) from what it saw.
 
     Energy per device by its readings' method, the job's share by the site's attribution policy
@@ -81,8 +82,8 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     rows added since its previous update are read; ``obs.samples`` unused).
     Raises ValueError on an unknown attribution policy.
     """
-    from slurm_energy.accounting.merge import combine_errors
     from slurm_energy.accounting.idle_gpu import rule_from
+    from slurm_energy.accounting.merge import combine_errors
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.model import JobRecord, NodeStatic, text_safe
 
@@ -160,8 +161,8 @@ class LocalMeasurement(LocalSampler):
     """Measure a process tree on this node (``run``, ``attach``, ``track()``): the sampler of
     :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record`."""
 
-    def record(self, marks: Optional[Marks] = None, tags: Optional[dict[str, Any]] = None,
-               ended: Optional[RunEnd] = None) -> JobRecord:
+    def record(self, marks: Marks | None = None, tags: dict[str, Any] | None = None,
+               ended: RunEnd | None = None) -> JobRecord:
         """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`, by
         :func:`measure_node` and :func:`finalise_job` (one node, not merged).
 

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
+
 from slurm_energy.core import Reading
 from slurm_energy.slurm.env import JobContext
 

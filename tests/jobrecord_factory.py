@@ -62,7 +62,7 @@ def node_record(
     return job_record(job_id, devs, node=node, start=start, end=end, expected=expected, status=status, **kw)
 
 
-def site_yaml(tmp, text: str = "", *, cluster: str = "t", paths: "dict | None" = None, spool: bool = True,
+def site_yaml(tmp, text: str = "", *, cluster: str = "t", paths: dict | None = None, spool: bool = True,
               monkeypatch=None):
     """The one site-config writer of the tests: ``tmp/site.yaml`` with ``cluster_name: <cluster>``
     (none for ""), a ``paths:`` section keeping the node's files under ``tmp`` (``spool_dir``
@@ -85,7 +85,7 @@ def own_site_config(tmp_path, monkeypatch, text: str = "cluster_name: c1\n"):
     return site_yaml(tmp_path, text, cluster="", spool=False, monkeypatch=monkeypatch)
 
 
-def hook_env(job_id: str = "777", *, node: str = "n1", uid: "int | None" = None, gid: "int | None" = None,
+def hook_env(job_id: str = "777", *, node: str = "n1", uid: int | None = None, gid: int | None = None,
              user: str = "u", context: str = "", **more: str) -> dict:
     """The environment slurmd gives a Prolog/Epilog (Slurm's prolog_epilog docs: SLURM_JOB_*,
     SLURMD_NODENAME, SLURM_SCRIPT_CONTEXT ``prolog_slurmd``/``epilog_slurmd``) for a one-node job

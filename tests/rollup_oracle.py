@@ -9,7 +9,7 @@ def month_records(records, t0: float, t1: float) -> list:
     """The final (not running) records whose run overlaps [t0, t1): start < t1 and end > t0 (a job
     of zero length counts where it started)."""
     return [r for r in records if r.status.value != "running"
-            and (r.start_time < t1 and r.end_time > t0 or r.start_time == r.end_time and t0 <= r.start_time < t1)]
+            and ((r.start_time < t1 and r.end_time > t0) or (r.start_time == r.end_time and t0 <= r.start_time < t1))]
 
 
 def rollup(records, by: str, t0: float, t1: float, hourly_ci=None):

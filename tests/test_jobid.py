@@ -1,6 +1,6 @@
 import pytest
-
 from jobrecord_factory import node_record
+
 from slurm_energy.jobid import JobSpec, display_id, matches, parse_jobid, parse_jobids, split_reused
 
 

@@ -3,8 +3,8 @@
 
 import pytest
 from fakes.nvml import FakeGpu, install
-
 from jobrecord_factory import finished, node_record, own_site_config, store_with
+
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.cli.jobenergy import main

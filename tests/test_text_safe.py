@@ -1,6 +1,7 @@
 """Non-UTF-8 text a user controls is stored shown as \\xNN, its bytes kept (issue 22)."""
 
 from jobrecord_factory import node_record
+
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.core import one_line, shown_text
 from slurm_energy.model import JobRecord, text_safe

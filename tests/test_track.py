@@ -222,9 +222,8 @@ def test_result_inside_a_sampled_job_reads_the_jobs_record_so_far(outside_slurm,
 def test_result_cite_of_a_local_track_and_its_phase(outside_slurm, monkeypatch):
     """track().result().cite(): the citation of this measurement, and of one phase only."""
     monkeypatch.chdir(outside_slurm)
-    with track(label="cite-me", interval_s=0.2) as t:
-        with t.phase("fine-tuning"):
-            _busy(0.6)
+    with track(label="cite-me", interval_s=0.2) as t, t.phase("fine-tuning"):
+        _busy(0.6)
     r = t.result()
     line = r.cite(fmt="line")
     assert line.startswith("slurm-energy ") and "job cite-me" in line

@@ -13,9 +13,9 @@ import signal
 import time
 import warnings
 
+import ordinary_user as ou
 import pytest
 
-import ordinary_user as ou
 from slurm_energy import track
 from slurm_energy.carbon.tables import lookup_country
 
@@ -34,10 +34,9 @@ def _status(d, label):
 
 
 def test_an_exception_in_the_block_makes_a_partial_record_and_report(outside_slurm):
-    with pytest.raises(ValueError, match="diverged"):
-        with track(label="boom", out=str(outside_slurm), interval_s=0.1) as t:
-            _busy(0.3)
-            raise ValueError("loss diverged")
+    with pytest.raises(ValueError, match="diverged"), track(label="boom", out=str(outside_slurm), interval_s=0.1) as t:
+        _busy(0.3)
+        raise ValueError("loss diverged")
     rec = t.record
     assert rec.status.value == "partial" and rec.status_text == "partial"
     assert rec.exit_code == "1" and rec.job_state == "FAILED"
@@ -66,10 +65,9 @@ def test_a_decorated_function_that_raises_keyboardinterrupt_is_recorded_as_inter
 
 
 def test_a_clean_block_and_sys_exit_0_stay_complete(outside_slurm):
-    with pytest.raises(SystemExit):
-        with track(label="ok", out=str(outside_slurm), interval_s=0.1, report=False) as t:
-            _busy(0.2)
-            raise SystemExit(0)
+    with pytest.raises(SystemExit), track(label="ok", out=str(outside_slurm), interval_s=0.1, report=False) as t:
+        _busy(0.2)
+        raise SystemExit(0)
     assert t.record.status.value == "complete" and t.record.exit_code == "0" and t.record.errors == []
 
 
@@ -224,9 +222,8 @@ def test_bad_carbon_argument_is_an_error_naming_it(outside_slurm):
 
 
 def test_without_any_facts_the_defaults_are_said_prominently(outside_slurm, capsys):
-    with warnings.catch_warnings():
-        with track(label="dflt", out=str(outside_slurm), interval_s=0.1) as t:
-            _busy(0.2)
+    with warnings.catch_warnings(), track(label="dflt", out=str(outside_slurm), interval_s=0.1) as t:
+        _busy(0.2)
     err = capsys.readouterr().err
     assert "PUE 1.58 is the DEFAULT datacenter industry average" in err and "give track(pue=1.0)" in err
     assert "475 gCO2e/kWh is the DEFAULT world average" in err and "track(country='FR')" in err

@@ -26,7 +26,7 @@ device's whole energy (``DeviceEnergy.device_energy_j``) beside the job's share.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Optional, Sequence, Union
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -47,7 +47,7 @@ from slurm_energy.devices.gpus import mig_fraction  # noqa: F401 - part of the a
 POLICIES = ("shared", "exclusive_whole_node", "utilisation_weighted")
 
 
-def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict[str, float]] = None) -> Optional[float]:
+def clamp_ratio(x: float | None, name: str = "", clamps: dict[str, float] | None = None) -> float | None:
     """``x`` clamped to [0, 1]; ``None`` stays ``None``.
 
     When ``clamps`` (a dict) is given and ``x`` was outside [0, 1], the most extreme raw value seen
@@ -64,7 +64,7 @@ def clamp_ratio(x: Optional[float], name: str = "", clamps: Optional[dict[str, f
     return c
 
 
-def clamp_ratios(raw: Arr, name: str = "", clamps: Optional[dict[str, float]] = None) -> Arr:
+def clamp_ratios(raw: Arr, name: str = "", clamps: dict[str, float] | None = None) -> Arr:
     """:func:`clamp_ratio` on an array (NaN = unknown, kept): the most extreme raw value outside
     [0, 1] goes to ``clamps``."""
     c = np.clip(raw, 0.0, 1.0)
@@ -75,12 +75,12 @@ def clamp_ratios(raw: Arr, name: str = "", clamps: Optional[dict[str, float]] = 
     return c
 
 
-def _scalar(f: Callable[..., Arr], *args: Optional[float], clamps: Optional[dict[str, float]]) -> Optional[float]:
+def _scalar(f: Callable[..., Arr], *args: float | None, clamps: dict[str, float] | None) -> float | None:
     v = float(f(*(floats([a]) for a in args), clamps)[0])
     return None if v != v else v
 
 
-def cpu_shares(job_cpu_delta_s: Arr, node_busy_delta_s: Arr, clamps: Optional[dict[str, float]] = None) -> Arr:
+def cpu_shares(job_cpu_delta_s: Arr, node_busy_delta_s: Arr, clamps: dict[str, float] | None = None) -> Arr:
     """The job's share of the node's CPU (package) energy per interval (NaN = unknown).
 
     Args:
@@ -101,13 +101,13 @@ def cpu_shares(job_cpu_delta_s: Arr, node_busy_delta_s: Arr, clamps: Optional[di
     return s
 
 
-def cpu_share(job_cpu_delta_s: Optional[float], node_busy_delta_s: Optional[float],
-              clamps: Optional[dict[str, float]] = None) -> Optional[float]:
+def cpu_share(job_cpu_delta_s: float | None, node_busy_delta_s: float | None,
+              clamps: dict[str, float] | None = None) -> float | None:
     """:func:`cpu_shares` of one interval (None = unknown)."""
     return _scalar(cpu_shares, job_cpu_delta_s, node_busy_delta_s, clamps=clamps)
 
 
-def ram_shares(job_mem_bytes: Arr, node_mem_used_bytes: Arr, clamps: Optional[dict[str, float]] = None) -> Arr:
+def ram_shares(job_mem_bytes: Arr, node_mem_used_bytes: Arr, clamps: dict[str, float] | None = None) -> Arr:
     """The job's share of the node's DRAM energy per interval: job memory in use / node memory in use.
 
     Args:
@@ -124,8 +124,8 @@ def ram_shares(job_mem_bytes: Arr, node_mem_used_bytes: Arr, clamps: Optional[di
         return clamp_ratios(np.where(ok, jm / nm, np.nan), "ram_share", clamps)
 
 
-def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int],
-              clamps: Optional[dict[str, float]] = None) -> Optional[float]:
+def ram_share(job_mem_bytes: int | None, node_mem_used_bytes: int | None,
+              clamps: dict[str, float] | None = None) -> float | None:
     """:func:`ram_shares` of one interval (None = unknown)."""
     return _scalar(ram_shares, job_mem_bytes, node_mem_used_bytes, clamps=clamps)
 
@@ -135,8 +135,8 @@ def ram_share(job_mem_bytes: Optional[int], node_mem_used_bytes: Optional[int],
 PROC_UTIL_JITTER_MAX = 1.5
 
 
-def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, Optional[float]]],
-                      clamps: Optional[dict[str, float]] = None) -> Optional[float]:
+def gpu_process_share(job_pids: set[int], proc_util: Mapping[int, float | None] | None,
+                      clamps: dict[str, float] | None = None) -> float | None:
     """Job's share of one GPU from per-process SM utilisation (NVML process utilisation samples).
 
     Args:
@@ -179,7 +179,7 @@ def gpu_process_share(job_pids: set[int], proc_util: Optional[Mapping[int, Optio
     return clamp_ratio(mine / total)
 
 
-def cap_shares(shares: Mapping[str, Optional[float]]) -> dict[str, Optional[float]]:
+def cap_shares(shares: Mapping[str, float | None]) -> dict[str, float | None]:
     """Scale the known shares of several jobs on one device down so they sum to at most 1.
 
     Args: ``{job_id: share or None}`` for one interval. Returns the same keys; ``None`` stays
@@ -192,7 +192,7 @@ def cap_shares(shares: Mapping[str, Optional[float]]) -> dict[str, Optional[floa
     return {k: (None if v is None else v / s) for k, v in shares.items()}
 
 
-def attribute_series(series: SeriesEnergy, shares: Union[Sequence[Optional[float]], Arr],
+def attribute_series(series: SeriesEnergy, shares: Sequence[float | None] | Arr,
                      policy: str = "shared") -> SeriesEnergy:
     """The job's part of a device's :class:`SeriesEnergy`, interval by interval.
 

@@ -21,8 +21,9 @@ fractions, so the range printed is the one the site's jobs showed. Pure: no stor
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
 from slurm_energy.accounting.prediction import training_flops
 from slurm_energy.model import JobRecord, Method, Status
@@ -31,10 +32,10 @@ from slurm_energy.units import J_PER_KWH, co2e_kg
 MEASURED = (Method.COUNTER, Method.POWER_INTEGRATION)
 
 #: (gpu model name, precision) -> rated dense FLOP/s per GPU, or None if unknown.
-RatedFlops = Callable[[str, str], Optional[float]]
+RatedFlops = Callable[[str, str], float | None]
 
 
-def table_rated_flops(model: str, precision: str = "bf16") -> Optional[float]:
+def table_rated_flops(model: str, precision: str = "bf16") -> float | None:
     """Rated dense FLOP/s of an NVML GPU name from the bundled table (Epoch AI), or None."""
     from slurm_energy.devices.hwtables import lookup_gpu
 
@@ -64,7 +65,7 @@ class Spread:
     n: int
 
     @classmethod
-    def of(cls, values: list[float]) -> "Spread":
+    def of(cls, values: list[float]) -> Spread:
         return cls(percentile(values, 50), percentile(values, 10), percentile(values, 90), len(values))
 
 
@@ -82,10 +83,10 @@ class JobFit:
     gpu_energy_j: float
     flops_frac: float
     power_frac: float
-    node_w_per_gpu: Optional[float]  # None: CPU/RAM energy not in the record
+    node_w_per_gpu: float | None  # None: CPU/RAM energy not in the record
 
 
-def declared_flops(record: JobRecord) -> Optional[float]:
+def declared_flops(record: JobRecord) -> float | None:
     """FLOPs the job declared: ``tags["flops"]``, else ``6 x model_params x tokens``; None if neither
     is a finite number > 0."""
     t = record.tags or {}
@@ -102,7 +103,7 @@ def _gpu_entries(record: JobRecord) -> list[Any]:  # DeviceEnergy with energy, r
             and d.rated_power_w and d.duration_s > 0]
 
 
-def job_fit(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) -> tuple[Optional[JobFit], str]:
+def job_fit(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) -> tuple[JobFit | None, str]:
     """``(JobFit, "")`` for a tagged job with measured GPU energy, else ``(None, why not)``."""
     flops = declared_flops(record)
     if flops is None:
@@ -148,7 +149,7 @@ class Calibration:
     jobs: tuple[JobFit, ...]
     flops_frac: Spread
     power_frac: Spread
-    node_w_per_gpu: Optional[Spread]  # None: no job had CPU/RAM energy
+    node_w_per_gpu: Spread | None  # None: no job had CPU/RAM energy
 
     @property
     def n_jobs(self) -> int:
@@ -176,7 +177,7 @@ def fit(records: Iterable[JobRecord], rated_flops: RatedFlops = table_rated_flop
     return out
 
 
-def for_gpu(calibrations: dict[str, Calibration], gpu_name: str) -> Optional[Calibration]:
+def for_gpu(calibrations: dict[str, Calibration], gpu_name: str) -> Calibration | None:
     """The calibration for a GPU name as the user typed it or NVML reports it, or None.
 
     Matches by normalised name, else by the bundled table's row, else the one calibration whose
@@ -200,8 +201,8 @@ def for_gpu(calibrations: dict[str, Calibration], gpu_name: str) -> Optional[Cal
 
 
 def predict_range(cal: Calibration, flops: float, n_gpus: float, rated_flops_per_s: float, rated_power_w: float,
-                  pue: float, ci_g_per_kwh: float, alpha: float = 1.0, *, flops_frac: Optional[float] = None,
-                  power_frac: Optional[float] = None, node_w_per_gpu: Optional[float] = None) -> dict[str, Spread]:
+                  pue: float, ci_g_per_kwh: float, alpha: float = 1.0, *, flops_frac: float | None = None,
+                  power_frac: float | None = None, node_w_per_gpu: float | None = None) -> dict[str, Spread]:
     """Time (s), facility kWh and kgCO2e spread if this job ran like each of the site's jobs.
 
     For job j: ``t_j = F / (n R f_j)``, ``E_j = n t_j (P p_j + o_j) x PUE / 3.6e6`` kWh,
@@ -223,7 +224,7 @@ def predict_range(cal: Calibration, flops: float, n_gpus: float, rated_flops_per
     return {"time_s": Spread.of(times), "facility_kwh": Spread.of(kwh), "co2e_kg": Spread.of(kg)}
 
 
-def check_job(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) -> Optional[dict[str, Any]]:
+def check_job(record: JobRecord, rated_flops: RatedFlops = table_rated_flops) -> dict[str, Any] | None:
     """Predicted vs measured for one job that declared its FLOPs; None if it did not.
 
     The prediction is what ``slurm-energy predict`` gives for the job's declared FLOPs, GPUs and

@@ -9,8 +9,9 @@ what they had (:mod:`slurm_energy.accounting.running`) instead of summing the wh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from slurm_energy.accounting import attribution
 from slurm_energy.accounting.idle_gpu import IdleSums
@@ -19,7 +20,7 @@ from slurm_energy.model import DeviceEnergy
 from slurm_energy.sampling.sampletable import SampleTable
 
 #: (time-weighted mean, variance, weight in s); (None, None, 0.0) when nothing was weighed
-Stats = tuple[Optional[float], Optional[float], float]
+Stats = tuple[float | None, float | None, float]
 NO_STATS: Stats = (None, None, 0.0)
 
 
@@ -38,7 +39,7 @@ def merge_stats(a: Stats, b: Stats) -> Stats:
     return mean, m2 / w, w
 
 
-def _add(a: Optional[float], b: Optional[float]) -> Optional[float]:
+def _add(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else a + b
 
 
@@ -51,8 +52,8 @@ class DeviceAgg:
     device_class: str
     device_id: str
     methods: set[Method]
-    job_j: Optional[float]
-    whole_j: Optional[float]
+    job_j: float | None
+    whole_j: float | None
     measured_s: float
     power: Stats = NO_STATS
     util: Stats = NO_STATS
@@ -62,9 +63,9 @@ class DeviceAgg:
     flags: set[str] = field(default_factory=set)
     clamps: dict[str, float] = field(default_factory=dict)
     # a GPU's allocated-but-idle seconds and the job's energy in them (accounting.idle_gpu.idle_sums)
-    idle: Optional[IdleSums] = None
+    idle: IdleSums | None = None
 
-    def merge(self, o: "DeviceAgg") -> None:
+    def merge(self, o: DeviceAgg) -> None:
         """Add ``o``, the same device over a later stretch."""
         self.methods |= o.methods
         self.job_j, self.whole_j = _add(self.job_j, o.job_j), _add(self.whole_j, o.whole_j)
@@ -80,8 +81,8 @@ class DeviceAgg:
             attribution.clamp_ratio(v, k, self.clamps)
         self.device_class = o.device_class
 
-    def energy(self, st: Optional[DeviceStatic], *, policy: str, elapsed: float, span_known: bool, node: str,
-               node_flags: list[str], span_s: Optional[float] = None) -> DeviceEnergy:
+    def energy(self, st: DeviceStatic | None, *, policy: str, elapsed: float, span_known: bool, node: str,
+               node_flags: list[str], span_s: float | None = None) -> DeviceEnergy:
         """The device's :class:`DeviceEnergy` over ``elapsed`` s of the job: method (the worst of
         its readings', unavailable without a job energy; a zero-length job measured is 0 J),
         coverage = measured s / ``span_s`` (clamped, flagged), flags with the clamped ratios'.
@@ -122,10 +123,10 @@ class UsageAgg:
     or at once: the largest CPU time (CPU-s), the memory's sum and count (bytes; for the mean), the
     largest memory or peak seen (bytes), the source of the last row with the job's usage."""
 
-    cpu_max: Optional[float] = None
+    cpu_max: float | None = None
     mem_sum: float = 0.0
     mem_n: int = 0
-    max_mem: Optional[int] = None
+    max_mem: int | None = None
     source: str = ""
 
     def add_rows(self, table: SampleTable) -> None:
@@ -141,7 +142,7 @@ class UsageAgg:
                     self.max_mem = v
             self.source = src or self.source
 
-    def add_cpu(self, job_cpu: Sequence[Optional[float]]) -> None:
+    def add_cpu(self, job_cpu: Sequence[float | None]) -> None:
         """The job's CPU-time column (CPU-s, None = not observed) over some rows."""
         cpu = [v for v in job_cpu if v is not None] + ([self.cpu_max] if self.cpu_max is not None else [])
         if cpu:
@@ -153,13 +154,13 @@ class UsageAgg:
                 "mean_mem_bytes": self.mem_sum / self.mem_n if self.mem_n else None, "cpu_time_source": self.source}
 
 
-def device_index(st: Optional[DeviceStatic]) -> Optional[int]:
+def device_index(st: DeviceStatic | None) -> int | None:
     """The device's number from its inventory (a GPU's minor number), if the reader gave one."""
     v = (st.extra or {}).get("minor") if st else None
     return v if isinstance(v, int) else None
 
 
-def _covers(cls: str, dev_id: str, method: Method, policy: str, st: Optional[DeviceStatic]) -> str:
+def _covers(cls: str, dev_id: str, method: Method, policy: str, st: DeviceStatic | None) -> str:
     """What the device's energy covers: the device, its method and the job's share of it."""
     share = {"cpu": "job share by cgroup CPU time / node busy CPU time",
              "ram": "job share by job memory / node used memory",

@@ -13,7 +13,8 @@ power energy; the sum, PUE, CI and alpha are the same.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -53,13 +54,13 @@ def facility_kwh(it_kwh: float, pue: float) -> float:
     return it_kwh * pue
 
 
-def sum_known(values: list[Optional[float]]) -> Optional[float]:
+def sum_known(values: list[float | None]) -> float | None:
     """The sum of the known values, None when none is known (unmeasured is not 0)."""
     known = [v for v in values if v is not None]
     return sum(known) if known else None
 
 
-def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[dict[str, float]] = None) -> JobRecord:
+def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str, float] | None = None) -> JobRecord:
     """Fill a merged record's totals once: per-class IT energy, facility kWh, kgCO2e.
 
     Args:
@@ -74,8 +75,8 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: Optional[
         absent from ``energy_it_j``.
     """
     rec = record.model_copy(deep=True)
-    per_class: dict[str, list[Optional[float]]] = {}
-    per_class_dev: dict[str, list[Optional[float]]] = {}
+    per_class: dict[str, list[float | None]] = {}
+    per_class_dev: dict[str, list[float | None]] = {}
     methods: dict[str, list[Method]] = {}
     complete = True
     for node in rec.nodes:

@@ -33,8 +33,9 @@ sampler's running summary, stretch by stretch) and the final one alike: one rule
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from slurm_energy.core import Flag
 
@@ -55,9 +56,9 @@ class IdleRule:
 
     util_max: float = DEFAULT_UTIL_MAX
     power_max_fraction: float = DEFAULT_POWER_MAX_FRACTION
-    power_max_w: Optional[float] = None
+    power_max_w: float | None = None
 
-    def power_bound_w(self, rated_power_w: Optional[float]) -> Optional[float]:
+    def power_bound_w(self, rated_power_w: float | None) -> float | None:
         """The card's idle-draw bound, W; None when neither an absolute bound nor a rated power is known."""
         if self.power_max_w is not None:
             return self.power_max_w
@@ -90,8 +91,8 @@ def rule_from(site: Any) -> IdleRule:
                     power_max_w=get("power_max_w", None))
 
 
-def idle_sums(intervals: Iterable[tuple[float, float, Optional[float], Optional[float], Optional[float]]],
-              rule: IdleRule, rated_power_w: Optional[float]) -> IdleSums:
+def idle_sums(intervals: Iterable[tuple[float, float, float | None, float | None, float | None]],
+              rule: IdleRule, rated_power_w: float | None) -> IdleSums:
     """Seconds and energy of a GPU's idle intervals.
 
     Args:
@@ -131,7 +132,7 @@ class IdleSums:
     checked_s: float = 0.0
     flags: set[str] = field(default_factory=set)
     spans: list[list[float]] = field(default_factory=list)  # [t0, t1] epoch s, contiguous idle merged
-    bound_w: Optional[float] = None  # the idle-draw bound applied, W
+    bound_w: float | None = None  # the idle-draw bound applied, W
 
     def add_span(self, t0: float, t1: float) -> None:
         """An idle stretch for the report's band: joined to the previous one it touches; past
@@ -144,7 +145,7 @@ class IdleSums:
         else:
             self.spans.append([t0, t1])
 
-    def merge(self, o: "IdleSums") -> None:
+    def merge(self, o: IdleSums) -> None:
         """Add ``o``, the same GPU over a later stretch."""
         self.idle_s += o.idle_s
         self.idle_j += o.idle_j
@@ -154,15 +155,15 @@ class IdleSums:
             self.add_span(a, b)
         self.bound_w = o.bound_w if o.bound_w is not None else self.bound_w
 
-    def energy_j(self) -> Optional[float]:
+    def energy_j(self) -> float | None:
         """The idle energy, J; None when no interval could be judged (utilisation never reported)."""
         return self.idle_j if self.checked_s > 0 else None
 
-    def seconds(self) -> Optional[float]:
+    def seconds(self) -> float | None:
         return self.idle_s if self.checked_s > 0 else None
 
 
-def job_totals(devices: Iterable[Any]) -> tuple[Optional[float], Optional[float], str]:
+def job_totals(devices: Iterable[Any]) -> tuple[float | None, float | None, str]:
     """A job's GPU-idle totals over its nodes' devices (:class:`~slurm_energy.model.DeviceEnergy`):
     ``(idle GPU-seconds, idle energy J, method)`` summed over the GPUs that have them; the method is
     the worst of those GPUs' (``counter`` / ``power_integration`` = measured in an idle state,

@@ -45,8 +45,10 @@ reloaded" (NVML API reference). Per interval with a counter delta ``e_c`` and a 
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence, Union
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -82,7 +84,7 @@ class Interval:
 
     t0: float
     t1: float
-    energy_j: Optional[float]
+    energy_j: float | None
     flags: list[str] = field(default_factory=list)
 
     @property
@@ -134,7 +136,7 @@ class SeriesEnergy:
         return int(np.isnan(self.energy).sum())
 
     @property
-    def total_j(self) -> Optional[float]:
+    def total_j(self) -> float | None:
         """Sum of the measured intervals' energy in J (in interval order); ``None`` if none was measured."""
         vals = self.energy[self.measured].tolist()
         return sum(vals) if vals else None
@@ -149,7 +151,7 @@ class SeriesEnergy:
         """Seconds from the first interval's start to the last interval's end (0 if empty)."""
         return float(self.t1[-1] - self.t0[0]) if len(self.t0) else 0.0
 
-    def coverage(self, duration_s: Optional[float] = None) -> float:
+    def coverage(self, duration_s: float | None = None) -> float:
         """Measured fraction in [0, 1] of ``duration_s`` (default: the series' own span); 0.0 for
         an empty span. ``duration_s`` is typically the job's elapsed time on the node."""
         d = self.span_s if duration_s is None else duration_s
@@ -202,8 +204,8 @@ def _timed(t: Arr) -> SeriesEnergy:
     return s
 
 
-def counter_run(t: Arr, values: Sequence[Optional[int]], max_range_uj: Optional[int],
-                max_power_w: Optional[float] = None, range_unreadable: bool = False) -> SeriesEnergy:
+def counter_run(t: Arr, values: Sequence[int | None], max_range_uj: int | None,
+                max_power_w: float | None = None, range_unreadable: bool = False) -> SeriesEnergy:
     """:func:`counter_series` on a time array and the counter's values (uJ, None = unread)."""
     if max_range_uj is not None and max_range_uj <= 0:
         raise ValueError(
@@ -242,8 +244,8 @@ def counter_run(t: Arr, values: Sequence[Optional[int]], max_range_uj: Optional[
     return s
 
 
-def counter_series(points: list[tuple[float, Optional[int]]], max_range_uj: Optional[int],
-                   max_power_w: Optional[float] = None, range_unreadable: bool = False) -> SeriesEnergy:
+def counter_series(points: list[tuple[float, int | None]], max_range_uj: int | None,
+                   max_power_w: float | None = None, range_unreadable: bool = False) -> SeriesEnergy:
     """Energy per interval from a cumulative energy counter.
 
     Args:
@@ -267,7 +269,7 @@ def counter_series(points: list[tuple[float, Optional[int]]], max_range_uj: Opti
     return counter_run(*_points(points, "points"), max_range_uj, max_power_w, range_unreadable)
 
 
-def power_run(t: Arr, values: Sequence[Optional[float]], mean: bool = False) -> SeriesEnergy:
+def power_run(t: Arr, values: Sequence[float | None], mean: bool = False) -> SeriesEnergy:
     """:func:`power_series` (``mean``: :func:`mean_power_series`) on a time array and power values
     (W, None = unread). Raises ValueError naming the first negative value."""
     p = floats(values)
@@ -284,7 +286,7 @@ def power_run(t: Arr, values: Sequence[Optional[float]], mean: bool = False) -> 
     return s
 
 
-def power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEnergy:
+def power_series(points: list[tuple[float, float | None]]) -> SeriesEnergy:
     """Energy per interval by the trapezoidal rule over instantaneous power samples.
 
     Args:
@@ -300,7 +302,7 @@ def power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEnergy:
     return power_run(*_points(points, "points"))
 
 
-def mean_power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEnergy:
+def mean_power_series(points: list[tuple[float, float | None]]) -> SeriesEnergy:
     """Energy per interval from modelled mean power (the TDP model).
 
     Args:
@@ -316,7 +318,7 @@ def mean_power_series(points: list[tuple[float, Optional[float]]]) -> SeriesEner
     return power_run(*_points(points, "points"), mean=True)
 
 
-def unavailable_series(times: Union[Sequence[float], Arr]) -> SeriesEnergy:
+def unavailable_series(times: Sequence[float] | Arr) -> SeriesEnergy:
     """A series with every interval between ``times`` (epoch s) dropped and flagged unavailable."""
     t = times if isinstance(times, np.ndarray) else floats(list(times))
     s = SeriesEnergy(t[:-1], t[1:], np.full(max(0, len(t) - 1), np.nan))
@@ -361,8 +363,8 @@ def unique(statics: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def device_series(t: Arr, dc: DeviceColumns, mean_power_w: Optional[list[Any]] = None,
-                  kinds: Optional[list[dict[str, Any]]] = None) -> SeriesEnergy:
+def device_series(t: Arr, dc: DeviceColumns, mean_power_w: list[Any] | None = None,
+                  kinds: list[dict[str, Any]] | None = None) -> SeriesEnergy:
     """One device's readings (columns, ``t``: the times of its rows) -> :class:`SeriesEnergy`.
 
     Consecutive readings with the same method form a run (counter range and max power from the
@@ -386,7 +388,7 @@ def device_series(t: Arr, dc: DeviceColumns, mean_power_w: Optional[list[Any]] =
         bounds = [0] + [i for i in range(1, n) if meth[i] != meth[i - 1]] + [n]
     parts: list[SeriesEnergy] = []
     extra: set[str] = set()
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         run = st[a:b]
         run_kinds = kinds if len(bounds) == 2 else unique(run)
         for s in run_kinds:
@@ -403,7 +405,7 @@ def device_series(t: Arr, dc: DeviceColumns, mean_power_w: Optional[list[Any]] =
 
 
 def _run(t: Arr, dc: DeviceColumns, a: int, b: int, method: Method, kinds: list[dict[str, Any]],
-         mean_power_w: Optional[list[Any]]) -> SeriesEnergy:
+         mean_power_w: list[Any] | None) -> SeriesEnergy:
     """One run of readings of one method, readings ``a`` to ``b - 1``."""
     if method == Method.COUNTER:
         s = counter_run(t, dc.vals["energy_uj"][a:b], _last(kinds, "max_energy_range_uj"), _last(kinds, "max_power_w"),
@@ -464,7 +466,7 @@ def cross_check_tolerance_j(dt_s: Any, p0_w: Any, p1_w: Any, e_counter_j: Any, e
 
 
 def interval_verdicts(e_counter_j: Arr, p0_w: Arr, p1_w: Arr, dt_s: Arr, *, resolution_j: float = 1e-6,
-                      power_accuracy_w: float = 0.0, max_power_w: Optional[float] = None,
+                      power_accuracy_w: float = 0.0, max_power_w: float | None = None,
                       margin: float = CROSS_CHECK_MARGIN) -> npt.NDArray[np.int_]:
     """The rule (module docstring), interval by interval, on arrays of one length n.
 
@@ -496,7 +498,7 @@ def interval_verdicts(e_counter_j: Arr, p0_w: Arr, p1_w: Arr, dt_s: Arr, *, reso
 
 
 def checked(counter: SeriesEnergy, pw: Arr, *, resolution_j: float = 1e-6, power_accuracy_w: float = 0.0,
-            max_power_w: Optional[float] = None, margin: float = CROSS_CHECK_MARGIN) -> tuple[SeriesEnergy, list[int]]:
+            max_power_w: float | None = None, margin: float = CROSS_CHECK_MARGIN) -> tuple[SeriesEnergy, list[int]]:
     """:func:`cross_check_counter` with the power as an array (W, NaN = unread), one per sample time."""
     if not len(counter.t0):
         return counter, []
@@ -527,9 +529,9 @@ def checked(counter: SeriesEnergy, pw: Arr, *, resolution_j: float = 1e-6, power
     return out, np.flatnonzero(stuck | runaway).tolist()
 
 
-def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, Optional[float]]], *,
+def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, float | None]], *,
                         resolution_j: float = 1e-6, power_accuracy_w: float = 0.0,
-                        max_power_w: Optional[float] = None,
+                        max_power_w: float | None = None,
                         margin: float = CROSS_CHECK_MARGIN) -> tuple[SeriesEnergy, list[int]]:
     """Apply the counter-vs-power rule (module docstring) to one device's counter series.
 

@@ -18,13 +18,13 @@ carbon intensity.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from slurm_energy.errors import MergeError
 from slurm_energy.jobid import RUN_OVERLAP_SLACK_S
 from slurm_energy.model import JobRecord, NodeSummary, Status
 from slurm_energy.natsort import natural_key, sort_devices
-
 
 #: Status precedence when the same node reported twice (an interim flush and the Epilog's record).
 _NODE_STATUS_RANK = {Status.RUNNING: 0, Status.NO_DATA: 1, Status.PARTIAL: 1, Status.FAILED: 1, Status.COMPLETE: 2}

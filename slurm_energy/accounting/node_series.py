@@ -4,9 +4,10 @@ each of its intervals, on arrays (NaN = unknown; see :mod:`slurm_energy.accounti
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,13 +31,13 @@ class CpuState:
     """The job's CPU-time column carried from one stretch of rows to the next (a running summary):
     the largest CPU time seen (CPU-s), whether the job was seen, whether it is known to have ended."""
 
-    last: Optional[float] = None
+    last: float | None = None
     seen: bool = False
     ended: bool = False
 
 
-def job_cpu_column(values: Sequence[Optional[float]], kinds: Sequence[str], state: Optional[CpuState] = None,
-                   carried: Sequence[Optional[float]] = ()) -> list[Optional[float]]:
+def job_cpu_column(values: Sequence[float | None], kinds: Sequence[str], state: CpuState | None = None,
+                   carried: Sequence[float | None] = ()) -> list[float | None]:
     """The job's cumulative CPU time per row (CPU-s): 0 before the job is first seen (it had just
     started), but None everywhere if it was never seen at all; carried forward once the job is known
     to have ended (a ``cgroup_gone`` or ``final`` row); None where the job was running but nobody
@@ -51,7 +52,7 @@ def job_cpu_column(values: Sequence[Optional[float]], kinds: Sequence[str], stat
     """
     st = CpuState() if state is None else state
     seen_before = st.seen
-    out: list[Optional[float]] = list(carried)
+    out: list[float | None] = list(carried)
     for v, kind in zip(values, kinds):
         if v is not None and (st.seen or v > 0):  # a cgroup read at 0 ns: nothing of the job ran yet
             st.seen = True
@@ -74,16 +75,16 @@ class Columns:
 
     t: list[float]
     kind: list[str]
-    job_cpu: list[Optional[float]]  # cumulative job CPU time, s (job_cpu_column)
-    node_busy: list[Optional[float]]  # node busy CPU time since boot, s
-    node_total: list[Optional[float]]  # node CPU time since boot, s
-    node_mem: list[Optional[int]]  # node memory used, bytes
-    mem_total: list[Optional[int]]  # node memory, bytes
-    ncpu: list[Optional[int]]  # node logical CPUs
-    job_mem: list[Optional[int]]  # job memory, bytes
+    job_cpu: list[float | None]  # cumulative job CPU time, s (job_cpu_column)
+    node_busy: list[float | None]  # node busy CPU time since boot, s
+    node_total: list[float | None]  # node CPU time since boot, s
+    node_mem: list[int | None]  # node memory used, bytes
+    mem_total: list[int | None]  # node memory, bytes
+    ncpu: list[int | None]  # node logical CPUs
+    job_mem: list[int | None]  # job memory, bytes
     job_pids: set[int]
-    cpus_alloc: Optional[int]
-    cpu_for_share: Optional[list[Optional[float]]] = None  # job_cpu with the unobserved tail filled (fill_cpu_tail)
+    cpus_alloc: int | None
+    cpu_for_share: list[float | None] | None = None  # job_cpu with the unobserved tail filled (fill_cpu_tail)
     _cache: dict[str, Arr] = field(default_factory=dict, repr=False)
 
     def arr(self, name: str) -> Arr:
@@ -98,8 +99,8 @@ class Columns:
         return all(v is None for v in self.job_cpu)
 
 
-def table_columns(table: SampleTable, cpus_alloc: Optional[int], state: Optional[CpuState] = None,
-                  carried: Sequence[Optional[float]] = ()) -> Columns:
+def table_columns(table: SampleTable, cpus_alloc: int | None, state: CpuState | None = None,
+                  carried: Sequence[float | None] = ()) -> Columns:
     """The :class:`Columns` of a :class:`SampleTable` (sorted by time); ``state``/``carried``: the
     job's CPU time carried from earlier rows (:func:`job_cpu_column`), for the rows after ``carried``."""
     pids: set[int] = set()
@@ -118,8 +119,8 @@ def table_columns(table: SampleTable, cpus_alloc: Optional[int], state: Optional
                    cpus_alloc=cpus_alloc)
 
 
-def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: Optional[DeviceStatic],
-                  kinds: Sequence[dict[str, Any]]) -> tuple[Optional[list[Any]], set[str]]:
+def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: DeviceStatic | None,
+                  kinds: Sequence[dict[str, Any]]) -> tuple[list[Any] | None, set[str]]:
     """A modelled CPU reading without its mean power (the first read of a reader in a new process:
     the Prolog's, the sampler's first, the Epilog's) gets it from the rows' node counters:
     TDP_total x busy CPU-time delta / all CPU-time delta since the device's previous reading.
@@ -153,7 +154,7 @@ def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: Optional[DeviceStatic],
 
 
 def shares(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, flags: set[str],
-           clamps: Optional[dict[str, float]] = None) -> Arr:
+           clamps: dict[str, float] | None = None) -> Arr:
     """The job's share of the device over each interval between its rows ``rows`` (NaN = unknown):
     CPU by the job's CPU-time delta / the node's busy CPU-time delta (:func:`attribution.cpu_share`:
     0 when the node was idle or the job used none); RAM by the job's memory / the node's used memory
@@ -179,7 +180,7 @@ def shares(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, flags: set[str
             return s
     if cls == "gpu":
         texts = dc.vals["proc_util"][1:]
-        got: dict[Optional[str], float] = {}
+        got: dict[str | None, float] = {}
         for txt in set(texts):  # each distinct text once
             sh = None if not txt or txt == "{}" else attribution.gpu_process_share(cols.job_pids, proc_util_dict(txt),
                                                                                    clamps)
@@ -191,7 +192,7 @@ def shares(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, flags: set[str
 
 
 def utilisation(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, dt: Arr,
-                clamps: Optional[dict[str, float]] = None) -> Arr:
+                clamps: dict[str, float] | None = None) -> Arr:
     """The job's utilisation u in [0, 1] per interval (NaN = unknown): CPU = job CPU-time delta /
     (interval x allocated CPUs); RAM = job memory / node memory; GPU = the utilisation the device
     reported at the interval's end. Values outside [0, 1] (hyperthreads, accounting jitter) are
@@ -211,7 +212,7 @@ def utilisation(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, dt: Arr,
     return attribution.clamp_ratios(np.where(dt > 0, u, np.nan), f"{cls}_util", clamps)
 
 
-def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: Optional[DeviceStatic], cols: Columns) -> Arr:
+def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: DeviceStatic | None, cols: Columns) -> Arr:
     """Policy ``utilisation_weighted``: per interval n x u x P x t (J; NaN = unknown) with P the
     rated power (TDP) of the job's part of the device (for a CPU, x allocated / node CPUs, at most
     1): :func:`formulas.class_energy_j`. Needs the device's rated power, else unknown."""
@@ -228,7 +229,7 @@ def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: Optional[
     return e
 
 
-def fill_cpu_tail(cols: Columns, job_cpu_total_s: Optional[float] = None) -> Optional[str]:
+def fill_cpu_tail(cols: Columns, job_cpu_total_s: float | None = None) -> str | None:
     """Charge the job's CPU share of the stretch after its last observation (issue 9 item 3).
 
     The stretch runs from the last row with a known job CPU time (row 0 at 0 CPU-s when the job was
@@ -270,8 +271,8 @@ def fill_cpu_tail(cols: Columns, job_cpu_total_s: Optional[float] = None) -> Opt
     return flag
 
 
-def _tail_share(cols: Columns, total_s: Optional[float], c_last: Optional[float], busy_delta_s: float,
-                i_last: int) -> tuple[Optional[float], str]:
+def _tail_share(cols: Columns, total_s: float | None, c_last: float | None, busy_delta_s: float,
+                i_last: int) -> tuple[float | None, str]:
     """(share of the unobserved stretch, flag): from the job's true CPU time, else estimated."""
     if total_s is not None and c_last is not None:  # Slurm's (or the cgroup's) number: a measured share
         return attribution.clamp_ratio(max(0.0, total_s - c_last) / busy_delta_s), Flag.TAIL_FROM_SLURM_TOTALCPU.value

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any
 
 from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
@@ -46,7 +47,7 @@ _TAG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 TAG_WORD = re.compile(r"^[A-Za-z0-9_.+-]{1,32}$")
 
 
-def tag_value(v: Any) -> Union[float, str, None]:
+def tag_value(v: Any) -> float | str | None:
     """A tag value as stored: a finite number as float, a short word (:data:`TAG_WORD`) as str,
     else None (ignored)."""
     if isinstance(v, str):
@@ -59,13 +60,13 @@ class Marks:
     """Parsed marks: phases ``(name, begin_s, end_s or None, depth)``, stages ``(fraction, t_s)``,
     tags ``{key: number}`` and flags naming what was ignored."""
 
-    phases: list[tuple[str, float, Optional[float], int]] = field(default_factory=list)
+    phases: list[tuple[str, float, float | None, int]] = field(default_factory=list)
     stages: list[tuple[float, float]] = field(default_factory=list)
     tags: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
 
 
-def _num(v: Any) -> Optional[float]:
+def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     try:
@@ -145,10 +146,11 @@ def _one(m: Marks, d: dict[str, Any], t: float, ev: str, open_: dict[Any, Any], 
                 flag("marks_bad_tag")
                 continue
             m.tags[k] = tag_value(v)
+    return None
 
 
 #: One device's attributed intervals: (device class, method, [(t0, t1, energy J or None)]).
-DeviceSeries = tuple[str, Method, Sequence[tuple[float, float, Optional[float]]]]
+DeviceSeries = tuple[str, Method, Sequence[tuple[float, float, float | None]]]
 
 
 def union(windows: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -175,7 +177,7 @@ def complement(windows: list[tuple[float, float]], start: float, end: float) -> 
 
 
 def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, float]]
-                   ) -> tuple[dict[str, Optional[float]], dict[str, Method], float]:
+                   ) -> tuple[dict[str, float | None], dict[str, Method], float]:
     """Energy of the job over the disjoint ``windows``, per device class.
 
     Returns ``(energy_it_j, methods, coverage)``: class -> J (None = no measured second in the
@@ -183,7 +185,7 @@ def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, fl
     fraction of the windows' seconds that was measured (1.0 for zero-length windows).
     """
     span = sum(b - a for a, b in windows)
-    per_cls: dict[str, list[Optional[float]]] = {}
+    per_cls: dict[str, list[float | None]] = {}
     meth: dict[str, list[Method]] = {}
     cov = 1.0
     for cls, method, ivs in series:
@@ -209,7 +211,7 @@ def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, fl
 
 
 def _window(kind: str, name: str, a: float, b: float, series: Sequence[DeviceSeries],
-            parts: Optional[list[tuple[float, float]]] = None, **kw: Any) -> WindowEnergy:
+            parts: list[tuple[float, float]] | None = None, **kw: Any) -> WindowEnergy:
     energy, methods, cov = windows_energy(series, parts if parts is not None else [(a, b)])
     return WindowEnergy(kind=kind, name=name, start_time=a, end_time=b, energy_it_j=energy, methods=methods,
                         it_j=sum_known(list(energy.values())), coverage=min(1.0, cov), **kw)

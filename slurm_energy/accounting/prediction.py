@@ -22,14 +22,13 @@ method), never a measurement; :class:`Prediction` says so in ``method``.
 
 from __future__ import annotations
 
-from slurm_energy.units import J_PER_KWH, co2e_kg
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from slurm_energy.errors import PredictionError
-
-import math
-from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
-
+from slurm_energy.units import J_PER_KWH, co2e_kg
 
 #: Training FLOPs per parameter per token (Kaplan et al. 2020, arXiv:2001.08361, sec. 2.1).
 TRAINING_FLOPS_PER_PARAM_TOKEN = 6.0
@@ -101,14 +100,14 @@ class DeviceSpec:
     count: float  # n_i: devices, cores, GB of RAM, or GPUs for a per-GPU node overhead
     rated_power_w: float  # P_i per device (per core, per GB), W
     power_frac: float  # p_i in (0, 1]: drawn / rated power
-    flops_per_s: Optional[float] = None  # R_i rated FLOP/s per device
-    flops_frac: Optional[float] = None  # f_i in (0, 1]: achieved / rated FLOP/s
+    flops_per_s: float | None = None  # R_i rated FLOP/s per device
+    flops_frac: float | None = None  # f_i in (0, 1]: achieved / rated FLOP/s
     model: str = ""
     source: str = ""
     power_frac_source: str = ""
     flops_frac_source: str = ""
 
-    def validate(self) -> "DeviceSpec":
+    def validate(self) -> DeviceSpec:
         """Return self, or raise :class:`PredictionError` naming the bad field."""
         p = f"{self.device_class or 'device'}."
         require_positive(p + "count", self.count, "pass how many devices (cores, GB) the job uses, e.g. 8")
@@ -132,7 +131,7 @@ class DeviceSpec:
 class Prediction:
     """A predicted job: time (s), energy per class and totals (kWh), carbon (kgCO2e), with inputs."""
 
-    flops: Optional[float]  # None when the time came from GPU-hours
+    flops: float | None  # None when the time came from GPU-hours
     time_s: float
     energy_kwh: dict[str, float]  # device class -> IT kWh
     it_kwh: float
@@ -207,13 +206,13 @@ def _check_site(pue: Any, ci_g_per_kwh: Any, alpha: Any) -> float:
 
 
 def predict(
-    flops: Optional[float],
+    flops: float | None,
     devices: Sequence[DeviceSpec],
     pue: float,
     ci_g_per_kwh: float,
     alpha: float = 1.0,
     *,
-    time_s: Optional[float] = None,
+    time_s: float | None = None,
 ) -> Prediction:
     """The whole prediction: time, IT / facility kWh and kgCO2e.
 
@@ -275,7 +274,7 @@ def default_node_w_per_gpu(gpu_model: str, gpu_tdp_w: float, power_frac: float) 
         raise ValueError(f"power fraction: {power_frac!r} is outside (0, 1]")
     up = (gpu_model or "").upper()
     spec = next((s for s in NODE_SPECS if s[0] in up), None)
-    name, node_w, n, tdp, src = spec or FALLBACK_SPEC
+    _name, node_w, n, tdp, src = spec or FALLBACK_SPEC
     rest = (node_w - n * tdp) / n
     if spec is None:
         rest = rest / tdp * gpu_tdp_w

@@ -25,7 +25,7 @@ from the file's beginning, once.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from slurm_energy.accounting.device_agg import DeviceAgg, UsageAgg
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule
@@ -35,7 +35,6 @@ from slurm_energy.core import DeviceStatic, Status
 from slurm_energy.model import NodeSummary
 from slurm_energy.sampling.samplefile import SampleReader
 from slurm_energy.sampling.sampletable import SampleTable
-
 
 #: Rows kept unsummed while the job has not been seen (it is normally seen at the first sample):
 #: past this, they are summed with the job's share unknown.
@@ -51,20 +50,20 @@ class RunningSummary:
 
     def _reset(self) -> None:
         self._reader = SampleReader(self.path)
-        self._last: Optional[SampleTable] = None  # the last row summed: the next interval starts there
-        self._last_cpu: Optional[float] = None  # the job's CPU time at that row (as summed)
+        self._last: SampleTable | None = None  # the last row summed: the next interval starts there
+        self._last_cpu: float | None = None  # the job's CPU time at that row (as summed)
         self._cpu = CpuState()  # the job's CPU-time column carried over from the previous update
         self.aggs: dict[str, DeviceAgg] = {}
         self.hourly: dict[str, float] = {}
         self.pids: set[int] = set()
         self.n_rows = 0
-        self.first_t: Optional[float] = None
-        self.ncpu: Optional[int] = None
-        self.mem_total: Optional[int] = None
+        self.first_t: float | None = None
+        self.ncpu: int | None = None
+        self.mem_total: int | None = None
         self.usage = UsageAgg()
         self._pending = False  # _last holds every row so far: the job not seen yet
 
-    def update(self, *, statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
+    def update(self, *, statics: list[DeviceStatic], cpus_alloc: int | None, policy: str = "shared",
                gpu_idle: IdleRule = DEFAULT_RULE) -> None:
         """Read the rows added to the file and add their intervals. Raises ValueError for an
         unknown policy (as :func:`summarise_node`)."""
@@ -113,8 +112,8 @@ class RunningSummary:
         self.usage.add_rows(new)
 
     def summary(self, *, job_id: str, node: str, start_time: float, end_time: float,
-                statics: list[DeviceStatic], cpus_alloc: Optional[int], policy: str = "shared",
-                interval_s: float = 5.0, status: Status = Status.RUNNING, errors: Optional[list[str]] = None,
+                statics: list[DeviceStatic], cpus_alloc: int | None, policy: str = "shared",
+                interval_s: float = 5.0, status: Status = Status.RUNNING, errors: list[str] | None = None,
                 span_known: bool = True, gpu_idle: IdleRule = DEFAULT_RULE, **_: Any) -> NodeSummary:
         """The node's :class:`NodeSummary` of the rows summed so far (by :meth:`update`, which the
         caller runs first: the sampler's interim flush reads the new rows once); ``start_time`` /

@@ -20,8 +20,9 @@ from the same intervals.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +30,15 @@ from slurm_energy.accounting import attribution, phases
 from slurm_energy.accounting.device_agg import NO_STATS, DeviceAgg, Stats, UsageAgg, device_index
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule, idle_sums
 from slurm_energy.accounting.integrate import Arr, device_series, unique
-from slurm_energy.accounting.node_series import (Columns, fill_cpu_tail, shares, table_columns, tdp_cpu_power,
-                                                 utilisation, utilisation_weighted)
+from slurm_energy.accounting.node_series import (
+    Columns,
+    fill_cpu_tail,
+    shares,
+    table_columns,
+    tdp_cpu_power,
+    utilisation,
+    utilisation_weighted,
+)
 from slurm_energy.accounting.phases import Marks
 from slurm_energy.carbon.hourly import hour_key, split_interval_by_hour
 from slurm_energy.core import DeviceStatic, Flag, Sample
@@ -52,14 +60,14 @@ class Traces:
     watts: Arr  # (3, rows): cpu, gpu, ram; NaN where no device of the class
     present: Any  # bool per row
     hourly: dict[str, float] = field(default_factory=dict)
-    series: list[Callable[[], tuple[str, Method, list[tuple[float, float, Optional[float]]]]]] = field(
+    series: list[Callable[[], tuple[str, Method, list[tuple[float, float, float | None]]]]] = field(
         default_factory=list)
 
     @classmethod
-    def of(cls, t: list[float]) -> "Traces":
+    def of(cls, t: list[float]) -> Traces:
         return cls(t, np.full((3, len(t)), np.nan), np.zeros(len(t), dtype=bool))
 
-    def power_trace(self) -> list[list[Optional[float]]]:
+    def power_trace(self) -> list[list[float | None]]:
         """Rows ``[t, cpu_w, gpu_w, ram_w]`` (None where no device of the class) in time order."""
         idx = np.flatnonzero(self.present)
         c, g, r = ([None if x != x else x for x in w[idx].tolist()] for w in self.watts)
@@ -118,7 +126,7 @@ def _check_policy(policy: str) -> None:
         raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
 
 
-def _effective_policy(policy: str, ncpus: Sequence[Optional[int]], cpus_alloc: Optional[int]) -> tuple[str, list[str]]:
+def _effective_policy(policy: str, ncpus: Sequence[int | None], cpus_alloc: int | None) -> tuple[str, list[str]]:
     """``exclusive_whole_node`` only for a job holding every CPU of the node (``ncpus``: the rows'
     logical CPU counts); else ``shared``, flagged."""
     if policy != "exclusive_whole_node":
@@ -129,11 +137,11 @@ def _effective_policy(policy: str, ncpus: Sequence[Optional[int]], cpus_alloc: O
     return "shared", [Flag.NOT_EXCLUSIVE.value]
 
 
-def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any]]]], *, job_id: str, node: str,
-                   start_time: float, end_time: float, statics: Sequence[DeviceStatic] = (), cpus_alloc: Optional[int] = None,
+def summarise_node(rows: SampleTable | Sequence[Sample | dict[str, Any]], *, job_id: str, node: str,
+                   start_time: float, end_time: float, statics: Sequence[DeviceStatic] = (), cpus_alloc: int | None = None,
                    policy: str = "shared", interval_s: float = 5.0, status: Status = Status.COMPLETE,
-                   errors: Optional[list[str]] = None, span_known: bool = True,
-                   marks: Optional[Marks] = None, job_cpu_total_s: Optional[float] = None,
+                   errors: list[str] | None = None, span_known: bool = True,
+                   marks: Marks | None = None, job_cpu_total_s: float | None = None,
                    gpu_idle: IdleRule = DEFAULT_RULE) -> NodeSummary:
     """Build a node summary from the node's samples (see :mod:`slurm_energy.sampling.samplefile`).
 
@@ -172,10 +180,7 @@ def summarise_node(rows: Union[SampleTable, Sequence[Union[Sample, dict[str, Any
     span = max(end_time, table.t[-1]) - min(start_time, table.t[0]) if len(table) else elapsed
     policy, node_flags = _effective_policy(policy, table.node["ncpu"], cpus_alloc)
     cols = table_columns(table, cpus_alloc)
-    if policy == "shared":
-        tail_flag = fill_cpu_tail(cols, job_cpu_total_s)
-    else:
-        tail_flag = None
+    tail_flag = fill_cpu_tail(cols, job_cpu_total_s) if policy == "shared" else None
     static_by_id = {s.device_id: s for s in statics}
     traces = Traces.of(table.t)
     devices = []
@@ -204,7 +209,7 @@ def device_aggs(table: SampleTable, cols: Columns, static_by_id: dict[str, Devic
 
 def _node_summary(table: SampleTable, cols: Columns, devices: list[DeviceEnergy], traces: Traces, *, job_id: str, node: str,
                   start_time: float, end_time: float, interval_s: float, status: Status,
-                  errors: Optional[list[str]], marks: Optional[Marks]) -> NodeSummary:
+                  errors: list[str] | None, marks: Marks | None) -> NodeSummary:
     """The node's summary around its devices: the job's CPU time and memory over the samples, and
     the marked phases' windows."""
     windows, marks_flags = _windows(traces.series, marks, start_time, end_time, interval_s)
@@ -223,7 +228,7 @@ def _node_summary(table: SampleTable, cols: Columns, devices: list[DeviceEnergy]
     return ns
 
 
-def device_agg(dc: DeviceColumns, t: Arr, cols: Columns, st: Optional[DeviceStatic], *, policy: str,
+def device_agg(dc: DeviceColumns, t: Arr, cols: Columns, st: DeviceStatic | None, *, policy: str,
                traces: Traces, gpu_idle: IdleRule = DEFAULT_RULE) -> DeviceAgg:
     """One device's sums over its intervals: its whole energy per interval by its readings' method
     (:func:`integrate.device_series`), the job's share per interval (:func:`node_series.shares`; a
@@ -292,7 +297,7 @@ def _device_key_of(cls: str, dev_id: str, static_by_id: dict[str, DeviceStatic])
     return device_sort_key(cls, dev_id, device_index(static_by_id.get(dev_id)))
 
 
-def _windows(series: list[Callable[[], Any]], marks: Optional[Marks], start: float, end: float,
+def _windows(series: list[Callable[[], Any]], marks: Marks | None, start: float, end: float,
              interval_s: float) -> tuple[list[WindowEnergy], list[str]]:
     """The marked phases' windows and the marks' flags; a failure here costs the phases (flagged
     ``phases_not_computed``), never the node's summary."""
@@ -300,7 +305,7 @@ def _windows(series: list[Callable[[], Any]], marks: Optional[Marks], start: flo
         return [], []
     try:
         return phases.node_windows([s() for s in series], marks, start, end, interval_s), list(marks.flags)
-    except Exception as e:  # noqa: BLE001 - user data must not lose the record
+    except Exception as e:
         return [], list(marks.flags) + [f"phases_not_computed:{type(e).__name__}"]
 
 
@@ -309,7 +314,7 @@ def _windows(series: list[Callable[[], Any]], marks: Optional[Marks], start: flo
 SHARE_FLAGS = ("mig_fraction:", "partition_fraction:", "tile_fraction:", "package_fraction:")
 
 
-def _share_fraction(statics: Sequence[dict[str, Any]]) -> tuple[str, Optional[float]]:
+def _share_fraction(statics: Sequence[dict[str, Any]]) -> tuple[str, float | None]:
     """(flag prefix, fraction) of the device's readings' share of a card (``mig_fraction``, else
     the first share flag), else ("", None); ``statics``: the readings' static fields in order."""
     for st in statics:

@@ -16,7 +16,7 @@ the record's own totals, so months add up to the stored job.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any
 
 from slurm_energy.carbon.hourly import co2e_kg_hourly, facility_kwh_by_hour
 from slurm_energy.model import JobRecord, Method
@@ -70,7 +70,7 @@ def energy_fraction(rec: JobRecord, t0: float, t1: float) -> float:
     return _in_window(rec.start_time, rec.end_time, t0, t1)
 
 
-def co2e_fraction(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict[str, float]] = None) -> float:
+def co2e_fraction(rec: JobRecord, t0: float, t1: float, hourly_ci: dict[str, float] | None = None) -> float:
     """Share (0..1) of the job's CO2e in [t0, t1): by hourly CO2e when the record's CO2e was computed
     from hourly intensity and ``hourly_ci`` ({UTC hour: gCO2e/kWh}) is given, else the energy share.
     Hours missing from ``hourly_ci`` use the record's annual CI, as :func:`finalise_record` did."""
@@ -88,7 +88,7 @@ def co2e_fraction(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict
     return min(1.0, kg(window_hourly_j(rec, t0, t1)) / total)
 
 
-def window_share(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict[str, float]] = None) -> dict[str, Any]:
+def window_share(rec: JobRecord, t0: float, t1: float, hourly_ci: dict[str, float] | None = None) -> dict[str, Any]:
     """The job's totals charged to [t0, t1) (epoch s).
 
     Returns ``{"it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh"}`` (kWh,
@@ -102,7 +102,7 @@ def window_share(rec: JobRecord, t0: float, t1: float, hourly_ci: Optional[dict[
                 and rec.methods.get(c) in (Method.COUNTER, Method.POWER_INTEGRATION)]
     estimated = [j for c, j in rec.energy_it_j.items() if j is not None and rec.methods.get(c) == Method.TDP_ESTIMATE]
 
-    def scaled(v: Optional[float], k: float = f) -> Optional[float]:
+    def scaled(v: float | None, k: float = f) -> float | None:
         return None if v is None else v * k
 
     return {"it_kwh": scaled(rec.it_kwh), "facility_kwh": scaled(rec.facility_kwh),

@@ -17,14 +17,14 @@ ended. Keyword arguments are :func:`slurm_energy.track`'s (``out``, ``interval_s
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 
 class TrainingMarks:
     """Framework-neutral bookkeeping shared by the callbacks: one tracker (the user's active one,
     else our own), the open epoch phase and which stage fractions have been marked."""
 
-    def __init__(self, label: Optional[str], stages: Sequence[float], track_kwargs: dict):
+    def __init__(self, label: str | None, stages: Sequence[float], track_kwargs: dict):
         bad = [f for f in stages if not 0.0 < float(f) <= 1.0]
         if bad:
             raise ValueError(f"stages={list(stages)!r}: fractions of training must be in (0, 1], e.g. (0.6, 0.8)")
@@ -64,7 +64,7 @@ class TrainingMarks:
         if self.tracker is not None:
             self.phase = self.tracker.phase(f"epoch {epoch}")
 
-    def epoch_end(self, fraction: Optional[float]) -> None:
+    def epoch_end(self, fraction: float | None) -> None:
         """Close the epoch's phase; mark ``fraction`` (progress at the epoch's end) as a stage."""
         if self.phase is not None:
             self.phase.end()
@@ -72,7 +72,7 @@ class TrainingMarks:
         if fraction is not None:
             self.progress(fraction, always=True)
 
-    def progress(self, fraction: Optional[float], always: bool = False) -> None:
+    def progress(self, fraction: float | None, always: bool = False) -> None:
         """Mark every requested stage fraction reached (and ``fraction`` itself if ``always``)."""
         if self.tracker is None or fraction is None:
             return
@@ -121,7 +121,7 @@ class MarksCallback:
         record: the JobRecord of our own measurement (outside Slurm), after training ends.
     """
 
-    def __init__(self, label: Optional[str] = None, stages: Sequence[float] = (), **track_kwargs):
+    def __init__(self, label: str | None = None, stages: Sequence[float] = (), **track_kwargs):
         self.marks = TrainingMarks(label, stages, track_kwargs)
 
     @property
@@ -136,7 +136,7 @@ def _interrupted(detail: str):
     return RunEnd("interrupted", detail)
 
 
-def count_parameters(model) -> Optional[int]:
+def count_parameters(model) -> int | None:
     """Number of parameters of a torch module (``sum(p.numel())``), or None."""
     try:
         return int(sum(p.numel() for p in model.parameters()))

@@ -8,7 +8,7 @@ the model's parameter count and the tokens in batches that carry ``input_ids`` t
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 try:
     from lightning.pytorch import Callback
@@ -30,7 +30,7 @@ class EnergyCallback(MarksCallback, Callback):
     """Marks a Lightning fit for :func:`slurm_energy.track` (see the module doc; arguments:
     :class:`~slurm_energy.callbacks.MarksCallback`)."""
 
-    def __init__(self, label: Optional[str] = None, stages: Sequence[float] = (), **track_kwargs):
+    def __init__(self, label: str | None = None, stages: Sequence[float] = (), **track_kwargs):
         super().__init__(label, stages, **track_kwargs)
         self.tokens = 0
 

@@ -15,7 +15,6 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Optional
 
 #: Cached answers older than this are refreshed (when online): 30 days, s.
 CACHE_MAX_AGE_S = 30 * 86400.0
@@ -25,7 +24,7 @@ CACHE_MAX_AGE_S = 30 * 86400.0
 class GeoResult:
     """Outcome of a geolocation: ``country`` (ISO alpha-2, upper case) or None with ``error``."""
 
-    country: Optional[str]
+    country: str | None
     how: str = ""  # "geojs", "cached 2026-11-30", ""
     error: str = ""
     ip: str = ""
@@ -37,7 +36,7 @@ def _cache_path(cache_dir: str, node: str) -> str:
 
 
 def read_cache(cache_dir: str, node: str, max_age_s: float = CACHE_MAX_AGE_S,
-               now: Optional[float] = None) -> Optional[GeoResult]:
+               now: float | None = None) -> GeoResult | None:
     """The cached answer for ``node`` if present, well-formed and younger than ``max_age_s``."""
     p = _cache_path(cache_dir, node)
     try:

@@ -23,20 +23,16 @@ so DST changes cannot double or drop an hour.
 
 from __future__ import annotations
 
-from slurm_energy.units import J_PER_KWH, co2e_kg
-
-from slurm_energy.errors import HourlyDataError
-
 import csv
 import math
 import os
 import re
 import tempfile
 from datetime import datetime, timezone
-from typing import Optional
 
-from slurm_energy.carbon.units import (WARN_BELOW_G_PER_KWH, ImplausibleIntensityError, plausibility_warning,
-                                       to_g_per_kwh)
+from slurm_energy.carbon.units import WARN_BELOW_G_PER_KWH, ImplausibleIntensityError, plausibility_warning, to_g_per_kwh
+from slurm_energy.errors import HourlyDataError
+from slurm_energy.units import J_PER_KWH, co2e_kg
 
 _TS_COLS = ("timestamp", "hour_utc", "datetime", "time")
 _CI_COLS = ("gco2e_per_kwh", "g_per_kwh", "carbon_intensity")
@@ -74,7 +70,7 @@ def facility_kwh_by_hour(hourly_it_j: dict[str, float], pue: float) -> dict[str,
 
 
 def co2e_kg_hourly(hourly_facility_kwh: dict[str, float], intensity: dict[str, float], alpha: float,
-                   *, fallback_g_per_kwh: Optional[float] = None) -> float:
+                   *, fallback_g_per_kwh: float | None = None) -> float:
     """CO2e (kg) = sum over hours h of facility_kWh[h] x CI[h] (gCO2e/kWh) x alpha / 1000.
 
     :param hourly_facility_kwh: ``{hour_key: facility kWh}`` (PUE already applied, once).
@@ -120,7 +116,7 @@ def _csv_fix(e: ValueError) -> str:
     return f". Fix: {e.fix}"  # the message ends without "?" here
 
 
-def load_hourly_csv(path: "str | os.PathLike", *, allow_zero: bool = False) -> dict[str, float]:
+def load_hourly_csv(path: str | os.PathLike, *, allow_zero: bool = False) -> dict[str, float]:
     """Read and validate an hourly-intensity CSV (format in the module docstring).
 
     :param allow_zero: accept 0 gCO2e/kWh hours (``ci-import --allow-zero``; a stored file holds
@@ -160,7 +156,7 @@ def load_hourly_csv(path: "str | os.PathLike", *, allow_zero: bool = False) -> d
     return out
 
 
-def low_hours_warning(data: dict[str, float], where: str) -> Optional[str]:
+def low_hours_warning(data: dict[str, float], where: str) -> str | None:
     """A warning when some hours of ``data`` (``{hour: gCO2e/kWh}``) are in [1, 5) gCO2e/kWh,
     accepted but lower than even hydro/nuclear lifecycle figures; None when there are none."""
     low = sorted(h for h, g in data.items() if plausibility_warning(g) is not None)
@@ -200,7 +196,7 @@ def write_zone(store_dir: str, zone: str, data: dict[str, float]) -> str:
     return dest
 
 
-def load_zone(store_dir: str, zone: str) -> Optional[dict[str, float]]:
+def load_zone(store_dir: str, zone: str) -> dict[str, float] | None:
     """Stored hourly intensity of ``zone`` (``{hour: gCO2e/kWh}``), or None if never imported.
 
     :raises HourlyDataError: the stored file exists but is invalid.
@@ -214,8 +210,8 @@ def load_zone(store_dir: str, zone: str) -> Optional[dict[str, float]]:
     return load_hourly_csv(p, allow_zero=True)  # a 0 hour got there only by ci-import --allow-zero
 
 
-def import_hourly_csv(src: "str | os.PathLike", zone: str, store_dir: str, *, allow_zero: bool = False,
-                      warnings: Optional[list[str]] = None) -> tuple[int, int, str]:
+def import_hourly_csv(src: str | os.PathLike, zone: str, store_dir: str, *, allow_zero: bool = False,
+                      warnings: list[str] | None = None) -> tuple[int, int, str]:
     """Validate ``src`` and merge it into ``zone``'s stored file.
 
     :param allow_zero: accept hours of 0 gCO2e/kWh (the site says so explicitly).

@@ -14,13 +14,12 @@ Read with the ``csv`` module only (no pandas on the hook path); parsed once per 
 
 from __future__ import annotations
 
-from slurm_energy.units import DEFAULT_CI_G_PER_KWH
-
 import csv
 import functools
 import os
 from dataclasses import dataclass
-from typing import Optional
+
+from slurm_energy.units import DEFAULT_CI_G_PER_KWH
 
 DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
 GRID_TABLE = os.path.join(DATA_DIR, "grid_intensity.csv")
@@ -41,7 +40,7 @@ class IntensityRow:
     iso_alpha2: str
     iso_alpha3: str
     g_per_kwh: float
-    year: Optional[int]
+    year: int | None
     basis: str  # "lifecycle" | "direct" | "" (unknown/mixed)
     source: str
     licence: str
@@ -81,13 +80,13 @@ def load_grid_table(path: str = GRID_TABLE) -> dict[str, IntensityRow]:
     return out
 
 
-def lookup_country(code: str) -> Optional[IntensityRow]:
+def lookup_country(code: str) -> IntensityRow | None:
     """Country intensity by ISO 3166 alpha-2 or alpha-3 code (case-insensitive); None if unknown."""
     row = load_grid_table().get(str(code).strip().upper())
     return row if row is not None and row.kind == "country" else None
 
 
-def lookup_zone(zone: str) -> Optional[IntensityRow]:
+def lookup_zone(zone: str) -> IntensityRow | None:
     """Intensity of a sub-national zone (``US-CA``) or cloud region (``gcp:europe-west1``, or the
     bare region name ``europe-west1``); None if unknown. Countries are not returned here."""
     z = str(zone).strip().upper()

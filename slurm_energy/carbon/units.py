@@ -8,7 +8,6 @@ All intensities inside slurm-energy are gCO2e/kWh. Admins may write them in any 
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from slurm_energy.errors import ImplausibleIntensityError
 
@@ -125,7 +124,7 @@ def to_g_per_kwh(value: float, unit: str = "gCO2e/kWh", field: str = "carbon_int
     return g
 
 
-def plausibility_warning(g_per_kwh: float, field: str = "carbon_intensity") -> Optional[str]:
+def plausibility_warning(g_per_kwh: float, field: str = "carbon_intensity") -> str | None:
     """A warning for an accepted but suspicious intensity (``MIN_G_PER_KWH <= g < 5`` gCO2e/kWh:
     lower than even nuclear/hydro lifecycle figures), else None. 0 (explicitly allowed) is None."""
     if not (MIN_G_PER_KWH <= g_per_kwh < WARN_BELOW_G_PER_KWH):

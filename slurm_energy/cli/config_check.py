@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from typing import Optional
 
 #: Directory fields of :class:`slurm_energy.config.Paths`, in the order they are reported.
 DIR_FIELDS = ("spool_dir", "results_dir", "log_dir", "hourly_ci_dir", "geo_cache_dir")
@@ -22,7 +21,7 @@ DIR_FIELDS = ("spool_dir", "results_dir", "log_dir", "hourly_ci_dir", "geo_cache
 _DENIED = (errno.EACCES, errno.EPERM)
 
 
-def _probe(d: str) -> Optional[OSError]:
+def _probe(d: str) -> OSError | None:
     """Create and remove a temporary directory in ``d``; the OSError if that fails, else None."""
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".slurm-energy-check-", dir=d))
@@ -45,7 +44,7 @@ def _why(e: OSError) -> str:
     return f"{e.strerror or e} [{errno.errorcode.get(e.errno, e.errno)}]"
 
 
-def dir_problem(path: str) -> Optional[tuple[str, str, bool]]:
+def dir_problem(path: str) -> tuple[str, str, bool] | None:
     """Why directory ``path`` is unusable by the hooks, or None when it is usable.
 
     Returns ``(what is wrong, the fix, permission_only)``; ``permission_only`` is True when the
@@ -80,7 +79,7 @@ def dir_problem(path: str) -> Optional[tuple[str, str, bool]]:
     return None
 
 
-def sqlite_path(store_url: str) -> tuple[Optional[str], Optional[str]]:
+def sqlite_path(store_url: str) -> tuple[str | None, str | None]:
     """``(database file path, None)`` of a SQLite ``store_url``; ``(None, None)`` for another backend;
     ``(None, error)`` for a URL :func:`slurm_energy.store.check_store_url` refuses."""
     from slurm_energy.store import check_store_url
@@ -98,7 +97,7 @@ def _hide_password(url: str) -> str:
     return shown_url(url)
 
 
-def store_url_problem(url: str) -> Optional[str]:
+def store_url_problem(url: str) -> str | None:
     """Why ``url`` cannot be the store here (unsupported backend or driver, relative SQLite path,
     psycopg missing), or None. Delegates to :func:`slurm_energy.store.check_store_url` (supported:
     ``sqlite:////abs/path``, ``postgresql+psycopg://...``, plain ``postgresql://`` read as psycopg);
@@ -116,7 +115,7 @@ def store_url_problem(url: str) -> Optional[str]:
     return msg
 
 
-def check_paths(cfg, notes: Optional[list[str]] = None) -> list[str]:
+def check_paths(cfg, notes: list[str] | None = None) -> list[str]:
     """Check that every path in ``cfg.paths`` can be used by the hooks (run as root).
 
     :param cfg: a :class:`slurm_energy.config.SiteConfig`.
@@ -161,7 +160,7 @@ def check_paths(cfg, notes: Optional[list[str]] = None) -> list[str]:
     return errors
 
 
-def _sqlite_store_problem(db: str, url: str) -> Optional[tuple[str, str, bool]]:
+def _sqlite_store_problem(db: str, url: str) -> tuple[str, str, bool] | None:
     """Why the SQLite database file ``db`` (of ``url``) cannot be the store, as :func:`dir_problem`'s
     ``(what, fix, permission_only)``, or None. A configured store whose directory does not exist is
     an error (a typo there makes a store no reader looks at); only the documented default's
@@ -196,7 +195,7 @@ def _zones(cfg) -> list[str]:
     return list(dict.fromkeys(z for loc in locs if loc is not None for z in (loc.region, loc.country) if z))
 
 
-def check_carbon(cfg, warnings: Optional[list[str]] = None) -> list[str]:
+def check_carbon(cfg, warnings: list[str] | None = None) -> list[str]:
     """Check the carbon intensities jobs will use, beyond what loading the config checks.
 
     Loading already rejects a configured intensity below 1 or above 2000 gCO2e/kWh (0 only with

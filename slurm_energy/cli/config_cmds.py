@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from slurm_energy import units
-
 import argparse
 import sys
+
+from slurm_energy import units
 
 
 def register(subparsers) -> None:
@@ -73,8 +73,8 @@ def no_config_lines() -> list[str]:
 def defaults_lines() -> list[str]:
     """The documented defaults in force (PUE, carbon intensity, per-device powers, sampling, paths),
     each with its source, and how to set the site's own."""
-    from slurm_energy.carbon.tables import WORLD_AVERAGE_G_PER_KWH, WORLD_AVERAGE_SOURCE
     from slurm_energy import config as c
+    from slurm_energy.carbon.tables import WORLD_AVERAGE_G_PER_KWH, WORLD_AVERAGE_SOURCE
 
     d = c.SiteConfig()
     return [
@@ -104,8 +104,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     Exit 1 with the error text (field, value, fix) on an invalid config or an unusable path;
     exit 0 otherwise. Without any config file it says so and lists the documented defaults.
     """
-    from slurm_energy.config import ConfigError, load_site_config
     from slurm_energy.cli.config_check import catch_all_notes, check_carbon, check_hardware, check_paths
+    from slurm_energy.config import ConfigError, load_site_config
 
     try:
         cfg = load_site_config(args.file)

@@ -11,7 +11,6 @@ import re
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Optional
 
 from slurm_energy.fileio import atomic_write
 
@@ -43,15 +42,14 @@ def hook_text(which: str, python: str, config: str) -> str:
     text = _hook_template(which)
     text = re.sub(r"^PY=.*$", f"PY={python}", text, count=1, flags=re.M)
     text = re.sub(r"^ENTRY=.*$", f"ENTRY={HOOK_ENTRY}", text, count=1, flags=re.M)
-    text = re.sub(r"^SLURM_ENERGY_CONFIG=[^;]*;", f"SLURM_ENERGY_CONFIG={config};", text, count=1, flags=re.M)
-    return text
+    return re.sub(r"^SLURM_ENERGY_CONFIG=[^;]*;", f"SLURM_ENERGY_CONFIG={config};", text, count=1, flags=re.M)
 
 
 #: The settings `install` writes into a hook script (the first line of each): name -> what it is.
 _SETTINGS = {"PY": "python", "ENTRY": "hook entry", "SLURM_ENERGY_CONFIG": "site config"}
 
 
-def _setting(text: str, name: str) -> Optional[str]:
+def _setting(text: str, name: str) -> str | None:
     """The value of ``NAME=value`` (up to ``;`` or a comment) in a hook script, or None."""
     m = re.search(rf"^{name}=([^;#\n]*)", text, flags=re.M)
     return m.group(1).strip() if m else None
@@ -125,7 +123,7 @@ def _flat(d: object, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def _settings_of(path: str) -> tuple[Optional[dict[str, object]], str]:
+def _settings_of(path: str) -> tuple[dict[str, object] | None, str]:
     """``(flat settings, "")`` of the site config at ``path`` ("" = what a hook with an empty
     SLURM_ENERGY_CONFIG reads: /etc/slurm-energy/site.yaml, else the documented defaults), or
     ``(None, why it cannot be read)``."""
@@ -230,7 +228,7 @@ def hooks_log_dir(config: str) -> str:
     return load_site_config_lenient(path)[0].paths.log_dir
 
 
-def config_problem(path: str) -> Optional[str]:
+def config_problem(path: str) -> str | None:
     """Why ``install --config PATH`` must not write hooks that read ``path``: the file is missing,
     unreadable or invalid (every job would run with the documented defaults, or a last good copy,
     instead of the site's settings). None when it loads strictly

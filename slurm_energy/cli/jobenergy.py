@@ -47,22 +47,22 @@ entry after (:mod:`slurm_energy.outputs.prometheus`).
 
 from __future__ import annotations
 
-from slurm_energy.store.urls import STORE_HELP
-
 import argparse
 import os
 import sys
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from slurm_energy.cli import jobenergy_format as F
-from slurm_energy.cli.sudo_caller import caller_named_store, ignore_callers_config, reader_identity
-from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
 from slurm_energy.cli import jobenergy_select as S
+from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
+from slurm_energy.cli.sudo_caller import caller_named_store, ignore_callers_config, reader_identity
 from slurm_energy.cli.table import render
 from slurm_energy.core import Status
 from slurm_energy.jobid import display_id, matches, parse_jobids, split_reused
+from slurm_energy.store.urls import STORE_HELP
 
 if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
     from slurm_energy.model import JobRecord
@@ -136,7 +136,7 @@ def _select_generation(records: list[JobRecord], spec_text: str, start=None, end
     """One job per reused (cluster, job_id): the newest, with a warning naming every run's start;
     with ``-S`` (``start``, epoch s) the first job that started at or after it, with only ``-E``
     the newest that started at or before ``end`` -- so ``-S`` selects an older run."""
-    groups: "OrderedDict[tuple, list]" = OrderedDict()
+    groups: OrderedDict[tuple, list] = OrderedDict()
     for r in records:
         groups.setdefault((r.cluster, r.job_id), []).append(r)
     out = []
@@ -309,7 +309,7 @@ def _print_citation(records: list[JobRecord], args: argparse.Namespace) -> int:
     return 0
 
 
-def _nothing_found(args: argparse.Namespace, users: list[str], start: Optional[float], end: Optional[float],
+def _nothing_found(args: argparse.Namespace, users: list[str], start: float | None, end: float | None,
                    where: str, privileged: bool, tz: str) -> str:
     """The stderr line for a query without job ids that selected nothing (:func:`nothing_found`)."""
     fmt = lambda t: F.fmt_time(t, tz)  # noqa: E731
@@ -332,7 +332,7 @@ def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
 
 
 def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs: list, users: list[str],
-                start: Optional[float], end: Optional[float], full: bool = False) -> Optional[list]:
+                start: float | None, end: float | None, full: bool = False) -> list | None:
     """The matching attempts, or None after printing why the store cannot be read: summary rows
     (:class:`slurm_energy.store.select.JobRow`), or with ``full`` JobRecords (``-l``, ``--json``,
     ``--seff``, fields of the nodes; pydantic only then)."""

@@ -7,12 +7,11 @@ Energy cells: ``n/a`` = unmeasured (None), never 0; ``-`` = the job had no devic
 
 from __future__ import annotations
 
-from slurm_energy.units import J_PER_KWH
-
 import datetime as dt
 import json
 import re
-from typing import TYPE_CHECKING, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from slurm_energy.cli.jobenergy_select import job_state
 from slurm_energy.core import Method, all_estimated, status_text
@@ -20,6 +19,7 @@ from slurm_energy.jobid import display_id
 from slurm_energy.natsort import ordered_record
 from slurm_energy.reporting.scale import plain
 from slurm_energy.slurm.formats import format_duration, format_energy, format_memory
+from slurm_energy.units import J_PER_KWH
 
 if TYPE_CHECKING:  # records, or the store's summary rows (store.select.JobRow) for SUMMARY_FIELDS
     from slurm_energy.model import JobRecord
@@ -37,7 +37,7 @@ LONG_TABLE_FIELDS = ["JobID", "Node", "Class", "Count", "Method", "Energy_kWh", 
                      "ReqMem", "MaxRSS"]  # fmt: skip
 
 
-def fmt_num(v: Optional[float]) -> str:
+def fmt_num(v: float | None) -> str:
     """4 significant figures in plain decimal notation (``0.00001021``, never ``1.021e-05``: the
     columns are fixed-unit, kWh / kgCO2e, like sacct's); ``n/a`` for None (unmeasured)."""
     if v is None:
@@ -212,12 +212,12 @@ def header(key: str) -> str:
     return _HEADER.get(key, key)
 
 
-def parse_widths(spec: str) -> list[Optional[int]]:
+def parse_widths(spec: str) -> list[int | None]:
     """sacct's ``Field%N`` column widths of a validated ``-o`` spec, one per field: None (no ``%``:
     as wide as the widest value), N (exactly N characters, right-justified) or -N (left-justified).
     In the aligned table a longer value is cut to N with ``+`` as its last character, as sacct does;
     ``-p``/``-P``/``--json`` always print the full value."""
-    out: list[Optional[int]] = []
+    out: list[int | None] = []
     for name in [x.strip() for x in spec.split(",") if x.strip()]:
         _, pct, width = name.partition("%")
         out.append(int(width) if pct and width else None)
@@ -251,7 +251,8 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
                 format_memory(ns.req_mem_bytes), format_memory(ns.max_mem_bytes), _covers_flags(d, short),
             ])  # fmt: skip
     from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
-    from slurm_energy.reporting.prediction_check import check, long_rows as check_long_rows
+    from slurm_energy.reporting.prediction_check import check
+    from slurm_energy.reporting.prediction_check import long_rows as check_long_rows
 
     chk = check(rec)
     extra = idle_long_rows(rec, jobid, fmt_num) + phase_long_rows(rec, jobid, fmt_num)
@@ -312,7 +313,7 @@ def _covers_flags(d, short: bool = False) -> str:
     """What the number covers, with its flags (counter_inconsistent, util_clamped + raw value...).
     ``short`` (the aligned ``-l`` table): without the parts the row's DeviceID, Model and Method
     columns already show (``accounting.summary`` writes ``"<id> (<model>); <method>; <share>"``)."""
-    extra = [f for f in d.flags]
+    extra = list(d.flags)
     extra += [f"{k}={v:.3g}" for k, v in sorted(d.unclamped.items())]
     covers = d.covers
     if short:

@@ -21,7 +21,8 @@ given in; a reused job id's jobs newest first; a requeued job's attempts oldest 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
 from slurm_energy.core import ESTIMATED, PARTIAL_COVERAGE, Status, status_text
 from slurm_energy.jobid import split_reused

@@ -5,7 +5,7 @@ that is readable here (no pydantic import), and how to name it in messages."""
 from __future__ import annotations
 
 import os
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from slurm_energy.store.urls import shown_url
 
@@ -21,7 +21,7 @@ class Site(NamedTuple):
     interim_s: float = 60.0  # sampling.interim_s: how often a running job's record is updated, s
 
 
-def resolved_config() -> Optional[tuple]:
+def resolved_config() -> tuple | None:
     """``(config, problems, path)`` from the hooks' resolved copy of the site config, else the
     readers' copy beside it (``paths.store_url``, ``admins``, ``timezone``, ``source_path``,
     ``sampling.interim_s``, readable by whoever may read site.yaml), when it matches site.yaml's text
@@ -31,7 +31,7 @@ def resolved_config() -> Optional[tuple]:
     return reader_config()
 
 
-def _resolved_site() -> Optional[Site]:
+def _resolved_site() -> Site | None:
     """:class:`Site` from :func:`resolved_config`, or None."""
     got = resolved_config()
     if got is None:

@@ -22,14 +22,9 @@ model, implausible tag). Both read the store (:meth:`slurm_energy.store.Store.ta
 
 from __future__ import annotations
 
-from slurm_energy.store.urls import STORE_HELP
-
-from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
-
 import json
 import sys
 from dataclasses import asdict
-from typing import Optional
 
 from slurm_energy.accounting.prediction import (
     DeviceSpec,
@@ -41,7 +36,8 @@ from slurm_energy.accounting.prediction import (
     time_from_gpu_hours,
     training_flops,
 )
-
+from slurm_energy.store.urls import STORE_HELP
+from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
 
 
 def register(subparsers) -> None:
@@ -109,7 +105,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_calibration)
 
 
-def work_flops(args) -> tuple[Optional[float], str]:
+def work_flops(args) -> tuple[float | None, str]:
     """FLOPs from ``--flops`` or ``--params``/``--tokens``, with how they were obtained; ``(None, ...)``
     when ``--gpu-hours`` gives the time and no work was given.
 
@@ -142,7 +138,7 @@ def _positive(flag: str, value: float, what: str) -> float:
     return value
 
 
-def gpu_rated(args) -> tuple[Optional[float], float, str, str]:
+def gpu_rated(args) -> tuple[float | None, float, str, str]:
     """``(rated FLOP/s or None, rated W, model, source)`` from the table and/or ``--gpu-flops``/``--gpu-watts``.
 
     Raises:
@@ -196,7 +192,7 @@ def site_config(args):
             for w in warnings:  # an invalid key falls back to its default: say so, as jobenergy does
                 print(f"slurm-energy predict: warning: {w}", file=sys.stderr)
             args._site_config = (cfg, f"site config {cfg.source_path}" if cfg.source_path else "no site config")
-        except Exception as e:  # noqa: BLE001 - the prediction goes on with documented defaults
+        except Exception as e:
             args._site_config = (None, f"site config unreadable: {e}")
     return args._site_config
 
@@ -217,7 +213,7 @@ def site_facts(args) -> dict:
     if cfg is not None:
         try:
             d = resolve_carbon(cfg, args.partition or "", offline=True)
-        except Exception:  # noqa: BLE001 - a broken datacenter entry: documented defaults, labelled
+        except Exception:
             d = CarbonFacts()
     out = {"pue": d.pue, "pue_source": d.pue_source, "ci": d.ci_g_per_kwh, "ci_source": d.ci_source,
            "alpha": d.alpha, "alpha_source": d.alpha_source}
@@ -237,7 +233,7 @@ def site_facts(args) -> dict:
     return out
 
 
-def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
+def load_calibration(args, gpu_model: str) -> tuple[object | None, str]:
     """``(Calibration or None, note)`` for ``gpu_model`` from the store's newest
     :data:`CALIBRATION_RECORDS` tagged, finished records; the note
     says why there is none (never an error: a prediction without the store falls back to the
@@ -259,7 +255,7 @@ def load_calibration(args, gpu_model: str) -> tuple[Optional[object], str]:
         return None, f"site calibration: none ({e})"
     try:
         records = tagged_records(url)
-    except Exception as e:  # noqa: BLE001 - no store yet, no permission, bad URL: say so, go on
+    except Exception as e:
         return None, f"site calibration: none (store not readable: {e})"
     cal = for_gpu(fit(records), gpu_model) if gpu_model else None
     if cal is None:
@@ -462,7 +458,7 @@ def cmd_calibration(args) -> int:
 
     try:
         records = tagged_records(store_url(args))
-    except Exception as e:  # noqa: BLE001 - one clear line, whatever the store's problem
+    except Exception as e:
         print(f"slurm-energy calibration: store not readable: {e}", file=sys.stderr)
         return 1
     cals = fit(records)

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Optional
 
 from slurm_energy.units import J_PER_KWH
 
@@ -89,7 +88,7 @@ def _check_label(args) -> None:
             raise SystemExit(2)
 
 
-def _measure(args, launch, wait_for_end, gpus: Optional[str] = None, ending=None, on_ready=None):
+def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None, on_ready=None):
     """Open the readers, then ``launch()`` -> (probe, label, t0 or None) the job, sample it until
     ``wait_for_end()`` returns; then summarise and report. The job is launched only after the set-up
     (imports, NVML, RAPL zones: about a second), so ``run`` measures its command from its spawn
@@ -203,9 +202,9 @@ def _print_energy(rec) -> None:
 
 def cmd_run(args) -> int:
     """Run ``args.cmd`` as a child and measure it; exit with its exit status."""
+    from slurm_energy.core import JobUsage
     from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV, RunEnd
     from slurm_energy.sampling.probes import ProcessTreeProbe
-    from slurm_energy.core import JobUsage
 
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
@@ -330,7 +329,7 @@ def cmd_attach(args) -> int:
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
-        return None
+        return
 
     def ending():
         if stopped:

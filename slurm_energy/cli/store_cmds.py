@@ -15,13 +15,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Optional
 
 from slurm_energy.core import one_line
-from slurm_energy.store.urls import STORE_HELP
-
 from slurm_energy.reporting.rollup_table import COLUMNS, month_bounds, month_header
-
+from slurm_energy.store.urls import STORE_HELP
 
 __all__ = ["month_bounds", "month_header"]  # tests and callers import them here
 
@@ -228,7 +225,7 @@ def _month_data(args, cfg, t0: float, t1: float):
     return rows, records
 
 
-def _write_rollup(args, rows: list, records: list, tz: str, top: Optional[list] = None) -> str:
+def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = None) -> str:
     """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_table`: no pandas, no pydantic),
     html by :func:`slurm_energy.reporting.monthly.write_rollup`; returns the path written ("": stdout)."""
     from slurm_energy.reporting import rollup_table as R
@@ -312,5 +309,5 @@ def _top_gpu_idle(args, cfg, t0: float, t1: float, limit: int = 10) -> list:
             return top_gpu_idle(store.db, t0, t1, limit)
         finally:
             store.close()
-    except Exception:  # noqa: BLE001 - the rollup is shown without the list
+    except Exception:
         return []

@@ -15,18 +15,18 @@ import contextlib
 import os
 import pwd
 import sys
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from slurm_energy.slurm import hookconfig as H
 
 
-def sudo_caller() -> Optional[tuple[int, str]]:
+def sudo_caller() -> tuple[int, str] | None:
     """``(uid, name)`` of the non-root user who ran this process through sudo (effective uid 0 and
     ``SUDO_UID``/``SUDO_USER`` naming another user than root), else None."""
     if os.geteuid() != 0:
         return None
     uid_text, name = os.environ.get("SUDO_UID", "").strip(), os.environ.get("SUDO_USER", "").strip()
-    uid: Optional[int] = int(uid_text) if uid_text.isdigit() else None
+    uid: int | None = int(uid_text) if uid_text.isdigit() else None
     if uid is None and name:
         try:
             uid = pwd.getpwnam(name).pw_uid
@@ -57,7 +57,7 @@ def ignore_callers_config(prog: str) -> None:
               f"{H.DEFAULT_PATH} is used (its admins, store and time zone)", file=sys.stderr)
 
 
-def caller_named_store(store_arg: Optional[str]) -> Optional[str]:
+def caller_named_store(store_arg: str | None) -> str | None:
     """Under sudo, why a store the caller names (``--store``, ``$SLURM_ENERGY_STORE``) is refused:
     root would open a path of the caller's choosing (a FIFO, a device, another store) with root's
     rights (issue 22). None when not under sudo or when none is named. The system site config's

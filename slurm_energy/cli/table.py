@@ -4,8 +4,6 @@ bar-separated with the full values."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from slurm_energy.textsafe import one_line
 
 
@@ -21,8 +19,8 @@ MIN_WRAP = 40
 
 
 def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noheader: bool = False,
-           wrap_to: Optional[int] = None, widths: Optional[list[Optional[int]]] = None,
-           caps: Optional[list[Optional[int]]] = None) -> str:
+           wrap_to: int | None = None, widths: list[int | None] | None = None,
+           caps: list[int | None] | None = None) -> str:
     """Table text. ``parsable``: ``""`` aligned columns (sacct default), ``"p"`` ``a|b|`` with a
     trailing bar (-p), ``"P"`` ``a|b`` (-P). ``wrap_to`` (aligned only; ``-l``'s Covers): the line
     width in characters; the last column is then left-aligned and wrapped at word boundaries to

@@ -15,8 +15,13 @@ What the facts mean for a job is resolved elsewhere: carbon facts by
 This package imports pydantic and yaml, not pandas.
 """
 
-from slurm_energy.config.lenient import (last_good_path, load_site_config_for_hooks, load_site_config_lenient,
-                                         save_last_good, site_config_from_dict_lenient)
+from slurm_energy.config.lenient import (
+                                         last_good_path,
+                                         load_site_config_for_hooks,
+                                         load_site_config_lenient,
+                                         save_last_good,
+                                         site_config_from_dict_lenient,
+)
 from slurm_energy.config.load import DuplicateKeyError, load_site_config, site_config_from_dict
 from slurm_energy.config.schema import DEFAULT_PUE, Paths, SiteConfig
 from slurm_energy.errors import ConfigError

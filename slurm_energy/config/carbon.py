@@ -18,7 +18,7 @@ Hourly intensity imported with ``slurm-energy ci-import``: :func:`hourly_intensi
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Optional
+from typing import Any
 
 from slurm_energy import units
 from slurm_energy.carbon import tables as _tables
@@ -26,7 +26,7 @@ from slurm_energy.config.schema import Datacenter, Location, SiteConfig
 from slurm_energy.model import CarbonFacts
 
 
-def datacenter_for(site: SiteConfig, partition: str = "", node: str = "") -> Optional[tuple[str, Datacenter]]:
+def datacenter_for(site: SiteConfig, partition: str = "", node: str = "") -> tuple[str, Datacenter] | None:
     """The ``(name, Datacenter)`` of a job: by partition, then node pattern, then catch-all.
 
     Returns None when no datacenter applies. Pure (no I/O).
@@ -45,7 +45,7 @@ def datacenter_for(site: SiteConfig, partition: str = "", node: str = "") -> Opt
     return None
 
 def resolve_carbon(site: SiteConfig, partition: str = "", node: str = "", *,
-                   offline: Optional[bool] = None) -> CarbonFacts:
+                   offline: bool | None = None) -> CarbonFacts:
     """PUE, carbon intensity (gCO2e/kWh) and alpha for a job on ``partition``/``node``.
 
     Order: datacenter > site country (bundled table) > geolocation (opt-in, cached per node,
@@ -89,7 +89,7 @@ def resolve_carbon(site: SiteConfig, partition: str = "", node: str = "", *,
     facts.pop("_default", None)
     return CarbonFacts(**facts)
 
-def _ci_for(site: SiteConfig, dc_name: str, dc: Optional[Datacenter], node: str, offline: bool) -> dict:
+def _ci_for(site: SiteConfig, dc_name: str, dc: Datacenter | None, node: str, offline: bool) -> dict:
     if dc is not None and dc.carbon_intensity is not None:
         c = dc.carbon_intensity
         src = dc.source or "site config"
@@ -130,7 +130,7 @@ def hourly_zones_for(site: SiteConfig, facts: CarbonFacts) -> list[str]:
         return []
     return [z for z in (loc.region, loc.country) if z]
 
-def hourly_intensity_for(site: SiteConfig, facts: CarbonFacts) -> Optional[dict[str, float]]:
+def hourly_intensity_for(site: SiteConfig, facts: CarbonFacts) -> dict[str, float] | None:
     """Hourly intensity ``{ISO hour UTC "YYYY-MM-DDTHH:00:00Z": gCO2e/kWh}`` imported with
     ``slurm-energy ci-import`` for the job's zone (datacenter region, else country), or None
     when no file was imported for it. See :mod:`slurm_energy.carbon.hourly`.

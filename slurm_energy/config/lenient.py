@@ -14,16 +14,14 @@ Whether the paths are usable on disk is a run-time check,
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from slurm_energy.carbon import tables as _tables
-from slurm_energy.config.load import (_config_path, _defaults_without_file, _format_error, _read_text,
-                                      parse_yaml_text)
+from slurm_energy.config.load import _config_path, _defaults_without_file, _format_error, _read_text, parse_yaml_text
 from slurm_energy.config.schema import DEFAULT_PUE, SiteConfig
 from slurm_energy.errors import ConfigError
-
 
 #: Sections whose keys are dropped one by one when invalid (``paths.log_dir`` alone falls back to
 #: its default, ``datacenters.X`` alone is dropped). Any other bad key drops its whole top-level key.
@@ -178,7 +176,7 @@ def _in_force_message(cfg: SiteConfig, dropped: list[str], origin: str) -> str:
             + "; ".join(parts))
 
 
-def _load_lenient(p: str) -> tuple[SiteConfig, list[str], Optional[str], Optional[str]]:
+def _load_lenient(p: str) -> tuple[SiteConfig, list[str], str | None, str | None]:
     """``(config, messages, text, fatal)`` of file ``p``: ``fatal`` is the error text when the file
     cannot be read, is not YAML or its top level is no mapping (config = documented defaults),
     else None; ``text`` is the file's text when it was read."""
@@ -199,7 +197,7 @@ def _load_lenient(p: str) -> tuple[SiteConfig, list[str], Optional[str], Optiona
     return cfg, messages, text, None
 
 
-def load_site_config_lenient(path: "str | os.PathLike | None" = None) -> tuple[SiteConfig, list[str]]:
+def load_site_config_lenient(path: str | os.PathLike | None = None) -> tuple[SiteConfig, list[str]]:
     """Load the site configuration keeping every part that is valid; for the Slurm hooks, where a
     typo must not send a job's record to the default store (``paths`` above all).
 
@@ -224,12 +222,12 @@ def load_site_config_lenient(path: "str | os.PathLike | None" = None) -> tuple[S
 LAST_GOOD_SUFFIX = ".last-good"
 
 
-def last_good_path(path: "str | os.PathLike") -> str:
+def last_good_path(path: str | os.PathLike) -> str:
     """``<path>.last-good``: where :func:`load_site_config_for_hooks` keeps the last good copy."""
     return os.fspath(path) + LAST_GOOD_SUFFIX
 
 
-def save_last_good(path: "str | os.PathLike", text: str) -> bool:
+def save_last_good(path: str | os.PathLike, text: str) -> bool:
     """Keep ``text`` (a site config that loaded with no problem) as ``<path>.last-good``.
 
     Written only when its content differs from the existing copy; atomically (a temporary file in
@@ -263,7 +261,7 @@ def save_last_good(path: "str | os.PathLike", text: str) -> bool:
     return True
 
 
-def load_site_config_for_hooks(path: "str | os.PathLike | None" = None,
+def load_site_config_for_hooks(path: str | os.PathLike | None = None,
                                save: bool = True) -> tuple[SiteConfig, list[str]]:
     """Site config for the Slurm hooks: lenient, and an unparsable file falls back to the last good copy.
 

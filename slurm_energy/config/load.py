@@ -12,7 +12,7 @@ is an error naming the key and both lines, since PyYAML would silently keep only
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -21,7 +21,6 @@ from slurm_energy.carbon.units import UNIT_FACTORS, ImplausibleIntensityError
 from slurm_energy.config import schema
 from slurm_energy.config.schema import ENV_VAR, SiteConfig
 from slurm_energy.errors import ConfigError, SlurmEnergyError
-
 
 _HINTS = {
     "pue": "PUE = facility energy / IT energy: a number in [1.0, 4.0], typically 1.1-2.0",
@@ -40,7 +39,7 @@ _HINTS = {
 }
 
 
-def _location_of(loc: list[str], data: Any) -> Optional[dict]:
+def _location_of(loc: list[str], data: Any) -> dict | None:
     """The ``location`` mapping that applies to the entry at ``loc``: its datacenter's, else the
     site's top-level one; None when neither is written."""
     if not isinstance(data, dict):
@@ -111,10 +110,7 @@ def _format_error(e: ValidationError, origin: str, data: Any = None) -> str:
         else:
             leaf = loc[-1] if loc else ""
             fix = _HINTS.get(leaf, "see site_config/site.yaml for the documented form")
-        if isinstance(bad, dict) and len(bad) > 3:
-            shown = "{" + ", ".join(map(str, bad)) + "}"
-        else:
-            shown = repr(bad)
+        shown = "{" + ", ".join(map(str, bad)) + "}" if isinstance(bad, dict) and len(bad) > 3 else repr(bad)
         end = "" if msg.endswith(("?", ".")) else "."
         lines.append(f"{origin}: {path}: bad value {shown}: {msg}{end} Fix: {fix}")
     return "\n".join(lines)
@@ -137,7 +133,7 @@ def site_config_from_dict(data: Any, origin: str = "site config") -> SiteConfig:
         raise ConfigError(_format_error(e, origin, data)) from None
 
 
-def _config_path(path: "str | os.PathLike | None") -> Optional[str]:
+def _config_path(path: str | os.PathLike | None) -> str | None:
     """The file to load: ``path``, else ``$SLURM_ENERGY_CONFIG``, else :data:`DEFAULT_PATH` if it
     exists, else None (documented defaults)."""
     if path is None:
@@ -179,11 +175,11 @@ class UniqueKeyLoader(yaml.SafeLoader):
     :raises DuplicateKeyError: naming the dotted key and both line numbers (1-based).
     """
 
-    def construct_document(self, node):  # noqa: D102 - remember the root to name nested keys
+    def construct_document(self, node):
         self._se_root = node
         return super().construct_document(node)
 
-    def construct_mapping(self, node, deep=False):  # noqa: D102
+    def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
@@ -247,7 +243,7 @@ def _read_yaml(p: str) -> Any:
     return parse_yaml_text(_read_text(p), p)
 
 
-def load_site_config(path: "str | os.PathLike | None" = None) -> SiteConfig:
+def load_site_config(path: str | os.PathLike | None = None) -> SiteConfig:
     """Load and validate the site configuration.
 
     ``path`` None: ``$SLURM_ENERGY_CONFIG``, else ``/etc/slurm-energy/site.yaml`` if it exists,

@@ -10,7 +10,7 @@ is the line a measurement outside Slurm prints when PUE or CI are still the docu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 GIVEN_DATACENTER = "given"
 
 
-def with_carbon_overrides(site: SiteConfig, *, country: Optional[str] = None, zone: Optional[str] = None,
-                          pue: Optional[float] = None, ci: Optional[float] = None, alpha: Optional[float] = None,
+def with_carbon_overrides(site: SiteConfig, *, country: str | None = None, zone: str | None = None,
+                          pue: float | None = None, ci: float | None = None, alpha: float | None = None,
                           given_by: str = "track()", partition: str = "", node: str = "") -> SiteConfig:
     """``site`` with the given carbon facts overriding it (labelled ``datacenter <name>: <given_by>
     pue=1.1`` etc. in the record's ``*_source``) for a job on ``partition``/``node``.

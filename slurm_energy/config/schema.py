@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -48,7 +48,7 @@ class CarbonIntensity(_Strict):
     allow_zero: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> "CarbonIntensity":
+    def _check(self) -> CarbonIntensity:
         to_g_per_kwh(self.value, self.unit, field="carbon_intensity", allow_zero=self.allow_zero,
                      zero_ok="allow_zero: true in this mapping ({value: 0, unit: gCO2e/kWh, allow_zero: true})")
         return self
@@ -89,15 +89,15 @@ class Location(_Strict):
 class Datacenter(_Strict):
     """One datacenter (or machine room): PUE, carbon intensity, alpha, and which jobs run there."""
 
-    pue: Optional[float] = Field(default=None, ge=1.0, le=4.0)
+    pue: float | None = Field(default=None, ge=1.0, le=4.0)
     pue_source: str = ""
-    carbon_intensity: Optional[CarbonIntensity] = None
+    carbon_intensity: CarbonIntensity | None = None
     alpha: float = Field(default=1.0, ge=0.0, le=1.0)  # fraction of emissions counted (1 = no offset)
     alpha_source: str = ""
-    location: Optional[Location] = None
+    location: Location | None = None
     basis: Literal["lifecycle", "direct", ""] = ""
     source: str = ""
-    year: Optional[int] = Field(default=None, ge=1990, le=2100)
+    year: int | None = Field(default=None, ge=1990, le=2100)
     partitions: list[str] = Field(default_factory=list)
     nodes: list[str] = Field(default_factory=list)  # fnmatch patterns, e.g. "gpu[0-9]*", "cn*"
 
@@ -106,7 +106,7 @@ class Datacenter(_Strict):
 MIN_RATED_W = 1.0
 
 
-def _not_kw(w: Optional[float], what: str) -> Optional[float]:
+def _not_kw(w: float | None, what: str) -> float | None:
     """``w`` (W) unless it is below :data:`MIN_RATED_W`: then ValueError with the likely fix."""
     if w is not None and 0 < float(w) < MIN_RATED_W:
         raise ValueError(f"{what} is {w:g} W, below {MIN_RATED_W:g} W: watts written as kW? "
@@ -117,27 +117,27 @@ def _not_kw(w: Optional[float], what: str) -> Optional[float]:
 class GpuOverride(_Strict):
     """Admin's rated power (W) and dense FLOP/s for a GPU model (NVML name or part of it)."""
 
-    rated_w: Optional[float] = Field(default=None, gt=0, le=5000)
+    rated_w: float | None = Field(default=None, gt=0, le=5000)
 
     @field_validator("rated_w")
     @classmethod
-    def _rated(cls, v: Optional[float]) -> Optional[float]:
+    def _rated(cls, v: float | None) -> float | None:
         return _not_kw(v, "the GPU's rated power")
 
-    fp32_flops: Optional[float] = Field(default=None, gt=0)
-    tf32_flops: Optional[float] = Field(default=None, gt=0)
-    bf16_flops: Optional[float] = Field(default=None, gt=0)
+    fp32_flops: float | None = Field(default=None, gt=0)
+    tf32_flops: float | None = Field(default=None, gt=0)
+    bf16_flops: float | None = Field(default=None, gt=0)
 
 
 class Hardware(_Strict):
     """Rated-power overrides and fallbacks for the TDP estimate (W)."""
 
     cpu_tdp_w: dict[str, float] = Field(default_factory=dict)  # model string -> W per socket
-    cpu_tdp_default_w: Optional[float] = Field(default=None, gt=0, le=2000)  # W per socket, unknown model
+    cpu_tdp_default_w: float | None = Field(default=None, gt=0, le=2000)  # W per socket, unknown model
     cpu_w_per_core: float = Field(default=DEFAULT_CPU_W_PER_CORE, gt=0, le=100)
     ram_w_per_gb: float = Field(default=DEFAULT_RAM_W_PER_GB, gt=0, le=10)
     gpu: dict[str, GpuOverride] = Field(default_factory=dict)
-    gpu_fallback_w: Optional[float] = Field(default=None, gt=0, le=5000)
+    gpu_fallback_w: float | None = Field(default=None, gt=0, le=5000)
     rapl_root: str = "/sys/class/powercap"
     drm_root: str = "/sys/class/drm"  # AMD/Intel GPUs: DRM nodes, each card's hwmon files
     kfd_root: str = "/sys/class/kfd/kfd/topology/nodes"  # AMD compute partitions (one KFD node each)
@@ -153,7 +153,7 @@ class Hardware(_Strict):
 
     @field_validator("cpu_tdp_default_w", "gpu_fallback_w")
     @classmethod
-    def _fallbacks(cls, v: Optional[float], info) -> Optional[float]:
+    def _fallbacks(cls, v: float | None, info) -> float | None:
         return _not_kw(v, "the default CPU TDP" if info.field_name == "cpu_tdp_default_w" else "the GPU fallback power")
 
 
@@ -174,7 +174,7 @@ class GpuIdle(_Strict):
 
     util_max: float = Field(default=0.0, ge=0.0, le=1.0)
     power_max_fraction: float = Field(default=0.25, gt=0.0, le=1.0)
-    power_max_w: Optional[float] = Field(default=None, gt=0.0, le=5000.0)
+    power_max_w: float | None = Field(default=None, gt=0.0, le=5000.0)
 
 
 class Attribution(_Strict):
@@ -203,7 +203,7 @@ class Paths(_Strict):
     geo_cache_dir: str = ""  # default <spool_dir>/geo (one JSON file per node)
 
     @model_validator(mode="after")
-    def _derive(self) -> "Paths":
+    def _derive(self) -> Paths:
         sp = self.spool_dir.rstrip("/") or "/"
         if not self.results_dir:
             object.__setattr__(self, "results_dir", os.path.join(sp, "results"))
@@ -267,8 +267,8 @@ class SiteConfig(_Strict):
 
     cluster_name: str = ""
     timezone: str = "UTC"
-    location: Optional[Location] = None  # the site's country (used when no datacenter matches)
-    pue: Optional[float] = Field(default=None, ge=1.0, le=4.0)  # site-wide PUE, below datacenter's
+    location: Location | None = None  # the site's country (used when no datacenter matches)
+    pue: float | None = Field(default=None, ge=1.0, le=4.0)  # site-wide PUE, below datacenter's
     datacenters: dict[str, Datacenter] = Field(default_factory=dict)
     hardware: Hardware = Field(default_factory=Hardware)
     sampling: Sampling = Field(default_factory=Sampling)
@@ -301,7 +301,7 @@ class SiteConfig(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _partitions_unique(self) -> "SiteConfig":
+    def _partitions_unique(self) -> SiteConfig:
         seen: dict[str, str] = {}
         catch_all = [n for n, d in self.datacenters.items() if not d.partitions and not d.nodes]
         if len(catch_all) > 1:

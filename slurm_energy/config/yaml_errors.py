@@ -9,7 +9,7 @@ problem). Only the message text of PyYAML's ``MarkedYAMLError`` (``problem``, ``
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 #: (text in PyYAML's ``problem``, what is wrong, the fix); the first match wins. ``{cl}``/``{cc}``
 #: are the line/column of PyYAML's ``context_mark`` (where the open construct started), ``{l}`` the
@@ -50,7 +50,7 @@ _GENERIC_FIX = ("correct the YAML at that position (compare with the documented 
                 "values that contain ': ', ' #' or start with a special character)")
 
 
-def _mark(m: Any) -> Optional[tuple[int, int]]:
+def _mark(m: Any) -> tuple[int, int] | None:
     """(line, column), 1-based, of a PyYAML Mark; None when absent."""
     if m is None:
         return None
@@ -68,7 +68,7 @@ def _reader_error(e: Any, origin: str, text: str) -> str:
             "file as plain UTF-8 text")
 
 
-def explain(e: BaseException, origin: str, text: str = "") -> Optional[str]:
+def explain(e: BaseException, origin: str, text: str = "") -> str | None:
     """One line ``ORIGIN: line L, column C: what is wrong. Fix: ...`` for PyYAML error ``e`` raised
     on ``text`` (needed only for a ReaderError, whose position is an offset); None when ``e``
     already carries its own fix (our duplicate-key error)."""

@@ -44,7 +44,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 DEFAULT_DRM_ROOT = "/sys/class/drm"
 DEFAULT_KFD_ROOT = "/sys/class/kfd/kfd/topology/nodes"
@@ -78,11 +77,11 @@ _RENDER_RE = re.compile(r"^renderD(\d+)$")
 
 def read_text(path: str) -> str:
     """One sysfs attribute, stripped. Raises OSError / UnicodeDecodeError like ``open``."""
-    with open(path, "r", encoding="ascii") as f:
+    with open(path, encoding="ascii") as f:
         return f.read().strip()
 
 
-def _opt_text(path: str) -> Optional[str]:
+def _opt_text(path: str) -> str | None:
     try:
         return read_text(path)
     except (OSError, UnicodeDecodeError):
@@ -109,13 +108,13 @@ class DrmGpu:
     card: str  # "card0"
     device_dir: str  # resolved PCI device directory
     render_minors: list = field(default_factory=list)  # every render node of this GPU (partitions too)
-    hwmon: Optional[str] = None  # hwmon directory of the whole card
-    unique_id: Optional[str] = None  # amdgpu unique_id (hex)
-    partition_mode: Optional[str] = None  # "SPX".."CPX" (amdgpu), None if not partitionable
+    hwmon: str | None = None  # hwmon directory of the whole card
+    unique_id: str | None = None  # amdgpu unique_id (hex)
+    partition_mode: str | None = None  # "SPX".."CPX" (amdgpu), None if not partitionable
     n_partitions: int = 1  # compute partitions this GPU is split into; 0 = partitioned, count unknown
     n_tiles: int = 1  # Intel tiles (stacks)
     tile_hwmon: dict = field(default_factory=dict)  # i915: tile -> its own hwmon dir (``i915_gt<N>``)
-    memory_partition: Optional[str] = None  # "NPS1".."NPS8" (amdgpu current_memory_partition)
+    memory_partition: str | None = None  # "NPS1".."NPS8" (amdgpu current_memory_partition)
     partition_of_minor: dict = field(default_factory=dict)  # render minor -> partition (KFD node id)
     secondary_die: bool = False  # a die that reads 0 W / 0 J for its package (MI200 secondary GCD)
     package: list = field(default_factory=list)  # PCI bus ids of the package's dies, primary first; [] = one die
@@ -125,7 +124,7 @@ class DrmGpu:
         return sorted(self.render_minors)
 
 
-def _hwmon_dir(dev: str) -> Optional[str]:
+def _hwmon_dir(dev: str) -> str | None:
     base = os.path.join(dev, "hwmon")
     try:
         names = sorted(os.listdir(base))
@@ -199,7 +198,7 @@ def _kfd_render_minors(kfd_root: str) -> dict[str, dict[int, int]]:
     return out
 
 
-def _opt_int_file(path: str) -> Optional[int]:
+def _opt_int_file(path: str) -> int | None:
     v = _opt_text(path)
     try:
         return None if v is None else int(v)
@@ -207,7 +206,7 @@ def _opt_int_file(path: str) -> Optional[int]:
         return None
 
 
-def _is_secondary_die(g: "DrmGpu") -> bool:
+def _is_secondary_die(g: DrmGpu) -> bool:
     """rocm-smi's ``checkIfSecondaryDie`` on the hwmon files: power1_cap 0, power1_cap_default 0
     (where present) and power1_average 0 -- a die whose package power is reported by its sibling."""
     if g.vendor != "amd" or not g.hwmon:
@@ -218,10 +217,10 @@ def _is_secondary_die(g: "DrmGpu") -> bool:
     return cap == 0 and default in (None, 0) and avg in (None, 0)
 
 
-def _pair_packages(gpus: list["DrmGpu"]) -> None:
+def _pair_packages(gpus: list[DrmGpu]) -> None:
     """Give each secondary die its package: the nearest primary die of the same PCI id before it
     in bus order that has no sibling yet (module docstring: no attribute names the package)."""
-    free: dict[str, "DrmGpu"] = {}
+    free: dict[str, DrmGpu] = {}
     for g in sorted(gpus, key=lambda x: x.pci_bus_id):
         if g.vendor != "amd":
             continue

@@ -20,11 +20,12 @@ the parent's largest profile's slices): NVML measures power/energy for the paren
 
 from __future__ import annotations
 
-from slurm_energy.errors import GpuResolveError
-
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
+
+from slurm_energy.errors import GpuResolveError
 
 
 def mig_fraction(slice_units: int, total_units: int) -> float:
@@ -51,12 +52,12 @@ class ResolvedGpu:
 
     uuid: str  # "GPU-..." or "MIG-..." (what the reader reads by)
     nvml_index: int  # NVML index of the physical GPU (the parent for a MIG instance)
-    minor: Optional[int]  # /dev/nvidiaN minor number of the physical GPU
+    minor: int | None  # /dev/nvidiaN minor number of the physical GPU
     model: str  # nvmlDeviceGetName of the physical GPU
-    mig_parent_uuid: Optional[str] = None  # parent GPU UUID for a MIG instance
-    mig_fraction: Optional[float] = None  # instance slices / parent slices, (0, 1]
-    mig_gi: Optional[int] = None  # GPU instance id
-    mig_ci: Optional[int] = None  # compute instance id
+    mig_parent_uuid: str | None = None  # parent GPU UUID for a MIG instance
+    mig_fraction: float | None = None  # instance slices / parent slices, (0, 1]
+    mig_gi: int | None = None  # GPU instance id
+    mig_ci: int | None = None  # compute instance id
     source: str = ""  # the token it was resolved from, e.g. "SLURM_JOB_GPUS=2"
 
 
@@ -76,7 +77,7 @@ def _s(v) -> str:
 class _Dev:
     uuid: str
     index: int
-    minor: Optional[int]
+    minor: int | None
     model: str
     handle: object
     migs: list = field(default_factory=list)  # list[_Mig]
@@ -85,12 +86,12 @@ class _Dev:
 @dataclass
 class _Mig:
     uuid: str
-    gi: Optional[int]
-    ci: Optional[int]
-    fraction: Optional[float]
+    gi: int | None
+    ci: int | None
+    fraction: float | None
 
 
-def parent_slices(pynvml, handle) -> Optional[int]:
+def parent_slices(pynvml, handle) -> int | None:
     """Compute slices of a whole GPU: the largest ``sliceCount`` over its GPU-instance profiles.
 
     (7 on A100/H100/H200, 4 on A30.) ``None`` if NVML reports no profile.
@@ -107,7 +108,7 @@ def parent_slices(pynvml, handle) -> Optional[int]:
     return best
 
 
-def mig_instance_fraction(pynvml, mig_handle, parent_handle) -> Optional[float]:
+def mig_instance_fraction(pynvml, mig_handle, parent_handle) -> float | None:
     """Fraction of the parent GPU held by a MIG instance, or ``None`` if NVML cannot say."""
     try:
         attrs = pynvml.nvmlDeviceGetAttributes(mig_handle)
@@ -216,15 +217,15 @@ def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool)
     return _whole(_by_prefix(t, [(d.uuid, d) for d in devs], "GPU", src), src)
 
 
-def _split(v: Optional[str]) -> list[str]:
+def _split(v: str | None) -> list[str]:
     if not v:
         return []
     return [t.strip() for t in v.split(",") if t.strip()]
 
 
 def resolve_job_gpus(
-    slurm_job_gpus: Optional[str] = None,
-    cuda_visible_devices: Optional[str] = None,
+    slurm_job_gpus: str | None = None,
+    cuda_visible_devices: str | None = None,
     cuda_ordinals_are_nvml: bool = False,
     pynvml_module=None,
     all_if_unset: bool = False,
@@ -266,7 +267,7 @@ def resolve_job_gpus(
         return ResolvedGpus([], "no GPUs allocated (SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES empty)")
     if pynvml_module is None:
         try:
-            import pynvml as pynvml_module  # type: ignore[no-redef]  # noqa: N813 - nvidia-ml-py's name
+            import pynvml as pynvml_module  # type: ignore[no-redef]
         except ImportError as e:
             return ResolvedGpus([], f"pynvml not importable: {e}")
     pynvml = pynvml_module

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Optional
 
 from slurm_energy.devices.drm import DEFAULT_DRM_ROOT, DEFAULT_KFD_ROOT, DrmGpu, discover_drm_gpus
 from slurm_energy.devices.gpus import GpuResolveError, ResolvedGpus
@@ -68,11 +67,11 @@ class ResolvedDrmGpu:
     pci_bus_id: str
     vendor: str  # "amd" | "intel"
     model: str
-    fraction: Optional[float] = None  # share of the card; None = the whole card
+    fraction: float | None = None  # share of the card; None = the whole card
     share: str = ""  # "" | "partition" | "tile"
     share_detail: str = ""  # "CPX 3/8", "tile 1/2"
     fraction_unknown: bool = False  # partitioned but the count is unknown: unmeasured, never whole
-    index: Optional[int] = None  # partition or tile index within the card
+    index: int | None = None  # partition or tile index within the card
     source: str = ""  # the token it came from, e.g. "SLURM_JOB_GPUS=2"
 
     def to_dict(self) -> dict:
@@ -80,7 +79,7 @@ class ResolvedDrmGpu:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ResolvedDrmGpu":
+    def from_dict(cls, d: dict) -> ResolvedDrmGpu:
         """Inverse of :meth:`to_dict`; unknown keys ignored."""
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
@@ -166,7 +165,7 @@ def _by_uuid(tok: str, gpus: list[DrmGpu], src: str) -> ResolvedDrmGpu:
     return _whole_or_partition(hits[0], 0, src)
 
 
-def _split(v: Optional[str]) -> list[str]:
+def _split(v: str | None) -> list[str]:
     return [t.strip() for t in (v or "").split(",") if t.strip() and t.strip() != "NoDevFiles"]
 
 
@@ -185,9 +184,9 @@ ZE_HIERARCHIES = ("COMPOSITE", "FLAT", "COMBINED")
 ZE_DEFAULT_HIERARCHY = "FLAT"
 
 
-def _ze_roots(chosen: list[ResolvedDrmGpu], gpus: list[DrmGpu], mode: str) -> list[tuple[ResolvedDrmGpu, DrmGpu, Optional[int]]]:
+def _ze_roots(chosen: list[ResolvedDrmGpu], gpus: list[DrmGpu], mode: str) -> list[tuple[ResolvedDrmGpu, DrmGpu, int | None]]:
     """The root devices Level Zero shows the job, in order: (base, card, tile or None for the card)."""
-    out: list[tuple[ResolvedDrmGpu, DrmGpu, Optional[int]]] = []
+    out: list[tuple[ResolvedDrmGpu, DrmGpu, int | None]] = []
     for base in chosen:
         g = next(x for x in gpus if x.pci_bus_id == base.pci_bus_id)
         if mode == "COMPOSITE" or g.n_tiles == 1 or base.share:
@@ -234,10 +233,10 @@ def _no_double_count(res: list[ResolvedDrmGpu]) -> list[ResolvedDrmGpu]:
     return out
 
 
-def resolve_drm_gpus(slurm_job_gpus: Optional[str] = None, rocr_visible_devices: Optional[str] = None,
-                     hip_visible_devices: Optional[str] = None, ze_affinity_mask: Optional[str] = None,
+def resolve_drm_gpus(slurm_job_gpus: str | None = None, rocr_visible_devices: str | None = None,
+                     hip_visible_devices: str | None = None, ze_affinity_mask: str | None = None,
                      drm_root: str = DEFAULT_DRM_ROOT, kfd_root: str = DEFAULT_KFD_ROOT,
-                     all_if_unset: bool = False, ze_flat_device_hierarchy: Optional[str] = None) -> ResolvedGpus:
+                     all_if_unset: bool = False, ze_flat_device_hierarchy: str | None = None) -> ResolvedGpus:
     """Resolve the job's AMD/Intel GPUs to physical cards (module docstring gives the rules).
 
     Args:

@@ -9,8 +9,9 @@ before this view is made. The defaults are that class's (:mod:`slurm_energy.unit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from slurm_energy.units import CPU_W_PER_CORE, RAM_W_PER_GB
 
@@ -19,10 +20,10 @@ from slurm_energy.units import CPU_W_PER_CORE, RAM_W_PER_GB
 class GpuRating:
     """An admin's rated power (W) and dense FLOP/s for a GPU model (``hardware.gpu``)."""
 
-    rated_w: Optional[float] = None
-    fp32_flops: Optional[float] = None
-    tf32_flops: Optional[float] = None
-    bf16_flops: Optional[float] = None
+    rated_w: float | None = None
+    fp32_flops: float | None = None
+    tf32_flops: float | None = None
+    bf16_flops: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,11 +31,11 @@ class HardwareConfig:
     """``hardware`` of the site config, resolved (W, W/GB, sysfs roots); frozen."""
 
     cpu_tdp_w: Mapping[str, float] = field(default_factory=dict)  # model string -> W per socket
-    cpu_tdp_default_w: Optional[float] = None  # W per socket, unknown model
+    cpu_tdp_default_w: float | None = None  # W per socket, unknown model
     cpu_w_per_core: float = CPU_W_PER_CORE
     ram_w_per_gb: float = RAM_W_PER_GB
     gpu: Mapping[str, GpuRating] = field(default_factory=dict)
-    gpu_fallback_w: Optional[float] = None
+    gpu_fallback_w: float | None = None
     rapl_root: str = "/sys/class/powercap"
     drm_root: str = "/sys/class/drm"
     kfd_root: str = "/sys/class/kfd/kfd/topology/nodes"

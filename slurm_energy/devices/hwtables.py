@@ -23,7 +23,6 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
 CPU_TABLE = os.path.join(DATA_DIR, "cpu_tdp.csv")
@@ -75,9 +74,9 @@ class CpuRow:
     key: str
     model: str
     tdp_w: float
-    n_cores: Optional[int]
+    n_cores: int | None
     source: str
-    year: Optional[int]
+    year: int | None
     licence: str
 
 
@@ -87,20 +86,20 @@ class GpuRow:
 
     key: str
     model: str
-    rated_w: Optional[float]
-    fp32_flops: Optional[float]
-    tf32_flops: Optional[float]
-    bf16_flops: Optional[float]
+    rated_w: float | None
+    fp32_flops: float | None
+    tf32_flops: float | None
+    bf16_flops: float | None
     source: str
-    year: Optional[int]
+    year: int | None
     licence: str
 
 
-def _f(x: str) -> Optional[float]:
+def _f(x: str) -> float | None:
     return float(x) if x not in ("", None) else None
 
 
-def _i(x: str) -> Optional[int]:
+def _i(x: str) -> int | None:
     return int(float(x)) if x not in ("", None) else None
 
 
@@ -120,7 +119,7 @@ def _lines(path: str) -> list[str]:
 
 
 @functools.lru_cache(maxsize=16)
-def _lookup_cpu_key(key: str, path: str) -> Optional[CpuRow]:
+def _lookup_cpu_key(key: str, path: str) -> CpuRow | None:
     """:func:`lookup_cpu` for a normalized key: the first row with that key, else the one row (or
     rows of one TDP) whose key without family words is the key's without them; None otherwise
     (ambiguous, or a loose key too weak: empty or under 4 digits). Parses only the lines holding
@@ -142,7 +141,7 @@ def _lookup_cpu_key(key: str, path: str) -> Optional[CpuRow]:
     return same[0]
 
 
-def lookup_cpu(model: str, path: str = CPU_TABLE) -> Optional[CpuRow]:
+def lookup_cpu(model: str, path: str = CPU_TABLE) -> CpuRow | None:
     """TDP row for an OS-reported CPU model string, or None if the model is not in the table.
 
     :raises FileNotFoundError: table missing (run ``scripts/build_tables.py``).
@@ -165,7 +164,7 @@ def _gpu_index(path: str = GPU_TABLE) -> dict[str, GpuRow]:
     return out
 
 
-def lookup_gpu(name: str, path: str = GPU_TABLE) -> Optional[GpuRow]:
+def lookup_gpu(name: str, path: str = GPU_TABLE) -> GpuRow | None:
     """Rated power / FLOP/s row for an NVML GPU name, or None.
 
     Exact key first; else the longest table key whose words are all in the name's key
@@ -183,7 +182,7 @@ def lookup_gpu(name: str, path: str = GPU_TABLE) -> Optional[GpuRow]:
     for k, row in idx.items():  # same words, other order ("a100 pcie 40gb" = "a100 40gb pcie")
         if set(k.split()) == words:
             return row
-    best: Optional[GpuRow] = None
+    best: GpuRow | None = None
     for k, row in sorted(idx.items()):
         kw = set(k.split())
         if kw and kw <= words and (best is None or len(kw) > len(best.key.split())):

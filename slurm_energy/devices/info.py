@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict
-from typing import Iterable
 
 from slurm_energy.core import DeviceStatic
 

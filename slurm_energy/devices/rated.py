@@ -6,8 +6,6 @@ Used by the TDP model when no energy counter is readable, and by prediction.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from slurm_energy import units
 from slurm_energy.devices import hwtables
 from slurm_energy.devices.hardware import HardwareConfig
@@ -46,7 +44,7 @@ def cpu_tdp(hardware: HardwareConfig, model_string: str, cores: int) -> tuple[fl
            else "site config hardware.cpu_w_per_core")
     return w * cores, w, f"fallback: unknown CPU model {model_string!r}; {w:g} W/core ({src})", True
 
-def gpu_rated(hardware: HardwareConfig, name: str) -> tuple[Optional[float], dict[str, Optional[float]], str, bool]:
+def gpu_rated(hardware: HardwareConfig, name: str) -> tuple[float | None, dict[str, float | None], str, bool]:
     """GPU rated power and dense FLOP/s: ``(W or None, {"fp32","tf32","bf16": FLOP/s|None},
     source, is_fallback)``. Order: ``hardware.gpu`` override (key words all in the NVML name)
     > bundled table > ``hardware.gpu_fallback_w`` (flagged) > ``(None, ..., fallback)``.
@@ -67,7 +65,7 @@ def gpu_rated(hardware: HardwareConfig, name: str) -> tuple[Optional[float], dic
     if row is not None and row.rated_w is not None:
         return row.rated_w, {"fp32": row.fp32_flops, "tf32": row.tf32_flops, "bf16": row.bf16_flops}, \
             f"table: {row.model}, {row.source} ({row.licence})", False
-    none: dict[str, Optional[float]] = {"fp32": None, "tf32": None, "bf16": None}
+    none: dict[str, float | None] = {"fp32": None, "tf32": None, "bf16": None}
     if hardware.gpu_fallback_w is not None:
         return hardware.gpu_fallback_w, none, (f"fallback: unknown GPU {name!r}; site config "
                                                     f"hardware.gpu_fallback_w"), True

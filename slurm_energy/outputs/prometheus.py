@@ -46,7 +46,7 @@ import json
 import logging
 import os
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from slurm_energy.fileio import atomic_write
 from slurm_energy.model import JobRecord, Method, Status
@@ -180,7 +180,7 @@ class PrometheusTextfile:
         """Drop this node's running entry of a job (another node exports its final totals)."""
         return self._update(cluster, job_id, restart, None)
 
-    def _update(self, cluster: str, job_id: str, restart: int, entry: Optional[dict]) -> list[str]:
+    def _update(self, cluster: str, job_id: str, restart: int, entry: dict | None) -> list[str]:
         try:
             os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
             with open(os.path.join(self.state_dir, ".lock"), "a") as lk:
@@ -231,7 +231,7 @@ class PrometheusTextfile:
         return []
 
 
-def from_config(cfg, node: str = "") -> Optional[PrometheusTextfile]:
+def from_config(cfg, node: str = "") -> PrometheusTextfile | None:
     """The sink for site config ``cfg`` (``outputs.prometheus``), or None when disabled."""
     pc = cfg.outputs.prometheus
     if not pc.enabled:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slurm_energy.model import JobRecord
@@ -28,8 +28,8 @@ class ReportSink:
     name = "report"
     keeps_errors = False
 
-    def __init__(self, out_dir: Optional[str] = None, uid: Optional[int] = None, gid: Optional[int] = None,
-                 umask: Optional[int] = None):
+    def __init__(self, out_dir: str | None = None, uid: int | None = None, gid: int | None = None,
+                 umask: int | None = None):
         self.out_dir, self.uid, self.gid, self.umask = out_dir, uid, gid, umask
         self.written: tuple[str, ...] = ()
 

@@ -14,7 +14,8 @@ that is down queues it for ``collect`` where a queue is given), the report as th
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from slurm_energy.outputs.base import publish
 
@@ -54,7 +55,7 @@ class QueueingStoreSink:
             return []
 
 
-def _store(cfg: SiteConfig, running: bool, umask: Optional[int], queue_in: Sequence[str]) -> Sink:
+def _store(cfg: SiteConfig, running: bool, umask: int | None, queue_in: Sequence[str]) -> Sink:
     from slurm_energy.outputs.store import StoreSink
 
     if running:  # an interim view is never queued (the next one replaces it); the store kept open
@@ -64,30 +65,30 @@ def _store(cfg: SiteConfig, running: bool, umask: Optional[int], queue_in: Seque
     return QueueingStoreSink(cfg.paths.store_url, queue_in)
 
 
-def _report(cfg: SiteConfig, running: bool, umask: Optional[int], queue_in: Sequence[str]) -> Optional[Sink]:
+def _report(cfg: SiteConfig, running: bool, umask: int | None, queue_in: Sequence[str]) -> Sink | None:
     from slurm_energy.outputs.report import ReportSink
 
     return None if running else ReportSink(umask=umask)
 
 
-def _prometheus(cfg: SiteConfig, running: bool, umask: Optional[int], queue_in: Sequence[str]) -> Optional[Sink]:
+def _prometheus(cfg: SiteConfig, running: bool, umask: int | None, queue_in: Sequence[str]) -> Sink | None:
     from slurm_energy.outputs import prometheus
 
     return prometheus.from_config(cfg)
 
 
-def _slurm(cfg: SiteConfig, running: bool, umask: Optional[int], queue_in: Sequence[str]) -> Optional[Sink]:
+def _slurm(cfg: SiteConfig, running: bool, umask: int | None, queue_in: Sequence[str]) -> Sink | None:
     from slurm_energy.outputs import slurm_writeback
 
     return None if running else slurm_writeback.from_config(cfg)
 
 
 #: name -> factory ``(cfg, running, umask, queue_in) -> Sink | None``, in publishing order.
-OUTPUTS: dict[str, Callable[..., Optional[Sink]]] = {
+OUTPUTS: dict[str, Callable[..., Sink | None]] = {
     "store": _store, "report": _report, "prometheus": _prometheus, "slurm": _slurm}
 
 
-def site_sinks(cfg: SiteConfig, *, running: bool = False, umask: Optional[int] = None, queue_in: Sequence[str] = (),
+def site_sinks(cfg: SiteConfig, *, running: bool = False, umask: int | None = None, queue_in: Sequence[str] = (),
                only: Sequence[str] = (), skip: Sequence[str] = ()) -> list[Sink]:
     """The site's sinks for a record (:data:`OUTPUTS`, those named in ``only`` if given, less
     ``skip``): ``running`` for a running job's interim record (no report, no write-back);
@@ -108,8 +109,8 @@ def site_sinks(cfg: SiteConfig, *, running: bool = False, umask: Optional[int] =
     return sinks
 
 
-def publish_final(cfg: SiteConfig, final: JobRecord, *, umask: Optional[int] = None, queue_in: Sequence[str] = (),
-                  deferred: Optional[list] = None, outputs: bool = True) -> JobRecord:
+def publish_final(cfg: SiteConfig, final: JobRecord, *, umask: int | None = None, queue_in: Sequence[str] = (),
+                  deferred: list | None = None, outputs: bool = True) -> JobRecord:
     """Publish a finished job to every site sink: the store first, then the report as the job's
     user (``umask``: theirs; into ``deferred`` when given, for the caller to write once its
     finalizer slot is free), then (``outputs``) the site's other outputs (:func:`publish_outputs`).

@@ -37,7 +37,7 @@ import logging
 import os
 import re
 import subprocess
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.units import J_PER_KWH
@@ -71,7 +71,7 @@ def summary_text(rec: JobRecord, max_chars: int = 240) -> str:
 
 
 def merge_comment(existing: str, ours: str, foreign_markers: tuple[str, ...] | list[str] = ("JS1:", "{", "[")
-                  ) -> tuple[Optional[str], str]:
+                  ) -> tuple[str | None, str]:
     """The field's new value with our segment replaced/appended, or (None, why) when another tool
     owns the field (it starts with one of ``foreign_markers``, any case). Others' segments are kept verbatim."""
     cur = (existing or "").strip()
@@ -95,7 +95,7 @@ def _run(argv: list[str], timeout_s: float = 15.0) -> tuple[int, str]:
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
-def slurm_version(sacctmgr: str = SACCTMGR, run: Callable = _run) -> Optional[tuple[int, int]]:
+def slurm_version(sacctmgr: str = SACCTMGR, run: Callable = _run) -> tuple[int, int] | None:
     """(major, minor) from ``sacctmgr --version`` (e.g. "slurm-wlm 22.05.8" -> (22, 5)), or None."""
     rc, out = run([sacctmgr, "--version"])
     m = re.search(r"(\d+)\.(\d+)", out) if rc == 0 else None
@@ -110,7 +110,7 @@ class SlurmWriteback:
 
     def __init__(self, admin_comment: bool = True, max_chars: int = 240,
                  foreign_markers: tuple[str, ...] | list[str] = ("JS1:", "{", "["), tres_energy: bool = False,
-                 scontrol: str = SCONTROL, sacct: str = SACCT, sacctmgr: str = SACCTMGR, run: Optional[Callable] = None,
+                 scontrol: str = SCONTROL, sacct: str = SACCT, sacctmgr: str = SACCTMGR, run: Callable | None = None,
                  check_version: bool = True):
         self.admin_comment, self.max_chars, self.foreign_markers = admin_comment, max_chars, tuple(foreign_markers)
         self.tres_energy, self.check_version = tres_energy, check_version
@@ -133,7 +133,7 @@ class SlurmWriteback:
                 notes.append(f"slurm write-back: {note}")
         return notes
 
-    def _current(self, job_id: str) -> tuple[Optional[str], str]:
+    def _current(self, job_id: str) -> tuple[str | None, str]:
         rc, out = self.run([self.sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AdminComment"])
         if rc != 0:
             return None, f"sacct could not read job {job_id}'s AdminComment (rc {rc}): {out[:200]}"
@@ -172,7 +172,7 @@ class SlurmWriteback:
             if v is None or v < TRES_MIN_VERSION:
                 have = "unknown" if v is None else f"{v[0]}.{v[1]:02d}"
                 return f"energy TRES not set: needs Slurm >= 25.11 (sacctmgr {have})"
-        joules = int(round(rec.it_kwh * J_PER_KWH))
+        joules = round(rec.it_kwh * J_PER_KWH)
         rc, out = self.run([self.sacctmgr, "-i", "modify", "job", "where", f"jobid={rec.job_id}", "set",
                             f"TRES=energy={joules}"])
         if rc == 0 and "Modified" in out:

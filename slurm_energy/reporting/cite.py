@@ -15,8 +15,8 @@ front matter (``---`` ... ``---``) by PyYAML, which ``huggingface_hub.metadata_l
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 from slurm_energy._version import __version__
 from slurm_energy.model import JobRecord, Method, WindowEnergy
@@ -42,9 +42,9 @@ class ClassPart:
     methods behind it and the lowest coverage (fraction of the time measured)."""
 
     device_class: str
-    kwh: Optional[float] = None
+    kwh: float | None = None
     methods: set[str] = field(default_factory=set)
-    coverage: Optional[float] = None
+    coverage: float | None = None
 
 
 @dataclass
@@ -53,9 +53,9 @@ class Citation:
 
     jobs: list[str]
     what: str  # "job 42", "3 jobs of track(label='bert')", + " , phase 'fine-tuning'"
-    it_kwh: Optional[float]
-    facility_kwh: Optional[float]
-    co2e_kg: Optional[float]
+    it_kwh: float | None
+    facility_kwh: float | None
+    co2e_kg: float | None
     classes: dict[str, ClassPart]
     pue: list[tuple[float, str]]
     ci: list[tuple[float, str]]
@@ -68,12 +68,12 @@ class Citation:
     version: str = __version__
 
 
-def _sum(vals: Sequence[Optional[float]]) -> Optional[float]:
+def _sum(vals: Sequence[float | None]) -> float | None:
     known = [v for v in vals if v is not None]
     return sum(known) if known else None
 
 
-def _window(rec: JobRecord, name: str) -> Optional[WindowEnergy]:
+def _window(rec: JobRecord, name: str) -> WindowEnergy | None:
     for w in list(rec.phases) + list(rec.stages):
         if w.name == name:
             return w
@@ -103,7 +103,7 @@ def _training_type(name: str) -> str:
         return "fine-tuning"
     if "pre-train" in low or "pretrain" in low:
         return "pre-training"
-    return "pre-training" if not name else name
+    return name or "pre-training"
 
 
 def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
@@ -126,9 +126,9 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
                             + (f" (they have: {', '.join(have)})" if have else " (they marked none)"))
         recs = [r for r, _ in with_w]
     classes: dict[str, ClassPart] = {}
-    it: list[Optional[float]] = []
-    fac: list[Optional[float]] = []
-    co2: list[Optional[float]] = []
+    it: list[float | None] = []
+    fac: list[float | None] = []
+    co2: list[float | None] = []
     complete = True
     for r in recs:
         w = _window(r, phase) if phase else None
@@ -170,7 +170,7 @@ def _day(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
 
 
-def _num(v: Optional[float], unit: str) -> str:
+def _num(v: float | None, unit: str) -> str:
     return "not measured" if v is None else f"{v:.4g} {unit}"
 
 

@@ -13,13 +13,12 @@ in words. All functions are pure.
 
 from __future__ import annotations
 
-from slurm_energy.units import J_PER_KWH
-
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from slurm_energy.model import DeviceEnergy, Method
 from slurm_energy.reporting.scale import plain
+from slurm_energy.units import J_PER_KWH
 
 TOLERANCE = 1e-3  # relative: a printed product must equal the printed result within 0.1 %
 
@@ -86,7 +85,7 @@ class Factor:
         return f"{_g(self.value)} {self.unit}".rstrip()
 
 
-def identity_line(name: str, symbolic: str, factors: Sequence[Factor], energy_j: float, note: str) -> Optional[str]:
+def identity_line(name: str, symbolic: str, factors: Sequence[Factor], energy_j: float, note: str) -> str | None:
     """``"<name> = <symbolic> = f1 × f2 W × f3 s = <J> J = <kWh> kWh (<note>)"`` (``note`` must not
     contain " = ", so the line splits into its parts) if the printed
     factors multiply out to ``energy_j`` (J) and to the printed J and kWh within :data:`TOLERANCE`;
@@ -102,7 +101,7 @@ def identity_line(name: str, symbolic: str, factors: Sequence[Factor], energy_j:
     return f"{name} = {symbolic} = {body} = {j_txt} J = {kwh_txt} kWh ({note})"
 
 
-def measured_line(name: str, device_class: str, method: Method, energy_j: Optional[float], n_devices: int = 1) -> str:
+def measured_line(name: str, device_class: str, method: Method, energy_j: float | None, n_devices: int = 1) -> str:
     """``"<name> = <J> J = <kWh> kWh (<method in words>)"``; ``n/a — not measured`` when
     ``energy_j`` is None (never 0). ``n_devices`` > 1 adds "sum over N devices"."""
     m = Method(method)
@@ -114,7 +113,7 @@ def measured_line(name: str, device_class: str, method: Method, energy_j: Option
     return f"{name} = {_j(energy_j)} J = {_kwh(energy_j)} kWh ({what})"
 
 
-def _candidates(d: DeviceEnergy, cpu_time_s: Optional[float], cpu_time_source: str) -> list[tuple[str, list[Factor], str]]:
+def _candidates(d: DeviceEnergy, cpu_time_s: float | None, cpu_time_source: str) -> list[tuple[str, list[Factor], str]]:
     """Expansions of one ``tdp_estimate`` device's job energy to try, best first."""
     n, u, p, t = d.count, d.mean_util, d.rated_power_w, d.duration_s
     out: list[tuple[str, list[Factor], str]] = []
@@ -135,7 +134,7 @@ def _candidates(d: DeviceEnergy, cpu_time_s: Optional[float], cpu_time_source: s
     return out
 
 
-def device_line(d: DeviceEnergy, cpu_time_s: Optional[float] = None, cpu_time_source: str = "") -> str:
+def device_line(d: DeviceEnergy, cpu_time_s: float | None = None, cpu_time_source: str = "") -> str:
     """The line for one device class that is a single device: an expansion that multiplies out
     (``tdp_estimate`` only), else the measured form. ``cpu_time_s``: the node's job CPU time, s."""
     name = f"E_{d.device_class}"

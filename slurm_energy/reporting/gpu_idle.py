@@ -3,7 +3,8 @@ Formatting only: the numbers are the record's (:mod:`slurm_energy.accounting.idl
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from slurm_energy.accounting.idle_gpu import describe_method
 from slurm_energy.model import JobRecord
@@ -20,7 +21,7 @@ def allocated_gpu_s(record: JobRecord) -> float:
     return sum(d.duration_s for _, d in gpus(record))
 
 
-def summary_line(record: JobRecord) -> Optional[str]:
+def summary_line(record: JobRecord) -> str | None:
     """``GPU allocated but idle: 30 s of 60 GPU-s (50.0 %), 0.0005 kWh -- measured energy in an
     idle state (power_integration)``; None for a job without a judged GPU."""
     if record.gpu_idle_s is None:
@@ -32,7 +33,7 @@ def summary_line(record: JobRecord) -> Optional[str]:
             f" -- {describe_method(record.gpu_idle_method)}")
 
 
-def json_block(record: JobRecord) -> Optional[dict]:
+def json_block(record: JobRecord) -> dict | None:
     """``--json``'s ``gpu_idle``: totals and per GPU, with the method and its label; None without a judged GPU."""
     if record.gpu_idle_s is None:
         return None
@@ -45,7 +46,7 @@ def json_block(record: JobRecord) -> Optional[dict]:
                      for node, d in gpus(record)]}
 
 
-def long_rows(record: JobRecord, jobid: str, fmt_num: Callable[[Optional[float]], str]) -> list[list[str]]:
+def long_rows(record: JobRecord, jobid: str, fmt_num: Callable[[float | None], str]) -> list[list[str]]:
     """``jobenergy -l`` rows (the columns before ReqMem/MaxRSS), one per judged GPU: Class
     ``gpu_idle``, Energy_kWh the job's energy while idle, Coverage the idle fraction of the GPU's
     time, Covers seconds, bound and the method's label."""
@@ -60,7 +61,7 @@ def long_rows(record: JobRecord, jobid: str, fmt_num: Callable[[Optional[float]]
     return out
 
 
-def plot_spans(record: JobRecord) -> tuple[list[tuple[float, float]], Optional[float]]:
+def plot_spans(record: JobRecord) -> tuple[list[tuple[float, float]], float | None]:
     """For the power plot: idle stretches (any judged GPU), minutes since the job's start, and the
     GPUs' summed idle-draw bound (W; the line), or None."""
     t0 = record.start_time

@@ -3,8 +3,6 @@ per node, and what a device's utilisation number measures."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 from slurm_energy.model import DeviceEnergy, JobRecord
 
 
@@ -25,7 +23,7 @@ def util_label(d: DeviceEnergy) -> str:
     return what
 
 
-def _gib(b: Optional[int]) -> str:
+def _gib(b: int | None) -> str:
     if b is None:
         return "n/a"
     return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.0f} MiB"

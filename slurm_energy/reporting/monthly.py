@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from typing import Optional
 
 from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
@@ -24,7 +23,7 @@ TOP_JOBS = 10
 MAX_BARS = 30  # groups drawn; the rest are in the table
 
 
-def _num(v) -> Optional[float]:
+def _num(v) -> float | None:
     return None if v is None else float(v)
 
 
@@ -109,7 +108,7 @@ def render_html(df, records: list[JobRecord], by: str, month: str, timezone: str
         top=top_jobs(records), coverage=method_coverage(records), carbon=carbon_used(records))
 
 
-def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, out: Optional[str],
+def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, out: str | None,
                  timezone: str = "UTC") -> str:
     """Write the rollup as ``fmt`` (csv, json, html) to ``out`` (None: stdout; html: a default file
     name in the current directory). ``timezone``: the IANA zone of the month's bounds (shown in json

@@ -9,14 +9,12 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from typing import Optional
 
-from slurm_energy.reporting.csvsafe import safe_cell
 from slurm_energy.accounting.phases import union
 from slurm_energy.jobid import display_id
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
+from slurm_energy.reporting.csvsafe import safe_cell
 from slurm_energy.units import J_PER_KWH
-
 
 #: Columns of ``energy-<jobid>.phases.csv``; times in s since the job's start, energies in kWh;
 #: ``job_id`` as in the report's name (:func:`slurm_energy.jobid.display_id`: ``715219_23``...).
@@ -32,16 +30,16 @@ class PhaseRow:
     kind: str
     name: str
     depth: int
-    fraction: Optional[float]
+    fraction: float | None
     start_s: float
     end_s: float
-    class_kwh: dict[str, Optional[float]]
-    it_kwh: Optional[float]
+    class_kwh: dict[str, float | None]
+    it_kwh: float | None
     method: Method
     coverage: float
-    co2e_kg: Optional[float]
+    co2e_kg: float | None
     flags: list[str]
-    seconds: Optional[float] = None  # seconds the window covers when not end - start (union, outside)
+    seconds: float | None = None  # seconds the window covers when not end - start (union, outside)
 
     @property
     def duration_s(self) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from slurm_energy.model import NodeSummary
 
@@ -23,7 +23,7 @@ MAX_POINTS = 1500
 MAX_NODES = 4
 
 
-def downsample(ts: Sequence[float], ys: Sequence[Optional[float]], max_points: int = MAX_POINTS):
+def downsample(ts: Sequence[float], ys: Sequence[float | None], max_points: int = MAX_POINTS):
     """Bin-mean ``(ts, ys)`` down to at most ``max_points`` points; ``None`` stays a gap (NaN).
 
     Args:
@@ -52,8 +52,8 @@ def downsample(ts: Sequence[float], ys: Sequence[Optional[float]], max_points: i
 
 
 def power_svg(nodes: Sequence[NodeSummary], job_start: float,
-              marks: Optional[tuple[list, list]] = None,
-              idle: Optional[tuple[list, Optional[float]]] = None) -> Optional[str]:
+              marks: tuple[list, list] | None = None,
+              idle: tuple[list, float | None] | None = None) -> str | None:
     """Draw each node's ``power_trace`` (rows ``[t, cpu_w, gpu_w, ram_w]``) as an SVG string.
 
     Args:
@@ -86,12 +86,11 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
     start = svg.find("<svg")
     svg = svg[start:] if start >= 0 else svg
     # inline SVG: let CSS size it
-    svg = re.sub(r'(<svg[^>]*?)\s(width|height)="[^"]*"', r"\1", svg, count=2)
-    return svg
+    return re.sub(r'(<svg[^>]*?)\s(width|height)="[^"]*"', r"\1", svg, count=2)
 
 
-def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: Optional[tuple[list, list]] = None,
-                 idle: Optional[tuple[list, Optional[float]]] = None):
+def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: tuple[list, list] | None = None,
+                 idle: tuple[list, float | None] | None = None):
     """The matplotlib ``Figure`` :func:`power_svg` draws (same arguments), or ``None`` when there is
     nothing to draw. Its axes: ``fig.axes[0]`` power (W), ``fig.axes[1]`` the right axis for small
     lines when there is one."""
@@ -155,7 +154,7 @@ def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: Optional
     return fig
 
 
-def _draw_idle(ax, idle: tuple[list, Optional[float]], f: float) -> list:
+def _draw_idle(ax, idle: tuple[list, float | None], f: float) -> list:
     """The GPU-idle band (hatched, red) and the idle-draw bound (dashed); their legend handles."""
     spans, bound = idle
     out = []

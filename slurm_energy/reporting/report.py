@@ -11,26 +11,23 @@ CO2e = facility x CI x alpha) is shown with the values used.
 
 from __future__ import annotations
 
-from slurm_energy.reporting.csvsafe import safe_cell
-from slurm_energy.units import J_PER_KWH
-
 import csv
 import datetime as _dt
 import functools
 import io
 import os
-from typing import Optional
 
 from slurm_energy.core import all_estimated
 from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.natsort import ordered_record, sort_static_devices
-from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_rows
 from slurm_energy.reporting import explain, prediction_check
+from slurm_energy.reporting.csvsafe import safe_cell
 from slurm_energy.reporting.job_facts import memory_rows, util_label
-from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text, plain
+from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_rows
 from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_user
-
+from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text, plain
+from slurm_energy.units import J_PER_KWH
 
 #: CSV columns, units in the names. ``energy_it_kWh`` is the job's share; ``device_energy_kWh``
 #: the whole devices over the job's time; ``mean_power_W`` = job-share energy / measured time
@@ -102,21 +99,21 @@ def render_prediction_csv(record: JobRecord) -> str:
 # --------------------------------------------------------------------------------------- HTML
 
 
-def _fmt_num(v: Optional[float], digits: int = 4, unit: str = "") -> str:
+def _fmt_num(v: float | None, digits: int = 4, unit: str = "") -> str:
     if v is None:
         return "n/a — not measured"
     s = f"{v:.{digits}g}"
     return f"{s} {unit}".rstrip()
 
 
-def _fmt_time(t: Optional[float]) -> str:
+def _fmt_time(t: float | None) -> str:
     if not t:
         return "n/a"
     return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _fmt_duration(s: float) -> str:
-    s = int(round(s))
+    s = round(s)
     d, rem = divmod(s, 86400)
     h, rem = divmod(rem, 3600)
     m, sec = divmod(rem, 60)
@@ -165,7 +162,7 @@ def _static_devices(static: dict) -> list[dict]:
             "count": d.get("count", 1),
             "rated": "n/a" if rated is None else f"{rated:g} W",
             "source": d.get("rated_power_source") or "",
-            "extra": _fmt_static_value("extra", {k: v for k, v in (d.get("extra") or {}).items()}),
+            "extra": _fmt_static_value("extra", dict((d.get("extra") or {}).items())),
         })
     return out
 
@@ -361,7 +358,7 @@ class ReportWriteError(SafeWriteError):
         self.path, self.reason = failures[0]
 
 
-def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: Optional[int] = None) -> tuple[str, str]:
+def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: int | None = None) -> tuple[str, str]:
     """Render both reports and write them into ``work_dir`` as ``uid``/``gid``, each independently.
 
     Files: ``energy-<jobid>.html`` and ``energy-<jobid>.csv`` (see :func:`report_names`), and

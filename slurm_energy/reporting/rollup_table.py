@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
-from typing import Any, Optional
+from typing import Any
 
 #: the columns after the group name (as :data:`slurm_energy.store.rollup.COLUMNS`)
 COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
@@ -76,13 +76,13 @@ def csv_text(rows: list[dict[str, Any]], by: str) -> str:
 
 
 def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str,
-              top_gpu_idle: Optional[list[dict[str, Any]]] = None) -> str:
+              top_gpu_idle: list[dict[str, Any]] | None = None) -> str:
     """JSON of the rollup: month, time zone, ``by``, the rows (counts as integers, energies as
     floats or null), the month's top jobs by GPU-idle energy (``top_gpu_idle``:
     :func:`slurm_energy.store.rollup.top_gpu_idle`'s rows) and the note on measured / estimated / unmeasured."""
     import json
 
-    def num(v: Any) -> Optional[float]:
+    def num(v: Any) -> float | None:
         return None if v is None else float(v)
 
     out = [{by: r[by], **{k: (r[k] if k in ("jobs", "unmeasured_jobs") else num(r[k])) for k in COLUMNS}}
@@ -91,7 +91,7 @@ def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str,
                        "top_gpu_idle_jobs": list(top_gpu_idle or []), "note": NOTE}, indent=2) + "\n"
 
 
-def write_text(text: str, out: Optional[str]) -> str:
+def write_text(text: str, out: str | None) -> str:
     """``text`` to ``out`` (atomically: temp file + rename) or, for None, to stdout. Returns the
     path written ("" for stdout). Raises OSError."""
     if not out:

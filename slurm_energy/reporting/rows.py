@@ -5,11 +5,9 @@ and CSV reports (:mod:`slurm_energy.reporting.report`); never turns unmeasured (
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from slurm_energy.model import DEVICE_CLASSES, DeviceEnergy, JobRecord, Method, worst_method
 from slurm_energy.units import J_PER_KWH
-
 
 #: Below this coverage the report says a mean power is "over the measured X % of the job"
 #: (the same threshold as accounting.formulas.COVERAGE_COMPLETE).
@@ -27,24 +25,24 @@ class ClassRow:
     device_class: str
     n_devices: int = 0
     method: Method = Method.UNAVAILABLE
-    coverage: Optional[float] = None
-    energy_it_j: Optional[float] = None
-    device_energy_j: Optional[float] = None
-    mean_power_w: Optional[float] = None  # job-share energy / measured time, W
-    mean_power_coverage: Optional[float] = None  # fraction of the job the mean power is over
+    coverage: float | None = None
+    energy_it_j: float | None = None
+    device_energy_j: float | None = None
+    mean_power_w: float | None = None  # job-share energy / measured time, W
+    mean_power_coverage: float | None = None  # fraction of the job the mean power is over
     rated_power_w: list[float] = field(default_factory=list)  # distinct P_i, W
-    mean_util: Optional[float] = None  # count-weighted mean u_i
-    duration_s: Optional[float] = None  # longest t_i
-    facility_kwh: Optional[float] = None
-    co2e_kg: Optional[float] = None
+    mean_util: float | None = None  # count-weighted mean u_i
+    duration_s: float | None = None  # longest t_i
+    facility_kwh: float | None = None
+    co2e_kg: float | None = None
     models: list[str] = field(default_factory=list)
 
     @property
-    def energy_it_kwh(self) -> Optional[float]:
+    def energy_it_kwh(self) -> float | None:
         return None if self.energy_it_j is None else self.energy_it_j / J_PER_KWH
 
     @property
-    def device_energy_kwh(self) -> Optional[float]:
+    def device_energy_kwh(self) -> float | None:
         return None if self.device_energy_j is None else self.device_energy_j / J_PER_KWH
 
 
@@ -52,7 +50,7 @@ def _devices(record: JobRecord, cls: str) -> list[DeviceEnergy]:
     return [d for n in record.nodes for d in n.devices if d.device_class == cls]
 
 
-def _mean_power_measured(devs: list[DeviceEnergy], elapsed_s: float) -> tuple[Optional[float], Optional[float]]:
+def _mean_power_measured(devs: list[DeviceEnergy], elapsed_s: float) -> tuple[float | None, float | None]:
     """(W, coverage): sum over measured devices of E_j / (coverage x t), t = the device's
     ``duration_s`` (its node's elapsed time) or ``elapsed_s``; coverage = the lowest coverage
     among those devices. (None, None) when no device has energy and measured time.
@@ -70,7 +68,7 @@ def _mean_power_measured(devs: list[DeviceEnergy], elapsed_s: float) -> tuple[Op
     return (total, min(covs)) if covs else (None, None)
 
 
-def _mean_or_none(values, weights) -> Optional[float]:
+def _mean_or_none(values, weights) -> float | None:
     pairs = [(v, w) for v, w in zip(values, weights) if v is not None]
     tw = sum(w for _, w in pairs)
     return sum(v * w for v, w in pairs) / tw if pairs and tw > 0 else None

@@ -22,8 +22,6 @@ When not running as root the same steps run in-process, as the current user.
 
 from __future__ import annotations
 
-from slurm_energy.errors import SafeWriteError
-
 import errno
 import os
 import pwd
@@ -32,11 +30,13 @@ import select
 import signal
 import time
 
+from slurm_energy.errors import SafeWriteError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Optional
+    pass
 
-__all__ = ["REPORT_TIMEOUT_S", "SafeWriteError", "UNKNOWN_UMASK", "write_file_as_user", "write_files_as_user"]
+__all__ = ["REPORT_TIMEOUT_S", "UNKNOWN_UMASK", "SafeWriteError", "write_file_as_user", "write_files_as_user"]
 
 _DEFAULT_TIMEOUT_S = 30.0
 #: The whole of one job's report files, written by one privilege-dropped child, s. The child runs
@@ -124,7 +124,7 @@ def _drop_privileges(uid: int, gid: int) -> None:
             raise OSError("privilege drop is reversible: setuid(0) succeeded after dropping")
 
 
-def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: Optional[int] = None) -> bytes:
+def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: int | None = None) -> bytes:
     """Run ``fn(w)`` in a forked child as ``uid``/``gid`` (``w``: a pipe it may report on);
     raise :class:`SafeWriteError` on failure. Returns what the child wrote to the pipe.
 
@@ -142,13 +142,13 @@ def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: Opt
                 os.umask(umask)
             fn(w)
             code = 0
-        except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
+        except BaseException as e:
             try:
                 msg = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) else (
                     f"{e.strerror or e} (errno {e.errno}) as uid={uid} gid={gid}"
                 )
                 os.write(w, msg.encode("utf-8", "replace")[:4000])
-            except BaseException:  # noqa: BLE001
+            except BaseException:
                 pass
         finally:
             os._exit(code)
@@ -228,7 +228,7 @@ def write_file_as_user(
     return path
 
 
-def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: Optional[int]) -> None:
+def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int | None) -> None:
     """Raise ValueError for a bad name, data, id or umask (nothing written then)."""
     for name, data in files:
         _check_name(name)
@@ -266,7 +266,7 @@ def _outcome(directory: str, files: list[tuple[str, bytes]], done: dict,
 
 
 def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int, gid: int, *,
-                        umask: Optional[int] = None, timeout_s: Optional[float] = None,
+                        umask: int | None = None, timeout_s: float | None = None,
                         ) -> tuple[list[str], list[tuple[str, str]]]:
     """Write several files into ``directory`` as ``uid``/``gid``, each as :func:`write_file_as_user`
     does (atomic, planted symlinks replaced, never followed), in **one** privilege-dropped child

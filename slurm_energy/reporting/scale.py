@@ -8,7 +8,6 @@ fixed units (kWh, kgCO2e) in their headers so columns stay comparable and machin
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 from slurm_energy.units import J_PER_KWH
 
@@ -19,12 +18,12 @@ def plain(v: float, sig: int = 3) -> str:
     """``v`` to ``sig`` significant figures in plain notation (no exponent), trailing zeros dropped."""
     if v == 0 or not math.isfinite(v):
         return "0" if v == 0 else str(v)
-    decimals = max(0, sig - 1 - int(math.floor(math.log10(abs(v)))))
+    decimals = max(0, sig - 1 - math.floor(math.log10(abs(v))))
     text = f"{round(v, decimals):.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def energy_text(joules: Optional[float], sig: int = 3) -> str:
+def energy_text(joules: float | None, sig: int = 3) -> str:
     """``368 J``, ``12.5 Wh``, ``3.4 kWh``, ``1.2 MWh``; ``n/a`` for None (unmeasured, never 0)."""
     if joules is None:
         return "n/a"
@@ -37,7 +36,7 @@ def energy_text(joules: Optional[float], sig: int = 3) -> str:
     return f"{plain(wh / 1e6, sig)} MWh"  # pragma: no cover
 
 
-def co2e_text(kg: Optional[float], sig: int = 3) -> str:
+def co2e_text(kg: float | None, sig: int = 3) -> str:
     """``10.2 g``, ``3.4 kg``, ``1.2 t`` CO2e (the caller adds "CO2e"); ``n/a`` for None."""
     if kg is None:
         return "n/a"
@@ -48,6 +47,6 @@ def co2e_text(kg: Optional[float], sig: int = 3) -> str:
     return f"{plain(kg / 1000, sig)} t"
 
 
-def kwh_energy_text(kwh: Optional[float], sig: int = 3) -> str:
+def kwh_energy_text(kwh: float | None, sig: int = 3) -> str:
     """:func:`energy_text` for a value in kWh."""
     return "n/a" if kwh is None else energy_text(kwh * J_PER_KWH, sig)

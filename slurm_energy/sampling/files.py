@@ -13,7 +13,8 @@ import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (on the Prolog's path)
 if TYPE_CHECKING:
-    from typing import Iterable, Optional, Protocol
+    from collections.abc import Iterable
+    from typing import Protocol
 
     class FileSource(Protocol):
         """What a reader reads its per-sample files through."""
@@ -91,7 +92,7 @@ class RecordingFiles:
     """Reads ``inner`` (default: plain reads) and keeps the paths read, in :attr:`paths`: the files a
     Prolog must read for its row (:func:`slurm_energy.slurm.prolograw.save_recipe`)."""
 
-    def __init__(self, inner: Optional[FileSource] = None):
+    def __init__(self, inner: FileSource | None = None):
         self.inner = inner
         self.paths: list[str] = []
 

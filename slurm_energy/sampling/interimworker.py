@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 log = logging.getLogger("slurm_energy.sampler")
 
@@ -33,12 +33,12 @@ class InterimWorker:
 
     def __init__(self, fn: Callable[[], None]):
         self.fn = fn
-        self.pid: Optional[int] = None
+        self.pid: int | None = None
         self.busy = False
         self.last_cpu_s = 0.0  # CPU seconds the worker's last finished flush took
         self._req_w = self._resp_r = -1
-        self._dying: Optional[int] = None
-        self.killed_pid: Optional[int] = None  # the worker kill() ended (for logs and tests)
+        self._dying: int | None = None
+        self.killed_pid: int | None = None  # the worker kill() ended (for logs and tests)
 
     def request(self) -> bool:
         """Start a flush in the worker (forking it first if needed); False (nothing started) while

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import JobUsage
 from slurm_energy.sampling.sampler import Sampler, UsageProbe, freeze_gc
@@ -66,16 +66,16 @@ class RunEnd:
         return self.how == "completed"
 
     @classmethod
-    def completed(cls) -> "RunEnd":
+    def completed(cls) -> RunEnd:
         return cls("completed", "completed", "0")
 
     @classmethod
-    def from_signal(cls, signum: int, what: str = "the run") -> "RunEnd":
+    def from_signal(cls, signum: int, what: str = "the run") -> RunEnd:
         name = _signame(signum)
         return cls("signal", f"{what} was stopped by {name}", f"0:{signum}", _SIGNAL_STATE.get(name, "FAILED"))
 
     @classmethod
-    def from_exception(cls, exc: Optional[BaseException], where: str = "") -> "RunEnd":
+    def from_exception(cls, exc: BaseException | None, where: str = "") -> RunEnd:
         """An exception that left the measured block (``where``: e.g. ``in Trainer.train()``).
         KeyboardInterrupt is Ctrl-C (SIGINT); a :class:`SignalExit` the signal it stands for;
         ``SystemExit(0)``/``SystemExit(None)`` a clean end, another code an exit status."""
@@ -97,7 +97,7 @@ class RunEnd:
         return cls("exception", f"the run raised {type(exc).__name__}{': ' + text if text else ''}{at}", "1", "FAILED")
 
     @classmethod
-    def from_exit_status(cls, rc: int, what: str = "the command") -> "RunEnd":
+    def from_exit_status(cls, rc: int, what: str = "the command") -> RunEnd:
         """``rc`` as :func:`os.waitstatus_to_exitcode` gives it: >= 0 an exit status, < 0 a signal."""
         if rc == 0:
             return cls.completed()
@@ -127,7 +127,7 @@ def _signame(signum: int) -> str:
         return f"signal {signum}"
 
 
-def measured_root(pid: Optional[int] = None, environ=None) -> tuple[int, str, Optional[str]]:
+def measured_root(pid: int | None = None, environ=None) -> tuple[int, str, str | None]:
     """(the PID whose process tree a ``track()`` in process ``pid`` measures, what it covers, the
     Slurm job id whose processes on this node it measures too, or None).
 
@@ -241,10 +241,10 @@ class LocalSampler:
             Slurm job id whose processes (by environment) are measured too.
     """
 
-    def __init__(self, cfg, probe: Optional[UsageProbe], label: str, gpu_uuids: Optional[list[str]] = None,
-                 unresolved: Optional[list[str]] = None, gpu_note: str = "", interval_s: Optional[float] = None,
-                 partition: str = "", work_dir: str = ".", child_of: Optional[int] = None,
-                 tree_root: Optional[int] = None, job_marker: Optional[str] = None):
+    def __init__(self, cfg, probe: UsageProbe | None, label: str, gpu_uuids: list[str] | None = None,
+                 unresolved: list[str] | None = None, gpu_note: str = "", interval_s: float | None = None,
+                 partition: str = "", work_dir: str = ".", child_of: int | None = None,
+                 tree_root: int | None = None, job_marker: str | None = None):
         from slurm_energy.sampling.reading import device_inventory, open_readers
 
         self.cfg, self.label, self.partition = cfg, label, partition
@@ -262,7 +262,7 @@ class LocalSampler:
         self.dir = tempfile.mkdtemp(prefix="slurm-energy-")
         self.samples = os.path.join(self.dir, "samples.jsonl")
         self.t0 = self.t1 = 0.0
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: subprocess.Popen | None = None
         self._child_spec = None
         if child_of is not None:
             for r in readers:  # the child opens its own; these only named the devices
@@ -275,7 +275,7 @@ class LocalSampler:
         if probe is not None:
             self.bind(probe)
 
-    def bind(self, probe: UsageProbe, label: Optional[str] = None) -> "LocalSampler":
+    def bind(self, probe: UsageProbe, label: str | None = None) -> LocalSampler:
         """Give the sampler its job (thread mode), when it was made with ``probe=None`` so that the
         readers were opened before the job started (``run``: the command starts after the set-up,
         so its first second is measured). ``label``: the record's job id, if only known now."""
@@ -291,7 +291,7 @@ class LocalSampler:
         self._thread = threading.Thread(target=self.sampler.run, name="slurm-energy-sampler", daemon=True)
         return self
 
-    def start(self, wait_s: float = 10.0, t0: Optional[float] = None) -> "LocalSampler":
+    def start(self, wait_s: float = 10.0, t0: float | None = None) -> LocalSampler:
         """Start sampling; returns once the first sample is written (at most ``wait_s``), so what
         the caller does next is measured from its first second even on a loaded machine.
 
@@ -316,7 +316,7 @@ class LocalSampler:
             self.t0 = self._first_row_time() or self.t0
         return self
 
-    def _first_row_time(self) -> Optional[float]:
+    def _first_row_time(self) -> float | None:
         try:
             from slurm_energy.sampling.samplefile import read_sample_table
 
@@ -404,7 +404,7 @@ class LocalSampler:
         finally:
             log.close()
 
-    def stop(self, final_usage: Optional[JobUsage] = None) -> None:
+    def stop(self, final_usage: JobUsage | None = None) -> None:
         """Take the final sample and stop (``final_usage``: exact usage known to the caller, e.g. a
         child's rusage; thread mode only)."""
         if self._proc is not None:

@@ -18,7 +18,8 @@ import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog imports this module)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Optional, Union
+    from collections.abc import Callable
+    from typing import Any
 
 #: Where the Prolog makes per-job marks directories (tmpfs: gone at reboot). Override for tests and
 #: non-standard nodes with $SLURM_ENERGY_MARKS_DIR (read by the hooks and by ``track``). Its own root,
@@ -39,7 +40,7 @@ def marks_root() -> str:
     return os.environ.get("SLURM_ENERGY_MARKS_DIR") or MARKS_ROOT
 
 
-def job_marks_dir(job_id: str, root: Optional[str] = None) -> str:
+def job_marks_dir(job_id: str, root: str | None = None) -> str:
     """``<root>/<job_id>``; raises ValueError for a job id that is not a plain name."""
     if not job_id or "/" in job_id or job_id in (".", ".."):
         raise ValueError(f"job id {job_id!r} cannot name a marks directory (SLURM_JOB_ID is a number)")
@@ -51,7 +52,7 @@ def marks_file_name(node: str) -> str:
     return f"marks-{node.replace('/', '_')}.jsonl"
 
 
-def prepare_job_dir(job_id: str, uid: int, gid: int, root: Optional[str] = None, node: str = "") -> str:
+def prepare_job_dir(job_id: str, uid: int, gid: int, root: str | None = None, node: str = "") -> str:
     """Prolog side (root): make ``<root>/<job_id>`` owned by the job's user, mode 0700; the root
     directory is made root-owned 0755. Cheap (a few syscalls, no tree walk): safe on the hook path.
 
@@ -66,7 +67,7 @@ def prepare_job_dir(job_id: str, uid: int, gid: int, root: Optional[str] = None,
     if not stat.S_ISDIR(st.st_mode) or (os.geteuid() == 0 and st.st_uid != 0):
         raise OSError(f"{root}: marks root is not a root-owned directory; fix or set SLURM_ENERGY_MARKS_DIR")
     d = job_marks_dir(job_id, root)
-    old: Optional[os.stat_result]
+    old: os.stat_result | None
     try:
         old = os.lstat(d)
     except FileNotFoundError:
@@ -133,7 +134,7 @@ def read_marks_file(dir_path: str, name: str, max_bytes: int = MAX_BYTES) -> tup
     return data.decode("utf-8", "surrogateescape").splitlines(), flags  # lossless: text_safe shows it
 
 
-def remove_marks(job_id: str, node: str, root: Optional[str] = None) -> None:
+def remove_marks(job_id: str, node: str, root: str | None = None) -> None:
     """Finalizer side: remove this node's marks file; once no other node's marks file is left
     (several nodes of a test cluster share one host), the job's directory with whatever the user
     left in it (``shutil.rmtree`` works by file descriptors on Linux: a planted symlink is removed,
@@ -162,7 +163,7 @@ def remove_marks(job_id: str, node: str, root: Optional[str] = None) -> None:
         pass
 
 
-def bound_job_dir(job_id: str, root: Optional[str] = None, max_bytes: int = MAX_BYTES) -> list[str]:
+def bound_job_dir(job_id: str, root: str | None = None, max_bytes: int = MAX_BYTES) -> list[str]:
     """Sampler side (root), at each interim: what a job's user may keep in its marks directory
     while it runs is its ``marks-<node>.jsonl`` files, each at most ``max_bytes`` (the finalizer
     reads no more): anything else is removed, a longer marks file cut to ``max_bytes``. By
@@ -202,8 +203,8 @@ def bound_job_dir(job_id: str, root: Optional[str] = None, max_bytes: int = MAX_
     return out
 
 
-def sweep_marks(live: Union[set[str], Callable[[], set[str]]], root: Optional[str] = None,
-                now: Optional[float] = None, older_than_s: float = STALE_AFTER_S) -> list[str]:
+def sweep_marks(live: set[str] | Callable[[], set[str]], root: str | None = None,
+                now: float | None = None, older_than_s: float = STALE_AFTER_S) -> list[str]:
     """Prolog side (root): remove the marks directories (and ``.stale-*`` entries) under ``root``
     of jobs not in ``live`` (the job ids with an unfinished spool on this node) whose directory
     was last changed ``older_than_s`` ago: what a finalizer killed before its clean-up left. One
@@ -218,7 +219,7 @@ def sweep_marks(live: Union[set[str], Callable[[], set[str]]], root: Optional[st
         names = os.listdir(root)
     except OSError:
         return out
-    known: Optional[set[str]] = live if isinstance(live, set) else None
+    known: set[str] | None = live if isinstance(live, set) else None
     for n in names:
         job = n.split("-")[1] if n.startswith(".stale-") and n.count("-") >= 2 else n
         p = os.path.join(root, n)
@@ -252,7 +253,7 @@ class MarksWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         self._size = os.fstat(self._fd).st_size
 
-    def write(self, ev: str, t: Optional[float] = None, **fields: Any) -> None:
+    def write(self, ev: str, t: float | None = None, **fields: Any) -> None:
         """Append ``{"t": t or now, "ev": ev, **fields}``. OSError propagates."""
         line = (json.dumps({"t": time.time() if t is None else t, "ev": ev, **fields},
                            separators=(",", ":")) + "\n").encode()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional
 
 from slurm_energy.core import NodeUsage
 from slurm_energy.sampling.files import KeptFiles
@@ -26,14 +25,14 @@ PROC_FILES = KeptFiles()  # /proc/stat and /proc/meminfo, kept open (a sampler r
 _SNAPSHOT: list[object] = [None, None]  # [thread id, NodeUsage] held by hold_snapshot()
 
 
-def _meminfo_bytes(meminfo: bytes, key: bytes) -> Optional[int]:
+def _meminfo_bytes(meminfo: bytes, key: bytes) -> int | None:
     i = meminfo.find(key + b":")
     if i < 0:
         return None
     return int(meminfo[i + len(key) + 1:meminfo.index(b"\n", i)].split()[0]) * 1024  # kB -> bytes
 
 
-def read_node_stats(proc: str = "/proc", files: Optional[FileSource] = None) -> NodeUsage:
+def read_node_stats(proc: str = "/proc", files: FileSource | None = None) -> NodeUsage:
     """The node's counters from ``/proc/stat`` (first line: user nice system idle iowait irq softirq
     steal guest guest_nice, in USER_HZ ticks) and ``/proc/meminfo`` (MemTotal, MemAvailable, kB),
     as psutil's ``cpu_times()`` and ``virtual_memory()`` read them. While :func:`hold_snapshot` holds one
@@ -63,7 +62,7 @@ def read_node_stats(proc: str = "/proc", files: Optional[FileSource] = None) -> 
     return NodeUsage(round(total - idle, 3), round(total, 3), _NCPU, mem_total - avail, mem_total)
 
 
-def hold_snapshot(ns: Optional[NodeUsage]) -> None:
+def hold_snapshot(ns: NodeUsage | None) -> None:
     """:func:`read_node_stats` returns ``ns`` in this thread from now on; ``None`` ends that (a
     sample's row and its CPU/RAM models then see one instant, /proc read once per sample)."""
     _SNAPSHOT[:] = [None if ns is None else threading.get_ident(), ns]

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import select
 import time
-from typing import Optional
 
 from slurm_energy.core import JobUsage
 from slurm_energy.sampling.files import KeptFiles
@@ -49,7 +48,7 @@ class ProcessTreeProbe:
     """
 
     def __init__(self, pid: int, exclude: frozenset[int] = frozenset(), from_first_poll: bool = False,
-                 exact_end: bool = False, end_pid: Optional[int] = None, job_marker: Optional[str] = None):
+                 exact_end: bool = False, end_pid: int | None = None, job_marker: str | None = None):
         self.pid = pid
         #: the process whose end ends the measurement (default the root): ``track()`` under torchrun
         #: measures the launcher's tree (``pid``) until local rank 0 (``end_pid``) is gone
@@ -58,15 +57,15 @@ class ProcessTreeProbe:
         self._max_rss = 0
         self._best_cpu = 0.0
         self._from_first_poll = from_first_poll
-        self.cpu_baseline_s: Optional[float] = None  # the tree's CPU time at the first poll, s
+        self.cpu_baseline_s: float | None = None  # the tree's CPU time at the first poll, s
         self.needs_tail_poll = not exact_end
         #: ``job_marker``: also every process whose environment holds ``SLURM_JOB_ID=<job_marker>``
         #: (the other tasks of ``srun -n`` on this node, ``track()`` without the hooks)
         self._tree: ProcTree | _TreeAndJob = ProcTree(pid) if job_marker is None else _TreeAndJob(pid, job_marker)
-        self._pidfd: Optional[int] = None
+        self._pidfd: int | None = None
         self._pidfd_failed = False
         self._exact_end = exact_end
-        self._listed_at: Optional[float] = None
+        self._listed_at: float | None = None
         self._last_pids: list[int] = []
         self._stat = KeptFiles(limit=64)  # the tree's /proc/PID/stat, kept open
         self.usage = JobUsage(source="procfs")  # what poll() updates in place
@@ -85,7 +84,7 @@ class ProcessTreeProbe:
             self._stat.retain(stat_paths(self._last_pids + [self.pid]))
         return self._last_pids
 
-    def poll(self, full: bool = True) -> Optional[JobUsage]:
+    def poll(self, full: bool = True) -> JobUsage | None:
         """:attr:`usage` updated to now (CPU time s, RSS and peak RSS bytes, PIDs; ``full`` makes
         no difference here), or None while no process of the tree can be read."""
         pids = self._pids()
@@ -109,7 +108,7 @@ class ProcessTreeProbe:
         st = read_stat(self.end_pid, files=self._stat if self.end_pid == self.pid else None)
         return st is None or st[0] == "Z"
 
-    def wakeup(self) -> Optional[tuple[int, int]]:
+    def wakeup(self) -> tuple[int, int] | None:
         """(pidfd of the end process, POLLIN): readable once it exits; None once it has, where
         pidfd_open is unavailable (Linux < 5.3, no permission), or with ``exact_end`` (the caller
         waits for the end itself)."""

@@ -18,7 +18,6 @@ cutime + cstime, clock ticks -> s (``SC_CLK_TCK``, 100 on Linux), and rss, pages
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from slurm_energy.sampling.files import KeptFiles
 
@@ -26,7 +25,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def read_stat(pid: int, proc: str = "/proc", files: Optional[KeptFiles] = None) -> Optional[tuple[str, int, float, int]]:
+def read_stat(pid: int, proc: str = "/proc", files: KeptFiles | None = None) -> tuple[str, int, float, int] | None:
     """(state, ppid, CPU time s incl. reaped children, rss bytes) of ``pid``; None if it is gone.
     ``files``: kept descriptors to read through (a descriptor names the process, not its number:
     once the process is reaped it answers ESRCH, and is dropped, so a reused PID is never read as
@@ -54,7 +53,7 @@ def stat_paths(pids: list[int], proc: str = "/proc") -> list[str]:
     return [f"{proc}/{p}/stat" for p in pids]
 
 
-def _parse_stat(data: bytes) -> Optional[tuple[str, int, float, int]]:
+def _parse_stat(data: bytes) -> tuple[str, int, float, int] | None:
     f = data[data.rfind(b")") + 2:].split()  # after "pid (comm) "; comm may hold spaces and ")"
     try:
         ticks = int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])  # utime stime cutime cstime
@@ -133,7 +132,7 @@ class EnvScanner:
     ``uid``: only processes of that user count (``SLURM_JOB_ID`` is anyone's to export: another
     user's process claiming the job's id must not be charged to it, nor tell its facts); None: any."""
 
-    def __init__(self, job_id: str, proc: str = "/proc", uid: Optional[int] = None):
+    def __init__(self, job_id: str, proc: str = "/proc", uid: int | None = None):
         self.uid = uid
         self.needle = f"SLURM_JOB_ID={job_id}".encode()
         self._inner = b"\0" + self.needle + b"\0"  # the variable inside the block (NUL-separated)
@@ -178,7 +177,7 @@ class EnvScanner:
 
 
 def pids_usage(pids: list[int], proc: str = "/proc",
-               files: Optional[KeptFiles] = None) -> tuple[Optional[float], Optional[int]]:
+               files: KeptFiles | None = None) -> tuple[float | None, int | None]:
     """Sum of CPU time (user + system + reaped children, s) and RSS (bytes) of ``pids`` now, from
     /proc/PID/stat (through ``files``' kept descriptors when given). Returns (None, None) if none
     of them exists. CPU time of processes that exited and were not reaped by one of ``pids`` is

@@ -9,7 +9,8 @@ import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (on the Prolog's path)
 if TYPE_CHECKING:
-    from typing import Any, Optional, Sequence
+    from collections.abc import Sequence
+    from typing import Any
 
     from slurm_energy.core import DeviceStatic
     from slurm_energy.model import NodeStatic
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 def open_readers(site: Any, gpu_uuids: Sequence[str] = (), unresolved_gpus: Sequence[str] = (), *,
                  drm_gpus: Sequence[Any] = (), light: bool = False,
-                 files: Optional[FileSource] = None) -> tuple[list[Reader], list[str]]:
+                 files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
     """This node's readers (RAPL or TDP model for CPU/RAM, NVML for ``gpu_uuids``, the AMD/Intel
     ``drm_gpus``) and notes on the choices made; ``site``: the site config, in any of its forms
     (its ``hardware`` section is read through :meth:`~slurm_energy.devices.hardware.HardwareConfig.of`);
@@ -52,8 +53,8 @@ def _safe_devices(r: Reader) -> list[DeviceStatic]:
         return []
 
 
-def take_reading(readers: Sequence[Reader], samples_path: str, kind: str, t: Optional[float] = None,
-                 files: Optional[FileSource] = None) -> None:
+def take_reading(readers: Sequence[Reader], samples_path: str, kind: str, t: float | None = None,
+                 files: FileSource | None = None) -> None:
     """Append one row of every reader's current values (and the node's counters) to the sample
     file, then close the readers. Used by a hook itself (Prolog start, or after the Epilog when
     the sampler is gone) so a job shorter than one interval is measured between two rows.

@@ -35,7 +35,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from typing import Any, Optional
+from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading
 from slurm_energy.sampling.sampletable import proc_util_text
@@ -70,14 +70,14 @@ class Encoder:
     def __init__(self) -> None:
         self.tag = f"{_b36(os.getpid())}{_b36(next(_writer_ids))}"
         self._n = 0
-        self._schema: Optional[tuple[Any, ...]] = None
+        self._schema: tuple[Any, ...] | None = None
         self._sid = ""
         self._prev: dict[str, Any] = {}  # column key -> previous integer value (None: none)
         self._pids: Any = None
         self._rows = 0  # rows since the last schema line
         #: sample_lines' device columns: (field, 0 energy / 1 integer delta / 2 plain, state key,
         #: quantum) each, and the index of the reading each comes from
-        self._plan: list[tuple[str, int, str, Optional[int]]] = []
+        self._plan: list[tuple[str, int, str, int | None]] = []
         self._plan_at: list[int] = []
 
     def _schema_line(self, static: Any, doc: dict[str, Any]) -> str:
@@ -87,7 +87,7 @@ class Encoder:
         self._schema, self._n = static, self._n + 1
         return f"{PREFIX}{self._sid} {json.dumps(doc, separators=(',', ':'))}\n"
 
-    def sample_lines(self, t: float, kind: str, job: Optional[JobUsage], node: Optional[NodeUsage],
+    def sample_lines(self, t: float, kind: str, job: JobUsage | None, node: NodeUsage | None,
                      readings: list[Reading]) -> str:
         """The line(s) of one sample: a schema line first when its static part changed (compared
         as one tuple per reading, no dict per reading), then its row, the columns from a plan
@@ -114,7 +114,7 @@ class Encoder:
         vals = [getattr(readings[i], c[0]) for i, c in zip(self._plan_at, self._plan)]
         return out + self._row(t, kind, job, node, vals)
 
-    def _row(self, t: float, kind: str, job: Optional[JobUsage], node: Optional[NodeUsage], values: list[Any]) -> str:
+    def _row(self, t: float, kind: str, job: JobUsage | None, node: NodeUsage | None, values: list[Any]) -> str:
         """One row line of the current schema: ``values`` are the device cells' values in plan order."""
         _int = self._int
         cells = [self._sid, _int("t", round(float(t) * 1_000_000)), _kind(kind)]
@@ -186,10 +186,10 @@ def _reading_key(r: Any) -> tuple[Any, ...]:
             r.mean_power_w is not None, r.util is not None, r.mem_bytes is not None, r.proc_util is not None)
 
 
-def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, str, Optional[int]]]:
+def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, str, int | None]]:
     """The row's device cells for a schema's ``dev`` list: (reading index, field, 0 energy / 1
     integer delta / 2 plain, state key, quantum) per cell, in the row's order."""
-    plan: list[tuple[int, str, int, str, Optional[int]]] = []
+    plan: list[tuple[int, str, int, str, int | None]] = []
     for i, d in enumerate(devs):
         key = str(d.get("device_id"))
         for c in d["c"]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any, Optional
+from typing import Any
 
 from slurm_energy.sampling.samplecodec import INT_DELTA, PREFIX, SCALED, _energy_key
 from slurm_energy.sampling.sampletable import SampleTable
@@ -164,7 +164,7 @@ def _ints(prev: dict[str, Any], key: str, cells: list[str]) -> list[Any]:
 NUMPY_MIN_CELLS = 1000
 
 
-def _cumsum(joined: str, n: int, start: int) -> Optional[list[int]]:
+def _cumsum(joined: str, n: int, start: int) -> list[int] | None:
     """``start`` + running sums of the ``n`` comma-separated integers (int64, exact), or None when
     the text is not ``n`` integers or a sum could leave int64."""
     import warnings
@@ -190,7 +190,7 @@ def _num(s: str) -> Any:
         return float(s)
 
 
-def _scaled(prev: dict[str, Any], key: str, cells: list[str]) -> list[Optional[float]]:
+def _scaled(prev: dict[str, Any], key: str, cells: list[str]) -> list[float | None]:
     scale = SCALED[key]
     return [v / scale if isinstance(v, int) else v for v in _ints(prev, key, cells)]
 

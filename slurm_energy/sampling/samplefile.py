@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading, Sample
 from slurm_energy.sampling.samplecodec import PREFIX, Encoder
@@ -68,7 +69,7 @@ class SampleWriter:
         node = s.node if any(getattr(s.node, k) is not None for k in s.node.__slots__) else None
         self.write_sample(s.t, s.kind, s.job, node, s.readings)
 
-    def write_sample(self, t: float, kind: str, job: Optional[JobUsage], node: Optional[NodeUsage],
+    def write_sample(self, t: float, kind: str, job: JobUsage | None, node: NodeUsage | None,
                      readings: list[Reading], sync: bool = True) -> None:
         """Append one sample from its objects (:meth:`~slurm_energy.sampling.samplecodec.Encoder.sample_lines`),
         fsync'ed when ``sync`` and the writer's ``fsync`` are both set. Raises OSError (file not writable)."""

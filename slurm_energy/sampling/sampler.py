@@ -44,7 +44,8 @@ import os
 import select
 import signal
 import time
-from typing import Any, Callable, Optional, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from slurm_energy.core import JobUsage, NodeUsage
 from slurm_energy.sampling.interimworker import InterimWorker
@@ -60,7 +61,7 @@ LOOK_S = 0.25  # s between looks for a job not seen yet (its cgroup, its PIDs)
 class UsageProbe(Protocol):
     """What the sampler measures the job by."""
 
-    def poll(self, full: bool = True) -> Optional[JobUsage]:
+    def poll(self, full: bool = True) -> JobUsage | None:
         """The probe's own usage, updated in place to now, or None if the job cannot be seen right
         now. ``full=False`` (the in-between CPU-time poll) may leave the PID list and memory as
         they were at the last full poll."""
@@ -87,7 +88,7 @@ class Sampler:
 
     def __init__(self, readers: list[Reader], probe: UsageProbe, writer: SampleWriter, interval_s: float = 5.0,
                  poll_s: float = 0.02, gone_after_s: float = 60.0, interim_every_s: float = 60.0,
-                 on_interim: Optional[Callable[[], None]] = None, clock: Callable[[], float] = time.time,
+                 on_interim: Callable[[], None] | None = None, clock: Callable[[], float] = time.time,
                  tail_frac: float = 0.02, fsync_every_s: float = 30.0, interim_in_worker: bool = False):
         if interval_s <= 0:
             raise ValueError(f"sampling interval must be > 0 s, got {interval_s!r}: fix sampling.interval_s")
@@ -103,27 +104,27 @@ class Sampler:
         self.tail_frac = tail_frac
         self.fsync_every_s = fsync_every_s
         self._last_fsync = -math.inf
-        self.last_usage: Optional[JobUsage] = None
+        self.last_usage: JobUsage | None = None
         self._stop = False
         self._now_asked = False  # request_sample(): a row now, before the next interval's
         #: on_interim runs in a forked worker (:class:`InterimWorker`): for a single-threaded
         #: sampling process (the Slurm sampler); False: in the loop's thread (a library caller's)
         self.interim_in_worker = interim_in_worker
-        self._worker: Optional[InterimWorker] = None
+        self._worker: InterimWorker | None = None
         self._seen_job = False
-        self._t_seen: Optional[float] = None  # when the job was first seen (clock)
+        self._t_seen: float | None = None  # when the job was first seen (clock)
         self.n_samples = 0
         #: epoch s at which the job was first seen gone, when the loop ended by itself (no stop()):
         #: no Epilog came within ``gone_after_s``; None when stopped (a signal: the Epilog)
-        self.gone_at: Optional[float] = None
+        self.gone_at: float | None = None
         #: the signal number that stopped the loop (None: stop() called directly, or not stopped)
-        self.stop_signal: Optional[int] = None
+        self.stop_signal: int | None = None
         self.n_polls = 0  # in-between CPU-time polls (not counting the samples' own)
         self._mute_until = -math.inf  # the probe's wake-up descriptor is not waited on before this
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._poller = select.poll()
         self._poller.register(self._wake_r, select.POLLIN)
-        self._registered: Optional[tuple[int, int]] = None  # the probe's (fd, events) in _poller
+        self._registered: tuple[int, int] | None = None  # the probe's (fd, events) in _poller
 
     def stop(self, *_args: Any) -> None:
         """Ask the loop to take its final sample and return (safe from a signal handler and from
@@ -175,7 +176,7 @@ class Sampler:
         every reader, then one line from the objects (no dict per reading): fsync'ed every
         ``fsync_every_s`` and for every row that is not a plain sample."""
         try:
-            ns: Optional[NodeUsage] = read_node_stats()
+            ns: NodeUsage | None = read_node_stats()
         except OSError:
             ns = None  # the row's node is {}; the readers read (or fail) by themselves
         now = time.monotonic()
@@ -216,7 +217,7 @@ class Sampler:
         next_sample = self.clock() + self.interval_s
         # the first interim soon (2 intervals), so a running job shows up early; then every interim_every_s
         next_interim = self.clock() + min(self.interim_every_s, 2 * self.interval_s) if self.on_interim else math.inf
-        gone_since: Optional[float] = None
+        gone_since: float | None = None
         announced_gone = False
         next_poll = self.clock() + self._tail_poll_s(self.clock())
         while not self._stop:

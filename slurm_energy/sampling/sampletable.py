@@ -13,8 +13,9 @@ one list per dynamic field (``energy_uj``, ``power_w``, ``mean_power_w``, ``util
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading, Sample
 
@@ -45,9 +46,9 @@ class SampleTable:
     t: list[float] = field(default_factory=list)
     kind: list[str] = field(default_factory=list)
     job_present: list[bool] = field(default_factory=list)
-    job_cpu: list[Optional[float]] = field(default_factory=list)
-    job_mem: list[Optional[int]] = field(default_factory=list)
-    job_max_mem: list[Optional[int]] = field(default_factory=list)
+    job_cpu: list[float | None] = field(default_factory=list)
+    job_mem: list[int | None] = field(default_factory=list)
+    job_max_mem: list[int | None] = field(default_factory=list)
     job_pids: list[list[int]] = field(default_factory=list)
     job_source: list[str] = field(default_factory=list)
     node: dict[str, list[Any]] = field(default_factory=lambda: {k: [] for k in NODE_FIELDS})
@@ -91,7 +92,7 @@ class SampleTable:
                 v = r.get(k)
                 d.vals[k].append(proc_util_text(v) if k == "proc_util" and v is not None else v)
 
-    def extend(self, other: "SampleTable", start: int = 0) -> None:
+    def extend(self, other: SampleTable, start: int = 0) -> None:
         """Append ``other``'s rows from ``start`` on (its devices' static dicts shared, not copied)."""
         base = len(self.t) - start
         for name in ("t", "kind", "job_present", "job_cpu", "job_mem", "job_max_mem", "job_pids", "job_source"):
@@ -108,7 +109,7 @@ class SampleTable:
             for k, col in d.vals.items():
                 col.extend(od.vals[k][j:])
 
-    def head(self, n: int) -> "SampleTable":
+    def head(self, n: int) -> SampleTable:
         """A table of the first ``n`` rows."""
         out = SampleTable()
         for name in ("t", "kind", "job_present", "job_cpu", "job_mem", "job_max_mem", "job_pids", "job_source"):
@@ -123,7 +124,7 @@ class SampleTable:
                 od.vals = {k: v[:j] for k, v in d.vals.items()}
         return out
 
-    def last_rows(self, n: int = 1) -> "SampleTable":
+    def last_rows(self, n: int = 1) -> SampleTable:
         """A table of the last ``n`` rows."""
         out = SampleTable()
         out.extend(self, max(0, len(self.t) - n))
@@ -134,9 +135,9 @@ class SampleTable:
 
     def is_sorted(self) -> bool:
         t = self.t
-        return all(a <= b for a, b in zip(t, t[1:]))
+        return all(a <= b for a, b in itertools.pairwise(t))
 
-    def sorted(self) -> "SampleTable":
+    def sorted(self) -> SampleTable:
         """The table with rows in time order (stable): itself when already sorted."""
         if self.is_sorted():
             return self
@@ -180,7 +181,7 @@ def proc_util_text(v: Any) -> str:
     return ";".join(f"{p}:{'' if u is None else repr(float(u))}" for p, u in v.items()) if v else "{}"
 
 
-def proc_util_dict(text: str) -> dict[int, Optional[float]]:
+def proc_util_dict(text: str) -> dict[int, float | None]:
     """Inverse of :func:`proc_util_text`. Raises ValueError on text it did not write."""
     if text == "{}":
         return {}

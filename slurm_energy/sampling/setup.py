@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from slurm_energy.devices.hardware import HardwareConfig
 from slurm_energy.devices.info import cpu_model, cpu_topology
@@ -21,10 +22,10 @@ if TYPE_CHECKING:
     from slurm_energy.sampling.files import FileSource
 
 
-def build_readers(hw: HardwareConfig, gpu_uuids: Optional[Sequence[str]] = None,
-                  unresolved_gpus: Optional[Sequence[str]] = None,
-                  drm_gpus: Optional[Sequence[Any]] = None, light: bool = False,
-                  files: Optional[FileSource] = None) -> tuple[list[Reader], list[str]]:
+def build_readers(hw: HardwareConfig, gpu_uuids: Sequence[str] | None = None,
+                  unresolved_gpus: Sequence[str] | None = None,
+                  drm_gpus: Sequence[Any] | None = None, light: bool = False,
+                  files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
     """Readers for this node and notes on the choices made.
 
     Args:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
 from slurm_energy.core import JobUsage
 from slurm_energy.sampling.files import KeptFiles
@@ -51,11 +50,11 @@ class JobCgroup:
 
     version: int
     cpu_dir: str  # v1: cpuacct job dir; v2: the job dir
-    mem_dir: Optional[str]  # v1: memory job dir (None if the memory controller is not used)
+    mem_dir: str | None  # v1: memory job dir (None if the memory controller is not used)
     _files: KeptFiles = field(default_factory=lambda: KeptFiles(watch_unlinked=True), repr=False, compare=False)
     _procs_files: list[str] = field(default_factory=list, repr=False, compare=False)
-    _walked_at: Optional[float] = field(default=None, repr=False, compare=False)
-    _paths: dict[str, Optional[str]] = field(default_factory=dict, repr=False, compare=False)
+    _walked_at: float | None = field(default=None, repr=False, compare=False)
+    _paths: dict[str, str | None] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         d, m = self.cpu_dir, self.mem_dir
@@ -75,7 +74,7 @@ class JobCgroup:
         """True while the job's cgroup directory exists."""
         return os.path.isdir(self.cpu_dir)
 
-    def _pread(self, path: Optional[str]) -> Optional[bytes]:
+    def _pread(self, path: str | None) -> bytes | None:
         """The file's content through a kept descriptor; None if it cannot be opened or read (a
         removed cgroup answers ENODEV: the descriptor is then dropped)."""
         if path is None:
@@ -89,7 +88,7 @@ class JobCgroup:
         """Close the kept descriptors (the reader reopens them if used again)."""
         self._files.close()
 
-    def cpu_time_s(self) -> Optional[float]:
+    def cpu_time_s(self) -> float | None:
         """The job's CPU time (user + system, all steps), s; None if unreadable (e.g. removed)."""
         if self.version == 1:
             ns = _first_int(self._pread(self._paths["cpu"]))
@@ -97,7 +96,7 @@ class JobCgroup:
         usec = _kv(self._pread(self._paths["cpu"])).get("usage_usec")
         return usec / 1e6 if usec is not None else None  # us -> s
 
-    def events_fd(self) -> Optional[int]:
+    def events_fd(self) -> int | None:
         """v2 only: a descriptor on ``cgroup.events`` to ``poll()`` for POLLPRI (it fires when
         ``populated`` changes; reading the file, :meth:`populated`, re-arms it); None on v1 or when
         the file cannot be opened."""
@@ -109,7 +108,7 @@ class JobCgroup:
         except OSError:
             return None
 
-    def populated(self) -> Optional[bool]:
+    def populated(self) -> bool | None:
         """v2: whether any process is in the job's cgroup (``cgroup.events``); None on v1 or when
         unreadable."""
         if self.version != 2:
@@ -117,7 +116,7 @@ class JobCgroup:
         v = _kv(self._pread(self._paths["events"])).get("populated")
         return None if v is None else v != 0
 
-    def read(self, pids: bool = True, mem: bool = True, into: Optional[JobUsage] = None) -> Optional[JobUsage]:
+    def read(self, pids: bool = True, mem: bool = True, into: JobUsage | None = None) -> JobUsage | None:
         """The job's usage now, in ``into`` (updated in place; default a new one): CPU time, memory
         and peak (if ``mem``), the PID list (if ``pids`` and one could be read), ``source``; None
         (``into`` unchanged) once the cgroup is gone.
@@ -157,14 +156,14 @@ class JobCgroup:
         return sorted(out)
 
 
-def _first_int(data: Optional[bytes]) -> Optional[int]:
+def _first_int(data: bytes | None) -> int | None:
     try:
         return int(data.split()[0]) if data is not None else None
     except (ValueError, IndexError):
         return None
 
 
-def _kv(data: Optional[bytes]) -> dict[str, int]:
+def _kv(data: bytes | None) -> dict[str, int]:
     out: dict[str, int] = {}
     for line in (data or b"").splitlines():
         parts = line.split()
@@ -179,7 +178,7 @@ def _procs_files(d: str) -> list[str]:
 
 
 def find_job_cgroup(job_id: str, uid: int, node: str = "", root: str = DEFAULT_ROOT,
-                    sluid: str = "", init_cgroup: Optional[str] = None) -> Optional[JobCgroup]:
+                    sluid: str = "", init_cgroup: str | None = None) -> JobCgroup | None:
     """Locate job ``job_id``'s cgroup under ``root`` (v1 first, then v2).
 
     Args:

@@ -27,8 +27,9 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING
 
 from slurm_energy.core import one_line
 from slurm_energy.model import JobRecord, Status
@@ -131,12 +132,12 @@ def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bo
                     for r in roots:
                         if (r / rel).is_dir():
                             retire_run(r, final if final is not None else merge_records(run))
-        except Exception as e:  # noqa: BLE001 - one job (a user's bad text, a torn file) must not stop collect
+        except Exception as e:
             log.error("collect: skipping %s: %s: %s", one_line(str(d)), type(e).__name__, one_line(str(e)))
     return done
 
 
-def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> Optional[JobRecord]:
+def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> JobRecord | None:
     """Finalise and publish one run's node records; None if it is already stored (final)."""
     final = finalise_job(records, cfg)
     stored = store.query(jobs=[final.job_id], clusters=[final.cluster] if final.cluster else None)
@@ -238,7 +239,7 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
                 finalize_spool(cfg, lo.spool, lo.ctx, _end_time(lo, ep, facts),
                                ep.get("exit_code") or facts.get("exit_code", ""), outcome, facts or None)
                 lines.append(f"finished {what}")
-            except Exception as e:  # noqa: BLE001 - one bad attempt must not stop the others
+            except Exception as e:
                 lines.append(f"could not finish {what}: {type(e).__name__}: {e}")
     return lines, young
 
@@ -272,21 +273,21 @@ def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
 
 
 # ---------------------------------------------------------------- step 5: jobs only sacct knows
-def _epoch(text: str) -> Optional[float]:
+def _epoch(text: str) -> float | None:
     try:
         return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
     except ValueError:
         return None
 
 
-def split_last_free(line: str, fields: tuple[str, ...]) -> Optional[dict]:
+def split_last_free(line: str, fields: tuple[str, ...]) -> dict | None:
     """One ``sacct -P`` line as {field: text}: split from the left at most ``len(fields) - 1`` times,
     so the last field (a user's text) keeps any '|' it holds; None for a line with fewer fields."""
     parts = line.rstrip("\n").split("|", len(fields) - 1)
     return dict(zip(fields, parts)) if len(parts) == len(fields) else None
 
 
-def record_from_sacct(line: str, job_name: str = "") -> Optional[JobRecord]:
+def record_from_sacct(line: str, job_name: str = "") -> JobRecord | None:
     """A ``no_data`` JobRecord from one ``sacct -X -n -P -o FIELDS`` line (``job_name``: from the
     :data:`NAME_FIELDS` query), or None for a job that never started on a node (cancelled while
     pending), has not ended, or a line that is not sacct's."""
@@ -325,7 +326,7 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
         return []
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now - since_s))
 
-    def query(fields: tuple[str, ...]) -> Optional[list[str]]:
+    def query(fields: tuple[str, ...]) -> list[str] | None:
         try:
             r = slurm_client([sacct, "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
                              run, 60)
@@ -356,7 +357,7 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
         if not dry_run:
             try:
                 publish_collected(cfg, x)
-            except Exception as e:  # noqa: BLE001 - one job must not stop the others
+            except Exception as e:
                 lines.append(f"{x.cluster}/{x.job_id} from sacct not stored: {type(e).__name__}: {e}")
                 continue
         lines.append(f"{'would store' if dry_run else 'stored'} {x.cluster}/{x.job_id} from sacct: "

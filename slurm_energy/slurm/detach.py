@@ -28,7 +28,7 @@ import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Epilog imports this module)
 if TYPE_CHECKING:
-    from typing import Iterator, Optional
+    from collections.abc import Iterator
 
 
 def _inheritable_fds() -> list[int]:
@@ -50,7 +50,7 @@ def _inheritable_fds() -> list[int]:
     return out
 
 
-def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: Optional[dict] = None,
+def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: dict | None = None,
                    nice: int = 0) -> int:
     """Start ``argv`` (``argv[0]`` an absolute path: no PATH search) in a process group of its own
     with stdio detached; return its PID.
@@ -106,7 +106,7 @@ def _renice(pid: int, nice: int) -> None:
 
 
 @contextlib.contextmanager
-def slot(lock_dir: str, name: str, n: int, poll_s: float = 0.2) -> Iterator[Optional[int]]:
+def slot(lock_dir: str, name: str, n: int, poll_s: float = 0.2) -> Iterator[int | None]:
     """Hold one of ``n`` slots (``lock_dir/.<name>-slot-<i>``, flock'ed) for the ``with`` body: a
     free one at once, else the first to be freed (looked for every ``poll_s``: a few syscalls, no
     measurable CPU while waiting). Yields the slot number, or None
@@ -139,7 +139,7 @@ def slot(lock_dir: str, name: str, n: int, poll_s: float = 0.2) -> Iterator[Opti
             os.close(fd)  # releases the lock
 
 
-def lock_taken(path: str) -> Optional[bool]:
+def lock_taken(path: str) -> bool | None:
     """True while a process holds the flock on ``path`` (made if missing, mode 0600), False when
     none does (taken and released at once), None when the lock file cannot be opened (a full or
     read-only directory). A holder's death, even by SIGKILL, frees it: the kernel drops the lock."""
@@ -160,7 +160,7 @@ def lock_taken(path: str) -> Optional[bool]:
         os.close(fd)
 
 
-def _autogroup_nice(pid: int) -> Optional[int]:
+def _autogroup_nice(pid: int) -> int | None:
     """The nice value of ``pid``'s autogroup (``/autogroup-42 nice 10``), None without autogroups."""
     try:
         with open(f"/proc/{pid}/autogroup", encoding="ascii") as f:
@@ -204,7 +204,7 @@ def catches(pid: int, sig: int) -> bool:
     return False
 
 
-def proc_state(pid: int) -> Optional[str]:
+def proc_state(pid: int) -> str | None:
     """The process state letter from /proc/PID/stat ('R', 'S', 'Z', ...), None if no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -239,7 +239,7 @@ def is_our_sampler(pid: int, uid: int = 0) -> bool:
         return False
 
 
-def find_sampler(job_dir_suffix: str, node: str) -> Optional[int]:
+def find_sampler(job_dir_suffix: str, node: str) -> int | None:
     """PID of a detached sampler (``... slurm_energy.slurm.hooks sampler DIR NODE``) whose DIR ends
     with ``job_dir_suffix`` (e.g. ``/jobs/42-r0``, also matching a reused id's ``/jobs/42-r0-<tag>``)
     on ``node``, found by argv in /proc, run by our uid (root) and leading its own process group

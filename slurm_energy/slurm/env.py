@@ -11,14 +11,15 @@ SLURM_JOB_START_TIME (23.11) and SLURM_JOB_SLUID (25.11), which tell runs of a r
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
 from slurm_energy.core import JobMeta
 from slurm_energy.errors import SlurmEnvError
 from slurm_energy.jobmeta import dataclass_of
 from slurm_energy.slurm.envfields import NodeContext, opt, slurm_env_fields
-
-import json
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Mapping, Optional
 
 __all__ = ["JOB_ENV_FACTS", "JobContext", "SlurmEnvError", "cpus_on_node", "job_env_facts", "parse_slurm_env"]
 
@@ -40,7 +41,7 @@ class JobContext(_ContextFields):
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "JobContext":
+    def from_json(cls, text: str) -> JobContext:
         """Inverse of :meth:`to_json`; unknown keys ignored. Raises ``ValueError`` on bad JSON."""
         d = json.loads(text)
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
@@ -61,7 +62,7 @@ def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
     return JobContext(**slurm_env_fields(env))
 
 
-def cpus_on_node(cpus_per_node: str, node_index: int) -> Optional[int]:
+def cpus_on_node(cpus_per_node: str, node_index: int) -> int | None:
     """CPUs allocated on the ``node_index``-th node (0-based, hostlist order) of a job.
 
     ``cpus_per_node`` is Slurm's compressed SLURM_JOB_CPUS_PER_NODE: "2", "2(x3)", "4,2(x2)".
@@ -89,7 +90,7 @@ def cpus_on_node(cpus_per_node: str, node_index: int) -> Optional[int]:
 JOB_ENV_FACTS = {"SLURM_JOB_NAME": "job_name", "SLURM_UMASK": "umask"}
 
 
-def job_env_facts(environ: Mapping[str, str], job_id: str) -> Optional[dict]:
+def job_env_facts(environ: Mapping[str, str], job_id: str) -> dict | None:
     """The job name and umask from one of the job's processes' environment (see :data:`JOB_ENV_FACTS`).
 
     Args:

@@ -18,8 +18,8 @@ from slurm_energy.jobmeta import JobIdentity, field_defaults
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from dataclasses import dataclass
-    from typing import Mapping, Optional
 else:
     def dataclass(cls):  # the dataclass is slurm_energy.slurm.env.JobContext
         return cls
@@ -54,7 +54,7 @@ CONTEXT_DEFAULTS: dict = field_defaults(NodeContext)
 _SAFE_SLUID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
 
-def _int(env: Mapping[str, str], name: str, default: Optional[int] = None) -> int:
+def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
     raw = env.get(name, "")
     if raw == "":
         if default is None:
@@ -67,13 +67,13 @@ def _int(env: Mapping[str, str], name: str, default: Optional[int] = None) -> in
         raise SlurmEnvError(f"{name}={raw!r} is not an integer; slurmd sets it to a number") from None
 
 
-def opt(env: Mapping[str, str], name: str) -> Optional[str]:
+def opt(env: Mapping[str, str], name: str) -> str | None:
     """``env[name]``, None when unset, empty or Slurm's "no value" (``N/A``, ``4294967294``)."""
     v = env.get(name, "")
     return v if v not in ("", "N/A", "4294967294") else None
 
 
-def start_time(env: Mapping[str, str]) -> Optional[int]:
+def start_time(env: Mapping[str, str]) -> int | None:
     """SLURM_JOB_START_TIME (Slurm >= 23.11 gives it to Prolog and Epilog), epoch s; None if absent/bad."""
     raw = env.get("SLURM_JOB_START_TIME", "")
     return int(raw) if raw.isdigit() and int(raw) > 0 else None

@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from slurm_energy.core import DeviceStatic, Status, one_line
 from slurm_energy.model import JobRecord, NodeStatic
@@ -85,8 +85,8 @@ def _static(spool: JobSpool, errors: list[str]) -> NodeStatic:
 
 
 def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
-                status: Status = Status.COMPLETE, slurm_facts: Optional[dict] = None,
-                sampler_outcome: str = "terminated", running: Optional[RunningSummary] = None) -> JobRecord:
+                status: Status = Status.COMPLETE, slurm_facts: dict | None = None,
+                sampler_outcome: str = "terminated", running: RunningSummary | None = None) -> JobRecord:
     """This node's JobRecord (one NodeSummary) from the spool's files, by :func:`pipeline.measure_node`.
 
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
@@ -159,14 +159,14 @@ def _read_marks(ctx: JobContext):
     try:
         lines, flags = read_marks_file(job_marks_dir(ctx.job_id), marks_file_name(ctx.node))
         m = parse_marks(lines)
-    except Exception as e:  # noqa: BLE001 - the job's own data must never cost its record
+    except Exception as e:
         return Marks(flags=[f"marks_unreadable:{type(e).__name__}"])
     m.flags = flags + m.flags
     return m
 
 
 def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
-                  sampler_outcome: str = "terminated", deferred: Optional[list] = None,
+                  sampler_outcome: str = "terminated", deferred: list | None = None,
                   logging_ready: bool = False) -> int:
     """Entry point of the detached finalizer, for one job attempt on one node (the node's queue
     runner, :mod:`slurm_energy.slurm.finalize_queue`, calls it for each job it takes). Returns 0;
@@ -218,7 +218,7 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
 
 
 def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str,
-                   sampler_outcome: str, facts: Optional[dict], deferred: Optional[list] = None) -> Optional[JobRecord]:
+                   sampler_outcome: str, facts: dict | None, deferred: list | None = None) -> JobRecord | None:
     """This node's record from its spool -> results/merge/store/report, then the marker
     ``finalized-<node>.done`` that tells ``collect`` this node is done (a killed finalizer leaves
     none). Returns what :func:`finish_node` returns. Raises what it raises."""
@@ -267,8 +267,8 @@ class MarkerPending:
         return False
 
 
-def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: Optional[int] = None,
-                deferred: Optional[list] = None) -> Optional[JobRecord]:
+def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: int | None = None,
+                deferred: list | None = None) -> JobRecord | None:
     """Write this node's record (``paths.results_dir``, else the fallback spool's results); if every
     node has reported, finalise the job (:func:`slurm_energy.pipeline.finalise_job`) and publish it
     (:func:`store_and_report`). Returns the published record, or None while other nodes are still to
@@ -303,7 +303,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: Optiona
     return out
 
 
-def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
+def _slurm_energy(job_id: str) -> tuple[float | None, str]:
     """Slurm's own ConsumedEnergy for the job (off the hook path); (None, why) when it has none."""
     try:
         from slurm_energy.slurm.sacct import consumed_energy
@@ -313,8 +313,8 @@ def _slurm_energy(job_id: str) -> tuple[Optional[float], str]:
         return None, f"unavailable: {type(e).__name__}: {e}"
 
 
-def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True, umask: Optional[int] = None,
-                     deferred: Optional[list] = None) -> JobRecord:
+def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True, umask: int | None = None,
+                     deferred: list | None = None) -> JobRecord:
     """:func:`slurm_energy.outputs.sinks.publish_final`, a store that is down queueing in the spools."""
     return publish_final(cfg, final, umask=umask, queue_in=spool_dirs(cfg), deferred=deferred, outputs=outputs)
 

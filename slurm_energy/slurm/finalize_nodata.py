@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 
-
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.spool import JobSpool
 

@@ -29,11 +29,11 @@ import json
 import os
 import time
 
-from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, needs_runner  # noqa: F401 - the Epilog's half
+from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, needs_runner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Optional
+    from collections.abc import Callable
 
 #: Seconds a runner waits for more jobs after its queue emptied (a burst's next job ends within
 #: seconds): a new runner would pay its start-up again. Polled every :data:`POLL_S` (one listdir).
@@ -76,7 +76,7 @@ def _say(qdir: str, msg: str) -> None:
 
 
 def run_queue(qdir: str, node: str, linger_s: float = LINGER_S,
-              start: Optional[Callable[[list[str]], None]] = None) -> int:
+              start: Callable[[list[str]], None] | None = None) -> int:
     """The node's finalizer: take the runner's lock (or wait for it as the standby, or exit when a
     runner and a standby exist), then finalize each queued job oldest first until the queue has been
     empty for ``linger_s`` seconds. ``start(argv)`` starts the standby (default: detached, as the
@@ -130,7 +130,7 @@ def _still_ours(fd: int, path: str) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _work(qdir: str, node: str, linger_s: float, start: Optional[Callable[[list[str]], None]],
+def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], None] | None,
           ours: Callable[[], bool] = lambda: True) -> int:
     import logging
 
@@ -141,7 +141,7 @@ def _work(qdir: str, node: str, linger_s: float, start: Optional[Callable[[list[
     log = logging.getLogger("slurm_energy.finalize")
     try:
         (start or _start_standby)(["-m", "slurm_energy.slurm.hooks", "finalize-queue", qdir, node])
-    except Exception as e:  # noqa: BLE001 - no standby: a killed runner's jobs wait for the next Epilog or collect
+    except Exception as e:
         log.warning("finalize-queue %s: no standby started: %s", qdir, e)
     n, idle_since = 0, time.monotonic()
     pending: list = []
@@ -170,7 +170,7 @@ def _start_standby(argv: list[str]) -> None:
     spawn(argv, os.path.join(argv[-2], RUNNER_LOG), FALLBACK_LOG_DIR, nice=FINALIZER_NICE)
 
 
-def finalize_entry(path: str, log, pending: Optional[list] = None) -> int:
+def finalize_entry(path: str, log, pending: list | None = None) -> int:
     """Finalize the job attempt of one queue entry (:func:`slurm_energy.slurm.finalize.finalize_main`,
     then its report as the job's user), then remove the entry. Returns 1 when finalized here, 0 when
     skipped (already finalized, e.g. by ``collect``; gone; given up after :data:`MAX_ATTEMPTS`).
@@ -212,7 +212,7 @@ def finalize_entry(path: str, log, pending: Optional[list] = None) -> int:
         _reports(sp, deferred, log)
         if pending is not None:  # a marker not written (the spool filled up): retried while the queue is worked
             pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in deferred if hasattr(j, "retry")]
-    except Exception:  # noqa: BLE001 - finalize_main logs its own; never stop the queue over one job
+    except Exception:
         log.exception("finalize-queue: %s failed", sp.dir)
     _remove(path)
     # cpu_s: this process's and its children's (scontrol, sacct, sacctmgr, the report's writer as the user)
@@ -228,7 +228,7 @@ _SLOW_WRITERS: dict[int, float] = {}
 SLOW_WRITER_S = 600.0
 
 
-def _job_uid(sp) -> Optional[int]:
+def _job_uid(sp) -> int | None:
     try:
         with open(sp.context, encoding="utf-8") as f:
             uid = json.load(f).get("uid")
@@ -259,7 +259,7 @@ def _reports(sp, deferred: list, log) -> None:
         t0 = time.monotonic()
         try:
             job()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("report of %s failed", sp.dir)
         if uid is not None and time.monotonic() - t0 >= 0.9 * REPORT_TIMEOUT_S:
             _SLOW_WRITERS[uid] = time.monotonic()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Optional
 
 from slurm_energy.errors import SlurmFormatError  # callers catch it from here too
 
@@ -43,7 +42,7 @@ _EXAMPLES = {"duration": "'1-02:03:04', '02:03:04', '03:04.567', '02:03:04.567'"
              "memory": "'4000M', '4G', '2Gn', '500Mc', '0'"}
 
 
-def parse_duration(text: Optional[str], field: str = "duration") -> Optional[float]:
+def parse_duration(text: str | None, field: str = "duration") -> float | None:
     """Seconds in a Slurm duration, or ``None`` if unknown; ``math.inf`` for ``UNLIMITED``.
 
     Forms (sacct Elapsed/TotalCPU/Timelimit, scontrol RunTime/TimeLimit): ``D-HH:MM:SS``,
@@ -81,17 +80,17 @@ def parse_duration(text: Optional[str], field: str = "duration") -> Optional[flo
     return sec + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
-def format_duration(seconds: Optional[float], millis: bool = False) -> str:
+def format_duration(seconds: float | None, millis: bool = False) -> str:
     """Slurm's ``[D-]HH:MM:SS`` (sacct Elapsed); ``millis``: sacct's TotalCPU style, ``MM:SS.mmm``
     below an hour. ``None`` -> ``""`` (Slurm prints unknown as empty); ``inf`` -> ``UNLIMITED``."""
     if seconds is None:
         return ""
     if math.isinf(seconds):
         return "UNLIMITED"
-    ms_total = int(round(max(0.0, seconds) * 1000))
+    ms_total = round(max(0.0, seconds) * 1000)
     s_total, ms = divmod(ms_total, 1000)
     if not millis:
-        s_total = int(round(max(0.0, seconds)))
+        s_total = round(max(0.0, seconds))
     d, s = divmod(s_total, 86400)
     h, s = divmod(s, 3600)
     m, s = divmod(s, 60)
@@ -100,7 +99,7 @@ def format_duration(seconds: Optional[float], millis: bool = False) -> str:
     return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
 
 
-def parse_suffixed(text: Optional[str], base: int, field: str = "value") -> Optional[float]:
+def parse_suffixed(text: str | None, base: int, field: str = "value") -> float | None:
     """A Slurm number with an optional ``K M G T P E`` suffix, x ``base`` per step (1000 energy,
     1024 memory). ``None`` for unknown. Raises SlurmFormatError for other text."""
     if text is None:
@@ -114,7 +113,7 @@ def parse_suffixed(text: Optional[str], base: int, field: str = "value") -> Opti
     return float(m.group(1)) * base ** _SUFFIX_POWER[m.group(2).upper()]
 
 
-def parse_energy_j(text: Optional[str], field: str = "ConsumedEnergy") -> Optional[float]:
+def parse_energy_j(text: str | None, field: str = "ConsumedEnergy") -> float | None:
     """sacct's ConsumedEnergy (``12.34K`` = 12 340 J) or ConsumedEnergyRaw (``12340``), in J.
 
     ``None`` for empty/unknown. 0 is returned as 0.0: whether 0 means "not collected" depends on
@@ -122,7 +121,7 @@ def parse_energy_j(text: Optional[str], field: str = "ConsumedEnergy") -> Option
     return parse_suffixed(text, 1000, field)
 
 
-def format_energy(joules: Optional[float]) -> str:
+def format_energy(joules: float | None) -> str:
     """Joules as sacct prints ConsumedEnergy: :func:`convert_num_unit` with divisor 1000, not exact
     (src/sacct/print.c PRINT_CONSUMED_ENERGY: ``convert_num_unit2(..., UNIT_NONE, params.units, 1000,
     params.convert_flags & ~CONVERT_NUM_UNIT_EXACT)``): ``1.50K``, ``12.34K``, ``2K``, ``999``."""
@@ -157,7 +156,7 @@ def convert_num_unit(num: float, divisor: int = 1024, *, unit: int = 0, exact: b
     return f"{int(num)}{letter}" if float(int(num)) == num else f"{num:.2f}{letter}"
 
 
-def parse_memory(text: Optional[str], field: str = "memory", bare_unit: str = "M") -> Optional[tuple[int, str]]:
+def parse_memory(text: str | None, field: str = "memory", bare_unit: str = "M") -> tuple[int, str] | None:
     """A Slurm memory amount -> (bytes, per) with ``per`` ``"node"``, ``"cpu"`` or ``""``.
 
     ``4000M``, ``4G``, ``1.50G`` (x 1024 per step); a bare number is in ``bare_unit`` (MB for
@@ -177,12 +176,12 @@ def parse_memory(text: Optional[str], field: str = "memory", bare_unit: str = "M
     if not m:
         raise _err(field, str(text), "memory")
     suffix = m.group(2).upper() or bare_unit.upper()
-    return int(round(float(m.group(1)) * 1024 ** _SUFFIX_POWER[suffix])), per
+    return round(float(m.group(1)) * 1024 ** _SUFFIX_POWER[suffix]), per
 
 
-def requested_memory_bytes(per_node: Optional[str] = None, per_cpu: Optional[str] = None,
-                           cpus_on_node: Optional[int] = None, node_mem_bytes: Optional[int] = None,
-                           ) -> tuple[Optional[int], str]:
+def requested_memory_bytes(per_node: str | None = None, per_cpu: str | None = None,
+                           cpus_on_node: int | None = None, node_mem_bytes: int | None = None,
+                           ) -> tuple[int | None, str]:
     """The job's memory request on one node, in bytes, and how it was derived.
 
     Args:
@@ -213,7 +212,7 @@ def requested_memory_bytes(per_node: Optional[str] = None, per_cpu: Optional[str
     return None, f"per CPU {per_cpu}, CPUs on the node unknown"
 
 
-def format_memory(b: Optional[int]) -> str:
+def format_memory(b: int | None) -> str:
     """Bytes as sacct shows MaxRSS (``convert_num_unit(bytes, UNIT_NONE, ..., CONVERT_NUM_UNIT_EXACT)``)
     and ReqMem (the same from MB, UNIT_MEGA: the same text for a whole number of MB), i.e.
     :func:`convert_num_unit` x 1024, exact: ``4000M``, ``1234K``, ``1.50G`` (1536 MB), ``2.50G``,

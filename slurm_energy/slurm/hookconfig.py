@@ -28,7 +28,7 @@ from slurm_energy._version import __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds of a hook's CPU)
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any
 
 #: Suffix of the resolved copy next to the site config.
 RESOLVED_SUFFIX = ".resolved.json"
@@ -53,7 +53,7 @@ class ConfigView(dict):  # type: ignore[type-arg]
             raise AttributeError(key) from None
 
 
-def _site_path() -> Optional[str]:
+def _site_path() -> str | None:
     p = os.environ.get(ENV_VAR) or (DEFAULT_PATH if os.path.exists(DEFAULT_PATH) else None)
     return p or None
 
@@ -83,11 +83,11 @@ def _key(text: bytes) -> str:
     return f"{__version__}\n{schema}\n{text.decode('utf-8', 'surrogateescape')}"
 
 
-def _cached(p: Optional[str], suffixes: tuple[str, ...] = (RESOLVED_SUFFIX,)) \
-        -> tuple[Optional[bytes], Optional[tuple[ConfigView, list[str]]]]:
+def _cached(p: str | None, suffixes: tuple[str, ...] = (RESOLVED_SUFFIX,)) \
+        -> tuple[bytes | None, tuple[ConfigView, list[str]] | None]:
     """(site.yaml's text, (config, problems) from the first copy (``<site.yaml><suffix>``) that
     matches that text)."""
-    text: Optional[bytes] = None
+    text: bytes | None = None
     if p is None:
         return None, None
     try:
@@ -106,7 +106,7 @@ def _cached(p: Optional[str], suffixes: tuple[str, ...] = (RESOLVED_SUFFIX,)) \
     return text, None
 
 
-def reader_config() -> Optional[tuple[ConfigView, list[str], str]]:
+def reader_config() -> tuple[ConfigView, list[str], str] | None:
     """``(config, problems, site.yaml's path)`` for a reader (``jobenergy``, any user): the hooks'
     resolved copy, else the readers' copy (:data:`READER_SUFFIX`), when one matches site.yaml's
     text; None otherwise (no site.yaml, stale or unreadable copies: load it in full)."""
@@ -115,7 +115,7 @@ def reader_config() -> Optional[tuple[ConfigView, list[str], str]]:
     return None if hit is None or p is None else (*hit, p)
 
 
-def cached_hook_config() -> Optional[tuple[ConfigView, list[str]]]:
+def cached_hook_config() -> tuple[ConfigView, list[str]] | None:
     """``(config, problems)`` from the resolved copy when it matches site.yaml's text (the hooks'
     common case: json and zlib only); None when :func:`load_hook_config` must load in full."""
     return _cached(_site_path())[1]

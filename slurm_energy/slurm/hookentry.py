@@ -36,7 +36,7 @@ from slurm_energy.textsafe import one_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any
 
 __all__ = ["FALLBACK_LOG_DIR", "FINALIZER_NICE", "SAMPLER_NICE", "epilog", "hook_elapsed_s", "main", "prolog", "spawn"]
 
@@ -138,7 +138,7 @@ def _begin(env: Any, errors: list[str]) -> tuple[Any, JobFacts]:
     return cfg, JobFacts(context_dict(slurm_env_fields(env)))
 
 
-def hook_elapsed_s() -> Optional[float]:
+def hook_elapsed_s() -> float | None:
     """Seconds since the hook script's ``timeout`` guard (our parent) started: the hook's wall time
     as slurmd sees it, within 10 ms (clock ticks) and the shell's few ms before it. None if unknown."""
     try:
@@ -151,7 +151,7 @@ def hook_elapsed_s() -> Optional[float]:
         return None
 
 
-def _log_hook_time(which: str, ctx: Optional[JobFacts], outcome: str) -> None:
+def _log_hook_time(which: str, ctx: JobFacts | None, outcome: str) -> None:
     """One line per hook run, parsed by benchmarks/fault_run.py: ``hook=prolog job=J ... wall_s=``."""
     wall = hook_elapsed_s()
     job, node = (ctx.job_id, ctx.node) if ctx is not None else ("?", "?")
@@ -186,7 +186,7 @@ def prolog(env: Any = None) -> int:
         gpus = ctx.gpu_uuids or [g["device_id"] for g in ctx.drm_gpus] or ctx.job_gpus or "-"
         log("INFO", f"prolog job={ctx.job_id} node={ctx.node} sampler={pid} gpus={gpus} spool={spool.dir} "
                     f"({time.time() - t0:.3f} s)")
-    except BaseException as e:  # noqa: BLE001 - a Prolog must never fail the job
+    except BaseException as e:
         log.exception("prolog failed")
         if spool is not None:
             spool.record_error(f"prolog: {type(e).__name__}: {e}")
@@ -348,7 +348,7 @@ def epilog(env: Any = None) -> int:
         except OSError as e:  # a read-only spool: the finalizer is already on its way
             log("WARNING", f"job {ctx.job_id}: {spool.done} not written: {e}")
         log("INFO", f"epilog job={ctx.job_id} node={ctx.node} sampler={outcome} ({time.time() - t_end:.3f} s)")
-    except BaseException as e:  # noqa: BLE001 - an Epilog must never drain the node
+    except BaseException as e:
         log.exception("epilog failed")
         if spool is not None:
             spool.record_error(f"epilog: {type(e).__name__}: {e}")
@@ -387,7 +387,7 @@ def _has_prolog(spool: JobSpool) -> bool:
         return False
 
 
-def _stop_sampler(spool: Optional[JobSpool], ctx: JobFacts) -> str:
+def _stop_sampler(spool: JobSpool | None, ctx: JobFacts) -> str:
     from slurm_energy.slurm.detach import cmdline, find_sampler, is_our_sampler, stop_process, unnice
 
     pid = None
@@ -413,7 +413,7 @@ def _stop_sampler(spool: Optional[JobSpool], ctx: JobFacts) -> str:
     return stop_process(pid, term_wait_s=1.0, kill_wait_s=0.2, handler_wait=True)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """``{prolog|epilog}`` (default ``sys.argv[1:]``): run that hook; always 0."""
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -423,6 +423,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         if what == "epilog":
             return epilog()
         os.write(2, b"usage: python -I -S .../slurm_energy/slurm/hookrun.py {prolog|epilog}\n")
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         log.exception(f"hook {argv[:1]} failed")
     return 0

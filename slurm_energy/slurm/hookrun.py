@@ -11,6 +11,6 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from slurm_energy.slurm.hookentry import main  # noqa: E402
+from slurm_energy.slurm.hookentry import main
 
 sys.exit(main())

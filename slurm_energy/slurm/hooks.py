@@ -26,10 +26,9 @@ if __name__ == "__main__" and sys.argv[1:2] == ["sampler"]:
 import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
-from typing import TYPE_CHECKING, Optional  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
-from slurm_energy.slurm.runtime import (  # noqa: E402
-    load_config, prolog_reading_by_sampler, readers_for, setup_logging, spool_from_dir)
+from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, readers_for, setup_logging, spool_from_dir  # noqa: E402
 from slurm_energy.slurm.spool import JobSpool, write_private  # noqa: E402
 
 if TYPE_CHECKING:
@@ -64,9 +63,9 @@ def sampler_main(job_dir: str, node: str) -> int:
     spool, ctx = spool_from_dir(job_dir, node)
     prolog_reading_by_sampler(cfg, ctx, spool)  # the Prolog's row from the files it read: before any sample
     try:
-        from slurm_energy.slurm.probe import SlurmJobProbe
-        from slurm_energy.sampling.sampler import Sampler, freeze_gc
         from slurm_energy.sampling.samplefile import SampleWriter
+        from slurm_energy.sampling.sampler import Sampler, freeze_gc
+        from slurm_energy.slurm.probe import SlurmJobProbe
 
         readers, _ = readers_for(cfg, ctx, spool, errors)
         for e in errors:
@@ -91,7 +90,7 @@ def sampler_main(job_dir: str, node: str) -> int:
             record_stop(spool, s.stop_signal if s.stop_signal is not None else signal.SIGTERM.value)
         if s.gone_at is not None:
             _finish_without_epilog(cfg, spool, ctx, s.gone_at)
-    except BaseException as e:  # noqa: BLE001
+    except BaseException as e:
         log.exception("sampler failed")
         spool.record_error(f"sampler: {type(e).__name__}: {e}")
     return 0
@@ -122,7 +121,7 @@ class _Interim:
 
     def __init__(self, spool: JobSpool, ctx: JobContext):
         self.spool, self.ctx = spool, ctx
-        self.cfg: Optional[SiteConfig] = None
+        self.cfg: SiteConfig | None = None
 
     def __call__(self) -> None:
         from slurm_energy.sampling.marks import bound_job_dir
@@ -178,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return finalize_env_main(argv[1], float(argv[2]), argv[3], argv[4], json.loads(argv[5]))
         print("usage: python -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env}", file=sys.stderr)
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])
     return 0
 

@@ -5,7 +5,7 @@ Prolog could not see, and its memory request on a node.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from slurm_energy.model import job_state_from_exit_code
 from slurm_energy.slurm.env import JobContext
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from slurm_energy.sampling.sampletable import SampleTable
 
 
-def with_slurm_facts(ctx: JobContext, facts: Optional[dict]) -> JobContext:
+def with_slurm_facts(ctx: JobContext, facts: dict | None) -> JobContext:
     """ctx with slurmctld's facts: its array/het ids win over anything else (a job's environment
     is its user's to set: never its identity); its job name wins over the job's environment's."""
     import dataclasses
@@ -25,7 +25,7 @@ def with_slurm_facts(ctx: JobContext, facts: Optional[dict]) -> JobContext:
     return dataclasses.replace(ctx, **{k: facts[k] for k in keys if facts.get(k)})
 
 
-def slurm_job_state(facts: Optional[dict], ctx: JobContext, exit_code: str) -> str:
+def slurm_job_state(facts: dict | None, ctx: JobContext, exit_code: str) -> str:
     """The attempt's state: slurmctld's (REQUEUED when the job has been restarted since this attempt),
     else derived from the Epilog's exit code (which reads 0:0 for a cancelled or timed-out job)."""
     from slurm_energy.slurm.scontrol import UNFINISHED
@@ -37,8 +37,8 @@ def slurm_job_state(facts: Optional[dict], ctx: JobContext, exit_code: str) -> s
     return job_state_from_exit_code(exit_code)
 
 
-def requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int], node_total: Optional[int],
-                      errors: list) -> tuple[Optional[int], str]:
+def requested_memory(ctx: JobContext, facts: dict | None, cpus: int | None, node_total: int | None,
+                      errors: list) -> tuple[int | None, str]:
     """The job's memory request on this node (bytes, how): slurmd's SLURM_MEM_PER_NODE /
     SLURM_MEM_PER_CPU where the Prolog/Epilog environment has them (never the job's own
     environment: its user can export anything there), else slurmctld's
@@ -48,8 +48,8 @@ def requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int]
     from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
 
     facts = facts or {}
-    per_node: Optional[str]
-    per_cpu: Optional[str]
+    per_node: str | None
+    per_cpu: str | None
     if ctx.mem_per_node or ctx.mem_per_cpu:
         per_node, per_cpu = ctx.mem_per_node, ctx.mem_per_cpu
         src = "slurmd's Prolog/Epilog environment SLURM_MEM_PER_NODE/CPU, MB"
@@ -67,7 +67,7 @@ def requested_memory(ctx: JobContext, facts: Optional[dict], cpus: Optional[int]
     return b, (f"{how} ({src})" if b is not None else how)
 
 
-def _tres_mem_per_node(facts: dict) -> Optional[int]:
+def _tres_mem_per_node(facts: dict) -> int | None:
     """slurmctld's TRES mem= (the whole job's memory) / its node count, bytes; None if absent.
     Raises SlurmFormatError for a value Slurm never writes."""
     from slurm_energy.slurm.formats import parse_memory
@@ -82,7 +82,7 @@ def _tres_mem_per_node(facts: dict) -> Optional[int]:
     return got[0] // n
 
 
-def true_cpu_time(ctx: JobContext, rows: SampleTable, nodes: list[str], errors: list[str]) -> Optional[float]:
+def true_cpu_time(ctx: JobContext, rows: SampleTable, nodes: list[str], errors: list[str]) -> float | None:
     """The job's true CPU time on this node (sacct TotalCPU, CPU-s) when the sampler did not see the
     job's last stretch (killed sampler, job ending between polls or before the first one) and the
     job ran on this node only (TotalCPU is the whole job's); None otherwise (the stretch is then
@@ -96,7 +96,7 @@ def true_cpu_time(ctx: JobContext, rows: SampleTable, nodes: list[str], errors: 
         from slurm_energy.slurm.sacct import total_cpu_s
 
         got, why = total_cpu_s(ctx.job_id)
-    except Exception as e:  # noqa: BLE001 - a comparison source must never cost the record
+    except Exception as e:
         got, why = None, f"unavailable: {type(e).__name__}: {e}"
     if got is None:
         errors.append(f"job CPU time after the sampler's last look: {why}; estimated (flag tail_estimated)")

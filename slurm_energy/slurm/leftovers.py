@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
 
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.sacct import SACCT, slurm_client
@@ -90,7 +90,7 @@ def parse_sacct_line(line: str) -> dict:
 
 
 def slurm_final_facts(job_id: str, restart_count: int = 0, *, run: Callable = subprocess.run,
-                      scontrol: str = "/usr/bin/scontrol", sacct: str = SACCT) -> tuple[Optional[bool], Optional[dict]]:
+                      scontrol: str = "/usr/bin/scontrol", sacct: str = SACCT) -> tuple[bool | None, dict | None]:
     """(finished?, facts) for one job: scontrol first (no waiting), then sacct once slurmctld has
     forgotten the job (MinJobAge). finished is None when neither knows the job (no accounting)."""
     from slurm_energy.slurm.scontrol import UNFINISHED, show_job

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import select
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from slurm_energy.core import JobUsage
 from slurm_energy.sampling.files import KeptFiles
@@ -34,10 +35,10 @@ class SlurmJobProbe:
     def __init__(self, job_id: str, uid: int, node: str = "", cgroup_root: str = "/sys/fs/cgroup",
                  pid_fallback_after_s: float = 0.5, pid_rescan_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic,
-                 on_job_env: Optional[Callable[[dict[str, Any]], None]] = None, sluid: str = ""):
+                 on_job_env: Callable[[dict[str, Any]], None] | None = None, sluid: str = ""):
         self.job_id, self.uid, self.node, self.root = job_id, uid, node, cgroup_root
         self.sluid = sluid  # SLURM_JOB_SLUID: Slurm 26.05's cgroup v2 job directory name
-        self.cg: Optional[JobCgroup] = None
+        self.cg: JobCgroup | None = None
         self._seen_cgroup = False
         self._t0 = clock()
         self._clock = clock
@@ -62,7 +63,7 @@ class SlurmJobProbe:
         """True unless the job's end wakes the sampler by itself (cgroup v2 ``cgroup.events``)."""
         return not (self.cg is not None and self.cg.events_fd() is not None)
 
-    def wakeup(self) -> Optional[tuple[int, int]]:
+    def wakeup(self) -> tuple[int, int] | None:
         """(fd, poll event mask) that fires at the job's end, or None: v2 ``cgroup.events``, POLLPRI."""
         if self.cg is None or self._ended:
             return None
@@ -92,7 +93,7 @@ class SlurmJobProbe:
                     cb(facts)
                 return
 
-    def poll(self, full: bool = True) -> Optional[JobUsage]:
+    def poll(self, full: bool = True) -> JobUsage | None:
         """:attr:`usage` updated to now (cgroup: CPU time, and at a full poll memory and PIDs; PID
         mode: all of them), or None while the job cannot be seen (not yet, or gone)."""
         u = self._poll(full)
@@ -100,7 +101,7 @@ class SlurmJobProbe:
             self._look_for_job_env(u.pids)
         return u
 
-    def _poll(self, full: bool = True) -> Optional[JobUsage]:
+    def _poll(self, full: bool = True) -> JobUsage | None:
         if self.cg is None and not self._seen_cgroup and self._look_for_cgroup(full):
             self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root, sluid=self.sluid)
         if self.cg is not None:

@@ -29,7 +29,7 @@ from slurm_energy.slurm.spool import JobSpool, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog imports this module)
 if TYPE_CHECKING:
-    from typing import Any, Optional
+    from typing import Any
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
@@ -44,7 +44,7 @@ def raw_path(spool: JobSpool) -> str:
     return spool.path("prolog-raw")
 
 
-def recipe_key(cfg: Any) -> Optional[str]:
+def recipe_key(cfg: Any) -> str | None:
     """What a recipe is valid for: this version, this boot and the site config's ``hardware``
     section (where the readers look); None when ``cfg`` is not a resolved copy (the defaults'
     full config: the Prolog then reads the full way)."""
@@ -61,7 +61,7 @@ def recipe_key(cfg: Any) -> Optional[str]:
     return f"{__version__} {boot} {zlib.crc32(json.dumps(hw, sort_keys=True).encode()):08x}"
 
 
-def _zones(cfg: Any) -> Optional[list[str]]:
+def _zones(cfg: Any) -> list[str] | None:
     """The RAPL zones under ``hardware.rapl_root`` (one listdir), None without that directory: a
     zone that appeared or went since the list was made sends the Prolog the full way."""
     try:

@@ -17,14 +17,12 @@ import fcntl
 import os
 import re
 from pathlib import Path
-from typing import Optional
 
 from slurm_energy.accounting.merge import merge_records, run_identity, run_span, same_run, split_runs, unique_union
 from slurm_energy.errors import MergeError
 from slurm_energy.fileio import atomic_write
 from slurm_energy.model import JobRecord, text_safe
 from slurm_energy.natsort import natural_key
-
 
 _SAFE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
@@ -168,7 +166,7 @@ def _in_run(r: JobRecord, merged: JobRecord) -> bool:
 
 
 def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
-                         record: Optional[JobRecord] = None) -> Optional[list[JobRecord]]:
+                         record: JobRecord | None = None) -> list[JobRecord] | None:
     """The node records of one run of the attempt once every expected node has reported, else ``None``.
 
     Safe to run concurrently from several nodes' finalizers: reading is done under an exclusive
@@ -205,7 +203,7 @@ def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: 
 
 
 def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
-              record: Optional[JobRecord] = None) -> Optional[JobRecord]:
+              record: JobRecord | None = None) -> JobRecord | None:
     """Merge the attempt's node records if every expected node has reported
     (:func:`collect_node_records`, same arguments).
 

@@ -46,7 +46,7 @@ def _one_line_formatter():
     return OneLine
 
 
-def OneLineFormatter(fmt: str):  # noqa: N802 - a class factory (logging imported on use only)
+def OneLineFormatter(fmt: str):
     """A :class:`logging.Formatter` writing each record as one escaped line (see ``_one_line_formatter``)."""
     return _one_line_formatter()(fmt)
 

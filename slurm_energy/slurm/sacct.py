@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from slurm_energy.slurm.formats import SlurmFormatError, parse_duration, parse_energy_j
 
@@ -35,10 +35,10 @@ def slurm_client(argv: list[str], run: Callable = subprocess.run, timeout_s: flo
 #: How long (s) a process reuses the plugin it read (the node's finalizer asks for each job it
 #: finalizes; ``scontrol show config`` was a tenth of a job's finalizing CPU).
 PLUGIN_TTL_S = 300.0
-_PLUGIN: dict[str, tuple[float, Optional[str]]] = {}
+_PLUGIN: dict[str, tuple[float, str | None]] = {}
 
 
-def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, timeout_s: float = 5.0) -> Optional[str]:
+def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, timeout_s: float = 5.0) -> str | None:
     """The site's AcctGatherEnergyType (e.g. ``acct_gather_energy/rapl``), ``"none"`` for
     ``acct_gather_energy/none`` or ``(null)``, ``None`` if it cannot be read. With the real
     ``subprocess.run``, a value read is reused for :data:`PLUGIN_TTL_S` seconds."""
@@ -55,7 +55,7 @@ def energy_plugin(*, scontrol: str = SCONTROL, run: Callable = subprocess.run, t
     return hit[1]
 
 
-def _energy_plugin(scontrol: str, run: Callable, timeout_s: float) -> Optional[str]:
+def _energy_plugin(scontrol: str, run: Callable, timeout_s: float) -> str | None:
     try:
         r = slurm_client([scontrol, "show", "config"], run, timeout_s)
     except (OSError, subprocess.TimeoutExpired):
@@ -72,7 +72,7 @@ def _energy_plugin(scontrol: str, run: Callable, timeout_s: float) -> Optional[s
 
 def consumed_energy(job_id: str, *, sacct: str = SACCT, scontrol: str = SCONTROL, run: Callable = subprocess.run,
                     wait_s: float = 10.0, sleep: Callable = time.sleep, timeout_s: float = 10.0,
-                    ) -> tuple[Optional[float], str]:
+                    ) -> tuple[float | None, str]:
     """Slurm's ConsumedEnergyRaw for ``job_id`` in J, and its label.
 
     Returns ``(joules, "Slurm's ConsumedEnergyRaw (sacct), plugin acct_gather_energy/rapl")``, or
@@ -107,7 +107,7 @@ _UNFINISHED = ("PENDING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSP
 
 
 def total_cpu_s(job_id: str, *, sacct: str = SACCT, run: Callable = subprocess.run, wait_s: float = 15.0,
-                sleep: Callable = time.sleep, timeout_s: float = 10.0) -> tuple[Optional[float], str]:
+                sleep: Callable = time.sleep, timeout_s: float = 10.0) -> tuple[float | None, str]:
     """The job's true CPU time (user + system, all its steps), CPU-s, from slurmdbd, and its label.
 
     Runs ``sacct -j ID -n -P -o JobID,State,TotalCPU`` (all steps; Slurm's duration forms, parsed by
@@ -126,7 +126,7 @@ def total_cpu_s(job_id: str, *, sacct: str = SACCT, run: Callable = subprocess.r
 
 
 def _sacct_until(argv: list[str], ready: Callable[[str], bool], run: Callable, wait_s: float, sleep: Callable,
-                 timeout_s: float) -> tuple[Optional[str], str]:
+                 timeout_s: float) -> tuple[str | None, str]:
     """sacct's output once ``ready(output)`` or ``wait_s`` s have passed (slurmdbd hears of a job's
     end after the Epilog), polled every second: ``(output, "")``, or ``(None, "unavailable: <why>")``
     when sacct cannot run or fails."""
@@ -137,13 +137,13 @@ def _sacct_until(argv: list[str], ready: Callable[[str], bool], run: Callable, w
         except (OSError, subprocess.TimeoutExpired) as e:
             return None, f"unavailable: sacct failed ({type(e).__name__})"
         if r.returncode != 0:
-            return None, f"unavailable: sacct: {(r.stderr or '').strip()[:120] or 'exit %d' % r.returncode}"
+            return None, f"unavailable: sacct: {(r.stderr or '').strip()[:120] or f'exit {r.returncode}'}"
         if ready(r.stdout) or time.monotonic() > deadline:
             return r.stdout, ""
         sleep(1.0)
 
 
-def _sum_total_cpu(text: str, job_id: str) -> tuple[Optional[float], str]:
+def _sum_total_cpu(text: str, job_id: str) -> tuple[float | None, str]:
     """sacct ``JobID|State|TotalCPU`` lines -> (CPU-s of the newest run, label), None while unfinished."""
     rows = [line.split("|") for line in text.splitlines() if line.count("|") >= 2]
     alloc = [i for i, f in enumerate(rows) if f[0].strip() == job_id]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from slurm_energy.sampling.sampletable import SampleTable
@@ -36,7 +36,7 @@ STOPPED_EARLY = "stopped_early"
 STOP_FILE = "sampler-stop"
 
 
-def record_stop(spool, signum: Optional[int]) -> None:
+def record_stop(spool, signum: int | None) -> None:
     """Leave the signal that stopped the sampler (None: it stopped without one) in the spool.
     Never raises: a spool that cannot take it costs only the signal's name in the record."""
     from slurm_energy.slurm.spool import write_private
@@ -57,7 +57,7 @@ def signal_name(spool) -> str:
         return ""
 
 
-def mark_early_stop(rows: SampleTable, epilog_t: float) -> Optional[float]:
+def mark_early_stop(rows: SampleTable, epilog_t: float) -> float | None:
     """Relabel the sampler's ``final`` row :data:`STOPPED_EARLY` when it was written before the
     Epilog began (``epilog_t``, epoch s) and no ``cgroup_gone`` row precedes it. Returns that
     row's time (epoch s), or None when the rows hold no such row (in place)."""

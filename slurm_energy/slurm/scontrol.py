@@ -21,10 +21,9 @@ import os
 import re
 import subprocess
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from slurm_energy.slurm.sacct import SCONTROL, slurm_client
-
 
 _KEYS = {"ArrayJobId": "array_job_id", "ArrayTaskId": "array_task_id", "HetJobId": "het_job_id",
          "HetJobOffset": "het_job_offset", "JobState": "job_state", "Restarts": "restarts",
@@ -108,7 +107,7 @@ def parse_show_job(line: str) -> dict:
     return out
 
 
-def _number(v) -> Optional[int]:
+def _number(v) -> int | None:
     """A JSON number as Slurm writes it: a plain int (the older openapi plugins' form) or
     ``{"set": true, "infinite": false, "number": N}`` (data_parser); None when unset/infinite."""
     if isinstance(v, dict):
@@ -157,7 +156,7 @@ def _json_requests(job: dict, out: dict) -> None:
             out[key] = float(n)
 
 
-def parse_show_job_json(text: str, job_id: str) -> Optional[dict]:
+def parse_show_job_json(text: str, job_id: str) -> dict | None:
     """Facts (the keys of :func:`parse_show_job`) from ``scontrol --json show job JOB``'s output;
     None when it is not JSON or names no such job. Fields by Slurm's data_parser names (both shapes
     read: the older plugins' plain values and data_parser's objects):
@@ -192,8 +191,8 @@ def parse_show_job_json(text: str, job_id: str) -> Optional[dict]:
     return out
 
 
-def show_job(job_id: str, *, attempt: Optional[int] = None, wait_s: float = 20.0, timeout_s: float = 5.0,
-             scontrol: str = SCONTROL, run: Callable = subprocess.run, sleep: Callable = time.sleep) -> Optional[dict]:
+def show_job(job_id: str, *, attempt: int | None = None, wait_s: float = 20.0, timeout_s: float = 5.0,
+             scontrol: str = SCONTROL, run: Callable = subprocess.run, sleep: Callable = time.sleep) -> dict | None:
     """``scontrol show job -o JOB`` parsed, waiting (up to ``wait_s``) until the job has finished
     (or, given the ``attempt``'s restart count, until slurmctld shows a later attempt: requeued).
 

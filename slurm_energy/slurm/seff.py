@@ -30,7 +30,7 @@ device class with how each number was obtained, the CO2e and the coverage::
 from __future__ import annotations
 
 import subprocess
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.slurm.formats import SlurmFormatError, format_duration, parse_memory
@@ -42,7 +42,7 @@ _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_I
              "estimated: rated power x utilisation x time", Method.UNAVAILABLE: "not measured"}
 
 
-def parse_mem(text: str, cpus: Optional[int], nodes: Optional[int]) -> Optional[int]:
+def parse_mem(text: str, cpus: int | None, nodes: int | None) -> int | None:
     """sacct's ReqMem ("200M", "4G", older "2Gn" per node / "500Mc" per CPU) -> bytes for the job
     (parsed by :func:`slurm_energy.slurm.formats.parse_memory`); None when unknown or unparsable."""
     try:
@@ -55,8 +55,8 @@ def parse_mem(text: str, cpus: Optional[int], nodes: Optional[int]) -> Optional[
     return b * (cpus or 1) if per == "cpu" else b * (nodes or 1) if per == "node" else b
 
 
-def allocation(job_id: str, sacct: Optional[str] = None, run: Callable = subprocess.run,
-               warn: Optional[Callable[[str], None]] = None) -> tuple[dict, str]:
+def allocation(job_id: str, sacct: str | None = None, run: Callable = subprocess.run,
+               warn: Callable[[str], None] | None = None) -> tuple[dict, str]:
     """({"cpus": int, "req_mem_bytes": int|None, "nodes": int}, "") from ``sacct -X``, or ({}, why).
 
     ``why`` is short, for the block's ``n/a (...)`` lines: ``/usr/bin/sacct not found``, ``sacct failed
@@ -117,7 +117,7 @@ def _mib(b: float) -> str:
     return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.2f} MiB"
 
 
-def _kwh(j: Optional[float]) -> str:
+def _kwh(j: float | None) -> str:
     return "n/a (not measured)" if j is None else f"{j / J_PER_KWH:.4g} kWh"
 
 

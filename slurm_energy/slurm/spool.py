@@ -27,7 +27,7 @@ from slurm_energy.fileio import atomic_write
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog/Epilog import this module)
 if TYPE_CHECKING:
-    from typing import Optional
+    pass
 
 
 def _mkdir_private(path: str) -> None:
@@ -62,7 +62,7 @@ class JobSpool:
         self.dir = os.path.join(spool_dir, "jobs", name)
 
     @classmethod
-    def from_dir(cls, job_dir: str, node: str) -> "JobSpool":
+    def from_dir(cls, job_dir: str, node: str) -> JobSpool:
         """The spool of an existing job directory (as passed to the sampler and finalizer).
 
         Raises ValueError if the directory's name is not ``<job_id>-r<n>[-<tag>]``."""
@@ -72,7 +72,7 @@ class JobSpool:
             raise ValueError(f"{job_dir}: not a job spool directory (<job_id>-r<restart>[-<tag>])")
         return cls(os.path.dirname(os.path.dirname(job_dir)), m.group(1), int(m.group(2)), node, m.group(3) or "")
 
-    def ensure(self) -> "JobSpool":
+    def ensure(self) -> JobSpool:
         """Create the spool and job directories (0700). Raises OSError."""
         _mkdir_private(self.spool_dir)
         _mkdir_private(os.path.join(self.spool_dir, "jobs"))
@@ -228,7 +228,7 @@ def _context(sp: JobSpool) -> dict:
         return {}
 
 
-def _same_run(ctx: dict, run: Optional[dict]) -> Optional[bool]:
+def _same_run(ctx: dict, run: dict | None) -> bool | None:
     """Does a spool's context describe ``run`` (the hook's SLUID / Slurm start time / node list)?
     None when neither side names a SLUID or start time to compare."""
     if not run:
@@ -241,7 +241,7 @@ def _same_run(ctx: dict, run: Optional[dict]) -> Optional[bool]:
     return None
 
 
-def spool_belongs_to_other_run(sp: JobSpool, run: Optional[dict]) -> bool:
+def spool_belongs_to_other_run(sp: JobSpool, run: dict | None) -> bool:
     """True when the spool's context names another run than ``run`` (SLUID, start time, node list)."""
     return _same_run(_context(sp), run) is False
 
@@ -274,7 +274,7 @@ def new_run(spool_dir: str, job_id: str, restart_count: int, node: str, run: dic
 
 
 def find_attempt(spool_dir: str, job_id: str, node: str, restart_count: int,
-                 run: Optional[dict] = None) -> JobSpool:
+                 run: dict | None = None) -> JobSpool:
     """The attempt (run) an Epilog belongs to.
 
     A requeued job's Epilog for attempt k may already see SLURM_JOB_RESTART_COUNT = k + 1, so the
@@ -304,7 +304,7 @@ def spool_dirs(cfg) -> list[str]:
     return list(dict.fromkeys(d for d in (cfg.paths.spool_dir, getattr(cfg.paths, "spool_fallback_dir", "")) if d))
 
 
-def usable_spool(cfg, ctx, errors: list[str], epilog: bool = False) -> "JobSpool | None":
+def usable_spool(cfg, ctx, errors: list[str], epilog: bool = False) -> JobSpool | None:
     """Where this attempt's files go on this node, or None when no spool can be written.
 
     Epilog: the spool holding the Prolog's context (spool, then fallback; a requeued job's Epilog

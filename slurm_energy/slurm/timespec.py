@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Optional
 from zoneinfo import ZoneInfo
 
 #: ``_get_delta``'s unit table (parse_time.c ``un[]``), matched case-insensitively as prefixes in this order.
@@ -87,7 +86,7 @@ def _hint(text: str) -> str:
     return ""
 
 
-def parse_time(s: str, *, now: Optional[float] = None, tz: str = "UTC", field: str = "time") -> float:
+def parse_time(s: str, *, now: float | None = None, tz: str = "UTC", field: str = "time") -> float:
     """Parse one sacct time expression to epoch seconds (float), as ``sacct -S``/``-E`` does.
 
     Args:
@@ -233,7 +232,7 @@ def _get_time(text: str, low: str, pos: int) -> tuple[tuple[int, int, int], int]
     return (hr, mi, se), i
 
 
-def _get_date(text: str, pos: int) -> tuple[tuple[int, int, Optional[int]], int]:
+def _get_date(text: str, pos: int) -> tuple[tuple[int, int, int | None], int]:
     """parse_time.c ``_get_date``: ``YYYY-MM-DD`` (a '-' 4 and 7 characters on), else
     ``M[M][./]D[D][./][YY]``, each number read greedily as Slurm does (``15`` is month 15, refused;
     not month 1 day 5). Returns ((month 1-12, day, year or None), next position)."""

@@ -17,8 +17,9 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from typing import Any
 
 from slurm_energy.errors import StoreDbError, StoreError
 
@@ -51,7 +52,7 @@ class Db:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise StoreDbError(f"store {self.name}: {first}") from e
 
-    def execute(self, sql: str, params: Optional[dict] = None) -> list[tuple]:
+    def execute(self, sql: str, params: dict | None = None) -> list[tuple]:
         """Run one statement; its rows (``[]`` for one that returns none)."""
         try:
             cur = self.conn.execute(self._sql(sql), params or {})
@@ -169,7 +170,7 @@ def check_readable_sqlite(path: str) -> None:
     wait_for_hot_journal(path)
 
 
-def wait_for_hot_journal(path: str, wait_s: Optional[float] = None) -> None:
+def wait_for_hot_journal(path: str, wait_s: float | None = None) -> None:
     """Wait while ``<path>-journal`` is a hot journal: a writer killed mid-commit (an interim flush
     cut off when its sampler stopped, a SIGKILLed finalizer) leaves one, and SQLite's rule is that
     only a connection that can write rolls it back; a ``mode=ro`` reader gets "attempt to write a

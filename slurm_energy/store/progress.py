@@ -4,8 +4,8 @@ records read for a report); silent when stderr is not a terminal (hooks, cron, t
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 
 @contextmanager

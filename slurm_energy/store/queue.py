@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 from slurm_energy.core import shown_text
 from slurm_energy.fileio import atomic_write
@@ -31,7 +31,7 @@ def _name(rec: JobRecord) -> str:
     return f"{safe}.{jid}.r{int(rec.restart_count)}.{int(rec.start_time * 1000)}.json"
 
 
-def queue_record(spool_dirs: Iterable[str], rec: JobRecord, reason: str) -> Optional[str]:
+def queue_record(spool_dirs: Iterable[str], rec: JobRecord, reason: str) -> str | None:
     """Write ``rec`` (with ``reason``, why the store failed) to the first writable queue dir.
 
     Returns the file's path, or None when no queue dir could be written (every spool full or
@@ -71,7 +71,7 @@ def drain(spool_dirs: Iterable[str], put: Callable[[JobRecord], None]) -> tuple[
                 put(rec)
                 os.unlink(path)
                 n += 1
-            except Exception as e:  # noqa: BLE001 - one bad file must not stop the others
+            except Exception as e:
                 first = str(e).splitlines()[0] if str(e) else ""
                 problems.append(f"queued record {path} not stored: {type(e).__name__}: {first}")
     return n, problems

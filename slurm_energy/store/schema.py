@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from slurm_energy.errors import StoreDbError
 from slurm_energy.jobmeta import IDENTITY

@@ -11,7 +11,8 @@ the same few rows late in the store as early (tests/store/test_store_v2.py check
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.store.schema import COLUMNS
 from slurm_energy.units import J_PER_KWH
@@ -21,9 +22,9 @@ ROW_COLUMNS = tuple(c for c in COLUMNS if c not in ("updated_at", "hourly_it_kwh
 
 
 class _Carbon:
-    __slots__ = ("pue", "ci_g_per_kwh")
+    __slots__ = ("ci_g_per_kwh", "pue")
 
-    def __init__(self, pue: Optional[float], ci: Optional[float]):
+    def __init__(self, pue: float | None, ci: float | None):
         self.pue, self.ci_g_per_kwh = pue, ci
 
 
@@ -89,7 +90,7 @@ def spec_sql(w: Where, spec: Any) -> str:
 
 
 def where(*, specs=None, users=None, accounts=None, partitions=None, clusters=None, uids=None, states=None,
-          start: Optional[float] = None, end: Optional[float] = None, longest: Optional[float] = None) -> Where:
+          start: float | None = None, end: float | None = None, longest: float | None = None) -> Where:
     """The WHERE of a query (every argument a filter; None = none). ``specs``: parsed job ids;
     ``states``: record statuses; ``start``/``end``: epoch s (see the module docstring); ``longest``:
     the longest stored attempt, s (``max(elapsed_s)``), bounding the start_time index range."""
@@ -112,7 +113,7 @@ def where(*, specs=None, users=None, accounts=None, partitions=None, clusters=No
 LONGEST_SQL = "SELECT max(elapsed_s) FROM job_records"
 
 
-def rows_sql(w: Where, limit: Optional[int] = None) -> str:
+def rows_sql(w: Where, limit: int | None = None) -> str:
     """SELECT of the summary columns, oldest first (``limit``: the newest that many)."""
     cols = ", ".join(f'"{c}"' for c in ROW_COLUMNS)
     if limit is not None:

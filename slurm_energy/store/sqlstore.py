@@ -37,7 +37,8 @@ writer, and :meth:`Store.put` retries a locked database :data:`PUT_ATTEMPTS` tim
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import Status
 from slurm_energy.errors import StoreDbError, StoreError, StoreUrlError
@@ -73,7 +74,7 @@ PUT_ATTEMPTS = 4
 PUT_RETRY_WAIT_S = 2.0
 
 #: ``record -> {UTC hour key: gCO2e/kWh} | None``: the hourly intensity a record's CO2e used
-HourlyCI = Callable[["JobRecord"], Optional[dict]]
+HourlyCI = Callable[["JobRecord"], dict | None]
 
 #: the columns of a job_records row a put writes (its id is the database's)
 _WRITTEN = tuple(c for c in schema.COLUMNS if c != "id")
@@ -117,8 +118,8 @@ class Store:
     """Job records in a SQL database (``db``: its connection). Build with :func:`open_store`."""
 
     def __init__(self, db: D.Db, readonly: bool = False, *, put_attempts: int = PUT_ATTEMPTS,
-                 retry_wait_s: float = PUT_RETRY_WAIT_S, hourly_ci: Optional[HourlyCI] = None,
-                 on_close: Optional[Callable[[], None]] = None):
+                 retry_wait_s: float = PUT_RETRY_WAIT_S, hourly_ci: HourlyCI | None = None,
+                 on_close: Callable[[], None] | None = None):
         """``hourly_ci``: the hourly carbon intensity of a record whose CO2e was computed hourly, for its
         job_hours rows' CO2e (default :func:`slurm_energy.store.summary.site_hourly_ci`: the site's
         imported files, read only for such records)."""
@@ -145,7 +146,7 @@ class Store:
         return self._hourly_ci
 
     # -- writing ------------------------------------------------------------------------------
-    def put(self, record: JobRecord, merge_running: Optional[MergeRunning] = None) -> None:
+    def put(self, record: JobRecord, merge_running: MergeRunning | None = None) -> None:
         """Insert or replace one attempt (key cluster, job_id, start_time); see module docstring
         for interim (``running``) records.
 
@@ -176,8 +177,9 @@ class Store:
                             self.put_attempts, wait)
                 time.sleep(wait)
                 wait *= 2
+        return None
 
-    def _put_once(self, record: JobRecord, merge_running: Optional[MergeRunning]) -> None:
+    def _put_once(self, record: JobRecord, merge_running: MergeRunning | None) -> None:
         from slurm_energy.model import JobRecord
 
         key = {"cluster": record.cluster, "job_id": record.job_id, "restart_count": record.restart_count,
@@ -232,7 +234,7 @@ class Store:
         return len(buf)
 
     # -- reading ------------------------------------------------------------------------------
-    def get_job(self, job_id: str, *, cluster: Optional[str] = None) -> list[JobRecord]:
+    def get_job(self, job_id: str, *, cluster: str | None = None) -> list[JobRecord]:
         """All stored attempts matching one job id in any form (``715219``, ``715219_23``,
         ``1234+0``, ``X.batch``; see :mod:`slurm_energy.jobid`), oldest first.
 
@@ -247,8 +249,8 @@ class Store:
             return self.records_by_id([r.id for r in self.rows(**filters)])
 
     def rows(self, *, jobs: Any = None, users: Any = None, accounts: Any = None, partitions: Any = None,
-             states: Any = None, start: Optional[float] = None, end: Optional[float] = None,
-             clusters: Any = None, uids: Any = None, limit: Optional[int] = None) -> list[Q.JobRow]:
+             states: Any = None, start: float | None = None, end: float | None = None,
+             clusters: Any = None, uids: Any = None, limit: int | None = None) -> list[Q.JobRow]:
         """Summary rows (:class:`slurm_energy.store.select.JobRow`, no record JSON read) matching
         every given filter (each a list; None = no filter), oldest first.
 
@@ -290,7 +292,7 @@ class Store:
                 advance(len(chunk))
         return [by_id[i] for i in ids if i in by_id]
 
-    def tagged(self, limit: Optional[int] = None) -> list[JobRecord]:
+    def tagged(self, limit: int | None = None) -> list[JobRecord]:
         """Finished records (``complete`` or ``partial``) whose job declared tags (non-empty
         ``JobRecord.tags``: FLOPs, parameters, tokens), the newest ``limit`` (None = all), oldest first.
 

@@ -9,7 +9,7 @@ share of a job is summed in SQL (:mod:`slurm_energy.store.rollup`), the same rul
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import DEVICE_CLASSES, Method
 from slurm_energy.units import J_PER_KWH
@@ -27,7 +27,7 @@ def _state(rec: JobRecord) -> str:
     return rec.job_state or job_state_from_exit_code(rec.exit_code) or ""
 
 
-def _kwh(parts: list[float]) -> Optional[float]:
+def _kwh(parts: list[float]) -> float | None:
     return sum(parts) / J_PER_KWH if parts else None
 
 
@@ -36,7 +36,7 @@ def hour_start(key: str) -> int:
     return int(datetime.strptime(key, "%Y-%m-%dT%H:00:00Z").replace(tzinfo=timezone.utc).timestamp())
 
 
-def hour_rows(rec: JobRecord, hourly_ci: Optional[dict[str, float]] = None) -> list[dict[str, Any]]:
+def hour_rows(rec: JobRecord, hourly_ci: dict[str, float] | None = None) -> list[dict[str, Any]]:
     """The ``job_hours`` rows of a record (without ``job_row_id``): per UTC hour, ``hour_start``
     (epoch s), ``it_kwh`` (the job's IT energy in it), ``facility_kwh`` (x PUE) and ``co2e_kg``
     (facility kWh x the hour's gCO2e/kWh x alpha / 1000: the hour's CI from ``hourly_ci``
@@ -96,14 +96,14 @@ def site_hourly_ci():
     record's one CI splits its CO2e by energy, as ``time_split`` does). Cached per zone facts."""
     cache: dict = {}
 
-    def load(rec: JobRecord) -> Optional[dict[str, float]]:
+    def load(rec: JobRecord) -> dict[str, float] | None:
         if not rec.carbon.hourly:
             return None
         key = (rec.carbon.datacenter, rec.carbon.ci_source)
         if key not in cache:
             try:
-                from slurm_energy.config.carbon import hourly_intensity_for
                 from slurm_energy.config import load_site_config
+                from slurm_energy.config.carbon import hourly_intensity_for
 
                 cache[key] = hourly_intensity_for(load_site_config(), rec.carbon)
             except Exception:  # no or bad site config / file: split by energy

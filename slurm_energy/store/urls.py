@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Mapping, NamedTuple, Optional, Union
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from slurm_energy.errors import StoreUrlError
 
@@ -72,8 +73,8 @@ class StoreUrl(NamedTuple):
     source: str
 
 
-def resolve_store_url(cli_value: Optional[str], config_url: Union[str, Callable[[], str]],
-                      environ: Optional[Mapping[str, str]] = None) -> StoreUrl:
+def resolve_store_url(cli_value: str | None, config_url: str | Callable[[], str],
+                      environ: Mapping[str, str] | None = None) -> StoreUrl:
     """The store URL in force: ``--store`` (``cli_value``), else ``$SLURM_ENERGY_STORE``, else the
     site config's ``paths.store_url`` (``config_url``: the URL, or a function returning it, called
     only when needed so a command with ``--store`` never reads the site config).
@@ -112,7 +113,7 @@ def _dialect_hint(dialect: str) -> str:
     return (f" (did you mean {guess!r}?)" if guess and guess != dialect else "") + f"; {FIX}"
 
 
-def check_store_url(url) -> Optional[str]:
+def check_store_url(url) -> str | None:
     """Say whether ``url`` can be a store here, without connecting or creating anything.
 
     Args:
@@ -150,7 +151,7 @@ def check_store_url(url) -> Optional[str]:
     return None
 
 
-def _sqlite_problem(rest: str, driver: str, shown: str) -> Optional[str]:
+def _sqlite_problem(rest: str, driver: str, shown: str) -> str | None:
     """:func:`check_store_url` for a ``sqlite`` URL (``rest``: after ``://``): an absolute file path,
     the stdlib driver, no query string."""
     db = rest[1:] if rest.startswith("/") else ""

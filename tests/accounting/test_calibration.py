@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from jobrecord_factory import device, job_record, own_site_config, store_with
 
 from slurm_energy.accounting.calibration import check_job, fit, for_gpu, job_fit, percentile, predict_range
 from slurm_energy.cli.main import main
-from jobrecord_factory import device, job_record, own_site_config, store_with
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.store import open_store
 

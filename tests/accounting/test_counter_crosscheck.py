@@ -152,7 +152,8 @@ def test_missing_power_keeps_counter(monkeypatch):
 def test_amdsmi_counter_stuck_while_socket_power_reads_300_w(tmp_path):
     # the same rule on AMD SMI (amdgpu's hwmon has no energy file: tests/fakes/drm.py): the MI300X's
     # accumulator sticks while current_socket_power reads 300 W: 300 W x 10 s = 3000 J by power
-    from fakes.amdsmi import FakeAmdSmi, FakeGpu as SmiGpu
+    from fakes.amdsmi import FakeAmdSmi
+    from fakes.amdsmi import FakeGpu as SmiGpu
     from fakes.drm import MI300X_HWMON, FakeSysfs
 
     from slurm_energy.devices.gpus_drm import resolve_drm_gpus

@@ -2,8 +2,7 @@
 
 import pytest
 
-from slurm_energy.accounting.formulas import (J_PER_KWH, class_energy_j, co2e_kg, facility_kwh, finalise_record,
-                                              it_energy_j)
+from slurm_energy.accounting.formulas import J_PER_KWH, class_energy_j, co2e_kg, facility_kwh, finalise_record, it_energy_j
 from slurm_energy.model import CarbonFacts, DeviceEnergy, JobRecord, Method, NodeSummary, Status
 
 H = 3600.0  # s per hour

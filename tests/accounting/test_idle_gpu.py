@@ -142,6 +142,7 @@ def test_through_the_nvml_reader_on_fake_nvml_counter_gpu(monkeypatch):
     0 %, then 30 s at 300 W and 90 %, read every 5 s; its energy counter advances at the power drawn.
     Idle: the 6 intervals 0-30 s, 60 W x 5 s = 300 J each = 1800 J (5.0e-4 kWh), method counter."""
     from fakes.nvml import FakeGpu, install
+
     from slurm_energy.sampling.readers.nvml import NvmlReader
 
     uuid = "GPU-aaaaaaaa-0000-0000-0000-000000000001"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from slurm_energy.accounting.formulas import finalise_record
-from slurm_energy.accounting.phases import (MAX_MARKS, MAX_PHASES, MAX_STAGES, complement, parse_marks, union, windows_energy)
+from slurm_energy.accounting.phases import MAX_MARKS, MAX_PHASES, MAX_STAGES, complement, parse_marks, union, windows_energy
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.model import CarbonFacts, JobRecord, Method
 

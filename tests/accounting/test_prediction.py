@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from jobrecord_factory import own_site_config
 
 from slurm_energy.accounting.prediction import (
@@ -193,7 +192,7 @@ def test_cli_site_config_pue_and_ci_for_partition(tmp_path, monkeypatch, capsys)
     assert d["co2e_kg"] == pytest.approx(76_000 / 3.6e6 * 1.1 * 20 / 1000)
     assert d["pue_source"] == "datacenter gpu-room: annual report" and d["ci_source"].startswith("datacenter gpu-room")
     # another partition: the site's own PUE 1.2
-    rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "1", "--json")
+    _rc, out, _ = _run(capsys, "--flops", "1e18", "--gpu-flops", "1e15", "--gpu-watts", "100", "--util", "1", "--json")
     assert json.loads(out)["pue"] == 1.2 and json.loads(out)["pue_source"] == "site config: pue"
 
 
@@ -229,7 +228,7 @@ def test_cli_cpu_cores_need_watts(capsys):
 
 def test_cli_fractions_kept_apart(capsys):
     # FLOP/s fraction 0.2 sets the time, power fraction 0.9 the energy (issue 17).
-    rc, out, _ = _run(capsys, "--flops", "8e18", "--gpu-flops", "1e15", "--gpu-watts", "500", "--n-gpus", "4",
+    _rc, out, _ = _run(capsys, "--flops", "8e18", "--gpu-flops", "1e15", "--gpu-watts", "500", "--n-gpus", "4",
                       "--util", "0.2", "--power-frac", "0.9", "--pue", "1.0", "--ci", "0", "--json")
     d = json.loads(out)
     # t = 8e18 / (4 x 1e15 x 0.2) = 10_000 s; E = 4 x 500 W x 0.9 x 10_000 s = 18_000_000 J = 5 kWh

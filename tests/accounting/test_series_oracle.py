@@ -3,6 +3,8 @@ rules as the package wrote them before the one path on arrays (counter deltas in
 unwrapped with the range, a backwards step without a range a reset, with an unreadable range a drop,
 a missing endpoint or a non-increasing time a drop; power by the trapezoid, E = (P0 + P1) / 2 x dt)."""
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +15,7 @@ def oracle_counter(points, max_range_uj, max_power_w=None, range_unreadable=Fals
     """[(energy J or None, sorted flags)] per interval, wraps, resets."""
     wrap_s = (max_range_uj / 1e6) / max_power_w if max_range_uj and max_power_w else None
     out, wraps, resets = [], 0, 0
-    for (t0, e0), (t1, e1) in zip(points, points[1:]):
+    for (t0, e0), (t1, e1) in itertools.pairwise(points):
         if t1 <= t0:
             out.append((None, ["non_increasing_time"]))
             continue
@@ -36,7 +38,7 @@ def oracle_counter(points, max_range_uj, max_power_w=None, range_unreadable=Fals
 
 def oracle_power(points):
     out = []
-    for (t0, p0), (t1, p1) in zip(points, points[1:]):
+    for (t0, p0), (t1, p1) in itertools.pairwise(points):
         if t1 <= t0:
             out.append((None, ["non_increasing_time"]))
         elif p0 is None or p1 is None:

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import ordinary_user as ou  # noqa: E402
+import ordinary_user as ou
 
 HAVE_ML = all(importlib.util.find_spec(m) is not None for m in ("torch", "lightning", "transformers"))
 IN_CI = bool(os.environ.get("SLURM_ENERGY_TEST_CLUSTER"))
@@ -116,7 +116,7 @@ def _signalled(d, script, sig):
         else:
             raise AssertionError(f"never reached step 3: {p.stderr.read()[-3000:]}")
         p.send_signal(sig)
-        out, err = p.communicate(timeout=120)
+        _out, err = p.communicate(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()

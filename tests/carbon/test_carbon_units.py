@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slurm_energy.carbon.units import (MAX_G_PER_KWH, MIN_G_PER_KWH, ImplausibleIntensityError,
-                                       plausibility_warning, to_g_per_kwh)
+from slurm_energy.carbon.units import MAX_G_PER_KWH, MIN_G_PER_KWH, ImplausibleIntensityError, plausibility_warning, to_g_per_kwh
 
 
 def test_known_conversions():

@@ -8,7 +8,7 @@ import pytest
 
 from slurm_energy.carbon import hourly as h
 from slurm_energy.cli.main import main as cli_main
-from slurm_energy.config.carbon import resolve_carbon, hourly_intensity_for
+from slurm_energy.config.carbon import hourly_intensity_for, resolve_carbon
 
 
 def utc(s):

@@ -8,8 +8,8 @@ import time
 
 import pynvml
 import pytest
-
 from fakes.nvml import FakeGpu, install
+
 from slurm_energy.cli.run_cmds import cmd_attach
 
 T_START = time.time()
@@ -58,10 +58,10 @@ def test_attach_measures_the_named_gpus_until_the_process_exits(tmp_path, monkey
 
 
 def test_attach_record_gpu_energy_is_power_times_measured_time(tmp_path, monkeypatch):
+    from slurm_energy.config import load_site_config
     from slurm_energy.pipeline import LocalMeasurement
     from slurm_energy.sampling.local import gpus_by_index
     from slurm_energy.sampling.probes import ProcessTreeProbe
-    from slurm_energy.config import load_site_config
 
     install(monkeypatch, [ClockGpu("GPU-aaaa", 0, power_mw=200_000), ClockGpu("GPU-bbbb", 1, power_mw=200_000)])
     uuids, unresolved, note = gpus_by_index("1")

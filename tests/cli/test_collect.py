@@ -2,15 +2,15 @@ import os
 import time
 
 import pytest
-
 from jobrecord_factory import finished, node_record
-from slurm_energy.slurm.results import write_node_record
-from slurm_energy.cli.main import main as se_main
 from rollup_oracle import rollup
+from store_backends import store, store_url  # noqa: F401  (fixtures)
+
+from slurm_energy.cli.main import main as se_main
 from slurm_energy.cli.store_cmds import month_bounds
 from slurm_energy.model import Status
+from slurm_energy.slurm.results import write_node_record
 from slurm_energy.store import open_store
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_rollup_sums_and_counts_unmeasured():
     assert rows["carol"]["it_kwh"] is None and rows["carol"]["unmeasured_jobs"] == 1
 
 
-def test_rollup_cli(store, store_url, site, capsys):  # noqa: F811
+def test_rollup_cli(store, store_url, site, capsys):
     t0, _ = month_bounds("2024-02")
     store.put(finished(node_record(job_id="1", user="alice", account="phys", start=t0 + 10, end=t0 + 100)))
     store.put(finished(node_record(job_id="2", user="bob", account="phys", start=t0 + 10, end=t0 + 100,

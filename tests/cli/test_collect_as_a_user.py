@@ -8,10 +8,10 @@ import tempfile
 import time
 
 import pytest
-
 from jobrecord_factory import finished, node_record
-from slurm_energy.slurm.results import write_node_record
+
 from slurm_energy.cli.store_cmds import not_root_message
+from slurm_energy.slurm.results import write_node_record
 from slurm_energy.store import open_store
 
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from jobrecord_factory import finished, node_record
+
 from slurm_energy.config import Paths, SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.store import open_store

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from jobrecord_factory import node_record
+
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.outputs import slurm_writeback
 from slurm_energy.slurm.results import write_node_record
@@ -109,7 +109,7 @@ def test_a_collected_job_gets_the_store_the_report_the_textfile_and_the_admin_co
 
 
 def test_an_output_that_fails_for_a_collected_job_is_noted_on_its_stored_record(site):
-    base, work, alice, calls, answers = site
+    base, work, alice, _calls, answers = site
     answers["sacctmgr"] = (1, "sacctmgr: error: Access/permission denied")
     answers["scontrol"] = (1, "Job has already finished")
     (base / "textfile").rmdir()

@@ -9,8 +9,8 @@ import tempfile
 
 import pytest
 
-from slurm_energy.config import site_config_from_dict
 from slurm_energy.cli.config_check import check_paths
+from slurm_energy.config import site_config_from_dict
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

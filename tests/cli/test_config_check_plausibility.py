@@ -4,8 +4,8 @@ not exist, a silent catch-all datacenter, a bare carbon_intensity number."""
 import os
 
 import pytest
-
 from jobrecord_factory import site_yaml
+
 from slurm_energy.cli.main import main
 from slurm_energy.config import ConfigError, load_site_config
 
@@ -22,7 +22,7 @@ def _check(tmp_path, capsys, text: str):
 
 
 def test_cpu_tdp_in_kw_is_an_error_with_the_watts_meant(tmp_path, capsys):
-    p, rc, out, err = _check(tmp_path, capsys, 'hardware:\n  cpu_tdp_w: {"Xeon Gold 6130": 0.125}\n')
+    p, rc, _out, err = _check(tmp_path, capsys, 'hardware:\n  cpu_tdp_w: {"Xeon Gold 6130": 0.125}\n')
     assert rc == 1
     # 0.125 kW x 1000 = 125 W
     assert (f"{p}: hardware.cpu_tdp_w: bad value {{'Xeon Gold 6130': 0.125}}: Value error, the TDP of "
@@ -65,7 +65,7 @@ def test_sqlite_store_in_a_missing_directory_is_an_error_and_nothing_is_created(
 
 
 def test_datacenter_without_partitions_or_nodes_is_noted_as_the_catch_all(tmp_path, capsys):
-    p, rc, out, err = _check(tmp_path, capsys, "datacenters:\n  room: {pue: 1.3}\n  gpu: {pue: 1.2, partitions: [gpu]}\n")
+    p, rc, out, _err = _check(tmp_path, capsys, "datacenters:\n  room: {pue: 1.3}\n  gpu: {pue: 1.2, partitions: [gpu]}\n")
     assert rc == 0
     notes = [x for x in out.splitlines() if x.startswith("note: ")]
     assert notes == [f"note: {p}: datacenters.room has neither partitions nor nodes: it is the catch-all, used for "

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
+
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.store import open_store
 
@@ -61,7 +61,7 @@ def test_default_columns_and_values(url, capsys):
 
 
 def test_multinode_sums_and_unmeasured_is_na(url, capsys):
-    rc, out, _ = run(capsys, "--store", url, "-P", "-j", "200")
+    _rc, out, _ = run(capsys, "--store", url, "-P", "-j", "200")
     [row] = parsed(out)
     # cpu 2 nodes x 7.2e6 J = 1.44e7 J = 4 kWh; gpu 2 x 1.8e6 = 3.6e6 J = 1 kWh; ram unmeasured -> n/a
     assert row["CPU_kWh"] == "4" and row["GPU_kWh"] == "1" and row["RAM_kWh"] == "n/a"
@@ -70,7 +70,7 @@ def test_multinode_sums_and_unmeasured_is_na(url, capsys):
 
 
 def test_requeued_shows_sum_and_each_attempt(url, capsys):
-    rc, out, _ = run(capsys, "--store", url, "-P", "-o", "JobID,CPU_kWh,Elapsed", "300")
+    _rc, out, _ = run(capsys, "--store", url, "-P", "-o", "JobID,CPU_kWh,Elapsed", "300")
     rows = parsed(out)
     # sum: 1 + 2 = 3 kWh CPU, elapsed 600 + 600 s = 00:20:00
     assert rows == [
@@ -88,7 +88,7 @@ def test_array_forms(url, capsys):
 
 
 def test_unknown_job_exits_nonzero(url, capsys):
-    rc, out, err = run(capsys, "--store", url, "999")
+    rc, _out, err = run(capsys, "--store", url, "999")
     assert rc == 1
     # names the store and where the config came from (the fixture's site.yaml)
     cfg = os.environ["SLURM_ENERGY_CONFIG"]
@@ -112,7 +112,7 @@ def test_filters_and_window(url, capsys):
     # window after every job ended: nothing
     rc, out, _ = run(capsys, "--store", url, "-P", "-n", "-o", "JobID", "-S", "2023-11-16")
     assert out.strip() == ""
-    rc, out, _ = run(capsys, "--store", url, "-P", "-n", "-o", "JobID", "-A", "chem,physics", "-S", "2023-11-14",
+    _rc, out, _ = run(capsys, "--store", url, "-P", "-n", "-o", "JobID", "-A", "chem,physics", "-S", "2023-11-14",
                      "-s", "complete")
     assert out.split() == ["100", "200", "300", "300#0", "300#1", "400_3"]
 
@@ -125,7 +125,7 @@ def test_parsable_trailing_bar_and_aligned(url, capsys):
 
 
 def test_long_per_node_device(url, capsys):
-    rc, out, _ = run(capsys, "--store", url, "-l", "-P", "200")
+    _rc, out, _ = run(capsys, "--store", url, "-l", "-P", "200")
     rows = parsed(out)
     # 2 nodes x (cpu, ram, gpu) = 6 rows
     assert len(rows) == 6
@@ -137,7 +137,7 @@ def test_long_per_node_device(url, capsys):
 
 
 def test_json(url, capsys):
-    rc, out, _ = run(capsys, "--store", url, "--json", "300")
+    _rc, out, _ = run(capsys, "--store", url, "--json", "300")
     d = json.loads(out)
     assert [j["jobid"] for j in d["jobs"]] == ["300#0", "300#1"]
     assert d["jobs"][1]["record"]["restart_count"] == 1
@@ -153,7 +153,7 @@ def test_reused_id_newest_with_warning(tmp_path, capsys, monkeypatch):
     s.close()
     rc, out, err = run(capsys, "--store", u, "-P", "-n", "-o", "JobID,CPU_kWh", "9")
     assert out.strip() == "9|2" and "used by 2 jobs" in err
-    rc, out, err = run(capsys, "--store", u, "-P", "-n", "-o", "JobID,CPU_kWh", "-E", "2023-11-15", "9")
+    _rc, out, err = run(capsys, "--store", u, "-P", "-n", "-o", "JobID,CPU_kWh", "-E", "2023-11-15", "9")
     assert out.strip() == "9|1" and err == ""
 
 
@@ -166,7 +166,7 @@ def test_running_job_shows_energy_so_far(tmp_path, capsys, monkeypatch):
     s = open_store(f"sqlite:///{tmp_path}/j.db")
     s.put(finished(node_record(job_id="77", start=T0, end=T0 + 120, cpu_j=3.6e5, ram_j=0.0, status=Status.RUNNING)))
     s.close()
-    rc, out, _ = run(capsys, "-P", "-n", "-o", "JobID,CPU_kWh,Status", "77")
+    _rc, out, _ = run(capsys, "-P", "-n", "-o", "JobID,CPU_kWh,Status", "77")
     assert out.strip() == "77|0.1|running"  # 3.6e5 J = 0.1 kWh so far
 
 

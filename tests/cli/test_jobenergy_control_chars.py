@@ -3,8 +3,8 @@ an ANSI escape sequence or a carriage return is shown escaped, never passed to t
 terminal or let forge a row (issue 22, kind 1: text shown safely)."""
 
 import pytest
-
 from jobrecord_factory import finished, node_record
+
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.cli.table import render, render_with_notes
 from slurm_energy.store import open_store
@@ -16,7 +16,7 @@ SHOWN = r"ok\n4242|alice|COMPLETED\x1b[2J\x1b]0;pwned\x07\rx"  # repr-style esca
 def test_cells_headers_and_notes_are_one_line_each():
     out = render([["1", HOSTILE]], ["JobID", "JobName"])
     assert "\x1b" not in out and "\r" not in out and "\x07" not in out
-    header, rule, row = out.split("\n")  # exactly one row: the name's newline forged none
+    _header, _rule, row = out.split("\n")  # exactly one row: the name's newline forged none
     assert row.endswith(SHOWN)
     assert render([["1", HOSTILE]], ["JobID", "JobName"], parsable="P") == f"JobID|JobName\n1|{SHOWN}"
     noted = render_with_notes([["1", "x"]], ["JobID", "V"], [HOSTILE], line_width=120)

@@ -4,8 +4,8 @@ or filter) and flags records left running long after their last update; stdout k
 import pytest
 from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy, store_with
 
-from slurm_energy.cli import jobenergy as je
 from slurm_energy.cli import jobenergy as N
+from slurm_energy.cli import jobenergy as je
 from slurm_energy.jobid import parse_jobids
 from slurm_energy.model import Status
 

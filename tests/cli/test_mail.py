@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from jobrecord_factory import finished, node_record, site_yaml
+
 from slurm_energy.slurm.mail import is_end_mail, job_id_from
 from slurm_energy.store import open_store
 

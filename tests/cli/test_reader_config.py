@@ -13,8 +13,8 @@ import sys
 import tempfile
 
 import pytest
-
 from jobrecord_factory import finished, node_record
+
 from slurm_energy.slurm import hookconfig as H
 from slurm_energy.store import open_store
 

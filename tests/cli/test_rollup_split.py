@@ -8,8 +8,8 @@ import getpass
 from datetime import datetime, timezone
 
 import pytest
-
 from jobrecord_factory import own_site_config
+
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.carbon.hourly import write_zone
 from slurm_energy.cli.main import main as se_main

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import time
 
-
 import ordinary_user as ou
 
 RUN = [ou.PY, "-m", "slurm_energy.cli.main", "run", "--interval", "0.1"]
@@ -37,7 +36,7 @@ def test_sigterm_to_run_is_on_the_record(home):
     try:
         assert p.stdout.readline().strip() == "up"
         p.send_signal(signal.SIGTERM)  # run passes it on to the command, then writes the record
-        out, err = p.communicate(timeout=60)
+        _out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
@@ -54,7 +53,7 @@ def test_sigterm_to_attach_is_on_the_record(home):
                       str(target.pid)], home)
         time.sleep(3)  # set-up (imports, readers), then sampling
         p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=60)
+        _out, err = p.communicate(timeout=60)
     finally:
         target.kill()
         target.wait()

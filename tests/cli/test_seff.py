@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 
 from jobrecord_factory import finished, node_record, own_site_config, store_with
+
 from slurm_energy.cli.jobenergy import main
-from slurm_energy.slurm.seff import allocation, parse_mem, seff_block
 from slurm_energy.model import Method
+from slurm_energy.slurm.seff import allocation, parse_mem, seff_block
 
 T0 = 1_700_000_000.0
 
@@ -94,7 +95,7 @@ def test_allocation_failure_is_one_line_with_the_fix():
     assert said == ["--seff: job 7's allocation (cores, requested memory) is unknown: sacct failed (exit 1): Problem "
                     "talking to the database: x; its CPU and memory efficiency show n/a, the energy is shown. Fix: "
                     "check that `sacct -j 7` works here (slurmdbd reachable, SLURM_CONF pointing at the cluster)"]
-    empty = lambda argv, **kw: subprocess.CompletedProcess(argv, 0, "", "")  # noqa: E731
+    empty = lambda argv, **kw: subprocess.CompletedProcess(argv, 0, "", "")
     assert allocation("7", run=empty) == ({}, "sacct knows no job 7")
 
 

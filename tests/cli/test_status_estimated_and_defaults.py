@@ -131,8 +131,8 @@ def test_rollup_top_jobs_status():
 def test_default_ci_row_gives_the_site_yaml_hint_once():
     """config/carbon.py's default CI source already ends with where to set it: the -l ci row
     showed it, then "; set location.country or carbon_intensity in site.yaml" again."""
-    from slurm_energy.config.carbon import _ci_for
     from slurm_energy.config import SiteConfig
+    from slurm_energy.config.carbon import _ci_for
 
     rec = _defaults(node_record(cpu_j=3.6e6, ram_j=0.0))  # IT 1 kWh -> facility 1.58 kWh -> 0.7505 kg
     rec.carbon.ci_source = _ci_for(SiteConfig(), "", None, "n1", True)["ci_source"]  # what a job gets

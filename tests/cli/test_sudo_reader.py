@@ -5,8 +5,8 @@ SLURM_ENERGY_CONFIG (where she could name herself admin) is ignored, and said so
 import os
 
 import pytest
-
 from jobrecord_factory import finished, node_record
+
 from slurm_energy.cli.jobenergy import main as jobenergy
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.config import schema
@@ -46,7 +46,7 @@ def _note(mine, prog="jobenergy"):
 
 
 def test_sudo_jobenergy_shows_only_the_callers_jobs_and_ignores_her_config(sudo_alice, capsys):
-    system, mine = sudo_alice
+    _system, mine = sudo_alice
     assert jobenergy(["-P", "-n", "-o", "JobID,User", "100", "200"]) == 1  # 200 is bob's: not hers
     out, err = capsys.readouterr()
     assert out == "100|alice\n"
@@ -86,7 +86,7 @@ def test_sudo_root_caller_is_root(sudo_alice, capsys, monkeypatch):
 
 
 def test_sudo_rollup_is_refused_to_a_non_admin_caller(sudo_alice, capsys):
-    system, mine = sudo_alice
+    _system, mine = sudo_alice
     assert se_main(["rollup", "--month", "2023-11"]) == 1
     err = capsys.readouterr().err
     assert err == (_note(mine, "slurm-energy") + "slurm-energy: rollup shows every user's energy: only root and "

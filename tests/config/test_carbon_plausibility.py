@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from slurm_energy.config.carbon import resolve_carbon
 from slurm_energy.cli.config_check import check_carbon
 from slurm_energy.config import ConfigError, last_good_path, site_config_from_dict
+from slurm_energy.config.carbon import resolve_carbon
 
 
 def _dc(ci, **more):

@@ -5,8 +5,7 @@ import textwrap
 
 import pytest
 
-from slurm_energy.config import (ConfigError, DEFAULT_PUE, load_site_config,
-                                 site_config_from_dict)
+from slurm_energy.config import DEFAULT_PUE, ConfigError, load_site_config, site_config_from_dict
 from slurm_energy.config.carbon import resolve_carbon
 from slurm_energy.devices.rated import cpu_tdp, gpu_rated
 

@@ -12,9 +12,15 @@ from datetime import datetime
 
 import pytest
 
-from slurm_energy.config import (ConfigError, last_good_path, load_site_config,
-                                 load_site_config_for_hooks, load_site_config_lenient, save_last_good,
-                                 site_config_from_dict_lenient)
+from slurm_energy.config import (
+    ConfigError,
+    last_good_path,
+    load_site_config,
+    load_site_config_for_hooks,
+    load_site_config_lenient,
+    save_last_good,
+    site_config_from_dict_lenient,
+)
 from slurm_energy.config.carbon import resolve_carbon
 
 GOOD = textwrap.dedent("""\
@@ -194,7 +200,7 @@ def test_duplicate_key_in_hooks_keeps_last_good(tmp_path):
 # --------------------------------------------------------------------------- messages say what is in force
 def test_lenient_syntax_error_message_says_defaults_in_force(tmp_path):
     p = _write(tmp_path, BROKEN)
-    cfg, msgs = load_site_config_lenient(p)
+    _cfg, msgs = load_site_config_lenient(p)
     assert len(msgs) == 1 and "ignored" not in msgs[0]
     assert f"Nothing from {p} is in force: documented defaults are in force for every setting" in msgs[0]
 

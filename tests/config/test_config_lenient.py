@@ -5,8 +5,13 @@ import textwrap
 
 import pytest
 
-from slurm_energy.config import (DEFAULT_PUE, ConfigError, load_site_config, load_site_config_lenient,
-                                 site_config_from_dict_lenient)
+from slurm_energy.config import (
+    DEFAULT_PUE,
+    ConfigError,
+    load_site_config,
+    load_site_config_lenient,
+    site_config_from_dict_lenient,
+)
 from slurm_energy.config.carbon import resolve_carbon
 
 

@@ -7,7 +7,7 @@ import pytest
 from slurm_energy.devices.drm import discover_drm_gpus, kfd_location
 from slurm_energy.devices.gpus import GpuResolveError
 from slurm_energy.model import Method
-from tests.devices.test_drm_gpus import MI250X, MI300X, MAX1550, _reader, _resolve, _rows, _summary
+from tests.devices.test_drm_gpus import MAX1550, MI250X, MI300X, _reader, _resolve, _rows, _summary
 from tests.fakes.drm import MI250X_PRIMARY_HWMON, MI250X_SECONDARY_HWMON, MI300X_HWMON, XE_HWMON, FakeSysfs, put
 
 

@@ -253,7 +253,7 @@ def test_plain_job_cpu_time_memory_end_and_report_against_sacct(vm):
                    f"for i in $(seq 60); do [ -s $f ] && break; sleep 1; done; stat -c '%U:%G %n' $f; done").split("\n")
     assert [o.split()[0] for o in owners if o] == ["alice:alice", "alice:alice"], owners
     # Slurm >= 25.11's energy TRES, written back by the finalizer (outputs.slurm.tres_energy) and read by sacct
-    joules = int(round(rec.it_kwh * 3.6e6))
+    joules = round(rec.it_kwh * 3.6e6)
     assert joules > 0
     for _ in range(30):
         tres = vm.sacct(job, "TRESUsageInTot,AllocTRES")[0]

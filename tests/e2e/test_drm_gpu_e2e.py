@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from slurm_energy.sampling.samplefile import read_samples
 from slurm_energy.model import Method
+from slurm_energy.sampling.samplefile import read_samples
 from tests.fakes.drm import FakeSysfs
 
 pytestmark = pytest.mark.slurm

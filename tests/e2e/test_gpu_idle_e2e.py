@@ -13,6 +13,7 @@ when the reading at its end says 0 % busy and the card's mean power (trapezoid) 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -84,7 +85,7 @@ def _hand_idle(cluster, job: str) -> tuple[float, float, float]:
             if x.get("device_class") == "gpu" and x.get("power_w") is not None:
                 pts.append((r["t"], x["power_w"], x.get("util")))
     idle_s = idle_j = 0.0
-    for (t0, p0, _), (t1, p1, u1) in zip(pts, pts[1:]):
+    for (t0, p0, _), (t1, p1, u1) in itertools.pairwise(pts):
         mean = (p0 + p1) / 2
         if u1 is not None and u1 <= 0.0 and mean <= BOUND_W and t1 > t0:
             idle_s += t1 - t0

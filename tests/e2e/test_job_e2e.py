@@ -150,7 +150,7 @@ def test_failed_job_state_and_very_short_job(cluster):
     assert rec.job_name == "job.sbatch"  # from slurmctld: the job ended before its processes were seen
     # shorter than one interval: measured between the Prolog's and the Epilog's readings when the
     # job was seen at all; a job gone before the first 0.25 s poll is unmeasured, never 0
-    cpu = [d for d in rec.nodes[0].devices if d.device_class == "cpu"][0]
+    cpu = next(d for d in rec.nodes[0].devices if d.device_class == "cpu")
     if cpu.energy_j is None:
         assert "job_never_observed" in cpu.flags and rec.methods["cpu"] == Method.UNAVAILABLE
         assert rec.coverage_complete is False
@@ -171,7 +171,7 @@ def test_sampler_killed_mid_job_is_partial_not_zero(cluster):
         time.sleep(0.2)
     os.kill(int(pids[0].read_text()), 9)  # the sampler dies a few seconds into the job
     (rec,) = cluster.wait_record(job)
-    cpu = [d for d in rec.nodes[0].devices if d.device_class == "cpu"][0]
+    cpu = next(d for d in rec.nodes[0].devices if d.device_class == "cpu")
     assert rec.status.value == "partial"
     # the stretch after the sampler's last sample is charged from the job's true CPU time (sacct
     # TotalCPU where slurmdbd runs) or estimated from its last observed share: labelled, never dropped

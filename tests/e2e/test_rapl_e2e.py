@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_energy.sampling.samplefile import read_samples
 from slurm_energy.model import Method
+from slurm_energy.sampling.samplefile import read_samples
 
 pytestmark = pytest.mark.slurm
 

@@ -19,7 +19,7 @@ def test_time_limit_job_is_recorded_as_timeout(cluster):
     (rec,) = cluster.wait_record(job, timeout_s=240)
     assert rec.job_state == "TIMEOUT"
     assert 60.0 <= rec.elapsed_s < 150.0  # killed at the limit (+ the timer's slack), not after 600 s
-    cpu = [d for d in rec.nodes[0].devices if d.device_class == "cpu"][0]
+    cpu = next(d for d in rec.nodes[0].devices if d.device_class == "cpu")
     assert cpu.energy_j is not None and cpu.device_energy_j > 0  # measured to the end, not dropped
     out = cluster.jobenergy("-P", "-n", "-s", "TO", "-o", "JobID,State", job)
     assert out.stdout.strip() == f"{job}|TIMEOUT", out.stderr

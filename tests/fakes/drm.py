@@ -50,8 +50,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
-
 
 #: MI300X (gfx942, smu_v13_0_6): power1_input only (see module docstring); 750 W cap.
 MI300X_HWMON = {"power1_input": 0, "power1_cap": 750_000_000, "power1_cap_default": 750_000_000,
@@ -110,7 +108,7 @@ class FakeSysfs:
         self._kfd_n += 1
 
     def gpu(self, bdf: str, pci_id: str, driver: str, card: int, render: int, hwmon: dict,
-            hwmon_name: Optional[str] = None, extra: Optional[dict] = None, partitions: int = 1,
+            hwmon_name: str | None = None, extra: dict | None = None, partitions: int = 1,
             tiles: int = 0, kfd: bool = True, kfd_encoding: str = "low") -> Path:
         """Add a GPU; returns its hwmon directory.
 

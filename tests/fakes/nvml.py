@@ -25,7 +25,6 @@ Units and semantics, from the NVML API reference (nvml.h of nvidia-ml-py 13.x, t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import pynvml
 
@@ -38,7 +37,7 @@ class FakeMig:
     gi: int
     ci: int
     gi_slices: int  # nvmlDeviceAttributes_t.gpuInstanceSliceCount
-    parent: Optional["FakeGpu"] = None
+    parent: FakeGpu | None = None
 
 
 @dataclass
@@ -48,18 +47,18 @@ class FakeGpu:
     uuid: str
     minor: int
     name: str = "NVIDIA A100-SXM4-40GB"
-    energy_mj: Optional[int] = 0  # nvmlDeviceGetTotalEnergyConsumption
-    power_mw: Optional[int] = 100_000  # nvmlDeviceGetPowerUsage
-    limit_mw: Optional[int] = 400_000  # nvmlDeviceGetEnforcedPowerLimit
+    energy_mj: int | None = 0  # nvmlDeviceGetTotalEnergyConsumption
+    power_mw: int | None = 100_000  # nvmlDeviceGetPowerUsage
+    limit_mw: int | None = 400_000  # nvmlDeviceGetEnforcedPowerLimit
     util_gpu: int = 0  # percent
     util_mem: int = 0
     mem_used: int = 0
     mem_total: int = 40 * 2**30
     # [(pid, smUtil percent)]; None = NotSupported; [] = NotFound (no samples since timestamp)
-    proc_samples: Optional[list] = field(default_factory=list)
+    proc_samples: list | None = field(default_factory=list)
     migs: list = field(default_factory=list)
     mig_total_slices: int = 7  # largest GPU-instance profile slice count
-    power_instant_mw: Optional[int] = None  # NVML_FI_DEV_POWER_INSTANT; None = field NOT_SUPPORTED
+    power_instant_mw: int | None = None  # NVML_FI_DEV_POWER_INSTANT; None = field NOT_SUPPORTED
 
     def __post_init__(self):
         for m in self.migs:
@@ -70,7 +69,7 @@ def _err(cls):
     return cls()
 
 
-def install(monkeypatch, gpus: list[FakeGpu], init_error: Optional[type] = None) -> dict:
+def install(monkeypatch, gpus: list[FakeGpu], init_error: type | None = None) -> dict:
     """Patch ``pynvml`` to expose ``gpus`` (NVML index = list position). Returns a call counter.
 
     ``init_error``: an ``NVMLError`` subclass ``nvmlInit`` raises (e.g. ``NVMLError_DriverNotLoaded``).

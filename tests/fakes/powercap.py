@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Optional
 
 
 @dataclass
@@ -18,9 +17,9 @@ class Zone:
     """One fake zone: ``key`` like ``intel-rapl:0:1``; attributes written as files."""
 
     key: str
-    name: Optional[str]
-    energy_uj: Optional[int] = 0
-    max_energy_range_uj: Optional[int] = 262_143_328_850
+    name: str | None
+    energy_uj: int | None = 0
+    max_energy_range_uj: int | None = 262_143_328_850
     max_power_uw: dict = field(default_factory=dict)  # constraint index -> uW
 
 

@@ -4,6 +4,7 @@ Sink class plus one entry, and every entry point that publishes through ``site_s
 from __future__ import annotations
 
 from jobrecord_factory import finished, node_record
+
 from slurm_energy.config import SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.outputs import sinks

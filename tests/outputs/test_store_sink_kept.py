@@ -1,8 +1,8 @@
 """The running StoreSink (interim flushes) keeps one store open per URL; a failed put drops it."""
 
 import pytest
-
 from jobrecord_factory import node_record
+
 from slurm_energy.model import Status
 from slurm_energy.outputs import store as store_sink
 from slurm_energy.store import open_store

@@ -9,8 +9,8 @@ job 8 (label 'bert'): the same job again: the two together 2.2 kWh IT, 1320 g; f
 """
 
 import pytest
-
 from jobrecord_factory import device, job_record, own_site_config
+
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.api import Result
 from slurm_energy.cli.jobenergy import main

@@ -13,12 +13,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.cli import jobenergy_format as F
-from slurm_energy.slurm.seff import seff_block
 from slurm_energy.model import CarbonFacts, JobRecord
 from slurm_energy.outputs.prometheus import PrometheusTextfile
 from slurm_energy.reporting.plot import power_figure
 from slurm_energy.reporting.report import render_html
 from slurm_energy.sampling.readers.base import DeviceStatic
+from slurm_energy.slurm.seff import seff_block
 
 T0 = 1_796_034_000.0
 
@@ -68,7 +68,7 @@ def test_report_line_and_plot_band():
     ax = fig.axes[0]
     labels = [h.get_label() for h in ax.get_legend().legend_handles]
     assert "GPU allocated but idle" in labels and "GPU idle-draw bound (100 W)" in labels
-    band = [p for p in ax.patches if p.get_label() == "GPU allocated but idle"][0]
+    band = next(p for p in ax.patches if p.get_label() == "GPU allocated but idle")
     # seconds on a 60 s job (the x axis in s): 0 to 30 s
     assert band.get_x() == pytest.approx(0.0) and band.get_width() == pytest.approx(30.0)
 

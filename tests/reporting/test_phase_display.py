@@ -6,9 +6,9 @@ import io
 import json
 
 import pytest
+from jobrecord_factory import job_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
-from jobrecord_factory import job_record, own_site_config, store_with
 from slurm_energy.model import JobRecord, Method, WindowEnergy
 from slurm_energy.reporting.phases import PHASE_CSV_COLUMNS, render_phases_csv
 from slurm_energy.reporting.report import render_csv, render_html, write_reports
@@ -96,7 +96,7 @@ def test_html_has_the_phase_table_and_plot_bands():
 def test_report_files_include_phases_csv(tmp_path):
     import os
 
-    html, csv_path = write_reports(record(), str(tmp_path), os.getuid(), os.getgid())
+    _html, _csv_path = write_reports(record(), str(tmp_path), os.getuid(), os.getgid())
     # the record declares its FLOPs (tags): predicted vs measured is its own CSV, not a second table
     assert sorted(p.name for p in tmp_path.iterdir()) == ["energy-900.csv", "energy-900.html", "energy-900.phases.csv",
                                                           "energy-900.prediction.csv"]

@@ -11,8 +11,8 @@ import stat
 import tempfile
 
 import pytest
-
 from report_records import ELAPSED, T0, sample_record
+
 from slurm_energy.model import NodeSummary
 from slurm_energy.reporting import report
 from slurm_energy.reporting.plot import downsample, power_svg

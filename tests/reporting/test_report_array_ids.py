@@ -11,6 +11,7 @@ import os
 
 from report_records import sample_record
 from samplefile_rows import node_rows, spool_with_rows
+
 from slurm_energy.config import SiteConfig
 from slurm_energy.outputs.report import ReportSink
 from slurm_energy.pipeline import finalise_job

@@ -12,8 +12,8 @@ import os
 import re
 
 import pytest
-
 from report_records import sample_record, tdp_cpu_record
+
 from slurm_energy.devices.info import collect_static
 from slurm_energy.model import DeviceEnergy, Method
 from slurm_energy.reporting import explain

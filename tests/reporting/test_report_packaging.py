@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

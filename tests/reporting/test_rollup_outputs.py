@@ -7,10 +7,10 @@ import json
 import re
 
 import pytest
-
 from jobrecord_factory import finished, node_record, own_site_config, store_with
-from slurm_energy.cli.main import main as se_main
 from rollup_oracle import rollup
+
+from slurm_energy.cli.main import main as se_main
 from slurm_energy.cli.store_cmds import month_bounds
 from slurm_energy.model import Method
 

@@ -7,8 +7,7 @@ import threading
 
 import pytest
 
-from slurm_energy.sampling.marks import (MAX_BYTES, MarksWriter, job_marks_dir, prepare_job_dir, read_marks_file,
-                                         remove_marks)
+from slurm_energy.sampling.marks import MAX_BYTES, MarksWriter, job_marks_dir, prepare_job_dir, read_marks_file, remove_marks
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the Prolog side runs as root")
 
@@ -32,7 +31,7 @@ def test_prepare_job_dir_sets_aside_what_an_earlier_job_left(tmp_path):
     (root / "78").symlink_to(tmp_path)  # planted, or left: never followed, never chowned
     d = prepare_job_dir("78", nobody.pw_uid, nobody.pw_gid, str(root), node="n1")
     assert os.lstat(tmp_path).st_uid == 0 and not os.path.islink(d) and os.lstat(d).st_uid == nobody.pw_uid
-    (stale,) = [n for n in os.listdir(root) if n.startswith(".stale-78-")]
+    (_stale,) = [n for n in os.listdir(root) if n.startswith(".stale-78-")]
     # the same user's directory from an earlier job with this id: kept, this node's old marks removed,
     # another node's (a second slurmd of this job on the same host) kept
     (root / "78" / "marks-n1.jsonl").write_text("old\n")

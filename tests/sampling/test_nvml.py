@@ -2,12 +2,11 @@
 
 import pynvml
 import pytest
-
-from slurm_energy.core import Reading
 from fakes.nvml import FakeGpu, FakeMig, install
 
 from slurm_energy.accounting.attribution import gpu_process_share
 from slurm_energy.accounting.integrate import series_from_readings
+from slurm_energy.core import Reading
 from slurm_energy.devices.gpus import resolve_job_gpus
 from slurm_energy.sampling.readers.nvml import NvmlReader
 

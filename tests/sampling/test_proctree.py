@@ -36,7 +36,7 @@ def test_listing_fallback_finds_grandchildren_and_reads_only_new_pids(monkeypatc
                 break
             time.sleep(0.01)
         assert pids[0] == p.pid and len(pids) == 3  # bash and its two sleeps
-        kids = {c for c in pids[1:]}
+        kids = set(pids[1:])
         for k in kids:
             assert read_stat(k)[1] == p.pid  # parent of each sleep: bash
         reads = []

@@ -5,8 +5,8 @@ import json
 import os
 
 import pytest
-
 from samplefile_rows import legacy_write, node_rows
+
 from slurm_energy.core import Sample
 from slurm_energy.sampling.samplefile import SampleReader, SampleWriter, read_sample_file, read_samples
 

@@ -77,7 +77,7 @@ def test_pid_mode_probe_looks_for_a_late_cgroup_only_at_full_polls_every_rescan_
     os.makedirs(os.path.join(root, "cpuacct"))
     p = probe_mod.SlurmJobProbe("7", 0, "n1", cgroup_root=root, pid_fallback_after_s=0.5, pid_rescan_s=10.0,
                                 clock=lambda: now[0])
-    p._scanner.pids = lambda: []  # no job process anywhere: PID mode finds nothing
+    p._scanner.pids = list  # no job process anywhere: PID mode finds nothing
     for t, full in ((0.0, True), (0.3, False), (1.0, True), (2.0, False), (5.0, True), (10.9, False), (11.0, True)):
         now[0] = t
         p.poll(full)

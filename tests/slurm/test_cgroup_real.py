@@ -93,7 +93,7 @@ def test_v1_job_shorter_than_the_interval_and_cancelled(tmp_path, burn_s, cancel
     made = _mkdirs(V1, f"slurm_{node}", "uid_0", "job_77")
     try:
         probe = SlurmJobProbe("77", 0, node)
-        s, th = _sampler(probe, str(tmp_path / "s"))
+        _s, th = _sampler(probe, str(tmp_path / "s"))
         p = _burner(burn_s, made[-1])
         if cancel_after_s:
             time.sleep(cancel_after_s)

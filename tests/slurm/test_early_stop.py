@@ -9,8 +9,8 @@ leaves) and read by the finalizer's own :func:`slurm_energy.slurm.finalize.node_
 import signal
 
 import pytest
-
 from samplefile_rows import spool_with_rows
+
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
 from slurm_energy.slurm import finalize, sacct

@@ -4,8 +4,8 @@ nor fail (a failing Epilog drains the node). In-process: the detached processes 
 
 from __future__ import annotations
 
-
 from jobrecord_factory import hook_env, site_yaml
+
 from slurm_energy.slurm import hookentry, hooks
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import types
 
 from jobrecord_factory import job_record
+from test_no_data import T0, _row, _spool, rapl
+
 from slurm_energy.accounting.merge import combine_errors, merge_records
 from slurm_energy.slurm import finalize, runtime
 from slurm_energy.slurm import spool as spool_mod
 from slurm_energy.store import open_store
-from test_no_data import T0, _row, _spool, rapl
 
 
 def _clock(stamp: str):
@@ -28,7 +29,7 @@ def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(
                     "outputs:\n  prometheus:\n    enabled: false\nbogus_key: 1\n")
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
     # RAPL package 5 J -> 65 J over 10 s, the job all of the busy CPU time: measured, 60 J
-    spool, ctx = _spool(tmp_path, [_row(0, "prolog", 0.0, 0.0, rapl(5_000_000)),
+    spool, _ctx = _spool(tmp_path, [_row(0, "prolog", 0.0, 0.0, rapl(5_000_000)),
                                    _row(10, "final", 4.0, 4.0, rapl(65_000_000))])
     prolog_errors: list[str] = []
     runtime.load_config(prolog_errors, light=True)  # the Prolog's loader (resolved copy, no pydantic)

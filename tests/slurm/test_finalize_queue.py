@@ -10,12 +10,12 @@ import json
 import os
 
 import pytest
+from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm import finalize_queue as fq
 from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir
 from slurm_energy.store import open_store
-from test_no_data import T0, _row, _spool, rapl
 
 
 @pytest.fixture()

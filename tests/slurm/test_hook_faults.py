@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from jobrecord_factory import site_yaml
+from test_hooks import VENV_PY, _env, _hook, _run_hook
+
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
-from test_hooks import VENV_PY, _env, _hook, _run_hook
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY),
                                 reason="hooks run as root with the installed venv (scripts/setup.sh)")
@@ -44,11 +44,11 @@ class Tmpfs:
         path.mkdir(parents=True, exist_ok=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(path)], check=True)
 
-    def full(self) -> "Tmpfs":
+    def full(self) -> Tmpfs:
         subprocess.run(["dd", "if=/dev/zero", f"of={self.path}/fill", "bs=4k"], capture_output=True)
         return self
 
-    def ro(self) -> "Tmpfs":
+    def ro(self) -> Tmpfs:
         subprocess.run(["mount", "-o", "remount,ro", str(self.path)], check=True)
         return self
 
@@ -174,8 +174,8 @@ def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_
 
 
 def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
-    from slurm_energy.slurm import collect as M
     from slurm_energy.config import load_site_config
+    from slurm_energy.slurm import collect as M
     from slurm_energy.slurm import hookentry
     from slurm_energy.slurm.spool import spool_dirs
 
@@ -199,8 +199,8 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     db = tmp_path / "lib" / "jobs.db"  # at most the sampler's interim (running) record
     assert not db.exists() or all(r.status == Status.RUNNING for r in open_store(f"sqlite:///{db}").get_job("9105"))
     cfg = load_site_config(str(tmp_path / "site.yaml"))
-    ended = lambda job_id, r: (True, {"job_state": "COMPLETED"})  # noqa: E731 - slurmctld's answer
-    lines, young = M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)
+    ended = lambda job_id, r: (True, {"job_state": "COMPLETED"})
+    lines, _young = M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)
     assert lines == [f"finished 9105 attempt 0 on h1 ({tmp_path}/spool/jobs/9105-r0, sampler terminated)"]
     (rec,) = open_store(cfg.paths.store_url, readonly=True).get_job("9105")
     assert rec.status == Status.COMPLETE and rec.job_state == "COMPLETED" and rec.nodes[0].n_samples >= 2

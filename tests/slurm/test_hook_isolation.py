@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from slurm_energy.cli.main import main as cli
 from slurm_energy.cli.install_cmd import hook_text
+from slurm_energy.cli.main import main as cli
 
 
 def _planted(d: Path, marker: Path) -> None:
@@ -69,7 +69,7 @@ def test_install_print_after_install_prints_this_installations_hooks(tmp_path, c
     assert _install(tmp_path) == 0
     capsys.readouterr()
     assert _install(tmp_path, "--print") == 0
-    out, err = capsys.readouterr()
+    out, _err = capsys.readouterr()
     assert f"Prolog={tmp_path}/hooks/prolog" in out.splitlines()
     assert f"Epilog={tmp_path}/hooks/epilog" in out.splitlines()
     # the files are what this package ships, with this interpreter

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from jobrecord_factory import hook_env, site_yaml
+
 from slurm_energy.slurm.detach import is_running
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def _run_hook(script: str, env: dict) -> tuple[int, float]:
     t = time.monotonic()
     p = subprocess.Popen([script], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, start_new_session=True)
-    out, err = p.communicate(timeout=10)  # reads stdout/stderr to EOF, as slurmd does
+    _out, _err = p.communicate(timeout=10)  # reads stdout/stderr to EOF, as slurmd does
     dt = time.monotonic() - t
     for s in (signal.SIGTERM, signal.SIGKILL):
         try:

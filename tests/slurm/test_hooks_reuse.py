@@ -13,10 +13,7 @@ import sys
 import time
 
 import pytest
-
 from test_hooks import VENV_PY, _env, _hook, _run_hook, _site
-
-
 
 
 def _as_nobody():  # the job's processes are its user's: in PID mode only they count (issue 22)

@@ -3,8 +3,8 @@ far, stored every time, each flush summing only the rows added since the previou
 Epilog's record of the same file has the same energy."""
 
 import pytest
-
 from samplefile_rows import node_rows, static_inventory
+
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
 from slurm_energy.sampling.samplefile import SampleWriter

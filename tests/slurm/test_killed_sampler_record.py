@@ -4,8 +4,8 @@ is complete with the job's whole energy; killed before it saw the end, the node 
 
 
 import pytest
-
 from samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
+
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Reading, Status
 from slurm_energy.slurm import finalize

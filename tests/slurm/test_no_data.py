@@ -19,9 +19,9 @@ import errno
 import types
 
 import pytest
-
-from jobrecord_factory import job_record, device
+from jobrecord_factory import device, job_record
 from samplefile_rows import spool_with_rows
+
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Method, Status
@@ -123,7 +123,7 @@ def test_full_spool_finalizer_says_the_reading_failed_and_stores_no_data(tmp_pat
                     f"  store_url: sqlite:///{tmp_path}/jobs.db\n  log_dir: {tmp_path}/log\n"
                     "outputs:\n  prometheus:\n    enabled: false\n")
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
-    spool, ctx = _spool(tmp_path, PROLOG_ROW_ONLY)
+    spool, _ctx = _spool(tmp_path, PROLOG_ROW_ONLY)
 
     def full(*_a):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -9,6 +9,7 @@ import os
 
 from fakes.powercap import Zone, build_tree, zone_dir
 from jobrecord_factory import hook_env, site_yaml
+
 from slurm_energy.sampling.samplefile import read_sample_file
 from slurm_energy.slurm import hookentry, prolograw
 from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, spool_from_dir

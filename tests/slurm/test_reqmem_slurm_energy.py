@@ -3,8 +3,8 @@
 import subprocess
 
 import pytest
-
 from jobrecord_factory import finished, node_record, own_site_config, store_with
+
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.reporting.report import render_html
 from slurm_energy.slurm.env import JobContext, job_env_facts, parse_slurm_env

@@ -78,7 +78,7 @@ def test_json_of_slurm_22_05_and_of_newer_versions():
         "job_state": "CANCELLED", "exit_code": "3:0", "restarts": 1, "array_job_id": "170", "array_task_id": "2",
         "job_name": "my sweep", "min_memory_node": "4000M", "num_nodes": "2"}
     # data_parser's shape: {"set", "infinite", "number"} numbers, job_state a list of flags
-    n = lambda v, s=True: {"set": s, "infinite": False, "number": v}  # noqa: E731
+    n = lambda v, s=True: {"set": s, "infinite": False, "number": v}
     new = {"jobs": [{"job_id": 142, "het_job_id": n(141), "het_job_offset": n(1), "job_state": ["COMPLETED"],
                      "exit_code": {"return_code": n(0), "signal": {"id": n(15)}}, "restart_cnt": 0,
                      "array_job_id": n(0), "array_task_id": n(0, False), "start_time": n(1_700_000_000)}]}

@@ -84,7 +84,7 @@ def test_the_hooks_context_dict_is_job_contexts_json():
 
     from slurm_energy.slurm.envfields import CONTEXT_DEFAULTS, context_dict, slurm_env_fields
 
-    assert CONTEXT_DEFAULTS == {f.name: getattr(JobContext(), f.name) for f in fields(JobContext)}
+    assert {f.name: getattr(JobContext(), f.name) for f in fields(JobContext)} == CONTEXT_DEFAULTS
     env = dict(PROLOG_ENV, SLURM_JOB_START_TIME="1700000000", SLURM_JOB_SLUID="sl_01J", SLURM_ARRAY_JOB_ID="N/A")
     assert context_dict(slurm_env_fields(env)) == json.loads(parse_slurm_env(env).to_json())
     a, b = context_dict({}), context_dict({})

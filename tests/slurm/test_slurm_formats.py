@@ -8,8 +8,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_energy.slurm.formats import (
-    SlurmFormatError, format_duration, format_energy, format_memory, parse_duration, parse_energy_j, parse_memory,
-    parse_suffixed, requested_memory_bytes,
+    SlurmFormatError,
+    format_duration,
+    format_energy,
+    format_memory,
+    parse_duration,
+    parse_energy_j,
+    parse_memory,
+    parse_suffixed,
+    requested_memory_bytes,
 )
 
 MB, GB = 1024 ** 2, 1024 ** 3

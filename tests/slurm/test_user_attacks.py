@@ -13,8 +13,8 @@ import sys
 import time
 
 import pytest
-
 from attack_env import END, JOB_J, NODE, T0, Node, user
+
 from slurm_energy.core import Status
 from slurm_energy.slurm import finalize
 
@@ -277,7 +277,7 @@ def test_a_sigstopped_report_writer_is_killed_and_delays_no_other_job(node, monk
     theirs = node.job("901", "bob", node.workdir("bob", "bob-work"))
     stopper = subprocess.Popen([sys.executable, "-c", _STOPPER, str(os.getpid())], stdout=subprocess.PIPE, text=True,
                                preexec_fn=_as("alice"))
-    argv = lambda sp: ["finalize", sp.dir, NODE, repr(END), "0:0", "terminated"]  # noqa: E731
+    argv = lambda sp: ["finalize", sp.dir, NODE, repr(END), "0:0", "terminated"]
     t0 = time.monotonic()
     alice = threading.Thread(target=hooks.main, args=(argv(mine),))
     alice.start()

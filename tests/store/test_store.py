@@ -2,13 +2,13 @@ import os
 import stat
 
 import pytest
-
 from jobrecord_factory import finished, node_record
+from store_backends import store, store_url  # noqa: F401  (fixtures)
+
 from slurm_energy.accounting.merge import merge_interim, merge_records
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from slurm_energy.store.schema import SCHEMA_VERSION
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 
 def test_roundtrip_full_record(store):
@@ -59,7 +59,7 @@ def test_array_and_het_forms(store):
     h1 = finished(node_record(job_id="1235", het_job_id="1234", het_job_offset="1"))
     for r in (t1, t2, h0, h1):
         store.put(r)
-    ids = lambda rs: sorted(r.job_id for r in rs)  # noqa: E731
+    ids = lambda rs: sorted(r.job_id for r in rs)
     assert ids(store.get_job("715219")) == ["715219", "715220"]  # whole array
     assert ids(store.get_job("715219_2")) == ["715220"]
     assert ids(store.get_job("715220")) == ["715220"]  # same task by its raw id
@@ -78,7 +78,7 @@ def test_query_filters(store):
     store.put(finished(node_record(job_id="2", user="bob", account="b", partition="q", start=300.0, end=400.0)))
     store.put(finished(node_record(job_id="3", user="bob", account="a", partition="p", start=500.0, end=600.0,
                                    status=Status.PARTIAL)))
-    ids = lambda rs: [r.job_id for r in rs]  # noqa: E731
+    ids = lambda rs: [r.job_id for r in rs]
     assert ids(store.query(users=["bob"])) == ["2", "3"]
     assert ids(store.query(accounts=["a"])) == ["1", "3"]
     assert ids(store.query(partitions=["q"])) == ["2"]

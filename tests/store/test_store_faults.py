@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from jobrecord_factory import finished, node_record, own_site_config, store_with
-from slurm_energy.cli.jobenergy_format import FIELDS, long_rows, report_code
-from slurm_energy.model import Status
-from slurm_energy.errors import StoreDbError
-from slurm_energy.store import open_store
 from store_backends import store, store_url  # noqa: F401  (fixtures)
+
+from slurm_energy.cli.jobenergy_format import FIELDS, long_rows, report_code
+from slurm_energy.errors import StoreDbError
+from slurm_energy.model import Status
+from slurm_energy.store import open_store
 
 
 def _no_data(job_id: str, start: float = 1000.0):
@@ -129,9 +129,8 @@ def test_readonly_sqlite_store_is_not_modified(tmp_path):
 def test_readonly_store_session_refuses_writes(store_url):
     open_store(store_url).close()  # the schema exists (written by the hooks)
     r = open_store(store_url, readonly=True)
-    with pytest.raises(StoreDbError, match="read-only|readonly"):
-        with r.db.transaction():
-            r.db.execute("DELETE FROM job_records")
+    with pytest.raises(StoreDbError, match="read-only|readonly"), r.db.transaction():
+        r.db.execute("DELETE FROM job_records")
     r.close()
 
 

@@ -2,13 +2,13 @@
 the migration with its rows."""
 
 import pytest
-
 from jobrecord_factory import device, finished, job_record
+from store_backends import store_url  # noqa: F401  (fixture)
+
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.store import open_store, schema
 from slurm_energy.store.db import connect
-from store_backends import store_url  # noqa: F401  (fixture)
 
 T = 1_796_034_000.0
 
@@ -33,7 +33,7 @@ def test_idle_figures_on_the_row_and_the_record(tmp_path):
     st.close()
 
 
-def test_v2_store_migrates_to_v3_and_v4_keeping_rows(store_url):  # noqa: F811
+def test_v2_store_migrates_to_v3_and_v4_keeping_rows(store_url):
     """A v2 store (no GPU-idle columns, no sluid column) gains both, rows kept: the idle figures
     unknown (NULL, never 0), each run's SLUID backfilled from its record JSON."""
     st = open_store(store_url)

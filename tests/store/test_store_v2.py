@@ -5,16 +5,15 @@ import os
 import random
 
 import pytest
-
 from jobrecord_factory import finished, node_record
-from slurm_energy.model import Method
 from rollup_oracle import rollup
+from store_backends import store, store_url  # noqa: F401  (fixtures)
+
+from slurm_energy.model import Method
 from slurm_energy.reporting.rollup_table import month_bounds
-from slurm_energy.store import open_store
-from slurm_energy.store import schema
+from slurm_energy.store import open_store, schema
 from slurm_energy.store.db import connect
 from slurm_energy.store.rollup import month_rollup
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 H = 3600.0
 T_OCT = 1_790_812_800.0  # 2026-10-01T00:00Z
@@ -55,7 +54,7 @@ def _mix(seed: int = 7) -> list:
 
 
 @pytest.mark.parametrize("by", ["user", "account", "partition"])
-def test_sql_rollup_equals_whole_record_rollup(store, by):  # noqa: F811
+def test_sql_rollup_equals_whole_record_rollup(store, by):
     """Jobs across both bounds of a month in a :30 time zone, zero-length jobs, jobs without hourly
     energy (split by wall time), hours stamped outside the job's times, unmeasured jobs: the SQL
     aggregate gives rollup_table.rollup's numbers (the reference over whole records)."""
@@ -73,7 +72,7 @@ def test_sql_rollup_equals_whole_record_rollup(store, by):  # noqa: F811
                 assert g[k] == pytest.approx(w[k], rel=1e-9), (k, g, w)
 
 
-def test_month_split_by_hand(store):  # noqa: F811
+def test_month_split_by_hand(store):
     # 2026-09-30 23:00Z .. 2026-10-01 02:00Z, 3 h, 1.08e7 J + 3.6e5 J RAM = 3.1 kWh IT spread evenly:
     # September gets 1 h = 3.1/3 kWh; October 2 h = 6.2/3 kWh; x PUE 1.5; x 400 g/kWh
     rec = _job(2, T_OCT - H, 3.0, cpu_j=1.08e7)  # k % 4 != 1: every class from the TDP model
@@ -86,7 +85,7 @@ def test_month_split_by_hand(store):  # noqa: F811
     assert oct_["estimated_it_kwh"] == pytest.approx(6.2 / 3) and oct_["measured_it_kwh"] is None
 
 
-def test_summary_columns_and_hours(store):  # noqa: F811
+def test_summary_columns_and_hours(store):
     rec = _job(2, T_OCT, 2.0, cpu_j=7.2e6)  # 7.2e6 + 3.6e5 J = 2.1 kWh over 2 h
     store.put(rec)
     [row] = store.db.execute("SELECT cpu_kwh, ram_kwh, gpu_kwh, classes, methods, elapsed_s, n_nodes, "
@@ -124,7 +123,7 @@ def _v1_store(url: str, recs: list) -> None:
     db.close()
 
 
-def test_v1_store_migrates_in_place(store_url):  # noqa: F811
+def test_v1_store_migrates_in_place(store_url):
     """A v1 database (one table, record_json) opened by this version: summary columns, job_json and
     job_hours backfilled from record_json, record_json dropped, records unchanged."""
     if store_url.startswith("sqlite"):

@@ -18,8 +18,8 @@ import tempfile
 import time
 
 import pytest
-
 from jobrecord_factory import finished, node_record
+
 from slurm_energy.store import open_store
 
 NOBODY = 65534

@@ -38,8 +38,9 @@ from __future__ import annotations
 import contextlib
 import io
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
@@ -76,7 +77,7 @@ class _Target:
     mode: str = "hwmon"  # counter | power_integration | hwmon (delegate)
     power_key: str = ""
     last_proc: dict[int, int] = field(default_factory=dict)  # pid -> cumulative gfx ns at last_t
-    last_t: Optional[float] = None
+    last_t: float | None = None
     handed_over: str = ""  # why amdsmi was given up for this card (its hwmon source reads instead)
 
 
@@ -170,7 +171,7 @@ class AmdSmiReader(Reader):
         try:
             if t.mode == "counter":
                 r.energy_uj, res = energy_uj(smi.amdsmi_get_energy_count(t.handle))
-                r.energy_resolution_uj = max(1, int(round(res)))
+                r.energy_resolution_uj = max(1, round(res))
                 r.power_w = self._power_beside_counter(t)  # accounting cross-checks the counter with it
             else:
                 r.power_w = float(smi.amdsmi_get_power_info(t.handle)[t.power_key])
@@ -185,7 +186,7 @@ class AmdSmiReader(Reader):
         r.proc_util = self._proc_util(t)
         return r
 
-    def _power_beside_counter(self, t: _Target) -> Optional[float]:
+    def _power_beside_counter(self, t: _Target) -> float | None:
         """Socket power (W) read with the counter, or None (not supported / no power key)."""
         try:
             info = self.smi.amdsmi_get_power_info(t.handle)
@@ -197,14 +198,14 @@ class AmdSmiReader(Reader):
                 return float(v)
         return None
 
-    def _util(self, t: _Target) -> Optional[float]:
+    def _util(self, t: _Target) -> float | None:
         try:
             v = self.smi.amdsmi_get_gpu_activity(t.handle).get("gfx_activity")
         except self.smi.AmdSmiException:
             return None
         return v / 100.0 if isinstance(v, (int, float)) else None
 
-    def _proc_util(self, t: _Target) -> Optional[dict[int, float]]:
+    def _proc_util(self, t: _Target) -> dict[int, float] | None:
         """``{pid: share of the interval the GFX engine ran the PID}``; {} on the first read."""
         try:
             procs = self.smi.amdsmi_get_gpu_process_list(t.handle)

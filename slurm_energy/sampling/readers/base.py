@@ -20,6 +20,7 @@ A :class:`Reading` carries exactly one of three kinds of energy information, nam
 from __future__ import annotations
 
 import abc
+
 from slurm_energy.core import DeviceStatic, Method, Reading
 
 __all__ = ["DeviceStatic", "Method", "Reader", "Reading"]

@@ -39,7 +39,7 @@ import errno
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any
 
 from slurm_energy.devices.drm import DEFAULT_DRM_ROOT, DEFAULT_KFD_ROOT, DrmGpu, discover_drm_gpus, read_text
 from slurm_energy.devices.gpus_drm import ResolvedDrmGpu
@@ -50,7 +50,7 @@ def _read_int(path: str) -> int:
     return int(read_text(path))
 
 
-def _opt_int(path: Optional[str]) -> Optional[int]:
+def _opt_int(path: str | None) -> int | None:
     if path is None:
         return None
     try:
@@ -59,7 +59,7 @@ def _opt_int(path: Optional[str]) -> Optional[int]:
         return None
 
 
-def energy_file(hwmon: str) -> Optional[str]:
+def energy_file(hwmon: str) -> str | None:
     """The card's cumulative energy file: the channel labelled ``card``, else ``pkg``, else the
     lowest-numbered ``energyN_input``; None if the driver has none."""
     try:
@@ -79,7 +79,7 @@ def energy_file(hwmon: str) -> Optional[str]:
     return os.path.join(hwmon, f"energy{c}_input")
 
 
-def power_file(hwmon: str) -> Optional[str]:
+def power_file(hwmon: str) -> str | None:
     """``power1_average`` if present, else ``power1_input`` (µW); None if neither exists."""
     for n in ("power1_average", "power1_input"):
         p = os.path.join(hwmon, n)
@@ -91,14 +91,14 @@ def power_file(hwmon: str) -> Optional[str]:
 @dataclass
 class _Target:
     gpu: ResolvedDrmGpu
-    card: Optional[DrmGpu]
+    card: DrmGpu | None
     mode: str  # counter | power_integration | tdp_estimate | unavailable
-    path: Optional[str] = None  # the energy or power file read
+    path: str | None = None  # the energy or power file read
     error: str = ""
-    rated_w: Optional[float] = None
+    rated_w: float | None = None
     rated_src: str = ""
     own_counter: bool = False  # a tile read from its own counter (i915_gt<N>): measured, no share
-    src: Optional[DrmGpu] = None  # the die whose hwmon is read (the package's primary die), else the card
+    src: DrmGpu | None = None  # the die whose hwmon is read (the package's primary die), else the card
 
 
 class DrmHwmonReader(Reader):
@@ -117,8 +117,8 @@ class DrmHwmonReader(Reader):
     name = "drm-hwmon"
     device_class = "gpu"
 
-    def __init__(self, gpus: list[Union[ResolvedDrmGpu, dict[str, Any]]], drm_root: str = DEFAULT_DRM_ROOT,
-                 kfd_root: str = DEFAULT_KFD_ROOT, fallback_w: Optional[float] = None):
+    def __init__(self, gpus: list[ResolvedDrmGpu | dict[str, Any]], drm_root: str = DEFAULT_DRM_ROOT,
+                 kfd_root: str = DEFAULT_KFD_ROOT, fallback_w: float | None = None):
         if fallback_w is not None and fallback_w < 0:
             raise ValueError(f"fallback_w: GPU fallback wattage must be >= 0 W, got {fallback_w!r}")
         self.fallback_w = fallback_w
@@ -199,7 +199,7 @@ class DrmHwmonReader(Reader):
             raise v
         return v  # type: ignore[return-value]
 
-    def _opt(self, path: str) -> Optional[int]:
+    def _opt(self, path: str) -> int | None:
         try:
             return self._int(path)
         except (OSError, ValueError, UnicodeDecodeError):

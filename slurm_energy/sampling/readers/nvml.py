@@ -38,12 +38,11 @@ more than the parent. If f is unknown the instance is ``unavailable`` (flag
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any
 
-from slurm_energy.devices.gpus import ResolvedGpu, mig_instance_fraction
 from slurm_energy.core import Method
+from slurm_energy.devices.gpus import ResolvedGpu, mig_instance_fraction
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
-
 
 #: nvmlDeviceGetTotalEnergyConsumption counts whole millijoules (NVML API reference): 1 mJ = 1000 uJ.
 NVML_ENERGY_RESOLUTION_UJ = 1000
@@ -62,10 +61,10 @@ class _Target:
     handle: object  # handle to read energy/power from (the parent for MIG)
     own_handle: object  # handle of the device itself (MIG handle for MIG)
     mode: str  # counter / power_integration / tdp_estimate / unavailable
-    mig_fraction: Optional[float] = None
+    mig_fraction: float | None = None
     is_mig: bool = False
     model: str = ""
-    limit_w: Optional[float] = None
+    limit_w: float | None = None
     error: str = ""
     last_ts: int = 0  # last process-utilisation sample timestamp seen, us
     instant: bool = False  # NVML_FI_DEV_POWER_INSTANT answers: read it instead of the 1 s average
@@ -92,7 +91,7 @@ class NvmlReader(Reader):
     name = "nvml"
     device_class = "gpu"
 
-    def __init__(self, gpus: list[Union[str, ResolvedGpu]], fallback_w: Optional[float] = None,
+    def __init__(self, gpus: list[str | ResolvedGpu], fallback_w: float | None = None,
                  pynvml_module: Any = None):
         if fallback_w is not None and fallback_w < 0:
             raise ValueError(f"fallback_w: GPU fallback wattage must be >= 0 W, got {fallback_w!r}")
@@ -117,7 +116,7 @@ class NvmlReader(Reader):
 
     # -- setup -------------------------------------------------------------------------------
 
-    def _target(self, g: Union[str, ResolvedGpu]) -> _Target:
+    def _target(self, g: str | ResolvedGpu) -> _Target:
         nv = self.nv
         uuid = g.uuid if isinstance(g, ResolvedGpu) else str(g)
         try:
@@ -249,14 +248,14 @@ class NvmlReader(Reader):
             r.flags = flags + [f"nvml_counter_handed_over:{t.handed_over}"]
         return r
 
-    def _power_beside_counter(self, t: _Target) -> tuple[Optional[float], Optional[float]]:
+    def _power_beside_counter(self, t: _Target) -> tuple[float | None, float | None]:
         """Power (W) read with the counter, for accounting's cross-check; (None, None) if unsupported."""
         try:
             return self._power_mw(t) / 1000.0, NVML_POWER_ACCURACY_W
         except self.nv.NVMLError:
             return None, None
 
-    def _instant_mw(self, handle: Any) -> Optional[int]:
+    def _instant_mw(self, handle: Any) -> int | None:
         """``NVML_FI_DEV_POWER_INSTANT`` in mW, or None where the driver or GPU lacks the field."""
         nv = self.nv
         fid = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
@@ -279,7 +278,7 @@ class NvmlReader(Reader):
                 return mw
         return float(self.nv.nvmlDeviceGetPowerUsage(t.handle))
 
-    def _util(self, t: _Target) -> Optional[float]:
+    def _util(self, t: _Target) -> float | None:
         for h in (t.own_handle, t.handle) if t.is_mig else (t.handle,):
             try:
                 return float(self.nv.nvmlDeviceGetUtilizationRates(h).gpu) / 100.0
@@ -287,13 +286,13 @@ class NvmlReader(Reader):
                 continue
         return None
 
-    def _mem(self, t: _Target) -> Optional[int]:
+    def _mem(self, t: _Target) -> int | None:
         try:
             return int(self.nv.nvmlDeviceGetMemoryInfo(t.own_handle).used)
         except self.nv.NVMLError:
             return None
 
-    def _proc_util(self, t: _Target) -> Optional[dict[int, float]]:
+    def _proc_util(self, t: _Target) -> dict[int, float] | None:
         """``{pid: mean SM utilisation 0..1}`` since the previous read; {} if no process ran."""
         nv = self.nv
         try:

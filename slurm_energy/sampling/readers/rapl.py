@@ -36,7 +36,6 @@ import errno
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 from slurm_energy.sampling.files import KeptFiles
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
@@ -55,7 +54,7 @@ _ZONE_RE = re.compile(r"^(intel-rapl|intel-rapl-mmio):(\d+(?::\d+)*)$")
 
 def _read_text(path: str) -> str:
     """Read one sysfs attribute (module-level so tests can simulate EACCES on a root-run box)."""
-    with open(path, "r", encoding="ascii") as f:
+    with open(path, encoding="ascii") as f:
         return f.read().strip()
 
 
@@ -167,7 +166,7 @@ def _apply_overlap_policy(zones: list[RaplZone]) -> None:
             z.why = f"unknown zone name {z.name!r}"
 
 
-def _max_power_w(path: str) -> tuple[Optional[float], Optional[float]]:
+def _max_power_w(path: str) -> tuple[float | None, float | None]:
     """(long-term constraint max power, highest constraint max power), W; None if absent/0."""
     first = None
     best = None
@@ -205,16 +204,16 @@ class RaplReader(Reader):
     name = "rapl"
     device_class = "cpu"
 
-    def __init__(self, root: str = DEFAULT_ROOT, files: Optional[FileSource] = None):
+    def __init__(self, root: str = DEFAULT_ROOT, files: FileSource | None = None):
         self.root = root
-        self._kept: Optional[KeptFiles] = None  # the reader's own (closed by close()), when none is passed
+        self._kept: KeptFiles | None = None  # the reader's own (closed by close()), when none is passed
         if files is None:
             files = self._kept = KeptFiles()
         self.files: FileSource = files
         self.zones = discover_zones(root)
         self._reported = [z for z in self.zones if z.reported]
-        self._range: dict[str, Optional[int]] = {}
-        self._maxp: dict[str, tuple[Optional[float], Optional[float]]] = {}
+        self._range: dict[str, int | None] = {}
+        self._maxp: dict[str, tuple[float | None, float | None]] = {}
         for z in self._reported:
             self._range[z.key] = self._try_range(z, None)
             self._maxp[z.key] = _max_power_w(z.path)
@@ -239,7 +238,7 @@ class RaplReader(Reader):
         if self._kept is not None:
             self._kept.close()
 
-    def _try_range(self, z: RaplZone, files: Optional[FileSource]) -> Optional[int]:
+    def _try_range(self, z: RaplZone, files: FileSource | None) -> int | None:
         path = os.path.join(z.path, "max_energy_range_uj")
         try:
             v = int(files.read(path, 64)) if files is not None else _read_int(path)

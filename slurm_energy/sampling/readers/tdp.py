@@ -13,7 +13,7 @@ RAPL zone. Both are the method's own model, P_i x u_i per device class:
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from slurm_energy.core import NodeUsage
 from slurm_energy.sampling.nodestats import read_node_stats
@@ -35,7 +35,7 @@ class CpuTdpReader(Reader):
     name = "tdp-cpu"
 
     def __init__(self, tdp_total_w: float, model: str = "", cores: int = 1, source: str = "",
-                 flags: Optional[Sequence[str]] = None, files: Optional[FileSource] = None):
+                 flags: Sequence[str] | None = None, files: FileSource | None = None):
         """Args: tdp_total_w: rated power of all sockets, W (> 0); cores: physical cores covered;
         source: where the TDP came from (table row, site config, per-core fallback); files:
         where /proc/stat is read (:func:`~slurm_energy.sampling.nodestats.read_node_stats`).
@@ -48,8 +48,8 @@ class CpuTdpReader(Reader):
         self.source = source
         self.flags = list(flags or [])
         self.files = files
-        self._last: Optional[tuple[float, float]] = None
-        self._util: Optional[float] = None
+        self._last: tuple[float, float] | None = None
+        self._util: float | None = None
 
     def devices(self) -> list[DeviceStatic]:
         return [DeviceStatic("cpu", "cpu-tdp", self.model, self.cores, self.tdp_total_w, self.source)]
@@ -64,7 +64,7 @@ class CpuTdpReader(Reader):
                         mean_power_w=None if util is None else self.tdp_total_w * util,
                         util=util, flags=list(self.flags))]
 
-    def _utilisation(self, s: NodeUsage) -> Optional[float]:
+    def _utilisation(self, s: NodeUsage) -> float | None:
         """Node CPU utilisation since the previous read (None at the first), and keep ``s``."""
         if s.cpu_busy_s is None or s.cpu_total_s is None:
             return None
@@ -87,7 +87,7 @@ class RamModelReader(Reader):
     name = "ram-model"
 
     def __init__(self, w_per_gb: float = RAM_W_PER_GB, source: str = RAM_W_PER_GB_SOURCE,
-                 files: Optional[FileSource] = None):
+                 files: FileSource | None = None):
         """Args: w_per_gb: W per GB (10^9 bytes) of memory in use (> 0); files: where /proc/meminfo
         is read (as :class:`CpuTdpReader`'s). Raises ValueError otherwise."""
         if not w_per_gb or w_per_gb <= 0:
