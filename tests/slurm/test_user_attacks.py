@@ -273,6 +273,16 @@ def test_a_sigstopped_report_writer_is_killed_and_delays_no_other_job(node, monk
 
     monkeypatch.setattr(safe_write, "REPORT_TIMEOUT_S", 12.0)  # the site's is 5 s; room for a loaded CI
     monkeypatch.setattr(hooks, "FINALIZER_SLOTS", 1)  # one finalizer at a time on this spool
+    # the writer, forked from a warm finalizer, can finish in a few ms, before the stopper's /proc
+    # sweep sees it (about half the runs on a loaded 2-core machine): alice's writer waits 1 s
+    # before writing, the window her SIGSTOP needs; what is tested is what follows the stop
+    write_each = safe_write._write_each
+
+    def slow_for_alice(directory, files, report):
+        if os.geteuid() == user("alice")[0]:
+            time.sleep(1.0)
+        write_each(directory, files, report)
+    monkeypatch.setattr(safe_write, "_write_each", slow_for_alice)
     mine = node.job("900", "alice", node.workdir("alice", "a"))
     theirs = node.job("901", "bob", node.workdir("bob", "bob-work"))
     stopper = subprocess.Popen([sys.executable, "-c", _STOPPER, str(os.getpid())], stdout=subprocess.PIPE, text=True,
