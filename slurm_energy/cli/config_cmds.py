@@ -66,7 +66,7 @@ def no_config_lines() -> list[str]:
     """What is in force when no site config exists: the documented defaults, each with its source."""
     from slurm_energy import config as c
 
-    return [f"NO SITE CONFIG FOUND: no FILE given, ${c.ENV_VAR} unset and {c.schema.DEFAULT_PATH} absent.",
+    return [f"NO SITE CONFIG FOUND: no FILE given, ${c.schema.ENV_VAR} unset and {c.schema.DEFAULT_PATH} absent.",
             *defaults_lines()]
 
 
@@ -79,14 +79,14 @@ def defaults_lines() -> list[str]:
     d = c.SiteConfig()
     return [
         "Documented defaults are in force:",
-        f"  PUE {c.DEFAULT_PUE:g}: {units.DEFAULT_PUE_TEXT}",
+        f"  PUE {c.schema.DEFAULT_PUE:g}: {units.DEFAULT_PUE_TEXT}",
         f"  carbon intensity {WORLD_AVERAGE_G_PER_KWH:g} gCO2e/kWh, world average ({WORLD_AVERAGE_SOURCE}); "
         f"alpha 1.0 (no offset)",
-        f"  CPU {c.DEFAULT_CPU_W_PER_CORE:g} W/core for unknown models; RAM {c.DEFAULT_RAM_W_PER_GB:g} W/GB "
+        f"  CPU {c.schema.DEFAULT_CPU_W_PER_CORE:g} W/core for unknown models; RAM {c.schema.DEFAULT_RAM_W_PER_GB:g} W/GB "
         f"(Green Algorithms); sampling every {d.sampling.interval_s:g} s",
         f"  paths: spool {d.paths.spool_dir}, store {d.paths.store_url}, logs {d.paths.log_dir}",
         f"To set your site's PUE, country and paths: copy site_config/site.yaml to {c.schema.DEFAULT_PATH} "
-        f"(or set ${c.ENV_VAR}) and edit it.",
+        f"(or set ${c.schema.ENV_VAR}) and edit it.",
     ]
 
 

@@ -56,10 +56,10 @@ def load_site() -> Site:
     cfg, warnings = C.load_site_config_for_hooks(save=False)  # as the hooks: last good copy if unparsable
     if cfg.source_path:
         origin = f"site config {cfg.source_path}"
-    elif os.environ.get(C.ENV_VAR):
-        origin = f"site config ${C.ENV_VAR}={os.environ[C.ENV_VAR]} unreadable, defaults used"
+    elif os.environ.get(C.schema.ENV_VAR):
+        origin = f"site config ${C.schema.ENV_VAR}={os.environ[C.schema.ENV_VAR]} unreadable, defaults used"
     else:
-        origin = f"site config: none found, defaults used; set {C.ENV_VAR} or create {C.schema.DEFAULT_PATH}"
+        origin = f"site config: none found, defaults used; set {C.schema.ENV_VAR} or create {C.schema.DEFAULT_PATH}"
     return Site(cfg.paths.store_url, list(cfg.admins), cfg.timezone, origin, list(warnings),
                 float(cfg.sampling.interim_s))
 
