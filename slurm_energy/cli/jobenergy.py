@@ -445,10 +445,6 @@ def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:
     return out
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
-
 # ---------------------------------------------------------------- notes on stderr
 #: A running record not updated for this many interim periods is reported as probably ended.
 STALE_INTERIMS = 10
@@ -532,3 +528,7 @@ def stale_running(records: Iterable, now: float, interim_s: float, fmt_time: Cal
                 f"{fmt_elapsed(STALE_INTERIMS * interim_s)} ago (oldest {fmt_time(oldest)}; stale after {limit}): "
                 f"ended per Slurm? (sacct -j {','.join(ids[:MAX_NAMED])}) Their energy is shown up to then")
     return [head + f"; admins: run slurm-energy collect to finalise {'it' if len(ids) == 1 else 'them'}"]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -240,10 +240,14 @@ def test_plain_job_cpu_time_memory_end_and_report_against_sacct(vm):
     if at_end_s is not None:  # read before slurmstepd removed the directory
         assert abs(at_end_s - total) <= 0.03 * total, (at_end_s, total)
         assert abs(n.cpu_time_s - at_end_s) <= 0.01 * at_end_s, (n.cpu_time_s, at_end_s)  # the sampler's last
-    # memory.peak: at least the 64 MiB the job touched and Slurm's MaxRSS of its batch step, at most --mem
+    # memory.peak: at least the 64 MiB the job touched, at most its --mem; near Slurm's MaxRSS of the
+    # batch step, not above it: MaxRSS sums the tasks' RSS, shared file pages included, some of them
+    # charged to another cgroup (CI: memory.peak 71,643,136 B, MaxRSS 72,761,344 B, 1.5 % apart)
     steps = {r["JobID"]: r for r in vm.sacct(job, "JobID,MaxRSS", steps=True)}
     maxrss = _mem_bytes(steps[f"{job}.batch"]["MaxRSS"])
-    assert n.max_mem_bytes is not None and max(64 << 20, maxrss) <= n.max_mem_bytes <= 300 << 20, (n.max_mem_bytes, maxrss)
+    print(f"memory.peak {n.max_mem_bytes} B vs sacct MaxRSS {maxrss} B")
+    assert n.max_mem_bytes is not None and 64 << 20 <= n.max_mem_bytes <= 300 << 20, (n.max_mem_bytes, maxrss)
+    assert abs(n.max_mem_bytes - maxrss) <= 0.15 * maxrss, (n.max_mem_bytes, maxrss)
     assert n.req_mem_bytes == 300 << 20
     # the end came from cgroup.events (populated 0): the sampler wrote a cgroup_gone row, was not cut short
     assert rec.status.value == "complete", rec.errors

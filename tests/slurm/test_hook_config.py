@@ -102,7 +102,10 @@ def _hook_modules(tmp_path, which: str, site, job: str = "4343") -> set[str]:
     env = {"SLURM_JOB_ID": job, "SLURM_JOB_UID": str(os.getuid()), "SLURM_JOB_GID": str(os.getgid()),
            "SLURM_JOB_USER": "u", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1", "SLURM_CLUSTER_NAME": "t",
            "SLURM_JOB_CPUS_PER_NODE": "1", "SLURM_JOB_WORK_DIR": str(tmp_path), "SLURM_JOB_EXIT_CODE2": "0:0",
-           "SLURM_ENERGY_CONFIG": str(site), "LANG": "C.UTF-8"}
+           "SLURM_ENERGY_CONFIG": str(site), "LANG": "C.UTF-8",
+           # the marks root of this test alone: the host's may hold an old job's directory, which
+           # the Prolog's sweep removes with shutil (+7 modules; CI's unit stage met one)
+           "SLURM_ENERGY_MARKS_DIR": str(tmp_path / "marks")}
     out = subprocess.run([sys.executable, "-I", "-S", "-c", _RUN_HOOK, which, REPO], capture_output=True, text=True,
                          cwd="/", env=env, check=True, timeout=60)
     return set(json.loads(out.stdout))
