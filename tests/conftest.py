@@ -19,6 +19,14 @@ def _not_through_sudo(monkeypatch):
     monkeypatch.delenv("SUDO_USER", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _marks_root_of_the_suite(monkeypatch, tmp_path_factory):
+    """A hook or sampler run by a test keeps its marks under the suite's tmp dir, not the host's
+    /run/slurm-energy-marks (slurm_energy.sampling.marks.MARKS_ROOT): what one test leaves there
+    changes what the next one's Prolog does (its sweep), and the host's dir is not the suite's."""
+    monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(tmp_path_factory.getbasetemp() / "marks-root"))
+
+
 @pytest.fixture
 def outside_slurm(monkeypatch, tmp_path):
     """A process outside any Slurm job, torchrun or ``slurm-energy run``, offline, with a site.yaml

@@ -96,6 +96,8 @@ def hook_env(job_id: str = "777", *, node: str = "n1", uid: int | None = None, g
     env = {"SLURM_JOB_ID": job_id, "SLURM_JOB_UID": str(os.getuid() if uid is None else uid),
            "SLURM_JOB_GID": str(os.getgid() if gid is None else gid), "SLURM_JOB_USER": user,
            "SLURMD_NODENAME": node, "SLURM_NODELIST": node, "SLURM_CLUSTER_NAME": "t", "SLURM_JOB_CPUS_PER_NODE": "1"}
+    if os.environ.get("SLURM_ENERGY_MARKS_DIR"):  # the suite's marks root (conftest), not the host's
+        env["SLURM_ENERGY_MARKS_DIR"] = os.environ["SLURM_ENERGY_MARKS_DIR"]
     return {**env, **({"SLURM_SCRIPT_CONTEXT": context} if context else {}), **more}
 
 
