@@ -1,7 +1,7 @@
 """Fault-injection run against the test cluster (scripts/testcluster.sh): every job Slurm ran must
 get a record, whatever fails. Run as root, holding the cluster lock:
 
-    flock /tmp/se-cluster.lock /opt/slurm-energy/venv/bin/python benchmarks/fault_run.py [--bursts 8]
+    flock /var/lock/slurm-energy-cluster.lock /opt/slurm-energy/venv/bin/python benchmarks/fault_run.py [--bursts 8]
 
 What it does (about 10 minutes with the defaults):
 
@@ -330,7 +330,7 @@ def main() -> int:
     if os.geteuid() != 0:
         sys.exit("fault_run: run as root (it mounts tmpfs over the test cluster's spool and kills its samplers)")
     if sh("bash", str(REPO / "scripts" / "testcluster.sh"), "status", check=False).returncode != 0:
-        sys.exit(f"fault_run: the test cluster at {L} is not running: flock /tmp/se-cluster.lock "
+        sys.exit(f"fault_run: the test cluster at {L} is not running: flock /var/lock/slurm-energy-cluster.lock "
                  "bash scripts/testcluster.sh start")
     jobs, counts, mounts = Jobs(), collections.Counter(), Mounts()
     jobs.setup()

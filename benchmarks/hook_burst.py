@@ -1,7 +1,7 @@
 """Prolog/Epilog wall time under a job burst on the test cluster, ours against a no-op hook in the
 same burst (issue 12, target 2: ours adds <= 0.2 s at p95). Run as root, holding the cluster lock:
 
-    flock /tmp/se-cluster.lock /opt/slurm-energy/venv/bin/python benchmarks/hook_burst.py \\
+    flock /var/lock/slurm-energy-cluster.lock /opt/slurm-energy/venv/bin/python benchmarks/hook_burst.py \\
         [--jobs 300] [--python VENV/bin/python] [--out FILE]
 
 What it does (3-6 minutes for 300 jobs on the 2-node, 2-CPU-per-node cluster):
@@ -213,7 +213,8 @@ def main() -> int:
     if os.geteuid() != 0:
         sys.exit("hook_burst: run as root (it edits the test cluster's slurm.conf)")
     if subprocess.run(["bash", str(TESTCLUSTER), "status"], capture_output=True).returncode != 0:
-        sys.exit("hook_burst: the test cluster is not running: flock /tmp/se-cluster.lock bash scripts/testcluster.sh start")
+        sys.exit("hook_burst: the test cluster is not running: "
+                 "flock /var/lock/slurm-energy-cluster.lock bash scripts/testcluster.sh start")
     L = cluster_dir()
     conf, d = L / "etc" / "slurm.conf", L / "hookbench"
     orig = conf.read_text()

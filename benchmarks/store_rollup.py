@@ -19,7 +19,7 @@ With ``--before DIR`` (another checkout, e.g. main's, put first on PYTHONPATH) e
 command runs in both checkouts, interleaved (each round alternates which goes first), on the same
 stores: printed as ``before -> now``.
 
-Last, beside the peer: on the test cluster (under ``flock /tmp/se-cluster.lock``, started for the
+Last, beside the peer: on the test cluster (under ``flock /var/lock/slurm-energy-cluster.lock``, started for the
 run and stopped after when it was not running), ``sacct -j ID`` for a real job in its slurmdbd
 (default fields, and ``-X -P -o`` fields like jobenergy's default), interleaved with ``jobenergy -j``
 early and late in every largest store, --sacct-reps rounds, each contender once per round in turn:
@@ -49,7 +49,7 @@ from slurm_energy.store.db import connect  # noqa: E402
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00Z
 TC = os.path.join(REPO, "scripts", "testcluster.sh")
-LOCK = "/tmp/se-cluster.lock"
+LOCK = "/var/lock/slurm-energy-cluster.lock"
 #: sacct's columns closest to jobenergy's default ones (energy: Slurm's ConsumedEnergy)
 SACCT_FIELDS = "JobID,User,Account,Partition,NNodes,Elapsed,ConsumedEnergy,State,ExitCode"
 

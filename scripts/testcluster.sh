@@ -90,7 +90,7 @@ X() { if [ -n "$ROOT" ]; then chroot "$ROOT" "$@"; else "$@"; fi; }
 # daemon NAME [root|host] CMD...: start CMD in the background (chroot execs it: $! is the daemon
 # itself, never a subshell) with its output in $L/log/NAME.stdout and its PID in $L/run/NAME.pid
 # Inherited descriptors are closed first: a daemon must not hold the caller's flock on
-# /tmp/se-cluster.lock (or anything else) for as long as it runs.
+# /var/lock/slurm-energy-cluster.lock (or anything else) for as long as it runs.
 daemon() { local name=$1 where=$2 pre=(); shift 2
   [ "$where" = root ] && [ -n "$ROOT" ] && pre=(chroot "$ROOT")
   ( closefds; exec "${pre[@]}" "$@" ) >"$L/log/$name.stdout" 2>&1 </dev/null &

@@ -2,7 +2,7 @@
 
 Starts and stops the shared test cluster itself, so it runs only when asked:
 ``SLURM_ENERGY_TEST_LIFECYCLE=<version> pytest tests/test_testcluster_lifecycle.py`` (.ci/run does,
-for each Slurm version; hold /tmp/se-cluster.lock on a shared machine). Checks: no system
+for each Slurm version; hold /var/lock/slurm-energy-cluster.lock on a shared machine). Checks: no system
 directory's mode changes (the old script chmod'ed /var/tmp from 1777 to 755), every daemon it
 started is gone after `stop` (munged included, by PID), a munged it did not start is left alone,
 nothing stays mounted under the Debian root, and the nodes' cgroup dirs are removed.
