@@ -66,11 +66,13 @@ def site_yaml(tmp, text: str = "", *, cluster: str = "t", paths: dict | None = N
               monkeypatch=None):
     """The one site-config writer of the tests: ``tmp/site.yaml`` with ``cluster_name: <cluster>``
     (none for ""), a ``paths:`` section keeping the node's files under ``tmp`` (``spool_dir``
-    tmp/spool and ``log_dir`` tmp/log unless ``spool`` is False, then ``paths``' entries, e.g.
+    tmp/spool, ``spool_fallback_dir`` tmp/spool2 -- not this machine's /run/slurm-energy, which a
+    node finalizer's sweep drains -- and ``log_dir`` tmp/log unless ``spool`` is False, then ``paths``' entries, e.g.
     ``store_url``), then ``text`` (more YAML, without a ``paths:`` key). With ``monkeypatch``,
     $SLURM_ENERGY_CONFIG points at it (never this machine's /etc/slurm-energy/site.yaml) and
     $SLURM_ENERGY_STORE is unset. Returns the file's path."""
-    entries = {**({"spool_dir": f"{tmp}/spool", "log_dir": f"{tmp}/log"} if spool else {}), **(paths or {})}
+    entries = {**({"spool_dir": f"{tmp}/spool", "spool_fallback_dir": f"{tmp}/spool2", "log_dir": f"{tmp}/log"}
+                  if spool else {}), **(paths or {})}
     site = tmp / "site.yaml"
     site.write_text((f"cluster_name: {cluster}\n" if cluster else "")
                     + ("paths:\n" + "".join(f"  {k}: {v}\n" for k, v in entries.items()) if entries else "") + text)

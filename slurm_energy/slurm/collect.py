@@ -7,7 +7,8 @@ controller, from the timer or cron line ``slurm-energy install`` prints:
    published by the finalizer that queued them: only the store is missing);
 2. finish each node attempt left in a spool (finalizer killed or never started) once Slurm says the
    job ended, stopping a sampler that outlived its job (:func:`finish_leftovers`, the finalizer's
-   own :func:`~slurm_energy.slurm.finalize.finalize_spool`);
+   own :func:`~slurm_energy.slurm.finalize.finalize_spool`), and each spool-less job whose
+   finalizer was killed (:func:`finish_no_spool`);
 3. merge attempts in the results directory whose nodes never all reported (:func:`collect`:
    status ``partial``, an error per missing node);
 4. every record still ``running`` whose job Slurm says has ended becomes ``partial`` from its
@@ -17,11 +18,13 @@ controller, from the timer or cron line ``slurm-energy install`` prints:
 Every record it finishes is published to the site's sinks
 (:func:`slurm_energy.outputs.sinks.site_sinks`: the store, the report as the job's user, the
 Prometheus textfile, Slurm's write-back), as the finalizer publishes it. Idempotent: a second run
-finds nothing to do.
+finds nothing to do. The node's finalizer does steps 1 and 2 for its node itself, every 30 s while
+it runs (:func:`sweep_node`), so after a burst, faults included, collect finds nothing left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -37,6 +40,7 @@ from slurm_energy.outputs.sinks import site_sinks
 from slurm_energy.pipeline import finalise_job, publish
 from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.slurm.spool import spool_dirs
+from slurm_energy.store.queue import drain
 
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
@@ -68,21 +72,119 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
     per thing done or that would be, the records step 3 finalised). Raises PermissionError (not
     root) and what the store raises for a store that cannot be read."""
     from slurm_energy.slurm.finalize import results_dirs
-    from slurm_energy.store.queue import drain
-
-    def store_only(rec: JobRecord) -> None:  # the finalizer that queued it published it to the rest
-        publish(rec, site_sinks(cfg, only=("store",)))
+    from slurm_energy.slurm.leftovers import busy
 
     lines: list[str] = []
     if not dry_run:
-        n, problems = drain(spool_dirs(cfg), store_only)
+        n, problems = drain(spool_dirs(cfg), lambda rec: _store_only(cfg, rec))
         lines += [f"stored {n} queued record(s)"] * bool(n) + problems
     leftover_lines, young = finish_leftovers(cfg, spool_dirs(cfg), now, older_than_s, dry_run, store=store)
     lines += leftover_lines
+    if dry_run:
+        lines += [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, None, now, older_than_s)]
+    else:
+        lines += finish_no_spool(cfg, None, now, older_than_s, busy(spool_dirs(cfg))[1])
     done = collect(cfg, store, older_than_s, now, dry_run, also=results_dirs(cfg)[1:])
     lines += finish_running(cfg, store, young, dry_run)
     lines += finish_unrecorded(cfg, store, now, since_s, older_than_s, dry_run)
     return lines, done
+
+
+#: The node finalizer's sweep (:func:`sweep_node`): an attempt (or a job sacct knows) untouched this
+#: long (s), with no process at work on it, is left over. Above the Epilog's 2 s and a sampler's
+#: interval (its samples keep a live job's attempt young); short, so a record is final within a
+#: minute of its job's end (issue 24).
+SWEEP_AGE_S = 20.0
+#: How far back (s) the sweep looks: older leftovers are the ``collect`` timer's.
+SWEEP_WINDOW_S = 3600.0
+_BY_SWEEP = "the node finalizer's sweep"
+
+
+def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WINDOW_S,
+               older_than_s: float = SWEEP_AGE_S) -> list[str]:
+    """What the node's finalizer (:mod:`slurm_energy.slurm.finalize_queue`) does every
+    ``SWEEP_S`` while it runs and once before it exits, so that ``collect`` finds nothing left:
+    collect's steps 1 and 2 for ``node`` and the last ``since_s`` s only -- queued records stored,
+    ``node``'s spool attempts whose own finalizer was killed (or never started) finished -- and the
+    spool-less jobs whose finalizer was killed finished (:func:`finish_no_spool`). What a process
+    is at work on (a sampler, a finalizer, a queue entry: :func:`~slurm_energy.slurm.leftovers.busy`)
+    is left alone. Steps 3 to 5 (the results directory's 14 days, every ``running`` record, sacct)
+    stay the timer's. The store is opened only when there is something to finish. Returns one line
+    per thing done. Raises what the store raises."""
+    from slurm_energy.slurm.leftovers import busy, scan_spool
+
+    spools = spool_dirs(cfg)
+    lines: list[str] = []
+    n, problems = drain(spools, lambda rec: _store_only(cfg, rec))
+    lines += [f"stored {n} queued record(s)"] * bool(n) + problems
+    left = [lo for sd in spools for lo in scan_spool(sd, now, older_than_s, node=node, since=now - since_s)]
+    waiting = _no_spool_entries(cfg, node, now, older_than_s)
+    if not left and not waiting:
+        return lines
+    dirs, env_jobs = busy(spools)
+    if any(lo.spool.dir.rstrip("/") not in dirs for lo in left):
+        from slurm_energy.store import open_store
+
+        store = open_store(cfg.paths.store_url)
+        try:
+            lines += finish_leftovers(cfg, spools, now, older_than_s, store=store, node=node, since=now - since_s,
+                                      busy=dirs, by=_BY_SWEEP)[0]
+        finally:
+            store.close()
+    return lines + finish_no_spool(cfg, node, now, older_than_s, env_jobs)
+
+
+def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_s: float) -> list[str]:
+    """``node``'s (None: every node's) :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entries at
+    least ``older_than_s`` old."""
+    import glob
+
+    from slurm_energy.slurm.leftovers import _mtime
+    from slurm_energy.slurm.spool import NO_SPOOL_JOBS
+
+    pattern = os.path.join(glob.escape(cfg.paths.log_dir), NO_SPOOL_JOBS, f"*-{glob.escape(node)}.json" if node else "*.json")
+    return [p for p in sorted(glob.glob(pattern)) if now - _mtime(p) >= older_than_s]
+
+
+def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s: float,
+                    busy_jobs: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize_nodata.finalize_env_main`)
+    of each job whose :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry (``node``'s, or every
+    node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its job id
+    not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
+    upsert, never a second record). Returns one line per job. An unreadable entry is removed
+    (``collect``'s sacct step covers its job)."""
+    import json
+
+    from slurm_energy.slurm.finalize_nodata import finalize_env_main
+
+    lines = []
+    for p in _no_spool_entries(cfg, node, now, older_than_s):
+        try:
+            with open(p, encoding="utf-8") as f:
+                ctx_json, t, exit_code, sampler, errors = json.load(f)["argv"]
+            ctx = json.loads(ctx_json)
+            job_id, at = str(ctx["job_id"]), str(ctx.get("node") or "")
+            end_time, errors = float(t), json.loads(errors)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            log.error("%s unreadable (%s): removed; collect's sacct step stores its job", p, e)
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+            continue
+        if job_id in busy_jobs:
+            continue
+        finalize_env_main(ctx_json, end_time, exit_code, sampler, list(errors) + [
+            f"finalizer did not finish (killed); finished by {_BY_SWEEP if node else 'slurm-energy collect'}"],
+            logging_ready=True)
+        with contextlib.suppress(OSError):
+            os.unlink(p)  # finalize_env_main removed it, unless the config's log_dir changed since
+        lines.append(f"finished {job_id} on {at} (no spool: its finalizer was killed)")
+    return lines
+
+
+def _store_only(cfg: SiteConfig, rec: JobRecord) -> None:
+    """A queued record to the store only: the finalizer that queued it published it to the rest."""
+    publish(rec, site_sinks(cfg, only=("store",)))
 
 
 def with_paths(cfg: SiteConfig, store_url: str, results_dir: str) -> SiteConfig:
@@ -196,10 +298,15 @@ def _already_stored(store, lo) -> bool:
 
 
 def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_s: float, dry_run: bool = False,
-                     final_facts: Callable | None = None, store=None) -> tuple[list[str], set]:
+                     final_facts: Callable | None = None, store=None, node: str | None = None, since: float = 0.0,
+                     busy: set[str] | frozenset[str] = frozenset(), by: str = "slurm-energy collect",
+                     ) -> tuple[list[str], set]:
     """Step 2. Returns (one line per node attempt finished or that would be, (job_id, restart) of
     attempts not yet old enough: step 4 leaves those alone). With ``store``, a node already in a
-    measured stored record is only marked finished (never replaced by a poorer view)."""
+    measured stored record is only marked finished (never replaced by a poorer view). ``node``,
+    ``since``: that node's attempts changed since then only (:func:`~slurm_energy.slurm.leftovers.scan_spool`);
+    ``busy``: spool job directories some process is at work on (left alone, as young ones are);
+    ``by``: who finishes them, in the record's errors."""
     from slurm_energy.slurm.finalize import finalize_spool
     from slurm_energy.slurm.leftovers import scan_spool, slurm_final_facts
     from slurm_energy.slurm.spool import write_private
@@ -207,9 +314,9 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
     final_facts = final_facts or slurm_final_facts
     lines, young = [], set()
     for sd in spools:
-        for lo in scan_spool(sd, now, 0.0):
+        for lo in scan_spool(sd, now, 0.0, node=node, since=since):
             key = (lo.ctx.job_id, lo.ctx.restart_count)
-            if now - lo.newest_mtime < older_than_s:
+            if now - lo.newest_mtime < older_than_s or lo.spool.dir.rstrip("/") in busy:
                 young.add(key)
                 continue
             fin, facts = final_facts(lo.ctx.job_id, lo.ctx.restart_count)
@@ -233,8 +340,8 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
             _stop_stray_sampler(lo)
             if not ep:
                 lo.spool.record_error("no Epilog ran for this attempt on this node (or it could not write "
-                                      "its spool); finished by slurm-energy collect")
-            lo.spool.record_error("finalizer did not finish (killed or never started); finished by slurm-energy collect")
+                                      f"its spool); finished by {by}")
+            lo.spool.record_error(f"finalizer did not finish (killed or never started); finished by {by}")
             try:
                 finalize_spool(cfg, lo.spool, lo.ctx, _end_time(lo, ep, facts),
                                ep.get("exit_code") or facts.get("exit_code", ""), outcome, facts or None)
@@ -337,23 +444,20 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
     lines_main = query(FIELDS)
     if lines_main is None:
         return []
-    names = {f["JobIDRaw"]: f["JobName"] for f in (split_last_free(x, NAME_FIELDS) for x in query(NAME_FIELDS) or [])
-             if f is not None}
-    found = []
-    for line in lines_main:
-        f = split_last_free(line, FIELDS)
-        x = record_from_sacct(line, names.get(f["JobIDRaw"], "") if f else "")
-        if x is not None and now - x.end_time >= older_than_s:
-            found.append(x)
+    found = [x for x in map(record_from_sacct, lines_main) if x is not None and now - x.end_time >= older_than_s]
+    have: dict[str, list[float]] = {}
+    ids = sorted({x.job_id for x in found})
+    for chunk in (ids[i:i + 200] for i in range(0, len(ids), 200)):  # summary rows only: no record JSON parsed
+        for row in store.rows(jobs=chunk):
+            have.setdefault(row.job_id, []).append(row.start_time)
+    found = [x for x in found if not any(abs(t - x.start_time) < 3600 for t in have.get(x.job_id, []))]
     if not found:
         return []
-    have: dict[str, list[float]] = {}
-    for rec in store.query(start=min(x.start_time for x in found) - 3600):
-        have.setdefault(rec.job_id, []).append(rec.start_time)
+    names = {f["JobIDRaw"]: f["JobName"] for f in (split_last_free(x, NAME_FIELDS) for x in query(NAME_FIELDS) or [])
+             if f is not None}
     lines = []
     for x in found:
-        if any(abs(t - x.start_time) < 3600 for t in have.get(x.job_id, [])):
-            continue
+        x.job_name = names.get(x.job_id, "")
         if not dry_run:
             try:
                 publish_collected(cfg, x)

@@ -20,17 +20,23 @@ _NOWHERE = "/nonexistent/slurm-energy-no-spool"
 
 
 def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_outcome: str,
-                      errors: list) -> int:
+                      errors: list, logging_ready: bool = False) -> int:
     """Entry point (``hooks finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON``). Returns 0.
 
-    ``errors``: why each spool was unusable (the Epilog's messages), put on the record."""
+    ``errors``: why each spool was unusable (the Epilog's messages), put on the record. Removes the
+    job's :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry once done (a killed one leaves it for
+    the node finalizer's sweep). ``logging_ready``: the caller has set up the log."""
+    import os
+
     from slurm_energy.accounting.merge import combine_errors
     from slurm_energy.slurm.finalize import finish_node, node_record
     from slurm_energy.slurm.runtime import load_config, setup_logging
+    from slurm_energy.slurm.spool import no_spool_entry
 
     problems: list[str] = []
     cfg = load_config(problems)
-    setup_logging(cfg.paths.log_dir, "finalize.log")
+    if not logging_ready:
+        setup_logging(cfg.paths.log_dir, "finalize.log")
     ctx = JobContext.from_json(ctx_json)
     try:
         from slurm_energy.slurm.scontrol import show_job
@@ -48,6 +54,10 @@ def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_ou
         log.info("job=%s node=%s: stored without a spool (status %s)", ctx.job_id, ctx.node, rec.status.value)
     except Exception:
         log.exception("finalize-env job=%s node=%s failed", ctx.job_id, ctx.node)
+    try:  # done, or failed in a way a second run would repeat (logged): not run again
+        os.unlink(no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node))
+    except OSError:
+        pass
     return 0
 
 

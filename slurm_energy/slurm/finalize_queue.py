@@ -44,6 +44,10 @@ POLL_S = 0.5
 MAX_ATTEMPTS = 3
 #: How long (s) a runner retries a ``finalized`` marker the spool had no room for.
 MARKER_RETRY_S = 180.0
+#: How often (s) a runner sweeps its node for job attempts whose own finalizer was killed
+#: (:func:`slurm_energy.slurm.collect.sweep_node`; also once before it exits).
+SWEEP_S = 30.0
+SWEEP_LOCK = ".sweep.lock"
 
 
 def entries(qdir: str) -> list[str]:
@@ -144,6 +148,7 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
     except Exception as e:
         log.warning("finalize-queue %s: no standby started: %s", qdir, e)
     n, idle_since = 0, time.monotonic()
+    next_sweep = idle_since  # the first right after the first batch
     pending: list = []
     taken: set[str] = set()  # entries this process finalized: one it could not remove (a read-only
     while True:              # spool) is not taken again, or the runner would loop on it
@@ -156,12 +161,55 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
                 return n
             n += finalize_entry(path, log, pending)
         pending[:] = [(t, m) for t, m in pending if not m.retry(0) and time.monotonic() < t]
+        last = not batch and (time.monotonic() - idle_since >= linger_s or not ours())
+        if (last or time.monotonic() >= next_sweep) and ours():
+            _sweep(qdir, node, log)
+            next_sweep = time.monotonic() + SWEEP_S
         if batch:
             idle_since = time.monotonic()
-        elif time.monotonic() - idle_since >= linger_s or not ours():
+        elif last:
             return n
         else:
             time.sleep(POLL_S)
+
+
+def _sweep(qdir: str, node: str, log) -> None:
+    """:func:`slurm_energy.slurm.collect.sweep_node` for this node, by one of its runners at a time
+    (``.sweep.lock`` in the first spool's queue directory: a runner per spool may work the node),
+    its lines logged. Never raises."""
+    import fcntl
+
+    from slurm_energy.slurm.runtime import load_config
+    from slurm_energy.slurm.spool import finalize_queue_dir, spool_dirs
+
+    t0, cpu0 = time.monotonic(), _cpu_s()
+    fd = -1
+    try:
+        cfg = load_config([])
+        for sd in spool_dirs(cfg):
+            try:
+                fd = os.open(os.path.join(finalize_queue_dir(sd, node), SWEEP_LOCK),
+                             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                break
+            except OSError:
+                continue
+        if fd >= 0:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another runner of this node sweeps now
+        from slurm_energy.slurm.collect import sweep_node
+
+        lines = sweep_node(cfg, node, time.time())
+        for line in lines:
+            log.warning("finalize-queue %s: sweep: %s", node, line)
+        log.info("finalize-queue %s: sweep: %d thing(s) done, cpu_s=%.3f wall_s=%.3f", node, len(lines),
+                 _cpu_s() - cpu0, time.monotonic() - t0)
+    except Exception:
+        log.exception("finalize-queue %s (%s): sweep failed; collect finishes what it left", node, qdir)
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _start_standby(argv: list[str]) -> None:

@@ -31,7 +31,7 @@ import time
 
 from slurm_energy.slurm.envfields import context_dict, slurm_env_fields
 from slurm_energy.slurm.hookconfig import ConfigView, cached_hook_config
-from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private
+from slurm_energy.slurm.spool import JobSpool, leave_no_spool_entry, usable_spool, write_private
 from slurm_energy.textsafe import one_line
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -327,9 +327,13 @@ def epilog(env: Any = None) -> int:
         if spool is None:  # no spool at all: the finalizer gets the job from argv, needs no disk
             outcome = "no_spool"
             sampler = _stop_sampler(None, ctx)
-            spawn(["-m", "slurm_energy.slurm.hooks", "finalize-env", ctx.to_json(), repr(t_end), ctx.exit_code or "",
-                   sampler, json.dumps(errors)], os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir,
-                  nice=FINALIZER_NICE)
+            args = [ctx.to_json(), repr(t_end), ctx.exit_code or "", sampler, json.dumps(errors)]
+            try:  # its finalizer may be killed: the node finalizer's sweep runs it again from this
+                leave_no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node, args)
+            except OSError as err:
+                log("WARNING", f"job {ctx.job_id}: no entry in {cfg.paths.log_dir} for its finalizer ({err})")
+            spawn(["-m", "slurm_energy.slurm.hooks", "finalize-env", *args],
+                  os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=FINALIZER_NICE)
             log("ERROR", f"epilog job={ctx.job_id} node={ctx.node}: no usable spool ({'; '.join(errors)}); "
                          "finalizer started from the environment")
             return 0

@@ -39,9 +39,71 @@ def _newest(d: str) -> float:
         return 0.0
 
 
-def scan_spool(spool_dir: str, now: float, older_than_s: float) -> Iterator[Leftover]:
-    """Leftover node attempts in one spool (see module docstring; Slurm's state is not asked here).
-    Stale temp files (``*.tmp<pid>`` older than 10 min) are removed on the way."""
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def busy(spools: list[str]) -> tuple[set[str], set[str]]:
+    """What is at work on this machine or waits for it: (spool job directories a sampler or a
+    single-job finalizer runs for, or that wait in a node finalizer's queue in ``spools``; job ids
+    a spool-less finalizer, ``finalize-env``, runs for). Processes are found by argv in /proc
+    (``python -I -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env} ...``, run by root:
+    a user's process copying that argv is not root's). The node finalizer's sweep
+    (:func:`slurm_energy.slurm.collect.sweep_node`) leaves these alone."""
+    import json
+
+    from slurm_energy.slurm.spool import FINALIZE_QUEUE
+
+    dirs: set[str] = set()
+    job_ids: set[str] = set()
+    me = os.geteuid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{name}").st_uid != me:
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if "slurm_energy.slurm.hooks" not in argv:
+            continue
+        rest = argv[argv.index("slurm_energy.slurm.hooks") + 1:]
+        if len(rest) >= 2 and rest[0] in ("sampler", "finalize"):
+            dirs.add(rest[1].rstrip("/"))
+        elif len(rest) >= 2 and rest[0] == "finalize-env":
+            try:
+                job_ids.add(str(json.loads(rest[1])["job_id"]))
+            except (ValueError, KeyError, TypeError):
+                pass
+    for sd in spools:
+        root = os.path.join(sd, FINALIZE_QUEUE)
+        try:
+            qdirs = [os.path.join(root, n) for n in os.listdir(root)]
+        except OSError:
+            continue
+        from slurm_energy.slurm.finalize_queue import entries
+
+        for path in (p for q in qdirs for p in entries(q)):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    dirs.add(str(json.load(f)["dir"]).rstrip("/"))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return dirs, job_ids
+
+
+def scan_spool(spool_dir: str, now: float, older_than_s: float, node: str | None = None,
+               since: float = 0.0) -> Iterator[Leftover]:
+    """Leftover node attempts in one spool (see module docstring; Slurm's state is not asked here),
+    of ``node`` only when given; ``since`` (epoch s): attempt directories last changed (a file
+    created or renamed in them) before it are not looked into (the node finalizer's sweep looks at
+    the last hour, not at the spool's 14 days). Stale temp files (``*.tmp<pid>`` older than 10 min)
+    are removed on the way."""
     jobs = os.path.join(spool_dir, "jobs")
     try:
         names = sorted(os.listdir(jobs))
@@ -52,6 +114,10 @@ def scan_spool(spool_dir: str, now: float, older_than_s: float) -> Iterator[Left
         m = _DIR_RE.match(name)  # <job_id>-r<restart>[-<tag> of a reused job id's later run]
         if not m or not os.path.isdir(d):
             continue
+        if since and _mtime(d) < since:
+            continue
+        if node is not None and not os.path.exists(os.path.join(d, f"context-{node}.json")):
+            continue
         remove_stale_tmp(d, now)
         newest = _newest(d)
         if now - newest < older_than_s:
@@ -59,8 +125,10 @@ def scan_spool(spool_dir: str, now: float, older_than_s: float) -> Iterator[Left
         for f in sorted(os.listdir(d)):
             if not (f.startswith("context-") and f.endswith(".json")):
                 continue
-            node = f[len("context-"):-len(".json")]
-            sp = JobSpool(spool_dir, m.group(1), int(m.group(2)), node, m.group(3) or "")
+            at = f[len("context-"):-len(".json")]
+            if node is not None and at != node:
+                continue
+            sp = JobSpool(spool_dir, m.group(1), int(m.group(2)), at, m.group(3) or "")
             if os.path.exists(sp.finalized):
                 continue
             try:

@@ -193,6 +193,29 @@ def needs_runner(qdir: str) -> bool:
     return lock_taken(os.path.join(qdir, STANDBY_LOCK)) is False
 
 
+#: Where the Epilog leaves a job it found no usable spool for (both spools full or read-only):
+#: ``<paths.log_dir>/no-spool-jobs/<job>-r<restart>-<node>.json``, the arguments of that job's
+#: spool-less finalizer (``hooks finalize-env``), which removes it when done. One left behind (that
+#: finalizer killed) is run again by the node finalizer's sweep, or by ``collect``
+#: (:func:`slurm_energy.slurm.collect.finish_no_spool`). Root-only, like the spool.
+NO_SPOOL_JOBS = "no-spool-jobs"
+
+
+def no_spool_entry(log_dir: str, job_id: str, restart_count: int, node: str) -> str:
+    """The path of a spool-less job's entry (:data:`NO_SPOOL_JOBS`; not created)."""
+    return os.path.join(log_dir, NO_SPOOL_JOBS, f"{job_id}-r{int(restart_count)}-{node.replace('/', '_')}.json")
+
+
+def leave_no_spool_entry(log_dir: str, job_id: str, restart_count: int, node: str, argv: list[str]) -> str:
+    """Write a spool-less job's entry: ``{"argv": the finalizer's arguments after finalize-env}``.
+    Returns its path. Raises OSError (the log directory full or read-only too: ``collect``'s sacct
+    step is left)."""
+    path = no_spool_entry(log_dir, job_id, restart_count, node)
+    _mkdir_private(os.path.dirname(path))
+    write_private(path, json.dumps({"argv": argv}))
+    return path
+
+
 #: a temp file older than this (s) belongs to a writer that was killed: see :func:`remove_stale_tmp`
 STALE_TMP_S = 600.0
 

@@ -21,7 +21,8 @@ from slurm_energy.store import open_store
 @pytest.fixture()
 def site(tmp_path, monkeypatch):
     site = tmp_path / "site.yaml"
-    site.write_text(f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  results_dir: {tmp_path}/results\n"
+    site.write_text(f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  spool_fallback_dir: {tmp_path}/spool2\n"
+                    f"  results_dir: {tmp_path}/results\n"
                     f"  store_url: sqlite:///{tmp_path}/jobs.db\n  log_dir: {tmp_path}/log\n"
                     "outputs:\n  prometheus:\n    enabled: false\n")
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
@@ -238,3 +239,105 @@ def test_an_entry_the_read_only_spool_keeps_is_finalized_once_not_in_a_loop(site
     assert fq.run_queue(q, "n1", linger_s=3.0, start=lambda argv: None) == 1
     assert calls == [sp.dir]  # once, though its entry is still there
     assert len(fq.entries(q)) == 1
+
+
+def _age(spool, s: float = 60.0) -> None:
+    """Every file of the attempt (and its directory) last changed ``s`` seconds ago."""
+    import time
+
+    t = time.time() - s
+    for name in os.listdir(spool.dir):
+        os.utime(os.path.join(spool.dir, name), (t, t))
+    os.utime(spool.dir, (t, t))
+
+
+@pytest.fixture()
+def ended(monkeypatch):
+    """Slurm says every job has ended (COMPLETED): no slurmctld or sacct asked."""
+    monkeypatch.setattr("slurm_energy.slurm.leftovers.slurm_final_facts",
+                        lambda job_id, restart=0, **kw: (True, {"job_state": "COMPLETED"}))
+
+
+def _fake_hook(*argv: str):
+    """A live process whose argv reads as one of the hooks' (``python -c <sleep> -m
+    slurm_energy.slurm.hooks ARGV...``): what busy() finds in /proc."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "slurm_energy.slurm.hooks",
+                             *argv])
+
+
+def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(site, ended):
+    # issue 24: a job the Epilog could not queue (a full spool) got a finalizer of its own, which was
+    # SIGKILLed; no entry, no marker. The node's next runner sweeps it: collect finds nothing left
+    killed, queued = _job(site, "83", 5_000_000, 65_000_000), _job(site, "84", 1_000_000, 31_000_000)
+    _age(killed)  # untouched for 60 s: older than SWEEP_AGE_S (20 s)
+    q = enqueue_finalize(queued, T0 + 10, "0:0", "terminated")
+    assert fq.run_queue(q, "n1", linger_s=0, start=lambda argv: None) == 1  # one from the queue ...
+    assert os.path.exists(killed.finalized) and os.path.exists(queued.finalized)  # ... and one by the sweep
+    store = open_store(f"sqlite:///{site}/jobs.db", readonly=True)
+    (rec,) = store.get_job("83")
+    assert rec.nodes[0].devices[0].energy_j == 60.0  # 65 J - 5 J, its whole measurement kept
+    assert any(e.endswith("finalizer did not finish (killed or never started); finished by the node finalizer's sweep")
+               for e in rec.errors)
+    assert [r.nodes[0].devices[0].energy_j for r in store.get_job("84")] == [30.0]
+
+
+def test_the_sweep_leaves_alone_what_a_process_is_at_work_on(site, ended):
+    from slurm_energy.slurm.collect import sweep_node
+    from slurm_energy.slurm.leftovers import busy
+    from slurm_energy.slurm.runtime import load_config
+
+    young, working, waiting = (_job(site, j, 5_000_000, 65_000_000) for j in ("85", "86", "87"))
+    _age(working)
+    _age(waiting)
+    enqueue_finalize(waiting, T0 + 10, "0:0", "terminated")  # in the queue: its runner takes it
+    other = _job(site, "88", 5_000_000, 65_000_000)
+    other_node = _job(site, "89", 5_000_000, 65_000_000)
+    os.rename(other_node.context, other_node.context.replace("context-n1", "context-n2"))  # n2's attempt
+    _age(other)
+    _age(other_node)
+    p = _fake_hook("finalize", working.dir, "n1")  # its own finalizer, slow but alive
+    try:
+        dirs, _ = busy([str(site / "spool")])
+        assert {working.dir, waiting.dir} <= dirs and other.dir not in dirs
+        lines = sweep_node(load_config([]), "n1", __import__("time").time())
+    finally:
+        p.kill()
+        p.wait()
+    assert lines == [f"finished 88 attempt 0 on n1 ({other.dir}, sampler no_epilog)"]  # only the one nobody had
+    assert not any(os.path.exists(sp.finalized) for sp in (young, working, waiting))
+    assert [r.job_id for r in open_store(f"sqlite:///{site}/jobs.db", readonly=True).query()] == ["88"]
+
+
+def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(site):
+    # both spools full: the Epilog hands the job to a finalizer on its command line and leaves its
+    # arguments in <log_dir>/no-spool-jobs; that finalizer was SIGKILLed: the sweep runs it again
+    import time
+
+    from slurm_energy.slurm.collect import sweep_node
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.runtime import load_config
+    from slurm_energy.slurm.spool import leave_no_spool_entry
+
+    ctx = JobContext(job_id="90", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="4")
+    args = [ctx.to_json(), repr(T0 + 30), "0:0", "no_pidfile", json.dumps(["spool full: No space left on device"])]
+    entry = leave_no_spool_entry(str(site / "log"), "90", 0, "n1", args)
+    assert entry == str(site / "log" / "no-spool-jobs" / "90-r0-n1.json")
+    assert sweep_node(load_config([]), "n1", time.time()) == []  # 0 s old: its finalizer may be at work
+    p = _fake_hook("finalize-env", *args)
+    try:
+        assert sweep_node(load_config([]), "n1", time.time() + 60) == []  # it is: left alone
+    finally:
+        p.kill()
+        p.wait()
+    assert sweep_node(load_config([]), "n2", time.time() + 60) == []  # another node's
+    assert sweep_node(load_config([]), "n1", time.time() + 60) == ["finished 90 on n1 (no spool: its finalizer "
+                                                                    "was killed)"]
+    assert not os.path.exists(entry)
+    (rec,) = open_store(f"sqlite:///{site}/jobs.db", readonly=True).get_job("90")
+    assert (rec.status.value, rec.start_time, rec.end_time) == ("no_data", T0, T0 + 30)  # the Epilog's times
+    assert rec.it_kwh is None and any("spool full" in e for e in rec.errors)
+    assert any("finalizer did not finish (killed); finished by the node finalizer's sweep" in e for e in rec.errors)
+    assert sweep_node(load_config([]), "n1", time.time() + 60) == []  # done once
