@@ -10,7 +10,8 @@ installation to measure (scripts/setup.sh installs this checkout):
 jobs, unwritable work dirs; as alice and bob) in ``--bursts`` waves ``--gap`` s apart, with its
 faults (site.yaml unparsable for 60 s, the spool full for 90 s and the fallback spool for 30 s of
 those, the spool read-only for 40 s; a sampler SIGKILLed every 15 s and a finalizer -- any process
-finalizing jobs: ``finalize``, ``finalize-env``, ``finalize-queue`` -- every 10 s), *without*
+finalizing jobs: ``finalize``, ``finalize-env``, ``finalize-queue`` -- every 10 s, and a single-job
+or spool-less finalizer, ``finalize`` or ``finalize-env``, every 2 s when one runs), *without*
 ``collect``. The store is polled every 2 s: a task's record is final when its status is no longer
 ``running``; its lag is that moment less Slurm's End (sacct). Once every task has a final record, or
 150 s after the last job ended, it prints the lags (p50 / p95 / max; target p95 <= 60 s, max <= 120 s),
@@ -198,7 +199,7 @@ def phase_faults(args) -> str:
                 (190, "fallback spool full"), (220, "fallback spool freed"), (240, "spool freed"),
                 (250, "spool read-only"), (290, "spool read-write")]
         fillers: dict[str, Path] = {}
-        next_burst, b, last_s, last_f = start, 0, start, start
+        next_burst, b, last_s, last_f, last_1 = start, 0, start, start, start
         while True:
             now = time.time()
             if b < args.bursts and now >= next_burst:
@@ -236,6 +237,9 @@ def phase_faults(args) -> str:
                 if now - last_f >= 10:
                     last_f = now
                     kill_one(KINDS, "finalizer", counts)
+                if now - last_1 >= 2:  # no standby takes over from these: the node finalizer's sweep must
+                    last_1 = now
+                    kill_one(("finalize", "finalize-env"), "single-job or spool-less finalizer", counts)
                 jobs.cancel_due()
             except Exception as e:
                 say(f"fault injection step failed: {type(e).__name__}: {e}")

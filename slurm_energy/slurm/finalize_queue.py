@@ -19,8 +19,10 @@ queue directory:
 No wake-up is lost: the Epilog writes its entry *before* it looks at the locks, and a runner lists
 the queue *after* it took the runner's lock; a runner lingering or about to exit while an entry
 arrives either sees it, or is succeeded by the standby, or is seen as gone by that Epilog, which
-then starts one. The spool stays the queue of record: a job whose finalizer never ran (no entry
-could be written, every process killed) is finished by ``slurm-energy collect``, as before.
+then starts one. The spool stays the queue of record: a job whose own finalizer was killed (no entry
+could be written: a full or read-only spool; or no spool at all) is finished by the runner's sweep
+(:func:`slurm_energy.slurm.collect.sweep_node`, every :data:`SWEEP_S` and before it exits), and
+whatever no runner came to by ``slurm-energy collect``, as before.
 """
 
 from __future__ import annotations
