@@ -119,6 +119,13 @@ def test_both_spools_unusable_still_stores_a_no_data_record_from_the_environment
     assert rec.user == "nobody" and rec.partition == "debug" and rec.exit_code == "0:0"
     assert rec.errors[0].startswith("no usable spool on this node: ")
     assert "No space left on device" in rec.errors[0] and "Read-only file system" in rec.errors[0]
+    # the Epilog left the finalizer's arguments in the log dir (for a sweep, had it been killed); done, it removed them
+    entries = tmp_path / "log" / "no-spool-jobs"
+    for _ in range(50):
+        if entries.is_dir() and not list(entries.iterdir()):
+            break
+        time.sleep(0.1)
+    assert entries.is_dir() and list(entries.iterdir()) == []
 
 
 def test_killed_sampler_gives_a_partial_record(tmp_path):
