@@ -127,7 +127,7 @@ def site_config_from_dict_lenient(data: Any, origin: str = "site config") -> tup
     if dropped:
         seen = list(dict.fromkeys(dropped))
         messages.append(_in_force_message(cfg, seen, origin))
-        cfg.defaults_used = cfg.defaults_used + [d for d in seen if d not in cfg.defaults_used]
+        cfg = cfg.model_copy(update={"defaults_used": cfg.defaults_used + [d for d in seen if d not in cfg.defaults_used]})
     return cfg, messages
 
 
@@ -193,8 +193,7 @@ def _load_lenient(p: str) -> tuple[SiteConfig, list[str], str | None, str | None
             f"{p}: top level must be a mapping of keys (cluster_name:, datacenters:, ...), got "
             f"{type(data).__name__}")
     cfg, messages = site_config_from_dict_lenient(data, origin=p)
-    cfg.source_path = p
-    return cfg, messages, text, None
+    return cfg.model_copy(update={"source_path": p}), messages, text, None
 
 
 def load_site_config_lenient(path: str | os.PathLike | None = None) -> tuple[SiteConfig, list[str]]:

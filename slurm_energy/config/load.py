@@ -144,8 +144,7 @@ def _config_path(path: str | os.PathLike | None) -> str | None:
 
 def _defaults_without_file() -> SiteConfig:
     cfg = SiteConfig()
-    cfg.defaults_used = ["config_file"] + cfg.defaults_used
-    return cfg
+    return cfg.model_copy(update={"defaults_used": ["config_file"] + cfg.defaults_used})
 
 
 class DuplicateKeyError(SlurmEnergyError, yaml.constructor.ConstructorError):
@@ -254,7 +253,5 @@ def load_site_config(path: str | os.PathLike | None = None) -> SiteConfig:
     p = _config_path(path)
     if p is None:
         return _defaults_without_file()
-    cfg = site_config_from_dict(_read_yaml(p), origin=p)
-    cfg.source_path = p
-    return cfg
+    return site_config_from_dict(_read_yaml(p), origin=p).model_copy(update={"source_path": p})
 

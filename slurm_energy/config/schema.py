@@ -31,7 +31,11 @@ DEFAULT_GEO_URL = "https://get.geojs.io/v1/ip/geo.json"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    """Every section of the site config: unknown keys refused, and frozen once validated -- every
+    process reads one resolved config and none changes it under another part (a changed copy is
+    ``model_copy(update=...)``: collect's ``--store``, a report's settings)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class CarbonIntensity(_Strict):

@@ -40,17 +40,23 @@ DEFAULT_PATH = "/etc/slurm-energy/site.yaml"
 
 class ConfigView(dict):  # type: ignore[type-arg]
     """A resolved site config as nested dicts with attribute access (``cfg.paths.spool_dir``),
-    read-only by convention: what the hooks, readers and rated-power look-ups read of a
-    :class:`~slurm_energy.config.schema.SiteConfig`."""
+    frozen as :class:`~slurm_energy.config.schema.SiteConfig` is: what the hooks, readers and
+    rated-power look-ups read of one. Setting or removing a key raises TypeError."""
 
     def __init__(self, data: dict[str, Any]):
-        super().__init__({k: ConfigView(v) if isinstance(v, dict) else v for k, v in data.items()})
+        super().__init__({k: type(self)(v) if isinstance(v, dict) else v for k, v in data.items()})
 
     def __getattr__(self, key: str) -> Any:
         try:
             return self[key]
         except KeyError:
             raise AttributeError(key) from None
+
+    def _frozen(self, *_a: Any, **_kw: Any) -> Any:
+        raise TypeError("the site config is read-only: make a new view (ConfigView({**cfg, key: value}))")
+
+    __setitem__ = __delitem__ = __setattr__ = __delattr__ = __ior__ = _frozen
+    update = pop = popitem = setdefault = clear = _frozen
 
 
 def _site_path() -> str | None:

@@ -102,7 +102,10 @@ log = HookLog()
 
 class JobFacts(ConfigView):
     """The job's context (every :class:`~slurm_energy.slurm.env.JobContext` field) as a dict with
-    attribute access, read and set: what the spool, readers and marks read of a JobContext."""
+    attribute access, read and set (the Prolog adds its time and the job's GPUs): what the spool,
+    readers and marks read of a JobContext."""
+
+    __setitem__ = dict.__setitem__  # type: ignore[assignment]
 
     def __setattr__(self, key: str, value: Any) -> None:
         self[key] = value

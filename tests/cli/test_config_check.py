@@ -17,9 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _cfg(tmp_path, **paths):
     base = {"spool_dir": str(tmp_path / "spool"), "log_dir": str(tmp_path / "log")}
-    cfg = site_config_from_dict({"paths": {**base, **paths}})
-    cfg.source_path = "site.yaml"
-    return cfg
+    return site_config_from_dict({"paths": {**base, **paths}}).model_copy(update={"source_path": "site.yaml"})
 
 
 def test_usable_paths_give_no_error_and_create_nothing(tmp_path):

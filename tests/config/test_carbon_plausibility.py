@@ -96,8 +96,7 @@ def test_stored_hourly_file_below_1_is_a_check_config_error(tmp_path):
     from slurm_energy.carbon import hourly
 
     cfg = site_config_from_dict({"paths": {"hourly_ci_dir": str(tmp_path)},
-                                 "location": {"country": "FR"}})
-    cfg.source_path = "site.yaml"
+                                 "location": {"country": "FR"}}).model_copy(update={"source_path": "site.yaml"})
     hourly.write_zone(str(tmp_path), "FR", {"2026-11-30T10:00:00Z": 0.5, "2026-11-30T11:00:00Z": 40.0})
     warnings: list[str] = []
     errors = check_carbon(cfg, warnings)

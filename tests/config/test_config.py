@@ -188,3 +188,26 @@ def test_check_config_cli(tmp_path, capsys):
     assert main(["check-config", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "datacenters.a.pue: bad value 0.9" in err
+
+
+def test_the_resolved_config_is_frozen_in_both_its_forms(tmp_path):
+    # issue 29: one resolved config per process, which no part changes under another
+    import pydantic
+
+    from slurm_energy.config import site_config_from_dict
+    from slurm_energy.slurm.hookconfig import ConfigView
+
+    cfg = site_config_from_dict({"pue": 1.3, "paths": {"spool_dir": str(tmp_path / "spool")}})
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
+        cfg.pue = 2.0
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
+        cfg.paths.store_url = "sqlite:////elsewhere.db"
+    other = cfg.model_copy(update={"pue": 2.0})  # a changed copy is a new one
+    assert (cfg.pue, other.pue) == (1.3, 2.0)
+    view = ConfigView(cfg.model_dump(mode="json"))  # the hooks' form of it
+    assert view.paths.spool_dir == str(tmp_path / "spool") and view.pue == 1.3
+    for change in (lambda: view.__setitem__("pue", 2.0), lambda: setattr(view, "pue", 2.0),
+                   lambda: view.paths.update(spool_dir="/tmp"), lambda: view.pop("pue"), view.clear):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert view.pue == 1.3 and view.paths.spool_dir == str(tmp_path / "spool")

@@ -17,9 +17,8 @@ from slurm_energy.store import open_store
 def test_interim_flushes_add_the_new_rows_and_agree_with_the_final_record(tmp_path, monkeypatch):
     import json
 
-    cfg = SiteConfig()
-    cfg.paths.store_url = f"sqlite:///{tmp_path}/jobs.db"
-    cfg.outputs.prometheus.enabled = False  # only the store (node_exporter's textfile is tested apart)
+    # only the store (node_exporter's textfile is tested apart)
+    cfg = SiteConfig(paths={"store_url": f"sqlite:///{tmp_path}/jobs.db"}, outputs={"prometheus": {"enabled": False}})
     rows, static = node_rows(3 * 12 + 1)
     spool = JobSpool(str(tmp_path / "spool"), "51", 0, "n1").ensure()
     with open(spool.static, "w") as f:
