@@ -132,6 +132,11 @@ def cmd_collect(args) -> int:
     except (ValueError, OSError) as e:
         _err(str(e))
         return 2
+    if not cfg.source_path:  # an operator must not take "nothing to do" for a clean cluster
+        from slurm_energy.config.schema import DEFAULT_PATH, ENV_VAR
+
+        _err(f"collect: warning: no site config ({ENV_VAR} unset, no {DEFAULT_PATH}): the documented defaults' "
+             f"spool, results dir and store are looked at; set {ENV_VAR} to the site.yaml the hooks use")
     results_dir = args.results_dir or cfg.paths.results_dir
     msg = not_root_message(results_dir, url, os.geteuid())
     if msg:

@@ -150,8 +150,8 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
                     busy_jobs: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize_nodata.finalize_env_main`)
     of each job whose :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry (``node``'s, or every
-    node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its job id
-    not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
+    node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its
+    ``"<job id>@<node>"`` not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
     upsert, never a second record). Returns one line per job. An unreadable entry is removed
     (``collect``'s sacct step covers its job)."""
     import json
@@ -166,12 +166,14 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
             ctx = json.loads(ctx_json)
             job_id, at = str(ctx["job_id"]), str(ctx.get("node") or "")
             end_time, errors = float(t), json.loads(errors)
+            if node is not None and at != node:  # another node's, whose name ends like this one's (a shared log_dir)
+                continue
         except (OSError, ValueError, KeyError, TypeError) as e:
             log.error("%s unreadable (%s): removed; collect's sacct step stores its job", p, e)
             with contextlib.suppress(OSError):
                 os.unlink(p)
             continue
-        if job_id in busy_jobs:
+        if f"{job_id}@{at}" in busy_jobs:
             continue
         finalize_env_main(ctx_json, end_time, exit_code, sampler, list(errors) + [
             f"finalizer did not finish (killed); finished by {_BY_SWEEP if node else 'slurm-energy collect'}"],

@@ -48,8 +48,8 @@ def _mtime(path: str) -> float:
 
 def busy(spools: list[str]) -> tuple[set[str], set[str]]:
     """What is at work on this machine or waits for it: (spool job directories a sampler or a
-    single-job finalizer runs for, or that wait in a node finalizer's queue in ``spools``; job ids
-    a spool-less finalizer, ``finalize-env``, runs for). Processes are found by argv in /proc
+    single-job finalizer runs for, or that wait in a node finalizer's queue in ``spools``;
+    ``"<job id>@<node>"`` of each job a spool-less finalizer, ``finalize-env``, runs for). Processes are found by argv in /proc
     (``python -I -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env} ...``, run by root:
     a user's process copying that argv is not root's). The node finalizer's sweep
     (:func:`slurm_energy.slurm.collect.sweep_node`) leaves these alone."""
@@ -58,7 +58,7 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
     from slurm_energy.slurm.spool import FINALIZE_QUEUE
 
     dirs: set[str] = set()
-    job_ids: set[str] = set()
+    job_ids: set[str] = set()  # "<job id>@<node>"
     me = os.geteuid()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
@@ -77,7 +77,8 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
             dirs.add(rest[1].rstrip("/"))
         elif len(rest) >= 2 and rest[0] == "finalize-env":
             try:
-                job_ids.add(str(json.loads(rest[1])["job_id"]))
+                ctx = json.loads(rest[1])
+                job_ids.add(f"{ctx['job_id']}@{ctx.get('node', '')}")
             except (ValueError, KeyError, TypeError):
                 pass
     for sd in spools:
@@ -114,8 +115,8 @@ def scan_spool(spool_dir: str, now: float, older_than_s: float, node: str | None
         m = _DIR_RE.match(name)  # <job_id>-r<restart>[-<tag> of a reused job id's later run]
         if not m or not os.path.isdir(d):
             continue
-        if since and _mtime(d) < since:
-            continue
+        if since and _mtime(d) < since and (node is None or _mtime(os.path.join(d, f"samples-{node}.jsonl")) < since):
+            continue  # (a long job's sampler appends to its samples file: that leaves the directory's mtime)
         if node is not None and not os.path.exists(os.path.join(d, f"context-{node}.json")):
             continue
         remove_stale_tmp(d, now)

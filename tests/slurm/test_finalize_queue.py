@@ -341,3 +341,37 @@ def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(
     assert rec.it_kwh is None and any("spool full" in e for e in rec.errors)
     assert any("finalizer did not finish (killed); finished by the node finalizer's sweep" in e for e in rec.errors)
     assert sweep_node(load_config([]), "n1", time.time() + 60) == []  # done once
+
+
+def test_the_sweeps_hour_counts_a_long_jobs_samples_not_only_its_directory(site):
+    # a 2-hour job: its directory last changed at the Prolog (the sampler appends to its samples
+    # file); its end hit a read-only spool (no Epilog file) and its finalizer was killed 60 s ago
+    import time
+
+    from slurm_energy.slurm.leftovers import scan_spool
+
+    sp = _job(site, "91", 5_000_000, 65_000_000)
+    _age(sp, 7200.0)
+    t = time.time() - 60.0
+    os.utime(sp.samples, (t, t))
+    now = time.time()
+    assert [lo.spool.dir for lo in scan_spool(str(site / "spool"), now, 20.0, node="n1", since=now - 3600)] == [sp.dir]
+    os.utime(sp.samples, (now - 7200, now - 7200))  # nothing for 2 h: the collect timer's, not the sweep's
+    assert list(scan_spool(str(site / "spool"), now, 20.0, node="n1", since=now - 3600)) == []
+
+
+def test_a_spool_less_entry_of_a_node_whose_name_ends_like_this_ones_is_left_to_it(site):
+    import time
+
+    from slurm_energy.slurm.collect import sweep_node
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.runtime import load_config
+    from slurm_energy.slurm.spool import leave_no_spool_entry
+
+    ctx = JobContext(job_id="92", uid=0, gid=0, node="gpu-n1", nodelist="gpu-n1", prolog_time=T0)
+    entry = leave_no_spool_entry(str(site / "log"), "92", 0, "gpu-n1",
+                                 [ctx.to_json(), repr(T0 + 5), "0:0", "no_pidfile", "[]"])
+    assert entry.endswith("/92-r0-gpu-n1.json")  # "*-n1.json" matches its name
+    assert sweep_node(load_config([]), "n1", time.time() + 60) == [] and os.path.exists(entry)
+    assert sweep_node(load_config([]), "gpu-n1", time.time() + 60) == [
+        "finished 92 on gpu-n1 (no spool: its finalizer was killed)"]
