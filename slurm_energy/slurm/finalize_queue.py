@@ -50,6 +50,8 @@ MARKER_RETRY_S = 180.0
 #: (:func:`slurm_energy.slurm.collect.sweep_node`; also once before it exits).
 SWEEP_S = 30.0
 SWEEP_LOCK = ".sweep.lock"
+#: An entry this old (s) in a queue no runner holds is stranded (:func:`restart_if_stranded`).
+STRANDED_S = 60.0
 
 
 def entries(qdir: str) -> list[str]:
@@ -214,6 +216,27 @@ def _sweep(qdir: str, node: str, log) -> None:
             os.close(fd)
 
 
+def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[str]], None] | None = None) -> bool:
+    """Start the node's finalizer for ``qdir`` when an entry has waited there :data:`STRANDED_S`
+    seconds (epoch ``now``) and no runner holds the queue: its runner and standby were both killed
+    after the node's last Epilog, and no Epilog comes to start another. A running job's sampler
+    calls this at its interim flush (:mod:`slurm_energy.slurm.hooks`). Returns True when started."""
+    from slurm_energy.slurm.detach import lock_taken
+
+    waiting = [p for p in entries(qdir) if now - _mtime(p) >= STRANDED_S]
+    if not waiting or lock_taken(os.path.join(qdir, RUNNER_LOCK)) is not False:
+        return False
+    (start or _start_standby)(["-m", "slurm_energy.slurm.hooks", "finalize-queue", qdir, node])
+    return True
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return float("inf")
+
+
 def _start_standby(argv: list[str]) -> None:
     from slurm_energy.slurm.hookentry import FALLBACK_LOG_DIR, FINALIZER_NICE, spawn
 
@@ -333,4 +356,4 @@ def _remove(path: str) -> None:
         pass
 
 
-__all__ = ["LINGER_S", "MAX_ATTEMPTS", "entries", "finalize_entry", "needs_runner", "run_queue"]
+__all__ = ["LINGER_S", "MAX_ATTEMPTS", "entries", "finalize_entry", "needs_runner", "restart_if_stranded", "run_queue"]

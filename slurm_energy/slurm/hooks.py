@@ -131,6 +131,18 @@ class _Interim:
         if self.cfg is None:
             self.cfg = load_config([])  # its problems are already on the job (the Prolog's and the sampler's)
         interim(self.cfg, self.spool, self.ctx)
+        import time
+
+        from slurm_energy.slurm.finalize_queue import restart_if_stranded
+        from slurm_energy.slurm.spool import finalize_queue_dir, spool_dirs
+
+        for sd in spool_dirs(self.cfg):  # ended jobs whose node finalizer and standby were both killed
+            try:
+                if restart_if_stranded(finalize_queue_dir(sd, self.spool.node), self.spool.node, time.time()):
+                    log.warning("sampler job=%s: %s had jobs waiting and no finalizer: one started", self.ctx.job_id,
+                                finalize_queue_dir(sd, self.spool.node))
+            except Exception:
+                log.exception("sampler job=%s: stranded queue check failed", self.ctx.job_id)
 
 
 def main(argv: list[str] | None = None) -> int:

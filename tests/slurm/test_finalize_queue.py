@@ -375,3 +375,19 @@ def test_a_spool_less_entry_of_a_node_whose_name_ends_like_this_ones_is_left_to_
     assert sweep_node(load_config([]), "n1", time.time() + 60) == [] and os.path.exists(entry)
     assert sweep_node(load_config([]), "gpu-n1", time.time() + 60) == [
         "finished 92 on gpu-n1 (no spool: its finalizer was killed)"]
+
+
+def test_a_queue_whose_runner_and_standby_were_both_killed_is_restarted_by_a_running_jobs_sampler(site):
+    # the fresh tester's case: both SIGKILLed after the node's last Epilog; entries wait, nobody runs
+    import time
+
+    q = enqueue_finalize(_job(site, "93", 5_000_000, 65_000_000), T0 + 10, "0:0", "terminated")
+    started: list[list[str]] = []
+    now = time.time()
+    assert not fq.restart_if_stranded(q, "n1", now, start=started.append)  # just queued: its Epilog's runner is due
+    assert fq.restart_if_stranded(q, "n1", now + fq.STRANDED_S, start=started.append)
+    assert started == [["-m", "slurm_energy.slurm.hooks", "finalize-queue", q, "n1"]]
+    runner = _hold(os.path.join(q, fq.RUNNER_LOCK))  # a runner at work on a backlog: left to it
+    assert not fq.restart_if_stranded(q, "n1", now + 600, start=started.append) and len(started) == 1
+    os.close(runner)
+    assert not fq.restart_if_stranded(str(site / "nowhere"), "n1", now + 600, start=started.append)
