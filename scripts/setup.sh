@@ -26,6 +26,15 @@ if [ ${#MISSING[@]} -gt 0 ]; then
     || { tail -30 /tmp/slurm-energy-apt.log; exit 1; }
 fi
 
+# The test cluster's users (uids as scripts/testcluster.sh's TEST_USERS). Made here, not only when a
+# cluster starts: the unit tests (tests/slurm/test_user_attacks.py, tests/cli/test_collect_sinks.py)
+# run before any cluster on a fresh machine. Home as the default cluster would give it; the cluster
+# creates the directory itself.
+for ut in ${TEST_USERS:-alice:2001 bob:2002}; do
+  u=${ut%%:*}
+  id "$u" >/dev/null 2>&1 || useradd -M -d "/var/tmp/slurm-energy-cluster/home/$u" -u "${ut##*:}" -s /bin/bash "$u"
+done
+
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV"
   mkdir -p "$(dirname "$VENV")"
