@@ -1,7 +1,7 @@
 """The one measurement flow, Slurm-free: readers -> sample file -> node record -> job record -> outputs.
 
-Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), by ``slurm-energy run`` /
-``attach`` (:mod:`slurm_energy.cli.run_cmds`) and by anything embedding slurm-energy::
+Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), ``run``/``attach``,
+``track()`` and anything embedding slurm-energy::
 
     readers, notes = open_readers(site, gpu_uuids)          # device information collector
     static = device_inventory(readers, notes)
@@ -10,16 +10,14 @@ Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), by ``sl
     job = finalise_job([rec, ...], site)                    # merge nodes, carbon facts, totals
     publish(job, [StoreSink(url), ReportSink()])            # outputs
 
-:class:`LocalMeasurement` does all of it for a process tree (``run``,
-``attach``, ``track()``). Where the files live (spool, results directory), who calls the sampler
-and when are the host's business (Slurm glue).
-
-``site`` is a :class:`slurm_energy.config.SiteConfig`.
+:class:`LocalMeasurement` does all of it for a process tree. ``site`` is a
+:class:`slurm_energy.config.SiteConfig`.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +29,6 @@ from slurm_energy.outputs.base import publish as publish  # the pipeline's API: 
 from slurm_energy.sampling.local import LocalSampler, RunEnd
 from slurm_energy.sampling.reading import device_inventory as device_inventory  # the pipeline's API
 from slurm_energy.sampling.reading import open_readers as open_readers
-from slurm_energy.sampling.reading import take_reading as take_reading
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.phases import Marks
@@ -157,9 +154,27 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     return text_safe(finalise_record(merged, facts, hourly))
 
 
+def local_site_config(path: str | None, given_by: str, partition: str = "", **carbon: Any) -> SiteConfig:
+    """The site config at ``path`` (default ``$SLURM_ENERGY_CONFIG``, /etc/slurm-energy/site.yaml) for a
+    measurement on this node outside Slurm, with the carbon facts given to ``run``/``attach``/``track()``
+    (``country``, ``zone``, ``pue``, ``ci``, ``alpha``; None: not given) applied, labelled ``given_by``
+    (:func:`slurm_energy.config.overrides.with_carbon_overrides`). Raises ConfigError naming the field."""
+    import socket
+
+    from slurm_energy.config import load_site_config
+    from slurm_energy.config.overrides import with_carbon_overrides
+
+    return with_carbon_overrides(load_site_config(path), given_by=given_by, partition=partition,
+                                 node=socket.gethostname().split(".")[0],
+                                 **{k: v for k, v in carbon.items() if v is not None})
+
+
 class LocalMeasurement(LocalSampler):
     """Measure a process tree on this node (``run``, ``attach``, ``track()``): the sampler of
-    :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record`."""
+    :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record` and
+    :meth:`report`."""
+
+    report_paths: tuple[str, ...] = ()  # the HTML and CSV written by report()
 
     def record(self, marks: Marks | None = None, tags: dict[str, Any] | None = None,
                ended: RunEnd | None = None) -> JobRecord:
@@ -190,6 +205,34 @@ class LocalMeasurement(LocalSampler):
                            exit_code=ended.exit_code if ended is not None else "",
                            job_state=ended.job_state if ended is not None else "")
         return finalise_job([rec], self.cfg, merge=False)
+
+    def report(self, rec: JobRecord, out: str, overwrite: bool, how_to_replace: str) -> list[str]:
+        """Publish ``rec`` to ``energy-<job id>.html/.csv`` in ``out`` (the report sink, as this user);
+        returns the problems (empty: written, :attr:`report_paths`), each also printed on stderr. An
+        existing report of its label is never overwritten unless ``overwrite``: ``rec`` is relabelled
+        ``<label>-2``, ``-3``... and stderr says so and names ``how_to_replace`` (``--overwrite``)."""
+        from slurm_energy.outputs.report import ReportSink, free_label
+
+        out = os.path.abspath(out)
+        label = rec.job_id if overwrite else free_label(out, rec.job_id)
+        if label != rec.job_id:
+            print(f"slurm-energy: a report labelled {rec.job_id!r} exists in {out}; this one is labelled "
+                  f"{label!r} ({how_to_replace} replaces it)", file=sys.stderr)
+            rec.job_id = label
+        sink = ReportSink(out, os.getuid(), os.getgid())
+        problems = publish(rec, [sink])[sink.name]
+        self.report_paths = () if problems else tuple(sink.written)
+        for p in problems:
+            print(f"slurm-energy: {p}", file=sys.stderr)
+        return problems
+
+    def close(self, keep: bool, note: str = "") -> None:
+        """Remove the private sample directory, or (``keep``: the samples are the measurement's only
+        copy) leave it and say where it is on stderr, with ``note``."""
+        if keep:
+            print(f"slurm-energy: samples kept in {self.samples}{note}", file=sys.stderr)
+        else:
+            self.cleanup()
 
     def marks(self) -> Marks:
         """The phase/stage/tag marks written beside the sample file (``marks.jsonl``: ``track()``'s
