@@ -453,7 +453,7 @@ class Tracker:
     def __exit__(self, exc_type, exc, tb) -> None:
         from slurm_energy.sampling.local import RunEnd
 
-        self.stop(RunEnd.from_exception(exc) if exc is not None else None)
+        self.stop(RunEnd.from_exception(exc))
 
     def __call__(self, fn: Callable) -> Callable:
         """Decorator: each call of ``fn`` is measured by a fresh tracker with these settings."""
@@ -643,11 +643,9 @@ def _finish_orphan(d: str) -> int:
         x = json.load(f)["extra"]
     t = Tracker(**x["settings"])
     m, _ = LocalMeasurement.from_state(t._site_config(), d)
-    t._measure, t.mode, t._stopped, t.covers, t._out_ok = m, "local", True, x["covers"], x["out_ok"]
-    t.ended = RunEnd("interrupted", "the measured process ended without stopping the measurement (killed by "
-                                    "SIGKILL or the OOM killer, or os._exit); measured to its last sample")
-    t.record = m.record(m.marks(), None, ended=t.ended)
-    t._write_report()
+    t._measure, t.mode, t.covers, t._out_ok = m, "local", x["covers"], x["out_ok"]
+    t.stop(RunEnd("interrupted", "the measured process ended without stopping the measurement (killed by "
+                                 "SIGKILL or the OOM killer, or os._exit); measured to its last sample"))
     return 0
 
 

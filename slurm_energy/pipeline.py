@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from slurm_energy.accounting.phases import Marks
     from slurm_energy.accounting.running import RunningSummary
     from slurm_energy.config import SiteConfig
-    from slurm_energy.model import JobRecord, NodeStatic, NodeSummary
+    from slurm_energy.model import JobRecord, NodeStatic
     from slurm_energy.sampling.sampletable import SampleTable
 
 
@@ -80,7 +80,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
     Raises ValueError on an unknown attribution policy.
     """
     from slurm_energy.accounting.idle_gpu import rule_from
-    from slurm_energy.accounting.merge import combine_errors
+    from slurm_energy.accounting.merge import combine_errors, node_status
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.model import JobRecord, NodeStatic, text_safe
 
@@ -93,32 +93,23 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
         span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s, gpu_idle=rule_from(site))
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
-    _no_data_if_nothing_measured(summary)
+    # a finished node that measured nothing is no_data, never partial/complete, saying why when its
+    # rows are why (no rows at all: the caller says why there are none)
+    status = node_status(summary.status, summary)
+    if status != summary.status:
+        summary.status, n = status, summary.n_samples
+        if n >= 2:
+            summary.errors.append(f"nothing measured on this node: {n} sample rows, but every device is unavailable "
+                                  "(no reader gave an energy or power it could be computed from; see the devices' flags)")
+        elif n == 1:
+            summary.errors.append("nothing measured on this node: 1 sample row, and a device's energy needs two "
+                                  "readings within the job")
+        elif not summary.errors:
+            summary.errors.append("nothing measured on this node: no sample rows")
     return text_safe(JobRecord.from_meta(
         meta, exit_code=exit_code, job_state=job_state, expected_nodes=list(expected_nodes or [obs.node]),
         start_time=summary.start_time, end_time=summary.end_time, nodes=[summary], status=summary.status,
         errors=list(summary.errors), tags=dict(tags if tags is not None else (obs.marks.tags if obs.marks else {}))))
-
-
-def _no_data_if_nothing_measured(summary: NodeSummary) -> None:
-    """A finished node on which nothing was measured is ``no_data``, never ``partial``/``complete``
-    (:func:`slurm_energy.accounting.merge.node_status`), with an error saying so when its sample
-    rows are why (no rows at all: the caller says why there are none)."""
-    from slurm_energy.accounting.merge import node_status
-
-    status = node_status(summary.status, summary)
-    if status == summary.status:
-        return
-    summary.status = status
-    n = summary.n_samples
-    if n >= 2:
-        summary.errors.append(f"nothing measured on this node: {n} sample rows, but every device is unavailable "
-                              "(no reader gave an energy or power it could be computed from; see the devices' flags)")
-    elif n == 1:
-        summary.errors.append("nothing measured on this node: 1 sample row, and a device's energy needs two "
-                              "readings within the job")
-    elif not summary.errors:
-        summary.errors.append("nothing measured on this node: no sample rows")
 
 
 def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: bool = True) -> JobRecord:

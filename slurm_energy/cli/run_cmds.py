@@ -71,15 +71,11 @@ def _check_label(args) -> None:
             raise SystemExit(2)
 
 
-def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None, on_ready=None):
-    """Open the readers, then ``launch()`` -> (probe, label, t0 or None) the job, sample it until
-    ``wait_for_end()`` returns; then summarise and report. The job is launched only after the set-up
-    (imports, NVML, RAPL zones: about a second), so ``run`` measures its command from its spawn
-    (``t0``) instead of losing that second from the record's elapsed time and energy.
-
-    ``gpus``: NVML indices to measure (``attach --gpus 0,1``); default the visible GPUs.
-    ``ending()``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`), asked after
-    ``wait_for_end()``: one that did not end cleanly makes the record partial, saying so."""
+def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None):
+    """Open the readers, then ``launch(measurement)`` -> (probe, label, t0 or None) the job (after
+    the second of set-up, so ``run`` measures its command from its spawn), sample it until
+    ``wait_for_end()`` returns; then summarise and report. ``gpus``: NVML indices (``attach --gpus
+    0,1``; default the visible GPUs); ``ending()``: how the run ended (:class:`~slurm_energy.sampling.local.RunEnd`)."""
     from slurm_energy.config import ConfigError
     from slurm_energy.pipeline import LocalMeasurement, local_site_config
     from slurm_energy.sampling.local import gpus_by_index
@@ -103,10 +99,8 @@ def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None, o
             print(f"slurm-energy: GPUs {gpus} not readable ({note}); reported as not measured", file=sys.stderr)
     m = LocalMeasurement(cfg, None, "", uuids, unresolved, note, interval_s=args.interval,
                          partition=args.partition, work_dir=args.out)
-    if on_ready is not None:
-        on_ready(m)
     try:
-        probe, label, t0 = launch()
+        probe, label, t0 = launch(m)
     except BaseException:
         m.cleanup()
         raise
@@ -162,62 +156,43 @@ def cmd_run(args) -> int:
     if not cmd:
         print("slurm-energy run: no command given; usage: slurm-energy run [options] -- CMD [ARGS...]", file=sys.stderr)
         return 2
-    status: dict = {"label": getattr(args, "label", None), "env": None}
-    proc: list = []
+    label = getattr(args, "label", None)
+    st: dict = {}
 
-    def on_ready(m):
-        """The command is told where the run's marks go (its track() calls defer to this run)."""
-        env = dict(os.environ)
-        env[RUN_MARKS_ENV] = m.marks_path
-        env[RUN_LABEL_ENV] = status["label"] or ""
-        status["env"] = env
-
-    def launch():
+    def launch(m):
+        # the command's track() calls write their marks into this run's (RUN_MARKS_ENV)
+        env = dict(os.environ, **{RUN_MARKS_ENV: m.marks_path, RUN_LABEL_ENV: label or ""})
         t0 = time.time()
         try:
-            child = subprocess.Popen(cmd, env=status["env"])
+            st["child"] = child = subprocess.Popen(cmd, env=env)
         except OSError as e:
             print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
             # as a shell: 126 found but not executable, 127 not found
             raise SystemExit(126 if isinstance(e, PermissionError) else 127) from None
-        proc.append(child)
-        status["restore"] = _forward_signals(child)
-        return ProcessTreeProbe(child.pid, exact_end=True), status["label"] or f"run-{child.pid}", t0
+        st["restore"] = _forward_signals(child)
+        return ProcessTreeProbe(child.pid, exact_end=True), label or f"run-{child.pid}", t0
 
     def wait():
-        child = proc[0]
-        _pid, st, ru = os.wait4(child.pid, 0)  # PEP 475: retried after a forwarded signal
-        status["rc"] = os.waitstatus_to_exitcode(st)
-        child.returncode = status["rc"]
+        child = st["child"]
+        _pid, status, ru = os.wait4(child.pid, 0)  # PEP 475: retried after a forwarded signal
+        st["rc"] = child.returncode = os.waitstatus_to_exitcode(status)
         # the child's own rusage: exact CPU time of it and every descendant it waited for
         return JobUsage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
 
-    def ending():
-        return RunEnd.from_exit_status(status.get("rc", 1))
-
     try:
-        _measure(args, launch, wait, ending=ending, on_ready=on_ready)
+        _measure(args, launch, wait, ending=lambda: RunEnd.from_exit_status(st.get("rc", 1)))
     finally:
-        if "restore" in status:
-            status["restore"]()
-    rc = status.get("rc", 1)
+        st.get("restore", lambda: None)()
+    rc = st.get("rc", 1)
     return rc if rc >= 0 else 128 - rc
 
 
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
 def _forward_signals(child: subprocess.Popen):
-    """Pass SIGTERM/SIGINT/SIGHUP sent to ``run`` on to ``child`` (``run`` itself keeps going, so
-    it waits for the child, then still takes the final sample and writes the partial record).
-
-    The child shares our process group, so a terminal's Ctrl-C (SIGINT) and hang-up (SIGHUP) reach
-    it directly: those are not passed on while our group is the foreground group of our controlling
-    terminal (:func:`_terminal_sends_to_child`), or the child would get each twice; a ``kill -INT``
-    of ``run`` alone reaches it only through this. A signal sent to the whole process group from
-    elsewhere (``kill -INT -PGID``, or Slurm signalling every process of a step) reaches the child
-    directly and through this: signal ``run`` alone, or the child. Returns a function restoring the
-    previous handlers."""
+    """Pass SIGTERM/SIGINT/SIGHUP sent to ``run`` on to ``child`` (``run`` keeps going: it waits for
+    the child, then takes the final sample and writes the partial record). A terminal's Ctrl-C and
+    hang-up already reach the child (our process group) and are not passed on while our group is the
+    terminal's foreground group (:func:`_terminal_sends_to_child`); one sent to the whole group from
+    elsewhere reaches it twice (README). Returns a function restoring the previous handlers."""
     from slurm_energy.sampling.local import set_handlers
 
     def forward(signum, _frame):
@@ -229,7 +204,7 @@ def _forward_signals(child: subprocess.Popen):
             except ProcessLookupError:
                 pass
 
-    return set_handlers(forward, FORWARDED_SIGNALS)
+    return set_handlers(forward, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
 
 
 def _terminal_sends_to_child() -> bool:
@@ -282,6 +257,6 @@ def cmd_attach(args) -> int:
                                          "measured from the attach to then")
         return RunEnd("completed", f"process {args.pid} ended")
 
-    _measure(args, lambda: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None, ending=ending)
+    _measure(args, lambda _m: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None, ending=ending)
     return 0
 

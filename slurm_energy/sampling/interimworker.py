@@ -30,8 +30,7 @@ class InterimWorker:
         self.busy = False
         self.last_cpu_s = 0.0  # CPU seconds the worker's last finished flush took
         self._req_w = self._resp_r = -1
-        self._dying: int | None = None
-        self.killed_pid: int | None = None  # the worker kill() ended (for logs and tests)
+        self.killed_pid: int | None = None  # the worker kill() ended, until reap_killed()
 
     def request(self) -> bool:
         """Start a flush in the worker (forking it first if needed); False (nothing started) while
@@ -107,15 +106,14 @@ class InterimWorker:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-        self._dying = self.killed_pid = pid
+        self.killed_pid = pid
         self.pid = None
         self._forget()
 
     def reap_killed(self) -> None:
         """Reaps the killed worker if it has exited (never waits; else init reaps it after the sampler)."""
-        if self._dying is not None:
-            self.reap(self._dying)
-            self._dying = None
+        if self.killed_pid is not None:
+            self.reap(self.killed_pid)
 
     def _forget(self) -> None:
         for fd in (self._req_w, self._resp_r):

@@ -39,9 +39,6 @@ RUN_MARKS_ENV = "SLURM_ENERGY_RUN_MARKS"
 #: Set by ``slurm-energy run`` for its command: the run's label (its report's ``energy-<label>``).
 RUN_LABEL_ENV = "SLURM_ENERGY_RUN_LABEL"
 
-_SIGNAL_STATE = {"SIGINT": "CANCELLED", "SIGTERM": "CANCELLED", "SIGHUP": "CANCELLED"}
-
-
 @dataclass
 class RunEnd:
     """How a measured run ended, as the record says it: ``how`` (``completed`` | ``exception`` |
@@ -68,7 +65,8 @@ class RunEnd:
             name = signal.Signals(signum).name
         except ValueError:
             name = f"signal {signum}"
-        return cls("signal", f"{what} was stopped by {name}", f"0:{signum}", _SIGNAL_STATE.get(name, "FAILED"))
+        state = "CANCELLED" if name in ("SIGINT", "SIGTERM", "SIGHUP") else "FAILED"
+        return cls("signal", f"{what} was stopped by {name}", f"0:{signum}", state)
 
     @classmethod
     def from_exception(cls, exc: BaseException | None, where: str = "") -> RunEnd:
@@ -151,17 +149,12 @@ def set_handlers(handler: Callable[[int, FrameType | None], Any], sigs: Iterable
 
 
 def measured_root(pid: int | None = None, environ: Mapping[str, str] | None = None) -> tuple[int, str, str | None]:
-    """(the PID whose process tree a ``track()`` in process ``pid`` measures, what it covers, the
-    Slurm job id whose processes on this node it measures too, or None).
-
-    * Under torchrun (``TORCHELASTIC_RUN_ID`` set: torch.distributed.run's elastic agent, also
-      when ``accelerate launch`` runs it in-process, starts every local rank as its own child):
-      the launcher's tree, i.e. every rank of this node and the launcher, each counted once (the
-      other ranks' ``track`` calls are no-ops). The parent must be this user's process.
-    * A task of a Slurm step without the hooks (``SLURM_JOB_ID``, ``SLURM_STEP_ID`` and
-      ``SLURM_LOCALID`` set: ``srun -n``): its own tree and every process of this user whose
-      environment holds ``SLURM_JOB_ID=<id>`` (the other tasks of the job on this node), once each.
-    * Else the process's own tree."""
+    """(the PID whose tree a ``track()`` in process ``pid`` measures, what it covers, the Slurm job id
+    whose processes on this node it measures too, or None): under torchrun (``TORCHELASTIC_RUN_ID``,
+    also ``accelerate launch``) the launcher's tree if it is this user's (every local rank once; the
+    other ranks' ``track`` are no-ops); in a Slurm step without the hooks (``SLURM_JOB_ID``,
+    ``SLURM_STEP_ID``, ``SLURM_LOCALID``: ``srun -n``) its own tree and every process of this user
+    with ``SLURM_JOB_ID=<id>`` in its environment; else its own tree."""
     env = os.environ if environ is None else environ
     pid = os.getpid() if pid is None else pid
     if env.get("TORCHELASTIC_RUN_ID"):
@@ -187,16 +180,6 @@ def measured_root(pid: int | None = None, environ: Mapping[str, str] | None = No
     return pid, f"process {pid} and its children", None
 
 
-def visible_gpus() -> list[str]:
-    """NVML UUIDs of CUDA_VISIBLE_DEVICES (or every GPU when it is unset) when NVML works; [] otherwise."""
-    try:
-        from slurm_energy.devices.gpus import resolve_job_gpus
-
-        return [g.uuid for g in resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True)]
-    except Exception:
-        return []
-
-
 def visible_drm_gpus(cfg: SiteConfig, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The AMD/Intel GPUs this process may use, as ResolvedDrmGpu dicts; [] when there are none.
 
@@ -217,18 +200,20 @@ def visible_drm_gpus(cfg: SiteConfig, environ: Mapping[str, str] | None = None) 
         return []
 
 
-def gpus_by_index(indices: str) -> tuple[list[str], list[str], str]:
-    """``"0,1"`` (NVML indices, as ``nvidia-smi`` numbers them) -> (UUIDs, unresolved ids, reason).
+def gpus_by_index(indices: str | None = None) -> tuple[list[str], list[str], str]:
+    """NVML UUIDs of the GPUs ``indices`` names (``"0,1"``, as ``nvidia-smi`` numbers them; None: those of
+    CUDA_VISIBLE_DEVICES, or every GPU when it is unset) -> (UUIDs, unresolved ids, reason).
 
-    When NVML is absent or an index names no device, the GPUs are kept as ``gpu-index-<i>`` and
+    When NVML is absent or an index names no device, the GPUs named are kept as ``gpu-index-<i>``,
     reported ``unavailable`` (never 0 J), with the reason. Raises ValueError for a malformed list."""
-    toks = [t.strip() for t in indices.split(",") if t.strip()]
-    if not toks or not all(t.isdigit() for t in toks):
+    toks = [t.strip() for t in (indices or "").split(",") if t.strip()]
+    if indices is not None and (not toks or not all(t.isdigit() for t in toks)):
         raise ValueError(f"--gpus {indices!r}: give GPU indices as nvidia-smi numbers them, e.g. --gpus 0,1")
     try:
         from slurm_energy.devices.gpus import resolve_job_gpus
 
-        res = resolve_job_gpus(",".join(toks), "")
+        res = (resolve_job_gpus(",".join(toks), "") if indices is not None else
+               resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True))
         uuids = [g.uuid for g in res]
         if uuids:
             return uuids, [], ""
@@ -236,7 +221,6 @@ def gpus_by_index(indices: str) -> tuple[list[str], list[str], str]:
     except Exception as e:
         reason = f"{type(e).__name__}: {e}"
     return [], [f"gpu-index-{t}" for t in toks], reason
-
 
 class LocalSampler:
     """Sample ``probe`` in a background thread (or a child process) into a private sample file.
@@ -246,7 +230,7 @@ class LocalSampler:
         probe: the job (a :class:`~slurm_energy.sampling.probes.ProcessTreeProbe`), or None to
             :meth:`bind` it later (after the readers are open).
         label: the record's job id (and report name ``energy-<label>.html``).
-        gpu_uuids: NVML UUIDs to read (default: :func:`visible_gpus`); unresolved: GPUs reported
+        gpu_uuids: NVML UUIDs to read (default: the visible ones, :func:`gpus_by_index`); unresolved: GPUs reported
             ``unavailable`` with ``gpu_note``. With neither, the visible AMD/Intel GPUs are read
             (:func:`visible_drm_gpus`).
         interval_s: sampling interval, s (default: the site's ``sampling.interval_s``).
@@ -271,7 +255,7 @@ class LocalSampler:
         self.cfg, self.label, self.partition = cfg, label, partition
         self.work_dir = os.path.abspath(work_dir)
         self.interval_s = float(interval_s or cfg.sampling.interval_s)
-        uuids = visible_gpus() if gpu_uuids is None else list(gpu_uuids)
+        uuids = gpus_by_index()[0] if gpu_uuids is None else list(gpu_uuids)
         #: what the readers are opened from, here and in the child sampler (:func:`open_readers`' arguments)
         self.reader_spec: dict[str, Any] = {"gpu_uuids": uuids, "unresolved_gpus": list(unresolved or []),
                                             "drm_gpus": [] if uuids or unresolved else visible_drm_gpus(cfg)}
@@ -424,7 +408,9 @@ class LocalSampler:
 
     def stop(self, final_usage: JobUsage | None = None) -> None:
         """Take the final sample and stop (``final_usage``: exact usage known to the caller, e.g. a
-        child's rusage; thread mode only)."""
+        child's rusage; thread mode only). Nothing on a sampler that was never started (:meth:`from_state`)."""
+        if self._proc is None and self.sampler is None:
+            return
         if self._proc is not None:
             import subprocess
 
