@@ -158,15 +158,13 @@ def from_store(job_id: str) -> Result:
     note = (f"measured by the node's sampler; the numbers appear in the store about a minute into the job "
             f"and finally after it: jobenergy {job_id}")
     try:
+        from contextlib import closing
+
         from slurm_energy.config import load_site_config_for_hooks
         from slurm_energy.store import open_store
 
-        cfg, _ = load_site_config_for_hooks(save=False)
-        st = open_store(cfg.paths.store_url, readonly=True)
-        try:
+        with closing(open_store(load_site_config_for_hooks(save=False)[0].paths.store_url, readonly=True)) as st:
             recs = st.get_job(job_id)
-        finally:
-            st.close()
     except Exception as e:  # the store may be unreadable to users: numbers come after the job
         return Result(final=False, source="unavailable", note=f"{note} (store: {type(e).__name__}: {e})")
     if not recs:
@@ -393,12 +391,8 @@ class Tracker:
     def stop(self, ended=None):
         """End the measurement; in local mode summarise and write the report. Returns the final
         JobRecord in local mode, else None. A phase never closed is warned about and counted to
-        the end (flag ``never_closed``).
-
-        ``ended``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`, e.g.
-        ``RunEnd.from_exception(e)``); default: it completed. One that did not end cleanly makes
-        the record ``partial``, its errors saying how it ended (a ``with`` block passes its
-        exception itself)."""
+        the end (flag ``never_closed``). ``ended``: how the run ended (:class:`~slurm_energy.sampling.local.RunEnd`;
+        default completed); one that did not end cleanly makes the record ``partial``, saying how."""
         if self._stopped:
             return self.record
         self._stopped = True
@@ -633,9 +627,8 @@ def current() -> Tracker | None:
 
 def _finish_orphan(d: str) -> int:
     """``python -m slurm_energy.api DIR``, exec'd by a ``track()`` child sampler whose measured
-    process ended without stopping it (SIGKILL, the OOM killer, ``os._exit``): the partial record
-    and report that process would have written, saying it was killed; the samples are removed once
-    the report is written (else kept, as by :meth:`Tracker.stop`)."""
+    process ended without stopping it (SIGKILL, the OOM killer, ``os._exit``): :meth:`Tracker.stop`
+    as that process would have called it, the partial record saying it was killed."""
     from slurm_energy.pipeline import LocalMeasurement
     from slurm_energy.sampling.local import RunEnd
 

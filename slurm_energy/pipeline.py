@@ -40,15 +40,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class NodeObservation:
-    """What one node saw of one job.
-
-    ``samples``: the sample file (:func:`slurm_energy.sampling.samplefile.read_sample_table`, or
-    :func:`~slurm_energy.sampling.samplefile.read_sample_file`'s samples);
-    ``static``: :func:`device_inventory`'s dict; ``start_time``/``end_time``: the job's span on the
-    node, epoch s; ``span_known`` False when the start is unknown (no Prolog ran); ``cpus_alloc``:
-    CPUs allocated on the node; ``errors``: problems to record; ``status``: the node's status;
-    ``marks``: phases, stages and tags the job marked (:func:`slurm_energy.accounting.phases.parse_marks`).
-    """
+    """What one node saw of one job: its sample file (:func:`~slurm_energy.sampling.samplefile.read_sample_table`,
+    or ``read_sample_file``'s samples), :func:`device_inventory`'s dict, the job's span on the node
+    (epoch s; ``span_known`` False when no Prolog ran), the CPUs allocated there, errors to record."""
 
     node: str
     samples: SampleTable | list[Sample]
@@ -58,27 +52,22 @@ class NodeObservation:
     span_known: bool = True
     cpus_alloc: int | None = None
     errors: list[str] = field(default_factory=list)
-    status: Status = Status.COMPLETE
-    marks: Marks | None = None  # the job's phase/stage/tag marks on this node (accounting.phases)
+    status: Status = Status.COMPLETE  # the node's
+    marks: Marks | None = None  # the job's phase/stage/tag marks on this node (accounting.phases.parse_marks)
     job_cpu_total_s: float | None = None  # the job's true CPU time on the node (sacct TotalCPU), CPU-s
 
 
 def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expected_nodes: Sequence[str] = (),
                  exit_code: str = "", job_state: str = "", interval_s: float | None = None,
                  tags: dict[str, Any] | None = None, running: RunningSummary | None = None) -> JobRecord:
-    """One node's :class:`~slurm_energy.model.JobRecord` (exactly one NodeSummary) from what it saw.
-
-    Energy per device by its readings' method, the job's share by the site's attribution policy
+    """One node's :class:`~slurm_energy.model.JobRecord` (exactly one NodeSummary) from what it saw:
+    energy per device by its readings' method, the job's share by the site's attribution policy
     (:func:`slurm_energy.accounting.summary.summarise_node`); totals and carbon are left to
-    :func:`finalise_job`. ``interval_s`` defaults to the site's ``sampling.interval_s``; ``tags``
-    default to the marks' tags. ``obs.errors`` are recorded each once
-    (:func:`slurm_energy.accounting.merge.combine_errors`); a finished node that measured nothing
-    is ``no_data`` (:func:`slurm_energy.accounting.merge.node_status`).
-    ``running``: while the job runs, the node's :class:`~slurm_energy.accounting.running.RunningSummary`
-    of its sample file, already brought up to date by the caller (``RunningSummary.update``: only the
-    rows added since its previous update are read; ``obs.samples`` unused).
-    Raises ValueError on an unknown attribution policy.
-    """
+    :func:`finalise_job`. ``interval_s`` defaults to the site's ``sampling.interval_s``, ``tags`` to
+    the marks'; ``obs.errors`` are recorded each once; a finished node that measured nothing is
+    ``no_data`` (:func:`slurm_energy.accounting.merge.node_status`). ``running``: while the job runs,
+    the node's :class:`~slurm_energy.accounting.running.RunningSummary`, brought up to date by the
+    caller (``obs.samples`` unused). Raises ValueError on an unknown attribution policy."""
     from slurm_energy.accounting.idle_gpu import rule_from
     from slurm_energy.accounting.merge import combine_errors, node_status
     from slurm_energy.accounting.summary import summarise_node
@@ -115,16 +104,11 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
 def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: bool = True) -> JobRecord:
     """The job's record: node records merged (:func:`slurm_energy.accounting.merge.merge_records`:
     a node expected but absent makes it partial), the site's carbon facts (PUE, carbon intensity,
-    alpha; hourly intensity when imported) applied once, totals filled
-    (:func:`slurm_energy.accounting.formulas.finalise_record`).
-
-    ``merge=False`` (one record only): a node's own view while the job runs (the sampler's interim
-    flush), where the other nodes have simply not finished yet.
-
-    A bad hourly-intensity file is recorded on the record (``errors``), never fatal.
+    alpha; hourly intensity when imported, a bad file noted in ``errors``) applied once, totals filled
+    (:func:`slurm_energy.accounting.formulas.finalise_record`). ``merge=False`` (one record): a node's
+    own view while the job runs (the interim flush), the other nodes not finished yet.
     Raises MergeError (a ValueError) for records of different jobs, ValueError for an empty list
-    or for several records with ``merge=False``.
-    """
+    or for several records with ``merge=False``."""
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import combine_errors, merge_records
     from slurm_energy.config.carbon import hourly_intensity_for, resolve_carbon
@@ -231,7 +215,7 @@ class LocalMeasurement(LocalSampler):
         from slurm_energy.accounting.phases import parse_marks
         from slurm_energy.sampling.marks import read_marks_file
 
-        lines, flags = read_marks_file(self.dir, MARKS_FILE)
+        lines, flags = read_marks_file(self.dir, "marks.jsonl")
         m = parse_marks(lines)
         m.flags = flags + m.flags
         return m
@@ -239,8 +223,4 @@ class LocalMeasurement(LocalSampler):
     @property
     def marks_path(self) -> str:
         """Where the marks of this measurement are appended."""
-        return os.path.join(self.dir, MARKS_FILE)
-
-
-#: The marks file of a local measurement, beside its sample file.
-MARKS_FILE = "marks.jsonl"
+        return os.path.join(self.dir, "marks.jsonl")

@@ -58,25 +58,13 @@ def _common(p) -> None:
     g.add_argument("--alpha", type=float, help="fraction of emissions counted, 0..1 (1: no offset)")
 
 
-def _check_label(args) -> None:
-    """Refuse (exit 2) a given --label whose report exists in --out, unless --overwrite: before
-    anything runs, so nothing is lost."""
-    from slurm_energy.outputs.report import report_path
-
-    if getattr(args, "label", None) and not args.no_report and not getattr(args, "overwrite", False):
-        path = report_path(args.out, args.label)
-        if os.path.lexists(path):
-            print(f"slurm-energy: {path} exists (an earlier run's report); pass --overwrite to replace it, "
-                  "or another --label", file=sys.stderr)
-            raise SystemExit(2)
-
-
 def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None):
     """Open the readers, then ``launch(measurement)`` -> (probe, label, t0 or None) the job (after
     the second of set-up, so ``run`` measures its command from its spawn), sample it until
     ``wait_for_end()`` returns; then summarise and report. ``gpus``: NVML indices (``attach --gpus
     0,1``; default the visible GPUs); ``ending()``: how the run ended (:class:`~slurm_energy.sampling.local.RunEnd`)."""
     from slurm_energy.config import ConfigError
+    from slurm_energy.outputs.report import report_path
     from slurm_energy.pipeline import LocalMeasurement, local_site_config
     from slurm_energy.sampling.local import gpus_by_index
     from slurm_energy.sampling.sampler import freeze_gc
@@ -87,7 +75,13 @@ def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None):
     except ConfigError as e:
         print(f"slurm-energy: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    _check_label(args)
+    # a given --label whose report exists is refused before anything runs, unless --overwrite
+    if getattr(args, "label", None) and not args.no_report and not getattr(args, "overwrite", False):
+        path = report_path(args.out, args.label)
+        if os.path.lexists(path):
+            print(f"slurm-energy: {path} exists (an earlier run's report); pass --overwrite to replace it, "
+                  "or another --label", file=sys.stderr)
+            raise SystemExit(2)
     uuids, unresolved, note = None, [], ""
     if gpus:
         try:

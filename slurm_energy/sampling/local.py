@@ -32,9 +32,8 @@ if TYPE_CHECKING:  # subprocess and tempfile are imported where used: the Prolog
     from slurm_energy.config import SiteConfig
 
 
-#: Set by ``slurm-energy run`` for its command: the path of the run's marks file. A ``track()``
-#: in the command (local rank 0) appends its phases, stages and tags there instead of starting a
-#: second sampler; ``run``'s one record and report then carry them.
+#: Set by ``slurm-energy run`` for its command: the run's marks file, where the command's ``track()``
+#: appends its phases, stages and tags instead of starting a second sampler.
 RUN_MARKS_ENV = "SLURM_ENERGY_RUN_MARKS"
 #: Set by ``slurm-energy run`` for its command: the run's label (its report's ``energy-<label>``).
 RUN_LABEL_ENV = "SLURM_ENERGY_RUN_LABEL"
@@ -226,7 +225,6 @@ class LocalSampler:
     """Sample ``probe`` in a background thread (or a child process) into a private sample file.
 
     Args:
-        cfg: the site config.
         probe: the job (a :class:`~slurm_energy.sampling.probes.ProcessTreeProbe`), or None to
             :meth:`bind` it later (after the readers are open).
         label: the record's job id (and report name ``energy-<label>.html``).
