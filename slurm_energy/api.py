@@ -144,9 +144,8 @@ class Result:
     def from_record(cls, rec, final: bool, source: str, note: str = "", covers: str = "") -> Result:
         from slurm_energy.reporting.report import class_rows
 
-        classes = {}
-        for r in class_rows(rec)[:-1]:
-            classes[r.device_class] = ClassResult(r.device_class, r.energy_it_kwh, r.co2e_kg, r.method.value, r.coverage)
+        classes = {r.device_class: ClassResult(r.device_class, r.energy_it_kwh, r.co2e_kg, r.method.value, r.coverage)
+                   for r in class_rows(rec)[:-1]}
         return cls(final=final, source=source, elapsed_s=rec.elapsed_s, it_kwh=rec.it_kwh,
                    facility_kwh=rec.facility_kwh, co2e_kg=rec.co2e_kg, classes=classes, phases=list(rec.phases),
                    stages=list(rec.stages), record=rec, note=note, covers=covers)

@@ -24,11 +24,8 @@ class TrainingMarks:
             raise ValueError(f"stages={list(stages)!r}: fractions of training must be in (0, 1], e.g. (0.6, 0.8)")
         self.label, self.track_kwargs = label, track_kwargs
         self._stages = sorted(float(f) for f in stages)
-        self.pending = list(self._stages)
-        self.tracker = None
-        self.own = False
-        self.phase = None
-        self.done = 0.0  # the largest fraction marked so far
+        self.pending, self.done, self.phase = list(self._stages), 0.0, None  # done: the largest fraction marked
+        self.tracker, self.own = None, False
         self.record = None  # our own measurement's JobRecord, once it ended
 
     def begin(self, default_prefix: str, abandoned_means: str = "") -> None:
@@ -107,8 +104,6 @@ class MarksCallback:
         stages: extra fractions of training (0..1] to mark as stages, by optimizer step.
         **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``, ``overwrite``,
             ``pue``, ``country``, ``zone``, ``ci``, ``alpha``...).
-    Attributes:
-        record: the JobRecord of our own measurement (outside Slurm), after training ends.
     """
 
     def __init__(self, label: str | None = None, stages: Sequence[float] = (), **track_kwargs):

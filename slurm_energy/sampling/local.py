@@ -370,25 +370,22 @@ class LocalSampler:
         self._proc.send_signal(signal.SIGUSR1)  # the child's Sampler.request_sample
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            try:
-                with open(self.samples, "rb") as f:
-                    f.seek(before)
-                    tail = f.read()
-            except OSError:
-                tail = b""
-            if tail.endswith(b"\n"):
+            if self._row_after(before):
                 return True
             time.sleep(0.01)
         return False
 
-    def _first_sample(self) -> bool:
-        if self.sampler is not None:
-            return self.sampler.n_samples >= 1
+    def _row_after(self, offset: int) -> bool:
+        """Whether the sample file holds whole rows past ``offset`` (its end is a row's newline)."""
         try:
             with open(self.samples, "rb") as f:
-                return f.readline().endswith(b"\n")
+                f.seek(offset)
+                return f.read().endswith(b"\n")
         except OSError:
             return False
+
+    def _first_sample(self) -> bool:
+        return self.sampler.n_samples >= 1 if self.sampler is not None else self._row_after(0)
 
     def _start_child(self) -> None:
         import subprocess
