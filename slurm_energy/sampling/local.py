@@ -18,9 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import JobUsage
@@ -28,6 +26,8 @@ from slurm_energy.sampling.sampler import Sampler, UsageProbe, freeze_gc
 
 if TYPE_CHECKING:  # subprocess and tempfile are imported where used: the Prolog imports this module
     import subprocess
+    from collections.abc import Callable, Iterable, Mapping
+    from types import FrameType
 
     from slurm_energy.config import SiteConfig
 
