@@ -15,28 +15,20 @@
     @track(label="eval")                     # as a decorator: one measurement per call
     def evaluate(): ...
 
-Where it runs decides what it does (chosen when the block starts):
+The mode is chosen when the block starts (README "track()"):
 
-* **Inside a Slurm job the Prolog samples** (``SLURM_JOB_ID`` set and the job's marks directory
-  made by the Prolog exists, :mod:`slurm_energy.sampling.marks`): no second sampler. Phase, stage
-  and tag marks (names, times, numbers) are appended to that directory as the job's user; the
-  node's finalizer reads them as data and the job's one record gets per-phase and per-stage energy.
-* **Anywhere else** (a laptop, a Slurm cluster without the hooks): the same sampler as
-  ``slurm-energy run`` in a child process over this process and its children
-  (:class:`slurm_energy.pipeline.LocalMeasurement`), and the same HTML/CSV report
-  (``energy-<label>.html``/``.csv`` in ``out``) when the block ends.
-* **Other ranks** (``LOCAL_RANK``, else ``SLURM_LOCALID``, not 0: torchrun, ``srun -n``): every
-  call is a cheap no-op; local rank 0 measures the node (no double counting). Under torchrun, rank
-  0's sampler covers the launcher's process tree: every local rank, each once.
-* **Inside** ``slurm-energy run`` (its marker :data:`RUN_MARKS_ENV`): no second sampler either;
-  the marks go into ``run``'s one measurement and report, which cover the whole command.
+* ``slurm``: a Slurm job whose Prolog samples (``SLURM_JOB_ID`` and the job's marks directory,
+  :mod:`slurm_energy.sampling.marks`): the marks go to that directory, as the job's user, and the
+  job's one record gets per-phase and per-stage energy;
+* ``run``: inside ``slurm-energy run`` (:data:`RUN_MARKS_ENV`): the marks go into run's measurement;
+* ``noop``: a local rank other than 0 (``LOCAL_RANK``, else ``SLURM_LOCALID``); rank 0 measures the
+  node, under torchrun the launcher's whole tree;
+* ``local``: anywhere else, the sampler of ``slurm-energy run`` in a child process over this process
+  tree (:class:`slurm_energy.pipeline.LocalMeasurement`) and its report ``energy-<label>.html/.csv``
+  in ``out``; a block left by an exception, Ctrl-C or SIGTERM writes a ``partial`` record saying how;
+* ``phase``: a ``track`` started inside an active one is a phase of it.
 
-A block left by an exception, Ctrl-C or SIGTERM writes a ``partial`` record and report that say
-how the run ended; default labels are unique and an existing report is never overwritten unless
-``overwrite=True``. Carbon facts can be given as arguments (``pue=1.0, country="FR"``).
-
-A ``track`` started while another is active in this process becomes a phase of it (no second
-sampler). Importing :mod:`slurm_energy` stays light: nothing heavy is imported before a block starts.
+Importing :mod:`slurm_energy` stays light: nothing heavy is imported before a block starts.
 """
 
 from __future__ import annotations
@@ -47,7 +39,6 @@ import itertools
 import json
 import math
 import os
-import signal
 import sys
 import threading
 import time
@@ -59,9 +50,6 @@ from typing import Any
 from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV
 
 __all__ = ["ClassResult", "Phase", "Result", "Tracker", "current", "local_rank", "track"]
-
-#: Tag keys the prediction uses (issue 13 item 5, docs/CONTRACTS.md); other tags are kept too.
-KNOWN_TAGS = ("flops", "model_params", "tokens", "precision")
 
 _ids = itertools.count(1)
 _active: list[Tracker] = []
@@ -156,9 +144,8 @@ class Result:
     def from_record(cls, rec, final: bool, source: str, note: str = "", covers: str = "") -> Result:
         from slurm_energy.reporting.report import class_rows
 
-        classes = {}
-        for r in class_rows(rec)[:-1]:
-            classes[r.device_class] = ClassResult(r.device_class, r.energy_it_kwh, r.co2e_kg, r.method.value, r.coverage)
+        classes = {r.device_class: ClassResult(r.device_class, r.energy_it_kwh, r.co2e_kg, r.method.value, r.coverage)
+                   for r in class_rows(rec)[:-1]}
         return cls(final=final, source=source, elapsed_s=rec.elapsed_s, it_kwh=rec.it_kwh,
                    facility_kwh=rec.facility_kwh, co2e_kg=rec.co2e_kg, classes=classes, phases=list(rec.phases),
                    stages=list(rec.stages), record=rec, note=note, covers=covers)
@@ -170,15 +157,13 @@ def from_store(job_id: str) -> Result:
     note = (f"measured by the node's sampler; the numbers appear in the store about a minute into the job "
             f"and finally after it: jobenergy {job_id}")
     try:
+        from contextlib import closing
+
         from slurm_energy.config import load_site_config_for_hooks
         from slurm_energy.store import open_store
 
-        cfg, _ = load_site_config_for_hooks(save=False)
-        st = open_store(cfg.paths.store_url, readonly=True)
-        try:
+        with closing(open_store(load_site_config_for_hooks(save=False)[0].paths.store_url, readonly=True)) as st:
             recs = st.get_job(job_id)
-        finally:
-            st.close()
     except Exception as e:  # the store may be unreadable to users: numbers come after the job
         return Result(final=False, source="unavailable", note=f"{note} (store: {type(e).__name__}: {e})")
     if not recs:
@@ -215,12 +200,23 @@ def slurm_marks_path(env=None) -> str | None:
         d = job_marks_dir(job, env.get("SLURM_ENERGY_MARKS_DIR") or marks_root())
     except ValueError:
         return None
-    if not (os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)):
+    if not _writable_dir(d):
         return None
     import socket
 
     node = env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     return os.path.join(d, marks_file_name(node))
+
+
+def run_marks_path(env=None) -> str | None:
+    """The marks file of the ``slurm-energy run`` this process runs under (:data:`RUN_MARKS_ENV`),
+    when its directory exists and is writable; else None."""
+    path = (os.environ if env is None else env).get(RUN_MARKS_ENV, "")
+    return path if path and os.path.isabs(path) and _writable_dir(os.path.dirname(path)) else None
+
+
+def _writable_dir(d: str) -> bool:
+    return os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)
 
 
 class Phase:
@@ -249,14 +245,12 @@ class Tracker:
     """One measurement (see the module doc). Use through :func:`track`, or in a notebook::
 
         t = track(label="nb", pue=1.0).start()   # cell 1: the sampler starts
-        ...                                       # cells that train
         t.result()                                # energy up to now (a short summary)
         t.stop()                                  # the final record; energy-nb.html is written
 
-    A block left by an exception, Ctrl-C (KeyboardInterrupt) or SIGTERM/SIGHUP (while measuring,
-    outside Slurm, where the process had no handler of its own: :class:`SignalExit` is raised in
-    the main thread) writes a ``partial`` record and report that say how the run ended; so does a
-    script that ends without :meth:`stop` after an uncaught exception (at interpreter exit)."""
+    Outside Slurm, SIGTERM/SIGHUP raise :class:`~slurm_energy.sampling.local.SignalExit` in the main
+    thread while measuring (where the process had no handler); a script that ends without
+    :meth:`stop` is stopped at interpreter exit, its record saying how it ended."""
 
     def __init__(self, label: str | None = None, *, out: str = ".", interval_s: float | None = None,
                  config: str | None = None, report: bool = True, partition: str = "", overwrite: bool = False,
@@ -267,6 +261,9 @@ class Tracker:
         self.overwrite = overwrite
         self.carbon_args = {k: v for k, v in dict(country=country, zone=zone, pue=pue, ci=ci, alpha=alpha).items()
                             if v is not None}
+        #: the arguments (a decorator's fresh tracker per call, the child sampler's at-exit finish)
+        self.settings = dict(label=self.label, out=out, interval_s=interval_s, config=config, report=report,
+                             partition=partition, overwrite=overwrite, **self.carbon_args)
         self.mode = ""  # "local" | "slurm" | "run" | "noop" | "phase" once started
         self.record = None  # the final JobRecord (local mode), after the block
         self.report_paths: tuple[str, ...] = ()
@@ -281,7 +278,7 @@ class Tracker:
         self._tags: dict = {}
         self._stopped = False
         self._out_ok = True
-        self._old_handlers: dict = {}
+        self._restore_signals = lambda: None
         #: set by a callback whose framework gives no exception hook: what it means when the
         #: interpreter exits with this tracker still running (atexit)
         self.abandoned_means = ""
@@ -321,107 +318,80 @@ class Tracker:
             return self
         from slurm_energy.sampling.marks import MarksWriter
 
-        path = slurm_marks_path()
-        if path is not None:
+        for path, mode in ((slurm_marks_path(), "slurm"), (run_marks_path(), "run")):
+            if path is None:
+                continue
             try:
-                self._writer, self.mode = MarksWriter(path), "slurm"
-                return self
+                self._writer, self.mode = MarksWriter(path), mode
             except OSError as e:
-                warnings.warn(f"slurm_energy.track: cannot write marks to {path} ({e}); measuring here instead",
-                              stacklevel=4)
-        run_marks = run_marks_path()
-        if run_marks is not None:
-            try:
-                self._writer, self.mode = MarksWriter(run_marks), "run"
+                warnings.warn(f"slurm_energy.track: cannot write marks to {path} ({e}); measuring here " + (
+                    "instead" if mode == "slurm" else "too: run's report and this one then measure the same "
+                    "processes"), stacklevel=4)
+                continue
+            if mode == "run":
                 print(f"slurm-energy: track({self.label!r}) runs inside `slurm-energy run` "
                       f"({os.environ.get(RUN_LABEL_ENV, '')}): its phases, stages and tags go into run's one "
                       "measurement and report, which cover the whole command; no second report", file=sys.stderr)
-                return self
-            except OSError as e:
-                warnings.warn(f"slurm_energy.track: cannot write marks to {run_marks} ({e}); measuring here "
-                              "too: run's report and this one then measure the same processes", stacklevel=4)
+            return self
         self._start_local()
         return self
 
     def _start_local(self) -> None:
         from slurm_energy.outputs.report import report_path
         from slurm_energy.pipeline import LocalMeasurement
-        from slurm_energy.sampling.local import measured_root, visible_gpus
+        from slurm_energy.sampling.local import measured_root, raise_signal_exit, set_handlers
         from slurm_energy.sampling.marks import MarksWriter
 
         cfg = self._site_config()
         out = os.path.abspath(self.out)
         if self.report:
-            self._out_ok = os.path.isdir(out) and os.access(out, os.W_OK | os.X_OK)
+            self._out_ok = _writable_dir(out)
             existing = report_path(out, self.label)
             if self._out_ok and os.path.lexists(existing) and not self.overwrite:
                 raise FileExistsError(f"slurm_energy.track: {existing} exists (an earlier run's report); pass "
                                       "overwrite=True to replace it, or another label= (the default label is unique)")
         root, self.covers, job = measured_root()
-        self._measure = LocalMeasurement(cfg, None, self.label, visible_gpus(), interval_s=self.interval_s,
+        self._measure = LocalMeasurement(cfg, None, self.label, interval_s=self.interval_s,
                                          partition=self.partition, work_dir=self.out, child_of=os.getpid(),
                                          tree_root=root, job_marker=job).start()
         self._writer = MarksWriter(self._measure.marks_path)
         self.mode = "local"
         try:  # so the child sampler can finish this measurement if this process is killed (_finish_orphan)
-            self._measure.save_state(label=self.label, out=out, config=self.config, report=self.report,
-                                     overwrite=self.overwrite, carbon=self.carbon_args, covers=self.covers,
-                                     out_ok=self._out_ok, tags=self._tags)
+            self._measure.save_state(settings=dict(self.settings, out=out), covers=self.covers, out_ok=self._out_ok)
         except OSError:
             pass
         if root != os.getpid() or job is not None:
             print(f"slurm-energy: local rank 0 measures {self.covers} (each process once; the other ranks' "
                   "track() calls are no-ops)", file=sys.stderr)
         if self.report and not self._out_ok:
+            import tempfile
+
+            home = os.path.expanduser("~")
+            example = os.path.join(home, "energy") if os.access(home, os.W_OK) else tempfile.gettempdir()
             warnings.warn(f"slurm_energy.track: {out} is not a writable directory, so the report cannot be written "
-                          f"there: pass out='<a writable directory>' (e.g. out='{_writable_example()}'). Measuring "
+                          f"there: pass out='<a writable directory>' (e.g. out='{example}'). Measuring "
                           f"anyway; the samples are kept in {self._measure.dir} and the record is t.record",
                           stacklevel=4)
-        self._catch_signals()
+        # SIGTERM/SIGHUP -> SignalExit in the main thread while measuring, where the process has no
+        # handler of its own (a framework's or the user's is left alone)
+        self._restore_signals = set_handlers(raise_signal_exit, only_default=True)
         _register_at_exit()
 
     def _site_config(self):
         """The site config with this tracker's carbon arguments applied; ValueError naming the field."""
-        from slurm_energy.config import ConfigError, load_site_config
-        from slurm_energy.config.overrides import with_carbon_overrides
+        from slurm_energy.config import ConfigError
+        from slurm_energy.pipeline import local_site_config
 
         try:
-            cfg = load_site_config(self.config)
-            return with_carbon_overrides(cfg, given_by="track()", partition=self.partition,
-                                         node=_hostname(), **self.carbon_args)
+            return local_site_config(self.config, "track()", self.partition, **self.carbon_args)
         except ConfigError as e:
             raise ValueError(f"slurm_energy.track: site config: {e}") from None
-
-    def _catch_signals(self) -> None:
-        """SIGTERM/SIGHUP -> :class:`SignalExit` in the main thread while measuring, where the
-        process has no handler of its own (a framework's or the user's is left alone)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            try:
-                if signal.getsignal(sig) is signal.SIG_DFL:
-                    self._old_handlers[sig] = signal.signal(sig, _raise_signal_exit)
-            except (ValueError, OSError):
-                pass
-
-    def _restore_signals(self) -> None:
-        for sig, old in self._old_handlers.items():
-            try:
-                if signal.getsignal(sig) is _raise_signal_exit:
-                    signal.signal(sig, old)
-            except (ValueError, OSError):
-                pass
-        self._old_handlers = {}
 
     def stop(self, ended=None):
         """End the measurement; in local mode summarise and write the report. Returns the final
         JobRecord in local mode, else None. A phase never closed is warned about and counted to
-        the end (flag ``never_closed``).
-
-        ``ended``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`, e.g.
-        ``RunEnd.from_exception(e)``); default: it completed. One that did not end cleanly makes
-        the record ``partial``, its errors saying how it ended (a ``with`` block passes its
-        exception itself)."""
+        the end (flag ``never_closed``). ``ended``: how the run ended (:class:`~slurm_energy.sampling.local.RunEnd`;
+        default completed); one that did not end cleanly makes the record ``partial``, saying how."""
         if self._stopped:
             return self.record
         self._stopped = True
@@ -442,7 +412,7 @@ class Tracker:
             self._restore_signals()
             self.ended = ended if ended is not None else RunEnd.completed()
             self._measure.stop()
-            self.record = self._measure.record(self._marks(), self._tags, ended=self.ended)
+            self.record = self._measure.record(self._measure.marks(), self._tags, ended=self.ended)
             self._write_report()
         return self.record
 
@@ -450,26 +420,14 @@ class Tracker:
         """Publish the record to the report (as ``run`` does); the samples are removed once the
         report is written (or none was asked for), else kept and their place printed."""
         from slurm_energy.config.overrides import default_facts_warning
-        from slurm_energy.outputs.report import ReportSink, free_label
-        from slurm_energy.pipeline import publish
 
         rec = self.record
         problems: list[str] = []
         if self.report and self._out_ok:
-            out = os.path.abspath(self.out)
-            if not self.overwrite:
-                label = free_label(out, rec.job_id)
-                if label != rec.job_id:  # written meanwhile (another run with this label)
-                    print(f"slurm-energy: a report labelled {rec.job_id!r} appeared in {out} during this run; "
-                          f"this one is labelled {label!r} (overwrite=True replaces it)", file=sys.stderr)
-                    rec.job_id = label
-            sink = ReportSink(out, os.getuid(), os.getgid())
-            problems = publish(rec, [sink])[sink.name]
-            if not problems:
-                self.report_paths = sink.written
+            problems = self._measure.report(rec, self.out, self.overwrite, "overwrite=True")
+            self.report_paths = self._measure.report_paths
+            if self.report_paths:
                 print(f"slurm-energy: report {self.report_paths[0]}", file=sys.stderr)
-            for p in problems:
-                print(f"slurm-energy: {p}", file=sys.stderr)
         elif self.report:
             problems = [f"{os.path.abspath(self.out)} is not writable: report not written (pass out=)"]
             print(f"slurm-energy: {problems[0]}", file=sys.stderr)
@@ -480,13 +438,7 @@ class Tracker:
             print(warn, file=sys.stderr)
         if problems:
             self.samples_kept = self._measure.dir
-            print(f"slurm-energy: samples kept in {self._measure.samples} (the record is also t.record)",
-                  file=sys.stderr)
-        else:
-            self._measure.cleanup()
-
-    def _marks(self):
-        return self._measure.marks()
+        self._measure.close(bool(problems), " (the record is also t.record)")
 
     def __enter__(self) -> Tracker:
         return self.start()
@@ -494,16 +446,13 @@ class Tracker:
     def __exit__(self, exc_type, exc, tb) -> None:
         from slurm_energy.sampling.local import RunEnd
 
-        self.stop(RunEnd.from_exception(exc) if exc is not None else None)
+        self.stop(RunEnd.from_exception(exc))
 
     def __call__(self, fn: Callable) -> Callable:
         """Decorator: each call of ``fn`` is measured by a fresh tracker with these settings."""
-        settings = dict(label=self.label, out=self.out, interval_s=self.interval_s, config=self.config,
-                        report=self.report, partition=self.partition, overwrite=self.overwrite, **self.carbon_args)
-
         @functools.wraps(fn)
         def wrapper(*a, **kw):
-            with Tracker(**settings):
+            with Tracker(**self.settings):
                 return fn(*a, **kw)
 
         return wrapper
@@ -549,7 +498,7 @@ class Tracker:
 
     def tag(self, **tags) -> None:
         """Record facts about the training for prediction, e.g. ``flops`` (total FLOPs),
-        ``model_params``, ``tokens`` (:data:`KNOWN_TAGS`), ``precision="bf16"``; they end up in the
+        ``model_params``, ``tokens`` (the prediction uses these), ``precision="bf16"``; they end up in the
         record's ``tags``. Values are finite numbers or short words (letters, digits, ``_.+-``, at
         most 32); anything else is ignored with a warning."""
         from slurm_energy.accounting.phases import tag_value
@@ -580,7 +529,7 @@ class Tracker:
             fresh = self._measure.sample_now()  # a row now: the result covers the run up to this call
             note = "energy from the start up to this call" if fresh else \
                 "energy up to the sampler's last row (no row could be taken now)"
-            return Result.from_record(self._measure.record(self._marks(), self._tags), False, "local sampler",
+            return Result.from_record(self._measure.record(self._measure.marks(), self._tags), False, "local sampler",
                                       note, covers=self.covers)
         if self.mode == "slurm":
             return from_store(os.environ.get("SLURM_JOB_ID", ""))
@@ -602,62 +551,26 @@ def _default_label(prefix: str = "") -> str:
     return f"{script or 'track'}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
 
 
-def run_marks_path(env=None) -> str | None:
-    """The marks file of the ``slurm-energy run`` this process runs under (:data:`RUN_MARKS_ENV`),
-    when its directory exists and is writable; else None."""
-    env = os.environ if env is None else env
-    path = env.get(RUN_MARKS_ENV, "")
-    d = os.path.dirname(path)
-    if not path or not os.path.isabs(path) or not (os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)):
-        return None
-    return path
-
-
-def _hostname() -> str:
-    import socket
-
-    return socket.gethostname().split(".")[0]
-
-
-def _writable_example() -> str:
-    import tempfile
-
-    return os.path.join(os.path.expanduser("~"), "energy") if os.access(os.path.expanduser("~"), os.W_OK) \
-        else tempfile.gettempdir()
-
-
-#: signals seen by :func:`_raise_signal_exit` (the at-exit record says which stopped the run)
-_signals_seen: list[int] = []
-_at_exit_registered = False
-
-
-def _raise_signal_exit(signum, _frame):
-    from slurm_energy.sampling.local import SignalExit
-
-    _signals_seen.append(signum)
-    raise SignalExit(signum)
+_at_exit: list[bool] = []  # one atexit hook per process, once a local measurement started
 
 
 def _register_at_exit() -> None:
-    global _at_exit_registered  # noqa: PLW0603 -- one atexit hook per process, set under _lock
     with _lock:
-        if _at_exit_registered:
-            return
-        _at_exit_registered = True
-    atexit.register(_stop_all_at_exit)
+        if not _at_exit:
+            _at_exit.append(atexit.register(_stop_all_at_exit) is not None)
 
 
 def _stop_all_at_exit() -> None:
     """At interpreter exit: stop every local measurement still running (no ``stop()``: a script
     ended, or a callback's training raised), saying how the run ended: the signal that stopped it,
     the uncaught exception (``sys.last_value``), or what a callback said an open tracker means."""
-    from slurm_energy.sampling.local import RunEnd
+    from slurm_energy.sampling.local import SIGNALS_SEEN, RunEnd
 
     with _lock:
         open_ = [t for t in reversed(_active) if t.mode == "local" and not t._stopped]
     for t in open_:
-        if _signals_seen:
-            ended = RunEnd.from_signal(_signals_seen[-1])
+        if SIGNALS_SEEN:
+            ended = RunEnd.from_signal(SIGNALS_SEEN[-1])
         elif getattr(sys, "last_value", None) is not None:
             ended = RunEnd.from_exception(sys.last_value)
         elif t.abandoned_means:
@@ -713,22 +626,18 @@ def current() -> Tracker | None:
 
 def _finish_orphan(d: str) -> int:
     """``python -m slurm_energy.api DIR``, exec'd by a ``track()`` child sampler whose measured
-    process ended without stopping it (SIGKILL, the OOM killer, ``os._exit``): the partial record
-    and report that process would have written, saying it was killed; the samples are removed once
-    the report is written (else kept, as by :meth:`Tracker.stop`)."""
+    process ended without stopping it (SIGKILL, the OOM killer, ``os._exit``): :meth:`Tracker.stop`
+    as that process would have called it, the partial record saying it was killed."""
     from slurm_energy.pipeline import LocalMeasurement
     from slurm_energy.sampling.local import RunEnd
 
     with open(os.path.join(d, LocalMeasurement.STATE_FILE)) as f:
         x = json.load(f)["extra"]
-    t = Tracker(x["label"], out=x["out"], config=x["config"], report=x["report"], overwrite=x["overwrite"],
-                **x["carbon"])
+    t = Tracker(**x["settings"])
     m, _ = LocalMeasurement.from_state(t._site_config(), d)
-    t._measure, t.mode, t._stopped, t.covers, t._out_ok = m, "local", True, x["covers"], x["out_ok"]
-    t.ended = RunEnd("interrupted", "the measured process ended without stopping the measurement (killed by "
-                                    "SIGKILL or the OOM killer, or os._exit); measured to its last sample")
-    t.record = m.record(m.marks(), None, ended=t.ended)
-    t._write_report()
+    t._measure, t.mode, t.covers, t._out_ok = m, "local", x["covers"], x["out_ok"]
+    t.stop(RunEnd("interrupted", "the measured process ended without stopping the measurement (killed by "
+                                 "SIGKILL or the OOM killer, or os._exit); measured to its last sample"))
     return 0
 
 

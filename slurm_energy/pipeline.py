@@ -1,7 +1,7 @@
 """The one measurement flow, Slurm-free: readers -> sample file -> node record -> job record -> outputs.
 
-Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), by ``slurm-energy run`` /
-``attach`` (:mod:`slurm_energy.cli.run_cmds`) and by anything embedding slurm-energy::
+Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), ``run``/``attach``,
+``track()`` and anything embedding slurm-energy::
 
     readers, notes = open_readers(site, gpu_uuids)          # device information collector
     static = device_inventory(readers, notes)
@@ -10,16 +10,14 @@ Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), by ``sl
     job = finalise_job([rec, ...], site)                    # merge nodes, carbon facts, totals
     publish(job, [StoreSink(url), ReportSink()])            # outputs
 
-:class:`LocalMeasurement` does all of it for a process tree (``run``,
-``attach``, ``track()``). Where the files live (spool, results directory), who calls the sampler
-and when are the host's business (Slurm glue).
-
-``site`` is a :class:`slurm_energy.config.SiteConfig`.
+:class:`LocalMeasurement` does all of it for a process tree. ``site`` is a
+:class:`slurm_energy.config.SiteConfig`.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,27 +29,20 @@ from slurm_energy.outputs.base import publish as publish  # the pipeline's API: 
 from slurm_energy.sampling.local import LocalSampler, RunEnd
 from slurm_energy.sampling.reading import device_inventory as device_inventory  # the pipeline's API
 from slurm_energy.sampling.reading import open_readers as open_readers
-from slurm_energy.sampling.reading import take_reading as take_reading
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.phases import Marks
     from slurm_energy.accounting.running import RunningSummary
     from slurm_energy.config import SiteConfig
-    from slurm_energy.model import JobRecord, NodeStatic, NodeSummary
+    from slurm_energy.model import JobRecord, NodeStatic
     from slurm_energy.sampling.sampletable import SampleTable
 
 
 @dataclass
 class NodeObservation:
-    """What one node saw of one job.
-
-    ``samples``: the sample file (:func:`slurm_energy.sampling.samplefile.read_sample_table`, or
-    :func:`~slurm_energy.sampling.samplefile.read_sample_file`'s samples);
-    ``static``: :func:`device_inventory`'s dict; ``start_time``/``end_time``: the job's span on the
-    node, epoch s; ``span_known`` False when the start is unknown (no Prolog ran); ``cpus_alloc``:
-    CPUs allocated on the node; ``errors``: problems to record; ``status``: the node's status;
-    ``marks``: phases, stages and tags the job marked (:func:`slurm_energy.accounting.phases.parse_marks`).
-    """
+    """What one node saw of one job: its sample file (:func:`~slurm_energy.sampling.samplefile.read_sample_table`,
+    or ``read_sample_file``'s samples), :func:`device_inventory`'s dict, the job's span on the node
+    (epoch s; ``span_known`` False when no Prolog ran), the CPUs allocated there, errors to record."""
 
     node: str
     samples: SampleTable | list[Sample]
@@ -61,29 +52,24 @@ class NodeObservation:
     span_known: bool = True
     cpus_alloc: int | None = None
     errors: list[str] = field(default_factory=list)
-    status: Status = Status.COMPLETE
-    marks: Marks | None = None  # the job's phase/stage/tag marks on this node (accounting.phases)
+    status: Status = Status.COMPLETE  # the node's
+    marks: Marks | None = None  # the job's phase/stage/tag marks on this node (accounting.phases.parse_marks)
     job_cpu_total_s: float | None = None  # the job's true CPU time on the node (sacct TotalCPU), CPU-s
 
 
 def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expected_nodes: Sequence[str] = (),
                  exit_code: str = "", job_state: str = "", interval_s: float | None = None,
                  tags: dict[str, Any] | None = None, running: RunningSummary | None = None) -> JobRecord:
-    """One node's :class:`~slurm_energy.model.JobRecord` (exactly one NodeSummary) from what it saw.
-
-    Energy per device by its readings' method, the job's share by the site's attribution policy
+    """One node's :class:`~slurm_energy.model.JobRecord` (exactly one NodeSummary) from what it saw:
+    energy per device by its readings' method, the job's share by the site's attribution policy
     (:func:`slurm_energy.accounting.summary.summarise_node`); totals and carbon are left to
-    :func:`finalise_job`. ``interval_s`` defaults to the site's ``sampling.interval_s``; ``tags``
-    default to the marks' tags. ``obs.errors`` are recorded each once
-    (:func:`slurm_energy.accounting.merge.combine_errors`); a finished node that measured nothing
-    is ``no_data`` (:func:`slurm_energy.accounting.merge.node_status`).
-    ``running``: while the job runs, the node's :class:`~slurm_energy.accounting.running.RunningSummary`
-    of its sample file, already brought up to date by the caller (``RunningSummary.update``: only the
-    rows added since its previous update are read; ``obs.samples`` unused).
-    Raises ValueError on an unknown attribution policy.
-    """
+    :func:`finalise_job`. ``interval_s`` defaults to the site's ``sampling.interval_s``, ``tags`` to
+    the marks'; ``obs.errors`` are recorded each once; a finished node that measured nothing is
+    ``no_data`` (:func:`slurm_energy.accounting.merge.node_status`). ``running``: while the job runs,
+    the node's :class:`~slurm_energy.accounting.running.RunningSummary`, brought up to date by the
+    caller (``obs.samples`` unused). Raises ValueError on an unknown attribution policy."""
     from slurm_energy.accounting.idle_gpu import rule_from
-    from slurm_energy.accounting.merge import combine_errors
+    from slurm_energy.accounting.merge import combine_errors, node_status
     from slurm_energy.accounting.summary import summarise_node
     from slurm_energy.model import JobRecord, NodeStatic, text_safe
 
@@ -96,47 +82,33 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
         span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s, gpu_idle=rule_from(site))
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
-    _no_data_if_nothing_measured(summary)
+    # a finished node that measured nothing is no_data, never partial/complete, saying why when its
+    # rows are why (no rows at all: the caller says why there are none)
+    status = node_status(summary.status, summary)
+    if status != summary.status:
+        summary.status, n = status, summary.n_samples
+        if n >= 2:
+            summary.errors.append(f"nothing measured on this node: {n} sample rows, but every device is unavailable "
+                                  "(no reader gave an energy or power it could be computed from; see the devices' flags)")
+        elif n == 1:
+            summary.errors.append("nothing measured on this node: 1 sample row, and a device's energy needs two "
+                                  "readings within the job")
+        elif not summary.errors:
+            summary.errors.append("nothing measured on this node: no sample rows")
     return text_safe(JobRecord.from_meta(
         meta, exit_code=exit_code, job_state=job_state, expected_nodes=list(expected_nodes or [obs.node]),
         start_time=summary.start_time, end_time=summary.end_time, nodes=[summary], status=summary.status,
         errors=list(summary.errors), tags=dict(tags if tags is not None else (obs.marks.tags if obs.marks else {}))))
 
 
-def _no_data_if_nothing_measured(summary: NodeSummary) -> None:
-    """A finished node on which nothing was measured is ``no_data``, never ``partial``/``complete``
-    (:func:`slurm_energy.accounting.merge.node_status`), with an error saying so when its sample
-    rows are why (no rows at all: the caller says why there are none)."""
-    from slurm_energy.accounting.merge import node_status
-
-    status = node_status(summary.status, summary)
-    if status == summary.status:
-        return
-    summary.status = status
-    n = summary.n_samples
-    if n >= 2:
-        summary.errors.append(f"nothing measured on this node: {n} sample rows, but every device is unavailable "
-                              "(no reader gave an energy or power it could be computed from; see the devices' flags)")
-    elif n == 1:
-        summary.errors.append("nothing measured on this node: 1 sample row, and a device's energy needs two "
-                              "readings within the job")
-    elif not summary.errors:
-        summary.errors.append("nothing measured on this node: no sample rows")
-
-
 def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: bool = True) -> JobRecord:
     """The job's record: node records merged (:func:`slurm_energy.accounting.merge.merge_records`:
     a node expected but absent makes it partial), the site's carbon facts (PUE, carbon intensity,
-    alpha; hourly intensity when imported) applied once, totals filled
-    (:func:`slurm_energy.accounting.formulas.finalise_record`).
-
-    ``merge=False`` (one record only): a node's own view while the job runs (the sampler's interim
-    flush), where the other nodes have simply not finished yet.
-
-    A bad hourly-intensity file is recorded on the record (``errors``), never fatal.
+    alpha; hourly intensity when imported, a bad file noted in ``errors``) applied once, totals filled
+    (:func:`slurm_energy.accounting.formulas.finalise_record`). ``merge=False`` (one record): a node's
+    own view while the job runs (the interim flush), the other nodes not finished yet.
     Raises MergeError (a ValueError) for records of different jobs, ValueError for an empty list
-    or for several records with ``merge=False``.
-    """
+    or for several records with ``merge=False``."""
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import combine_errors, merge_records
     from slurm_energy.config.carbon import hourly_intensity_for, resolve_carbon
@@ -157,9 +129,27 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     return text_safe(finalise_record(merged, facts, hourly))
 
 
+def local_site_config(path: str | None, given_by: str, partition: str = "", **carbon: Any) -> SiteConfig:
+    """The site config at ``path`` (default ``$SLURM_ENERGY_CONFIG``, /etc/slurm-energy/site.yaml) for a
+    measurement on this node outside Slurm, with the carbon facts given to ``run``/``attach``/``track()``
+    (``country``, ``zone``, ``pue``, ``ci``, ``alpha``; None: not given) applied, labelled ``given_by``
+    (:func:`slurm_energy.config.overrides.with_carbon_overrides`). Raises ConfigError naming the field."""
+    import socket
+
+    from slurm_energy.config import load_site_config
+    from slurm_energy.config.overrides import with_carbon_overrides
+
+    return with_carbon_overrides(load_site_config(path), given_by=given_by, partition=partition,
+                                 node=socket.gethostname().split(".")[0],
+                                 **{k: v for k, v in carbon.items() if v is not None})
+
+
 class LocalMeasurement(LocalSampler):
     """Measure a process tree on this node (``run``, ``attach``, ``track()``): the sampler of
-    :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record`."""
+    :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record` and
+    :meth:`report`."""
+
+    report_paths: tuple[str, ...] = ()  # the HTML and CSV written by report()
 
     def record(self, marks: Marks | None = None, tags: dict[str, Any] | None = None,
                ended: RunEnd | None = None) -> JobRecord:
@@ -191,13 +181,41 @@ class LocalMeasurement(LocalSampler):
                            job_state=ended.job_state if ended is not None else "")
         return finalise_job([rec], self.cfg, merge=False)
 
+    def report(self, rec: JobRecord, out: str, overwrite: bool, how_to_replace: str) -> list[str]:
+        """Publish ``rec`` to ``energy-<job id>.html/.csv`` in ``out`` (the report sink, as this user);
+        returns the problems (empty: written, :attr:`report_paths`), each also printed on stderr. An
+        existing report of its label is never overwritten unless ``overwrite``: ``rec`` is relabelled
+        ``<label>-2``, ``-3``... and stderr says so and names ``how_to_replace`` (``--overwrite``)."""
+        from slurm_energy.outputs.report import ReportSink, free_label
+
+        out = os.path.abspath(out)
+        label = rec.job_id if overwrite else free_label(out, rec.job_id)
+        if label != rec.job_id:
+            print(f"slurm-energy: a report labelled {rec.job_id!r} exists in {out}; this one is labelled "
+                  f"{label!r} ({how_to_replace} replaces it)", file=sys.stderr)
+            rec.job_id = label
+        sink = ReportSink(out, os.getuid(), os.getgid())
+        problems = publish(rec, [sink])[sink.name]
+        self.report_paths = () if problems else tuple(sink.written)
+        for p in problems:
+            print(f"slurm-energy: {p}", file=sys.stderr)
+        return problems
+
+    def close(self, keep: bool, note: str = "") -> None:
+        """Remove the private sample directory, or (``keep``: the samples are the measurement's only
+        copy) leave it and say where it is on stderr, with ``note``."""
+        if keep:
+            print(f"slurm-energy: samples kept in {self.samples}{note}", file=sys.stderr)
+        else:
+            self.cleanup()
+
     def marks(self) -> Marks:
         """The phase/stage/tag marks written beside the sample file (``marks.jsonl``: ``track()``'s
         own, or those of the ``track()`` calls inside ``slurm-energy run``'s command), parsed."""
         from slurm_energy.accounting.phases import parse_marks
         from slurm_energy.sampling.marks import read_marks_file
 
-        lines, flags = read_marks_file(self.dir, MARKS_FILE)
+        lines, flags = read_marks_file(self.dir, "marks.jsonl")
         m = parse_marks(lines)
         m.flags = flags + m.flags
         return m
@@ -205,8 +223,4 @@ class LocalMeasurement(LocalSampler):
     @property
     def marks_path(self) -> str:
         """Where the marks of this measurement are appended."""
-        return os.path.join(self.dir, MARKS_FILE)
-
-
-#: The marks file of a local measurement, beside its sample file.
-MARKS_FILE = "marks.jsonl"
+        return os.path.join(self.dir, "marks.jsonl")

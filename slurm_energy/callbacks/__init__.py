@@ -1,18 +1,12 @@
-"""Training-framework callbacks for :func:`slurm_energy.track` (optional extras, ``pip install
-slurm-energy[ml]``): import the one you use, nothing here imports a framework.
+"""Training-framework callbacks for :func:`slurm_energy.track` (``pip install slurm-energy[ml]``):
+:mod:`~slurm_energy.callbacks.lightning` and :mod:`~slurm_energy.callbacks.hf` each hold an
+``EnergyCallback``; nothing here imports a framework.
 
-* :mod:`slurm_energy.callbacks.lightning` -- ``EnergyCallback`` for PyTorch Lightning's ``Trainer``;
-* :mod:`slurm_energy.callbacks.hf` -- ``EnergyCallback`` for Hugging Face transformers' ``Trainer``.
-
-Both map epochs to phases (``epoch 0``, ``epoch 1``...), training progress to stages (the end of
-each epoch, plus any fractions asked for, e.g. ``stages=(0.6, 0.8)``) and the model's parameter
-count, tokens seen and FLOPs (where the framework counts them) to tags. Inside an active
-``track()`` block they add to it; otherwise they start their own measurement for the training run,
-labelled ``<hf-train|lightning-fit>-<time>-<pid>`` unless ``label=`` is given (a re-run never
-overwrites an earlier report; ``overwrite=True`` to replace one with a fixed label). A training run
-that raises or is interrupted (Ctrl-C, SIGTERM) gets a ``partial`` record and report saying how it
-ended. Keyword arguments are :func:`slurm_energy.track`'s (``out``, ``interval_s``, ``pue``,
-``country``, ``ci``, ``alpha``, ``overwrite``...).
+Epochs become phases (``epoch 0``...), training progress stages (each epoch's end, plus the
+fractions asked for, e.g. ``stages=(0.6, 0.8)``), the parameter count, tokens and FLOPs tags. Inside
+an active ``track()`` they add to it; else they start their own, labelled ``<hf-train|lightning-fit>-
+<time>-<pid>`` unless ``label=``; a run that raises or is stopped gets a ``partial`` record. Other
+keyword arguments are :func:`slurm_energy.track`'s.
 """
 
 from __future__ import annotations
@@ -30,11 +24,8 @@ class TrainingMarks:
             raise ValueError(f"stages={list(stages)!r}: fractions of training must be in (0, 1], e.g. (0.6, 0.8)")
         self.label, self.track_kwargs = label, track_kwargs
         self._stages = sorted(float(f) for f in stages)
-        self.pending = list(self._stages)
-        self.tracker = None
-        self.own = False
-        self.phase = None
-        self.done = 0.0  # the largest fraction marked so far
+        self.pending, self.done, self.phase = list(self._stages), 0.0, None  # done: the largest fraction marked
+        self.tracker, self.own = None, False
         self.record = None  # our own measurement's JobRecord, once it ended
 
     def begin(self, default_prefix: str, abandoned_means: str = "") -> None:
@@ -42,22 +33,18 @@ class TrainingMarks:
         ``abandoned_means``: what our tracker still running at interpreter exit means (the
         framework has no exception hook), recorded as how the run ended."""
         from slurm_energy.api import _default_label, current, track
+        from slurm_energy.sampling.local import RunEnd
 
         if self.own and self.tracker is not None and not self.tracker._stopped:
             # the previous training never reached its end hook (it raised and was caught)
-            self.end(_interrupted(abandoned_means or "the previous training did not reach its end"))
-        self.pending_reset()
+            self.end(RunEnd("interrupted", abandoned_means or "the previous training did not reach its end"))
+        self.pending, self.done, self.phase = list(self._stages), 0.0, None
         self.own = False
         self.tracker = current()
         if self.tracker is None:
             self.tracker = track(self.label or _default_label(default_prefix), **self.track_kwargs).start()
             self.tracker.abandoned_means = abandoned_means
             self.own = True
-
-    def pending_reset(self) -> None:
-        self.pending = list(self._stages)
-        self.done = 0.0
-        self.phase = None
 
     def epoch_begin(self, epoch: int) -> None:
         self.epoch_end(None)
@@ -117,8 +104,6 @@ class MarksCallback:
         stages: extra fractions of training (0..1] to mark as stages, by optimizer step.
         **track_kwargs: passed to :func:`slurm_energy.track` (``out``, ``interval_s``, ``overwrite``,
             ``pue``, ``country``, ``zone``, ``ci``, ``alpha``...).
-    Attributes:
-        record: the JobRecord of our own measurement (outside Slurm), after training ends.
     """
 
     def __init__(self, label: str | None = None, stages: Sequence[float] = (), **track_kwargs):
@@ -128,12 +113,6 @@ class MarksCallback:
     def record(self):
         """The JobRecord of our own measurement, once training ended (None before, or in a ``track()``)."""
         return self.marks.record
-
-
-def _interrupted(detail: str):
-    from slurm_energy.sampling.local import RunEnd
-
-    return RunEnd("interrupted", detail)
 
 
 def count_parameters(model) -> int | None:

@@ -1,18 +1,12 @@
 """Hugging Face transformers callback: ``Trainer(..., callbacks=[EnergyCallback()])``.
 
-Epochs become phases (``epoch 0``...), the end of each epoch a stage (``global_step / max_steps``;
-with ``stages=(0.6, 0.8)`` also those fractions of the steps), and the tags come from the
-Trainer's own counts: ``model_params`` (``model.num_parameters()``), ``tokens``
-(``state.num_input_tokens_seen``, counted when ``TrainingArguments(include_num_input_tokens_seen=True)``)
-and ``flops`` (``state.total_flos``, the Trainer's estimate). Requires ``transformers``; imported
-only when this module is.
-
-transformers has no exception hook for callbacks, so at ``on_init_end`` (inside ``Trainer.__init__``)
-the callback wraps that Trainer's ``train`` method: an exception or Ctrl-C out of ``train()`` ends
-our measurement with a ``partial`` record and report saying so (SIGTERM too: ``track()`` turns it
-into :class:`~slurm_energy.sampling.local.SignalExit`). A callback added after the Trainer was
-built (``add_callback``) is not wrapped: an uncaught exception is then recorded at interpreter
-exit, and a caught one when the next ``train()`` begins.
+Epochs become phases, each epoch's end a stage (``global_step / max_steps``; ``stages=`` adds
+fractions of the steps); tags from the Trainer's counts: ``model_params`` (``model.num_parameters()``),
+``tokens`` (``state.num_input_tokens_seen``, with ``include_num_input_tokens_seen=True``), ``flops``
+(``state.total_flos``). transformers has no exception hook for callbacks, so ``on_init_end`` wraps
+that Trainer's ``train``: an exception, Ctrl-C or SIGTERM out of ``train()`` ends our measurement
+with a ``partial`` record. A callback added later (``add_callback``) is not wrapped: an uncaught
+exception is then recorded at interpreter exit, a caught one when the next ``train()`` begins.
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ the model's parameter count and the tokens in batches that carry ``input_ids`` t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 try:
     from lightning.pytorch import Callback
 except ImportError:  # pragma: no cover - the older package name
@@ -30,9 +28,7 @@ class EnergyCallback(MarksCallback, Callback):
     """Marks a Lightning fit for :func:`slurm_energy.track` (see the module doc; arguments:
     :class:`~slurm_energy.callbacks.MarksCallback`)."""
 
-    def __init__(self, label: str | None = None, stages: Sequence[float] = (), **track_kwargs):
-        super().__init__(label, stages, **track_kwargs)
-        self.tokens = 0
+    tokens = 0  # in the batches' input_ids since on_fit_start
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self.tokens = 0

@@ -58,53 +58,31 @@ def _common(p) -> None:
     g.add_argument("--alpha", type=float, help="fraction of emissions counted, 0..1 (1: no offset)")
 
 
-def _load(args, given_by: str):
-    """The site config with the carbon facts given as flags applied (exit 2 on a bad one)."""
-    import socket
-
-    from slurm_energy.config import ConfigError, load_site_config
-    from slurm_energy.config.overrides import with_carbon_overrides
+def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None):
+    """Open the readers, then ``launch(measurement)`` -> (probe, label, t0 or None) the job (after
+    the second of set-up, so ``run`` measures its command from its spawn), sample it until
+    ``wait_for_end()`` returns; then summarise and report. ``gpus``: NVML indices (``attach --gpus
+    0,1``; default the visible GPUs); ``ending()``: how the run ended (:class:`~slurm_energy.sampling.local.RunEnd`)."""
+    from slurm_energy.config import ConfigError
+    from slurm_energy.outputs.report import report_path
+    from slurm_energy.pipeline import LocalMeasurement, local_site_config
+    from slurm_energy.sampling.local import gpus_by_index
+    from slurm_energy.sampling.sampler import freeze_gc
 
     try:
-        cfg = load_site_config(args.config)
-        return with_carbon_overrides(cfg, **{k: getattr(args, k, None) for k in ("country", "zone", "pue", "ci", "alpha")},
-                                     given_by=given_by, partition=args.partition,
-                                     node=socket.gethostname().split(".")[0])
+        cfg = local_site_config(args.config, f"slurm-energy {getattr(args, 'func_name', 'run')}", args.partition,
+                                **{k: getattr(args, k, None) for k in ("country", "zone", "pue", "ci", "alpha")})
     except ConfigError as e:
         print(f"slurm-energy: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-
-
-def _check_label(args) -> None:
-    """Refuse (exit 2) a given --label whose report exists in --out, unless --overwrite: before
-    anything runs, so nothing is lost."""
-    from slurm_energy.outputs.report import report_path
-
+    # a given --label whose report exists is refused before anything runs, unless --overwrite
     if getattr(args, "label", None) and not args.no_report and not getattr(args, "overwrite", False):
         path = report_path(args.out, args.label)
         if os.path.lexists(path):
             print(f"slurm-energy: {path} exists (an earlier run's report); pass --overwrite to replace it, "
                   "or another --label", file=sys.stderr)
             raise SystemExit(2)
-
-
-def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None, on_ready=None):
-    """Open the readers, then ``launch()`` -> (probe, label, t0 or None) the job, sample it until
-    ``wait_for_end()`` returns; then summarise and report. The job is launched only after the set-up
-    (imports, NVML, RAPL zones: about a second), so ``run`` measures its command from its spawn
-    (``t0``) instead of losing that second from the record's elapsed time and energy.
-
-    ``gpus``: NVML indices to measure (``attach --gpus 0,1``); default the visible GPUs.
-    ``ending()``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`), asked after
-    ``wait_for_end()``: one that did not end cleanly makes the record partial, saying so."""
-    from slurm_energy.pipeline import LocalMeasurement
-    from slurm_energy.sampling.local import gpus_by_index, visible_gpus
-    from slurm_energy.sampling.sampler import freeze_gc
-
-    cfg = _load(args, f"slurm-energy {getattr(args, 'func_name', 'run')}")
-    _check_label(args)
-    unresolved: list[str] = []
-    note = ""
+    uuids, unresolved, note = None, [], ""
     if gpus:
         try:
             uuids, unresolved, note = gpus_by_index(gpus)
@@ -113,14 +91,10 @@ def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None, o
             raise SystemExit(2) from None
         if unresolved:
             print(f"slurm-energy: GPUs {gpus} not readable ({note}); reported as not measured", file=sys.stderr)
-    else:
-        uuids = visible_gpus()
     m = LocalMeasurement(cfg, None, "", uuids, unresolved, note, interval_s=args.interval,
                          partition=args.partition, work_dir=args.out)
-    if on_ready is not None:
-        on_ready(m)
     try:
-        probe, label, t0 = launch()
+        probe, label, t0 = launch(m)
     except BaseException:
         m.cleanup()
         raise
@@ -128,76 +102,42 @@ def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None, o
     freeze_gc()  # this process only waits now: its start-up objects stay out of the sampler's collections
     keep = bool(getattr(args, "keep_samples", False))
     try:
-        final_usage = wait_for_end()
-        m.stop(final_usage)
+        m.stop(wait_for_end())
         final = m.record(m.marks(), ended=ending() if ending is not None else None)
-        if not args.no_report and not getattr(args, "overwrite", False):
-            _free_label(args, final)
-        _print_summary(final)
-        if not args.no_report and _report(args, final):
+        # the report first: it relabels the record when its label's report exists (never overwritten)
+        if not args.no_report and m.report(final, args.out, getattr(args, "overwrite", False), "--overwrite"):
             keep = True  # the report failed: the samples are the only copy of the measurement
+        _print_summary(final)
+        if m.report_paths:
+            print("report: {}\n        {}".format(*m.report_paths))
     except BaseException:
         keep = True
         raise
     finally:
-        if keep:
-            print(f"slurm-energy: samples kept in {m.samples}", file=sys.stderr)
-        else:
-            m.cleanup()  # the private /tmp/slurm-energy-* directory
+        m.close(keep)
     return final
 
 
-def _free_label(args, final) -> None:
-    """A report of this label that exists (a default label reused, or one written meanwhile) is
-    never overwritten: the record is labelled ``<label>-2``... instead, and it says so."""
-    from slurm_energy.outputs.report import free_label
-
-    label = free_label(args.out, final.job_id)
-    if label != final.job_id:
-        print(f"slurm-energy: a report labelled {final.job_id!r} exists in {os.path.abspath(args.out)}; this one is "
-              f"labelled {label!r} (--overwrite replaces it)", file=sys.stderr)
-        final.job_id = label
-
-
-def _report(args, final) -> list[str]:
-    """Write energy-<id>.html/.csv into ``args.out``; returns the problems (empty: written)."""
-    from slurm_energy.outputs.report import ReportSink
-    from slurm_energy.pipeline import publish
-
-    report = ReportSink(os.path.abspath(args.out), os.getuid(), os.getgid())
-    notes = publish(final, [report])[report.name]
-    if not notes:
-        html, csv = report.written
-        print(f"report: {html}\n        {csv}")
-    for n in notes:
-        print(f"slurm-energy: {n}", file=sys.stderr)
-    return notes
-
-
 def _print_summary(rec) -> None:
+    """The record on stdout (energy per class and method, IT -> facility -> CO2e, status); a line on
+    stderr when a carbon fact is the default."""
     from slurm_energy.config.overrides import default_facts_warning
 
-    _print_energy(rec)
+    cpu = rec.nodes[0].cpu_time_s if rec.nodes and rec.nodes[0].cpu_time_s is not None else float("nan")
+    print(f"job {rec.job_id}: elapsed {rec.elapsed_s:.1f} s, CPU time {cpu:.2f} s")
+    for cls, j in rec.energy_it_j.items():
+        kwh = "n/a (not measured)" if j is None else f"{j / J_PER_KWH:.4g} kWh"
+        print(f"  {cls:4s} {kwh:>22s}  method={rec.methods[cls].value}")
+    c = rec.carbon
+    if rec.it_kwh is None:
+        print("  IT energy: n/a (nothing measured)")
+    else:
+        print(f"  IT {rec.it_kwh:.4g} kWh x PUE {c.pue} = facility {rec.facility_kwh:.4g} kWh")
+        print(f"  x CI {c.ci_g_per_kwh:g} gCO2e/kWh ({c.ci_source}) x alpha {c.alpha:g} = {rec.co2e_kg:.4g} kgCO2e")
     print(f"  status {rec.status_text}" + "".join(f"\n  {e}" for e in rec.errors if e.startswith("run ended early")))
     warn = default_facts_warning(rec.carbon, pue_arg="--pue 1.0", ci_arg="--country FR")
     if warn:
         print(warn, file=sys.stderr)
-
-
-def _print_energy(rec) -> None:
-    def kwh(j):
-        return "n/a (not measured)" if j is None else f"{j / J_PER_KWH:.4g} kWh"
-
-    print(f"job {rec.job_id}: elapsed {rec.elapsed_s:.1f} s, CPU time "
-          f"{rec.nodes[0].cpu_time_s if rec.nodes and rec.nodes[0].cpu_time_s is not None else float('nan'):.2f} s")
-    for cls, j in rec.energy_it_j.items():
-        print(f"  {cls:4s} {kwh(j):>22s}  method={rec.methods[cls].value}")
-    c = rec.carbon
-    if rec.it_kwh is None:
-        print("  IT energy: n/a (nothing measured)")
-        return
-    print(f"  IT {rec.it_kwh:.4g} kWh x PUE {c.pue} = facility {rec.facility_kwh:.4g} kWh")
-    print(f"  x CI {c.ci_g_per_kwh:g} gCO2e/kWh ({c.ci_source}) x alpha {c.alpha:g} = {rec.co2e_kg:.4g} kgCO2e")
 
 
 def cmd_run(args) -> int:
@@ -210,66 +150,47 @@ def cmd_run(args) -> int:
     if not cmd:
         print("slurm-energy run: no command given; usage: slurm-energy run [options] -- CMD [ARGS...]", file=sys.stderr)
         return 2
-    status: dict = {"label": getattr(args, "label", None), "env": None}
-    proc: list = []
+    label = getattr(args, "label", None)
+    st: dict = {}
 
-    def on_ready(m):
-        """The command is told where the run's marks go (its track() calls defer to this run)."""
-        env = dict(os.environ)
-        env[RUN_MARKS_ENV] = m.marks_path
-        env[RUN_LABEL_ENV] = status["label"] or ""
-        status["env"] = env
-
-    def launch():
+    def launch(m):
+        # the command's track() calls write their marks into this run's (RUN_MARKS_ENV)
+        env = dict(os.environ, **{RUN_MARKS_ENV: m.marks_path, RUN_LABEL_ENV: label or ""})
         t0 = time.time()
         try:
-            child = subprocess.Popen(cmd, env=status["env"])
+            st["child"] = child = subprocess.Popen(cmd, env=env)
         except OSError as e:
             print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
             # as a shell: 126 found but not executable, 127 not found
             raise SystemExit(126 if isinstance(e, PermissionError) else 127) from None
-        proc.append(child)
-        status["restore"] = _forward_signals(child)
-        return ProcessTreeProbe(child.pid, exact_end=True), status["label"] or f"run-{child.pid}", t0
+        st["restore"] = _forward_signals(child)
+        return ProcessTreeProbe(child.pid, exact_end=True), label or f"run-{child.pid}", t0
 
     def wait():
-        child = proc[0]
-        _pid, st, ru = os.wait4(child.pid, 0)  # PEP 475: retried after a forwarded signal
-        status["rc"] = os.waitstatus_to_exitcode(st)
-        child.returncode = status["rc"]
+        child = st["child"]
+        _pid, status, ru = os.wait4(child.pid, 0)  # PEP 475: retried after a forwarded signal
+        st["rc"] = child.returncode = os.waitstatus_to_exitcode(status)
         # the child's own rusage: exact CPU time of it and every descendant it waited for
         return JobUsage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
 
-    def ending():
-        return RunEnd.from_exit_status(status.get("rc", 1))
-
     try:
-        _measure(args, launch, wait, ending=ending, on_ready=on_ready)
+        _measure(args, launch, wait, ending=lambda: RunEnd.from_exit_status(st.get("rc", 1)))
     finally:
-        if "restore" in status:
-            status["restore"]()
-    rc = status.get("rc", 1)
+        st.get("restore", lambda: None)()
+    rc = st.get("rc", 1)
     return rc if rc >= 0 else 128 - rc
 
 
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
 def _forward_signals(child: subprocess.Popen):
-    """Pass SIGTERM/SIGINT/SIGHUP sent to ``run`` on to ``child`` (``run`` itself keeps going, so
-    it waits for the child, then still takes the final sample and writes the partial record).
-
-    The child shares our process group, so a terminal's Ctrl-C (SIGINT) and hang-up (SIGHUP) reach
-    it directly: those are not passed on while our group is the foreground group of our controlling
-    terminal (:func:`_terminal_sends_to_child`), or the child would get each twice; a ``kill -INT``
-    of ``run`` alone reaches it only through this. A signal sent to the whole process group from
-    elsewhere (``kill -INT -PGID``, or Slurm signalling every process of a step) reaches the child
-    directly and through this: signal ``run`` alone, or the child. Returns a function restoring the
-    previous handlers."""
-    tty = _terminal_sends_to_child
+    """Pass SIGTERM/SIGINT/SIGHUP sent to ``run`` on to ``child`` (``run`` keeps going: it waits for
+    the child, then takes the final sample and writes the partial record). A terminal's Ctrl-C and
+    hang-up already reach the child (our process group) and are not passed on while our group is the
+    terminal's foreground group (:func:`_terminal_sends_to_child`); one sent to the whole group from
+    elsewhere reaches it twice (README). Returns a function restoring the previous handlers."""
+    from slurm_energy.sampling.local import set_handlers
 
     def forward(signum, _frame):
-        if signum in (signal.SIGINT, signal.SIGHUP) and tty():
+        if signum in (signal.SIGINT, signal.SIGHUP) and _terminal_sends_to_child():
             return
         if child.returncode is None:
             try:
@@ -277,12 +198,7 @@ def _forward_signals(child: subprocess.Popen):
             except ProcessLookupError:
                 pass
 
-    old = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
-
-    def restore() -> None:
-        for s, h in old.items():
-            signal.signal(s, h)
-    return restore
+    return set_handlers(forward, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
 
 
 def _terminal_sends_to_child() -> bool:
@@ -305,7 +221,7 @@ def cmd_attach(args) -> int:
     """Measure an existing process tree until it exits (or Ctrl-C)."""
     import psutil
 
-    from slurm_energy.sampling.local import RunEnd, SignalExit
+    from slurm_energy.sampling.local import RunEnd, SignalExit, raise_signal_exit, set_handlers
     from slurm_energy.sampling.probes import ProcessTreeProbe
 
     if not psutil.pid_exists(args.pid):
@@ -319,7 +235,7 @@ def cmd_attach(args) -> int:
     stopped: list = []
 
     def wait():
-        old = {s: signal.signal(s, _raise_signal_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
+        restore = set_handlers(raise_signal_exit)  # SIGTERM/SIGHUP end the wait, as Ctrl-C does
         try:
             probe.wait_gone()  # a pidfd: no polling while the tree runs
         except KeyboardInterrupt:
@@ -327,9 +243,7 @@ def cmd_attach(args) -> int:
         except SignalExit as e:
             stopped.append(signal.Signals(e.signum).name)
         finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-        return
+            restore()
 
     def ending():
         if stopped:
@@ -337,11 +251,6 @@ def cmd_attach(args) -> int:
                                          "measured from the attach to then")
         return RunEnd("completed", f"process {args.pid} ended")
 
-    _measure(args, lambda: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None, ending=ending)
+    _measure(args, lambda _m: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None, ending=ending)
     return 0
 
-
-def _raise_signal_exit(signum, _frame):
-    from slurm_energy.sampling.local import SignalExit
-
-    raise SignalExit(signum)

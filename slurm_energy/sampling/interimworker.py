@@ -1,20 +1,13 @@
 """The sampler's interim flushes, run in a forked worker process so the sampling loop never waits on them.
 
-An interim flush (the job's energy so far, stored with status ``running``) imports the store,
-loads the full config and writes the store: SQLite's busy wait or psycopg can block
-in C code for a second or more on a loaded node, and no Python signal handler runs meanwhile. The
-Epilog waits 1 s after its TERM for the sampler's final sample and then SIGKILLs it (a burst of 34
-jobs saw it: the record came out partial). So the sampling process only asks; the worker flushes.
-
-* the worker is forked at the first flush (the loop's process is single-threaded then), and keeps
-  its state between flushes (the running summary reads only the rows added since the previous one);
-* :meth:`InterimWorker.request` never blocks: a flush still running when the next is due is not
-  queued (the next one covers it); a worker that died is forked again at the next request;
-* :meth:`InterimWorker.kill` (the sampler stopping) SIGKILLs it without waiting for the flush: a
-  store write cut off mid-way is rolled back by the database (SQLite's journal, PostgreSQL's
-  dropped transaction), and an interim record is only a progress view: the final record comes
-  from the finalizer, which starts after the sampler has exited, so no late interim can overwrite it;
-* the worker exits by itself when the sampler is gone (its request pipe reads end-of-file).
+An interim flush (the job's energy so far, stored with status ``running``) loads the config and
+writes the store, which can block in C code for a second or more on a loaded node (no Python signal
+handler runs meanwhile), while the Epilog SIGKILLs a sampler that has not answered its TERM within
+1 s. So the sampling process only asks: the worker is forked at the first flush and keeps its state
+(the running summary reads only the new rows); a request while a flush runs is dropped (the next
+covers it); a dead worker is forked again; :meth:`InterimWorker.kill` SIGKILLs it mid-flush (the
+database rolls the write back; the final record comes from the finalizer, after the sampler); the
+worker exits by itself when its request pipe reads end-of-file.
 """
 
 from __future__ import annotations
@@ -37,8 +30,7 @@ class InterimWorker:
         self.busy = False
         self.last_cpu_s = 0.0  # CPU seconds the worker's last finished flush took
         self._req_w = self._resp_r = -1
-        self._dying: int | None = None
-        self.killed_pid: int | None = None  # the worker kill() ended (for logs and tests)
+        self.killed_pid: int | None = None  # the worker kill() ended, until reap_killed()
 
     def request(self) -> bool:
         """Start a flush in the worker (forking it first if needed); False (nothing started) while
@@ -114,15 +106,14 @@ class InterimWorker:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-        self._dying = self.killed_pid = pid
+        self.killed_pid = pid
         self.pid = None
         self._forget()
 
     def reap_killed(self) -> None:
         """Reaps the killed worker if it has exited (never waits; else init reaps it after the sampler)."""
-        if self._dying is not None:
-            self.reap(self._dying)
-            self._dying = None
+        if self.killed_pid is not None:
+            self.reap(self.killed_pid)
 
     def _forget(self) -> None:
         for fd in (self._req_w, self._resp_r):

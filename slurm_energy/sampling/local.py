@@ -1,24 +1,13 @@
 """Measurement without Slurm: the hooks' sampler over a process tree, in a thread or a child.
 
-One code path for ``slurm-energy run -- CMD``, ``slurm-energy attach PID`` and ``slurm_energy.track``
-outside a sampled Slurm job: the same readers (:func:`slurm_energy.sampling.reading.open_readers`, one
-spec for this process and the child sampler; :func:`~slurm_energy.sampling.reading.device_inventory`),
-:class:`~slurm_energy.sampling.sampler.Sampler`, sample file, node summary and carbon facts as the
-Prolog/Epilog path. :class:`LocalSampler` samples; :class:`slurm_energy.pipeline.LocalMeasurement`
-adds ``record()`` (energy so far while sampling, final after ``stop()``).
-
-``run``/``attach`` sample in a thread (their process only waits). ``track`` samples in a child
-process (``python -m slurm_energy.sampling.local SPEC``): a thread inside a CPU-bound Python
-training loop was starved of the GIL (seen here: one sample in 1.3 s instead of six). The child
-leaves the measured tree (excluded by PID), runs in its own session (a terminal's Ctrl-C stops the
-training, not the final sample), takes its final sample on SIGTERM, and ends by itself if the
-process it measures dies.
-
-How a run ended (an exception, a signal, a non-zero exit status) is a :class:`RunEnd`; the record
-of a run that did not end cleanly is ``partial`` with the reason among its errors. Under torchrun,
-local rank 0's ``track`` measures the launcher's tree (every rank of the node, each once:
-:func:`measured_root`). ``run`` tells the command's ``track()`` calls where its marks file is
-(:data:`RUN_MARKS_ENV`): they add phases to ``run``'s measurement instead of a second one.
+One path for ``slurm-energy run``/``attach`` and ``track()`` outside a sampled Slurm job: the same
+readers (one spec, :attr:`LocalSampler.reader_spec`, for this process and the child sampler),
+:class:`~slurm_energy.sampling.sampler.Sampler` and sample file as the Prolog/Epilog;
+:class:`slurm_energy.pipeline.LocalMeasurement` adds the record. ``run``/``attach`` sample in a
+thread; ``track`` in a child process (``python -m slurm_energy.sampling.local SPEC``), because a
+thread in a CPU-bound training loop was starved of the GIL (one sample in 1.3 s instead of six).
+The child leaves the measured tree, runs in its own session (Ctrl-C stops the training, not the
+final sample), takes its final sample on SIGTERM and ends by itself when the measured process dies.
 """
 
 from __future__ import annotations
@@ -37,17 +26,17 @@ from slurm_energy.sampling.sampler import Sampler, UsageProbe, freeze_gc
 
 if TYPE_CHECKING:  # subprocess and tempfile are imported where used: the Prolog imports this module
     import subprocess
+    from collections.abc import Callable, Iterable, Mapping
+    from types import FrameType
+
+    from slurm_energy.config import SiteConfig
 
 
-#: Set by ``slurm-energy run`` for its command: the path of the run's marks file. A ``track()``
-#: in the command (local rank 0) appends its phases, stages and tags there instead of starting a
-#: second sampler; ``run``'s one record and report then carry them.
+#: Set by ``slurm-energy run`` for its command: the run's marks file, where the command's ``track()``
+#: appends its phases, stages and tags instead of starting a second sampler.
 RUN_MARKS_ENV = "SLURM_ENERGY_RUN_MARKS"
 #: Set by ``slurm-energy run`` for its command: the run's label (its report's ``energy-<label>``).
 RUN_LABEL_ENV = "SLURM_ENERGY_RUN_LABEL"
-
-_SIGNAL_STATE = {"SIGINT": "CANCELLED", "SIGTERM": "CANCELLED", "SIGHUP": "CANCELLED"}
-
 
 @dataclass
 class RunEnd:
@@ -71,8 +60,12 @@ class RunEnd:
 
     @classmethod
     def from_signal(cls, signum: int, what: str = "the run") -> RunEnd:
-        name = _signame(signum)
-        return cls("signal", f"{what} was stopped by {name}", f"0:{signum}", _SIGNAL_STATE.get(name, "FAILED"))
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        state = "CANCELLED" if name in ("SIGINT", "SIGTERM", "SIGHUP") else "FAILED"
+        return cls("signal", f"{what} was stopped by {name}", f"0:{signum}", state)
 
     @classmethod
     def from_exception(cls, exc: BaseException | None, where: str = "") -> RunEnd:
@@ -112,33 +105,55 @@ class RunEnd:
 
 
 class SignalExit(SystemExit):
-    """Raised by ``track()``'s SIGTERM/SIGHUP handler in the measured process, so its block ends
-    (and its partial record is written) as for Ctrl-C; exits with 128 + the signal's number."""
+    """Raised by :func:`raise_signal_exit` (``track()``'s and ``attach``'s SIGTERM/SIGHUP handler)
+    so the measured block ends, and its partial record is written, as for Ctrl-C; exits with 128 +
+    the signal's number."""
 
     def __init__(self, signum: int):
         super().__init__(128 + int(signum))
         self.signum = int(signum)
 
 
-def _signame(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+#: the signals :func:`raise_signal_exit` has seen in this process (``track()``'s at-exit record says
+#: which one stopped the run: a SystemExit is not in ``sys.last_value``)
+SIGNALS_SEEN: list[int] = []
 
 
-def measured_root(pid: int | None = None, environ=None) -> tuple[int, str, str | None]:
-    """(the PID whose process tree a ``track()`` in process ``pid`` measures, what it covers, the
-    Slurm job id whose processes on this node it measures too, or None).
+def raise_signal_exit(signum: int, _frame: FrameType | None) -> None:
+    SIGNALS_SEEN.append(signum)
+    raise SignalExit(signum)
 
-    * Under torchrun (``TORCHELASTIC_RUN_ID`` set: torch.distributed.run's elastic agent, also
-      when ``accelerate launch`` runs it in-process, starts every local rank as its own child):
-      the launcher's tree, i.e. every rank of this node and the launcher, each counted once (the
-      other ranks' ``track`` calls are no-ops). The parent must be this user's process.
-    * A task of a Slurm step without the hooks (``SLURM_JOB_ID``, ``SLURM_STEP_ID`` and
-      ``SLURM_LOCALID`` set: ``srun -n``): its own tree and every process of this user whose
-      environment holds ``SLURM_JOB_ID=<id>`` (the other tasks of the job on this node), once each.
-    * Else the process's own tree."""
+
+def set_handlers(handler: Callable[[int, FrameType | None], Any], sigs: Iterable[int] = (signal.SIGTERM, signal.SIGHUP),
+                 only_default: bool = False) -> Callable[[], None]:
+    """Install ``handler`` for ``sigs`` (``only_default``: only where the process has no handler of
+    its own); returns a function putting back the previous handlers where ``handler`` is still set.
+    Outside the main thread nothing is installed."""
+    old: dict[int, Any] = {}
+    for s in sigs:
+        try:
+            if not only_default or signal.getsignal(s) is signal.SIG_DFL:
+                old[s] = signal.signal(s, handler)
+        except (ValueError, OSError):
+            pass
+
+    def restore() -> None:
+        for s, h in old.items():
+            try:
+                if signal.getsignal(s) is handler:
+                    signal.signal(s, h)
+            except (ValueError, OSError):
+                pass
+    return restore
+
+
+def measured_root(pid: int | None = None, environ: Mapping[str, str] | None = None) -> tuple[int, str, str | None]:
+    """(the PID whose tree a ``track()`` in process ``pid`` measures, what it covers, the Slurm job id
+    whose processes on this node it measures too, or None): under torchrun (``TORCHELASTIC_RUN_ID``,
+    also ``accelerate launch``) the launcher's tree if it is this user's (every local rank once; the
+    other ranks' ``track`` are no-ops); in a Slurm step without the hooks (``SLURM_JOB_ID``,
+    ``SLURM_STEP_ID``, ``SLURM_LOCALID``: ``srun -n``) its own tree and every process of this user
+    with ``SLURM_JOB_ID=<id>`` in its environment; else its own tree."""
     env = os.environ if environ is None else environ
     pid = os.getpid() if pid is None else pid
     if env.get("TORCHELASTIC_RUN_ID"):
@@ -146,41 +161,25 @@ def measured_root(pid: int | None = None, environ=None) -> tuple[int, str, str |
 
         st = read_stat(pid)
         ppid = st[1] if st is not None else 0
-        if ppid > 1 and _same_user(ppid):
+        try:
+            mine = ppid > 1 and os.stat(f"/proc/{ppid}").st_uid == os.getuid()
+        except OSError:
+            mine = False
+        if mine:
+            try:
+                with open(f"/proc/{ppid}/comm") as f:
+                    comm = f.read().strip()
+            except OSError:
+                comm = "?"
             n = env.get("LOCAL_WORLD_SIZE", "?")
-            return ppid, f"torchrun launcher {ppid} ({_comm(ppid)}) and its {n} local ranks", None
+            return ppid, f"torchrun launcher {ppid} ({comm}) and its {n} local ranks", None
     job = env.get("SLURM_JOB_ID", "")
     if job and env.get("SLURM_STEP_ID", "") and env.get("SLURM_LOCALID", ""):
         return pid, f"Slurm job {job}'s processes on this node (SLURM_JOB_ID={job} in their environment)", job
     return pid, f"process {pid} and its children", None
 
 
-def _same_user(pid: int) -> bool:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
-    except OSError:
-        return False
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return "?"
-
-
-def visible_gpus() -> list[str]:
-    """NVML UUIDs of CUDA_VISIBLE_DEVICES (or every GPU when it is unset) when NVML works; [] otherwise."""
-    try:
-        from slurm_energy.devices.gpus import resolve_job_gpus
-
-        return [g.uuid for g in resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True)]
-    except Exception:
-        return []
-
-
-def visible_drm_gpus(cfg, environ=None) -> list[dict]:
+def visible_drm_gpus(cfg: SiteConfig, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The AMD/Intel GPUs this process may use, as ResolvedDrmGpu dicts; [] when there are none.
 
     Inside a Slurm job ``SLURM_JOB_GPUS`` is the allocation (physical); outside Slurm every GPU of
@@ -200,18 +199,20 @@ def visible_drm_gpus(cfg, environ=None) -> list[dict]:
         return []
 
 
-def gpus_by_index(indices: str) -> tuple[list[str], list[str], str]:
-    """``"0,1"`` (NVML indices, as ``nvidia-smi`` numbers them) -> (UUIDs, unresolved ids, reason).
+def gpus_by_index(indices: str | None = None) -> tuple[list[str], list[str], str]:
+    """NVML UUIDs of the GPUs ``indices`` names (``"0,1"``, as ``nvidia-smi`` numbers them; None: those of
+    CUDA_VISIBLE_DEVICES, or every GPU when it is unset) -> (UUIDs, unresolved ids, reason).
 
-    When NVML is absent or an index names no device, the GPUs are kept as ``gpu-index-<i>`` and
+    When NVML is absent or an index names no device, the GPUs named are kept as ``gpu-index-<i>``,
     reported ``unavailable`` (never 0 J), with the reason. Raises ValueError for a malformed list."""
-    toks = [t.strip() for t in indices.split(",") if t.strip()]
-    if not toks or not all(t.isdigit() for t in toks):
+    toks = [t.strip() for t in (indices or "").split(",") if t.strip()]
+    if indices is not None and (not toks or not all(t.isdigit() for t in toks)):
         raise ValueError(f"--gpus {indices!r}: give GPU indices as nvidia-smi numbers them, e.g. --gpus 0,1")
     try:
         from slurm_energy.devices.gpus import resolve_job_gpus
 
-        res = resolve_job_gpus(",".join(toks), "")
+        res = (resolve_job_gpus(",".join(toks), "") if indices is not None else
+               resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True))
         uuids = [g.uuid for g in res]
         if uuids:
             return uuids, [], ""
@@ -220,19 +221,16 @@ def gpus_by_index(indices: str) -> tuple[list[str], list[str], str]:
         reason = f"{type(e).__name__}: {e}"
     return [], [f"gpu-index-{t}" for t in toks], reason
 
-
 class LocalSampler:
     """Sample ``probe`` in a background thread (or a child process) into a private sample file.
 
-    :class:`slurm_energy.pipeline.LocalMeasurement` adds ``record()``: the one-node JobRecord.
-
     Args:
-        cfg: :class:`slurm_energy.config.SiteConfig`.
         probe: the job (a :class:`~slurm_energy.sampling.probes.ProcessTreeProbe`), or None to
             :meth:`bind` it later (after the readers are open).
         label: the record's job id (and report name ``energy-<label>.html``).
-        gpu_uuids: NVML UUIDs to read; unresolved: GPUs reported ``unavailable`` with ``gpu_note``.
-            With neither, the visible AMD/Intel GPUs are read (:func:`visible_drm_gpus`).
+        gpu_uuids: NVML UUIDs to read (default: the visible ones, :func:`gpus_by_index`); unresolved: GPUs reported
+            ``unavailable`` with ``gpu_note``. With neither, the visible AMD/Intel GPUs are read
+            (:func:`visible_drm_gpus`).
         interval_s: sampling interval, s (default: the site's ``sampling.interval_s``).
         child_of: sample in a child process measuring the tree of this PID (``track``: our own
             PID) until it ends; ``probe`` is then unused (None).
@@ -241,29 +239,34 @@ class LocalSampler:
             Slurm job id whose processes (by environment) are measured too.
     """
 
-    def __init__(self, cfg, probe: UsageProbe | None, label: str, gpu_uuids: list[str] | None = None,
+    #: the sampler's state beside its sample file (:meth:`save_state`), for :meth:`from_state`
+    STATE_FILE = "measurement.json"
+
+    def __init__(self, cfg: SiteConfig, probe: UsageProbe | None, label: str, gpu_uuids: list[str] | None = None,
                  unresolved: list[str] | None = None, gpu_note: str = "", interval_s: float | None = None,
                  partition: str = "", work_dir: str = ".", child_of: int | None = None,
                  tree_root: int | None = None, job_marker: str | None = None):
+        import tempfile
+
         from slurm_energy.sampling.reading import device_inventory, open_readers
 
         self.cfg, self.label, self.partition = cfg, label, partition
         self.work_dir = os.path.abspath(work_dir)
         self.interval_s = float(interval_s or cfg.sampling.interval_s)
+        uuids = gpus_by_index()[0] if gpu_uuids is None else list(gpu_uuids)
         #: what the readers are opened from, here and in the child sampler (:func:`open_readers`' arguments)
-        self.reader_spec: dict[str, Any] = {"gpu_uuids": list(gpu_uuids or []), "unresolved_gpus": list(unresolved or []),
-                            "drm_gpus": [] if gpu_uuids or unresolved else visible_drm_gpus(cfg)}  # else AMD/Intel
+        self.reader_spec: dict[str, Any] = {"gpu_uuids": uuids, "unresolved_gpus": list(unresolved or []),
+                                            "drm_gpus": [] if uuids or unresolved else visible_drm_gpus(cfg)}
         readers, self.notes = open_readers(cfg, **self.reader_spec)
         if gpu_note:
             self.notes.append(f"gpu: {gpu_note}")
         self.static = device_inventory(readers, self.notes)
-        import tempfile
-
         self.dir = tempfile.mkdtemp(prefix="slurm-energy-")
         self.samples = os.path.join(self.dir, "samples.jsonl")
         self.t0 = self.t1 = 0.0
-        self._proc: subprocess.Popen | None = None
-        self._child_spec = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._child_spec: dict[str, Any] | None = None
+        self.sampler: Sampler | None = None
         if child_of is not None:
             for r in readers:  # the child opens its own; these only named the devices
                 r.close()
@@ -276,9 +279,9 @@ class LocalSampler:
             self.bind(probe)
 
     def bind(self, probe: UsageProbe, label: str | None = None) -> LocalSampler:
-        """Give the sampler its job (thread mode), when it was made with ``probe=None`` so that the
-        readers were opened before the job started (``run``: the command starts after the set-up,
-        so its first second is measured). ``label``: the record's job id, if only known now."""
+        """Give a thread-mode sampler made with ``probe=None`` its job, so the readers were open
+        before the job started (``run`` measures its command from the spawn). ``label``: the
+        record's job id, if only known now."""
         from slurm_energy.sampling.samplefile import SampleWriter
 
         if label is not None:
@@ -298,7 +301,7 @@ class LocalSampler:
         ``t0``: the job's start, epoch s, when it started just before (``run``: the command's spawn),
         else now. Raises RuntimeError if the child sampler could not start, ValueError if a
         thread-mode sampler has no probe (:meth:`bind`)."""
-        if self._child_spec is None and not hasattr(self, "sampler"):
+        if self._child_spec is None and self.sampler is None:
             raise ValueError("LocalSampler.start: no probe; call bind(probe) first")
         self.t0 = time.time() if t0 is None else t0
         if self._child_spec is not None:
@@ -325,10 +328,7 @@ class LocalSampler:
         except Exception:
             return None
 
-    #: the sampler's state beside its sample file (:meth:`save_state`), for :meth:`from_state`
-    STATE_FILE = "measurement.json"
-
-    def save_state(self, **extra) -> None:
+    def save_state(self, **extra: Any) -> None:
         """Write what :meth:`from_state` needs (label, times, devices, ``extra``: the caller's
         settings) beside the sample file, so a measurement whose process died without ``stop()``
         (SIGKILL, the OOM killer) can still be finished by the child sampler."""
@@ -340,7 +340,7 @@ class LocalSampler:
         os.replace(tmp, os.path.join(self.dir, self.STATE_FILE))
 
     @classmethod
-    def from_state(cls, cfg, d: str):
+    def from_state(cls, cfg: SiteConfig, d: str) -> tuple[Any, dict[str, Any]]:
         """(the stopped sampler of directory ``d``, its saved ``extra``): :meth:`save_state`'s
         facts, ended at its sample file's last row. Raises OSError/ValueError for a bad state."""
         from slurm_energy.sampling.samplefile import read_sample_table
@@ -354,7 +354,7 @@ class LocalSampler:
         self.dir, self.samples = d, os.path.join(d, "samples.jsonl")
         t = read_sample_table(self.samples).t
         self.t0, self.t1 = float(st["t0"]), (float(t[-1]) if len(t) else float(st["t0"]))
-        self._proc, self._child_spec = None, {}  # not running
+        self._proc, self._child_spec, self.sampler = None, {}, None  # not running
         return self, st["extra"]
 
     def sample_now(self, wait_s: float = 2.0) -> bool:
@@ -370,25 +370,22 @@ class LocalSampler:
         self._proc.send_signal(signal.SIGUSR1)  # the child's Sampler.request_sample
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            try:
-                with open(self.samples, "rb") as f:
-                    f.seek(before)
-                    tail = f.read()
-            except OSError:
-                tail = b""
-            if tail.endswith(b"\n"):
+            if self._row_after(before):
                 return True
             time.sleep(0.01)
         return False
 
-    def _first_sample(self) -> bool:
-        if self._child_spec is None:
-            return self.sampler.n_samples >= 1
+    def _row_after(self, offset: int) -> bool:
+        """Whether the sample file holds whole rows past ``offset`` (its end is a row's newline)."""
         try:
             with open(self.samples, "rb") as f:
-                return f.readline().endswith(b"\n")
+                f.seek(offset)
+                return f.read().endswith(b"\n")
         except OSError:
             return False
+
+    def _first_sample(self) -> bool:
+        return self.sampler.n_samples >= 1 if self.sampler is not None else self._row_after(0)
 
     def _start_child(self) -> None:
         import subprocess
@@ -406,7 +403,9 @@ class LocalSampler:
 
     def stop(self, final_usage: JobUsage | None = None) -> None:
         """Take the final sample and stop (``final_usage``: exact usage known to the caller, e.g. a
-        child's rusage; thread mode only)."""
+        child's rusage; thread mode only). Nothing on a sampler that was never started (:meth:`from_state`)."""
+        if self._proc is None and self.sampler is None:
+            return
         if self._proc is not None:
             import subprocess
 
@@ -417,7 +416,7 @@ class LocalSampler:
                 except subprocess.TimeoutExpired:
                     self._proc.kill()
                     self._proc.wait()
-        else:
+        elif self.sampler is not None:
             if final_usage is not None:
                 self.sampler.last_usage = final_usage
             self.sampler.stop()
@@ -428,9 +427,7 @@ class LocalSampler:
     def running(self) -> bool:
         if self._proc is not None:
             return self._proc.poll() is None
-        if self._child_spec is not None:
-            return False
-        return self._thread.is_alive()
+        return self.sampler is not None and self._thread.is_alive()
 
     def cleanup(self) -> None:
         """Remove the temporary sample directory."""
@@ -448,7 +445,7 @@ def _child_main(spec_json: str) -> int:
     from slurm_energy.sampling.samplefile import SampleWriter
 
     spec = json.loads(spec_json)
-    stop: list = []
+    stop: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))  # before the slow part
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a sample asked for before the loop runs: its first
     cfg = load_site_config(spec["config"])
