@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurm_energy._version import __version__
+from slurm_energy.errors import CiteError
 from slurm_energy.model import JobRecord, Method, WindowEnergy
 from slurm_energy.units import J_PER_KWH
 
@@ -30,10 +31,6 @@ _METHOD_WORDS = {
     Method.TDP_ESTIMATE: "estimated from rated power x utilisation x time (not measured)",
     Method.UNAVAILABLE: "not measured",
 }
-
-
-class CiteError(ValueError):
-    """Nothing to cite: no record, or no record with the asked phase / stage (the message names it)."""
 
 
 @dataclass
