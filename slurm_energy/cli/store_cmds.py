@@ -232,17 +232,17 @@ def _month_data(args, cfg, t0: float, t1: float):
 
 def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = None) -> str:
     """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_table`: no pandas, no pydantic),
-    html by :func:`slurm_energy.reporting.monthly.write_rollup`; returns the path written ("": stdout)."""
+    html by :func:`slurm_energy.reporting.monthly.render_html` (default file rollup-<month>-<by>.html);
+    returns the path written ("": stdout)."""
     from slurm_energy.reporting import rollup_table as R
 
     if args.format == "csv":
         return R.write_text(R.csv_text(rows, args.by), args.out)
     if args.format == "json":
         return R.write_text(R.json_text(rows, args.by, args.month, tz, top_gpu_idle=top), args.out)
-    from slurm_energy.reporting.monthly import write_rollup
-    from slurm_energy.reporting.rollup_table import rows_frame
+    from slurm_energy.reporting.monthly import render_html
 
-    return write_rollup(rows_frame(rows, args.by), records, args.by, args.month, args.format, args.out, timezone=tz)
+    return R.write_text(render_html(rows, records, args.by, args.month, tz), args.out or f"rollup-{args.month}-{args.by}.html")
 
 
 def cmd_rollup(args) -> int:

@@ -1,6 +1,6 @@
 """The month's rollup as CSV, JSON or an HTML report an admin can hand on.
 
-Input: the DataFrame of :func:`slurm_energy.cli.store_cmds.rollup` (one row per user, account or
+Input: the rows of :func:`slurm_energy.store.rollup.month_rollup` (one dict per user, account or
 partition; its sums are the numbers shown) and the month's final records (for the top jobs, the
 method coverage and the carbon facts used: listed, not re-summed). Every energy number says which
 part was measured (energy counter or integrated sampled power) and which estimated (TDP model);
@@ -23,18 +23,9 @@ TOP_JOBS = 10
 MAX_BARS = 30  # groups drawn; the rest are in the table
 
 
-def _num(v) -> float | None:
-    return None if v is None else float(v)
-
-
-def _rows(df) -> list[dict]:
-    return [{k: (_num(v) if k not in (df.columns[0],) and k not in ("jobs", "unmeasured_jobs") else v)
-             for k, v in row.items()} for row in df.to_dict(orient="records")]
-
-
 def bar_charts_svg(rows: list[dict], by: str) -> str:
     """Two horizontal bar charts as one inline SVG: IT kWh per group (measured | estimated stacked) and
-    kgCO2e per group. ``rows`` as :func:`_rows`; groups without a number get no bar (never 0)."""
+    kgCO2e per group. ``rows`` as :func:`render_html`'s; groups without a number get no bar (never 0)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,11 +83,12 @@ def carbon_used(records: list[JobRecord]) -> list[dict]:
             for k, v in c.most_common()]
 
 
-def render_html(df, records: list[JobRecord], by: str, month: str, timezone: str = "UTC") -> str:
-    """The HTML report (see module doc) as text; ``timezone``: the IANA zone the month is in."""
+def render_html(rows: list[dict], records: list[JobRecord], by: str, month: str, timezone: str = "UTC") -> str:
+    """The HTML report (see module doc) as text. ``rows``: :func:`slurm_energy.store.rollup.month_rollup`'s
+    (``by``, jobs, unmeasured_jobs as ints; kWh and kgCO2e as floats, None where nothing was measured);
+    ``timezone``: the IANA zone the month is in."""
     from slurm_energy.reporting.report import _template_env
 
-    rows = _rows(df)
     env = _template_env()  # the job report's environment over the shipped templates
     env.filters["n"] = lambda v, fmt="{:.4g}": "n/a" if v is None else fmt.format(v)
     total = {k: (sum(r[k] for r in rows if r[k] is not None) if any(r[k] is not None for r in rows) else None)
@@ -106,20 +98,3 @@ def render_html(df, records: list[JobRecord], by: str, month: str, timezone: str
     return env.get_template("monthly.html.j2").render(
         by=by, month=month, timezone=timezone, rows=rows, total=total, chart=bar_charts_svg(rows, by) if rows else "",
         top=top_jobs(records), coverage=method_coverage(records), carbon=carbon_used(records))
-
-
-def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, out: str | None,
-                 timezone: str = "UTC") -> str:
-    """Write the rollup as ``fmt`` (csv, json, html) to ``out`` (None: stdout; html: a default file
-    name in the current directory). ``timezone``: the IANA zone of the month's bounds (shown in json
-    and html). Returns the path written ("" for stdout). Raises OSError."""
-    from slurm_energy.reporting import rollup_table as R
-
-    if fmt == "csv":
-        text = R.csv_text(_rows(df), by)
-    elif fmt == "json":
-        text = R.json_text(_rows(df), by, month, timezone)
-    else:
-        text = render_html(df, records, by, month, timezone)
-        out = out or f"rollup-{month}-{by}.html"
-    return R.write_text(text, out)
