@@ -57,12 +57,12 @@ from typing import TYPE_CHECKING
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_select as S
-from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
+from slurm_energy.cli.jobenergy_site import Site, load_site
 from slurm_energy.cli.sudo_caller import caller_named_store, ignore_callers_config, reader_identity
 from slurm_energy.cli.table import render
 from slurm_energy.core import Status
 from slurm_energy.jobid import display_id, matches, parse_jobids, split_reused
-from slurm_energy.store.urls import STORE_HELP
+from slurm_energy.store.urls import STORE_HELP, shown_url
 
 if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
     from slurm_energy.model import JobRecord
@@ -328,7 +328,7 @@ def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
     from slurm_energy.store.urls import resolve_store_url
 
     url, url_from = resolve_store_url(args.store, site.store_url)
-    return url, f"{_shown_url(url)} (from {url_from}; {site.origin})"
+    return url, f"{shown_url(url)} (from {url_from}; {site.origin})"
 
 
 def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs: list, users: list[str],

@@ -18,7 +18,7 @@ import time
 
 from slurm_energy.core import one_line
 from slurm_energy.reporting.rollup_table import COLUMNS, month_bounds, month_header
-from slurm_energy.store.urls import STORE_HELP
+from slurm_energy.store.urls import STORE_HELP, shown_url
 
 __all__ = ["month_bounds", "month_header"]  # tests and callers import them here
 
@@ -70,9 +70,9 @@ def _reader_cfg():
     """The site config for a reader (``rollup``): the hooks' resolved copy when it is readable and
     has no problem (then it equals the strict load, without pydantic's import time), else
     :func:`_cfg` (which raises ConfigError for a bad file, as before)."""
-    from slurm_energy.cli.jobenergy import resolved_config
+    from slurm_energy.slurm.hookconfig import reader_config
 
-    got = resolved_config()
+    got = reader_config()
     return got[0] if got is not None and not got[1] else _cfg()
 
 
@@ -101,14 +101,12 @@ def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
         return None
     import pwd
 
-    from slurm_energy.store.urls import shown_url as _shown_url
-
     try:
         who = f"{pwd.getpwuid(euid).pw_name} (uid {euid})"
     except KeyError:
         who = f"uid {euid}"
     return (f"collect must run as root: it reads the node records under {results_dir} (root's, mode 0700) "
-            f"and writes the store {_shown_url(store_url)}; you are {who}. Run it as root, e.g. from root's "
+            f"and writes the store {shown_url(store_url)}; you are {who}. Run it as root, e.g. from root's "
             "crontab on the controller")
 
 
@@ -152,7 +150,6 @@ def cmd_collect(args) -> int:
         return 2
     from slurm_energy.errors import StoreDbError
     from slurm_energy.slurm.collect import collect_all, with_paths
-    from slurm_energy.store.urls import shown_url as _shown_url
 
     try:
         lines, done = collect_all(with_paths(cfg, url, results_dir), store, time.time(), args.older_than * 60.0,
@@ -161,7 +158,7 @@ def cmd_collect(args) -> int:
         _err(f"collect: cannot read {e.filename or results_dir}: {e.strerror}; collect must run as root")
         return 2
     except StoreDbError as e:
-        _err(f"collect: cannot write the store {_shown_url(url)}: {str(e).splitlines()[0]}")
+        _err(f"collect: cannot write the store {shown_url(url)}: {str(e).splitlines()[0]}")
         return 2
     finally:
         store.close()
