@@ -161,7 +161,7 @@ def _select_generation(records: list[JobRecord], spec_text: str, start=None, end
 
 
 def _parse_args(argv):
-    """(args, specs, fields, state filter); raises ValueError naming the option for bad input."""
+    """(args, specs, fields, their -o widths or None, state filter); raises ValueError naming the option."""
     args = build_parser().parse_args(argv)
     id_texts = list(args.jobids) + list(args.jobs)
     specs = parse_jobids(id_texts)
@@ -169,17 +169,13 @@ def _parse_args(argv):
         raise ValueError(f"-j/--jobs: no job id in {','.join(id_texts)!r}; give e.g. -j 715219,715220")
     if args.seff and not specs:
         raise ValueError("--seff needs a job id, e.g. jobenergy --seff 715219")
-    if args.format is not None and args.long:
-        fields = F.parse_long_format(args.format)
+    fields, widths = [f.lower() for f in F.DEFAULT_FIELDS], None
+    if args.format is not None:
+        fields, widths = F.parse_format(args.format, long=args.long)
         if not fields:
-            raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. -l -o JobID,Node,DeviceID,Covers")
-    elif args.format is not None:
-        fields = F.parse_format(args.format)
-        if not fields:
-            raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. -o JobID,CPU_kWh,State")
-    else:
-        fields = [f.lower() for f in F.DEFAULT_FIELDS]
-    return args, specs, fields, S.parse_states(_split(args.state))
+            eg = "-l -o JobID,Node,DeviceID,Covers" if args.long else "-o JobID,CPU_kWh,State"
+            raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. {eg}")
+    return args, specs, fields, widths, S.parse_states(_split(args.state))
 
 
 def _window(args, specs, tz: str, now: float):
@@ -239,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     """Parse, read the store, select and print; returns the exit status (sacct's: 0, 1 not found, 2 usage)."""
     try:
-        args, specs, fields, states = _parse_args(argv)
+        args, specs, fields, widths, states = _parse_args(argv)
     except ValueError as e:
         _err(str(e))
         return 2
@@ -291,7 +287,7 @@ def _main(argv: list[str] | None) -> int:
         _err(note)
     if args.cite:
         return _print_citation(records, args) or rc
-    _print_records(records, args, fields, site.timezone)
+    _print_records(records, args, fields, widths, site.timezone)
     return rc
 
 
@@ -368,7 +364,8 @@ def _report_missing(specs: list, records: list[JobRecord], args: argparse.Namesp
     return rc
 
 
-def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: list[str], tz: str) -> None:
+def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: list[str],
+                   widths: list[int | None] | None, tz: str) -> None:
     """Print the rows: JSON (attempts only; a requeued job's sum is for the table), long or table."""
     items = _rows(records)
     for _, _, opts in items:
@@ -385,10 +382,9 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
         return
     parsable = "p" if args.parsable else ("P" if args.parsable2 else "")
     if args.long:
-        text = _long_text(items, args, fields, parsable)
+        text = _long_text(items, args, fields, widths, parsable)
     else:
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
-        widths = F.parse_widths(args.format) if args.format else None
         caps = [F.TEXT_CAP if f in F.TEXT_FIELDS else None for f in fields]
         text = render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader,
                         widths=widths, caps=caps)
@@ -396,7 +392,8 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
         print(text)
 
 
-def _long_text(items: list, args: argparse.Namespace, fields: list[str], parsable: str) -> str:
+def _long_text(items: list, args: argparse.Namespace, fields: list[str], widths: list[int | None] | None,
+               parsable: str) -> str:
     """``-l``: one row per node and device (:func:`jobenergy_format.long_rows`). ``-p``/``-P``: every
     field, full text. Aligned without ``-o``: :data:`jobenergy_format.LONG_TABLE_FIELDS`, the long
     texts in a note under each row, wrapped to the terminal -- 120 columns fit realistic records.
@@ -409,7 +406,6 @@ def _long_text(items: list, args: argparse.Namespace, fields: list[str], parsabl
     if parsable or args.format is not None:
         idx = [F.LONG_FIELDS.index(f) for f in chosen]
         picked = [[row[i] for i in idx] for row in rows]
-        widths = F.parse_widths(args.format) if args.format else None
         wrap = None if (parsable or chosen[-1] != "Covers" or (widths and widths[-1] is not None)) \
             else _terminal_width()
         return render(picked, list(chosen), parsable=parsable, noheader=args.noheader, wrap_to=wrap,

@@ -157,41 +157,30 @@ _HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobNa
                                                    "ReqMem", "MaxRSS", "SlurmEnergy", "SlurmEnergyRaw"]}
 
 
-def parse_format(spec: str) -> list[str]:
-    """``"JobID,User,CPU_kWh"`` -> canonical lower-case field keys (sacct: case-insensitive).
-    A field may end in sacct's ``%N`` width (:func:`parse_widths`).
+def parse_format(spec: str, long: bool = False) -> tuple[list[str], list[int | None]]:
+    """``-o "JobID,User,CPU_kWh"`` -> (canonical lower-case field keys (sacct: case-insensitive), their
+    widths); with ``long`` (``-l -o JobID,Node,DeviceID,Covers``) the :data:`LONG_FIELDS` chosen, as their
+    header names. A field may end in sacct's ``%N``; its width is None (no ``%``: as wide as the widest
+    value), N (exactly N characters, right-justified) or -N (left-justified). In the aligned table a longer
+    value is cut to N with ``+`` as its last character, as sacct does; ``-p``/``-P``/``--json`` always
+    print the full value.
 
     Raises ValueError naming the unknown field (listing the valid ones) or the bad width.
     """
-    out = []
+    names = {f.lower(): f for f in LONG_FIELDS} if long else {k: header(k) for k in FIELDS}
+    fields: list[str] = []
+    widths: list[int | None] = []
     for name in [x.strip() for x in spec.split(",") if x.strip()]:
-        key, _, width = name.lower().partition("%")
-        if key not in FIELDS:
-            raise ValueError(
-                f"--format: unknown field {name!r}; valid fields: {', '.join(_HEADER[k] for k in FIELDS)}"
-            )
+        key, pct, width = name.lower().partition("%")
+        if key not in names:
+            raise ValueError(f"--format{' with --long' if long else ''}: unknown field {name!r}; "
+                             f"valid fields: {', '.join(names.values())}")
         if width and not re.fullmatch(r"-?[1-9][0-9]{0,3}", width):
-            raise ValueError(f"--format: bad width in {name!r}: write {header(key)}%N with N a width in characters "
-                             f"(1-9999; %-N left-justifies), e.g. {header(key)}%60, as in sacct")
-        out.append(key)
-    return out
-
-
-def parse_long_format(spec: str) -> list[str]:
-    """``-l -o JobID,Node,DeviceID,Covers``: the :data:`LONG_FIELDS` chosen (case-insensitive, sacct's
-    ``%N`` allowed: :func:`parse_widths`), as their header names. Raises ValueError naming the
-    unknown field and listing the valid ones, or a bad width."""
-    by_key = {f.lower(): f for f in LONG_FIELDS}
-    out = []
-    for name in [x.strip() for x in spec.split(",") if x.strip()]:
-        key, _, width = name.lower().partition("%")
-        if key not in by_key:
-            raise ValueError(f"--format with --long: unknown field {name!r}; valid fields: {', '.join(LONG_FIELDS)}")
-        if width and not re.fullmatch(r"-?[1-9][0-9]{0,3}", width):
-            raise ValueError(f"--format: bad width in {name!r}: write {by_key[key]}%N with N a width in characters "
-                             f"(1-9999; %-N left-justifies), e.g. {by_key[key]}%60, as in sacct")
-        out.append(by_key[key])
-    return out
+            raise ValueError(f"--format: bad width in {name!r}: write {names[key]}%N with N a width in characters "
+                             f"(1-9999; %-N left-justifies), e.g. {names[key]}%60, as in sacct")
+        fields.append(names[key] if long else key)
+        widths.append(int(width) if pct and width else None)
+    return fields, widths
 
 
 def long_note(row: list[str]) -> str:
@@ -210,18 +199,6 @@ def long_note(row: list[str]) -> str:
 def header(key: str) -> str:
     """The column header of a field key (``cpu_kwh`` -> ``CPU_kWh``)."""
     return _HEADER.get(key, key)
-
-
-def parse_widths(spec: str) -> list[int | None]:
-    """sacct's ``Field%N`` column widths of a validated ``-o`` spec, one per field: None (no ``%``:
-    as wide as the widest value), N (exactly N characters, right-justified) or -N (left-justified).
-    In the aligned table a longer value is cut to N with ``+`` as its last character, as sacct does;
-    ``-p``/``-P``/``--json`` always print the full value."""
-    out: list[int | None] = []
-    for name in [x.strip() for x in spec.split(",") if x.strip()]:
-        _, pct, width = name.partition("%")
-        out.append(int(width) if pct and width else None)
-    return out
 
 
 #: Free-text columns capped in the aligned table when ``-o`` gives them no ``%N``: one long error
