@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurm_energy._version import __version__
+from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.errors import CiteError
 from slurm_energy.model import JobRecord, Method, WindowEnergy
 from slurm_energy.units import J_PER_KWH
@@ -63,11 +64,6 @@ class Citation:
     training_type: str
     complete: bool
     version: str = __version__
-
-
-def _sum(vals: Sequence[float | None]) -> float | None:
-    known = [v for v in vals if v is not None]
-    return sum(known) if known else None
 
 
 def _window(rec: JobRecord, name: str) -> WindowEnergy | None:
@@ -133,7 +129,7 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
         methods = w.methods if w is not None else r.methods
         for cls, j in energies.items():
             part = classes.setdefault(cls, ClassPart(cls))
-            part.kwh = _sum([part.kwh, None if j is None else j / J_PER_KWH])
+            part.kwh = sum_known([part.kwh, None if j is None else j / J_PER_KWH])
             part.methods.add(Method(methods.get(cls, Method.UNAVAILABLE)).value)
             cov = w.coverage if w is not None else min((d.coverage for n in r.nodes for d in n.devices
                                                        if d.device_class == cls), default=0.0)
@@ -154,7 +150,7 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
     if phase:
         what += f", phase {phase!r} only"
     return Citation(
-        jobs=[r.job_id for r in recs], what=what, it_kwh=_sum(it), facility_kwh=_sum(fac), co2e_kg=_sum(co2),
+        jobs=[r.job_id for r in recs], what=what, it_kwh=sum_known(it), facility_kwh=sum_known(fac), co2e_kg=sum_known(co2),
         classes=classes, pue=sorted({(r.carbon.pue, r.carbon.pue_source) for r in recs}),
         ci=sorted({(r.carbon.ci_g_per_kwh, r.carbon.ci_source) for r in recs}),
         locations=sorted({r.carbon.datacenter or r.carbon.ci_source for r in recs}), hardware=_hardware(recs),

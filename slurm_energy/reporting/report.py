@@ -19,10 +19,10 @@ import os
 
 from slurm_energy.core import all_estimated
 from slurm_energy.jobid import display_id
-from slurm_energy.model import JobRecord, Method
+from slurm_energy.model import JobRecord
 from slurm_energy.natsort import ordered_record, sort_static_devices
 from slurm_energy.reporting import explain, prediction_check
-from slurm_energy.reporting.csvsafe import safe_cell
+from slurm_energy.reporting.csvsafe import cell
 from slurm_energy.reporting.job_facts import memory_rows, util_label
 from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_rows
 from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_user
@@ -46,17 +46,6 @@ CSV_COLUMNS = (
 #: PUE / CI are the documented defaults (no site value configured; ``CarbonFacts.defaults_used``),
 #: and the raw job id.
 
-def _cell(v) -> str:
-    """CSV cell: ``None`` -> empty (unmeasured), floats with up to 9 significant digits."""
-    if v is None:
-        return ""
-    if isinstance(v, Method):
-        return v.value
-    if isinstance(v, float):
-        return plain(v, 9)  # plain decimals (0.000136900), never 1.369e-04: spreadsheets read both
-    return safe_cell(v) if isinstance(v, str) else str(v)  # a user's text: never a formula
-
-
 def render_csv(record: JobRecord) -> str:
     """CSV text: a header (:data:`CSV_COLUMNS`, fixed units in the names -- kWh, W, s, kgCO2e -- so
     columns stay comparable across jobs, unlike the HTML's scaled units), one row per device class
@@ -73,7 +62,7 @@ def render_csv(record: JobRecord) -> str:
     defaults = ["true" if k in c.defaults_used else "false" for k in ("pue", "ci")]
     job = display_id(record)
     for r in class_rows(record):
-        w.writerow([_cell(v) for v in (
+        w.writerow([cell(v) for v in (
             job, r.device_class, r.n_devices, r.method, r.coverage,
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
             c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
