@@ -208,9 +208,10 @@ def cmd_prune(args) -> int:
 
 
 def _month_data(args, cfg, t0: float, t1: float):
-    """(rollup rows, the month's full records: only for html) or None after printing why the store
-    cannot be read (:func:`slurm_energy.store.rollup.month_rollup`). Read-only: never migrates."""
-    from slurm_energy.store.rollup import month_ids, month_rollup
+    """(rollup rows, the month's full records: only for html, the month's top 10 jobs by GPU-idle energy:
+    [] when unreadable) or None after printing why the store cannot be read
+    (:mod:`slurm_energy.store.rollup`: month_rollup, top_gpu_idle). Read-only: never migrates."""
+    from slurm_energy.store.rollup import month_ids, month_rollup, top_gpu_idle
 
     try:
         store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
@@ -219,12 +220,16 @@ def _month_data(args, cfg, t0: float, t1: float):
             # the HTML report lists the month's top jobs, methods and carbon facts: full records
             ids = month_ids(store.db, t0, t1) if args.format == "html" else []
             records = store.records_by_id(ids, progress_what=f"rollup {args.month}: reading job records")
+            try:
+                top = top_gpu_idle(store.db, t0, t1, 10)
+            except Exception:
+                top = []
         finally:
             store.close()
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e).splitlines()[0])
         return None
-    return rows, records
+    return rows, records, top
 
 
 def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = None) -> str:
@@ -264,12 +269,11 @@ def cmd_rollup(args) -> int:
     got = _month_data(args, cfg, t0, t1)
     if got is None:
         return 2
-    rows, records = got
+    rows, records, top = got  # read as root (the store), written as the caller
     if args.format != "table":
         try:
-            idle = _top_gpu_idle(args, cfg, t0, t1)  # read as root (the store), written as the caller
             with as_caller():  # under sudo: --out (or the html's default file) opened as the caller, never root
-                where = _write_rollup(args, rows, records, cfg.timezone, idle)
+                where = _write_rollup(args, rows, records, cfg.timezone, top)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
             return 2
@@ -287,7 +291,6 @@ def cmd_rollup(args) -> int:
 
     print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)
     print(render(rows, head, parsable="P" if args.parsable2 else ""))
-    top = _top_gpu_idle(args, cfg, t0, t1)
     if top and not args.parsable2:
         print("\ntop jobs by GPU energy while allocated but idle (measured in an idle state unless the method says "
               "tdp_estimate):")
@@ -299,17 +302,3 @@ def cmd_rollup(args) -> int:
 
 def _top_id(r: dict) -> str:
     return f"{r['array_job_id']}_{r['array_task_id']}" if r.get("array_job_id") else str(r["job_id"])
-
-
-def _top_gpu_idle(args, cfg, t0: float, t1: float, limit: int = 10) -> list:
-    """The month's top jobs by GPU-idle energy (:func:`slurm_energy.store.rollup.top_gpu_idle`); [] when unreadable."""
-    from slurm_energy.store.rollup import top_gpu_idle
-
-    try:
-        store = _open(args, cfg, readonly=True)
-        try:
-            return top_gpu_idle(store.db, t0, t1, limit)
-        finally:
-            store.close()
-    except Exception:
-        return []
