@@ -132,7 +132,7 @@ def _err(msg: str) -> None:
     print(f"jobenergy: {msg}", file=sys.stderr)
 
 
-def _select_generation(records: list[JobRecord], spec_text: str, start=None, end=None) -> list[JobRecord]:
+def _select_generation(records: list[JobRecord], start=None, end=None) -> list[JobRecord]:
     """One job per reused (cluster, job_id): the newest, with a warning naming every run's start;
     with ``-S`` (``start``, epoch s) the first job that started at or after it, with only ``-E``
     the newest that started at or before ``end`` -- so ``-S`` selects an older run."""
@@ -276,10 +276,9 @@ def _main(argv: list[str] | None) -> int:
         records = [r for r in records if r.job_name == args.label or any(w.name == args.label for w in r.phases)]
     rc = 0
     if specs:
-        among = "" if privileged else f" among {me}'s jobs"
-        rc = _report_missing(specs, records, args, states, among, where, privileged, site.interim_s)
-        records = _select_generation(records, ",".join(s.raw for s in specs),
-                                     start if args.starttime else None, end if args.endtime else None)
+        rc = _report_missing(specs, records, bool(args.starttime or args.endtime or states),
+                             "" if privileged else f" among {me}'s jobs", where, privileged, site.interim_s)
+        records = _select_generation(records, start if args.starttime else None, end if args.endtime else None)
     elif not records:
         _err(_nothing_found(args, users, start, end, where, privileged, site.timezone))
     for note in stale_running(records, now, site.interim_s, lambda t: F.fmt_time(t, site.timezone),
@@ -303,19 +302,6 @@ def _print_citation(records: list[JobRecord], args: argparse.Namespace) -> int:
         return 1
     print(render(c, args.cite_format))
     return 0
-
-
-def _nothing_found(args: argparse.Namespace, users: list[str], start: float | None, end: float | None,
-                   where: str, privileged: bool, tz: str) -> str:
-    """The stderr line for a query without job ids that selected nothing (:func:`nothing_found`)."""
-    fmt = lambda t: F.fmt_time(t, tz)  # noqa: E731
-    window = (f"that ran between {fmt(start) if start is not None else 'the first job'} and "
-              f"{fmt(end) if end is not None else 'now'}")
-    return nothing_found(window=window, users=users if (args.user or not privileged) else [],
-                           accounts=_split(args.account), partitions=_split(args.partition),
-                           states=_split(args.state), where=where, privileged=privileged,
-                           default_window=not args.starttime,
-                           example_day=fmt((start if start is not None else 0) - 86400)[:10])
 
 
 def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
@@ -348,20 +334,17 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
         return None
 
 
-def _report_missing(specs: list, records: list[JobRecord], args: argparse.Namespace, states: object,
-                    among: str, where: str, privileged: bool = True, interim_s: float = 60.0) -> int:
-    """Say which asked-for jobs are not in the store and why that may be (1 if any;
-    :func:`missing_ids`) and that a job step shows its job."""
-    filtered = bool(args.starttime or args.endtime or states)
+def _report_missing(specs: list, records: list[JobRecord], filtered: bool, among: str, where: str,
+                    privileged: bool, interim_s: float) -> int:
+    """Say which asked-for jobs are not in the store and why that may be (:func:`missing_ids`; 1 if
+    any) and that a job step shows its job."""
     lines = missing_ids(specs, records, filtered, among, where, privileged, interim_s)
     for line in lines:
         _err(line)
-    rc = 1 if lines else 0
-    for spec in specs:
-        if spec.step:
-            _err(f"note: {spec.raw} is a job step; energy is measured per job allocation, showing the job")
-            break
-    return rc
+    step = next((spec for spec in specs if spec.step), None)
+    if step is not None:
+        _err(f"note: {step.raw} is a job step; energy is measured per job allocation, showing the job")
+    return 1 if lines else 0
 
 
 def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: list[str],
@@ -488,20 +471,21 @@ def missing_ids(specs: list, records: list, filtered: bool, among: str, where: s
     return out
 
 
-def nothing_found(*, window: str, users: list[str], accounts: list[str], partitions: list[str],
-                  states: list[str], where: str, privileged: bool, default_window: bool, example_day: str) -> str:
-    """The line for a query without job ids that selected no job: what was asked (``window`` as
-    ``running between A and B``), the store, and what to try. ``example_day``: a date for the ``-S``
-    hint (the day before the window)."""
-    parts = [window]
-    if users:
+def _nothing_found(args: argparse.Namespace, users: list[str], start: float | None, end: float | None,
+                   where: str, privileged: bool, tz: str) -> str:
+    """The stderr line for a query without job ids that selected no job: what was asked (``running
+    between A and B``, the users -- when asked for, or an ordinary user's own --, accounts, partitions,
+    states), the store, and what to try (``-S`` with the day before the default window)."""
+    fmt = lambda t: F.fmt_time(t, tz)  # noqa: E731
+    parts = [f"that ran between {fmt(start) if start is not None else 'the first job'} and "
+             f"{fmt(end) if end is not None else 'now'}"]
+    if users and (args.user or not privileged):
         parts.append(f"of user {','.join(users)}" + ("" if privileged else " (you see only your own jobs)"))
-    parts += [f"in account {','.join(accounts)}"] if accounts else []
-    parts += [f"in partition {','.join(partitions)}"] if partitions else []
-    parts += [f"in state {','.join(states)}"] if states else []
-    hint = (f". Without -j the window is today from midnight (as sacct): give -S for older jobs, e.g. -S {example_day}"
-            if default_window else "")
-    return f"no jobs {' '.join(p for p in parts if p)} in the store: {where}{hint}"
+    for what, values in (("account", args.account), ("partition", args.partition), ("state", args.state)):
+        parts += [f"in {what} {','.join(_split(values))}"] if _split(values) else []
+    hint = (". Without -j the window is today from midnight (as sacct): give -S for older jobs, e.g. -S "
+            f"{fmt((start if start is not None else 0) - 86400)[:10]}" if not args.starttime else "")
+    return f"no jobs {' '.join(parts)} in the store: {where}{hint}"
 
 
 def stale_running(records: Iterable, now: float, interim_s: float, fmt_time: Callable[[float], str],
