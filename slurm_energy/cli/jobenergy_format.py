@@ -48,18 +48,13 @@ def fmt_num(v: float | None) -> str:
 def _req_mem(r: JobRecord) -> str:
     """Requested memory per node (sacct ReqMem style); nodes that differ are listed."""
     vals = list(dict.fromkeys(format_memory(n.req_mem_bytes) for n in r.nodes))
-    return ",".join(v for v in vals) if any(vals) else ""
+    return ",".join(vals) if any(vals) else ""
 
 
 def _max_rss(r: JobRecord) -> str:
     """Peak memory used on the busiest node (sacct's MaxRSS is the largest over tasks)."""
     vals = [n.max_mem_bytes for n in r.nodes if n.max_mem_bytes is not None]
     return format_memory(max(vals)) if vals else ""
-
-
-def _slurm_energy(r: JobRecord) -> str:
-    """Slurm's own ConsumedEnergy in its own format (``12.34K`` J); ``n/a`` when Slurm has none."""
-    return "n/a" if r.slurm_energy_j is None else format_energy(r.slurm_energy_j)
 
 
 def fmt_time(ts: float, tz: str = "UTC") -> str:
@@ -102,12 +97,6 @@ def report_code(text: str) -> str:
     return next((code for needle, code in _REPORT_CODES if needle in text), "write_failed")
 
 
-def _method(rec: JobRecord) -> str:
-    if not rec.methods:
-        return Method.UNAVAILABLE.value
-    return rec.method_summary
-
-
 FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "jobid": lambda r, o: o.get("jobid_override") or display_id(r),
     "jobidraw": lambda r, o: r.job_id,
@@ -136,7 +125,7 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "kgco2e": lambda r, o: fmt_num(r.co2e_kg),
     "pue": lambda r, o: f"{r.carbon.pue:g}",
     "ci_g_per_kwh": lambda r, o: f"{r.carbon.ci_g_per_kwh:g}",
-    "method": lambda r, o: _method(r),
+    "method": lambda r, o: r.method_summary if r.methods else Method.UNAVAILABLE.value,
     "coverage": lambda r, o: "complete" if r.coverage_complete else "partial",
     "state": lambda r, o: job_state(r),
     "status": lambda r, o: _status(r),
@@ -145,7 +134,8 @@ FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
     "reporterror": lambda r, o: r.report_error,
     "reqmem": lambda r, o: _req_mem(r),
     "maxrss": lambda r, o: _max_rss(r),
-    "slurmenergy": lambda r, o: _slurm_energy(r),
+    # Slurm's own ConsumedEnergy in its own format (``12.34K`` J); ``n/a`` when Slurm has none
+    "slurmenergy": lambda r, o: "n/a" if r.slurm_energy_j is None else format_energy(r.slurm_energy_j),
     "slurmenergyraw": lambda r, o: "" if r.slurm_energy_j is None else f"{r.slurm_energy_j:.0f}",
 }
 #: fields that need the full record (nodes, errors, Slurm's energy): read from job_json, not the summary row

@@ -20,8 +20,6 @@ from slurm_energy.core import one_line
 from slurm_energy.reporting.rollup_table import COLUMNS, month_bounds, month_header
 from slurm_energy.store.urls import STORE_HELP, shown_url
 
-__all__ = ["month_bounds", "month_header"]  # tests and callers import them here
-
 
 def register(sub) -> None:
     """Add ``collect`` and ``rollup`` to the ``slurm-energy`` sub-parsers."""
@@ -140,8 +138,10 @@ def cmd_collect(args) -> int:
     if msg:
         _err(msg)
         return 2
+    from slurm_energy.store import open_store
+
     try:
-        store = _open(args, cfg)
+        store = open_store(url)
     except PermissionError as e:
         _err(f"collect: cannot create or write {e.filename or url}: {e.strerror}; collect must run as root")
         return 2

@@ -125,10 +125,7 @@ def _fmt_static_value(key: str, v) -> str:
 
 def _static_label(key: str) -> str:
     """``"ram_total_bytes"`` -> ``"ram total"`` (the unit is in the formatted value)."""
-    for suffix in ("_bytes",):
-        if key.endswith(suffix):
-            key = key[: -len(suffix)]
-    return key.replace("_", " ")
+    return key.removesuffix("_bytes").replace("_", " ")
 
 
 #: Static keys shown first, in this order; ``host``/``pid`` are not hardware facts (the node name is
