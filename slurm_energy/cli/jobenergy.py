@@ -1,41 +1,24 @@
 """``jobenergy``: sacct-like energy and carbon of Slurm jobs, read from the store.
 
-Options follow sacct's: positional job ids and ``-j/--jobs`` (any form sacct prints: 715219, 715219_23,
-715219_[1-3], 1234+0, X.batch, X.0+1 -- a step shows its job, since energy is per job allocation --
-or a SLUID, one run: :mod:`slurm_energy.jobid`),
-``-u/--user``, ``-A/--account``, ``-r/--partition``, ``-s/--state``, ``-S/--starttime``,
-``-E/--endtime``, ``-o/--format``, ``-p/--parsable``, ``-P/--parsable2``, ``-n/--noheader``,
-``-l/--long`` (one row per node and device), ``--json``, ``--seff`` (a seff-like block per job:
-:mod:`slurm_energy.slurm.seff`).
+Options follow sacct's (``--help``): job ids in any form sacct prints, or a SLUID (:mod:`slurm_energy.jobid`;
+a step shows its job, since energy is per job allocation), ``-u -A -r -s -S -E -o -p -P -n``; and ``-l``
+(one row per node and device), ``--json``, ``--seff`` (:mod:`slurm_energy.slurm.seff`), ``--cite``.
 
 Visibility: root and users named in the site config's ``admins`` see every job; other users see only
 their own (enforced here; for a confidentiality boundary see docs/STORE.md). Run through sudo, the
 caller (``SUDO_UID``/``SUDO_USER``) is who counts, and the admins are the system site config's
-(:mod:`slurm_energy.cli.sudo_caller`). Without ``-j`` the
-window defaults to today from midnight, like sacct.
+(:mod:`slurm_energy.cli.sudo_caller`). Without ``-j`` the window defaults to today from midnight, like sacct.
 
 Requeued jobs: a job with several attempts prints one row with the sum (JobID ``103``) and one row
 per attempt (JobID ``103#0``, ``103#1``...). A job id that Slurm reused selects the newest job, with
 a warning on stderr naming each job's start; ``-S`` selects the first job started at or after it
 (``-E`` alone: the newest started by then).
 
-State filter (``-s``) and row order: see :mod:`slurm_energy.cli.jobenergy_select` (sacct's job
-states CD/F/CA/R and our measurement statuses; rows by job id as sacct). Columns: ``State`` is the
-Slurm job state, ``Status`` the measurement's (``--help`` explains ``complete(partial-coverage)``).
-
-Store location: ``--store URL``, else ``$SLURM_ENERGY_STORE``, else the site config's
-``paths.store_url``. The site config is read leniently: an invalid key is a warning on stderr and
-its default is used. Messages about the store name its URL and where the config came from.
-
-Exit status: 0 ok; 1 a requested job id is not in the store, or ``-u`` names only other users
-(nothing is shown, as sacct); 2 bad usage (e.g. ``-S`` after ``-E``) or the store cannot be read.
-
-Notes: one-line explanations on stderr for a job id with no record, a query that found no job,
-and records left ``running`` that have not been updated for a long time.
-
-Never on stdout (the table and ``-p``/``--json`` output keep their shape) and never by asking Slurm:
-a ``running`` record is only judged by its own last update (``end_time``, the sampler's last interim
-flush), so ``jobenergy`` stays one store query (no ``sacct`` per call).
+State filter (``-s``) and row order: :mod:`slurm_energy.cli.jobenergy_select`. Store location:
+:func:`_store_url`; the site config, read leniently: :mod:`slurm_energy.cli.jobenergy_site`. Exit
+status: :func:`main`. Notes on stderr (never on stdout, and never by asking Slurm: one store query)
+explain a job id with no record, a query that found no job, and stale ``running`` records, judged
+only by their own last update (``end_time``, the sampler's last interim flush).
 
 Stale rule: a record still ``running`` whose last update is older than :data:`STALE_INTERIMS` x
 ``sampling.interim_s`` (default 10 x 60 s = 10 min) belongs to a job whose sampler stopped writing:
