@@ -12,7 +12,6 @@ estimated stacked; kgCO2e per group) inlined as SVG; written atomically (temp fi
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 
 from slurm_energy.jobid import display_id
@@ -26,10 +25,9 @@ MAX_BARS = 30  # groups drawn; the rest are in the table
 def bar_charts_svg(rows: list[dict], by: str) -> str:
     """Two horizontal bar charts as one inline SVG: IT kWh per group (measured | estimated stacked) and
     kgCO2e per group. ``rows`` as :func:`render_html`'s; groups without a number get no bar (never 0)."""
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no global state
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from slurm_energy.reporting.plot import svg_text
 
     rows = sorted(rows, key=lambda r: r["it_kwh"] or 0.0, reverse=True)[:MAX_BARS]
     names = [str(r[by]) for r in rows][::-1]
@@ -37,7 +35,8 @@ def bar_charts_svg(rows: list[dict], by: str) -> str:
     est = [r["estimated_it_kwh"] or 0.0 for r in rows][::-1]
     co2 = [r["co2e_kg"] or 0.0 for r in rows][::-1]
     h = max(2.5, 0.35 * len(names) + 1.2)
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, h))
+    fig = Figure(figsize=(11, h))
+    a1, a2 = fig.subplots(1, 2)
     a1.barh(names, meas, color="#1f77b4", label="measured (counter / sampled power)")
     a1.barh(names, est, left=meas, color="#ff7f0e", hatch="//", label="estimated (TDP model)")
     a1.set_xlabel("IT energy, kWh")
@@ -47,11 +46,7 @@ def bar_charts_svg(rows: list[dict], by: str) -> str:
     a2.set_yticklabels([])
     fig.suptitle(f"per {by}")
     fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg_text(fig)
 
 
 def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict]:
