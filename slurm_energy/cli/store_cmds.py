@@ -97,12 +97,10 @@ def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
     """
     if euid == 0:
         return None
-    import pwd
+    from slurm_energy.cli.sudo_caller import user_name
 
-    try:
-        who = f"{pwd.getpwuid(euid).pw_name} (uid {euid})"
-    except KeyError:
-        who = f"uid {euid}"
+    name = user_name(euid)
+    who = f"uid {euid}" if name == str(euid) else f"{name} (uid {euid})"
     return (f"collect must run as root: it reads the node records under {results_dir} (root's, mode 0700) "
             f"and writes the store {shown_url(store_url)}; you are {who}. Run it as root, e.g. from root's "
             "crontab on the controller")
