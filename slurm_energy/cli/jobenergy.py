@@ -363,31 +363,26 @@ def _long_text(items: list, args: argparse.Namespace, fields: list[str], widths:
     """``-l``: one row per node and device (:func:`jobenergy_format.long_rows`). ``-p``/``-P``: every
     field, full text. Aligned without ``-o``: :data:`jobenergy_format.LONG_TABLE_FIELDS`, the long
     texts in a note under each row, wrapped to the terminal -- 120 columns fit realistic records.
-    ``-o``: the fields chosen (sacct's ``%N`` widths; a last Covers column is wrapped)."""
+    ``-o``: the fields chosen (sacct's ``%N`` widths; a last Covers column is wrapped). Line width:
+    ``$COLUMNS``, else the terminal's, else 120 (:func:`shutil.get_terminal_size`; a pipe has no terminal)."""
+    import shutil
+
     from slurm_energy.cli.table import render_with_notes
 
+    line_width = shutil.get_terminal_size(fallback=(120, 24)).columns
     short = not parsable and args.format is None  # the note names the device: Covers without it
     rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=short)]
     chosen = F.LONG_FIELDS if args.format is None else fields
     if parsable or args.format is not None:
         idx = [F.LONG_FIELDS.index(f) for f in chosen]
         picked = [[row[i] for i in idx] for row in rows]
-        wrap = None if (parsable or chosen[-1] != "Covers" or (widths and widths[-1] is not None)) \
-            else _terminal_width()
+        wrap = None if (parsable or chosen[-1] != "Covers" or (widths and widths[-1] is not None)) else line_width
         return render(picked, list(chosen), parsable=parsable, noheader=args.noheader, wrap_to=wrap,
                       widths=None if wrap else widths)
     idx = [F.LONG_FIELDS.index(f) for f in F.LONG_TABLE_FIELDS]
     return render_with_notes([[row[i] for i in idx] for row in rows], F.LONG_TABLE_FIELDS,
-                             [F.long_note(row) for row in rows], line_width=_terminal_width(),
+                             [F.long_note(row) for row in rows], line_width=line_width,
                              noheader=args.noheader)
-
-
-def _terminal_width() -> int:
-    """Line width for ``-l``'s notes and wrapped Covers column: ``$COLUMNS``, else the terminal's, else 120
-    (:func:`shutil.get_terminal_size`; a pipe has no terminal)."""
-    import shutil
-
-    return shutil.get_terminal_size(fallback=(120, 24)).columns
 
 
 def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:
@@ -415,30 +410,16 @@ STALE_INTERIMS = 10
 MAX_NAMED = 5
 
 
-def _names(ids: list[str]) -> str:
-    shown = ", ".join(ids[:MAX_NAMED])
-    return shown + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
-
-
-def not_recorded_why(privileged: bool, interim_s: float) -> str:
-    """Why a job may have no record: the sentence after a 'not in the store' message. For an
-    ordinary user it starts with "another user's job": the store query only returns their own jobs,
-    so the message cannot (and must not) say whether the job exists."""
-    why = (f"pending, started under {interim_s:g} s ago, or ended and was not collected (admins: "
-           "slurm-energy collect)")
-    if privileged:
-        return f"No record yet if it is {why}"
-    return f"It may be another user's job, which you cannot see, or one not recorded yet: {why}"
-
-
 def missing_ids(specs: list, records: list, filtered: bool, among: str, where: str, privileged: bool,
                 interim_s: float) -> list[str]:
     """One message per requested job id (``specs``, :func:`slurm_energy.jobid.parse_jobids`) that no
     record matches. Root and admins: ``job ID: not in the store[ in the given -S/-E window or -s
     states]: WHERE. <why>``; an ordinary user (``among``: `` among U's jobs``): ``job ID: no record
     among U's jobs[...]: WHERE. It may be another user's job, which you cannot see, or ...`` -- never
-    "not in the store", which would tell them that another user's job does not exist.
-    ``filtered``: -S/-E/-s were given (then the advice is to drop them)."""
+    "not in the store", which would tell them that another user's job does not exist (the store query
+    only returns their own jobs). ``filtered``: -S/-E/-s were given (then the advice is to drop them)."""
+    pending = (f"pending, started under {interim_s:g} s ago, or ended and was not collected (admins: "
+               "slurm-energy collect)")
     out = []
     for spec in specs:
         if any(matches(spec, r) for r in records):
@@ -447,8 +428,10 @@ def missing_ids(specs: list, records: list, filtered: bool, among: str, where: s
         if filtered:
             why = "Try it without -S/-E/-s" + ("" if privileged else "; it may also be another user's job, "
                                                                      "which you cannot see")
+        elif privileged:
+            why = f"No record yet if it is {pending}"
         else:
-            why = not_recorded_why(privileged, interim_s)
+            why = f"It may be another user's job, which you cannot see, or one not recorded yet: {pending}"
         head = "not in the store" if privileged or not among else f"no record{among}"
         out.append(f"job {spec.raw}: {head}{cond}: {where}. {why}")
     return out
@@ -487,7 +470,8 @@ def stale_running(records: Iterable, now: float, interim_s: float, fmt_time: Cal
                 f"{fmt_elapsed(now - oldest)} ago (a running job's is updated every {interim_s:g} s; stale after "
                 f"{limit}): ended per Slurm? (sacct -j {ids[0]}) Its energy is shown up to then")
     else:
-        head = (f"note: jobs {_names(ids)}: their records say running but were last updated over "
+        named = ", ".join(ids[:MAX_NAMED]) + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
+        head = (f"note: jobs {named}: their records say running but were last updated over "
                 f"{fmt_elapsed(STALE_INTERIMS * interim_s)} ago (oldest {fmt_time(oldest)}; stale after {limit}): "
                 f"ended per Slurm? (sacct -j {','.join(ids[:MAX_NAMED])}) Their energy is shown up to then")
     return [head + f"; admins: run slurm-energy collect to finalise {'it' if len(ids) == 1 else 'them'}"]
