@@ -40,9 +40,7 @@ LONG_TABLE_FIELDS = ["JobID", "Node", "Class", "Count", "Method", "Energy_kWh", 
 def fmt_num(v: float | None) -> str:
     """4 significant figures in plain decimal notation (``0.00001021``, never ``1.021e-05``: the
     columns are fixed-unit, kWh / kgCO2e, like sacct's); ``n/a`` for None (unmeasured)."""
-    if v is None:
-        return "n/a"
-    return plain(v, 4)
+    return "n/a" if v is None else plain(v, 4)
 
 
 def _req_mem(r: JobRecord) -> str:
@@ -231,11 +229,6 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
     return rows + [_widen(r) for r in extra]
 
 
-def _default_text(source: str) -> str:
-    """A carbon fact's source without its ``DEFAULT: `` lead (the row's Model column says default)."""
-    return source[len("DEFAULT: "):] if source.startswith("DEFAULT: ") else source
-
-
 def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     """``-l`` rows (Node ``-``) for what the device rows do not say, each only when it applies:
     Class ``status`` when every class with energy was estimated (``complete(estimated)``:
@@ -252,18 +245,19 @@ def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     if "pue" in c.defaults_used:
         rows.append([jobid, "-", "pue", f"{c.pue:g}", "default", "", "", fmt_num(rec.facility_kwh), "", "", "", "",
                      "", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; "
-                     + _with_fix(_default_text(c.pue_source), "set pue in site.yaml")])
+                     + _with_fix(c.pue_source, "set pue in site.yaml")])
     if "ci" in c.defaults_used:
         rows.append([jobid, "-", "ci", f"{c.ci_g_per_kwh:g} gCO2e/kWh", "default", "", "", "", "", "", "", "", "",
                      f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x CI; "
-                     + _with_fix(_default_text(c.ci_source), "set location.country or carbon_intensity in site.yaml")])
+                     + _with_fix(c.ci_source, "set location.country or carbon_intensity in site.yaml")])
     return rows
 
 
 def _with_fix(source: str, fix: str) -> str:
-    """``source; fix``, unless ``source`` already says where to set the value (config/carbon.py's
-    default CI source ends "-- set location.country or datacenters.<name>.carbon_intensity in
-    site.yaml"): the hint once, not twice."""
+    """``source`` without its ``DEFAULT: `` lead (the row's Model column says default), then ``; fix``
+    unless ``source`` already says where to set the value (config/carbon.py's default CI source ends
+    "-- set location.country or datacenters.<name>.carbon_intensity in site.yaml"): the hint once."""
+    source = source.removeprefix("DEFAULT: ")
     return source if "in site.yaml" in source else f"{source}; {fix}"
 
 

@@ -217,10 +217,9 @@ def site_facts(args) -> dict:
             d = CarbonFacts()
     out = {"pue": d.pue, "pue_source": d.pue_source, "ci": d.ci_g_per_kwh, "ci_source": d.ci_source,
            "alpha": d.alpha, "alpha_source": d.alpha_source}
-    if args.alpha is not None:
-        out["alpha"], out["alpha_source"] = args.alpha, "--alpha"
-    if args.pue is not None:
-        out["pue"], out["pue_source"] = args.pue, "--pue"
+    for k in ("alpha", "pue"):
+        if getattr(args, k) is not None:
+            out[k], out[f"{k}_source"] = getattr(args, k), f"--{k}"
     if args.ci is not None:
         out["ci"], out["ci_source"] = args.ci, "--ci"
     elif args.country:

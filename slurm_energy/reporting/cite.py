@@ -163,6 +163,11 @@ def _day(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
 
 
+def _span(c: Citation) -> str:
+    """``2024-03-01``, or ``2024-03-01 to 2024-03-04`` when the jobs ran over several days (UTC)."""
+    return _day(c.start) if _day(c.start) == _day(c.end) else f"{_day(c.start)} to {_day(c.end)}"
+
+
 def _num(v: float | None, unit: str) -> str:
     return "not measured" if v is None else f"{v:.4g} {unit}"
 
@@ -181,13 +186,12 @@ def methods_text(c: Citation) -> str:
     pue = "; ".join(f"{v:g} ({s})" for v, s in c.pue)
     ci = "; ".join(f"{v:g} gCO2e/kWh ({s})" for v, s in c.ci)
     hw = ", ".join(c.hardware) or "hardware not recorded"
-    span = _day(c.start) if _day(c.start) == _day(c.end) else f"{_day(c.start)} to {_day(c.end)}"
     lower = "" if c.complete else " Some device was unmeasured or measured for part of the time: the totals are a lower bound."
     verb = "measured" if _all_measured(c) else "measured (estimated where no reading existed, as said per class)"
-    return (f"Energy and emissions of {c.what} ({hw}; {span}) were {verb} with {TOOL} {c.version} on the "
+    return (f"Energy and emissions of {c.what} ({hw}; {_span(c)}) were {verb} with {TOOL} {c.version} on the "
             f"Slurm cluster's nodes: IT energy {_num(c.it_kwh, 'kWh')}, by device class "
             f"{', '.join(_class_phrases(c))}. Facility energy {_num(c.facility_kwh, 'kWh')} is the IT energy x "
-            f"PUE {pue}; emissions {_num(None if c.co2e_kg is None else c.co2e_kg, 'kgCO2e')} are the facility "
+            f"PUE {pue}; emissions {_num(c.co2e_kg, 'kgCO2e')} are the facility "
             f"energy x carbon intensity {ci}.{lower}")
 
 
@@ -210,8 +214,8 @@ def methods_latex(c: Citation) -> str:
 def citation_line(c: Citation) -> str:
     """One line to cite (no BibTeX): tool, version, what, the totals, the dates."""
     return (f"{TOOL} {c.version}: {c.what}, {_num(c.it_kwh, 'kWh')} IT / {_num(c.facility_kwh, 'kWh')} facility, "
-            f"{_num(None if c.co2e_kg is None else c.co2e_kg * 1000, 'gCO2e')}, measured {_day(c.start)}"
-            f"{'' if _day(c.start) == _day(c.end) else ' to ' + _day(c.end)} (jobs {', '.join(c.jobs)}).")
+            f"{_num(None if c.co2e_kg is None else c.co2e_kg * 1000, 'gCO2e')}, measured {_span(c)} "
+            f"(jobs {', '.join(c.jobs)}).")
 
 
 def _all_measured(c: Citation) -> bool:
