@@ -29,22 +29,20 @@ from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_use
 from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text, plain
 from slurm_energy.units import J_PER_KWH
 
-#: CSV columns, units in the names. ``energy_it_kWh`` is the job's share; ``device_energy_kWh``
-#: the whole devices over the job's time; ``mean_power_W`` = job-share energy / measured time
-#: (coverage x elapsed), over the fraction ``mean_power_coverage`` of the job.
+#: CSV columns, units in the names (a new column goes last: the others keep their places). ``job_id``:
+#: the id Slurm users know (:func:`slurm_energy.jobid.display_id`: ``715219_23`` for an array task,
+#: ``1234+1`` for a het job component), ``job_id_raw`` the job's own (SLURM_JOB_ID). ``energy_it_kWh``:
+#: the job's share; ``device_energy_kWh`` the whole devices over the job's time; ``mean_power_W`` =
+#: job-share energy / measured time (coverage x elapsed), over the fraction ``mean_power_coverage`` of
+#: the job. ``status`` as jobenergy shows it (:func:`slurm_energy.core.status_text`); ``pue_default`` /
+#: ``ci_default``: ``true`` when PUE / CI are the documented defaults (``CarbonFacts.defaults_used``).
 CSV_COLUMNS = (
     "job_id", "device_class", "n_devices", "method", "coverage",
     "energy_it_kWh", "device_energy_kWh", "mean_power_W", "elapsed_s",
     "pue", "facility_kWh", "ci_gCO2e_per_kWh", "alpha", "kgCO2e", "mean_power_coverage",
     "status", "pue_default", "ci_default", "job_id_raw",
 )
-#: ``job_id`` is the id Slurm users know (:func:`slurm_energy.jobid.display_id`, as sacct/squeue
-#: print it: ``715219_23`` for an array task, ``1234+1`` for a het job component, else the job id);
-#: ``job_id_raw`` the job's own id (SLURM_JOB_ID). The last four columns were added after the others
-#: (the earlier ones keep their places): the job's status as jobenergy shows it
-#: (``complete(estimated)``...: :func:`slurm_energy.core.status_text`), ``true``/``false``: whether
-#: PUE / CI are the documented defaults (no site value configured; ``CarbonFacts.defaults_used``),
-#: and the raw job id.
+
 
 def render_csv(record: JobRecord) -> str:
     """CSV text: a header (:data:`CSV_COLUMNS`, fixed units in the names -- kWh, W, s, kgCO2e -- so
@@ -89,10 +87,7 @@ def render_prediction_csv(record: JobRecord) -> str:
 
 
 def _fmt_num(v: float | None, digits: int = 4, unit: str = "") -> str:
-    if v is None:
-        return "n/a — not measured"
-    s = f"{v:.{digits}g}"
-    return f"{s} {unit}".rstrip()
+    return "n/a — not measured" if v is None else f"{v:.{digits}g} {unit}".rstrip()
 
 
 def _fmt_time(t: float | None) -> str:
