@@ -195,13 +195,14 @@ TEXT_FIELDS = frozenset({"errors", "reporterror"})
 
 
 def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]]:
-    """One row per (node, device) for ``--long`` (method, coverage, counter anomalies), then one
-    per phase, phase total and stage the job marked, one ``report`` row with the full reason a report
-    was not written, one ``error`` row per error on the record (DeviceID its number), (Node ``-``, Class ``phase``/``in_phases``/
-    ``outside``/``stage``, DeviceID the name; :func:`slurm_energy.reporting.phases.long_rows`), then,
-    for a job that declared its FLOPs, predicted vs measured (Class ``prediction``;
-    :func:`slurm_energy.reporting.prediction_check.long_rows`)."""
+    """``-l`` rows (:data:`LONG_FIELDS`): one per (node, device) (method, coverage, counter anomalies), then
+    Node ``-`` rows: idle GPUs, phases and stages, predicted vs measured (``long_rows`` of
+    :mod:`slurm_energy.reporting` ``gpu_idle``, ``phases``, ``prediction_check``), :func:`caveat_rows`, a
+    ``report`` row with why no report was written and an ``error`` row per error (DeviceID its number)."""
+    from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
     from slurm_energy.reporting.phases import long_rows as phase_long_rows
+    from slurm_energy.reporting.prediction_check import check
+    from slurm_energy.reporting.prediction_check import long_rows as check_long_rows
 
     rows = []
     for ns in ordered_record(rec).nodes:  # numeric order: n2 before n10, intel-rapl:2 before :10
@@ -213,43 +214,42 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
                 f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples),
                 format_memory(ns.req_mem_bytes), format_memory(ns.max_mem_bytes), _covers_flags(d, short),
             ])  # fmt: skip
-    from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
-    from slurm_energy.reporting.prediction_check import check
-    from slurm_energy.reporting.prediction_check import long_rows as check_long_rows
-
     chk = check(rec)
     extra = idle_long_rows(rec, jobid, fmt_num) + phase_long_rows(rec, jobid, fmt_num)
     extra += [] if chk is None else check_long_rows(chk, jobid)
     extra += caveat_rows(rec, jobid)
     if rec.report_error:  # the table's Status has only the code
-        extra.append([jobid, "-", "report", "not written", "", "", "", "", "", "", "", "", "",
-                      f"{report_code(rec.report_error)}: {rec.report_error}"])
+        extra.append(_note(jobid, "report", "not written", f"{report_code(rec.report_error)}: {rec.report_error}"))
     # why a record is partial / what was degraded: the table's Status does not say
-    extra += [[jobid, "-", "error", str(k), "", "", "", "", "", "", "", "", "", e] for k, e in enumerate(rec.errors, 1)]
+    extra += [_note(jobid, "error", str(k), e) for k, e in enumerate(rec.errors, 1)]
     return rows + [_widen(r) for r in extra]
 
 
+def _note(jobid: str, cls: str, what: str, covers: str, model: str = "", method: str = "", kwh: str = "") -> list[str]:
+    """A Node ``-`` row of ``-l`` in the columns before ReqMem/MaxRSS (:func:`_widen`): Class ``cls``,
+    DeviceID ``what``, the text in Covers."""
+    return [jobid, "-", cls, what, model, "", method, kwh, "", "", "", "", "", covers]
+
+
 def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
-    """``-l`` rows (Node ``-``) for what the device rows do not say, each only when it applies:
+    """``-l`` rows (:func:`_note`) for what the device rows do not say, each only when it applies:
     Class ``status`` when every class with energy was estimated (``complete(estimated)``:
     :func:`slurm_energy.core.status_text`); Class ``pue`` / ``ci`` when that value is the documented
     default (``CarbonFacts.defaults_used``: the site config sets none), with the value used, the
-    facility kWh or kgCO2e it gave, its source and where to set it. Columns as the phase rows
-    (before ReqMem/MaxRSS; :func:`_widen`)."""
+    facility kWh or kgCO2e it gave, its source and where to set it."""
     rows = []
     if all_estimated(rec.methods, rec.energy_it_j):
-        rows.append([jobid, "-", "status", rec.status_text, "", "", Method.TDP_ESTIMATE.value, fmt_num(rec.it_kwh),
-                     "", "", "", "", "", "every class with energy estimated: rated power x utilisation x time, "
-                     "no counter or power reading"])
+        rows.append(_note(jobid, "status", rec.status_text, "every class with energy estimated: rated power x "
+                          "utilisation x time, no counter or power reading", method=Method.TDP_ESTIMATE.value,
+                          kwh=fmt_num(rec.it_kwh)))
     c = rec.carbon
     if "pue" in c.defaults_used:
-        rows.append([jobid, "-", "pue", f"{c.pue:g}", "default", "", "", fmt_num(rec.facility_kwh), "", "", "", "",
-                     "", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; "
-                     + _with_fix(c.pue_source, "set pue in site.yaml")])
+        rows.append(_note(jobid, "pue", f"{c.pue:g}", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; "
+                          + _with_fix(c.pue_source, "set pue in site.yaml"), model="default", kwh=fmt_num(rec.facility_kwh)))
     if "ci" in c.defaults_used:
-        rows.append([jobid, "-", "ci", f"{c.ci_g_per_kwh:g} gCO2e/kWh", "default", "", "", "", "", "", "", "", "",
-                     f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x CI; "
-                     + _with_fix(c.ci_source, "set location.country or carbon_intensity in site.yaml")])
+        rows.append(_note(jobid, "ci", f"{c.ci_g_per_kwh:g} gCO2e/kWh", f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x "
+                          "CI; " + _with_fix(c.ci_source, "set location.country or carbon_intensity in site.yaml"),
+                          model="default"))
     return rows
 
 
