@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.units import J_PER_KWH
@@ -86,7 +87,7 @@ def render_html(rows: list[dict], records: list[JobRecord], by: str, month: str,
 
     env = _template_env()  # the job report's environment over the shipped templates
     env.filters["n"] = lambda v, fmt="{:.4g}": "n/a" if v is None else fmt.format(v)
-    total = {k: (sum(r[k] for r in rows if r[k] is not None) if any(r[k] is not None for r in rows) else None)
+    total = {k: sum_known([r[k] for r in rows])
              for k in ("it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh")}
     total["jobs"] = sum(r["jobs"] for r in rows)
     total["unmeasured_jobs"] = sum(r["unmeasured_jobs"] for r in rows)

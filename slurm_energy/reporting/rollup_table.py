@@ -71,11 +71,7 @@ def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str,
     :func:`slurm_energy.store.rollup.top_gpu_idle`'s rows) and the note on measured / estimated / unmeasured."""
     import json
 
-    def num(v: Any) -> float | None:
-        return None if v is None else float(v)
-
-    out = [{by: r[by], **{k: (r[k] if k in ("jobs", "unmeasured_jobs") else num(r[k])) for k in COLUMNS}}
-           for r in rows]
+    out = [{by: r[by], **{k: r[k] for k in COLUMNS}} for r in rows]  # month_rollup's ints and floats
     return json.dumps({"month": month, "timezone": timezone, "by": by, "rows": out,
                        "top_gpu_idle_jobs": list(top_gpu_idle or []), "note": NOTE}, indent=2) + "\n"
 

@@ -44,15 +44,6 @@ REPORT_TIMEOUT_S = 5.0
 UNKNOWN_UMASK = 0o077
 
 
-def _check_name(name: str) -> None:
-    """Raise ``ValueError`` unless ``name`` is a plain file name (no directory part)."""
-    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
-        raise ValueError(
-            f"name={name!r} is not a plain file name; pass a name without '/' (e.g. 'energy-123.html') "
-            "and the directory separately"
-        )
-
-
 def _write_in_dir(directory: str, name: str, data: bytes, mode: int) -> None:
     """Steps 1-4 of the module docstring, as the current user. Raises ``OSError``."""
     try:
@@ -177,9 +168,11 @@ def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: int
 
 
 def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int | None) -> None:
-    """Raise ValueError for a bad name, data, id or umask (nothing written then)."""
+    """Raise ValueError for a bad name (not a plain file name), data, id or umask (nothing written then)."""
     for name, data in files:
-        _check_name(name)
+        if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise ValueError(f"name={name!r} is not a plain file name; pass a name without '/' (e.g. "
+                             "'energy-123.html') and the directory separately")
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise ValueError(f"data of {name} is {type(data).__name__}, not bytes; encode text first "
                              "(e.g. text.encode('utf-8'))")
