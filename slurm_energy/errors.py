@@ -9,6 +9,7 @@ Messages name the field (or file), the bad value and the fix. Stdlib only: safe 
 from __future__ import annotations
 
 __all__ = [
+    "CiteError",
     "ConfigError",
     "GpuResolveError",
     "HourlyDataError",
@@ -56,6 +57,10 @@ class ImplausibleIntensityError(SlurmEnergyError, ValueError):
         self.fix = f"{fix}; {note}" if note else fix
         self.guess = guess
         self.note = note
+
+
+class CiteError(SlurmEnergyError, ValueError):
+    """Nothing to cite: no record, or no record with the asked phase / stage (the message names it)."""
 
 
 class PredictionError(SlurmEnergyError, ValueError):

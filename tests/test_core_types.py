@@ -41,10 +41,12 @@ def test_job_meta_is_shared_by_the_spool_context_and_the_record():
 
 def test_every_error_is_a_slurm_energy_error_and_keeps_its_builtin_base():
     from slurm_energy.config import ConfigError, DuplicateKeyError
+    from slurm_energy.reporting.cite import CiteError
     from slurm_energy.reporting.report import ReportWriteError
 
+    assert CiteError is errors.CiteError
     for cls in (ConfigError, errors.SlurmEnvError, errors.GpuResolveError, errors.HourlyDataError,
-                errors.PredictionError, errors.MergeError, errors.StoreUrlError):
+                errors.PredictionError, errors.MergeError, errors.StoreUrlError, CiteError):
         assert issubclass(cls, errors.SlurmEnergyError) and issubclass(cls, ValueError)
     assert issubclass(ReportWriteError, errors.SlurmEnergyError) and issubclass(ReportWriteError, OSError)
     assert issubclass(DuplicateKeyError, errors.SlurmEnergyError)

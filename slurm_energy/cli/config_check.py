@@ -15,6 +15,8 @@ import errno
 import os
 import tempfile
 
+from slurm_energy.store.urls import shown_url
+
 #: Directory fields of :class:`slurm_energy.config.Paths`, in the order they are reported.
 DIR_FIELDS = ("spool_dir", "results_dir", "log_dir", "hourly_ci_dir", "geo_cache_dir")
 
@@ -79,24 +81,6 @@ def dir_problem(path: str) -> tuple[str, str, bool] | None:
     return None
 
 
-def sqlite_path(store_url: str) -> tuple[str | None, str | None]:
-    """``(database file path, None)`` of a SQLite ``store_url``; ``(None, None)`` for another backend;
-    ``(None, error)`` for a URL :func:`slurm_energy.store.check_store_url` refuses."""
-    from slurm_energy.store import check_store_url
-    from slurm_energy.store.db import sqlite_file
-
-    problem = check_store_url(store_url)
-    if problem:
-        return None, problem
-    return (sqlite_file(store_url), None) if store_url.startswith("sqlite") else (None, None)
-
-
-def _hide_password(url: str) -> str:
-    from slurm_energy.store.urls import shown_url
-
-    return shown_url(url)
-
-
 def store_url_problem(url: str) -> str | None:
     """Why ``url`` cannot be the store here (unsupported backend or driver, relative SQLite path,
     psycopg missing), or None. Delegates to :func:`slurm_energy.store.check_store_url` (supported:
@@ -109,7 +93,7 @@ def store_url_problem(url: str) -> str | None:
     msg = check_store_url(url)
     if msg is None:
         return None
-    for lead in (f"store URL {_hide_password(url)!r}: ", f"store URL {_hide_password(url)!r} "):
+    for lead in (f"store URL {shown_url(url)!r}: ", f"store URL {shown_url(url)!r} "):
         if msg.startswith(lead):
             return msg[len(lead):]
     return msg
@@ -151,12 +135,14 @@ def check_paths(cfg, notes: list[str] | None = None) -> list[str]:
     url = cfg.paths.store_url
     bad = store_url_problem(url)
     if bad is not None:
-        errors.append(f"{origin}: paths.store_url: bad value {_hide_password(url)!r}: {bad}")
+        errors.append(f"{origin}: paths.store_url: bad value {shown_url(url)!r}: {bad}")
         return errors
-    db, _err = sqlite_path(url)
-    problem = _sqlite_store_problem(db, url) if db is not None else None
-    if problem is not None:
-        report("store_url", url, problem)
+    if url.startswith("sqlite"):
+        from slurm_energy.store.db import sqlite_file
+
+        problem = _sqlite_store_problem(sqlite_file(url), url)
+        if problem is not None:
+            report("store_url", url, problem)
     return errors
 
 

@@ -42,10 +42,7 @@ def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
            f"{' (offline)' if offline or cfg.offline else ''}"]
     if cfg.defaults_used:
         out.append(f"defaults used for: {', '.join(cfg.defaults_used)}")
-    names = []
-    for dc in cfg.datacenters.values():
-        names += [p for p in dc.partitions if p not in names]
-    names += [p for p in partitions if p not in names]
+    names = list(dict.fromkeys([p for dc in cfg.datacenters.values() for p in dc.partitions] + partitions))
     rows = [(p, resolve_carbon(cfg, p, offline=True if offline else None)) for p in names]
     rows.append(("(any other)", resolve_carbon(cfg, offline=True if offline else None)))
     for name, f in rows:

@@ -1,41 +1,24 @@
 """``jobenergy``: sacct-like energy and carbon of Slurm jobs, read from the store.
 
-Options follow sacct's: positional job ids and ``-j/--jobs`` (any form sacct prints: 715219, 715219_23,
-715219_[1-3], 1234+0, X.batch, X.0+1 -- a step shows its job, since energy is per job allocation --
-or a SLUID, one run: :mod:`slurm_energy.jobid`),
-``-u/--user``, ``-A/--account``, ``-r/--partition``, ``-s/--state``, ``-S/--starttime``,
-``-E/--endtime``, ``-o/--format``, ``-p/--parsable``, ``-P/--parsable2``, ``-n/--noheader``,
-``-l/--long`` (one row per node and device), ``--json``, ``--seff`` (a seff-like block per job:
-:mod:`slurm_energy.slurm.seff`).
+Options follow sacct's (``--help``): job ids in any form sacct prints, or a SLUID (:mod:`slurm_energy.jobid`;
+a step shows its job, since energy is per job allocation), ``-u -A -r -s -S -E -o -p -P -n``; and ``-l``
+(one row per node and device), ``--json``, ``--seff`` (:mod:`slurm_energy.slurm.seff`), ``--cite``.
 
 Visibility: root and users named in the site config's ``admins`` see every job; other users see only
 their own (enforced here; for a confidentiality boundary see docs/STORE.md). Run through sudo, the
 caller (``SUDO_UID``/``SUDO_USER``) is who counts, and the admins are the system site config's
-(:mod:`slurm_energy.cli.sudo_caller`). Without ``-j`` the
-window defaults to today from midnight, like sacct.
+(:mod:`slurm_energy.cli.sudo_caller`). Without ``-j`` the window defaults to today from midnight, like sacct.
 
 Requeued jobs: a job with several attempts prints one row with the sum (JobID ``103``) and one row
 per attempt (JobID ``103#0``, ``103#1``...). A job id that Slurm reused selects the newest job, with
 a warning on stderr naming each job's start; ``-S`` selects the first job started at or after it
 (``-E`` alone: the newest started by then).
 
-State filter (``-s``) and row order: see :mod:`slurm_energy.cli.jobenergy_select` (sacct's job
-states CD/F/CA/R and our measurement statuses; rows by job id as sacct). Columns: ``State`` is the
-Slurm job state, ``Status`` the measurement's (``--help`` explains ``complete(partial-coverage)``).
-
-Store location: ``--store URL``, else ``$SLURM_ENERGY_STORE``, else the site config's
-``paths.store_url``. The site config is read leniently: an invalid key is a warning on stderr and
-its default is used. Messages about the store name its URL and where the config came from.
-
-Exit status: 0 ok; 1 a requested job id is not in the store, or ``-u`` names only other users
-(nothing is shown, as sacct); 2 bad usage (e.g. ``-S`` after ``-E``) or the store cannot be read.
-
-Notes: one-line explanations on stderr for a job id with no record, a query that found no job,
-and records left ``running`` that have not been updated for a long time.
-
-Never on stdout (the table and ``-p``/``--json`` output keep their shape) and never by asking Slurm:
-a ``running`` record is only judged by its own last update (``end_time``, the sampler's last interim
-flush), so ``jobenergy`` stays one store query (no ``sacct`` per call).
+State filter (``-s``) and row order: :mod:`slurm_energy.cli.jobenergy_select`. Store location:
+:func:`_store_url`; the site config, read leniently: :mod:`slurm_energy.cli.jobenergy_site`. Exit
+status: :func:`main`. Notes on stderr (never on stdout, and never by asking Slurm: one store query)
+explain a job id with no record, a query that found no job, and stale ``running`` records, judged
+only by their own last update (``end_time``, the sampler's last interim flush).
 
 Stale rule: a record still ``running`` whose last update is older than :data:`STALE_INTERIMS` x
 ``sampling.interim_s`` (default 10 x 60 s = 10 min) belongs to a job whose sampler stopped writing:
@@ -57,12 +40,12 @@ from typing import TYPE_CHECKING
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_select as S
-from slurm_energy.cli.jobenergy_site import Site, _shown_url, load_site, resolved_config  # noqa: F401 (API)
+from slurm_energy.cli.jobenergy_site import Site, load_site
 from slurm_energy.cli.sudo_caller import caller_named_store, ignore_callers_config, reader_identity
 from slurm_energy.cli.table import render
 from slurm_energy.core import Status
 from slurm_energy.jobid import display_id, matches, parse_jobids, split_reused
-from slurm_energy.store.urls import STORE_HELP
+from slurm_energy.store.urls import STORE_HELP, shown_url
 
 if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
     from slurm_energy.model import JobRecord
@@ -132,7 +115,7 @@ def _err(msg: str) -> None:
     print(f"jobenergy: {msg}", file=sys.stderr)
 
 
-def _select_generation(records: list[JobRecord], spec_text: str, start=None, end=None) -> list[JobRecord]:
+def _select_generation(records: list[JobRecord], start=None, end=None) -> list[JobRecord]:
     """One job per reused (cluster, job_id): the newest, with a warning naming every run's start;
     with ``-S`` (``start``, epoch s) the first job that started at or after it, with only ``-E``
     the newest that started at or before ``end`` -- so ``-S`` selects an older run."""
@@ -161,7 +144,7 @@ def _select_generation(records: list[JobRecord], spec_text: str, start=None, end
 
 
 def _parse_args(argv):
-    """(args, specs, fields, state filter); raises ValueError naming the option for bad input."""
+    """(args, specs, fields, their -o widths or None, state filter); raises ValueError naming the option."""
     args = build_parser().parse_args(argv)
     id_texts = list(args.jobids) + list(args.jobs)
     specs = parse_jobids(id_texts)
@@ -169,17 +152,13 @@ def _parse_args(argv):
         raise ValueError(f"-j/--jobs: no job id in {','.join(id_texts)!r}; give e.g. -j 715219,715220")
     if args.seff and not specs:
         raise ValueError("--seff needs a job id, e.g. jobenergy --seff 715219")
-    if args.format is not None and args.long:
-        fields = F.parse_long_format(args.format)
+    fields, widths = [f.lower() for f in F.DEFAULT_FIELDS], None
+    if args.format is not None:
+        fields, widths = F.parse_format(args.format, long=args.long)
         if not fields:
-            raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. -l -o JobID,Node,DeviceID,Covers")
-    elif args.format is not None:
-        fields = F.parse_format(args.format)
-        if not fields:
-            raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. -o JobID,CPU_kWh,State")
-    else:
-        fields = [f.lower() for f in F.DEFAULT_FIELDS]
-    return args, specs, fields, S.parse_states(_split(args.state))
+            eg = "-l -o JobID,Node,DeviceID,Covers" if args.long else "-o JobID,CPU_kWh,State"
+            raise ValueError(f"-o/--format: no field in {args.format!r}; give e.g. {eg}")
+    return args, specs, fields, widths, S.parse_states(_split(args.state))
 
 
 def _window(args, specs, tz: str, now: float):
@@ -239,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     """Parse, read the store, select and print; returns the exit status (sacct's: 0, 1 not found, 2 usage)."""
     try:
-        args, specs, fields, states = _parse_args(argv)
+        args, specs, fields, widths, states = _parse_args(argv)
     except ValueError as e:
         _err(str(e))
         return 2
@@ -280,10 +259,9 @@ def _main(argv: list[str] | None) -> int:
         records = [r for r in records if r.job_name == args.label or any(w.name == args.label for w in r.phases)]
     rc = 0
     if specs:
-        among = "" if privileged else f" among {me}'s jobs"
-        rc = _report_missing(specs, records, args, states, among, where, privileged, site.interim_s)
-        records = _select_generation(records, ",".join(s.raw for s in specs),
-                                     start if args.starttime else None, end if args.endtime else None)
+        rc = _report_missing(specs, records, bool(args.starttime or args.endtime or states),
+                             "" if privileged else f" among {me}'s jobs", where, privileged, site.interim_s)
+        records = _select_generation(records, start if args.starttime else None, end if args.endtime else None)
     elif not records:
         _err(_nothing_found(args, users, start, end, where, privileged, site.timezone))
     for note in stale_running(records, now, site.interim_s, lambda t: F.fmt_time(t, site.timezone),
@@ -291,7 +269,7 @@ def _main(argv: list[str] | None) -> int:
         _err(note)
     if args.cite:
         return _print_citation(records, args) or rc
-    _print_records(records, args, fields, site.timezone)
+    _print_records(records, args, fields, widths, site.timezone)
     return rc
 
 
@@ -309,26 +287,13 @@ def _print_citation(records: list[JobRecord], args: argparse.Namespace) -> int:
     return 0
 
 
-def _nothing_found(args: argparse.Namespace, users: list[str], start: float | None, end: float | None,
-                   where: str, privileged: bool, tz: str) -> str:
-    """The stderr line for a query without job ids that selected nothing (:func:`nothing_found`)."""
-    fmt = lambda t: F.fmt_time(t, tz)  # noqa: E731
-    window = (f"that ran between {fmt(start) if start is not None else 'the first job'} and "
-              f"{fmt(end) if end is not None else 'now'}")
-    return nothing_found(window=window, users=users if (args.user or not privileged) else [],
-                           accounts=_split(args.account), partitions=_split(args.partition),
-                           states=_split(args.state), where=where, privileged=privileged,
-                           default_window=not args.starttime,
-                           example_day=fmt((start if start is not None else 0) - 86400)[:10])
-
-
 def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
     """The store URL (:func:`slurm_energy.store.urls.resolve_store_url`: ``--store`` >
     ``$SLURM_ENERGY_STORE`` > ``paths.store_url``) and how to name it. Raises ValueError: empty --store."""
     from slurm_energy.store.urls import resolve_store_url
 
     url, url_from = resolve_store_url(args.store, site.store_url)
-    return url, f"{_shown_url(url)} (from {url_from}; {site.origin})"
+    return url, f"{shown_url(url)} (from {url_from}; {site.origin})"
 
 
 def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs: list, users: list[str],
@@ -352,23 +317,21 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
         return None
 
 
-def _report_missing(specs: list, records: list[JobRecord], args: argparse.Namespace, states: object,
-                    among: str, where: str, privileged: bool = True, interim_s: float = 60.0) -> int:
-    """Say which asked-for jobs are not in the store and why that may be (1 if any;
-    :func:`missing_ids`) and that a job step shows its job."""
-    filtered = bool(args.starttime or args.endtime or states)
+def _report_missing(specs: list, records: list[JobRecord], filtered: bool, among: str, where: str,
+                    privileged: bool, interim_s: float) -> int:
+    """Say which asked-for jobs are not in the store and why that may be (:func:`missing_ids`; 1 if
+    any) and that a job step shows its job."""
     lines = missing_ids(specs, records, filtered, among, where, privileged, interim_s)
     for line in lines:
         _err(line)
-    rc = 1 if lines else 0
-    for spec in specs:
-        if spec.step:
-            _err(f"note: {spec.raw} is a job step; energy is measured per job allocation, showing the job")
-            break
-    return rc
+    step = next((spec for spec in specs if spec.step), None)
+    if step is not None:
+        _err(f"note: {step.raw} is a job step; energy is measured per job allocation, showing the job")
+    return 1 if lines else 0
 
 
-def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: list[str], tz: str) -> None:
+def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: list[str],
+                   widths: list[int | None] | None, tz: str) -> None:
     """Print the rows: JSON (attempts only; a requeued job's sum is for the table), long or table."""
     items = _rows(records)
     for _, _, opts in items:
@@ -385,10 +348,9 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
         return
     parsable = "p" if args.parsable else ("P" if args.parsable2 else "")
     if args.long:
-        text = _long_text(items, args, fields, parsable)
+        text = _long_text(items, args, fields, widths, parsable)
     else:
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
-        widths = F.parse_widths(args.format) if args.format else None
         caps = [F.TEXT_CAP if f in F.TEXT_FIELDS else None for f in fields]
         text = render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader,
                         widths=widths, caps=caps)
@@ -396,36 +358,31 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
         print(text)
 
 
-def _long_text(items: list, args: argparse.Namespace, fields: list[str], parsable: str) -> str:
+def _long_text(items: list, args: argparse.Namespace, fields: list[str], widths: list[int | None] | None,
+               parsable: str) -> str:
     """``-l``: one row per node and device (:func:`jobenergy_format.long_rows`). ``-p``/``-P``: every
     field, full text. Aligned without ``-o``: :data:`jobenergy_format.LONG_TABLE_FIELDS`, the long
     texts in a note under each row, wrapped to the terminal -- 120 columns fit realistic records.
-    ``-o``: the fields chosen (sacct's ``%N`` widths; a last Covers column is wrapped)."""
+    ``-o``: the fields chosen (sacct's ``%N`` widths; a last Covers column is wrapped). Line width:
+    ``$COLUMNS``, else the terminal's, else 120 (:func:`shutil.get_terminal_size`; a pipe has no terminal)."""
+    import shutil
+
     from slurm_energy.cli.table import render_with_notes
 
+    line_width = shutil.get_terminal_size(fallback=(120, 24)).columns
     short = not parsable and args.format is None  # the note names the device: Covers without it
     rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=short)]
     chosen = F.LONG_FIELDS if args.format is None else fields
     if parsable or args.format is not None:
         idx = [F.LONG_FIELDS.index(f) for f in chosen]
         picked = [[row[i] for i in idx] for row in rows]
-        widths = F.parse_widths(args.format) if args.format else None
-        wrap = None if (parsable or chosen[-1] != "Covers" or (widths and widths[-1] is not None)) \
-            else _terminal_width()
+        wrap = None if (parsable or chosen[-1] != "Covers" or (widths and widths[-1] is not None)) else line_width
         return render(picked, list(chosen), parsable=parsable, noheader=args.noheader, wrap_to=wrap,
                       widths=None if wrap else widths)
     idx = [F.LONG_FIELDS.index(f) for f in F.LONG_TABLE_FIELDS]
     return render_with_notes([[row[i] for i in idx] for row in rows], F.LONG_TABLE_FIELDS,
-                             [F.long_note(row) for row in rows], line_width=_terminal_width(),
+                             [F.long_note(row) for row in rows], line_width=line_width,
                              noheader=args.noheader)
-
-
-def _terminal_width() -> int:
-    """Line width for ``-l``'s notes and wrapped Covers column: ``$COLUMNS``, else the terminal's, else 120
-    (:func:`shutil.get_terminal_size`; a pipe has no terminal)."""
-    import shutil
-
-    return shutil.get_terminal_size(fallback=(120, 24)).columns
 
 
 def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:
@@ -453,30 +410,16 @@ STALE_INTERIMS = 10
 MAX_NAMED = 5
 
 
-def _names(ids: list[str]) -> str:
-    shown = ", ".join(ids[:MAX_NAMED])
-    return shown + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
-
-
-def not_recorded_why(privileged: bool, interim_s: float) -> str:
-    """Why a job may have no record: the sentence after a 'not in the store' message. For an
-    ordinary user it starts with "another user's job": the store query only returns their own jobs,
-    so the message cannot (and must not) say whether the job exists."""
-    why = (f"pending, started under {interim_s:g} s ago, or ended and was not collected (admins: "
-           "slurm-energy collect)")
-    if privileged:
-        return f"No record yet if it is {why}"
-    return f"It may be another user's job, which you cannot see, or one not recorded yet: {why}"
-
-
 def missing_ids(specs: list, records: list, filtered: bool, among: str, where: str, privileged: bool,
                 interim_s: float) -> list[str]:
     """One message per requested job id (``specs``, :func:`slurm_energy.jobid.parse_jobids`) that no
     record matches. Root and admins: ``job ID: not in the store[ in the given -S/-E window or -s
     states]: WHERE. <why>``; an ordinary user (``among``: `` among U's jobs``): ``job ID: no record
     among U's jobs[...]: WHERE. It may be another user's job, which you cannot see, or ...`` -- never
-    "not in the store", which would tell them that another user's job does not exist.
-    ``filtered``: -S/-E/-s were given (then the advice is to drop them)."""
+    "not in the store", which would tell them that another user's job does not exist (the store query
+    only returns their own jobs). ``filtered``: -S/-E/-s were given (then the advice is to drop them)."""
+    pending = (f"pending, started under {interim_s:g} s ago, or ended and was not collected (admins: "
+               "slurm-energy collect)")
     out = []
     for spec in specs:
         if any(matches(spec, r) for r in records):
@@ -485,27 +428,30 @@ def missing_ids(specs: list, records: list, filtered: bool, among: str, where: s
         if filtered:
             why = "Try it without -S/-E/-s" + ("" if privileged else "; it may also be another user's job, "
                                                                      "which you cannot see")
+        elif privileged:
+            why = f"No record yet if it is {pending}"
         else:
-            why = not_recorded_why(privileged, interim_s)
+            why = f"It may be another user's job, which you cannot see, or one not recorded yet: {pending}"
         head = "not in the store" if privileged or not among else f"no record{among}"
         out.append(f"job {spec.raw}: {head}{cond}: {where}. {why}")
     return out
 
 
-def nothing_found(*, window: str, users: list[str], accounts: list[str], partitions: list[str],
-                  states: list[str], where: str, privileged: bool, default_window: bool, example_day: str) -> str:
-    """The line for a query without job ids that selected no job: what was asked (``window`` as
-    ``running between A and B``), the store, and what to try. ``example_day``: a date for the ``-S``
-    hint (the day before the window)."""
-    parts = [window]
-    if users:
+def _nothing_found(args: argparse.Namespace, users: list[str], start: float | None, end: float | None,
+                   where: str, privileged: bool, tz: str) -> str:
+    """The stderr line for a query without job ids that selected no job: what was asked (``running
+    between A and B``, the users -- when asked for, or an ordinary user's own --, accounts, partitions,
+    states), the store, and what to try (``-S`` with the day before the default window)."""
+    fmt = lambda t: F.fmt_time(t, tz)  # noqa: E731
+    parts = [f"that ran between {fmt(start) if start is not None else 'the first job'} and "
+             f"{fmt(end) if end is not None else 'now'}"]
+    if users and (args.user or not privileged):
         parts.append(f"of user {','.join(users)}" + ("" if privileged else " (you see only your own jobs)"))
-    parts += [f"in account {','.join(accounts)}"] if accounts else []
-    parts += [f"in partition {','.join(partitions)}"] if partitions else []
-    parts += [f"in state {','.join(states)}"] if states else []
-    hint = (f". Without -j the window is today from midnight (as sacct): give -S for older jobs, e.g. -S {example_day}"
-            if default_window else "")
-    return f"no jobs {' '.join(p for p in parts if p)} in the store: {where}{hint}"
+    for what, values in (("account", args.account), ("partition", args.partition), ("state", args.state)):
+        parts += [f"in {what} {','.join(_split(values))}"] if _split(values) else []
+    hint = (". Without -j the window is today from midnight (as sacct): give -S for older jobs, e.g. -S "
+            f"{fmt((start if start is not None else 0) - 86400)[:10]}" if not args.starttime else "")
+    return f"no jobs {' '.join(parts)} in the store: {where}{hint}"
 
 
 def stale_running(records: Iterable, now: float, interim_s: float, fmt_time: Callable[[float], str],
@@ -524,7 +470,8 @@ def stale_running(records: Iterable, now: float, interim_s: float, fmt_time: Cal
                 f"{fmt_elapsed(now - oldest)} ago (a running job's is updated every {interim_s:g} s; stale after "
                 f"{limit}): ended per Slurm? (sacct -j {ids[0]}) Its energy is shown up to then")
     else:
-        head = (f"note: jobs {_names(ids)}: their records say running but were last updated over "
+        named = ", ".join(ids[:MAX_NAMED]) + (f" and {len(ids) - MAX_NAMED} more" if len(ids) > MAX_NAMED else "")
+        head = (f"note: jobs {named}: their records say running but were last updated over "
                 f"{fmt_elapsed(STALE_INTERIMS * interim_s)} ago (oldest {fmt_time(oldest)}; stale after {limit}): "
                 f"ended per Slurm? (sacct -j {','.join(ids[:MAX_NAMED])}) Their energy is shown up to then")
     return [head + f"; admins: run slurm-energy collect to finalise {'it' if len(ids) == 1 else 'them'}"]

@@ -40,26 +40,19 @@ LONG_TABLE_FIELDS = ["JobID", "Node", "Class", "Count", "Method", "Energy_kWh", 
 def fmt_num(v: float | None) -> str:
     """4 significant figures in plain decimal notation (``0.00001021``, never ``1.021e-05``: the
     columns are fixed-unit, kWh / kgCO2e, like sacct's); ``n/a`` for None (unmeasured)."""
-    if v is None:
-        return "n/a"
-    return plain(v, 4)
+    return "n/a" if v is None else plain(v, 4)
 
 
 def _req_mem(r: JobRecord) -> str:
     """Requested memory per node (sacct ReqMem style); nodes that differ are listed."""
     vals = list(dict.fromkeys(format_memory(n.req_mem_bytes) for n in r.nodes))
-    return ",".join(v for v in vals) if any(vals) else ""
+    return ",".join(vals) if any(vals) else ""
 
 
 def _max_rss(r: JobRecord) -> str:
     """Peak memory used on the busiest node (sacct's MaxRSS is the largest over tasks)."""
     vals = [n.max_mem_bytes for n in r.nodes if n.max_mem_bytes is not None]
     return format_memory(max(vals)) if vals else ""
-
-
-def _slurm_energy(r: JobRecord) -> str:
-    """Slurm's own ConsumedEnergy in its own format (``12.34K`` J); ``n/a`` when Slurm has none."""
-    return "n/a" if r.slurm_energy_j is None else format_energy(r.slurm_energy_j)
 
 
 def fmt_time(ts: float, tz: str = "UTC") -> str:
@@ -102,96 +95,78 @@ def report_code(text: str) -> str:
     return next((code for needle, code in _REPORT_CODES if needle in text), "write_failed")
 
 
-def _method(rec: JobRecord) -> str:
-    if not rec.methods:
-        return Method.UNAVAILABLE.value
-    return rec.method_summary
-
-
-FIELDS: dict[str, Callable[[JobRecord, dict], str]] = {
-    "jobid": lambda r, o: o.get("jobid_override") or display_id(r),
-    "jobidraw": lambda r, o: r.job_id,
-    "cluster": lambda r, o: r.cluster,
-    "jobname": lambda r, o: r.job_name,
-    "user": lambda r, o: r.user,
-    "uid": lambda r, o: "" if r.uid is None else str(r.uid),
-    "account": lambda r, o: r.account,
-    "partition": lambda r, o: r.partition,
-    "nnodes": lambda r, o: str(r.n_nodes or 0) if hasattr(r, "n_nodes") else str(len(r.expected_nodes) or len(r.nodes)),
-    "nodelist": lambda r, o: ",".join(r.expected_nodes or [n.node for n in r.nodes]),
-    "elapsed": lambda r, o: format_duration(o.get("elapsed_s", r.elapsed_s)),
-    "start": lambda r, o: fmt_time(r.start_time, o.get("tz", "UTC")),
-    "end": lambda r, o: fmt_time(r.end_time, o.get("tz", "UTC")),
-    "restartcount": lambda r, o: str(r.restart_count),
-    "sluid": lambda r, o: getattr(r, "sluid", ""),
-    "arrayjobid": lambda r, o: r.array_job_id or "",
-    "arraytaskid": lambda r, o: r.array_task_id or "",
-    "hetjobid": lambda r, o: r.het_job_id or "",
-    "hetjoboffset": lambda r, o: r.het_job_offset or "",
-    "cpu_kwh": lambda r, o: _class_kwh(r, "cpu"),
-    "gpu_kwh": lambda r, o: _class_kwh(r, "gpu"),
-    "ram_kwh": lambda r, o: _class_kwh(r, "ram"),
-    "it_kwh": lambda r, o: fmt_num(r.it_kwh),
-    "facility_kwh": lambda r, o: fmt_num(r.facility_kwh),
-    "kgco2e": lambda r, o: fmt_num(r.co2e_kg),
-    "pue": lambda r, o: f"{r.carbon.pue:g}",
-    "ci_g_per_kwh": lambda r, o: f"{r.carbon.ci_g_per_kwh:g}",
-    "method": lambda r, o: _method(r),
-    "coverage": lambda r, o: "complete" if r.coverage_complete else "partial",
-    "state": lambda r, o: job_state(r),
-    "status": lambda r, o: _status(r),
-    "exitcode": lambda r, o: r.exit_code,
-    "errors": lambda r, o: "; ".join(r.errors),
-    "reporterror": lambda r, o: r.report_error,
-    "reqmem": lambda r, o: _req_mem(r),
-    "maxrss": lambda r, o: _max_rss(r),
-    "slurmenergy": lambda r, o: _slurm_energy(r),
-    "slurmenergyraw": lambda r, o: "" if r.slurm_energy_j is None else f"{r.slurm_energy_j:.0f}",
+#: -o fields by header (sacct-like names; -o matches them case-insensitively): the cell of a record or summary row
+_COLUMNS: dict[str, Callable[[JobRecord, dict], str]] = {
+    "JobID": lambda r, o: o.get("jobid_override") or display_id(r),
+    "JobIDRaw": lambda r, o: r.job_id,
+    "Cluster": lambda r, o: r.cluster,
+    "JobName": lambda r, o: r.job_name,
+    "User": lambda r, o: r.user,
+    "UID": lambda r, o: "" if r.uid is None else str(r.uid),
+    "Account": lambda r, o: r.account,
+    "Partition": lambda r, o: r.partition,
+    "NNodes": lambda r, o: str(r.n_nodes or 0) if hasattr(r, "n_nodes") else str(len(r.expected_nodes) or len(r.nodes)),
+    "NodeList": lambda r, o: ",".join(r.expected_nodes or [n.node for n in r.nodes]),
+    "Elapsed": lambda r, o: format_duration(o.get("elapsed_s", r.elapsed_s)),
+    "Start": lambda r, o: fmt_time(r.start_time, o.get("tz", "UTC")),
+    "End": lambda r, o: fmt_time(r.end_time, o.get("tz", "UTC")),
+    "RestartCount": lambda r, o: str(r.restart_count),
+    "SLUID": lambda r, o: getattr(r, "sluid", ""),
+    "ArrayJobID": lambda r, o: r.array_job_id or "",
+    "ArrayTaskID": lambda r, o: r.array_task_id or "",
+    "HetJobID": lambda r, o: r.het_job_id or "",
+    "HetJobOffset": lambda r, o: r.het_job_offset or "",
+    "CPU_kWh": lambda r, o: _class_kwh(r, "cpu"),
+    "GPU_kWh": lambda r, o: _class_kwh(r, "gpu"),
+    "RAM_kWh": lambda r, o: _class_kwh(r, "ram"),
+    "IT_kWh": lambda r, o: fmt_num(r.it_kwh),
+    "Facility_kWh": lambda r, o: fmt_num(r.facility_kwh),
+    "kgCO2e": lambda r, o: fmt_num(r.co2e_kg),
+    "PUE": lambda r, o: f"{r.carbon.pue:g}",
+    "CI_g_per_kWh": lambda r, o: f"{r.carbon.ci_g_per_kwh:g}",
+    "Method": lambda r, o: r.method_summary if r.methods else Method.UNAVAILABLE.value,
+    "Coverage": lambda r, o: "complete" if r.coverage_complete else "partial",
+    "State": lambda r, o: job_state(r),
+    "Status": lambda r, o: _status(r),
+    "ExitCode": lambda r, o: r.exit_code,
+    "Errors": lambda r, o: "; ".join(r.errors),
+    "ReportError": lambda r, o: r.report_error,
+    "ReqMem": lambda r, o: _req_mem(r),
+    "MaxRSS": lambda r, o: _max_rss(r),
+    # Slurm's own ConsumedEnergy in its own format (``12.34K`` J); ``n/a`` when Slurm has none
+    "SlurmEnergy": lambda r, o: "n/a" if r.slurm_energy_j is None else format_energy(r.slurm_energy_j),
+    "SlurmEnergyRaw": lambda r, o: "" if r.slurm_energy_j is None else f"{r.slurm_energy_j:.0f}",
 }
 #: fields that need the full record (nodes, errors, Slurm's energy): read from job_json, not the summary row
 FULL_FIELDS = frozenset({"nodelist", "sluid", "errors", "reqmem", "maxrss", "slurmenergy", "slurmenergyraw"})
-_HEADER = {f.lower(): f for f in DEFAULT_FIELDS + ["JobIDRaw", "Cluster", "JobName", "UID", "NodeList", "Start",
-                                                   "End", "RestartCount", "SLUID", "ArrayJobID", "ArrayTaskID",
-                                                   "HetJobID", "HetJobOffset", "IT_kWh", "PUE",
-                                                   "CI_g_per_kWh", "Coverage", "ExitCode", "Errors", "ReportError",
-                                                   "ReqMem", "MaxRSS", "SlurmEnergy", "SlurmEnergyRaw"]}
+FIELDS = {h.lower(): f for h, f in _COLUMNS.items()}  # by canonical lower-case key
+_HEADER = {h.lower(): h for h in _COLUMNS}
 
 
-def parse_format(spec: str) -> list[str]:
-    """``"JobID,User,CPU_kWh"`` -> canonical lower-case field keys (sacct: case-insensitive).
-    A field may end in sacct's ``%N`` width (:func:`parse_widths`).
+def parse_format(spec: str, long: bool = False) -> tuple[list[str], list[int | None]]:
+    """``-o "JobID,User,CPU_kWh"`` -> (canonical lower-case field keys (sacct: case-insensitive), their
+    widths); with ``long`` (``-l -o JobID,Node,DeviceID,Covers``) the :data:`LONG_FIELDS` chosen, as their
+    header names. A field may end in sacct's ``%N``; its width is None (no ``%``: as wide as the widest
+    value), N (exactly N characters, right-justified) or -N (left-justified). In the aligned table a longer
+    value is cut to N with ``+`` as its last character, as sacct does; ``-p``/``-P``/``--json`` always
+    print the full value.
 
     Raises ValueError naming the unknown field (listing the valid ones) or the bad width.
     """
-    out = []
+    names = {f.lower(): f for f in LONG_FIELDS} if long else {k: header(k) for k in FIELDS}
+    fields: list[str] = []
+    widths: list[int | None] = []
     for name in [x.strip() for x in spec.split(",") if x.strip()]:
-        key, _, width = name.lower().partition("%")
-        if key not in FIELDS:
-            raise ValueError(
-                f"--format: unknown field {name!r}; valid fields: {', '.join(_HEADER[k] for k in FIELDS)}"
-            )
+        key, pct, width = name.lower().partition("%")
+        if key not in names:
+            raise ValueError(f"--format{' with --long' if long else ''}: unknown field {name!r}; "
+                             f"valid fields: {', '.join(names.values())}")
         if width and not re.fullmatch(r"-?[1-9][0-9]{0,3}", width):
-            raise ValueError(f"--format: bad width in {name!r}: write {header(key)}%N with N a width in characters "
-                             f"(1-9999; %-N left-justifies), e.g. {header(key)}%60, as in sacct")
-        out.append(key)
-    return out
-
-
-def parse_long_format(spec: str) -> list[str]:
-    """``-l -o JobID,Node,DeviceID,Covers``: the :data:`LONG_FIELDS` chosen (case-insensitive, sacct's
-    ``%N`` allowed: :func:`parse_widths`), as their header names. Raises ValueError naming the
-    unknown field and listing the valid ones, or a bad width."""
-    by_key = {f.lower(): f for f in LONG_FIELDS}
-    out = []
-    for name in [x.strip() for x in spec.split(",") if x.strip()]:
-        key, _, width = name.lower().partition("%")
-        if key not in by_key:
-            raise ValueError(f"--format with --long: unknown field {name!r}; valid fields: {', '.join(LONG_FIELDS)}")
-        if width and not re.fullmatch(r"-?[1-9][0-9]{0,3}", width):
-            raise ValueError(f"--format: bad width in {name!r}: write {by_key[key]}%N with N a width in characters "
-                             f"(1-9999; %-N left-justifies), e.g. {by_key[key]}%60, as in sacct")
-        out.append(by_key[key])
-    return out
+            raise ValueError(f"--format: bad width in {name!r}: write {names[key]}%N with N a width in characters "
+                             f"(1-9999; %-N left-justifies), e.g. {names[key]}%60, as in sacct")
+        fields.append(names[key] if long else key)
+        widths.append(int(width) if pct and width else None)
+    return fields, widths
 
 
 def long_note(row: list[str]) -> str:
@@ -212,18 +187,6 @@ def header(key: str) -> str:
     return _HEADER.get(key, key)
 
 
-def parse_widths(spec: str) -> list[int | None]:
-    """sacct's ``Field%N`` column widths of a validated ``-o`` spec, one per field: None (no ``%``:
-    as wide as the widest value), N (exactly N characters, right-justified) or -N (left-justified).
-    In the aligned table a longer value is cut to N with ``+`` as its last character, as sacct does;
-    ``-p``/``-P``/``--json`` always print the full value."""
-    out: list[int | None] = []
-    for name in [x.strip() for x in spec.split(",") if x.strip()]:
-        _, pct, width = name.partition("%")
-        out.append(int(width) if pct and width else None)
-    return out
-
-
 #: Free-text columns capped in the aligned table when ``-o`` gives them no ``%N``: one long error
 #: would otherwise widen every row. Cut to this many characters, the last one ``…``;
 #: ``-p``/``-P``/``--json``/``-l`` keep the full text.
@@ -232,13 +195,14 @@ TEXT_FIELDS = frozenset({"errors", "reporterror"})
 
 
 def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]]:
-    """One row per (node, device) for ``--long`` (method, coverage, counter anomalies), then one
-    per phase, phase total and stage the job marked, one ``report`` row with the full reason a report
-    was not written, one ``error`` row per error on the record (DeviceID its number), (Node ``-``, Class ``phase``/``in_phases``/
-    ``outside``/``stage``, DeviceID the name; :func:`slurm_energy.reporting.phases.long_rows`), then,
-    for a job that declared its FLOPs, predicted vs measured (Class ``prediction``;
-    :func:`slurm_energy.reporting.prediction_check.long_rows`)."""
+    """``-l`` rows (:data:`LONG_FIELDS`): one per (node, device) (method, coverage, counter anomalies), then
+    Node ``-`` rows: idle GPUs, phases and stages, predicted vs measured (``long_rows`` of
+    :mod:`slurm_energy.reporting` ``gpu_idle``, ``phases``, ``prediction_check``), :func:`caveat_rows`, a
+    ``report`` row with why no report was written and an ``error`` row per error (DeviceID its number)."""
+    from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
     from slurm_energy.reporting.phases import long_rows as phase_long_rows
+    from slurm_energy.reporting.prediction_check import check
+    from slurm_energy.reporting.prediction_check import long_rows as check_long_rows
 
     rows = []
     for ns in ordered_record(rec).nodes:  # numeric order: n2 before n10, intel-rapl:2 before :10
@@ -250,55 +214,50 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
                 f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples),
                 format_memory(ns.req_mem_bytes), format_memory(ns.max_mem_bytes), _covers_flags(d, short),
             ])  # fmt: skip
-    from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
-    from slurm_energy.reporting.prediction_check import check
-    from slurm_energy.reporting.prediction_check import long_rows as check_long_rows
-
     chk = check(rec)
     extra = idle_long_rows(rec, jobid, fmt_num) + phase_long_rows(rec, jobid, fmt_num)
     extra += [] if chk is None else check_long_rows(chk, jobid)
     extra += caveat_rows(rec, jobid)
     if rec.report_error:  # the table's Status has only the code
-        extra.append([jobid, "-", "report", "not written", "", "", "", "", "", "", "", "", "",
-                      f"{report_code(rec.report_error)}: {rec.report_error}"])
+        extra.append(_note(jobid, "report", "not written", f"{report_code(rec.report_error)}: {rec.report_error}"))
     # why a record is partial / what was degraded: the table's Status does not say
-    extra += [[jobid, "-", "error", str(k), "", "", "", "", "", "", "", "", "", e] for k, e in enumerate(rec.errors, 1)]
+    extra += [_note(jobid, "error", str(k), e) for k, e in enumerate(rec.errors, 1)]
     return rows + [_widen(r) for r in extra]
 
 
-def _default_text(source: str) -> str:
-    """A carbon fact's source without its ``DEFAULT: `` lead (the row's Model column says default)."""
-    return source[len("DEFAULT: "):] if source.startswith("DEFAULT: ") else source
+def _note(jobid: str, cls: str, what: str, covers: str, model: str = "", method: str = "", kwh: str = "") -> list[str]:
+    """A Node ``-`` row of ``-l`` in the columns before ReqMem/MaxRSS (:func:`_widen`): Class ``cls``,
+    DeviceID ``what``, the text in Covers."""
+    return [jobid, "-", cls, what, model, "", method, kwh, "", "", "", "", "", covers]
 
 
 def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
-    """``-l`` rows (Node ``-``) for what the device rows do not say, each only when it applies:
+    """``-l`` rows (:func:`_note`) for what the device rows do not say, each only when it applies:
     Class ``status`` when every class with energy was estimated (``complete(estimated)``:
     :func:`slurm_energy.core.status_text`); Class ``pue`` / ``ci`` when that value is the documented
     default (``CarbonFacts.defaults_used``: the site config sets none), with the value used, the
-    facility kWh or kgCO2e it gave, its source and where to set it. Columns as the phase rows
-    (before ReqMem/MaxRSS; :func:`_widen`)."""
+    facility kWh or kgCO2e it gave, its source and where to set it."""
     rows = []
     if all_estimated(rec.methods, rec.energy_it_j):
-        rows.append([jobid, "-", "status", rec.status_text, "", "", Method.TDP_ESTIMATE.value, fmt_num(rec.it_kwh),
-                     "", "", "", "", "", "every class with energy estimated: rated power x utilisation x time, "
-                     "no counter or power reading"])
+        rows.append(_note(jobid, "status", rec.status_text, "every class with energy estimated: rated power x "
+                          "utilisation x time, no counter or power reading", method=Method.TDP_ESTIMATE.value,
+                          kwh=fmt_num(rec.it_kwh)))
     c = rec.carbon
     if "pue" in c.defaults_used:
-        rows.append([jobid, "-", "pue", f"{c.pue:g}", "default", "", "", fmt_num(rec.facility_kwh), "", "", "", "",
-                     "", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; "
-                     + _with_fix(_default_text(c.pue_source), "set pue in site.yaml")])
+        rows.append(_note(jobid, "pue", f"{c.pue:g}", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; "
+                          + _with_fix(c.pue_source, "set pue in site.yaml"), model="default", kwh=fmt_num(rec.facility_kwh)))
     if "ci" in c.defaults_used:
-        rows.append([jobid, "-", "ci", f"{c.ci_g_per_kwh:g} gCO2e/kWh", "default", "", "", "", "", "", "", "", "",
-                     f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x CI; "
-                     + _with_fix(_default_text(c.ci_source), "set location.country or carbon_intensity in site.yaml")])
+        rows.append(_note(jobid, "ci", f"{c.ci_g_per_kwh:g} gCO2e/kWh", f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x "
+                          "CI; " + _with_fix(c.ci_source, "set location.country or carbon_intensity in site.yaml"),
+                          model="default"))
     return rows
 
 
 def _with_fix(source: str, fix: str) -> str:
-    """``source; fix``, unless ``source`` already says where to set the value (config/carbon.py's
-    default CI source ends "-- set location.country or datacenters.<name>.carbon_intensity in
-    site.yaml"): the hint once, not twice."""
+    """``source`` without its ``DEFAULT: `` lead (the row's Model column says default), then ``; fix``
+    unless ``source`` already says where to set the value (config/carbon.py's default CI source ends
+    "-- set location.country or datacenters.<name>.carbon_intensity in site.yaml"): the hint once."""
+    source = source.removeprefix("DEFAULT: ")
     return source if "in site.yaml" in source else f"{source}; {fix}"
 
 

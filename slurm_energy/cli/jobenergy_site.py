@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from slurm_energy.store.urls import shown_url
-
 
 class Site(NamedTuple):
     """What jobenergy takes from the site config, and where it came from (for messages)."""
@@ -21,19 +19,14 @@ class Site(NamedTuple):
     interim_s: float = 60.0  # sampling.interim_s: how often a running job's record is updated, s
 
 
-def resolved_config() -> tuple | None:
-    """``(config, problems, path)`` from the hooks' resolved copy of the site config, else the
-    readers' copy beside it (``paths.store_url``, ``admins``, ``timezone``, ``source_path``,
-    ``sampling.interim_s``, readable by whoever may read site.yaml), when it matches site.yaml's text
+def _resolved_site() -> Site | None:
+    """:class:`Site` from the hooks' resolved copy of the site config, else the readers' copy beside
+    it (``paths.store_url``, ``admins``, ``timezone``, ``source_path``, ``sampling.interim_s``,
+    readable by whoever may read site.yaml), when it matches site.yaml's text
     (:func:`slurm_energy.slurm.hookconfig.reader_config`: no pydantic import). None otherwise."""
     from slurm_energy.slurm.hookconfig import reader_config
 
-    return reader_config()
-
-
-def _resolved_site() -> Site | None:
-    """:class:`Site` from :func:`resolved_config`, or None."""
-    got = resolved_config()
+    got = reader_config()
     if got is None:
         return None
     c, problems, p = got
@@ -62,7 +55,3 @@ def load_site() -> Site:
         origin = f"site config: none found, defaults used; set {C.schema.ENV_VAR} or create {C.schema.DEFAULT_PATH}"
     return Site(cfg.paths.store_url, list(cfg.admins), cfg.timezone, origin, list(warnings),
                 float(cfg.sampling.interim_s))
-
-
-#: the store URL with any password hidden, as every command shows it
-_shown_url = shown_url

@@ -190,7 +190,7 @@ def site_config(args):
 
             cfg, warnings = C.load_site_config_for_hooks(save=False)
             for w in warnings:  # an invalid key falls back to its default: say so, as jobenergy does
-                print(f"slurm-energy predict: warning: {w}", file=sys.stderr)
+                print(f"slurm-energy {getattr(args, 'command', 'predict')}: warning: {w}", file=sys.stderr)
             args._site_config = (cfg, f"site config {cfg.source_path}" if cfg.source_path else "no site config")
         except Exception as e:
             args._site_config = (None, f"site config unreadable: {e}")
@@ -217,10 +217,9 @@ def site_facts(args) -> dict:
             d = CarbonFacts()
     out = {"pue": d.pue, "pue_source": d.pue_source, "ci": d.ci_g_per_kwh, "ci_source": d.ci_source,
            "alpha": d.alpha, "alpha_source": d.alpha_source}
-    if args.alpha is not None:
-        out["alpha"], out["alpha_source"] = args.alpha, "--alpha"
-    if args.pue is not None:
-        out["pue"], out["pue_source"] = args.pue, "--pue"
+    for k in ("alpha", "pue"):
+        if getattr(args, k) is not None:
+            out[k], out[f"{k}_source"] = getattr(args, k), f"--{k}"
     if args.ci is not None:
         out["ci"], out["ci_source"] = args.ci, "--ci"
     elif args.country:
@@ -241,16 +240,9 @@ def load_calibration(args, gpu_model: str) -> tuple[object | None, str]:
     if args.no_calibration:
         return None, "site calibration: off (--no-calibration)"
     from slurm_energy.accounting.calibration import fit, for_gpu
-    from slurm_energy.store.urls import resolve_store_url
-
-    def from_config() -> str:
-        cfg, note = site_config(args)
-        if cfg is None:
-            raise LookupError(note)
-        return cfg.paths.store_url
 
     try:
-        url = resolve_store_url(args.store, from_config).url
+        url = store_url(args)
     except (LookupError, ValueError) as e:
         return None, f"site calibration: none ({e})"
     try:
@@ -435,14 +427,14 @@ def tagged_records(url: str) -> list:
 
 def store_url(args) -> str:
     """``--store``, else ``$SLURM_ENERGY_STORE``, else the site config's ``paths.store_url``
-    (:func:`slurm_energy.store.urls.resolve_store_url`; the site config is read only when needed).
-    Raises ValueError: ``--store ''``."""
+    (:func:`slurm_energy.store.urls.resolve_store_url`; the site config, :func:`site_config`, is read
+    only when needed). Raises ValueError: ``--store ''``; LookupError: the site config is unreadable."""
     from slurm_energy.store.urls import resolve_store_url
 
     def from_config() -> str:
-        from slurm_energy import config as C
-
-        cfg, _ = C.load_site_config_for_hooks(save=False)
+        cfg, note = site_config(args)
+        if cfg is None:
+            raise LookupError(note)
         return cfg.paths.store_url
 
     return resolve_store_url(args.store, from_config).url

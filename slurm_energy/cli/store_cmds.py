@@ -18,9 +18,7 @@ import time
 
 from slurm_energy.core import one_line
 from slurm_energy.reporting.rollup_table import COLUMNS, month_bounds, month_header
-from slurm_energy.store.urls import STORE_HELP
-
-__all__ = ["month_bounds", "month_header"]  # tests and callers import them here
+from slurm_energy.store.urls import STORE_HELP, shown_url
 
 
 def register(sub) -> None:
@@ -69,10 +67,10 @@ def _cfg():
 def _reader_cfg():
     """The site config for a reader (``rollup``): the hooks' resolved copy when it is readable and
     has no problem (then it equals the strict load, without pydantic's import time), else
-    :func:`_cfg` (which raises ConfigError for a bad file, as before)."""
-    from slurm_energy.cli.jobenergy import resolved_config
+    :func:`_cfg` (which raises ConfigError for a bad file)."""
+    from slurm_energy.slurm.hookconfig import reader_config
 
-    got = resolved_config()
+    got = reader_config()
     return got[0] if got is not None and not got[1] else _cfg()
 
 
@@ -99,16 +97,12 @@ def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
     """
     if euid == 0:
         return None
-    import pwd
+    from slurm_energy.cli.sudo_caller import user_name
 
-    from slurm_energy.store.urls import shown_url as _shown_url
-
-    try:
-        who = f"{pwd.getpwuid(euid).pw_name} (uid {euid})"
-    except KeyError:
-        who = f"uid {euid}"
+    name = user_name(euid)
+    who = f"uid {euid}" if name == str(euid) else f"{name} (uid {euid})"
     return (f"collect must run as root: it reads the node records under {results_dir} (root's, mode 0700) "
-            f"and writes the store {_shown_url(store_url)}; you are {who}. Run it as root, e.g. from root's "
+            f"and writes the store {shown_url(store_url)}; you are {who}. Run it as root, e.g. from root's "
             "crontab on the controller")
 
 
@@ -142,8 +136,10 @@ def cmd_collect(args) -> int:
     if msg:
         _err(msg)
         return 2
+    from slurm_energy.store import open_store
+
     try:
-        store = _open(args, cfg)
+        store = open_store(url)
     except PermissionError as e:
         _err(f"collect: cannot create or write {e.filename or url}: {e.strerror}; collect must run as root")
         return 2
@@ -152,7 +148,6 @@ def cmd_collect(args) -> int:
         return 2
     from slurm_energy.errors import StoreDbError
     from slurm_energy.slurm.collect import collect_all, with_paths
-    from slurm_energy.store.urls import shown_url as _shown_url
 
     try:
         lines, done = collect_all(with_paths(cfg, url, results_dir), store, time.time(), args.older_than * 60.0,
@@ -161,7 +156,7 @@ def cmd_collect(args) -> int:
         _err(f"collect: cannot read {e.filename or results_dir}: {e.strerror}; collect must run as root")
         return 2
     except StoreDbError as e:
-        _err(f"collect: cannot write the store {_shown_url(url)}: {str(e).splitlines()[0]}")
+        _err(f"collect: cannot write the store {shown_url(url)}: {str(e).splitlines()[0]}")
         return 2
     finally:
         store.close()
@@ -211,9 +206,10 @@ def cmd_prune(args) -> int:
 
 
 def _month_data(args, cfg, t0: float, t1: float):
-    """(rollup rows, the month's full records: only for html) or None after printing why the store
-    cannot be read (:func:`slurm_energy.store.rollup.month_rollup`). Read-only: never migrates."""
-    from slurm_energy.store.rollup import month_ids, month_rollup
+    """(rollup rows, the month's full records: only for html, the month's top 10 jobs by GPU-idle energy:
+    [] when unreadable) or None after printing why the store cannot be read
+    (:mod:`slurm_energy.store.rollup`: month_rollup, top_gpu_idle). Read-only: never migrates."""
+    from slurm_energy.store.rollup import month_ids, month_rollup, top_gpu_idle
 
     try:
         store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
@@ -222,27 +218,31 @@ def _month_data(args, cfg, t0: float, t1: float):
             # the HTML report lists the month's top jobs, methods and carbon facts: full records
             ids = month_ids(store.db, t0, t1) if args.format == "html" else []
             records = store.records_by_id(ids, progress_what=f"rollup {args.month}: reading job records")
+            try:
+                top = top_gpu_idle(store.db, t0, t1, 10)
+            except Exception:
+                top = []
         finally:
             store.close()
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e).splitlines()[0])
         return None
-    return rows, records
+    return rows, records, top
 
 
 def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = None) -> str:
     """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_table`: no pandas, no pydantic),
-    html by :func:`slurm_energy.reporting.monthly.write_rollup`; returns the path written ("": stdout)."""
+    html by :func:`slurm_energy.reporting.monthly.render_html` (default file rollup-<month>-<by>.html);
+    returns the path written ("": stdout)."""
     from slurm_energy.reporting import rollup_table as R
 
     if args.format == "csv":
         return R.write_text(R.csv_text(rows, args.by), args.out)
     if args.format == "json":
         return R.write_text(R.json_text(rows, args.by, args.month, tz, top_gpu_idle=top), args.out)
-    from slurm_energy.reporting.monthly import write_rollup
-    from slurm_energy.reporting.rollup_table import rows_frame
+    from slurm_energy.reporting.monthly import render_html
 
-    return write_rollup(rows_frame(rows, args.by), records, args.by, args.month, args.format, args.out, timezone=tz)
+    return R.write_text(render_html(rows, records, args.by, args.month, tz), args.out or f"rollup-{args.month}-{args.by}.html")
 
 
 def cmd_rollup(args) -> int:
@@ -267,12 +267,11 @@ def cmd_rollup(args) -> int:
     got = _month_data(args, cfg, t0, t1)
     if got is None:
         return 2
-    rows, records = got
+    rows, records, top = got  # read as root (the store), written as the caller
     if args.format != "table":
         try:
-            idle = _top_gpu_idle(args, cfg, t0, t1)  # read as root (the store), written as the caller
             with as_caller():  # under sudo: --out (or the html's default file) opened as the caller, never root
-                where = _write_rollup(args, rows, records, cfg.timezone, idle)
+                where = _write_rollup(args, rows, records, cfg.timezone, top)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
             return 2
@@ -290,7 +289,6 @@ def cmd_rollup(args) -> int:
 
     print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)
     print(render(rows, head, parsable="P" if args.parsable2 else ""))
-    top = _top_gpu_idle(args, cfg, t0, t1)
     if top and not args.parsable2:
         print("\ntop jobs by GPU energy while allocated but idle (measured in an idle state unless the method says "
               "tdp_estimate):")
@@ -302,17 +300,3 @@ def cmd_rollup(args) -> int:
 
 def _top_id(r: dict) -> str:
     return f"{r['array_job_id']}_{r['array_task_id']}" if r.get("array_job_id") else str(r["job_id"])
-
-
-def _top_gpu_idle(args, cfg, t0: float, t1: float, limit: int = 10) -> list:
-    """The month's top jobs by GPU-idle energy (:func:`slurm_energy.store.rollup.top_gpu_idle`); [] when unreadable."""
-    from slurm_energy.store.rollup import top_gpu_idle
-
-    try:
-        store = _open(args, cfg, readonly=True)
-        try:
-            return top_gpu_idle(store.db, t0, t1, limit)
-        finally:
-            store.close()
-    except Exception:
-        return []

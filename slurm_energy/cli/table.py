@@ -25,7 +25,7 @@ def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noh
     trailing bar (-p), ``"P"`` ``a|b`` (-P). ``wrap_to`` (aligned only; ``-l``'s Covers): the line
     width in characters; the last column is then left-aligned and wrapped at word boundaries to
     what is left of it (at least :data:`MIN_WRAP`), continuation lines indented under it.
-    Aligned only: ``widths`` (per column, :func:`~slurm_energy.cli.jobenergy_format.parse_widths`): a
+    Aligned only: ``widths`` (per column, :func:`~slurm_energy.cli.jobenergy_format.parse_format`): a
     fixed width N (-N: left-justified), header included, a longer value cut with ``+`` last
     (sacct's ``%N``); ``caps`` (per column, where ``widths`` gives none): at most that many
     characters, a longer value cut with ``…`` last. Every cell and header is shown as one line

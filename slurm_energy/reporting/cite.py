@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurm_energy._version import __version__
+from slurm_energy.accounting.formulas import sum_known
+from slurm_energy.errors import CiteError
 from slurm_energy.model import JobRecord, Method, WindowEnergy
 from slurm_energy.units import J_PER_KWH
 
@@ -30,10 +32,6 @@ _METHOD_WORDS = {
     Method.TDP_ESTIMATE: "estimated from rated power x utilisation x time (not measured)",
     Method.UNAVAILABLE: "not measured",
 }
-
-
-class CiteError(ValueError):
-    """Nothing to cite: no record, or no record with the asked phase / stage (the message names it)."""
 
 
 @dataclass
@@ -66,11 +64,6 @@ class Citation:
     training_type: str
     complete: bool
     version: str = __version__
-
-
-def _sum(vals: Sequence[float | None]) -> float | None:
-    known = [v for v in vals if v is not None]
-    return sum(known) if known else None
 
 
 def _window(rec: JobRecord, name: str) -> WindowEnergy | None:
@@ -136,7 +129,7 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
         methods = w.methods if w is not None else r.methods
         for cls, j in energies.items():
             part = classes.setdefault(cls, ClassPart(cls))
-            part.kwh = _sum([part.kwh, None if j is None else j / J_PER_KWH])
+            part.kwh = sum_known([part.kwh, None if j is None else j / J_PER_KWH])
             part.methods.add(Method(methods.get(cls, Method.UNAVAILABLE)).value)
             cov = w.coverage if w is not None else min((d.coverage for n in r.nodes for d in n.devices
                                                        if d.device_class == cls), default=0.0)
@@ -157,7 +150,7 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
     if phase:
         what += f", phase {phase!r} only"
     return Citation(
-        jobs=[r.job_id for r in recs], what=what, it_kwh=_sum(it), facility_kwh=_sum(fac), co2e_kg=_sum(co2),
+        jobs=[r.job_id for r in recs], what=what, it_kwh=sum_known(it), facility_kwh=sum_known(fac), co2e_kg=sum_known(co2),
         classes=classes, pue=sorted({(r.carbon.pue, r.carbon.pue_source) for r in recs}),
         ci=sorted({(r.carbon.ci_g_per_kwh, r.carbon.ci_source) for r in recs}),
         locations=sorted({r.carbon.datacenter or r.carbon.ci_source for r in recs}), hardware=_hardware(recs),
@@ -168,6 +161,11 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
 
 def _day(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def _span(c: Citation) -> str:
+    """``2024-03-01``, or ``2024-03-01 to 2024-03-04`` when the jobs ran over several days (UTC)."""
+    return _day(c.start) if _day(c.start) == _day(c.end) else f"{_day(c.start)} to {_day(c.end)}"
 
 
 def _num(v: float | None, unit: str) -> str:
@@ -188,13 +186,12 @@ def methods_text(c: Citation) -> str:
     pue = "; ".join(f"{v:g} ({s})" for v, s in c.pue)
     ci = "; ".join(f"{v:g} gCO2e/kWh ({s})" for v, s in c.ci)
     hw = ", ".join(c.hardware) or "hardware not recorded"
-    span = _day(c.start) if _day(c.start) == _day(c.end) else f"{_day(c.start)} to {_day(c.end)}"
     lower = "" if c.complete else " Some device was unmeasured or measured for part of the time: the totals are a lower bound."
     verb = "measured" if _all_measured(c) else "measured (estimated where no reading existed, as said per class)"
-    return (f"Energy and emissions of {c.what} ({hw}; {span}) were {verb} with {TOOL} {c.version} on the "
+    return (f"Energy and emissions of {c.what} ({hw}; {_span(c)}) were {verb} with {TOOL} {c.version} on the "
             f"Slurm cluster's nodes: IT energy {_num(c.it_kwh, 'kWh')}, by device class "
             f"{', '.join(_class_phrases(c))}. Facility energy {_num(c.facility_kwh, 'kWh')} is the IT energy x "
-            f"PUE {pue}; emissions {_num(None if c.co2e_kg is None else c.co2e_kg, 'kgCO2e')} are the facility "
+            f"PUE {pue}; emissions {_num(c.co2e_kg, 'kgCO2e')} are the facility "
             f"energy x carbon intensity {ci}.{lower}")
 
 
@@ -217,8 +214,8 @@ def methods_latex(c: Citation) -> str:
 def citation_line(c: Citation) -> str:
     """One line to cite (no BibTeX): tool, version, what, the totals, the dates."""
     return (f"{TOOL} {c.version}: {c.what}, {_num(c.it_kwh, 'kWh')} IT / {_num(c.facility_kwh, 'kWh')} facility, "
-            f"{_num(None if c.co2e_kg is None else c.co2e_kg * 1000, 'gCO2e')}, measured {_day(c.start)}"
-            f"{'' if _day(c.start) == _day(c.end) else ' to ' + _day(c.end)} (jobs {', '.join(c.jobs)}).")
+            f"{_num(None if c.co2e_kg is None else c.co2e_kg * 1000, 'gCO2e')}, measured {_span(c)} "
+            f"(jobs {', '.join(c.jobs)}).")
 
 
 def _all_measured(c: Citation) -> bool:

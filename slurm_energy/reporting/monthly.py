@@ -1,6 +1,6 @@
 """The month's rollup as CSV, JSON or an HTML report an admin can hand on.
 
-Input: the DataFrame of :func:`slurm_energy.cli.store_cmds.rollup` (one row per user, account or
+Input: the rows of :func:`slurm_energy.store.rollup.month_rollup` (one dict per user, account or
 partition; its sums are the numbers shown) and the month's final records (for the top jobs, the
 method coverage and the carbon facts used: listed, not re-summed). Every energy number says which
 part was measured (energy counter or integrated sampled power) and which estimated (TDP model);
@@ -12,9 +12,9 @@ estimated stacked; kgCO2e per group) inlined as SVG; written atomically (temp fi
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 
+from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.units import J_PER_KWH
@@ -23,22 +23,12 @@ TOP_JOBS = 10
 MAX_BARS = 30  # groups drawn; the rest are in the table
 
 
-def _num(v) -> float | None:
-    return None if v is None else float(v)
-
-
-def _rows(df) -> list[dict]:
-    return [{k: (_num(v) if k not in (df.columns[0],) and k not in ("jobs", "unmeasured_jobs") else v)
-             for k, v in row.items()} for row in df.to_dict(orient="records")]
-
-
 def bar_charts_svg(rows: list[dict], by: str) -> str:
     """Two horizontal bar charts as one inline SVG: IT kWh per group (measured | estimated stacked) and
-    kgCO2e per group. ``rows`` as :func:`_rows`; groups without a number get no bar (never 0)."""
-    import matplotlib
+    kgCO2e per group. ``rows`` as :func:`render_html`'s; groups without a number get no bar (never 0)."""
+    from matplotlib.figure import Figure  # no pyplot: no global state
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from slurm_energy.reporting.plot import svg_text
 
     rows = sorted(rows, key=lambda r: r["it_kwh"] or 0.0, reverse=True)[:MAX_BARS]
     names = [str(r[by]) for r in rows][::-1]
@@ -46,7 +36,8 @@ def bar_charts_svg(rows: list[dict], by: str) -> str:
     est = [r["estimated_it_kwh"] or 0.0 for r in rows][::-1]
     co2 = [r["co2e_kg"] or 0.0 for r in rows][::-1]
     h = max(2.5, 0.35 * len(names) + 1.2)
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, h))
+    fig = Figure(figsize=(11, h))
+    a1, a2 = fig.subplots(1, 2)
     a1.barh(names, meas, color="#1f77b4", label="measured (counter / sampled power)")
     a1.barh(names, est, left=meas, color="#ff7f0e", hatch="//", label="estimated (TDP model)")
     a1.set_xlabel("IT energy, kWh")
@@ -56,11 +47,7 @@ def bar_charts_svg(rows: list[dict], by: str) -> str:
     a2.set_yticklabels([])
     fig.suptitle(f"per {by}")
     fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):]
+    return svg_text(fig)
 
 
 def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict]:
@@ -92,34 +79,18 @@ def carbon_used(records: list[JobRecord]) -> list[dict]:
             for k, v in c.most_common()]
 
 
-def render_html(df, records: list[JobRecord], by: str, month: str, timezone: str = "UTC") -> str:
-    """The HTML report (see module doc) as text; ``timezone``: the IANA zone the month is in."""
+def render_html(rows: list[dict], records: list[JobRecord], by: str, month: str, timezone: str = "UTC") -> str:
+    """The HTML report (see module doc) as text. ``rows``: :func:`slurm_energy.store.rollup.month_rollup`'s
+    (``by``, jobs, unmeasured_jobs as ints; kWh and kgCO2e as floats, None where nothing was measured);
+    ``timezone``: the IANA zone the month is in."""
     from slurm_energy.reporting.report import _template_env
 
-    rows = _rows(df)
     env = _template_env()  # the job report's environment over the shipped templates
     env.filters["n"] = lambda v, fmt="{:.4g}": "n/a" if v is None else fmt.format(v)
-    total = {k: (sum(r[k] for r in rows if r[k] is not None) if any(r[k] is not None for r in rows) else None)
+    total = {k: sum_known([r[k] for r in rows])
              for k in ("it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh")}
     total["jobs"] = sum(r["jobs"] for r in rows)
     total["unmeasured_jobs"] = sum(r["unmeasured_jobs"] for r in rows)
     return env.get_template("monthly.html.j2").render(
         by=by, month=month, timezone=timezone, rows=rows, total=total, chart=bar_charts_svg(rows, by) if rows else "",
         top=top_jobs(records), coverage=method_coverage(records), carbon=carbon_used(records))
-
-
-def write_rollup(df, records: list[JobRecord], by: str, month: str, fmt: str, out: str | None,
-                 timezone: str = "UTC") -> str:
-    """Write the rollup as ``fmt`` (csv, json, html) to ``out`` (None: stdout; html: a default file
-    name in the current directory). ``timezone``: the IANA zone of the month's bounds (shown in json
-    and html). Returns the path written ("" for stdout). Raises OSError."""
-    from slurm_energy.reporting import rollup_table as R
-
-    if fmt == "csv":
-        text = R.csv_text(_rows(df), by)
-    elif fmt == "json":
-        text = R.json_text(_rows(df), by, month, timezone)
-    else:
-        text = render_html(df, records, by, month, timezone)
-        out = out or f"rollup-{month}-{by}.html"
-    return R.write_text(text, out)

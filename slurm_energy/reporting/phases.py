@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from slurm_energy.accounting.phases import union
 from slurm_energy.jobid import display_id
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
-from slurm_energy.reporting.csvsafe import safe_cell
+from slurm_energy.reporting.csvsafe import cell
 from slurm_energy.units import J_PER_KWH
 
 #: Columns of ``energy-<jobid>.phases.csv``; times in s since the job's start, energies in kWh;
@@ -86,14 +86,6 @@ def _clip(t: float, elapsed: float) -> float:
     return min(max(t, 0.0), max(elapsed, 0.0))
 
 
-def _cell(v) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.9g}"
-    return safe_cell(v) if isinstance(v, str) else str(v)  # a user's text: never a formula
-
-
 def render_phases_csv(record: JobRecord) -> str:
     """CSV text (:data:`PHASE_CSV_COLUMNS`) of :func:`phase_rows`; '' when the job has none."""
     rows = phase_rows(record)
@@ -103,7 +95,7 @@ def render_phases_csv(record: JobRecord) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(PHASE_CSV_COLUMNS)
     for r in rows:
-        w.writerow([_cell(v) for v in (
+        w.writerow([cell(v) for v in (
             display_id(record), r.kind, r.name, r.depth, r.fraction, r.start_s, r.end_s, r.duration_s,
             *(r.class_kwh.get(c) for c in DEVICE_CLASSES), r.it_kwh, r.method.value, r.coverage, r.co2e_kg,
             ";".join(r.flags))])

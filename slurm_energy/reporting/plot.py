@@ -74,8 +74,12 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
         are not drawn (unmeasured is not 0 W).
     """
     fig = power_figure(nodes, job_start, marks, idle)
-    if fig is None:
-        return None
+    return None if fig is None else svg_text(fig)
+
+
+def svg_text(fig) -> str:
+    """A matplotlib ``Figure`` as inline SVG: no XML prologue, no date, no width/height (CSS sizes it),
+    text kept as ``<text>`` (smaller, selectable) and never rendered by LaTeX (user text in it)."""
     import matplotlib
 
     buf = io.StringIO()
@@ -85,7 +89,6 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
     svg = buf.getvalue()
     start = svg.find("<svg")
     svg = svg[start:] if start >= 0 else svg
-    # inline SVG: let CSS size it
     return re.sub(r'(<svg[^>]*?)\s(width|height)="[^"]*"', r"\1", svg, count=2)
 
 

@@ -19,42 +19,29 @@ import os
 
 from slurm_energy.core import all_estimated
 from slurm_energy.jobid import display_id
-from slurm_energy.model import JobRecord, Method
+from slurm_energy.model import JobRecord
 from slurm_energy.natsort import ordered_record, sort_static_devices
 from slurm_energy.reporting import explain, prediction_check
-from slurm_energy.reporting.csvsafe import safe_cell
+from slurm_energy.reporting.csvsafe import cell
 from slurm_energy.reporting.job_facts import memory_rows, util_label
 from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_rows
 from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_user
 from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text, plain
 from slurm_energy.units import J_PER_KWH
 
-#: CSV columns, units in the names. ``energy_it_kWh`` is the job's share; ``device_energy_kWh``
-#: the whole devices over the job's time; ``mean_power_W`` = job-share energy / measured time
-#: (coverage x elapsed), over the fraction ``mean_power_coverage`` of the job.
+#: CSV columns, units in the names (a new column goes last: the others keep their places). ``job_id``:
+#: the id Slurm users know (:func:`slurm_energy.jobid.display_id`: ``715219_23`` for an array task,
+#: ``1234+1`` for a het job component), ``job_id_raw`` the job's own (SLURM_JOB_ID). ``energy_it_kWh``:
+#: the job's share; ``device_energy_kWh`` the whole devices over the job's time; ``mean_power_W`` =
+#: job-share energy / measured time (coverage x elapsed), over the fraction ``mean_power_coverage`` of
+#: the job. ``status`` as jobenergy shows it (:func:`slurm_energy.core.status_text`); ``pue_default`` /
+#: ``ci_default``: ``true`` when PUE / CI are the documented defaults (``CarbonFacts.defaults_used``).
 CSV_COLUMNS = (
     "job_id", "device_class", "n_devices", "method", "coverage",
     "energy_it_kWh", "device_energy_kWh", "mean_power_W", "elapsed_s",
     "pue", "facility_kWh", "ci_gCO2e_per_kWh", "alpha", "kgCO2e", "mean_power_coverage",
     "status", "pue_default", "ci_default", "job_id_raw",
 )
-#: ``job_id`` is the id Slurm users know (:func:`slurm_energy.jobid.display_id`, as sacct/squeue
-#: print it: ``715219_23`` for an array task, ``1234+1`` for a het job component, else the job id);
-#: ``job_id_raw`` the job's own id (SLURM_JOB_ID). The last four columns were added after the others
-#: (the earlier ones keep their places): the job's status as jobenergy shows it
-#: (``complete(estimated)``...: :func:`slurm_energy.core.status_text`), ``true``/``false``: whether
-#: PUE / CI are the documented defaults (no site value configured; ``CarbonFacts.defaults_used``),
-#: and the raw job id.
-
-def _cell(v) -> str:
-    """CSV cell: ``None`` -> empty (unmeasured), floats with up to 9 significant digits."""
-    if v is None:
-        return ""
-    if isinstance(v, Method):
-        return v.value
-    if isinstance(v, float):
-        return plain(v, 9)  # plain decimals (0.000136900), never 1.369e-04: spreadsheets read both
-    return safe_cell(v) if isinstance(v, str) else str(v)  # a user's text: never a formula
 
 
 def render_csv(record: JobRecord) -> str:
@@ -73,7 +60,7 @@ def render_csv(record: JobRecord) -> str:
     defaults = ["true" if k in c.defaults_used else "false" for k in ("pue", "ci")]
     job = display_id(record)
     for r in class_rows(record):
-        w.writerow([_cell(v) for v in (
+        w.writerow([cell(v) for v in (
             job, r.device_class, r.n_devices, r.method, r.coverage,
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
             c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
@@ -100,10 +87,7 @@ def render_prediction_csv(record: JobRecord) -> str:
 
 
 def _fmt_num(v: float | None, digits: int = 4, unit: str = "") -> str:
-    if v is None:
-        return "n/a — not measured"
-    s = f"{v:.{digits}g}"
-    return f"{s} {unit}".rstrip()
+    return "n/a — not measured" if v is None else f"{v:.{digits}g} {unit}".rstrip()
 
 
 def _fmt_time(t: float | None) -> str:
@@ -136,10 +120,7 @@ def _fmt_static_value(key: str, v) -> str:
 
 def _static_label(key: str) -> str:
     """``"ram_total_bytes"`` -> ``"ram total"`` (the unit is in the formatted value)."""
-    for suffix in ("_bytes",):
-        if key.endswith(suffix):
-            key = key[: -len(suffix)]
-    return key.replace("_", " ")
+    return key.removesuffix("_bytes").replace("_", " ")
 
 
 #: Static keys shown first, in this order; ``host``/``pid`` are not hardware facts (the node name is

@@ -2,8 +2,7 @@
 table (``slurm-energy rollup``; the SQL aggregate is :mod:`slurm_energy.store.rollup`; shown by
 :mod:`slurm_energy.cli.store_cmds`; HTML by :mod:`slurm_energy.reporting.monthly`), and the rollup as CSV
 or JSON text without pandas or pydantic (``rollup --format csv|json`` then starts as fast as the
-table): what pandas' ``DataFrame.to_csv(index=False)`` of :func:`rows_frame` gave (tests compare
-them): a header of the column names, Python's ``repr`` of floats, an empty cell for None."""
+table): a header of the column names, Python's ``repr`` of floats, an empty cell for None."""
 
 from __future__ import annotations
 
@@ -40,16 +39,6 @@ def month_bounds(month: str, tz: str = "UTC") -> tuple[float, float]:
     return start.timestamp(), end.timestamp()
 
 
-def rows_frame(rows: list[dict], by: str):
-    """The rows of :func:`slurm_energy.store.rollup.month_rollup` as a DataFrame (columns ``by``,
-    jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh,
-    gpu_idle_kwh, in that order; None where nothing was measured)."""
-    import pandas as pd
-
-    df = pd.DataFrame(rows, columns=[by, *COLUMNS])
-    return df.astype(object).where(df.notna(), None)
-
-
 def month_header(month: str, tz: str, t0: float, t1: float) -> str:
     """The rollup's first line: the month, its time zone and its bounds in UTC."""
     def iso(t: float) -> str:
@@ -82,11 +71,7 @@ def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str,
     :func:`slurm_energy.store.rollup.top_gpu_idle`'s rows) and the note on measured / estimated / unmeasured."""
     import json
 
-    def num(v: Any) -> float | None:
-        return None if v is None else float(v)
-
-    out = [{by: r[by], **{k: (r[k] if k in ("jobs", "unmeasured_jobs") else num(r[k])) for k in COLUMNS}}
-           for r in rows]
+    out = [{by: r[by], **{k: r[k] for k in COLUMNS}} for r in rows]  # month_rollup's ints and floats
     return json.dumps({"month": month, "timezone": timezone, "by": by, "rows": out,
                        "top_gpu_idle_jobs": list(top_gpu_idle or []), "note": NOTE}, indent=2) + "\n"
 

@@ -46,10 +46,6 @@ class ClassRow:
         return None if self.device_energy_j is None else self.device_energy_j / J_PER_KWH
 
 
-def _devices(record: JobRecord, cls: str) -> list[DeviceEnergy]:
-    return [d for n in record.nodes for d in n.devices if d.device_class == cls]
-
-
 def _mean_power_measured(devs: list[DeviceEnergy], elapsed_s: float) -> tuple[float | None, float | None]:
     """(W, coverage): sum over measured devices of E_j / (coverage x t), t = the device's
     ``duration_s`` (its node's elapsed time) or ``elapsed_s``; coverage = the lowest coverage
@@ -97,7 +93,7 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
     it_total_j = None if record.it_kwh is None else record.it_kwh * J_PER_KWH
     rows: list[ClassRow] = []
     for cls in DEVICE_CLASSES:
-        devs = _devices(record, cls)
+        devs = [d for n in record.nodes for d in n.devices if d.device_class == cls]
         if not devs and cls not in record.energy_it_j:
             continue  # the job had no device of this class (e.g. no GPU): no row, not "unavailable"
         e = record.energy_it_j.get(cls)

@@ -3,7 +3,7 @@
 The Epilog runs as root (SlurmdUser), but a job's working directory belongs to the job's user, who
 may plant a symlink at the report's name (``energy-<jobid>.html -> /etc/shadow``). Writing there as
 root would let any user overwrite any file on the node. So, when running as root,
-:func:`write_file_as_user` forks a child that drops to the user's uid/gid (``setgroups`` ->
+:func:`write_files_as_user` forks a child that drops to the user's uid/gid (``setgroups`` ->
 ``setgid`` -> ``setuid``, in that order: once the uid is dropped the groups can no longer be
 changed) and only then touches the directory. In the child, the write is:
 
@@ -14,8 +14,8 @@ changed) and only then touches the directory. In the child, the write is:
 4. ``rename(tmp, name)`` relative to the dir fd: rename(2) replaces a symlink at ``name`` by the
    new file, it never follows it; then ``fsync`` the directory so the entry is durable.
 
-The parent waits with a timeout (a hung NFS home must not hang the Epilog) and raises
-:class:`SafeWriteError` naming the path and the reason on failure.
+The parent waits with a timeout (a hung NFS home must not hang the Epilog) and reports each file
+not written with the reason (a :class:`SafeWriteError` from the child's runner says why).
 
 When not running as root the same steps run in-process, as the current user.
 """
@@ -32,13 +32,8 @@ import time
 
 from slurm_energy.errors import SafeWriteError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
+__all__ = ["REPORT_TIMEOUT_S", "UNKNOWN_UMASK", "SafeWriteError", "write_files_as_user"]
 
-__all__ = ["REPORT_TIMEOUT_S", "UNKNOWN_UMASK", "SafeWriteError", "write_file_as_user", "write_files_as_user"]
-
-_DEFAULT_TIMEOUT_S = 30.0
 #: The whole of one job's report files, written by one privilege-dropped child, s. The child runs
 #: as the job's user, who can SIGSTOP it or hang it on a FUSE/NFS directory: past this it is
 #: SIGKILLed (a stopped process dies of SIGKILL too) and the files not written are reported. The
@@ -47,15 +42,6 @@ REPORT_TIMEOUT_S = 5.0
 #: The umask for a user's files when theirs is unknown (the job's SLURM_UMASK not seen): private,
 #: the owner can still read and chmod them. docs/PRIVACY.md.
 UNKNOWN_UMASK = 0o077
-
-
-def _check_name(name: str) -> None:
-    """Raise ``ValueError`` unless ``name`` is a plain file name (no directory part)."""
-    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
-        raise ValueError(
-            f"name={name!r} is not a plain file name; pass a name without '/' (e.g. 'energy-123.html') "
-            "and the directory separately"
-        )
 
 
 def _write_in_dir(directory: str, name: str, data: bytes, mode: int) -> None:
@@ -181,62 +167,19 @@ def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: int
     raise SafeWriteError(path, msg)
 
 
-def write_file_as_user(
-    directory: str,
-    name: str,
-    data: bytes,
-    uid: int,
-    gid: int,
-    *,
-    mode: int = 0o644,
-    timeout_s: float = _DEFAULT_TIMEOUT_S,
-) -> str:
-    """Atomically write ``data`` to ``directory/name`` as user ``uid``/``gid``; return the path.
-
-    Args:
-        directory: existing directory (e.g. the job's working directory); must not be a symlink.
-        name: plain file name, no ``/``.
-        data: file contents, bytes.
-        uid, gid: the job's user and primary group (ints). Used only when running as root; otherwise
-            the file is written as the current user.
-        mode: permission bits of the new file (before umask), default ``0o644``.
-        timeout_s: how long (s) to wait for the privilege-dropped writer before killing it.
-
-    Returns:
-        ``os.path.join(directory, name)``.
-
-    Raises:
-        ValueError: ``name`` is not a plain file name, or ``uid``/``gid`` are not non-negative ints.
-        SafeWriteError: the write failed (permission denied, directory is a symlink, disk full,
-            timeout...); ``.path`` and ``.reason`` say which and why. Nothing is ever written as root
-            into a directory on behalf of another user.
-    """
-    _check_name(name)
-    for field, v in (("uid", uid), ("gid", gid)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"{field}={v!r} is not a user/group id; pass the job's numeric {field} (e.g. from SLURM_JOB_UID)")
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise ValueError(f"data is {type(data).__name__}, not bytes; encode text first (e.g. text.encode('utf-8'))")
-    path = os.path.join(directory, name)
-    if os.geteuid() == 0:
-        _run_as_user(lambda w: _write_in_dir(directory, name, bytes(data), mode), uid, gid, path, timeout_s)
-    else:
-        try:
-            _write_in_dir(directory, name, bytes(data), mode)
-        except OSError as e:
-            raise SafeWriteError(path, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}") from e
-    return path
-
-
 def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int | None) -> None:
-    """Raise ValueError for a bad name, data, id or umask (nothing written then)."""
+    """Raise ValueError for a bad name (not a plain file name), data, id or umask (nothing written then)."""
     for name, data in files:
-        _check_name(name)
+        if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise ValueError(f"name={name!r} is not a plain file name; pass a name without '/' (e.g. "
+                             "'energy-123.html') and the directory separately")
         if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise ValueError(f"data of {name} is {type(data).__name__}, not bytes; encode text first")
+            raise ValueError(f"data of {name} is {type(data).__name__}, not bytes; encode text first "
+                             "(e.g. text.encode('utf-8'))")
     for field, v in (("uid", uid), ("gid", gid)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"{field}={v!r} is not a user/group id; pass the job's numeric {field}")
+            raise ValueError(f"{field}={v!r} is not a user/group id; pass the job's numeric {field} "
+                             "(e.g. from SLURM_JOB_UID)")
     if umask is not None and not 0 <= umask <= 0o777:
         raise ValueError(f"umask={umask!r} is not a umask (0 to 0o777)")
 
@@ -268,8 +211,8 @@ def _outcome(directory: str, files: list[tuple[str, bytes]], done: dict,
 def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int, gid: int, *,
                         umask: int | None = None, timeout_s: float | None = None,
                         ) -> tuple[list[str], list[tuple[str, str]]]:
-    """Write several files into ``directory`` as ``uid``/``gid``, each as :func:`write_file_as_user`
-    does (atomic, planted symlinks replaced, never followed), in **one** privilege-dropped child
+    """Write several files into ``directory`` as ``uid``/``gid`` (each atomic, planted symlinks
+    replaced, never followed: the module's steps 1-4), in **one** privilege-dropped child
     bounded by ``timeout_s`` for all of them (the job's user can stop or hang that child: it is
     killed then, and what it had not written is reported). Files are created ``0666 & ~umask``:
     ``umask`` the user's (None: :data:`UNKNOWN_UMASK` as root; the process's own otherwise).

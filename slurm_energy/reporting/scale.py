@@ -27,13 +27,11 @@ def energy_text(joules: float | None, sig: int = 3) -> str:
     """``368 J``, ``12.5 Wh``, ``3.4 kWh``, ``1.2 MWh``; ``n/a`` for None (unmeasured, never 0)."""
     if joules is None:
         return "n/a"
-    wh = joules / J_PER_WH
     if abs(joules) < J_PER_WH:
         return f"{plain(joules, sig)} J"
-    for unit, scale in (("Wh", 1.0), ("kWh", 1e3), ("MWh", 1e6)):
-        if abs(wh) < scale * 1000 or unit == "MWh":
-            return f"{plain(wh / scale, sig)} {unit}"
-    return f"{plain(wh / 1e6, sig)} MWh"  # pragma: no cover
+    wh = joules / J_PER_WH
+    unit, scale = next(((u, s) for u, s in (("Wh", 1.0), ("kWh", 1e3)) if abs(wh) < s * 1000), ("MWh", 1e6))
+    return f"{plain(wh / scale, sig)} {unit}"
 
 
 def co2e_text(kg: float | None, sig: int = 3) -> str:

@@ -57,7 +57,7 @@ def test_reader_copy_has_site_yamls_read_bits_and_only_what_readers_use(tmp_path
 
 
 def test_resolved_config_prefers_the_full_copy_and_ignores_a_stale_reader_copy(tmp_path, monkeypatch):
-    from slurm_energy.cli.jobenergy import resolved_config
+    from slurm_energy.slurm.hookconfig import reader_config as resolved_config
 
     site = tmp_path / "site.yaml"
     site.write_text("timezone: Asia/Tokyo\n")

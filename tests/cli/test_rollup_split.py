@@ -13,10 +13,10 @@ from jobrecord_factory import own_site_config
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.carbon.hourly import write_zone
 from slurm_energy.cli.main import main as se_main
-from slurm_energy.cli.store_cmds import month_bounds
 from slurm_energy.config import load_site_config
 from slurm_energy.model import JobRecord
 from slurm_energy.pipeline import finalise_job
+from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import open_store
 
 HEAD = "user|Jobs|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh|GPU_idle_kWh"

@@ -175,7 +175,7 @@ def test_month_html_report_has_the_job(cluster, finished_job):
     # the account's row is the rollup of the store's jobs that ended this month (other tests' too)
     from rollup_oracle import rollup
 
-    from slurm_energy.cli.store_cmds import month_bounds
+    from slurm_energy.reporting.rollup_table import month_bounds
     from slurm_energy.store import open_store
 
     t0, t1 = month_bounds(month)

@@ -1,4 +1,4 @@
-"""write_file_as_user: writes as the job's user, never follows a planted symlink, never writes as root.
+"""write_files_as_user: writes as the job's user, never follows a planted symlink, never writes as root.
 
 pytest runs as root on the build machine; the tests use the existing unprivileged ``nobody`` user
 (uid/gid 65534) as the job user. Tests that need root are skipped otherwise.
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from slurm_energy.reporting import safe_write
-from slurm_energy.reporting.safe_write import SafeWriteError, write_file_as_user
+from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_user
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
@@ -50,7 +50,8 @@ def test_planted_symlink_is_replaced_not_followed(base, user_dir):
     os.chmod(victim, 0o666)  # even world-writable: the writer must still not follow the link
     os.symlink(victim, os.path.join(user_dir, "energy-42.html"))
 
-    path = write_file_as_user(user_dir, "energy-42.html", b"<html>report</html>", NOBODY, NOBODY)
+    [path], failed = write_files_as_user(user_dir, [("energy-42.html", b"<html>report</html>")], NOBODY, NOBODY)
+    assert failed == []
 
     assert path == os.path.join(user_dir, "energy-42.html")
     with open(victim, "rb") as f:
@@ -69,13 +70,10 @@ def test_unwritable_directory_gives_clear_error_and_no_root_file(base):
     root_dir = os.path.join(base, "not-yours")
     os.mkdir(root_dir, 0o755)  # root-owned, nobody cannot create files here
 
-    with pytest.raises(SafeWriteError) as ei:
-        write_file_as_user(root_dir, "energy-7.csv", b"a,b\n", NOBODY, NOBODY)
+    written, [(path, reason)] = write_files_as_user(root_dir, [("energy-7.csv", b"a,b\n")], NOBODY, NOBODY)
 
-    err = ei.value
-    assert err.path == os.path.join(root_dir, "energy-7.csv")
-    assert "Permission denied" in err.reason and "uid=65534" in err.reason
-    assert os.path.join(root_dir, "energy-7.csv") in str(err)
+    assert written == [] and path == os.path.join(root_dir, "energy-7.csv")
+    assert "Permission denied" in reason and "uid=65534" in reason
     assert os.listdir(root_dir) == []  # nothing written, as root or otherwise
 
 
@@ -83,17 +81,16 @@ def test_unwritable_directory_gives_clear_error_and_no_root_file(base):
 def test_directory_that_is_a_symlink_is_refused(base, user_dir):
     link = os.path.join(base, "link-to-work")
     os.symlink(user_dir, link)
-    with pytest.raises(SafeWriteError) as ei:
-        write_file_as_user(link, "energy-1.html", b"x", NOBODY, NOBODY)
+    _, [(_, reason)] = write_files_as_user(link, [("energy-1.html", b"x")], NOBODY, NOBODY)
     # Linux answers O_DIRECTORY|O_NOFOLLOW on a symlink with ENOTDIR (20); the reason says why
-    assert "directory is a symlink; refusing to follow it" in ei.value.reason
+    assert "directory is a symlink; refusing to follow it" in reason
     assert os.listdir(user_dir) == []
 
 
 @needs_root
 def test_existing_regular_file_is_replaced_atomically(user_dir):
-    write_file_as_user(user_dir, "energy-5.csv", b"old", NOBODY, NOBODY)
-    write_file_as_user(user_dir, "energy-5.csv", b"new contents", NOBODY, NOBODY)
+    write_files_as_user(user_dir, [("energy-5.csv", b"old")], NOBODY, NOBODY)
+    write_files_as_user(user_dir, [("energy-5.csv", b"new contents")], NOBODY, NOBODY)
     with open(os.path.join(user_dir, "energy-5.csv"), "rb") as f:
         assert f.read() == b"new contents"
     assert os.listdir(user_dir) == ["energy-5.csv"]
@@ -129,7 +126,7 @@ def test_hung_writer_times_out_with_clear_error():
 def test_non_root_writes_directly_as_current_user(base, monkeypatch):
     # Pretend not to be root: the in-process path is taken (no fork), file owned by the caller.
     monkeypatch.setattr(safe_write.os, "geteuid", lambda: 1000)
-    path = write_file_as_user(base, "energy-9.html", b"hello", 1000, 1000)
+    [path], _ = write_files_as_user(base, [("energy-9.html", b"hello")], 1000, 1000)
     st = os.lstat(path)
     assert stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
     with open(path, "rb") as f:
@@ -139,24 +136,23 @@ def test_non_root_writes_directly_as_current_user(base, monkeypatch):
 def test_non_root_error_names_path(base, monkeypatch):
     monkeypatch.setattr(safe_write.os, "geteuid", lambda: 1000)
     missing = os.path.join(base, "does-not-exist")
-    with pytest.raises(SafeWriteError) as ei:
-        write_file_as_user(missing, "energy-9.html", b"hello", 1000, 1000)
-    assert ei.value.path == os.path.join(missing, "energy-9.html")
-    assert "No such file or directory" in ei.value.reason
+    _, [(path, reason)] = write_files_as_user(missing, [("energy-9.html", b"hello")], 1000, 1000)
+    assert path == os.path.join(missing, "energy-9.html")
+    assert "No such file or directory" in reason
 
 
 @pytest.mark.parametrize("bad", ["", ".", "..", "../x.html", "a/b.html"])
 def test_bad_name_is_rejected_naming_the_field(base, bad):
     with pytest.raises(ValueError, match=r"name=.*plain file name"):
-        write_file_as_user(base, bad, b"x", NOBODY, NOBODY)
+        write_files_as_user(base, [(bad, b"x")], NOBODY, NOBODY)
 
 
 @pytest.mark.parametrize("field,uid,gid", [("uid", -1, 1), ("gid", 1, None), ("uid", "1000", 1)])
 def test_bad_ids_are_rejected_naming_the_field(base, field, uid, gid):
     with pytest.raises(ValueError, match=rf"{field}="):
-        write_file_as_user(base, "energy-1.html", b"x", uid, gid)
+        write_files_as_user(base, [("energy-1.html", b"x")], uid, gid)
 
 
 def test_text_instead_of_bytes_is_rejected(base):
     with pytest.raises(ValueError, match="encode text first"):
-        write_file_as_user(base, "energy-1.html", "text", NOBODY, NOBODY)
+        write_files_as_user(base, [("energy-1.html", "text")], NOBODY, NOBODY)
