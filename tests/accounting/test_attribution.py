@@ -1,6 +1,7 @@
 """Job shares of node/GPU energy; jobs on one node never sum to more than the node."""
 
 import pytest
+from series_points import counter_series
 
 from slurm_energy.accounting.attribution import (
     POLICIES,
@@ -12,7 +13,6 @@ from slurm_energy.accounting.attribution import (
     ram_share,
 )
 from slurm_energy.accounting.formulas import class_energy_j
-from slurm_energy.accounting.integrate import counter_series
 
 
 def test_cpu_share_ratio_clamp_and_unknown():

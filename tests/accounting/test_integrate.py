@@ -1,14 +1,10 @@
 """Integration of counter / power / modelled-power series into per-interval energies (J)."""
 
+import numpy as np
 import pytest
+from series_points import counter_series, mean_power_series, power_series, series_from_readings
 
-from slurm_energy.accounting.integrate import (
-    counter_series,
-    mean_power_series,
-    power_series,
-    series_for,
-    series_from_readings,
-)
+from slurm_energy.accounting.integrate import unavailable_series
 from slurm_energy.sampling.readers.base import Reading
 
 
@@ -96,14 +92,12 @@ def test_mean_power_uses_value_at_interval_end():
     assert [iv.energy_j for iv in s.intervals] == [pytest.approx(250.0), pytest.approx(800.0)]
 
 
-def test_series_for_dispatch_and_unknown_method():
-    assert series_for("counter", [(0, 0), (1, 1_000_000)]).total_j == pytest.approx(1.0)
-    assert series_for("power_integration", [(0, 2.0), (1, 4.0)]).total_j == pytest.approx(3.0)  # (2+4)/2 x 1
-    assert series_for("tdp_estimate", [(0, 2.0), (1, 4.0)]).total_j == pytest.approx(4.0)  # 4 x 1
-    u = series_for("unavailable", [(0, None), (1, None)])
-    assert u.total_j is None and u.dropped == 1
-    with pytest.raises(ValueError, match="unknown energy method 'rapl'"):
-        series_for("rapl", [(0, 0)])
+def test_each_method_on_one_interval():
+    assert counter_series([(0, 0), (1, 1_000_000)], None).total_j == pytest.approx(1.0)
+    assert power_series([(0, 2.0), (1, 4.0)]).total_j == pytest.approx(3.0)  # (2+4)/2 x 1
+    assert mean_power_series([(0, 2.0), (1, 4.0)]).total_j == pytest.approx(4.0)  # 4 x 1
+    u = unavailable_series(np.array([0.0, 1.0]))
+    assert u.total_j is None and u.dropped == 1 and u.flags == ["unavailable"]
 
 
 def test_series_from_readings_method_change_mid_job():

@@ -7,8 +7,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from slurm_energy.accounting.integrate import counter_series, power_series
+from series_points import counter_series, power_series
 
 
 def oracle_counter(points, max_range_uj, max_power_w=None, range_unreadable=False):

@@ -5,8 +5,8 @@ import os
 
 import pytest
 from fakes.powercap import Zone, build_tree, set_energy
+from series_points import series_from_readings
 
-from slurm_energy.accounting.integrate import series_from_readings
 from slurm_energy.sampling.files import KeptFiles
 from slurm_energy.sampling.readers.rapl import RaplReader, discover_zones
 
