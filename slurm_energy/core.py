@@ -134,7 +134,6 @@ class Flag(_StrEnum):
     POWER_DISAGREES = "power_disagrees"  # counter moved, averaged power disagreed: counter kept
     # attribution
     SHARE_UNKNOWN = "share_unknown"  # the job's share of this interval could not be computed
-    SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
     GPU_IDLE_UTIL_ONLY = "gpu_idle_util_only"  # no power bound known: a GPU's idle judged by utilisation alone
     GPU_IDLE_SPANS_JOINED = "gpu_idle_spans_joined"  # more idle stretches than kept: the last ones joined
     SHARED_GPU = "shared_gpu_by_process_util"  # GPU shared: job share by per-process utilisation
