@@ -1,5 +1,8 @@
 """The integration's array functions (slurm_energy.accounting.integrate) called the way a test
-writes a series by hand: ``[(t, value), ...]`` pairs, or ``[(t, Reading), ...]`` for one device."""
+writes a series by hand: ``[(t, value), ...]`` pairs, or ``[(t, Reading), ...]`` for one device;
+and a series read back interval by interval (:func:`intervals`)."""
+
+from dataclasses import dataclass, field
 
 from slurm_energy.accounting import integrate
 from slurm_energy.accounting.integrate import floats
@@ -36,3 +39,22 @@ def series_from_readings(samples):
         for k in DYNAMIC:
             dc.vals[k].append(d.get(k))
     return integrate.device_series(floats([t for t, _ in samples]), dc)
+
+
+@dataclass
+class Interval:
+    """Energy of one device over ``(t0, t1]`` (epoch s): ``energy_j`` J, or ``None`` when the
+    interval was dropped (unmeasured); ``flags`` name its anomalies (sorted)."""
+
+    t0: float
+    t1: float
+    energy_j: float | None
+    flags: list[str] = field(default_factory=list)
+
+
+def intervals(s):
+    """A :class:`~slurm_energy.accounting.integrate.SeriesEnergy` as :class:`Interval` objects."""
+    names = sorted(s.masks)
+    rows = [s.masks[n].tolist() for n in names]
+    return [Interval(a, b, None if e != e else e, [n for n, r in zip(names, rows) if r[k]])
+            for k, (a, b, e) in enumerate(zip(s.t0.tolist(), s.t1.tolist(), s.energy.tolist()))]

@@ -177,7 +177,7 @@ def attribute_series(series: SeriesEnergy, shares: Sequence[float | None] | Arr,
         dropped with flag ``share_unknown`` (never counted as 0). ``wraps``/``resets`` carried over.
 
     Raises:
-        ValueError: unknown policy, ``len(shares) != len(series.intervals)``, or a share outside
+        ValueError: unknown policy, ``len(shares) != len(series.t0)``, or a share outside
         [0, 1].
     """
     if policy not in ("shared", "exclusive_whole_node"):

@@ -2,10 +2,10 @@
 
 Input is one device's readings over time (see :mod:`slurm_energy.sampling.readers.base`); output
 is a :class:`SeriesEnergy`: one interval per pair of consecutive sample times ``(t_{k-1}, t_k]``,
-each with its energy in J or NaN (``None`` in the :class:`Interval` view) when that interval could
-not be measured, and the flags of each interval as boolean masks. Intervals are aligned with sample
-times so that a job's share in the same interval (CPU-time delta, memory, GPU process utilisation;
-see :mod:`slurm_energy.accounting.summary`) can be applied interval by interval, as array products.
+each with its energy in J or NaN when that interval could not be measured, and the flags of each
+interval as boolean masks. Intervals are aligned with sample times so that a job's share in the
+same interval (CPU-time delta, memory, GPU process utilisation; see
+:mod:`slurm_energy.accounting.summary`) can be applied interval by interval, as array products.
 
 Three ways to turn readings into energy, named after ``Reading.method``:
 
@@ -75,22 +75,6 @@ def floats(values: Sequence[Any]) -> Arr:
     return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
-@dataclass
-class Interval:
-    """Energy of one device over ``(t0, t1]`` (epoch s): ``energy_j`` J, or ``None`` when the
-    interval was dropped (unmeasured); ``flags`` name any anomaly (:class:`~slurm_energy.core.Flag`)."""
-
-    t0: float
-    t1: float
-    energy_j: float | None
-    flags: list[str] = field(default_factory=list)
-
-    @property
-    def duration_s(self) -> float:
-        """``t1 - t0`` in s."""
-        return self.t1 - self.t0
-
-
 def _empty() -> Arr:
     return np.zeros(0, dtype=np.float64)
 
@@ -156,14 +140,6 @@ class SeriesEnergy:
         if d <= 0:
             return 0.0
         return max(0.0, min(1.0, self.measured_s / d))
-
-    @property
-    def intervals(self) -> list[Interval]:
-        """The intervals as objects (a view for tests and small series; the sums use the arrays)."""
-        names = sorted(self.masks)
-        rows = [m.tolist() for m in (self.masks[n] for n in names)]
-        return [Interval(a, b, None if e != e else e, [n for n, r in zip(names, rows) if r[k]])
-                for k, (a, b, e) in enumerate(zip(self.t0.tolist(), self.t1.tolist(), self.energy.tolist()))]
 
     def flag(self, name: str, mask: Mask) -> None:
         """Add flag ``name`` to the intervals in ``mask``."""

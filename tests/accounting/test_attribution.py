@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from series_points import counter_series
+from series_points import counter_series, intervals
 
 from slurm_energy.accounting.attribution import (
     POLICIES,
@@ -82,7 +82,7 @@ def test_two_jobs_on_one_node_never_exceed_node():
     assert a.total_j == pytest.approx(110.0)
     assert b.total_j == pytest.approx(190.0)
     assert a.total_j + b.total_j <= node.total_j + 1e-9  # 300 J
-    for ia, ib, iv in zip(a.intervals, b.intervals, node.intervals):
+    for ia, ib, iv in zip(intervals(a), intervals(b), intervals(node)):
         assert ia.energy_j + ib.energy_j <= iv.energy_j + 1e-9
 
 
@@ -90,7 +90,7 @@ def test_unknown_share_drops_interval_not_zero():
     node = counter_series([(0, 0), (5, 100_000_000), (10, 300_000_000)], max_range_uj=None)
     job = attribute_series(node, [0.5, None])
     # 100 J x 0.5 = 50 J; second interval unknown -> None (dropped), not 0
-    assert [iv.energy_j for iv in job.intervals] == [pytest.approx(50.0), None]
+    assert [iv.energy_j for iv in intervals(job)] == [pytest.approx(50.0), None]
     assert job.total_j == pytest.approx(50.0)
     assert "share_unknown" in job.flags and job.dropped == 1
 
@@ -129,5 +129,5 @@ def test_property_three_jobs_never_exceed_node(rows):
         pts.append((t, e_uj))
     node = counter_series(pts, max_range_uj=None)
     jobs = [attribute_series(node, [cpu_share(f[k] * 10.0, 10.0) for f in fracs]) for k in range(3)]
-    for i, iv in enumerate(node.intervals):
-        assert sum(j.intervals[i].energy_j for j in jobs) <= iv.energy_j * (1 + 1e-9) + 1e-9
+    for i, iv in enumerate(intervals(node)):
+        assert sum(intervals(j)[i].energy_j for j in jobs) <= iv.energy_j * (1 + 1e-9) + 1e-9
