@@ -62,18 +62,7 @@ def load_grid_table(path: str = GRID_TABLE) -> dict[str, IntensityRow]:
     out: dict[str, IntensityRow] = {}
     with open(path, newline="", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
-            row = IntensityRow(
-                zone=r["zone"],
-                kind=r["kind"],
-                name=r["name"],
-                iso_alpha2=r["iso_alpha2"],
-                iso_alpha3=r["iso_alpha3"],
-                g_per_kwh=float(r["g_per_kwh"]),
-                year=int(r["year"]) if r["year"] else None,
-                basis=r["basis"],
-                source=r["source"],
-                licence=r["licence"],
-            )
+            row = IntensityRow(**{**r, "g_per_kwh": float(r["g_per_kwh"]), "year": int(r["year"]) if r["year"] else None})
             out.setdefault(row.zone.upper(), row)
             if row.kind == "country" and row.iso_alpha3:
                 out.setdefault(row.iso_alpha3.upper(), row)

@@ -67,7 +67,6 @@ SAME_ATTEMPT_S = 3600.0
 #: ``merge_running(stored interim views, new view) -> record to store`` (see :meth:`Store.put`).
 MergeRunning = Callable[[list["JobRecord"], "JobRecord"], "JobRecord"]
 
-BUSY_TIMEOUT_S = D.BUSY_TIMEOUT_S
 #: :meth:`Store.put` tries a locked SQLite database this many times in all ...
 PUT_ATTEMPTS = 4
 #: ... pausing this long after the first failure, doubling each time (2 + 4 + 8 s), s.
@@ -329,7 +328,7 @@ def _delete_ids(db: D.Db, ids: list[int]) -> None:
 
 
 def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
-               busy_timeout_s: float = BUSY_TIMEOUT_S) -> Store:
+               busy_timeout_s: float = D.BUSY_TIMEOUT_S) -> Store:
     """Open (and create or migrate) the store at a URL.
 
     Args:
