@@ -165,18 +165,9 @@ class Store:
         """
         if self.readonly:
             raise PermissionError("store opened read-only (jobenergy); only root's hooks write the store")
-        wait = self.retry_wait_s
-        for attempt in range(1, self.put_attempts + 1):
-            try:
-                return self._put_once(record, merge_running)
-            except StoreDbError as e:
-                if attempt == self.put_attempts or not is_locked_error(e):
-                    raise
-                _log().warning("%s locked (attempt %d of %d): retrying in %.1f s", self.db.name, attempt,
-                            self.put_attempts, wait)
-                time.sleep(wait)
-                wait *= 2
-        return None
+        D.retried(lambda: self._put_once(record, merge_running), self.put_attempts, self.retry_wait_s, is_locked_error,
+                  lambda n, wait: _log().warning("%s locked (attempt %d of %d): retrying in %.1f s", self.db.name, n,
+                                                 self.put_attempts, wait))
 
     def _put_once(self, record: JobRecord, merge_running: MergeRunning | None) -> None:
         from slurm_energy.model import JobRecord
