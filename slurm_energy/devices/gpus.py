@@ -264,13 +264,11 @@ def resolve_job_gpus(
         if tokens is None:
             return ResolvedGpus([_whole(d, "all GPUs") for d in devs],
                                 "" if devs else "NVML reports no GPU on this node")
-        out, seen = [], set()
-        for tok in tokens:
+        by_uuid: dict[str, ResolvedGpu] = {}
+        for tok in tokens:  # each token resolved (an error names it), a GPU named twice kept once
             g = _resolve_token(tok, devs, var, numeric_ok)
-            if g.uuid not in seen:
-                seen.add(g.uuid)
-                out.append(g)
-        return ResolvedGpus(out)
+            by_uuid.setdefault(g.uuid, g)
+        return ResolvedGpus(by_uuid.values())
     finally:
         try:
             pynvml.nvmlShutdown()
