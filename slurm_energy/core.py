@@ -218,11 +218,6 @@ class Reading:
     def __post_init__(self) -> None:
         self.method = Method.parse(self.method)
 
-    @property
-    def how(self) -> Method:
-        """``method`` as the :class:`Method` it always is after construction."""
-        return Method.parse(self.method)
-
     def to_dict(self) -> dict[str, Any]:
         """Compact dict for the sample file (None fields and empty flags dropped; enums as values)."""
         # the fields by hand, not dataclasses.asdict (its recursive deep copy was half of a
@@ -233,7 +228,7 @@ class Reading:
             if v is None or v == []:
                 continue
             d[k] = list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
-        d["method"] = self.how.value
+        d["method"] = Method.parse(self.method).value
         return d
 
     @classmethod
