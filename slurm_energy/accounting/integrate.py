@@ -128,19 +128,6 @@ class SeriesEnergy:
         """Seconds covered by measured intervals."""
         return float(sum(self.dt[self.measured].tolist()))
 
-    @property
-    def span_s(self) -> float:
-        """Seconds from the first interval's start to the last interval's end (0 if empty)."""
-        return float(self.t1[-1] - self.t0[0]) if len(self.t0) else 0.0
-
-    def coverage(self, duration_s: float | None = None) -> float:
-        """Measured fraction in [0, 1] of ``duration_s`` (default: the series' own span); 0.0 for
-        an empty span. ``duration_s`` is typically the job's elapsed time on the node."""
-        d = self.span_s if duration_s is None else duration_s
-        if d <= 0:
-            return 0.0
-        return max(0.0, min(1.0, self.measured_s / d))
-
     def flag(self, name: str, mask: Mask) -> None:
         """Add flag ``name`` to the intervals in ``mask``."""
         if mask.any():
