@@ -6,7 +6,7 @@
   detailed flag is ``"<flag>:<detail>"``, see :meth:`Flag.detail`).
 * :class:`JobMeta` -- the job's identity and owner, one type shared by the spool's job context
   (:class:`slurm_energy.slurm.env.JobContext` extends it) and the stored
-  :class:`slurm_energy.model.JobRecord` (same field names; ``JobRecord.meta`` / ``from_meta``).
+  :class:`slurm_energy.model.JobRecord` (same field names; ``JobRecord.from_meta``).
 * :class:`Reading` -- one device at one instant, as a reader returns it.
 * :class:`DeviceStatic` -- static facts about one device (device information collector).
 
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from slurm_energy.jobmeta import IDENTITY, JobIdentity, dataclass_of
+from slurm_energy.jobmeta import JobIdentity, dataclass_of
 
 # text a user controls: stdlib-only helpers (the Prolog/Epilog's log uses them without this module)
 from slurm_energy.textsafe import decode_text, has_surrogates, one_line, shown_text, text_bytes  # noqa: F401
@@ -182,10 +182,6 @@ class JobMeta(_JobMetaFields):
 
     Shared by the spool's job context and the stored record (same names, same meaning).
     """
-
-    def meta(self) -> JobMeta:
-        """Just the :class:`JobMeta` part (of a subclass such as ``JobContext``)."""
-        return JobMeta(**{k: getattr(self, k) for k in IDENTITY})
 
 
 @dataclass
