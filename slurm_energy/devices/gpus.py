@@ -201,10 +201,9 @@ def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool)
     return _whole(_by_prefix(t, [(d.uuid, d) for d in devs], "GPU", src), src)
 
 
-def _split(v: str | None) -> list[str]:
-    if not v:
-        return []
-    return [t.strip() for t in v.split(",") if t.strip()]
+def split_tokens(v: str | None) -> list[str]:
+    """A GPU list variable's tokens (``"0, 2"`` -> ``["0", "2"]``), without Slurm's ``NoDevFiles``."""
+    return [t.strip() for t in (v or "").split(",") if t.strip() and t.strip() != "NoDevFiles"]
 
 
 def resolve_job_gpus(
@@ -237,8 +236,7 @@ def resolve_job_gpus(
         GpuResolveError: a token names no device, an ambiguous UUID prefix, a missing MIG instance,
             or a numeric in-job ordinal. The message names the variable, the token and the fix.
     """
-    cvd = [t for t in _split(cuda_visible_devices) if t != "NoDevFiles"]
-    sjg = [t for t in _split(slurm_job_gpus) if t != "NoDevFiles"]
+    cvd, sjg = split_tokens(cuda_visible_devices), split_tokens(slurm_job_gpus)
     if cvd and any(not t.isdigit() for t in cvd):
         tokens, var, numeric_ok = cvd, "CUDA_VISIBLE_DEVICES", False
     elif sjg:
