@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("gpu_check: skipped, torch sees no CUDA device")
         return 0
-    from slurm_energy.accounting.integrate import counter_series, power_series
+    from slurm_energy.accounting.integrate import counter_series, floats, power_series
 
     h = pynvml.nvmlDeviceGetHandleByIndex(a.gpu)
     name = pynvml.nvmlDeviceGetName(h)
@@ -86,15 +86,16 @@ def main(argv=None) -> int:
     pynvml.nvmlShutdown()
 
     t0 = samples[0][0]
-    pw = power_series([(t, p) for t, _, p in samples])
-    pw5 = power_series([(t, p) for t, _, p in samples[:: max(1, round(5.0 / a.every))]])
+    pw = power_series(floats([t for t, _, _ in samples]), [p for _, _, p in samples])
+    every5 = samples[:: max(1, round(5.0 / a.every))]
+    pw5 = power_series(floats([t for t, _, _ in every5]), [p for _, _, p in every5])
     print(f"GPU {a.gpu}: {name}; {len(samples)} samples every {a.every} s over "
           f"{samples[-1][0] - t0:.1f} s; {iters} GEMMs of {n}x{n} fp16")
     print(f"integrated power @ {a.every:g} s : {pw.total_j:12.1f} J over {pw.measured_s:.1f} s")
     print(f"integrated power @ 5 s   : {pw5.total_j:12.1f} J over {pw5.measured_s:.1f} s (ends differ)")
     if has_counter:
         # NVML counter is mJ; counter_series takes uJ
-        ct = counter_series([(t, e * 1000) for t, e, _ in samples], max_range_uj=None)
+        ct = counter_series(floats([t for t, _, _ in samples]), [e * 1000 for _, e, _ in samples], max_range_uj=None)
         d = pw.total_j - ct.total_j
         print(f"NVML energy counter      : {ct.total_j:12.1f} J over {ct.measured_s:.1f} s")
         print(f"power integral - counter : {d:+12.1f} J ({100 * d / ct.total_j:+.2f} %)")

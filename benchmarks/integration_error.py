@@ -49,12 +49,10 @@ def one(rng, duration_s: float, intervals) -> dict:
         idx = np.arange(0, len(p), step)
         times = idx * DT
         true_j = cum_j[idx[-1]]
-        ps = power_series([(float(t), float(p[i])) for t, i in zip(times, idx)]).total_j
-        cs = counter_series([(float(t), round(cum_j[i] * 1e6) % real) for t, i in zip(times, idx)],
-                            max_range_uj=real, max_power_w=pmax).total_j
-        sm = counter_series([(float(t), round(cum_j[i] * 1e6) % small) for t, i in zip(times, idx)],
-                            max_range_uj=small, max_power_w=pmax)
-        flagged = sum("possible_multiple_wrap" in x.flags for x in sm.intervals) / len(sm.intervals)
+        ps = power_series(times, [float(p[i]) for i in idx]).total_j
+        cs = counter_series(times, [round(cum_j[i] * 1e6) % real for i in idx], max_range_uj=real, max_power_w=pmax).total_j
+        sm = counter_series(times, [round(cum_j[i] * 1e6) % small for i in idx], max_range_uj=small, max_power_w=pmax)
+        flagged = float(np.mean(sm.masks.get("possible_multiple_wrap", np.zeros(len(sm.t0), dtype=bool))))
         out[iv] = ((ps - true_j) / true_j, (cs - true_j) / true_j, (sm.total_j - true_j) / true_j, flagged)
     return out
 

@@ -6,7 +6,7 @@
   detailed flag is ``"<flag>:<detail>"``, see :meth:`Flag.detail`).
 * :class:`JobMeta` -- the job's identity and owner, one type shared by the spool's job context
   (:class:`slurm_energy.slurm.env.JobContext` extends it) and the stored
-  :class:`slurm_energy.model.JobRecord` (same field names; ``JobRecord.meta`` / ``from_meta``).
+  :class:`slurm_energy.model.JobRecord` (same field names; ``JobRecord.from_meta``).
 * :class:`Reading` -- one device at one instant, as a reader returns it.
 * :class:`DeviceStatic` -- static facts about one device (device information collector).
 
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from slurm_energy.jobmeta import IDENTITY, JobIdentity, dataclass_of
+from slurm_energy.jobmeta import JobIdentity, dataclass_of
 
 # text a user controls: stdlib-only helpers (the Prolog/Epilog's log uses them without this module)
 from slurm_energy.textsafe import decode_text, has_surrogates, one_line, shown_text, text_bytes  # noqa: F401
@@ -134,7 +134,6 @@ class Flag(_StrEnum):
     POWER_DISAGREES = "power_disagrees"  # counter moved, averaged power disagreed: counter kept
     # attribution
     SHARE_UNKNOWN = "share_unknown"  # the job's share of this interval could not be computed
-    SHARE_CAPPED = "share_capped"  # shares of jobs on one device summed > 1 and were scaled down
     GPU_IDLE_UTIL_ONLY = "gpu_idle_util_only"  # no power bound known: a GPU's idle judged by utilisation alone
     GPU_IDLE_SPANS_JOINED = "gpu_idle_spans_joined"  # more idle stretches than kept: the last ones joined
     SHARED_GPU = "shared_gpu_by_process_util"  # GPU shared: job share by per-process utilisation
@@ -184,10 +183,6 @@ class JobMeta(_JobMetaFields):
     Shared by the spool's job context and the stored record (same names, same meaning).
     """
 
-    def meta(self) -> JobMeta:
-        """Just the :class:`JobMeta` part (of a subclass such as ``JobContext``)."""
-        return JobMeta(**{k: getattr(self, k) for k in IDENTITY})
-
 
 @dataclass
 class Reading:
@@ -219,11 +214,6 @@ class Reading:
     def __post_init__(self) -> None:
         self.method = Method.parse(self.method)
 
-    @property
-    def how(self) -> Method:
-        """``method`` as the :class:`Method` it always is after construction."""
-        return Method.parse(self.method)
-
     def to_dict(self) -> dict[str, Any]:
         """Compact dict for the sample file (None fields and empty flags dropped; enums as values)."""
         # the fields by hand, not dataclasses.asdict (its recursive deep copy was half of a
@@ -234,7 +224,7 @@ class Reading:
             if v is None or v == []:
                 continue
             d[k] = list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v
-        d["method"] = self.how.value
+        d["method"] = Method.parse(self.method).value
         return d
 
     @classmethod

@@ -84,13 +84,6 @@ def canonical_sluid(text: str) -> str:
     return "" if v is None else format_sluid(v)
 
 
-def sluid_time(text: str) -> float | None:
-    """When Slurm made the SLUID, epoch s: its bits 10-51 are milliseconds since the epoch
-    (src/common/sluid.h: ``[12-bit cluster][42-bit unix_ts_ms][10-bit sequence]``); None if no SLUID."""
-    v = sluid_value(text)
-    return None if v is None else ((v >> 10) & ((1 << 42) - 1)) / 1000.0
-
-
 @dataclass(frozen=True)
 class JobSpec:
     """A parsed job id. ``job_id`` is the number before ``_``/``+``/``.``.

@@ -267,11 +267,6 @@ class JobRecord(BaseModel, JobIdentity):
     def elapsed_s(self) -> float:
         return max(0.0, self.end_time - self.start_time)
 
-    @property
-    def meta(self) -> JobMeta:
-        """The job's identity and owner (:class:`~slurm_energy.core.JobMeta`)."""
-        return JobMeta(**{k: getattr(self, k) for k in IDENTITY})
-
     @classmethod
     def from_meta(cls, meta: JobIdentity, **fields: Any) -> JobRecord:
         """A record for the job ``meta`` describes (a ``JobMeta`` or ``JobContext``), with ``fields``

@@ -36,7 +36,7 @@ def test_job_meta_is_shared_by_the_spool_context_and_the_record():
     assert names <= set(JobRecord.model_fields) and names <= {f.name for f in dataclasses.fields(JobContext)}
     ctx = JobContext(job_id="5", uid=1, gid=2, user="bob", node="n1", array_job_id="4", array_task_id="1")
     rec = JobRecord.from_meta(ctx, start_time=1.0, end_time=2.0)
-    assert rec.meta == ctx.meta() and rec.array_task_id == "1" and rec.uid == 1
+    assert all(getattr(rec, k) == getattr(ctx, k) for k in names) and rec.array_task_id == "1" and rec.uid == 1
 
 
 def test_every_error_is_a_slurm_energy_error_and_keeps_its_builtin_base():

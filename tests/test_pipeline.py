@@ -7,6 +7,7 @@ from jobrecord_factory import node_record
 
 from slurm_energy.config import site_config_from_dict
 from slurm_energy.core import JobMeta, Sample, Status
+from slurm_energy.jobmeta import IDENTITY
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 
 
@@ -87,5 +88,6 @@ def test_measure_node_from_rows_gives_one_node_record_with_the_jobs_meta():
     (ns,) = rec.nodes
     (cpu,) = ns.devices
     assert cpu.device_energy_j == pytest.approx(50.0) and cpu.energy_j == pytest.approx(25.0)
-    assert rec.meta == meta and rec.expected_nodes == ["n1"] and rec.job_state == "COMPLETED"
+    assert JobMeta(**{k: getattr(rec, k) for k in IDENTITY}) == meta
+    assert rec.expected_nodes == ["n1"] and rec.job_state == "COMPLETED"
     assert ns.static == {"host": "n1", "devices": []}

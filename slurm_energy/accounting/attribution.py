@@ -8,8 +8,8 @@ Shares (all clamped to [0, 1], the raw value kept in ``clamps`` when given and t
 ``share_clamped``; ``None`` when unknown, never 0 for "unknown"):
 
 * CPU (RAPL package energy): job's cgroup CPU-time delta / node busy CPU-time delta
-  (:func:`cpu_share`), both in CPU-seconds over the same interval (issue 3 point 4).
-* RAM (RAPL dram energy): job memory in use / node memory in use (:func:`ram_share`).
+  (:func:`cpu_shares`), both in CPU-seconds over the same interval.
+* RAM (RAPL dram energy): job memory in use / node memory in use (:func:`ram_shares`).
 * GPU shared by several jobs: the job's PIDs' SM utilisation / all processes' SM utilisation,
   from NVML ``nvmlDeviceGetProcessUtilization`` (:func:`gpu_process_share`).
 * MIG slice: slice compute units / parent GPU compute units (:func:`mig_fraction`), applied to the
@@ -17,8 +17,7 @@ Shares (all clamped to [0, 1], the raw value kept in ``clamps`` when given and t
 
 Invariant: when the inputs are consistent (the jobs' CPU-time deltas add up to at most the node's
 busy CPU time, the jobs' memory to at most the node's used memory, PIDs disjoint), the jobs on one
-node never sum to more than the node. :func:`cap_shares` enforces it when they are not (counters
-read at slightly different instants).
+node never sum to more than the node.
 
 Energy left over (idle power, system processes) stays with the node: it is recorded as the
 device's whole energy (``DeviceEnergy.device_energy_j``) beside the job's share.
@@ -26,7 +25,7 @@ device's whole energy (``DeviceEnergy.device_energy_j``) beside the job's share.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from slurm_energy.devices.gpus import mig_fraction  # noqa: F401 - part of the a
 #: Attribution policies a site may choose (site config ``attribution.policy``):
 #:
 #: * ``"shared"`` -- default. Per interval, job energy = device energy x the job's measured share
-#:   (:func:`cpu_share`, :func:`ram_share`, :func:`gpu_process_share`); idle and other jobs' energy
+#:   (:func:`cpu_shares`, :func:`ram_shares`, :func:`gpu_process_share`); idle and other jobs' energy
 #:   is not charged to the job.
 #: * ``"exclusive_whole_node"`` -- a job with the node to itself (``--exclusive``) is charged the
 #:   whole node's device energy, share 1 in every interval (idle included).
@@ -75,11 +74,6 @@ def clamp_ratios(raw: Arr, name: str = "", clamps: dict[str, float] | None = Non
     return c
 
 
-def _scalar(f: Callable[..., Arr], *args: float | None, clamps: dict[str, float] | None) -> float | None:
-    v = float(f(*(floats([a]) for a in args), clamps)[0])
-    return None if v != v else v
-
-
 def cpu_shares(job_cpu_delta_s: Arr, node_busy_delta_s: Arr, clamps: dict[str, float] | None = None) -> Arr:
     """The job's share of the node's CPU (package) energy per interval (NaN = unknown).
 
@@ -101,12 +95,6 @@ def cpu_shares(job_cpu_delta_s: Arr, node_busy_delta_s: Arr, clamps: dict[str, f
     return s
 
 
-def cpu_share(job_cpu_delta_s: float | None, node_busy_delta_s: float | None,
-              clamps: dict[str, float] | None = None) -> float | None:
-    """:func:`cpu_shares` of one interval (None = unknown)."""
-    return _scalar(cpu_shares, job_cpu_delta_s, node_busy_delta_s, clamps=clamps)
-
-
 def ram_shares(job_mem_bytes: Arr, node_mem_used_bytes: Arr, clamps: dict[str, float] | None = None) -> Arr:
     """The job's share of the node's DRAM energy per interval: job memory in use / node memory in use.
 
@@ -122,12 +110,6 @@ def ram_shares(job_mem_bytes: Arr, node_mem_used_bytes: Arr, clamps: dict[str, f
     with np.errstate(divide="ignore", invalid="ignore"):
         ok = ~np.isnan(jm) & ~np.isnan(nm) & (jm >= 0) & (nm > 0)
         return clamp_ratios(np.where(ok, jm / nm, np.nan), "ram_share", clamps)
-
-
-def ram_share(job_mem_bytes: int | None, node_mem_used_bytes: int | None,
-              clamps: dict[str, float] | None = None) -> float | None:
-    """:func:`ram_shares` of one interval (None = unknown)."""
-    return _scalar(ram_shares, job_mem_bytes, node_mem_used_bytes, clamps=clamps)
 
 
 #: A per-process utilisation up to this is accounting jitter (NVML has reported smUtil above 100 %):
@@ -179,19 +161,6 @@ def gpu_process_share(job_pids: set[int], proc_util: Mapping[int, float | None] 
     return clamp_ratio(mine / total)
 
 
-def cap_shares(shares: Mapping[str, float | None]) -> dict[str, float | None]:
-    """Scale the known shares of several jobs on one device down so they sum to at most 1.
-
-    Args: ``{job_id: share or None}`` for one interval. Returns the same keys; ``None`` stays
-    ``None``; if the known shares sum to s > 1 each is divided by s.
-    """
-    known = [v for v in shares.values() if v is not None]
-    s = sum(known)
-    if s <= 1.0:
-        return dict(shares)
-    return {k: (None if v is None else v / s) for k, v in shares.items()}
-
-
 def attribute_series(series: SeriesEnergy, shares: Sequence[float | None] | Arr,
                      policy: str = "shared") -> SeriesEnergy:
     """The job's part of a device's :class:`SeriesEnergy`, interval by interval.
@@ -208,7 +177,7 @@ def attribute_series(series: SeriesEnergy, shares: Sequence[float | None] | Arr,
         dropped with flag ``share_unknown`` (never counted as 0). ``wraps``/``resets`` carried over.
 
     Raises:
-        ValueError: unknown policy, ``len(shares) != len(series.intervals)``, or a share outside
+        ValueError: unknown policy, ``len(shares) != len(series.t0)``, or a share outside
         [0, 1].
     """
     if policy not in ("shared", "exclusive_whole_node"):

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from slurm_energy.accounting.prediction import training_flops
 from slurm_energy.model import JobRecord, Method, Status
 from slurm_energy.units import J_PER_KWH, co2e_kg
@@ -43,18 +45,6 @@ def table_rated_flops(model: str, precision: str = "bf16") -> float | None:
     return None if row is None else getattr(row, f"{precision}_flops", None)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """q-th percentile (0..100) with linear interpolation between order statistics (numpy's
-    default ``method="linear"``). Raises ValueError on an empty list."""
-    if not values:
-        raise ValueError("percentile of no values")
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
 @dataclass(frozen=True)
 class Spread:
     """Median and p10-p90 of a quantity over ``n`` jobs."""
@@ -66,7 +56,9 @@ class Spread:
 
     @classmethod
     def of(cls, values: list[float]) -> Spread:
-        return cls(percentile(values, 50), percentile(values, 10), percentile(values, 90), len(values))
+        """The spread of ``values`` (not empty): numpy's percentiles, linear between order statistics."""
+        median, p10, p90 = np.percentile(values, [50, 10, 90]).tolist()
+        return cls(median, p10, p90, len(values))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ power energy; the sum, PUE, CI and alpha are the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -40,11 +39,6 @@ def class_energy_j(n: Any, u: Any, p_w: Any, t_s: Any) -> Any:
         if not np.all(ok | np.isnan(np.asarray(v, dtype=float))):
             raise ValueError(f"{name}: got {v!r}; need n >= 0, 0 <= u <= 1, P >= 0 W, t >= 0 s")
     return n * u * p_w * t_s
-
-
-def it_energy_j(terms: Iterable[tuple[float, float, float, float]]) -> float:
-    """E_IT = sum n_i u_i P_i t_i over ``terms`` = [(n, u, P_W, t_s), ...], in J."""
-    return float(sum(class_energy_j(*t) for t in terms))
 
 
 def facility_kwh(it_kwh: float, pue: float) -> float:

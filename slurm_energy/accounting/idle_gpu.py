@@ -45,8 +45,6 @@ DEFAULT_UTIL_MAX = 0.0
 DEFAULT_POWER_MAX_FRACTION = 0.25
 #: idle stretches kept per GPU for the plot's band (a record stays small); beyond, joined and flagged
 MAX_SPANS = 200
-SOURCE = ("idle = GPU utilisation <= {u:g} (Job Defense Shield's 0 %) and power <= {p}"
-          " (idle draw with a CUDA context, arXiv:2605.23918)")
 
 
 @dataclass(frozen=True)
@@ -65,10 +63,6 @@ class IdleRule:
         if rated_power_w:
             return self.power_max_fraction * rated_power_w
         return None
-
-    def describe(self) -> str:
-        p = f"{self.power_max_w:g} W" if self.power_max_w is not None else f"{self.power_max_fraction:g} x rated power"
-        return SOURCE.format(u=self.util_max, p=p)
 
 
 #: the documented defaults (a frozen dataclass: safe as a default argument)

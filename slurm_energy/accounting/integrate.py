@@ -2,10 +2,10 @@
 
 Input is one device's readings over time (see :mod:`slurm_energy.sampling.readers.base`); output
 is a :class:`SeriesEnergy`: one interval per pair of consecutive sample times ``(t_{k-1}, t_k]``,
-each with its energy in J or NaN (``None`` in the :class:`Interval` view) when that interval could
-not be measured, and the flags of each interval as boolean masks. Intervals are aligned with sample
-times so that a job's share in the same interval (CPU-time delta, memory, GPU process utilisation;
-see :mod:`slurm_energy.accounting.summary`) can be applied interval by interval, as array products.
+each with its energy in J or NaN when that interval could not be measured, and the flags of each
+interval as boolean masks. Intervals are aligned with sample times so that a job's share in the
+same interval (CPU-time delta, memory, GPU process utilisation; see
+:mod:`slurm_energy.accounting.summary`) can be applied interval by interval, as array products.
 
 Three ways to turn readings into energy, named after ``Reading.method``:
 
@@ -14,7 +14,7 @@ Three ways to turn readings into energy, named after ``Reading.method``:
   "energy_uj ... wraps around at max_energy_range_uj").
 * ``power_integration`` (:func:`power_series`): trapezoidal rule over instantaneous power in W,
   E = (P_{k-1} + P_k) / 2 x (t_k - t_{k-1}).
-* ``tdp_estimate`` (:func:`mean_power_series`): a modelled mean power over the interval ending at
+* ``tdp_estimate`` (:func:`power_series` with ``mean``): a modelled mean power over the interval ending at
   t_k, E = P_mean(t_k) x (t_k - t_{k-1}).
 
 Unmeasured is NaN/``None``, never 0: an interval with an unreadable endpoint is *dropped* (counted
@@ -53,13 +53,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from slurm_energy.core import Flag, Method, Reading
-from slurm_energy.sampling.sampletable import DYNAMIC, DeviceColumns
+from slurm_energy.core import Flag, Method
+from slurm_energy.sampling.sampletable import DeviceColumns
 
 Arr = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
-
-METHODS = ("counter", "power_integration", "tdp_estimate", "unavailable")
 
 #: Margin on top of the counter's resolution and the power reading's error before a counter is
 #: called inconsistent, as a fraction of the larger of the two energies. Not a physical constant:
@@ -75,22 +73,6 @@ def floats(values: Sequence[Any]) -> Arr:
     if None not in values:
         return np.array(values, dtype=np.float64)
     return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-
-
-@dataclass
-class Interval:
-    """Energy of one device over ``(t0, t1]`` (epoch s): ``energy_j`` J, or ``None`` when the
-    interval was dropped (unmeasured); ``flags`` name any anomaly (:class:`~slurm_energy.core.Flag`)."""
-
-    t0: float
-    t1: float
-    energy_j: float | None
-    flags: list[str] = field(default_factory=list)
-
-    @property
-    def duration_s(self) -> float:
-        """``t1 - t0`` in s."""
-        return self.t1 - self.t0
 
 
 def _empty() -> Arr:
@@ -146,27 +128,6 @@ class SeriesEnergy:
         """Seconds covered by measured intervals."""
         return float(sum(self.dt[self.measured].tolist()))
 
-    @property
-    def span_s(self) -> float:
-        """Seconds from the first interval's start to the last interval's end (0 if empty)."""
-        return float(self.t1[-1] - self.t0[0]) if len(self.t0) else 0.0
-
-    def coverage(self, duration_s: float | None = None) -> float:
-        """Measured fraction in [0, 1] of ``duration_s`` (default: the series' own span); 0.0 for
-        an empty span. ``duration_s`` is typically the job's elapsed time on the node."""
-        d = self.span_s if duration_s is None else duration_s
-        if d <= 0:
-            return 0.0
-        return max(0.0, min(1.0, self.measured_s / d))
-
-    @property
-    def intervals(self) -> list[Interval]:
-        """The intervals as objects (a view for tests and small series; the sums use the arrays)."""
-        names = sorted(self.masks)
-        rows = [m.tolist() for m in (self.masks[n] for n in names)]
-        return [Interval(a, b, None if e != e else e, [n for n, r in zip(names, rows) if r[k]])
-                for k, (a, b, e) in enumerate(zip(self.t0.tolist(), self.t1.tolist(), self.energy.tolist()))]
-
     def flag(self, name: str, mask: Mask) -> None:
         """Add flag ``name`` to the intervals in ``mask``."""
         if mask.any():
@@ -188,15 +149,6 @@ def concat(parts: Sequence[SeriesEnergy]) -> SeriesEnergy:
     return out
 
 
-def _points(points: Sequence[tuple[float, Any]], name: str) -> tuple[Arr, list[Any]]:
-    if not isinstance(points, (list, tuple)):
-        raise TypeError(f"{name}: expected a list of (t, value) pairs, got {type(points).__name__}")
-    for i, p in enumerate(points):
-        if len(p) != 2:
-            raise ValueError(f"{name}[{i}]: expected a (t, value) pair, got {p!r}")
-    return floats([p[0] for p in points]), [p[1] for p in points]
-
-
 def _timed(t: Arr) -> SeriesEnergy:
     """Intervals between ``t``, energies NaN, those not increasing flagged ``non_increasing_time``."""
     s = SeriesEnergy(t[:-1], t[1:], np.full(max(0, len(t) - 1), np.nan))
@@ -204,9 +156,28 @@ def _timed(t: Arr) -> SeriesEnergy:
     return s
 
 
-def counter_run(t: Arr, values: Sequence[int | None], max_range_uj: int | None,
-                max_power_w: float | None = None, range_unreadable: bool = False) -> SeriesEnergy:
-    """:func:`counter_series` on a time array and the counter's values (uJ, None = unread)."""
+def counter_series(t: Arr, values: Sequence[int | None], max_range_uj: int | None,
+                   max_power_w: float | None = None, range_unreadable: bool = False) -> SeriesEnergy:
+    """Energy per interval from a cumulative energy counter.
+
+    Args:
+        t: sample times, epoch s (float array, sample order).
+        values: the cumulative counter in uJ at each time, ``None`` where it could not be read.
+        max_range_uj: the counter's range in uJ (RAPL ``max_energy_range_uj``): a counter that
+            goes backwards wrapped once, delta = cur + range - prev. ``None`` = the counter does not
+            wrap (NVML's 64-bit mJ counter) or its range is unknown: going backwards is a reset.
+        max_power_w: the zone's maximum power in W (RAPL ``constraint_*_max_power_uw``). When the
+            gap exceeds range / max_power (the fastest the counter can wrap), the interval is
+            flagged ``possible_multiple_wrap`` (its energy is the single-wrap delta, a lower bound).
+        range_unreadable: the zone's range file exists but could not be read; a backwards step
+            then drops the interval with flag ``range_unreadable`` (instead of a reset).
+
+    Returns:
+        :class:`SeriesEnergy` with ``len(t) - 1`` intervals, energies in J (uJ / 1e6).
+
+    Raises:
+        ValueError: ``max_range_uj`` not positive.
+    """
     if max_range_uj is not None and max_range_uj <= 0:
         raise ValueError(
             f"max_range_uj: must be a positive counter range in uJ or None, got {max_range_uj!r}; "
@@ -244,34 +215,17 @@ def counter_run(t: Arr, values: Sequence[int | None], max_range_uj: int | None,
     return s
 
 
-def counter_series(points: list[tuple[float, int | None]], max_range_uj: int | None,
-                   max_power_w: float | None = None, range_unreadable: bool = False) -> SeriesEnergy:
-    """Energy per interval from a cumulative energy counter.
+def power_series(t: Arr, values: Sequence[float | None], mean: bool = False) -> SeriesEnergy:
+    """Energy per interval from power samples (W at the times ``t``, epoch s; ``None`` = unread).
 
-    Args:
-        points: ``[(t, energy_uj), ...]`` in sample order; ``t`` epoch s, ``energy_uj`` the
-            cumulative counter in uJ or ``None`` if it could not be read at ``t``.
-        max_range_uj: the counter's range in uJ (RAPL ``max_energy_range_uj``): a counter that
-            goes backwards wrapped once, delta = cur + range - prev. ``None`` = the counter does not
-            wrap (NVML's 64-bit mJ counter) or its range is unknown: going backwards is a reset.
-        max_power_w: the zone's maximum power in W (RAPL ``constraint_*_max_power_uw``). When the
-            gap exceeds range / max_power (the fastest the counter can wrap), the interval is
-            flagged ``possible_multiple_wrap`` (its energy is the single-wrap delta, a lower bound).
-        range_unreadable: the zone's range file exists but could not be read; a backwards step
-            then drops the interval with flag ``range_unreadable`` (instead of a reset).
-
-    Returns:
-        :class:`SeriesEnergy` with ``len(points) - 1`` intervals, energies in J (uJ / 1e6).
+    By the trapezoidal rule over instantaneous power, interval k = (P_{k-1} + P_k) / 2 x (t_k -
+    t_{k-1}) J; with ``mean`` (the TDP model) ``values[k]`` is the modelled mean power over
+    ``(t_{k-1}, t_k]`` and interval k = P_k x (t_k - t_{k-1}) J (the first value is not used). An
+    interval with a ``None`` endpoint it uses is dropped (``missing_reading``).
 
     Raises:
-        ValueError: ``max_range_uj`` not positive, or a point is not a pair.
+        ValueError: a power is negative (names the first one).
     """
-    return counter_run(*_points(points, "points"), max_range_uj, max_power_w, range_unreadable)
-
-
-def power_run(t: Arr, values: Sequence[float | None], mean: bool = False) -> SeriesEnergy:
-    """:func:`power_series` (``mean``: :func:`mean_power_series`) on a time array and power values
-    (W, None = unread). Raises ValueError naming the first negative value."""
     p = floats(values)
     bad = np.flatnonzero(p[int(mean):] < 0) + int(mean)
     if len(p) > 1 and len(bad):
@@ -286,65 +240,11 @@ def power_run(t: Arr, values: Sequence[float | None], mean: bool = False) -> Ser
     return s
 
 
-def power_series(points: list[tuple[float, float | None]]) -> SeriesEnergy:
-    """Energy per interval by the trapezoidal rule over instantaneous power samples.
-
-    Args:
-        points: ``[(t, power_w), ...]``; ``t`` epoch s, ``power_w`` W or ``None`` if unread.
-
-    Returns:
-        :class:`SeriesEnergy`; interval k energy = (P_{k-1} + P_k) / 2 x (t_k - t_{k-1}) in J.
-        An interval with a ``None`` endpoint is dropped (``missing_reading``).
-
-    Raises:
-        ValueError: a power sample is negative (field ``power_w``), or a point is not a pair.
-    """
-    return power_run(*_points(points, "points"))
-
-
-def mean_power_series(points: list[tuple[float, float | None]]) -> SeriesEnergy:
-    """Energy per interval from modelled mean power (the TDP model).
-
-    Args:
-        points: ``[(t, mean_power_w), ...]``; ``mean_power_w`` at ``t_k`` is the model's mean
-            power in W over ``(t_{k-1}, t_k]`` (so the first point's value is not used).
-
-    Returns:
-        :class:`SeriesEnergy`; interval k energy = mean_power_w(t_k) x (t_k - t_{k-1}) in J.
-
-    Raises:
-        ValueError: a mean power is negative, or a point is not a pair.
-    """
-    return power_run(*_points(points, "points"), mean=True)
-
-
-def unavailable_series(times: Sequence[float] | Arr) -> SeriesEnergy:
-    """A series with every interval between ``times`` (epoch s) dropped and flagged unavailable."""
-    t = times if isinstance(times, np.ndarray) else floats(list(times))
+def unavailable_series(t: Arr) -> SeriesEnergy:
+    """A series with every interval between the times ``t`` (epoch s) dropped and flagged unavailable."""
     s = SeriesEnergy(t[:-1], t[1:], np.full(max(0, len(t) - 1), np.nan))
     s.flag(Flag.UNAVAILABLE.value, np.ones(len(s.t0), dtype=bool))
     return s
-
-
-def series_for(method: str, points: list[Any], **kw: Any) -> SeriesEnergy:
-    """Dispatch on ``Reading.method``.
-
-    ``"counter"`` -> :func:`counter_series` (``kw``: ``max_range_uj``, ``max_power_w``,
-    ``range_unreadable``); ``"power_integration"`` -> :func:`power_series`; ``"tdp_estimate"`` ->
-    :func:`mean_power_series`; ``"unavailable"`` -> :func:`unavailable_series` over the points' times.
-
-    Raises:
-        ValueError: unknown ``method`` (the message lists the known ones).
-    """
-    if method == "counter":
-        return counter_series(points, kw.pop("max_range_uj", None), **kw)
-    if method == "power_integration":
-        return power_series(points)
-    if method == "tdp_estimate":
-        return mean_power_series(points)
-    if method == "unavailable":
-        return unavailable_series([p[0] for p in points])
-    raise ValueError(f"method: unknown energy method {method!r}; expected one of {METHODS}")
 
 
 def _last(statics: Sequence[dict[str, Any]], key: str) -> Any:
@@ -408,7 +308,7 @@ def _run(t: Arr, dc: DeviceColumns, a: int, b: int, method: Method, kinds: list[
          mean_power_w: list[Any] | None) -> SeriesEnergy:
     """One run of readings of one method, readings ``a`` to ``b - 1``."""
     if method == Method.COUNTER:
-        s = counter_run(t, dc.vals["energy_uj"][a:b], _last(kinds, "max_energy_range_uj"), _last(kinds, "max_power_w"),
+        s = counter_series(t, dc.vals["energy_uj"][a:b], _last(kinds, "max_energy_range_uj"), _last(kinds, "max_power_w"),
                         any(Flag.RANGE_UNREADABLE.value in (k.get("flags") or []) for k in kinds))
         pw = dc.vals["power_w"][a:b]
         if len(pw) - pw.count(None) >= 2:
@@ -416,31 +316,14 @@ def _run(t: Arr, dc: DeviceColumns, a: int, b: int, method: Method, kinds: list[
             acc = [k["power_accuracy_w"] for k in kinds if k.get("power_accuracy_w") is not None]
             cap = [k["max_power_w"] for k in kinds if k.get("max_power_w") is not None
                    and k.get("max_energy_range_uj") is None]
-            s, _ = checked(s, floats(pw), resolution_j=(max(res) if res else 1) / 1e6,
+            s, _ = cross_check_counter(s, floats(pw), resolution_j=(max(res) if res else 1) / 1e6,
                            power_accuracy_w=max(acc) if acc else 0.0, max_power_w=max(cap) if cap else None)
         return s
     if method == Method.POWER_INTEGRATION:
-        return power_run(t, dc.vals["power_w"][a:b])
+        return power_series(t, dc.vals["power_w"][a:b])
     if method == Method.TDP_ESTIMATE:
-        return power_run(t, (dc.vals["mean_power_w"] if mean_power_w is None else mean_power_w)[a:b], mean=True)
+        return power_series(t, (dc.vals["mean_power_w"] if mean_power_w is None else mean_power_w)[a:b], mean=True)
     return unavailable_series(t)
-
-
-def series_from_readings(samples: Sequence[tuple[float, Reading]]) -> SeriesEnergy:
-    """One device's ``[(t, Reading), ...]`` -> :class:`SeriesEnergy` (:func:`device_series` on
-    the readings as columns).
-
-    Returns:
-        :class:`SeriesEnergy` with ``len(samples) - 1`` intervals in sample order.
-    """
-    dc = DeviceColumns(samples[0][1].device_id if samples else "")
-    for i, (_, r) in enumerate(samples):
-        d = r.to_dict()
-        dc.rows.append(i)
-        dc.static.append({k: v for k, v in d.items() if k not in DYNAMIC})
-        for k in DYNAMIC:
-            dc.vals[k].append(d.get(k))
-    return device_series(floats([t for t, _ in samples]), dc)
 
 
 def cross_check_tolerance_j(dt_s: Any, p0_w: Any, p1_w: Any, e_counter_j: Any, e_power_j: Any, *,
@@ -497,12 +380,35 @@ def interval_verdicts(e_counter_j: Arr, p0_w: Arr, p1_w: Arr, dt_s: Arr, *, reso
     return out.astype(int)
 
 
-def checked(counter: SeriesEnergy, pw: Arr, *, resolution_j: float = 1e-6, power_accuracy_w: float = 0.0,
-            max_power_w: float | None = None, margin: float = CROSS_CHECK_MARGIN) -> tuple[SeriesEnergy, list[int]]:
-    """:func:`cross_check_counter` with the power as an array (W, NaN = unread), one per sample time."""
+def cross_check_counter(counter: SeriesEnergy, pw: Arr, *, resolution_j: float = 1e-6,
+                        power_accuracy_w: float = 0.0, max_power_w: float | None = None,
+                        margin: float = CROSS_CHECK_MARGIN) -> tuple[SeriesEnergy, list[int]]:
+    """Apply the counter-vs-power rule (module docstring) to one device's counter series.
+
+    Shared by every reader that has a counter and a power reading for one device (NVML, AMD SMI,
+    amdgpu/xe/i915 hwmon): the reader puts ``power_w`` beside ``energy_uj`` in a ``counter`` reading.
+
+    Args:
+        counter: the counter's series (:func:`counter_series`), ``n - 1`` intervals.
+        pw: the power at the same ``n`` sample times, W (NaN = unread).
+        resolution_j, power_accuracy_w, margin: see :func:`cross_check_tolerance_j`.
+        max_power_w: the device's power limit, W (runaway check), or None.
+
+    Returns:
+        ``(series, replaced)``: the counter's series with stuck/runaway intervals charged by power
+        integration (flagged ``counter_inconsistent`` and ``counter_stuck``/``counter_runaway``),
+        disagreeing moving intervals kept and flagged ``power_disagrees``, resets left skipped; and
+        the indices of the replaced intervals (``[]``: the counter stands everywhere).
+
+    Raises:
+        ValueError: ``pw`` is not one power per sample time (names both lengths), or a power is negative.
+    """
+    if len(counter.t0) and len(pw) != len(counter.t0) + 1:
+        raise ValueError(f"power: {len(pw)} samples for {len(counter.t0)} counter intervals; "
+                         "pass the power read at the counter's sample times")
     if not len(counter.t0):
         return counter, []
-    power = power_run(np.concatenate([counter.t0[:1], counter.t1]), [None if p != p else p for p in pw.tolist()])
+    power = power_series(np.concatenate([counter.t0[:1], counter.t1]), [None if p != p else p for p in pw.tolist()])
     ec, dt = counter.energy, counter.dt
     kw: dict[str, Any] = {"resolution_j": resolution_j, "power_accuracy_w": power_accuracy_w, "margin": margin}
     verdict = interval_verdicts(ec, pw[:-1], pw[1:], dt, max_power_w=max_power_w, **kw)
@@ -527,36 +433,3 @@ def checked(counter: SeriesEnergy, pw: Arr, *, resolution_j: float = 1e-6, power
     out.flag(Flag.COUNTER_INCONSISTENT.value, stuck | runaway)
     out.flag(Flag.POWER_DISAGREES.value, verdict == DISAGREE)
     return out, np.flatnonzero(stuck | runaway).tolist()
-
-
-def cross_check_counter(counter: SeriesEnergy, power_points: list[tuple[float, float | None]], *,
-                        resolution_j: float = 1e-6, power_accuracy_w: float = 0.0,
-                        max_power_w: float | None = None,
-                        margin: float = CROSS_CHECK_MARGIN) -> tuple[SeriesEnergy, list[int]]:
-    """Apply the counter-vs-power rule (module docstring) to one device's counter series.
-
-    Shared by every reader that has a counter and a power reading for one device (NVML, AMD SMI,
-    amdgpu/xe/i915 hwmon): the reader puts ``power_w`` beside ``energy_uj`` in a ``counter`` reading.
-
-    Args:
-        counter: the counter's series (:func:`counter_series`), ``n - 1`` intervals.
-        power_points: ``[(t, power_w), ...]``, the same ``n`` sample times; ``power_w`` W or None.
-        resolution_j, power_accuracy_w, margin: see :func:`cross_check_tolerance_j`.
-        max_power_w: the device's power limit, W (runaway check), or None.
-
-    Returns:
-        ``(series, replaced)``: the counter's series with stuck/runaway intervals charged by power
-        integration (flagged ``counter_inconsistent`` and ``counter_stuck``/``counter_runaway``),
-        disagreeing moving intervals kept and flagged ``power_disagrees``, resets left skipped; and
-        the indices of the replaced intervals (``[]``: the counter stands everywhere).
-
-    Raises:
-        ValueError: the two series do not have the same sample times (names both lengths), or a
-        power is negative.
-    """
-    n = len(counter.t0)
-    if len(power_points) != n + 1 and n:
-        raise ValueError(f"power_points: {len(power_points)} samples for {n} counter "
-                         "intervals; pass the power read at the counter's sample times")
-    return checked(counter, floats([p for _, p in power_points]), resolution_j=resolution_j,
-                   power_accuracy_w=power_accuracy_w, max_power_w=max_power_w, margin=margin)

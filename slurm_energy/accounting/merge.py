@@ -30,8 +30,6 @@ from slurm_energy.natsort import natural_key, sort_devices
 _NODE_STATUS_RANK = {Status.RUNNING: 0, Status.NO_DATA: 1, Status.PARTIAL: 1, Status.FAILED: 1, Status.COMPLETE: 2}
 
 
-
-
 def run_identity(r: JobRecord) -> tuple[Any, ...]:
     """What Slurm says about which run a node record belongs to: (restart_count, SLUID or Slurm's
     start time when given, the run's node list). Records with different identities are different
@@ -83,13 +81,7 @@ def _better_node(a: NodeSummary, b: NodeSummary) -> NodeSummary:
 
 def unique_union(lists: Iterable[list[str]]) -> list[str]:
     """The lists' items, each once, in first-seen order."""
-    seen, out = set(), []
-    for lst in lists:
-        for x in lst:
-            if x not in seen:
-                seen.add(x)
-                out.append(x)
-    return out
+    return list(dict.fromkeys(x for lst in lists for x in lst))
 
 
 #: The time stamp :meth:`slurm_energy.slurm.spool.JobSpool.record_error` puts before a message.

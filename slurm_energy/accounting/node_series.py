@@ -156,9 +156,9 @@ def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: DeviceStatic | None,
 def shares(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, flags: set[str],
            clamps: dict[str, float] | None = None) -> Arr:
     """The job's share of the device over each interval between its rows ``rows`` (NaN = unknown):
-    CPU by the job's CPU-time delta / the node's busy CPU-time delta (:func:`attribution.cpu_share`:
+    CPU by the job's CPU-time delta / the node's busy CPU-time delta (:func:`attribution.cpu_shares`:
     0 when the node was idle or the job used none); RAM by the job's memory / the node's used memory
-    (:func:`attribution.ram_share`; 0 when no memory was seen and the job used no CPU; unknown while
+    (:func:`attribution.ram_shares`; 0 when no memory was seen and the job used no CPU; unknown while
     the sampler was not looking); a GPU allocated to the job is the job's (share 1) unless NVML
     per-process utilisation says it is shared (flag ``shared_gpu_by_process_util``)."""
     i0, i1 = rows[:-1], rows[1:]
@@ -278,10 +278,9 @@ def _tail_share(cols: Columns, total_s: float | None, c_last: float | None, busy
         return attribution.clamp_ratio(max(0.0, total_s - c_last) / busy_delta_s), Flag.TAIL_FROM_SLURM_TOTALCPU.value
     for k in range(i_last, 0, -1):  # the share of the last observed interval
         c0, c1, b0, b1 = cols.job_cpu[k - 1], cols.job_cpu[k], cols.node_busy[k - 1], cols.node_busy[k]
-        if c0 is not None and c1 is not None and b0 is not None and b1 is not None and b1 - b0 > 0:
-            sh = attribution.cpu_share(c1 - c0, b1 - b0)
-            if sh:  # an idle last interval says nothing of the stretch: never estimate 0
-                return sh, Flag.TAIL_ESTIMATED.value
+        # an idle last interval says nothing of the stretch: never estimate 0
+        if c0 is not None and c1 is not None and b0 is not None and b1 is not None and b1 > b0 and c1 > c0:
+            return attribution.clamp_ratio((c1 - c0) / (b1 - b0)), Flag.TAIL_ESTIMATED.value
     ncpu = next((n for n in reversed(cols.ncpu) if n), None)
     if cols.cpus_alloc and ncpu:
         return min(1.0, cols.cpus_alloc / ncpu), Flag.TAIL_ESTIMATED.value

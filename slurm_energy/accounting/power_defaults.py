@@ -1,4 +1,4 @@
-"""Default power fractions (drawn / rated power) for the prediction, per device class, with sources.
+"""The default GPU power fraction (drawn / rated power) for the prediction, with its sources.
 
 Used only when neither the user (``--power-frac``) nor the site's own measured jobs
 (:mod:`slurm_energy.accounting.calibration`) give a power fraction. A default is a published
@@ -46,11 +46,3 @@ GPU_TRAINING = PowerDefault(
     "default: GPUs under training draw 76 % of rated power (measured, 8x H100 nodes: Newkirk et al. "
     "2025, arXiv:2506.14551; peak 82 %: Latif et al. 2024, arXiv:2412.08602)",
 )
-#: CPU cores in the method's TDP model: the CPU utilisation is the power fraction (Green Algorithms,
-#: Lannelongue et al. 2021, Adv. Sci., doi:10.1002/advs.202100707), 1.0 unless --cpu-util is given.
-CPU_TDP = PowerDefault("cpu", 1.0, "default: cores at full TDP (Green Algorithms 2021 model, usage factor 1)")
-#: RAM: the per-GB power (0.3725 W/GB, Green Algorithms) is already a drawn power: fraction 1.
-RAM_PER_GB = PowerDefault("ram", 1.0, "Green Algorithms 0.3725 W/GB is a drawn power (fraction 1)")
-
-DEFAULTS: dict[str, PowerDefault] = {d.device_class: d for d in (GPU_TRAINING, CPU_TDP, RAM_PER_GB)}
-

@@ -121,11 +121,6 @@ def weighted_stats(v: Arr, w: Arr) -> Stats:
     return mean, var, wsum
 
 
-def _check_policy(policy: str) -> None:
-    if policy not in attribution.POLICIES:
-        raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
-
-
 def _effective_policy(policy: str, ncpus: Sequence[int | None], cpus_alloc: int | None) -> tuple[str, list[str]]:
     """``exclusive_whole_node`` only for a job holding every CPU of the node (``ncpus``: the rows'
     logical CPU counts); else ``shared``, flagged."""
@@ -172,7 +167,6 @@ def summarise_node(rows: SampleTable | Sequence[Sample | dict[str, Any]], *, job
     Raises:
         ValueError: unknown policy.
     """
-    _check_policy(policy)
     table = table_from(rows).sorted()
     elapsed = max(0.0, end_time - start_time)
     # coverage's denominator: the span the rows' intervals are drawn from, the job's span widened to
@@ -201,7 +195,8 @@ def device_aggs(table: SampleTable, cols: Columns, static_by_id: dict[str, Devic
     Raises:
         ValueError: unknown policy.
     """
-    _check_policy(policy)
+    if policy not in attribution.POLICIES:
+        raise ValueError(f"attribution.policy: {policy!r} is not one of {attribution.POLICIES}")
     t = np.array(table.t, dtype=np.float64)
     return [(dc, device_agg(dc, t, cols, static_by_id.get(dc.device_id), policy=policy, traces=traces, gpu_idle=gpu_idle))
             for dc in sorted(table.devices.values(), key=lambda dc: _device_key(dc, static_by_id))]

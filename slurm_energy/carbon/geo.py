@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
+
+from slurm_energy.fileio import atomic_write
 
 #: Cached answers older than this are refreshed (when online): 30 days, s.
 CACHE_MAX_AGE_S = 30 * 86400.0
@@ -53,10 +54,8 @@ def read_cache(cache_dir: str, node: str, max_age_s: float = CACHE_MAX_AGE_S,
 def _write_cache(cache_dir: str, node: str, res: GeoResult, url: str) -> None:
     try:
         os.makedirs(cache_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".geo-")
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"country": res.country, "ip": res.ip, "fetched_at": time.time(), "url": url}, fh)
-        os.replace(tmp, _cache_path(cache_dir, node))
+        atomic_write(_cache_path(cache_dir, node),
+                     json.dumps({"country": res.country, "ip": res.ip, "fetched_at": time.time(), "url": url}))
     except OSError:
         pass  # a cache we cannot write only costs another request next time
 

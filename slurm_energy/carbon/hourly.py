@@ -27,11 +27,11 @@ import csv
 import math
 import os
 import re
-import tempfile
 from datetime import datetime, timezone
 
 from slurm_energy.carbon.units import WARN_BELOW_G_PER_KWH, ImplausibleIntensityError, plausibility_warning, to_g_per_kwh
 from slurm_energy.errors import HourlyDataError
+from slurm_energy.fileio import atomic_write
 from slurm_energy.units import J_PER_KWH, co2e_kg
 
 _TS_COLS = ("timestamp", "hour_utc", "datetime", "time")
@@ -186,13 +186,7 @@ def write_zone(store_dir: str, zone: str, data: dict[str, float]) -> str:
     """Write ``{hour: g/kWh}`` as the zone's stored file (atomic replace). Returns its path."""
     os.makedirs(store_dir, exist_ok=True)
     dest = zone_path(store_dir, zone)
-    fd, tmp = tempfile.mkstemp(dir=store_dir, prefix=".ci-")
-    with os.fdopen(fd, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["hour_utc", "g_per_kwh"])
-        for h in sorted(data):
-            w.writerow([h, repr(float(data[h]))])
-    os.replace(tmp, dest)
+    atomic_write(dest, "hour_utc,g_per_kwh\r\n" + "".join(f"{h},{float(data[h])!r}\r\n" for h in sorted(data)))
     return dest
 
 

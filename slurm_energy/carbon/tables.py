@@ -18,6 +18,7 @@ import csv
 import functools
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from slurm_energy.units import DEFAULT_CI_G_PER_KWH
 
@@ -62,18 +63,8 @@ def load_grid_table(path: str = GRID_TABLE) -> dict[str, IntensityRow]:
     out: dict[str, IntensityRow] = {}
     with open(path, newline="", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
-            row = IntensityRow(
-                zone=r["zone"],
-                kind=r["kind"],
-                name=r["name"],
-                iso_alpha2=r["iso_alpha2"],
-                iso_alpha3=r["iso_alpha3"],
-                g_per_kwh=float(r["g_per_kwh"]),
-                year=int(r["year"]) if r["year"] else None,
-                basis=r["basis"],
-                source=r["source"],
-                licence=r["licence"],
-            )
+            d: dict[str, Any] = {**r, "g_per_kwh": float(r["g_per_kwh"]), "year": int(r["year"]) if r["year"] else None}
+            row = IntensityRow(**d)
             out.setdefault(row.zone.upper(), row)
             if row.kind == "country" and row.iso_alpha3:
                 out.setdefault(row.iso_alpha3.upper(), row)

@@ -19,7 +19,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from slurm_energy.carbon import tables as _tables
-from slurm_energy.config.load import _config_path, _defaults_without_file, _format_error, _read_text, parse_yaml_text
+from slurm_energy.config.load import (
+    _config_path,
+    _defaults_without_file,
+    _format_error,
+    _read_text,
+    not_a_mapping,
+    parse_yaml_text,
+)
 from slurm_energy.config.schema import DEFAULT_PUE, SiteConfig
 from slurm_energy.errors import ConfigError
 
@@ -92,13 +99,10 @@ def site_config_from_dict_lenient(data: Any, origin: str = "site config") -> tup
     """
     import copy
 
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        return SiteConfig(), [f"{origin}: top level must be a mapping of keys (cluster_name:, datacenters:, "
-                              f"...), got {type(data).__name__}; nothing from it is in force: "
-                              f"{_defaults_in_force()}"]
-    data = copy.deepcopy(data)
+    bad = not_a_mapping(data, origin)
+    if bad:
+        return SiteConfig(), [f"{bad}; nothing from it is in force: {_defaults_in_force()}"]
+    data = copy.deepcopy(data or {})
     messages: list[str] = []
     dropped: list[str] = []
     for _ in range(1000):  # each round drops at least one key, so this ends
@@ -188,32 +192,11 @@ def _load_lenient(p: str) -> tuple[SiteConfig, list[str], str | None, str | None
         data = parse_yaml_text(text, p)
     except ConfigError as e:
         return _defaults_without_file(), [], text, str(e)
-    if data is not None and not isinstance(data, dict):
-        return _defaults_without_file(), [], text, (
-            f"{p}: top level must be a mapping of keys (cluster_name:, datacenters:, ...), got "
-            f"{type(data).__name__}")
+    bad = not_a_mapping(data, p)
+    if bad:
+        return _defaults_without_file(), [], text, bad
     cfg, messages = site_config_from_dict_lenient(data, origin=p)
     return cfg.model_copy(update={"source_path": p}), messages, text, None
-
-
-def load_site_config_lenient(path: str | os.PathLike | None = None) -> tuple[SiteConfig, list[str]]:
-    """Load the site configuration keeping every part that is valid; for the Slurm hooks, where a
-    typo must not send a job's record to the default store (``paths`` above all).
-
-    File chosen as in :func:`load_site_config`. Returns ``(config, messages)``; ``messages`` is
-    empty for a valid file (or no file: documented defaults, ``"config_file"`` in
-    ``defaults_used``). A missing/unreadable/non-YAML file (duplicate keys included) or a top level
-    that is no mapping gives ``(defaults, [message])``, the message ending in what is in force;
-    invalid keys are dropped as in :func:`site_config_from_dict_lenient`. Never raises ConfigError.
-    See :func:`load_site_config_for_hooks` for the variant that falls back to the last good copy.
-    """
-    p = _config_path(path)
-    if p is None:
-        return _defaults_without_file(), []
-    cfg, messages, _text, fatal = _load_lenient(p)
-    if fatal is not None:
-        return cfg, [f"{fatal}\nNothing from {p} is in force: {_defaults_in_force()}"]
-    return cfg, messages
 
 
 # --------------------------------------------------------------------------- last good copy
@@ -260,8 +243,15 @@ def save_last_good(path: str | os.PathLike, text: str) -> bool:
     return True
 
 
-def load_site_config_for_hooks(path: str | os.PathLike | None = None,
-                               save: bool = True) -> tuple[SiteConfig, list[str]]:
+def load_site_config_lenient(path: str | os.PathLike | None = None) -> tuple[SiteConfig, list[str]]:
+    """Load the site configuration keeping every part that is valid (:func:`site_config_from_dict_lenient`),
+    as the hooks do, but without their last good copy: an unusable file gives the documented
+    defaults, the message saying so. Returns ``(config, messages)``; never raises ConfigError."""
+    return load_site_config_for_hooks(path, save=False, last_good=False)
+
+
+def load_site_config_for_hooks(path: str | os.PathLike | None = None, save: bool = True,
+                               last_good: bool = True) -> tuple[SiteConfig, list[str]]:
     """Site config for the Slurm hooks: lenient, and an unparsable file falls back to the last good copy.
 
     File chosen as in :func:`load_site_config`. When the file loads leniently with no message, its
@@ -272,7 +262,8 @@ def load_site_config_for_hooks(path: str | os.PathLike | None = None,
     ``config.source_path`` is then the copy's path. Without a readable copy: documented defaults,
     and the message says so. Invalid keys in a parsable file: as :func:`load_site_config_lenient`.
 
-    ``save=False`` (readers such as jobenergy) never writes the copy, only falls back to it.
+    ``save=False`` (readers such as jobenergy) never writes the copy, only falls back to it;
+    ``last_good=False`` never reads it either (:func:`load_site_config_lenient`).
 
     :returns: ``(config, messages)``; messages empty when all is well. Never raises ConfigError.
     """
@@ -286,6 +277,8 @@ def load_site_config_for_hooks(path: str | os.PathLike | None = None,
         if save and not messages and text is not None:
             save_last_good(p, text)
         return cfg, messages
+    if not last_good:
+        return cfg, [f"{fatal}\nNothing from {p} is in force: {_defaults_in_force()}"]
     what = "cannot be read" if text is None else "is unparsable"
     lg = last_good_path(p)
     try:

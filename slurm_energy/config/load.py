@@ -116,19 +116,24 @@ def _format_error(e: ValidationError, origin: str, data: Any = None) -> str:
     return "\n".join(lines)
 
 
+def not_a_mapping(data: Any, origin: str) -> str | None:
+    """The error for parsed YAML whose top level is no mapping (None: a mapping, or empty)."""
+    if data is None or isinstance(data, dict):
+        return None
+    return f"{origin}: top level must be a mapping of keys (cluster_name:, datacenters:, ...), got {type(data).__name__}"
+
+
 def site_config_from_dict(data: Any, origin: str = "site config") -> SiteConfig:
     """Validate a parsed YAML mapping into a :class:`SiteConfig`.
 
     :raises ConfigError: not a mapping, or invalid; the message names the dotted field path, the
         bad value and the fix (one line per problem).
     """
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: top level must be a mapping of keys (cluster_name:, datacenters:, "
-                          f"...), got {type(data).__name__}")
+    bad = not_a_mapping(data, origin)
+    if bad:
+        raise ConfigError(bad)
     try:
-        return SiteConfig.model_validate(data)
+        return SiteConfig.model_validate(data or {})
     except ValidationError as e:
         raise ConfigError(_format_error(e, origin, data)) from None
 

@@ -1,11 +1,6 @@
-"""The site configuration's schema: one validated YAML file (``site.yaml``) with the facts only an
-admin knows. Pydantic models only; loading is :mod:`slurm_energy.config.load` (strict) and
-:mod:`slurm_energy.config.lenient` (the hooks); what the facts mean for a job is resolved elsewhere:
-carbon facts by :func:`slurm_energy.config.carbon.resolve_carbon`, rated power by
-:mod:`slurm_energy.devices.rated`.
-
-``site_config/site.yaml`` in the repository is the documented example of every key.
-"""
+"""The site configuration's schema: pydantic models only (how the file is found, loaded and
+resolved for a job: :mod:`slurm_energy.config`; every key's documented example:
+``site_config/site.yaml``)."""
 
 from __future__ import annotations
 
@@ -24,7 +19,6 @@ DEFAULT_PATH = "/etc/slurm-energy/site.yaml"
 
 # Documented defaults, defined once in slurm_energy.units (re-exported here for callers).
 DEFAULT_PUE = units.DEFAULT_PUE
-DEFAULT_PUE_SOURCE = units.DEFAULT_PUE_SOURCE
 DEFAULT_RAM_W_PER_GB = units.RAM_W_PER_GB
 DEFAULT_CPU_W_PER_CORE = units.CPU_W_PER_CORE
 DEFAULT_GEO_URL = "https://get.geojs.io/v1/ip/geo.json"

@@ -124,31 +124,23 @@ class DrmGpu:
         return sorted(self.render_minors)
 
 
-def _hwmon_dir(dev: str) -> str | None:
+def _hwmons(dev: str) -> list[tuple[str, str]]:
+    """``(hwmon directory, its name)`` of a PCI device, in directory order ([] when it has none)."""
     base = os.path.join(dev, "hwmon")
     try:
         names = sorted(os.listdir(base))
     except OSError:
-        return None
-    for h in names:
-        if _opt_text(os.path.join(base, h, "name")) in HWMON_NAMES:
-            return os.path.join(base, h)
-    return None
+        return []
+    return [(os.path.join(base, h), _opt_text(os.path.join(base, h, "name")) or "") for h in names]
+
+
+def _hwmon_dir(dev: str) -> str | None:
+    return next((d for d, name in _hwmons(dev) if name in HWMON_NAMES), None)
 
 
 def _tile_hwmons(dev: str) -> dict[int, str]:
     """i915 registers one hwmon per GT (tile) named ``i915_gt<N>`` with that tile's ``energy1_input``."""
-    base = os.path.join(dev, "hwmon")
-    out: dict[int, str] = {}
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return out
-    for h in names:
-        m = re.match(r"^i915_gt(\d+)$", _opt_text(os.path.join(base, h, "name")) or "")
-        if m:
-            out[int(m.group(1))] = os.path.join(base, h)
-    return out
+    return {int(m.group(1)): d for d, name in _hwmons(dev) if (m := re.match(r"^i915_gt(\d+)$", name))}
 
 
 def _tiles(card_dir: str, dev: str) -> int:

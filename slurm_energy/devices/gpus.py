@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slurm_energy.errors import GpuResolveError
@@ -80,15 +80,7 @@ class _Dev:
     minor: int | None
     model: str
     handle: object
-    migs: list = field(default_factory=list)  # list[_Mig]
-
-
-@dataclass
-class _Mig:
-    uuid: str
-    gi: int | None
-    ci: int | None
-    fraction: float | None
+    migs: list[ResolvedGpu] = field(default_factory=list)  # its MIG instances
 
 
 def parent_slices(pynvml, handle) -> int | None:
@@ -146,14 +138,11 @@ def _inventory(pynvml) -> list[_Dev]:
                 mh = _opt(pynvml, pynvml.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
                 if mh is None:  # NVML_ERROR_NOT_FOUND: no instance at this index
                     continue
-                d.migs.append(
-                    _Mig(
-                        uuid=_s(pynvml.nvmlDeviceGetUUID(mh)),
-                        gi=_opt(pynvml, pynvml.nvmlDeviceGetGpuInstanceId, mh),
-                        ci=_opt(pynvml, pynvml.nvmlDeviceGetComputeInstanceId, mh),
-                        fraction=mig_instance_fraction(pynvml, mh, h),
-                    )
-                )
+                d.migs.append(ResolvedGpu(
+                    _s(pynvml.nvmlDeviceGetUUID(mh)), i, d.minor, d.model, d.uuid,
+                    mig_fraction=mig_instance_fraction(pynvml, mh, h),
+                    mig_gi=_opt(pynvml, pynvml.nvmlDeviceGetGpuInstanceId, mh),
+                    mig_ci=_opt(pynvml, pynvml.nvmlDeviceGetComputeInstanceId, mh)))
         devs.append(d)
     return devs
 
@@ -164,10 +153,6 @@ _LEGACY_MIG_RE = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")
 
 def _whole(d: _Dev, src: str) -> ResolvedGpu:
     return ResolvedGpu(d.uuid, d.index, d.minor, d.model, source=src)
-
-
-def _mig(d: _Dev, m: _Mig, src: str) -> ResolvedGpu:
-    return ResolvedGpu(m.uuid, d.index, d.minor, d.model, d.uuid, m.fraction, m.gi, m.ci, src)
 
 
 def _by_prefix(token: str, cands: Sequence[tuple[str, Any]], what: str, src: str) -> Any:
@@ -206,21 +191,19 @@ def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool)
         parent = _by_prefix(m.group(1), [(d.uuid, d) for d in devs], "GPU", src)
         gi, ci = int(m.group(2)), int(m.group(3))
         for mi in parent.migs:
-            if mi.gi == gi and mi.ci == ci:
-                return _mig(parent, mi, src)
+            if mi.mig_gi == gi and mi.mig_ci == ci:
+                return replace(mi, source=src)
         raise GpuResolveError(f"{src}: GPU {parent.uuid} has no MIG instance gi={gi} ci={ci}")
     if tok.upper().startswith("MIG-"):
-        cands = [(mi.uuid, (d, mi)) for d in devs for mi in d.migs]
-        d, mi = _by_prefix(tok, cands, "MIG instance", src)
-        return _mig(d, mi, src)
+        return replace(_by_prefix(tok, [(mi.uuid, mi) for d in devs for mi in d.migs], "MIG instance", src),
+                       source=src)
     t = tok if tok.upper().startswith("GPU-") else f"GPU-{tok}"
     return _whole(_by_prefix(t, [(d.uuid, d) for d in devs], "GPU", src), src)
 
 
-def _split(v: str | None) -> list[str]:
-    if not v:
-        return []
-    return [t.strip() for t in v.split(",") if t.strip()]
+def split_tokens(v: str | None) -> list[str]:
+    """A GPU list variable's tokens (``"0, 2"`` -> ``["0", "2"]``), without Slurm's ``NoDevFiles``."""
+    return [t.strip() for t in (v or "").split(",") if t.strip() and t.strip() != "NoDevFiles"]
 
 
 def resolve_job_gpus(
@@ -253,8 +236,7 @@ def resolve_job_gpus(
         GpuResolveError: a token names no device, an ambiguous UUID prefix, a missing MIG instance,
             or a numeric in-job ordinal. The message names the variable, the token and the fix.
     """
-    cvd = [t for t in _split(cuda_visible_devices) if t != "NoDevFiles"]
-    sjg = [t for t in _split(slurm_job_gpus) if t != "NoDevFiles"]
+    cvd, sjg = split_tokens(cuda_visible_devices), split_tokens(slurm_job_gpus)
     if cvd and any(not t.isdigit() for t in cvd):
         tokens, var, numeric_ok = cvd, "CUDA_VISIBLE_DEVICES", False
     elif sjg:
@@ -280,13 +262,11 @@ def resolve_job_gpus(
         if tokens is None:
             return ResolvedGpus([_whole(d, "all GPUs") for d in devs],
                                 "" if devs else "NVML reports no GPU on this node")
-        out, seen = [], set()
-        for tok in tokens:
+        by_uuid: dict[str, ResolvedGpu] = {}
+        for tok in tokens:  # each token resolved (an error names it), a GPU named twice kept once
             g = _resolve_token(tok, devs, var, numeric_ok)
-            if g.uuid not in seen:
-                seen.add(g.uuid)
-                out.append(g)
-        return ResolvedGpus(out)
+            by_uuid.setdefault(g.uuid, g)
+        return ResolvedGpus(by_uuid.values())
     finally:
         try:
             pynvml.nvmlShutdown()

@@ -56,7 +56,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from slurm_energy.devices.drm import DEFAULT_DRM_ROOT, DEFAULT_KFD_ROOT, DrmGpu, discover_drm_gpus
-from slurm_energy.devices.gpus import GpuResolveError, ResolvedGpus
+from slurm_energy.devices.gpus import GpuResolveError, ResolvedGpus, split_tokens
 
 
 @dataclass
@@ -165,10 +165,6 @@ def _by_uuid(tok: str, gpus: list[DrmGpu], src: str) -> ResolvedDrmGpu:
     return _whole_or_partition(hits[0], 0, src)
 
 
-def _split(v: str | None) -> list[str]:
-    return [t.strip() for t in (v or "").split(",") if t.strip() and t.strip() != "NoDevFiles"]
-
-
 def _ordinal(tok: str, base: list[ResolvedDrmGpu], var: str) -> ResolvedDrmGpu:
     k = int(tok)
     if not base:
@@ -265,7 +261,7 @@ def resolve_drm_gpus(slurm_job_gpus: str | None = None, rocr_visible_devices: st
     if not gpus:
         return ResolvedGpus([], f"no AMD/Intel GPU under {drm_root}")
     slots = _slots(gpus)
-    sjg = _split(slurm_job_gpus)
+    sjg = split_tokens(slurm_job_gpus)
     if sjg:
         alloc = [_physical(t, slots, gpus, "SLURM_JOB_GPUS") for t in sorted(sjg, key=_gres_key)]
     elif all_if_unset:
@@ -274,10 +270,10 @@ def resolve_drm_gpus(slurm_job_gpus: str | None = None, rocr_visible_devices: st
         alloc = []
     chosen = alloc
     for var, val in (("ROCR_VISIBLE_DEVICES", rocr_visible_devices), ("HIP_VISIBLE_DEVICES", hip_visible_devices)):
-        toks = _split(val)
+        toks = split_tokens(val)
         if toks:
             chosen = [_ordinal(t, chosen, var) if t.isdigit() else _by_uuid(t, gpus, f"{var}={t}") for t in toks]
-    ze = _split(ze_affinity_mask)
+    ze = split_tokens(ze_affinity_mask)
     if ze:
         chosen = _ze_select(ze, chosen, gpus, mode)
     if not chosen:

@@ -50,8 +50,6 @@ def gpu_rated(hardware: HardwareConfig, name: str) -> tuple[float | None, dict[s
     > bundled table > ``hardware.gpu_fallback_w`` (flagged) > ``(None, ..., fallback)``.
     At run time NVML's enforced power limit should be preferred to any of these.
     """
-    from slurm_energy.devices import hwtables
-
     key = hwtables.normalize_gpu_model(name)
     for m, o in hardware.gpu.items():
         mk = hwtables.normalize_gpu_model(m)

@@ -54,7 +54,6 @@ from slurm_energy.units import J_PER_KWH
 
 log = logging.getLogger("slurm_energy.outputs.prometheus")
 
-DEFAULT_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"  # Debian's prometheus-node-exporter default
 FILE_NAME = "slurm_energy.prom"
 JOB_LABELS = ("cluster", "job_id", "restart_count", "user", "account", "partition")
 #: the info series' labels: its identity (JOB_LABELS' first three), then the entry's ``info``

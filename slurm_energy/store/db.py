@@ -305,6 +305,24 @@ def use_wal(db: Db, path: str) -> None:
     keep_wal_files(path)
 
 
+def retried(fn: Callable[[], Any], attempts: int, wait_s: float, retry_if: Callable[[StoreDbError], bool],
+            on_retry: Callable[[int, float], None] | None = None) -> Any:
+    """``fn()``, run again after a StoreDbError that ``retry_if`` accepts, ``attempts`` runs in all,
+    pausing ``wait_s`` s before the second, doubling (``on_retry(attempt, pause)`` before each pause).
+    Raises the last StoreDbError, or the first that ``retry_if`` refuses."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except StoreDbError as e:
+            if attempt == attempts or not retry_if(e):
+                raise
+            if on_retry is not None:
+                on_retry(attempt, wait_s)
+            time.sleep(wait_s)
+            wait_s *= 2
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def chunks(items: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:
     """``items`` in slices of at most ``n``."""
     return (items[k:k + n] for k in range(0, len(items), n))

@@ -12,22 +12,13 @@ from contextlib import contextmanager
 def progress(total: int, what: str, *, min_total: int = 20_000) -> Iterator[Callable[[int], None]]:
     """Yield ``advance(n)``; draws a bar of ``total`` steps described by ``what`` when stderr is a
     terminal and ``total`` >= ``min_total`` (smaller jobs finish in well under 2 s)."""
-    rich = _rich() if total >= min_total and sys.stderr.isatty() else None
-    if rich is None:  # small work, not a terminal, or rich missing: no bar
+    if total < min_total or not sys.stderr.isatty():
         yield lambda n: None
         return
-    Console, Progress, columns = rich
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(what, total=total)
         yield lambda n: bar.advance(task, n)
-
-
-def _rich():
-    """(Console, Progress, columns) from rich, or None when rich is not installed."""
-    try:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    except ImportError:
-        return None
-    return Console, Progress, (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                               TimeRemainingColumn())

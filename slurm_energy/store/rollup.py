@@ -1,7 +1,7 @@
 """A month's rollup computed by the database: one SQL aggregate over job_records and job_hours.
 
-Same rule and results as :func:`slurm_energy.reporting.rollup_table.rollup` over whole records
-(:mod:`slurm_energy.accounting.time_split`): the final attempts that ran in [t0, t1) (``start < t1
+The rule of :mod:`slurm_energy.accounting.time_split` (``tests/rollup_oracle.py`` applies it to
+whole records and checks the results): the final attempts that ran in [t0, t1) (``start < t1
 AND end > t0``, a zero-length one where it started), each charged ``f`` x its totals, where ``f`` is
 the share of its hourly IT energy used inside the window (an hour the window cuts is split by the
 part of the job's time in it; an hour stamped outside the job's times counts whole), else by wall
@@ -22,7 +22,7 @@ from typing import Any
 from slurm_energy.store.db import Db
 from slurm_energy.store.select import LONGEST_SQL
 
-#: output columns after the group name, as ``rollup_table.rollup``
+#: output columns after the group name
 COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
            "gpu_idle_kwh")
 BY = ("user", "account", "partition")
@@ -35,7 +35,7 @@ IN_WINDOW = ("j.status <> 'running' AND j.start_time < :t1 AND j.start_time >= :
 def _sql(dialect: str, by: str) -> str:
     g, le = ("greatest", "least") if dialect == "postgresql" else ("max", "min")
     inside = "(j.start_time >= :t0 AND j.end_time < :t1 AND NOT coalesce(j.hours_outside, FALSE))"
-    # one hour's span [a, b] (time_split.window_hourly_j): the job's part of the hour, or the whole
+    # one hour's span [a, b]: the job's part of the hour, or the whole
     # hour when the energy is stamped outside the job's times; its fraction inside [t0, t1)
     out = "(h.hour_start + 3600 < j.start_time OR h.hour_start > j.end_time)"
     a = f"CASE WHEN {out} THEN h.hour_start ELSE {g}(h.hour_start, j.start_time) END"

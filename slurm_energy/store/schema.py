@@ -27,12 +27,10 @@ run's SLUID as an indexed column.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 
-from slurm_energy.errors import StoreDbError
 from slurm_energy.jobmeta import IDENTITY
-from slurm_energy.store.db import Db
+from slurm_energy.store.db import Db, retried
 
 _D = "DOUBLE PRECISION"  # SQLite: REAL affinity
 
@@ -233,16 +231,8 @@ def migrate(db: Db) -> int:
         RuntimeError: the database is newer than this code (downgrade refused; upgrade slurm-energy).
         StoreDbError: any other database error, or SQLite still racing after every retry.
     """
-    wait = 0.2
-    for attempt in range(SQLITE_CREATE_RETRIES + 1):
-        try:
-            return _migrate_once(db)
-        except StoreDbError as e:
-            if db.dialect != "sqlite" or "already exists" not in str(e) or attempt == SQLITE_CREATE_RETRIES:
-                raise
-            time.sleep(wait)
-            wait *= 2
-    raise AssertionError("unreachable")  # pragma: no cover
+    return retried(lambda: _migrate_once(db), SQLITE_CREATE_RETRIES + 1, 0.2,
+                   lambda e: db.dialect == "sqlite" and "already exists" in str(e))
 
 
 def _migrate_once(db: Db) -> int:

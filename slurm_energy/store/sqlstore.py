@@ -67,7 +67,6 @@ SAME_ATTEMPT_S = 3600.0
 #: ``merge_running(stored interim views, new view) -> record to store`` (see :meth:`Store.put`).
 MergeRunning = Callable[[list["JobRecord"], "JobRecord"], "JobRecord"]
 
-BUSY_TIMEOUT_S = D.BUSY_TIMEOUT_S
 #: :meth:`Store.put` tries a locked SQLite database this many times in all ...
 PUT_ATTEMPTS = 4
 #: ... pausing this long after the first failure, doubling each time (2 + 4 + 8 s), s.
@@ -166,18 +165,9 @@ class Store:
         """
         if self.readonly:
             raise PermissionError("store opened read-only (jobenergy); only root's hooks write the store")
-        wait = self.retry_wait_s
-        for attempt in range(1, self.put_attempts + 1):
-            try:
-                return self._put_once(record, merge_running)
-            except StoreDbError as e:
-                if attempt == self.put_attempts or not is_locked_error(e):
-                    raise
-                _log().warning("%s locked (attempt %d of %d): retrying in %.1f s", self.db.name, attempt,
-                            self.put_attempts, wait)
-                time.sleep(wait)
-                wait *= 2
-        return None
+        D.retried(lambda: self._put_once(record, merge_running), self.put_attempts, self.retry_wait_s, is_locked_error,
+                  lambda n, wait: _log().warning("%s locked (attempt %d of %d): retrying in %.1f s", self.db.name, n,
+                                                 self.put_attempts, wait))
 
     def _put_once(self, record: JobRecord, merge_running: MergeRunning | None) -> None:
         from slurm_energy.model import JobRecord
@@ -329,7 +319,7 @@ def _delete_ids(db: D.Db, ids: list[int]) -> None:
 
 
 def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
-               busy_timeout_s: float = BUSY_TIMEOUT_S) -> Store:
+               busy_timeout_s: float = D.BUSY_TIMEOUT_S) -> Store:
     """Open (and create or migrate) the store at a URL.
 
     Args:

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import DEVICE_CLASSES, Method
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.units import J_PER_KWH, co2e_kg
 
 if TYPE_CHECKING:
     from slurm_energy.model import JobRecord
@@ -43,18 +43,15 @@ def hour_rows(rec: JobRecord, hourly_ci: dict[str, float] | None = None) -> list
     ({hour key: gCO2e/kWh}) when the record's CO2e was computed hourly (``carbon.hourly``), hours
     missing from it and every other record at the record's one CI, as
     :func:`slurm_energy.carbon.hourly.co2e_kg_hourly`)."""
-    c = rec.carbon
-    use_hourly = bool(c.hourly and hourly_ci)
-    out = []
     from slurm_energy.accounting.time_split import hourly_it_j
+    from slurm_energy.carbon.hourly import facility_kwh_by_hour
 
-    for key, j in hourly_it_j(rec).items():
-        it = j / J_PER_KWH
-        fac = it * c.pue
-        ci = hourly_ci.get(key, c.ci_g_per_kwh) if use_hourly and hourly_ci else c.ci_g_per_kwh
-        out.append({"hour_start": hour_start(key), "it_kwh": it, "facility_kwh": fac,
-                    "co2e_kg": fac * ci * c.alpha / 1000.0})
-    return out
+    c = rec.carbon
+    ci = hourly_ci if c.hourly and hourly_ci else {}
+    it = hourly_it_j(rec)
+    fac = facility_kwh_by_hour(it, c.pue)
+    return [{"hour_start": hour_start(h), "it_kwh": j / J_PER_KWH, "facility_kwh": fac[h],
+             "co2e_kg": co2e_kg(fac[h], ci.get(h, c.ci_g_per_kwh), c.alpha)} for h, j in it.items()]
 
 
 def summary_columns(rec: JobRecord, hours: list[dict[str, Any]]) -> dict[str, Any]:

@@ -49,9 +49,6 @@ def shown_url(url: str) -> str:
     return f"{m[1]}://{user}:***@{host}{tail}" if at and colon else url
 
 
-_shown = shown_url
-
-
 def looks_like_path(text: str) -> bool:
     """True for a plain file path given where a URL was expected (no ``://``; starts with ``/``,
     ``~``, ``./`` or ``../``, or ends with .db / .sqlite / .sqlite3)."""
@@ -123,7 +120,7 @@ def check_store_url(url) -> str | None:
         None when the URL is supported and its driver is installed; otherwise one line naming the
         URL (password hidden), what is wrong, and the fix. Raises nothing.
     """
-    shown = _shown(str(url)) if url is not None else "None"
+    shown = shown_url(str(url)) if url is not None else "None"
     if not isinstance(url, str) or not url.strip():
         return f"store URL {shown!r} is empty or not a string; {FIX}"
     if looks_like_path(url):

@@ -1,18 +1,25 @@
 """Job shares of node/GPU energy; jobs on one node never sum to more than the node."""
 
+import numpy as np
 import pytest
+from series_points import counter_series, intervals
 
 from slurm_energy.accounting.attribution import (
     POLICIES,
     attribute_series,
-    cap_shares,
-    cpu_share,
+    cpu_shares,
     gpu_process_share,
     mig_fraction,
-    ram_share,
+    ram_shares,
 )
 from slurm_energy.accounting.formulas import class_energy_j
-from slurm_energy.accounting.integrate import counter_series
+from slurm_energy.accounting.integrate import floats
+
+
+def cpu_share(job, node):
+    """One interval's :func:`cpu_shares` (None = unknown)."""
+    v = float(cpu_shares(floats([job]), floats([node]))[0])
+    return None if v != v else v
 
 
 def test_cpu_share_ratio_clamp_and_unknown():
@@ -25,9 +32,10 @@ def test_cpu_share_ratio_clamp_and_unknown():
 
 
 def test_ram_share():
-    assert ram_share(4 * 2**30, 16 * 2**30) == pytest.approx(0.25)  # 4 GiB of 16 GiB used
-    assert ram_share(None, 16) is None
-    assert ram_share(1, 0) is None
+    # 4 GiB of 16 GiB used; unknown job memory; a node using 0 bytes: no basis
+    got = ram_shares(floats([4 * 2**30, None, 1]), floats([16 * 2**30, 16, 0]))
+    assert got[0] == pytest.approx(0.25)
+    assert np.isnan(got[1]) and np.isnan(got[2])
 
 
 def test_gpu_process_share():
@@ -74,24 +82,15 @@ def test_two_jobs_on_one_node_never_exceed_node():
     assert a.total_j == pytest.approx(110.0)
     assert b.total_j == pytest.approx(190.0)
     assert a.total_j + b.total_j <= node.total_j + 1e-9  # 300 J
-    for ia, ib, iv in zip(a.intervals, b.intervals, node.intervals):
+    for ia, ib, iv in zip(intervals(a), intervals(b), intervals(node)):
         assert ia.energy_j + ib.energy_j <= iv.energy_j + 1e-9
-
-
-def test_inconsistent_shares_capped_to_node():
-    # each clamped share 0.8 + 0.6 = 1.4 > 1 -> scaled to 0.8/1.4 and 0.6/1.4, summing to 1
-    capped = cap_shares({"a": 0.8, "b": 0.6, "c": None})
-    assert capped["a"] == pytest.approx(0.8 / 1.4)
-    assert capped["b"] == pytest.approx(0.6 / 1.4)
-    assert capped["c"] is None
-    assert capped["a"] + capped["b"] == pytest.approx(1.0)
 
 
 def test_unknown_share_drops_interval_not_zero():
     node = counter_series([(0, 0), (5, 100_000_000), (10, 300_000_000)], max_range_uj=None)
     job = attribute_series(node, [0.5, None])
     # 100 J x 0.5 = 50 J; second interval unknown -> None (dropped), not 0
-    assert [iv.energy_j for iv in job.intervals] == [pytest.approx(50.0), None]
+    assert [iv.energy_j for iv in intervals(job)] == [pytest.approx(50.0), None]
     assert job.total_j == pytest.approx(50.0)
     assert "share_unknown" in job.flags and job.dropped == 1
 
@@ -130,5 +129,5 @@ def test_property_three_jobs_never_exceed_node(rows):
         pts.append((t, e_uj))
     node = counter_series(pts, max_range_uj=None)
     jobs = [attribute_series(node, [cpu_share(f[k] * 10.0, 10.0) for f in fracs]) for k in range(3)]
-    for i, iv in enumerate(node.intervals):
-        assert sum(j.intervals[i].energy_j for j in jobs) <= iv.energy_j * (1 + 1e-9) + 1e-9
+    for i, iv in enumerate(intervals(node)):
+        assert sum(intervals(j)[i].energy_j for j in jobs) <= iv.energy_j * (1 + 1e-9) + 1e-9

@@ -18,7 +18,7 @@ import json
 import pytest
 from jobrecord_factory import device, job_record, own_site_config, store_with
 
-from slurm_energy.accounting.calibration import check_job, fit, for_gpu, job_fit, percentile, predict_range
+from slurm_energy.accounting.calibration import Spread, check_job, fit, for_gpu, job_fit, predict_range
 from slurm_energy.cli.main import main
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.store import open_store
@@ -79,9 +79,9 @@ def test_implausible_tag_is_refused():
 
 def test_percentile_linear():
     # [0.3, 0.4, 0.5]: p10 at position 0.2 -> 0.3 + 0.2 x 0.1 = 0.32; p90 at 1.8 -> 0.48
-    assert percentile([0.5, 0.3, 0.4], 10) == pytest.approx(0.32)
-    assert percentile([0.5, 0.3, 0.4], 90) == pytest.approx(0.48)
-    assert percentile([7.0], 90) == 7.0
+    s = Spread.of([0.5, 0.3, 0.4])
+    assert (s.median, s.p10, s.p90, s.n) == (pytest.approx(0.4), pytest.approx(0.32), pytest.approx(0.48), 3)
+    assert Spread.of([7.0]).p90 == 7.0
 
 
 def test_fit_spread_by_hand():

@@ -11,8 +11,9 @@ runaway one (above the 400 W limit x 1.1 + 5 W) is charged by power integration 
 
 import pytest
 from fakes.nvml import FakeGpu, install
+from series_points import counter_series, cross_check_counter
 
-from slurm_energy.accounting.integrate import counter_series, cross_check_counter, cross_check_tolerance_j
+from slurm_energy.accounting.integrate import cross_check_tolerance_j
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.core import Flag
 from slurm_energy.model import Method
@@ -138,7 +139,7 @@ def test_changing_power_widens_the_tolerance():
 
 def test_cross_check_needs_aligned_samples():
     c = counter_series([(0.0, 0), (5.0, 10), (10.0, 20)], None)
-    with pytest.raises(ValueError, match="power_points"):
+    with pytest.raises(ValueError, match="2 samples for 2 counter intervals"):
         cross_check_counter(c, [(0.0, 1.0), (5.0, 1.0)])
 
 

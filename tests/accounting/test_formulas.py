@@ -2,7 +2,7 @@
 
 import pytest
 
-from slurm_energy.accounting.formulas import J_PER_KWH, class_energy_j, co2e_kg, facility_kwh, finalise_record, it_energy_j
+from slurm_energy.accounting.formulas import J_PER_KWH, class_energy_j, co2e_kg, facility_kwh, finalise_record
 from slurm_energy.model import CarbonFacts, DeviceEnergy, JobRecord, Method, NodeSummary, Status
 
 H = 3600.0  # s per hour
@@ -14,7 +14,7 @@ def test_method_example_it_energy_is_55_56_kwh():
     # RAM: 1 device  x  40 W x 0.20 x 120 h =    960 Wh
     # sum = 55 560 Wh = 55.56 kWh
     terms = [(8, 0.45, 100.0, 120 * H), (2, 0.95, 60.0, 100 * H), (1, 0.20, 40.0, 120 * H)]
-    e_j = it_energy_j(terms)
+    e_j = sum(class_energy_j(*t) for t in terms)  # E_IT = sum over classes
     assert e_j / J_PER_KWH == pytest.approx(55.56, abs=1e-9)
     assert class_energy_j(8, 0.45, 100.0, 120 * H) / J_PER_KWH == pytest.approx(43.2)
 

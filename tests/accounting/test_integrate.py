@@ -1,14 +1,10 @@
 """Integration of counter / power / modelled-power series into per-interval energies (J)."""
 
+import numpy as np
 import pytest
+from series_points import counter_series, intervals, mean_power_series, power_series, series_from_readings
 
-from slurm_energy.accounting.integrate import (
-    counter_series,
-    mean_power_series,
-    power_series,
-    series_for,
-    series_from_readings,
-)
+from slurm_energy.accounting.integrate import unavailable_series
 from slurm_energy.sampling.readers.base import Reading
 
 
@@ -16,7 +12,7 @@ def test_counter_plain_deltas():
     # counter 1_000_000 -> 6_000_000 -> 16_000_000 uJ over t = 0, 5, 10 s
     # deltas 5 J and 10 J -> total 15 J over 10 s measured
     s = counter_series([(0.0, 1_000_000), (5.0, 6_000_000), (10.0, 16_000_000)], max_range_uj=None)
-    assert [iv.energy_j for iv in s.intervals] == [pytest.approx(5.0), pytest.approx(10.0)]
+    assert [iv.energy_j for iv in intervals(s)] == [pytest.approx(5.0), pytest.approx(10.0)]
     assert s.total_j == pytest.approx(15.0)
     assert s.measured_s == pytest.approx(10.0)
     assert (s.wraps, s.resets, s.dropped) == (0, 0, 0)
@@ -27,9 +23,9 @@ def test_counter_wrap_unwrapped_with_zone_range():
     # cur = 3_000_000 uJ -> delta = 3e6 + range - (range - 2e6) = 5_000_000 uJ = 5 J
     rng = 262_143_328_850
     s = counter_series([(0.0, rng - 2_000_000), (5.0, 3_000_000)], max_range_uj=rng)
-    assert s.intervals[0].energy_j == pytest.approx(5.0)
+    assert intervals(s)[0].energy_j == pytest.approx(5.0)
     assert s.wraps == 1
-    assert "wrap" in s.intervals[0].flags
+    assert "wrap" in intervals(s)[0].flags
     assert "possible_multiple_wrap" not in s.flags
 
 
@@ -37,7 +33,7 @@ def test_counter_possible_multiple_wrap_flagged():
     # range 100 J (1e8 uJ), max power 10 W -> counter can wrap every 100 J / 10 W = 10 s.
     # gap of 25 s > 10 s: flagged. Value 20e6 -> 30e6 uJ: 10 J single-wrap-free delta kept.
     s = counter_series([(0.0, 20_000_000), (25.0, 30_000_000)], max_range_uj=100_000_000, max_power_w=10.0)
-    assert s.intervals[0].energy_j == pytest.approx(10.0)
+    assert intervals(s)[0].energy_j == pytest.approx(10.0)
     assert s.flags == ["possible_multiple_wrap"]
     # gap of 9 s < 10 s: not flagged
     s2 = counter_series([(0.0, 20_000_000), (9.0, 30_000_000)], max_range_uj=100_000_000, max_power_w=10.0)
@@ -47,9 +43,9 @@ def test_counter_possible_multiple_wrap_flagged():
 def test_counter_backwards_without_range_is_reset_not_negative():
     # 10 J -> 2 J (backwards, no range): reset, interval skipped; then 2 J -> 7 J = 5 J.
     s = counter_series([(0.0, 10_000_000), (5.0, 2_000_000), (10.0, 7_000_000)], max_range_uj=None)
-    assert s.intervals[0].energy_j is None
-    assert "reset" in s.intervals[0].flags
-    assert s.intervals[1].energy_j == pytest.approx(5.0)
+    assert intervals(s)[0].energy_j is None
+    assert "reset" in intervals(s)[0].flags
+    assert intervals(s)[1].energy_j == pytest.approx(5.0)
     assert (s.resets, s.dropped) == (1, 1)
     assert s.total_j == pytest.approx(5.0)
     assert s.measured_s == pytest.approx(5.0)  # only (5, 10] measured
@@ -57,7 +53,7 @@ def test_counter_backwards_without_range_is_reset_not_negative():
 
 def test_counter_backwards_with_unreadable_range_drops_interval():
     s = counter_series([(0.0, 10_000_000), (5.0, 2_000_000)], max_range_uj=None, range_unreadable=True)
-    assert s.intervals[0].energy_j is None
+    assert intervals(s)[0].energy_j is None
     assert s.flags == ["range_unreadable"]
     assert (s.resets, s.dropped) == (0, 1)
     assert s.total_j is None  # nothing measured: None, never 0
@@ -66,7 +62,7 @@ def test_counter_backwards_with_unreadable_range_drops_interval():
 def test_counter_missing_reading_drops_both_adjacent_intervals():
     # None at t=5: (0,5] and (5,10] dropped; (10,15] = 3 J
     s = counter_series([(0, 0), (5, None), (10, 4_000_000), (15, 7_000_000)], max_range_uj=None)
-    assert [iv.energy_j for iv in s.intervals] == [None, None, pytest.approx(3.0)]
+    assert [iv.energy_j for iv in intervals(s)] == [None, None, pytest.approx(3.0)]
     assert s.dropped == 2
     assert s.flags == ["missing_reading"]
 
@@ -79,7 +75,7 @@ def test_counter_rejects_nonpositive_range():
 def test_power_trapezoid():
     # (100 + 200)/2 W x 5 s = 750 J; (200 + 200)/2 W x 10 s = 2000 J -> 2750 J
     s = power_series([(0.0, 100.0), (5.0, 200.0), (15.0, 200.0)])
-    assert [iv.energy_j for iv in s.intervals] == [pytest.approx(750.0), pytest.approx(2000.0)]
+    assert [iv.energy_j for iv in intervals(s)] == [pytest.approx(750.0), pytest.approx(2000.0)]
     assert s.total_j == pytest.approx(2750.0)
 
 
@@ -93,17 +89,15 @@ def test_power_none_dropped_and_negative_rejected():
 def test_mean_power_uses_value_at_interval_end():
     # first value ignored; 50 W x 5 s = 250 J; 80 W x 10 s = 800 J
     s = mean_power_series([(0.0, 999.0), (5.0, 50.0), (15.0, 80.0)])
-    assert [iv.energy_j for iv in s.intervals] == [pytest.approx(250.0), pytest.approx(800.0)]
+    assert [iv.energy_j for iv in intervals(s)] == [pytest.approx(250.0), pytest.approx(800.0)]
 
 
-def test_series_for_dispatch_and_unknown_method():
-    assert series_for("counter", [(0, 0), (1, 1_000_000)]).total_j == pytest.approx(1.0)
-    assert series_for("power_integration", [(0, 2.0), (1, 4.0)]).total_j == pytest.approx(3.0)  # (2+4)/2 x 1
-    assert series_for("tdp_estimate", [(0, 2.0), (1, 4.0)]).total_j == pytest.approx(4.0)  # 4 x 1
-    u = series_for("unavailable", [(0, None), (1, None)])
-    assert u.total_j is None and u.dropped == 1
-    with pytest.raises(ValueError, match="unknown energy method 'rapl'"):
-        series_for("rapl", [(0, 0)])
+def test_each_method_on_one_interval():
+    assert counter_series([(0, 0), (1, 1_000_000)], None).total_j == pytest.approx(1.0)
+    assert power_series([(0, 2.0), (1, 4.0)]).total_j == pytest.approx(3.0)  # (2+4)/2 x 1
+    assert mean_power_series([(0, 2.0), (1, 4.0)]).total_j == pytest.approx(4.0)  # 4 x 1
+    u = unavailable_series(np.array([0.0, 1.0]))
+    assert u.total_j is None and u.dropped == 1 and u.flags == ["unavailable"]
 
 
 def test_series_from_readings_method_change_mid_job():
@@ -116,9 +110,9 @@ def test_series_from_readings_method_change_mid_job():
         (15.0, Reading("cpu", "intel-rapl:0", "unavailable", flags=["eacces"])),
     ]
     s = series_from_readings(rs)
-    assert [iv.energy_j for iv in s.intervals] == [pytest.approx(5.0), None, None]
+    assert [iv.energy_j for iv in intervals(s)] == [pytest.approx(5.0), None, None]
     assert s.total_j == pytest.approx(5.0)
-    assert s.coverage() == pytest.approx(5.0 / 15.0)
+    assert s.measured_s / (s.t1[-1] - s.t0[0]) == pytest.approx(5.0 / 15.0)  # measured 5 s of the 15 s span
     assert {"method_changed", "eacces", "unavailable"} <= set(s.flags)
 
 
@@ -142,6 +136,6 @@ def test_property_counter_never_negative_and_bounded(values, rng):
     # any sequence of readings, with or without a range: no interval is negative, and with a
     # range no interval exceeds one full range (1e9 uJ = 1000 J)
     s = counter_series([(float(i), v) for i, v in enumerate(values)], max_range_uj=rng)
-    for iv in s.intervals:
+    for iv in intervals(s):
         assert iv.energy_j is None or 0.0 <= iv.energy_j <= 1000.0
-    assert s.dropped == sum(iv.energy_j is None for iv in s.intervals)
+    assert s.dropped == sum(iv.energy_j is None for iv in intervals(s))

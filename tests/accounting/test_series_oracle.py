@@ -7,8 +7,7 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from slurm_energy.accounting.integrate import counter_series, power_series
+from series_points import counter_series, intervals, power_series
 
 
 def oracle_counter(points, max_range_uj, max_power_w=None, range_unreadable=False):
@@ -60,7 +59,7 @@ def test_counter_series_matches_the_scalar_rules(t, data, rng, max_w, unreadable
     points = list(zip(t, values))
     want, wraps, resets = oracle_counter(points, rng, max_w, unreadable)
     got = counter_series(points, rng, max_w, unreadable)
-    assert [(iv.energy_j, iv.flags) for iv in got.intervals] == want
+    assert [(iv.energy_j, iv.flags) for iv in intervals(got)] == want
     assert (got.wraps, got.resets, got.dropped) == (wraps, resets, sum(e is None for e, _ in want))
 
 
@@ -70,4 +69,4 @@ def test_power_series_matches_the_trapezoid(t, data):
     values = data.draw(st.lists(st.one_of(st.none(), st.floats(0, 1000)), min_size=len(t), max_size=len(t)))
     points = list(zip(t, values))
     got = power_series(points)
-    assert [(iv.energy_j, iv.flags) for iv in got.intervals] == oracle_power(points)
+    assert [(iv.energy_j, iv.flags) for iv in intervals(got)] == oracle_power(points)
