@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading, Sample
@@ -139,10 +138,6 @@ class SampleReader:
             self._dec.block(table, block)
         return table
 
-    def read(self) -> list[Sample]:
-        """New rows as typed :class:`~slurm_energy.core.Sample` s."""
-        return self.read_table().samples()
-
 
 def _json_row(table: SampleTable, line: str) -> None:
     try:
@@ -156,18 +151,11 @@ def _json_row(table: SampleTable, line: str) -> None:
             return
 
 
-def read_samples(path: str) -> Iterator[dict[str, Any]]:
-    """Yield rows of a sample file in order, as dicts (:meth:`Sample.to_dict`'s shape); a torn or
-    garbled line is skipped, a missing file is empty. Reads both formats."""
-    for s in SampleReader(path).read():
-        yield s.to_dict()
-
-
 def read_sample_file(path: str) -> list[Sample]:
     """The sample file as typed :class:`~slurm_energy.core.Sample` s, in file order; a torn,
     garbled or malformed line is skipped, a missing file is empty. Reads files of every version
     written so far (unknown keys ignored; a MIG fraction kept as a flag is read into the field)."""
-    return SampleReader(path).read()
+    return SampleReader(path).read_table().samples()
 
 
 def read_sample_table(path: str) -> SampleTable:
