@@ -7,6 +7,7 @@ Also the sampler's interim flush (every minute): the job's energy so far, stored
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -38,16 +39,6 @@ def _expected_nodes(ctx: JobContext) -> list[str]:
     except BadHostlist:
         nodes = []
     return nodes or [ctx.node]
-
-
-def _with_job_env(spool: JobSpool, ctx: JobContext) -> JobContext:
-    """ctx completed with what the sampler read from the job's processes: the job name only, where
-    ctx has none (:data:`slurm_energy.slurm.env.JOB_ENV_FACTS`; slurmctld's name wins later)."""
-    import dataclasses
-
-    facts = job_env(spool)
-    name = facts.get("job_name")
-    return dataclasses.replace(ctx, job_name=name) if isinstance(name, str) and name and not ctx.job_name else ctx
 
 
 def job_env(spool: JobSpool) -> dict:
@@ -99,7 +90,10 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     from slurm_energy.sampling.sampletable import SampleTable
     from slurm_energy.slurm.sampler_end import classify_end, measured_to_the_end
 
-    ctx = with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
+    name = job_env(spool).get("job_name")  # where ctx has none (JOB_ENV_FACTS; slurmctld's name wins later)
+    if isinstance(name, str) and name and not ctx.job_name:
+        ctx = dataclasses.replace(ctx, job_name=name)
+    ctx = with_slurm_facts(ctx, slurm_facts)
     errors = spool.read_errors()
     static = _static(spool, errors)
     nodes = _expected_nodes(ctx)
@@ -240,6 +234,12 @@ def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: 
     return out
 
 
+#: How long (s) a finalizer retries writing a ``finalized`` marker the spool had no room for
+#: (:class:`MarkerPending`): a spool full for minutes, then freed, must not leave its jobs for
+#: ``collect`` to do again.
+MARKER_RETRY_S = 180.0
+
+
 class MarkerPending:
     """A ``finalized-<node>.done`` marker not written (a full or read-only spool) for a job whose
     record was published: :meth:`retry` tries again for a while, so ``collect`` does not finish the
@@ -299,7 +299,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: int | N
         retire_run(where, final)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
-    publish_and_note(cfg, out)  # after the run is retired: outputs may take seconds (sacct, sacctmgr)
+    publish_outputs(cfg, out, queue_in=spool_dirs(cfg))  # after the run is retired: outputs may take seconds
     return out
 
 
@@ -319,15 +319,8 @@ def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True, um
     return publish_final(cfg, final, umask=umask, queue_in=spool_dirs(cfg), deferred=deferred, outputs=outputs)
 
 
-def publish_and_note(cfg: SiteConfig, final: JobRecord) -> None:
-    """:func:`slurm_energy.outputs.sinks.publish_outputs`, a store that is down queueing in the spools."""
-    publish_outputs(cfg, final, queue_in=spool_dirs(cfg))
-
-
 def results_dirs(cfg: SiteConfig) -> list[str]:
     """``paths.results_dir``, then ``results`` under the fallback spool (collect merges both)."""
-    import os
-
     fb = cfg.paths.spool_fallback_dir
     return list(dict.fromkeys(d for d in (cfg.paths.results_dir, fb and os.path.join(fb, "results")) if d))
 

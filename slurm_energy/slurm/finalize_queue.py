@@ -44,8 +44,6 @@ POLL_S = 0.5
 #: A job attempt taken this many times without being finished (its runner killed or crashed each
 #: time) is left to ``collect``: one bad job must not stop the node's queue.
 MAX_ATTEMPTS = 3
-#: How long (s) a runner retries a ``finalized`` marker the spool had no room for.
-MARKER_RETRY_S = 180.0
 #: How often (s) a runner sweeps its node for job attempts whose own finalizer was killed
 #: (:func:`slurm_energy.slurm.collect.sweep_node`; also once before it exits).
 SWEEP_S = 30.0
@@ -275,7 +273,7 @@ def finalize_entry(path: str, log, pending: list | None = None) -> int:
         write_private(path, json.dumps(dict(e, attempts=attempts)))
     except OSError:
         pass  # a full spool: counted from the next take on
-    from slurm_energy.slurm.finalize import finalize_main
+    from slurm_energy.slurm.finalize import MARKER_RETRY_S, finalize_main
 
     t0, cpu0, sub0 = time.monotonic(), _cpu_s(), _children_s()
     deferred: list = []
