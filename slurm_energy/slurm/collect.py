@@ -38,6 +38,7 @@ from slurm_energy.core import one_line
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.outputs.sinks import site_sinks
 from slurm_energy.pipeline import finalise_job, publish
+from slurm_energy.slurm.formats import parse_timestamp
 from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.slurm.spool import spool_dirs
 from slurm_energy.store.queue import drain
@@ -382,13 +383,6 @@ def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
 
 
 # ---------------------------------------------------------------- step 5: jobs only sacct knows
-def _epoch(text: str) -> float | None:
-    try:
-        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
-
-
 def split_last_free(line: str, fields: tuple[str, ...]) -> dict | None:
     """One ``sacct -P`` line as {field: text}: split from the left at most ``len(fields) - 1`` times,
     so the last field (a user's text) keeps any '|' it holds; None for a line with fewer fields."""
@@ -405,7 +399,7 @@ def record_from_sacct(line: str, job_name: str = "") -> JobRecord | None:
     f = split_last_free(line, FIELDS)
     if f is None or not f["JobIDRaw"].isdigit():
         return None
-    start, end = _epoch(f["Start"]), _epoch(f["End"])
+    start, end = parse_timestamp(f["Start"]), parse_timestamp(f["End"])
     if start is None or end is None or f["NodeList"] in ("", "None assigned"):
         return None
     jid = f["JobID"]

@@ -212,6 +212,17 @@ def requested_memory_bytes(per_node: str | None = None, per_cpu: str | None = No
     return None, f"per CPU {per_cpu}, CPUs on the node unknown"
 
 
+def parse_timestamp(text: str) -> float | None:
+    """Epoch s of sacct's / scontrol's ``2026-12-01T05:41:14`` (the host's local time, as Slurm
+    prints it); None for anything else (``Unknown``, ``None``: not started or not ended)."""
+    import time
+
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
 def format_memory(b: int | None) -> str:
     """Bytes as sacct shows MaxRSS (``convert_num_unit(bytes, UNIT_NONE, ..., CONVERT_NUM_UNIT_EXACT)``)
     and ReqMem (the same from MB, UNIT_MEGA: the same text for a whole number of MB), i.e.

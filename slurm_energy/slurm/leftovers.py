@@ -144,17 +144,15 @@ def scan_spool(spool_dir: str, now: float, older_than_s: float, node: str | None
 def parse_sacct_line(line: str) -> dict:
     """``State|Start|End`` from ``sacct -X -n -P -o State,Start,End`` -> {"job_state", "start_time",
     "end_time"} (epoch s; "Unknown"/"None" dropped). "CANCELLED by 0" -> "CANCELLED"."""
-    import time
+    from slurm_energy.slurm.formats import parse_timestamp
 
     parts = line.strip().split("|")
     out: dict = {}
     if parts and parts[0]:
         out["job_state"] = parts[0].split()[0].split("+")[0]
     for key, v in zip(("start_time", "end_time"), parts[1:3]):
-        try:
-            out[key] = time.mktime(time.strptime(v, "%Y-%m-%dT%H:%M:%S"))
-        except ValueError:
-            pass
+        if (t := parse_timestamp(v)) is not None:
+            out[key] = t
     return out
 
 
