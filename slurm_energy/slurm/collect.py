@@ -258,23 +258,6 @@ def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> JobRec
 
 
 # ---------------------------------------------------------------- step 2: attempts left in a spool
-def _stop_stray_sampler(lo) -> None:
-    from slurm_energy.slurm.detach import cmdline, find_sampler, is_running, stop_process
-
-    pid = None
-    try:
-        with open(lo.spool.pidfile) as f:
-            pid = int(f.read().strip())
-        if lo.spool.dir not in cmdline(pid):
-            pid = None
-    except (OSError, ValueError):
-        pid = None
-    pid = pid or find_sampler("/jobs/" + os.path.basename(lo.spool.dir), lo.spool.node)
-    if pid and is_running(pid):
-        log.info("collect: stopping sampler %d of ended job %s", pid, lo.ctx.job_id)
-        stop_process(pid, term_wait_s=5.0, kill_wait_s=1.0)
-
-
 def _end_time(lo, ep: dict, facts: dict) -> float:
     from slurm_energy.sampling.samplefile import read_sample_table
 
@@ -340,7 +323,10 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
             if dry_run:
                 lines.append(f"would finish {what}")
                 continue
-            _stop_stray_sampler(lo)
+            from slurm_energy.slurm.hookentry import _stop_sampler
+
+            if _stop_sampler(lo.spool, lo.ctx, term_wait_s=5.0, kill_wait_s=1.0) not in ("no_pidfile", "not_running"):
+                log.info("collect: stopped the sampler of ended job %s", lo.ctx.job_id)
             if not ep:
                 lo.spool.record_error("no Epilog ran for this attempt on this node (or it could not write "
                                       f"its spool); finished by {by}")
