@@ -38,13 +38,10 @@ import os
 from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading
-from slurm_energy.sampling.sampletable import proc_util_text
+from slurm_energy.sampling.sampletable import DYNAMIC, proc_util_text  # DYNAMIC: a reading's row fields
 
 PREFIX = "#S"
-#: Reading fields written in the row (everything else of a reading is static: in the schema).
-DYNAMIC = ("energy_uj", "power_w", "mean_power_w", "util", "mem_bytes", "proc_util")
 INT_DELTA = frozenset(("energy_uj", "mem_bytes"))
-JOB_COLS = ("cpu_time_s", "mem_bytes", "max_mem_bytes", "pids")
 NODE_DYNAMIC = ("cpu_busy_s", "cpu_total_s", "mem_used_bytes")
 #: A schema line (and whole values) at least this often: a damaged line costs at most this many rows
 #: of its writer (their differences cannot be applied without it), about 2 bytes per sample.

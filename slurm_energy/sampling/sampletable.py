@@ -19,6 +19,7 @@ from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading, Sample
 
+#: A reading's fields written in each row (the rest of a reading is static: the schema line's).
 DYNAMIC = ("energy_uj", "power_w", "mean_power_w", "util", "mem_bytes", "proc_util")
 NODE_FIELDS = ("cpu_busy_s", "cpu_total_s", "ncpu", "mem_used_bytes", "mem_total_bytes")
 _READING_FIELDS = frozenset(Reading.__dataclass_fields__)

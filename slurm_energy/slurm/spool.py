@@ -25,10 +25,6 @@ import time
 
 from slurm_energy.fileio import atomic_write
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog/Epilog import this module)
-if TYPE_CHECKING:
-    pass
-
 
 def _mkdir_private(path: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
@@ -264,11 +260,6 @@ def _same_run(ctx: dict, run: dict | None) -> bool | None:
     return None
 
 
-def spool_belongs_to_other_run(sp: JobSpool, run: dict | None) -> bool:
-    """True when the spool's context names another run than ``run`` (SLUID, start time, node list)."""
-    return _same_run(_context(sp), run) is False
-
-
 def _job_spools(spool_dir: str, job_id: str, node: str) -> list[JobSpool]:
     try:
         names = os.listdir(os.path.join(spool_dir, "jobs"))
@@ -340,7 +331,7 @@ def usable_spool(cfg, ctx, errors: list[str], epilog: bool = False) -> JobSpool 
     if epilog:
         for d in spool_dirs(cfg):
             sp = find_attempt(d, ctx.job_id, ctx.node, ctx.restart_count, run)
-            if os.path.exists(sp.context) and not (os.path.exists(sp.done) and spool_belongs_to_other_run(sp, run)):
+            if os.path.exists(sp.context) and not (os.path.exists(sp.done) and _same_run(_context(sp), run) is False):
                 return sp
     for d in spool_dirs(cfg):
         sp = new_run(d, ctx.job_id, ctx.restart_count, ctx.node, run, tag)  # never an older run's files
