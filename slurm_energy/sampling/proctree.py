@@ -176,15 +176,16 @@ class EnvScanner:
         return sorted(int(n) for n, j in is_job.items() if j)
 
 
-def pids_usage(pids: list[int], proc: str = "/proc",
-               files: KeptFiles | None = None) -> tuple[float | None, int | None]:
+def pids_usage(pids: list[int], proc: str = "/proc", files: KeptFiles | None = None,
+               zombies: bool = False) -> tuple[float | None, int | None]:
     """Sum of CPU time (user + system + reaped children, s) and RSS (bytes) of ``pids`` now, from
-    /proc/PID/stat (through ``files``' kept descriptors when given). Returns (None, None) if none
+    /proc/PID/stat (through ``files``' kept descriptors when given); a zombie counts only with
+    ``zombies`` (a process tree's root, read for its final CPU time). Returns (None, None) if none
     of them exists. CPU time of processes that exited and were not reaped by one of ``pids`` is
     lost: that is why cgroups are preferred."""
     cpu, rss, seen = 0.0, 0, False
     for pid in pids:
         st = read_stat(pid, proc, files)
-        if st is not None and st[0] != "Z":
+        if st is not None and (zombies or st[0] != "Z"):
             cpu, rss, seen = cpu + st[2], rss + st[3], True
     return (cpu, rss) if seen else (None, None)

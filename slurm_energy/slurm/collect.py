@@ -325,7 +325,8 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
                 continue
             from slurm_energy.slurm.hookentry import _stop_sampler
 
-            if _stop_sampler(lo.spool, lo.ctx, term_wait_s=5.0, kill_wait_s=1.0) not in ("no_pidfile", "not_running"):
+            stopped = _stop_sampler(lo.spool, lo.ctx, term_wait_s=5.0, kill_wait_s=1.0)  # type: ignore[arg-type]
+            if stopped not in ("no_pidfile", "not_running"):
                 log.info("collect: stopped the sampler of ended job %s", lo.ctx.job_id)
             if not ep:
                 lo.spool.record_error("no Epilog ran for this attempt on this node (or it could not write "
