@@ -21,7 +21,7 @@ from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, p
 from slurm_energy.slurm.env import JobContext, cpus_on_node
 from slurm_energy.slurm.jobfacts import requested_memory, slurm_job_state, true_cpu_time, with_slurm_facts
 from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, reading_row, setup_logging, spool_from_dir
-from slurm_energy.slurm.spool import JobSpool, spool_dirs
+from slurm_energy.slurm.spool import JobSpool, read_json, spool_dirs
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.running import RunningSummary
@@ -39,17 +39,6 @@ def _expected_nodes(ctx: JobContext) -> list[str]:
     except BadHostlist:
         nodes = []
     return nodes or [ctx.node]
-
-
-def job_env(spool: JobSpool) -> dict:
-    """What the sampler read from the job's processes (``jobenv-<node>.json``: job name, umask), {}
-    when none."""
-    try:
-        with open(spool.jobenv, encoding="utf-8") as f:
-            facts = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return facts if isinstance(facts, dict) else {}
 
 
 def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> str:
@@ -90,7 +79,7 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     from slurm_energy.sampling.sampletable import SampleTable
     from slurm_energy.slurm.sampler_end import classify_end, measured_to_the_end
 
-    name = job_env(spool).get("job_name")  # where ctx has none (JOB_ENV_FACTS; slurmctld's name wins later)
+    name = read_json(spool.jobenv).get("job_name")  # where ctx has none (JOB_ENV_FACTS; slurmctld's wins later)
     if isinstance(name, str) and name and not ctx.job_name:
         ctx = dataclasses.replace(ctx, job_name=name)
     ctx = with_slurm_facts(ctx, slurm_facts)
@@ -219,7 +208,7 @@ def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: 
     from slurm_energy.slurm.spool import write_private
 
     rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
-    um = job_env(spool).get("umask")
+    um = read_json(spool.jobenv).get("umask")  # the sampler read it from the job's processes
     out = finish_node(cfg, rec, ctx, umask=int(um, 8) if isinstance(um, str) and um.isdigit() else None,
                       deferred=deferred)
     from slurm_energy.sampling.marks import remove_marks

@@ -292,11 +292,9 @@ SLOW_WRITER_S = 600.0
 
 
 def _job_uid(sp) -> int | None:
-    try:
-        with open(sp.context, encoding="utf-8") as f:
-            uid = json.load(f).get("uid")
-    except (OSError, ValueError, AttributeError):
-        return None
+    from slurm_energy.slurm.spool import read_json
+
+    uid = read_json(sp.context).get("uid")
     return uid if isinstance(uid, int) else None
 
 

@@ -49,11 +49,12 @@ def record_stop(spool, signum: int | None) -> None:
 
 def signal_name(spool) -> str:
     """The name of the signal that stopped the sampler (``SIGTERM``), '' when unknown."""
+    from slurm_energy.slurm.spool import read_json
+
+    n = read_json(spool.path(STOP_FILE)).get("signal")
     try:
-        with open(spool.path(STOP_FILE), encoding="utf-8") as f:
-            n = json.load(f).get("signal")
         return signal.Signals(int(n)).name if n is not None else ""
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError):
         return ""
 
 
