@@ -32,20 +32,14 @@ def read_stat(pid: int, proc: str = "/proc", files: KeptFiles | None = None) -> 
     the old process).
 
     A zombie (state ``Z``: exited, not yet reaped) still answers, with its final CPU time."""
-    path = f"{proc}/{pid}/stat"
     try:
-        data = _read_once(path) if files is None else files.read(path, 4096)
+        data = (files or _ONCE).read(f"{proc}/{pid}/stat", 4096)
     except OSError:
         return None
     return _parse_stat(data) if data else None
 
 
-def _read_once(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # os-level: open() adds fstat, ioctl and lseek calls
-    try:
-        return os.read(fd, 4096)
-    finally:
-        os.close(fd)
+_ONCE = KeptFiles(limit=0)  # no descriptor kept: open, read, close (os-level: no fstat, ioctl, lseek)
 
 
 def stat_paths(pids: list[int], proc: str = "/proc") -> list[str]:
