@@ -77,8 +77,7 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
 
     lines: list[str] = []
     if not dry_run:
-        n, problems = drain(spool_dirs(cfg), lambda rec: _store_only(cfg, rec))
-        lines += [f"stored {n} queued record(s)"] * bool(n) + problems
+        lines += store_queued(cfg, spool_dirs(cfg))
     leftover_lines, young = finish_leftovers(cfg, spool_dirs(cfg), now, older_than_s, dry_run, store=store)
     lines += leftover_lines
     if dry_run:
@@ -115,9 +114,7 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
     from slurm_energy.slurm.leftovers import busy, scan_spool
 
     spools = spool_dirs(cfg)
-    lines: list[str] = []
-    n, problems = drain(spools, lambda rec: _store_only(cfg, rec))
-    lines += [f"stored {n} queued record(s)"] * bool(n) + problems
+    lines = store_queued(cfg, spools)
     left = [lo for sd in spools for lo in scan_spool(sd, now, older_than_s, node=node, since=now - since_s)]
     waiting = _no_spool_entries(cfg, node, now, older_than_s)
     if not left and not waiting:
@@ -185,9 +182,14 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
     return lines
 
 
-def _store_only(cfg: SiteConfig, rec: JobRecord) -> None:
-    """A queued record to the store only: the finalizer that queued it published it to the rest."""
-    publish(rec, site_sinks(cfg, only=("store",)))
+def store_queued(cfg: SiteConfig, spools: list[str]) -> list[str]:
+    """Step 1: the records queued in ``spools`` while the store was down, to the store only (the
+    finalizer that queued one published it to the rest). One line per thing done or wrong."""
+    def to_store(rec: JobRecord) -> None:
+        publish(rec, site_sinks(cfg, only=("store",)))
+
+    n, problems = drain(spools, to_store)
+    return [f"stored {n} queued record(s)"] * bool(n) + problems
 
 
 def with_paths(cfg: SiteConfig, store_url: str, results_dir: str) -> SiteConfig:

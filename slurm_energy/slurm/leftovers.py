@@ -55,21 +55,19 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
     (:func:`slurm_energy.slurm.collect.sweep_node`) leaves these alone."""
     import json
 
+    from slurm_energy.slurm.detach import cmdline
     from slurm_energy.slurm.spool import FINALIZE_QUEUE
 
     dirs: set[str] = set()
     job_ids: set[str] = set()  # "<job id>@<node>"
     me = os.geteuid()
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
         try:
-            if os.stat(f"/proc/{name}").st_uid != me:
+            if not name.isdigit() or int(name) == os.getpid() or os.stat(f"/proc/{name}").st_uid != me:
                 continue
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
             continue
+        argv = cmdline(int(name))
         if "slurm_energy.slurm.hooks" not in argv:
             continue
         rest = argv[argv.index("slurm_energy.slurm.hooks") + 1:]
