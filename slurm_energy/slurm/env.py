@@ -17,12 +17,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from slurm_energy.core import JobMeta
-from slurm_energy.errors import SlurmEnvError
 from slurm_energy.jobmeta import dataclass_of
 from slurm_energy.slurm.envfields import NodeContext, opt, slurm_env_fields
-
-__all__ = ["JOB_ENV_FACTS", "JobContext", "SlurmEnvError", "cpus_on_node", "job_env_facts", "parse_slurm_env"]
-
 
 if TYPE_CHECKING:
     class _ContextFields(JobMeta, NodeContext):

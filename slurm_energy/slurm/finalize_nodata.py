@@ -60,5 +60,3 @@ def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_ou
         pass
     return 0
 
-
-__all__ = ["finalize_env_main"]

@@ -3,7 +3,7 @@ end: the node's finalizer").
 
 The Epilog (or a sampler that saw no Epilog) leaves the job attempt in the node's queue
 (:func:`slurm_energy.slurm.spool.enqueue_finalize`: ``<spool>/finalize-queue/<node>/<run>``) and
-starts a finalizer only when :func:`needs_runner` says so, so a burst pays the finalizer's start-up
+starts a finalizer only when :func:`~slurm_energy.slurm.spool.needs_runner` says so, so a burst pays the finalizer's start-up
 (~1 CPU-s of imports) once. No daemon: a runner exits :data:`LINGER_S` after its queue emptied. Two
 flock'ed lock files in the queue directory:
 
@@ -26,7 +26,7 @@ import json
 import os
 import time
 
-from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, needs_runner
+from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -343,5 +343,3 @@ def _remove(path: str) -> None:
     except OSError:
         pass
 
-
-__all__ = ["LINGER_S", "MAX_ATTEMPTS", "entries", "finalize_entry", "needs_runner", "restart_if_stranded", "run_queue"]
