@@ -163,3 +163,11 @@ def try_merge(results_dir, cluster, job_id, restart_count, expected_nodes, recor
 
     records = collect_node_records(results_dir, cluster, job_id, restart_count, expected_nodes, record)
     return None if records is None else merge_records(records)
+
+
+def parse_slurm_env(env):
+    """The JobContext the hooks read from slurmd's environment ``env``."""
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.envfields import slurm_env_fields
+
+    return JobContext(**slurm_env_fields(env))
