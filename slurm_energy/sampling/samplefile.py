@@ -3,14 +3,8 @@
 Written in the compact format (:mod:`slurm_energy.sampling.samplecodec`: a schema line naming the
 columns and the devices' static facts once, then one line of numbers per sample; about 300 bytes
 per sample for 2 RAPL packages + 8 GPUs where JSON lines took 2.7 KB). Files written before it, one
-JSON object per line, are still read, also when both kinds of lines are in one file (a sampler of
-the old version, then a newer Epilog)::
-
-    {"t": epoch_s, "kind": "sample" | "final" | "cgroup_gone" | "epilog",
-     "job": {"cpu_time_s": float|null, "mem_bytes": int|null, "max_mem_bytes": int|null,
-             "pids": [int], "source": "cgroup-v1"|"cgroup-v2"|"psutil"|""},
-     "node": {"cpu_busy_s", "cpu_total_s", "ncpu", "mem_used_bytes", "mem_total_bytes"},
-     "readings": [Reading.to_dict(), ...]}
+JSON object per line (``Sample.to_dict``'s shape: docs/CONTRACTS.md, "Sample file"), are still read,
+also when both kinds of lines are in one file (a sampler of the old version, then a newer Epilog).
 
 A killed sampler loses at most one interval: every line is written whole and flushed (and
 fsync'ed) before the next sleep. A torn last line (the process died mid-write) is skipped on read;
