@@ -146,7 +146,7 @@ def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_
 
 def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s: float,
                     busy_jobs: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize_nodata.finalize_env_main`)
+    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize.finalize_env_main`)
     of each job whose :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry (``node``'s, or every
     node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its
     ``"<job id>@<node>"`` not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
@@ -154,7 +154,7 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
     (``collect``'s sacct step covers its job)."""
     import json
 
-    from slurm_energy.slurm.finalize_nodata import finalize_env_main
+    from slurm_energy.slurm.finalize import finalize_env_main
 
     lines = []
     for p in _no_spool_entries(cfg, node, now, older_than_s):

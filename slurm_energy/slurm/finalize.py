@@ -1,5 +1,6 @@
 """The slow half of the Epilog, run detached: the spool's files -> :mod:`slurm_energy.pipeline`
-(node record -> merge -> carbon) -> store -> report.
+(node record -> merge -> carbon) -> store -> report; for a job whose node had no usable spool, a
+``no_data`` record from its context on the command line (:func:`finalize_env_main`).
 
 Also the sampler's interim flush (every minute): the job's energy so far, stored with status
 ``running`` so ``jobenergy`` shows a running job.
@@ -331,3 +332,49 @@ def interim(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
     rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING, running=summary)
     running = finalise_job([rec], cfg, merge=False).model_copy(update={"status": Status.RUNNING})
     publish(running, site_sinks(cfg, running=True))
+
+
+#: never created: node_record reads nothing from it (no samples, no inventory, no errors file)
+_NOWHERE = "/nonexistent/slurm-energy-no-spool"
+
+
+def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_outcome: str,
+                      errors: list, logging_ready: bool = False) -> int:
+    """The finalizer of a job whose node had no usable spool (both spools full or read-only):
+    ``hooks finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON``, the job's context parsed from
+    the Epilog's environment, nothing read from disk. Asks slurmctld for the job's state and times
+    and stores a ``no_data`` record saying why nothing was measured (if ``collect`` later finds the
+    node's spool files after all, the measured record replaces it). Returns 0.
+
+    ``errors``: why each spool was unusable (the Epilog's messages), put on the record. Removes the
+    job's :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry once done (a killed one leaves it for
+    the node finalizer's sweep). ``logging_ready``: the caller has set up the log."""
+    from slurm_energy.accounting.merge import combine_errors
+    from slurm_energy.slurm.spool import no_spool_entry
+
+    problems: list[str] = []
+    cfg = load_config(problems)
+    if not logging_ready:
+        setup_logging(cfg.paths.log_dir, "finalize.log")
+    ctx = JobContext.from_json(ctx_json)
+    try:
+        from slurm_energy.slurm.scontrol import show_job
+
+        facts = show_job(ctx.job_id, attempt=ctx.restart_count)
+        spool = JobSpool(_NOWHERE, ctx.job_id, ctx.restart_count, ctx.node)
+        rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
+        reason = ("no usable spool on this node: " + "; ".join(str(e) for e in errors) + "; free space in "
+                  f"{cfg.paths.spool_dir} (or make it writable) and check {cfg.paths.spool_fallback_dir}")
+        rec.errors = combine_errors([reason], problems, rec.errors)
+        rec.nodes[0].errors = list(rec.errors)
+        if facts and facts.get("end_time"):
+            rec.end_time = rec.nodes[0].end_time = max(rec.start_time, float(facts["end_time"]))
+        finish_node(cfg, rec, ctx)
+        log.info("job=%s node=%s: stored without a spool (status %s)", ctx.job_id, ctx.node, rec.status.value)
+    except Exception:
+        log.exception("finalize-env job=%s node=%s failed", ctx.job_id, ctx.node)
+    try:  # done, or failed in a way a second run would repeat (logged): not run again
+        os.unlink(no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node))
+    except OSError:
+        pass
+    return 0

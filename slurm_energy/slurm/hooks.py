@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             run_queue(argv[1], argv[2])
             return 0
         if what == "finalize-env":
-            from slurm_energy.slurm.finalize_nodata import finalize_env_main
+            from slurm_energy.slurm.finalize import finalize_env_main
 
             return finalize_env_main(argv[1], float(argv[2]), argv[3], argv[4], json.loads(argv[5]))
         print("usage: python -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env}", file=sys.stderr)
