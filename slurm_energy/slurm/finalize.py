@@ -233,14 +233,11 @@ MARKER_RETRY_S = 180.0
 class MarkerPending:
     """A ``finalized-<node>.done`` marker not written (a full or read-only spool) for a job whose
     record was published: :meth:`retry` tries again for a while, so ``collect`` does not finish the
-    job a second time once the spool has room again. A deferred item of :func:`finalize_main` (the
-    caller runs it: called, it does nothing; :meth:`retry` is the caller's choice)."""
+    job a second time once the spool has room again. A deferred item of :func:`finalize_main`, not
+    a report to run: the caller retries it (:func:`slurm_energy.slurm.finalize_queue._reports` skips it)."""
 
     def __init__(self, path: str):
         self.path = path
-
-    def __call__(self) -> None:
-        return None
 
     def retry(self, for_s: float, every_s: float = 5.0, sleep=time.sleep) -> bool:
         """Try writing the marker every ``every_s`` s for ``for_s`` s; True once written."""

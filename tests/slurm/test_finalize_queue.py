@@ -14,7 +14,7 @@ from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm import finalize_queue as fq
-from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir
+from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir, needs_runner
 from slurm_energy.store import open_store
 
 
@@ -62,13 +62,13 @@ def test_one_runner_finalizes_every_queued_job_in_turn_and_empties_the_queue(sit
 
 def test_the_epilog_starts_a_finalizer_only_when_none_runs_or_none_stands_by(tmp_path):
     q = str(tmp_path)
-    assert fq.needs_runner(q)  # nobody
+    assert needs_runner(q)  # nobody
     runner = _hold(tmp_path / fq.RUNNER_LOCK)
-    assert fq.needs_runner(q)  # a runner, no standby: one is started (it waits as the standby)
+    assert needs_runner(q)  # a runner, no standby: one is started (it waits as the standby)
     standby = _hold(tmp_path / fq.STANDBY_LOCK)
-    assert not fq.needs_runner(q)  # both: the runner will see the entry, or its standby will
+    assert not needs_runner(q)  # both: the runner will see the entry, or its standby will
     os.close(runner)  # the runner died (the kernel drops its lock, even after SIGKILL)
-    assert fq.needs_runner(q)
+    assert needs_runner(q)
     os.close(standby)
 
 
@@ -264,8 +264,16 @@ def _fake_hook(*argv: str):
     import subprocess
     import sys
 
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "slurm_energy.slurm.hooks",
-                             *argv])
+    import time
+
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "slurm_energy.slurm.hooks",
+                          *argv])
+    for _ in range(200):  # Popen may return before the exec: /proc shows the new argv only after it
+        with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+            if b"slurm_energy.slurm.hooks" in f.read():
+                break
+        time.sleep(0.01)
+    return p
 
 
 def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(site, ended):
