@@ -263,7 +263,6 @@ def _fake_hook(*argv: str):
     slurm_energy.slurm.hooks ARGV...``): what busy() finds in /proc."""
     import subprocess
     import sys
-
     import time
 
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "slurm_energy.slurm.hooks",
