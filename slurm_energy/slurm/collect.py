@@ -72,7 +72,6 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
     in force: :func:`with_paths`) and ``store`` open on that URL (for the queries). Returns (one line
     per thing done or that would be, the records step 3 finalised). Raises PermissionError (not
     root) and what the store raises for a store that cannot be read."""
-    from slurm_energy.slurm.finalize import results_dirs
     from slurm_energy.slurm.leftovers import busy
 
     lines: list[str] = []
@@ -84,7 +83,7 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
         lines += [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, None, now, older_than_s)]
     else:
         lines += finish_no_spool(cfg, None, now, older_than_s, busy(spool_dirs(cfg))[1])
-    done = collect(cfg, store, older_than_s, now, dry_run, also=results_dirs(cfg)[1:])
+    done = collect(cfg, store, older_than_s, now, dry_run)
     lines += finish_running(cfg, store, young, dry_run)
     lines += finish_unrecorded(cfg, store, now, since_s, older_than_s, dry_run)
     return lines, done
@@ -211,18 +210,18 @@ def find_stale_attempts(results_dir, older_than_s: float, now: float) -> list[Pa
     return out
 
 
-def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bool = False,
-            also=()) -> list[JobRecord]:
-    """Finalise the stale attempts of ``cfg.paths.results_dir`` (and ``also``: the fallback
-    spool's results); returns the JobRecords published (or that would be). Attempts already in
+def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bool = False) -> list[JobRecord]:
+    """Finalise the stale attempts of ``cfg.paths.results_dir`` and the fallback spool's results
+    (:func:`~slurm_energy.slurm.finalize.results_dirs`); returns the JobRecords published (or that would be). Attempts already in
     ``store`` with a final record of the same start time are skipped. Merge and carbon facts by
     :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does. One bad directory (whatever
     its records hold) is reported on the log and skipped; the other jobs are collected."""
     from slurm_energy.accounting.merge import merge_records, split_runs
+    from slurm_energy.slurm.finalize import results_dirs
     from slurm_energy.slurm.results import read_node_records, retire_run
 
     done = []
-    roots = list(dict.fromkeys([Path(cfg.paths.results_dir), *map(Path, also)]))
+    roots = [Path(d) for d in results_dirs(cfg)]
     seen = set()
     for d in [d for root in roots for d in find_stale_attempts(root, older_than_s, now)]:
         rel = d.relative_to(next(r for r in roots if d.is_relative_to(r)))
