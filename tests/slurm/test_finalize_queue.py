@@ -254,7 +254,7 @@ def _age(spool, s: float = 60.0) -> None:
 @pytest.fixture()
 def ended(monkeypatch):
     """Slurm says every job has ended (COMPLETED): no slurmctld or sacct asked."""
-    monkeypatch.setattr("slurm_energy.slurm.leftovers.slurm_final_facts",
+    monkeypatch.setattr("slurm_energy.slurm.collect.slurm_final_facts",
                         lambda job_id, restart=0, **kw: (True, {"job_state": "COMPLETED"}))
 
 
@@ -292,8 +292,7 @@ def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(si
 
 
 def test_the_sweep_leaves_alone_what_a_process_is_at_work_on(site, ended):
-    from slurm_energy.slurm.collect import sweep_node
-    from slurm_energy.slurm.leftovers import busy
+    from slurm_energy.slurm.collect import busy, sweep_node
     from slurm_energy.slurm.runtime import load_config
 
     young, working, waiting = (_job(site, j, 5_000_000, 65_000_000) for j in ("85", "86", "87"))
@@ -355,7 +354,7 @@ def test_the_sweeps_hour_counts_a_long_jobs_samples_not_only_its_directory(site)
     # file); its end hit a read-only spool (no Epilog file) and its finalizer was killed 60 s ago
     import time
 
-    from slurm_energy.slurm.leftovers import scan_spool
+    from slurm_energy.slurm.collect import scan_spool
 
     sp = _job(site, "91", 5_000_000, 65_000_000)
     _age(sp, 7200.0)
