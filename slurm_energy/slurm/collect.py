@@ -43,7 +43,7 @@ from slurm_energy.pipeline import finalise_job, publish
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.formats import parse_timestamp
 from slurm_energy.slurm.sacct import SACCT, slurm_client
-from slurm_energy.slurm.spool import _DIR_RE, FINALIZE_QUEUE, JobSpool, remove_stale_tmp, spool_dirs
+from slurm_energy.slurm.spool import _DIR_RE, FINALIZE_QUEUE, NO_SPOOL_JOBS, JobSpool, remove_stale_tmp, spool_dirs, write_private
 from slurm_energy.store.queue import drain
 
 if TYPE_CHECKING:
@@ -134,8 +134,6 @@ def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_
     """``node``'s (None: every node's) :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entries at
     least ``older_than_s`` old."""
     import glob
-
-    from slurm_energy.slurm.spool import NO_SPOOL_JOBS
 
     pattern = os.path.join(glob.escape(cfg.paths.log_dir), NO_SPOOL_JOBS, f"*-{glob.escape(node)}.json" if node else "*.json")
     return [p for p in sorted(glob.glob(pattern)) if now - _mtime(p) >= older_than_s]
@@ -446,7 +444,6 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
     ``busy``: spool job directories some process is at work on (left alone, as young ones are);
     ``by``: who finishes them, in the record's errors."""
     from slurm_energy.slurm.finalize import finalize_spool
-    from slurm_energy.slurm.spool import write_private
 
     final_facts = final_facts or slurm_final_facts
     lines, young = [], set()
@@ -608,8 +605,6 @@ def prune(store, spools: list[str], results_dirs: list[str], older_than_s: float
     stored as a final record (never one not yet stored; queue files are never removed). A spool
     attempt whose record is ``no_data`` is kept until every node's finalizer marked it finished.
     Returns one line per directory removed (or that would be)."""
-    from slurm_energy.slurm.spool import _DIR_RE, JobSpool, remove_stale_tmp
-
     def stored(job_id: str, restart: int, cluster: str | None = None):
         return [r for r in store.query(jobs=[job_id]) if r.job_id == job_id and r.restart_count == restart
                 and (cluster is None or r.cluster == cluster) and r.status != Status.RUNNING]
