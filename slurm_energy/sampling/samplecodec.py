@@ -122,19 +122,8 @@ class Encoder:
             cells += [self._scaled("node.cpu_busy_s", node.cpu_busy_s),
                       self._scaled("node.cpu_total_s", node.cpu_total_s),
                       _int("node.mem", node.mem_used_bytes)]
-        prev = self._prev
-        for (attr, op, key, q), v in zip(self._plan, values):  # _int and _plain inlined for the usual types
-            if op == 2:
-                cells.append(repr(v) if type(v) is float and attr != "proc_util" else _plain(attr, v))
-                continue
-            if op == 0 and q:
-                v = v // q
-            if type(v) is int:
-                p = prev.get(key)
-                prev[key] = v
-                cells.append(str(v if p is None else v - p))
-            else:
-                cells.append(_int(key, v))
+        for (attr, op, key, q), v in zip(self._plan, values):  # energy in quanta of q (a schema's counter)
+            cells.append(_plain(attr, v) if op == 2 else _int(key, v // q if op == 0 and q else v))
         return ",".join(cells) + "\n"
 
     def _int(self, key: str, v: Any) -> str:
