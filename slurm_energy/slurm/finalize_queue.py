@@ -3,9 +3,9 @@ end: the node's finalizer").
 
 The Epilog (or a sampler that saw no Epilog) leaves the job attempt in the node's queue
 (:func:`slurm_energy.slurm.spool.enqueue_finalize`: ``<spool>/finalize-queue/<node>/<run>``) and
-starts a finalizer only when :func:`~slurm_energy.slurm.spool.needs_runner` says so, so a burst pays the finalizer's start-up
-(~1 CPU-s of imports) once. No daemon: a runner exits :data:`LINGER_S` after its queue emptied. Two
-flock'ed lock files in the queue directory:
+starts a finalizer only when :func:`~slurm_energy.slurm.spool.needs_runner` says so, so a burst
+pays the finalizer's start-up (~1 CPU-s of imports) once. No daemon: a runner exits
+:data:`LINGER_S` after its queue emptied. Two flock'ed lock files in the queue directory:
 
 * ``.runner.lock``: held by the one runner working the queue;
 * ``.standby.lock``: held by at most one process waiting (blocked in ``flock``, no CPU) for the
