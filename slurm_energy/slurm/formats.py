@@ -117,7 +117,7 @@ def parse_energy_j(text: str | None, field: str = "ConsumedEnergy") -> float | N
     """sacct's ConsumedEnergy (``12.34K`` = 12 340 J) or ConsumedEnergyRaw (``12340``), in J.
 
     ``None`` for empty/unknown. 0 is returned as 0.0: whether 0 means "not collected" depends on
-    the site's AcctGatherEnergyType (see :func:`slurm_consumed_energy`), decided by the caller."""
+    the site's AcctGatherEnergyType (see :func:`slurm_energy.slurm.sacct.consumed_energy`), decided by the caller."""
     return parse_suffixed(text, 1000, field)
 
 
