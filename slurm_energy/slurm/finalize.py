@@ -234,7 +234,7 @@ class MarkerPending:
     """A ``finalized-<node>.done`` marker not written (a full or read-only spool) for a job whose
     record was published: :meth:`retry` tries again for a while, so ``collect`` does not finish the
     job a second time once the spool has room again. A deferred item of :func:`finalize_main`, not
-    a report to run: the caller retries it (:func:`slurm_energy.slurm.finalize_queue._reports` skips it)."""
+    a report to run: the caller retries it (:func:`slurm_energy.slurm.finalize_queue.run_reports` skips it)."""
 
     def __init__(self, path: str):
         self.path = path

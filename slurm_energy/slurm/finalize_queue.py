@@ -272,7 +272,7 @@ def finalize_entry(path: str, log, pending: list | None = None) -> int:
     try:
         finalize_main(e["dir"], e["node"], float(e["t"]), str(e.get("exit_code") or ""),
                       str(e.get("sampler") or "terminated"), deferred=deferred, logging_ready=True)
-        _reports(sp, deferred, log)
+        run_reports(sp, deferred, log)
         if pending is not None:  # a marker not written (the spool filled up): retried while the queue is worked
             pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in deferred if hasattr(j, "retry")]
     except Exception:
@@ -298,7 +298,7 @@ def _job_uid(sp) -> int | None:
     return uid if isinstance(uid, int) else None
 
 
-def _reports(sp, deferred: list, log) -> None:
+def run_reports(sp, deferred: list, log) -> None:
     """Run the job's deferred report writing (after its record is stored): here, bounded by
     safe_write's timeout; in a forked child, not waited for, when this user's writer hung lately."""
     from slurm_energy.reporting.safe_write import REPORT_TIMEOUT_S

@@ -163,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                 rc = finalize_main(argv[1], argv[2], float(argv[3]), rest[0] if rest else "",
                                    rest[1] if len(rest) > 1 else "terminated", deferred=deferred)
             from slurm_energy.slurm.finalize import MARKER_RETRY_S, MarkerPending
-            from slurm_energy.slurm.finalize_queue import _reports
+            from slurm_energy.slurm.finalize_queue import run_reports
 
-            _reports(sp, deferred, logging.getLogger("slurm_energy"))
+            run_reports(sp, deferred, logging.getLogger("slurm_energy"))
             for job in deferred:  # a full spool (why this job was not queued): its marker, once there is room
                 if isinstance(job, MarkerPending) and not job.retry(MARKER_RETRY_S):
                     logging.getLogger("slurm_energy").warning("%s still not written after %.0f s: collect finishes "

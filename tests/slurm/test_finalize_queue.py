@@ -183,11 +183,11 @@ def test_a_user_whose_report_writer_hung_has_their_next_reports_written_apart(tm
     sp = types.SimpleNamespace(context=str(tmp_path / "context-n1.json"), dir=str(tmp_path))
     log = logging.getLogger("test")
     ran: list[int] = []
-    fq._reports(sp, [lambda: (time.sleep(0.25), ran.append(os.getpid()))], log)  # ran into the timeout
+    fq.run_reports(sp, [lambda: (time.sleep(0.25), ran.append(os.getpid()))], log)  # ran into the timeout
     assert ran == [os.getpid()] and 4242 in fq._SLOW_WRITERS
     done = tmp_path / "written-by"
     t0 = time.monotonic()
-    fq._reports(sp, [lambda: (time.sleep(0.5), done.write_text(str(os.getpid())))], log)
+    fq.run_reports(sp, [lambda: (time.sleep(0.5), done.write_text(str(os.getpid())))], log)
     assert time.monotonic() - t0 < 0.4  # not waited for: the next job of the queue goes on
     for _ in range(100):
         if done.exists() and done.read_text():
