@@ -153,3 +153,21 @@ def run_jobenergy(capsys, *argv: str) -> tuple[int, str, str]:
     rc = main(list(argv))
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+def try_merge(results_dir, cluster, job_id, restart_count, expected_nodes, record=None) -> JobRecord | None:
+    """What the finalizer does with the results directory: the run's merged record once every
+    expected node has reported (collect_node_records), else None."""
+    from slurm_energy.accounting.merge import merge_records
+    from slurm_energy.slurm.results import collect_node_records
+
+    records = collect_node_records(results_dir, cluster, job_id, restart_count, expected_nodes, record)
+    return None if records is None else merge_records(records)
+
+
+def parse_slurm_env(env):
+    """The JobContext the hooks read from slurmd's environment ``env``."""
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.envfields import slurm_env_fields
+
+    return JobContext(**slurm_env_fields(env))

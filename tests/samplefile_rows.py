@@ -95,3 +95,10 @@ def spool_with_rows(root: str, job_id: str, node: str, static: dict[str, Any], r
         w.write(r)
     w.close()
     return spool
+
+
+def read_samples(path: str) -> list[dict[str, Any]]:
+    """The sample file's rows as dicts (``Sample.to_dict``'s shape), in file order."""
+    from slurm_energy.sampling.samplefile import read_sample_file
+
+    return [s.to_dict() for s in read_sample_file(path)]

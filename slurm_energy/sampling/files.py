@@ -93,16 +93,13 @@ class RecordingFiles:
     Prolog must read for its row (:func:`slurm_energy.slurm.prolograw.save_recipe`)."""
 
     def __init__(self, inner: FileSource | None = None):
-        self.inner = inner
+        self.inner = inner or KeptFiles(limit=0)
         self.paths: list[str] = []
 
     def read(self, path: str, size: int = 1 << 16) -> bytes:
         """As :meth:`KeptFiles.read`; ``path`` recorded first."""
         self.paths.append(path)
-        if self.inner is not None:
-            return self.inner.read(path, size)
-        with open(path, "rb") as f:
-            return f.read(size)
+        return self.inner.read(path, size)
 
 
 class ReplayFiles:

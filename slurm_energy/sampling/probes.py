@@ -11,7 +11,7 @@ import time
 
 from slurm_energy.core import JobUsage
 from slurm_energy.sampling.files import KeptFiles
-from slurm_energy.sampling.proctree import EnvScanner, ProcTree, read_stat, stat_paths
+from slurm_energy.sampling.proctree import EnvScanner, ProcTree, pids_usage, read_stat, stat_paths
 
 
 class _TreeAndJob:
@@ -88,12 +88,8 @@ class ProcessTreeProbe:
         """:attr:`usage` updated to now (CPU time s, RSS and peak RSS bytes, PIDs; ``full`` makes
         no difference here), or None while no process of the tree can be read."""
         pids = self._pids()
-        cpu, rss, seen = 0.0, 0, False
-        for pid in pids:
-            st = read_stat(pid, files=self._stat)
-            if st is not None:
-                cpu, rss, seen = cpu + st[2], rss + st[3], True
-        if not seen:
+        cpu, rss = pids_usage(pids, files=self._stat, zombies=True)
+        if cpu is None or rss is None:
             return None
         if self.cpu_baseline_s is None:
             self.cpu_baseline_s = cpu if self._from_first_poll else 0.0

@@ -32,20 +32,14 @@ def read_stat(pid: int, proc: str = "/proc", files: KeptFiles | None = None) -> 
     the old process).
 
     A zombie (state ``Z``: exited, not yet reaped) still answers, with its final CPU time."""
-    path = f"{proc}/{pid}/stat"
     try:
-        data = _read_once(path) if files is None else files.read(path, 4096)
+        data = (files or _ONCE).read(f"{proc}/{pid}/stat", 4096)
     except OSError:
         return None
     return _parse_stat(data) if data else None
 
 
-def _read_once(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # os-level: open() adds fstat, ioctl and lseek calls
-    try:
-        return os.read(fd, 4096)
-    finally:
-        os.close(fd)
+_ONCE = KeptFiles(limit=0)  # no descriptor kept: open, read, close (os-level: no fstat, ioctl, lseek)
 
 
 def stat_paths(pids: list[int], proc: str = "/proc") -> list[str]:
@@ -176,15 +170,16 @@ class EnvScanner:
         return sorted(int(n) for n, j in is_job.items() if j)
 
 
-def pids_usage(pids: list[int], proc: str = "/proc",
-               files: KeptFiles | None = None) -> tuple[float | None, int | None]:
+def pids_usage(pids: list[int], proc: str = "/proc", files: KeptFiles | None = None,
+               zombies: bool = False) -> tuple[float | None, int | None]:
     """Sum of CPU time (user + system + reaped children, s) and RSS (bytes) of ``pids`` now, from
-    /proc/PID/stat (through ``files``' kept descriptors when given). Returns (None, None) if none
+    /proc/PID/stat (through ``files``' kept descriptors when given); a zombie counts only with
+    ``zombies`` (a process tree's root, read for its final CPU time). Returns (None, None) if none
     of them exists. CPU time of processes that exited and were not reaped by one of ``pids`` is
     lost: that is why cgroups are preferred."""
     cpu, rss, seen = 0.0, 0, False
     for pid in pids:
         st = read_stat(pid, proc, files)
-        if st is not None and st[0] != "Z":
+        if st is not None and (zombies or st[0] != "Z"):
             cpu, rss, seen = cpu + st[2], rss + st[3], True
     return (cpu, rss) if seen else (None, None)

@@ -38,13 +38,10 @@ import os
 from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading
-from slurm_energy.sampling.sampletable import proc_util_text
+from slurm_energy.sampling.sampletable import DYNAMIC, proc_util_text  # DYNAMIC: a reading's row fields
 
 PREFIX = "#S"
-#: Reading fields written in the row (everything else of a reading is static: in the schema).
-DYNAMIC = ("energy_uj", "power_w", "mean_power_w", "util", "mem_bytes", "proc_util")
 INT_DELTA = frozenset(("energy_uj", "mem_bytes"))
-JOB_COLS = ("cpu_time_s", "mem_bytes", "max_mem_bytes", "pids")
 NODE_DYNAMIC = ("cpu_busy_s", "cpu_total_s", "mem_used_bytes")
 #: A schema line (and whole values) at least this often: a damaged line costs at most this many rows
 #: of its writer (their differences cannot be applied without it), about 2 bytes per sample.
@@ -125,19 +122,8 @@ class Encoder:
             cells += [self._scaled("node.cpu_busy_s", node.cpu_busy_s),
                       self._scaled("node.cpu_total_s", node.cpu_total_s),
                       _int("node.mem", node.mem_used_bytes)]
-        prev = self._prev
-        for (attr, op, key, q), v in zip(self._plan, values):  # _int and _plain inlined for the usual types
-            if op == 2:
-                cells.append(repr(v) if type(v) is float and attr != "proc_util" else _plain(attr, v))
-                continue
-            if op == 0 and q:
-                v = v // q
-            if type(v) is int:
-                p = prev.get(key)
-                prev[key] = v
-                cells.append(str(v if p is None else v - p))
-            else:
-                cells.append(_int(key, v))
+        for (attr, op, key, q), v in zip(self._plan, values):  # energy in quanta of q (a schema's counter)
+            cells.append(_plain(attr, v) if op == 2 else _int(key, v // q if op == 0 and q else v))
         return ",".join(cells) + "\n"
 
     def _int(self, key: str, v: Any) -> str:

@@ -136,12 +136,9 @@ class Decoder:
 def _ints(prev: dict[str, Any], key: str, cells: list[str]) -> list[Any]:
     """A column of integer cells: deltas from the previous value (the value itself after a None)."""
     p = prev.get(key)
-    joined = ",".join(cells)
-    if "" not in cells and "~" not in joined:  # no None, no literal: one C-level pass
+    if "" not in cells and "~" not in ",".join(cells):  # no None, no literal: one C-level pass
         # the first cell is the value itself when there is no previous one: accumulating from 0 gives it
-        vals = _cumsum(joined, len(cells), p or 0) if len(cells) >= NUMPY_MIN_CELLS else None
-        if vals is None:
-            vals = list(itertools.accumulate(map(int, cells), initial=p or 0))[1:]
+        vals = list(itertools.accumulate(map(int, cells), initial=p or 0))[1:]
         prev[key] = vals[-1]
         return vals
     out: list[Any] = []
@@ -156,30 +153,6 @@ def _ints(prev: dict[str, Any], key: str, cells: list[str]) -> list[Any]:
             p = int(c) if p is None else p + int(c)
             out.append(p)
     prev[key] = p
-    return out
-
-
-#: Columns this long are parsed by numpy (a day's file: 17,280 rows); the sampler's own interim
-#: reads (a minute of rows) stay in plain Python and keep numpy out of its memory.
-NUMPY_MIN_CELLS = 1000
-
-
-def _cumsum(joined: str, n: int, start: int) -> list[int] | None:
-    """``start`` + running sums of the ``n`` comma-separated integers (int64, exact), or None when
-    the text is not ``n`` integers or a sum could leave int64."""
-    import warnings
-
-    import numpy as np
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            d = np.fromstring(joined, dtype=np.int64, sep=",")  # text mode: parsed in C
-        except (ValueError, DeprecationWarning, OverflowError):
-            return None
-    if len(d) != n or float(np.abs(d.astype(np.float64)).sum()) + abs(start) >= 2.0**62:
-        return None  # a running sum could leave int64: Python's integers instead
-    out: list[int] = (np.cumsum(d) + start).tolist()
     return out
 
 

@@ -3,14 +3,8 @@
 Written in the compact format (:mod:`slurm_energy.sampling.samplecodec`: a schema line naming the
 columns and the devices' static facts once, then one line of numbers per sample; about 300 bytes
 per sample for 2 RAPL packages + 8 GPUs where JSON lines took 2.7 KB). Files written before it, one
-JSON object per line, are still read, also when both kinds of lines are in one file (a sampler of
-the old version, then a newer Epilog)::
-
-    {"t": epoch_s, "kind": "sample" | "final" | "cgroup_gone" | "epilog",
-     "job": {"cpu_time_s": float|null, "mem_bytes": int|null, "max_mem_bytes": int|null,
-             "pids": [int], "source": "cgroup-v1"|"cgroup-v2"|"psutil"|""},
-     "node": {"cpu_busy_s", "cpu_total_s", "ncpu", "mem_used_bytes", "mem_total_bytes"},
-     "readings": [Reading.to_dict(), ...]}
+JSON object per line (``Sample.to_dict``'s shape: docs/CONTRACTS.md, "Sample file"), are still read,
+also when both kinds of lines are in one file (a sampler of the old version, then a newer Epilog).
 
 A killed sampler loses at most one interval: every line is written whole and flushed (and
 fsync'ed) before the next sleep. A torn last line (the process died mid-write) is skipped on read;
@@ -25,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading, Sample
@@ -139,10 +132,6 @@ class SampleReader:
             self._dec.block(table, block)
         return table
 
-    def read(self) -> list[Sample]:
-        """New rows as typed :class:`~slurm_energy.core.Sample` s."""
-        return self.read_table().samples()
-
 
 def _json_row(table: SampleTable, line: str) -> None:
     try:
@@ -156,18 +145,11 @@ def _json_row(table: SampleTable, line: str) -> None:
             return
 
 
-def read_samples(path: str) -> Iterator[dict[str, Any]]:
-    """Yield rows of a sample file in order, as dicts (:meth:`Sample.to_dict`'s shape); a torn or
-    garbled line is skipped, a missing file is empty. Reads both formats."""
-    for s in SampleReader(path).read():
-        yield s.to_dict()
-
-
 def read_sample_file(path: str) -> list[Sample]:
     """The sample file as typed :class:`~slurm_energy.core.Sample` s, in file order; a torn,
     garbled or malformed line is skipped, a missing file is empty. Reads files of every version
     written so far (unknown keys ignored; a MIG fraction kept as a flag is read into the field)."""
-    return SampleReader(path).read()
+    return SampleReader(path).read_table().samples()
 
 
 def read_sample_table(path: str) -> SampleTable:

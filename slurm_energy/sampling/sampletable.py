@@ -19,6 +19,7 @@ from typing import Any
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading, Sample
 
+#: A reading's fields written in each row (the rest of a reading is static: the schema line's).
 DYNAMIC = ("energy_uj", "power_w", "mean_power_w", "util", "mem_bytes", "proc_util")
 NODE_FIELDS = ("cpu_busy_s", "cpu_total_s", "ncpu", "mem_used_bytes", "mem_total_bytes")
 _READING_FIELDS = frozenset(Reading.__dataclass_fields__)
@@ -92,36 +93,29 @@ class SampleTable:
                 v = r.get(k)
                 d.vals[k].append(proc_util_text(v) if k == "proc_util" and v is not None else v)
 
-    def extend(self, other: SampleTable, start: int = 0) -> None:
-        """Append ``other``'s rows from ``start`` on (its devices' static dicts shared, not copied)."""
+    def extend(self, other: SampleTable, start: int = 0, stop: int | None = None) -> None:
+        """Append ``other``'s rows ``start`` to ``stop`` (default: its end; its devices' static
+        dicts shared, not copied)."""
+        stop = len(other.t) if stop is None else min(stop, len(other.t))
         base = len(self.t) - start
         for name in ("t", "kind", "job_present", "job_cpu", "job_mem", "job_max_mem", "job_pids", "job_source"):
-            getattr(self, name).extend(getattr(other, name)[start:])
+            getattr(self, name).extend(getattr(other, name)[start:stop])
         for k, col in self.node.items():
-            col.extend(other.node[k][start:])
+            col.extend(other.node[k][start:stop])
         for dev_id, od in other.devices.items():
-            j = bisect.bisect_left(od.rows, start)  # rows are ascending
-            if j == len(od.rows):
+            j, e = bisect.bisect_left(od.rows, start), bisect.bisect_left(od.rows, stop)  # rows are ascending
+            if j == e:
                 continue
             d = self.device(dev_id)
-            d.rows.extend(i + base for i in od.rows[j:])
-            d.static.extend(od.static[j:])
+            d.rows.extend(i + base for i in od.rows[j:e])
+            d.static.extend(od.static[j:e])
             for k, col in d.vals.items():
-                col.extend(od.vals[k][j:])
+                col.extend(od.vals[k][j:e])
 
     def head(self, n: int) -> SampleTable:
         """A table of the first ``n`` rows."""
         out = SampleTable()
-        for name in ("t", "kind", "job_present", "job_cpu", "job_mem", "job_max_mem", "job_pids", "job_source"):
-            getattr(out, name).extend(getattr(self, name)[:n])
-        for k, col in out.node.items():
-            col.extend(self.node[k][:n])
-        for dev_id, d in self.devices.items():
-            j = bisect.bisect_left(d.rows, n)
-            if j:
-                od = out.device(dev_id)
-                od.rows, od.static = d.rows[:j], d.static[:j]
-                od.vals = {k: v[:j] for k, v in d.vals.items()}
+        out.extend(self, 0, n)
         return out
 
     def last_rows(self, n: int = 1) -> SampleTable:
@@ -129,9 +123,6 @@ class SampleTable:
         out = SampleTable()
         out.extend(self, max(0, len(self.t) - n))
         return out
-
-    def append_sample(self, s: Sample) -> None:
-        self.append_row(s.to_dict())
 
     def is_sorted(self) -> bool:
         t = self.t
@@ -143,7 +134,7 @@ class SampleTable:
             return self
         out = SampleTable()
         for s in sorted(self.samples(), key=lambda r: r.t):
-            out.append_sample(s)
+            out.append_row(s.to_dict())
         return out
 
     def samples(self, readings: bool = True) -> list[Sample]:

@@ -5,10 +5,11 @@ controller, from the timer or cron line ``slurm-energy install`` prints:
 
 1. store the records queued while the store was down or locked (their report and outputs were
    published by the finalizer that queued them: only the store is missing);
-2. finish each node attempt left in a spool (finalizer killed or never started) once Slurm says the
-   job ended, stopping a sampler that outlived its job (:func:`finish_leftovers`, the finalizer's
-   own :func:`~slurm_energy.slurm.finalize.finalize_spool`), and each spool-less job whose
-   finalizer was killed (:func:`finish_no_spool`);
+2. finish each node attempt left in a spool (finalizer killed or never started: :class:`Leftover`)
+   once Slurm says the job ended (:func:`slurm_final_facts`: scontrol while slurmctld remembers the
+   job, else sacct), stopping a sampler that outlived its job (:func:`finish_leftovers`, the
+   finalizer's own :func:`~slurm_energy.slurm.finalize.finalize_spool`), and each spool-less job
+   whose finalizer was killed (:func:`finish_no_spool`);
 3. merge attempts in the results directory whose nodes never all reported (:func:`collect`:
    status ``partial``, an error per missing node);
 4. every record still ``running`` whose job Slurm says has ended becomes ``partial`` from its
@@ -30,7 +31,8 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,8 +40,10 @@ from slurm_energy.core import one_line
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.outputs.sinks import site_sinks
 from slurm_energy.pipeline import finalise_job, publish
+from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.formats import parse_timestamp
 from slurm_energy.slurm.sacct import SACCT, slurm_client
-from slurm_energy.slurm.spool import spool_dirs
+from slurm_energy.slurm.spool import _DIR_RE, FINALIZE_QUEUE, NO_SPOOL_JOBS, JobSpool, remove_stale_tmp, spool_dirs, write_private
 from slurm_energy.store.queue import drain
 
 if TYPE_CHECKING:
@@ -71,20 +75,16 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
     in force: :func:`with_paths`) and ``store`` open on that URL (for the queries). Returns (one line
     per thing done or that would be, the records step 3 finalised). Raises PermissionError (not
     root) and what the store raises for a store that cannot be read."""
-    from slurm_energy.slurm.finalize import results_dirs
-    from slurm_energy.slurm.leftovers import busy
-
     lines: list[str] = []
     if not dry_run:
-        n, problems = drain(spool_dirs(cfg), lambda rec: _store_only(cfg, rec))
-        lines += [f"stored {n} queued record(s)"] * bool(n) + problems
+        lines += store_queued(cfg, spool_dirs(cfg))
     leftover_lines, young = finish_leftovers(cfg, spool_dirs(cfg), now, older_than_s, dry_run, store=store)
     lines += leftover_lines
     if dry_run:
         lines += [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, None, now, older_than_s)]
     else:
         lines += finish_no_spool(cfg, None, now, older_than_s, busy(spool_dirs(cfg))[1])
-    done = collect(cfg, store, older_than_s, now, dry_run, also=results_dirs(cfg)[1:])
+    done = collect(cfg, store, older_than_s, now, dry_run)
     lines += finish_running(cfg, store, young, dry_run)
     lines += finish_unrecorded(cfg, store, now, since_s, older_than_s, dry_run)
     return lines, done
@@ -107,16 +107,12 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
     collect's steps 1 and 2 for ``node`` and the last ``since_s`` s only -- queued records stored,
     ``node``'s spool attempts whose own finalizer was killed (or never started) finished -- and the
     spool-less jobs whose finalizer was killed finished (:func:`finish_no_spool`). What a process
-    is at work on (a sampler, a finalizer, a queue entry: :func:`~slurm_energy.slurm.leftovers.busy`)
+    is at work on (a sampler, a finalizer, a queue entry: :func:`busy`)
     is left alone. Steps 3 to 5 (the results directory's 14 days, every ``running`` record, sacct)
     stay the timer's. The store is opened only when there is something to finish. Returns one line
     per thing done. Raises what the store raises."""
-    from slurm_energy.slurm.leftovers import busy, scan_spool
-
     spools = spool_dirs(cfg)
-    lines: list[str] = []
-    n, problems = drain(spools, lambda rec: _store_only(cfg, rec))
-    lines += [f"stored {n} queued record(s)"] * bool(n) + problems
+    lines = store_queued(cfg, spools)
     left = [lo for sd in spools for lo in scan_spool(sd, now, older_than_s, node=node, since=now - since_s)]
     waiting = _no_spool_entries(cfg, node, now, older_than_s)
     if not left and not waiting:
@@ -139,16 +135,13 @@ def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_
     least ``older_than_s`` old."""
     import glob
 
-    from slurm_energy.slurm.leftovers import _mtime
-    from slurm_energy.slurm.spool import NO_SPOOL_JOBS
-
     pattern = os.path.join(glob.escape(cfg.paths.log_dir), NO_SPOOL_JOBS, f"*-{glob.escape(node)}.json" if node else "*.json")
     return [p for p in sorted(glob.glob(pattern)) if now - _mtime(p) >= older_than_s]
 
 
 def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s: float,
                     busy_jobs: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize_nodata.finalize_env_main`)
+    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize.finalize_env_main`)
     of each job whose :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry (``node``'s, or every
     node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its
     ``"<job id>@<node>"`` not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
@@ -156,7 +149,7 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
     (``collect``'s sacct step covers its job)."""
     import json
 
-    from slurm_energy.slurm.finalize_nodata import finalize_env_main
+    from slurm_energy.slurm.finalize import finalize_env_main
 
     lines = []
     for p in _no_spool_entries(cfg, node, now, older_than_s):
@@ -184,9 +177,14 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
     return lines
 
 
-def _store_only(cfg: SiteConfig, rec: JobRecord) -> None:
-    """A queued record to the store only: the finalizer that queued it published it to the rest."""
-    publish(rec, site_sinks(cfg, only=("store",)))
+def store_queued(cfg: SiteConfig, spools: list[str]) -> list[str]:
+    """Step 1: the records queued in ``spools`` while the store was down, to the store only (the
+    finalizer that queued one published it to the rest). One line per thing done or wrong."""
+    def to_store(rec: JobRecord) -> None:
+        publish(rec, site_sinks(cfg, only=("store",)))
+
+    n, problems = drain(spools, to_store)
+    return [f"stored {n} queued record(s)"] * bool(n) + problems
 
 
 def with_paths(cfg: SiteConfig, store_url: str, results_dir: str) -> SiteConfig:
@@ -208,18 +206,18 @@ def find_stale_attempts(results_dir, older_than_s: float, now: float) -> list[Pa
     return out
 
 
-def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bool = False,
-            also=()) -> list[JobRecord]:
-    """Finalise the stale attempts of ``cfg.paths.results_dir`` (and ``also``: the fallback
-    spool's results); returns the JobRecords published (or that would be). Attempts already in
+def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bool = False) -> list[JobRecord]:
+    """Finalise the stale attempts of ``cfg.paths.results_dir`` and the fallback spool's results
+    (:func:`~slurm_energy.slurm.finalize.results_dirs`); returns the JobRecords published (or that would be). Attempts already in
     ``store`` with a final record of the same start time are skipped. Merge and carbon facts by
     :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does. One bad directory (whatever
     its records hold) is reported on the log and skipped; the other jobs are collected."""
     from slurm_energy.accounting.merge import merge_records, split_runs
+    from slurm_energy.slurm.finalize import results_dirs
     from slurm_energy.slurm.results import read_node_records, retire_run
 
     done = []
-    roots = list(dict.fromkeys([Path(cfg.paths.results_dir), *map(Path, also)]))
+    roots = [Path(d) for d in results_dirs(cfg)]
     seen = set()
     for d in [d for root in roots for d in find_stale_attempts(root, older_than_s, now)]:
         rel = d.relative_to(next(r for r in roots if d.is_relative_to(r)))
@@ -257,21 +255,157 @@ def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> JobRec
 
 
 # ---------------------------------------------------------------- step 2: attempts left in a spool
-def _stop_stray_sampler(lo) -> None:
-    from slurm_energy.slurm.detach import cmdline, find_sampler, is_running, stop_process
+@dataclass
+class Leftover:
+    """One node's unfinished attempt in a spool: ``<spool>/jobs/<job>-r<k>/`` holding the node's
+    context file but no ``finalized-<node>.done`` marker, its newest file at least ``older_than_s``
+    old (a finalizer may still be at work); finished once Slurm says the job has (:func:`slurm_final_facts`)."""
 
-    pid = None
+    spool: JobSpool
+    ctx: JobContext
+    newest_mtime: float
+
+
+def _newest(d: str) -> float:
     try:
-        with open(lo.spool.pidfile) as f:
-            pid = int(f.read().strip())
-        if lo.spool.dir not in cmdline(pid):
-            pid = None
+        return max(os.lstat(os.path.join(d, n)).st_mtime for n in os.listdir(d))
     except (OSError, ValueError):
-        pid = None
-    pid = pid or find_sampler("/jobs/" + os.path.basename(lo.spool.dir), lo.spool.node)
-    if pid and is_running(pid):
-        log.info("collect: stopping sampler %d of ended job %s", pid, lo.ctx.job_id)
-        stop_process(pid, term_wait_s=5.0, kill_wait_s=1.0)
+        return 0.0
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def busy(spools: list[str]) -> tuple[set[str], set[str]]:
+    """What is at work on this machine or waits for it: (spool job directories a sampler or a
+    single-job finalizer runs for, or that wait in a node finalizer's queue in ``spools``;
+    ``"<job id>@<node>"`` of each job a spool-less finalizer, ``finalize-env``, runs for). Processes are found by argv in /proc
+    (``python -I -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env} ...``, run by root:
+    a user's process copying that argv is not root's). The node finalizer's sweep
+    (:func:`sweep_node`) leaves these alone."""
+    import json
+
+    from slurm_energy.slurm.detach import cmdline
+
+    dirs: set[str] = set()
+    job_ids: set[str] = set()  # "<job id>@<node>"
+    me = os.geteuid()
+    for name in os.listdir("/proc"):
+        try:
+            if not name.isdigit() or int(name) == os.getpid() or os.stat(f"/proc/{name}").st_uid != me:
+                continue
+        except OSError:
+            continue
+        argv = cmdline(int(name))
+        if "slurm_energy.slurm.hooks" not in argv:
+            continue
+        rest = argv[argv.index("slurm_energy.slurm.hooks") + 1:]
+        if len(rest) >= 2 and rest[0] in ("sampler", "finalize"):
+            dirs.add(rest[1].rstrip("/"))
+        elif len(rest) >= 2 and rest[0] == "finalize-env":
+            try:
+                ctx = json.loads(rest[1])
+                job_ids.add(f"{ctx['job_id']}@{ctx.get('node', '')}")
+            except (ValueError, KeyError, TypeError):
+                pass
+    for sd in spools:
+        root = os.path.join(sd, FINALIZE_QUEUE)
+        try:
+            qdirs = [os.path.join(root, n) for n in os.listdir(root)]
+        except OSError:
+            continue
+        from slurm_energy.slurm.finalize_queue import entries
+
+        for path in (p for q in qdirs for p in entries(q)):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    dirs.add(str(json.load(f)["dir"]).rstrip("/"))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return dirs, job_ids
+
+
+def scan_spool(spool_dir: str, now: float, older_than_s: float, node: str | None = None,
+               since: float = 0.0) -> Iterator[Leftover]:
+    """:class:`Leftover` node attempts in one spool (Slurm's state is not asked here),
+    of ``node`` only when given; ``since`` (epoch s): attempt directories last changed (a file
+    created or renamed in them) before it are not looked into (the node finalizer's sweep looks at
+    the last hour, not at the spool's 14 days). Stale temp files (``*.tmp<pid>`` older than 10 min)
+    are removed on the way."""
+    jobs = os.path.join(spool_dir, "jobs")
+    try:
+        names = sorted(os.listdir(jobs))
+    except OSError:
+        return
+    for name in names:
+        d = os.path.join(jobs, name)
+        m = _DIR_RE.match(name)  # <job_id>-r<restart>[-<tag> of a reused job id's later run]
+        if not m or not os.path.isdir(d):
+            continue
+        if since and _mtime(d) < since and (node is None or _mtime(os.path.join(d, f"samples-{node}.jsonl")) < since):
+            continue  # (a long job's sampler appends to its samples file: that leaves the directory's mtime)
+        if node is not None and not os.path.exists(os.path.join(d, f"context-{node}.json")):
+            continue
+        remove_stale_tmp(d, now)
+        newest = _newest(d)
+        if now - newest < older_than_s:
+            continue
+        for f in sorted(os.listdir(d)):
+            if not (f.startswith("context-") and f.endswith(".json")):
+                continue
+            at = f[len("context-"):-len(".json")]
+            if node is not None and at != node:
+                continue
+            sp = JobSpool(spool_dir, m.group(1), int(m.group(2)), at, m.group(3) or "")
+            if os.path.exists(sp.finalized):
+                continue
+            try:
+                with open(sp.context, encoding="utf-8") as fh:
+                    ctx = JobContext.from_json(fh.read())
+            except (OSError, ValueError) as e:
+                log.warning("collect: %s unreadable: %s", sp.context, e)
+                continue
+            yield Leftover(sp, ctx, newest)
+
+
+def parse_sacct_line(line: str) -> dict:
+    """``State|Start|End`` from ``sacct -X -n -P -o State,Start,End`` -> {"job_state", "start_time",
+    "end_time"} (epoch s; "Unknown"/"None" dropped). "CANCELLED by 0" -> "CANCELLED"."""
+    parts = line.strip().split("|")
+    out: dict = {}
+    if parts and parts[0]:
+        out["job_state"] = parts[0].split()[0].split("+")[0]
+    for key, v in zip(("start_time", "end_time"), parts[1:3]):
+        if (t := parse_timestamp(v)) is not None:
+            out[key] = t
+    return out
+
+
+def slurm_final_facts(job_id: str, restart_count: int = 0, *, run: Callable = subprocess.run,
+                      scontrol: str = "/usr/bin/scontrol", sacct: str = SACCT) -> tuple[bool | None, dict | None]:
+    """(finished?, facts) for one job: scontrol first (no waiting), then sacct once slurmctld has
+    forgotten the job (MinJobAge). finished is None when neither knows the job (no accounting)."""
+    from slurm_energy.slurm.scontrol import UNFINISHED, show_job
+
+    facts = show_job(job_id, attempt=restart_count, wait_s=0.0, scontrol=scontrol, run=run)
+    if facts and facts.get("job_state"):
+        later = facts.get("restarts", 0) > restart_count
+        return later or facts["job_state"] not in UNFINISHED, facts
+    if not os.path.exists(sacct):
+        return None, None
+    try:
+        r = slurm_client([sacct, "-X", "-n", "-P", "-j", str(job_id), "-o", "State,Start,End"], run)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    lines = [x for x in r.stdout.splitlines() if x.strip()] if r.returncode == 0 else []
+    if not lines:
+        return None, None
+    facts = parse_sacct_line(lines[-1])
+    return facts.get("job_state") not in UNFINISHED, facts
 
 
 def _end_time(lo, ep: dict, facts: dict) -> float:
@@ -306,12 +440,10 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
     """Step 2. Returns (one line per node attempt finished or that would be, (job_id, restart) of
     attempts not yet old enough: step 4 leaves those alone). With ``store``, a node already in a
     measured stored record is only marked finished (never replaced by a poorer view). ``node``,
-    ``since``: that node's attempts changed since then only (:func:`~slurm_energy.slurm.leftovers.scan_spool`);
+    ``since``: that node's attempts changed since then only (:func:`scan_spool`);
     ``busy``: spool job directories some process is at work on (left alone, as young ones are);
     ``by``: who finishes them, in the record's errors."""
     from slurm_energy.slurm.finalize import finalize_spool
-    from slurm_energy.slurm.leftovers import scan_spool, slurm_final_facts
-    from slurm_energy.slurm.spool import write_private
 
     final_facts = final_facts or slurm_final_facts
     lines, young = [], set()
@@ -339,7 +471,11 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
             if dry_run:
                 lines.append(f"would finish {what}")
                 continue
-            _stop_stray_sampler(lo)
+            from slurm_energy.slurm.hookentry import _stop_sampler
+
+            stopped = _stop_sampler(lo.spool, lo.ctx, term_wait_s=5.0, kill_wait_s=1.0)  # type: ignore[arg-type]
+            if stopped not in ("no_pidfile", "not_running"):
+                log.info("collect: stopped the sampler of ended job %s", lo.ctx.job_id)
             if not ep:
                 lo.spool.record_error("no Epilog ran for this attempt on this node (or it could not write "
                                       f"its spool); finished by {by}")
@@ -357,8 +493,6 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
 def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
                    final_facts: Callable | None = None) -> list[str]:
     """Step 4: records left ``running`` whose job has ended (Slurm says so) become ``partial``."""
-    from slurm_energy.slurm.leftovers import slurm_final_facts
-
     final_facts = final_facts or slurm_final_facts
     lines = []
     for r in store.query(states=[Status.RUNNING.value]):
@@ -382,13 +516,6 @@ def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
 
 
 # ---------------------------------------------------------------- step 5: jobs only sacct knows
-def _epoch(text: str) -> float | None:
-    try:
-        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
-    except ValueError:
-        return None
-
-
 def split_last_free(line: str, fields: tuple[str, ...]) -> dict | None:
     """One ``sacct -P`` line as {field: text}: split from the left at most ``len(fields) - 1`` times,
     so the last field (a user's text) keeps any '|' it holds; None for a line with fewer fields."""
@@ -405,7 +532,7 @@ def record_from_sacct(line: str, job_name: str = "") -> JobRecord | None:
     f = split_last_free(line, FIELDS)
     if f is None or not f["JobIDRaw"].isdigit():
         return None
-    start, end = _epoch(f["Start"]), _epoch(f["End"])
+    start, end = parse_timestamp(f["Start"]), parse_timestamp(f["End"])
     if start is None or end is None or f["NodeList"] in ("", "None assigned"):
         return None
     jid = f["JobID"]
@@ -478,9 +605,6 @@ def prune(store, spools: list[str], results_dirs: list[str], older_than_s: float
     stored as a final record (never one not yet stored; queue files are never removed). A spool
     attempt whose record is ``no_data`` is kept until every node's finalizer marked it finished.
     Returns one line per directory removed (or that would be)."""
-    from slurm_energy.slurm.leftovers import _newest
-    from slurm_energy.slurm.spool import _DIR_RE, JobSpool, remove_stale_tmp
-
     def stored(job_id: str, restart: int, cluster: str | None = None):
         return [r for r in store.query(jobs=[job_id]) if r.job_id == job_id and r.restart_count == restart
                 and (cluster is None or r.cluster == cluster) and r.status != Status.RUNNING]

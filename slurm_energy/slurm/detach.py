@@ -89,19 +89,11 @@ def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: dic
 
 
 def _renice(pid: int, nice: int) -> None:
-    """Raise ``pid``'s niceness by ``nice``; when it leads a session of its own (Python 3.10),
-    that session's autogroup's too (``/proc/PID/autogroup``, sched(7)): only the group's nice makes
-    a session yield to others. Never the autogroup of a session it shares (slurmd's). Errors ignored."""
+    """Raise ``pid``'s niceness by ``nice`` (errors ignored). Its autogroup is slurmd's session's,
+    shared with the hooks: never changed."""
     try:
         os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
     except OSError:
-        pass
-    try:
-        if os.getsid(pid) != pid:
-            return
-        with open(f"/proc/{pid}/autogroup", "w") as f:
-            f.write(str(min(19, nice)))
-    except OSError:  # no autogroups (kernel option off, or not Linux), or gone
         pass
 
 
@@ -160,36 +152,15 @@ def lock_taken(path: str) -> bool | None:
         os.close(fd)
 
 
-def _autogroup_nice(pid: int) -> int | None:
-    """The nice value of ``pid``'s autogroup (``/autogroup-42 nice 10``), None without autogroups."""
-    try:
-        with open(f"/proc/{pid}/autogroup", encoding="ascii") as f:
-            return int(f.read().split()[-1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def unnice(pid: int) -> None:
-    """Lower ``pid``'s niceness, and its autogroup's, to the caller's where they are higher (undoes
-    :func:`spawn_detached`'s ``nice``; lowering needs root: CAP_SYS_NICE). Errors ignored."""
+    """Lower ``pid``'s niceness to the caller's where it is higher (undoes :func:`spawn_detached`'s
+    ``nice``; lowering needs root: CAP_SYS_NICE). Errors ignored."""
     try:
         own = os.getpriority(os.PRIO_PROCESS, 0)
         if os.getpriority(os.PRIO_PROCESS, pid) > own:
             os.setpriority(os.PRIO_PROCESS, pid, own)
     except OSError:
         pass
-    try:
-        if os.getsid(pid) != pid:  # in our session (slurmd's): the group's nice is not its own to change
-            return
-    except OSError:
-        return
-    mine, theirs = _autogroup_nice(os.getpid()), _autogroup_nice(pid)
-    if mine is not None and theirs is not None and theirs > mine:
-        try:
-            with open(f"/proc/{pid}/autogroup", "w") as f:
-                f.write(str(mine))
-        except OSError:
-            pass
 
 
 def catches(pid: int, sig: int) -> bool:

@@ -17,12 +17,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from slurm_energy.core import JobMeta
-from slurm_energy.errors import SlurmEnvError
 from slurm_energy.jobmeta import dataclass_of
-from slurm_energy.slurm.envfields import NodeContext, opt, slurm_env_fields
-
-__all__ = ["JOB_ENV_FACTS", "JobContext", "SlurmEnvError", "cpus_on_node", "job_env_facts", "parse_slurm_env"]
-
+from slurm_energy.slurm.envfields import NodeContext, opt
 
 if TYPE_CHECKING:
     class _ContextFields(JobMeta, NodeContext):
@@ -45,21 +41,6 @@ class JobContext(_ContextFields):
         """Inverse of :meth:`to_json`; unknown keys ignored. Raises ``ValueError`` on bad JSON."""
         d = json.loads(text)
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
-
-
-def parse_slurm_env(env: Mapping[str, str] | None = None) -> JobContext:
-    """Parse slurmd's Prolog/Epilog environment into a :class:`JobContext`
-    (:func:`slurm_energy.slurm.envfields.slurm_env_fields`, which the hooks use without the dataclass).
-
-    Args:
-        env: the environment mapping (default ``os.environ``).
-    Returns:
-        JobContext with ``node`` = SLURMD_NODENAME (falls back to the short host name) and
-        ``job_id`` = SLURM_JOB_ID (the raw job id; array/het ids kept apart).
-    Raises:
-        SlurmEnvError: SLURM_JOB_ID, SLURM_JOB_UID or SLURM_JOB_GID missing or not integers.
-    """
-    return JobContext(**slurm_env_fields(env))
 
 
 def cpus_on_node(cpus_per_node: str, node_index: int) -> int | None:

@@ -81,7 +81,8 @@ def start_time(env: Mapping[str, str]) -> int | None:
 
 def slurm_env_fields(env: Mapping[str, str] | None = None) -> dict:
     """The job's fields in slurmd's Prolog/Epilog environment (default ``os.environ``), keyed as
-    :class:`~slurm_energy.slurm.env.JobContext`'s (see :func:`slurm_energy.slurm.env.parse_slurm_env`).
+    :class:`~slurm_energy.slurm.env.JobContext`'s: ``node`` = SLURMD_NODENAME (else the short host
+    name), ``job_id`` = SLURM_JOB_ID (the raw job id; array/het ids kept apart).
 
     Raises:
         SlurmEnvError: SLURM_JOB_ID, SLURM_JOB_UID or SLURM_JOB_GID missing or not integers.

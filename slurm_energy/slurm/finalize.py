@@ -1,5 +1,6 @@
 """The slow half of the Epilog, run detached: the spool's files -> :mod:`slurm_energy.pipeline`
-(node record -> merge -> carbon) -> store -> report.
+(node record -> merge -> carbon) -> store -> report; for a job whose node had no usable spool, a
+``no_data`` record from its context on the command line (:func:`finalize_env_main`).
 
 Also the sampler's interim flush (every minute): the job's energy so far, stored with status
 ``running`` so ``jobenergy`` shows a running job.
@@ -7,6 +8,7 @@ Also the sampler's interim flush (every minute): the job's energy so far, stored
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -20,7 +22,7 @@ from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, p
 from slurm_energy.slurm.env import JobContext, cpus_on_node
 from slurm_energy.slurm.jobfacts import requested_memory, slurm_job_state, true_cpu_time, with_slurm_facts
 from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, reading_row, setup_logging, spool_from_dir
-from slurm_energy.slurm.spool import JobSpool, spool_dirs
+from slurm_energy.slurm.spool import JobSpool, read_json, spool_dirs
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.running import RunningSummary
@@ -38,27 +40,6 @@ def _expected_nodes(ctx: JobContext) -> list[str]:
     except BadHostlist:
         nodes = []
     return nodes or [ctx.node]
-
-
-def _with_job_env(spool: JobSpool, ctx: JobContext) -> JobContext:
-    """ctx completed with what the sampler read from the job's processes: the job name only, where
-    ctx has none (:data:`slurm_energy.slurm.env.JOB_ENV_FACTS`; slurmctld's name wins later)."""
-    import dataclasses
-
-    facts = job_env(spool)
-    name = facts.get("job_name")
-    return dataclasses.replace(ctx, job_name=name) if isinstance(name, str) and name and not ctx.job_name else ctx
-
-
-def job_env(spool: JobSpool) -> dict:
-    """What the sampler read from the job's processes (``jobenv-<node>.json``: job name, umask), {}
-    when none."""
-    try:
-        with open(spool.jobenv, encoding="utf-8") as f:
-            facts = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return facts if isinstance(facts, dict) else {}
 
 
 def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> str:
@@ -99,7 +80,10 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     from slurm_energy.sampling.sampletable import SampleTable
     from slurm_energy.slurm.sampler_end import classify_end, measured_to_the_end
 
-    ctx = with_slurm_facts(_with_job_env(spool, ctx), slurm_facts)
+    name = read_json(spool.jobenv).get("job_name")  # where ctx has none (JOB_ENV_FACTS; slurmctld's wins later)
+    if isinstance(name, str) and name and not ctx.job_name:
+        ctx = dataclasses.replace(ctx, job_name=name)
+    ctx = with_slurm_facts(ctx, slurm_facts)
     errors = spool.read_errors()
     static = _static(spool, errors)
     nodes = _expected_nodes(ctx)
@@ -225,7 +209,7 @@ def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: 
     from slurm_energy.slurm.spool import write_private
 
     rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
-    um = job_env(spool).get("umask")
+    um = read_json(spool.jobenv).get("umask")  # the sampler read it from the job's processes
     out = finish_node(cfg, rec, ctx, umask=int(um, 8) if isinstance(um, str) and um.isdigit() else None,
                       deferred=deferred)
     from slurm_energy.sampling.marks import remove_marks
@@ -240,17 +224,20 @@ def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: 
     return out
 
 
+#: How long (s) a finalizer retries writing a ``finalized`` marker the spool had no room for
+#: (:class:`MarkerPending`): a spool full for minutes, then freed, must not leave its jobs for
+#: ``collect`` to do again.
+MARKER_RETRY_S = 180.0
+
+
 class MarkerPending:
     """A ``finalized-<node>.done`` marker not written (a full or read-only spool) for a job whose
     record was published: :meth:`retry` tries again for a while, so ``collect`` does not finish the
-    job a second time once the spool has room again. A deferred item of :func:`finalize_main` (the
-    caller runs it: called, it does nothing; :meth:`retry` is the caller's choice)."""
+    job a second time once the spool has room again. A deferred item of :func:`finalize_main`, not
+    a report to run: the caller retries it (:func:`slurm_energy.slurm.finalize_queue.run_reports` skips it)."""
 
     def __init__(self, path: str):
         self.path = path
-
-    def __call__(self) -> None:
-        return None
 
     def retry(self, for_s: float, every_s: float = 5.0, sleep=time.sleep) -> bool:
         """Try writing the marker every ``every_s`` s for ``for_s`` s; True once written."""
@@ -299,7 +286,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: int | N
         retire_run(where, final)
     except OSError as e:
         log.warning("job=%s: node files not moved to stored/: %s", ctx.job_id, e)
-    publish_and_note(cfg, out)  # after the run is retired: outputs may take seconds (sacct, sacctmgr)
+    publish_outputs(cfg, out, queue_in=spool_dirs(cfg))  # after the run is retired: outputs may take seconds
     return out
 
 
@@ -319,15 +306,8 @@ def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True, um
     return publish_final(cfg, final, umask=umask, queue_in=spool_dirs(cfg), deferred=deferred, outputs=outputs)
 
 
-def publish_and_note(cfg: SiteConfig, final: JobRecord) -> None:
-    """:func:`slurm_energy.outputs.sinks.publish_outputs`, a store that is down queueing in the spools."""
-    publish_outputs(cfg, final, queue_in=spool_dirs(cfg))
-
-
 def results_dirs(cfg: SiteConfig) -> list[str]:
     """``paths.results_dir``, then ``results`` under the fallback spool (collect merges both)."""
-    import os
-
     fb = cfg.paths.spool_fallback_dir
     return list(dict.fromkeys(d for d in (cfg.paths.results_dir, fb and os.path.join(fb, "results")) if d))
 
@@ -349,3 +329,49 @@ def interim(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
     rec = node_record(cfg, spool, ctx, time.time(), status=Status.RUNNING, running=summary)
     running = finalise_job([rec], cfg, merge=False).model_copy(update={"status": Status.RUNNING})
     publish(running, site_sinks(cfg, running=True))
+
+
+#: never created: node_record reads nothing from it (no samples, no inventory, no errors file)
+_NOWHERE = "/nonexistent/slurm-energy-no-spool"
+
+
+def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_outcome: str,
+                      errors: list, logging_ready: bool = False) -> int:
+    """The finalizer of a job whose node had no usable spool (both spools full or read-only):
+    ``hooks finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON``, the job's context parsed from
+    the Epilog's environment, nothing read from disk. Asks slurmctld for the job's state and times
+    and stores a ``no_data`` record saying why nothing was measured (if ``collect`` later finds the
+    node's spool files after all, the measured record replaces it). Returns 0.
+
+    ``errors``: why each spool was unusable (the Epilog's messages), put on the record. Removes the
+    job's :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry once done (a killed one leaves it for
+    the node finalizer's sweep). ``logging_ready``: the caller has set up the log."""
+    from slurm_energy.accounting.merge import combine_errors
+    from slurm_energy.slurm.spool import no_spool_entry
+
+    problems: list[str] = []
+    cfg = load_config(problems)
+    if not logging_ready:
+        setup_logging(cfg.paths.log_dir, "finalize.log")
+    ctx = JobContext.from_json(ctx_json)
+    try:
+        from slurm_energy.slurm.scontrol import show_job
+
+        facts = show_job(ctx.job_id, attempt=ctx.restart_count)
+        spool = JobSpool(_NOWHERE, ctx.job_id, ctx.restart_count, ctx.node)
+        rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
+        reason = ("no usable spool on this node: " + "; ".join(str(e) for e in errors) + "; free space in "
+                  f"{cfg.paths.spool_dir} (or make it writable) and check {cfg.paths.spool_fallback_dir}")
+        rec.errors = combine_errors([reason], problems, rec.errors)
+        rec.nodes[0].errors = list(rec.errors)
+        if facts and facts.get("end_time"):
+            rec.end_time = rec.nodes[0].end_time = max(rec.start_time, float(facts["end_time"]))
+        finish_node(cfg, rec, ctx)
+        log.info("job=%s node=%s: stored without a spool (status %s)", ctx.job_id, ctx.node, rec.status.value)
+    except Exception:
+        log.exception("finalize-env job=%s node=%s failed", ctx.job_id, ctx.node)
+    try:  # done, or failed in a way a second run would repeat (logged): not run again
+        os.unlink(no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node))
+    except OSError:
+        pass
+    return 0

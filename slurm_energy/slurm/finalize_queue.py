@@ -1,15 +1,11 @@
-"""One finalizer per node and spool, taking the node's queue of finished jobs (issue 24).
+"""One finalizer per node and spool, taking the node's queue of finished jobs (README: "A job's
+end: the node's finalizer").
 
 The Epilog (or a sampler that saw no Epilog) leaves the job attempt in the node's queue
 (:func:`slurm_energy.slurm.spool.enqueue_finalize`: ``<spool>/finalize-queue/<node>/<run>``) and
-starts a finalizer only when :func:`needs_runner` says so: no runner holds the queue's lock, or no
-standby waits to take over from it. So a burst of jobs ending on a node pays the finalizer's start-up
-(Python, pydantic, the store driver, jinja2, matplotlib: ~1 CPU-s) once, not once per job, and its
-records follow each other within seconds instead of queueing behind dozens of niced processes each
-doing that start-up (the 309-task burst of issue 24 stored records up to ~9 min late).
-
-No daemon: a runner exits :data:`LINGER_S` after its queue emptied. Two flock'ed lock files in the
-queue directory:
+starts a finalizer only when :func:`~slurm_energy.slurm.spool.needs_runner` says so, so a burst
+pays the finalizer's start-up (~1 CPU-s of imports) once. No daemon: a runner exits
+:data:`LINGER_S` after its queue emptied. Two flock'ed lock files in the queue directory:
 
 * ``.runner.lock``: held by the one runner working the queue;
 * ``.standby.lock``: held by at most one process waiting (blocked in ``flock``, no CPU) for the
@@ -19,10 +15,9 @@ queue directory:
 No wake-up is lost: the Epilog writes its entry *before* it looks at the locks, and a runner lists
 the queue *after* it took the runner's lock; a runner lingering or about to exit while an entry
 arrives either sees it, or is succeeded by the standby, or is seen as gone by that Epilog, which
-then starts one. The spool stays the queue of record: a job whose own finalizer was killed (no entry
-could be written: a full or read-only spool; or no spool at all) is finished by the runner's sweep
-(:func:`slurm_energy.slurm.collect.sweep_node`, every :data:`SWEEP_S` and before it exits), and
-whatever no runner came to by ``slurm-energy collect``, as before.
+then starts one. The spool stays the queue of record: what no entry holds (a job whose own
+finalizer was killed) is finished by the runner's sweep (:func:`slurm_energy.slurm.collect.sweep_node`,
+every :data:`SWEEP_S` and before it exits), the rest by ``slurm-energy collect``.
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ import json
 import os
 import time
 
-from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, needs_runner
+from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,8 +39,6 @@ POLL_S = 0.5
 #: A job attempt taken this many times without being finished (its runner killed or crashed each
 #: time) is left to ``collect``: one bad job must not stop the node's queue.
 MAX_ATTEMPTS = 3
-#: How long (s) a runner retries a ``finalized`` marker the spool had no room for.
-MARKER_RETRY_S = 180.0
 #: How often (s) a runner sweeps its node for job attempts whose own finalizer was killed
 #: (:func:`slurm_energy.slurm.collect.sweep_node`; also once before it exits).
 SWEEP_S = 30.0
@@ -54,15 +47,21 @@ SWEEP_LOCK = ".sweep.lock"
 STRANDED_S = 60.0
 
 
-def entries(qdir: str) -> list[str]:
-    """Paths of the queue's entries, oldest first (lock files, logs and temp files left out)."""
+def entries(qdir: str, older_than: float = float("inf")) -> list[str]:
+    """Paths of the queue's entries, oldest first (lock files, logs and temp files left out); with
+    ``older_than`` (epoch s), those last changed before it only."""
     try:
         with os.scandir(qdir) as it:
             found = [(e.stat().st_mtime, e.path) for e in it
                      if not e.name.startswith(".") and ".tmp" not in e.name and e.is_file(follow_symlinks=False)]
     except OSError:
         return []
-    return [p for _, p in sorted(found)]
+    return [p for t, p in sorted(found) if t <= older_than]
+
+
+def _lock_file(path: str) -> int:
+    """A lock file's descriptor (made if missing, 0600, no symlink followed). Raises OSError."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
 def _cpu_s() -> float:
@@ -93,7 +92,7 @@ def run_queue(qdir: str, node: str, linger_s: float = LINGER_S,
 
     t0, cpu0 = time.monotonic(), 0.0  # the process's CPU from its start: Python's and its imports included
     try:
-        fd = os.open(os.path.join(qdir, RUNNER_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = _lock_file(os.path.join(qdir, RUNNER_LOCK))
     except OSError as e:
         fd = -1  # no lock possible (read-only queue dir): work unlocked rather than never
         _say(qdir, f"no runner lock in {qdir}: {e}")
@@ -102,7 +101,7 @@ def run_queue(qdir: str, node: str, linger_s: float = LINGER_S,
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            sb = os.open(os.path.join(qdir, STANDBY_LOCK), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            sb = _lock_file(os.path.join(qdir, STANDBY_LOCK))
             try:
                 fcntl.flock(sb, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -192,8 +191,7 @@ def _sweep(qdir: str, node: str, log) -> None:
         cfg = load_config([])
         for sd in spool_dirs(cfg):
             try:
-                fd = os.open(os.path.join(finalize_queue_dir(sd, node), SWEEP_LOCK),
-                             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                fd = _lock_file(os.path.join(finalize_queue_dir(sd, node), SWEEP_LOCK))
                 break
             except OSError:
                 continue
@@ -223,18 +221,10 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
     calls this at its interim flush (:mod:`slurm_energy.slurm.hooks`). Returns True when started."""
     from slurm_energy.slurm.detach import lock_taken
 
-    waiting = [p for p in entries(qdir) if now - _mtime(p) >= STRANDED_S]
-    if not waiting or lock_taken(os.path.join(qdir, RUNNER_LOCK)) is not False:
+    if not entries(qdir, older_than=now - STRANDED_S) or lock_taken(os.path.join(qdir, RUNNER_LOCK)) is not False:
         return False
     (start or _start_standby)(["-m", "slurm_energy.slurm.hooks", "finalize-queue", qdir, node])
     return True
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return float("inf")
 
 
 def _start_standby(argv: list[str]) -> None:
@@ -275,14 +265,14 @@ def finalize_entry(path: str, log, pending: list | None = None) -> int:
         write_private(path, json.dumps(dict(e, attempts=attempts)))
     except OSError:
         pass  # a full spool: counted from the next take on
-    from slurm_energy.slurm.finalize import finalize_main
+    from slurm_energy.slurm.finalize import MARKER_RETRY_S, finalize_main
 
     t0, cpu0, sub0 = time.monotonic(), _cpu_s(), _children_s()
     deferred: list = []
     try:
         finalize_main(e["dir"], e["node"], float(e["t"]), str(e.get("exit_code") or ""),
                       str(e.get("sampler") or "terminated"), deferred=deferred, logging_ready=True)
-        _reports(sp, deferred, log)
+        run_reports(sp, deferred, log)
         if pending is not None:  # a marker not written (the spool filled up): retried while the queue is worked
             pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in deferred if hasattr(j, "retry")]
     except Exception:
@@ -302,15 +292,13 @@ SLOW_WRITER_S = 600.0
 
 
 def _job_uid(sp) -> int | None:
-    try:
-        with open(sp.context, encoding="utf-8") as f:
-            uid = json.load(f).get("uid")
-    except (OSError, ValueError, AttributeError):
-        return None
+    from slurm_energy.slurm.spool import read_json
+
+    uid = read_json(sp.context).get("uid")
     return uid if isinstance(uid, int) else None
 
 
-def _reports(sp, deferred: list, log) -> None:
+def run_reports(sp, deferred: list, log) -> None:
     """Run the job's deferred report writing (after its record is stored): here, bounded by
     safe_write's timeout; in a forked child, not waited for, when this user's writer hung lately."""
     from slurm_energy.reporting.safe_write import REPORT_TIMEOUT_S
@@ -355,5 +343,3 @@ def _remove(path: str) -> None:
     except OSError:
         pass
 
-
-__all__ = ["LINGER_S", "MAX_ATTEMPTS", "entries", "finalize_entry", "needs_runner", "restart_if_stranded", "run_queue"]

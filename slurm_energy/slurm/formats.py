@@ -117,7 +117,7 @@ def parse_energy_j(text: str | None, field: str = "ConsumedEnergy") -> float | N
     """sacct's ConsumedEnergy (``12.34K`` = 12 340 J) or ConsumedEnergyRaw (``12340``), in J.
 
     ``None`` for empty/unknown. 0 is returned as 0.0: whether 0 means "not collected" depends on
-    the site's AcctGatherEnergyType (see :func:`slurm_consumed_energy`), decided by the caller."""
+    the site's AcctGatherEnergyType (see :func:`slurm_energy.slurm.sacct.consumed_energy`), decided by the caller."""
     return parse_suffixed(text, 1000, field)
 
 
@@ -210,6 +210,17 @@ def requested_memory_bytes(per_node: str | None = None, per_cpu: str | None = No
     if b is not None and cpus_on_node:
         return b * cpus_on_node, f"per CPU {per_cpu} x {cpus_on_node} CPUs"
     return None, f"per CPU {per_cpu}, CPUs on the node unknown"
+
+
+def parse_timestamp(text: str) -> float | None:
+    """Epoch s of sacct's / scontrol's ``2026-12-01T05:41:14`` (the host's local time, as Slurm
+    prints it); None for anything else (``Unknown``, ``None``: not started or not ended)."""
+    import time
+
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
 
 
 def format_memory(b: int | None) -> str:

@@ -394,7 +394,10 @@ def _has_prolog(spool: JobSpool) -> bool:
         return False
 
 
-def _stop_sampler(spool: JobSpool | None, ctx: JobFacts) -> str:
+def _stop_sampler(spool: JobSpool | None, ctx: JobFacts, term_wait_s: float = 1.0, kill_wait_s: float = 0.2) -> str:
+    """Stop the job's sampler (its pidfile's PID if that is our sampler of this spool, else found in
+    /proc): :func:`~slurm_energy.slurm.detach.stop_process`'s outcome, or ``no_pidfile``. The
+    Epilog's waits by default; ``collect`` passes longer ones for a sampler that outlived its job."""
     from slurm_energy.slurm.detach import cmdline, find_sampler, is_our_sampler, stop_process, unnice
 
     pid = None
@@ -417,7 +420,7 @@ def _stop_sampler(spool: JobSpool | None, ctx: JobFacts) -> str:
     # worst case (a sampler ignoring TERM): ~0.4 s start-up + 1.0 + 0.2 s, inside the 1.9 s guard;
     # a sampler still starting (a short job) gets TERM once it handles it, at the Epilog's priority
     unnice(pid)
-    return stop_process(pid, term_wait_s=1.0, kill_wait_s=0.2, handler_wait=True)
+    return stop_process(pid, term_wait_s=term_wait_s, kill_wait_s=kill_wait_s, handler_wait=True)
 
 
 def main(argv: list[str] | None = None) -> int:

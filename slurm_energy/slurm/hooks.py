@@ -45,12 +45,6 @@ log = logging.getLogger("slurm_energy.hooks")
 #: each). Niced, they queue up in a burst: 149 of them held 9.2 GB after a 300-job burst on the
 #: 2-CPU test cluster before this limit.
 FINALIZER_SLOTS = max(2, (os.cpu_count() or 2) // 4)
-#: How long (s) a single-job finalizer (one whose job could not be queued: a full or read-only
-#: spool) retries writing its ``finalized`` marker, its slot released, sleeping between tries: a
-#: spool full for minutes, then freed, must not leave its jobs for ``collect`` to do again.
-MARKER_RETRY_S = 180.0
-
-
 def sampler_main(job_dir: str, node: str) -> int:
     """The detached per-job sampler (started by the Prolog). Returns 0."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # called other than as __main__ (tests)
@@ -159,21 +153,19 @@ def main(argv: list[str] | None = None) -> int:
 
             # <spool>/jobs/<run>: at most FINALIZER_SLOTS finalizers of the spool past this point
             deferred: list = []  # the user's report: written once the slot is free (bounded, killable)
+            sp = JobSpool.from_dir(argv[1], argv[2])
             with slot(os.path.dirname(os.path.dirname(argv[1].rstrip("/"))), "finalize", FINALIZER_SLOTS):
-                if os.path.exists(JobSpool.from_dir(argv[1], argv[2]).finalized):
+                if os.path.exists(sp.finalized):
                     return 0  # `collect` finished it while this one waited for a slot (files untouched 5 min)
                 from slurm_energy.slurm.finalize import finalize_main
 
                 rest = argv[4:6]
                 rc = finalize_main(argv[1], argv[2], float(argv[3]), rest[0] if rest else "",
                                    rest[1] if len(rest) > 1 else "terminated", deferred=deferred)
-            for job in deferred:
-                try:
-                    job()
-                except Exception:
-                    logging.getLogger("slurm_energy").exception("report of %s failed", argv[1])
-            from slurm_energy.slurm.finalize import MarkerPending
+            from slurm_energy.slurm.finalize import MARKER_RETRY_S, MarkerPending
+            from slurm_energy.slurm.finalize_queue import run_reports
 
+            run_reports(sp, deferred, logging.getLogger("slurm_energy"))
             for job in deferred:  # a full spool (why this job was not queued): its marker, once there is room
                 if isinstance(job, MarkerPending) and not job.retry(MARKER_RETRY_S):
                     logging.getLogger("slurm_energy").warning("%s still not written after %.0f s: collect finishes "
@@ -185,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             run_queue(argv[1], argv[2])
             return 0
         if what == "finalize-env":
-            from slurm_energy.slurm.finalize_nodata import finalize_env_main
+            from slurm_energy.slurm.finalize import finalize_env_main
 
             return finalize_env_main(argv[1], float(argv[2]), argv[3], argv[4], json.loads(argv[5]))
         print("usage: python -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env}", file=sys.stderr)

@@ -18,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-from slurm_energy.accounting.merge import merge_records, run_identity, run_span, same_run, split_runs, unique_union
+from slurm_energy.accounting.merge import run_identity, run_span, same_run, split_runs, unique_union
 from slurm_energy.errors import MergeError
 from slurm_energy.fileio import atomic_write
 from slurm_energy.model import JobRecord, text_safe
@@ -179,7 +179,7 @@ def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: 
         ValueError: ``expected_nodes`` is empty, or a node record does not parse.
     """
     if not expected_nodes:
-        raise MergeError("try_merge: expected_nodes is empty; pass expand_hostlist(SLURM_NODELIST)")
+        raise MergeError("collect_node_records: expected_nodes is empty; pass expand_hostlist(SLURM_NODELIST)")
     job_dir = job_results_dir(results_dir, cluster, job_id, restart_count)
     if not job_dir.is_dir():
         return None
@@ -201,19 +201,3 @@ def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: 
     finally:
         os.close(fd)  # closing releases the flock
 
-
-def try_merge(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
-              record: JobRecord | None = None) -> JobRecord | None:
-    """Merge the attempt's node records if every expected node has reported
-    (:func:`collect_node_records`, same arguments).
-
-    Idempotent: calling again returns an equal record. When two finalizers both see the last
-    record, both get the merged record; storing it is an upsert on (cluster, job_id, start_time),
-    so a double ``Store.put`` is harmless.
-
-    Returns:
-        The merged :class:`JobRecord` (status from :func:`merge_records`), or ``None`` while some
-        expected node has not written its record yet (or the directory does not exist).
-    """
-    records = collect_node_records(results_dir, cluster, job_id, restart_count, expected_nodes, record)
-    return None if records is None else merge_records(records)

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 FALLBACK_LOG_DIR = "/var/log/slurm-energy"
 
 
-def _one_line_formatter():
+def _one_line_formatter() -> type:
+    """A :class:`logging.Formatter` class (made on first use: the Prolog does not import logging)."""
     import logging
 
     from slurm_energy.textsafe import one_line
@@ -46,11 +47,6 @@ def _one_line_formatter():
     return OneLine
 
 
-def OneLineFormatter(fmt: str):
-    """A :class:`logging.Formatter` writing each record as one escaped line (see ``_one_line_formatter``)."""
-    return _one_line_formatter()(fmt)
-
-
 def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
     """Log to ``log_dir/name`` (root-only dir), else to the default log dir (an unusable
     ``paths.log_dir`` must not hide why jobs go unrecorded), else stderr. Returns the log path."""
@@ -68,7 +64,7 @@ def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
             break
         except OSError:
             continue
-    h.setFormatter(OneLineFormatter("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
+    h.setFormatter(_one_line_formatter()("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger("slurm_energy")
     root.handlers[:] = [h]
     root.setLevel(logging.INFO)

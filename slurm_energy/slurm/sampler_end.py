@@ -49,48 +49,33 @@ def record_stop(spool, signum: int | None) -> None:
 
 def signal_name(spool) -> str:
     """The name of the signal that stopped the sampler (``SIGTERM``), '' when unknown."""
+    from slurm_energy.slurm.spool import read_json
+
+    n = read_json(spool.path(STOP_FILE)).get("signal")
     try:
-        with open(spool.path(STOP_FILE), encoding="utf-8") as f:
-            n = json.load(f).get("signal")
         return signal.Signals(int(n)).name if n is not None else ""
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError):
         return ""
 
 
-def mark_early_stop(rows: SampleTable, epilog_t: float) -> float | None:
-    """Relabel the sampler's ``final`` row :data:`STOPPED_EARLY` when it was written before the
-    Epilog began (``epilog_t``, epoch s) and no ``cgroup_gone`` row precedes it. Returns that
-    row's time (epoch s), or None when the rows hold no such row (in place)."""
-    for i in sorted(range(len(rows)), key=rows.t.__getitem__):
-        kind = rows.kind[i]
-        if kind == "cgroup_gone":
-            return None  # the sampler saw the job end: what follows is after the job
-        if kind == "final":
-            if rows.t[i] < epilog_t:
-                rows.kind[i] = STOPPED_EARLY
-                return rows.t[i]
-            return None
-    return None
-
-
-def early_stop_error(stopped_t: float, epilog_t: float, sig: str) -> str:
-    """The record's error for a sampler that stopped ``epilog_t - stopped_t`` s before the Epilog."""
-    by = f" by {sig}" if sig else ""
-    return (f"sampler stopped early{by}, {epilog_t - stopped_t:.1f} s before the Epilog, not by it "
-            "(a signal from elsewhere: kill/pkill, an admin or node agent); the job's CPU time after its "
-            "last row is charged from Slurm's TotalCPU where known, else estimated (flag tail_*), "
-            "its memory there is unknown")
-
-
 def check_early_stop(rows: SampleTable, epilog_t: float, spool, errors: list[str]) -> bool:
-    """:func:`mark_early_stop` on the node's rows; when it relabels a row, the record's error
-    (:func:`early_stop_error`, with the signal from the spool) is added to ``errors``. Returns
-    whether the sampler stopped early."""
-    t = mark_early_stop(rows, epilog_t)
-    if t is None:
-        return False
-    errors.append(early_stop_error(t, epilog_t, signal_name(spool)))
-    return True
+    """Relabel the sampler's ``final`` row :data:`STOPPED_EARLY` (in place) when it was written
+    before the Epilog began (``epilog_t``, epoch s) and no ``cgroup_gone`` row precedes it, and add
+    the record's error (with the signal from the spool) to ``errors``. Returns whether it did."""
+    for i in sorted(range(len(rows)), key=rows.t.__getitem__):
+        if rows.kind[i] == "cgroup_gone":
+            return False  # the sampler saw the job end: what follows is after the job
+        if rows.kind[i] == "final":
+            if rows.t[i] >= epilog_t:
+                return False
+            rows.kind[i] = STOPPED_EARLY
+            sig = signal_name(spool)
+            errors.append(f"sampler stopped early{f' by {sig}' if sig else ''}, {epilog_t - rows.t[i]:.1f} s before "
+                          "the Epilog, not by it (a signal from elsewhere: kill/pkill, an admin or node agent); the "
+                          "job's CPU time after its last row is charged from Slurm's TotalCPU where known, else "
+                          "estimated (flag tail_*), its memory there is unknown")
+            return True
+    return False
 
 
 def check_vanished(rows: SampleTable, epilog_t: float, sampler_outcome: str, errors: list[str]) -> bool:

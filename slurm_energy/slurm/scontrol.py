@@ -23,6 +23,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from slurm_energy.slurm.formats import parse_timestamp
 from slurm_energy.slurm.sacct import SCONTROL, slurm_client
 
 _KEYS = {"ArrayJobId": "array_job_id", "ArrayTaskId": "array_task_id", "HetJobId": "het_job_id",
@@ -98,12 +99,10 @@ def parse_show_job(line: str) -> dict:
             del out["restarts"]
     if "job_state" in out:
         out["job_state"] = out["job_state"].split("+")[0]
-    for k in ("start_time", "end_time"):  # slurmctld's local time, e.g. 2026-12-01T05:41:14
-        if k in out:
-            try:
-                out[k] = time.mktime(time.strptime(out[k], "%Y-%m-%dT%H:%M:%S"))
-            except ValueError:  # "Unknown" (not started / not ended yet)
-                del out[k]
+    for k in ("start_time", "end_time"):  # slurmctld's local time; "Unknown": not started / not ended yet
+        t = parse_timestamp(out.pop(k, ""))
+        if t is not None:
+            out[k] = t
     return out
 
 

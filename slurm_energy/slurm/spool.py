@@ -25,10 +25,6 @@ import time
 
 from slurm_energy.fileio import atomic_write
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog/Epilog import this module)
-if TYPE_CHECKING:
-    pass
-
 
 def _mkdir_private(path: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
@@ -242,13 +238,14 @@ def remove_stale_tmp(job_dir: str, now: float, older_than_s: float = STALE_TMP_S
     return out
 
 
-def _context(sp: JobSpool) -> dict:
+def read_json(path: str) -> dict:
+    """The JSON object in ``path``; {} when it is missing, unreadable or not an object."""
     try:
-        with open(sp.context, encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             d = json.load(f)
-        return d if isinstance(d, dict) else {}
     except (OSError, ValueError):
         return {}
+    return d if isinstance(d, dict) else {}
 
 
 def _same_run(ctx: dict, run: dict | None) -> bool | None:
@@ -262,11 +259,6 @@ def _same_run(ctx: dict, run: dict | None) -> bool | None:
     if run.get("nodelist") and ctx.get("nodelist") and run["nodelist"] != ctx["nodelist"]:
         return False  # another node set: another run of this job id
     return None
-
-
-def spool_belongs_to_other_run(sp: JobSpool, run: dict | None) -> bool:
-    """True when the spool's context names another run than ``run`` (SLUID, start time, node list)."""
-    return _same_run(_context(sp), run) is False
 
 
 def _job_spools(spool_dir: str, job_id: str, node: str) -> list[JobSpool]:
@@ -290,7 +282,7 @@ def new_run(spool_dir: str, job_id: str, restart_count: int, node: str, run: dic
     plain = JobSpool(spool_dir, job_id, restart_count, node)
     if not os.path.exists(plain.dir):
         return plain
-    ctx = _context(plain)
+    ctx = read_json(plain.context)
     if not ctx or (_same_run(ctx, run) is True and not os.path.exists(plain.done)):
         return plain
     return JobSpool(spool_dir, job_id, restart_count, node, re.sub(r"[^A-Za-z0-9_]", "_", tag)[:64])
@@ -311,7 +303,7 @@ def find_attempt(spool_dir: str, job_id: str, node: str, restart_count: int,
     pending = []
     for sp in _job_spools(spool_dir, job_id, node):
         if os.path.exists(sp.context) and not os.path.exists(sp.done):
-            ctx = _context(sp)
+            ctx = read_json(sp.context)
             if _same_run(ctx, run) is not False:
                 pending.append((sp.restart_count, float(ctx.get("prolog_time") or 0.0), sp))
     same = [p for p in pending if p[0] == restart_count]
@@ -340,7 +332,7 @@ def usable_spool(cfg, ctx, errors: list[str], epilog: bool = False) -> JobSpool 
     if epilog:
         for d in spool_dirs(cfg):
             sp = find_attempt(d, ctx.job_id, ctx.node, ctx.restart_count, run)
-            if os.path.exists(sp.context) and not (os.path.exists(sp.done) and spool_belongs_to_other_run(sp, run)):
+            if os.path.exists(sp.context) and not (os.path.exists(sp.done) and _same_run(read_json(sp.context), run) is False):
                 return sp
     for d in spool_dirs(cfg):
         sp = new_run(d, ctx.job_id, ctx.restart_count, ctx.node, run, tag)  # never an older run's files

@@ -147,7 +147,7 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
 
 
 def test_sacct_line_and_scontrol_times_parse():
-    from slurm_energy.slurm.leftovers import parse_sacct_line
+    from slurm_energy.slurm.collect import parse_sacct_line
     from slurm_energy.slurm.scontrol import parse_show_job
 
     f = parse_sacct_line("CANCELLED by 2001|2026-12-01T05:00:00|2026-12-01T05:01:30")

@@ -22,8 +22,8 @@ import sys
 import time
 
 import pytest
+from samplefile_rows import read_samples
 
-from slurm_energy.sampling.samplefile import read_samples
 from tests.fakes.drm import FakeSysfs
 
 pytestmark = pytest.mark.slurm

@@ -10,8 +10,9 @@ import threading
 import time
 
 import pytest
+from samplefile_rows import read_samples
 
-from slurm_energy.sampling.samplefile import SampleWriter, read_samples
+from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.sampling.sampler import Sampler
 from slurm_energy.slurm.cgroup import JobCgroup
 from slurm_energy.slurm.probe import SlurmJobProbe

@@ -14,7 +14,7 @@ from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm import finalize_queue as fq
-from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir
+from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir, needs_runner
 from slurm_energy.store import open_store
 
 
@@ -62,13 +62,13 @@ def test_one_runner_finalizes_every_queued_job_in_turn_and_empties_the_queue(sit
 
 def test_the_epilog_starts_a_finalizer_only_when_none_runs_or_none_stands_by(tmp_path):
     q = str(tmp_path)
-    assert fq.needs_runner(q)  # nobody
+    assert needs_runner(q)  # nobody
     runner = _hold(tmp_path / fq.RUNNER_LOCK)
-    assert fq.needs_runner(q)  # a runner, no standby: one is started (it waits as the standby)
+    assert needs_runner(q)  # a runner, no standby: one is started (it waits as the standby)
     standby = _hold(tmp_path / fq.STANDBY_LOCK)
-    assert not fq.needs_runner(q)  # both: the runner will see the entry, or its standby will
+    assert not needs_runner(q)  # both: the runner will see the entry, or its standby will
     os.close(runner)  # the runner died (the kernel drops its lock, even after SIGKILL)
-    assert fq.needs_runner(q)
+    assert needs_runner(q)
     os.close(standby)
 
 
@@ -183,11 +183,11 @@ def test_a_user_whose_report_writer_hung_has_their_next_reports_written_apart(tm
     sp = types.SimpleNamespace(context=str(tmp_path / "context-n1.json"), dir=str(tmp_path))
     log = logging.getLogger("test")
     ran: list[int] = []
-    fq._reports(sp, [lambda: (time.sleep(0.25), ran.append(os.getpid()))], log)  # ran into the timeout
+    fq.run_reports(sp, [lambda: (time.sleep(0.25), ran.append(os.getpid()))], log)  # ran into the timeout
     assert ran == [os.getpid()] and 4242 in fq._SLOW_WRITERS
     done = tmp_path / "written-by"
     t0 = time.monotonic()
-    fq._reports(sp, [lambda: (time.sleep(0.5), done.write_text(str(os.getpid())))], log)
+    fq.run_reports(sp, [lambda: (time.sleep(0.5), done.write_text(str(os.getpid())))], log)
     assert time.monotonic() - t0 < 0.4  # not waited for: the next job of the queue goes on
     for _ in range(100):
         if done.exists() and done.read_text():
@@ -254,7 +254,7 @@ def _age(spool, s: float = 60.0) -> None:
 @pytest.fixture()
 def ended(monkeypatch):
     """Slurm says every job has ended (COMPLETED): no slurmctld or sacct asked."""
-    monkeypatch.setattr("slurm_energy.slurm.leftovers.slurm_final_facts",
+    monkeypatch.setattr("slurm_energy.slurm.collect.slurm_final_facts",
                         lambda job_id, restart=0, **kw: (True, {"job_state": "COMPLETED"}))
 
 
@@ -263,9 +263,16 @@ def _fake_hook(*argv: str):
     slurm_energy.slurm.hooks ARGV...``): what busy() finds in /proc."""
     import subprocess
     import sys
+    import time
 
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "slurm_energy.slurm.hooks",
-                             *argv])
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "slurm_energy.slurm.hooks",
+                          *argv])
+    for _ in range(200):  # Popen may return before the exec: /proc shows the new argv only after it
+        with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+            if b"slurm_energy.slurm.hooks" in f.read():
+                break
+        time.sleep(0.01)
+    return p
 
 
 def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(site, ended):
@@ -285,8 +292,7 @@ def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(si
 
 
 def test_the_sweep_leaves_alone_what_a_process_is_at_work_on(site, ended):
-    from slurm_energy.slurm.collect import sweep_node
-    from slurm_energy.slurm.leftovers import busy
+    from slurm_energy.slurm.collect import busy, sweep_node
     from slurm_energy.slurm.runtime import load_config
 
     young, working, waiting = (_job(site, j, 5_000_000, 65_000_000) for j in ("85", "86", "87"))
@@ -348,7 +354,7 @@ def test_the_sweeps_hour_counts_a_long_jobs_samples_not_only_its_directory(site)
     # file); its end hit a read-only spool (no Epilog file) and its finalizer was killed 60 s ago
     import time
 
-    from slurm_energy.slurm.leftovers import scan_spool
+    from slurm_energy.slurm.collect import scan_spool
 
     sp = _job(site, "91", 5_000_000, 65_000_000)
     _age(sp, 7200.0)

@@ -151,7 +151,7 @@ def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_
     such a tail: tests/slurm/test_early_stop.py.)"""
     import signal
 
-    from slurm_energy.sampling.samplefile import read_samples
+    from samplefile_rows import read_samples
 
     _site(tmp_path)
     nobody = pwd.getpwnam("nobody")

@@ -207,7 +207,7 @@ def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_r
     (rec,) = recs
     assert rec.status.value == "partial"
     assert any("the sampler did not stop within 1 s of the Epilog's TERM; killed" in e for e in rec.errors)
-    from slurm_energy.sampling.samplefile import read_samples
+    from samplefile_rows import read_samples
 
     kinds = [r["kind"] for r in read_samples(str(spool / "samples-h1.jsonl"))]
     assert kinds[0] == "prolog" and kinds[-1] == "epilog"  # the finalizer's reading closes the series

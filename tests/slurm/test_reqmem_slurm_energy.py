@@ -3,11 +3,11 @@
 import subprocess
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, store_with
+from jobrecord_factory import finished, node_record, own_site_config, parse_slurm_env, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.reporting.report import render_html
-from slurm_energy.slurm.env import JobContext, job_env_facts, parse_slurm_env
+from slurm_energy.slurm.env import JobContext, job_env_facts
 from slurm_energy.slurm.jobfacts import requested_memory as _requested_memory
 from slurm_energy.slurm.sacct import consumed_energy
 from slurm_energy.slurm.scontrol import parse_show_job

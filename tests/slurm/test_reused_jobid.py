@@ -6,17 +6,15 @@ SLURM_JOB_START_TIME where Slurm gives them, else by the run's node list and ove
 """
 
 import pytest
-from jobrecord_factory import node_record, own_site_config
+from jobrecord_factory import node_record, own_site_config, parse_slurm_env, try_merge
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.merge import merge_records, split_runs
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import CarbonFacts
-from slurm_energy.slurm.env import parse_slurm_env
 from slurm_energy.slurm.results import (
     job_results_dir,
     retire_run,
-    try_merge,
     write_node_record,
 )
 from slurm_energy.store import open_store
