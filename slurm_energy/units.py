@@ -45,3 +45,9 @@ def co2e_kg(facility_kwh: float, ci_g_per_kwh: float, alpha: float = 1.0) -> flo
     if ci_g_per_kwh < 0 or alpha < 0:
         raise ValueError(f"carbon intensity and alpha must be >= 0, got CI={ci_g_per_kwh}, alpha={alpha}")
     return facility_kwh * ci_g_per_kwh * alpha / G_PER_KG
+
+
+def sum_known(values: list[float | None]) -> float | None:
+    """The sum of the known values, None when none is known (unmeasured is not 0)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from slurm_energy.model import DEVICE_CLASSES, CarbonFacts, JobRecord, Method, Status, worst_method
-from slurm_energy.units import J_PER_KWH, co2e_kg
+from slurm_energy.units import J_PER_KWH, co2e_kg, sum_known
 
 #: A device counts as fully measured when intervals with energy cover this fraction of the job's
 #: time (the sampler starts ~0.3 s after the Prolog: a short job never reaches 100 %).
@@ -46,12 +46,6 @@ def facility_kwh(it_kwh: float, pue: float) -> float:
     if pue < 1:
         raise ValueError(f"PUE must be >= 1, got {pue}: fix datacenters.<name>.pue in the site config")
     return it_kwh * pue
-
-
-def sum_known(values: list[float | None]) -> float | None:
-    """The sum of the known values, None when none is known (unmeasured is not 0)."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
 
 
 def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str, float] | None = None) -> JobRecord:

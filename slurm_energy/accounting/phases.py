@@ -27,9 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.model import DEVICE_CLASSES, JobRecord, Method, WindowEnergy, worst_method
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.units import J_PER_KWH, sum_known
 
 #: Bounds on what a job's marks may hold (the file is user data, read by root).
 MAX_MARKS = 10_000

@@ -17,9 +17,9 @@ from slurm_energy.cli.jobenergy_select import job_state
 from slurm_energy.core import Method, all_estimated, status_text
 from slurm_energy.jobid import display_id
 from slurm_energy.natsort import ordered_record
-from slurm_energy.reporting.scale import plain
-from slurm_energy.slurm.formats import format_duration, format_energy, format_memory
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.reporting.scale import format_duration, plain
+from slurm_energy.slurm.formats import format_energy, format_memory
+from slurm_energy.units import J_PER_KWH, sum_known
 
 if TYPE_CHECKING:  # records, or the store's summary rows (store.select.JobRow) for SUMMARY_FIELDS
     from slurm_energy.model import JobRecord
@@ -285,18 +285,14 @@ def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:
     """A requeued job's total: energies summed over attempts (None stays None only if every
     attempt is unmeasured). Returns (synthetic record for display, summed elapsed s)."""
 
-    def add(vals):
-        known = [v for v in vals if v is not None]
-        return sum(known) if known else None
-
     last = attempts[-1]
     classes = {c for a in attempts for c in a.energy_it_j}
     total = _copy(last,
         dict(
-            energy_it_j={c: add([a.energy_it_j.get(c) for a in attempts]) for c in classes},
-            it_kwh=add([a.it_kwh for a in attempts]),
-            facility_kwh=add([a.facility_kwh for a in attempts]),
-            co2e_kg=add([a.co2e_kg for a in attempts]),
+            energy_it_j={c: sum_known([a.energy_it_j.get(c) for a in attempts]) for c in classes},
+            it_kwh=sum_known([a.it_kwh for a in attempts]),
+            facility_kwh=sum_known([a.facility_kwh for a in attempts]),
+            co2e_kg=sum_known([a.co2e_kg for a in attempts]),
             coverage_complete=all(a.coverage_complete for a in attempts),
             start_time=attempts[0].start_time,
         )

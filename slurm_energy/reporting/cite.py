@@ -19,10 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurm_energy._version import __version__
-from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.errors import CiteError
 from slurm_energy.model import JobRecord, Method, WindowEnergy
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.units import J_PER_KWH, sum_known
 
 TOOL = "slurm-energy"
 MEASURED = (Method.COUNTER, Method.POWER_INTEGRATION)

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from slurm_energy.accounting.formulas import sum_known
 from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.units import J_PER_KWH, sum_known
 
 TOP_JOBS = 10
 MAX_BARS = 30  # groups drawn; the rest are in the table

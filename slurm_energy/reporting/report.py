@@ -26,7 +26,7 @@ from slurm_energy.reporting.csvsafe import cell
 from slurm_energy.reporting.job_facts import memory_rows, util_label
 from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_rows
 from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_user
-from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text, plain
+from slurm_energy.reporting.scale import co2e_text, energy_text, format_duration, kwh_energy_text, plain
 from slurm_energy.units import J_PER_KWH
 
 #: CSV columns, units in the names (a new column goes last: the others keep their places). ``job_id``:
@@ -94,14 +94,6 @@ def _fmt_time(t: float | None) -> str:
     if not t:
         return "n/a"
     return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _fmt_duration(s: float) -> str:
-    s = round(s)
-    d, rem = divmod(s, 86400)
-    h, rem = divmod(rem, 3600)
-    m, sec = divmod(rem, 60)
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{sec:02d}"
 
 
 def _fmt_static_value(key: str, v) -> str:
@@ -270,7 +262,7 @@ def render_html(record: JobRecord) -> str:
         "job_id": display_id(record),
         "start": _fmt_time(record.start_time),
         "end": _fmt_time(record.end_time),
-        "elapsed": _fmt_duration(record.elapsed_s),
+        "elapsed": format_duration(record.elapsed_s),
         "nodes": reported,
         "missing_nodes": missing,
         "rows": rows,

@@ -48,3 +48,22 @@ def co2e_text(kg: float | None, sig: int = 3) -> str:
 def kwh_energy_text(kwh: float | None, sig: int = 3) -> str:
     """:func:`energy_text` for a value in kWh."""
     return "n/a" if kwh is None else energy_text(kwh * J_PER_KWH, sig)
+
+
+def format_duration(seconds: float | None, millis: bool = False) -> str:
+    """Slurm's ``[D-]HH:MM:SS`` (sacct Elapsed); ``millis``: sacct's TotalCPU style, ``MM:SS.mmm``
+    below an hour. ``None`` -> ``""`` (Slurm prints unknown as empty); ``inf`` -> ``UNLIMITED``."""
+    if seconds is None:
+        return ""
+    if math.isinf(seconds):
+        return "UNLIMITED"
+    ms_total = round(max(0.0, seconds) * 1000)
+    s_total, ms = divmod(ms_total, 1000)
+    if not millis:
+        s_total = round(max(0.0, seconds))
+    d, s = divmod(s_total, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if millis and not d and not h:
+        return f"{m:02d}:{s:02d}.{ms:03d}"
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"

@@ -43,7 +43,16 @@ from slurm_energy.pipeline import finalise_job, publish
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.formats import parse_timestamp
 from slurm_energy.slurm.sacct import SACCT, slurm_client
-from slurm_energy.slurm.spool import _DIR_RE, FINALIZE_QUEUE, NO_SPOOL_JOBS, JobSpool, remove_stale_tmp, spool_dirs, write_private
+from slurm_energy.slurm.spool import (
+    _DIR_RE,
+    FINALIZE_QUEUE,
+    NO_SPOOL_JOBS,
+    JobSpool,
+    entries,
+    remove_stale_tmp,
+    spool_dirs,
+    write_private,
+)
 from slurm_energy.store.queue import drain
 
 if TYPE_CHECKING:
@@ -318,8 +327,6 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
             qdirs = [os.path.join(root, n) for n in os.listdir(root)]
         except OSError:
             continue
-        from slurm_energy.slurm.finalize_queue import entries
-
         for path in (p for q in qdirs for p in entries(q)):
             try:
                 with open(path, encoding="utf-8") as f:

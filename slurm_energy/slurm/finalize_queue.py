@@ -26,7 +26,7 @@ import json
 import os
 import time
 
-from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK
+from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, entries
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,18 +45,6 @@ SWEEP_S = 30.0
 SWEEP_LOCK = ".sweep.lock"
 #: An entry this old (s) in a queue no runner holds is stranded (:func:`restart_if_stranded`).
 STRANDED_S = 60.0
-
-
-def entries(qdir: str, older_than: float = float("inf")) -> list[str]:
-    """Paths of the queue's entries, oldest first (lock files, logs and temp files left out); with
-    ``older_than`` (epoch s), those last changed before it only."""
-    try:
-        with os.scandir(qdir) as it:
-            found = [(e.stat().st_mtime, e.path) for e in it
-                     if not e.name.startswith(".") and ".tmp" not in e.name and e.is_file(follow_symlinks=False)]
-    except OSError:
-        return []
-    return [p for t, p in sorted(found) if t <= older_than]
 
 
 def _lock_file(path: str) -> int:

@@ -1,6 +1,6 @@
 """Slurm's own text formats, read and written in one place (sacct, scontrol, the job environment).
 
-* Durations (:func:`parse_duration`, :func:`format_duration`): sacct's ``[D-]HH:MM:SS``,
+* Durations (:func:`parse_duration`; written by :func:`slurm_energy.reporting.scale.format_duration`): sacct's ``[D-]HH:MM:SS``,
   ``MM:SS.mmm`` and ``HH:MM:SS.mmm`` (TotalCPU/UserCPU below an hour, Slurm's ``_elapsed_time``),
   scontrol's ``D-HH:MM:SS``; ``""`` = unknown, ``INVALID`` = unknown, ``UNLIMITED`` /
   ``Partition_Limit`` = no limit.
@@ -78,25 +78,6 @@ def parse_duration(text: str | None, field: str = "duration") -> float | None:
         raise _err(field, t, "duration")
     sec = (int(days or 0) * 24 + h) * 3600 + mnt * 60 + s
     return sec + (int(frac) / 10 ** len(frac) if frac else 0.0)
-
-
-def format_duration(seconds: float | None, millis: bool = False) -> str:
-    """Slurm's ``[D-]HH:MM:SS`` (sacct Elapsed); ``millis``: sacct's TotalCPU style, ``MM:SS.mmm``
-    below an hour. ``None`` -> ``""`` (Slurm prints unknown as empty); ``inf`` -> ``UNLIMITED``."""
-    if seconds is None:
-        return ""
-    if math.isinf(seconds):
-        return "UNLIMITED"
-    ms_total = round(max(0.0, seconds) * 1000)
-    s_total, ms = divmod(ms_total, 1000)
-    if not millis:
-        s_total = round(max(0.0, seconds))
-    d, s = divmod(s_total, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    if millis and not d and not h:
-        return f"{m:02d}:{s:02d}.{ms:03d}"
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
 
 
 def parse_suffixed(text: str | None, base: int, field: str = "value") -> float | None:

@@ -33,7 +33,8 @@ import subprocess
 from collections.abc import Callable
 
 from slurm_energy.model import JobRecord, Method
-from slurm_energy.slurm.formats import SlurmFormatError, format_duration, parse_memory
+from slurm_energy.reporting.scale import format_duration
+from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
 from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.units import J_PER_KWH
 

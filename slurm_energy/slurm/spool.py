@@ -343,3 +343,15 @@ def usable_spool(cfg, ctx, errors: list[str], epilog: bool = False) -> JobSpool 
         except OSError as e:
             errors.append(f"spool {d} unusable: {type(e).__name__}: {e}")
     return None
+
+
+def entries(qdir: str, older_than: float = float("inf")) -> list[str]:
+    """Paths of the queue's entries, oldest first (lock files, logs and temp files left out); with
+    ``older_than`` (epoch s), those last changed before it only."""
+    try:
+        with os.scandir(qdir) as it:
+            found = [(e.stat().st_mtime, e.path) for e in it
+                     if not e.name.startswith(".") and ".tmp" not in e.name and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+    return [p for t, p in sorted(found) if t <= older_than]

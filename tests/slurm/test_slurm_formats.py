@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurm_energy.reporting.scale import format_duration  # Slurm's [D-]HH:MM:SS, also the report's
 from slurm_energy.slurm.formats import (
     SlurmFormatError,
-    format_duration,
     format_energy,
     format_memory,
     parse_duration,
