@@ -71,7 +71,8 @@ class SlurmJobProbe:
         return None if fd is None else (fd, select.POLLPRI)
 
     def _look_for_job_env(self, pids: list[int]) -> None:
-        """Read the job name and umask from a process of the job's user (:func:`job_env_facts`)."""
+        """Read the job name and umask from a process of the job's user (:func:`job_env_facts`; the
+        umask from the kernel, :func:`proc_umask`, where the job's environment has no SLURM_UMASK)."""
         import os
 
         for pid in pids:
@@ -85,6 +86,8 @@ class SlurmJobProbe:
                     env = dict(kv.split("=", 1) for kv in f.read().decode("utf-8", "surrogateescape").split("\0")
                                if "=" in kv)
                 facts = job_env_facts(env, self.job_id)
+                if facts is not None and "umask" not in facts:
+                    facts.update(proc_umask(pid))
             except OSError:
                 continue
             if facts is not None:
@@ -157,3 +160,20 @@ class SlurmJobProbe:
 
     def gone(self) -> bool:
         return self._gone
+
+
+def proc_umask(pid: int) -> dict[str, str]:
+    """``{"umask": "0022"}``: the process's umask as the kernel shows it (``Umask:`` in
+    ``/proc/PID/status``, Linux >= 4.7: Documentation/filesystems/proc.rst), or ``{}`` when unreadable.
+
+    Slurm 22.05's batch script environment carries no SLURM_UMASK (seen on the test cluster: only
+    srun's tasks had it), so a single-node job's reports fell back to the private 077; the batch
+    script's own umask is the user's word for their files, as SLURM_UMASK would have been."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return {"umask": line.split()[1].decode("ascii")}
+    except (OSError, IndexError, UnicodeDecodeError):
+        pass
+    return {}

@@ -218,6 +218,34 @@ def test_pid_mode_counts_only_the_jobs_user_and_the_job_env_gives_no_identity_or
     assert [r.job_id for r in node.store().query()] == ["900", "901"]
 
 
+def test_a_batch_script_without_slurm_umask_gives_its_kernel_umask(tmp_path):
+    """Slurm 22.05's batch script has no SLURM_UMASK in its environment (seen on the test cluster):
+    the umask is the script's own, /proc/PID/status ``Umask:`` -- 0027 here, so her reports are
+    0666 & ~0027 = 0640, not the private 0600 of an unknown umask."""
+    from slurm_energy.slurm.probe import SlurmJobProbe
+
+    drop = _as("alice")
+
+    def alice_with_umask_027():
+        os.umask(0o027)
+        drop()
+
+    env = {"SLURM_JOB_ID": "902", "SLURM_JOB_NAME": "batch"}  # no SLURM_UMASK, as sbatch's script on 22.05
+    p = subprocess.Popen([sys.executable, "-c", _SLEEP], env=env, preexec_fn=alice_with_umask_027,
+                         start_new_session=True)
+    try:
+        time.sleep(0.3)
+        seen = []
+        probe = SlurmJobProbe("902", user("alice")[0], NODE, cgroup_root=str(tmp_path / "no-cgroup"),
+                              pid_fallback_after_s=0.0, on_job_env=seen.append)
+        u = probe.poll()
+        assert u is not None and p.pid in u.pids
+        assert seen == [{"job_name": "batch", "umask": "0027"}]
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
     from slurm_energy.slurm.detach import find_sampler
     from slurm_energy.slurm.hookentry import JobFacts, _stop_sampler
