@@ -257,6 +257,7 @@ class Tracker:
                  country: str | None = None, zone: str | None = None, pue: float | None = None,
                  ci: float | None = None, alpha: float | None = None):
         self.label = label or _default_label()
+        self._label_given = bool(label)
         self.out, self.interval_s, self.config, self.report, self.partition = out, interval_s, config, report, partition
         self.overwrite = overwrite
         self.carbon_args = {k: v for k, v in dict(country=country, zone=zone, pue=pue, ci=ci, alpha=alpha).items()
@@ -332,6 +333,8 @@ class Tracker:
                 print(f"slurm-energy: track({self.label!r}) runs inside `slurm-energy run` "
                       f"({os.environ.get(RUN_LABEL_ENV, '')}): its phases, stages and tags go into run's one "
                       "measurement and report, which cover the whole command; no second report", file=sys.stderr)
+            if self._label_given:  # the block is a phase of that name: `jobenergy --label`/`--cite` find it
+                self._outer_phase = Phase(self, self.label)
             return self
         self._start_local()
         return self
@@ -394,12 +397,13 @@ class Tracker:
         default completed); one that did not end cleanly makes the record ``partial``, saying how."""
         if self._stopped:
             return self.record
+        if self._outer_phase is not None:
+            self._outer_phase.end()
         self._stopped = True
         with _lock:
             if self in _active:
                 _active.remove(self)
         if self.mode == "phase":
-            self._outer_phase.end()
             return None
         if self._open_phases:
             warnings.warn("slurm_energy.track: phases never closed, counted to the end: "

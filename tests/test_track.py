@@ -133,17 +133,25 @@ def test_inside_a_sampled_slurm_job_only_marks_are_written(outside_slurm, monkey
     monkeypatch.setenv("SLURMD_NODENAME", "n7")
     monkeypatch.setenv("SLURM_LOCALID", "0")
     assert slurm_marks_path() == str(root / "555" / "marks-n7.jsonl")
-    with track(label="ignored-in-slurm", out=str(outside_slurm)) as t:
+    with track(label="bert-small", out=str(outside_slurm)) as t:
         assert t.mode == "slurm" and not _sampler_threads()
         with t.phase("epoch 0"):
             pass
         t.stage(1.0)
         t.tag(tokens=10)
     ev = [json.loads(x) for x in (root / "555" / "marks-n7.jsonl").read_text().splitlines()]
-    assert [e["ev"] for e in ev] == ["begin", "end", "stage", "tag"]
-    assert ev[0]["name"] == "epoch 0" and ev[0]["id"] == ev[1]["id"] and ev[2]["frac"] == 1.0
-    assert ev[3]["tags"] == {"tokens": 10}
+    # the labelled block is a phase of the job's record (what `jobenergy --label bert-small` selects)
+    assert [e["ev"] for e in ev] == ["begin", "begin", "end", "stage", "tag", "end"]
+    assert ev[0]["name"] == "bert-small" and ev[0]["id"] == ev[5]["id"]
+    assert ev[1]["name"] == "epoch 0" and ev[1]["id"] == ev[2]["id"] and ev[3]["frac"] == 1.0
+    assert ev[4]["tags"] == {"tokens": 10}
     assert t.record is None and not list(outside_slurm.glob("energy-*"))
+    # without a label, no block phase: only what the script marks
+    (root / "555" / "marks-n7.jsonl").unlink()
+    with track(out=str(outside_slurm)) as t:
+        t.stage(0.5)
+    ev = [json.loads(x) for x in (root / "555" / "marks-n7.jsonl").read_text().splitlines()]
+    assert [e["ev"] for e in ev] == ["stage"]
 
 
 def test_slurm_job_without_the_hooks_measures_locally(outside_slurm, monkeypatch):

@@ -449,8 +449,10 @@ def _nothing_found(args: argparse.Namespace, users: list[str], start: float | No
         parts.append(f"of user {','.join(users)}" + ("" if privileged else " (you see only your own jobs)"))
     for what, values in (("account", args.account), ("partition", args.partition), ("state", args.state)):
         parts += [f"in {what} {','.join(_split(values))}"] if _split(values) else []
+    if args.label:
+        parts.append(f"with a track(label={args.label!r}) block (a phase of that name; outside Slurm, the job's name)")
     hint = (". Without -j the window is today from midnight (as sacct): give -S for older jobs, e.g. -S "
-            f"{fmt((start if start is not None else 0) - 86400)[:10]}" if not args.starttime else "")
+            f"{fmt(start - 86400)[:10]}" if not args.starttime and start is not None else "")
     return f"no jobs {' '.join(parts)} in the store: {where}{hint}"
 
 

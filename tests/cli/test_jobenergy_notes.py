@@ -40,6 +40,16 @@ def test_empty_result_parsable_keeps_its_header_for_scripts(url, tmp_path, capsy
     assert err.startswith("jobenergy: no jobs that ran between 2023-11-16T00:00:00 and now in the store: ")
 
 
+def test_a_label_that_no_job_ran_is_named_and_no_epoch_date_is_suggested(url, tmp_path, capsys):
+    """--label alone has no window (as -j): the line says which label found nothing, and suggests no
+    `-S 1969-12-31` (the day before epoch 0) as an earlier start."""
+    rc, out, err = run(capsys, "--store", url, "--label", "bert-small")
+    assert rc == 0 and out == ""
+    assert err == ("jobenergy: no jobs that ran between the first job and now with a track(label='bert-small') "
+                   "block (a phase of that name; outside Slurm, the job's name) in the store: "
+                   f"{_where(url, tmp_path)}\n")
+
+
 def test_user_account_partition_and_state_filters_are_named(url, tmp_path, capsys):
     rc, out, err = run(capsys, "--store", url, "-S", "2023-11-14", "-u", "bob", "-A", "chem", "-r", "gpu",
                        "-s", "CD,partial")
