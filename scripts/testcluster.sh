@@ -16,7 +16,7 @@
 #        act on the VM (exec runs the command in the VM)
 #   scripts/testcluster.sh stop     cancel jobs, stop every daemon it started (by PID, munged too),
 #                                   unmount the root, remove the nodes' empty cgroup dirs
-#   scripts/testcluster.sh status   exit 0 when the controller answers and every node is idle/mixed/alloc
+#   scripts/testcluster.sh status   "up: Slurm V in DIR" and exit 0 when the controller answers and every node is idle/mixed/alloc, else "down" and 1
 #   scripts/testcluster.sh env      print `export SLURM_CONF=...` (eval it to use sbatch/squeue on 22.05)
 #   scripts/testcluster.sh version  print the running cluster's Slurm version (slurmd -V)
 #   scripts/testcluster.sh exec [-u USER] [-C DIR] [--] CMD...
@@ -171,9 +171,20 @@ cmd_stop() {
     [ -f "$f" ] || continue
     stop_pid "$(cat "$f")" "$(basename "$f" .pid)" '^(slurmd|slurmctld|slurmdbd|mariadbd|mysqld|munged|chroot)$'; rm -f "$f"
   done
-  # samplers of this cluster's jobs end by themselves once their job is gone; stop them now
-  for f in "$L"/spool/jobs/*/sampler-*.pid "$L"/spool2/jobs/*/sampler-*.pid; do [ -f "$f" ] && { stop_pid "$(cat "$f")" sampler '^python'; rm -f "$f"; }; done
-  local p
+  # samplers of this cluster's jobs end by themselves once their job is gone; stop them now. A pid
+  # file outlives its sampler (the job dir is kept for 14 days), so its PID may be anyone's by now:
+  # only a process whose command line is this job dir's sampler is stopped
+  local p f
+  for f in "$L"/spool/jobs/*/sampler-*.pid "$L"/spool2/jobs/*/sampler-*.pid; do
+    [ -f "$f" ] || continue
+    p=$(cat "$f"); rm -f "$f"
+    [[ $p =~ ^[0-9]+$ ]] && alive "$p" || continue
+    if [[ "$( (tr '\0' ' ' </proc/"$p"/cmdline) 2>/dev/null)" == *"slurm_energy.slurm.hooks sampler $(dirname "$f") "* ]]; then
+      stop_pid "$p" sampler
+    else
+      log "not stopping sampler ($p): no longer the sampler of $(dirname "$f") (a reused PID)"
+    fi
+  done
   for p in $(cgroup_pids) $(root_pids); do stop_pid "$p" "leftover $( (tr '\0' ' ' </proc/"$p"/cmdline) 2>/dev/null | cut -c1-60)"; done
   # the nodes' cgroup dirs are left empty by slurmd: remove them (deepest first)
   for ((k = 1; k <= NODES; k++)); do
@@ -429,7 +440,7 @@ cmd_start() {
 case "${1:-}" in
   start) [ $# = 1 ] || die "unknown option $2"; cmd_start ;;
   stop) cmd_stop ;;
-  status) cmd_status ;;
+  status) if cmd_status; then echo "up: Slurm ${SLURM_VERSION:-$(X slurmd -V 2>/dev/null)} in $L"; else echo "down ($L)"; exit 1; fi ;;
   env) cmd_env ;;
   version) cmd_version ;;
   exec) shift; cmd_exec "$@" ;;
