@@ -60,24 +60,30 @@ def test_sbatch_job_using_track_gets_one_record_with_phases_and_stages(cluster):
     rec = recs[0]
     out = (wd / f"slurm-{job}.out").read_text()
     assert "test_accuracy=" in out, out
-    assert [p.name for p in rec.phases] == ["load data", "epoch 0", "epoch 1", "evaluate"]
+    # the track(label="train-digits") block is itself a phase (what `jobenergy --label` selects), the others in it
+    assert [(p.name, p.depth) for p in rec.phases] == [("train-digits", 0), ("load data", 1), ("epoch 0", 1),
+                                                       ("epoch 1", 1), ("evaluate", 1)]
     assert [s.fraction for s in rec.stages] == [0.5, 1.0]
     assert rec.tags["model_params"] == 64 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10
     job_j = rec.it_kwh * 3.6e6
-    e0, e1 = rec.phases[1], rec.phases[2]
+    e0, e1 = rec.phases[2], rec.phases[3]
     # each epoch is ~5 s of a busy core: measured (TDP model here), most of the job's energy
     assert e0.it_j > 0 and e1.it_j > 0 and e0.methods["cpu"].value == "tdp_estimate"
     assert e0.duration_s == pytest.approx(5.0, abs=1.5) and e0.coverage > 0.9
     totals = {w.kind: w.it_j for w in rec.phase_totals}
     assert totals["in_phases"] + totals["outside"] == pytest.approx(job_j, rel=1e-6)
-    assert sum(p.it_j for p in rec.phases) <= job_j * (1 + 1e-9)
+    assert rec.phases[0].it_j <= job_j * (1 + 1e-9)  # the block: inside the job
+    assert sum(p.it_j for p in rec.phases[1:]) <= rec.phases[0].it_j * (1 + 1e-9)  # its phases: inside the block
     assert rec.stages[1].it_j == pytest.approx(rec.stages[0].it_j + e1.it_j, rel=0.25)
     assert rec.marks_flags == []
     # the job's report shows them; no report of a second (local) measurement was written
     html = _report(cluster, wd, f"energy-{job}.html").read_text()
     assert "Phases and stages" in html and "epoch 1" in html
-    assert _report(cluster, wd, f"energy-{job}.phases.csv").read_text().count("\n") == 1 + 4 + 2 + 2
+    assert _report(cluster, wd, f"energy-{job}.phases.csv").read_text().count("\n") == 1 + 5 + 2 + 2
     assert not list(wd.glob("energy-train-digits*"))
+    # the README's `jobenergy --label`: alice's jobs that ran track(label="train-digits"), this one among them
+    r = cluster.jobenergy("--label", "train-digits", "-P", "-n", "-o", "JobID", user="alice")
+    assert r.returncode == 0 and job in r.stdout.split(), (r.stdout, r.stderr)
     # the marks were read and removed: the finalizer removes them right after storing the record
     # that wait_record saw, so give it a bounded moment
     marks = Path(f"/run/slurm-energy-marks/{job}")  # apart from the fallback spool /run/slurm-energy
