@@ -177,25 +177,37 @@ def test_a_comment_holding_jobstate_completed_does_not_make_a_failed_job_complet
 _SLEEP = "import time; time.sleep(30)"
 
 
-def _spawn(owner, env, *argv):
-    return subprocess.Popen([sys.executable, "-c", _SLEEP, *argv], env=env, preexec_fn=_as(owner) if owner else None,
-                            start_new_session=True)
+def _spawn(owner, env, *argv, umask=None):
+    drop = _as(owner) if owner else None
+
+    def start():
+        if umask is not None:
+            os.umask(umask)
+        if drop is not None:
+            drop()
+    return subprocess.Popen([sys.executable, "-c", _SLEEP, *argv], env=env, preexec_fn=start, start_new_session=True)
+
+
+def _probe(job_id, tmp_path):
+    """A PID-mode probe of ``job_id`` (alice's) polled once 0.3 s after the job's processes started:
+    (its usage, the job-env facts it handed on)."""
+    from slurm_energy.slurm.probe import SlurmJobProbe
+
+    time.sleep(0.3)
+    seen = []
+    probe = SlurmJobProbe(job_id, user("alice")[0], NODE, cgroup_root=str(tmp_path / "no-cgroup"),
+                          pid_fallback_after_s=0.0, on_job_env=seen.append)
+    return probe.poll(), seen
 
 
 def test_pid_mode_counts_only_the_jobs_user_and_the_job_env_gives_no_identity_or_request(node, tmp_path):
-    from slurm_energy.slurm.probe import SlurmJobProbe
-
     fake = {"SLURM_JOB_ID": "900", "SLURM_ARRAY_JOB_ID": "901", "SLURM_ARRAY_TASK_ID": "0",
             "SLURM_MEM_PER_NODE": "999999", "SLURM_JOB_NAME": "bob's claim", "SLURM_UMASK": "0000"}
     own = dict(fake, SLURM_JOB_NAME="alice-train", SLURM_UMASK="0027")  # alice's job lies about itself too
     bob = _spawn("bob", fake)  # bob's process claims alice's job 900 (he can export any SLURM_JOB_ID)
     alice = _spawn("alice", own)
     try:
-        time.sleep(0.3)
-        seen = []
-        probe = SlurmJobProbe("900", user("alice")[0], NODE, cgroup_root=str(tmp_path / "no-cgroup"),
-                              pid_fallback_after_s=0.0, on_job_env=seen.append)
-        u = probe.poll()
+        u, seen = _probe("900", tmp_path)
         assert u is not None and alice.pid in u.pids and bob.pid not in u.pids
         # what the job's environment may say: its name and umask only, never an array id or a request
         assert seen == [{"job_name": "alice-train", "umask": "0027"}]
@@ -222,23 +234,10 @@ def test_a_batch_script_without_slurm_umask_gives_its_kernel_umask(tmp_path):
     """Slurm 22.05's batch script has no SLURM_UMASK in its environment (seen on the test cluster):
     the umask is the script's own, /proc/PID/status ``Umask:`` -- 0027 here, so her reports are
     0666 & ~0027 = 0640, not the private 0600 of an unknown umask."""
-    from slurm_energy.slurm.probe import SlurmJobProbe
-
-    drop = _as("alice")
-
-    def alice_with_umask_027():
-        os.umask(0o027)
-        drop()
-
     env = {"SLURM_JOB_ID": "902", "SLURM_JOB_NAME": "batch"}  # no SLURM_UMASK, as sbatch's script on 22.05
-    p = subprocess.Popen([sys.executable, "-c", _SLEEP], env=env, preexec_fn=alice_with_umask_027,
-                         start_new_session=True)
+    p = _spawn("alice", env, umask=0o027)
     try:
-        time.sleep(0.3)
-        seen = []
-        probe = SlurmJobProbe("902", user("alice")[0], NODE, cgroup_root=str(tmp_path / "no-cgroup"),
-                              pid_fallback_after_s=0.0, on_job_env=seen.append)
-        u = probe.poll()
+        u, seen = _probe("902", tmp_path)
         assert u is not None and p.pid in u.pids
         assert seen == [{"job_name": "batch", "umask": "0027"}]
     finally:
