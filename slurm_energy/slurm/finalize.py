@@ -366,8 +366,11 @@ def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_ou
         rec.nodes[0].errors = list(rec.errors)
         if facts and facts.get("end_time"):
             rec.end_time = rec.nodes[0].end_time = max(rec.start_time, float(facts["end_time"]))
-        finish_node(cfg, rec, ctx)
-        log.info("job=%s node=%s: stored without a spool (status %s)", ctx.job_id, ctx.node, rec.status.value)
+        if finish_node(cfg, rec, ctx) is None:  # its node record is waiting for the other nodes' in results
+            log.info("job=%s node=%s: node record left without a spool (status %s)", ctx.job_id, ctx.node,
+                     rec.status.value)
+        else:
+            log.info("job=%s node=%s: stored without a spool (status %s)", ctx.job_id, ctx.node, rec.status.value)
     except Exception:
         log.exception("finalize-env job=%s node=%s failed", ctx.job_id, ctx.node)
     try:  # done, or failed in a way a second run would repeat (logged): not run again
