@@ -45,6 +45,8 @@ log = logging.getLogger("slurm_energy.hooks")
 #: each). Niced, they queue up in a burst: 149 of them held 9.2 GB after a 300-job burst on the
 #: 2-CPU test cluster before this limit.
 FINALIZER_SLOTS = max(2, (os.cpu_count() or 2) // 4)
+
+
 def sampler_main(job_dir: str, node: str) -> int:
     """The detached per-job sampler (started by the Prolog). Returns 0."""
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # called other than as __main__ (tests)
