@@ -163,16 +163,26 @@ def unnice(pid: int) -> None:
         pass
 
 
-def catches(pid: int, sig: int) -> bool:
-    """True if ``pid`` has a handler installed for ``sig`` (SigCgt in /proc/PID/status)."""
+def status_field(pid: int, key: bytes) -> bytes | None:
+    """The value of ``key`` (``b"SigCgt"``, ``b"Umask"``...) in /proc/PID/status
+    (Documentation/filesystems/proc.rst), None when the process or the field is not there."""
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
-                if line.startswith(b"SigCgt:"):
-                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
-    except (OSError, ValueError, IndexError):
+                name, _, value = line.partition(b":")
+                if name == key:
+                    return value.strip()
+    except OSError:
         pass
-    return False
+    return None
+
+
+def catches(pid: int, sig: int) -> bool:
+    """True if ``pid`` has a handler installed for ``sig`` (SigCgt in /proc/PID/status)."""
+    try:
+        return bool(int(status_field(pid, b"SigCgt") or b"0", 16) >> (sig - 1) & 1)
+    except ValueError:
+        return False
 
 
 def proc_state(pid: int) -> str | None:

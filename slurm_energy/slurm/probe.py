@@ -164,16 +164,12 @@ class SlurmJobProbe:
 
 def proc_umask(pid: int) -> dict[str, str]:
     """``{"umask": "0022"}``: the process's umask as the kernel shows it (``Umask:`` in
-    ``/proc/PID/status``, Linux >= 4.7: Documentation/filesystems/proc.rst), or ``{}`` when unreadable.
+    ``/proc/PID/status``, Linux >= 4.7), or ``{}`` when unreadable.
 
     Slurm 22.05's batch script environment carries no SLURM_UMASK (seen on the test cluster: only
     srun's tasks had it), so a single-node job's reports fell back to the private 077; the batch
     script's own umask is the user's word for their files, as SLURM_UMASK would have been."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Umask:"):
-                    return {"umask": line.split()[1].decode("ascii")}
-    except (OSError, IndexError, UnicodeDecodeError):
-        pass
-    return {}
+    from slurm_energy.slurm.detach import status_field
+
+    v = status_field(pid, b"Umask")
+    return {"umask": v.decode("ascii", "replace")} if v else {}
