@@ -39,6 +39,7 @@ class HardwareConfig:
     rapl_root: str = "/sys/class/powercap"
     drm_root: str = "/sys/class/drm"
     kfd_root: str = "/sys/class/kfd/kfd/topology/nodes"
+    hwmon_root: str = "/sys/class/hwmon"
 
     @classmethod
     def of(cls, section: Any) -> HardwareConfig:
