@@ -139,7 +139,6 @@ class Hardware(_Strict):
     rapl_root: str = "/sys/class/powercap"
     drm_root: str = "/sys/class/drm"  # AMD/Intel GPUs: DRM nodes, each card's hwmon files
     kfd_root: str = "/sys/class/kfd/kfd/topology/nodes"  # AMD compute partitions (one KFD node each)
-    hwmon_root: str = "/sys/class/hwmon"  # power meters (ACPI power meter, X-Gene/Altra rails)
 
     @field_validator("cpu_tdp_w")
     @classmethod

@@ -230,13 +230,17 @@ def _drop_same_counter(zones: list[RaplZone]) -> None:
         for k in kept:
             if _package_number(k.name) != _package_number(z.name):
                 continue
-            if all(p[z.key] is not None and p[k.key] is not None and abs(p[z.key] - p[k.key]) <= SAME_COUNTER_UJ
-                   for p in passes):
+            if all(_same(p[z.key], p[k.key]) for p in passes):
                 z.reported, z.device_class = False, ""
                 z.why = f"reads the same counter as {k.key} ({k.name}): one package counter behind several zones"
                 break
         else:
             kept.append(z)
+
+
+def _same(a: int | None, b: int | None) -> bool:
+    """Two counter values that one counter gave (within :data:`SAME_COUNTER_UJ`); unread: False."""
+    return a is not None and b is not None and abs(a - b) <= SAME_COUNTER_UJ
 
 
 def _kernel_version(release: str) -> tuple[int, int] | None:
