@@ -13,7 +13,9 @@ Where every name and value comes from:
   telemetry read ``_PMM`` returns ``PWR_METER_ERR_RETURN`` = 0xFFFFFFFF (AcpiPowerMeter.h), which an
   acpi_power_meter without the ``UNKNOWN_POWER`` check prints as 4294967295000 uW and one with it
   answers ENODATA.
-* X-Gene / Ampere (drivers/hwmon/xgene-hwmon.c): hwmon ``name`` "apm_xgene" (registered on the
+* X-Gene / Ampere (drivers/hwmon/xgene-hwmon.c): hwmon ``name`` "apm_xgene" (an Ampere Altra
+  workstation, System76 Thelio Astra, lists ``/sys/class/hwmon/hwmon1: apm_xgene`` in its fan-daemon
+  notes; registered on the
   hwmon device itself, files in ``hwmonN/``), ``power1_label`` "CPU power", ``power2_label`` "IO
   power", ``power1_input``/``power2_input`` = mW x 1000 (uW), ``temp1_label`` "SoC Temperature".
 * arm64 topology: arch/arm64/kernel/cpuinfo.c prints no ``physical id``/``core id``/``model name``
