@@ -236,3 +236,13 @@ def test_discrete_gpu_without_module_scope_is_no_superchip(monkeypatch):
     (x,) = r.read()
     assert (x.method, x.energy_uj, x.flags) == ("counter", 1_000_000, [])
     assert "power_scope" not in r.devices()[0].extra
+
+
+def test_discrete_gpu_answering_module_scope_keeps_its_counter(monkeypatch):
+    # a discrete H100 whose driver answers the module scope too (board = module): not a superchip by
+    # name, so its energy counter stays the method
+    gpu = FakeGpu(VOLTA, 0, name="NVIDIA H100 80GB HBM3", energy_mj=2_000, power_instant_mw=500_000,
+                  module_power_mw=500_000)
+    install(monkeypatch, [gpu])
+    (x,) = NvmlReader([VOLTA]).read()
+    assert (x.method, x.energy_uj, x.flags) == ("counter", 2_000_000, [])

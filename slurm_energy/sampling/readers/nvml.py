@@ -30,9 +30,10 @@ limit (``nvmlDeviceGetEnforcedPowerLimit``, mW / 1000).
 
 Superchips (GH200, GB200): NVML reports power at two scopes (nvml.h ``NVML_POWER_SCOPE_GPU`` "Targets
 only GPU", ``NVML_POWER_SCOPE_MODULE`` "Targets the whole module", i.e. GPU + Grace CPU + memory). A
-GPU whose power fields answer at the module scope is charged its GPU scope: the instant power field
-read at ``NVML_POWER_SCOPE_GPU`` (``power_integration``, flag ``superchip_gpu_scope``), not the
-energy counter, whose scope NVML does not document for a superchip. The module scope is never read
+GPU named a superchip (:data:`SUPERCHIP_NAME`) whose power fields answer at the module scope is
+charged its GPU scope: the instant power field read at ``NVML_POWER_SCOPE_GPU``
+(``power_integration``, flag ``superchip_gpu_scope``), not the energy counter, whose scope NVML does
+not document for a superchip. The module scope is never read
 into a reading, and the Grace CPU is measured apart (its ACPI power meters,
 :mod:`slurm_energy.sampling.readers.hwmon_power`), so nothing is counted twice. A superchip GPU
 without the GPU-scope field keeps the counter, flagged ``superchip_scope_unverified``.
@@ -46,6 +47,7 @@ more than the parent. If f is unknown the instance is ``unavailable`` (flag
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +60,12 @@ NVML_ENERGY_RESOLUTION_UJ = 1000
 #: nvidia-smi --help-query-gpu, power.draw: "This reading is accurate to within +/- 5 watts." (on
 #: Ampere and newer a 1 s average, on older GPUs instantaneous; nvmlDeviceGetPowerUsage is the same).
 NVML_POWER_ACCURACY_W = 5.0
+
+
+#: A superchip's NVML name ("NVIDIA GH200 480GB", "NVIDIA GB200"): with the module power scope
+#: answering, what marks a GPU whose power NVML reports at two scopes. The name guards a discrete
+#: GPU whose driver might answer the module scope too (it then keeps its energy counter).
+SUPERCHIP_NAME = re.compile(r"\bG[BH]\d{3}\b")
 
 
 def _s(v: Any) -> str:
@@ -161,7 +169,7 @@ class NvmlReader(Reader):
             t.error = "mig_fraction_unknown"
             return t
         t.instant = self._instant_mw(handle) is not None
-        t.superchip = self._module_scope_answers(handle)
+        t.superchip = bool(SUPERCHIP_NAME.search(t.model)) and self._module_scope_answers(handle)
         if t.superchip and t.instant:
             t.mode = "power_integration"  # the GPU scope, never the module's
             return t
