@@ -6,7 +6,8 @@
   flagged ``eacces_fallback`` when RAPL exists but ``energy_uj`` is root-only. Per-CPU-family
   sources: docs/CPU_SOURCES.md.
 * RAM: RAPL dram zones when present and readable; none where the CPU meter holds the memory (Grace
-  socket meters include LPDDR5X); otherwise W/GB x memory (``tdp_estimate``).
+  socket meters include LPDDR5X) or memory rails are metered (SMpro DIMM rails); otherwise W/GB x
+  memory (``tdp_estimate``).
 * GPU: NVML for the job's NVIDIA GPUs (resolved once in the Prolog, by UUID); AMD/Intel GPUs
   (resolved in the Prolog to PCI bus ids) from the drivers' hwmon files.
 """
@@ -77,7 +78,8 @@ def build_readers(hw: HardwareConfig, gpu_uuids: Sequence[str] | None = None,
         have_cpu, meter_has_ram = _hwmon_cpu(hw, readers, notes, files)
         if meter_has_ram and not have_ram:
             have_ram = True
-            notes.append("ram: inside the Grace socket power meters (LPDDR5X); no separate RAM model")
+            notes.append("ram: measured by the hwmon power meters (Grace socket meters hold LPDDR5X; SMpro DIMM "
+                         "rails); no RAM model")
     if not have_cpu:
         from slurm_energy.devices.rated import cpu_tdp  # the CPU tables: only for the TDP model
 
@@ -116,11 +118,14 @@ def _hwmon_cpu(hw: HardwareConfig, readers: list[Reader], notes: list[str],
             covers_memory,
             cpu_meters,
             find_power_meters,
+            memory_meters,
         )
 
-        devs = cpu_meters(find_power_meters(hw.hwmon_root))
+        meters = find_power_meters(hw.hwmon_root)
+        devs = cpu_meters(meters)
         if not devs:
             return False, False
+        devs += memory_meters(meters)
         r = HwmonPowerReader(devs, files)
         if not any(x.method == "power_integration" for x in r.read()):
             notes.append("hwmon-power: CPU meters found but none answers; CPU uses the TDP model")

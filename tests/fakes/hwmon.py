@@ -18,6 +18,10 @@ Where every name and value comes from:
   notes; registered on the
   hwmon device itself, files in ``hwmonN/``), ``power1_label`` "CPU power", ``power2_label`` "IO
   power", ``power1_input``/``power2_input`` = mW x 1000 (uW), ``temp1_label`` "SoC Temperature".
+* Ampere Altra SMpro (drivers/hwmon/smpro-hwmon.c, Documentation/hwmon/smpro-hwmon.rst): hwmon
+  ``name`` "smpro", ``power1_input`` .. ``power5_input`` in uW labelled "power1 CORE VRD", "power2
+  SoC", "power3 DIMM VRD1", "power4 DIMM VRD2", "power5 RCA VRD" (the rst's example: ``cat
+  power5_input`` 19500000).
 * arm64 topology: arch/arm64/kernel/cpuinfo.c prints no ``physical id``/``core id``/``model name``
   (``processor``, ``BogoMIPS``, ``Features``, ``CPU implementer``, ``CPU architecture``, ``CPU
   variant``, ``CPU part``, ``CPU revision``); sockets are ``/sys/devices/system/cpu/cpuN/topology/
@@ -94,3 +98,16 @@ def arm64_node(root, sockets: int, cores_per_socket: int) -> tuple[str, str]:
     info = os.path.join(root, "proc", "cpuinfo")
     _w(info, "".join(lines))
     return info, cpu_dir
+
+
+SMPRO_LABELS = ("power1 CORE VRD", "power2 SoC", "power3 DIMM VRD1", "power4 DIMM VRD2", "power5 RCA VRD")
+
+
+def smpro(root, n: int, uw: tuple[int, int, int, int, int]) -> str:
+    """``root/hwmon<n>``: an Altra SMpro monitor, ``uw`` = power1..power5 inputs (uW)."""
+    d = os.path.join(str(root), f"hwmon{n}")
+    _w(os.path.join(d, "name"), "smpro")
+    for i, (label, v) in enumerate(zip(SMPRO_LABELS, uw), start=1):
+        _w(os.path.join(d, f"power{i}_label"), label)
+        _w(os.path.join(d, f"power{i}_input"), str(v))
+    return d

@@ -4,7 +4,7 @@ built by tests/fakes/hwmon.py from the captures it cites; arm64 sockets from sys
 import errno
 
 import pytest
-from fakes.hwmon import FIRMWARE_ERROR_UW, acpi_power_meter, arm64_node, grace_socket, set_average, xgene
+from fakes.hwmon import FIRMWARE_ERROR_UW, acpi_power_meter, arm64_node, grace_socket, set_average, smpro, xgene
 from series_points import series_from_readings
 
 from slurm_energy.devices.hardware import HardwareConfig
@@ -15,6 +15,7 @@ from slurm_energy.sampling.readers.hwmon_power import (
     covers_memory,
     cpu_meters,
     find_power_meters,
+    memory_meters,
 )
 from slurm_energy.sampling.readers.tdp import CpuTdpReader, RamModelReader
 
@@ -102,7 +103,7 @@ def test_build_readers_on_gh200_measures_cpu_and_skips_ram_model(tmp_path):
     assert [type(r).__name__ for r in readers] == ["HwmonPowerReader"]
     assert not any(isinstance(r, (CpuTdpReader, RamModelReader)) for r in readers)
     assert any(n.startswith("cpu: measured by hwmon power meters: grace-socket-0 = Grace socket") for n in notes)
-    assert any(n.startswith("ram: inside the Grace socket power meters") for n in notes)
+    assert any(n.startswith("ram: measured by the hwmon power meters") for n in notes)
     assert [(x.device_id, x.method, x.power_w) for x in readers[0].read()] == [
         ("grace-socket-0", "power_integration", 150.0)]
 
@@ -140,3 +141,18 @@ def test_tdp_estimate_on_a_4_socket_arm_node_counts_4_sockets(tmp_path, monkeypa
     (tdp,) = [r for r in readers if isinstance(r, CpuTdpReader)]
     assert tdp.tdp_total_w == 1000.0  # W: 250 W x 4 sockets, not x 1
     assert tdp.cores == 12
+
+
+def test_altra_smpro_core_soc_rca_rails_measure_cpu_and_dimm_rails_memory(tmp_path):
+    smpro(tmp_path / "hwmon", 0, (60_000_000, 25_000_000, 8_000_000, 7_500_000, 19_500_000))
+    meters = find_power_meters(str(tmp_path / "hwmon"))
+    assert [d.device_id for d in cpu_meters(meters)] == ["smpro-hwmon0-core", "smpro-hwmon0-soc", "smpro-hwmon0-rca"]
+    assert [d.device_id for d in memory_meters(meters)] == ["smpro-hwmon0-dimm1", "smpro-hwmon0-dimm2"]
+    hw = HardwareConfig(rapl_root=str(tmp_path / "no-powercap"), hwmon_root=str(tmp_path / "hwmon"))
+    readers, notes = setup.build_readers(hw)
+    assert [type(r).__name__ for r in readers] == ["HwmonPowerReader"]  # no TDP model, no RAM model
+    xs = readers[0].read()
+    assert all(x.method == "power_integration" for x in xs)
+    cpu_w = sum(x.power_w for x in xs if x.device_class == "cpu")
+    ram_w = sum(x.power_w for x in xs if x.device_class == "ram")
+    assert (cpu_w, ram_w) == (pytest.approx(104.5), pytest.approx(15.5))  # W: 60 + 25 + 19.5; 8 + 7.5

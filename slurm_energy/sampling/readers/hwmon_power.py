@@ -13,11 +13,17 @@ and ``power[1-*]_input``: "Unit: microWatt"):
   ones print 4294967295000 uW. Both are read as *unavailable*, never as power.
 * Labelled power rails (``power<N>_input`` with ``power<N>_label``): Ampere/APM X-Gene SoCs
   (drivers/hwmon/xgene-hwmon.c, hwmon ``name`` ``apm_xgene``: ``power1_label`` "CPU power",
-  ``power2_label`` "IO power", inputs mW x 1000).
+  ``power2_label`` "IO power", inputs mW x 1000); Ampere Altra's SMpro co-processor
+  (drivers/hwmon/smpro-hwmon.c, hwmon ``name`` ``smpro``, Documentation/hwmon/smpro-hwmon.rst:
+  ``power1`` "power1 CORE VRD", ``power2`` "power2 SoC", ``power3``/``power4`` "power3 DIMM VRD1" /
+  "power4 DIMM VRD2", ``power5`` "power5 RCA VRD", uW). SMpro answers on the BMC's I2C bus ("Altra
+  SoC BMC Interface Specification"): a host sees it only where the SMpro is wired to it; where it
+  is, its core, SoC and RCA rails measure the CPU and its DIMM rails the memory.
 
 :func:`find_power_meters` lists them (whole node: a node-meter feature reads the same list);
-:func:`cpu_meters` picks what measures the CPU sockets; :class:`HwmonPowerReader` reads the chosen
-meters (method ``power_integration``), each reading labelled by what its meter covers.
+:func:`cpu_meters` picks what measures the CPU sockets, :func:`memory_meters` the memory;
+:class:`HwmonPowerReader` reads the chosen meters (method ``power_integration``), each reading
+labelled by what its meter covers.
 
 NVIDIA Grace (TH500) power meters, one set per socket, labelled ``<Kind> Power Socket <N>``
 (NVIDIA Grace Performance Tuning Guide, "Power Telemetry"; edk2-nvidia's TH500 SSDT
@@ -57,6 +63,11 @@ GRACE_COVERS = {
     "CPU": "Grace CPU rail only (no SoC rail, no memory)",
     "SysIO": "Grace SoC (SysIO) rail only",
 }
+
+
+#: Altra SMpro rails (smpro-hwmon.c labels): the CPU's (disjoint regulators) and the memory's.
+SMPRO_CPU_RAILS = {"power1 CORE VRD": "core", "power2 SoC": "soc", "power5 RCA VRD": "rca"}
+SMPRO_DIMM_RAILS = ("power3 DIMM VRD1", "power4 DIMM VRD2")
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,9 @@ def cpu_meters(meters: list[PowerMeter]) -> list[MeteredDevice]:
             rail = "cpu" if m.label == "CPU power" else "io"
             out.append(MeteredDevice(m, "cpu", f"xgene-{m.key.split('/')[0]}-{rail}",
                                      f"SoC {m.label} rail (xgene-hwmon {m.label!r})"))
+        elif m.driver == "smpro" and m.label in SMPRO_CPU_RAILS:
+            out.append(MeteredDevice(m, "cpu", f"smpro-{m.key.split('/')[0]}-{SMPRO_CPU_RAILS[m.label]}",
+                                     f"Altra {SMPRO_CPU_RAILS[m.label]} rail (smpro-hwmon {m.label!r})"))
     for sock in sorted(grace):
         kinds = grace[sock]
         for kind in ("Grace", "CPU"):
@@ -154,9 +168,19 @@ def cpu_meters(meters: list[PowerMeter]) -> list[MeteredDevice]:
     return out
 
 
+def memory_meters(meters: list[PowerMeter]) -> list[MeteredDevice]:
+    """The meters that measure this node's memory, one ``ram`` device each: Altra SMpro DIMM rails."""
+    return [MeteredDevice(m, "ram", f"smpro-{m.key.split('/')[0]}-dimm{m.label[-1]}",
+                          f"Altra DIMM rail (smpro-hwmon {m.label!r})")
+            for m in meters if m.driver == "smpro" and m.label in SMPRO_DIMM_RAILS]
+
+
 def covers_memory(devices: list[MeteredDevice]) -> bool:
-    """True when the chosen CPU meters include the node's memory (Grace socket meters: LPDDR5X)."""
-    return bool(devices) and all(d.device_id.startswith("grace-socket-") for d in devices)
+    """True when the chosen meters measure the node's memory: Grace socket meters (LPDDR5X inside)
+    for every socket, or memory rails of their own (SMpro DIMM rails)."""
+    cpu = [d for d in devices if d.device_class == "cpu"]
+    grace = bool(cpu) and all(d.device_id.startswith("grace-socket-") for d in cpu)
+    return grace or any(d.device_class == "ram" for d in devices)
 
 
 class HwmonPowerReader(Reader):
@@ -171,7 +195,8 @@ class HwmonPowerReader(Reader):
 
     def __init__(self, devices: list[MeteredDevice], files: FileSource | None = None):
         self._devices = list(devices)
-        self.device_class = self._devices[0].device_class if self._devices else "cpu"
+        self.device_class = "cpu" if any(d.device_class == "cpu" for d in self._devices) else (
+            self._devices[0].device_class if self._devices else "cpu")
         self._kept: KeptFiles | None = None
         if files is None:
             files = self._kept = KeptFiles()
