@@ -103,6 +103,15 @@ def test_tpmi_control_type_name_accepted(tmp_path):
         ("intel-rapl-tpmi:0", 3), ("intel-rapl-tpmi:0:0", 4)]
 
 
+def test_tpmi_view_of_an_msr_package_is_not_added(tmp_path):
+    root = build_tree(tmp_path, [Zone("intel-rapl:0", "package-0", energy_uj=3),
+                                 Zone("intel-rapl-tpmi:0", "package-0", energy_uj=5)])
+    r = RaplReader(root)
+    assert [x.device_id for x in r.read()] == ["intel-rapl:0"]
+    why = {z.key: z.why for z in r.zones}
+    assert why["intel-rapl-tpmi:0"] == "duplicates intel-rapl package-0 (intel-rapl-tpmi view of the same package)"
+
+
 def _cpuinfo(tmp_path, family, model, name):
     p = tmp_path / "cpuinfo"
     p.write_text("".join(f"processor\t: {i}\nvendor_id\t: GenuineIntel\ncpu family\t: {family}\nmodel\t\t: {model}\n"

@@ -22,8 +22,8 @@ see Linux Documentation/power/powercap/powercap.rst and the hierarchy ``package 
 * every ``package-*`` zone of ``intel-rapl`` -> one ``cpu`` device (sockets and dies are disjoint);
 * every ``dram`` zone -> one ``ram`` device;
 * ``core`` and ``uncore`` are inside their package: never reported;
-* ``intel-rapl-mmio`` package zones duplicate the MSR package: reported only when no ``intel-rapl``
-  zone has the same name;
+* ``intel-rapl-mmio`` (and ``intel-rapl-tpmi``) package zones duplicate the ``intel-rapl`` package
+  of the same name: reported only when no ``intel-rapl`` zone has that name;
 * ``psys`` contains package and dram: reported (as ``cpu``, flagged ``psys``) only when there is no
   package zone at all;
 * zones with other names are ignored;
@@ -183,12 +183,12 @@ def _zone(key: str, path: str) -> RaplZone:
 
 def _apply_overlap_policy(zones: list[RaplZone]) -> None:
     """Mark which zones are reported (and as which device class) and why the others are not."""
-    msr_pkg_names = {z.name for z in zones if z.control_type != "intel-rapl-mmio" and z.kind == "package"}
+    msr_pkg_names = {z.name for z in zones if z.control_type == "intel-rapl" and z.kind == "package"}
     any_pkg = any(z.kind == "package" for z in zones)
     for z in zones:
         if z.kind == "package":
-            if z.control_type == "intel-rapl-mmio" and z.name in msr_pkg_names:
-                z.why = f"duplicates intel-rapl {z.name} (MMIO view of the same package)"
+            if z.control_type != "intel-rapl" and z.name in msr_pkg_names:
+                z.why = f"duplicates intel-rapl {z.name} ({z.control_type} view of the same package)"
             else:
                 z.reported, z.device_class, z.why = True, "cpu", "package"
         elif z.kind == "dram":
