@@ -91,3 +91,24 @@ def test_measure_node_from_rows_gives_one_node_record_with_the_jobs_meta():
     assert JobMeta(**{k: getattr(rec, k) for k in IDENTITY}) == meta
     assert rec.expected_nodes == ["n1"] and rec.job_state == "COMPLETED"
     assert ns.static == {"host": "n1", "devices": []}
+
+
+def test_grace_cpu_meter_rows_give_a_measured_cpu_labelled_with_what_it_covers():
+    # a Grace socket meter (hwmon power_integration) 150 W -> 170 W over 10 s: (150 + 170) / 2 x 10 =
+    # 1600 J for the socket; the job used 4 of the node's 8 busy CPU-seconds -> share 0.5 -> 800 J
+    def row(t, kind, w, cpu_s, busy):
+        return {"t": t, "kind": kind, "job": {"cpu_time_s": cpu_s, "source": "cgroup-v2"},
+                "node": {"cpu_busy_s": busy, "cpu_total_s": t, "ncpu": 72},
+                "readings": [{"device_class": "cpu", "device_id": "grace-socket-0", "method": "power_integration",
+                              "power_w": w}]}
+
+    rows = [row(100.0, "prolog", 150.0, 1.0, 10.0), row(110.0, "final", 170.0, 5.0, 18.0)]
+    static = {"host": "gh1", "devices": [{"device_class": "cpu", "device_id": "grace-socket-0",
+                                          "model": "Grace Power Socket 0", "extra": {
+                                              "covers": "Grace socket: CPU and SoC rails, LPDDR5X memory, regulator loss"}}]}
+    meta = JobMeta(job_id="12", cluster="c", user="alice", uid=1000, gid=1000, partition="p")
+    obs = NodeObservation("gh1", [Sample.from_dict(r) for r in rows], static, 100.0, 110.0, cpus_alloc=4)
+    (ns,) = measure_node(obs, meta, _site()).nodes
+    (cpu,) = ns.devices
+    assert cpu.method == "power_integration"
+    assert cpu.device_energy_j == pytest.approx(1600.0) and cpu.energy_j == pytest.approx(800.0)

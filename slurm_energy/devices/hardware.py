@@ -39,6 +39,7 @@ class HardwareConfig:
     rapl_root: str = "/sys/class/powercap"
     drm_root: str = "/sys/class/drm"
     kfd_root: str = "/sys/class/kfd/kfd/topology/nodes"
+    hwmon_root: str = "/sys/class/hwmon"  # hwmon power meters (not a site.yaml key: tests point it at a fake tree)
 
     @classmethod
     def of(cls, section: Any) -> HardwareConfig:

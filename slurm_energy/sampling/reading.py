@@ -83,7 +83,7 @@ def take_reading(readers: Sequence[Reader], samples_path: str, kind: str, t: flo
 
 #: Readers whose ``read`` reads files only, through the file source they were given: their row
 #: can be taken from file contents read earlier (:class:`~slurm_energy.sampling.files.ReplayFiles`).
-REPLAYABLE = ("RaplReader", "CpuTdpReader", "RamModelReader")
+REPLAYABLE = ("RaplReader", "HwmonPowerReader", "CpuTdpReader", "RamModelReader")
 
 
 def replayable(readers: Sequence[Reader]) -> bool:

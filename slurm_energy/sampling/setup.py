@@ -1,8 +1,13 @@
 """Choose this node's readers from the site config: measured where possible, labelled models else.
 
-* CPU: RAPL package zones (``counter``) when readable; otherwise the TDP model (``tdp_estimate``),
-  flagged ``eacces_fallback`` when RAPL exists but ``energy_uj`` is root-only.
-* RAM: RAPL dram zones when present and readable; otherwise W/GB x memory (``tdp_estimate``).
+* CPU: RAPL package zones (``counter``) when readable; otherwise hwmon power meters that measure the
+  CPU sockets (``power_integration``: NVIDIA Grace ACPI power meters, X-Gene/Altra SoC rails;
+  :mod:`slurm_energy.sampling.readers.hwmon_power`); otherwise the TDP model (``tdp_estimate``),
+  flagged ``eacces_fallback`` when RAPL exists but ``energy_uj`` is root-only. Per-CPU-family
+  sources: docs/CPU_SOURCES.md.
+* RAM: RAPL dram zones when present and readable; none where the CPU meter holds the memory (Grace
+  socket meters include LPDDR5X) or memory rails are metered (SMpro DIMM rails); otherwise W/GB x
+  memory (``tdp_estimate``).
 * GPU: NVML for the job's NVIDIA GPUs (resolved once in the Prolog, by UUID); AMD/Intel GPUs
   (resolved in the Prolog to PCI bus ids) from the drivers' hwmon files.
 """
@@ -51,6 +56,11 @@ def build_readers(hw: HardwareConfig, gpu_uuids: Sequence[str] | None = None,
     have_cpu = have_ram = False
     try:
         rapl = RaplReader(hw.rapl_root, files)
+        if rapl.unbounded_zones():  # a range but no power limit (AMD): bound wraps by rated power
+            from slurm_energy.devices.rated import cpu_tdp
+
+            w_socket, _w, src, _fb = cpu_tdp(hw, cpu_model(), cpu_topology()[1])
+            rapl.bound_wraps(w_socket, src)
         if rapl.available:
             first = rapl.read()
             readable = [r for r in first if r.method == "counter"]
@@ -64,6 +74,12 @@ def build_readers(hw: HardwareConfig, gpu_uuids: Sequence[str] | None = None,
             notes.append(f"rapl: {rapl.reason}")
     except Exception as e:  # never let a reader break the sampler
         notes.append(f"rapl: {type(e).__name__}: {e}")
+    if not have_cpu:
+        have_cpu, meter_has_ram = _hwmon_cpu(hw, readers, notes, files)
+        if meter_has_ram and not have_ram:
+            have_ram = True
+            notes.append("ram: measured by the hwmon power meters (Grace socket meters hold LPDDR5X; SMpro DIMM "
+                         "rails); no RAM model")
     if not have_cpu:
         from slurm_energy.devices.rated import cpu_tdp  # the CPU tables: only for the TDP model
 
@@ -90,6 +106,37 @@ def build_readers(hw: HardwareConfig, gpu_uuids: Sequence[str] | None = None,
     if unresolved_gpus:
         readers.append(UnavailableReader("gpu", unresolved_gpus, "gpu_not_resolved"))
     return readers, notes
+
+
+def _hwmon_cpu(hw: HardwareConfig, readers: list[Reader], notes: list[str],
+               files: FileSource | None) -> tuple[bool, bool]:
+    """Append a :class:`~slurm_energy.sampling.readers.hwmon_power.HwmonPowerReader` for the hwmon
+    meters that measure the CPU sockets, if any answers. Returns (CPU measured, memory inside)."""
+    try:
+        from slurm_energy.sampling.readers.hwmon_power import (
+            HwmonPowerReader,
+            covers_memory,
+            cpu_meters,
+            find_power_meters,
+            memory_meters,
+        )
+
+        meters = find_power_meters(hw.hwmon_root)
+        devs = cpu_meters(meters)
+        if not devs:
+            return False, False
+        devs += memory_meters(meters)
+        r = HwmonPowerReader(devs, files)
+        if not any(x.method == "power_integration" for x in r.read()):
+            notes.append("hwmon-power: CPU meters found but none answers; CPU uses the TDP model")
+            r.close()
+            return False, False
+        readers.append(r)
+        notes.append("cpu: measured by hwmon power meters: " + "; ".join(f"{d.device_id} = {d.covers}" for d in devs))
+        return True, covers_memory(devs)
+    except Exception as e:  # never let a reader break the sampler
+        notes.append(f"hwmon-power: {type(e).__name__}: {e}")
+        return False, False
 
 
 def _drm_readers(hw: HardwareConfig, drm_gpus: Sequence[Any], notes: list[str], light: bool = False) -> list[Reader]:

@@ -17,6 +17,11 @@ Units and semantics, from the NVML API reference (nvml.h of nvidia-ml-py 13.x, t
   usage", mW) / ``NVML_FI_DEV_POWER_AVERAGE`` (185): one ``c_nvmlFieldValue_t`` per field with its own
   ``nvmlReturn`` (NOT_SUPPORTED per field where the GPU lacks it, the call itself succeeding) and an
   unsigned-int value (:attr:`FakeGpu.power_instant_mw`, None = not supported: pre-Hopper / old driver).
+* Power scopes (nvml.h, ``nvmlPowerScopeType_t``: ``NVML_POWER_SCOPE_GPU`` 0 "Targets only GPU",
+  ``NVML_POWER_SCOPE_MODULE`` 1 "Targets the whole module", the "GPU and module (e.g. GPU + CPU)"
+  telemetry of a superchip): a field id passed as ``(fieldId, scopeId)`` (pynvml sets
+  ``c_nvmlFieldValue_t.scopeId``; a bare id is scope 0). Only a superchip (GH200, GB200) answers the
+  module scope (:attr:`FakeGpu.module_power_mw`); a discrete GPU answers NOT_SUPPORTED there.
 * ``nvmlDeviceGetEnforcedPowerLimit``: mW (A100 SXM4 40 GB: 400 W; H100 SXM5: 700 W).
 * ``nvmlDeviceGetProcessUtilization``: ``NVMLError_NotFound`` when no sample is newer than the
   timestamp passed.
@@ -59,6 +64,7 @@ class FakeGpu:
     migs: list = field(default_factory=list)
     mig_total_slices: int = 7  # largest GPU-instance profile slice count
     power_instant_mw: int | None = None  # NVML_FI_DEV_POWER_INSTANT; None = field NOT_SUPPORTED
+    module_power_mw: int | None = None  # the power fields at NVML_POWER_SCOPE_MODULE (superchip only)
 
     def __post_init__(self):
         for m in self.migs:
@@ -169,9 +175,14 @@ def install(monkeypatch, gpus: list[FakeGpu], init_error: type | None = None) ->
         g = phys(h)
         arr = (pynvml.c_nvmlFieldValue_t * len(ids))()
         for v, fid in zip(arr, ids):
-            v.fieldId = fid
-            val = {pynvml.NVML_FI_DEV_POWER_INSTANT: g.power_instant_mw,
-                   pynvml.NVML_FI_DEV_POWER_AVERAGE: g.power_mw}.get(fid)
+            fid, scope = fid if isinstance(fid, tuple) else (fid, pynvml.NVML_POWER_SCOPE_GPU)
+            v.fieldId, v.scopeId = fid, scope
+            if scope == pynvml.NVML_POWER_SCOPE_MODULE:
+                val = g.module_power_mw if fid in (pynvml.NVML_FI_DEV_POWER_INSTANT,
+                                                   pynvml.NVML_FI_DEV_POWER_AVERAGE) else None
+            else:
+                val = {pynvml.NVML_FI_DEV_POWER_INSTANT: g.power_instant_mw,
+                       pynvml.NVML_FI_DEV_POWER_AVERAGE: g.power_mw}.get(fid)
             if val is None:
                 v.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
             else:

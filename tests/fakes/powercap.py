@@ -65,3 +65,43 @@ def set_energy(root: str, key: str, energy_uj: int) -> None:
 def _w(d: str, fname: str, text: str) -> None:
     with open(os.path.join(d, fname), "w") as f:
         f.write(text + "\n")
+
+
+#: AMD ``max_energy_range_uj``: 0xFFFFFFFF x the kernel's energy unit for ESU 16 (1e9 / 65536 =
+#: 15258 integer, intel_rapl_common.c rapl_unit_xlate) / 1000 = 65,532,610,987 uJ; as read on an
+#: AMD EPYC 7543 (public fixtures quote it from /sys/class/powercap/intel-rapl:0/max_energy_range_uj).
+AMD_RANGE_UJ = 65_532_610_987
+
+
+def amd_zen4_per_ccd(socket_uj: list[int], ccds: int = 8) -> list[Zone]:
+    """A 2-socket 8-CCD Zen 4 server under kernels 6.9-6.11, before linux 26096aed255f
+    ("powercap/intel_rapl: Fix the energy-pkg event for AMD CPUs"), whose commit message lists its
+    /sys/class/powercap: ``intel-rapl:0`` ... ``intel-rapl:f``, each with one sub-zone ``:0``.
+    Zone ``i`` is CCD ``i % ccds`` of socket ``i // ccds``, named ``package-P-die-D`` (``rp->name``
+    when topology_max_dies_per_package() > 1) and reads its socket's one package MSR
+    (``socket_uj[P]``); the sub-zone is the core domain (AMD has package and core only). No
+    constraint files: intel_rapl_common gives AMD no power limits."""
+    zones = []
+    for i in range(len(socket_uj) * ccds):
+        p, d = divmod(i, ccds)
+        zones.append(Zone(f"intel-rapl:{i:x}", f"package-{p}-die-{d}", energy_uj=socket_uj[p],
+                          max_energy_range_uj=AMD_RANGE_UJ))
+        zones.append(Zone(f"intel-rapl:{i:x}:0", "core", energy_uj=socket_uj[p] // 2, max_energy_range_uj=AMD_RANGE_UJ))
+    return zones
+
+
+def tpmi_two_sockets(pkg_uj: tuple[int, int], dram_uj: tuple[int, int], psys_uj: tuple[int, int]) -> list[Zone]:
+    """A 2-socket TPMI Xeon (intel_rapl_tpmi.c: package, memory and system domains per socket,
+    control type ``intel-rapl``). rapl_package_register_powercap registers the package zone, then
+    the package's other domains in enum order (dram as the package's child, psys with ``parent =
+    NULL``: a top-level zone), so psys sits between the packages: ``intel-rapl:0`` package-0,
+    ``intel-rapl:0:0`` dram, ``intel-rapl:1`` psys, ``intel-rapl:2`` package-1, ``intel-rapl:2:0``
+    dram, ``intel-rapl:3`` psys."""
+    return [
+        Zone("intel-rapl:0", "package-0", energy_uj=pkg_uj[0], max_power_uw={0: 350_000_000}),
+        Zone("intel-rapl:0:0", "dram", energy_uj=dram_uj[0]),
+        Zone("intel-rapl:1", "psys", energy_uj=psys_uj[0]),
+        Zone("intel-rapl:2", "package-1", energy_uj=pkg_uj[1], max_power_uw={0: 350_000_000}),
+        Zone("intel-rapl:2:0", "dram", energy_uj=dram_uj[1]),
+        Zone("intel-rapl:3", "psys", energy_uj=psys_uj[1]),
+    ]

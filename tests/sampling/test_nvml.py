@@ -198,3 +198,51 @@ def test_counter_failing_mid_job_hands_over_to_power_never_unavailable(monkeypat
     s = series([(0.0, rds[0]), (10.0, rds[1]), (20.0, rds[2]), (30.0, rds[3])])
     assert s.total_j == pytest.approx(2500.0 + 2500.0)
     assert "method_changed" in s.flags and s.dropped == 1
+
+
+GH200 = "GPU-ffffffff-0000-0000-0000-00000000000f"
+
+
+def test_superchip_gpu_charged_its_gpu_scope_never_the_module(monkeypatch):
+    # GH200: the power fields answer at NVML_POWER_SCOPE_MODULE (650 W: GPU + Grace + memory) and at
+    # NVML_POWER_SCOPE_GPU (400 W, then 420 W); the GPU is charged the GPU scope by power
+    # integration, (400 + 420) / 2 W x 10 s = 4100 J, never the module's 650 W nor the energy counter.
+    gpu = FakeGpu(GH200, 0, name="NVIDIA GH200 480GB", energy_mj=9_000_000, power_mw=640_000,
+                  power_instant_mw=400_000, module_power_mw=650_000, limit_mw=900_000)
+    install(monkeypatch, [gpu])
+    r = NvmlReader([GH200])
+    (dev,) = r.devices()
+    assert dev.extra["energy_source"] == "power_integration"
+    assert dev.extra["power_scope"].startswith("NVML_POWER_SCOPE_GPU")
+    a = r.read()[0]
+    gpu.power_instant_mw = 420_000
+    b = r.read()[0]
+    assert (a.method, a.power_w, a.energy_uj, a.flags) == ("power_integration", 400.0, None, ["superchip_gpu_scope"])
+    assert series_from_readings([(0.0, a), (10.0, b)]).total_j == pytest.approx(4100.0)
+
+
+def test_superchip_without_gpu_scope_field_keeps_counter_flagged(monkeypatch):
+    gpu = FakeGpu(GH200, 0, name="NVIDIA GH200 480GB", energy_mj=9_000_000, power_instant_mw=None,
+                  module_power_mw=650_000)
+    install(monkeypatch, [gpu])
+    (x,) = NvmlReader([GH200]).read()
+    assert (x.method, x.energy_uj, x.flags) == ("counter", 9_000_000_000, ["superchip_scope_unverified"])
+
+
+def test_discrete_gpu_without_module_scope_is_no_superchip(monkeypatch):
+    gpu = FakeGpu(VOLTA, 0, name="NVIDIA H100 80GB HBM3", energy_mj=1_000, power_instant_mw=500_000)
+    install(monkeypatch, [gpu])
+    r = NvmlReader([VOLTA])
+    (x,) = r.read()
+    assert (x.method, x.energy_uj, x.flags) == ("counter", 1_000_000, [])
+    assert "power_scope" not in r.devices()[0].extra
+
+
+def test_discrete_gpu_answering_module_scope_keeps_its_counter(monkeypatch):
+    # a discrete H100 whose driver answers the module scope too (board = module): not a superchip by
+    # name, so its energy counter stays the method
+    gpu = FakeGpu(VOLTA, 0, name="NVIDIA H100 80GB HBM3", energy_mj=2_000, power_instant_mw=500_000,
+                  module_power_mw=500_000)
+    install(monkeypatch, [gpu])
+    (x,) = NvmlReader([VOLTA]).read()
+    assert (x.method, x.energy_uj, x.flags) == ("counter", 2_000_000, [])

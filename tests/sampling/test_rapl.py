@@ -15,18 +15,20 @@ DRAM_RANGE = 65_712_999_613  # uJ, a real dram max_energy_range_uj (differs from
 
 
 def test_twelve_sockets_numeric_order_keyed_by_path(tmp_path):
+    # powercap_sys.c names zones "%s:%x": the 11th and 12th packages are intel-rapl:a and :b
     zones = []
     for i in range(12):
-        zones.append(Zone(f"intel-rapl:{i}", f"package-{i}", energy_uj=1000 * i))
-        zones.append(Zone(f"intel-rapl:{i}:0", "dram", energy_uj=10 * i))
+        zones.append(Zone(f"intel-rapl:{i:x}", f"package-{i}", energy_uj=1000 * i))
+        zones.append(Zone(f"intel-rapl:{i:x}:0", "dram", energy_uj=10 * i))
     r = RaplReader(build_tree(tmp_path, zones))
     cpu = [d.device_id for d in r.devices() if d.device_class == "cpu"]
     ram = [d.device_id for d in r.devices() if d.device_class == "ram"]
-    assert cpu == [f"intel-rapl:{i}" for i in range(12)]  # 10 and 11 after 9, not after 1
-    assert ram == [f"intel-rapl:{i}:0" for i in range(12)]  # twelve "dram" names, twelve keys
+    assert cpu == [f"intel-rapl:{i:x}" for i in range(12)]  # a and b after 9
+    assert cpu[-3:] == ["intel-rapl:9", "intel-rapl:a", "intel-rapl:b"]
+    assert ram == [f"intel-rapl:{i:x}:0" for i in range(12)]  # twelve "dram" names, twelve keys
     by_id = {x.device_id: x for x in r.read()}
-    assert by_id["intel-rapl:11"].energy_uj == 11_000
-    assert by_id["intel-rapl:10:0"].energy_uj == 100
+    assert by_id["intel-rapl:b"].energy_uj == 11_000  # uJ, package-11
+    assert by_id["intel-rapl:a:0"].energy_uj == 100  # uJ, dram of package-10
     assert all(x.method == "counter" for x in by_id.values())
 
 

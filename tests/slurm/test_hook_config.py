@@ -79,8 +79,10 @@ HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", 
 #: reading: slurm_energy.sampling.files (the readers' explicit file source, os and errno only) and
 #: slurm_energy.devices.hardware (the typed hardware config the readers take, dataclasses only).
 #: +1 each (issue 29): slurm_energy.jobmeta (no imports of its own), the one declaration of the
-#: job's identity fields the hooks' context uses.
-MAX_PROLOG_MODULES = 70
+#: job's identity fields the hooks' context uses. +1 on the Prolog's full-way reading where RAPL
+#: measures no CPU: slurm_energy.sampling.readers.hwmon_power (the hwmon power meters that measure
+#: ARM server CPUs, looked for before the TDP model; its stdlib imports are loaded already).
+MAX_PROLOG_MODULES = 71
 MAX_EPILOG_MODULES = 20
 #: The Prolog once a sampler has listed the node's counter files (every job but a node's first, on
 #: a node without job GPUs: slurm_energy.slurm.prolograw): the files are read, not the readers

@@ -28,6 +28,16 @@ Every reading also carries utilisation (``nvmlDeviceGetUtilizationRates``, 0..1)
 split a GPU shared by several jobs. Rated power (:meth:`NvmlReader.devices`) is the enforced power
 limit (``nvmlDeviceGetEnforcedPowerLimit``, mW / 1000).
 
+Superchips (GH200, GB200): NVML reports power at two scopes (nvml.h ``NVML_POWER_SCOPE_GPU`` "Targets
+only GPU", ``NVML_POWER_SCOPE_MODULE`` "Targets the whole module", i.e. GPU + Grace CPU + memory). A
+GPU named a superchip (:data:`SUPERCHIP_NAME`) whose power fields answer at the module scope is
+charged its GPU scope: the instant power field read at ``NVML_POWER_SCOPE_GPU``
+(``power_integration``, flag ``superchip_gpu_scope``), not the energy counter, whose scope NVML does
+not document for a superchip. The module scope is never read
+into a reading, and the Grace CPU is measured apart (its ACPI power meters,
+:mod:`slurm_energy.sampling.readers.hwmon_power`), so nothing is counted twice. A superchip GPU
+without the GPU-scope field keeps the counter, flagged ``superchip_scope_unverified``.
+
 MIG: NVML measures the parent GPU only. A MIG instance reads its parent's counter/power and is
 flagged ``mig_estimated``, with ``Reading.mig_fraction`` = f (f = instance slices / parent slices, see
 :mod:`slurm_energy.devices.gpus`); accounting multiplies by f, so the jobs on one GPU never sum to
@@ -37,6 +47,7 @@ more than the parent. If f is unknown the instance is ``unavailable`` (flag
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +60,12 @@ NVML_ENERGY_RESOLUTION_UJ = 1000
 #: nvidia-smi --help-query-gpu, power.draw: "This reading is accurate to within +/- 5 watts." (on
 #: Ampere and newer a 1 s average, on older GPUs instantaneous; nvmlDeviceGetPowerUsage is the same).
 NVML_POWER_ACCURACY_W = 5.0
+
+
+#: A superchip's NVML name ("NVIDIA GH200 480GB", "NVIDIA GB200"): with the module power scope
+#: answering, what marks a GPU whose power NVML reports at two scopes. The name guards a discrete
+#: GPU whose driver might answer the module scope too (it then keeps its energy counter).
+SUPERCHIP_NAME = re.compile(r"\bG[BH]\d{3}\b")
 
 
 def _s(v: Any) -> str:
@@ -68,6 +85,7 @@ class _Target:
     error: str = ""
     last_ts: int = 0  # last process-utilisation sample timestamp seen, us
     instant: bool = False  # NVML_FI_DEV_POWER_INSTANT answers: read it instead of the 1 s average
+    superchip: bool = False  # the power fields answer at NVML_POWER_SCOPE_MODULE (GH200, GB200)
     handed_over: str = ""  # the counter failed (this NVMLError): power integration from then on
 
 
@@ -151,6 +169,10 @@ class NvmlReader(Reader):
             t.error = "mig_fraction_unknown"
             return t
         t.instant = self._instant_mw(handle) is not None
+        t.superchip = bool(SUPERCHIP_NAME.search(t.model)) and self._module_scope_answers(handle)
+        if t.superchip and t.instant:
+            t.mode = "power_integration"  # the GPU scope, never the module's
+            return t
         try:
             nv.nvmlDeviceGetTotalEnergyConsumption(handle)
             t.mode = "counter"
@@ -183,6 +205,9 @@ class NvmlReader(Reader):
                 rated, src = rated * t.mig_fraction, src + " x MIG slice fraction"
             extra: dict[str, Any] = {"energy_source": t.mode,
                      "power_source": "NVML_FI_DEV_POWER_INSTANT" if t.instant else "nvmlDeviceGetPowerUsage"}
+            if t.superchip:
+                extra["power_scope"] = ("NVML_POWER_SCOPE_GPU (superchip: the module scope answers and is never added)"
+                                        if t.instant else "unverified (superchip without the GPU-scope field)")
             try:  # the GPU's number, for listing GPUs in numeric order (their UUIDs carry none)
                 extra["minor"] = int(self.nv.nvmlDeviceGetMinorNumber(t.handle))
             except (self.nv.NVMLError, TypeError, ValueError):
@@ -209,6 +234,8 @@ class NvmlReader(Reader):
         if t.mode == "unavailable" or t.handle is None:
             return Reading("gpu", t.uuid, "unavailable", flags=flags + [t.error or "unavailable"],
                            mig_fraction=t.mig_fraction)
+        if t.superchip:
+            flags.append("superchip_gpu_scope" if t.instant else "superchip_scope_unverified")
         r = Reading("gpu", t.uuid, t.mode, flags=flags, mig_fraction=t.mig_fraction)
         r.util = self._util(t)
         r.mem_bytes = self._mem(t)
@@ -256,13 +283,27 @@ class NvmlReader(Reader):
             return None, None
 
     def _instant_mw(self, handle: Any) -> int | None:
-        """``NVML_FI_DEV_POWER_INSTANT`` in mW, or None where the driver or GPU lacks the field."""
+        """``NVML_FI_DEV_POWER_INSTANT`` at the GPU scope in mW, or None where the driver or GPU
+        lacks the field."""
+        return self._field_mw(handle, "NVML_FI_DEV_POWER_INSTANT", getattr(self.nv, "NVML_POWER_SCOPE_GPU", 0))
+
+    def _module_scope_answers(self, handle: Any) -> bool:
+        """True when a power field answers at ``NVML_POWER_SCOPE_MODULE`` (a superchip)."""
+        scope = getattr(self.nv, "NVML_POWER_SCOPE_MODULE", None)
+        if scope is None:
+            return False
+        return any(self._field_mw(handle, f, scope) is not None
+                   for f in ("NVML_FI_DEV_POWER_INSTANT", "NVML_FI_DEV_POWER_AVERAGE"))
+
+    def _field_mw(self, handle: Any, field: str, scope: int) -> int | None:
+        """The power field ``field`` (an ``NVML_FI_*`` name) at ``scope`` in mW; None where it
+        does not answer."""
         nv = self.nv
-        fid = getattr(nv, "NVML_FI_DEV_POWER_INSTANT", None)
+        fid = getattr(nv, field, None)
         if fid is None:
             return None
         try:
-            (v,) = nv.nvmlDeviceGetFieldValues(handle, [fid])
+            (v,) = nv.nvmlDeviceGetFieldValues(handle, [(fid, scope)])
         except (nv.NVMLError, AttributeError, ValueError, TypeError):
             return None
         if v.nvmlReturn != nv.NVML_SUCCESS:

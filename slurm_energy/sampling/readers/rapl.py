@@ -3,10 +3,15 @@
 Zones are enumerated by their sysfs directory name, which is also their key (``device_id``):
 ``intel-rapl:N`` (top-level: a package, a die of a package, or psys), ``intel-rapl:N:M`` (sub-zones:
 core, uncore, dram), ``intel-rapl-mmio:N`` (the same package read through MMIO on some Intel client
-parts). AMD Zen CPUs are exposed by the same ``intel_rapl_msr`` driver under the same
-``intel-rapl`` control type; names are the only thing that says what a zone measures (``package-0``,
-``package-0-die-1``, ``dram``, ``core``, ``uncore``, ``psys``). Zones sort by their numeric path
-(``intel-rapl:10`` after ``intel-rapl:9``), so any number of sockets works. The ``name`` file is used
+parts). The kernel names a zone ``"%s:%x"`` (parent name, zone id in *hex*: drivers/powercap/
+powercap_sys.c, ``powercap_register_zone``), so the 11th package is ``intel-rapl:a`` and its first
+sub-zone ``intel-rapl:a:0``. AMD Zen CPUs are exposed by the same ``intel_rapl_msr`` driver under the
+same ``intel-rapl`` control type, and so are the TPMI-based zones of newer Xeons (intel_rapl_tpmi.c
+registers the control type ``intel-rapl`` too; ``intel-rapl-tpmi`` is accepted as well). Names are
+the only thing that says what a zone measures (``package-0``, ``package-0-die-1``, ``dram``, ``core``,
+``uncore``, ``psys``), and psys may sit anywhere in the list (TPMI registers one per package as a
+top-level zone between the packages). Zones sort by their numeric path (``intel-rapl:a`` after
+``intel-rapl:9``), so any number of sockets works. The ``name`` file is used
 only to classify a zone, never as a key: names repeat (``dram`` under every socket, ``package-0``
 under both ``intel-rapl`` and ``intel-rapl-mmio``).
 
@@ -17,11 +22,32 @@ see Linux Documentation/power/powercap/powercap.rst and the hierarchy ``package 
 * every ``package-*`` zone of ``intel-rapl`` -> one ``cpu`` device (sockets and dies are disjoint);
 * every ``dram`` zone -> one ``ram`` device;
 * ``core`` and ``uncore`` are inside their package: never reported;
-* ``intel-rapl-mmio`` package zones duplicate the MSR package: reported only when no ``intel-rapl``
-  zone has the same name;
+* ``intel-rapl-mmio`` (and ``intel-rapl-tpmi``) package zones duplicate the ``intel-rapl`` package
+  of the same name: reported only when no ``intel-rapl`` zone has that name;
 * ``psys`` contains package and dram: reported (as ``cpu``, flagged ``psys``) only when there is no
   package zone at all;
-* zones with other names are ignored.
+* zones with other names are ignored;
+* package zones that read one counter (AMD Zen with kernels 6.9-6.11 list one ``package-P-die-D``
+  zone per CCD, each reading the socket's one package MSR: kernel commit 26096aed255f
+  "powercap/intel_rapl: Fix the energy-pkg event for AMD CPUs", whose before/after listing of a
+  2-socket 8-CCD Zen 4 server the fakes copy) are found by their counters, not by vendor: zones
+  of one package number whose ``energy_uj`` agree within :data:`SAME_COUNTER_UJ` in two passes
+  read back to back are one counter; the first is reported, the others are not
+  (``why = "reads the same counter as ..."``).
+
+Wrap detection is bounded by the zone's highest ``constraint_*_max_power_uw``; a zone with an energy
+range but no readable power limit (AMD: intel_rapl_common gives AMD no limit registers) takes the
+CPU's rated power (:meth:`RaplReader.bound_wraps`, the bundled table or the site config) and says so
+in its device's ``extra["wrap_bound"]``: a gap longer than range / rated power is then flagged
+``possible_multiple_wrap`` as for a zone with a limit.
+
+DRAM energy units: Intel servers count DRAM in a fixed 15.3 uJ unit (intel_rapl_common.c
+``rapl_defaults_hsw_server.dram_domain_energy_unit = 15300``), except Sapphire Rapids, whose DRAM
+domain uses the package's unit (MSR_RAPL_POWER_UNIT). Kernels 5.9 (2d798d9f5967, SPR support) to
+6.0 applied the 15.3 uJ quirk to SPR too, until 4c081324df56 ("powercap: intel_rapl: Use standard
+Energy Unit for SPR Dram RAPL domain", 6.1, backported to 5.9+ stable). The true unit is not
+readable from sysfs, so the value is not corrected: the DRAM zones of a Sapphire Rapids CPU (family
+6 model 0x8F) under a kernel older than 6.1 are flagged ``dram_unit_suspect:<commit>``.
 
 Errors never escape :meth:`RaplReader.read`: ``energy_uj`` unreadable by the sampler's user (kernel
 >= 5.10 makes it root-only, ``EACCES``) gives ``method="unavailable"`` with flag ``eacces`` (the
@@ -47,9 +73,22 @@ if TYPE_CHECKING:
 DEFAULT_ROOT = "/sys/class/powercap"
 
 #: Control types we read. ``intel-rapl`` also covers AMD Zen (driver intel_rapl_msr).
-CONTROL_TYPES = ("intel-rapl", "intel-rapl-mmio")
+CONTROL_TYPES = ("intel-rapl", "intel-rapl-tpmi", "intel-rapl-mmio")
 
-_ZONE_RE = re.compile(r"^(intel-rapl|intel-rapl-mmio):(\d+(?::\d+)*)$")
+#: Zone ids are hex (``"%s:%x"``, drivers/powercap/powercap_sys.c).
+_ZONE_RE = re.compile(r"^(intel-rapl|intel-rapl-tpmi|intel-rapl-mmio):([0-9a-f]+(?::[0-9a-f]+)*)$")
+_PKG_RE = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
+
+#: Two package zones whose counters differ by at most this much (uJ) in two passes read back to
+#: back read one counter. 1 J: an AMD package counter (15.3 uJ units, updated every ~1 ms) moves
+#: well under 1 J between two sysfs reads; two real sockets agree within 1 J by chance about once
+#: in 65,000 (a 65.7 kJ range).
+SAME_COUNTER_UJ = 1_000_000
+
+#: Intel Sapphire Rapids (family 6, model 0x8F): DRAM unit quirk wrongly applied by kernels 5.9-6.0.
+SPR_FAMILY_MODEL = (6, 0x8F)
+SPR_DRAM_FIXED_IN = (6, 1)
+SPR_DRAM_FLAG = "dram_unit_suspect:linux-4c081324df56"
 
 
 def _read_text(path: str) -> str:
@@ -131,7 +170,7 @@ def _zone(key: str, path: str) -> RaplZone:
     """The zone ``key`` (e.g. ``intel-rapl:0:1``) at ``path``: control type, index, name, kind."""
     m = _ZONE_RE.match(key)
     assert m is not None  # keys come from _zone_dirs, which matched them
-    ctype, idx = m.group(1), tuple(int(x) for x in m.group(2).split(":"))
+    ctype, idx = m.group(1), tuple(int(x, 16) for x in m.group(2).split(":"))
     try:
         name = _read_text(os.path.join(path, "name"))
     except (OSError, UnicodeDecodeError):
@@ -148,8 +187,8 @@ def _apply_overlap_policy(zones: list[RaplZone]) -> None:
     any_pkg = any(z.kind == "package" for z in zones)
     for z in zones:
         if z.kind == "package":
-            if z.control_type == "intel-rapl-mmio" and z.name in msr_pkg_names:
-                z.why = f"duplicates intel-rapl {z.name} (MMIO view of the same package)"
+            if z.control_type != "intel-rapl" and z.name in msr_pkg_names:
+                z.why = f"duplicates intel-rapl {z.name} ({z.control_type} view of the same package)"
             else:
                 z.reported, z.device_class, z.why = True, "cpu", "package"
         elif z.kind == "dram":
@@ -164,6 +203,66 @@ def _apply_overlap_policy(zones: list[RaplZone]) -> None:
                 z.flags.append("psys")
         else:
             z.why = f"unknown zone name {z.name!r}"
+
+
+def _package_number(name: str) -> int | None:
+    m = _PKG_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def _drop_same_counter(zones: list[RaplZone]) -> None:
+    """Unreport package zones that read the same counter as an earlier zone of the same package
+    number (module docstring): counters within :data:`SAME_COUNTER_UJ` in two passes."""
+    pkgs = [z for z in zones if z.reported and z.kind == "package" and _package_number(z.name) is not None]
+    if len(pkgs) < 2:
+        return
+    passes = []
+    for _ in range(2):
+        vals: dict[str, int | None] = {}
+        for z in pkgs:
+            try:
+                vals[z.key] = _read_int(os.path.join(z.path, "energy_uj"))
+            except (OSError, ValueError, UnicodeDecodeError):
+                vals[z.key] = None  # EACCES etc.: nothing says they are one counter
+        passes.append(vals)
+    kept: list[RaplZone] = []
+    for z in pkgs:
+        for k in kept:
+            if _package_number(k.name) != _package_number(z.name):
+                continue
+            if all(_same(p[z.key], p[k.key]) for p in passes):
+                z.reported, z.device_class = False, ""
+                z.why = f"reads the same counter as {k.key} ({k.name}): one package counter behind several zones"
+                break
+        else:
+            kept.append(z)
+
+
+def _same(a: int | None, b: int | None) -> bool:
+    """Two counter values that one counter gave (within :data:`SAME_COUNTER_UJ`); unread: False."""
+    return a is not None and b is not None and abs(a - b) <= SAME_COUNTER_UJ
+
+
+def _kernel_version(release: str) -> tuple[int, int] | None:
+    m = re.match(r"^(\d+)\.(\d+)", release)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _flag_dram_unit(zones: list[RaplZone], cpuinfo: str, kernel_release: str | None) -> None:
+    """Flag the DRAM zones of a Sapphire Rapids CPU under a kernel that applied the 15.3 uJ quirk
+    to it (:data:`SPR_FAMILY_MODEL`, :data:`SPR_DRAM_FIXED_IN`)."""
+    dram = [z for z in zones if z.device_class == "ram"]
+    if not dram:
+        return
+    from slurm_energy.devices.info import cpu_family_model
+
+    if cpu_family_model(cpuinfo) != SPR_FAMILY_MODEL:
+        return
+    ver = _kernel_version(os.uname().release if kernel_release is None else kernel_release)
+    if ver is not None and ver >= SPR_DRAM_FIXED_IN:
+        return
+    for z in dram:
+        z.flags.append(SPR_DRAM_FLAG)
 
 
 def _max_power_w(path: str) -> tuple[float | None, float | None]:
@@ -195,6 +294,8 @@ class RaplReader(Reader):
             start) are read at each :meth:`read` (default: descriptors kept open,
             :class:`~slurm_energy.sampling.files.KeptFiles`; the Prolog's reading records or
             replays them). The zones' names and limits are read once, here, from the files.
+        cpuinfo, kernel_release: where the CPU's family/model and the kernel's version come from
+            (the DRAM unit check; default /proc/cpuinfo and ``os.uname().release``).
 
     Attributes:
         zones: every zone found with the policy decision (see :func:`discover_zones`).
@@ -204,25 +305,44 @@ class RaplReader(Reader):
     name = "rapl"
     device_class = "cpu"
 
-    def __init__(self, root: str = DEFAULT_ROOT, files: FileSource | None = None):
+    def __init__(self, root: str = DEFAULT_ROOT, files: FileSource | None = None,
+                 cpuinfo: str = "/proc/cpuinfo", kernel_release: str | None = None):
         self.root = root
         self._kept: KeptFiles | None = None  # the reader's own (closed by close()), when none is passed
         if files is None:
             files = self._kept = KeptFiles()
         self.files: FileSource = files
         self.zones = discover_zones(root)
+        _drop_same_counter(self.zones)
         self._reported = [z for z in self.zones if z.reported]
         self._range: dict[str, int | None] = {}
         self._maxp: dict[str, tuple[float | None, float | None]] = {}
+        self._wrap_bound: dict[str, str] = {}
         for z in self._reported:
             self._range[z.key] = self._try_range(z, None)
             self._maxp[z.key] = _max_power_w(z.path)
+        _flag_dram_unit(self._reported, cpuinfo, kernel_release)
         if not os.path.isdir(root):
             self.reason = f"{root} absent (no powercap/RAPL driver on this node)"
         elif not self._reported:
             self.reason = f"no RAPL package/dram zone under {root}"
         else:
             self.reason = ""
+
+    def unbounded_zones(self) -> list[str]:
+        """Keys of the reported package zones with an energy range but no readable power limit:
+        their wrap detection needs :meth:`bound_wraps`."""
+        return [z.key for z in self._reported if z.device_class == "cpu" and self._range[z.key] is not None
+                and self._maxp[z.key][1] is None]
+
+    def bound_wraps(self, rated_w: float, source: str) -> None:
+        """Bound the wrap detection of :meth:`unbounded_zones` by ``rated_w`` (W per package, e.g.
+        the CPU's TDP from the bundled table; ``source`` says where it came from)."""
+        if rated_w <= 0:
+            return
+        for key in self.unbounded_zones():
+            self._maxp[key] = (None, float(rated_w))
+            self._wrap_bound[key] = f"rated power {rated_w:g} W ({source})"
 
     @property
     def available(self) -> bool:
@@ -258,7 +378,8 @@ class RaplReader(Reader):
                     model=z.name,
                     rated_power_w=long_w,
                     rated_power_source="RAPL constraint_0_max_power_uw" if long_w else "",
-                    extra={"zone_path": z.path, "zone_name": z.name, "max_energy_range_uj": self._range[z.key]},
+                    extra={"zone_path": z.path, "zone_name": z.name, "max_energy_range_uj": self._range[z.key],
+                           **({"wrap_bound": self._wrap_bound[z.key]} if z.key in self._wrap_bound else {})},
                 )
             )
         return out
