@@ -19,6 +19,18 @@ def _not_through_sudo(monkeypatch):
     monkeypatch.delenv("SUDO_USER", raising=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _unmount_the_suites_marks_tmpfs(tmp_path_factory):
+    """The Prolog mounts a tmpfs on its marks dir where it can (below): the suite stops what it
+    started, so no tmpfs of a finished run stays mounted under /tmp/pytest-of-root."""
+    yield
+    root = tmp_path_factory.getbasetemp() / "marks-root"
+    if os.path.ismount(root):
+        import subprocess
+
+        subprocess.run(["/bin/umount", "-l", str(root)], check=False)
+
+
 @pytest.fixture(autouse=True)
 def _marks_root_of_the_suite(monkeypatch, tmp_path_factory):
     """A hook or sampler run by a test keeps its marks under the suite's tmp dir, not the host's
