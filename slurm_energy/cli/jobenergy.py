@@ -350,6 +350,8 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
     if args.long:
         text = _long_text(items, args, fields, widths, parsable)
     else:
+        if args.format is None:  # the default columns: net CO2e and cost only where they say something
+            fields = F.default_fields([r for _, r, _ in items])
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
         caps = [F.TEXT_CAP if f in F.TEXT_FIELDS else None for f in fields]
         text = render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader,

@@ -40,7 +40,7 @@ CSV_COLUMNS = (
     "job_id", "device_class", "n_devices", "method", "coverage",
     "energy_it_kWh", "device_energy_kWh", "mean_power_W", "elapsed_s",
     "pue", "facility_kWh", "ci_gCO2e_per_kWh", "alpha", "kgCO2e", "mean_power_coverage",
-    "status", "pue_default", "ci_default", "job_id_raw",
+    "status", "pue_default", "ci_default", "job_id_raw", "kgCO2e_location_based", "embodied_kgCO2e",
 )
 
 
@@ -64,7 +64,8 @@ def render_csv(record: JobRecord) -> str:
             job, r.device_class, r.n_devices, r.method, r.coverage,
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
             c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
-            record.status_text, *defaults, record.job_id,
+            record.status_text, *defaults, record.job_id, r.co2e_gross_kg,
+            record.embodied_kg if r.device_class == "total" else None,
         )])
     return buf.getvalue()
 
@@ -198,7 +199,10 @@ def _formula_lines(rows: list[ClassRow], record: JobRecord) -> dict:
         co2_line = "CO2e = E_facility × CI × α = n/a — not measured"
     else:
         co2_line = explain.co2e_line(record.facility_kwh, c.ci_g_per_kwh, c.alpha, record.co2e_kg, c.hourly)
-    return {"per_class": per_class, "it": it_line, "facility": fac_line, "co2e": co2_line}
+    from slurm_energy.reporting.footprint import formula_lines
+
+    return {"per_class": per_class, "it": it_line, "facility": fac_line, "co2e": co2_line,
+            "footprint": formula_lines(record)}
 
 
 def _full_device_captions(rows: list[ClassRow]) -> list[str]:
@@ -246,6 +250,7 @@ def render_html(record: JobRecord) -> str:
     """
     from markupsafe import Markup
 
+    from slurm_energy.reporting.footprint import sci_total_kg
     from slurm_energy.reporting.phases import phase_rows, plot_marks
     from slurm_energy.reporting.plot import power_svg
 
@@ -277,6 +282,7 @@ def render_html(record: JobRecord) -> str:
         "power_note_below": MEAN_POWER_NOTE_BELOW,
         "check": prediction_check.check(record),
         "gpu_idle": gpu_idle.summary_line(record),
+        "sci_total": sci_total_kg(record),
         "gpu_idle_rule": gpu_idle.rule_text(record),
         "check_rows": prediction_check.rows,
         "plot_svg": Markup(svg) if svg else None,  # our own matplotlib output; text in it is escaped
