@@ -126,7 +126,8 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
         hourly = hourly_intensity_for(site, facts)
     except Exception as e:  # a bad hourly file must not lose the job
         merged.errors = combine_errors(merged.errors, [f"hourly carbon intensity not used: {e}"])
-    return text_safe(finalise_record(merged, facts, hourly))
+    return text_safe(finalise_record(merged, facts, hourly, embodied=site.embodied.factors(),
+                                     lifetimes={str(k): v for k, v in site.embodied.lifetime_years.items()}, tariff=site.tariff))
 
 
 def local_site_config(path: str | None, given_by: str, partition: str = "", **carbon: Any) -> SiteConfig:
