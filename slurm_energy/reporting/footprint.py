@@ -109,3 +109,22 @@ def formula_lines(rec: JobRecord) -> list[str]:
         out.append(f"Energy cost = {rec.cost:.4g} {rec.cost_currency}: {rec.cost_source}")
     out += [line for line in text_lines(rec) if line.startswith("SCI for AI")]
     return out
+
+
+def whatif_lines(w, fmt_time) -> list[str]:
+    """The what-if (:class:`slurm_energy.accounting.whatif.WhatIf`) as lines: the actual and best
+    start with their location-based CO2e, the saving, the window and how the profile was obtained."""
+    def kg(v: float | None) -> str:
+        return "n/a (an hour it ran has no imported intensity)" if v is None else f"{v:.4g} kgCO2e"
+
+    out = [f"ran at {fmt_time(w.actual_start)}: {kg(w.actual_kg)}",
+           f"best start {fmt_time(w.best_start)}: {kg(w.best_kg)}"
+           + (f" ({w.forecast_hours} h of it from a forecast)" if w.forecast_hours else "")]
+    if w.saving_kg is not None:
+        pct = f", {100 * w.saving_kg / w.actual_kg:.0f} %" if w.actual_kg else ""
+        out.append(f"saving: {w.saving_kg:.4g} kgCO2e{pct} (worst start in the window: {w.worst_kg:.4g} kgCO2e)")
+    out.append(f"window: {w.candidates} hourly starts {fmt_time(w.window[0])} .. {fmt_time(w.window[1])} "
+               f"(the job's start +/- the window, clipped to the imported hourly intensity)")
+    out.append(f"method: the job's facility energy (profile from its {w.profile_source}) shifted by whole hours, "
+               "x each hour's CI; location-based, offsets excluded")
+    return out

@@ -16,6 +16,7 @@ import datetime as _dt
 import functools
 import io
 import os
+from typing import Any
 
 from slurm_energy.core import all_estimated
 from slurm_energy.jobid import display_id
@@ -240,7 +241,7 @@ def _template_env():
     return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def render_html(record: JobRecord) -> str:
+def render_html(record: JobRecord, whatif: Any = None) -> str:
     """Self-contained HTML report (inline CSS and SVG plot) for one job; jinja2 with autoescape on.
 
     Shows the job's Slurm facts, static device info per node group, energy per device class (job
@@ -250,7 +251,7 @@ def render_html(record: JobRecord) -> str:
     """
     from markupsafe import Markup
 
-    from slurm_energy.reporting.footprint import sci_total_kg
+    from slurm_energy.reporting.footprint import sci_total_kg, whatif_lines
     from slurm_energy.reporting.phases import phase_rows, plot_marks
     from slurm_energy.reporting.plot import power_svg
 
@@ -283,6 +284,7 @@ def render_html(record: JobRecord) -> str:
         "check": prediction_check.check(record),
         "gpu_idle": gpu_idle.summary_line(record),
         "sci_total": sci_total_kg(record),
+        "whatif": None if whatif is None else whatif_lines(whatif, _fmt_time),
         "gpu_idle_rule": gpu_idle.rule_text(record),
         "check_rows": prediction_check.rows,
         "plot_svg": Markup(svg) if svg else None,  # our own matplotlib output; text in it is escaped
@@ -337,7 +339,8 @@ class ReportWriteError(SafeWriteError):
         self.path, self.reason = failures[0]
 
 
-def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: int | None = None) -> tuple[str, str]:
+def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: int | None = None,
+                  whatif: Any = None) -> tuple[str, str]:
     """Render both reports and write them into ``work_dir`` as ``uid``/``gid``, each independently.
 
     Files: ``energy-<jobid>.html`` and ``energy-<jobid>.csv`` (see :func:`report_names`), and
@@ -364,7 +367,7 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: i
     html_name, csv_name = report_names(record)
     written: list[str] = []
     failures: list[tuple[str, str]] = []
-    files = [(html_name, render_html), (csv_name, render_csv)]
+    files = [(html_name, functools.partial(render_html, whatif=whatif)), (csv_name, render_csv)]
     if record.phases or record.stages:
         files.append((phases_csv_name(record), render_phases_csv))
     if prediction_check.check(record) is not None:
