@@ -126,7 +126,15 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
         hourly = hourly_intensity_for(site, facts)
     except Exception as e:  # a bad hourly file must not lose the job
         merged.errors = combine_errors(merged.errors, [f"hourly carbon intensity not used: {e}"])
-    return text_safe(finalise_record(merged, facts, hourly, embodied=site.embodied.factors(),
+    prices = None
+    if site.tariff is not None and site.tariff.zone:
+        from slurm_energy.carbon.prices import load_zone_prices
+
+        try:
+            prices = load_zone_prices(site.paths.hourly_price_dir, site.tariff.zone)
+        except Exception as e:  # a bad price file must not lose the job: the flat price (if any) is used
+            merged.errors = combine_errors(merged.errors, [f"hourly prices not used: {e}"])
+    return text_safe(finalise_record(merged, facts, hourly, embodied=site.embodied.factors(), hourly_price=prices,
                                      lifetimes={str(k): v for k, v in site.embodied.lifetime_years.items()}, tariff=site.tariff))
 
 

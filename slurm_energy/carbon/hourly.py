@@ -91,7 +91,8 @@ def co2e_kg_hourly(hourly_facility_kwh: dict[str, float], intensity: dict[str, f
     return total
 
 
-def _parse_ts(raw: str, where: str) -> str:
+def parse_hour(raw: str, where: str) -> str:
+    """An ISO 8601 timestamp with a UTC offset, on the hour -> its UTC hour key; HourlyDataError naming ``where``."""
     s = raw.strip()
     try:
         dt = datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s)
@@ -142,7 +143,7 @@ def load_hourly_csv(path: str | os.PathLike, *, allow_zero: bool = False) -> dic
                                   f"or an intensity column ({'/'.join(_CI_COLS)}, gCO2e/kWh)")
         for i, row in enumerate(rd, start=2):
             where = f"{p} line {i}"
-            h = _parse_ts(row.get(ts_col) or "", where)
+            h = parse_hour(row.get(ts_col) or "", where)
             try:
                 v = to_g_per_kwh(row.get(ci_col), "gCO2e/kWh", field=f"{where} {ci_col}",  # type: ignore[arg-type]
                                  allow_zero=allow_zero, zero_ok="`slurm-energy ci-import --allow-zero`")

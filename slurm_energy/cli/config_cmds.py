@@ -27,6 +27,13 @@ def register(subparsers) -> None:
                         "without it 0 is refused as a mistake, like any value below 1 gCO2e/kWh")
     q.set_defaults(func=cmd_ci_import)
 
+    r = subparsers.add_parser("price-import", help="validate an hourly electricity-price CSV (time-of-use tariff) "
+                              "and store it for a zone")
+    r.add_argument("file", help="CSV: timestamp (ISO 8601 with offset, on the hour), price_per_kwh (tariff.currency)")
+    r.add_argument("--zone", required=True, help="the name site.yaml's tariff.zone gives")
+    r.add_argument("--config", default=None, help="site config (for paths.hourly_price_dir)")
+    r.set_defaults(func=cmd_price_import)
+
 
 def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
     from slurm_energy.config.carbon import hourly_zones_for, resolve_carbon
@@ -158,4 +165,23 @@ def cmd_ci_import(args: argparse.Namespace) -> int:
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     print(f"imported {n_new} hours for zone {args.zone}; {n_all} hours stored in {path}")
+    return 0
+
+
+def cmd_price_import(args: argparse.Namespace) -> int:
+    """Validate FILE and merge it into ``<paths.hourly_price_dir>/<zone>.csv``; exit 1 on bad data."""
+    from slurm_energy.carbon.prices import import_price_csv
+    from slurm_energy.config import ConfigError, load_site_config
+    from slurm_energy.errors import HourlyDataError
+
+    try:
+        cfg = load_site_config(args.config)
+        n_new, n_all, path = import_price_csv(args.file, args.zone, cfg.paths.hourly_price_dir)
+    except (ConfigError, HourlyDataError) as e:
+        print(f"price-import failed:\n{e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"price-import failed: cannot write under {cfg.paths.hourly_price_dir}: {e.strerror}", file=sys.stderr)
+        return 1
+    print(f"imported {n_new} hourly prices for zone {args.zone}; {n_all} hours stored in {path}")
     return 0

@@ -198,6 +198,7 @@ class Paths(_Strict):
     store_url: str = ""
     log_dir: str = "/var/log/slurm-energy"
     hourly_ci_dir: str = ""  # default <spool_dir>/carbon-intensity (ci-import writes here)
+    hourly_price_dir: str = ""  # default <spool_dir>/prices (price-import writes here)
     geo_cache_dir: str = ""  # default <spool_dir>/geo (one JSON file per node)
 
     @model_validator(mode="after")
@@ -209,6 +210,8 @@ class Paths(_Strict):
             object.__setattr__(self, "store_url", "sqlite:///" + DEFAULT_STORE_PATH)
         if not self.hourly_ci_dir:
             object.__setattr__(self, "hourly_ci_dir", os.path.join(sp, "carbon-intensity"))
+        if not self.hourly_price_dir:
+            object.__setattr__(self, "hourly_price_dir", os.path.join(sp, "prices"))
         if not self.geo_cache_dir:
             object.__setattr__(self, "geo_cache_dir", os.path.join(sp, "geo"))
         return self
