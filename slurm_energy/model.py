@@ -198,6 +198,9 @@ class CarbonFacts(BaseModel):
     datacenter: str = ""
     defaults_used: list[str] = Field(default_factory=list)  # names of facts that are defaults
     hourly: bool = False  # CO2e computed from hourly intensity
+    hourly_source: str = ""  # the hourly average series used: zone, source, age (config.carbon.hourly_series_for)
+    marginal_source: str = ""  # the hourly marginal series (e.g. MOER) beside it, "" = none imported
+    intensity_kind: str = "average"  # which one the job's CO2e uses (attribution.intensity)
 
 
 class EmbodiedShare(BaseModel):
@@ -257,6 +260,12 @@ class JobRecord(BaseModel, JobIdentity):
     # (ISO/IEC 21031:2024) and GHG Protocol Scope 2 location-based count. None = not computed
     # (records stored before it existed: see _gross_from_net)
     co2e_gross_kg: float | None = None
+    # The location-based CO2e by each kind of intensity, side by side: the grid's average (hourly
+    # where imported, else the annual CI) and its marginal one (hourly, e.g. MOER; None unless an
+    # imported marginal series covers every hour with energy). co2e_gross_kg is the one the site
+    # attributes by (carbon.intensity_kind; average by default)
+    co2e_average_kg: float | None = None
+    co2e_marginal_kg: float | None = None
     # Embodied emissions of the hardware reserved for the job (SCI's M, per component in ``embodied``;
     # accounting.embodied). None = not computed (no factor for any component, or a record made before)
     embodied_kg: float | None = None

@@ -61,7 +61,8 @@ def net_co2e_kg(gross_kg: float | None, alpha: float) -> float | None:
 
 def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str, float] | None = None, *,
                     embodied: tuple[Any, ...] | None = None, lifetimes: dict[str, float] | None = None,
-                    tariff: Any = None, hourly_price: dict[str, float] | None = None) -> JobRecord:
+                    tariff: Any = None, hourly_price: dict[str, float] | None = None,
+                    marginal_ci: dict[str, float] | None = None, intensity: str = "average") -> JobRecord:
     """Fill a merged record's totals once: per-class IT energy, facility kWh, kgCO2e.
 
     Args:
@@ -73,6 +74,9 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str,
             None = embodied not computed), ``lifetimes`` the site's lifetimes by component, years.
         tariff: the site's :class:`slurm_energy.config.schema.Tariff` (None = no cost), with its
             ``hourly_price`` {ISO hour UTC: price per kWh} when imported.
+        marginal_ci: the imported hourly marginal intensity {ISO hour UTC: gCO2e/kWh} (e.g. MOER):
+            ``co2e_marginal_kg`` when it covers every hour with energy; ``intensity="marginal"``
+            makes it the job's CO2e (``co2e_gross_kg``), the average one staying beside it.
     Returns:
         A new JobRecord (the input is not modified). A class whose every device is unmeasured has
         energy None; a class with some unmeasured devices sums the measured ones and sets
@@ -105,6 +109,7 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str,
     rec.carbon = carbon
     if it_j is None:
         rec.it_kwh = rec.facility_kwh = rec.co2e_kg = rec.co2e_gross_kg = None
+        rec.co2e_average_kg = rec.co2e_marginal_kg = None
     else:
         rec.it_kwh = it_j / J_PER_KWH
         rec.facility_kwh = facility_kwh(rec.it_kwh, carbon.pue)
@@ -119,6 +124,15 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str,
             rec.co2e_gross_kg = co2e_kg_hourly(facility_kwh_by_hour(hourly, carbon.pue), hourly_ci, 1.0,
                                                fallback_g_per_kwh=carbon.ci_g_per_kwh)
             rec.carbon = carbon.model_copy(update={"hourly": True})
+        rec.co2e_average_kg = rec.co2e_gross_kg
+        rec.co2e_marginal_kg = None
+        if marginal_ci and hourly and all(h in marginal_ci for h in hourly):
+            from slurm_energy.carbon.hourly import co2e_kg_hourly, facility_kwh_by_hour
+
+            rec.co2e_marginal_kg = co2e_kg_hourly(facility_kwh_by_hour(hourly, carbon.pue), marginal_ci, 1.0)
+        if intensity == "marginal" and rec.co2e_marginal_kg is not None:
+            rec.co2e_gross_kg = rec.co2e_marginal_kg
+            rec.carbon = rec.carbon.model_copy(update={"intensity_kind": "marginal"})
         rec.co2e_kg = net_co2e_kg(rec.co2e_gross_kg, carbon.alpha)
     if embodied is not None:
         from slurm_energy.accounting.embodied import job_embodied

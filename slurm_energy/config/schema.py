@@ -180,6 +180,9 @@ class Attribution(_Strict):
 
     policy: Literal["shared", "exclusive_whole_node", "utilisation_weighted"] = "shared"
     gpu_idle: GpuIdle = Field(default_factory=GpuIdle)
+    # which imported hourly intensity the job's CO2e uses: the grid's average (default) or its
+    # marginal (e.g. MOER) series; the other is shown beside it (docs/CARBON.md says why)
+    intensity: Literal["average", "marginal"] = "average"
 
 
 DEFAULT_STORE_PATH = "/var/lib/slurm-energy/jobs.db"

@@ -35,6 +35,10 @@ def json_block(rec: JobRecord) -> dict[str, Any]:
     }
     if c.alpha != 1:
         out.update(operational_net_kg=rec.co2e_kg, operational_net_method=NET_METHOD)
+    if c.marginal_source or c.intensity_kind != "average":  # both kinds side by side, each with source and age
+        out.update(intensity_kind=c.intensity_kind, operational_average_kg=rec.co2e_average_kg,
+                   average_source=c.hourly_source if c.hourly else c.ci_source,
+                   operational_marginal_kg=rec.co2e_marginal_kg, marginal_source=c.marginal_source)
     out.update(embodied_kg=rec.embodied_kg, embodied_method=EMBODIED_METHOD,
                embodied=[e.model_dump() for e in rec.embodied], embodied_note=rec.embodied_note,
                sci_total_kg=sci_total_kg(rec),
@@ -61,6 +65,7 @@ def text_lines(rec: JobRecord, brief: bool = False) -> list[str]:
            f"({c.ci_source}{', hourly' if c.hourly else ''}), offsets excluded"]
     if c.alpha != 1:
         out.append(f"CO2e net of offsets: {_kg(rec.co2e_kg)} = location-based x alpha {c.alpha:g} ({c.alpha_source})")
+    out += intensity_lines(rec)
     emb = f"Embodied CO2e: {_kg(rec.embodied_kg)} ({EMBODIED_METHOD}"
     emb += f"; {len(rec.embodied)} unit line(s))" if rec.embodied else ")"
     if rec.embodied_note:
@@ -68,7 +73,7 @@ def text_lines(rec: JobRecord, brief: bool = False) -> list[str]:
     out.append(emb)
     out.append(f"SCI total (O + M): {_kg(sci_total_kg(rec))}")
     if brief:
-        out = out[:2] if c.alpha != 1 else []
+        out = (out[:2] if c.alpha != 1 else []) + intensity_lines(rec)
         if rec.embodied_kg is not None:
             out += [emb, f"SCI total (O + M): {_kg(sci_total_kg(rec))}"]
     if rec.cost is not None:
@@ -77,6 +82,20 @@ def text_lines(rec: JobRecord, brief: bool = False) -> list[str]:
         out.append(f"SCI for AI per {s.unit}: {_g(s.total_g)} gCO2e (operational {_g(s.operational_g)}, "
                    f"embodied {_g(s.embodied_g)}; R = {s.r:.4g} from {s.r_source})")
     return out
+
+
+def intensity_lines(rec: JobRecord) -> list[str]:
+    """The average and the marginal intensity's CO2e side by side, each with its source and age;
+    [] when no marginal series was imported (one kind only: the lines above say it)."""
+    c = rec.carbon
+    if not c.marginal_source and c.intensity_kind == "average":
+        return []
+    avg_src = c.hourly_source if c.hourly else f"annual {c.ci_g_per_kwh:g} gCO2e/kWh: {c.ci_source}"
+    used = {"average": " (attributed)" if c.intensity_kind == "average" else "",
+            "marginal": " (attributed)" if c.intensity_kind == "marginal" else ""}
+    marg = _kg(rec.co2e_marginal_kg) if rec.co2e_marginal_kg is not None else "n/a (the series does not cover the job's hours)"
+    return [f"CO2e by average intensity{used['average']}: {_kg(rec.co2e_average_kg)} ({avg_src})",
+            f"CO2e by marginal intensity{used['marginal']}: {marg} ({c.marginal_source or 'none imported'})"]
 
 
 def _g(v: float | None) -> str:
@@ -107,6 +126,7 @@ def formula_lines(rec: JobRecord) -> list[str]:
     out.append(f"SCI-style total = location-based CO2e + M = {_kg(sci_total_kg(rec))}")
     if rec.cost is not None:
         out.append(f"Energy cost = {rec.cost:.4g} {rec.cost_currency}: {rec.cost_source}")
+    out += intensity_lines(rec)
     out += [line for line in text_lines(rec) if line.startswith("SCI for AI")]
     return out
 
