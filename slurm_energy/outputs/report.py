@@ -47,7 +47,8 @@ class ReportSink:
         try:
             from slurm_energy.reporting.report import write_reports
 
-            html, csv = write_reports(record, out_dir, uid, gid, umask=self.umask, whatif=self._whatif(record))
+            w = self._whatif(record)
+            html, csv = write_reports(record, out_dir, uid, gid, umask=self.umask, **({} if w is None else {"whatif": w}))
         except Exception as e:
             log.warning("report for job %s not written: %s", record.job_id, e)
             record.report_error = report_problem(record, e)
