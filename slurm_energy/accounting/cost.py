@@ -22,7 +22,7 @@ def job_cost(rec: JobRecord, tariff: Any, hourly_price: dict[str, float] | None 
     from slurm_energy.carbon.hourly import facility_kwh_by_hour
 
     flat = tariff.price_per_kwh
-    label = f"tariff {tariff.source or 'site.yaml tariff'}"
+    label = "site.yaml tariff" + (f": {tariff.source}" if tariff.source else "")
     if rec.facility_kwh is None:
         return None, "no facility energy"
     hours = facility_kwh_by_hour(hourly_it_j(rec), rec.carbon.pue)
