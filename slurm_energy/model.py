@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
 from slurm_energy import units
@@ -111,7 +111,8 @@ class WindowEnergy(BaseModel):
     methods: dict[str, Method] = Field(default_factory=dict)  # class -> worst method
     it_j: float | None = None  # sum over classes, J (None if no class was measured)
     coverage: float = 0.0  # lowest per-class fraction of the window's seconds that was measured
-    co2e_kg: float | None = None  # filled by finalise_record: job CO2e x it_j / job IT J
+    co2e_kg: float | None = None  # filled by finalise_record: job CO2e (net, x alpha) x it_j / job IT J
+    co2e_gross_kg: float | None = None  # the same share of the job's location-based CO2e (no alpha)
     flags: list[str] = Field(default_factory=list)  # e.g. "never_closed", "shorter_than_interval"
 
     @property
@@ -197,6 +198,31 @@ class CarbonFacts(BaseModel):
     datacenter: str = ""
     defaults_used: list[str] = Field(default_factory=list)  # names of facts that are defaults
     hourly: bool = False  # CO2e computed from hourly intensity
+    hourly_source: str = ""  # the hourly average series used: zone, source, age (config.carbon.hourly_series_for)
+    marginal_source: str = ""  # the hourly marginal series (e.g. MOER) beside it, "" = none imported
+    intensity_kind: str = "average"  # which one the job's CO2e uses (attribution.intensity)
+
+
+class EmbodiedShare(BaseModel):
+    """One hardware component's embodied emissions charged to a job, by the Green Software
+    Foundation's SCI (ISO/IEC 21031:2024): M = TE x (TS / EL) x RS.
+
+    TE: the component's total embodied emissions (manufacture, transport, end of life), kgCO2e per
+    unit (a GPU, a CPU socket, one GB of DRAM, one server chassis); TS: the job's time on it, s; EL:
+    its expected lifetime, s (years x 365 x 24 x 3600, 8760 h a year); RS: the job's share of the
+    units (``units`` x ``share``: 2 GPUs = 2 x 1; 16 of 64 cores on 2 sockets = 2 x 0.25).
+    """
+
+    node: str
+    component: str  # "gpu" | "cpu" | "ram" | "chassis"
+    model: str = ""  # the factor's key (e.g. "NVIDIA H100 SXM5 80GB", "default")
+    units: float  # devices, sockets, GB of DRAM, chassis
+    share: float  # fraction of each unit reserved for the job, [0, 1]
+    te_kg: float  # TE per unit, kgCO2e
+    lifetime_years: float  # EL
+    time_s: float  # TS
+    kg: float  # M, kgCO2e
+    source: str  # where TE and EL came from (bundled data with its reference, or site.yaml)
 
 
 class JobRecord(BaseModel, JobIdentity):
@@ -227,7 +253,29 @@ class JobRecord(BaseModel, JobIdentity):
     methods: dict[str, Method] = Field(default_factory=dict)  # class -> worst method over nodes
     it_kwh: float | None = None
     facility_kwh: float | None = None
+    # Net operational CO2e = E_facility x CI x alpha (alpha: the datacenter's offset factor, carbon.alpha
+    # with carbon.alpha_source); the figure the method has always computed
     co2e_kg: float | None = None
+    # Location-based (gross) operational CO2e = E_facility x CI, offsets excluded: what SCI
+    # (ISO/IEC 21031:2024) and GHG Protocol Scope 2 location-based count. None = not computed
+    # (records stored before it existed: see _gross_from_net)
+    co2e_gross_kg: float | None = None
+    # The location-based CO2e by each kind of intensity, side by side: the grid's average (hourly
+    # where imported, else the annual CI) and its marginal one (hourly, e.g. MOER; None unless an
+    # imported marginal series covers every hour with energy). co2e_gross_kg is the one the site
+    # attributes by (carbon.intensity_kind; average by default)
+    co2e_average_kg: float | None = None
+    co2e_marginal_kg: float | None = None
+    # Embodied emissions of the hardware reserved for the job (SCI's M, per component in ``embodied``;
+    # accounting.embodied). None = not computed (no factor for any component, or a record made before)
+    embodied_kg: float | None = None
+    embodied: list[EmbodiedShare] = Field(default_factory=list)
+    embodied_note: str = ""  # the units reserved that had no factor (not counted in embodied_kg)
+    # Energy cost = facility kWh in each hour x that hour's price (accounting.cost), in
+    # ``cost_currency``; None = the site set no tariff
+    cost: float | None = None
+    cost_currency: str = ""
+    cost_source: str = ""
     # GPUs allocated but idle (accounting.idle_gpu.job_totals over the nodes' GPUs): GPU-seconds idle,
     # the job's energy in them (J) and its method; None / "" = no GPU, or none judged
     gpu_idle_s: float | None = None
@@ -254,6 +302,19 @@ class JobRecord(BaseModel, JobIdentity):
     # ``text:<shown text>``; the text itself shows each undecodable byte as ``\xNN``
     # (:func:`text_safe`). Empty for almost every job.
     raw_text: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _gross_from_net(self) -> JobRecord:
+        """A record stored before the location-based figure existed carries only the net one
+        (E x CI x alpha): its gross is net / alpha (exact: alpha is one constant per record); with
+        alpha 0 it cannot be recovered and stays None (unknown, never 0)."""
+        a = self.carbon.alpha
+        if self.co2e_gross_kg is None and self.co2e_kg is not None and a > 0:
+            self.co2e_gross_kg = self.co2e_kg / a
+        for w in (*self.phases, *self.stages, *self.phase_totals):
+            if w.co2e_gross_kg is None and w.co2e_kg is not None and a > 0:
+                w.co2e_gross_kg = w.co2e_kg / a
+        return self
 
     def raw(self, field: str) -> str:
         """Field ``field`` as the OS spelled it (undecodable bytes as surrogates: what ``os.open``

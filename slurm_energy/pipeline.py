@@ -111,7 +111,7 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     or for several records with ``merge=False``."""
     from slurm_energy.accounting.formulas import finalise_record
     from slurm_energy.accounting.merge import combine_errors, merge_records
-    from slurm_energy.config.carbon import hourly_intensity_for, resolve_carbon
+    from slurm_energy.config.carbon import hourly_series_for, resolve_carbon
     from slurm_energy.model import text_safe
 
     if not node_records:
@@ -121,12 +121,32 @@ def finalise_job(node_records: Sequence[JobRecord], site: SiteConfig, *, merge: 
     merged = merge_records(list(node_records)) if merge else node_records[0]
     node = merged.nodes[0].node if merged.nodes else ""
     facts = resolve_carbon(site, merged.partition, node)
-    hourly = None
+    hourly = marginal = None
     try:
-        hourly = hourly_intensity_for(site, facts)
+        got = hourly_series_for(site, facts)
+        if got is not None:
+            hourly, label = got
+            facts = facts.model_copy(update={"hourly_source": label})
     except Exception as e:  # a bad hourly file must not lose the job
         merged.errors = combine_errors(merged.errors, [f"hourly carbon intensity not used: {e}"])
-    return text_safe(finalise_record(merged, facts, hourly))
+    try:
+        got = hourly_series_for(site, facts, "marginal")
+        if got is not None:
+            marginal, label = got
+            facts = facts.model_copy(update={"marginal_source": label})
+    except Exception as e:
+        merged.errors = combine_errors(merged.errors, [f"hourly marginal intensity not used: {e}"])
+    prices = None
+    if site.tariff is not None and site.tariff.zone:
+        from slurm_energy.carbon.prices import load_zone_prices
+
+        try:
+            prices = load_zone_prices(site.paths.hourly_price_dir, site.tariff.zone)
+        except Exception as e:  # a bad price file must not lose the job: the flat price (if any) is used
+            merged.errors = combine_errors(merged.errors, [f"hourly prices not used: {e}"])
+    return text_safe(finalise_record(merged, facts, hourly, embodied=site.embodied.factors(), hourly_price=prices,
+                                     marginal_ci=marginal, intensity=site.attribution.intensity,
+                                     lifetimes={str(k): v for k, v in site.embodied.lifetime_years.items()}, tariff=site.tariff))
 
 
 def local_site_config(path: str | None, given_by: str, partition: str = "", **carbon: Any) -> SiteConfig:

@@ -141,6 +141,7 @@ def finished(record: JobRecord, pue=1.5, ci=400.0) -> JobRecord:
     r.it_kwh = it_kwh
     r.facility_kwh = None if it_kwh is None else it_kwh * pue
     r.co2e_kg = None if it_kwh is None else it_kwh * pue * ci / 1000.0
+    r.co2e_gross_kg = r.co2e_kg  # alpha 1: location-based = net
     r.carbon.pue = pue
     r.carbon.ci_g_per_kwh = ci
     return r

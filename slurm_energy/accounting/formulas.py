@@ -2,7 +2,8 @@
 
     E_IT       = sum_i n_i x u_i x P_i x t_i      over device classes i in {CPU, GPU, RAM}
     E_facility = E_IT x PUE
-    CO2e       = E_facility x CI x alpha
+    CO2e_gross = E_facility x CI              location-based, offsets excluded (SCI's O = E x I)
+    CO2e       = E_facility x CI x alpha      net of the datacenter's offset factor alpha
 
 n_i: device count; u_i: utilisation in [0, 1]; P_i: average (or rated) power per device, W;
 t_i: running time, s. CI: grid carbon intensity, gCO2e/kWh; alpha: datacenter carbon offset factor
@@ -48,7 +49,20 @@ def facility_kwh(it_kwh: float, pue: float) -> float:
     return it_kwh * pue
 
 
-def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str, float] | None = None) -> JobRecord:
+def net_co2e_kg(gross_kg: float | None, alpha: float) -> float | None:
+    """Net CO2e = location-based CO2e x alpha (the datacenter's offset factor, [0, 1]), kg; None
+    stays None. alpha is one constant per job, so per-hour sums and the product commute."""
+    if gross_kg is None:
+        return None
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}: fix datacenters.<name>.alpha in the site config")
+    return gross_kg * alpha
+
+
+def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str, float] | None = None, *,
+                    embodied: tuple[Any, ...] | None = None, lifetimes: dict[str, float] | None = None,
+                    tariff: Any = None, hourly_price: dict[str, float] | None = None,
+                    marginal_ci: dict[str, float] | None = None, intensity: str = "average") -> JobRecord:
     """Fill a merged record's totals once: per-class IT energy, facility kWh, kgCO2e.
 
     Args:
@@ -56,6 +70,13 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str,
         carbon: PUE, CI, alpha and their sources (from the site config's resolution).
         hourly_ci: optional {ISO hour UTC: gCO2e/kWh}; when it covers every hour with energy, CO2e is
             sum over hours of facility energy in that hour x that hour's CI x alpha.
+        embodied: the embodied-emission factors (:class:`slurm_energy.carbon.embodied.EmbodiedFactor`;
+            None = embodied not computed), ``lifetimes`` the site's lifetimes by component, years.
+        tariff: the site's :class:`slurm_energy.config.schema.Tariff` (None = no cost), with its
+            ``hourly_price`` {ISO hour UTC: price per kWh} when imported.
+        marginal_ci: the imported hourly marginal intensity {ISO hour UTC: gCO2e/kWh} (e.g. MOER):
+            ``co2e_marginal_kg`` when it covers every hour with energy; ``intensity="marginal"``
+            makes it the job's CO2e (``co2e_gross_kg``), the average one staying beside it.
     Returns:
         A new JobRecord (the input is not modified). A class whose every device is unmeasured has
         energy None; a class with some unmeasured devices sums the measured ones and sets
@@ -87,11 +108,12 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str,
     it_j = sum_known(list(rec.energy_it_j.values()))
     rec.carbon = carbon
     if it_j is None:
-        rec.it_kwh = rec.facility_kwh = rec.co2e_kg = None
+        rec.it_kwh = rec.facility_kwh = rec.co2e_kg = rec.co2e_gross_kg = None
+        rec.co2e_average_kg = rec.co2e_marginal_kg = None
     else:
         rec.it_kwh = it_j / J_PER_KWH
         rec.facility_kwh = facility_kwh(rec.it_kwh, carbon.pue)
-        rec.co2e_kg = co2e_kg(rec.facility_kwh, carbon.ci_g_per_kwh, carbon.alpha)
+        rec.co2e_gross_kg = co2e_kg(rec.facility_kwh, carbon.ci_g_per_kwh)
         from slurm_energy.accounting.time_split import hourly_it_j
 
         hourly = hourly_it_j(rec)
@@ -99,9 +121,30 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str,
             from slurm_energy.carbon.hourly import co2e_kg_hourly, facility_kwh_by_hour
 
             # hours without an imported intensity use the annual CI (recorded: hourly stays per-hour)
-            rec.co2e_kg = co2e_kg_hourly(facility_kwh_by_hour(hourly, carbon.pue), hourly_ci, carbon.alpha,
-                                         fallback_g_per_kwh=carbon.ci_g_per_kwh)
+            rec.co2e_gross_kg = co2e_kg_hourly(facility_kwh_by_hour(hourly, carbon.pue), hourly_ci, 1.0,
+                                               fallback_g_per_kwh=carbon.ci_g_per_kwh)
             rec.carbon = carbon.model_copy(update={"hourly": True})
+        rec.co2e_average_kg = rec.co2e_gross_kg
+        rec.co2e_marginal_kg = None
+        if marginal_ci and hourly and all(h in marginal_ci for h in hourly):
+            from slurm_energy.carbon.hourly import co2e_kg_hourly, facility_kwh_by_hour
+
+            rec.co2e_marginal_kg = co2e_kg_hourly(facility_kwh_by_hour(hourly, carbon.pue), marginal_ci, 1.0)
+        if intensity == "marginal" and rec.co2e_marginal_kg is not None:
+            rec.co2e_gross_kg = rec.co2e_marginal_kg
+            rec.carbon = rec.carbon.model_copy(update={"intensity_kind": "marginal"})
+        rec.co2e_kg = net_co2e_kg(rec.co2e_gross_kg, carbon.alpha)
+    if embodied is not None:
+        from slurm_energy.accounting.embodied import job_embodied
+
+        rec.embodied, notes = job_embodied(rec, embodied, lifetimes)
+        rec.embodied_kg = sum_known([e.kg for e in rec.embodied])
+        rec.embodied_note = "; ".join(notes)
+    if tariff is not None and rec.it_kwh is not None:
+        from slurm_energy.accounting.cost import job_cost
+
+        rec.cost, rec.cost_source = job_cost(rec, tariff, hourly_price)
+        rec.cost_currency = tariff.currency
     if rec.status == Status.COMPLETE and not rec.nodes:
         rec.status = Status.PARTIAL
     from slurm_energy.accounting.phases import job_windows

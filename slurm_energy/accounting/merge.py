@@ -236,6 +236,7 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
             it_kwh=None,
             facility_kwh=None,
             co2e_kg=None,
+            co2e_gross_kg=None,
             coverage_complete=not missing,
         )
     )

@@ -277,6 +277,8 @@ def job_windows(rec: JobRecord) -> JobRecord:
     for w in merged.values():
         if w.it_j is not None and job_it and rec.co2e_kg is not None:
             w.co2e_kg = rec.co2e_kg * w.it_j / job_it
+        if w.it_j is not None and job_it and rec.co2e_gross_kg is not None:
+            w.co2e_gross_kg = rec.co2e_gross_kg * w.it_j / job_it
     ws = list(merged.values())
     rec.phases = sorted((w for w in ws if w.kind == "phase"), key=lambda w: (w.start_time, w.depth))
     rec.stages = sorted((w for w in ws if w.kind == "stage"), key=lambda w: (w.fraction or 0.0, w.end_time))

@@ -91,7 +91,8 @@ def co2e_kg_hourly(hourly_facility_kwh: dict[str, float], intensity: dict[str, f
     return total
 
 
-def _parse_ts(raw: str, where: str) -> str:
+def parse_hour(raw: str, where: str) -> str:
+    """An ISO 8601 timestamp with a UTC offset, on the hour -> its UTC hour key; HourlyDataError naming ``where``."""
     s = raw.strip()
     try:
         dt = datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s)
@@ -142,7 +143,7 @@ def load_hourly_csv(path: str | os.PathLike, *, allow_zero: bool = False) -> dic
                                   f"or an intensity column ({'/'.join(_CI_COLS)}, gCO2e/kWh)")
         for i, row in enumerate(rd, start=2):
             where = f"{p} line {i}"
-            h = _parse_ts(row.get(ts_col) or "", where)
+            h = parse_hour(row.get(ts_col) or "", where)
             try:
                 v = to_g_per_kwh(row.get(ci_col), "gCO2e/kWh", field=f"{where} {ci_col}",  # type: ignore[arg-type]
                                  allow_zero=allow_zero, zero_ok="`slurm-energy ci-import --allow-zero`")
@@ -177,9 +178,41 @@ def check_zone(zone: str) -> str:
     return zone
 
 
+#: kinds of hourly series: the grid's average intensity, and its marginal one (e.g. WattTime's MOER:
+#: the emissions of the generator that responds to a change in load); stored apart
+KINDS = ("average", "marginal")
+
+
+def series_dir(store_dir: str, kind: str = "average") -> str:
+    """Where ``kind``'s files live: ``store_dir`` for the average, ``store_dir/marginal`` for the marginal."""
+    if kind not in KINDS:
+        raise HourlyDataError(f"kind {kind!r}: use one of {', '.join(KINDS)}")
+    return store_dir if kind == "average" else os.path.join(store_dir, "marginal")
+
+
 def zone_path(store_dir: str, zone: str) -> str:
     """Stored file of ``zone`` under ``store_dir``."""
     return os.path.join(store_dir, check_zone(zone).replace(":", "_") + ".csv")
+
+
+def write_meta(store_dir: str, zone: str, source: str, imported_at: float) -> None:
+    """Where ``zone``'s stored series came from and when it was imported (``<zone>.source.json``)."""
+    import json
+
+    atomic_write(zone_path(store_dir, zone)[:-4] + ".source.json",
+                 json.dumps({"source": source, "imported_at": imported_at}) + "\n")
+
+
+def read_meta(store_dir: str, zone: str) -> dict:
+    """``{"source", "imported_at"}`` of ``zone``'s stored series; {} when none was recorded (imported before)."""
+    import json
+
+    try:
+        with open(zone_path(store_dir, zone)[:-4] + ".source.json", encoding="utf-8") as f:
+            d = json.load(f)
+        return d if isinstance(d, dict) else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def write_zone(store_dir: str, zone: str, data: dict[str, float]) -> str:
@@ -205,11 +238,14 @@ def load_zone(store_dir: str, zone: str) -> dict[str, float] | None:
 
 
 def import_hourly_csv(src: str | os.PathLike, zone: str, store_dir: str, *, allow_zero: bool = False,
-                      warnings: list[str] | None = None) -> tuple[int, int, str]:
+                      warnings: list[str] | None = None, kind: str = "average", source: str = "",
+                      now: float | None = None) -> tuple[int, int, str]:
     """Validate ``src`` and merge it into ``zone``'s stored file.
 
     :param allow_zero: accept hours of 0 gCO2e/kWh (the site says so explicitly).
     :param warnings: when given, receives :func:`low_hours_warning` about ``src``.
+    :param kind: ``average`` (the job's CO2e by default) or ``marginal`` (e.g. MOER), stored apart.
+    :param source: where the series came from (shown with every figure it gives; default the file name).
     :returns: ``(rows imported, rows now stored, stored path)``.
     :raises HourlyDataError: invalid source (nothing is written) or bad zone name.
     """
@@ -218,6 +254,11 @@ def import_hourly_csv(src: str | os.PathLike, zone: str, store_dir: str, *, allo
     low = low_hours_warning(new, os.fspath(src))
     if low is not None and warnings is not None:
         warnings.append(low)
+    import time
+
+    store_dir = series_dir(store_dir, kind)
     merged = dict(load_zone(store_dir, zone) or {})
     merged.update(new)
-    return len(new), len(merged), write_zone(store_dir, zone, merged)
+    dest = write_zone(store_dir, zone, merged)
+    write_meta(store_dir, zone, source or os.path.basename(os.fspath(src)), time.time() if now is None else now)
+    return len(new), len(merged), dest

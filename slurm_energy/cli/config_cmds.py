@@ -25,7 +25,19 @@ def register(subparsers) -> None:
     q.add_argument("--allow-zero", action="store_true",
                    help="accept hours of 0 gCO2e/kWh (a supply the site counts as emitting nothing); "
                         "without it 0 is refused as a mistake, like any value below 1 gCO2e/kWh")
+    q.add_argument("--kind", choices=("average", "marginal"), default="average",
+                   help="the grid's average intensity (default; what jobs' CO2e uses unless attribution.intensity "
+                        "says marginal) or its marginal one (e.g. WattTime MOER), stored beside it")
+    q.add_argument("--source", default="", help="where the series came from, shown with every figure it gives "
+                   "(default: the file's name), e.g. 'Electricity Maps FR 2026-11'")
     q.set_defaults(func=cmd_ci_import)
+
+    r = subparsers.add_parser("price-import", help="validate an hourly electricity-price CSV (time-of-use tariff) "
+                              "and store it for a zone")
+    r.add_argument("file", help="CSV: timestamp (ISO 8601 with offset, on the hour), price_per_kwh (tariff.currency)")
+    r.add_argument("--zone", required=True, help="the name site.yaml's tariff.zone gives")
+    r.add_argument("--config", default=None, help="site config (for paths.hourly_price_dir)")
+    r.set_defaults(func=cmd_price_import)
 
 
 def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
@@ -148,7 +160,8 @@ def cmd_ci_import(args: argparse.Namespace) -> int:
     try:
         cfg = load_site_config(args.config)
         n_new, n_all, path = import_hourly_csv(args.file, args.zone, cfg.paths.hourly_ci_dir,
-                                               allow_zero=args.allow_zero, warnings=warnings)
+                                               allow_zero=args.allow_zero, warnings=warnings, kind=args.kind,
+                                               source=args.source)
     except (ConfigError, HourlyDataError) as e:
         print(f"ci-import failed:\n{e}", file=sys.stderr)
         return 1
@@ -157,5 +170,24 @@ def cmd_ci_import(args: argparse.Namespace) -> int:
         return 1
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    print(f"imported {n_new} hours for zone {args.zone}; {n_all} hours stored in {path}")
+    print(f"imported {n_new} hours of {args.kind} intensity for zone {args.zone}; {n_all} hours stored in {path}")
+    return 0
+
+
+def cmd_price_import(args: argparse.Namespace) -> int:
+    """Validate FILE and merge it into ``<paths.hourly_price_dir>/<zone>.csv``; exit 1 on bad data."""
+    from slurm_energy.carbon.prices import import_price_csv
+    from slurm_energy.config import ConfigError, load_site_config
+    from slurm_energy.errors import HourlyDataError
+
+    try:
+        cfg = load_site_config(args.config)
+        n_new, n_all, path = import_price_csv(args.file, args.zone, cfg.paths.hourly_price_dir)
+    except (ConfigError, HourlyDataError) as e:
+        print(f"price-import failed:\n{e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"price-import failed: cannot write under {cfg.paths.hourly_price_dir}: {e.strerror}", file=sys.stderr)
+        return 1
+    print(f"imported {n_new} hourly prices for zone {args.zone}; {n_all} hours stored in {path}")
     return 0

@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "and a Hugging Face model-card co2_eq_emissions block for the selected jobs together")
     c.add_argument("--label", help="select the jobs that ran track(label=LABEL) (a project's set of runs); with "
                    "--cite and no -S: over the whole store")
+    c.add_argument("--what-if", action="store_true", dest="what_if",
+                   help="carbon-aware what-if: the job's own power profile started at each hour of a window over "
+                        "the imported hourly carbon intensity (slurm-energy ci-import; a forecast too, if imported): "
+                        "the best start, its kgCO2e and the saving (location-based; docs/CARBON.md)")
+    c.add_argument("--window-days", type=float, default=7.0,
+                   help="--what-if: starts up to this many days before and after the job's (default 7), "
+                        "clipped to the hours with an intensity")
     c.add_argument("--phase", default="", help="--cite only this phase or stage of the jobs, e.g. fine-tuning")
     c.add_argument("--cite-format", choices=("all", "text", "latex", "line", "modelcard"), default="all",
                    help="--cite: which part to print (default all)")
@@ -152,6 +159,8 @@ def _parse_args(argv):
         raise ValueError(f"-j/--jobs: no job id in {','.join(id_texts)!r}; give e.g. -j 715219,715220")
     if args.seff and not specs:
         raise ValueError("--seff needs a job id, e.g. jobenergy --seff 715219")
+    if args.what_if and not specs:
+        raise ValueError("--what-if needs a job id, e.g. jobenergy --what-if 715219")
     fields, widths = [f.lower() for f in F.DEFAULT_FIELDS], None
     if args.format is not None:
         fields, widths = F.parse_format(args.format, long=args.long)
@@ -249,7 +258,7 @@ def _main(argv: list[str] | None) -> int:
             _err(str(e))
             return 1
     # a SLUID is matched on the full record (the summary row has no SLUID); --cite/--label read phases
-    full = bool(args.json or args.long or args.seff or args.cite or args.label
+    full = bool(args.json or args.long or args.seff or args.cite or args.label or args.what_if
                 or (not args.long and F.FULL_FIELDS.intersection(fields)) or any(s.sluid for s in specs))
     records = _read_store(url, where, uid, args, specs, users, start, end, full)
     if records is None:
@@ -269,6 +278,8 @@ def _main(argv: list[str] | None) -> int:
         _err(note)
     if args.cite:
         return _print_citation(records, args) or rc
+    if args.what_if:
+        return _print_what_if(records, args, site.timezone) or rc
     _print_records(records, args, fields, widths, site.timezone)
     return rc
 
@@ -285,6 +296,37 @@ def _print_citation(records: list[JobRecord], args: argparse.Namespace) -> int:
         return 1
     print(render(c, args.cite_format))
     return 0
+
+
+def _print_what_if(records: list[JobRecord], args: argparse.Namespace, tz: str) -> int:
+    """``--what-if``: per selected attempt, the best start of its own profile over the hourly
+    intensity imported for its zone (:mod:`slurm_energy.accounting.whatif`); 1 when none could be computed."""
+    from slurm_energy import config as C
+    from slurm_energy.accounting.whatif import what_if
+    from slurm_energy.config.carbon import hourly_intensity_for
+    from slurm_energy.reporting.footprint import whatif_lines
+
+    cfg, _ = C.load_site_config_for_hooks(save=False)
+    rc = 0
+    for jid, r, o in _rows(records):
+        if o.get("is_sum"):
+            continue
+        try:
+            ci = hourly_intensity_for(cfg, r.carbon)
+        except ValueError as e:
+            _err(f"{jid}: --what-if: the hourly intensity cannot be read: {e}")
+            rc = 1
+            continue
+        w = what_if(r, ci or {}, window_days=args.window_days) if ci else None
+        if w is None:
+            why = ("no hourly intensity imported for its zone: run slurm-energy ci-import FILE --zone Z" if not ci
+                   else "no start in the window has an intensity for every hour the job ran, or no energy measured")
+            _err(f"{jid}: --what-if: {why}")
+            rc = 1
+            continue
+        print(f"job {jid}:")
+        print("\n".join("  " + line for line in whatif_lines(w, lambda t: F.fmt_time(t, tz) + f" {tz}")))
+    return rc
 
 
 def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
@@ -350,6 +392,8 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
     if args.long:
         text = _long_text(items, args, fields, widths, parsable)
     else:
+        if args.format is None:  # the default columns: net CO2e and cost only where they say something
+            fields = F.default_fields([r for _, r, _ in items])
         rows = [[F.FIELDS[f](r, opts) for f in fields] for _, r, opts in items]
         caps = [F.TEXT_CAP if f in F.TEXT_FIELDS else None for f in fields]
         text = render(rows, [F.header(f) for f in fields], parsable=parsable, noheader=args.noheader,

@@ -62,6 +62,24 @@ def fmt_time(ts: float, tz: str = "UTC") -> str:
     return dt.datetime.fromtimestamp(ts, ZoneInfo(tz)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def _alpha(rec) -> float:
+    """The record's offset factor alpha (a summary row's column; 1.0 where a row stored before has none)."""
+    a = rec.carbon.alpha if hasattr(rec, "model_copy") else getattr(rec, "alpha", None)
+    return 1.0 if a is None else a
+
+
+def default_fields(recs: list) -> list[str]:
+    """The default table's field keys: :data:`DEFAULT_FIELDS`, with ``Net_kgCO2e`` after ``kgCO2e``
+    when some record's alpha is not 1 (a site with alpha 1 sees one CO2e number), then
+    ``Embodied_kgCO2e`` when some record has embodied CO2e and ``Cost`` when some has a cost."""
+    out = [f.lower() for f in DEFAULT_FIELDS]
+    at = out.index("kgco2e") + 1
+    extra = [k for k, show in (("net_kgco2e", any(_alpha(r) != 1 for r in recs)),
+                               ("embodied_kgco2e", any(r.embodied_kg is not None for r in recs)),
+                               ("cost", any(r.cost is not None for r in recs))) if show]
+    return out[:at] + extra + out[at:]
+
+
 def _class_kwh(rec: JobRecord, cls: str) -> str:
     if cls not in rec.energy_it_j:
         return "-"
@@ -121,7 +139,13 @@ _COLUMNS: dict[str, Callable[[JobRecord, dict], str]] = {
     "RAM_kWh": lambda r, o: _class_kwh(r, "ram"),
     "IT_kWh": lambda r, o: fmt_num(r.it_kwh),
     "Facility_kWh": lambda r, o: fmt_num(r.facility_kwh),
-    "kgCO2e": lambda r, o: fmt_num(r.co2e_kg),
+    # location-based (E x CI, offsets excluded); Net_kgCO2e x alpha (the default table adds it only
+    # when some row's alpha is not 1: default_fields)
+    "kgCO2e": lambda r, o: fmt_num(r.co2e_gross_kg),
+    "Net_kgCO2e": lambda r, o: fmt_num(r.co2e_kg),
+    "Alpha": lambda r, o: f"{_alpha(r):g}",
+    "Embodied_kgCO2e": lambda r, o: fmt_num(r.embodied_kg),
+    "Cost": lambda r, o: "n/a" if r.cost is None else f"{plain(r.cost, 4)} {r.cost_currency}",
     "PUE": lambda r, o: f"{r.carbon.pue:g}",
     "CI_g_per_kWh": lambda r, o: f"{r.carbon.ci_g_per_kwh:g}",
     "Method": lambda r, o: r.method_summary if r.methods else Method.UNAVAILABLE.value,
@@ -218,6 +242,11 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
     extra = idle_long_rows(rec, jobid, fmt_num) + phase_long_rows(rec, jobid, fmt_num)
     extra += [] if chk is None else check_long_rows(chk, jobid)
     extra += caveat_rows(rec, jobid)
+    from slurm_energy.reporting.footprint import text_lines
+
+    # the carbon figures apart, each with its method and source (location-based, net, embodied, cost, SCI for AI)
+    extra += [_note(jobid, "carbon", line.split(":", 1)[0], line.split(":", 1)[1].strip())
+              for line in text_lines(rec, brief=True)]
     if rec.report_error:  # the table's Status has only the code
         extra.append(_note(jobid, "report", "not written", f"{report_code(rec.report_error)}: {rec.report_error}"))
     # why a record is partial / what was degraded: the table's Status does not say
@@ -293,6 +322,9 @@ def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:
             it_kwh=sum_known([a.it_kwh for a in attempts]),
             facility_kwh=sum_known([a.facility_kwh for a in attempts]),
             co2e_kg=sum_known([a.co2e_kg for a in attempts]),
+            co2e_gross_kg=sum_known([a.co2e_gross_kg for a in attempts]),
+            embodied_kg=sum_known([a.embodied_kg for a in attempts]),
+            cost=sum_known([a.cost for a in attempts]),
             coverage_complete=all(a.coverage_complete for a in attempts),
             start_time=attempts[0].start_time,
         )
@@ -328,6 +360,9 @@ def to_json(items: list[tuple[str, JobRecord]]) -> str:
         idle = json_block(r)
         if idle is not None:  # GPUs allocated but idle, labelled
             out["gpu_idle"] = idle
+        from slurm_energy.reporting.footprint import json_block as footprint_block
+
+        out["footprint"] = footprint_block(r)  # location-based, net, embodied, SCI total, cost, SCI for AI
         return out
 
     return json.dumps({"jobs": [one(jid, r) for jid, r in items]}, indent=1)

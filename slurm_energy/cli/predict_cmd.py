@@ -91,6 +91,8 @@ def register(subparsers) -> None:
                    "datacenter (PUE, carbon intensity)")
     s.add_argument("--store", help="for the site calibration: " + STORE_HELP)
     s.add_argument("--no-calibration", action="store_true", help="ignore the site's measured jobs")
+    p.add_argument("--after", help="start windows: suggest starts at or after this UTC time (ISO 8601, default now), "
+                   "over the hourly intensity or forecast imported for the site's zone (slurm-energy ci-import)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=cmd_predict)
 
@@ -385,13 +387,55 @@ def format_text(pred: Prediction, notes: dict) -> str:
     else:
         lines.append(f"site range:       none ({notes['calibration']})")
     lines.append(f"method:           {pred.method}")
+    for i, w in enumerate(notes.get("start_windows") or []):
+        lines.append(f"{'start windows:' if i == 0 else '':<18}{w['start']}: {w['kgco2e']:.4g} kgCO2e (location-based)")
+    if notes.get("start_windows_note"):
+        lines.append(f"{'start windows:' if not notes.get('start_windows') else '':<18}{notes['start_windows_note']}")
     return "\n".join(lines) + "\n"
+
+
+def start_windows(args, pred) -> tuple[list[dict], str]:
+    """The 3 hour-aligned starts in the next 7 days (from ``--after``, default now) with the least
+    CO2e of the predicted run (its facility kWh evenly over its time), over the hourly intensity (or
+    forecast) imported for the site's zone: ``([{start, kgco2e}], how)``; ``([], why none)``."""
+    import time as _time
+    from datetime import datetime, timezone
+
+    from slurm_energy.accounting.whatif import WINDOW_DAYS, best_windows, flat_profile
+
+    cfg, _ = site_config(args)
+    if cfg is None or pred.time_s <= 0:
+        return [], ""
+    try:
+        from slurm_energy.config.carbon import hourly_intensity_for, resolve_carbon
+
+        ci = hourly_intensity_for(cfg, resolve_carbon(cfg, args.partition or "", offline=True))
+    except Exception as e:
+        return [], f"none (the hourly intensity cannot be read: {e})"
+    if not ci:
+        return [], ""
+    if args.after:
+        try:
+            after = datetime.fromisoformat(args.after.replace("Z", "+00:00")).replace(tzinfo=None).replace(
+                tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            raise PredictionError(f"--after={args.after!r}: write an ISO 8601 UTC time, e.g. 2026-12-01T08:00Z") from None
+    else:
+        after = _time.time()
+    hours = pred.time_s / 3600.0
+    top = best_windows(flat_profile(hours, pred.facility_kwh / hours), ci, after, horizon_days=WINDOW_DAYS)
+    if not top:
+        return [], f"none (no imported hourly intensity covers a {hours:.3g} h run in the {WINDOW_DAYS:g} days from then)"
+    fmt = "%Y-%m-%dT%H:%MZ"
+    return ([{"start": datetime.fromtimestamp(t, timezone.utc).strftime(fmt), "kgco2e": kg} for t, kg in top],
+            "the predicted facility kWh spread evenly over the predicted time, x each hour's imported CI")
 
 
 def cmd_predict(args) -> int:
     """Run the prediction; print text or JSON. Exit 2 with a message naming the bad input."""
     try:
         pred, notes = build(args)
+        notes["start_windows"], notes["start_windows_note"] = start_windows(args, pred)
     except PredictionError as e:
         print(f"slurm-energy predict: {e}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ import sys
 import time
 
 from slurm_energy.core import one_line
-from slurm_energy.reporting.rollup_table import COLUMNS, month_bounds, month_header
+from slurm_energy.reporting.rollup_table import month_bounds, month_header
 from slurm_energy.store.urls import STORE_HELP, shown_url
 
 
@@ -282,9 +282,20 @@ def cmd_rollup(args) -> int:
     def f(v):
         return "n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
-    head = [args.by, "Jobs", "Unmeasured", "IT_kWh", "Facility_kWh", "kgCO2e", "Measured_IT_kWh", "Estimated_IT_kWh",
-            "GPU_idle_kWh"]
-    rows = [[f(r[k]) for k in (args.by, *COLUMNS)] for r in rows]
+    # location-based kgCO2e always; net (x alpha) only where some group's differs; embodied and cost
+    # only where some group has them (a site without factors or a tariff sees the columns it had)
+    cols = ["jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_gross_kg", "co2e_kg", "measured_it_kwh",
+            "estimated_it_kwh", "gpu_idle_kwh", "embodied_kg", "cost", "cost_currency"]
+    names = dict(jobs="Jobs", unmeasured_jobs="Unmeasured", it_kwh="IT_kWh", facility_kwh="Facility_kWh",
+                 co2e_gross_kg="kgCO2e", co2e_kg="Net_kgCO2e", measured_it_kwh="Measured_IT_kWh",
+                 estimated_it_kwh="Estimated_IT_kWh", gpu_idle_kwh="GPU_idle_kWh", embodied_kg="Embodied_kgCO2e",
+                 cost="Cost", cost_currency="Currency")
+    drop = {"co2e_kg"} if all(r["co2e_kg"] == r["co2e_gross_kg"] for r in rows) else set()
+    drop |= {"embodied_kg"} if all(r["embodied_kg"] is None for r in rows) else set()
+    drop |= {"cost", "cost_currency"} if all(r["cost_currency"] is None for r in rows) else set()
+    cols = [k for k in cols if k not in drop]
+    head = [args.by, *(names[k] for k in cols)]
+    rows = [[f(r[k]) for k in (args.by, *cols)] for r in rows]
     from slurm_energy.cli.table import render
 
     print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)

@@ -130,19 +130,37 @@ def hourly_zones_for(site: SiteConfig, facts: CarbonFacts) -> list[str]:
         return []
     return [z for z in (loc.region, loc.country) if z]
 
-def hourly_intensity_for(site: SiteConfig, facts: CarbonFacts) -> dict[str, float] | None:
+def hourly_intensity_for(site: SiteConfig, facts: CarbonFacts, kind: str = "average") -> dict[str, float] | None:
     """Hourly intensity ``{ISO hour UTC "YYYY-MM-DDTHH:00:00Z": gCO2e/kWh}`` imported with
     ``slurm-energy ci-import`` for the job's zone (datacenter region, else country), or None
     when no file was imported for it. See :mod:`slurm_energy.carbon.hourly`.
 
     :raises slurm_energy.carbon.hourly.HourlyDataError: the stored file is corrupt.
     """
+
+    got = hourly_series_for(site, facts, kind)
+    return None if got is None else got[0]
+
+
+def hourly_series_for(site: SiteConfig, facts: CarbonFacts, kind: str = "average") -> tuple[dict[str, float], str] | None:
+    """``(series, label)`` of the job's zone's imported ``kind`` series (``average`` or ``marginal``):
+    the label names the zone, the kind, its source and its age (when it was imported, its newest
+    hour). None when none was imported. :raises HourlyDataError: a corrupt stored file."""
+    import datetime as dt
+
     from slurm_energy.carbon import hourly
 
+    store = hourly.series_dir(site.paths.hourly_ci_dir, kind)
     for zone in hourly_zones_for(site, facts):
-        data = hourly.load_zone(site.paths.hourly_ci_dir, zone)
+        data = hourly.load_zone(store, zone)
         if data is not None:
-            return data
+            meta = hourly.read_meta(store, zone)
+            when = meta.get("imported_at")
+            imported = ("" if not isinstance(when, (int, float)) else
+                        f", imported {dt.datetime.fromtimestamp(when, dt.timezone.utc):%Y-%m-%dT%H:%MZ}")
+            label = (f"zone {zone} hourly {kind} intensity ({len(data)} h, {min(data)} .. {max(data)}{imported}; "
+                     f"source: {meta.get('source') or 'not recorded'})")
+            return data, label
     return None
 
 def _from_location(loc: Location, what: str, basis: str) -> dict:

@@ -180,6 +180,9 @@ class Attribution(_Strict):
 
     policy: Literal["shared", "exclusive_whole_node", "utilisation_weighted"] = "shared"
     gpu_idle: GpuIdle = Field(default_factory=GpuIdle)
+    # which imported hourly intensity the job's CO2e uses: the grid's average (default) or its
+    # marginal (e.g. MOER) series; the other is shown beside it (docs/CARBON.md says why)
+    intensity: Literal["average", "marginal"] = "average"
 
 
 DEFAULT_STORE_PATH = "/var/lib/slurm-energy/jobs.db"
@@ -198,6 +201,7 @@ class Paths(_Strict):
     store_url: str = ""
     log_dir: str = "/var/log/slurm-energy"
     hourly_ci_dir: str = ""  # default <spool_dir>/carbon-intensity (ci-import writes here)
+    hourly_price_dir: str = ""  # default <spool_dir>/prices (price-import writes here)
     geo_cache_dir: str = ""  # default <spool_dir>/geo (one JSON file per node)
 
     @model_validator(mode="after")
@@ -209,6 +213,8 @@ class Paths(_Strict):
             object.__setattr__(self, "store_url", "sqlite:///" + DEFAULT_STORE_PATH)
         if not self.hourly_ci_dir:
             object.__setattr__(self, "hourly_ci_dir", os.path.join(sp, "carbon-intensity"))
+        if not self.hourly_price_dir:
+            object.__setattr__(self, "hourly_price_dir", os.path.join(sp, "prices"))
         if not self.geo_cache_dir:
             object.__setattr__(self, "geo_cache_dir", os.path.join(sp, "geo"))
         return self
@@ -260,6 +266,52 @@ _TOP_FACTS = ("cluster_name", "timezone", "location", "pue", "datacenters", "har
               "attribution", "paths", "geolocation", "offline", "admins", "outputs")
 
 
+class EmbodiedFactorConfig(_Strict):
+    """A site's embodied-emission factor (docs/CARBON.md): TE in kgCO2e per unit (a GPU, a CPU
+    socket, a GB of DRAM, a server chassis), optionally the unit's lifetime in years and the source."""
+
+    kgco2e: float = Field(ge=0, le=100000)
+    lifetime_years: float | None = Field(default=None, gt=0, le=30)
+    source: str = ""
+
+
+class Embodied(_Strict):
+    """Embodied emissions (SCI's M): factors by component and model (a part of the model name, or
+    ``"*"`` for any model), each replacing a bundled one; lifetimes in years by component."""
+
+    gpu: dict[str, EmbodiedFactorConfig] = Field(default_factory=dict)
+    cpu: dict[str, EmbodiedFactorConfig] = Field(default_factory=dict)  # per socket
+    ram: dict[str, EmbodiedFactorConfig] = Field(default_factory=dict)  # per GB of DRAM
+    chassis: dict[str, EmbodiedFactorConfig] = Field(default_factory=dict)  # per server
+    lifetime_years: dict[Literal["gpu", "cpu", "ram", "chassis"], float] = Field(default_factory=dict)
+
+    @field_validator("lifetime_years")
+    @classmethod
+    def _life(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, y in v.items():
+            if not 0 < y <= 30:
+                raise ValueError(f"embodied.lifetime_years.{k} is {y}: give the expected lifetime in years, 0 < y <= 30")
+        return v
+
+    def factors(self) -> tuple:
+        """The bundled factors then the site's (a site factor wins: :func:`slurm_energy.carbon.embodied.find_factor`)."""
+        from slurm_energy.carbon.embodied import EmbodiedFactor, bundled_factors
+
+        site = tuple(EmbodiedFactor(c, model, f.kgco2e, f.lifetime_years, f"site.yaml embodied.{c}: {f.source or model}")
+                     for c in ("gpu", "cpu", "ram", "chassis") for model, f in getattr(self, c).items())
+        return bundled_factors() + site
+
+
+class Tariff(_Strict):
+    """The site's electricity tariff (docs/CARBON.md): a flat ``price_per_kwh``, or hourly prices
+    imported with ``slurm-energy price-import`` (time of use; hours without one use the flat price)."""
+
+    currency: str = Field(min_length=1, max_length=8)  # e.g. EUR, USD, GBP
+    price_per_kwh: float | None = Field(default=None, ge=0, le=100)
+    zone: str = ""  # the stored hourly price series (price-import --zone)
+    source: str = ""
+
+
 class SiteConfig(_Strict):
     """The whole site configuration. Build with :func:`load_site_config` (or directly in tests)."""
 
@@ -274,6 +326,8 @@ class SiteConfig(_Strict):
     paths: Paths = Field(default_factory=Paths)
     geolocation: Geolocation = Field(default_factory=Geolocation)
     outputs: Outputs = Field(default_factory=Outputs)
+    embodied: Embodied = Field(default_factory=Embodied)
+    tariff: Tariff | None = None
     offline: bool = False
     admins: list[str] = Field(default_factory=list)
     defaults_used: list[str] = Field(default_factory=list)

@@ -20,6 +20,12 @@ Series (counters follow Prometheus' naming: base unit, ``_total`` suffix)::
         never 0; ``method`` says counter / power_integration / tdp_estimate)
     slurm_energy_job_facility_joules_total{cluster,job_id,restart_count,user,account,partition}  IT x PUE, J
     slurm_energy_job_co2e_grams_total{cluster,job_id,restart_count,user,account,partition}       gCO2e
+        location-based: facility energy x grid CI, offsets excluded
+    slurm_energy_job_co2e_net_grams_total{...same}      net of the datacenter's offset factor alpha
+        (x alpha; only for a job whose alpha is not 1)
+    slurm_energy_job_embodied_co2e_grams_total{...same} embodied CO2e of the hardware reserved (SCI's
+        M = TE x TS/EL x RS; no series = no factor)
+    slurm_energy_job_cost_total{...same,currency}       energy cost, facility kWh x the tariff's price
     slurm_energy_job_gpu_idle_seconds_total{cluster,job_id,restart_count,user,account,partition}
         GPU-seconds the job's GPUs were allocated but idle (accounting.idle_gpu; no series = no GPU judged)
     slurm_energy_job_gpu_idle_joules_total{cluster,job_id,restart_count,user,account,partition,method}
@@ -81,7 +87,10 @@ def entry_from_record(rec: JobRecord, now: float) -> dict:
         "labels": {k: str(getattr(rec, k) or ("0" if k == "restart_count" else "")) for k in JOB_LABELS},
         "info": info, "classes": classes,
         "facility_j": None if rec.facility_kwh is None else rec.facility_kwh * J_PER_KWH,
-        "co2e_g": None if rec.co2e_kg is None else rec.co2e_kg * 1000.0,
+        "co2e_g": None if rec.co2e_gross_kg is None else rec.co2e_gross_kg * 1000.0,  # location-based
+        "co2e_net_g": None if rec.co2e_kg is None or rec.carbon.alpha == 1 else rec.co2e_kg * 1000.0,
+        "embodied_g": None if rec.embodied_kg is None else rec.embodied_kg * 1000.0,
+        "cost": None if rec.cost is None else [rec.cost, rec.cost_currency],
         "running": rec.status == Status.RUNNING, "end_time": rec.end_time, "updated": now,
         "gpu_idle": None if rec.gpu_idle_s is None else [rec.gpu_idle_s, rec.gpu_idle_energy_j, rec.gpu_idle_method],
     }
@@ -101,7 +110,14 @@ class _Entries:
                                 labels=[*JOB_LABELS, "device_class", "method"])
         fac = CounterMetricFamily("slurm_energy_job_facility_joules", "Job's facility energy (IT x PUE), J",
                                   labels=list(JOB_LABELS))
-        co2 = CounterMetricFamily("slurm_energy_job_co2e_grams", "Job's emissions, gCO2e", labels=list(JOB_LABELS))
+        co2 = CounterMetricFamily("slurm_energy_job_co2e_grams", "Job's operational emissions, location-based "
+                                  "(facility energy x grid CI, offsets excluded), gCO2e", labels=list(JOB_LABELS))
+        net = CounterMetricFamily("slurm_energy_job_co2e_net_grams", "Job's operational emissions net of the "
+                                  "datacenter's offset factor alpha (location-based x alpha), gCO2e", labels=list(JOB_LABELS))
+        emb = CounterMetricFamily("slurm_energy_job_embodied_co2e_grams", "Embodied emissions of the hardware "
+                                  "reserved for the job (SCI M = TE x TS/EL x RS), gCO2e", labels=list(JOB_LABELS))
+        cost = CounterMetricFamily("slurm_energy_job_cost", "Job's energy cost (facility kWh x the tariff's price), "
+                                   "in the currency label's unit", labels=[*JOB_LABELS, "currency"])
         idle_s = CounterMetricFamily("slurm_energy_job_gpu_idle_seconds", "GPU-seconds the job's GPUs were "
                                      "allocated but idle (utilisation 0, power at idle draw)", labels=list(JOB_LABELS))
         idle_j = CounterMetricFamily("slurm_energy_job_gpu_idle_joules", "Job's GPU energy while allocated but idle, J "
@@ -118,6 +134,12 @@ class _Entries:
                 fac.add_metric(lv, e["facility_j"])
             if e.get("co2e_g") is not None:
                 co2.add_metric(lv, e["co2e_g"])
+            if e.get("co2e_net_g") is not None:
+                net.add_metric(lv, e["co2e_net_g"])
+            if e.get("embodied_g") is not None:
+                emb.add_metric(lv, e["embodied_g"])
+            if e.get("cost"):
+                cost.add_metric([*lv, e["cost"][1]], e["cost"][0])
             idle = e.get("gpu_idle")
             if idle:
                 idle_s.add_metric(lv, idle[0])
@@ -125,7 +147,7 @@ class _Entries:
                     idle_j.add_metric([*lv, idle[2]], idle[1])
             info.add_metric([lbl[k] for k in INFO_LABELS[:3]],
                             {k: v for k, v in e["info"].items() if k not in INFO_LABELS[:3]})
-        yield from (j, fac, co2, idle_s, idle_j, info)
+        yield from (j, fac, co2, net, emb, cost, idle_s, idle_j, info)
 
 
 def _labels(entry: dict) -> dict:

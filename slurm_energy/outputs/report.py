@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from slurm_energy.model import JobRecord
@@ -19,6 +20,8 @@ class ReportSink:
         uid, gid: whom to write as; ``None`` = the record's ``uid``/``gid`` (the job's user; the
             files are written with privileges dropped, see ``reporting.safe_write``).
         umask: the user's umask for the files (their SLURM_UMASK); None = unknown (077 as root).
+        hourly_ci: ``record -> {hour: gCO2e/kWh} | None``, the hourly intensity imported for the
+            job's zone: the report then shows the carbon-aware what-if (accounting.whatif).
 
     A record without a directory or user to write as is skipped. A failure (unwritable directory,
     rendering error) is returned as a note, not raised (``"report not written: ..."``). ``written``:
@@ -29,8 +32,9 @@ class ReportSink:
     keeps_errors = False
 
     def __init__(self, out_dir: str | None = None, uid: int | None = None, gid: int | None = None,
-                 umask: int | None = None):
+                 umask: int | None = None, hourly_ci: Callable[[JobRecord], dict[str, float] | None] | None = None):
         self.out_dir, self.uid, self.gid, self.umask = out_dir, uid, gid, umask
+        self.hourly_ci = hourly_ci
         self.written: tuple[str, ...] = ()
 
     def publish(self, record: JobRecord) -> list[str]:
@@ -43,7 +47,8 @@ class ReportSink:
         try:
             from slurm_energy.reporting.report import write_reports
 
-            html, csv = write_reports(record, out_dir, uid, gid, umask=self.umask)
+            w = self._whatif(record)
+            html, csv = write_reports(record, out_dir, uid, gid, umask=self.umask, **({} if w is None else {"whatif": w}))
         except Exception as e:
             log.warning("report for job %s not written: %s", record.job_id, e)
             record.report_error = report_problem(record, e)
@@ -51,6 +56,22 @@ class ReportSink:
         log.info("job=%s report %s %s", record.job_id, html, csv)
         self.written = (html, csv)
         return []
+
+
+    def _whatif(self, record: JobRecord) -> Any:
+        """The what-if for the report, or None (no hourly intensity; a problem is logged, not raised)."""
+        if self.hourly_ci is None:
+            return None
+        try:
+            ci = self.hourly_ci(record)
+            if not ci:
+                return None
+            from slurm_energy.accounting.whatif import what_if
+
+            return what_if(record, ci)
+        except Exception as e:  # the report is written without it
+            log.warning("job %s: what-if not computed: %s", record.job_id, e)
+            return None
 
 
 def report_problem(rec: JobRecord, e: BaseException) -> str:

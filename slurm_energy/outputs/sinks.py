@@ -68,7 +68,12 @@ def _store(cfg: SiteConfig, running: bool, umask: int | None, queue_in: Sequence
 def _report(cfg: SiteConfig, running: bool, umask: int | None, queue_in: Sequence[str]) -> Sink | None:
     from slurm_energy.outputs.report import ReportSink
 
-    return None if running else ReportSink(umask=umask)
+    def hourly_ci(rec):  # the report's what-if: the hourly intensity imported for the job's zone
+        from slurm_energy.config.carbon import hourly_intensity_for
+
+        return hourly_intensity_for(cfg, rec.carbon)
+
+    return None if running else ReportSink(umask=umask, hourly_ci=hourly_ci)
 
 
 def _prometheus(cfg: SiteConfig, running: bool, umask: int | None, queue_in: Sequence[str]) -> Sink | None:

@@ -64,7 +64,7 @@ def summary_text(rec: JobRecord, max_chars: int = 240) -> str:
         parts.append(f"{cls} unmeasured" if j is None else f"{cls} {j / J_PER_KWH:.4g} {m}")
     it = "n/a kwh it" if rec.it_kwh is None else f"{rec.it_kwh:.4g} kwh it"
     fac = "" if rec.facility_kwh is None else f", {rec.facility_kwh:.4g} kwh facility"
-    co2 = "n/a" if rec.co2e_kg is None else f"{rec.co2e_kg * 1000:.4g}"
+    co2 = "n/a" if rec.co2e_gross_kg is None else f"{rec.co2e_gross_kg * 1000:.4g}"  # location-based
     cov = "complete" if rec.coverage_complete and rec.status.value == "complete" else f"{rec.status.value}, partial coverage"
     text = f"{PREFIX} {it} ({', '.join(parts) or 'no devices'}){fac}, {co2} g co2e, {cov}".replace("|", "/").lower()
     return text if len(text) <= max_chars else text[:max_chars - 3] + "..."

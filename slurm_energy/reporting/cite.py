@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurm_energy._version import __version__
+from slurm_energy.accounting.sci import functional_units, scores, window_embodied_kg
 from slurm_energy.errors import CiteError
 from slurm_energy.model import JobRecord, Method, WindowEnergy
 from slurm_energy.units import J_PER_KWH, sum_known
@@ -52,7 +53,7 @@ class Citation:
     what: str  # "job 42", "3 jobs of track(label='bert')", + " , phase 'fine-tuning'"
     it_kwh: float | None
     facility_kwh: float | None
-    co2e_kg: float | None
+    co2e_kg: float | None  # location-based: facility energy x CI, offsets excluded
     classes: dict[str, ClassPart]
     pue: list[tuple[float, str]]
     ci: list[tuple[float, str]]
@@ -62,6 +63,10 @@ class Citation:
     end: float
     training_type: str
     complete: bool
+    co2e_net_kg: float | None = None  # x alpha; None when every job's alpha is 1 (the same number)
+    alphas: list[tuple[float, str]] = field(default_factory=list)  # (alpha, source) where alpha is not 1
+    embodied_kg: float | None = None  # SCI's M of the hardware reserved (a phase: its time's share)
+    sci_ai: list = field(default_factory=list)  # accounting.sci.SciScore; [] without FLOPs/tokens/parameters
     version: str = __version__
 
 
@@ -121,6 +126,8 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
     it: list[float | None] = []
     fac: list[float | None] = []
     co2: list[float | None] = []
+    net: list[float | None] = []
+    emb: list[float | None] = []
     complete = True
     for r in recs:
         w = _window(r, phase) if phase else None
@@ -137,18 +144,31 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
             it_kwh = None if w.it_j is None else w.it_j / J_PER_KWH
             it.append(it_kwh)
             fac.append(None if it_kwh is None else it_kwh * r.carbon.pue)
-            co2.append(w.co2e_kg)
+            a = r.carbon.alpha  # a window built before the location-based share existed: net / alpha
+            co2.append(w.co2e_gross_kg if w.co2e_gross_kg is not None
+                       else (w.co2e_kg / a if w.co2e_kg is not None and a > 0 else None))
+            net.append(w.co2e_kg)
+            emb.append(window_embodied_kg(r, w))
         else:
             it.append(r.it_kwh)
             fac.append(r.facility_kwh)
-            co2.append(r.co2e_kg)
+            co2.append(r.co2e_gross_kg)
+            net.append(r.co2e_kg)
+            emb.append(r.embodied_kg)
         complete = complete and r.coverage_complete
     what = f"job {recs[0].job_id}" if len(recs) == 1 else f"{len(recs)} jobs"
     if label:
         what += f" of the run set track(label={label!r})"
     if phase:
         what += f", phase {phase!r} only"
+    alphas = sorted({(r.carbon.alpha, r.carbon.alpha_source) for r in recs if r.carbon.alpha != 1})
+    embodied = None if any(e is None for e in emb) else sum_known(emb)  # M of every job, or none
+    # SCI for AI: one training run's functional units (its tags); several jobs only when each job
+    # is one part of the run and they declare the run's totals alike, so none is scored then
+    units = functional_units(recs[0]) if len(recs) == 1 else []
     return Citation(
+        co2e_net_kg=sum_known(net) if alphas else None, alphas=alphas, embodied_kg=embodied,
+        sci_ai=scores(sum_known(co2), embodied, units),
         jobs=[r.job_id for r in recs], what=what, it_kwh=sum_known(it), facility_kwh=sum_known(fac), co2e_kg=sum_known(co2),
         classes=classes, pue=sorted({(r.carbon.pue, r.carbon.pue_source) for r in recs}),
         ci=sorted({(r.carbon.ci_g_per_kwh, r.carbon.ci_source) for r in recs}),
@@ -191,7 +211,25 @@ def methods_text(c: Citation) -> str:
             f"Slurm cluster's nodes: IT energy {_num(c.it_kwh, 'kWh')}, by device class "
             f"{', '.join(_class_phrases(c))}. Facility energy {_num(c.facility_kwh, 'kWh')} is the IT energy x "
             f"PUE {pue}; emissions {_num(c.co2e_kg, 'kgCO2e')} are the facility "
-            f"energy x carbon intensity {ci}.{lower}")
+            f"energy x carbon intensity {ci}.{lower}{_footprint_text(c)}")
+
+
+def _footprint_text(c: Citation) -> str:
+    """The sentences after the emissions: location-based and net apart, embodied, SCI for AI."""
+    out = " The emissions are location-based (offsets excluded)"
+    if c.alphas:
+        a = "; ".join(f"{v:g} ({s})" for v, s in c.alphas)
+        out += f"; net of the data centre's offset factor alpha {a} they are {_num(c.co2e_net_kg, 'kgCO2e')}"
+    out += "."
+    if c.embodied_kg is not None:
+        out += (f" Embodied emissions of the hardware reserved, by the SCI's M = TE x (TS/EL) x RS, are "
+                f"{_num(c.embodied_kg, 'kgCO2e')} (operational + embodied "
+                f"{_num(None if c.co2e_kg is None else c.co2e_kg + c.embodied_kg, 'kgCO2e')}).")
+    if c.sci_ai:
+        parts = [f"{_num(s.total_g if s.total_g is not None else s.operational_g, 'gCO2e')} per {s.unit}"
+                 + ("" if s.total_g is not None else " (operational only)") for s in c.sci_ai]
+        out += f" SCI for AI (location-based, offsets excluded): {', '.join(parts)}."
+    return out
 
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

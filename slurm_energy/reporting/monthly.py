@@ -87,7 +87,8 @@ def render_html(rows: list[dict], records: list[JobRecord], by: str, month: str,
     env = _template_env()  # the job report's environment over the shipped templates
     env.filters["n"] = lambda v, fmt="{:.4g}": "n/a" if v is None else fmt.format(v)
     total = {k: sum_known([r[k] for r in rows])
-             for k in ("it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh")}
+             for k in ("it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh",
+                       "co2e_gross_kg", "embodied_kg")}
     total["jobs"] = sum(r["jobs"] for r in rows)
     total["unmeasured_jobs"] = sum(r["unmeasured_jobs"] for r in rows)
     return env.get_template("monthly.html.j2").render(

@@ -16,6 +16,7 @@ import datetime as _dt
 import functools
 import io
 import os
+from typing import Any
 
 from slurm_energy.core import all_estimated
 from slurm_energy.jobid import display_id
@@ -40,7 +41,7 @@ CSV_COLUMNS = (
     "job_id", "device_class", "n_devices", "method", "coverage",
     "energy_it_kWh", "device_energy_kWh", "mean_power_W", "elapsed_s",
     "pue", "facility_kWh", "ci_gCO2e_per_kWh", "alpha", "kgCO2e", "mean_power_coverage",
-    "status", "pue_default", "ci_default", "job_id_raw",
+    "status", "pue_default", "ci_default", "job_id_raw", "kgCO2e_location_based", "embodied_kgCO2e",
 )
 
 
@@ -64,7 +65,8 @@ def render_csv(record: JobRecord) -> str:
             job, r.device_class, r.n_devices, r.method, r.coverage,
             r.energy_it_kwh, r.device_energy_kwh, r.mean_power_w, record.elapsed_s,
             c.pue, r.facility_kwh, c.ci_g_per_kwh, c.alpha, r.co2e_kg, r.mean_power_coverage,
-            record.status_text, *defaults, record.job_id,
+            record.status_text, *defaults, record.job_id, r.co2e_gross_kg,
+            record.embodied_kg if r.device_class == "total" else None,
         )])
     return buf.getvalue()
 
@@ -198,7 +200,10 @@ def _formula_lines(rows: list[ClassRow], record: JobRecord) -> dict:
         co2_line = "CO2e = E_facility × CI × α = n/a — not measured"
     else:
         co2_line = explain.co2e_line(record.facility_kwh, c.ci_g_per_kwh, c.alpha, record.co2e_kg, c.hourly)
-    return {"per_class": per_class, "it": it_line, "facility": fac_line, "co2e": co2_line}
+    from slurm_energy.reporting.footprint import formula_lines
+
+    return {"per_class": per_class, "it": it_line, "facility": fac_line, "co2e": co2_line,
+            "footprint": formula_lines(record)}
 
 
 def _full_device_captions(rows: list[ClassRow]) -> list[str]:
@@ -236,7 +241,7 @@ def _template_env():
     return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def render_html(record: JobRecord) -> str:
+def render_html(record: JobRecord, whatif: Any = None) -> str:
     """Self-contained HTML report (inline CSS and SVG plot) for one job; jinja2 with autoescape on.
 
     Shows the job's Slurm facts, static device info per node group, energy per device class (job
@@ -246,6 +251,7 @@ def render_html(record: JobRecord) -> str:
     """
     from markupsafe import Markup
 
+    from slurm_energy.reporting.footprint import sci_total_kg, whatif_lines
     from slurm_energy.reporting.phases import phase_rows, plot_marks
     from slurm_energy.reporting.plot import power_svg
 
@@ -277,6 +283,8 @@ def render_html(record: JobRecord) -> str:
         "power_note_below": MEAN_POWER_NOTE_BELOW,
         "check": prediction_check.check(record),
         "gpu_idle": gpu_idle.summary_line(record),
+        "sci_total": sci_total_kg(record),
+        "whatif": None if whatif is None else whatif_lines(whatif, _fmt_time),
         "gpu_idle_rule": gpu_idle.rule_text(record),
         "check_rows": prediction_check.rows,
         "plot_svg": Markup(svg) if svg else None,  # our own matplotlib output; text in it is escaped
@@ -331,7 +339,8 @@ class ReportWriteError(SafeWriteError):
         self.path, self.reason = failures[0]
 
 
-def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: int | None = None) -> tuple[str, str]:
+def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: int | None = None,
+                  whatif: Any = None) -> tuple[str, str]:
     """Render both reports and write them into ``work_dir`` as ``uid``/``gid``, each independently.
 
     Files: ``energy-<jobid>.html`` and ``energy-<jobid>.csv`` (see :func:`report_names`), and
@@ -358,7 +367,7 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: i
     html_name, csv_name = report_names(record)
     written: list[str] = []
     failures: list[tuple[str, str]] = []
-    files = [(html_name, render_html), (csv_name, render_csv)]
+    files = [(html_name, functools.partial(render_html, whatif=whatif)), (csv_name, render_csv)]
     if record.phases or record.stages:
         files.append((phases_csv_name(record), render_phases_csv))
     if prediction_check.check(record) is not None:

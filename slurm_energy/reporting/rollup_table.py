@@ -13,10 +13,13 @@ from typing import Any
 
 #: the columns after the group name (as :data:`slurm_energy.store.rollup.COLUMNS`)
 COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
-           "gpu_idle_kwh")
+           "gpu_idle_kwh", "co2e_gross_kg", "embodied_kg", "cost", "cost_currency")
 NOTE = ("measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP model; unmeasured jobs are "
         "counted in unmeasured_jobs, never summed as 0; gpu_idle_kwh: GPU energy while allocated but idle "
-        "(utilisation 0, power at idle draw), measured in an idle state (part of it_kwh)")
+        "(utilisation 0, power at idle draw), measured in an idle state (part of it_kwh); co2e_gross_kg: "
+        "location-based operational CO2e (facility kWh x CI, offsets excluded); co2e_kg: net of the "
+        "datacenters' offset factor alpha (the same where alpha is 1); embodied_kg: SCI's M = TE x TS/EL x RS "
+        "of the hardware reserved; cost: facility kWh x the tariff's price, in cost_currency")
 
 
 def month_bounds(month: str, tz: str = "UTC") -> tuple[float, float]:

@@ -34,7 +34,8 @@ class ClassRow:
     mean_util: float | None = None  # count-weighted mean u_i
     duration_s: float | None = None  # longest t_i
     facility_kwh: float | None = None
-    co2e_kg: float | None = None
+    co2e_kg: float | None = None  # net of alpha (x alpha)
+    co2e_gross_kg: float | None = None  # location-based, offsets excluded
     models: list[str] = field(default_factory=list)
 
     @property
@@ -118,6 +119,8 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
             row.facility_kwh = e / J_PER_KWH * record.carbon.pue
             if record.co2e_kg is not None and it_total_j:
                 row.co2e_kg = record.co2e_kg * e / it_total_j
+            if record.co2e_gross_kg is not None and it_total_j:
+                row.co2e_gross_kg = record.co2e_gross_kg * e / it_total_j
         rows.append(row)
 
     with_devices = [r for r in rows if r.n_devices > 0 or r.energy_it_j is not None]
@@ -137,6 +140,7 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
         mean_power_coverage=min(power_covs) if power_covs else None,
         facility_kwh=record.facility_kwh,
         co2e_kg=record.co2e_kg,
+        co2e_gross_kg=record.co2e_gross_kg,
     )
     rows.append(total)
     return rows

@@ -159,9 +159,12 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
     if rec.facility_kwh is not None:
         default = f", {c.pue_source[len('DEFAULT: '):]}: the default, no site value" if "pue" in c.defaults_used else ""
         lines.append(f"Facility energy: {rec.facility_kwh:.4g} kWh (IT x PUE {c.pue:g}{default})")
-    if rec.co2e_kg is not None:
-        lines.append(f"CO2e: {rec.co2e_kg * 1000:.4g} g ({c.ci_g_per_kwh:g} gCO2e/kWh: {c.ci_source}"
-                     + (f"; x alpha {c.alpha:g}" if c.alpha != 1 else "") + ")")
+    if rec.co2e_gross_kg is not None:  # location-based, offsets excluded; the net figure below it
+        lines.append(f"CO2e: {rec.co2e_gross_kg * 1000:.4g} g ({c.ci_g_per_kwh:g} gCO2e/kWh: {c.ci_source}; "
+                     "location-based, offsets excluded)")
+    from slurm_energy.reporting.footprint import text_lines
+
+    lines += text_lines(rec)[1:]
     lines.append(f"Method: {rec.method_summary or 'n/a'}")
     lower = "" if rec.coverage_complete else ", some device unmeasured or partly measured: totals are a lower bound"
     cov = "complete" if rec.coverage_complete and rec.status.value == "complete" else f"{rec.status.value}{lower}"

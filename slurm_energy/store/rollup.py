@@ -6,7 +6,11 @@ AND end > t0``, a zero-length one where it started), each charged ``f`` x its to
 the share of its hourly IT energy used inside the window (an hour the window cuts is split by the
 part of the job's time in it; an hour stamped outside the job's times counts whole), else by wall
 time when it has no hourly energy; CO2e by the share of its hourly CO2e (job_hours.co2e_kg: the
-hour's intensity when the record's CO2e was hourly), else by ``f``.
+hour's intensity when the record's CO2e was hourly), else by ``f``. The location-based CO2e
+(``co2e_gross_kg``) is summed apart from the net one (``co2e_kg``, x alpha) by the same share;
+embodied CO2e by wall time (SCI's M is proportional to the time reserved); cost by ``f``, and only
+within one currency (a group whose jobs were charged in two currencies shows cost NULL, currency
+``mixed``).
 
 Most attempts lie wholly inside the window (``start >= t0 AND end < t1``, no hour outside their
 times): ``f`` is exactly 1 and no hourly row is read. Only the attempts across a bound sum their
@@ -24,7 +28,7 @@ from slurm_energy.store.select import LONGEST_SQL
 
 #: output columns after the group name
 COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
-           "gpu_idle_kwh")
+           "gpu_idle_kwh", "co2e_gross_kg", "embodied_kg", "cost", "cost_currency")
 BY = ("user", "account", "partition")
 #: the window's rows: final attempts that ran in [t0, t1) (a zero-length one where it started);
 #: start_time bounded below by the longest stored attempt (an index range bounded at both ends)
@@ -58,12 +62,16 @@ def _sql(dialect: str, by: str) -> str:
 WITH s AS (
   SELECT CASE WHEN {col} IS NULL OR {col} = '' THEN '(none)' ELSE {col} END AS grp,
          j.it_kwh, j.facility_kwh, j.co2e_kg, j.measured_it_kwh, j.estimated_it_kwh, j.gpu_idle_kwh,
-         {f} AS f, {fc} AS fc
+         j.co2e_gross_kg, j.embodied_kg, j.cost, nullif(j.cost_currency, '') AS cost_currency, {f} AS f, {fc} AS fc, {wall} AS fw
   FROM job_records j
   WHERE {IN_WINDOW}
 )
 SELECT grp, count(*), sum(CASE WHEN it_kwh IS NULL THEN 1 ELSE 0 END), sum(it_kwh * f), sum(facility_kwh * f),
-       sum(co2e_kg * fc), sum(measured_it_kwh * f), sum(estimated_it_kwh * f), sum(gpu_idle_kwh * f)
+       sum(co2e_kg * fc), sum(measured_it_kwh * f), sum(estimated_it_kwh * f), sum(gpu_idle_kwh * f),
+       sum(co2e_gross_kg * fc), sum(embodied_kg * fw),
+       CASE WHEN min(cost_currency) = max(cost_currency) THEN sum(cost * f) END,
+       CASE WHEN min(cost_currency) = max(cost_currency) THEN min(cost_currency) WHEN max(cost_currency) IS NULL THEN NULL
+            ELSE 'mixed' END
 FROM s GROUP BY grp
 """
 
@@ -71,15 +79,17 @@ FROM s GROUP BY grp
 def month_rollup(db: Db, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
     """Per ``by`` group (user, account or partition; ``(none)`` for an empty name), sorted by name:
     ``{by, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh,
-    gpu_idle_kwh}`` (kWh, kgCO2e; None = no measured job in the group; gpu_idle_kwh: the jobs' GPU
-    energy while allocated but idle, charged by the same fraction) charged to [t0, t1) (epoch s).
+    gpu_idle_kwh, co2e_gross_kg, embodied_kg, cost, cost_currency}`` (kWh, kgCO2e; None = no measured
+    job in the group; gpu_idle_kwh: the jobs' GPU energy while allocated but idle, charged by the same
+    fraction; co2e_kg net of alpha, co2e_gross_kg location-based) charged to [t0, t1) (epoch s).
 
     Raises ValueError for another ``by``; StoreDbError from the database."""
     if by not in BY:
         raise ValueError(f"--by={by!r}: use one of {', '.join(BY)}")
     longest = db.execute(LONGEST_SQL)[0][0] or 0.0
     rows = db.execute(_sql(db.dialect, by), {"t0": float(t0), "t1": float(t1), "longest": float(longest)})
-    out = [{by: r[0], **{k: (int(v) if k in ("jobs", "unmeasured_jobs") else (None if v is None else float(v)))
+    out = [{by: r[0], **{k: (int(v) if k in ("jobs", "unmeasured_jobs") else
+                             (v if k == "cost_currency" or v is None else float(v)))
                          for k, v in zip(COLUMNS, r[1:])}} for r in rows]
     return sorted(out, key=lambda d: d[by])
 

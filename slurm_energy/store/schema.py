@@ -21,7 +21,8 @@ copies of the fields ``jobenergy`` filters on. Version 2 (:func:`_m2_split`) spl
   kWh and CO2e, so a month's rollup is a SQL aggregate (:mod:`slurm_energy.store.rollup`).
 
 Version 3 (:func:`_m3_gpu_idle`) adds the GPU-idle columns, version 4 (:func:`_m4_sluid`) the
-run's SLUID as an indexed column.
+run's SLUID as an indexed column, version 5 (:func:`_m5_carbon`) the location-based CO2e beside the
+net one, the offset factor alpha, embodied CO2e and energy cost.
 """
 
 from __future__ import annotations
@@ -87,6 +88,12 @@ IDLE_COLUMNS = (
 #: Columns version 4 adds: the run's SLUID (JobRecord.sluid; '' = Slurm gave none)
 SLUID_COLUMNS = (("sluid", "VARCHAR(64)"),)
 
+#: Columns version 5 adds (docs/CARBON.md): the location-based CO2e (E x CI, offsets excluded;
+#: ``co2e_kg`` stays the net E x CI x alpha), alpha, embodied CO2e (SCI's M) and the energy cost in
+#: its currency; NULL = not computed (never 0)
+CARBON_COLUMNS = (("co2e_gross_kg", _D), ("alpha", _D), ("embodied_kg", _D), ("cost", _D),
+                  ("cost_currency", "VARCHAR(8)"))
+
 #: identity fields kept only in the record JSON (job_json), not as columns of job_records
 IDENTITY_IN_JSON_ONLY = ("gid", "work_dir", "slurm_start_time")
 #: the job's identity as job_records stores it (indexed, filtered on): every field of
@@ -94,10 +101,11 @@ IDENTITY_IN_JSON_ONLY = ("gid", "work_dir", "slurm_start_time")
 #: is a column once a migration adds it here)
 IDENTITY_COLUMNS = tuple(f for f in IDENTITY if f not in IDENTITY_IN_JSON_ONLY)
 #: job_records' columns copied from the record's own fields (identity, times, totals)
-RECORD_COLUMNS = IDENTITY_COLUMNS + ("start_time", "end_time", "it_kwh", "facility_kwh", "co2e_kg")
-#: every column of job_records (version 4)
+RECORD_COLUMNS = IDENTITY_COLUMNS + ("start_time", "end_time", "it_kwh", "facility_kwh", "co2e_kg", "co2e_gross_kg",
+                                     "embodied_kg", "cost", "cost_currency")
+#: every column of job_records (version 5)
 COLUMNS = ("id", *RECORD_COLUMNS, "status", "updated_at",
-           *(c for c, _ in SUMMARY_COLUMNS + IDLE_COLUMNS + SLUID_COLUMNS if c not in RECORD_COLUMNS))
+           *(c for c, _ in SUMMARY_COLUMNS + IDLE_COLUMNS + SLUID_COLUMNS + CARBON_COLUMNS if c not in RECORD_COLUMNS))
 
 #: the full record of each job_records row (same id), and the job's energy per UTC hour
 _V2_TABLES = (
@@ -190,11 +198,24 @@ def _m4_sluid(db: Db) -> None:
                "WHERE j.id = job_records.id), '')")
 
 
+def _m5_carbon(db: Db) -> None:
+    """v4 -> v5: :data:`CARBON_COLUMNS`. ``alpha`` is backfilled from each record's JSON (1.0 where
+    it has none: the default), and the location-based CO2e as ``co2e_kg / alpha`` (exact: alpha is
+    one constant per record; NULL where alpha is 0: not recoverable). Embodied CO2e and cost are not
+    backfilled (NULL: not computed for records stored before)."""
+    _add_columns(db, CARBON_COLUMNS)
+    got = ("json_extract(j.record_json, '$.carbon.alpha')" if db.dialect == "sqlite"
+           else "CAST(CAST(j.record_json AS json) -> 'carbon' ->> 'alpha' AS DOUBLE PRECISION)")
+    db.execute(f"UPDATE job_records SET alpha = coalesce((SELECT {got} FROM job_json j "
+               "WHERE j.id = job_records.id), 1.0)")
+    db.execute("UPDATE job_records SET co2e_gross_kg = co2e_kg / alpha WHERE alpha > 0")
+
+
 INSERT_HOURS = ("INSERT INTO job_hours (job_row_id, hour_start, it_kwh, facility_kwh, co2e_kg) "
                 "VALUES (:job_row_id, :hour_start, :it_kwh, :facility_kwh, :co2e_kg)")
 
 #: Ordered migrations; MIGRATIONS[i] upgrades from version i to i + 1.
-MIGRATIONS: list[Callable[[Db], None]] = [_m1_create, _m2_split, _m3_gpu_idle, _m4_sluid]
+MIGRATIONS: list[Callable[[Db], None]] = [_m1_create, _m2_split, _m3_gpu_idle, _m4_sluid, _m5_carbon]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: the store's tables, for a test or benchmark that empties a database
 TABLES = ("job_hours", "job_json", "job_records", "schema_version")

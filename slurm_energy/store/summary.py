@@ -71,7 +71,7 @@ def summary_columns(rec: JobRecord, hours: list[dict[str, Any]]) -> dict[str, An
         "methods": rec.method_summary,
         "measured_it_kwh": _kwh(meas), "estimated_it_kwh": _kwh(est),
         "coverage_complete": rec.coverage_complete, "report_error": rec.report_error,
-        "pue": rec.carbon.pue, "ci_g_per_kwh": rec.carbon.ci_g_per_kwh,
+        "pue": rec.carbon.pue, "ci_g_per_kwh": rec.carbon.ci_g_per_kwh, "alpha": rec.carbon.alpha,
         "hourly_it_kwh": sum(h["it_kwh"] for h in hours) if hours else None,
         "hourly_co2e_kg": sum(h["co2e_kg"] for h in hours) if hours else None,
         # time_split: an hour whose span [max(h, start), min(h + 1 h, end)] is empty counts whole

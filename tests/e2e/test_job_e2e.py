@@ -68,6 +68,8 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
     # the job's fake GPU-less allocation has no GPU class at all; PUE applied once
     assert rec.facility_kwh == pytest.approx(rec.it_kwh * rec.carbon.pue)
     assert rec.co2e_kg == pytest.approx(rec.facility_kwh * rec.carbon.ci_g_per_kwh * rec.carbon.alpha / 1000)
+    # location-based (offsets excluded): E_facility x CI (SCI O = E x I); the net one above x alpha
+    assert rec.co2e_gross_kg == pytest.approx(rec.facility_kwh * rec.carbon.ci_g_per_kwh / 1000)
     # jobenergy prints the job, as the job's user
     out = cluster.jobenergy("-P", job, user="alice")
     assert out.returncode == 0, out.stderr

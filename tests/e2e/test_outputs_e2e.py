@@ -72,7 +72,7 @@ def test_job_energy_through_prometheus_promql(cluster, prom_stack, finished_job)
               for r in prom_stack.query(f'slurm_energy_job_joules_total{{job_id="{job}"}}')}
     assert by_cls["cpu"] == (pytest.approx(rec.energy_it_j["cpu"], rel=1e-9), "tdp_estimate")
     (co2,) = prom_stack.query(f'slurm_energy_job_co2e_grams_total{{job_id="{job}"}}')
-    assert float(co2["value"][1]) == pytest.approx(rec.co2e_kg * 1000, rel=1e-9)
+    assert float(co2["value"][1]) == pytest.approx(rec.co2e_gross_kg * 1000, rel=1e-9)
     assert co2["metric"]["user"] == "alice" and co2["metric"]["account"] == "research"
     (info,) = prom_stack.query(f'slurm_energy_job_info{{job_id="{job}"}}')
     assert info["metric"]["status"] == rec.status.value
@@ -86,7 +86,7 @@ def test_admin_comment_in_sacct(cluster, finished_job):
         got = _sacct_admin_comment(cluster, job)
         time.sleep(1)
     assert got == summary_text(rec), got
-    assert f"{rec.it_kwh:.4g} kwh it" in got and f"{rec.co2e_kg * 1000:.4g} g co2e" in got
+    assert f"{rec.it_kwh:.4g} kwh it" in got and f"{rec.co2e_gross_kg * 1000:.4g} g co2e" in got
 
 
 def test_other_tools_text_kept_and_owned_field_skipped(cluster, finished_job):
@@ -158,7 +158,7 @@ def test_jobenergy_seff_as_the_user(cluster, finished_job):
     eff = next(x for x in lines if x.startswith("CPU Efficiency: "))
     assert eff.startswith(f"CPU Efficiency: {100 * cpu_s / rec.elapsed_s:.2f}%")
     assert f"Energy (IT, job's share): {rec.it_kwh:.4g} kWh" in lines
-    assert any(x.startswith(f"CO2e: {rec.co2e_kg * 1000:.4g} g") for x in lines)
+    assert any(x.startswith(f"CO2e: {rec.co2e_gross_kg * 1000:.4g} g") for x in lines)
 
 
 def test_month_html_report_has_the_job(cluster, finished_job):

@@ -177,7 +177,7 @@ def test_cards_flag_default_pue_and_ci():
 
 def test_cards_do_not_flag_site_values():
     h = render_html(tdp_cpu_record())
-    assert "IT × PUE 1.2<" in h and "CI 100 gCO2e/kWh<" in h
+    assert "IT × PUE 1.2<" in h and "CI 100 gCO2e/kWh, offsets excluded<" in h
     assert "(default)" not in h
 
 
