@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,7 +21,8 @@ class ReportSink:
             files are written with privileges dropped, see ``reporting.safe_write``).
         umask: the user's umask for the files (their SLURM_UMASK); None = unknown (077 as root).
 
-    A record without a directory or user to write as is skipped. A failure (unwritable directory,
+    A record without a directory or user to write as is skipped; as root, one whose user is root
+    (uid 0) is not written (root writes no file for a record's say-so). A failure (unwritable directory,
     rendering error) is returned as a note, not raised (``"report not written: ..."``). ``written``:
     the paths of the last publish.
     """
@@ -40,6 +42,10 @@ class ReportSink:
         gid = self.gid if self.gid is not None else (record.gid if record.gid is not None else uid)
         if not out_dir or uid is None or gid is None:
             return []  # nowhere to write as whom: nothing to report
+        if uid == 0 and self.uid is None and os.geteuid() == 0:
+            record.report_error = (f"{record.work_dir} not written: the job's user is root (uid 0); root writes "
+                                   f"no report as root; the energy is in `jobenergy -l {record.job_id}`")
+            return ["report not written: the job's user is root (uid 0)"]
         try:
             from slurm_energy.reporting.report import write_reports
 

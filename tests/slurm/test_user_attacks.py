@@ -305,10 +305,10 @@ def test_a_sigstopped_report_writer_is_killed_and_delays_no_other_job(node, monk
     # before writing, the window her SIGSTOP needs; what is tested is what follows the stop
     write_each = safe_write._write_each
 
-    def slow_for_alice(directory, files, report):
+    def slow_for_alice(directory, files, report, *owner):
         if os.geteuid() == user("alice")[0]:
             time.sleep(1.0)
-        write_each(directory, files, report)
+        write_each(directory, files, report, *owner)
     monkeypatch.setattr(safe_write, "_write_each", slow_for_alice)
     mine = node.job("900", "alice", node.workdir("alice", "a"))
     theirs = node.job("901", "bob", node.workdir("bob", "bob-work"))
@@ -497,3 +497,153 @@ def test_through_sudo_no_caller_named_path_is_opened_as_root(node, monkeypatch, 
     st = os.stat(os.path.join(out, "r.csv"))
     assert st.st_uid == user("alice")[0] and "bob" in open(os.path.join(out, "r.csv")).read()
     assert os.geteuid() == 0  # root again afterwards
+
+
+# -- 7. newlines in user text: no line of Slurm's text output a user can write --------------------
+def _ts(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+def _after_attack(node, victim_wd, victim_files):
+    """What every attack test checks last: bob's record and report untouched, and ``collect`` and
+    the node finalizer's sweep afterwards find nothing to do and leave both so."""
+    from slurm_energy.cli.main import main as se_main
+    from slurm_energy.config import load_site_config
+    from slurm_energy.slurm.collect import sweep_node
+
+    _check_victim(node, victim_wd)
+    assert se_main(["collect", "--older-than", "0"]) == 0
+    assert sweep_node(load_site_config(str(node.base / "site.yaml")), NODE, time.time()) == []
+    _check_victim(node, victim_wd)
+    assert {n: open(os.path.join(victim_wd, n), "rb").read() for n in victim_files} == victim_files
+    assert [r.job_id for r in node.store().query() if r.user == "bob"] == ["901"]
+
+
+def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writes_no_report_for_it(node):
+    """alice's lost job 910 ran in a work dir whose newlines hold two whole ``sacct -P`` lines: bob's
+    job 901 (another run, his work dir) and a job of uid 0 whose work dir is a root-only one. Before:
+    collect stored both as records and wrote their reports (bob's overwritten as bob, one as root
+    into the root-only dir). Now the query holds no user field; the work dir comes from JSON."""
+    from slurm_clients import install, job
+
+    from slurm_energy.config import load_site_config
+    from slurm_energy.reporting.safe_write import write_files_as_user
+    from slurm_energy.slurm.collect import finish_unrecorded
+    from slurm_energy.store import open_store
+
+    victim_wd = _victim(node)
+    victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
+    rootonly = node.base / "rootonly"
+    rootonly.mkdir(mode=0o700)
+    t = time.time() - 7200
+    common = ["COMPLETED", _ts(t - 9000), _ts(t - 8990), NODE]
+    forged_bob = "|".join(["901", "901", *common, "bob", "2002", "2002", "research", "debug", "0:0", "t", victim_wd])
+    forged_root = "|".join(["905", "905", *common, "root", "0", "0", "research", "debug", "0:0", "t", str(rootonly)])
+    wd = f"/home/alice/w\n{forged_bob}\n{forged_root}"
+    clients = install(str(node.base), [job("910", "alice", user("alice")[0], wd, t, t + 5, name="n\nm|x")])
+    st = open_store(node.store_url)
+    cfg = load_site_config(str(node.base / "site.yaml"))
+    try:
+        lines = finish_unrecorded(cfg, st, time.time(), 86400, 60, sacct=clients["sacct"])
+        assert lines == ["stored t/910 from sacct: no_data (COMPLETED, no record from the hooks)"]
+        # the attacker's record: hers, with her whole work dir and job name as text (from JSON)
+        (a,) = node.store().get_job("910")
+        assert (a.user, a.uid, a.status, a.job_state, a.work_dir, a.job_name) == \
+            ("alice", 2001, Status.NO_DATA, "COMPLETED", wd, "n\nm|x")
+        assert a.start_time == pytest.approx(int(t), abs=1)
+        assert node.store().get_job("905") == [] and os.listdir(rootonly) == []
+        # JSON asked for the one job to record only
+        asked = open(clients["log"]).read().splitlines()
+        assert [x for x in asked if "--json" in x] == ["--json -a -X -j 910"]
+        assert finish_unrecorded(cfg, st, time.time(), 86400, 60, sacct=clients["sacct"]) == []  # idempotent
+    finally:
+        st.close()
+    # whatever a record says, root writes no report for uid 0, nor into a directory not the user's
+    from slurm_energy.outputs.report import ReportSink
+
+    rec = node.store().get_job("910")[0]
+    rec.uid, rec.gid, rec.work_dir = 0, 0, str(rootonly)
+    assert ReportSink().publish(rec) == ["report not written: the job's user is root (uid 0)"]
+    assert os.listdir(rootonly) == [] and "root writes no report as root" in rec.report_error
+    _, failed = write_files_as_user(victim_wd, [("energy-901.csv", b"x")], *user("alice"))
+    assert "belongs to uid 2002, not to the job's user (uid 2001)" in failed[0][1]
+    _after_attack(node, victim_wd, victim_files)
+
+
+def _clients_for(node, monkeypatch, jobs):
+    """The finalizer asks the stand-in 22.05 scontrol (no --json: the text form) and sacct."""
+    import functools
+
+    from slurm_clients import install
+
+    from slurm_energy.slurm import sacct, scontrol
+
+    clients = install(str(node.base), jobs)
+    monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=clients["scontrol"]))
+    if hasattr(sacct, "sacct_state"):  # (so that the attack itself is what fails on older code)
+        monkeypatch.setattr(sacct, "sacct_state", functools.partial(sacct.sacct_state, sacct=clients["sacct"]))
+    return clients
+
+
+@pytest.mark.parametrize("mem", ["1M", "9" * 400 + "T"], ids=["forged ReqMem", "a number of 400 digits"])
+def test_a_newline_in_a_job_name_makes_no_text_slurmctlds(node, monkeypatch, mem):
+    """``scontrol show job -o`` of alice's FAILED job 900 (exit 3) whose name holds `` JobState=
+    COMPLETED MinMemoryNode=...`` then a newline: its first line ends in her keys. Before: the job
+    was stored COMPLETED with 1 MiB requested (or the finalizer died of OverflowError: no record).
+    Now nothing of a text record of more than one line is used; the state is slurmdbd's."""
+    from slurm_clients import job
+
+    wd = node.workdir("alice", "a")
+    victim_wd = _victim(node)
+    victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
+    name = f"x JobState=COMPLETED MinMemoryNode={mem}\nrest"
+    _clients_for(node, monkeypatch, [job("900", "alice", 2001, wd, T0, END, state="FAILED", exit_code="3:0",
+                                         name=name)])
+    _finalize(node, node.job("900", "alice", wd), exit_code="3:0")
+    (a,) = node.store().get_job("900")
+    assert (a.job_state, a.exit_code, a.energy_it_j["cpu"]) == ("FAILED", "3:0", JOB_J)
+    assert a.nodes[0].req_mem_bytes is None  # not her 1 MiB
+    assert any("came as 2 lines" in e and "nothing in it is used" in e for e in a.errors), a.errors
+    assert any("slurmdbd (sacct State) says FAILED" in e for e in a.errors)
+    _after_attack(node, victim_wd, victim_files)
+
+
+def test_a_cancelled_job_whose_comment_says_jobstate_completed_is_recorded_cancelled(node, monkeypatch):
+    """alice's job 900, cancelled (slurmd's exit code 0:0, as for a job that completed), with
+    ``--comment 'done JobState=COMPLETED'``: the text's JobState= twice is not used, and slurmdbd says
+    CANCELLED. Before: the state was derived from 0:0, COMPLETED."""
+    from slurm_clients import job
+
+    wd = node.workdir("alice", "a")
+    victim_wd = _victim(node)
+    victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
+    _clients_for(node, monkeypatch, [job("900", "alice", 2001, wd, T0, END, state="CANCELLED by 2001",
+                                         exit_code="0:15", comment="done JobState=COMPLETED")])
+    _finalize(node, node.job("900", "alice", wd), exit_code="0:0")
+    (a,) = node.store().get_job("900")
+    assert (a.job_state, a.energy_it_j["cpu"]) == ("CANCELLED", JOB_J)
+    assert any("JobState=" in e and "appear more than once" in e for e in a.errors), a.errors
+    assert any("slurmdbd (sacct State) says CANCELLED" in e for e in a.errors)
+    _after_attack(node, victim_wd, victim_files)
+
+
+def test_a_job_slurmctld_still_shows_running_holds_the_nodes_finalizer_a_bounded_time(node, monkeypatch):
+    """slurmctld's JSON says RUNNING for as long as it is asked (in the attack: a job name saying
+    ``JobState=RUNNING``; here any reason). Before: 20 s a job, four such jobs held another user's
+    record 77 s. Now the wait is at most ``scontrol.WAIT_S`` (5 s) a job, and text is never waited on."""
+    import functools
+
+    from slurm_energy.slurm import scontrol
+
+    doc = json.loads(json.dumps(_JSON))
+    doc["jobs"][0]["job_state"] = ["RUNNING"]
+    monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=_scontrol(node, doc)))
+    wd = node.workdir("alice", "a")
+    t0 = time.monotonic()
+    _finalize(node, node.job("900", "alice", wd), exit_code="3:0")
+    took = time.monotonic() - t0
+    assert took < 5.0 + 4.0 and scontrol.WAIT_S == 5.0  # 20 s before
+    (a,) = node.store().get_job("900")
+    assert (a.job_state, a.energy_it_j["cpu"]) == ("FAILED", JOB_J)  # from slurmd's exit code 3:0
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)})
