@@ -94,6 +94,8 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
     else:
         lines += finish_no_spool(cfg, None, now, older_than_s, busy(spool_dirs(cfg))[1])
     done = collect(cfg, store, older_than_s, now, dry_run)
+    if not dry_run:
+        lines += [f"removed the marks directory {one_line(n)} (its job ended here)" for n in sweep_job_marks(spool_dirs(cfg))]
     lines += finish_running(cfg, store, young, dry_run)
     lines += finish_unrecorded(cfg, store, now, since_s, older_than_s, dry_run)
     return lines, done
@@ -121,6 +123,8 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
     stay the timer's. The store is opened only when there is something to finish. Returns one line
     per thing done. Raises what the store raises."""
     spools = spool_dirs(cfg)
+    for n in sweep_job_marks(spools):
+        log.info("marks directory of ended job %s removed", one_line(n))
     lines = store_queued(cfg, spools)
     left = [lo for sd in spools for lo in scan_spool(sd, now, older_than_s, node=node, since=now - since_s)]
     waiting = _no_spool_entries(cfg, node, now, older_than_s)
@@ -137,6 +141,17 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
         finally:
             store.close()
     return lines + finish_no_spool(cfg, node, now, older_than_s, env_jobs)
+
+
+def sweep_job_marks(spools: list[str]) -> list[str]:
+    """The marks directories of jobs that ended on this host (no unfinished attempt in ``spools``:
+    :func:`~slurm_energy.slurm.spool.unfinished_jobs`), moved to the marks root's trash and the
+    trash emptied, bounded (:func:`slurm_energy.sampling.marks.sweep_marks`: what a finalizer killed
+    before its clean-up left). Off the hook path: the node finalizer's sweep and ``collect``."""
+    from slurm_energy.sampling.marks import sweep_marks
+    from slurm_energy.slurm.spool import unfinished_jobs
+
+    return sweep_marks(lambda: unfinished_jobs(spools))
 
 
 def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_s: float) -> list[str]:

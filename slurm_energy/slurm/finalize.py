@@ -91,6 +91,9 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         ctx = dataclasses.replace(ctx, job_name=name)
     ctx = with_slurm_facts(ctx, slurm_facts)
     errors = spool.read_errors()
+    if status != Status.RUNNING and os.path.exists(spool.prolog_running):
+        errors.append(f"prolog: killed before it finished on {ctx.node} (its 1.9 s time guard, timeout -s KILL): "
+                      "what it had not done yet (marks directory, first reading, sampler) is missing from this node")
     static = _static(spool, errors)
     nodes = _expected_nodes(ctx)
     idx = nodes.index(ctx.node) if ctx.node in nodes else 0

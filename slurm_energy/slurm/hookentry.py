@@ -180,6 +180,7 @@ def prolog(env: Any = None) -> int:
         if spool is None:  # the Epilog hands the job to the finalizer from its environment
             outcome = "no_spool"
             return 0
+        os.close(os.open(spool.prolog_running, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
         _prepare_marks(ctx, spool, (cfg.paths.spool_dir, getattr(cfg.paths, "spool_fallback_dir", "")))
         _reading(cfg, ctx, spool)
         pid = spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node],
@@ -194,6 +195,11 @@ def prolog(env: Any = None) -> int:
         if spool is not None:
             spool.record_error(f"prolog: {type(e).__name__}: {e}")
     finally:
+        if spool is not None:  # it finished (killed, this is not run: the file tells the finalizer)
+            try:
+                os.unlink(spool.prolog_running)
+            except OSError:
+                pass
         _log_hook_time("prolog", ctx, outcome)
     return 0
 
@@ -216,26 +222,14 @@ def _reading(cfg: Any, ctx: JobFacts, spool: JobSpool) -> None:
         spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
 
 
-def _live_jobs(spool: JobSpool) -> set[str]:
-    """Job ids with a spool directory on this node that its finalizer has not finished."""
-    jobs = os.path.join(spool.spool_dir, "jobs")
-    out = set()
-    try:
-        for n in os.listdir(jobs):
-            if not os.path.exists(os.path.join(jobs, n, f"finalized-{spool.node}.done")):
-                out.add(n.split("-")[0])
-    except OSError:
-        pass
-    return out
-
-
 def _prepare_marks(ctx: JobFacts, spool: JobSpool, spool_roots: tuple = ()) -> None:
     """The job's marks directory, owned by the job's user (``slurm_energy.track`` finds it and
     leaves its phase marks there instead of starting a second sampler), in a root apart from the
-    spools (``spool_roots``: the configured spool and fallback spool); then the marks left by jobs
-    that ended here without their finalizer's clean-up are removed. Failure: recorded only."""
+    spools (``spool_roots``: the configured spool and fallback spool). A few syscalls: what jobs
+    left here is the node finalizer's sweep's to remove, never the Prolog's (its size is the users').
+    Failure: recorded only."""
     try:
-        from slurm_energy.sampling.marks import marks_root, prepare_job_dir, sweep_marks
+        from slurm_energy.sampling.marks import marks_root, prepare_job_dir
 
         if ctx.uid is None or ctx.gid is None:
             raise ValueError("the job's uid/gid are unknown (SLURM_JOB_UID/SLURM_JOB_GID)")
@@ -247,7 +241,6 @@ def _prepare_marks(ctx: JobFacts, spool: JobSpool, spool_roots: tuple = ()) -> N
                                  "users must reach their marks directory): give them separate roots "
                                  "($SLURM_ENERGY_MARKS_DIR, paths.spool_fallback_dir)")
         prepare_job_dir(ctx.job_id, ctx.uid, ctx.gid, node=ctx.node)
-        sweep_marks(lambda: _live_jobs(spool) | {ctx.job_id})  # the spool listed only if something may go
     except Exception as e:
         spool.record_error(f"prolog: marks directory not made ({type(e).__name__}: {e}); "
                            "phases marked by the job are not recorded")

@@ -378,7 +378,8 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
     _finalize(node, job)
     assert not d.exists()  # removed anyway
     assert any("finalize: RuntimeError: boom" in e for e in job.read_errors())
-    # a finalizer killed before its clean-up: the next Prolog on the node sweeps the dir once stale
+    # a finalizer killed before its clean-up: the node finalizer's sweep (not the next Prolog)
+    # removes the dir of a job that ended here, by root's spool
     old = node.marks / "800"
     old.mkdir()
     (old / "big").write_bytes(b"y" * 4096)
@@ -389,6 +390,10 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
     JobSpool(str(node.base / "spool"), "901", 0, NODE).ensure()
     _prepare_marks(_facts("902", uid, gid), JobSpool(str(node.base / "spool"), "902", 0, NODE).ensure(),
                    (str(node.base / "spool"), str(fallback)))
+    assert old.exists() and live.exists() and (node.marks / "902").exists()
+    from slurm_energy.slurm.collect import sweep_job_marks
+
+    assert sweep_job_marks([str(node.base / "spool"), str(fallback)]) == ["800"]
     assert not old.exists() and live.exists() and (node.marks / "902").exists()
     # a site that points the marks root at the spool is told, not silently broken
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(fallback))
@@ -516,7 +521,7 @@ def _after_attack(node, victim_wd, victim_files):
     assert sweep_node(load_site_config(str(node.base / "site.yaml")), NODE, time.time()) == []
     _check_victim(node, victim_wd)
     assert {n: open(os.path.join(victim_wd, n), "rb").read() for n in victim_files} == victim_files
-    assert [r.job_id for r in node.store().query() if r.user == "bob"] == ["901"]
+    assert [(r.job_id, r.user) for r in node.store().query() if r.job_id == "901"] == [("901", "bob")]  # one
 
 
 def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writes_no_report_for_it(node):
@@ -647,3 +652,97 @@ def test_a_job_slurmctld_still_shows_running_holds_the_nodes_finalizer_a_bounded
     assert (a.job_state, a.energy_it_j["cpu"]) == ("FAILED", JOB_J)  # from slurmd's exit code 3:0
     victim_wd = _victim(node)
     _after_attack(node, victim_wd, {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)})
+
+
+# -- 8. nothing on the Prolog's path costs what a user decides; a killed Prolog is on the record ---
+_FILL = """
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    os.close(os.open(os.path.join(d, f"f{i}"), os.O_WRONLY | os.O_CREAT, 0o600))
+os.mkdir(os.path.join(d, "sub"))
+os.close(os.open(os.path.join(d, "sub", "deeper"), os.O_WRONLY | os.O_CREAT, 0o600))
+os.utime(d, (1, 1))  # "old": what made the Prolog's sweep take it
+"""
+
+
+def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_work(node, monkeypatch):
+    """alice fills the marks directory her ended job 800 left (its finalizer was killed before the
+    clean-up) with 20,000 files and sets its mtime to 1970; her job 801's she keeps touching. Before:
+    the next Prolog on the node (bob's job 902) removed them all itself (600,000: past its 1.9 s
+    guard). Now the Prolog touches none; the node finalizer's sweep removes them, at most
+    ``max_entries`` a call, by which jobs root's spool says ended -- not by any time she can set."""
+    from jobrecord_factory import hook_env
+
+    from slurm_energy.sampling import marks as M
+    from slurm_energy.slurm import hookentry
+    from slurm_energy.slurm.spool import JobSpool
+
+    a_uid, a_gid = user("alice")
+    spool_dir = str(node.base / "spool")
+    for job_id in ("800", "801"):  # ended here: context and finalized marker in root's spool
+        sp = JobSpool(spool_dir, job_id, 0, NODE).ensure()
+        for p in (sp.context, sp.finalized):
+            open(p, "w").close()
+        M.prepare_job_dir(job_id, a_uid, a_gid, root=str(node.marks), node=NODE)
+    n = 20000
+    subprocess.run([sys.executable, "-c", _FILL, str(node.marks / "800"), str(n)], check=True, preexec_fn=_as("alice"))
+    future = time.time() + 86400
+    os.utime(node.marks / "801", (future, future))  # as she can: "young" for ever
+    monkeypatch.setattr(hookentry, "spawn", lambda args, logf, log_dir=None, nice=0: 4_000_000)  # no sampler here
+    b_uid, b_gid = user("bob")
+    env = hook_env("902", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="prolog_slurmd",
+                   SLURM_JOB_WORK_DIR=node.workdir("bob", "w902"))
+    assert hookentry.prolog(env) == 0
+    assert len(os.listdir(node.marks / "800")) == n + 1  # not one of her entries touched by the Prolog
+    assert os.stat(node.marks / "902").st_uid == b_uid
+    # the sweep: 800 and 801 moved aside at once (one rename each), their entries removed 5000 a call
+    from slurm_energy.slurm.spool import unfinished_jobs
+
+    live = lambda: unfinished_jobs([spool_dir])
+    assert live() == {"902"}
+    assert sorted(M.sweep_marks(live, root=str(node.marks), max_entries=5000)) == ["800", "801"]
+    calls = 2  # the sweep's own, then until the trash is empty
+    while M.empty_trash(str(node.marks), max_entries=5000, deadline=time.monotonic() + 30)[1] is False:
+        calls += 1
+    assert calls == 5  # 20,004 entries (20,000 files, sub/, sub/deeper, 800/, 801/) at 5000 a call
+    assert sorted(os.listdir(node.marks)) == [M.TRASH, "902"] and os.listdir(node.marks / M.TRASH) == []
+    assert M.sweep_marks(live, root=str(node.marks)) == []  # bob's running job keeps his
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
+
+
+def test_a_prolog_killed_by_its_guard_is_on_the_jobs_record(node, monkeypatch):
+    """The Prolog's guard (``timeout -s KILL 1.9``) kills it mid-way (here: while it makes the
+    marks directory): the record of the job says so, not just ``no samples``."""
+    import signal
+
+    from jobrecord_factory import hook_env
+
+    from slurm_energy.slurm import hookentry
+    from slurm_energy.slurm.spool import JobSpool
+
+    b_uid, b_gid = user("bob")
+    wd = node.workdir("bob", "w903")
+    monkeypatch.setattr(hookentry, "_prepare_marks", lambda *a: time.sleep(60))  # held past its guard
+    env = hook_env("903", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="prolog_slurmd",
+                   SLURM_JOB_WORK_DIR=wd)
+    spool = JobSpool(str(node.base / "spool"), "903", 0, NODE)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            hookentry.prolog(env)
+        finally:
+            os._exit(0)
+    for _ in range(500):
+        if os.path.exists(spool.path("prolog", "running")):
+            break
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)  # as timeout -s KILL does
+    os.waitpid(pid, 0)
+    _finalize(node, spool)
+    (r,) = node.store().get_job("903")
+    assert r.user == "bob" and r.status == Status.NO_DATA
+    assert any(e.startswith("prolog: killed before it finished on n2 (its 1.9 s time guard") for e in r.errors), r.errors
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
