@@ -746,3 +746,73 @@ def test_a_prolog_killed_by_its_guard_is_on_the_jobs_record(node, monkeypatch):
     assert any(e.startswith("prolog: killed before it finished on n2 (its 1.9 s time guard") for e in r.errors), r.errors
     victim_wd = _victim(node)
     _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
+
+
+# -- 9. the store's side files: no user can lock the store or hold its WAL --------------------------
+_LOCKER = """
+import fcntl, os, sqlite3, sys, time
+db, got = sys.argv[1], []
+try:  # the WAL index: POSIX lock on its write-lock byte (WALINDEX_LOCK_OFFSET 120, sqlite3.c)
+    fd = os.open(db + "-shm", os.O_RDONLY)
+    fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 120)
+    got.append("shm-locked")
+except OSError as e:
+    got.append(f"shm-errno-{e.errno}")
+try:  # a read snapshot held open: the WAL cannot be reset behind it
+    c = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    c.execute("BEGIN")
+    c.execute("SELECT count(*) FROM job_records").fetchall()
+    got.append("snapshot")
+except sqlite3.Error as e:
+    got.append("no-snapshot")
+fd2 = os.open(db, os.O_RDONLY)  # and every byte of the main file a reader may lock
+fcntl.lockf(fd2, fcntl.LOCK_SH, 0, 0)
+got.append("db-locked")
+print(" ".join(got), flush=True)
+time.sleep(120)
+"""
+
+
+def test_no_user_can_lock_the_store_or_grow_its_wal_and_jobenergy_still_reads(node):
+    """alice opens the store's ``-shm`` and locks its write-lock byte, holds a read snapshot and
+    locks the main file. Before (``-shm`` 0644): every put failed ("database is locked"),
+    jobenergy failed for everyone, and the WAL grew while she held her snapshot. Now ``-wal``/``-shm``
+    are root's 0600: she can do none of it but read, lock-free, what she could read before."""
+    from slurm_energy.store import open_store
+
+    victim_wd = _victim(node)
+    victim_files = {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)}
+    db = str(node.base / "lib" / "jobs.db")
+    locker = subprocess.Popen([sys.executable, "-c", _LOCKER, db], stdout=subprocess.PIPE, text=True,
+                              preexec_fn=_as("alice"))
+    try:
+        assert locker.stdout.readline().split() == ["shm-errno-13", "no-snapshot", "db-locked"]  # EACCES
+        for suffix in ("-wal", "-shm"):
+            st = os.stat(db + suffix)
+            assert (st.st_uid, st.st_mode & 0o777) == (0, 0o600)
+        t0 = time.monotonic()
+        _finalize(node, node.job("900", "alice", node.workdir("alice", "a")))  # her own job: stored at once
+        assert time.monotonic() - t0 < 10.0
+        st = open_store(node.store_url, busy_timeout_s=1.0)
+        try:
+            st.put_attempts = 1
+            from jobrecord_factory import finished, node_record
+
+            for i in range(200):  # 200 records while she holds on: the WAL is reset behind each commit
+                st.put(finished(node_record(job_id=str(5000 + i))))
+        finally:
+            st.close()
+        assert os.path.getsize(db + "-wal") < 1 << 20  # < 1 MiB (a few pages a commit, reused)
+        # bob's jobenergy (as bob, the SQLite file read lock-free) sees his job, and alice's hers
+        code = "import sys; from slurm_energy.cli.jobenergy import main; sys.exit(main(sys.argv[1:]))"
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        for who, job_id in (("bob", "901"), ("alice", "900")):
+            r = subprocess.run([sys.executable, "-c", code, "-n", "-P", "-o", "JobID,User", job_id], cwd=repo,
+                               capture_output=True, text=True, preexec_fn=_as(who), timeout=60)
+            assert (r.returncode, r.stdout.strip()) == (0, f"{job_id}|{who}"), r.stderr
+    finally:
+        locker.kill()
+        locker.wait()
+    (a,) = node.store().get_job("900")
+    assert a.energy_it_j["cpu"] == JOB_J
+    _after_attack(node, victim_wd, victim_files)
