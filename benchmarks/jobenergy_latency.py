@@ -80,8 +80,9 @@ def main() -> int:
                     "0644 (what it leaves) for its runs, 0600 again after")
     a = ap.parse_args()
     cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
-    cfg.write("{}\n")
+    cfg.write(f"admins: [{a.as_user}]\n" if a.as_user else "{}\n")  # the user sees every job, as root does
     cfg.close()
+    os.chmod(cfg.name, 0o644)
     os.environ["SLURM_ENERGY_CONFIG"] = cfg.name
     env = dict(os.environ, PYTHONPATH=REPO)
     print(f"store size: {a.n} jobs; {a.reps} repetitions; medians")

@@ -189,7 +189,8 @@ def _spawn(owner, env, *argv, umask=None):
 
 
 def _probe(job_id, tmp_path):
-    """A PID-mode probe of ``job_id`` (alice's) polled once 0.3 s after the job's processes started:
+    """A PID-mode probe of ``job_id`` (alice's) polled once 0.3 s after the job's processes started
+    (no cgroup):
     (its usage, the job-env facts it handed on)."""
     from slurm_energy.slurm.probe import SlurmJobProbe
 
@@ -200,21 +201,73 @@ def _probe(job_id, tmp_path):
     return probe.poll(), seen
 
 
+#: A stand-in slurmstepd: a copy of the interpreter named ``slurmstepd`` (comm), run as root with
+#: slurmstepd's title (``slurmstepd: [900.batch]``, as ``ps`` shows a real one on the test cluster),
+#: which forks the job's processes as its user (spec: user, env, umask, nodump, burn s) and prints
+#: their PIDs.
+_STEPD = r"""
+import ctypes, json, os, sys, time
+python, specs = sys.argv[1], json.loads(sys.argv[2])
+pids = []
+for s in specs:
+    pid = os.fork()
+    if pid == 0:
+        if s.get("umask") is not None:
+            os.umask(s["umask"])
+        os.setgroups([]); os.setgid(s["gid"]); os.setuid(s["uid"])
+        if s.get("nodump"):  # prctl(PR_SET_DUMPABLE, 0): /proc/PID/environ and /proc/PID turn root's
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+        code = "import time\nt = time.process_time()\nwhile time.process_time() - t < %f: pass\ntime.sleep(30)" % s.get("burn", 0)
+        if s.get("nodump"):
+            exec(code)  # (an exec would make it dumpable again)
+            os._exit(0)
+        os.execve(python, [python, "-c", code], s["env"])
+    pids.append(pid)
+print(" ".join(map(str, pids)), flush=True)
+time.sleep(30)
+"""
+
+
+def _stepd(node, job_id, specs):
+    """(the stand-in slurmstepd's Popen, the PIDs of the job's processes it forked)."""
+    import shutil
+
+    exe = node.base / "slurmstepd"
+    if not exe.exists():
+        shutil.copy(os.path.realpath(sys.executable), exe)
+    full = [dict(s, uid=user(s["user"])[0], gid=user(s["user"])[1]) for s in specs]
+    p = subprocess.Popen([f"slurmstepd: [{job_id}.batch]", "-c", _STEPD, sys.executable, json.dumps(full)],
+                         executable=str(exe), stdout=subprocess.PIPE, text=True, start_new_session=True,
+                         env={"PYTHONHOME": sys.base_prefix})
+    return p, [int(x) for x in p.stdout.readline().split()]
+
+
+def _stop(*procs):
+    import signal
+
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
 def test_pid_mode_counts_only_the_jobs_user_and_the_job_env_gives_no_identity_or_request(node, tmp_path):
     fake = {"SLURM_JOB_ID": "900", "SLURM_ARRAY_JOB_ID": "901", "SLURM_ARRAY_TASK_ID": "0",
             "SLURM_MEM_PER_NODE": "999999", "SLURM_JOB_NAME": "bob's claim", "SLURM_UMASK": "0000"}
     own = dict(fake, SLURM_JOB_NAME="alice-train", SLURM_UMASK="0027")  # alice's job lies about itself too
     bob = _spawn("bob", fake)  # bob's process claims alice's job 900 (he can export any SLURM_JOB_ID)
-    alice = _spawn("alice", own)
+    stepd, (alice,) = _stepd(node, "900", [{"user": "alice", "env": own}])
     try:
         u, seen = _probe("900", tmp_path)
-        assert u is not None and alice.pid in u.pids and bob.pid not in u.pids
+        assert u is not None and u.pids == [alice] and bob.pid not in u.pids
         # what the job's environment may say: its name and umask only, never an array id or a request
         assert seen == [{"job_name": "alice-train", "umask": "0027"}]
     finally:
-        for p in (bob, alice):
-            p.kill()
-            p.wait()
+        bob.kill()
+        bob.wait()
+        _stop(stepd)
     # the finalizer: what an (older) sampler left in jobenv is not the job's identity or request
     spool = node.job("900", "alice", node.workdir("alice", "a"), job_name="")
     with open(spool.jobenv, "w") as f:
@@ -230,19 +283,51 @@ def test_pid_mode_counts_only_the_jobs_user_and_the_job_env_gives_no_identity_or
     assert [r.job_id for r in node.store().query()] == ["900", "901"]
 
 
-def test_a_batch_script_without_slurm_umask_gives_its_kernel_umask(tmp_path):
+def test_a_batch_script_without_slurm_umask_gives_its_kernel_umask(node, tmp_path):
     """Slurm 22.05's batch script has no SLURM_UMASK in its environment (seen on the test cluster):
     the umask is the script's own, /proc/PID/status ``Umask:`` -- 0027 here, so her reports are
     0666 & ~0027 = 0640, not the private 0600 of an unknown umask."""
     env = {"SLURM_JOB_ID": "902", "SLURM_JOB_NAME": "batch"}  # no SLURM_UMASK, as sbatch's script on 22.05
-    p = _spawn("alice", env, umask=0o027)
+    stepd, (p,) = _stepd(node, "902", [{"user": "alice", "env": env, "umask": 0o027}])
     try:
         u, seen = _probe("902", tmp_path)
-        assert u is not None and p.pid in u.pids
+        assert u is not None and u.pids == [p]
         assert seen == [{"job_name": "batch", "umask": "0027"}]
     finally:
-        p.kill()
-        p.wait()
+        _stop(stepd)
+
+
+def test_pid_mode_counts_a_job_process_that_hides_its_environment_or_drops_its_job_id(node, tmp_path):
+    """alice's job 900 (no cgroup: proctrack/linuxproc) runs three processes under its slurmstepd:
+    one plain, one that made itself non-dumpable (its /proc/PID/environ turns root's) and burns
+    0.5 CPU-s, one started without SLURM_JOB_ID. Before: only the plain one was counted, and the
+    0.5 CPU-s went uncharged. Now all three, by real uid and descent; bob's process that claims
+    job 900 in its environment, and one of his under another job's slurmstepd, are not."""
+    env = {"SLURM_JOB_ID": "900", "SLURM_JOB_NAME": "train", "SLURM_UMASK": "0022"}
+    bob = _spawn("bob", env)
+    stepd, (plain, hidden, dropped) = _stepd(node, "900", [
+        {"user": "alice", "env": env}, {"user": "alice", "env": env, "nodump": True, "burn": 0.5},
+        {"user": "alice", "env": {"PATH": "/usr/bin"}}])
+    other, (bobs,) = _stepd(node, "901", [{"user": "bob", "env": dict(env, SLURM_JOB_ID="901")}])
+    try:
+        assert os.stat(f"/proc/{hidden}/environ").st_uid == 0  # what made it invisible before
+        from slurm_energy.sampling.proctree import read_stat
+
+        for _ in range(200):  # until its 0.5 CPU-s are burnt (a loaded machine: seconds)
+            if read_stat(hidden)[2] >= 0.5:
+                break
+            time.sleep(0.05)
+        u, seen = _probe("900", tmp_path)
+        assert u is not None and u.pids == sorted([plain, hidden, dropped])
+        assert bob.pid not in u.pids and bobs not in u.pids
+        assert u.cpu_time_s >= 0.5  # the hidden process's CPU time charged to the job
+        assert seen == [{"job_name": "train", "umask": "0022"}]
+    finally:
+        bob.kill()
+        bob.wait()
+        _stop(stepd, other)
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
 
 
 def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
@@ -260,6 +345,22 @@ def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
             f.write(str(bob.pid))
         assert _stop_sampler(spool, JobFacts({"job_id": "900", "node": NODE, "restart_count": 0})) == "not_running"
         assert bob.poll() is None  # never signalled
+        # a setuid-root program carrying the sampler's argv (effective uid 0: /proc/PID is root's),
+        # run by bob, leading its own process group: still bob's (real uid)
+        import shutil
+
+        suid = node.base / "suid-python"
+        shutil.copy(os.path.realpath(sys.executable), suid)
+        os.chmod(suid, 0o4755)
+        setuid = subprocess.Popen([str(suid), "-c", _SLEEP, *argv], env={"PYTHONHOME": sys.base_prefix},
+                                  preexec_fn=_as("bob"), start_new_session=True)
+        try:
+            time.sleep(0.3)
+            assert os.stat(f"/proc/{setuid.pid}").st_uid == 0  # what made it look like root's before
+            assert find_sampler("/jobs/900-r0", NODE) is None
+        finally:
+            setuid.kill()
+            setuid.wait()
         root = _spawn(None, {}, *argv)  # the Prolog's: root's, leading its own process group
         try:
             time.sleep(0.3)
