@@ -917,3 +917,39 @@ def test_no_user_can_lock_the_store_or_grow_its_wal_and_jobenergy_still_reads(no
     (a,) = node.store().get_job("900")
     assert a.energy_it_j["cpu"] == JOB_J
     _after_attack(node, victim_wd, victim_files)
+
+
+# -- 10. the smaller ones: a label is its user's; user text escaped on every error line ------------
+def _marked_job(node, job_id, owner, names):
+    uid, gid = user(owner)
+    mdir = node.marks / job_id
+    os.makedirs(mdir)
+    os.chown(mdir, uid, gid)
+    lines = [json.dumps({"t": T0 + 0.5 * i, "ev": "begin", "id": i, "name": n}) for i, n in enumerate(names)]
+    lines += [json.dumps({"t": T0 + 4.0, "ev": "end", "id": i}) for i in reversed(range(len(names)))]
+    (mdir / f"marks-{NODE}.jsonl").write_text("\n".join(lines) + "\n")
+    _finalize(node, node.job(job_id, owner, node.workdir(owner, f"w{job_id}")))
+
+
+def test_an_admins_label_is_their_own_and_phase_names_reach_no_terminal_raw(node, capsys):
+    """alice (job 900) and bob (903) both mark a phase ``train``; alice's job also one named with a C1 CSI and a
+    right-to-left override. Before: ``jobenergy --cite --label train`` as an admin cited both
+    users' jobs, and the error line listing phase names printed hers raw to the terminal."""
+    from slurm_energy.cli.jobenergy import main as jobenergy
+
+    hostile = "x\x9b2J\u202eevil"
+    _marked_job(node, "900", "alice", ["train", hostile])
+    _marked_job(node, "903", "bob", ["train"])
+    victim_wd = _victim(node)
+    capsys.readouterr()
+    assert jobenergy(["--cite", "--label", "train"]) == 1  # root's own jobs: none labelled so
+    capsys.readouterr()
+    assert jobenergy(["--cite", "--label", "train", "-u", "alice", "--cite-format", "line"]) == 0
+    one = capsys.readouterr().out
+    assert jobenergy(["--cite", "--label", "train", "-a", "--cite-format", "line"]) == 0  # asked for: everyone's
+    both = capsys.readouterr().out
+    assert "(jobs 900)." in one and "(jobs 900, 901, 903)." in both, (one, both)  # 901: bob's, named train
+    assert jobenergy(["--cite", "--phase", "nope", "900"]) == 1
+    err = capsys.readouterr().err
+    assert "\x9b" not in err and "\u202e" not in err and "x\\x9b2J\\u202eevil" in err
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
