@@ -330,6 +330,8 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
         rest = argv[argv.index("slurm_energy.slurm.hooks") + 1:]
         if len(rest) >= 2 and rest[0] in ("sampler", "finalize"):
             dirs.add(rest[1].rstrip("/"))
+        elif len(rest) >= 2 and rest[0] == "finalize-env" and "@" in rest[1] and not rest[1].startswith("{"):
+            job_ids.add(rest[1])  # JOB@NODE (its context is in its environment, not in argv)
         elif len(rest) >= 2 and rest[0] == "finalize-env":
             try:
                 ctx = json.loads(rest[1])

@@ -283,14 +283,23 @@ def _python() -> str:
     return sys.executable or "/usr/bin/python3"
 
 
-def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int = 0) -> int:
+#: The spool-less finalizer's arguments (the job's context as JSON, its end, exit code, sampler
+#: outcome, errors) travel in this environment variable of the root process, not in its argv,
+#: which ``ps`` shows every user (a job's name, work dir, user, account).
+FINALIZE_ENV_VAR = "SLURM_ENERGY_FINALIZE_ENV"
+
+
+def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int = 0,
+          private: dict[str, str] | None = None) -> int:
     """Start ``python -I args...`` detached (see :mod:`slurm_energy.slurm.detach`); isolated, so only
     the installed package is imported (never one from a working directory or PYTHONPATH). Its
     stdout/stderr go to ``logf``, else (full or read-only spool) ``log_dir``, else /dev/null.
-    ``nice``: added to its niceness (0: as the hook's). Raises OSError/TimeoutError (not started)."""
+    ``nice``: added to its niceness (0: as the hook's). ``private``: more environment variables, for
+    what ``ps`` must not show other users (a root process's environment is root's to read only).
+    Raises OSError/TimeoutError (not started)."""
     from slurm_energy.slurm import detach
 
-    env = {"LANG": "C.UTF-8"}
+    env = {"LANG": "C.UTF-8", **(private or {})}
     for var in ("SLURM_ENERGY_CONFIG", "SLURM_CONF", "SLURM_ENERGY_MARKS_DIR"):  # the finalizer asks scontrol for the job's state
         if os.environ.get(var):
             env[var] = os.environ[var]
@@ -328,8 +337,9 @@ def epilog(env: Any = None) -> int:
                 leave_no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node, args)
             except OSError as err:
                 log("WARNING", f"job {ctx.job_id}: no entry in {cfg.paths.log_dir} for its finalizer ({err})")
-            spawn(["-m", "slurm_energy.slurm.hooks", "finalize-env", *args],
-                  os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=FINALIZER_NICE)
+            spawn(["-m", "slurm_energy.slurm.hooks", "finalize-env", f"{ctx.job_id}@{ctx.node}"],  # all ps shows
+                  os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=FINALIZER_NICE,
+                  private={FINALIZE_ENV_VAR: json.dumps(args)})  # the job's context: not in argv
             log("ERROR", f"epilog job={ctx.job_id} node={ctx.node}: no usable spool ({'; '.join(errors)}); "
                          "finalizer started from the environment")
             return 0

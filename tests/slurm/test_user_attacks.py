@@ -953,3 +953,35 @@ def test_an_admins_label_is_their_own_and_phase_names_reach_no_terminal_raw(node
     err = capsys.readouterr().err
     assert "\x9b" not in err and "\u202e" not in err and "x\\x9b2J\\u202eevil" in err
     _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
+
+
+def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch):
+    """bob's job 904 ends on a node whose spools are unusable: its finalizer starts from the
+    Epilog's environment. Before: the job's context (name, work dir, user, account) was in its argv,
+    which ``ps`` shows alice. Now argv names the job and node only; the rest is in its environment
+    (root's to read: /proc/PID/environ is 0400)."""
+    from jobrecord_factory import hook_env
+
+    from slurm_energy.slurm import detach, hookentry, hooks
+
+    for p in ("spool", "run-spool"):  # both spools unusable: files where the directories go
+        (node.base / p).write_text("")
+    started = []
+    monkeypatch.setattr(detach, "spawn_detached", lambda argv, log, env=None, nice=0: started.append((argv, env)) or 4_000_000)
+    wd = node.workdir("bob", "secret-project")
+    b_uid, b_gid = user("bob")
+    env = hook_env("904", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="epilog_slurmd",
+                   SLURM_JOB_WORK_DIR=wd, SLURM_JOB_ACCOUNT="research", SLURM_JOB_EXIT_CODE2="0:0")
+    assert hookentry.epilog(env) == 0
+    ((argv, child_env),) = started
+    assert argv[-2:] == ["finalize-env", f"904@{NODE}"] and "secret-project" not in " ".join(argv)
+    assert "secret-project" in child_env[hookentry.FINALIZE_ENV_VAR]
+    # the finalizer reads them there: bob's record, no_data, with his work dir
+    monkeypatch.setenv(hookentry.FINALIZE_ENV_VAR, child_env[hookentry.FINALIZE_ENV_VAR])
+    assert hooks.main(["finalize-env", f"904@{NODE}"]) == 0
+    (r,) = node.store().get_job("904")
+    assert (r.user, r.status, r.work_dir) == ("bob", Status.NO_DATA, wd)
+    for p in ("spool", "run-spool"):
+        (node.base / p).unlink()
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
