@@ -139,7 +139,8 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
     from slurm_energy.cli.main import main
 
     (tmp_path / "site.yaml").write_text("cluster_name: t\n")
-    assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml")]) == 0
+    assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml"),
+                 "--marks-tmpfs", "none"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "# OnUnitActiveSec=5min" in out and "# [Timer]" in out
     cron = [x for x in out if x.startswith("# */5 * * * * ")]

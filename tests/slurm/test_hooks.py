@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY)
 def _hook(tmp: Path, which: str) -> str:
     """The repo's hook script, installed by `slurm-energy install` with a test config."""
     out = subprocess.run([VENV_PY, "-m", "slurm_energy.cli.main", "install", "--hooks-dir", str(tmp / "hooks"),
-                          "--config", str(tmp / "site.yaml")], capture_output=True, text=True, cwd="/")
+                          "--config", str(tmp / "site.yaml"), "--marks-tmpfs", "none"], capture_output=True, text=True,
+                         cwd="/")
     assert out.returncode == 0, out.stderr
     return str(tmp / "hooks" / which)
 

@@ -985,3 +985,33 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
         (node.base / p).unlink()
     victim_wd = _victim(node)
     _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
+
+
+def test_install_mounts_the_marks_root_as_a_limited_tmpfs_which_a_user_cannot_fill_past(node, capsys):
+    """``slurm-energy install`` (as root) makes the marks root a tmpfs with size and inode limits
+    and writes its systemd .mount unit; alice, filling her job's marks directory, runs into the
+    inode limit (ENOSPC) there instead of filling /run. Before: the limits were a line in the docs."""
+    from slurm_energy.cli.main import main as se_main
+    from slurm_energy.sampling import marks as M
+
+    root, units = node.base / "marks-tmpfs", node.base / "units"
+    units.mkdir()
+    assert se_main(["install", "--hooks-dir", str(node.base / "hooks"), "--config", str(node.base / "site.yaml"),
+                    "--marks-dir", str(root), "--systemd-dir", str(units), "--marks-tmpfs",
+                    "size=1m,nr_inodes=64"]) == 0
+    try:
+        mounts = {ln.split()[1]: ln.split() for ln in open("/proc/self/mounts")}
+        fs, opts = mounts[str(root)][2], mounts[str(root)][3].split(",")
+        assert fs == "tmpfs" and {"nosuid", "nodev", "noexec", "size=1024k", "nr_inodes=64", "mode=755"} <= set(opts)
+        (name,) = os.listdir(units)
+        assert name.endswith(".mount") and f"Where={root}\n" in (units / name).read_text()
+        uid, gid = user("alice")
+        M.prepare_job_dir("905", uid, gid, root=str(root))
+        fill = subprocess.run([sys.executable, "-c", _FILL, str(root / "905"), "200"], capture_output=True, text=True,
+                              preexec_fn=_as("alice"))
+        assert fill.returncode != 0 and "No space left on device" in fill.stderr  # 64 inodes, not 200
+        assert len(os.listdir(root / "905")) < 64
+    finally:
+        subprocess.run(["/usr/bin/umount", str(root)], check=True)
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
