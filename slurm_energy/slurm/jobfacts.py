@@ -38,8 +38,8 @@ def slurm_facts(ctx: JobContext, record_error) -> dict | None:
     if not facts or not (facts.get("ambiguous") or facts.get("untrusted")):
         return facts
     if facts.get("untrusted"):
-        record_error(f"scontrol show job: {facts['untrusted']}; nothing in it is used")
-        facts = {}
+        why = facts.pop("untrusted")
+        record_error(f"scontrol show job: {why}" + ("" if facts else "; nothing in it is used"))
     else:
         record_error(f"scontrol show job: {', '.join(k + '=' for k in facts['ambiguous'])} appear more than once "
                      "(a job name or comment holding them); those facts are not used")

@@ -215,18 +215,27 @@ WAIT_S = 5.0
 MAX_OUTPUT = 4 << 20
 
 
-def parse_show_job_text(stdout: str) -> dict | None:
-    """``scontrol show job -o JOB``'s output (one job) parsed with :func:`parse_show_job`, or None
-    when it names no job. A newline inside user text (job name, comment, work dir) starts a line
-    the user wrote: output of more than one line is not taken at all, and says so
-    (``{"untrusted": why}``): nothing in it can be told to be slurmctld's."""
+def parse_show_job_text(stdout: str, job_id: str) -> dict | None:
+    """``scontrol show job -o JOB``'s output parsed with :func:`parse_show_job`, or None when it
+    names no job. One record is one line; a newline inside user text (job name, comment, work dir)
+    starts a line the user wrote, and an array's first task (its raw id is the array's) lists every
+    task, one line each. Output of more than one line: only the array/het ids before ``JobName=``
+    of the one line that starts ``JobId=<JOB> `` are taken (Slurm's, before any user text), nothing
+    else, and it says so (``{"untrusted": why}``); two such lines (one forged): nothing at all."""
     lines = [x for x in stdout[:MAX_OUTPUT].split("\n") if x.strip()]
     if not lines or not lines[0].startswith("JobId="):
         return None
-    if len(lines) > 1:
-        return {"untrusted": f"its one-line output (-o) came as {len(lines)} lines: user text (job name, comment "
-                             "or work dir) holds a newline"}
-    return parse_show_job(lines[0])
+    if len(lines) == 1:
+        return parse_show_job(lines[0])
+    why = (f"its one-line output (-o) came as {len(lines)} lines (an array's tasks, or user text -- job name, "
+           "comment or work dir -- holding a newline)")
+    mine = [x for x in lines if x.startswith(f"JobId={job_id} ")]
+    if len(mine) != 1:
+        return {"untrusted": why}
+    head = mine[0].partition(" JobName=")[0]
+    out = {k: v for k, v in parse_show_job(head + " JobName=").items() if k in (
+        "array_job_id", "array_task_id", "het_job_id", "het_job_offset")}
+    return {**out, "untrusted": why + "; only the array/het ids before its JobName= are used"}
 
 
 def show_job(job_id: str, *, attempt: int | None = None, wait_s: float = WAIT_S, timeout_s: float = 5.0,
@@ -265,7 +274,7 @@ def show_job(job_id: str, *, attempt: int | None = None, wait_s: float = WAIT_S,
         else:
             if r.returncode != 0:
                 return facts
-            got = parse_show_job_text(r.stdout)
+            got = parse_show_job_text(r.stdout, str(job_id))
             if got is None:
                 return facts
             if got.get("untrusted") or got.get("job_state") in UNFINISHED:
