@@ -313,14 +313,15 @@ def test_pid_mode_counts_a_job_process_that_hides_its_environment_or_drops_its_j
         assert os.stat(f"/proc/{hidden}/environ").st_uid == 0  # what made it invisible before
         from slurm_energy.sampling.proctree import read_stat
 
-        for _ in range(200):  # until its 0.5 CPU-s are burnt (a loaded machine: seconds)
+        for _ in range(1200):  # until its 0.5 CPU-s are burnt (a loaded machine: seconds)
             if read_stat(hidden)[2] >= 0.5:
                 break
             time.sleep(0.05)
+        burnt = read_stat(hidden)[2]  # CPU-s, what the kernel says it used (clock ticks)
         u, seen = _probe("900", tmp_path)
         assert u is not None and u.pids == sorted([plain, hidden, dropped])
         assert bob.pid not in u.pids and bobs not in u.pids
-        assert u.cpu_time_s >= 0.5  # the hidden process's CPU time charged to the job
+        assert burnt >= 0.4 and u.cpu_time_s >= burnt  # the hidden process's CPU time charged to the job
         assert seen == [{"job_name": "train", "umask": "0022"}]
     finally:
         bob.kill()
