@@ -44,11 +44,23 @@ def _time_inproc(argv, reps):
     return statistics.median(ts) * 1000
 
 
-def _time_proc(cmd, reps, env=None):
+def _time_proc(cmd, reps, env=None, user=None):
+    """Median ms of ``cmd`` run ``reps`` times (as ``user``, a login name, when given)."""
+    drop = None
+    if user:
+        import pwd
+
+        pw = pwd.getpwnam(user)
+
+        def drop():
+            os.setgroups([])
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
     ts = []
     for _ in range(reps):
         t = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/")  # PYTHONPATH picks the checkout
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/",  # PYTHONPATH picks the checkout
+                           preexec_fn=drop)
         ts.append(time.perf_counter() - t)
         assert p.returncode == 0, p.stderr
     return statistics.median(ts) * 1000
@@ -61,10 +73,16 @@ def main() -> int:
     ap.add_argument("--sqlite", default="/tmp/slurm-energy-bench.db")
     ap.add_argument("--pg", default=os.environ.get("SLURM_ENERGY_TEST_PG_URL", ""))
     ap.add_argument("--no-fill", action="store_true", help="reuse stores filled by an earlier run")
+    ap.add_argument("--as-user", default="", help="also time `jobenergy` as this ordinary user (SQLite: the "
+                    "lock-free reader a user gets, the -shm being root's 0600)")
+    ap.add_argument("--baseline", default="", help="with --as-user: another checkout (e.g. a worktree of main) "
+                    "timed the same way in the same run; its users read with mode=ro, so -wal/-shm are made "
+                    "0644 (what it leaves) for its runs, 0600 again after")
     a = ap.parse_args()
     cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
-    cfg.write("{}\n")
+    cfg.write(f"admins: [{a.as_user}]\n" if a.as_user else "{}\n")  # the user sees every job, as root does
     cfg.close()
+    os.chmod(cfg.name, 0o644)
     os.environ["SLURM_ENERGY_CONFIG"] = cfg.name
     env = dict(os.environ, PYTHONPATH=REPO)
     print(f"store size: {a.n} jobs; {a.reps} repetitions; medians")
@@ -87,6 +105,19 @@ def main() -> int:
               f"{_time_inproc(['--store', url, '-P', '-j', arr + '_10'], a.reps):7.1f} ms")
         cmd = [sys.executable, "-m", "slurm_energy.cli.jobenergy", "--store", url, "-P", "-j", ids[0]]
         print(f"{name}: jobenergy -j <raw id>       new process {_time_proc(cmd, max(3, a.reps // 4), env):7.1f} ms")
+        if a.as_user and name == "sqlite":
+            os.chmod(os.path.dirname(a.sqlite) or ".", os.stat(os.path.dirname(a.sqlite) or ".").st_mode | 0o005)
+            reps = max(5, a.reps // 2)
+            mine = _time_proc(cmd, reps, env, a.as_user)
+            print(f"{name}: jobenergy -j <raw id> as {a.as_user} new process {mine:7.1f} ms (this checkout)")
+            if a.baseline:
+                for suffix in ("-wal", "-shm"):
+                    os.chmod(a.sqlite + suffix, 0o644)
+                base = _time_proc(cmd, reps, dict(env, PYTHONPATH=a.baseline), a.as_user)
+                for suffix in ("-wal", "-shm"):
+                    os.chmod(a.sqlite + suffix, 0o600)
+                print(f"{name}: jobenergy -j <raw id> as {a.as_user} new process {base:7.1f} ms ({a.baseline}); "
+                      f"ratio {mine / base:.2f}")
     tc = os.path.join(REPO, "scripts", "testcluster.sh")
     if os.path.exists(tc) and subprocess.run([tc, "status"], capture_output=True).returncode == 0:
         out = subprocess.run([tc, "env"], capture_output=True, text=True).stdout

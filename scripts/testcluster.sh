@@ -263,7 +263,7 @@ outputs:
 EOF
   # the hooks name the interpreter of the slurm-energy that slurmd will run (the root's venv)
   local venv=$VENV; [ -n "$ROOT" ] && venv=$RVENV
-  X "$venv/bin/slurm-energy" install --hooks-dir "$L/hooks" \
+  X "$venv/bin/slurm-energy" install --hooks-dir "$L/hooks" --marks-tmpfs none \
     --config "$L/etc/site.yaml" >"$L/etc/slurm-energy.conf.lines"
 }
 

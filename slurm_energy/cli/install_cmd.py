@@ -21,7 +21,72 @@ def register(sub) -> None:
     p.add_argument("--hooks-dir", default="/etc/slurm-energy/hooks", help="where to write prolog/epilog")
     p.add_argument("--config", default="", help="site config the hooks use (default /etc/slurm-energy/site.yaml)")
     p.add_argument("--print", dest="print_only", action="store_true", help="only print the slurm.conf lines")
+    p.add_argument("--marks-tmpfs", default=MARKS_TMPFS,
+                   help=f"size and inode limits of the tmpfs for jobs' marks directories (default {MARKS_TMPFS}; "
+                        "'none': leave the marks root as it is)")
+    p.add_argument("--marks-dir", default="", help="the marks root (default $SLURM_ENERGY_MARKS_DIR or "
+                                                    "/run/slurm-energy-marks)")
+    p.add_argument("--systemd-dir", default="/etc/systemd/system",
+                   help="where the marks tmpfs's .mount unit is written (skipped where the directory does not exist)")
     p.set_defaults(func=cmd_install)
+
+
+#: The marks root's tmpfs limits: what all jobs running on a node can write there together (each
+#: keeps one marks file of at most 1 MiB; the sampler removes anything else at each interim).
+MARKS_TMPFS = "size=64m,nr_inodes=4096"
+_MOUNT = "/usr/bin/mount"
+
+
+def unit_name(path: str) -> str:
+    """systemd's unit name of a mount point (``systemd-escape --path --suffix=mount``)."""
+    out = []
+    for i, c in enumerate(path.strip("/")):
+        if c == "/":
+            out.append("-")
+        elif c.isascii() and (c.isalnum() or c in "_:" or (c == "." and i > 0)):
+            out.append(c)
+        else:
+            out.extend(f"\\x{b:02x}" for b in c.encode())
+    return "".join(out) + ".mount"
+
+
+def marks_tmpfs(root: str, limits: str, systemd_dir: str, run=None) -> list[str]:
+    """The marks root as a tmpfs of its own with ``limits`` (``size=..,nr_inodes=..``), mode 0755,
+    nosuid, nodev, noexec: users write there while their jobs run, and without limits could fill the
+    node's /run. Mounted now (as root) where it is not a mount point yet, remounted with the limits
+    where it is a tmpfs already; a ``.mount`` unit written into ``systemd_dir`` (if it exists) for
+    the next boot. Returns what was done, one line each. Raises OSError/ValueError (bad limits)."""
+    import subprocess
+
+    if not re.fullmatch(r"size=\d+[kmg%]?,nr_inodes=\d+[kmg]?", limits):
+        raise ValueError(f"--marks-tmpfs {limits!r}: give size=N[k|m|g|%],nr_inodes=N, e.g. {MARKS_TMPFS}, or none")
+    run = run or subprocess.run
+    opts = f"mode=0755,nosuid,nodev,noexec,{limits}"
+    done = []
+    if os.path.isdir(systemd_dir):
+        unit = os.path.join(systemd_dir, unit_name(root))
+        atomic_write(unit, "# written by slurm-energy install: jobs' marks directories, limited\n[Unit]\n"
+                           "Description=slurm-energy marks root (tmpfs)\n[Mount]\nWhat=slurm-energy-marks\n"
+                           f"Where={root}\nType=tmpfs\nOptions={opts}\n[Install]\nWantedBy=local-fs.target\n",
+                     mode=0o644)
+        done.append(f"wrote {unit} (enable it: systemctl daemon-reload && systemctl enable {unit_name(root)})")
+    os.makedirs(root, mode=0o755, exist_ok=True)
+    fstype = ""
+    with open("/proc/self/mounts", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) > 2 and parts[1] == root:
+                fstype = parts[2]
+    if fstype and fstype != "tmpfs":
+        done.append(f"{root} is a {fstype} mount, not a tmpfs: left as it is (mount a tmpfs there with {opts})")
+        return done
+    argv = [_MOUNT, "-o", f"remount,{limits}", root] if fstype else [_MOUNT, "-t", "tmpfs", "-o", opts,
+                                                                    "slurm-energy-marks", root]
+    r = run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise OSError(f"{' '.join(argv)}: {(r.stderr or '').strip() or f'exit {r.returncode}'}")
+    done.append(f"{'remounted' if fstype else 'mounted'} {root}: tmpfs {opts}")
+    return done
 
 
 def _hook_template(which: str) -> str:
@@ -195,6 +260,16 @@ def cmd_install(args) -> int:
         for which in ("prolog", "epilog", "mail"):
             atomic_write(os.path.join(hooks_dir, which), hook_text(which, sys.executable, config), mode=0o755)
         print(f"# hooks written to {hooks_dir} (python {sys.executable})", file=sys.stderr)
+        if args.marks_tmpfs != "none":
+            from slurm_energy.sampling.marks import marks_root
+
+            try:
+                for line in marks_tmpfs(os.path.abspath(args.marks_dir or marks_root()), args.marks_tmpfs,
+                                        args.systemd_dir):
+                    print(f"# marks: {line}", file=sys.stderr)
+            except (OSError, ValueError) as e:
+                print(f"slurm-energy install: the marks tmpfs is not set up: {e}", file=sys.stderr)
+                return 1
     print("# slurm-energy: add to slurm.conf on every node and the controller, then `scontrol reconfigure`")
     print(f"Prolog={os.path.join(hooks_dir, 'prolog')}")
     print(f"Epilog={os.path.join(hooks_dir, 'epilog')}")

@@ -119,7 +119,11 @@ def _split(values: list[str]) -> list[str]:
 
 
 def _err(msg: str) -> None:
-    print(f"jobenergy: {msg}", file=sys.stderr)
+    """One line on stderr; every character a user may have put in it (a phase or job name: C0/C1
+    controls, bidi overrides, undecodable bytes) escaped (:func:`~slurm_energy.textsafe.one_line`)."""
+    from slurm_energy.textsafe import one_line
+
+    print(f"jobenergy: {one_line(msg)}", file=sys.stderr)
 
 
 def _select_generation(records: list[JobRecord], start=None, end=None) -> list[JobRecord]:
@@ -266,6 +270,8 @@ def _main(argv: list[str] | None) -> int:
     records = [r for r in records if S.state_matches(r, states)]
     if args.label:  # track(label=...): a phase of that name inside a Slurm job, the job's name outside one
         records = [r for r in records if r.job_name == args.label or any(w.name == args.label for w in r.phases)]
+        if privileged and not users and not args.allusers and not specs:  # a label is its user's name for a run:
+            records = [r for r in records if r.user == me]  # the admin's own unless -u/-a/job ids ask for more
     rc = 0
     if specs:
         rc = _report_missing(specs, records, bool(args.starttime or args.endtime or states),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,8 @@ class ReportSink:
         hourly_ci: ``record -> {hour: gCO2e/kWh} | None``, the hourly intensity imported for the
             job's zone: the report then shows the carbon-aware what-if (accounting.whatif).
 
-    A record without a directory or user to write as is skipped. A failure (unwritable directory,
+    A record without a directory or user to write as is skipped; as root, one whose user is root
+    (uid 0) is not written (root writes no file for a record's say-so). A failure (unwritable directory,
     rendering error) is returned as a note, not raised (``"report not written: ..."``). ``written``:
     the paths of the last publish.
     """
@@ -44,6 +46,10 @@ class ReportSink:
         gid = self.gid if self.gid is not None else (record.gid if record.gid is not None else uid)
         if not out_dir or uid is None or gid is None:
             return []  # nowhere to write as whom: nothing to report
+        if uid == 0 and self.uid is None and os.geteuid() == 0:
+            record.report_error = (f"{record.work_dir} not written: the job's user is root (uid 0); root writes "
+                                   f"no report as root; the energy is in `jobenergy -l {record.job_id}`")
+            return ["report not written: the job's user is root (uid 0)"]
         try:
             from slurm_energy.reporting.report import write_reports
 

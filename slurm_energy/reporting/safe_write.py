@@ -44,8 +44,9 @@ REPORT_TIMEOUT_S = 5.0
 UNKNOWN_UMASK = 0o077
 
 
-def _write_in_dir(directory: str, name: str, data: bytes, mode: int) -> None:
-    """Steps 1-4 of the module docstring, as the current user. Raises ``OSError``."""
+def _write_in_dir(directory: str, name: str, data: bytes, mode: int, owner: int | None = None) -> None:
+    """Steps 1-4 of the module docstring, as the current user; ``owner``: the uid the directory
+    must belong to (else nothing is written). Raises ``OSError``."""
     try:
         dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
@@ -53,6 +54,9 @@ def _write_in_dir(directory: str, name: str, data: bytes, mode: int) -> None:
             raise OSError(e.errno, "the directory is a symlink; refusing to follow it (pass the real path)") from e
         raise
     try:
+        if owner is not None and (got := os.fstat(dfd).st_uid) != owner:
+            raise OSError(errno.EPERM, f"the directory belongs to uid {got}, not to the job's user (uid {owner}): "
+                                       "root writes a report only into a directory of the job's user")
         tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         fd = os.open(
             tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd
@@ -184,11 +188,12 @@ def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int 
         raise ValueError(f"umask={umask!r} is not a umask (0 to 0o777)")
 
 
-def _write_each(directory: str, files: list[tuple[str, bytes]], report) -> None:
-    """Write every file (mode 0666 before the umask); ``report(name, why)``, why '' when written."""
+def _write_each(directory: str, files: list[tuple[str, bytes]], report, owner: int | None = None) -> None:
+    """Write every file (mode 0666 before the umask) into a directory of ``owner``'s (None: any);
+    ``report(name, why)``, why '' when written."""
     for name, data in files:
         try:
-            _write_in_dir(directory, name, bytes(data), 0o666)
+            _write_in_dir(directory, name, bytes(data), 0o666, owner)
             report(name, "")
         except OSError as e:
             report(name, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}")
@@ -216,7 +221,8 @@ def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int
     bounded by ``timeout_s`` for all of them (the job's user can stop or hang that child: it is
     killed then, and what it had not written is reported). Files are created ``0666 & ~umask``:
     ``umask`` the user's (None: :data:`UNKNOWN_UMASK` as root; the process's own otherwise).
-    ``timeout_s``: None = :data:`REPORT_TIMEOUT_S`.
+    ``timeout_s``: None = :data:`REPORT_TIMEOUT_S`. As root, only into a directory ``uid`` owns
+    (else nothing is written: the reason names the owner).
 
     Returns ``(paths written, [(path, reason)] not written)``. Raises ValueError for a bad name,
     ids or data (nothing written)."""
@@ -234,7 +240,7 @@ def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int
         return _outcome(directory, files, done, "")
 
     def child(w: int) -> None:
-        _write_each(directory, files, lambda name, why: os.write(w, (json.dumps([name, why]) + "\n").encode()))
+        _write_each(directory, files, lambda name, why: os.write(w, (json.dumps([name, why]) + "\n").encode()), uid)
 
     out, error = b"", ""
     try:

@@ -27,10 +27,17 @@ if TYPE_CHECKING:
 #: users must traverse this one (0755), and the spool code makes its own dirs 0700. docs/PRIVACY.md:
 #: a size-limited tmpfs of its own bounds what jobs can write there while they run.
 MARKS_ROOT = "/run/slurm-energy-marks"
-#: What the finalizer's clean-up and the Prolog's sweep remove whatever the user left: the job's
-#: whole directory. The Prolog's sweep removes a directory of a job not running on this node any
-#: more (no spool of it without its finalized marker) once it is older than this, s.
-STALE_AFTER_S = 3600.0
+#: Where a job's marks directory goes when it is removed: renamed (one syscall, whatever the user
+#: left in it) into this root-only directory of the marks root, then emptied a bounded amount at a
+#: time by the node finalizer's sweep (:func:`empty_trash`), never on the Prolog/Epilog path.
+TRASH = ".trash"
+#: What one sweep (:func:`sweep_marks`) does at most: entries of the marks root looked at, entries
+#: removed from the trash, seconds.
+SWEEP_MAX_ENTRIES = 20000
+SWEEP_MAX_S = 1.0
+#: What a job's finalizer removes from the trash at most (its own directory's few files, usually)
+FINALIZER_MAX_ENTRIES = 1000
+FINALIZER_MAX_S = 0.2
 #: Most bytes of a marks file that are read (the rest is ignored, flagged ``marks_truncated_bytes``).
 MAX_BYTES = 1 << 20
 
@@ -134,14 +141,85 @@ def read_marks_file(dir_path: str, name: str, max_bytes: int = MAX_BYTES) -> tup
     return data.decode("utf-8", "surrogateescape").splitlines(), flags  # lossless: text_safe shows it
 
 
+def discard(root: str, name: str) -> bool:
+    """Move ``<root>/<name>`` (a user's directory, whatever is in it, or a file or link) into the
+    root-only :data:`TRASH` of ``root``: one rename, whose cost no user decides. False if it is
+    gone already. Raises OSError."""
+    trash = os.path.join(root, TRASH)
+    try:
+        os.mkdir(trash, 0o700)
+    except FileExistsError:
+        st = os.lstat(trash)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise OSError(f"{trash}: not this user's directory; remove it") from None
+    try:
+        os.rename(os.path.join(root, name), os.path.join(trash, f"{name}.{time.time_ns()}"))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def empty_trash(root: str | None = None, max_entries: int = SWEEP_MAX_ENTRIES,
+                deadline: float | None = None) -> tuple[int, bool]:
+    """Remove what :func:`discard` moved into ``root``'s trash, at most ``max_entries`` entries and
+    until ``deadline`` (``time.monotonic()``; None: :data:`SWEEP_MAX_S` from now), by descriptor:
+    never following a link (a link itself is unlinked). Returns (entries removed, trash empty?);
+    what is left is the next sweep's. Never raises."""
+    import errno
+
+    deadline = time.monotonic() + SWEEP_MAX_S if deadline is None else deadline
+    removed = 0
+    try:
+        top = os.open(os.path.join(root or marks_root(), TRASH), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return 0, True
+    stack: list[tuple[int, str | None]] = [(top, None)]  # (directory fd, its name in its parent)
+    try:
+        while stack:
+            dfd, _ = stack[-1]
+            descended = False
+            with os.scandir(dfd) as it:
+                for e in it:
+                    if removed >= max_entries or time.monotonic() > deadline:
+                        return removed, False
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append((os.open(e.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                                  dir_fd=dfd), e.name))
+                            descended = True
+                            break
+                        os.unlink(e.name, dir_fd=dfd)
+                        removed += 1
+                    except OSError:
+                        continue
+            if descended:
+                continue
+            fd, name = stack.pop()
+            os.close(fd)
+            if name is not None and stack:
+                try:
+                    os.rmdir(name, dir_fd=stack[-1][0])
+                    removed += 1
+                except OSError as e:
+                    if e.errno not in (errno.ENOENT, errno.ENOTEMPTY):
+                        return removed, False
+                    if e.errno == errno.ENOTEMPTY:  # an entry it could not remove: give up for now
+                        return removed, False
+        return removed, True
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
 def remove_marks(job_id: str, node: str, root: str | None = None) -> None:
     """Finalizer side: remove this node's marks file; once no other node's marks file is left
-    (several nodes of a test cluster share one host), the job's directory with whatever the user
-    left in it (``shutil.rmtree`` works by file descriptors on Linux: a planted symlink is removed,
-    never followed). Never raises."""
-    import shutil
-
+    (several nodes of a test cluster share one host), move the job's directory, with whatever the
+    user left in it, and what the Prolog set aside for this job id into the trash
+    (:func:`discard`: one rename each), then empties the trash for at most
+    :data:`FINALIZER_MAX_ENTRIES` entries / :data:`FINALIZER_MAX_S` (the node finalizer's sweep does
+    the rest). Never raises."""
     try:
+        root = root or marks_root()
         d = job_marks_dir(job_id, root)
         if not os.path.isdir(d) or os.path.islink(d):
             return
@@ -149,16 +227,15 @@ def remove_marks(job_id: str, node: str, root: str | None = None) -> None:
             os.unlink(os.path.join(d, marks_file_name(node)))
         except FileNotFoundError:
             pass
-        if not any(n.startswith("marks-") for n in os.listdir(d)):
-            shutil.rmtree(d, ignore_errors=True)
-        parent = os.path.dirname(d)
-        for n in os.listdir(parent):  # what the Prolog set aside for this job id
-            if n.startswith(f".stale-{job_id}-"):
-                p = os.path.join(parent, n)
-                if os.path.isdir(p) and not os.path.islink(p):
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    os.unlink(p)  # a symlink or file: the entry itself, never its target
+        with os.scandir(d) as it:  # at most until the first marks file: not a walk of the user's entries
+            other = any(e.name.startswith("marks-") for e in it)
+        if not other:
+            discard(root, job_id)
+        with os.scandir(root) as it:  # the root's names are root's (0755): its size is the node's jobs
+            for e in it:
+                if e.name.startswith(f".stale-{job_id}-"):
+                    discard(root, e.name)
+        empty_trash(root, FINALIZER_MAX_ENTRIES, time.monotonic() + FINALIZER_MAX_S)  # a usual job's: all of it
     except (OSError, ValueError):
         pass
 
@@ -203,43 +280,43 @@ def bound_job_dir(job_id: str, root: str | None = None, max_bytes: int = MAX_BYT
     return out
 
 
-def sweep_marks(live: set[str] | Callable[[], set[str]], root: str | None = None,
-                now: float | None = None, older_than_s: float = STALE_AFTER_S) -> list[str]:
-    """Prolog side (root): remove the marks directories (and ``.stale-*`` entries) under ``root``
-    of jobs not in ``live`` (the job ids with an unfinished spool on this node) whose directory
-    was last changed ``older_than_s`` ago: what a finalizer killed before its clean-up left. One
-    listdir; never follows a symlink (``rmtree`` by descriptors; a link itself is unlinked).
-    ``live`` may be a function giving that set: called once, and only when an entry is old
-    enough to go (the Prolog's usual case, no such entry, then lists no spool). Returns the names
-    removed. Never raises."""
+def sweep_marks(live: Callable[[], set[str]], root: str | None = None, max_entries: int = SWEEP_MAX_ENTRIES,
+                max_s: float = SWEEP_MAX_S) -> list[str]:
+    """The node finalizer's sweep (root), never a hook: move into the trash the marks directories
+    (and ``.stale-*`` entries) under ``root`` of jobs not in ``live()`` -- the job ids with a spool
+    attempt on this host that a node has not finalized (root's own records: no time or file a user
+    can set decides), called after the root is listed, so a job whose Prolog is making its
+    directory now is in it -- then empty the trash (:func:`empty_trash`). At most ``max_entries``
+    entries of the root looked at and removed from the trash, and about ``max_s`` seconds; the
+    rest is the next sweep's. Returns the names moved. Never raises."""
     root = root or marks_root()
-    now = time.time() if now is None else now
+    deadline = time.monotonic() + max_s
     out: list[str] = []
+    names: list[str] = []
     try:
-        names = os.listdir(root)
+        with os.scandir(root) as it:
+            for e in it:
+                if len(names) >= max_entries:
+                    break
+                if e.name != TRASH:
+                    names.append(e.name)
     except OSError:
         return out
-    known: set[str] | None = live if isinstance(live, set) else None
-    for n in names:
-        job = n.split("-")[1] if n.startswith(".stale-") and n.count("-") >= 2 else n
-        p = os.path.join(root, n)
+    if names:
         try:
-            st = os.lstat(p)
-            if now - st.st_mtime < older_than_s:
+            known = live()
+        except Exception:
+            return out  # cannot tell which jobs run here: nothing is moved
+        for n in names:
+            job = n.split("-")[1] if n.startswith(".stale-") and n.count("-") >= 2 else n
+            if job in known or time.monotonic() > deadline:
                 continue
-            if known is None:
-                known = live() if callable(live) else set(live)
-            if job in known:
+            try:
+                if discard(root, n):
+                    out.append(n)
+            except OSError:
                 continue
-            if stat.S_ISDIR(st.st_mode):
-                import shutil  # here only: its import costs every Prolog ~7 modules
-
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                os.unlink(p)
-            out.append(n)
-        except OSError:
-            continue
+    empty_trash(root, max_entries, deadline)
     return out
 
 

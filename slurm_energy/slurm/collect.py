@@ -62,12 +62,12 @@ log = logging.getLogger("slurm_energy.collect")
 
 #: a job Slurm no longer knows (no accounting, purged) is taken as ended after this long, s
 UNKNOWN_JOB_S = 86400.0
-#: sacct -P fields: the user's text (WorkDir) last, the line split from the left with maxsplit, so a
-#: '|' in it stays in it. The job name, the other text a user writes, is asked for apart
-#: (:data:`NAME_FIELDS`, also last): two such fields on one line could not be told apart.
+#: sacct -P fields, each written by Slurm or an admin, none by a user (no job name, comment or
+#: work dir: a newline in one starts a line the user wrote), so every line of this query is
+#: slurmdbd's. The user's text of a job to record is read from ``sacct --json``
+#: (:func:`slurm_energy.slurm.sacct.parse_sacct_json`).
 FIELDS = ("JobIDRaw", "JobID", "State", "Start", "End", "NodeList", "User", "UID", "GID", "Account",
-          "Partition", "ExitCode", "Cluster", "WorkDir")
-NAME_FIELDS = ("JobIDRaw", "JobName")
+          "Partition", "ExitCode", "Cluster")
 REASON = ("no record from the hooks (no usable spool and no finalizer result on any node); "
           "stored by slurm-energy collect from sacct: nothing was measured")
 
@@ -94,6 +94,8 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
     else:
         lines += finish_no_spool(cfg, None, now, older_than_s, busy(spool_dirs(cfg))[1])
     done = collect(cfg, store, older_than_s, now, dry_run)
+    if not dry_run:
+        lines += [f"removed the marks directory {one_line(n)} (its job ended here)" for n in sweep_job_marks(spool_dirs(cfg))]
     lines += finish_running(cfg, store, young, dry_run)
     lines += finish_unrecorded(cfg, store, now, since_s, older_than_s, dry_run)
     return lines, done
@@ -121,6 +123,8 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
     stay the timer's. The store is opened only when there is something to finish. Returns one line
     per thing done. Raises what the store raises."""
     spools = spool_dirs(cfg)
+    for n in sweep_job_marks(spools):
+        log.info("marks directory of ended job %s removed", one_line(n))
     lines = store_queued(cfg, spools)
     left = [lo for sd in spools for lo in scan_spool(sd, now, older_than_s, node=node, since=now - since_s)]
     waiting = _no_spool_entries(cfg, node, now, older_than_s)
@@ -137,6 +141,17 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
         finally:
             store.close()
     return lines + finish_no_spool(cfg, node, now, older_than_s, env_jobs)
+
+
+def sweep_job_marks(spools: list[str]) -> list[str]:
+    """The marks directories of jobs that ended on this host (no unfinished attempt in ``spools``:
+    :func:`~slurm_energy.slurm.spool.unfinished_jobs`), moved to the marks root's trash and the
+    trash emptied, bounded (:func:`slurm_energy.sampling.marks.sweep_marks`: what a finalizer killed
+    before its clean-up left). Off the hook path: the node finalizer's sweep and ``collect``."""
+    from slurm_energy.sampling.marks import sweep_marks
+    from slurm_energy.slurm.spool import unfinished_jobs
+
+    return sweep_marks(lambda: unfinished_jobs(spools))
 
 
 def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_s: float) -> list[str]:
@@ -315,6 +330,8 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
         rest = argv[argv.index("slurm_energy.slurm.hooks") + 1:]
         if len(rest) >= 2 and rest[0] in ("sampler", "finalize"):
             dirs.add(rest[1].rstrip("/"))
+        elif len(rest) >= 2 and rest[0] == "finalize-env" and "@" in rest[1] and not rest[1].startswith("{"):
+            job_ids.add(rest[1])  # JOB@NODE (its context is in its environment, not in argv)
         elif len(rest) >= 2 and rest[0] == "finalize-env":
             try:
                 ctx = json.loads(rest[1])
@@ -523,21 +540,22 @@ def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
 
 
 # ---------------------------------------------------------------- step 5: jobs only sacct knows
-def split_last_free(line: str, fields: tuple[str, ...]) -> dict | None:
-    """One ``sacct -P`` line as {field: text}: split from the left at most ``len(fields) - 1`` times,
-    so the last field (a user's text) keeps any '|' it holds; None for a line with fewer fields."""
-    parts = line.rstrip("\n").split("|", len(fields) - 1)
-    return dict(zip(fields, parts)) if len(parts) == len(fields) else None
+_JOBID = __import__("re").compile(r"^[0-9]{1,20}(?:[_+][0-9]{1,20})?$")
 
 
-def record_from_sacct(line: str, job_name: str = "") -> JobRecord | None:
-    """A ``no_data`` JobRecord from one ``sacct -X -n -P -o FIELDS`` line (``job_name``: from the
-    :data:`NAME_FIELDS` query), or None for a job that never started on a node (cancelled while
-    pending), has not ended, or a line that is not sacct's."""
+def record_from_sacct(line: str) -> JobRecord | None:
+    """A ``no_data`` JobRecord from one ``sacct -X -n -P -o FIELDS`` line (:data:`FIELDS`: none a
+    user writes), or None for a job that never started on a node (cancelled while pending), has
+    not ended, or a line that is not sacct's (a field count or id Slurm never prints). Its job name
+    and work dir are the caller's to add (:func:`with_user_text`)."""
     from hostlist import BadHostlist, expand_hostlist  # python-hostlist
 
-    f = split_last_free(line, FIELDS)
-    if f is None or not f["JobIDRaw"].isdigit():
+    parts = line.rstrip("\n").split("|")
+    if len(parts) != len(FIELDS):
+        return None
+    f = dict(zip(FIELDS, parts))
+    if not f["JobIDRaw"].isascii() or not f["JobIDRaw"].isdigit() or len(f["JobIDRaw"]) > 20 or \
+            not _JOBID.match(f["JobID"]):
         return None
     start, end = parse_timestamp(f["Start"]), parse_timestamp(f["End"])
     if start is None or end is None or f["NodeList"] in ("", "None assigned"):
@@ -549,14 +567,28 @@ def record_from_sacct(line: str, job_name: str = "") -> JobRecord | None:
         nodes = expand_hostlist(f["NodeList"])
     except BadHostlist:
         nodes = []
+
+    def ident(v: str) -> int | None:
+        return int(v) if v.isascii() and v.isdigit() and len(v) <= 10 else None
     return JobRecord(
-        cluster=f["Cluster"], job_id=f["JobIDRaw"], job_name=job_name, user=f["User"],
-        uid=int(f["UID"]) if f["UID"].isdigit() else None, gid=int(f["GID"]) if f["GID"].isdigit() else None,
-        account=f["Account"], partition=f["Partition"], work_dir=f["WorkDir"], exit_code=f["ExitCode"],
+        cluster=f["Cluster"], job_id=f["JobIDRaw"], job_name="", user=f["User"], uid=ident(f["UID"]),
+        gid=ident(f["GID"]), account=f["Account"], partition=f["Partition"], work_dir="", exit_code=f["ExitCode"],
         job_state=f["State"].split()[0] if f["State"] else "", expected_nodes=nodes,
         array_job_id=arr[0] if arr else None, array_task_id=arr[1] if arr else None,
         het_job_id=het[0] if het else None, het_job_offset=het[1] if het else None,
         start_time=start, end_time=max(start, end), status=Status.NO_DATA, errors=[REASON])
+
+
+def with_user_text(rec: JobRecord, text: dict[tuple[str, int], dict]) -> JobRecord:
+    """``rec`` with its job name and work dir from ``sacct --json`` (``text``:
+    :func:`~slurm_energy.slurm.sacct.parse_sacct_json`, matched by job id and start time). A job
+    the JSON does not give keeps none (no work dir: no report)."""
+    got = text.get((rec.job_id, int(rec.start_time)))
+    if got is None:
+        rec.errors = [*rec.errors, "its job name and work dir: not in sacct --json's answer; no report written"]
+        return rec
+    rec.job_name, rec.work_dir = got["job_name"], got["work_dir"]
+    return rec
 
 
 def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_than_s: float, dry_run: bool = False,
@@ -564,23 +596,26 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
     """Step 5: a ``no_data`` record for every job sacct says started and ended in the last
     ``since_s`` seconds (at least ``older_than_s`` ago: its finalizer may still be at work) that has
     no record (any status) of that run in ``store``. Returns one line per job published (or that
-    would be). No sacct (no accounting storage) or an sacct error: nothing is done."""
+    would be). No sacct (no accounting storage) or an sacct error: nothing is done. The jobs are
+    found by a text query holding no user text (:data:`FIELDS`); the job name and work dir of each
+    one recorded come from ``sacct --json -j`` (200 ids a query)."""
+    from slurm_energy.slurm.sacct import parse_sacct_json
+
     if not os.path.exists(sacct):
         return []
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now - since_s))
 
-    def query(fields: tuple[str, ...]) -> list[str] | None:
+    def query(argv: list[str]) -> str | None:
         try:
-            r = slurm_client([sacct, "-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(fields)],
-                             run, 60)
+            r = slurm_client([sacct, *argv], run, 60)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return r.stdout.splitlines() if r.returncode == 0 else None
+        return r.stdout if r.returncode == 0 else None
 
-    lines_main = query(FIELDS)
-    if lines_main is None:
+    out = query(["-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(FIELDS)])
+    if out is None:
         return []
-    found = [x for x in map(record_from_sacct, lines_main) if x is not None and now - x.end_time >= older_than_s]
+    found = [x for x in map(record_from_sacct, out.splitlines()) if x is not None and now - x.end_time >= older_than_s]
     have: dict[str, list[float]] = {}
     ids = sorted({x.job_id for x in found})
     for chunk in (ids[i:i + 200] for i in range(0, len(ids), 200)):  # summary rows only: no record JSON parsed
@@ -589,16 +624,18 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
     found = [x for x in found if not any(abs(t - x.start_time) < 3600 for t in have.get(x.job_id, []))]
     if not found:
         return []
-    names = {f["JobIDRaw"]: f["JobName"] for f in (split_last_free(x, NAME_FIELDS) for x in query(NAME_FIELDS) or [])
-             if f is not None}
+    text: dict[tuple[str, int], dict] = {}
+    ids = sorted({x.job_id for x in found})
+    for chunk in (ids[i:i + 200] for i in range(0, len(ids), 200)):
+        text.update(parse_sacct_json(query(["--json", "-a", "-X", "-j", ",".join(chunk)]) or ""))
     lines = []
     for x in found:
-        x.job_name = names.get(x.job_id, "")
+        with_user_text(x, text)
         if not dry_run:
             try:
                 publish_collected(cfg, x)
             except Exception as e:
-                lines.append(f"{x.cluster}/{x.job_id} from sacct not stored: {type(e).__name__}: {e}")
+                lines.append(f"{x.cluster}/{x.job_id} from sacct not stored: {type(e).__name__}: {one_line(str(e))}")
                 continue
         lines.append(f"{'would store' if dry_run else 'stored'} {x.cluster}/{x.job_id} from sacct: "
                      f"no_data ({x.job_state}, no record from the hooks)")

@@ -210,13 +210,16 @@ def cmdline(pid: int) -> list[str]:
 
 
 def is_our_sampler(pid: int, uid: int = 0) -> bool:
-    """True if ``pid`` can be a sampler the Prolog started: run by ``uid`` (root: /proc/PID is
-    owned by the process's effective uid) and leading its own process group (``spawn_detached``).
-    A user's process whose argv copies a sampler's fails the first test: never signalled, never
-    taken for the job's sampler."""
+    """True if ``pid`` can be a sampler the Prolog started: its real, effective, saved and
+    filesystem uids all ``uid`` (``Uid:`` in /proc/PID/status; root's) and leading its own process
+    group (``spawn_detached``). A user's process whose argv copies a sampler's fails the first test
+    even when /proc/PID is root's -- a setuid-root program it runs (effective uid 0, real uid the
+    user's) or a process that made itself non-dumpable: never signalled, never taken for the job's
+    sampler."""
+    ids = (status_field(pid, b"Uid") or b"").split()
     try:
-        return os.stat(f"/proc/{pid}").st_uid == uid and os.getpgid(pid) == pid
-    except OSError:
+        return len(ids) == 4 and all(int(x) == uid for x in ids) and os.getpgid(pid) == pid
+    except (OSError, ValueError):
         return False
 
 

@@ -20,7 +20,13 @@ from slurm_energy.model import JobRecord, NodeStatic
 from slurm_energy.outputs.sinks import forget_running, publish_final, publish_outputs, site_sinks
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
-from slurm_energy.slurm.jobfacts import requested_memory, slurm_job_state, true_cpu_time, with_slurm_facts
+from slurm_energy.slurm.jobfacts import (
+    requested_memory,
+    slurm_facts,
+    slurm_job_state,
+    true_cpu_time,
+    with_slurm_facts,
+)
 from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, reading_row, setup_logging, spool_from_dir
 from slurm_energy.slurm.spool import JobSpool, read_json, spool_dirs
 
@@ -85,6 +91,9 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
         ctx = dataclasses.replace(ctx, job_name=name)
     ctx = with_slurm_facts(ctx, slurm_facts)
     errors = spool.read_errors()
+    if status != Status.RUNNING and os.path.exists(spool.prolog_running):
+        errors.append(f"prolog: killed before it finished on {ctx.node} (its 1.9 s time guard, timeout -s KILL): "
+                      "what it had not done yet (marks directory, first reading, sampler) is missing from this node")
     static = _static(spool, errors)
     nodes = _expected_nodes(ctx)
     idx = nodes.index(ctx.node) if ctx.node in nodes else 0
@@ -171,8 +180,6 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
     for e in errors:
         spool.record_error(e)
     try:
-        from slurm_energy.slurm.scontrol import show_job
-
         if sampler_outcome == "epilog_missing":  # the sampler's own last sample closes the job: no late reading
             spool.record_error(f"epilog: none finished on {node} within sampling.epilog_wait_s of the job's end "
                                "(killed by its time guard, or slurmd restarted); the sampler saw the job end, "
@@ -185,11 +192,7 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
                 f"no reading could be taken after the Epilog ({failed}): the rows written before it, if any, "
                 "are used" if failed else "the rows written before the Epilog, if any, and a reading taken after "
                 "it are used"))
-        facts = show_job(ctx.job_id, attempt=ctx.restart_count)  # off the Prolog/Epilog path: detached
-        if facts and facts.get("ambiguous"):
-            spool.record_error(f"scontrol show job: {', '.join(k + '=' for k in facts['ambiguous'])} appear more than "
-                               "once (a job name or comment holding them); those facts are not used: the state is "
-                               "derived from slurmd's exit code")
+        facts = slurm_facts(ctx, spool.record_error)  # off the Prolog/Epilog path: detached
         finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts, deferred=deferred)
     except Exception as e:
         log.exception("finalize job=%s node=%s failed", one_line(ctx.job_id), one_line(node))
@@ -355,9 +358,7 @@ def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_ou
         setup_logging(cfg.paths.log_dir, "finalize.log")
     ctx = JobContext.from_json(ctx_json)
     try:
-        from slurm_energy.slurm.scontrol import show_job
-
-        facts = show_job(ctx.job_id, attempt=ctx.restart_count)
+        facts = slurm_facts(ctx, problems.append)
         spool = JobSpool(_NOWHERE, ctx.job_id, ctx.restart_count, ctx.node)
         rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
         reason = ("no usable spool on this node: " + "; ".join(str(e) for e in errors) + "; free space in "

@@ -30,6 +30,8 @@ UNLIMITED = {"UNLIMITED", "PARTITION_LIMIT", "INFINITE"}
 
 _SUFFIX_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?(?:\.(\d+))?$")
+#: the largest memory amount taken (bytes): 16 EiB, Slurm's 64-bit counters' range
+MAX_MEMORY_BYTES = 2**64
 _NUMBER = re.compile(r"^([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([KMGTPE]?)$", re.IGNORECASE)
 
 
@@ -157,7 +159,10 @@ def parse_memory(text: str | None, field: str = "memory", bare_unit: str = "M") 
     if not m:
         raise _err(field, str(text), "memory")
     suffix = m.group(2).upper() or bare_unit.upper()
-    return round(float(m.group(1)) * 1024 ** _SUFFIX_POWER[suffix]), per
+    b = float(m.group(1)) * 1024 ** _SUFFIX_POWER[suffix]
+    if not b < MAX_MEMORY_BYTES:  # also inf, from a number of hundreds of digits
+        raise SlurmFormatError(f"{field}={str(text)[:40]!r}: more than 16 EiB, no memory amount Slurm writes")
+    return round(b), per
 
 
 def requested_memory_bytes(per_node: str | None = None, per_cpu: str | None = None,

@@ -180,6 +180,7 @@ def prolog(env: Any = None) -> int:
         if spool is None:  # the Epilog hands the job to the finalizer from its environment
             outcome = "no_spool"
             return 0
+        os.close(os.open(spool.prolog_running, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
         _prepare_marks(ctx, spool, (cfg.paths.spool_dir, getattr(cfg.paths, "spool_fallback_dir", "")))
         _reading(cfg, ctx, spool)
         pid = spawn(["-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, spool.node],
@@ -194,6 +195,11 @@ def prolog(env: Any = None) -> int:
         if spool is not None:
             spool.record_error(f"prolog: {type(e).__name__}: {e}")
     finally:
+        if spool is not None:  # it finished (killed, this is not run: the file tells the finalizer)
+            try:
+                os.unlink(spool.prolog_running)
+            except OSError:
+                pass
         _log_hook_time("prolog", ctx, outcome)
     return 0
 
@@ -216,26 +222,14 @@ def _reading(cfg: Any, ctx: JobFacts, spool: JobSpool) -> None:
         spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
 
 
-def _live_jobs(spool: JobSpool) -> set[str]:
-    """Job ids with a spool directory on this node that its finalizer has not finished."""
-    jobs = os.path.join(spool.spool_dir, "jobs")
-    out = set()
-    try:
-        for n in os.listdir(jobs):
-            if not os.path.exists(os.path.join(jobs, n, f"finalized-{spool.node}.done")):
-                out.add(n.split("-")[0])
-    except OSError:
-        pass
-    return out
-
-
 def _prepare_marks(ctx: JobFacts, spool: JobSpool, spool_roots: tuple = ()) -> None:
     """The job's marks directory, owned by the job's user (``slurm_energy.track`` finds it and
     leaves its phase marks there instead of starting a second sampler), in a root apart from the
-    spools (``spool_roots``: the configured spool and fallback spool); then the marks left by jobs
-    that ended here without their finalizer's clean-up are removed. Failure: recorded only."""
+    spools (``spool_roots``: the configured spool and fallback spool). A few syscalls: what jobs
+    left here is the node finalizer's sweep's to remove, never the Prolog's (its size is the users').
+    Failure: recorded only."""
     try:
-        from slurm_energy.sampling.marks import marks_root, prepare_job_dir, sweep_marks
+        from slurm_energy.sampling.marks import marks_root, prepare_job_dir
 
         if ctx.uid is None or ctx.gid is None:
             raise ValueError("the job's uid/gid are unknown (SLURM_JOB_UID/SLURM_JOB_GID)")
@@ -247,7 +241,6 @@ def _prepare_marks(ctx: JobFacts, spool: JobSpool, spool_roots: tuple = ()) -> N
                                  "users must reach their marks directory): give them separate roots "
                                  "($SLURM_ENERGY_MARKS_DIR, paths.spool_fallback_dir)")
         prepare_job_dir(ctx.job_id, ctx.uid, ctx.gid, node=ctx.node)
-        sweep_marks(lambda: _live_jobs(spool) | {ctx.job_id})  # the spool listed only if something may go
     except Exception as e:
         spool.record_error(f"prolog: marks directory not made ({type(e).__name__}: {e}); "
                            "phases marked by the job are not recorded")
@@ -290,14 +283,23 @@ def _python() -> str:
     return sys.executable or "/usr/bin/python3"
 
 
-def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int = 0) -> int:
+#: The spool-less finalizer's arguments (the job's context as JSON, its end, exit code, sampler
+#: outcome, errors) travel in this environment variable of the root process, not in its argv,
+#: which ``ps`` shows every user (a job's name, work dir, user, account).
+FINALIZE_ENV_VAR = "SLURM_ENERGY_FINALIZE_ENV"
+
+
+def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int = 0,
+          private: dict[str, str] | None = None) -> int:
     """Start ``python -I args...`` detached (see :mod:`slurm_energy.slurm.detach`); isolated, so only
     the installed package is imported (never one from a working directory or PYTHONPATH). Its
     stdout/stderr go to ``logf``, else (full or read-only spool) ``log_dir``, else /dev/null.
-    ``nice``: added to its niceness (0: as the hook's). Raises OSError/TimeoutError (not started)."""
+    ``nice``: added to its niceness (0: as the hook's). ``private``: more environment variables, for
+    what ``ps`` must not show other users (a root process's environment is root's to read only).
+    Raises OSError/TimeoutError (not started)."""
     from slurm_energy.slurm import detach
 
-    env = {"LANG": "C.UTF-8"}
+    env = {"LANG": "C.UTF-8", **(private or {})}
     for var in ("SLURM_ENERGY_CONFIG", "SLURM_CONF", "SLURM_ENERGY_MARKS_DIR"):  # the finalizer asks scontrol for the job's state
         if os.environ.get(var):
             env[var] = os.environ[var]
@@ -335,8 +337,9 @@ def epilog(env: Any = None) -> int:
                 leave_no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node, args)
             except OSError as err:
                 log("WARNING", f"job {ctx.job_id}: no entry in {cfg.paths.log_dir} for its finalizer ({err})")
-            spawn(["-m", "slurm_energy.slurm.hooks", "finalize-env", *args],
-                  os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=FINALIZER_NICE)
+            spawn(["-m", "slurm_energy.slurm.hooks", "finalize-env", f"{ctx.job_id}@{ctx.node}"],  # all ps shows
+                  os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=FINALIZER_NICE,
+                  private={FINALIZE_ENV_VAR: json.dumps(args)})  # the job's context: not in argv
             log("ERROR", f"epilog job={ctx.job_id} node={ctx.node}: no usable spool ({'; '.join(errors)}); "
                          "finalizer started from the environment")
             return 0

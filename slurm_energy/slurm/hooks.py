@@ -143,7 +143,8 @@ class _Interim:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m slurm_energy.slurm.hooks {sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
-    finalize DIR NODE T EXIT OUTCOME|finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON}``
+    finalize DIR NODE T EXIT OUTCOME|finalize-env JOB@NODE}`` (``finalize-env``'s CONTEXT_JSON T EXIT
+    OUTCOME ERRORS_JSON in ``$SLURM_ENERGY_FINALIZE_ENV``, as JSON)
     (``finalize``: one job, when it could not be queued for the node's finalizer)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -178,10 +179,12 @@ def main(argv: list[str] | None = None) -> int:
 
             run_queue(argv[1], argv[2])
             return 0
-        if what == "finalize-env":
+        if what == "finalize-env":  # finalize-env JOB@NODE, its arguments in FINALIZE_ENV_VAR (older: in argv)
             from slurm_energy.slurm.finalize import finalize_env_main
+            from slurm_energy.slurm.hookentry import FINALIZE_ENV_VAR
 
-            return finalize_env_main(argv[1], float(argv[2]), argv[3], argv[4], json.loads(argv[5]))
+            args = json.loads(os.environ.pop(FINALIZE_ENV_VAR)) if len(argv) == 2 else argv[1:6]
+            return finalize_env_main(args[0], float(args[1]), args[2], args[3], json.loads(args[4]))
         print("usage: python -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env}", file=sys.stderr)
     except BaseException:
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])

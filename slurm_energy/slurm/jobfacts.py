@@ -25,6 +25,33 @@ def with_slurm_facts(ctx: JobContext, facts: dict | None) -> JobContext:
     return dataclasses.replace(ctx, **{k: facts[k] for k in keys if facts.get(k)})
 
 
+def slurm_facts(ctx: JobContext, record_error) -> dict | None:
+    """slurmctld's facts about the job (:func:`slurm_energy.slurm.scontrol.show_job`), for the
+    detached finalizer. Where they came from text that user text made unreadable (a newline, a key
+    twice), what was dropped is said through ``record_error`` and the job's state is asked of
+    slurmdbd instead (``sacct -o State``: a query with no user text in it), so a cancelled job whose
+    comment says ``JobState=COMPLETED`` is still recorded CANCELLED."""
+    from slurm_energy.slurm.sacct import sacct_state
+    from slurm_energy.slurm.scontrol import show_job
+
+    facts = show_job(ctx.job_id, attempt=ctx.restart_count)
+    if not facts or not (facts.get("ambiguous") or facts.get("untrusted")):
+        return facts
+    if facts.get("untrusted"):
+        why = facts.pop("untrusted")
+        record_error(f"scontrol show job: {why}" + ("" if facts else "; nothing in it is used"))
+    else:
+        record_error(f"scontrol show job: {', '.join(k + '=' for k in facts['ambiguous'])} appear more than once "
+                     "(a job name or comment holding them); those facts are not used")
+    if not facts.get("job_state"):
+        state, why = sacct_state(ctx.job_id)
+        if state:
+            facts["job_state"] = state
+        record_error("the job's state: " + (f"slurmdbd (sacct State) says {state}" if state else
+                                             f"{why}; derived from slurmd's exit code"))
+    return facts
+
+
 def slurm_job_state(facts: dict | None, ctx: JobContext, exit_code: str) -> str:
     """The attempt's state: slurmctld's (REQUEUED when the job has been restarted since this attempt),
     else derived from the Epilog's exit code (which reads 0:0 for a cancelled or timed-out job)."""

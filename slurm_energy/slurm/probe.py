@@ -9,7 +9,7 @@ from typing import Any
 
 from slurm_energy.core import JobUsage
 from slurm_energy.sampling.files import KeptFiles
-from slurm_energy.sampling.proctree import EnvScanner, pids_usage, stat_paths
+from slurm_energy.sampling.proctree import ProcTree, pids_usage, stat_paths
 from slurm_energy.slurm.cgroup import JobCgroup, find_job_cgroup
 from slurm_energy.slurm.env import job_env_facts
 
@@ -17,11 +17,11 @@ from slurm_energy.slurm.env import job_env_facts
 class SlurmJobProbe:
     """A Slurm job on this node: its cgroup (v1/v2) once it exists, else its PIDs by environment.
 
-    The cgroup appears just after the Prolog and is removed before the Epilog; PIDs found by
-    SLURM_JOB_ID in /proc/PID/environ are the fallback for proctrack/linuxproc (no cgroup), used
+    The cgroup appears just after the Prolog and is removed before the Epilog; the job's PIDs
+    (:class:`StepdScanner`: descendants of the job's slurmstepd whose real uid is the job's) are
+    the fallback for proctrack/linuxproc (no cgroup), used
     only after ``pid_fallback_after_s`` without a cgroup and rescanned at full polls, at most every
-    ``pid_rescan_s`` (10 s; 0.25 s while none is known), reading the environment of new PIDs only
-    (:class:`~slurm_energy.sampling.proctree.EnvScanner`); the sampler's in-between CPU-time polls
+    ``pid_rescan_s`` (10 s; 0.25 s while none is known); the sampler's in-between CPU-time polls
     read the known PIDs only. CPU time of job processes that exit between polls is lost in that mode: cgroups are
     preferred. In PID mode the cgroup is still looked for, at full polls every ``pid_rescan_s``.
 
@@ -52,7 +52,7 @@ class SlurmJobProbe:
         self._max_mem = 0
         self._on_job_env = on_job_env  # called once with the job's env facts (job name, umask)
         self._env_seen: set[int] = set()
-        self._scanner = EnvScanner(job_id, uid=uid if uid is not None and uid >= 0 else None)
+        self._scanner = StepdScanner(job_id, uid=uid if uid is not None and uid >= 0 else None)
         self._stat = KeptFiles(limit=64)  # the job's /proc/PID/stat, kept open (PID mode)
         self.usage = JobUsage()  # what poll() updates in place
         self._was_populated = False  # v2: the job's cgroup had processes (populated 1) once
@@ -160,6 +160,76 @@ class SlurmJobProbe:
 
     def gone(self) -> bool:
         return self._gone
+
+
+def real_uid(pid: int, proc: str = "/proc") -> int | None:
+    """The process's real uid (``Uid:`` in /proc/PID/status, its first field): what a process of an
+    ordinary user cannot change, unlike /proc/PID's owner, which turns root's when it makes itself
+    non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``) or runs a setuid program. None when gone."""
+    try:
+        with open(f"{proc}/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class StepdScanner:
+    """The PIDs of one job where no cgroup names them (proctrack/linuxproc): the descendants of the
+    job's ``slurmstepd`` processes (``[<job>.extern]``, ``[<job>.batch]``, ``[<job>.<step>]``: comm
+    ``slurmstepd``, real uid 0, cmdline ``slurmstepd: [<job>.``; slurmstepd sets its title so) whose
+    real uid is the job's (``uid``; None: any). Nothing a job's process can change decides it: not
+    its environment (it can drop SLURM_JOB_ID, or make /proc/PID/environ root's by turning itself
+    non-dumpable), not /proc/PID's owner. A process that leaves the tree (double fork, reparented
+    to init) is not followed, as in Slurm's own proctrack/linuxproc.
+
+    Each :meth:`pids` lists /proc once and reads ``stat`` (and for a ``slurmstepd``, ``cmdline``)
+    of new PIDs only; the descendants through :class:`~slurm_energy.sampling.proctree.ProcTree`."""
+
+    def __init__(self, job_id: str, proc: str = "/proc", uid: int | None = None):
+        self.uid, self.proc = uid, proc
+        self.title = f"slurmstepd: [{job_id}.".encode()
+        self._is_stepd: dict[str, bool] = {}
+        self._trees: dict[int, ProcTree] = {}
+        self._uid_of: dict[int, int | None] = {}
+
+    def _stepd(self, name: str) -> bool:
+        try:
+            with open(f"{self.proc}/{name}/stat", "rb") as f:
+                if b"(slurmstepd)" not in f.read(64):
+                    return False
+            with open(f"{self.proc}/{name}/cmdline", "rb") as f:
+                return f.read(len(self.title)) == self.title and real_uid(int(name), self.proc) == 0
+        except OSError:
+            return False
+
+    def pids(self) -> list[int]:
+        """The job's live PIDs (its slurmstepd processes left out), sorted; [] if none is found."""
+        import os
+
+        try:
+            now = set(os.listdir(self.proc))
+        except OSError:
+            return []
+        seen = self._is_stepd
+        for name in seen.keys() - now:
+            del seen[name]
+        for name in now - seen.keys():
+            seen[name] = name.isdigit() and self._stepd(name)
+        roots = {int(n) for n, j in seen.items() if j}
+        for r in self._trees.keys() - roots:
+            del self._trees[r]
+        out: set[int] = set()
+        for r in roots:
+            tree = self._trees.setdefault(r, ProcTree(r, self.proc))
+            out.update(p for p in tree.pids() if p not in roots)
+        for p in self._uid_of.keys() - out:
+            del self._uid_of[p]
+        for p in out - self._uid_of.keys():
+            self._uid_of[p] = real_uid(p, self.proc)
+        return sorted(p for p in out if self.uid is None or self._uid_of[p] == self.uid)
 
 
 def proc_umask(pid: int) -> dict[str, str]:

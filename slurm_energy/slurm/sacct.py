@@ -163,3 +163,54 @@ def _sum_total_cpu(text: str, job_id: str) -> tuple[float | None, str]:
     if total is None:
         return None, "unavailable: TotalCPU is empty"
     return total, "sacct TotalCPU"
+
+
+def sacct_state(job_id: str, *, sacct: str = SACCT, run: Callable = subprocess.run, wait_s: float = 3.0,
+                sleep: Callable = time.sleep, timeout_s: float = 5.0) -> tuple[str | None, str]:
+    """The newest run's final state from slurmdbd (``sacct -X -n -P -j ID -o JobIDRaw,State``: no
+    field a user writes, so each line is Slurm's), waiting up to ``wait_s`` s for a final one
+    (slurmdbd hears of the end after the Epilog). ``(state, "")`` (``CANCELLED by 0`` ->
+    ``CANCELLED``), or ``(None, "unavailable: <why>")``. Never raises."""
+    if not os.path.exists(sacct):
+        return None, f"unavailable: {sacct} not found"
+
+    def final(text: str) -> str | None:
+        rows = [line.split("|") for line in text.splitlines()]
+        states = [r[1].split(" ")[0].split("+")[0] for r in rows if len(r) == 2 and r[0] == str(job_id)]
+        return states[-1] if states and states[-1] not in _UNFINISHED and states[-1].isalpha() else None
+
+    out, why = _sacct_until([sacct, "-X", "-n", "-P", "-j", str(job_id), "-o", "JobIDRaw,State"],
+                            lambda text: final(text) is not None, run, wait_s, sleep, timeout_s)
+    if out is None:
+        return None, why
+    state = final(out)
+    return (state, "") if state else (None, "unavailable: slurmdbd has no final state for the job (yet)")
+
+
+def parse_sacct_json(text: str) -> dict[tuple[str, int], dict]:
+    """The user text of each job in ``sacct --json``'s output, by (job id, start time in epoch s):
+    ``{"job_name": ..., "work_dir": ...}`` -- read as data from JSON, where a newline or ``|`` in
+    them is only a character. Both shapes Slurm writes are read: 22.05's (openapi/dbv0.0.38,
+    ``time.start`` a plain int; tests/slurm/data/slurm-22.05-sacct.json, captured on the test
+    cluster) and data_parser's (23.02 on: numbers as ``{"set", "infinite", "number"}``). Output that
+    is not JSON, or a job without an id or start Slurm could write, gives nothing for it. Pure."""
+    import json
+
+    from slurm_energy.slurm.scontrol import MAX_OUTPUT, json_number
+
+    try:
+        doc = json.loads(text[:MAX_OUTPUT * 64]) if text.strip() else {}
+    except ValueError:
+        return {}
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    out: dict[tuple[str, int], dict] = {}
+    for job in jobs if isinstance(jobs, list) else []:
+        if not isinstance(job, dict):
+            continue
+        jid, start = json_number(job.get("job_id")), json_number((job.get("time") or {}).get("start"))
+        if jid is None or start is None:
+            continue
+        name, wd = job.get("name"), job.get("working_directory")
+        out[(str(jid), start)] = {"job_name": name if isinstance(name, str) else "",
+                                  "work_dir": wd if isinstance(wd, str) else ""}
+    return out

@@ -6,13 +6,15 @@ Epilog, detached and with time to spare, so it asks slurmctld (absolute path: ho
 once the job has left COMPLETING. Any failure leaves the facts unknown: the record then keeps what
 slurmd's environment gave.
 
-User text (job name, comment, work dir, std paths) can hold `` JobState=COMPLETED ExitCode=0:0``,
-so ``scontrol show job -o``'s ``Key=value`` line cannot be trusted to say which ``JobState=`` is
-slurmctld's. ``scontrol --json show job`` (Slurm's data_parser, 23.02 and later; 22.05's scontrol
-has no ``--json``: "unrecognized option", seen on the test cluster) is read first; the text line
-only where JSON is not available, and there the array/het ids are read only before ``JobName=``
-and a key after it that appears more than once is dropped (``ambiguous``), never guessed: the state
-is then derived from slurmd's exit code (:func:`slurm_energy.slurm.jobfacts.slurm_job_state`).
+User text (job name, comment, work dir, std paths) can hold `` JobState=COMPLETED ExitCode=0:0``
+and newlines, so ``scontrol show job -o``'s ``Key=value`` line cannot be trusted to say which
+``JobState=`` is slurmctld's. ``scontrol --json show job`` (Slurm's data_parser, 23.02 and later;
+22.05's scontrol has no ``--json``: "unrecognized option", seen on the test cluster) is read
+first; the text line only where JSON is not available, and there: output of more than one line (a
+newline in user text) is not used at all, the array/het ids are read only before ``JobName=``, a
+key after it that appears more than once is dropped (``ambiguous``), never guessed, every number
+is bounded, and a state read from text is never waited on. The finalizer then asks slurmdbd for
+the state (:func:`slurm_energy.slurm.jobfacts.slurm_facts`).
 """
 
 from __future__ import annotations
@@ -92,11 +94,11 @@ def parse_show_job(line: str) -> dict:
             out.pop(name, None)
     if twice:
         out["ambiguous"] = twice
+    for k in ("restarts", "array_job_id", "array_task_id", "het_job_id", "het_job_offset", "num_nodes"):
+        if k in out and not _bounded_int_text(out[k]):
+            del out[k]  # not a number Slurm prints: left unknown
     if "restarts" in out:
-        try:
-            out["restarts"] = int(out["restarts"])
-        except ValueError:
-            del out["restarts"]
+        out["restarts"] = int(out["restarts"])
     if "job_state" in out:
         out["job_state"] = out["job_state"].split("+")[0]
     for k in ("start_time", "end_time"):  # slurmctld's local time; "Unknown": not started / not ended yet
@@ -106,30 +108,44 @@ def parse_show_job(line: str) -> dict:
     return out
 
 
-def _number(v) -> int | None:
+#: every number read from Slurm's output is below this (Slurm's own are 32 or 64 bit unsigned)
+MAX_NUMBER = 2**64
+
+
+def _bounded_int_text(v: str) -> bool:
+    """``v`` is a decimal integer of at most 20 digits (a Slurm id, count or restart number)."""
+    return v.isascii() and v.isdigit() and len(v) <= 20
+
+
+def json_number(v) -> int | None:
     """A JSON number as Slurm writes it: a plain int (the older openapi plugins' form) or
-    ``{"set": true, "infinite": false, "number": N}`` (data_parser); None when unset/infinite."""
+    ``{"set": true, "infinite": false, "number": N}`` (data_parser); None when unset/infinite, or
+    not a finite number in [0, 2**64) (nothing Slurm writes)."""
+    import math
+
     if isinstance(v, dict):
         if not v.get("set", True) or v.get("infinite"):
             return None
         v = v.get("number")
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+        return None
+    return int(v) if 0 <= v < MAX_NUMBER else None
 
 
 def _json_exit_code(ec) -> str:
     """``"exit:signal"`` from Slurm's JSON exit_code: ``{"return_code": N, "signal": {"id": S}}``
     (data_parser) or the wait status as an int (older plugins); '' when absent."""
     if isinstance(ec, dict):
-        rc, sig = _number(ec.get("return_code")), _number((ec.get("signal") or {}).get("id"))
+        rc, sig = json_number(ec.get("return_code")), json_number((ec.get("signal") or {}).get("id"))
         return f"{rc}:{sig or 0}" if rc is not None else ""
-    w = _number(ec)
+    w = json_number(ec)
     return f"{(w >> 8) & 0xFF}:{w & 0x7F}" if w is not None else ""
 
 
 def _json_ids(job: dict, out: dict) -> None:
     """Array/het ids (0 / unset: not an array or het job; a task or offset only with its job id)."""
     for key in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset"):
-        n = _number(job.get(key))
+        n = json_number(job.get(key))
         if n is not None and (n or key in ("array_task_id", "het_job_offset")) and n != 4294967294:
             out[key] = str(n)
     if "array_task_id" in out and "array_job_id" not in out:
@@ -141,16 +157,16 @@ def _json_ids(job: dict, out: dict) -> None:
 def _json_requests(job: dict, out: dict) -> None:
     """Memory request (MB), TRES mem=, node count, start/end (epoch s)."""
     for key, name in (("memory_per_node", "min_memory_node"), ("memory_per_cpu", "min_memory_cpu")):
-        n = _number(job.get(key))
+        n = json_number(job.get(key))
         if n:
             out[name] = f"{n}M"
     m = re.search(r"(?:^|,)mem=([^,\s]+)", job.get("tres_alloc_str") or "")
     if m:
         out["tres_mem"] = m.group(1)
-    if _number(job.get("node_count")):
-        out["num_nodes"] = str(_number(job.get("node_count")))
+    if json_number(job.get("node_count")):
+        out["num_nodes"] = str(json_number(job.get("node_count")))
     for key in ("start_time", "end_time"):
-        n = _number(job.get(key))
+        n = json_number(job.get(key))
         if n:
             out[key] = float(n)
 
@@ -170,7 +186,7 @@ def parse_show_job_json(text: str, job_id: str) -> dict | None:
     except ValueError:
         return None
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    job = next((j for j in jobs or [] if isinstance(j, dict) and str(_number(j.get("job_id"))) == str(job_id)), None)
+    job = next((j for j in jobs or [] if isinstance(j, dict) and str(json_number(j.get("job_id"))) == str(job_id)), None)
     if job is None:
         return None
     out: dict = {}
@@ -181,8 +197,8 @@ def parse_show_job_json(text: str, job_id: str) -> dict | None:
     ec = _json_exit_code(job.get("exit_code"))
     if ec:
         out["exit_code"] = ec
-    if _number(job.get("restart_cnt")) is not None:
-        out["restarts"] = _number(job.get("restart_cnt"))
+    if json_number(job.get("restart_cnt")) is not None:
+        out["restarts"] = json_number(job.get("restart_cnt"))
     _json_ids(job, out)
     if isinstance(job.get("name"), str) and job["name"]:
         out["job_name"] = job["name"]
@@ -190,14 +206,48 @@ def parse_show_job_json(text: str, job_id: str) -> dict | None:
     return out
 
 
-def show_job(job_id: str, *, attempt: int | None = None, wait_s: float = 20.0, timeout_s: float = 5.0,
+#: the longest (s) a job's finalizer waits for slurmctld to say the job has finished. The node's
+#: finalizer works its queue of ended jobs one at a time, so this bounds what one job can hold up
+#: every other job on the node (slurmctld's state is read from its JSON, which user text cannot
+#: change; a job still COMPLETING after it gets the state derived from slurmd's exit code).
+WAIT_S = 5.0
+#: at most this many bytes of a client's output are parsed (a job's JSON is a few KiB)
+MAX_OUTPUT = 4 << 20
+
+
+def parse_show_job_text(stdout: str, job_id: str) -> dict | None:
+    """``scontrol show job -o JOB``'s output parsed with :func:`parse_show_job`, or None when it
+    names no job. One record is one line; a newline inside user text (job name, comment, work dir)
+    starts a line the user wrote, and an array's first task (its raw id is the array's) lists every
+    task, one line each. Output of more than one line: only the array/het ids before ``JobName=``
+    of the one line that starts ``JobId=<JOB> `` are taken (Slurm's, before any user text), nothing
+    else, and it says so (``{"untrusted": why}``); two such lines (one forged): nothing at all."""
+    lines = [x for x in stdout[:MAX_OUTPUT].split("\n") if x.strip()]
+    if not lines or not lines[0].startswith("JobId="):
+        return None
+    if len(lines) == 1:
+        return parse_show_job(lines[0])
+    why = (f"its one-line output (-o) came as {len(lines)} lines (an array's tasks, or user text -- job name, "
+           "comment or work dir -- holding a newline)")
+    mine = [x for x in lines if x.startswith(f"JobId={job_id} ")]
+    if len(mine) != 1:
+        return {"untrusted": why}
+    head = mine[0].partition(" JobName=")[0]
+    out = {k: v for k, v in parse_show_job(head + " JobName=").items() if k in (
+        "array_job_id", "array_task_id", "het_job_id", "het_job_offset")}
+    return {**out, "untrusted": why + "; only the array/het ids before its JobName= are used"}
+
+
+def show_job(job_id: str, *, attempt: int | None = None, wait_s: float = WAIT_S, timeout_s: float = 5.0,
              scontrol: str = SCONTROL, run: Callable = subprocess.run, sleep: Callable = time.sleep) -> dict | None:
-    """``scontrol show job -o JOB`` parsed, waiting (up to ``wait_s``) until the job has finished
+    """slurmctld's facts about ``job_id``, waiting (up to ``wait_s``) until the job has finished
     (or, given the ``attempt``'s restart count, until slurmctld shows a later attempt: requeued).
 
-    ``scontrol --json show job`` first (:func:`parse_show_job_json`); where it gives no JSON (no
-    serializer plugin), ``show job -o`` (:func:`parse_show_job`) from then on. Output that is not
-    UTF-8 (a user's job name) is decoded losslessly (surrogateescape).
+    ``scontrol --json show job`` first (:func:`parse_show_job_json`); where it gives no JSON (22.05:
+    no ``--json``), ``show job -o`` (:func:`parse_show_job_text`) from then on, and a state read
+    from text is never waited on (user text can say ``JobState=RUNNING``). (22.05's ``squeue
+    --json`` ignores ``-j`` and prints every job slurmctld knows: not asked per job.) Output that is not UTF-8 (a
+    user's job name) is decoded losslessly (surrogateescape).
 
     Returns the facts (see :func:`parse_show_job`), the last unfinished ones if it never finished
     within ``wait_s``, or None when scontrol is missing, fails, times out or knows no such job.
@@ -206,22 +256,29 @@ def show_job(job_id: str, *, attempt: int | None = None, wait_s: float = 20.0, t
         return None
     deadline = time.monotonic() + wait_s
     facts = None
-    use_json = True
+    sources = [[scontrol, "--json", "show", "job", str(job_id)]]
     while True:
-        argv = [scontrol, "--json", "show", "job", str(job_id)] if use_json else [scontrol, "show", "job", "-o",
-                                                                                     str(job_id)]
+        argv = sources[0] if sources else [scontrol, "show", "job", "-o", str(job_id)]
         try:
             r = slurm_client(argv, run, timeout_s)
         except (OSError, subprocess.TimeoutExpired):
+            if sources:
+                sources.pop(0)
+                continue
             return facts
-        got = parse_show_job_json(r.stdout, str(job_id)) if use_json and r.returncode == 0 else None
-        if use_json and got is None:
-            use_json = False  # no JSON here (or no such job in it): the text form, once
-            continue
-        if got is None:
-            if r.returncode != 0 or "JobId=" not in r.stdout:
+        if sources:
+            got = parse_show_job_json(r.stdout[:MAX_OUTPUT], str(job_id)) if r.returncode == 0 else None
+            if got is None:
+                sources.pop(0)  # no JSON here (or no such job in it): the next form, once
+                continue
+        else:
+            if r.returncode != 0:
                 return facts
-            got = parse_show_job(r.stdout.strip().splitlines()[0])
+            got = parse_show_job_text(r.stdout, str(job_id))
+            if got is None:
+                return facts
+            if got.get("untrusted") or got.get("job_state") in UNFINISHED:
+                return got  # text: a state a user may have written is not waited on
         facts = got
         if facts.get("job_state") not in UNFINISHED or time.monotonic() > deadline:
             return facts

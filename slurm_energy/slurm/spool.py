@@ -106,6 +106,12 @@ class JobSpool:
     def finalized(self) -> str:
         return self.path("finalized", "done")
 
+    @property
+    def prolog_running(self) -> str:
+        """Made as the Prolog starts its work on the spool, removed as it ends: left behind, it says
+        the Prolog was killed (its 1.9 s guard's SIGKILL) before it had finished."""
+        return self.path("prolog", "running")
+
     def epilog_facts(self) -> dict:
         """What the Epilog left in ``epilog-<node>.done``: {"t": end epoch s, "sampler": outcome,
         "exit_code": "0:0"} ({} when it did not run; {"t": ...} for an older plain-number file)."""
@@ -139,6 +145,31 @@ class JobSpool:
                 return [json.loads(x) for x in f if x.strip()]
         except (OSError, ValueError):
             return []
+
+
+def unfinished_jobs(spools: list[str]) -> set[str]:
+    """Job ids with an attempt in one of ``spools`` that a node has not finalized (a context
+    without its ``finalized-<node>.done``, or no context yet: a Prolog at work). Root's own files
+    only: no time or file a user can set counts."""
+    out: set[str] = set()
+    for sd in spools:
+        jobs = os.path.join(sd, "jobs")
+        try:
+            names = os.listdir(jobs)
+        except OSError:
+            continue
+        for name in names:
+            m = _DIR_RE.match(name)
+            if not m:
+                continue
+            try:
+                files = set(os.listdir(os.path.join(jobs, name)))
+            except OSError:
+                continue
+            nodes = [f[len("context-"):-len(".json")] for f in files if f.startswith("context-") and f.endswith(".json")]
+            if not nodes or any(f"finalized-{n}.done" not in files for n in nodes):
+                out.add(m.group(1))
+    return out
 
 
 def write_private(path: str, text: str) -> None:

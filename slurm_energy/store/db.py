@@ -52,14 +52,23 @@ class Db:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise StoreDbError(f"store {self.name}: {first}") from e
 
+    #: a lock-free SQLite reader (:func:`reader_uri`): it may catch the writer's checkpoint half
+    #: done, which SQLite reports as a malformed image; the statement is run again then
+    lockfree = False
+
     def execute(self, sql: str, params: dict | None = None) -> list[tuple]:
         """Run one statement; its rows (``[]`` for one that returns none)."""
-        try:
-            cur = self.conn.execute(self._sql(sql), params or {})
-            return cur.fetchall() if cur.description else []
-        except self.errors as e:
-            self._raise(e)
-            raise
+        for attempt in range(4 if self.lockfree else 1):
+            try:
+                cur = self.conn.execute(self._sql(sql), params or {})
+                return cur.fetchall() if cur.description else []
+            except self.errors as e:
+                if attempt < 3 and self.lockfree and "malformed" in str(e):
+                    time.sleep(0.05)
+                    continue
+                self._raise(e)
+                raise
+        raise AssertionError("unreachable")
 
     def executemany(self, sql: str, seq: Sequence[dict]) -> None:
         """Run one statement per parameter dict (no rows)."""
@@ -105,6 +114,11 @@ class Db:
                 self.conn.execute("ROLLBACK")
             raise
         self.execute("COMMIT")
+        if write:  # into the main file now: what users' lock-free readers (reader_uri) read
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            except self.errors:
+                pass
 
     def close(self) -> None:
         try:
@@ -141,13 +155,17 @@ def connect(url: str, *, readonly: bool = False, busy_timeout_s: float = BUSY_TI
         try:
             if readonly:
                 check_readable_sqlite(path)
-                raw = sqlite3.connect(_ro_uri(path), uri=True, timeout=busy_timeout_s, isolation_level=None,
+                uri = reader_uri(path)
+                raw = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, isolation_level=None,
                                       check_same_thread=False)
             else:
+                uri = ""
                 raw = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
             raise StoreDbError(f"store {name}: {e}") from e
-        return Db(raw, "sqlite", (sqlite3.Error,), name)
+        db = Db(raw, "sqlite", (sqlite3.Error,), name)
+        db.lockfree = uri.endswith("&immutable=1")
+        return db
     import psycopg
 
     opts = "-c jit=off" + (" -c default_transaction_read_only=on" if readonly else "")
@@ -236,14 +254,14 @@ def create_sqlite_store(path: str, migrate: Callable[[Db], int]) -> None:
 
 
 def keep_wal_files(db: str) -> None:
-    """Make ``<db>-wal`` and ``<db>-shm`` exist (empty, 0644, owned by the store's owner) where
-    they are missing: in WAL mode (readers never block the writer) SQLite's last connection removes
-    both on close, and a read-only (``mode=ro``) connection of an ordinary user, who cannot create
-    them in the root-owned directory, then fails ("attempt to write a readonly database"). With
-    them present, empty, it reads (measured as ``nobody``, SQLite 3.40.1:
-    ``tests/store/test_store_wal.py``). Missing means no connection is open: everything is in the
-    main file, so an empty WAL loses nothing. Only the store's owner makes them (O_EXCL, no
-    symlink followed). Never raises."""
+    """Make ``<db>-wal`` and ``<db>-shm`` exist (empty, **0600**, owned by the store's owner) where
+    they are missing, and make existing ones of the owner's 0600: in WAL mode SQLite's last
+    connection removes both on close and a new one would create them with the store's own mode
+    (0644), and an ordinary user who can open ``-shm`` can take a POSIX lock on its write-lock byte
+    (every write then fails) or hold a read snapshot (the WAL then grows until the disk fills).
+    Users read through :func:`reader_uri` instead: ``immutable=1``, no lock taken, the main file
+    only (the writer checkpoints after each commit, :meth:`Db.transaction`). Only the store's owner
+    makes or changes them (O_EXCL / O_NOFOLLOW, no symlink followed). Never raises."""
     try:
         st = os.stat(db)
     except OSError:
@@ -252,18 +270,35 @@ def keep_wal_files(db: str) -> None:
         return
     for suffix in ("-wal", "-shm"):
         try:
-            fd = os.open(db + suffix, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         st.st_mode & 0o666)
-        except OSError:  # present (a connection is open, or kept), or the directory is not ours
+            fd = os.open(db + suffix, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            try:
+                fd = os.open(db + suffix, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                continue
+        except OSError:  # the directory is not ours
             continue
         try:
-            os.fchmod(fd, st.st_mode & 0o666)  # the store's own read bits, whatever the umask
-            if os.geteuid() == 0:
+            got = os.fstat(fd)
+            if got.st_uid in (os.geteuid(), st.st_uid) and got.st_mode & 0o077:
+                os.fchmod(fd, 0o600)  # the owner's only, whatever the umask or the store's mode
+            if os.geteuid() == 0 and got.st_uid != st.st_uid:
                 os.fchown(fd, st.st_uid, st.st_gid)
         except OSError:
             pass
         finally:
             os.close(fd)
+
+
+def reader_uri(path: str) -> str:
+    """SQLite's URI for a reader of ``path``: ``mode=ro``, and ``immutable=1`` where the reader
+    cannot open the WAL index (``-shm``, 0600: an ordinary user): such a reader takes no lock at
+    all, so it can neither block the writer nor hold a snapshot that keeps the WAL growing, and
+    reads what the writer's checkpoint after each commit put in the main file."""
+    uri = _ro_uri(path)
+    if os.path.exists(path + "-shm") and not os.access(path + "-shm", os.R_OK):
+        uri += "&immutable=1"
+    return uri
 
 
 #: Filesystems WAL must not be used on: SQLite's WAL index is shared memory, which works only among

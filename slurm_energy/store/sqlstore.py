@@ -349,6 +349,7 @@ def open_store(url: str, *, readonly: bool = False, migrate: bool = True,
     path = D.sqlite_file(url) if sqlite else ""
     if sqlite and not readonly:
         D.create_sqlite_store(path, schema.migrate)
+        D.keep_wal_files(path)  # 0600 before SQLite would make them with the store's 0644
     try:
         db = D.connect(url, readonly=readonly, busy_timeout_s=busy_timeout_s)
         if readonly or not migrate:

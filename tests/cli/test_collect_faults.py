@@ -3,6 +3,7 @@ left running, stale temp files, retention that never removes an unstored job (is
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -138,7 +139,8 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
     from slurm_energy.cli.main import main
 
     (tmp_path / "site.yaml").write_text("cluster_name: t\n")
-    assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml")]) == 0
+    assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml"),
+                 "--marks-tmpfs", "none"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "# OnUnitActiveSec=5min" in out and "# [Timer]" in out
     cron = [x for x in out if x.startswith("# */5 * * * * ")]
@@ -185,15 +187,16 @@ def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tm
     t_end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 597))
     t0 = time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S"))
     st.put(finished(node_record(job_id="851", start=t0 + 0.4, end=t0 + 3)))  # measured: Prolog time
-    out = "\n".join([
-        f"850|849_3|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|0:0|lab|/w/a|b",  # lost; '|' in WorkDir
-        f"851|851|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|0:0|lab|/w/a",  # has a record
-        f"852|852|CANCELLED by 0|None|{t_end}|None assigned|bob|2002|2002|research|debug|0:0|lab|/w/b",
+    out = "\n".join([  # -o FIELDS: none a user writes
+        f"850|849_3|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|0:0|lab",  # lost
+        f"851|851|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|0:0|lab",  # has a record
+        f"852|852|CANCELLED by 0|None|{t_end}|None assigned|bob|2002|2002|research|debug|0:0|lab",
     ]) + "\n"
-    names = "850|my|job\n851|stored\n852|pending\n"
+    # sacct --json -j 850: 22.05's shape (tests/slurm/data/slurm-22.05-sacct.json), the user's text in it
+    doc = {"jobs": [{"job_id": 850, "name": "my|job", "working_directory": "/w/a|b", "time": {"start": int(t0)}}]}
 
-    def fake(argv, **kw):  # sacct's answers: -o FIELDS (WorkDir last), -o JobIDRaw,JobName
-        return subprocess.CompletedProcess(argv, 0, names if argv[-1] == "JobIDRaw,JobName" else out, "")
+    def fake(argv, **kw):
+        return subprocess.CompletedProcess(argv, 0, json.dumps(doc) if "--json" in argv else out, "")
 
     sacct = tmp_path / "sacct"
     sacct.write_text("")

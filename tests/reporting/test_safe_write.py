@@ -68,13 +68,19 @@ def test_planted_symlink_is_replaced_not_followed(base, user_dir):
 @needs_root
 def test_unwritable_directory_gives_clear_error_and_no_root_file(base):
     root_dir = os.path.join(base, "not-yours")
-    os.mkdir(root_dir, 0o755)  # root-owned, nobody cannot create files here
+    os.mkdir(root_dir, 0o777)  # root-owned: as root, nothing is written for another user here at all
+    os.chmod(root_dir, 0o777)
 
     written, [(path, reason)] = write_files_as_user(root_dir, [("energy-7.csv", b"a,b\n")], NOBODY, NOBODY)
 
     assert written == [] and path == os.path.join(root_dir, "energy-7.csv")
-    assert "Permission denied" in reason and "uid=65534" in reason
+    assert "belongs to uid 0, not to the job's user (uid 65534)" in reason
     assert os.listdir(root_dir) == []  # nothing written, as root or otherwise
+    own = os.path.join(base, "yours-read-only")
+    os.mkdir(own, 0o555)  # nobody's, but not writable: the kernel's refusal, as nobody
+    os.chown(own, NOBODY, NOBODY)
+    written, [(_, reason)] = write_files_as_user(own, [("energy-7.csv", b"a,b\n")], NOBODY, NOBODY)
+    assert written == [] and "Permission denied" in reason and "uid=65534" in reason and os.listdir(own) == []
 
 
 @needs_root

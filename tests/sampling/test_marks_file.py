@@ -43,7 +43,8 @@ def test_prepare_job_dir_sets_aside_what_an_earlier_job_left(tmp_path):
     prepare_job_dir("78", nobody.pw_uid, nobody.pw_gid, str(root), node="n1")
     assert os.listdir(d) == [] and len([n for n in os.listdir(root) if n.startswith(".stale-78-")]) == 2
     remove_marks("78", "n1", str(root))  # after the job: the job's dir and what was set aside
-    assert os.listdir(root) == []
+    assert os.listdir(root) == [".trash"] and os.listdir(root / ".trash") == []  # (root-only, 0700)
+    assert (os.stat(root / ".trash").st_mode & 0o777, os.stat(root / ".trash").st_uid) == (0o700, os.geteuid())
 
 
 def test_job_marks_dir_rejects_path_tricks():

@@ -55,7 +55,8 @@ def test_detached_sampler_and_finalizer_run_isolated(monkeypatch):
 def _install(tmp_path, *extra: str) -> int:
     if not (tmp_path / "site.yaml").exists():  # install refuses a missing --config
         (tmp_path / "site.yaml").write_text("cluster_name: t\n")
-    return cli(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml"), *extra])
+    return cli(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml"),
+                "--marks-tmpfs", "none", *extra])
 
 
 def test_install_print_without_installed_hooks_warns_and_fails(tmp_path, capsys):

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY)
 def _hook(tmp: Path, which: str) -> str:
     """The repo's hook script, installed by `slurm-energy install` with a test config."""
     out = subprocess.run([VENV_PY, "-m", "slurm_energy.cli.main", "install", "--hooks-dir", str(tmp / "hooks"),
-                          "--config", str(tmp / "site.yaml")], capture_output=True, text=True, cwd="/")
+                          "--config", str(tmp / "site.yaml"), "--marks-tmpfs", "none"], capture_output=True, text=True,
+                         cwd="/")
     assert out.returncode == 0, out.stderr
     return str(tmp / "hooks" / which)
 
@@ -77,15 +78,19 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
     pid = int((spool / "sampler-h1.pid").read_text())
     assert is_running(pid) and os.getpgid(pid) == pid  # survived the process-group kill
     assert oct(os.stat(tmp_path / "spool").st_mode & 0o777) == "0o700"  # the spool is root-only
-    # "the job": a CPU-bound process carrying the job id, as slurmstepd's children do
-    # (run as the job's user: in PID mode only processes of the job's uid count, issue 22)
-    def as_nobody():
-        os.setgroups([])
-        os.setgid(nobody.pw_gid)
-        os.setuid(nobody.pw_uid)
+    # "the job": a CPU-bound process of the job's user under a stand-in slurmstepd (a copy of the
+    # interpreter named slurmstepd, run as root with its title): PID mode counts the descendants of
+    # the job's slurmstepd whose real uid is the job's
+    import shutil
 
-    job = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"],
-                           env={"SLURM_JOB_ID": "4242"}, preexec_fn=as_nobody)
+    stepd = tmp_path / "slurmstepd"
+    shutil.copy(os.path.realpath(sys.executable), stepd)
+    code = (f"import os, time\npid = os.fork()\nif pid == 0:\n    os.setgroups([]); os.setgid({nobody.pw_gid}); "
+            f"os.setuid({nobody.pw_uid})\n    t = time.process_time()\n    while time.process_time() - t < 3: pass\n"
+            "    os._exit(0)\n"
+            "os.waitpid(pid, 0)\n")
+    job = subprocess.Popen(["slurmstepd: [4242.batch]", "-c", code], executable=str(stepd),
+                           env={"SLURM_JOB_ID": "4242", "PYTHONHOME": sys.base_prefix})
     job.wait()
     rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd",
                                                          SLURM_JOB_EXIT_CODE2="0:0"))
@@ -107,7 +112,7 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
         time.sleep(0.1)
     (rec,) = recs
     assert rec.energy_it_j["cpu"] > 0 and rec.nodes[0].cpu_time_source == "psutil"
-    # a 3 s busy loop seen by polling PIDs (no cgroup): never more than it used, most of it seen
+    # a busy loop of 3 CPU-s seen by polling PIDs (no cgroup): never more than it used, most of it seen
     # (the PID fallback starts 0.5 s after the sampler and loses what runs before; cgroups don't)
     assert 1.0 <= rec.nodes[0].cpu_time_s <= 3.15
     assert rec.exit_code == "0:0"

@@ -1,6 +1,9 @@
 """Parsing `scontrol show job -o` (Slurm 22.05 output seen on the test cluster)."""
 
+import os
 import subprocess
+
+import pytest
 
 from slurm_energy.slurm.scontrol import parse_show_job, show_job
 
@@ -23,20 +26,32 @@ def test_het_component_line():
     assert "array_job_id" not in f
 
 
-def test_waits_while_completing(tmp_path):
+def test_waits_while_completing_on_slurmctlds_json_but_never_on_text(tmp_path):
+    import json
+
     states = iter(["COMPLETING", "COMPLETING", "TIMEOUT"])
     calls = []
 
-    def run(argv, **kw):
+    def run_json(argv, **kw):
         calls.append(argv)
-        return subprocess.CompletedProcess(argv, 0, f"JobId=5 JobName=x UserId=a(1) JobState={next(states)} Restarts=0\n", "")
+        return subprocess.CompletedProcess(argv, 0, json.dumps({"jobs": [{"job_id": 5, "job_state": [next(states)]}]}), "")
 
     exe = tmp_path / "scontrol"
     exe.write_text("")
-    f = show_job("5", scontrol=str(exe), run=run, sleep=lambda s: None)
+    f = show_job("5", scontrol=str(exe), run=run_json, sleep=lambda s: None)
     assert f["job_state"] == "TIMEOUT" and len(calls) == 3
-    # JSON first; this scontrol has none (no serializer plugin): the text form from then on
-    assert calls[0] == [str(exe), "--json", "show", "job", "5"] and calls[1] == [str(exe), "show", "job", "-o", "5"]
+    assert calls[0] == [str(exe), "--json", "show", "job", "5"]
+    # this scontrol has no JSON (22.05): the text form, whose JobState= a user's text may have
+    # written (``JobState=RUNNING`` in a job name), is taken as it is, never waited on
+    calls.clear()
+
+    def run_text(argv, **kw):
+        calls.append(argv)
+        if "--json" in argv:
+            return subprocess.CompletedProcess(argv, 1, "", "scontrol: unrecognized option '--json'")
+        return subprocess.CompletedProcess(argv, 0, "JobId=5 JobName=x UserId=a(1) JobState=COMPLETING Restarts=0\n", "")
+    f = show_job("5", scontrol=str(exe), run=run_text, sleep=lambda s: None)
+    assert f["job_state"] == "COMPLETING" and calls[1] == [str(exe), "show", "job", "-o", "5"] and len(calls) == 2
 
 
 def test_unknown_job_or_missing_scontrol_is_none(tmp_path):
@@ -88,3 +103,59 @@ def test_json_of_slurm_22_05_and_of_newer_versions():
         "job_state": "COMPLETED", "exit_code": "0:15", "restarts": 0, "het_job_id": "141", "het_job_offset": "1",
         "start_time": 1_700_000_000.0}
     assert parse_show_job_json("JobId=5 JobName=x", "5") is None and parse_show_job_json(json.dumps(new), "9") is None
+
+
+# -- captures from the test cluster (Slurm 22.05.8): a job name, comment and work dir with newlines --
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def test_sacct_json_of_22_05_gives_the_users_text_whole():
+    """``sacct --json -j 1,2,3`` on the test cluster: job 1 named ``nm<LF>JobState=COMPLETED
+    ReqMem=1M`` (FAILED, exit 3), 2 ``ok``, 3 ``cxl`` (cancelled), all in ``/var/tmp/i39/w<LF>X|y``."""
+    from slurm_energy.slurm.sacct import parse_sacct_json
+
+    with open(os.path.join(DATA, "slurm-22.05-sacct.json"), encoding="utf-8") as f:
+        got = parse_sacct_json(f.read())
+    wd = "/var/tmp/i39/w\nX|y"
+    assert got == {("1", 1796544424): {"job_name": "nm\nJobState=COMPLETED ReqMem=1M", "work_dir": wd},
+                   ("2", 1796544424): {"job_name": "ok", "work_dir": wd},
+                   ("3", 1796544425): {"job_name": "cxl", "work_dir": wd}}
+    assert parse_sacct_json("sacct: error: ...") == {} and parse_sacct_json('{"jobs": [{"job_id": 1e999}]}') == {}
+
+
+def test_scontrol_text_with_a_newline_gives_nothing_and_a_comment_key_is_not_the_state():
+    from slurm_energy.slurm.scontrol import parse_show_job_text
+
+    with open(os.path.join(DATA, "slurm-22.05-scontrol-newline.txt"), encoding="utf-8") as f:
+        assert parse_show_job_text(f.read(), "1") == {
+            "untrusted": "its one-line output (-o) came as 6 lines (an array's tasks, or user text -- job name, "
+                         "comment or work dir -- holding a newline); only the array/het ids before its JobName= "
+                         "are used"}
+    with open(os.path.join(DATA, "slurm-22.05-scontrol-cancelled.txt"), encoding="utf-8") as f:
+        text = f.read()
+    # the work dir's newline (a fresh line starts "X|y Comment=JobState=COMPLETED"): nothing taken
+    assert set(parse_show_job_text(text, "3")) == {"untrusted"}
+    # a forged line starting as the job's own record: not even the ids
+    assert parse_show_job_text(text.replace("\nX|y Comment", "\nJobId=3 ArrayJobId=9 Comment", 1), "3") == {
+        "untrusted": "its one-line output (-o) came as 4 lines (an array's tasks, or user text -- job name, "
+                     "comment or work dir -- holding a newline)"}
+    # an array's first task (its raw id the array's): every task listed, the ids of its own line taken
+    tasks = "".join(f"JobId={11 + k} ArrayJobId=11 ArrayTaskId={k + 1} JobName=a UserId=x(1) JobState=COMPLETED\n"
+                    for k in range(3))
+    assert parse_show_job_text(tasks, "11")["array_task_id"] == "1" and "job_state" not in parse_show_job_text(tasks, "11")
+    # on one line, "Comment=JobState=COMPLETED" is the comment's text, not a key: CANCELLED, 0:15
+    f = parse_show_job_text(text.replace("\n", "", 3).replace("\n", " ", 1).strip() + "\n", "3")
+    assert (f["job_state"], f["exit_code"]) == ("CANCELLED", "0:15")
+
+
+def test_numbers_slurm_never_writes_are_dropped_not_raised():
+    from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
+    from slurm_energy.slurm.scontrol import json_number, parse_show_job
+
+    with pytest.raises(SlurmFormatError, match="more than 16 EiB"):
+        parse_memory("9" * 400 + "T", "MinMemoryNode")
+    assert parse_memory("15E", "MinMemoryNode") == (15 * 2**60, "")  # 15 EiB: still one
+    assert json_number(1e999) is None and json_number(-1) is None and json_number(2**64) is None
+    assert json_number({"set": True, "infinite": False, "number": 42}) == 42
+    f = parse_show_job("JobId=5 ArrayJobId=" + "9" * 30 + " JobName=x UserId=a(1) JobState=FAILED Restarts=" + "9" * 30)
+    assert "array_job_id" not in f and "restarts" not in f and f["job_state"] == "FAILED"

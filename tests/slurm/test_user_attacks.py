@@ -189,7 +189,8 @@ def _spawn(owner, env, *argv, umask=None):
 
 
 def _probe(job_id, tmp_path):
-    """A PID-mode probe of ``job_id`` (alice's) polled once 0.3 s after the job's processes started:
+    """A PID-mode probe of ``job_id`` (alice's) polled once 0.3 s after the job's processes started
+    (no cgroup):
     (its usage, the job-env facts it handed on)."""
     from slurm_energy.slurm.probe import SlurmJobProbe
 
@@ -200,21 +201,73 @@ def _probe(job_id, tmp_path):
     return probe.poll(), seen
 
 
+#: A stand-in slurmstepd: a copy of the interpreter named ``slurmstepd`` (comm), run as root with
+#: slurmstepd's title (``slurmstepd: [900.batch]``, as ``ps`` shows a real one on the test cluster),
+#: which forks the job's processes as its user (spec: user, env, umask, nodump, burn s) and prints
+#: their PIDs.
+_STEPD = r"""
+import ctypes, json, os, sys, time
+python, specs = sys.argv[1], json.loads(sys.argv[2])
+pids = []
+for s in specs:
+    pid = os.fork()
+    if pid == 0:
+        if s.get("umask") is not None:
+            os.umask(s["umask"])
+        os.setgroups([]); os.setgid(s["gid"]); os.setuid(s["uid"])
+        if s.get("nodump"):  # prctl(PR_SET_DUMPABLE, 0): /proc/PID/environ and /proc/PID turn root's
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+        code = "import time\nt = time.process_time()\nwhile time.process_time() - t < %f: pass\ntime.sleep(30)" % s.get("burn", 0)
+        if s.get("nodump"):
+            exec(code)  # (an exec would make it dumpable again)
+            os._exit(0)
+        os.execve(python, [python, "-c", code], s["env"])
+    pids.append(pid)
+print(" ".join(map(str, pids)), flush=True)
+time.sleep(30)
+"""
+
+
+def _stepd(node, job_id, specs):
+    """(the stand-in slurmstepd's Popen, the PIDs of the job's processes it forked)."""
+    import shutil
+
+    exe = node.base / "slurmstepd"
+    if not exe.exists():
+        shutil.copy(os.path.realpath(sys.executable), exe)
+    full = [dict(s, uid=user(s["user"])[0], gid=user(s["user"])[1]) for s in specs]
+    p = subprocess.Popen([f"slurmstepd: [{job_id}.batch]", "-c", _STEPD, sys.executable, json.dumps(full)],
+                         executable=str(exe), stdout=subprocess.PIPE, text=True, start_new_session=True,
+                         env={"PYTHONHOME": sys.base_prefix})
+    return p, [int(x) for x in p.stdout.readline().split()]
+
+
+def _stop(*procs):
+    import signal
+
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
 def test_pid_mode_counts_only_the_jobs_user_and_the_job_env_gives_no_identity_or_request(node, tmp_path):
     fake = {"SLURM_JOB_ID": "900", "SLURM_ARRAY_JOB_ID": "901", "SLURM_ARRAY_TASK_ID": "0",
             "SLURM_MEM_PER_NODE": "999999", "SLURM_JOB_NAME": "bob's claim", "SLURM_UMASK": "0000"}
     own = dict(fake, SLURM_JOB_NAME="alice-train", SLURM_UMASK="0027")  # alice's job lies about itself too
     bob = _spawn("bob", fake)  # bob's process claims alice's job 900 (he can export any SLURM_JOB_ID)
-    alice = _spawn("alice", own)
+    stepd, (alice,) = _stepd(node, "900", [{"user": "alice", "env": own}])
     try:
         u, seen = _probe("900", tmp_path)
-        assert u is not None and alice.pid in u.pids and bob.pid not in u.pids
+        assert u is not None and u.pids == [alice] and bob.pid not in u.pids
         # what the job's environment may say: its name and umask only, never an array id or a request
         assert seen == [{"job_name": "alice-train", "umask": "0027"}]
     finally:
-        for p in (bob, alice):
-            p.kill()
-            p.wait()
+        bob.kill()
+        bob.wait()
+        _stop(stepd)
     # the finalizer: what an (older) sampler left in jobenv is not the job's identity or request
     spool = node.job("900", "alice", node.workdir("alice", "a"), job_name="")
     with open(spool.jobenv, "w") as f:
@@ -230,19 +283,52 @@ def test_pid_mode_counts_only_the_jobs_user_and_the_job_env_gives_no_identity_or
     assert [r.job_id for r in node.store().query()] == ["900", "901"]
 
 
-def test_a_batch_script_without_slurm_umask_gives_its_kernel_umask(tmp_path):
+def test_a_batch_script_without_slurm_umask_gives_its_kernel_umask(node, tmp_path):
     """Slurm 22.05's batch script has no SLURM_UMASK in its environment (seen on the test cluster):
     the umask is the script's own, /proc/PID/status ``Umask:`` -- 0027 here, so her reports are
     0666 & ~0027 = 0640, not the private 0600 of an unknown umask."""
     env = {"SLURM_JOB_ID": "902", "SLURM_JOB_NAME": "batch"}  # no SLURM_UMASK, as sbatch's script on 22.05
-    p = _spawn("alice", env, umask=0o027)
+    stepd, (p,) = _stepd(node, "902", [{"user": "alice", "env": env, "umask": 0o027}])
     try:
         u, seen = _probe("902", tmp_path)
-        assert u is not None and p.pid in u.pids
+        assert u is not None and u.pids == [p]
         assert seen == [{"job_name": "batch", "umask": "0027"}]
     finally:
-        p.kill()
-        p.wait()
+        _stop(stepd)
+
+
+def test_pid_mode_counts_a_job_process_that_hides_its_environment_or_drops_its_job_id(node, tmp_path):
+    """alice's job 900 (no cgroup: proctrack/linuxproc) runs three processes under its slurmstepd:
+    one plain, one that made itself non-dumpable (its /proc/PID/environ turns root's) and burns
+    0.5 CPU-s, one started without SLURM_JOB_ID. Before: only the plain one was counted, and the
+    0.5 CPU-s went uncharged. Now all three, by real uid and descent; bob's process that claims
+    job 900 in its environment, and one of his under another job's slurmstepd, are not."""
+    env = {"SLURM_JOB_ID": "900", "SLURM_JOB_NAME": "train", "SLURM_UMASK": "0022"}
+    bob = _spawn("bob", env)
+    stepd, (plain, hidden, dropped) = _stepd(node, "900", [
+        {"user": "alice", "env": env}, {"user": "alice", "env": env, "nodump": True, "burn": 0.5},
+        {"user": "alice", "env": {"PATH": "/usr/bin"}}])
+    other, (bobs,) = _stepd(node, "901", [{"user": "bob", "env": dict(env, SLURM_JOB_ID="901")}])
+    try:
+        assert os.stat(f"/proc/{hidden}/environ").st_uid == 0  # what made it invisible before
+        from slurm_energy.sampling.proctree import read_stat
+
+        for _ in range(1200):  # until its 0.5 CPU-s are burnt (a loaded machine: seconds)
+            if read_stat(hidden)[2] >= 0.5:
+                break
+            time.sleep(0.05)
+        burnt = read_stat(hidden)[2]  # CPU-s, what the kernel says it used (clock ticks)
+        u, seen = _probe("900", tmp_path)
+        assert u is not None and u.pids == sorted([plain, hidden, dropped])
+        assert bob.pid not in u.pids and bobs not in u.pids
+        assert burnt >= 0.4 and u.cpu_time_s >= burnt  # the hidden process's CPU time charged to the job
+        assert seen == [{"job_name": "train", "umask": "0022"}]
+    finally:
+        bob.kill()
+        bob.wait()
+        _stop(stepd, other)
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
 
 
 def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
@@ -260,6 +346,22 @@ def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
             f.write(str(bob.pid))
         assert _stop_sampler(spool, JobFacts({"job_id": "900", "node": NODE, "restart_count": 0})) == "not_running"
         assert bob.poll() is None  # never signalled
+        # a setuid-root program carrying the sampler's argv (effective uid 0: /proc/PID is root's),
+        # run by bob, leading its own process group: still bob's (real uid)
+        import shutil
+
+        suid = node.base / "suid-python"
+        shutil.copy(os.path.realpath(sys.executable), suid)
+        os.chmod(suid, 0o4755)
+        setuid = subprocess.Popen([str(suid), "-c", _SLEEP, *argv], env={"PYTHONHOME": sys.base_prefix},
+                                  preexec_fn=_as("bob"), start_new_session=True)
+        try:
+            time.sleep(0.3)
+            assert os.stat(f"/proc/{setuid.pid}").st_uid == 0  # what made it look like root's before
+            assert find_sampler("/jobs/900-r0", NODE) is None
+        finally:
+            setuid.kill()
+            setuid.wait()
         root = _spawn(None, {}, *argv)  # the Prolog's: root's, leading its own process group
         try:
             time.sleep(0.3)
@@ -305,10 +407,10 @@ def test_a_sigstopped_report_writer_is_killed_and_delays_no_other_job(node, monk
     # before writing, the window her SIGSTOP needs; what is tested is what follows the stop
     write_each = safe_write._write_each
 
-    def slow_for_alice(directory, files, report):
+    def slow_for_alice(directory, files, report, *owner):
         if os.geteuid() == user("alice")[0]:
             time.sleep(1.0)
-        write_each(directory, files, report)
+        write_each(directory, files, report, *owner)
     monkeypatch.setattr(safe_write, "_write_each", slow_for_alice)
     mine = node.job("900", "alice", node.workdir("alice", "a"))
     theirs = node.job("901", "bob", node.workdir("bob", "bob-work"))
@@ -378,7 +480,8 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
     _finalize(node, job)
     assert not d.exists()  # removed anyway
     assert any("finalize: RuntimeError: boom" in e for e in job.read_errors())
-    # a finalizer killed before its clean-up: the next Prolog on the node sweeps the dir once stale
+    # a finalizer killed before its clean-up: the node finalizer's sweep (not the next Prolog)
+    # removes the dir of a job that ended here, by root's spool
     old = node.marks / "800"
     old.mkdir()
     (old / "big").write_bytes(b"y" * 4096)
@@ -389,6 +492,10 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
     JobSpool(str(node.base / "spool"), "901", 0, NODE).ensure()
     _prepare_marks(_facts("902", uid, gid), JobSpool(str(node.base / "spool"), "902", 0, NODE).ensure(),
                    (str(node.base / "spool"), str(fallback)))
+    assert old.exists() and live.exists() and (node.marks / "902").exists()
+    from slurm_energy.slurm.collect import sweep_job_marks
+
+    assert sweep_job_marks([str(node.base / "spool"), str(fallback)]) == ["800"]
     assert not old.exists() and live.exists() and (node.marks / "902").exists()
     # a site that points the marks root at the spool is told, not silently broken
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(fallback))
@@ -497,3 +604,415 @@ def test_through_sudo_no_caller_named_path_is_opened_as_root(node, monkeypatch, 
     st = os.stat(os.path.join(out, "r.csv"))
     assert st.st_uid == user("alice")[0] and "bob" in open(os.path.join(out, "r.csv")).read()
     assert os.geteuid() == 0  # root again afterwards
+
+
+# -- 7. newlines in user text: no line of Slurm's text output a user can write --------------------
+def _ts(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+
+
+def _after_attack(node, victim_wd, victim_files):
+    """What every attack test checks last: bob's record and report untouched, and ``collect`` and
+    the node finalizer's sweep afterwards find nothing to do and leave both so."""
+    from slurm_energy.cli.main import main as se_main
+    from slurm_energy.config import load_site_config
+    from slurm_energy.slurm.collect import sweep_node
+
+    _check_victim(node, victim_wd)
+    assert se_main(["collect", "--older-than", "0"]) == 0
+    assert sweep_node(load_site_config(str(node.base / "site.yaml")), NODE, time.time()) == []
+    _check_victim(node, victim_wd)
+    assert {n: open(os.path.join(victim_wd, n), "rb").read() for n in victim_files} == victim_files
+    assert [(r.job_id, r.user) for r in node.store().query() if r.job_id == "901"] == [("901", "bob")]  # one
+
+
+def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writes_no_report_for_it(node):
+    """alice's lost job 910 ran in a work dir whose newlines hold two whole ``sacct -P`` lines: bob's
+    job 901 (another run, his work dir) and a job of uid 0 whose work dir is a root-only one. Before:
+    collect stored both as records and wrote their reports (bob's overwritten as bob, one as root
+    into the root-only dir). Now the query holds no user field; the work dir comes from JSON."""
+    from slurm_clients import install, job
+
+    from slurm_energy.config import load_site_config
+    from slurm_energy.reporting.safe_write import write_files_as_user
+    from slurm_energy.slurm.collect import finish_unrecorded
+    from slurm_energy.store import open_store
+
+    victim_wd = _victim(node)
+    victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
+    rootonly = node.base / "rootonly"
+    rootonly.mkdir(mode=0o700)
+    t = time.time() - 7200
+    common = ["COMPLETED", _ts(t - 9000), _ts(t - 8990), NODE]
+    forged_bob = "|".join(["901", "901", *common, "bob", "2002", "2002", "research", "debug", "0:0", "t", victim_wd])
+    forged_root = "|".join(["905", "905", *common, "root", "0", "0", "research", "debug", "0:0", "t", str(rootonly)])
+    wd = f"/home/alice/w\n{forged_bob}\n{forged_root}"
+    clients = install(str(node.base), [job("910", "alice", user("alice")[0], wd, t, t + 5, name="n\nm|x")])
+    st = open_store(node.store_url)
+    cfg = load_site_config(str(node.base / "site.yaml"))
+    try:
+        lines = finish_unrecorded(cfg, st, time.time(), 86400, 60, sacct=clients["sacct"])
+        assert lines == ["stored t/910 from sacct: no_data (COMPLETED, no record from the hooks)"]
+        # the attacker's record: hers, with her whole work dir and job name as text (from JSON)
+        (a,) = node.store().get_job("910")
+        assert (a.user, a.uid, a.status, a.job_state, a.work_dir, a.job_name) == \
+            ("alice", 2001, Status.NO_DATA, "COMPLETED", wd, "n\nm|x")
+        assert a.start_time == pytest.approx(int(t), abs=1)
+        assert node.store().get_job("905") == [] and os.listdir(rootonly) == []
+        # JSON asked for the one job to record only
+        asked = open(clients["log"]).read().splitlines()
+        assert [x for x in asked if "--json" in x] == ["--json -a -X -j 910"]
+        assert finish_unrecorded(cfg, st, time.time(), 86400, 60, sacct=clients["sacct"]) == []  # idempotent
+    finally:
+        st.close()
+    # whatever a record says, root writes no report for uid 0, nor into a directory not the user's
+    from slurm_energy.outputs.report import ReportSink
+
+    rec = node.store().get_job("910")[0]
+    rec.uid, rec.gid, rec.work_dir = 0, 0, str(rootonly)
+    assert ReportSink().publish(rec) == ["report not written: the job's user is root (uid 0)"]
+    assert os.listdir(rootonly) == [] and "root writes no report as root" in rec.report_error
+    _, failed = write_files_as_user(victim_wd, [("energy-901.csv", b"x")], *user("alice"))
+    assert "belongs to uid 2002, not to the job's user (uid 2001)" in failed[0][1]
+    _after_attack(node, victim_wd, victim_files)
+
+
+def _clients_for(node, monkeypatch, jobs):
+    """The finalizer asks the stand-in 22.05 scontrol (no --json: the text form) and sacct."""
+    import functools
+
+    from slurm_clients import install
+
+    from slurm_energy.slurm import sacct, scontrol
+
+    clients = install(str(node.base), jobs)
+    monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=clients["scontrol"]))
+    if hasattr(sacct, "sacct_state"):  # (so that the attack itself is what fails on older code)
+        monkeypatch.setattr(sacct, "sacct_state", functools.partial(sacct.sacct_state, sacct=clients["sacct"]))
+    return clients
+
+
+@pytest.mark.parametrize("mem", ["1M", "9" * 400 + "T"], ids=["forged ReqMem", "a number of 400 digits"])
+def test_a_newline_in_a_job_name_makes_no_text_slurmctlds(node, monkeypatch, mem):
+    """``scontrol show job -o`` of alice's FAILED job 900 (exit 3) whose name holds `` JobState=
+    COMPLETED MinMemoryNode=...`` then a newline: its first line ends in her keys. Before: the job
+    was stored COMPLETED with 1 MiB requested (or the finalizer died of OverflowError: no record).
+    Now nothing of a text record of more than one line is used; the state is slurmdbd's."""
+    from slurm_clients import job
+
+    wd = node.workdir("alice", "a")
+    victim_wd = _victim(node)
+    victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
+    name = f"x JobState=COMPLETED MinMemoryNode={mem}\nrest"
+    _clients_for(node, monkeypatch, [job("900", "alice", 2001, wd, T0, END, state="FAILED", exit_code="3:0",
+                                         name=name)])
+    _finalize(node, node.job("900", "alice", wd), exit_code="3:0")
+    (a,) = node.store().get_job("900")
+    assert (a.job_state, a.exit_code, a.energy_it_j["cpu"]) == ("FAILED", "3:0", JOB_J)
+    assert a.nodes[0].req_mem_bytes is None  # not her 1 MiB
+    assert any("came as 2 lines" in e and "nothing in it is used" in e for e in a.errors), a.errors
+    assert any("slurmdbd (sacct State) says FAILED" in e for e in a.errors)
+    _after_attack(node, victim_wd, victim_files)
+
+
+def test_a_cancelled_job_whose_comment_says_jobstate_completed_is_recorded_cancelled(node, monkeypatch):
+    """alice's job 900, cancelled (slurmd's exit code 0:0, as for a job that completed), with
+    ``--comment 'done JobState=COMPLETED'``: the text's JobState= twice is not used, and slurmdbd says
+    CANCELLED. Before: the state was derived from 0:0, COMPLETED."""
+    from slurm_clients import job
+
+    wd = node.workdir("alice", "a")
+    victim_wd = _victim(node)
+    victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
+    _clients_for(node, monkeypatch, [job("900", "alice", 2001, wd, T0, END, state="CANCELLED by 2001",
+                                         exit_code="0:15", comment="done JobState=COMPLETED")])
+    _finalize(node, node.job("900", "alice", wd), exit_code="0:0")
+    (a,) = node.store().get_job("900")
+    assert (a.job_state, a.energy_it_j["cpu"]) == ("CANCELLED", JOB_J)
+    assert any("JobState=" in e and "appear more than once" in e for e in a.errors), a.errors
+    assert any("slurmdbd (sacct State) says CANCELLED" in e for e in a.errors)
+    _after_attack(node, victim_wd, victim_files)
+
+
+def test_a_job_slurmctld_still_shows_running_holds_the_nodes_finalizer_a_bounded_time(node, monkeypatch):
+    """slurmctld's JSON says RUNNING for as long as it is asked (in the attack: a job name saying
+    ``JobState=RUNNING``; here any reason). Before: 20 s a job, four such jobs held another user's
+    record 77 s. Now the wait is at most ``scontrol.WAIT_S`` (5 s) a job, and text is never waited on."""
+    import functools
+
+    from slurm_energy.slurm import scontrol
+
+    doc = json.loads(json.dumps(_JSON))
+    doc["jobs"][0]["job_state"] = ["RUNNING"]
+    monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=_scontrol(node, doc)))
+    wd = node.workdir("alice", "a")
+    t0 = time.monotonic()
+    _finalize(node, node.job("900", "alice", wd), exit_code="3:0")
+    took = time.monotonic() - t0
+    assert took < 5.0 + 4.0 and scontrol.WAIT_S == 5.0  # 20 s before
+    (a,) = node.store().get_job("900")
+    assert (a.job_state, a.energy_it_j["cpu"]) == ("FAILED", JOB_J)  # from slurmd's exit code 3:0
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)})
+
+
+# -- 8. nothing on the Prolog's path costs what a user decides; a killed Prolog is on the record ---
+_FILL = """
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    os.close(os.open(os.path.join(d, f"f{i}"), os.O_WRONLY | os.O_CREAT, 0o600))
+os.mkdir(os.path.join(d, "sub"))
+os.close(os.open(os.path.join(d, "sub", "deeper"), os.O_WRONLY | os.O_CREAT, 0o600))
+os.utime(d, (1, 1))  # "old": what made the Prolog's sweep take it
+"""
+
+
+def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_work(node, monkeypatch):
+    """alice fills the marks directory her ended job 800 left (its finalizer was killed before the
+    clean-up) with 20,000 files and sets its mtime to 1970; her job 801's she keeps touching. Before:
+    the next Prolog on the node (bob's job 902) removed them all itself (600,000: past its 1.9 s
+    guard). Now the Prolog touches none; the node finalizer's sweep removes them, at most
+    ``max_entries`` a call, by which jobs root's spool says ended -- not by any time she can set."""
+    from jobrecord_factory import hook_env
+
+    from slurm_energy.sampling import marks as M
+    from slurm_energy.slurm import hookentry
+    from slurm_energy.slurm.spool import JobSpool
+
+    a_uid, a_gid = user("alice")
+    spool_dir = str(node.base / "spool")
+    for job_id in ("800", "801"):  # ended here: context and finalized marker in root's spool
+        sp = JobSpool(spool_dir, job_id, 0, NODE).ensure()
+        for p in (sp.context, sp.finalized):
+            open(p, "w").close()
+        M.prepare_job_dir(job_id, a_uid, a_gid, root=str(node.marks), node=NODE)
+    n = 20000
+    subprocess.run([sys.executable, "-c", _FILL, str(node.marks / "800"), str(n)], check=True, preexec_fn=_as("alice"))
+    future = time.time() + 86400
+    os.utime(node.marks / "801", (future, future))  # as she can: "young" for ever
+    monkeypatch.setattr(hookentry, "spawn", lambda args, logf, log_dir=None, nice=0: 4_000_000)  # no sampler here
+    b_uid, b_gid = user("bob")
+    env = hook_env("902", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="prolog_slurmd",
+                   SLURM_JOB_WORK_DIR=node.workdir("bob", "w902"))
+    assert hookentry.prolog(env) == 0
+    assert len(os.listdir(node.marks / "800")) == n + 1  # not one of her entries touched by the Prolog
+    assert os.stat(node.marks / "902").st_uid == b_uid
+    # the sweep: 800 and 801 moved aside at once (one rename each), their entries removed 5000 a call
+    from slurm_energy.slurm.spool import unfinished_jobs
+
+    live = lambda: unfinished_jobs([spool_dir])
+    assert live() == {"902"}
+    assert sorted(M.sweep_marks(live, root=str(node.marks), max_entries=5000)) == ["800", "801"]
+    calls = 2  # the sweep's own, then until the trash is empty
+    while M.empty_trash(str(node.marks), max_entries=5000, deadline=time.monotonic() + 30)[1] is False:
+        calls += 1
+    assert calls == 5  # 20,004 entries (20,000 files, sub/, sub/deeper, 800/, 801/) at 5000 a call
+    assert sorted(os.listdir(node.marks)) == [M.TRASH, "902"] and os.listdir(node.marks / M.TRASH) == []
+    assert M.sweep_marks(live, root=str(node.marks)) == []  # bob's running job keeps his
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
+
+
+def test_a_prolog_killed_by_its_guard_is_on_the_jobs_record(node, monkeypatch):
+    """The Prolog's guard (``timeout -s KILL 1.9``) kills it mid-way (here: while it makes the
+    marks directory): the record of the job says so, not just ``no samples``."""
+    import signal
+
+    from jobrecord_factory import hook_env
+
+    from slurm_energy.slurm import hookentry
+    from slurm_energy.slurm.spool import JobSpool
+
+    b_uid, b_gid = user("bob")
+    wd = node.workdir("bob", "w903")
+    monkeypatch.setattr(hookentry, "_prepare_marks", lambda *a: time.sleep(60))  # held past its guard
+    env = hook_env("903", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="prolog_slurmd",
+                   SLURM_JOB_WORK_DIR=wd)
+    spool = JobSpool(str(node.base / "spool"), "903", 0, NODE)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            hookentry.prolog(env)
+        finally:
+            os._exit(0)
+    for _ in range(500):
+        if os.path.exists(spool.path("prolog", "running")):
+            break
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)  # as timeout -s KILL does
+    os.waitpid(pid, 0)
+    _finalize(node, spool)
+    (r,) = node.store().get_job("903")
+    assert r.user == "bob" and r.status == Status.NO_DATA
+    assert any(e.startswith("prolog: killed before it finished on n2 (its 1.9 s time guard") for e in r.errors), r.errors
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
+
+
+# -- 9. the store's side files: no user can lock the store or hold its WAL --------------------------
+_LOCKER = """
+import fcntl, os, sqlite3, sys, time
+db, got = sys.argv[1], []
+try:  # the WAL index: POSIX lock on its write-lock byte (WALINDEX_LOCK_OFFSET 120, sqlite3.c)
+    fd = os.open(db + "-shm", os.O_RDONLY)
+    fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 120)
+    got.append("shm-locked")
+except OSError as e:
+    got.append(f"shm-errno-{e.errno}")
+try:  # a read snapshot held open: the WAL cannot be reset behind it
+    c = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+    c.execute("BEGIN")
+    c.execute("SELECT count(*) FROM job_records").fetchall()
+    got.append("snapshot")
+except sqlite3.Error as e:
+    got.append("no-snapshot")
+fd2 = os.open(db, os.O_RDONLY)  # and every byte of the main file a reader may lock
+fcntl.lockf(fd2, fcntl.LOCK_SH, 0, 0)
+got.append("db-locked")
+print(" ".join(got), flush=True)
+time.sleep(120)
+"""
+
+
+def test_no_user_can_lock_the_store_or_grow_its_wal_and_jobenergy_still_reads(node):
+    """alice opens the store's ``-shm`` and locks its write-lock byte, holds a read snapshot and
+    locks the main file. Before (``-shm`` 0644): every put failed ("database is locked"),
+    jobenergy failed for everyone, and the WAL grew while she held her snapshot. Now ``-wal``/``-shm``
+    are root's 0600: she can do none of it but read, lock-free, what she could read before."""
+    from slurm_energy.store import open_store
+
+    victim_wd = _victim(node)
+    victim_files = {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)}
+    db = str(node.base / "lib" / "jobs.db")
+    locker = subprocess.Popen([sys.executable, "-c", _LOCKER, db], stdout=subprocess.PIPE, text=True,
+                              preexec_fn=_as("alice"))
+    try:
+        assert locker.stdout.readline().split() == ["shm-errno-13", "no-snapshot", "db-locked"]  # EACCES
+        for suffix in ("-wal", "-shm"):
+            st = os.stat(db + suffix)
+            assert (st.st_uid, st.st_mode & 0o777) == (0, 0o600)
+        t0 = time.monotonic()
+        _finalize(node, node.job("900", "alice", node.workdir("alice", "a")))  # her own job: stored at once
+        assert time.monotonic() - t0 < 10.0
+        st = open_store(node.store_url, busy_timeout_s=1.0)
+        try:
+            st.put_attempts = 1
+            from jobrecord_factory import finished, node_record
+
+            for i in range(200):  # 200 records while she holds on: the WAL is reset behind each commit
+                st.put(finished(node_record(job_id=str(5000 + i))))
+        finally:
+            st.close()
+        assert os.path.getsize(db + "-wal") < 1 << 20  # < 1 MiB (a few pages a commit, reused)
+        # bob's jobenergy (as bob, the SQLite file read lock-free) sees his job, and alice's hers
+        code = "import sys; from slurm_energy.cli.jobenergy import main; sys.exit(main(sys.argv[1:]))"
+        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        for who, job_id in (("bob", "901"), ("alice", "900")):
+            r = subprocess.run([sys.executable, "-c", code, "-n", "-P", "-o", "JobID,User", job_id], cwd=repo,
+                               capture_output=True, text=True, preexec_fn=_as(who), timeout=60)
+            assert (r.returncode, r.stdout.strip()) == (0, f"{job_id}|{who}"), r.stderr
+    finally:
+        locker.kill()
+        locker.wait()
+    (a,) = node.store().get_job("900")
+    assert a.energy_it_j["cpu"] == JOB_J
+    _after_attack(node, victim_wd, victim_files)
+
+
+# -- 10. the smaller ones: a label is its user's; user text escaped on every error line ------------
+def _marked_job(node, job_id, owner, names):
+    uid, gid = user(owner)
+    mdir = node.marks / job_id
+    os.makedirs(mdir)
+    os.chown(mdir, uid, gid)
+    lines = [json.dumps({"t": T0 + 0.5 * i, "ev": "begin", "id": i, "name": n}) for i, n in enumerate(names)]
+    lines += [json.dumps({"t": T0 + 4.0, "ev": "end", "id": i}) for i in reversed(range(len(names)))]
+    (mdir / f"marks-{NODE}.jsonl").write_text("\n".join(lines) + "\n")
+    _finalize(node, node.job(job_id, owner, node.workdir(owner, f"w{job_id}")))
+
+
+def test_an_admins_label_is_their_own_and_phase_names_reach_no_terminal_raw(node, capsys):
+    """alice (job 900) and bob (903) both mark a phase ``train``; alice's job also one named with a C1 CSI and a
+    right-to-left override. Before: ``jobenergy --cite --label train`` as an admin cited both
+    users' jobs, and the error line listing phase names printed hers raw to the terminal."""
+    from slurm_energy.cli.jobenergy import main as jobenergy
+
+    hostile = "x\x9b2J\u202eevil"
+    _marked_job(node, "900", "alice", ["train", hostile])
+    _marked_job(node, "903", "bob", ["train"])
+    victim_wd = _victim(node)
+    capsys.readouterr()
+    assert jobenergy(["--cite", "--label", "train"]) == 1  # root's own jobs: none labelled so
+    capsys.readouterr()
+    assert jobenergy(["--cite", "--label", "train", "-u", "alice", "--cite-format", "line"]) == 0
+    one = capsys.readouterr().out
+    assert jobenergy(["--cite", "--label", "train", "-a", "--cite-format", "line"]) == 0  # asked for: everyone's
+    both = capsys.readouterr().out
+    assert "(jobs 900)." in one and "(jobs 900, 901, 903)." in both, (one, both)  # 901: bob's, named train
+    assert jobenergy(["--cite", "--phase", "nope", "900"]) == 1
+    err = capsys.readouterr().err
+    assert "\x9b" not in err and "\u202e" not in err and "x\\x9b2J\\u202eevil" in err
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
+
+
+def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch):
+    """bob's job 904 ends on a node whose spools are unusable: its finalizer starts from the
+    Epilog's environment. Before: the job's context (name, work dir, user, account) was in its argv,
+    which ``ps`` shows alice. Now argv names the job and node only; the rest is in its environment
+    (root's to read: /proc/PID/environ is 0400)."""
+    from jobrecord_factory import hook_env
+
+    from slurm_energy.slurm import detach, hookentry, hooks
+
+    for p in ("spool", "run-spool"):  # both spools unusable: files where the directories go
+        (node.base / p).write_text("")
+    started = []
+    monkeypatch.setattr(detach, "spawn_detached", lambda argv, log, env=None, nice=0: started.append((argv, env)) or 4_000_000)
+    wd = node.workdir("bob", "secret-project")
+    b_uid, b_gid = user("bob")
+    env = hook_env("904", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="epilog_slurmd",
+                   SLURM_JOB_WORK_DIR=wd, SLURM_JOB_ACCOUNT="research", SLURM_JOB_EXIT_CODE2="0:0")
+    assert hookentry.epilog(env) == 0
+    ((argv, child_env),) = started
+    assert argv[-2:] == ["finalize-env", f"904@{NODE}"] and "secret-project" not in " ".join(argv)
+    assert "secret-project" in child_env[hookentry.FINALIZE_ENV_VAR]
+    # the finalizer reads them there: bob's record, no_data, with his work dir
+    monkeypatch.setenv(hookentry.FINALIZE_ENV_VAR, child_env[hookentry.FINALIZE_ENV_VAR])
+    assert hooks.main(["finalize-env", f"904@{NODE}"]) == 0
+    (r,) = node.store().get_job("904")
+    assert (r.user, r.status, r.work_dir) == ("bob", Status.NO_DATA, wd)
+    for p in ("spool", "run-spool"):
+        (node.base / p).unlink()
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})
+
+
+def test_install_mounts_the_marks_root_as_a_limited_tmpfs_which_a_user_cannot_fill_past(node, capsys):
+    """``slurm-energy install`` (as root) makes the marks root a tmpfs with size and inode limits
+    and writes its systemd .mount unit; alice, filling her job's marks directory, runs into the
+    inode limit (ENOSPC) there instead of filling /run. Before: the limits were a line in the docs."""
+    from slurm_energy.cli.main import main as se_main
+    from slurm_energy.sampling import marks as M
+
+    root, units = node.base / "marks-tmpfs", node.base / "units"
+    units.mkdir()
+    assert se_main(["install", "--hooks-dir", str(node.base / "hooks"), "--config", str(node.base / "site.yaml"),
+                    "--marks-dir", str(root), "--systemd-dir", str(units), "--marks-tmpfs",
+                    "size=1m,nr_inodes=64"]) == 0
+    try:
+        mounts = {ln.split()[1]: ln.split() for ln in open("/proc/self/mounts")}
+        fs, opts = mounts[str(root)][2], mounts[str(root)][3].split(",")
+        assert fs == "tmpfs" and {"nosuid", "nodev", "noexec", "size=1024k", "nr_inodes=64", "mode=755"} <= set(opts)
+        (name,) = os.listdir(units)
+        assert name.endswith(".mount") and f"Where={root}\n" in (units / name).read_text()
+        uid, gid = user("alice")
+        M.prepare_job_dir("905", uid, gid, root=str(root))
+        fill = subprocess.run([sys.executable, "-c", _FILL, str(root / "905"), "200"], capture_output=True, text=True,
+                              preexec_fn=_as("alice"))
+        assert fill.returncode != 0 and "No space left on device" in fill.stderr  # 64 inodes, not 200
+        assert len(os.listdir(root / "905")) < 64
+    finally:
+        subprocess.run(["/usr/bin/umount", str(root)], check=True)
+    victim_wd = _victim(node)
+    _after_attack(node, victim_wd, {x: open(os.path.join(victim_wd, x), "rb").read() for x in os.listdir(victim_wd)})

@@ -27,7 +27,8 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the
 
 _READ = """
 import sqlite3, sys, time
-c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, isolation_level=None)
+c = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro" + (sys.argv[3] if len(sys.argv) > 3 else ""), uri=True,
+                    isolation_level=None)
 c.execute("BEGIN")
 n = c.execute("SELECT count(*) FROM job_records").fetchone()[0]
 print(n, flush=True)
@@ -54,8 +55,10 @@ def db():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _reader(path, hold_s):
-    p = subprocess.Popen([sys.executable, "-c", _READ, path, str(hold_s)], stdout=subprocess.PIPE,
+def _reader(path, hold_s, extra="&immutable=1"):
+    """nobody's sqlite3 reader of ``path``: lock-free (``immutable=1``, what jobenergy opens as a
+    user) unless ``extra`` is "" (a plain ``mode=ro`` reader, which needs the 0600 ``-shm``)."""
+    p = subprocess.Popen([sys.executable, "-c", _READ, path, str(hold_s), extra], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=_as_nobody)
     line = p.stdout.readline().strip()
     return p, line
@@ -76,13 +79,17 @@ def test_a_user_holding_a_read_transaction_does_not_stall_the_finalizers_put(db)
     # the victim's record is there: 7.2e6 J CPU + 3.6e5 J RAM = 7.56e6 J = 2.1 kWh
     assert s.get_job("2")[0].it_kwh == pytest.approx(2.1)
     s.close()
-    # and the user still reads after the writer closed (files kept, root's, not writable by users)
+    # and the user still reads after the writer closed (files kept, root's, not readable by users)
     again, n = _reader(db, 0)
     again.wait()
     assert n == "2"
     for suffix in ("-wal", "-shm"):
         st = os.stat(db + suffix)
-        assert st.st_uid == 0 and st.st_mode & 0o022 == 0
+        assert st.st_uid == 0 and st.st_mode & 0o077 == 0
+    # a reader that would lock (plain mode=ro) cannot open the store at all: it needs the -shm
+    plain, n = _reader(db, 0, "")
+    plain.wait()
+    assert n == "" and "unable to open database file" in plain.stderr.read()
 
 
 @needs_root
