@@ -268,10 +268,9 @@ def _main(argv: list[str] | None) -> int:
     if records is None:
         return 2
     records = [r for r in records if S.state_matches(r, states)]
-    if args.label:  # track(label=...): a phase of that name inside a Slurm job, the job's name outside one
-        records = [r for r in records if r.job_name == args.label or any(w.name == args.label for w in r.phases)]
-        if privileged and not users and not args.allusers and not specs:  # a label is its user's name for a run:
-            records = [r for r in records if r.user == me]  # the admin's own unless -u/-a/job ids ask for more
+    if args.label:
+        records = _with_label(records, args, me, own_only=privileged and not users and not args.allusers
+                              and not specs)
     rc = 0
     if specs:
         rc = _report_missing(specs, records, bool(args.starttime or args.endtime or states),
@@ -288,6 +287,13 @@ def _main(argv: list[str] | None) -> int:
         return _print_what_if(records, args, site.timezone) or rc
     _print_records(records, args, fields, widths, site.timezone)
     return rc
+
+
+def _with_label(records: list[JobRecord], args: argparse.Namespace, me: str, own_only: bool) -> list[JobRecord]:
+    """``--label``: track(label=...) names a phase inside a Slurm job and the job's name outside one. A
+    label is its user's name for a run: an admin sees their own unless -u/-a/job ids ask for more."""
+    records = [r for r in records if r.job_name == args.label or any(w.name == args.label for w in r.phases)]
+    return [r for r in records if r.user == me] if own_only else records
 
 
 def _print_citation(records: list[JobRecord], args: argparse.Namespace) -> int:
