@@ -43,7 +43,7 @@ SCHEMA_VERSION = 1
 
 __all__ = [
     "DEVICE_CLASSES", "METHOD_RANK", "SCHEMA_VERSION", "CarbonFacts", "DeviceEnergy", "DeviceStatic", "Flag",
-    "JobMeta", "JobRecord", "Method", "NodeStatic", "NodeSummary", "Reading", "Status", "job_state_from_exit_code",
+    "JobMeta", "JobRecord", "JobTrace", "Method", "NodeStatic", "NodeSummary", "Reading", "Status", "job_state_from_exit_code",
     "text_safe", "worst_method",
 ]
 
@@ -159,7 +159,8 @@ class NodeSummary(BaseModel):
     cpu_time_source: str = ""  # "cgroup-v1", "cgroup-v2", "psutil", "procfs", "rusage", ""
     devices: list[DeviceEnergy] = Field(default_factory=list)
     static: NodeStatic = Field(default_factory=NodeStatic)  # device info: CPU model, cores, GPUs, OS, RAM
-    power_trace: list[list[float | None]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
+    # rows [t, cpu_w, gpu_w, ram_w] (None allowed), at most accounting.trace.TRACE_POINTS (bucket means)
+    power_trace: list[list[float | None]] = Field(default_factory=list)
     hourly_energy_j: dict[str, float] = Field(default_factory=dict)  # ISO hour (UTC) -> job IT energy J
     # phases/stages marked by the job (slurm_energy.track) on this node; see accounting.phases
     windows: list[WindowEnergy] = Field(default_factory=list)
@@ -225,6 +226,22 @@ class EmbodiedShare(BaseModel):
     source: str  # where TE and EL came from (bundled data with its reference, or site.yaml)
 
 
+class JobTrace(BaseModel):
+    """The whole job's power over time, for the report's plot of a job of several nodes: bounded
+    (at most :data:`slurm_energy.accounting.trace.TRACE_POINTS` buckets, whatever the job's nodes
+    and samples; :func:`slurm_energy.accounting.trace.job_trace`). Drawn only: the job's energies
+    are summed from its devices, never from here."""
+
+    t: list[float] = Field(default_factory=list)  # each bucket's last sample time, epoch s
+    bucket_s: float = 0.0  # the buckets' width, s
+    sum_w: list[list[float | None]] = Field(default_factory=list)  # rows [cpu_w, gpu_w, ram_w] summed over nodes; None = none measured
+    node_min_w: list[float] = Field(default_factory=list)  # the lowest node's total power in the bucket, W
+    node_max_w: list[float] = Field(default_factory=list)  # the highest node's, W
+    nodes_n: list[int] = Field(default_factory=list)  # nodes with a value in the bucket
+    nodes: int = 0  # nodes with a trace
+    shown_nodes: list[str] = Field(default_factory=list)  # nodes whose own power_trace the record keeps
+
+
 class JobRecord(BaseModel, JobIdentity):
     """A job (one attempt) as stored and reported: the job's identity (the fields of
     :class:`slurm_energy.jobmeta.JobIdentity`: job_id, cluster, array and het ids, user, uid,
@@ -246,6 +263,10 @@ class JobRecord(BaseModel, JobIdentity):
     start_time: float
     end_time: float
     nodes: list[NodeSummary] = Field(default_factory=list)
+    # a job of several nodes: its power summed and the nodes' band (bounded); the nodes' own traces are
+    # kept for JobTrace.shown_nodes only. None: one node (its trace is the job's), or a record from
+    # before this field (every node's full trace kept)
+    job_trace: JobTrace | None = None
     carbon: CarbonFacts = Field(default_factory=CarbonFacts)
     # totals (filled by accounting.formulas.finalise_record)
     energy_it_j: dict[str, float | None] = Field(default_factory=dict)  # class -> job share J (None=unmeasured)

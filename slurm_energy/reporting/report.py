@@ -259,7 +259,7 @@ def render_html(record: JobRecord, whatif: Any = None) -> str:
     rows = class_rows(record)
     from slurm_energy.reporting import gpu_idle
 
-    svg = power_svg(record.nodes, record.start_time, plot_marks(record), gpu_idle.plot_spans(record))
+    svg = power_svg(record.nodes, record.start_time, plot_marks(record), gpu_idle.plot_spans(record), record.job_trace)
     reported = [n.node for n in record.nodes]
     missing = [n for n in record.expected_nodes if n not in reported]
     ctx = {
