@@ -234,7 +234,8 @@ class JobTrace(BaseModel):
 
     t: list[float] = Field(default_factory=list)  # each bucket's last sample time, epoch s
     bucket_s: float = 0.0  # the buckets' width, s
-    sum_w: list[list[float | None]] = Field(default_factory=list)  # rows [cpu_w, gpu_w, ram_w] summed over nodes; None = none measured
+    # rows [cpu_w, gpu_w, ram_w] summed over the nodes; None = no node measured the class in the bucket
+    sum_w: list[list[float | None]] = Field(default_factory=list)
     node_min_w: list[float] = Field(default_factory=list)  # the lowest node's total power in the bucket, W
     node_max_w: list[float] = Field(default_factory=list)  # the highest node's, W
     nodes_n: list[int] = Field(default_factory=list)  # nodes with a value in the bucket

@@ -21,9 +21,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from slurm_energy.accounting.trace import bound_traces
 from slurm_energy.errors import MergeError
 from slurm_energy.jobid import RUN_OVERLAP_SLACK_S
-from slurm_energy.accounting.trace import bound_traces
 from slurm_energy.model import JobRecord, NodeSummary, Status
 from slurm_energy.natsort import natural_key, sort_devices
 

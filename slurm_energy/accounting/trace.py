@@ -45,7 +45,7 @@ def _nan_rows(trace: Sequence[Sequence[float | None]]) -> tuple[np.ndarray, np.n
     return t, w
 
 
-def _rows(t: Sequence[float], w: np.ndarray) -> list[list[float | None]]:
+def _rows(t: Sequence[float] | np.ndarray, w: np.ndarray) -> list[list[float | None]]:
     """``[t, cpu_w, gpu_w, ram_w]`` rows, NaN back to ``None`` (unmeasured is not 0 W)."""
     cols = [[None if x != x else x for x in w[:, c].tolist()] for c in range(3)]
     return [[float(t[k]), cols[0][k], cols[1][k], cols[2][k]] for k in range(len(t))]
@@ -81,7 +81,7 @@ def bucket_means(t: np.ndarray, dt: np.ndarray, w: np.ndarray, lo: float, hi: fl
     return b, mean, last
 
 
-def bucket_trace(t: Sequence[float], dt: Sequence[float], w: np.ndarray,
+def bucket_trace(t: Sequence[float] | np.ndarray, dt: Sequence[float] | np.ndarray, w: np.ndarray,
                  max_points: int = TRACE_POINTS) -> list[list[float | None]]:
     """A node's power trace, at most ``max_points`` rows ``[t, cpu_w, gpu_w, ram_w]``.
 

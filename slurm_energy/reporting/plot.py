@@ -123,7 +123,7 @@ def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: tuple[li
         return None
     fig = _figure(3.8)
     ax = fig.add_subplot(1, 1, 1)
-    handles, ax2 = _draw_power(ax, series, marks, idle, unit, unit_s, "job power")
+    handles, _ = _draw_power(ax, series, marks, idle, unit, unit_s, "job power")
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8, frameon=False,
               ncol=min(4, len(handles)))
     if len(traced) > MAX_NODES:
