@@ -15,8 +15,10 @@ own process (CPU seconds by process time, peak RSS by ``getrusage``; the machine
 * final: the last node's finalizer: ``collect_node_records`` (all present) + ``finalise_job`` (merge,
   totals), the record's JSON size, ``Store.put`` into SQLite (and PostgreSQL with ``--pg URL``), the
   HTML + CSV report, ``retire_run``;
-* ``jobenergy ID``, ``-l`` and ``--json`` as fresh processes on the SQLite store (wall time, peak
-  RSS, bytes out).
+* ``jobenergy ID``, ``-l`` and ``--json`` as fresh processes on the SQLite store (CPU and wall
+  time, peak RSS, bytes out);
+* progress: one node's interim update put into a SQLite store holding the running record of the
+  other N-1 nodes (what each node's sampler does every ``sampling.interim_s``).
 
 The baseline runs only up to ``--baseline-max-nodes`` (it holds every node's full trace: 1.3 MB per
 node-day). At N <= 64 the run asserts that the job's energies (per class, per node and device, kWh,
@@ -181,7 +183,34 @@ def w_final(a) -> dict:
     return out
 
 
-WORKERS = {"samples": w_samples, "template": w_template, "nodes": w_nodes, "final": w_final}
+def w_progress(a) -> dict:
+    """One node's progress update (the sampler's interim flush, ``StoreSink``'s put with
+    ``merge_interim``) into a store that holds the job's running record of the other N-1 nodes."""
+    from slurm_energy.accounting.merge import merge_interim
+    from slurm_energy.config import SiteConfig
+    from slurm_energy.model import Status
+    from slurm_energy.pipeline import finalise_job
+    from slurm_energy.store import open_store
+
+    site = SiteConfig()
+    recs = list(_node_records(a))
+    for r in recs:  # an interim view: running, no trace (the sampler's flush has none)
+        r.status = r.nodes[0].status = Status.RUNNING
+        r.nodes[0].power_trace = []
+    st = open_store(a.store)
+    try:
+        if len(recs) > 1:
+            st.put(finalise_job(recs[:-1], site).model_copy(update={"status": Status.RUNNING}))
+        new = finalise_job([recs[-1]], site, merge=False).model_copy(update={"status": Status.RUNNING})
+        c = time.process_time()
+        st.put(new, merge_running=merge_interim)
+        return {"progress_put_cpu_s": time.process_time() - c}
+    finally:
+        st.close()
+
+
+WORKERS = {"samples": w_samples, "template": w_template, "nodes": w_nodes, "final": w_final,
+           "progress": w_progress}
 
 
 # -- driver ------------------------------------------------------------------------------------------
@@ -216,7 +245,7 @@ def _jobenergy(tree: str, store: str, args: list[str]) -> dict:
         size = out.tell()
     if p.returncode != 0:
         raise RuntimeError(f"jobenergy {args} on {tree}: exit {p.returncode}")
-    return {"wall_s": wall, "rss_mb": ru.ru_maxrss / 1024, "out_bytes": size}
+    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024, "out_bytes": size}
 
 
 def _same_energies(a: dict, b: dict, rel: float = 1e-9) -> list[str]:
@@ -299,7 +328,8 @@ def main(argv=None) -> int:
                     _pg_delete(a.pg)
                 je = {name: _jobenergy(tree, store, args) for name, args in
                       (("id", [JOB]), ("long", ["-l", JOB]), ("json", ["--json", JOB]))}
-                results[(label, n)] = {"template": tm, "nodes": nd, "final": fin, "jobenergy": je}
+                pr = _run(tree, "progress", out=os.path.join(run, "tmpl"), n=n, store=f"sqlite:///{run}/progress.db")
+                results[(label, n)] = {"template": tm, "nodes": nd, "final": fin, "jobenergy": je, "progress": pr}
                 _print(label, n, results[(label, n)], a.pg)
                 shutil.rmtree(run)
             if ("baseline", n) in results and n <= 64:
@@ -334,6 +364,10 @@ def _pg_delete(url: str) -> None:
     eng.dispose()
 
 
+def _je(r: dict) -> str:
+    return f"{r.get('cpu_s', float('nan')):.2f}/{r['wall_s']:.2f} s/{r['rss_mb']:.0f} MB"
+
+
 def _print(label: str, n: int, r: dict, pg: str) -> None:
     f, nd, je = r["final"], r["nodes"], r["jobenergy"]
     wait = nd["waiting_collect_cpu_s"]
@@ -343,9 +377,9 @@ def _print(label: str, n: int, r: dict, pg: str) -> None:
           f" last finalizer: collect {f['collect_cpu_s']:.2f} s, merge+totals {f['merge_cpu_s']:.2f} s,"
           f" store SQLite {f['store_sqlite_cpu_s']:.2f} s{pgs}, report {f['report_cpu_s']:.2f} s"
           f" ({_mb(f['report_bytes'])}), retire {f['retire_cpu_s']:.2f} s, peak RSS {f['peak_rss_mb']:.0f} MB;"
-          f" jobenergy ID {je['id']['wall_s']:.2f} s/{je['id']['rss_mb']:.0f} MB,"
-          f" -l {je['long']['wall_s']:.2f} s/{je['long']['rss_mb']:.0f} MB,"
-          f" --json {je['json']['wall_s']:.2f} s/{je['json']['rss_mb']:.0f} MB/{_mb(je['json']['out_bytes'])} out",
+          f" jobenergy (CPU s/wall s/peak RSS) ID {_je(je['id'])}, -l {_je(je['long'])},"
+          f" --json {_je(je['json'])}/{_mb(je['json']['out_bytes'])} out;"
+          f" a progress update (interim put, SQLite) {r['progress']['progress_put_cpu_s']:.2f} s",
           flush=True)
 
 
