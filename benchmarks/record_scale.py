@@ -352,16 +352,14 @@ def main(argv=None) -> int:
 
 
 def _pg_delete(url: str) -> None:
-    sys.path.insert(0, REPO)
-    from sqlalchemy import create_engine, text
+    """Drop the benchmark job from the PostgreSQL store (the next run stores the same key)."""
+    import psycopg
 
-    eng = create_engine(url)
-    with eng.begin() as c:
-        c.execute(text("DELETE FROM job_hours WHERE job_row_id IN (SELECT id FROM job_records WHERE job_id = :j)"),
-                  {"j": JOB})
-        c.execute(text("DELETE FROM job_json WHERE id IN (SELECT id FROM job_records WHERE job_id = :j)"), {"j": JOB})
-        c.execute(text("DELETE FROM job_records WHERE job_id = :j"), {"j": JOB})
-    eng.dispose()
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://", 1), autocommit=True) as c:
+        ids = "SELECT id FROM job_records WHERE job_id = %s"
+        c.execute(f"DELETE FROM job_hours WHERE job_row_id IN ({ids})", (JOB,))
+        c.execute(f"DELETE FROM job_json WHERE id IN ({ids})", (JOB,))
+        c.execute("DELETE FROM job_records WHERE job_id = %s", (JOB,))
 
 
 def _je(r: dict) -> str:

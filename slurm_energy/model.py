@@ -266,7 +266,7 @@ class JobTrace(BaseModel):
     and samples; :func:`slurm_energy.accounting.trace.job_trace`). Drawn only: the job's energies
     are summed from its devices, never from here."""
 
-    t: list[float] = Field(default_factory=list)  # each bucket's last sample time, epoch s
+    t: list[float] = Field(default_factory=list)  # each bucket's end, epoch s
     bucket_s: float = 0.0  # the buckets' width, s
     # rows [cpu_w, gpu_w, ram_w] summed over the nodes; None = no node measured the class in the bucket
     sum_w: list[list[float | None]] = Field(default_factory=list)

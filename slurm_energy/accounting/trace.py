@@ -128,8 +128,9 @@ def chosen_nodes(nodes: Sequence[NodeSummary], k: int = KEPT_NODE_TRACES) -> lis
 def job_trace(nodes: Sequence[NodeSummary], start: float, end: float, n: int = TRACE_POINTS) -> JobTrace | None:
     """The whole job's power over ``n`` equal buckets of ``[start, end]`` from its nodes' traces.
 
-    Each node's rows in a bucket give its mean power per class there (a row's weight: the time
-    since its previous row, the first row's the median step); summed over nodes per class (a class
+    Each node's rows whose middle (a row is the node's mean over the time since its previous row;
+    the first row's step is the median one) falls in a bucket give its time-weighted mean power per
+    class there; summed over nodes per class (a class
     no node measured in the bucket: ``None``); each node's total (its classes with a value summed)
     gives the bucket's lowest and highest node (the band). ``None`` when no node has a trace.
     """
@@ -141,13 +142,13 @@ def job_trace(nodes: Sequence[NodeSummary], start: float, end: float, n: int = T
     lo_w = np.full(n, np.inf)
     hi_w = np.full(n, -np.inf)
     count = np.zeros(n, dtype=np.int64)
-    last = np.full(n, np.nan)
     for ns in traced:
         t, w = _nan_rows(ns.power_trace)
         dt = np.diff(t, prepend=np.nan)
         dt[0] = float(np.median(dt[1:])) if len(t) > 1 else 1.0
-        _, mean, lt = bucket_means(t, dt, w, start, end, n)
-        last = np.fmax(last, lt)
+        # a row is its node's mean over (t - dt, t]: placed by its middle, so a node whose bucket
+        # ends a moment after the job's grid line (its samples' jitter) still lands in the same bucket
+        _, mean, _ = bucket_means(t - dt / 2, dt, w, start, end, n)
         got = ~np.isnan(mean)
         total += np.where(got, mean, 0.0)
         has |= got
@@ -158,8 +159,7 @@ def job_trace(nodes: Sequence[NodeSummary], start: float, end: float, n: int = T
         count += any_c
     keep = count > 0
     width = (end - start) / n if end > start else 0.0
-    grid_end = start + width * (np.arange(n) + 1)
-    t_out = np.where(np.isnan(last), grid_end, np.minimum(last, grid_end))[keep]
+    t_out = (start + width * (np.arange(n) + 1))[keep]  # each bucket's end
     sums = np.where(has, total, np.nan)[keep]
     return JobTrace(
         t=[float(x) for x in t_out], bucket_s=width,

@@ -196,11 +196,12 @@ def job_figure(job: JobTrace, nodes: Sequence[NodeSummary], job_start: float,
                        [math.nan if y is None else float(y) for y in ys]))
     if not series:
         return None
-    fig = _figure(6.6)
+    fig = _figure(7.6)
     ax = fig.add_subplot(2, 1, 1)
     handles, _ = _draw_power(ax, series, marks, idle, unit, unit_s, "job power")
     ax.set_title(f"whole job: power summed over its {job.nodes} nodes", fontsize=9)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.08, 1.0), fontsize=8, frameon=False)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False,
+              ncol=min(4, len(handles)))
     axn = fig.add_subplot(2, 1, 2, sharex=ax)
     nh = [axn.fill_between(xs, job.node_min_w, job.node_max_w, color="#9ca3af", alpha=0.45, linewidth=0,
                            label=f"lowest to highest node ({job.nodes} nodes)")]
@@ -221,7 +222,8 @@ def job_figure(job: JobTrace, nodes: Sequence[NodeSummary], job_start: float,
     axn.set_title("per node: total power", fontsize=9)
     for side in ("top", "right"):
         axn.spines[side].set_visible(False)
-    axn.legend(handles=nh, loc="upper left", bbox_to_anchor=(1.08, 1.0), fontsize=8, frameon=False)
+    axn.legend(handles=nh, loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False,
+               ncol=min(5, len(nh)))
     fig.tight_layout()
     return fig
 
