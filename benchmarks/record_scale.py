@@ -157,13 +157,14 @@ def w_final(a) -> dict:
     for name, url in (("sqlite", a.store), ("pg", a.pg)):
         if not url:
             continue
-        c = time.process_time()
+        c, w = time.process_time(), time.perf_counter()
         st = open_store(url)
         try:
             st.put(final)
         finally:
             st.close()
         out[f"store_{name}_cpu_s"] = time.process_time() - c
+        out[f"store_{name}_wall_s"] = time.perf_counter() - w  # the server's work too
     c = time.process_time()
     html, csv = render_html(final), render_csv(final)
     out["report_cpu_s"] = time.process_time() - c
@@ -369,7 +370,8 @@ def _je(r: dict) -> str:
 def _print(label: str, n: int, r: dict, pg: str) -> None:
     f, nd, je = r["final"], r["nodes"], r["jobenergy"]
     wait = nd["waiting_collect_cpu_s"]
-    pgs = f", PostgreSQL {f['store_pg_cpu_s']:.2f} s" if pg else ""
+    pgs = (f", PostgreSQL {f['store_pg_cpu_s']:.2f} s (wall {f.get('store_pg_wall_s', float('nan')):.2f} s)"
+           if pg else "")
     print(f"{label:>8} {n:5d} nodes: record {_mb(f['record_bytes'])} (node file {_mb(r['template']['node_record_bytes'])});"
           f" waiting finalizer's collect {'-' if wait is None else f'{wait * 1e3:.1f} ms'};"
           f" last finalizer: collect {f['collect_cpu_s']:.2f} s, merge+totals {f['merge_cpu_s']:.2f} s,"
