@@ -19,9 +19,19 @@ flagged partial by :attr:`JobRecord.coverage_complete`, never silently summed as
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+    with_config,
+)
 from typing_extensions import TypedDict
 
 from slurm_energy import units
@@ -43,7 +53,7 @@ SCHEMA_VERSION = 1
 
 __all__ = [
     "DEVICE_CLASSES", "METHOD_RANK", "SCHEMA_VERSION", "CarbonFacts", "DeviceEnergy", "DeviceStatic", "Flag",
-    "JobMeta", "JobRecord", "Method", "NodeStatic", "NodeSummary", "Reading", "Status", "job_state_from_exit_code",
+    "JobMeta", "JobRecord", "JobTrace", "Method", "NodeStatic", "NodeSummary", "Reading", "Status", "job_state_from_exit_code",
     "text_safe", "worst_method",
 ]
 
@@ -90,6 +100,25 @@ class DeviceEnergy(BaseModel):
     idle_energy_j: float | None = None
     idle_spans: list[list[float]] = Field(default_factory=list)  # [[t0, t1], ...] epoch s: the report's band
     idle_bound_w: float | None = None  # the idle-draw bound applied (site's, or fraction x rated), W
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """As JSON (node files, the store), the fields of :data:`OMITTED_AT_DEFAULT` at their
+        default (no GPU idle judgement, no clamp, no counter anomaly) are left out: reading fills
+        them back. ``context={"full": True}`` (``jobenergy --json``) writes every field."""
+        out: dict[str, Any] = handler(self)
+        if info.mode_is_json() and not (info.context or {}).get("full"):
+            for k in OMITTED_AT_DEFAULT:
+                if k in out and out[k] == _DEVICE_DEFAULTS[k]:
+                    del out[k]
+        return out
+
+
+#: DeviceEnergy fields a JSON dump leaves out at their default (a 1,024-node job's record holds
+#: 12,288 devices: these empty values were 1.2 kB of its 11 kB per node).
+OMITTED_AT_DEFAULT = ("index", "wraps", "resets", "dropped_samples", "unclamped", "idle_s", "idle_energy_j",
+                      "idle_spans", "idle_bound_w")
+_DEVICE_DEFAULTS = {k: DeviceEnergy.model_fields[k].get_default(call_default_factory=True) for k in OMITTED_AT_DEFAULT}
 
 
 class WindowEnergy(BaseModel):
@@ -142,6 +171,11 @@ class NodeStatic(TypedDict, total=False):
     reader_notes: list[str]  # why a reader was or was not used ("rapl: eacces -> tdp")
 
 
+#: A node's own static facts (not the hardware's): kept per node when its inventory is written as
+#: the same as another node's.
+STATIC_OWN = ("host", "pid")
+
+
 class NodeSummary(BaseModel):
     """One node's view of the job, written by its Epilog (or interim by its sampler)."""
 
@@ -159,7 +193,8 @@ class NodeSummary(BaseModel):
     cpu_time_source: str = ""  # "cgroup-v1", "cgroup-v2", "psutil", "procfs", "rusage", ""
     devices: list[DeviceEnergy] = Field(default_factory=list)
     static: NodeStatic = Field(default_factory=NodeStatic)  # device info: CPU model, cores, GPUs, OS, RAM
-    power_trace: list[list[float | None]] = Field(default_factory=list)  # rows [t, cpu_w, gpu_w, ram_w] (None allowed)
+    # rows [t, cpu_w, gpu_w, ram_w] (None allowed), at most accounting.trace.TRACE_POINTS (bucket means)
+    power_trace: list[list[float | None]] = Field(default_factory=list)
     hourly_energy_j: dict[str, float] = Field(default_factory=dict)  # ISO hour (UTC) -> job IT energy J
     # phases/stages marked by the job (slurm_energy.track) on this node; see accounting.phases
     windows: list[WindowEnergy] = Field(default_factory=list)
@@ -225,6 +260,23 @@ class EmbodiedShare(BaseModel):
     source: str  # where TE and EL came from (bundled data with its reference, or site.yaml)
 
 
+class JobTrace(BaseModel):
+    """The whole job's power over time, for the report's plot of a job of several nodes: bounded
+    (at most :data:`slurm_energy.accounting.trace.TRACE_POINTS` buckets, whatever the job's nodes
+    and samples; :func:`slurm_energy.accounting.trace.job_trace`). Drawn only: the job's energies
+    are summed from its devices, never from here."""
+
+    t: list[float] = Field(default_factory=list)  # each bucket's end, epoch s
+    bucket_s: float = 0.0  # the buckets' width, s
+    # rows [cpu_w, gpu_w, ram_w] summed over the nodes; None = no node measured the class in the bucket
+    sum_w: list[list[float | None]] = Field(default_factory=list)
+    node_min_w: list[float] = Field(default_factory=list)  # the lowest node's total power in the bucket, W
+    node_max_w: list[float] = Field(default_factory=list)  # the highest node's, W
+    nodes_n: list[int] = Field(default_factory=list)  # nodes with a value in the bucket
+    nodes: int = 0  # nodes with a trace
+    shown_nodes: list[str] = Field(default_factory=list)  # nodes whose own power_trace the record keeps
+
+
 class JobRecord(BaseModel, JobIdentity):
     """A job (one attempt) as stored and reported: the job's identity (the fields of
     :class:`slurm_energy.jobmeta.JobIdentity`: job_id, cluster, array and het ids, user, uid,
@@ -246,6 +298,10 @@ class JobRecord(BaseModel, JobIdentity):
     start_time: float
     end_time: float
     nodes: list[NodeSummary] = Field(default_factory=list)
+    # a job of several nodes: its power summed and the nodes' band (bounded); the nodes' own traces are
+    # kept for JobTrace.shown_nodes only. None: one node (its trace is the job's), or a record from
+    # before this field (every node's full trace kept)
+    job_trace: JobTrace | None = None
     carbon: CarbonFacts = Field(default_factory=CarbonFacts)
     # totals (filled by accounting.formulas.finalise_record)
     energy_it_j: dict[str, float | None] = Field(default_factory=dict)  # class -> job share J (None=unmeasured)
@@ -314,6 +370,38 @@ class JobRecord(BaseModel, JobIdentity):
         for w in (*self.phases, *self.stages, *self.phase_totals):
             if w.co2e_gross_kg is None and w.co2e_kg is not None and a > 0:
                 w.co2e_gross_kg = w.co2e_kg / a
+        return self
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """As JSON, a node's device inventory (``static``) equal to an earlier node's but for its
+        host and pid is written ``{"host", "pid", "same_as": <that node>}`` (a homogeneous 1,024-node
+        job repeats 2.2 kB per node); :meth:`_expand_static` restores it on reading.
+        ``context={"full": True}`` writes every node's in full."""
+        out: dict[str, Any] = handler(self)
+        if info.mode_is_json() and not (info.context or {}).get("full") and len(out.get("nodes") or ()) > 1:
+            seen: dict[str, str] = {}
+            for ns in out["nodes"]:
+                st = ns.get("static") or {}
+                if not st or "same_as" in st:
+                    continue
+                key = json.dumps({k: v for k, v in st.items() if k not in STATIC_OWN}, sort_keys=True, default=str)
+                if key in seen:
+                    ns["static"] = {**{k: st[k] for k in STATIC_OWN if k in st}, "same_as": seen[key]}
+                else:
+                    seen[key] = ns["node"]
+        return out
+
+    @model_validator(mode="after")
+    def _expand_static(self) -> JobRecord:
+        """A node's ``static`` written as ``same_as`` another node's (:meth:`_compact`), in full again."""
+        by_node = {ns.node: ns for ns in self.nodes}
+        for ns in self.nodes:
+            ref = ns.static.get("same_as") if ns.static else None
+            if isinstance(ref, str) and ref in by_node and "same_as" not in by_node[ref].static:
+                full: dict[str, Any] = {k: v for k, v in by_node[ref].static.items() if k not in STATIC_OWN}
+                full.update((k, v) for k, v in ns.static.items() if k != "same_as")
+                ns.static = cast(NodeStatic, full)
         return self
 
     def raw(self, field: str) -> str:

@@ -23,19 +23,25 @@ def gpu_uuid(i: int) -> str:
     return f"GPU-{0x3c1f5e2a + i:08x}-8b7d-4e6f-9a0b-{0x1c2d3e4f5a6b + i:012x}"
 
 
-def static_inventory() -> dict[str, Any]:
+def static_inventory(dram: bool = False) -> dict[str, Any]:
     devs = [{"device_class": "cpu", "device_id": f"intel-rapl:{k}", "model": f"package-{k}", "rated_power_w": 205.0,
              "rated_power_source": "RAPL constraint_0_max_power_uw"} for k in range(2)]
     devs += [{"device_class": "gpu", "device_id": gpu_uuid(i), "model": "NVIDIA H100 80GB HBM3", "rated_power_w": 700.0,
               "rated_power_source": "NVML enforced limit", "extra": {"minor": i}} for i in range(8)]
+    if dram:
+        devs += [{"device_class": "ram", "device_id": f"intel-rapl:{k}:0", "model": "dram"} for k in range(2)]
     return {"host": "gpu001", "logical_cpus": 64, "devices": devs, "reader_notes": []}
 
 
-def node_rows(n: int, interval_s: float = 5.0, seed: int = 12) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``n`` sample rows (dicts, the shape the sampler writes) and the node's static inventory."""
+def node_rows(n: int, interval_s: float = 5.0, seed: int = 12,
+              dram: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``n`` sample rows (dicts, the shape the sampler writes) and the node's static inventory;
+    ``dram``: each package's RAPL ``dram`` zone too (``intel-rapl:N:0``, a ``ram`` device, 8-20 W:
+    the powercap sysfs layout of a two-socket server, Documentation/power/powercap/powercap.rst)."""
     rnd = random.Random(seed)
     t = T0
     rapl = [rnd.randrange(RAPL_RANGE_UJ) for _ in range(2)]
+    dram_uj = [rnd.randrange(RAPL_RANGE_UJ) for _ in range(2)] if dram else []  # no draw otherwise: same rows
     gpu_mj = [rnd.randrange(10**9, 10**10) for _ in range(8)]
     gpu_mem = [rnd.randrange(20, 70) * GIB + rnd.randrange(1024) * 2**20 for _ in range(8)]
     job_cpu, busy, total = 0.0, 8_123_456.789, 98_765_432.1
@@ -50,6 +56,10 @@ def node_rows(n: int, interval_s: float = 5.0, seed: int = 12) -> tuple[list[dic
             rapl[z] = (rapl[z] + int(rnd.uniform(140, 190) * interval_s * 1e6)) % RAPL_RANGE_UJ
             readings.append(Reading("cpu", f"intel-rapl:{z}", "counter", energy_uj=rapl[z],
                                     max_energy_range_uj=RAPL_RANGE_UJ, max_power_w=205.0).to_dict())
+        for z in range(2 if dram else 0):
+            dram_uj[z] = (dram_uj[z] + int(rnd.uniform(8, 20) * interval_s * 1e6)) % RAPL_RANGE_UJ
+            readings.append(Reading("ram", f"intel-rapl:{z}:0", "counter", energy_uj=dram_uj[z],
+                                    max_energy_range_uj=RAPL_RANGE_UJ).to_dict())
         for i in range(8):
             p_mw = rnd.randrange(250_000, 650_000)
             gpu_mj[i] += p_mw * int(interval_s * 1000) // 1000
@@ -70,7 +80,7 @@ def node_rows(n: int, interval_s: float = 5.0, seed: int = 12) -> tuple[list[dic
                      "node": {"cpu_busy_s": busy, "cpu_total_s": total, "ncpu": 64, "mem_used_bytes": node_mem,
                               "mem_total_bytes": 1024 * GIB},
                      "readings": readings})
-    return rows, static_inventory()
+    return rows, static_inventory(dram)
 
 
 def legacy_write(path: str, rows: list[dict[str, Any]], mode: str = "w") -> None:

@@ -81,3 +81,30 @@ def test_a_node_summary_deep_copy_copies_its_power_trace_rows():
     cp.power_trace[0][1] = 1.0
     cp.errors.append("f")
     assert ns.power_trace == [[5.0, 100.0, None, 2.5]] and ns.errors == ["e"]
+
+
+def test_record_json_compact_and_read_back_whole():
+    """The stored JSON leaves a device's empty fields out and writes a node inventory equal to an
+    earlier node's (host and pid aside) as ``same_as``; reading gives the same record back, and
+    ``context={"full": True}`` (jobenergy --json) writes every field."""
+    import json
+
+    from slurm_energy.model import DeviceEnergy, JobRecord, NodeSummary
+
+    inv = {"cpu_model": "EPYC 9654", "sockets": 2, "devices": [{"device_class": "cpu", "device_id": "intel-rapl:0"}]}
+    nodes = [NodeSummary(node=f"n{k}", job_id="1", start_time=0.0, end_time=60.0,
+                         static={**inv, "host": f"n{k}", "pid": 100 + k},
+                         devices=[DeviceEnergy(device_class="cpu", device_id="intel-rapl:0", energy_j=3600.0)])
+             for k in (1, 2)]
+    nodes[1].devices[0].wraps = 2  # not at its default: written
+    rec = JobRecord(job_id="1", start_time=0.0, end_time=60.0, nodes=nodes)
+    d = json.loads(rec.model_dump_json())
+    assert d["nodes"][1]["static"] == {"host": "n2", "pid": 102, "same_as": "n1"}
+    dev1, dev2 = d["nodes"][0]["devices"][0], d["nodes"][1]["devices"][0]
+    assert "idle_spans" not in dev1 and "wraps" not in dev1 and "unclamped" not in dev1
+    assert dev2["wraps"] == 2 and dev1["energy_j"] == 3600.0 and dev1["flags"] == []
+    back = JobRecord.model_validate_json(rec.model_dump_json())
+    assert back == rec
+    assert back.nodes[1].static == {**inv, "host": "n2", "pid": 102}
+    full = json.loads(rec.model_dump_json(context={"full": True}))
+    assert full["nodes"][1]["static"]["cpu_model"] == "EPYC 9654" and full["nodes"][0]["devices"][0]["idle_spans"] == []

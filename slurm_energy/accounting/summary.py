@@ -40,6 +40,7 @@ from slurm_energy.accounting.node_series import (
     utilisation_weighted,
 )
 from slurm_energy.accounting.phases import Marks
+from slurm_energy.accounting.trace import bucket_trace
 from slurm_energy.carbon.hourly import hour_key, split_interval_by_hour
 from slurm_energy.core import DeviceStatic, Flag, Sample
 from slurm_energy.model import DeviceEnergy, Method, NodeSummary, Status, WindowEnergy, worst_method
@@ -68,10 +69,13 @@ class Traces:
         return cls(t, np.full((3, len(t)), np.nan), np.zeros(len(t), dtype=bool))
 
     def power_trace(self) -> list[list[float | None]]:
-        """Rows ``[t, cpu_w, gpu_w, ram_w]`` (None where no device of the class) in time order."""
+        """Rows ``[t, cpu_w, gpu_w, ram_w]`` (None where no device of the class) in time order, at
+        most :data:`~slurm_energy.accounting.trace.TRACE_POINTS`: a longer job's rows are bucket
+        means weighted by each row's interval (:func:`~slurm_energy.accounting.trace.bucket_trace`)."""
         idx = np.flatnonzero(self.present)
-        c, g, r = ([None if x != x else x for x in w[idx].tolist()] for w in self.watts)
-        return [[self.t[i], c[k], g[k], r[k]] for k, i in enumerate(idx.tolist())]
+        t = np.asarray(self.t, dtype=np.float64)
+        dt = t[idx] - t[np.maximum(idx - 1, 0)]  # a present row ends an interval: idx >= 1
+        return bucket_trace(t[idx], dt, self.watts[:, idx].T)
 
     def add(self, cls: str, rows: Any, t0: Arr, t1: Arr, e: Arr) -> None:
         """A device's attributed intervals (J, NaN = none) ending at rows ``rows``: their energy to

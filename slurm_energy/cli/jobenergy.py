@@ -87,9 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--parsable", action="store_true", help="'|'-separated with a trailing '|'")
     p.add_argument("-P", "--parsable2", action="store_true", help="'|'-separated, no trailing '|'")
     p.add_argument("-n", "--noheader", action="store_true")
-    p.add_argument("-l", "--long", action="store_true", help="one row per node and device: method, kWh, "
-                   "coverage, memory; under each row a note with the device, what it covers and counter "
+    p.add_argument("-l", "--long", action="store_true", help="one row per node and device (per node and device "
+                   "class for a job of more than 8 nodes; --devices: each device): method, kWh, coverage, "
+                   "memory; under each row a note with the device, what it covers and counter "
                    "wraps/resets. With -o, the fields chosen from: " + ",".join(F.LONG_FIELDS))
+    p.add_argument("--devices", action="store_true", help="with -l: one row per device also for a job of more "
+                   "than 8 nodes (shown per node and device class by default)")
     p.add_argument("--json", action="store_true", help="full records as JSON")
     p.add_argument("--seff", action="store_true", help="seff-like block per job: CPU and memory efficiency "
                    "against the allocation (from sacct), energy by class with its method, CO2e, coverage")
@@ -427,7 +430,8 @@ def _long_text(items: list, args: argparse.Namespace, fields: list[str], widths:
 
     line_width = shutil.get_terminal_size(fallback=(120, 24)).columns
     short = not parsable and args.format is None  # the note names the device: Covers without it
-    rows = [row for jid, r, o in items if not o.get("is_sum") for row in F.long_rows(r, jid, short=short)]
+    rows = [row for jid, r, o in items if not o.get("is_sum")
+            for row in F.long_rows(r, jid, short=short, every_device=args.devices)]
     chosen = F.LONG_FIELDS if args.format is None else fields
     if parsable or args.format is not None:
         idx = [F.LONG_FIELDS.index(f) for f in chosen]

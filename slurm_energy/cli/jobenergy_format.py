@@ -218,19 +218,25 @@ TEXT_CAP = 40
 TEXT_FIELDS = frozenset({"errors", "reporterror"})
 
 
-def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]]:
-    """``-l`` rows (:data:`LONG_FIELDS`): one per (node, device) (method, coverage, counter anomalies), then
-    Node ``-`` rows: idle GPUs, phases and stages, predicted vs measured (``long_rows`` of
+def long_rows(rec: JobRecord, jobid: str, short: bool = False, every_device: bool = False) -> list[list[str]]:
+    """``-l`` rows (:data:`LONG_FIELDS`): one per (node, device) (method, coverage, counter anomalies) --
+    for a job of more than :data:`~slurm_energy.reporting.device_groups.DEVICE_ROWS_UP_TO_NODES` nodes
+    one per (node, class) unless ``every_device`` (``--devices``) --, then
+    Node ``-`` rows: idle GPUs (per GPU, or the job's total when summarised), phases and stages,
+    predicted vs measured (``long_rows`` of
     :mod:`slurm_energy.reporting` ``gpu_idle``, ``phases``, ``prediction_check``), :func:`caveat_rows`, a
     ``report`` row with why no report was written and an ``error`` row per error (DeviceID its number)."""
+    from slurm_energy.reporting.device_groups import shown_devices, summarise_devices
     from slurm_energy.reporting.gpu_idle import long_rows as idle_long_rows
+    from slurm_energy.reporting.gpu_idle import summary_line
     from slurm_energy.reporting.phases import long_rows as phase_long_rows
     from slurm_energy.reporting.prediction_check import check
     from slurm_energy.reporting.prediction_check import long_rows as check_long_rows
 
     rows = []
-    for ns in ordered_record(rec).nodes:  # numeric order: n2 before n10, intel-rapl:2 before :10
-        for d in ns.devices:
+    grouped = summarise_devices(rec) and not every_device
+    for ns, devices in shown_devices(ordered_record(rec), every_device):  # numeric order: n2 before n10
+        for d in devices:
             rows.append([
                 jobid, ns.node, d.device_class, d.device_id, d.model, str(d.count), Method(d.method).value,
                 fmt_num(None if d.energy_j is None else d.energy_j / J_PER_KWH),
@@ -239,7 +245,12 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False) -> list[list[str]
                 format_memory(ns.req_mem_bytes), format_memory(ns.max_mem_bytes), _covers_flags(d, short),
             ])  # fmt: skip
     chk = check(rec)
-    extra = idle_long_rows(rec, jobid, fmt_num) + phase_long_rows(rec, jobid, fmt_num)
+    if grouped:  # the job's idle GPUs in one row; each GPU's with --devices
+        idle = summary_line(rec)
+        extra = [] if idle is None else [_note(jobid, "gpu_idle", "all GPUs", idle + "; each GPU: -l --devices")]
+    else:
+        extra = idle_long_rows(rec, jobid, fmt_num)
+    extra += phase_long_rows(rec, jobid, fmt_num)
     extra += [] if chk is None else check_long_rows(chk, jobid)
     extra += caveat_rows(rec, jobid)
     from slurm_energy.reporting.footprint import text_lines
@@ -350,19 +361,24 @@ def to_json(items: list[tuple[str, JobRecord]]) -> str:
     declared its FLOPs."""
     from slurm_energy.reporting.prediction_check import check
 
-    def one(jid: str, r: JobRecord) -> dict:
-        out = {"jobid": jid, "record": json.loads(ordered_record(r).model_dump_json())}  # numeric order
+    def one(jid: str, r: JobRecord) -> str:
+        # the record as pydantic writes it (every field: the store's JSON leaves defaults out; nodes in
+        # numeric order), not parsed and dumped again: Python's indenting encoder took 3 s for a
+        # 1,024-node record
+        parts = [f'"jobid": {json.dumps(jid)}',
+                 '"record": ' + ordered_record(r).model_dump_json(indent=1, context={"full": True})]
         chk = check(r)
         if chk is not None:  # the job declared its FLOPs: predicted vs measured
-            out["prediction_check"] = chk
+            parts.append('"prediction_check": ' + json.dumps(chk, indent=1))
         from slurm_energy.reporting.gpu_idle import json_block
 
         idle = json_block(r)
         if idle is not None:  # GPUs allocated but idle, labelled
-            out["gpu_idle"] = idle
+            parts.append('"gpu_idle": ' + json.dumps(idle, indent=1))
         from slurm_energy.reporting.footprint import json_block as footprint_block
 
-        out["footprint"] = footprint_block(r)  # location-based, net, embodied, SCI total, cost, SCI for AI
-        return out
+        # location-based, net, embodied, SCI total, cost, SCI for AI
+        parts.append('"footprint": ' + json.dumps(footprint_block(r), indent=1))
+        return "{" + ",\n".join(parts) + "}"
 
-    return json.dumps({"jobs": [one(jid, r) for jid, r in items]}, indent=1)
+    return '{"jobs": [' + ",\n".join(one(jid, r) for jid, r in items) + "]}"

@@ -62,12 +62,33 @@ def long_rows(record: JobRecord, jobid: str, fmt_num: Callable[[float | None], s
 
 
 def plot_spans(record: JobRecord) -> tuple[list[tuple[float, float]], float | None]:
-    """For the power plot: idle stretches (any judged GPU), minutes since the job's start, and the
-    GPUs' summed idle-draw bound (W; the line), or None."""
+    """For the power plot: idle stretches (any judged GPU; overlapping ones joined), minutes since
+    the job's start, and the idle-draw bound (W; the line) on the scale of the GPU line it is drawn
+    beside, or None: summed over all the job's GPUs where the plot's GPU line is the job's sum (one
+    node, or a job of several nodes with a ``job_trace``), else (an older multi-node record, drawn
+    node by node) the largest one node's GPUs sum to."""
     t0 = record.start_time
-    spans = sorted(((a - t0) / 60, (b - t0) / 60) for _, d in gpus(record) for a, b in d.idle_spans)
-    bounds = [d.idle_bound_w for _, d in gpus(record) if d.idle_bound_w is not None]
-    return spans, (sum(bounds) if bounds else None)
+    spans = union_spans(sorted(((a - t0) / 60, (b - t0) / 60) for _, d in gpus(record) for a, b in d.idle_spans))
+    per_node: dict[str, float] = {}
+    for node, d in gpus(record):
+        if d.idle_bound_w is not None:
+            per_node[node] = per_node.get(node, 0.0) + d.idle_bound_w
+    if not per_node:
+        return spans, None
+    drawn_by_node = record.job_trace is None and len(record.nodes) > 1
+    return spans, (max(per_node.values()) if drawn_by_node else sum(per_node.values()))
+
+
+def union_spans(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted ``(a, b)`` spans with overlapping or touching ones joined: one band per stretch in
+    which any GPU was idle (1,024 nodes' GPUs idle together draw one band, not 8,192)."""
+    out: list[tuple[float, float]] = []
+    for a, b in spans:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def rule_text(record: JobRecord) -> str:

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from slurm_energy.model import NodeSummary
+from slurm_energy.model import JobTrace, NodeSummary
 
 #: Columns of NodeSummary.power_trace rows after the time column, W.
 TRACE_CLASSES = ("cpu", "gpu", "ram")
@@ -53,7 +53,7 @@ def downsample(ts: Sequence[float], ys: Sequence[float | None], max_points: int 
 
 def power_svg(nodes: Sequence[NodeSummary], job_start: float,
               marks: tuple[list, list] | None = None,
-              idle: tuple[list, float | None] | None = None) -> str | None:
+              idle: tuple[list, float | None] | None = None, job: JobTrace | None = None) -> str | None:
     """Draw each node's ``power_trace`` (rows ``[t, cpu_w, gpu_w, ram_w]``) as an SVG string.
 
     Args:
@@ -66,14 +66,17 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
             outermost phases drawn as shaded, labelled bands, stages as dotted vertical lines.
         idle: ``(spans, bound_w)`` from :func:`slurm_energy.reporting.gpu_idle.plot_spans`: the
             stretches a GPU was allocated but idle (minutes since the start) as a hatched band, and
-            the GPUs' idle-draw bound (W) as a dashed line.
+            the GPUs' idle-draw bound (W) as a dashed line, summed over the same GPUs as the GPU line
+            it is drawn beside.
+        job: a job of several nodes' :class:`JobTrace` (``JobRecord.job_trace``): the job summed
+            above, the nodes as a band and a few lines below (:func:`job_figure`).
 
     Returns:
         An ``<svg ...>...</svg>`` string (no XML prologue, ready to inline in HTML), or ``None``
         when no node has a trace or no power value is measured. Columns that are ``None`` throughout
         are not drawn (unmeasured is not 0 W).
     """
-    fig = power_figure(nodes, job_start, marks, idle)
+    fig = power_figure(nodes, job_start, marks, idle, job)
     return None if fig is None else svg_text(fig)
 
 
@@ -93,10 +96,13 @@ def svg_text(fig) -> str:
 
 
 def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: tuple[list, list] | None = None,
-                 idle: tuple[list, float | None] | None = None):
+                 idle: tuple[list, float | None] | None = None, job: JobTrace | None = None):
     """The matplotlib ``Figure`` :func:`power_svg` draws (same arguments), or ``None`` when there is
     nothing to draw. Its axes: ``fig.axes[0]`` power (W), ``fig.axes[1]`` the right axis for small
-    lines when there is one."""
+    lines when there is one. With ``job`` (a job of several nodes, :class:`JobTrace`): the whole
+    job above (:func:`job_figure`), the nodes below."""
+    if job is not None and job.t:
+        return job_figure(job, nodes, job_start, marks, idle)
     traced = [n for n in nodes if n.power_trace]
     if not traced:
         return None
@@ -115,14 +121,29 @@ def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: tuple[li
             series.append((label, _COLOURS[cls], _STYLES[k % len(_STYLES)], xs, y2))
     if not series:
         return None
+    fig = _figure(3.8)
+    ax = fig.add_subplot(1, 1, 1)
+    handles, _ = _draw_power(ax, series, marks, idle, unit, unit_s, "job power")
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8, frameon=False,
+              ncol=min(4, len(handles)))
+    if len(traced) > MAX_NODES:
+        ax.set_title(f"first {MAX_NODES} of {len(traced)} nodes shown", fontsize=9)
+    fig.tight_layout()
+    return fig
 
+
+def _figure(height_in: float):
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     from matplotlib.figure import Figure  # Figure without pyplot: no global state, thread-safe
 
-    fig = Figure(figsize=(9, 3.8), dpi=100)
-    ax = fig.add_subplot(1, 1, 1)
+    return Figure(figsize=(9, height_in), dpi=100)
+
+
+def _draw_power(ax, series, marks, idle, unit: str, unit_s: float, what: str):
+    """Draw ``series`` (label, colour, style, xs, ys) on ``ax`` (small ones on a right axis), the
+    phase marks and the GPU-idle band and bound; (legend handles, the right axis or None)."""
     small = near_zero_series([ys for *_, ys in series])
     ax2 = ax.twinx() if small else None
     handles = []
@@ -139,20 +160,70 @@ def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: tuple[li
         handles += _draw_idle(ax2 if gpu_i in small and ax2 is not None else ax, idle, 60.0 / unit_s)
     ax.set_xlabel(f"time since job start ({unit})")
     ax.set_xlim(left=0)
-    ax.set_ylabel("job power (W)")
+    ax.set_ylabel(f"{what} (W)")
     ax.set_ylim(bottom=0)
     if ax2 is not None:
-        ax2.set_ylabel("job power, small lines (W)")
+        ax2.set_ylabel(f"{what}, small lines (W)")
         ax2.set_ylim(bottom=0)
         ax2.spines["top"].set_visible(False)
     ax.grid(True, alpha=0.3)
-    # below the plot, outside the data: it never covers a line
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=8, frameon=False,
-              ncol=min(4, len(handles)))
-    if len(traced) > MAX_NODES:
-        ax.set_title(f"first {MAX_NODES} of {len(traced)} nodes shown", fontsize=9)
     for side in ("top",) + (() if ax2 is not None else ("right",)):
         ax.spines[side].set_visible(False)
+    return handles, ax2
+
+
+def node_total(row: Sequence[float | None]) -> float | None:
+    """A trace row's total power, W: its classes with a value summed (None when none has one)."""
+    vals = [v for v in row[1:] if v is not None]
+    return sum(vals) if vals else None
+
+
+def job_figure(job: JobTrace, nodes: Sequence[NodeSummary], job_start: float,
+               marks: tuple[list, list] | None = None, idle: tuple[list, float | None] | None = None):
+    """A job of several nodes: above, the whole job's power per class summed over its nodes, with
+    the GPU-idle band and the idle-draw bound summed over all the job's GPUs (the same scale as the
+    summed GPU line); below, each node's total power as a band from the lowest to the highest node
+    in each time bucket, and the few nodes the record keeps (``job.shown_nodes``) as lines."""
+    span_s = max((t - job_start for t in job.t), default=0.0)
+    unit, unit_s = time_unit(span_s)
+    xs = [(t - job_start) / unit_s for t in job.t]
+    series = []
+    for ci, cls in enumerate(TRACE_CLASSES):
+        ys = [row[ci] if len(row) > ci else None for row in job.sum_w]
+        if all(y is None for y in ys):
+            continue
+        series.append((f"{cls.upper()}, all nodes", _COLOURS[cls], "-", xs,
+                       [math.nan if y is None else float(y) for y in ys]))
+    if not series:
+        return None
+    fig = _figure(7.6)
+    ax = fig.add_subplot(2, 1, 1)
+    handles, _ = _draw_power(ax, series, marks, idle, unit, unit_s, "job power")
+    ax.set_title(f"whole job: power summed over its {job.nodes} nodes", fontsize=9)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False,
+              ncol=min(4, len(handles)))
+    axn = fig.add_subplot(2, 1, 2, sharex=ax)
+    nh = [axn.fill_between(xs, job.node_min_w, job.node_max_w, color="#9ca3af", alpha=0.45, linewidth=0,
+                           label=f"lowest to highest node ({job.nodes} nodes)")]
+    shown = [n for n in nodes if n.node in set(job.shown_nodes) and n.power_trace]
+    for k, node in enumerate(shown):
+        nx = [(row[0] - job_start) / unit_s for row in node.power_trace]
+        ny = [math.nan if (v := node_total(row)) is None else v for row in node.power_trace]
+        nh += axn.plot(nx, ny, _STYLES[k % len(_STYLES)], color="#111827", linewidth=1.0, label=f"node {node.node}")
+    if marks:
+        bands, _ = marks
+        f = 60.0 / unit_s
+        for k, (a, b, _n) in enumerate(bands):
+            axn.axvspan(a * f, b * f, color="#6b7280" if k % 2 else "#9ca3af", alpha=0.10, linewidth=0, zorder=0)
+    axn.set_xlabel(f"time since job start ({unit})")
+    axn.set_ylabel("node power, CPU+GPU+RAM (W)")
+    axn.set_ylim(bottom=0)
+    axn.grid(True, alpha=0.3)
+    axn.set_title("per node: total power", fontsize=9)
+    for side in ("top", "right"):
+        axn.spines[side].set_visible(False)
+    axn.legend(handles=nh, loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False,
+               ncol=min(5, len(nh)))
     fig.tight_layout()
     return fig
 

@@ -251,6 +251,7 @@ def render_html(record: JobRecord, whatif: Any = None) -> str:
     """
     from markupsafe import Markup
 
+    from slurm_energy.reporting.device_groups import shown_devices, summarise_devices
     from slurm_energy.reporting.footprint import sci_total_kg, whatif_lines
     from slurm_energy.reporting.phases import phase_rows, plot_marks
     from slurm_energy.reporting.plot import power_svg
@@ -259,7 +260,7 @@ def render_html(record: JobRecord, whatif: Any = None) -> str:
     rows = class_rows(record)
     from slurm_energy.reporting import gpu_idle
 
-    svg = power_svg(record.nodes, record.start_time, plot_marks(record), gpu_idle.plot_spans(record))
+    svg = power_svg(record.nodes, record.start_time, plot_marks(record), gpu_idle.plot_spans(record), record.job_trace)
     reported = [n.node for n in record.nodes]
     missing = [n for n in record.expected_nodes if n not in reported]
     ctx = {
@@ -274,6 +275,8 @@ def render_html(record: JobRecord, whatif: Any = None) -> str:
         "rows": rows,
         "phase_rows": phase_rows(record),
         "static_groups": _static_groups(record),
+        "prov_rows": shown_devices(record),
+        "prov_grouped": summarise_devices(record),
         "memory_rows": memory_rows(record),
         "slurm_energy": energy_text(record.slurm_energy_j),
         "formula": _formula_lines(rows, record),

@@ -132,6 +132,18 @@ def read_node_files(job_dir) -> list[tuple[Path, JobRecord]]:
     return out
 
 
+def reported_names(job_dir) -> set[str]:
+    """The nodes whose record file ``<node>.json`` is in an attempt's directory, from the names alone
+    (a directory listing: 0.7 ms for 1,024 nodes, where reading the records costs 22 ms each). An
+    older run's file kept aside is ``<node>.<start>.json`` and a temp file starts with ``.``: neither
+    names a node of this run."""
+    try:
+        names = os.listdir(job_dir)
+    except OSError:
+        return set()
+    return {n[:-5] for n in names if n.endswith(".json") and not n.startswith(".")}
+
+
 def read_node_records(job_dir) -> list[JobRecord]:
     """The records of :func:`read_node_files` (all runs: see :func:`split_runs`)."""
     return [r for _, r in read_node_files(job_dir)]
@@ -169,7 +181,10 @@ def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: 
                          record: JobRecord | None = None) -> list[JobRecord] | None:
     """The node records of one run of the attempt once every expected node has reported, else ``None``.
 
-    Safe to run concurrently from several nodes' finalizers: reading is done under an exclusive
+    Whether every expected node has reported is answered from the file names first
+    (:func:`reported_names`): a finalizer that is not the last reads no record, so the records are
+    read once per job, by the last (the merge's work summed over a job's nodes grows with its nodes,
+    not their square). Safe to run concurrently from several nodes' finalizers: reading is done under an exclusive
     ``fcntl.flock`` on ``<job dir>/.lock``, and node records only appear by atomic rename, so no
     caller ever sees a half-written record. Each record's ``expected_nodes`` is widened to the union
     with ``expected_nodes``. ``record``: this node's record just written: only node records of its
@@ -187,6 +202,8 @@ def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: 
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        if not reported_names(job_dir) >= set(expected_nodes):
+            return None  # a node's file is not there yet: nothing read (the names answer it)
         runs = split_runs(read_node_records(job_dir))
         if not runs:
             return None

@@ -141,3 +141,20 @@ def test_try_merge_concurrent_last_writers(tmp_path):
 def test_try_merge_requires_expected_nodes(tmp_path):
     with pytest.raises(ValueError, match="expected_nodes"):
         try_merge(tmp_path, "c1", "100", 0, [])
+
+
+def test_waiting_finalizer_reads_no_record(tmp_path):
+    # n1 has reported, n2 not: the names answer "not all here" before any record is read -- a file
+    # that does not parse would raise MergeError if it were read
+    exp = ["n1", "n2"]
+    path = write_node_record(tmp_path, node_record(node="n1", expected=exp))
+    path.write_text("{not json")
+    (path.parent / "n2.1796034000.json").write_text("{}")  # an older run's n2, kept aside: not n2
+    (path.parent / ".n2.json.tmp.json").write_text("{}")  # a temp file: not n2
+    from slurm_energy.slurm.results import reported_names
+
+    assert reported_names(path.parent) == {"n1", "n2.1796034000"}
+    assert try_merge(tmp_path, "c1", "100", 0, exp) is None
+    write_node_record(tmp_path, node_record(node="n2", expected=exp))
+    with pytest.raises(ValueError, match="n1.json: not a valid JobRecord"):  # the last one reads them all
+        try_merge(tmp_path, "c1", "100", 0, exp)

@@ -87,3 +87,42 @@ def test_prometheus_metric(tmp_path):
     if shutil.which("promtool"):
         p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
         assert p.returncode == 0, p.stdout + p.stderr
+
+
+def _two_node_record():
+    """The same GPU job on nodes g1 and g2: each idle 0-30 s with a 100 W bound (0.25 x 400 W)."""
+    from slurm_energy.accounting.merge import merge_records
+
+    one = _record()
+    recs = []
+    for name in ("g1", "g2"):
+        ns = one.nodes[0].model_copy(deep=True, update={"node": name})
+        recs.append(one.model_copy(update={"nodes": [ns], "expected_nodes": ["g1", "g2"]}))
+    return finalise_record(merge_records(recs), CarbonFacts(pue=1.5, ci_g_per_kwh=400.0))
+
+
+def test_two_nodes_bound_on_the_summed_gpu_line():
+    from slurm_energy.reporting.gpu_idle import plot_spans
+
+    rec = _two_node_record()
+    assert rec.job_trace is not None and rec.job_trace.nodes == 2
+    spans, bound = plot_spans(rec)
+    # both nodes idle 0-0.5 min: one band; two GPUs' bounds, 2 x 100 W, beside the GPU line summed over both
+    assert spans == [(0.0, 0.5)] and bound == pytest.approx(200.0)
+    fig = power_figure(rec.nodes, rec.start_time, None, (spans, bound), rec.job_trace)
+    top, nodes_ax = fig.axes[0], fig.axes[-1]
+    labels = [h.get_label() for h in top.get_legend().legend_handles]
+    assert "GPU idle-draw bound (200 W)" in labels and "GPU, all nodes" in labels
+    gpu = next(line for line in top.get_lines() if line.get_label() == "GPU, all nodes")
+    # the job's GPU line, 2 x 300 W at the end: the bound's scale
+    assert gpu.get_ydata()[-1] == pytest.approx(600.0)
+    # below: the nodes' band (both nodes the same: 300 W at the end) and both nodes' own lines
+    assert [t.get_text() for t in nodes_ax.get_legend().get_texts()] == [
+        "lowest to highest node (2 nodes)", "node g1", "node g2"]
+
+
+def test_older_multi_node_record_bound_per_node():
+    from slurm_energy.reporting.gpu_idle import plot_spans
+
+    rec = _two_node_record().model_copy(update={"job_trace": None})  # stored before job traces: drawn node by node
+    assert plot_spans(rec)[1] == pytest.approx(100.0)  # one node's GPU, beside per-node lines
