@@ -69,3 +69,17 @@ def share_fallbacks(record: JobRecord) -> list[str]:
                     if n.node not in nodes:
                         nodes.append(n.node)
     return [_SHARE_FALLBACKS[flag].format(cls=cls, nodes=", ".join(nodes)) for (flag, cls), nodes in hit.items()]
+
+
+#: The job-usage sources of a process tree measured outside Slurm's hooks (``track()``, ``run``,
+#: ``attach``): the tree's /proc files, and ``run``'s wait4 rusage at the end.
+LOCAL_SOURCES = frozenset({"procfs", "rusage"})
+
+
+def ran_outside_slurm(record: JobRecord) -> bool:
+    """True when the record is a process tree measured outside Slurm's hooks (a laptop, a
+    workstation, ``track()`` without the Prolog): every node's CPU time came from the tree's /proc
+    files or rusage, never a job cgroup or Slurm's PIDs. Such a record has no Slurm job, account,
+    partition or cluster: its texts say "run" and "host"."""
+    sources = {n.cpu_time_source for n in record.nodes}
+    return bool(sources) and sources <= LOCAL_SOURCES
