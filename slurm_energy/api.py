@@ -90,8 +90,12 @@ class Result:
     def _summary_parts(self) -> tuple[str, list[str]]:
         """(the headline, per-class parts) of :meth:`__repr__` and :meth:`_repr_html_`."""
         when = "final" if self.final else "so far"
-        if self.it_kwh is None:
+        if self.it_kwh is None and self.record is None:  # the numbers are elsewhere: the note says where
             return f"{when}, {self.source}: no energy ({self.note or 'not measured'})", []
+        if self.it_kwh is None:  # a record, nothing in it measured (yet)
+            why = "no device could be measured" if self.final else \
+                "no sampling interval measured yet (each device needs two readings)"
+            return f"{when}, {self.elapsed_s:.3g} s: no energy: {why}", []
         rec = self.record
         head = f"{when}, {self.elapsed_s:.3g} s: IT {self.it_kwh:.3g} kWh"
         if rec is not None and rec.carbon is not None:
@@ -547,11 +551,17 @@ class Tracker:
         if self.mode == "local":
             if self.record is not None:
                 return Result.from_record(self.record, True, "local sampler", covers=self.covers)
-            fresh = self._measure.sample_now()  # a row now: the result covers the run up to this call
-            note = "energy from the start up to this call" if fresh else \
-                "energy up to the sampler's last row (no row could be taken now)"
-            return Result.from_record(self._measure.record(self._measure.marks(), self._tags), False, "local sampler",
-                                      note, covers=self.covers)
+            # asking and summarising run in this (measured) process: not the run's CPU time. The whole
+            # process's (numpy's BLAS threads spin after a call): other threads' work meanwhile is left out too
+            mark = self._measure.overhead_begin()
+            try:
+                fresh = self._measure.sample_now()  # a row now: the result covers the run up to this call
+                note = "energy from the start up to this call" if fresh else \
+                    "energy up to the sampler's last row (no row could be taken now)"
+                return Result.from_record(self._measure.record(self._measure.marks(), self._tags), False,
+                                          "local sampler", note, covers=self.covers)
+            finally:
+                self._measure.overhead_end(mark)
         if self.mode == "slurm":
             return from_store(os.environ.get("SLURM_JOB_ID", ""))
         if self.mode == "run":
