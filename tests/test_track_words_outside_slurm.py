@@ -60,4 +60,7 @@ def test_result_calls_inside_the_block_are_not_charged_to_the_run(outside_slurm)
         overhead = t._measure.overhead_s
     rec = t.record
     assert overhead > 0.1  # what the 40 summaries cost, CPU-s
-    assert rec.nodes[0].cpu_time_s <= 0.08 < overhead  # without the subtraction: >= the overhead
+    # without the subtraction the run's CPU time is >= the overhead; with it what remains is the
+    # sleeping block's 0 and the rounding of the two 10 ms-tick reads per call (unbiased, a few ticks
+    # in all): well under half the overhead
+    assert rec.nodes[0].cpu_time_s < 0.5 * overhead
