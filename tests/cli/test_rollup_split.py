@@ -56,16 +56,11 @@ def _rollup(url: str, month: str, capsys) -> list[list[str]]:
     out = capsys.readouterr()
     assert rc == 0, out.err
     lines = out.out.strip().splitlines()
-<<<<<<< HEAD
     # Embodied_kgCO2e follows where a job had embodied CO2e (the bundled CPU and chassis factors): not checked here
     assert lines[0].removesuffix("|Embodied_kgCO2e") == HEAD
-    return [ln.split("|")[:len(HEAD.split("|"))] for ln in lines[1:]]
-=======
-    assert lines[0] == HEAD
-    rows = [ln.split("|") for ln in lines[1:]]
-    assert all(r[2] == r[1] for r in rows)  # one attempt per job in these stores
+    rows = [ln.split("|")[:len(HEAD.split("|"))] for ln in lines[1:]]
+    assert all(r[2] == r[1] for r in rows)  # Attempts = Jobs: one attempt per job in these stores
     return [r[:2] + r[3:] for r in rows]  # without Attempts: the columns below as before
->>>>>>> 0458624 (sacct's forms: array tasks in sacct's order (submit, array job, task, job id), a default table ~80-100 wide, durations truncated as secs2time_str/_elapsed_time (also predict's times), rollup jobs apart from attempts, -l Energy_kWh IT only, predict without --gpu says what to give)
 
 
 def test_job_across_month_end_utc_is_charged_half_to_each_month(tmp_path, monkeypatch, capsys):
