@@ -90,8 +90,12 @@ class Result:
     def _summary_parts(self) -> tuple[str, list[str]]:
         """(the headline, per-class parts) of :meth:`__repr__` and :meth:`_repr_html_`."""
         when = "final" if self.final else "so far"
-        if self.it_kwh is None:
+        if self.it_kwh is None and self.record is None:  # the numbers are elsewhere: the note says where
             return f"{when}, {self.source}: no energy ({self.note or 'not measured'})", []
+        if self.it_kwh is None:  # a record, nothing in it measured (yet)
+            why = "no device could be measured" if self.final else \
+                "no sampling interval measured yet (each device needs two readings)"
+            return f"{when}, {self.elapsed_s:.3g} s: no energy: {why}", []
         rec = self.record
         head = f"{when}, {self.elapsed_s:.3g} s: IT {self.it_kwh:.3g} kWh"
         if rec is not None and rec.carbon is not None:
@@ -108,7 +112,9 @@ class Result:
         """One line (a notebook's or a print's view): IT, facility and CO2e with PUE/CI (DEFAULT
         marked), the status, then per class energy, method and coverage; the record is ``.record``."""
         head, parts = self._summary_parts()
-        extra = [f"{len(self.phases)} phases"] if self.phases else []
+        cut = sum("interval_cut" in w.flags for w in self.phases)
+        extra = [f"{len(self.phases)} phases" + (f" ({cut} cut from sampling intervals: flag interval_cut)" if cut else "")
+                 ] if self.phases else []
         extra += [f"{len(self.stages)} stages"] if self.stages else []
         tail = f" [{', '.join(parts + extra)}]" if parts or extra else ""
         return f"<slurm_energy.Result {head}{tail}>"
@@ -227,12 +233,15 @@ class Phase:
         self._tracker = tracker
         self._id = next(_ids)
         self._open = tracker._write("begin", id=self._id, name=name)
+        if self._open:
+            tracker._boundary_reading()
 
     def end(self) -> None:
         """End the phase (idempotent)."""
         if self._open:
             self._open = False
-            self._tracker._write("end", id=self._id)
+            if self._tracker._write("end", id=self._id):
+                self._tracker._boundary_reading()
 
     def __enter__(self) -> Phase:
         return self
@@ -478,6 +487,17 @@ class Tracker:
             self._open_phases.pop(fields["id"], None)
         return True
 
+    def _boundary_reading(self) -> None:
+        """A sample row right after a phase or stage mark, where the sampler runs in this process
+        tree (local mode): the window's edge is then read, not cut from a sampling interval (its
+        energy would otherwise be that interval's mean power times its seconds inside). Costs one
+        sample (a few ms) per mark. Under Slurm or ``run`` the node's sampler is another process
+        tree: the edge stays cut there, flagged ``interval_cut``."""
+        if self.mode == "phase":
+            self._parent._boundary_reading()
+        elif self.mode == "local" and self._measure is not None and not self._stopped:
+            self._measure.sample_now()
+
     def phase(self, name: str) -> Phase:
         """Begin a named phase now; use as ``with t.phase("epoch 3"):`` or call ``.end()``.
         Phases may nest or leave gaps; energy outside every phase is reported too."""
@@ -498,7 +518,8 @@ class Tracker:
             warnings.warn(f"slurm_energy.track: stage({fraction!r}) ignored: give the fraction of training "
                           "done, between 0 and 1 (e.g. 0.6 for 60 %)", stacklevel=2)
             return
-        self._write("stage", frac=f)
+        if self._write("stage", frac=f):
+            self._boundary_reading()
 
     def tag(self, **tags) -> None:
         """Record facts about the training for prediction, e.g. ``flops`` (total FLOPs),
@@ -530,11 +551,17 @@ class Tracker:
         if self.mode == "local":
             if self.record is not None:
                 return Result.from_record(self.record, True, "local sampler", covers=self.covers)
-            fresh = self._measure.sample_now()  # a row now: the result covers the run up to this call
-            note = "energy from the start up to this call" if fresh else \
-                "energy up to the sampler's last row (no row could be taken now)"
-            return Result.from_record(self._measure.record(self._measure.marks(), self._tags), False, "local sampler",
-                                      note, covers=self.covers)
+            # asking and summarising run in this (measured) process: not the run's CPU time. The whole
+            # process's (numpy's BLAS threads spin after a call): other threads' work meanwhile is left out too
+            mark = self._measure.overhead_begin()
+            try:
+                fresh = self._measure.sample_now()  # a row now: the result covers the run up to this call
+                note = "energy from the start up to this call" if fresh else \
+                    "energy up to the sampler's last row (no row could be taken now)"
+                return Result.from_record(self._measure.record(self._measure.marks(), self._tags), False,
+                                          "local sampler", note, covers=self.covers)
+            finally:
+                self._measure.overhead_end(mark)
         if self.mode == "slurm":
             return from_store(os.environ.get("SLURM_JOB_ID", ""))
         if self.mode == "run":

@@ -113,17 +113,18 @@ def rollup(records, by: str, t0: float, t1: float, hourly_ci=None):
     """
     import pandas as pd
 
-    rows = [{by: getattr(r, by) or "(none)",
+    rows = [{by: getattr(r, by) or "(none)", "job": f"{r.cluster}:{r.job_id}",
              **window_share(r, t0, t1, hourly_ci(r) if hourly_ci and r.carbon.hourly else None)}
             for r in month_records(records, t0, t1)]
-    cols = [by, "jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+    cols = [by, "jobs", "attempts", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
             "gpu_idle_kwh"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
     g = df.groupby(by, sort=True)
     out = pd.DataFrame({
-        "jobs": g.size(),
+        "jobs": g["job"].nunique(),
+        "attempts": g.size(),
         "unmeasured_jobs": g["it_kwh"].apply(lambda s: int(s.isna().sum())),
         "it_kwh": g["it_kwh"].sum(min_count=1),
         "facility_kwh": g["facility_kwh"].sum(min_count=1),

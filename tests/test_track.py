@@ -234,7 +234,7 @@ def test_result_cite_of_a_local_track_and_its_phase(outside_slurm, monkeypatch):
         _busy(0.6)
     r = t.result()
     line = r.cite(fmt="line")
-    assert line.startswith("slurm-energy ") and "job cite-me" in line
+    assert line.startswith("slurm-energy ") and "run cite-me" in line and "Slurm" not in line
     card = r.cite(phase="fine-tuning", fmt="modelcard")
     assert "training_type: fine-tuning" in card and "emissions:" in card
     with pytest.raises(ValueError, match="no selected job marked a phase or stage of that name"):

@@ -215,10 +215,12 @@ def test_carbon_facts_as_arguments_override_site_yaml(outside_slurm):
 
 
 def test_bad_carbon_argument_is_an_error_naming_it(outside_slurm):
-    with pytest.raises(ValueError, match=r"track\(\): pue: .*a PUE is facility / IT energy, 1.0"):
+    with pytest.raises(ValueError, match=r"track\(\): pue=0.9: .*a PUE is facility / IT energy, 1.0"):
         track(label="x", pue=0.9).start()
-    with pytest.raises(ValueError, match=r"country: is not a country"):
+    with pytest.raises(ValueError, match=r"track\(\): country='XX': is not a country"):  # the value given, named
         track(label="x", country="XX").start()
+    with pytest.raises(ValueError, match=r"track\(\): country='France': must be an ISO 3166 country code"):
+        track(label="x", country="France").start()
 
 
 def test_without_any_facts_the_defaults_are_said_prominently(outside_slurm, capsys):

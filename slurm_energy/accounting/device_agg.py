@@ -82,7 +82,7 @@ class DeviceAgg:
         self.device_class = o.device_class
 
     def energy(self, st: DeviceStatic | None, *, policy: str, elapsed: float, span_known: bool, node: str,
-               node_flags: list[str], span_s: float | None = None) -> DeviceEnergy:
+               node_flags: list[str], span_s: float | None = None, usage_source: str = "") -> DeviceEnergy:
         """The device's :class:`DeviceEnergy` over ``elapsed`` s of the job: method (the worst of
         its readings', unavailable without a job energy; a zero-length job measured is 0 J),
         coverage = measured s / ``span_s`` (clamped, flagged), flags with the clamped ratios'.
@@ -107,7 +107,7 @@ class DeviceAgg:
             device_energy_j=self.whole_j, rated_power_w=st.rated_power_w if st else None,
             mean_power_w=self.power[0], var_power_w2=self.power[1], mean_util=self.util[0], var_util=self.util[1],
             duration_s=elapsed, coverage=coverage, wraps=self.wraps, resets=self.resets,
-            dropped_samples=self.dropped, covers=_covers(self.device_class, self.device_id, method, policy, st),
+            dropped_samples=self.dropped, covers=_covers(self.device_class, self.device_id, method, policy, st, usage_source),
             flags=sorted(self.flags | clamp_flags(clamps) | set(node_flags) | (self.idle.flags if gpu and self.idle else set())),
             unclamped=clamps,
             idle_s=self.idle.seconds() if gpu and self.idle else None,
@@ -160,9 +160,16 @@ def device_index(st: DeviceStatic | None) -> int | None:
     return v if isinstance(v, int) else None
 
 
-def _covers(cls: str, dev_id: str, method: Method, policy: str, st: DeviceStatic | None) -> str:
-    """What the device's energy covers: the device, its method and the job's share of it."""
-    share = {"cpu": "job share by cgroup CPU time / node busy CPU time",
+#: Whose CPU time a CPU share is taken by, from the job's usage source (``JobUsage.source``).
+_CPU_SHARE = {"procfs": "the process tree's share by its CPU time / node busy CPU time",
+              "rusage": "the process tree's share by its CPU time / node busy CPU time",
+              "psutil": "job share by its processes' CPU time / node busy CPU time"}
+
+
+def _covers(cls: str, dev_id: str, method: Method, policy: str, st: DeviceStatic | None, usage_source: str = "") -> str:
+    """What the device's energy covers: the device, its method and the job's share of it (whose
+    CPU time by ``usage_source``: a job cgroup, the job's processes, or a process tree outside Slurm)."""
+    share = {"cpu": _CPU_SHARE.get(usage_source, "job share by cgroup CPU time / node busy CPU time"),
              "ram": "job share by job memory / node used memory",
              "gpu": "GPU allocated to the job (or share by per-process utilisation)"}.get(cls, "")
     if policy == "exclusive_whole_node":

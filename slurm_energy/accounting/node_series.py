@@ -39,7 +39,9 @@ class CpuState:
 def job_cpu_column(values: Sequence[float | None], kinds: Sequence[str], state: CpuState | None = None,
                    carried: Sequence[float | None] = ()) -> list[float | None]:
     """The job's cumulative CPU time per row (CPU-s): 0 before the job is first seen (it had just
-    started), but None everywhere if it was never seen at all; carried forward once the job is known
+    started), but None everywhere if it was never seen at all; a reading of 0 CPU-s is a reading
+    (an idle job, or one blocked on I/O or a GPU, uses less than a clock tick): "not seen" is the
+    absence of a reading (None), never its value; carried forward once the job is known
     to have ended (a ``cgroup_gone`` or ``final`` row); None where the job was running but nobody
     looked (the sampler died): the job's share of such an interval is unknown, never 0.
 
@@ -54,7 +56,7 @@ def job_cpu_column(values: Sequence[float | None], kinds: Sequence[str], state: 
     seen_before = st.seen
     out: list[float | None] = list(carried)
     for v, kind in zip(values, kinds):
-        if v is not None and (st.seen or v > 0):  # a cgroup read at 0 ns: nothing of the job ran yet
+        if v is not None:
             st.seen = True
             st.last = v if st.last is None else max(st.last, v)
             out.append(st.last)
@@ -84,6 +86,7 @@ class Columns:
     job_mem: list[int | None]  # job memory, bytes
     job_pids: set[int]
     cpus_alloc: int | None
+    job_present: list[bool] = field(default_factory=list)  # the row holds a reading of the job's usage
     cpu_for_share: list[float | None] | None = None  # job_cpu with the unobserved tail filled (fill_cpu_tail)
     _cache: dict[str, Arr] = field(default_factory=dict, repr=False)
 
@@ -116,7 +119,7 @@ def table_columns(table: SampleTable, cpus_alloc: int | None, state: CpuState | 
     return Columns(t=table.t, kind=table.kind, job_cpu=job_cpu_column(job_cpu, table.kind[k:], state, carried),
                    node_busy=node["cpu_busy_s"], node_total=node["cpu_total_s"], node_mem=node["mem_used_bytes"],
                    mem_total=node["mem_total_bytes"], ncpu=node["ncpu"], job_mem=job_mem, job_pids=pids,
-                   cpus_alloc=cpus_alloc)
+                   cpus_alloc=cpus_alloc, job_present=list(table.job_present))
 
 
 def tdp_cpu_power(dc: DeviceColumns, cols: Columns, st: DeviceStatic | None,
@@ -176,7 +179,10 @@ def shares(cls: str, rows: Any, dc: DeviceColumns, cols: Columns, flags: set[str
             mem = cols.arr("job_mem")
             jm = np.where(np.isnan(mem[i1]), mem[i0], mem[i1])
             s = attribution.ram_shares(np.where(np.isnan(c1), np.nan, jm), cols.arr("node_mem")[i1], clamps)
-            s[np.isnan(jm) & (c1 == c0)] = 0.0  # no memory seen and no CPU used: the job not running
+            # no reading of the job at the interval's end and no CPU used: the job not running yet (or
+            # ended); a job read without its memory keeps an unknown share, however idle it was
+            absent = ~np.asarray(cols.job_present, dtype=bool)[i1] if cols.job_present else np.ones(len(i1), bool)
+            s[np.isnan(jm) & (c1 == c0) & absent] = 0.0
             return s
     if cls == "gpu":
         texts = dc.vals["proc_util"][1:]

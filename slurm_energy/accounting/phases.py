@@ -216,31 +216,56 @@ def _window(kind: str, name: str, a: float, b: float, series: Sequence[DeviceSer
                         it_j=sum_known(list(energy.values())), coverage=min(1.0, cov), **kw)
 
 
+#: A window edge within this many seconds of a sample row is read there (``track()`` takes a row at
+#: each phase boundary; the row follows the mark by the sampler's wake-up, a few ms); farther, the
+#: edge falls inside a sampling interval and the window's energy there is cut from that interval.
+EDGE_READ_TOLERANCE_S = 0.1
+
+
+def _cut(edges: Sequence[float], rows: Sequence[float]) -> bool:
+    """Whether any of ``edges`` lies more than :data:`EDGE_READ_TOLERANCE_S` from every row time
+    in ``rows`` (sorted)."""
+    import bisect
+
+    for x in edges:
+        i = bisect.bisect_left(rows, x)
+        near = [rows[j] for j in (i - 1, i) if 0 <= j < len(rows)]
+        if not near or min(abs(x - r) for r in near) > EDGE_READ_TOLERANCE_S:
+            return True
+    return False
+
+
 def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end: float,
                  interval_s: float) -> list[WindowEnergy]:
     """One node's phase, stage and phase-total windows (see :class:`WindowEnergy`).
 
     A phase never closed ends at ``end`` (flag ``never_closed``); times outside the job's
-    ``[start, end]`` are clipped (flag ``clipped_to_job``); a phase shorter than one sampling
-    interval is flagged ``shorter_than_interval`` (its energy is the straddling intervals' mean
-    power times its seconds). Stage windows run from ``start`` to the stage's time.
+    ``[start, end]`` are clipped (flag ``clipped_to_job``). A window with an edge inside a sampling
+    interval (no row within :data:`EDGE_READ_TOLERANCE_S`) is flagged ``interval_cut``: its energy
+    there is the straddling interval's mean power times its seconds, so two identical phases can
+    differ by what the intervals around them held; such a phase shorter than one sampling interval
+    is also flagged ``shorter_than_interval``. Stage windows run from ``start`` to the stage's time.
     """
     out: list[WindowEnergy] = []
     spans = []
+    rows = sorted({x for _, _, ivs in series for t0, t1, _ in ivs for x in (t0, t1)})
     for name, t0, t1, depth in marks.phases:
         flags = [] if t1 is not None else ["never_closed"]
         t1 = end if t1 is None else t1
         a, b = min(max(t0, start), end), min(max(t1, start), end)
         if (a, b) != (t0, t1):
             flags.append("clipped_to_job")
-        if b - a < interval_s:
-            flags.append("shorter_than_interval")
+        if _cut((a, b), rows):
+            flags.append("interval_cut")
+            if b - a < interval_s:
+                flags.append("shorter_than_interval")
         spans.append((a, b))
         out.append(_window("phase", name, a, b, series, depth=depth, flags=flags))
     for frac, t in marks.stages:
         b = min(max(t, start), end)
+        flags = ["clipped_to_job"] if b != t else []
         out.append(_window("stage", f"{frac * 100:.4g}%", start, b, series, fraction=frac,
-                           flags=["clipped_to_job"] if b != t else []))
+                           flags=flags + (["interval_cut"] if _cut((b,), rows) else [])))
     if marks.phases:
         # "outside" spans every measured second, also a last sample taken after the Epilog's time
         # (the sampler's final sample on TERM): union + outside = the node's energy, exactly

@@ -123,7 +123,7 @@ class RunningSummary:
         by_id = {s.device_id: s for s in statics}
         elapsed = max(0.0, end_time - start_time)
         devices = [a.energy(by_id.get(a.device_id), policy=pol, elapsed=elapsed, span_known=span_known,
-                            node=node, node_flags=node_flags)
+                            node=node, node_flags=node_flags, usage_source=self.usage.source)
                    for a in sorted(self.aggs.values(), key=lambda a: _device_key_of(a.device_class, a.device_id, by_id))]
         return NodeSummary(
             node=node, job_id=job_id, start_time=start_time, end_time=end_time, **self.usage.fields(),

@@ -182,10 +182,11 @@ def summarise_node(rows: SampleTable | Sequence[Sample | dict[str, Any]], *, job
     static_by_id = {s.device_id: s for s in statics}
     traces = Traces.of(table.t)
     devices = []
+    source = next((s for s in reversed(table.job_source) if s), "")
     for dc, agg in device_aggs(table, cols, static_by_id, policy, traces, gpu_idle):
         cpu = dc.static[-1].get("device_class") == "cpu"
         devices.append(agg.energy(static_by_id.get(dc.device_id), policy=policy, elapsed=elapsed,
-                                  span_known=span_known, node=node, span_s=span,
+                                  span_known=span_known, node=node, span_s=span, usage_source=source,
                                   node_flags=node_flags + ([tail_flag] if tail_flag and cpu else [])))
     return _node_summary(table, cols, devices, traces, job_id=job_id, node=node, start_time=start_time,
                          end_time=end_time, interval_s=interval_s, status=status, errors=errors, marks=marks)

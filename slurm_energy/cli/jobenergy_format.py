@@ -25,8 +25,12 @@ if TYPE_CHECKING:  # records, or the store's summary rows (store.select.JobRow) 
     from slurm_energy.model import JobRecord
 
 
-DEFAULT_FIELDS = ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",
-                  "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "State", "Status"]  # fmt: skip
+#: The default table, about 90 characters wide like sacct's default (JobID,JobName,Partition,Account,
+#: AllocCPUS,State,ExitCode: 76): each class's job-share kWh, the CO2e, Slurm's state and the
+#: measurement's status (which says ``estimated`` / ``partial-coverage``). Account, Partition,
+#: NNodes, IT_kWh, Facility_kWh and Method are a ``-o`` away (``--long`` has the methods per device).
+DEFAULT_FIELDS = ["JobID", "User", "Elapsed", "CPU_kWh", "GPU_kWh", "RAM_kWh", "kgCO2e", "State",
+                  "Status"]  # fmt: skip
 LONG_FIELDS = ["JobID", "Node", "Class", "DeviceID", "Model", "Count", "Method", "Energy_kWh",
                "Device_kWh", "Coverage", "Wraps", "Resets", "Dropped", "ReqMem", "MaxRSS", "Covers"]  # fmt: skip
 #: ``-l``'s aligned table without ``-o``: the columns that fit 120 characters for realistic records
@@ -273,7 +277,8 @@ def _note(jobid: str, cls: str, what: str, covers: str, model: str = "", method:
 
 def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     """``-l`` rows (:func:`_note`) for what the device rows do not say, each only when it applies:
-    Class ``status`` when every class with energy was estimated (``complete(estimated)``:
+    Class ``status`` when every class with energy was estimated (``complete(estimated)``, its IT kWh in
+    Energy_kWh, which holds IT energy only, never facility energy:
     :func:`slurm_energy.core.status_text`); Class ``pue`` / ``ci`` when that value is the documented
     default (``CarbonFacts.defaults_used``: the site config sets none), with the value used, the
     facility kWh or kgCO2e it gave, its source and where to set it."""
@@ -284,8 +289,9 @@ def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
                           kwh=fmt_num(rec.it_kwh)))
     c = rec.carbon
     if "pue" in c.defaults_used:
-        rows.append(_note(jobid, "pue", f"{c.pue:g}", f"Energy_kWh = facility kWh = IT x PUE {c.pue:g}; "
-                          + _with_fix(c.pue_source, "set pue in site.yaml"), model="default", kwh=fmt_num(rec.facility_kwh)))
+        # Energy_kWh holds IT (job-share) energy in every row: the facility kWh goes in the text
+        rows.append(_note(jobid, "pue", f"{c.pue:g}", f"facility kWh {fmt_num(rec.facility_kwh)} = IT x PUE "
+                          f"{c.pue:g}; " + _with_fix(c.pue_source, "set pue in site.yaml"), model="default"))
     if "ci" in c.defaults_used:
         rows.append(_note(jobid, "ci", f"{c.ci_g_per_kwh:g} gCO2e/kWh", f"kgCO2e {fmt_num(rec.co2e_kg)} = facility kWh x "
                           "CI; " + _with_fix(c.ci_source, "set location.country or carbon_intensity in site.yaml"),

@@ -14,9 +14,13 @@ Two kinds of state, both accepted by ``-s/--state`` (a record matches if it is i
   ``partial-coverage`` (``-s estimated`` lists ``complete(estimated)`` and
   ``complete(partial-coverage,estimated)`` jobs; ``-s complete`` lists every complete job).
 
-Order (sacct's: slurmdbd returns jobs ``order by id_job, time_submit desc``): by cluster, then
-numeric raw job id (an array task sorts at its raw id, e.g. 403 for 400_3), whatever order ids were
-given in; a reused job id's jobs newest first; a requeued job's attempts oldest first.
+Order (sacct's: src/sacct/sacct.c ``get_data`` sorts slurmdbd's jobs with ``_sort_desc_submit_time``,
+"so the last task of arrays don't appear to run before any of the other tasks": by submit time,
+then array job id, array task id, job id): by cluster, then the array's job id (the id the array
+got at submission; a plain job's own id, which Slurm hands out in submission order), then the
+numeric array task id, then the raw job id -- 400_1, 400_2, 400_10, whatever raw ids the tasks got
+(the last task to start keeps the array's id, 400) and whatever order ids were given in; a reused
+job id's jobs newest first; a requeued job's attempts oldest first.
 """
 
 from __future__ import annotations
@@ -162,6 +166,10 @@ def ordered_jobs(records: list[JobRecord]) -> list[list[JobRecord]]:
     for r in records:
         groups.setdefault((r.cluster, r.job_id), []).append(r)
     out = []
-    for key in sorted(groups, key=lambda k: (k[0], _num(k[1]))):
+    def sacct_key(k: tuple) -> tuple:
+        r = groups[k][0]
+        return (k[0], _num(r.array_job_id or k[1]), _num(r.array_task_id or ""), _num(k[1]))
+
+    for key in sorted(groups, key=sacct_key):
         out.extend(reversed(split_reused(groups[key])))  # newest job first, as sacct
     return out

@@ -151,7 +151,12 @@ def gpu_rated(args) -> tuple[float | None, float, str, str]:
     need_flops = args.gpu_hours is None
     if (flops is None and need_flops) or watts is None:
         if not args.gpu:
-            raise PredictionError("--gpu is empty; name the GPU model (e.g. \"A100\") or give --gpu-flops and --gpu-watts")
+            missing = [n for n, v in (("--gpu-flops", flops if need_flops else 0), ("--gpu-watts", watts)) if v is None]
+            raise PredictionError(
+                "no GPU given (--gpu): the prediction needs the GPU's rated "
+                + ("FLOP/s and power" if len(missing) == 2 else "power" if missing == ["--gpu-watts"] else "FLOP/s")
+                + "; give --gpu with its model (e.g. --gpu A100, or the NVML name: nvidia-smi --query-gpu=name "
+                "--format=csv), or " + " and ".join(missing))
         from slurm_energy.devices.hwtables import lookup_gpu
 
         row = lookup_gpu(args.gpu)
@@ -353,7 +358,10 @@ _UNITS = {"gpu": ("GPU", "GPU"), "node": ("node overhead", "GPU"), "cpu": ("CPU 
 
 
 def _h(s: float) -> str:
-    return f"{s / 3600:.4g} h"
+    """A predicted time as sacct prints Elapsed (``[D-]HH:MM:SS``, :func:`format_duration`)."""
+    from slurm_energy.reporting.scale import format_duration
+
+    return format_duration(s)
 
 
 def format_text(pred: Prediction, notes: dict) -> str:

@@ -134,7 +134,7 @@ def _print_summary(rec) -> None:
     else:
         print(f"  IT {rec.it_kwh:.4g} kWh x PUE {c.pue} = facility {rec.facility_kwh:.4g} kWh")
         print(f"  x CI {c.ci_g_per_kwh:g} gCO2e/kWh ({c.ci_source}) x alpha {c.alpha:g} = {rec.co2e_kg:.4g} kgCO2e")
-    print(f"  status {rec.status_text}" + "".join(f"\n  {e}" for e in rec.errors if e.startswith("run ended early")))
+    print(f"  status {rec.status_text}" + "".join(f"\n  {e}" for e in rec.errors if e.startswith("run ended ")))
     warn = default_facts_warning(rec.carbon, pue_arg="--pue 1.0", ci_arg="--country FR")
     if warn:
         print(warn, file=sys.stderr)

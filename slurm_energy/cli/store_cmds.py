@@ -284,9 +284,9 @@ def cmd_rollup(args) -> int:
 
     # location-based kgCO2e always; net (x alpha) only where some group's differs; embodied and cost
     # only where some group has them (a site without factors or a tariff sees the columns it had)
-    cols = ["jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_gross_kg", "co2e_kg", "measured_it_kwh",
+    cols = ["jobs", "attempts", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_gross_kg", "co2e_kg", "measured_it_kwh",
             "estimated_it_kwh", "gpu_idle_kwh", "embodied_kg", "cost", "cost_currency"]
-    names = dict(jobs="Jobs", unmeasured_jobs="Unmeasured", it_kwh="IT_kWh", facility_kwh="Facility_kWh",
+    names = dict(jobs="Jobs", attempts="Attempts", unmeasured_jobs="Unmeasured", it_kwh="IT_kWh", facility_kwh="Facility_kWh",
                  co2e_gross_kg="kgCO2e", co2e_kg="Net_kgCO2e", measured_it_kwh="Measured_IT_kWh",
                  estimated_it_kwh="Estimated_IT_kWh", gpu_idle_kwh="GPU_idle_kWh", embodied_kg="Embodied_kgCO2e",
                  cost="Cost", cost_currency="Currency")

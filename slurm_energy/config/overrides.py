@@ -72,7 +72,10 @@ def with_carbon_overrides(site: SiteConfig, *, country: str | None = None, zone:
     except ValidationError as e:
         err = e.errors()[0]
         what = ".".join(str(x) for x in err.get("loc", ())) or "value"
-        raise ConfigError(f"{given_by}: {_arg_name(what)}: {_msg(err)}; {_fix(what)}") from None
+        arg = _arg_name(what)
+        given = {"country": country, "zone": zone, "pue": pue, "ci": ci, "alpha": alpha}.get(arg)
+        named = f"{arg}={given!r}" if given is not None else arg  # the value as given, so the fix is plain
+        raise ConfigError(f"{given_by}: {named}: {_msg(err)}; {_fix(what)}") from None
     except ConfigError:
         raise
     except (TypeError, ValueError) as e:

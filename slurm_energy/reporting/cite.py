@@ -15,13 +15,16 @@ front matter (``---`` ... ``---``) by PyYAML, which ``huggingface_hub.metadata_l
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurm_energy._version import __version__
 from slurm_energy.accounting.sci import functional_units, scores, window_embodied_kg
+from slurm_energy.config.overrides import GIVEN_DATACENTER
 from slurm_energy.errors import CiteError
 from slurm_energy.model import JobRecord, Method, WindowEnergy
+from slurm_energy.reporting.job_facts import ran_outside_slurm
 from slurm_energy.units import J_PER_KWH, sum_known
 
 TOOL = "slurm-energy"
@@ -61,12 +64,15 @@ class Citation:
     hardware: list[str]
     start: float
     end: float
-    training_type: str
+    training_type: str  # "" = not known: left out of the model card
     complete: bool
     co2e_net_kg: float | None = None  # x alpha; None when every job's alpha is 1 (the same number)
     alphas: list[tuple[float, str]] = field(default_factory=list)  # (alpha, source) where alpha is not 1
     embodied_kg: float | None = None  # SCI's M of the hardware reserved (a phase: its time's share)
     sci_ai: list = field(default_factory=list)  # accounting.sci.SciScore; [] without FLOPs/tokens/parameters
+    where: str = "on the Slurm cluster's nodes"  # where the records were measured, for the methods text
+    defaults: list[str] = field(default_factory=list)  # "PUE 1.58", "CI 475 gCO2e/kWh": documented defaults used
+    noun: str = "job"  # "run" for process trees measured outside Slurm
     version: str = __version__
 
 
@@ -95,12 +101,45 @@ def _hardware(records: Sequence[JobRecord]) -> list[str]:
 
 
 def _training_type(name: str) -> str:
+    """``fine-tuning`` / ``pre-training`` when the phase or label name says so, else "" (unknown:
+    the model card leaves the key out rather than guess)."""
     low = name.lower().replace("_", "-").replace(" ", "-")
     if "fine-tun" in low or "finetun" in low:
         return "fine-tuning"
     if "pre-train" in low or "pretrain" in low:
         return "pre-training"
-    return name or "pre-training"
+    return ""
+
+
+_PLACE = re.compile(r"\b(region|country) ([A-Za-z0-9_-]+)")
+
+
+def _location(rec: JobRecord) -> str:
+    """Where the job's electricity was drawn, as the record holds it: its datacenter's name (not the
+    catch-all of carbon facts given as arguments) and the region or country its carbon intensity
+    was looked up for (``FR``, ``region DE-BW``); "" when the record names no place (a CI given as a
+    number, or the world-average default)."""
+    parts = [rec.carbon.datacenter] if rec.carbon.datacenter and rec.carbon.datacenter != GIVEN_DATACENTER else []
+    m = _PLACE.search(rec.carbon.ci_source) if not rec.carbon.ci_source.startswith("DEFAULT") else None
+    if m:
+        parts.append(m.group(2) if m.group(1) == "country" else f"region {m.group(2)}")
+    return ", ".join(parts)
+
+
+def _where(recs: Sequence[JobRecord]) -> str:
+    """"on the Slurm cluster's nodes", or for process trees measured outside Slurm "on host vm"."""
+    if not all(ran_outside_slurm(r) for r in recs):
+        return "on the Slurm cluster's nodes"
+    hosts = sorted({n.node for r in recs for n in r.nodes})
+    return f"on host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)} (a process tree measured outside Slurm)"
+
+
+def _defaults(recs: Sequence[JobRecord]) -> list[str]:
+    """The documented defaults the records' CO2e rests on: ``PUE 1.58``, ``CI 475 gCO2e/kWh``."""
+    out = []
+    for key, text in (("pue", lambda c: f"PUE {c.pue:g}"), ("ci", lambda c: f"CI {c.ci_g_per_kwh:g} gCO2e/kWh")):
+        out += sorted({text(r.carbon) for r in recs if key in r.carbon.defaults_used})
+    return out
 
 
 def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
@@ -156,7 +195,8 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
             net.append(r.co2e_kg)
             emb.append(r.embodied_kg)
         complete = complete and r.coverage_complete
-    what = f"job {recs[0].job_id}" if len(recs) == 1 else f"{len(recs)} jobs"
+    noun = "run" if all(ran_outside_slurm(r) for r in recs) else "job"  # a laptop run is no Slurm job
+    what = f"{noun} {recs[0].job_id}" if len(recs) == 1 else f"{len(recs)} {noun}s"
     if label:
         what += f" of the run set track(label={label!r})"
     if phase:
@@ -172,9 +212,10 @@ def citation(records: Sequence[JobRecord], *, phase: str = "", label: str = "",
         jobs=[r.job_id for r in recs], what=what, it_kwh=sum_known(it), facility_kwh=sum_known(fac), co2e_kg=sum_known(co2),
         classes=classes, pue=sorted({(r.carbon.pue, r.carbon.pue_source) for r in recs}),
         ci=sorted({(r.carbon.ci_g_per_kwh, r.carbon.ci_source) for r in recs}),
-        locations=sorted({r.carbon.datacenter or r.carbon.ci_source for r in recs}), hardware=_hardware(recs),
+        locations=sorted({loc for r in recs if (loc := _location(r))}), hardware=_hardware(recs),
         start=min(r.start_time for r in recs), end=max(r.end_time for r in recs),
         training_type=training_type or _training_type(phase or label), complete=complete,
+        where=_where(recs), defaults=_defaults(recs), noun=noun,
     )
 
 
@@ -206,9 +247,10 @@ def methods_text(c: Citation) -> str:
     ci = "; ".join(f"{v:g} gCO2e/kWh ({s})" for v, s in c.ci)
     hw = ", ".join(c.hardware) or "hardware not recorded"
     lower = "" if c.complete else " Some device was unmeasured or measured for part of the time: the totals are a lower bound."
-    verb = "measured" if _all_measured(c) else "measured (estimated where no reading existed, as said per class)"
-    return (f"Energy and emissions of {c.what} ({hw}; {_span(c)}) were {verb} with {TOOL} {c.version} on the "
-            f"Slurm cluster's nodes: IT energy {_num(c.it_kwh, 'kWh')}, by device class "
+    verb = {"measured": "measured", "estimated": "estimated (no energy reading existed: rated power x utilisation x time)",
+            "partly estimated": "measured (estimated where no reading existed, as said per class)"}[_measured_word(c)]
+    return (f"Energy and emissions of {c.what} ({hw}; {_span(c)}) were {verb} with {TOOL} {c.version} "
+            f"{c.where}: IT energy {_num(c.it_kwh, 'kWh')}, by device class "
             f"{', '.join(_class_phrases(c))}. Facility energy {_num(c.facility_kwh, 'kWh')} is the IT energy x "
             f"PUE {pue}; emissions {_num(c.co2e_kg, 'kgCO2e')} are the facility "
             f"energy x carbon intensity {ci}.{lower}{_footprint_text(c)}")
@@ -251,8 +293,9 @@ def methods_latex(c: Citation) -> str:
 def citation_line(c: Citation) -> str:
     """One line to cite (no BibTeX): tool, version, what, the totals, the dates."""
     return (f"{TOOL} {c.version}: {c.what}, {_num(c.it_kwh, 'kWh')} IT / {_num(c.facility_kwh, 'kWh')} facility, "
-            f"{_num(None if c.co2e_kg is None else c.co2e_kg * 1000, 'gCO2e')}, measured {_span(c)} "
-            f"(jobs {', '.join(c.jobs)}).")
+            f"{_num(None if c.co2e_kg is None else c.co2e_kg * 1000, 'gCO2e')}"
+            f"{' with default ' + ' and '.join(c.defaults) if c.defaults else ''}, "
+            f"{'estimated' if _measured_word(c) == 'estimated' else 'measured'} {_span(c)} ({c.noun}s {', '.join(c.jobs)}).")
 
 
 def _all_measured(c: Citation) -> bool:
@@ -261,19 +304,29 @@ def _all_measured(c: Citation) -> bool:
     return all(Method(m) in MEASURED for m in methods if m != Method.UNAVAILABLE.value)
 
 
+def _measured_word(c: Citation) -> str:
+    """``measured`` (every class from a counter or sampled power), ``estimated`` (none was: every
+    class a TDP estimate) or ``partly estimated``."""
+    if _all_measured(c):
+        return "measured"
+    methods = {m for p in c.classes.values() for m in p.methods} - {Method.UNAVAILABLE.value}
+    return "partly estimated" if any(Method(m) in MEASURED for m in methods) else "estimated"
+
+
 def model_card_data(c: Citation) -> dict:
-    """The ``co2_eq_emissions`` mapping of a Hugging Face model card (emissions in grams)."""
+    """The ``co2_eq_emissions`` mapping of a Hugging Face model card (emissions in grams); the
+    optional ``training_type`` and ``geographical_location`` only where the records say them."""
     per_class = ", ".join(k + "=" + "/".join(sorted(p.methods)) for k, p in c.classes.items())
-    measured = _all_measured(c)
-    return {"co2_eq_emissions": {
+    defaults = f"; default {', '.join(c.defaults)}" if c.defaults else ""
+    block = {
         "emissions": None if c.co2e_kg is None else round(c.co2e_kg * 1000, 6),
-        "source": f"{TOOL} {c.version} ({'measured' if measured else 'partly estimated'}: "
-                  f"{per_class}; "
-                  f"jobs {', '.join(c.jobs)})",
+        "source": f"{TOOL} {c.version} ({_measured_word(c)}: {per_class}{defaults}; {c.noun}s {', '.join(c.jobs)})",
         "training_type": c.training_type,
         "geographical_location": "; ".join(c.locations),
         "hardware_used": ", ".join(c.hardware) or "not recorded",
-    }}
+    }
+    return {"co2_eq_emissions": {k: v for k, v in block.items()
+                                 if v or k not in ("training_type", "geographical_location")}}
 
 
 def model_card_yaml(c: Citation) -> str:

@@ -45,3 +45,41 @@ def memory_rows(record: JobRecord) -> list[dict]:
                     for r in rows):
         return rows[:1]
     return rows
+
+
+#: Device flags that mean the job's share of a CPU/RAM device was not measured but filled by a rule,
+#: with what the report's headline says of each.
+_SHARE_FALLBACKS = {
+    "job_never_observed": "the job's processes were never read on {nodes}; its {cls} share is a fallback",
+    "tail_estimated": "the job's last stretch on {nodes} was not observed; its {cls} share there is estimated "
+                      "(the last observed share, else allocated / node CPUs)",
+}
+
+
+def share_fallbacks(record: JobRecord) -> list[str]:
+    """One line per fallback share rule that set part of the job's energy (flags
+    ``job_never_observed`` and ``tail_estimated`` on its devices), for the report's headline: a
+    fallback can charge a job the whole node's CPU, so it is said where the totals are."""
+    hit: dict[tuple[str, str], list[str]] = {}
+    for n in record.nodes:
+        for d in n.devices:
+            for flag in _SHARE_FALLBACKS:
+                if flag in d.flags:
+                    nodes = hit.setdefault((flag, d.device_class.upper()), [])
+                    if n.node not in nodes:
+                        nodes.append(n.node)
+    return [_SHARE_FALLBACKS[flag].format(cls=cls, nodes=", ".join(nodes)) for (flag, cls), nodes in hit.items()]
+
+
+#: The job-usage sources of a process tree measured outside Slurm's hooks (``track()``, ``run``,
+#: ``attach``): the tree's /proc files, and ``run``'s wait4 rusage at the end.
+LOCAL_SOURCES = frozenset({"procfs", "rusage"})
+
+
+def ran_outside_slurm(record: JobRecord) -> bool:
+    """True when the record is a process tree measured outside Slurm's hooks (a laptop, a
+    workstation, ``track()`` without the Prolog): every node's CPU time came from the tree's /proc
+    files or rusage, never a job cgroup or Slurm's PIDs. Such a record has no Slurm job, account,
+    partition or cluster: its texts say "run" and "host"."""
+    sources = {n.cpu_time_source for n in record.nodes}
+    return bool(sources) and sources <= LOCAL_SOURCES

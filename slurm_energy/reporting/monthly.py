@@ -90,6 +90,7 @@ def render_html(rows: list[dict], records: list[JobRecord], by: str, month: str,
              for k in ("it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh",
                        "co2e_gross_kg", "embodied_kg")}
     total["jobs"] = sum(r["jobs"] for r in rows)
+    total["attempts"] = sum(r["attempts"] for r in rows)
     total["unmeasured_jobs"] = sum(r["unmeasured_jobs"] for r in rows)
     return env.get_template("monthly.html.j2").render(
         by=by, month=month, timezone=timezone, rows=rows, total=total, chart=bar_charts_svg(rows, by) if rows else "",

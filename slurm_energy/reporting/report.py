@@ -24,7 +24,7 @@ from slurm_energy.model import JobRecord
 from slurm_energy.natsort import ordered_record, sort_static_devices
 from slurm_energy.reporting import explain, prediction_check
 from slurm_energy.reporting.csvsafe import cell
-from slurm_energy.reporting.job_facts import memory_rows, util_label
+from slurm_energy.reporting.job_facts import memory_rows, ran_outside_slurm, share_fallbacks, util_label
 from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_rows
 from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_user
 from slurm_energy.reporting.scale import co2e_text, energy_text, format_duration, kwh_energy_text, plain
@@ -266,12 +266,14 @@ def render_html(record: JobRecord, whatif: Any = None) -> str:
     ctx = {
         "r": record,
         "job_label": _job_label(record),
+        "noun": "run" if ran_outside_slurm(record) else "job",  # a laptop run is no Slurm job
         "job_id": display_id(record),
         "start": _fmt_time(record.start_time),
         "end": _fmt_time(record.end_time),
         "elapsed": format_duration(record.elapsed_s),
         "nodes": reported,
         "missing_nodes": missing,
+        "share_fallbacks": share_fallbacks(record),
         "rows": rows,
         "phase_rows": phase_rows(record),
         "static_groups": _static_groups(record),

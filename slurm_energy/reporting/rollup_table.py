@@ -12,9 +12,11 @@ import sys
 from typing import Any
 
 #: the columns after the group name (as :data:`slurm_energy.store.rollup.COLUMNS`)
-COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+COLUMNS = ("jobs", "attempts", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
            "gpu_idle_kwh", "co2e_gross_kg", "embodied_kg", "cost", "cost_currency")
-NOTE = ("measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP model; unmeasured jobs are "
+NOTE = ("jobs: distinct Slurm jobs; attempts: their runs (a requeued job has several); unmeasured_jobs: "
+        "attempts with no energy; "
+        "measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP model; unmeasured jobs are "
         "counted in unmeasured_jobs, never summed as 0; gpu_idle_kwh: GPU energy while allocated but idle "
         "(utilisation 0, power at idle draw), measured in an idle state (part of it_kwh); co2e_gross_kg: "
         "location-based operational CO2e (facility kWh x CI, offsets excluded); co2e_kg: net of the "

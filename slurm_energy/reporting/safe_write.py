@@ -42,6 +42,11 @@ REPORT_TIMEOUT_S = 5.0
 #: The umask for a user's files when theirs is unknown (the job's SLURM_UMASK not seen): private,
 #: the owner can still read and chmod them. docs/PRIVACY.md.
 UNKNOWN_UMASK = 0o077
+#: What the record says when its report is written with :data:`UNKNOWN_UMASK` (docs/PRIVACY.md).
+PRIVATE_REPORT_NOTE = ("report written private (mode 0600, owner only): the job's umask (sbatch's SLURM_UMASK, or "
+                       "its processes' own) was never read -- a job that ends before the sampler's first look at its "
+                       "processes leaves none, and no other source names it (the Prolog's environment and slurmctld's "
+                       "job record do not); chmod the files to share them")
 
 
 def _write_in_dir(directory: str, name: str, data: bytes, mode: int, owner: int | None = None) -> None:

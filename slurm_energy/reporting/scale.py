@@ -51,16 +51,18 @@ def kwh_energy_text(kwh: float | None, sig: int = 3) -> str:
 
 
 def format_duration(seconds: float | None, millis: bool = False) -> str:
-    """Slurm's ``[D-]HH:MM:SS`` (sacct Elapsed); ``millis``: sacct's TotalCPU style, ``MM:SS.mmm``
-    below an hour. ``None`` -> ``""`` (Slurm prints unknown as empty); ``inf`` -> ``UNLIMITED``."""
+    """A duration as sacct prints it: Elapsed as ``secs2time_str`` does (src/common/parse_time.c:
+    ``[D-]HH:MM:SS`` of whole seconds, the fraction dropped: Slurm's times are whole seconds);
+    ``millis``: TotalCPU as sacct's ``_elapsed_time(secs, usecs)`` does (src/sacct/print.c:
+    ``MM:SS.mmm`` below an hour, the milliseconds ``usecs / 1000`` truncated, else ``[D-]HH:MM:SS``).
+    ``None`` -> ``""`` (Slurm prints unknown as empty); ``inf`` -> ``UNLIMITED``."""
     if seconds is None:
         return ""
     if math.isinf(seconds):
         return "UNLIMITED"
-    ms_total = round(max(0.0, seconds) * 1000)
-    s_total, ms = divmod(ms_total, 1000)
-    if not millis:
-        s_total = round(max(0.0, seconds))
+    us_total = round(max(0.0, seconds) * 1_000_000)  # Slurm's (secs, usecs): whole microseconds
+    s_total, us = divmod(us_total, 1_000_000)
+    ms = us // 1000  # truncated, as sacct's subsec = usecs / 1000
     d, s = divmod(s_total, 86400)
     h, s = divmod(s, 3600)
     m, s = divmod(s, 60)

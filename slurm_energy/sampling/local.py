@@ -100,6 +100,8 @@ class RunEnd:
 
     def error_text(self) -> str:
         """The record's error line for a run that did not end cleanly."""
+        if self.how == "exit_status":  # it ran to its own end: no "early", its exit code
+            return f"run ended with exit code {self.exit_code}: {self.detail}; measured from its start to its end"
         return (f"run ended early: {self.detail}; measured from its start to that moment (the "
                 "totals cover only what ran)")
 
@@ -264,6 +266,7 @@ class LocalSampler:
         self.dir = tempfile.mkdtemp(prefix="slurm-energy-")
         self.samples = os.path.join(self.dir, "samples.jsonl")
         self.t0 = self.t1 = 0.0
+        self.overhead_s = 0.0  # the measuring process's own CPU-s in the tree (overhead_begin/end)
         self._proc: subprocess.Popen[bytes] | None = None
         self._child_spec: dict[str, Any] | None = None
         self.sampler: Sampler | None = None
@@ -355,6 +358,7 @@ class LocalSampler:
         t = read_sample_table(self.samples).t
         self.t0, self.t1 = float(st["t0"]), (float(t[-1]) if len(t) else float(st["t0"]))
         self._proc, self._child_spec, self.sampler = None, {}, None  # not running
+        self.overhead_s = 0.0
         return self, st["extra"]
 
     def sample_now(self, wait_s: float = 2.0) -> bool:
@@ -374,6 +378,42 @@ class LocalSampler:
                 return True
             time.sleep(0.01)
         return False
+
+    def overhead_begin(self) -> float | None:
+        """The measuring process starts work of its own inside the measured tree (``track().result()``):
+        until :meth:`overhead_end`, the child sampler's probe subtracts this process's CPU time since
+        now (:data:`~slurm_energy.sampling.probes.OVERHEAD_FILE`). Returns the mark to pass on; None
+        outside child mode."""
+        from slurm_energy.sampling.proctree import read_stat
+
+        st = read_stat(os.getpid()) if self._child_spec else None
+        if st is None:
+            return None
+        self._write_overhead(f"{self.overhead_s!r} {os.getpid()} {st[2]!r}")
+        return st[2]
+
+    def overhead_end(self, mark: float | None) -> None:
+        """That work is done: its CPU time (since :meth:`overhead_begin`'s ``mark``) is added to the
+        measuring process's own CPU-s, which the probe keeps subtracting."""
+        from slurm_energy.sampling.proctree import read_stat
+
+        if mark is None:
+            return
+        st = read_stat(os.getpid())
+        if st is not None:
+            self.overhead_s += max(0.0, st[2] - mark)
+        self._write_overhead(repr(self.overhead_s))
+
+    def _write_overhead(self, text: str) -> None:
+        from slurm_energy.sampling.probes import OVERHEAD_FILE
+
+        path = os.path.join(self.dir, OVERHEAD_FILE)
+        try:
+            with open(path + ".tmp", "w") as f:
+                f.write(text)
+            os.replace(path + ".tmp", path)  # the probe reads a whole text, old or new
+        except OSError:
+            pass
 
     def _row_after(self, offset: int) -> bool:
         """Whether the sample file holds whole rows past ``offset`` (its end is a row's newline)."""
@@ -440,7 +480,7 @@ def _child_main(spec_json: str) -> int:
     """The child sampler of :class:`LocalSampler` (``child_of``): samples the tree of
     ``spec["pid"]`` (itself excluded) until SIGTERM or until that process is gone."""
     from slurm_energy.config import load_site_config
-    from slurm_energy.sampling.probes import ProcessTreeProbe
+    from slurm_energy.sampling.probes import OVERHEAD_FILE, ProcessTreeProbe
     from slurm_energy.sampling.reading import open_readers
     from slurm_energy.sampling.samplefile import SampleWriter
 
@@ -453,7 +493,8 @@ def _child_main(spec_json: str) -> int:
     # CPU time from the first poll: the tree's CPU time before the block (imports, other ranks' set-up)
     # is not this measurement's
     probe = ProcessTreeProbe(spec["pid"], exclude=frozenset({os.getpid()}), end_pid=spec.get("end_pid"),
-                             from_first_poll=True, job_marker=spec.get("job"))
+                             from_first_poll=True, job_marker=spec.get("job"),
+                             overhead_path=os.path.join(os.path.dirname(spec["samples"]), OVERHEAD_FILE))
     s = Sampler(readers, probe, SampleWriter(spec["samples"], fsync=False), interval_s=spec["interval_s"],
                 gone_after_s=0.0)
     s.install_signal_handlers()

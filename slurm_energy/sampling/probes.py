@@ -30,6 +30,11 @@ class _TreeAndJob:
         return own + [p for p in self._job.pids() if p not in seen]
 
 
+#: The file beside the sample file where ``track()`` keeps its own ``result()`` CPU-s
+#: (:attr:`ProcessTreeProbe.overhead_path`).
+OVERHEAD_FILE = "tracker_cpu_s"
+
+
 class ProcessTreeProbe:
     """A process and all its descendants (``slurm-energy run -- CMD``, or attach by PID).
 
@@ -48,8 +53,14 @@ class ProcessTreeProbe:
     """
 
     def __init__(self, pid: int, exclude: frozenset[int] = frozenset(), from_first_poll: bool = False,
-                 exact_end: bool = False, end_pid: int | None = None, job_marker: str | None = None):
+                 exact_end: bool = False, end_pid: int | None = None, job_marker: str | None = None,
+                 overhead_path: str | None = None):
         self.pid = pid
+        #: ``overhead_path``: a file where the measuring process keeps the CPU-s its own tracker spent
+        #: inside the measured tree (``track().result()`` summarising the samples so far), rewritten
+        #: whole (:meth:`_overhead_s`); subtracted from the tree's CPU time, so measuring is not
+        #: charged to the run (:data:`OVERHEAD_FILE`)
+        self.overhead_path = overhead_path
         #: the process whose end ends the measurement (default the root): ``track()`` under torchrun
         #: measures the launcher's tree (``pid``) until local rank 0 (``end_pid``) is gone
         self.end_pid = pid if end_pid is None else end_pid
@@ -93,11 +104,28 @@ class ProcessTreeProbe:
             return None
         if self.cpu_baseline_s is None:
             self.cpu_baseline_s = cpu if self._from_first_poll else 0.0
-        self._best_cpu = max(self._best_cpu, cpu - self.cpu_baseline_s)  # never report CPU time going backwards
+        cpu -= self.cpu_baseline_s + self._overhead_s()
+        self._best_cpu = max(self._best_cpu, cpu)  # never report CPU time going backwards
         self._max_rss = max(self._max_rss, rss)
         u = self.usage
         u.cpu_time_s, u.mem_bytes, u.max_mem_bytes, u.pids = self._best_cpu, rss, self._max_rss, pids
         return u
+
+    def _overhead_s(self) -> float:
+        """The tracker's own CPU-s in the tree so far (``overhead_path``: ``<done>``, or ``<done> <pid>
+        <mark>`` while it is at work, whose CPU time since ``mark`` counts too); 0 without one."""
+        if self.overhead_path is None:
+            return 0.0
+        try:
+            with open(self.overhead_path, "rb") as f:
+                parts = f.read(128).split()
+            done = float(parts[0])
+            if len(parts) == 3:  # at work now: its process's CPU time since the mark
+                st = read_stat(int(parts[1]), files=self._stat)
+                done += max(0.0, st[2] - float(parts[2])) if st is not None else 0.0
+        except (OSError, ValueError, IndexError):
+            return 0.0
+        return done if 0 < done < float("inf") else 0.0
 
     def gone(self) -> bool:
         """True once the end process (``end_pid``, default the root) has exited (gone, or a zombie)."""

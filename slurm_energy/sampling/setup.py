@@ -91,8 +91,11 @@ def build_readers(hw: HardwareConfig, gpu_uuids: Sequence[str] | None = None,
             flags.append("eacces_fallback")
         readers.append(CpuTdpReader(w_socket * sockets, model, cores * sockets, src, flags, files))
     if not have_ram:
-        readers.append(RamModelReader(hw.ram_w_per_gb, f"{hw.ram_w_per_gb:g} W/GB (site config hardware.ram_w_per_gb)",
-                                      files))
+        from slurm_energy import units
+
+        ram_src = (units.RAM_W_PER_GB_SOURCE if hw.ram_w_per_gb == units.RAM_W_PER_GB
+                   else "site config hardware.ram_w_per_gb")  # the default is no site's setting
+        readers.append(RamModelReader(hw.ram_w_per_gb, f"{hw.ram_w_per_gb:g} W/GB ({ram_src})", files))
     if gpu_uuids:
         try:
             from slurm_energy.sampling.readers.nvml import NvmlReader

@@ -212,9 +212,10 @@ def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: 
     from slurm_energy.slurm.spool import write_private
 
     rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
-    um = read_json(spool.jobenv).get("umask")  # the sampler read it from the job's processes
-    out = finish_node(cfg, rec, ctx, umask=int(um, 8) if isinstance(um, str) and um.isdigit() else None,
-                      deferred=deferred)
+    umask, note = report_umask(read_json(spool.jobenv))
+    if note:
+        rec.errors.append(note)
+    out = finish_node(cfg, rec, ctx, umask=umask, deferred=deferred)
     from slurm_energy.sampling.marks import remove_marks
 
     remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
@@ -255,6 +256,19 @@ class MarkerPending:
             except OSError:
                 continue
         return False
+
+
+def report_umask(jobenv: dict) -> tuple[int | None, str]:
+    """(the umask the job's report is written with, the record's note when it is unknown): the
+    sampler's ``umask`` from the job's processes (``jobenv``: the spool's job facts, ``"0022"``),
+    else None (the report is then private, :data:`~slurm_energy.reporting.safe_write.UNKNOWN_UMASK`)
+    and :data:`~slurm_energy.reporting.safe_write.PRIVATE_REPORT_NOTE`, so the record says why."""
+    from slurm_energy.reporting.safe_write import PRIVATE_REPORT_NOTE
+
+    um = jobenv.get("umask")
+    if isinstance(um, str) and um.isdigit() and set(um) <= set("01234567") and int(um, 8) <= 0o777:
+        return int(um, 8), ""
+    return None, PRIVATE_REPORT_NOTE
 
 
 def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: int | None = None,

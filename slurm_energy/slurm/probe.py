@@ -26,8 +26,9 @@ class SlurmJobProbe:
     preferred. In PID mode the cgroup is still looked for, at full polls every ``pid_rescan_s``.
 
     The end of the job: on cgroup v2 ``cgroup.events`` turning ``populated 0`` wakes the sampler
-    (:meth:`wakeup`), which reads ``cpu.stat`` right then, before slurmstepd removes the directory:
-    the CPU time is exact and no in-between polls are needed (:attr:`needs_tail_poll` False). On v1
+    (:meth:`wakeup`), which reads ``cpu.stat`` and ``memory.peak`` right then, before slurmstepd
+    removes the directory: the CPU time and the peak are exact and no in-between polls are needed
+    (:attr:`needs_tail_poll` False). On v1
     nothing announces the end, so the sampler polls the CPU time in between samples (one ``pread``
     of ``cpuacct.usage``) and the finalizer falls back on Slurm's TotalCPU for what it missed.
     """
@@ -109,7 +110,10 @@ class SlurmJobProbe:
             self.cg = find_job_cgroup(self.job_id, self.uid, self.node, self.root, sluid=self.sluid)
         if self.cg is not None:
             populated = self.cg.populated()  # v2: read first (re-arms the POLLPRI wake-up)
-            u = self.cg.read(pids=full, mem=full, into=self.usage)
+            ending = populated is False and self._was_populated
+            # the job's end (v2 populated 1 -> 0, before slurmstepd removes the directory): the last
+            # chance to read memory.peak as well as cpu.stat, so a peak in the last interval is kept
+            u = self.cg.read(pids=full, mem=full or ending, into=self.usage)
             if u is not None:
                 self._seen_cgroup = True
                 self._was_populated = self._was_populated or bool(populated)

@@ -27,7 +27,7 @@ from slurm_energy.store.db import Db
 from slurm_energy.store.select import LONGEST_SQL
 
 #: output columns after the group name
-COLUMNS = ("jobs", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
+COLUMNS = ("jobs", "attempts", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh",
            "gpu_idle_kwh", "co2e_gross_kg", "embodied_kg", "cost", "cost_currency")
 BY = ("user", "account", "partition")
 #: the window's rows: final attempts that ran in [t0, t1) (a zero-length one where it started);
@@ -61,12 +61,14 @@ def _sql(dialect: str, by: str) -> str:
     return f"""
 WITH s AS (
   SELECT CASE WHEN {col} IS NULL OR {col} = '' THEN '(none)' ELSE {col} END AS grp,
+         j.cluster || ':' || j.job_id AS job,
          j.it_kwh, j.facility_kwh, j.co2e_kg, j.measured_it_kwh, j.estimated_it_kwh, j.gpu_idle_kwh,
          j.co2e_gross_kg, j.embodied_kg, j.cost, nullif(j.cost_currency, '') AS cost_currency, {f} AS f, {fc} AS fc, {wall} AS fw
   FROM job_records j
   WHERE {IN_WINDOW}
 )
-SELECT grp, count(*), sum(CASE WHEN it_kwh IS NULL THEN 1 ELSE 0 END), sum(it_kwh * f), sum(facility_kwh * f),
+SELECT grp, count(DISTINCT job), count(*), sum(CASE WHEN it_kwh IS NULL THEN 1 ELSE 0 END), sum(it_kwh * f),
+       sum(facility_kwh * f),
        sum(co2e_kg * fc), sum(measured_it_kwh * f), sum(estimated_it_kwh * f), sum(gpu_idle_kwh * f),
        sum(co2e_gross_kg * fc), sum(embodied_kg * fw),
        CASE WHEN min(cost_currency) = max(cost_currency) THEN sum(cost * f) END,
@@ -78,8 +80,10 @@ FROM s GROUP BY grp
 
 def month_rollup(db: Db, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
     """Per ``by`` group (user, account or partition; ``(none)`` for an empty name), sorted by name:
-    ``{by, jobs, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh,
-    gpu_idle_kwh, co2e_gross_kg, embodied_kg, cost, cost_currency}`` (kWh, kgCO2e; None = no measured
+    ``{by, jobs, attempts, unmeasured_jobs, it_kwh, facility_kwh, co2e_kg, measured_it_kwh, estimated_it_kwh,
+    gpu_idle_kwh, co2e_gross_kg, embodied_kg, cost, cost_currency}`` (``jobs``: distinct Slurm jobs,
+    cluster and job id; ``attempts``: their runs, a requeued job's each, as ``jobenergy`` lists them;
+    ``unmeasured_jobs``: the unmeasured attempts; kWh, kgCO2e; None = no measured
     job in the group; gpu_idle_kwh: the jobs' GPU energy while allocated but idle, charged by the same
     fraction; co2e_kg net of alpha, co2e_gross_kg location-based) charged to [t0, t1) (epoch s).
 
@@ -88,7 +92,7 @@ def month_rollup(db: Db, by: str, t0: float, t1: float) -> list[dict[str, Any]]:
         raise ValueError(f"--by={by!r}: use one of {', '.join(BY)}")
     longest = db.execute(LONGEST_SQL)[0][0] or 0.0
     rows = db.execute(_sql(db.dialect, by), {"t0": float(t0), "t1": float(t1), "longest": float(longest)})
-    out = [{by: r[0], **{k: (int(v) if k in ("jobs", "unmeasured_jobs") else
+    out = [{by: r[0], **{k: (int(v) if k in ("jobs", "attempts", "unmeasured_jobs") else
                              (v if k == "cost_currency" or v is None else float(v)))
                          for k, v in zip(COLUMNS, r[1:])}} for r in rows]
     return sorted(out, key=lambda d: d[by])

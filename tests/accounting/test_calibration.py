@@ -148,8 +148,9 @@ def test_cli_predict_text_says_range_and_jobs(store_url, capsys):
     assert f"FLOP/s fraction:  0.4 (achieved / rated FLOP/s, sets the time: site calibration: 3 jobs on {A100}: " \
            "0.4 (p10-p90 0.32-0.48 over 3 jobs))" in out
     assert "power fraction:   0.8 (" in out and "0.8 (p10-p90 0.72-0.88 over 3 jobs)" in out
-    # time p10-p90 2100-3166.7 s = 0.5833-0.8796 h
-    assert "site range:       p10-p90 over the 3 measured jobs: time 0.5833 h-0.8796 h" in out
+    # time p10-p90 2100-3166.7 s = 0.5833-0.8796 h, as sacct prints Elapsed: 35:00 and 52 min 46.7 s,
+    # the fraction dropped
+    assert "site range:       p10-p90 over the 3 measured jobs: time 00:35:00-00:52:46" in out
 
 
 def test_cli_predict_other_gpu_falls_back_labelled(store_url, capsys):

@@ -182,3 +182,18 @@ def test_finalizer_reads_the_jobs_marks_as_data_and_keeps_the_record(tmp_path, m
     rec = node_record(SiteConfig(), spool, ctx, T0 + 30)
     assert rec.nodes[0].windows == [] and rec.nodes[0].marks_flags == ["marks_not_regular"]
     assert rec.nodes[0].devices[0].energy_j == pytest.approx(600.0)
+
+
+def test_a_phase_with_rows_at_its_edges_is_read_one_cut_inside_intervals_is_flagged():
+    # rows at 0, 10, 20, 30 s; phase "read" 10-20 s has a row at each edge (within 0.1 s): exactly
+    # the 10-20 s interval, 300 J, no flag; phase "cut" 5-15 s: 10 W x 5 s + 30 W x 5 s = 200 J cut
+    # from two intervals, flagged interval_cut (not shorter than the 10 s interval); a stage at 15 s
+    # is cut too, one at 20.05 s is read
+    marks = parse_marks([_m(t=T0 + 10.02, ev="begin", id=1, name="read"), _m(t=T0 + 19.97, ev="end", id=1),
+                         _m(t=T0 + 5, ev="begin", id=2, name="cut"), _m(t=T0 + 15, ev="end", id=2),
+                         _m(t=T0 + 15, ev="stage", frac=0.5), _m(t=T0 + 20.05, ev="stage", frac=0.9)])
+    s = summarise_node(_rows(), job_id="1", node="n1", start_time=T0, end_time=T0 + 30, marks=marks, interval_s=10)
+    w = {(x.kind, x.name): x for x in s.windows}
+    assert w["phase", "read"].it_j == pytest.approx(300.0 * 9.95 / 10) and w["phase", "read"].flags == []
+    assert w["phase", "cut"].it_j == pytest.approx(200.0) and w["phase", "cut"].flags == ["interval_cut"]
+    assert w["stage", "50%"].flags == ["interval_cut"] and w["stage", "90%"].flags == []

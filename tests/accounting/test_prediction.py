@@ -161,7 +161,8 @@ def test_cli_table_lookup_a100(capsys):
                       "--util", "0.25", "--pue", "1.0", "--ci", "100")
     assert rc == 0
     # t = 3.12e18 / (4 x 3.12e14 x 0.25) = 3.12e18 / 3.12e14 = 10_000 s = 2.778 h
-    assert "time:             1e+04 s (2.778 h; FLOPs / (n x rated FLOP/s x FLOP/s fraction))" in out
+    # 10,000 s as sacct prints Elapsed: 2 h 46 min 40 s = 02:46:40
+    assert "time:             1e+04 s (02:46:40; FLOPs / (n x rated FLOP/s x FLOP/s fraction))" in out
     # power fraction is not the FLOP/s fraction: default 0.76 (measured under training, Newkirk et al. 2025)
     # E = 4 x 400 W x 0.76 x 10_000 s = 12_160_000 J = 3.378 kWh; x 100 g/kWh = 337.8 g = 0.3378 kg
     assert "IT energy:        3.378 kWh" in out

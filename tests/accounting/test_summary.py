@@ -251,11 +251,15 @@ def test_job_never_observed_is_unmeasured_not_zero():
     assert s.cpu_time_s is None
 
 
-def test_cgroup_read_at_zero_ns_only_is_not_an_observation():
-    # the job cgroup existed but every read was 0 ns (the batch step ran between polls): a real
-    # process always uses some CPU, so this is "not observed", not a measured 0
+def test_cgroup_read_at_zero_ns_is_a_reading_not_never_observed():
+    # the job's cgroup read 0 ns at every look (an idle job): zero is a measurement, so the job is
+    # observed, uses none of the package (0 J), and gets no fallback share (no job_never_observed)
     rows = [row(0, 0.0, 0, 0, [tdp(None)]), {**row(1, 0.0, 1, 2, [tdp(50.0)]), "kind": "cgroup_gone"},
             {**row(1.2, 0.0, 1, 2.4, [tdp(50.0)]), "kind": "final"}]
     s = summarise_node(rows, job_id="1", node="n1", start_time=T0, end_time=T0 + 1.2)
     d = s.devices[0]
-    assert d.energy_j is None and "job_never_observed" in d.flags
+    assert d.energy_j == 0.0 and d.method == Method.TDP_ESTIMATE
+    assert "job_never_observed" not in d.flags and "tail_estimated" not in d.flags
+    assert s.cpu_time_s == 0.0
+
+

@@ -49,8 +49,10 @@ def test_default_columns_and_values(url, capsys):
     rc, out, err = run(capsys, "--store", url, "-P", "100")
     assert rc == 0, err
     [row] = parsed(out)
-    assert list(row) == ["JobID", "User", "Account", "Partition", "NNodes", "Elapsed", "CPU_kWh", "GPU_kWh",
-                         "RAM_kWh", "Facility_kWh", "kgCO2e", "Method", "State", "Status"]
+    assert list(row) == ["JobID", "User", "Elapsed", "CPU_kWh", "GPU_kWh", "RAM_kWh", "kgCO2e", "State", "Status"]
+    rc, out, err = run(capsys, "--store", url, "-P", "-o", "JobID,NNodes,Facility_kWh", "100")
+    [more] = parsed(out)
+    row.update(more)
     # cpu 3.6e6 J / 3.6e6 = 1 kWh; ram 0.1 kWh; no GPU -> "-"; facility (1.1 kWh x PUE 1.5) = 1.65;
     # CO2e 1.65 kWh x 400 g/kWh = 660 g = 0.66 kg; elapsed 3600 s
     assert row["CPU_kWh"] == "1" and row["RAM_kWh"] == "0.1" and row["GPU_kWh"] == "-"
@@ -61,7 +63,7 @@ def test_default_columns_and_values(url, capsys):
 
 
 def test_multinode_sums_and_unmeasured_is_na(url, capsys):
-    _rc, out, _ = run(capsys, "--store", url, "-P", "-j", "200")
+    _rc, out, _ = run(capsys, "--store", url, "-P", "-o", "JobID,CPU_kWh,GPU_kWh,RAM_kWh,Facility_kWh,NNodes", "-j", "200")
     [row] = parsed(out)
     # cpu 2 nodes x 7.2e6 J = 1.44e7 J = 4 kWh; gpu 2 x 1.8e6 = 3.6e6 J = 1 kWh; ram unmeasured -> n/a
     assert row["CPU_kWh"] == "4" and row["GPU_kWh"] == "1" and row["RAM_kWh"] == "n/a"

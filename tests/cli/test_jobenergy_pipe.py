@@ -11,7 +11,7 @@ from jobrecord_factory import finished, node_record
 from slurm_energy.cli.jobenergy import EXIT_BROKEN_PIPE
 from slurm_energy.store import open_store
 
-N_JOBS = 800
+N_JOBS = 1600
 
 
 @pytest.mark.skipif(not shutil.which("bash") or not shutil.which("head"), reason="needs bash and head")
@@ -27,7 +27,7 @@ def test_head_closing_the_pipe_is_not_a_traceback(tmp_path, fmt):
            "PYTHONPATH": os.getcwd()}
     code = "import sys; from slurm_energy.cli.jobenergy import main; sys.exit(main(sys.argv[1:]))"
     # full output first: it must exceed Linux's 64 KiB pipe buffer, so jobenergy is still writing
-    # when head exits (800 jobs: about 2.2 MB of JSON, about 90 kB with -P)
+    # when head exits (1600 jobs: about 4.4 MB of JSON, about 100 kB with -P: more than a 64 KiB pipe)
     full = subprocess.run([sys.executable, "-c", code, "--store", url, "-S", "2000-01-01", fmt],
                           capture_output=True, text=True, env=env)
     assert full.returncode == 0, full.stderr

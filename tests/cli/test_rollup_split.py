@@ -19,7 +19,7 @@ from slurm_energy.pipeline import finalise_job
 from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import open_store
 
-HEAD = "user|Jobs|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh|GPU_idle_kWh"
+HEAD = "user|Jobs|Attempts|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh|GPU_idle_kWh"
 
 
 def _t(s: str) -> float:
@@ -58,7 +58,9 @@ def _rollup(url: str, month: str, capsys) -> list[list[str]]:
     lines = out.out.strip().splitlines()
     # Embodied_kgCO2e follows where a job had embodied CO2e (the bundled CPU and chassis factors): not checked here
     assert lines[0].removesuffix("|Embodied_kgCO2e") == HEAD
-    return [ln.split("|")[:len(HEAD.split("|"))] for ln in lines[1:]]
+    rows = [ln.split("|")[:len(HEAD.split("|"))] for ln in lines[1:]]
+    assert all(r[2] == r[1] for r in rows)  # Attempts = Jobs: one attempt per job in these stores
+    return [r[:2] + r[3:] for r in rows]  # without Attempts: the columns below as before
 
 
 def test_job_across_month_end_utc_is_charged_half_to_each_month(tmp_path, monkeypatch, capsys):

@@ -25,7 +25,9 @@ def test_non_zero_exit_is_on_the_record(home):
     assert r.returncode == 3, r.stderr
     assert {row["status"] for row in _rows(home, "fails")} == {"partial"}
     html = (home / "energy-fails.html").read_text()
-    assert "run ended early: the command exited with status 3" in html and "exit code 3" in html
+    assert "run ended with exit code 3: the command exited with status 3; measured from its start to its end" in html
+    assert "ended early" not in html and "exit code 3" in html
+    assert "run ended with exit code 3: the command exited with status 3" in r.stdout
     assert "status partial" in r.stdout
     assert list((home / "tmp").glob("slurm-energy-*")) == []
 
@@ -85,7 +87,7 @@ def test_carbon_flags_override_and_the_defaults_are_said(home):
     r = ou.run(RUN + ["--label", "dflt", "--", "true"], home)
     assert "PUE 1.58 is the DEFAULT datacenter industry average" in r.stderr and "give --pue 1.0" in r.stderr
     r = ou.run(RUN + ["--label", "bad", "--pue", "0.5", "--", "true"], home)
-    assert r.returncode == 2 and "slurm-energy run: pue:" in r.stderr
+    assert r.returncode == 2 and "slurm-energy run: pue=0.5:" in r.stderr  # the value given, named
 
 
 def test_track_inside_run_defers_to_it(home):

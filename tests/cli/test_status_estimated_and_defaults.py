@@ -93,8 +93,9 @@ def test_long_rows_for_estimated_status_and_default_pue_ci(url, capsys):
     assert rows[2] == ["3", "-", "status", "complete(estimated)", "", "", "tdp_estimate", "1", "", "", "", "", "",
                        "", "", "every class with energy estimated: rated power x utilisation x time, no counter "
                        "or power reading"]
-    assert rows[3] == ["3", "-", "pue", "1.58", "default", "", "", "1.58", "", "", "", "", "", "", "",
-                       "Energy_kWh = facility kWh = IT x PUE 1.58; industry average PUE 1.58 (Uptime Institute "
+    # Energy_kWh is IT energy in every row (1 kWh above): the facility 1 x 1.58 = 1.58 kWh is in the text
+    assert rows[3] == ["3", "-", "pue", "1.58", "default", "", "", "", "", "", "", "", "", "", "",
+                       "facility kWh 1.58 = IT x PUE 1.58; industry average PUE 1.58 (Uptime Institute "
                        "Global Data Center Survey 2023); set pue in site.yaml"]
     assert rows[4] == ["3", "-", "ci", "475 gCO2e/kWh", "default", "", "", "", "", "", "", "", "", "", "",
                        "kgCO2e 0.7505 = facility kWh x CI; world average 475 gCO2e/kWh (IEA Global Energy & CO2 "

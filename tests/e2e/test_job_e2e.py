@@ -134,6 +134,9 @@ def test_array_tasks_recorded_with_their_array_ids(cluster):
             break
         time.sleep(1)
     assert sorted(all_tasks.stdout.split()) == [f"{first}_0", f"{first}_1"]
+    # in sacct's order (src/sacct/sacct.c: submit time, array job id, task id), as sacct lists them
+    listed = cluster.run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-j", first]).stdout.split()
+    assert all_tasks.stdout.split() == [j for j in listed if j in (f"{first}_0", f"{first}_1")] == [f"{first}_0", f"{first}_1"]
     # each task's report is named as sbatch's %A_%a names its output (not by the task's own job id),
     # its CSV keyed the same, the task's own job id beside it (job_id_raw)
     names = [f"energy-{first}_{t}.{ext}" for t in (0, 1) for ext in ("html", "csv")]

@@ -185,7 +185,8 @@ def test_month_html_report_has_the_job(cluster, finished_job):
     finally:
         st.close()
     row = next(r for r in rollup(recs, "account", t0, t1).to_dict("records") if r["account"] == "research")
-    assert f"<tr><td>research</td><td>{row['jobs']}</td><td>{row['unmeasured_jobs']}</td><td>{row['it_kwh']:.4g}</td>" in html
+    assert (f"<tr><td>research</td><td>{row['jobs']}</td><td>{row['attempts']}</td><td>{row['unmeasured_jobs']}</td>"
+            f"<td>{row['it_kwh']:.4g}</td>") in html
     # the job is listed among the top 10 exactly when its IT energy is among the month's 10 largest
     top = html.split("<h2>Top jobs by IT energy</h2>")[1].split("</table>")[0]
     tenth = sorted((r.it_kwh for r in recs if r.it_kwh is not None), reverse=True)[:10][-1]

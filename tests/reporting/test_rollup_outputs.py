@@ -66,7 +66,7 @@ def test_html_report(url, tmp_path):
     # 2.52 kg location-based = net (alpha 1), no embodied factor for the factory's devices: n/a (never 0)
     m = re.search(r"<h2>Totals</h2>.*?<tr><td>(.*?)</tr>", html, re.S)
     cells = re.findall(r"<td>(.*?)</td>", m.group(0).split("</tr>", 1)[1])
-    assert cells == ["3", "1", "4.2", "2", "2.2", "6.3", "2.52", "2.52", '<span class="na">n/a</span>']
+    assert cells == ["3", "3", "1", "4.2", "2", "2.2", "6.3", "2.52", "2.52", '<span class="na">n/a</span>']  # 3 jobs, 3 attempts
     # top jobs: job 1 first; method coverage; the PUE/CI used (factory: PUE 1.5, 400 g/kWh)
     top = html.split("<h2>Top jobs by IT energy</h2>")[1]
     assert top.index("<td>1</td>") < top.index("<td>2</td>")

@@ -190,7 +190,8 @@ def test_jobenergy_reads_summary_rows_without_pydantic(tmp_path):
                    env=env, check=True)
     code = ("import sys; from slurm_energy.cli.jobenergy import main; rc = main(sys.argv[1:]); "
             "print('MODS', ' '.join(m for m in ('sqlalchemy', 'pydantic') if m in sys.modules)); sys.exit(rc)")
-    p = subprocess.run([sys.executable, "-c", code, "-j", "3", "--store", url, "-P"], env=env,
+    p = subprocess.run([sys.executable, "-c", code, "-j", "3", "--store", url, "-P", "-o",
+                        "JobID,CPU_kWh,RAM_kWh,GPU_kWh,Facility_kWh,kgCO2e,Elapsed"], env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
