@@ -127,6 +127,16 @@ def _dcmi_tool(pref: str) -> tuple[str, str] | None:
     return None
 
 
+#: reader name -> the ``node_meter.source`` it is (what a meter row and a record's method name)
+SOURCE_OF = {"hwmon-power": "acpi_power_meter", "pm_counters": "pm_counters", "ipmi-dcmi": "ipmi_dcmi",
+             "redfish": "redfish", "slurm-node-energy": "slurm"}
+
+
+def source_name(reader: Reader) -> str:
+    """The ``node_meter.source`` name of an open node meter (``auto`` resolved)."""
+    return SOURCE_OF.get(reader.name, reader.name)
+
+
 def _acpi(cfg: Any, node: str, hwmon_root: str, dev_ipmi: Sequence[str]) -> tuple[Reader | None, str]:
     from slurm_energy.sampling.readers import hwmon_power
 
