@@ -126,3 +126,24 @@ def test_not_metered_is_never_zero_and_the_estimate_is_labelled():
 
 def test_node_meter_config_rule_names():
     assert NodeMeter().rest_of_node == "allocation" and ron.RULES == ("allocation", "component_energy")
+
+
+def test_shown_in_jobenergy_long_json_prometheus_and_report():
+    import json
+
+    from slurm_energy.cli.jobenergy_format import long_rows, to_json
+    from slurm_energy.outputs.prometheus import entry_from_record
+    from slurm_energy.reporting.report import render_html
+
+    rec = _record([_m(995.0 + 10 * k, 250.0) for k in range(5)])
+    row = next(r for r in long_rows(rec, "9") if r[2] == "rest_of_node")
+    # job share 1125 J = 0.0003125 kWh; the node's rest 4500 J = 0.00125 kWh
+    assert row[3] == "node_meter:acpi_power_meter" and row[6] == "power_integration"
+    assert float(row[7]) == pytest.approx(1125 / 3.6e6, rel=1e-3) and float(row[8]) == pytest.approx(4500 / 3.6e6, rel=1e-3)
+    rec_json = json.loads(to_json([("9", rec)]))["jobs"][0]["record"]
+    assert rec_json["rest_of_node_j"] == pytest.approx(1125.0) and rec_json["nodes"][0]["rest_of_node"]["share"] == 0.25
+    assert entry_from_record(rec, 0.0)["classes"]["rest_of_node"] == [pytest.approx(1125.0), "node_meter:acpi_power_meter"]
+    assert "Rest of node" in render_html(rec) and "node_meter:acpi_power_meter" in render_html(rec)
+    none = _record(None)
+    assert "rest_of_node" not in entry_from_record(none, 0.0)["classes"]  # not metered: no series, never 0
+    assert next(r for r in long_rows(none, "9") if r[2] == "rest_of_node")[7] in ("", "n/a", "-")
