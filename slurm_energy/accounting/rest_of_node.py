@@ -146,18 +146,11 @@ def component_share(job_j: float | None, node_components_j: float | None) -> tup
 
 
 def _spread_hourly(hourly: dict[str, float], t0: float, t1: float, energy_j: float) -> None:
-    """Add ``energy_j`` to ``hourly`` (ISO hour UTC -> J) uniformly over [t0, t1]."""
-    from datetime import datetime, timezone
+    """Add ``energy_j`` to ``hourly`` (UTC hour -> J) uniformly over [t0, t1]."""
+    from slurm_energy.carbon.hourly import split_interval_by_hour
 
-    if t1 <= t0:
-        return
-    h = t0 - t0 % 3600
-    while h < t1:
-        ov = min(t1, h + 3600) - max(t0, h)
-        if ov > 0:
-            key = datetime.fromtimestamp(h, tz=timezone.utc).strftime("%Y-%m-%dT%H:00:00Z")
-            hourly[key] = hourly.get(key, 0.0) + energy_j * ov / (t1 - t0)
-        h += 3600
+    for k, v in split_interval_by_hour(t0, max(t0, t1), energy_j).items():
+        hourly[k] = hourly.get(k, 0.0) + v
 
 
 def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Reading]] | None, source: str,

@@ -147,3 +147,51 @@ def test_shown_in_jobenergy_long_json_prometheus_and_report():
     none = _record(None)
     assert "rest_of_node" not in entry_from_record(none, 0.0)["classes"]  # not metered: no series, never 0
     assert next(r for r in long_rows(none, "9") if r[2] == "rest_of_node")[7] in ("", "n/a", "-")
+
+
+def test_reconcile_conserves_the_meter():
+    from slurm_energy.accounting.reconcile import reconcile_node
+
+    meter = [_m(995.0 + 10 * k, 250.0) for k in range(5)]  # 995..1035 s at 250 W: 40 s x 250 W = 10 000 J
+    rec = _record(meter)
+    assert rec.energy_it_j["cpu"] == pytest.approx(750.0)  # job CPU 10 of the node's 40 busy CPU-s: 25 % of 3000 J
+    ns = rec.nodes[0]
+    [p] = reconcile_node("n1", meter, [(ns.start_time, ns.end_time, ns.hourly_energy_j)], "hour")
+    # idle: 995-1000 and 1030-1035 s with no job: 10 s x 250 W = 2500 J; job: 750 + 1125 = 1875 J
+    assert p.metered_j == pytest.approx(10_000.0) and p.idle_j == pytest.approx(2500.0)
+    assert p.jobs_j == pytest.approx(1875.0) and p.jobs == 1
+    # residual: 10 000 - 2500 - 1875 = 5625 J = the package's other 75 % (2250 J) + the rest's 75 % (3375 J)
+    # charged to no job (the job holds 4 of 16 CPUs, 16 of 64 GiB)
+    assert p.residual_j == pytest.approx(5625.0) and p.residual_pct == pytest.approx(56.25)
+    assert p.period == "1970-01-01T00"
+
+
+def test_reconcile_command_outputs(tmp_path, capsys, monkeypatch):
+    import json
+
+    from slurm_energy.cli import reconcile_cmd
+    from slurm_energy.cli.main import build_parser
+    from slurm_energy.sampling import meterspool
+    from slurm_energy.store import open_store
+
+    mf = str(tmp_path / "node-meter-n1.jsonl")
+    meter = [_m(995.0 + 10 * k, 250.0) for k in range(5)]
+    for t, r in meter:
+        meterspool.append(mf, meterspool.MeterRow(t, "acpi_power_meter", r))
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    st = open_store(url)
+    st.put(_record(meter))
+    st.close()
+    site = tmp_path / "site.yaml"
+    site.write_text(f"paths: {{spool_dir: {tmp_path}, store_url: '{url}'}}\n")
+    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    prom = tmp_path / "r.prom"
+    args = build_parser().parse_args(["reconcile", "--node", "n1", "--format", "json", "--prometheus", str(prom)])
+    assert reconcile_cmd.cmd_reconcile(args) == 0
+    [p] = json.loads(capsys.readouterr().out)["periods"]
+    assert p["metered_kwh"] == pytest.approx(10_000 / 3.6e6) and p["residual_pct"] == pytest.approx(56.25)
+    text = prom.read_text()
+    assert 'slurm_energy_node_residual_joules{by="hour",node="n1",period="1970-01-01T00"} 5625.0' in text
+    args = build_parser().parse_args(["reconcile", "--node", "n1", "--format", "csv"])
+    assert reconcile_cmd.cmd_reconcile(args) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("n1,1970-01-01T00,0.00277778,")
