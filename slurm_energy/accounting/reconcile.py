@@ -110,7 +110,7 @@ def reconcile_node(node: str, meter_rows: Sequence[tuple[float, Any]], jobs: Seq
             p.metered_j += part
             p.metered_s += b - a
             p.idle_j += part * (1.0 - _covered(a, b, union) / (b - a))
-    for start, end, hourly in jobs:
+    for _start, _end, hourly in jobs:
         seen = set()
         for hk, j in hourly.items():
             t = datetime.strptime(hk, "%Y-%m-%dT%H:00:00Z").replace(tzinfo=timezone.utc).timestamp()
