@@ -59,6 +59,7 @@ class NodeObservation:
     meter_rows: list[Any] | None = None
     meter_source: str = ""
     mem_alloc_bytes: float | None = None  # memory allocated to the job on the node (its share of the rest)
+    gpus_node: int | None = None  # the node's GPUs (None = unknown): the rest is not metered where the job has fewer
 
 
 def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expected_nodes: Sequence[str] = (),
@@ -91,7 +92,7 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
 
         summary.rest_of_node = rest_for_node(summary, table_from(obs.samples).sorted(), obs.meter_rows,
                                              obs.meter_source, node_meter, cpus_alloc=obs.cpus_alloc,
-                                             mem_alloc_bytes=obs.mem_alloc_bytes)
+                                             mem_alloc_bytes=obs.mem_alloc_bytes, gpus_node=obs.gpus_node)
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
     # a finished node that measured nothing is no_data, never partial/complete, saying why when its

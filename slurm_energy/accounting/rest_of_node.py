@@ -180,13 +180,20 @@ def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Re
     meter, how = meter_series(list(meter_rows))
     rest = node_rest(meter, component_series(table), t0, t1)
     flags = list(rest.flags)
+    gpus_job = sum(1 for d in summary.devices if d.device_class == "gpu")
+    if gpus_node is not None and gpus_job < gpus_node:
+        # GPUs of other jobs draw inside the meter but are not in this job's samples: the rest
+        # would hold them; not metered rather than charged (the node meter process reads no GPU)
+        return RestOfNode(method=f"node_meter:{source}", meter_method=how, rule=cfg.rest_of_node,
+                          flags=sorted({*flags, "other_gpus_unmeasured"}),
+                          covers=f"rest of node: not metered (the node has {gpus_node} GPUs, the job's samples "
+                                 f"measure {gpus_job}: the others' energy is inside the meter)")
     if cfg.rest_of_node == "component_energy":
         job_j = sum(d.energy_j for d in summary.devices if d.energy_j is not None)
         node_j = sum(d.device_energy_j for d in summary.devices if d.device_energy_j is not None)
         share, basis = component_share(job_j, node_j)
     else:
         cpus_node = max((n for n in table.node.get("ncpu", []) if n), default=None)
-        gpus_job = sum(1 for d in summary.devices if d.device_class == "gpu")
         share, basis = allocation_share(cpus_alloc, cpus_node, gpus_job, gpus_node, mem_alloc_bytes, _mem_node(table))
     method = f"node_meter:{source}"
     covers = (f"rest of node: node meter ({source}) minus the measured components (CPU packages, DRAM, GPUs), "

@@ -195,3 +195,20 @@ def test_reconcile_command_outputs(tmp_path, capsys, monkeypatch):
     args = build_parser().parse_args(["reconcile", "--node", "n1", "--format", "csv"])
     assert reconcile_cmd.cmd_reconcile(args) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("n1,1970-01-01T00,0.00277778,")
+
+
+def test_other_jobs_gpus_in_the_meter_make_the_rest_not_metered():
+    meter = [_m(995.0 + 10 * k, 250.0) for k in range(5)]
+    rec = _record(meter, gpus_node=2)  # the node has 2 GPUs; this job's samples measure none
+    r = rec.nodes[0].rest_of_node
+    assert r.energy_j is None and r.flags == ["other_gpus_unmeasured"] and "has 2 GPUs" in r.covers
+    assert rec.rest_of_node_j is None and rec.it_kwh == pytest.approx(rec.energy_it_j["cpu"] / 3.6e6)
+
+
+def test_node_nvidia_gpu_count(tmp_path):
+    from slurm_energy.devices.gpus import node_nvidia_gpu_count
+
+    for f in ("nvidia0", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia-modeset"):
+        (tmp_path / f).write_text("")
+    assert node_nvidia_gpu_count(str(tmp_path)) == 2
+    assert node_nvidia_gpu_count(str(tmp_path / "none")) is None
