@@ -90,13 +90,16 @@ def _covered(a: float, b: float, union: Sequence[tuple[float, float]]) -> float:
 
 
 def reconcile_node(node: str, meter_rows: Sequence[tuple[float, Any]], jobs: Sequence[tuple[float, float, dict[str, float]]],
-                   by: str = "hour", t0: float | None = None, t1: float | None = None) -> list[Period]:
+                   by: str = "hour", t0: float | None = None, t1: float | None = None,
+                   max_gap_s: float | None = None) -> list[Period]:
     """The node's periods (module docstring). ``meter_rows``: ``(t, Reading)`` in time order;
     ``jobs``: ``(start, end, hourly_energy_j)`` of each job's view of this node; ``t0``/``t1``: the
-    window (default: the meter's)."""
+    window (default: the meter's); ``max_gap_s``: power readings further apart measure nothing
+    between them (:func:`~slurm_energy.accounting.rest_of_node.meter_series`): ``metered_s`` says
+    how much of each period was metered."""
     if by not in BY:
         raise ValueError(f"--by {by!r}: use one of {', '.join(BY)}")
-    meter, _ = meter_series(list(meter_rows))
+    meter, _ = meter_series(list(meter_rows), max_gap_s)
     union = _union([(a, b) for a, b, _ in jobs])
     lo = meter.t0[0] if t0 is None and len(meter.t0) else (t0 or 0.0)
     hi = meter.t1[-1] if t1 is None and len(meter.t1) else (t1 or 0.0)

@@ -49,10 +49,13 @@ class NodeRest:
     flags: list[str] = field(default_factory=list)
 
 
-def meter_series(rows: Sequence[tuple[float, Reading]]) -> tuple[SeriesEnergy, Method]:
+def meter_series(rows: Sequence[tuple[float, Reading]], max_gap_s: float | None = None) -> tuple[SeriesEnergy, Method]:
     """The meter's energy per interval between its rows ``(t, reading)`` (time order), and how it
     was read: the counter's deltas where every row is a counter (pm_counters, Slurm), else the
-    trapezoid of the power readings; an ``unavailable`` row leaves its intervals unmeasured."""
+    trapezoid of the power readings; an ``unavailable`` row leaves its intervals unmeasured. Power
+    intervals longer than ``max_gap_s`` (the meter process was not running: no job on the node)
+    are unmeasured too, flagged ``meter_gap``: two readings hours apart measure nothing between
+    (a counter's delta does, and is kept)."""
     t = np.array([r[0] for r in rows], dtype=np.float64)
     if len(rows) < 2:
         return SeriesEnergy(), Method.UNAVAILABLE
@@ -63,7 +66,12 @@ def meter_series(rows: Sequence[tuple[float, Reading]]) -> tuple[SeriesEnergy, M
         vals = [r.energy_uj if Method.parse(r.method) == Method.COUNTER else None for r in readings]
         return counter_series(t, vals, None), Method.COUNTER
     vals_w = [r.power_w if Method.parse(r.method) != Method.UNAVAILABLE else None for r in readings]
-    return power_series(t, vals_w), Method.POWER_INTEGRATION
+    s = power_series(t, vals_w)
+    if max_gap_s is not None:
+        gap = s.dt > max_gap_s
+        s.energy = np.where(gap, np.nan, s.energy)
+        s.flag("meter_gap", gap)
+    return s, Method.POWER_INTEGRATION
 
 
 def component_series(table: Any) -> list[SeriesEnergy]:
@@ -177,7 +185,7 @@ def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Re
                               covers=f"rest of node: ESTIMATE, node_meter.estimate_w = {cfg.estimate_w:g} W per node "
                                      "(site.yaml), not measured")
         return RestOfNode(covers="rest of node: not metered")
-    meter, how = meter_series(list(meter_rows))
+    meter, how = meter_series(list(meter_rows), max_gap_s=3 * float(cfg.interval_s))
     rest = node_rest(meter, component_series(table), t0, t1)
     flags = list(rest.flags)
     gpus_job = sum(1 for d in summary.devices if d.device_class == "gpu")

@@ -19,7 +19,7 @@ import time
 
 from slurm_energy.store.urls import STORE_HELP
 
-HEAD = ("node", "period", "metered_kwh", "jobs_kwh", "idle_kwh", "residual_kwh", "residual_pct", "jobs")
+HEAD = ("node", "period", "metered_kwh", "jobs_kwh", "idle_kwh", "residual_kwh", "residual_pct", "jobs", "metered_s")
 
 
 def register(sub) -> None:
@@ -43,7 +43,8 @@ def render(periods: list[dict], fmt: str) -> str:
     if fmt == "json":
         return json.dumps({"periods": periods}, indent=1)
     rows = [[p["node"], p["period"], *(f"{p[k]:.6g}" for k in HEAD[2:6]),
-             "n/a" if p["residual_pct"] is None else f"{p['residual_pct']:.2f}", str(p["jobs"])] for p in periods]
+             "n/a" if p["residual_pct"] is None else f"{p['residual_pct']:.2f}", str(p["jobs"]),
+             f"{p['metered_s']:.0f}"] for p in periods]
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)
@@ -103,7 +104,8 @@ def cmd_reconcile(args) -> int:
         finally:
             store.close()
         jobs = [(n.start_time, n.end_time, n.hourly_energy_j) for r in recs for n in r.nodes if n.node == args.node]
-        periods = [p.as_dict() for p in reconcile_node(args.node, [(r.t, r.reading) for r in rows], jobs, args.by, lo, hi)]
+        periods = [p.as_dict() for p in reconcile_node(args.node, [(r.t, r.reading) for r in rows], jobs, args.by, lo, hi,
+                                                   max_gap_s=3 * float(cfg.node_meter.interval_s))]
     except (ValueError, OSError, RuntimeError) as e:
         print(f"slurm-energy: reconcile: {e}", file=sys.stderr)
         return 2

@@ -212,3 +212,15 @@ def test_node_nvidia_gpu_count(tmp_path):
         (tmp_path / f).write_text("")
     assert node_nvidia_gpu_count(str(tmp_path)) == 2
     assert node_nvidia_gpu_count(str(tmp_path / "none")) is None
+
+
+def test_power_readings_far_apart_measure_nothing_between():
+    from slurm_energy.accounting.reconcile import reconcile_node
+
+    # the meter process ran 0-20 s, left (no job), came back at 3600 s: the hour between is a gap
+    rows = [_m(0.0, 300.0), _m(10.0, 300.0), _m(20.0, 300.0), _m(3600.0, 300.0), _m(3610.0, 300.0)]
+    meter, _ = ron.meter_series(rows, max_gap_s=30.0)
+    assert meter.flags == ["meter_gap"] and meter.total_j == pytest.approx(9000.0)  # 3 intervals x 10 s x 300 W
+    ps = reconcile_node("n1", rows, [], "hour", max_gap_s=30.0)
+    assert [(p.period, p.metered_j, p.metered_s, p.idle_j) for p in ps] == [
+        ("1970-01-01T00", 6000.0, 20.0, 6000.0), ("1970-01-01T01", 3000.0, 10.0, 3000.0)]
