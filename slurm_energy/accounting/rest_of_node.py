@@ -188,6 +188,8 @@ def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Re
     meter, how = meter_series(list(meter_rows), max_gap_s=3 * float(cfg.interval_s))
     rest = node_rest(meter, component_series(table), t0, t1)
     flags = list(rest.flags)
+    if any(Method.parse(d.method) == Method.TDP_ESTIMATE for d in summary.devices):
+        flags.append("components_estimated")  # the rest is the meter minus a model: as good as the model
     gpus_job = sum(1 for d in summary.devices if d.device_class == "gpu")
     if gpus_node is not None and gpus_job < gpus_node:
         # GPUs of other jobs draw inside the meter but are not in this job's samples: the rest

@@ -224,6 +224,7 @@ class NodeMeter(_Strict):
     estimate_w: float | None = Field(default=None, gt=0, le=100000)
     frozen_after_s: float = Field(default=300.0, ge=10, le=86400)
     pm_counters_root: str = "/sys/cray/pm_counters"
+    acpi_root: str = "/sys/class/hwmon"  # where ACPI power meters are looked for (the test cluster: a fake tree)
     ipmi_dcmi: DcmiMeter = Field(default_factory=DcmiMeter)
     redfish: RedfishMeter = Field(default_factory=RedfishMeter)
 

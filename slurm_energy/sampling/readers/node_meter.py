@@ -188,22 +188,23 @@ def _slurm(cfg: Any, node: str, hwmon_root: str, dev_ipmi: Sequence[str]) -> tup
     return SlurmNodeEnergyReader(node), "node meter: Slurm acct_gather_energy (scontrol)"
 
 
-def open_node_meter(cfg: Any, node: str = "", hwmon_root: str = "/sys/class/hwmon",
+def open_node_meter(cfg: Any, node: str = "", hwmon_root: str | None = None,
                     dev_ipmi: Sequence[str] = DEV_IPMI) -> tuple[Reader | None, str]:
     """The node meter ``cfg`` (site.yaml's ``node_meter``) chooses, and a note saying which and why.
     ``(None, note)`` where none (``source: none``, nothing found by ``auto``, a named source absent).
     Raises ValueError (a :class:`~slurm_energy.sampling.readers.redfish.CredentialsError`) for a
     secret file that cannot be used, naming the field and the fix."""
     src = cfg.source
+    root = str(hwmon_root or getattr(cfg, "acpi_root", None) or "/sys/class/hwmon")
     if src == "none":
         return None, "node meter: none (node_meter.source: none)"
     if src == "auto":  # in-band only: never a network BMC
         for probe in (_acpi, _pm, _dcmi_in_band):
-            reader, note = probe(cfg, node, hwmon_root, dev_ipmi)
+            reader, note = probe(cfg, node, root, dev_ipmi)
             if reader is not None:
                 return reader, note
         return None, "node meter: none found in-band (ACPI power meter, pm_counters, /dev/ipmi0)"
     if src == "ipmi_dcmi":
         return _dcmi(cfg, dev_ipmi, network=True)
     pick = {"acpi_power_meter": _acpi, "pm_counters": _pm, "redfish": _redfish, "slurm": _slurm}[src]
-    return pick(cfg, node, hwmon_root, dev_ipmi)
+    return pick(cfg, node, root, dev_ipmi)
