@@ -191,6 +191,8 @@ class DcmiMeter(_Strict):
 
     tool: Literal["auto", "freeipmi", "ipmitool"] = "auto"
     host: str = ""
+    port: int = Field(default=623, ge=1, le=65535)
+    cipher_suite: int | None = Field(default=None, ge=0, le=17)  # ipmitool -C (None: asked of the BMC)
     user: str = ""
     password_file: str = ""
     timeout_s: float = Field(default=5.0, gt=0, le=60)

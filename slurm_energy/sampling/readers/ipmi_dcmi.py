@@ -125,8 +125,11 @@ def run_tool(argv: Sequence[str], timeout_s: float) -> str:
     return p.stdout
 
 
-def tool_argv(tool: str, path: str, host: str = "", user: str = "", password_file: str = "") -> list[str]:
-    """The command line: ``tool`` ``freeipmi`` or ``ipmitool`` at ``path``; ``host`` empty = in-band."""
+def tool_argv(tool: str, path: str, host: str = "", user: str = "", password_file: str = "", port: int = 623,
+              cipher_suite: int | None = None) -> list[str]:
+    """The command line: ``tool`` ``freeipmi`` or ``ipmitool`` at ``path``; ``host`` empty = in-band;
+    ``port``: the BMC's RMCP+ UDP port; ``cipher_suite``: ipmitool's ``-C`` (None: it asks the BMC,
+    which costs seconds on a BMC that does not answer Get Channel Cipher Suites)."""
     if tool == "freeipmi":
         if host:
             raise ValueError("node_meter.ipmi_dcmi: a network BMC ('host') is read with ipmitool "
@@ -135,6 +138,10 @@ def tool_argv(tool: str, path: str, host: str = "", user: str = "", password_fil
     argv = [path]
     if host:
         argv += ["-I", "lanplus", "-H", host, "-U", user, "-f", password_file]
+        if port != 623:
+            argv += ["-p", str(port)]
+        if cipher_suite is not None:
+            argv += ["-C", str(cipher_suite)]
     return argv + ["dcmi", "power", "reading"]
 
 

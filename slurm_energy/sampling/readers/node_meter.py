@@ -170,7 +170,8 @@ def _dcmi(cfg: Any, dev_ipmi: Sequence[str], network: bool) -> tuple[Reader | No
         return None, "node meter: neither ipmi-dcmi (freeipmi-tools) nor ipmitool is installed"
     if host:
         redfish.read_credentials_mode_only(d.password_file, "node_meter.ipmi_dcmi.password_file")
-    argv = ipmi_dcmi.tool_argv(found[0], found[1], host, d.user, d.password_file)
+    argv = ipmi_dcmi.tool_argv(found[0], found[1], host, d.user, d.password_file, getattr(d, "port", 623),
+                                getattr(d, "cipher_suite", None))
     return ipmi_dcmi.DcmiReader(argv, timeout_s=d.timeout_s), f"node meter: IPMI DCMI via {found[1]} ({host or 'in-band'})"
 
 
