@@ -43,11 +43,26 @@ def append(path: str, row: MeterRow) -> None:
         os.close(fd)
 
 
-def _rows(path: str) -> list[MeterRow]:
+def _t(line: str) -> float | None:
+    """A row's time from its first key (``{"t":<epoch s>,...``, as :func:`append` writes it), without
+    parsing the rest: a job's span is a few rows of a file of days."""
+    if not line.startswith('{"t":'):
+        return None
+    end = line.find(",", 5)
+    try:
+        return float(line[5:end])
+    except ValueError:
+        return None
+
+
+def _rows(path: str, lo: float = float("-inf"), hi: float = float("inf")) -> list[MeterRow]:
     out: list[MeterRow] = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
+                t = _t(line)
+                if t is not None and not lo <= t <= hi:
+                    continue
                 try:
                     d = json.loads(line)
                     out.append(MeterRow(float(d["t"]), str(d.get("source") or ""), Reading.from_dict(d["reading"])))
@@ -62,7 +77,7 @@ def read_span(path: str, t0: float, t1: float, margin_s: float) -> list[MeterRow
     """The rows from the last one at or before ``t0 - margin_s``... to the first at or after ``t1``:
     every reading needed to integrate the meter over [t0, t1] (one on each side where there is one,
     within ``margin_s``), in time order."""
-    rows = sorted(_rows(path), key=lambda r: r.t)
+    rows = sorted(_rows(path, t0 - margin_s, t1 + margin_s), key=lambda r: r.t)
     inside = [r for r in rows if t0 <= r.t <= t1]
     before = [r for r in rows if t0 - margin_s <= r.t < t0][-1:]
     after = [r for r in rows if t1 < r.t <= t1 + margin_s][:1]

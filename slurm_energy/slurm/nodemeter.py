@@ -29,6 +29,10 @@ LOCK = "node-meter-{node}.lock"
 #: LOCK: samplers starting together (a burst of jobs) start one process, not one each
 STARTING = "node-meter-{node}.starting"
 STARTING_STALE_S = 30.0
+#: written by a meter process that found no meter (``auto`` on a node without one): the samplers
+#: start none for this long (a Python start and config load per job saved on most nodes)
+NONE_FOUND = "node-meter-{node}.none"
+NONE_RECHECK_S = 3600.0
 LOG = "node-meter.log"
 
 
@@ -59,6 +63,11 @@ def ensure_running(cfg: Any, spool_dir: str, node: str, start: Callable[[list[st
 
     if cfg.node_meter.source == "none" or lock_taken(lock_path(spool_dir, node)) is not False:
         return False
+    try:
+        if time.time() - os.stat(os.path.join(spool_dir, NONE_FOUND.format(node=node))).st_mtime < NONE_RECHECK_S:
+            return False  # looked for within the hour: this node has no meter
+    except OSError:
+        pass
     claim = os.path.join(spool_dir, STARTING.format(node=node))
     try:
         os.close(os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
@@ -138,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     log.info("node=%s %s", node, note)
     if reader is None:
+        try:
+            from slurm_energy.slurm.spool import write_private
+
+            write_private(os.path.join(spool_dir, NONE_FOUND.format(node=node)), note + "\n")
+        except OSError:
+            pass
         return 0
     try:
         n = run_meter(reader, source_name(reader), meterspool.meter_path(spool_dir, node), cfg.node_meter.interval_s,

@@ -87,3 +87,26 @@ def test_jobs_on_node_sees_live_samplers_only(tmp_path):
     assert nodemeter.jobs_on_node(str(tmp_path), "n1") and not nodemeter.jobs_on_node(str(tmp_path), "n2")
     (d / "sampler-n1.pid").write_text("999999999")
     assert not nodemeter.jobs_on_node(str(tmp_path), "n1")
+
+
+def test_a_node_without_meter_is_not_looked_at_again_within_the_hour(tmp_path):
+    cfg = SiteConfig()
+    started = []
+    (tmp_path / "node-meter-n1.none").write_text("node meter: none found in-band\n")
+    assert not nodemeter.ensure_running(cfg, str(tmp_path), "n1", start=started.append)
+    old = 1_000_000.0  # an hour and more ago: looked for again (a meter may have been configured)
+    os.utime(tmp_path / "node-meter-n1.none", (old, old))
+    assert nodemeter.ensure_running(cfg, str(tmp_path), "n1", start=started.append) and len(started) == 1
+
+
+def test_read_span_parses_only_the_rows_it_needs(tmp_path, monkeypatch):
+    path = str(tmp_path / "m.jsonl")
+    for t in range(0, 100000, 10):
+        meterspool.append(path, meterspool.MeterRow(float(t), "acpi_power_meter",
+                                                    Reading("node", "m", "power_integration", power_w=300.0)))
+    parsed = []
+    real = meterspool.json.loads
+    monkeypatch.setattr(meterspool.json, "loads", lambda s: parsed.append(1) or real(s))
+    rows = meterspool.read_span(path, 5000.0, 5100.0, margin_s=20.0)
+    assert [r.t for r in rows] == [4990.0 + 10 * k for k in range(13)]  # 4990 .. 5110 s
+    assert len(parsed) == 15  # 4980 .. 5120 s inside the margins: not the file's 10 000 rows
