@@ -224,3 +224,11 @@ def test_power_readings_far_apart_measure_nothing_between():
     ps = reconcile_node("n1", rows, [], "hour", max_gap_s=30.0)
     assert [(p.period, p.metered_j, p.metered_s, p.idle_j) for p in ps] == [
         ("1970-01-01T00", 6000.0, 20.0, 6000.0), ("1970-01-01T01", 3000.0, 10.0, 3000.0)]
+
+
+def test_seff_shows_the_rest_of_node():
+    from slurm_energy.slurm.seff import seff_block
+
+    text = seff_block(_record([_m(995.0 + 10 * k, 250.0) for k in range(5)]), {})
+    assert "  rest of node: 0.0003125 kWh  node_meter:acpi_power_meter" in text  # 1125 J
+    assert "  rest of node: not metered" in seff_block(_record(None), {})
