@@ -260,6 +260,10 @@ paths:
 outputs:
   prometheus:
     textfile_dir: $L/textfile     # node_exporter's textfile dir (tests start node_exporter on it)
+node_meter:                       # tests/e2e/test_node_meter_e2e.py writes a fake ACPI power meter here
+  source: acpi_power_meter
+  acpi_root: $L/hwmon
+  interval_s: 1
 EOF
   # the hooks name the interpreter of the slurm-energy that slurmd will run (the root's venv)
   local venv=$VENV; [ -n "$ROOT" ] && venv=$RVENV

@@ -176,6 +176,29 @@ class NodeStatic(TypedDict, total=False):
 STATIC_OWN = ("host", "pid")
 
 
+class RestOfNode(BaseModel):
+    """The node beyond its measured components (PSU loss, fans, NICs, disks, the BMC) and the job's
+    share of it (:mod:`slurm_energy.accounting.rest_of_node`; docs/NODE_METER.md).
+
+    ``method``: ``node_meter:<source>`` (metered: ``acpi_power_meter``, ``pm_counters``, ``ipmi_dcmi``,
+    ``redfish``, ``slurm``), ``estimate:site_w`` (opt-in ``node_meter.estimate_w``, an estimate), or
+    ``not_metered`` (``energy_j`` None: never 0). ``node_*_j``: the whole node over the metered
+    seconds of the job's span (J); ``energy_j`` the job's share (J), included in its IT energy."""
+
+    method: str = "not_metered"
+    meter_method: Method = Method.UNAVAILABLE  # how the meter was read: counter / power_integration
+    energy_j: float | None = None
+    node_metered_j: float | None = None
+    node_components_j: float | None = None
+    node_rest_j: float | None = None
+    share: float | None = None
+    rule: str = ""  # allocation | component_energy
+    share_basis: str = ""  # e.g. "mean of CPUs 4/16, memory 32.0/128.0 GiB"
+    metered_s: float = 0.0
+    flags: list[str] = Field(default_factory=list)
+    covers: str = ""
+
+
 class NodeSummary(BaseModel):
     """One node's view of the job, written by its Epilog (or interim by its sampler)."""
 
@@ -199,6 +222,8 @@ class NodeSummary(BaseModel):
     # phases/stages marked by the job (slurm_energy.track) on this node; see accounting.phases
     windows: list[WindowEnergy] = Field(default_factory=list)
     marks_flags: list[str] = Field(default_factory=list)  # bad marks ignored, e.g. "marks_truncated"
+    # the node beyond its components (node meter); None = not computed (interim views, older records)
+    rest_of_node: RestOfNode | None = None
     status: Status = Status.COMPLETE
     errors: list[str] = Field(default_factory=list)
 
@@ -307,7 +332,7 @@ class JobRecord(BaseModel, JobIdentity):
     energy_it_j: dict[str, float | None] = Field(default_factory=dict)  # class -> job share J (None=unmeasured)
     device_energy_j: dict[str, float | None] = Field(default_factory=dict)  # class -> full-device J
     methods: dict[str, Method] = Field(default_factory=dict)  # class -> worst method over nodes
-    it_kwh: float | None = None
+    it_kwh: float | None = None  # components' job shares + rest_of_node_j where metered
     facility_kwh: float | None = None
     # Net operational CO2e = E_facility x CI x alpha (alpha: the datacenter's offset factor, carbon.alpha
     # with carbon.alpha_source); the figure the method has always computed
@@ -332,6 +357,10 @@ class JobRecord(BaseModel, JobIdentity):
     cost: float | None = None
     cost_currency: str = ""
     cost_source: str = ""
+    # the job's share of its nodes' rest (node meter minus components), J; None = not metered on any
+    # node; rest_of_node_method: the nodes' RestOfNode.method values, "+"-joined ("" = not computed)
+    rest_of_node_j: float | None = None
+    rest_of_node_method: str = ""
     # GPUs allocated but idle (accounting.idle_gpu.job_totals over the nodes' GPUs): GPU-seconds idle,
     # the job's energy in them (J) and its method; None / "" = no GPU, or none judged
     gpu_idle_s: float | None = None

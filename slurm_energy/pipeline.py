@@ -55,6 +55,11 @@ class NodeObservation:
     status: Status = Status.COMPLETE  # the node's
     marks: Marks | None = None  # the job's phase/stage/tag marks on this node (accounting.phases.parse_marks)
     job_cpu_total_s: float | None = None  # the job's true CPU time on the node (sacct TotalCPU), CPU-s
+    # the node meter's rows over the span ((t, Reading), sampling.meterspool) and their source; None = none read
+    meter_rows: list[Any] | None = None
+    meter_source: str = ""
+    mem_alloc_bytes: float | None = None  # memory allocated to the job on the node (its share of the rest)
+    gpus_node: int | None = None  # the node's GPUs (None = unknown): the rest is not metered where the job has fewer
 
 
 def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expected_nodes: Sequence[str] = (),
@@ -80,6 +85,14 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
         statics=statics, cpus_alloc=obs.cpus_alloc, policy=site.attribution.policy,
         interval_s=interval_s or site.sampling.interval_s, status=obs.status, errors=combine_errors(obs.errors),
         span_known=obs.span_known, marks=obs.marks, job_cpu_total_s=obs.job_cpu_total_s, gpu_idle=rule_from(site))
+    node_meter = getattr(site, "node_meter", None)
+    if running is None and node_meter is not None:  # the rest of the node: meter minus components (docs/NODE_METER.md)
+        from slurm_energy.accounting.rest_of_node import rest_for_node
+        from slurm_energy.sampling.sampletable import table_from
+
+        summary.rest_of_node = rest_for_node(summary, table_from(obs.samples).sorted(), obs.meter_rows,
+                                             obs.meter_source, node_meter, cpus_alloc=obs.cpus_alloc,
+                                             mem_alloc_bytes=obs.mem_alloc_bytes, gpus_node=obs.gpus_node)
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
     # a finished node that measured nothing is no_data, never partial/complete, saying why when its

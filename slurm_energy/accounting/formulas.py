@@ -105,7 +105,12 @@ def finalise_record(record: JobRecord, carbon: CarbonFacts, hourly_ci: dict[str,
     reported = {n.node for n in rec.nodes}
     missing = [n for n in rec.expected_nodes if n not in reported]
     rec.coverage_complete = complete and bool(rec.nodes) and not missing
+    rests = [n.rest_of_node for n in rec.nodes if n.rest_of_node is not None]
+    rec.rest_of_node_j = sum_known([r.energy_j for r in rests]) if rests else None
+    rec.rest_of_node_method = "+".join(sorted({r.method for r in rests}))
     it_j = sum_known(list(rec.energy_it_j.values()))
+    if it_j is not None and rec.rest_of_node_j is not None:
+        it_j += rec.rest_of_node_j  # the node meter's part beyond the components (docs/NODE_METER.md)
     rec.carbon = carbon
     if it_j is None:
         rec.it_kwh = rec.facility_kwh = rec.co2e_kg = rec.co2e_gross_kg = None

@@ -248,6 +248,16 @@ def long_rows(rec: JobRecord, jobid: str, short: bool = False, every_device: boo
                 f"{d.coverage:.3f}", str(d.wraps), str(d.resets), str(d.dropped_samples),
                 format_memory(ns.req_mem_bytes), format_memory(ns.max_mem_bytes), _covers_flags(d, short),
             ])  # fmt: skip
+        r = ns.rest_of_node
+        if r is not None:  # the node beyond its components (node meter), kept apart from the devices
+            rows.append([
+                jobid, ns.node, "rest_of_node", r.method, "", "1", Method(r.meter_method).value,
+                fmt_num(None if r.energy_j is None else r.energy_j / J_PER_KWH),
+                fmt_num(None if r.node_rest_j is None else r.node_rest_j / J_PER_KWH),
+                f"{min(1.0, r.metered_s / ns.elapsed_s) if ns.elapsed_s else 0.0:.3f}", "0", "0", "0",
+                format_memory(ns.req_mem_bytes), format_memory(ns.max_mem_bytes),
+                r.covers + (f" [{', '.join(r.flags)}]" if r.flags else ""),
+            ])  # fmt: skip
     chk = check(rec)
     if grouped:  # the job's idle GPUs in one row; each GPU's with --devices
         idle = summary_line(rec)

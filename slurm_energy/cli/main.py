@@ -8,6 +8,7 @@ Sub-command modules (add one line to ``_COMMAND_MODULES`` to add a command):
 * :mod:`slurm_energy.cli.store_cmds`   -- collect, rollup
 * :mod:`slurm_energy.cli.predict_cmd`  -- predict, calibration
 * :mod:`slurm_energy.cli.mail_cmd`     -- mail (MailProg wrapper)
+* :mod:`slurm_energy.cli.reconcile_cmd` -- reconcile (node meter vs jobs + idle)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _COMMAND_MODULES = [
     "slurm_energy.cli.store_cmds",
     "slurm_energy.cli.predict_cmd",
     "slurm_energy.cli.mail_cmd",
+    "slurm_energy.cli.reconcile_cmd",
 ]
 
 

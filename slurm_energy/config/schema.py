@@ -185,6 +185,59 @@ class Attribution(_Strict):
     intensity: Literal["average", "marginal"] = "average"
 
 
+class DcmiMeter(_Strict):
+    """IPMI DCMI through FreeIPMI's ``ipmi-dcmi`` or ``ipmitool``: in-band (``/dev/ipmi0``) unless
+    ``host`` names a BMC (then ipmitool over lanplus, the password in root-only ``password_file``)."""
+
+    tool: Literal["auto", "freeipmi", "ipmitool"] = "auto"
+    host: str = ""
+    port: int = Field(default=623, ge=1, le=65535)
+    cipher_suite: int | None = Field(default=None, ge=0, le=17)  # ipmitool -C (None: asked of the BMC)
+    user: str = ""
+    password_file: str = ""
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+
+class RedfishMeter(_Strict):
+    """A BMC's Redfish service: ``url`` (https://bmc), ``credentials_file`` (root-only, one line
+    ``user:password``), ``ca_file`` (the site CA; else the system's), ``insecure`` (no TLS check: only
+    when written here), ``chassis`` (its id; "" = the first with power)."""
+
+    url: str = ""
+    chassis: str = ""
+    credentials_file: str = "/etc/slurm-energy/redfish-credentials"
+    ca_file: str = ""
+    insecure: bool = False
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+
+
+class NodeMeter(_Strict):
+    """The node's own power meter (docs/NODE_METER.md): which ``source``; ``auto`` looks for
+    in-band ones only (ACPI power meter, HPE pm_counters, DCMI through /dev/ipmi0) and never a
+    network BMC; ``interval_s`` the per-node meter process' cadence; ``rest_of_node`` how the part
+    of the meter the components do not explain is shared between a node's jobs (``allocation``:
+    by the job's share of allocated CPUs, GPUs and memory; ``component_energy``: by its share of
+    the measured components); ``estimate_w``: opt-in, W per node charged where no meter exists
+    (labelled as an estimate); ``frozen_after_s``: a power reading unchanged this long is frozen."""
+
+    source: Literal["auto", "acpi_power_meter", "pm_counters", "ipmi_dcmi", "redfish", "slurm", "none"] = "auto"
+    interval_s: float = Field(default=10.0, ge=1, le=3600)
+    rest_of_node: Literal["allocation", "component_energy"] = "allocation"
+    estimate_w: float | None = Field(default=None, gt=0, le=100000)
+    frozen_after_s: float = Field(default=300.0, ge=10, le=86400)
+    pm_counters_root: str = "/sys/cray/pm_counters"
+    acpi_root: str = "/sys/class/hwmon"  # where ACPI power meters are looked for (the test cluster: a fake tree)
+    ipmi_dcmi: DcmiMeter = Field(default_factory=DcmiMeter)
+    redfish: RedfishMeter = Field(default_factory=RedfishMeter)
+
+    @model_validator(mode="after")
+    def _redfish_url(self) -> NodeMeter:
+        if self.source == "redfish" and not self.redfish.url.startswith(("https://", "http://")):
+            raise ValueError("node_meter.source is redfish but node_meter.redfish.url is not set; "
+                             "write the BMC's https:// address")
+        return self
+
+
 DEFAULT_STORE_PATH = "/var/lib/slurm-energy/jobs.db"
 
 
@@ -328,6 +381,7 @@ class SiteConfig(_Strict):
     outputs: Outputs = Field(default_factory=Outputs)
     embodied: Embodied = Field(default_factory=Embodied)
     tariff: Tariff | None = None
+    node_meter: NodeMeter = Field(default_factory=NodeMeter)
     offline: bool = False
     admins: list[str] = Field(default_factory=list)
     defaults_used: list[str] = Field(default_factory=list)

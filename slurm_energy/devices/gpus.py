@@ -272,3 +272,17 @@ def resolve_job_gpus(
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def node_nvidia_gpu_count(dev_dir: str = "/dev") -> int | None:
+    """The node's NVIDIA GPUs: the ``/dev/nvidiaN`` device files (one per physical GPU, N its minor
+    number; ``nvidiactl``, ``nvidia-uvm`` are not GPUs). None where there is none (unknown, or no
+    NVIDIA GPU)."""
+    import os
+    import re
+
+    try:
+        n = sum(1 for f in os.listdir(dev_dir) if re.fullmatch(r"nvidia\d+", f))
+    except OSError:
+        return None
+    return n or None

@@ -16,6 +16,8 @@ So ``sum by (cluster, job_id) (slurm_energy_job_joules_total)`` is a job's IT en
 Series (counters follow Prometheus' naming: base unit, ``_total`` suffix)::
 
     slurm_energy_job_joules_total{cluster,job_id,restart_count,user,account,partition,device_class,method}
+        (device_class "rest_of_node": the job's share of the node meter beyond its components,
+        method "node_meter:<source>" or "estimate:site_w"; absent where not metered)
         the job's share of IT energy of one device class, J (an unmeasured class has no series,
         never 0; ``method`` says counter / power_integration / tdp_estimate)
     slurm_energy_job_facility_joules_total{cluster,job_id,restart_count,user,account,partition}  IT x PUE, J
@@ -76,6 +78,8 @@ def entry_from_record(rec: JobRecord, now: float) -> dict:
     """
     classes = {c: [j, Method(rec.methods.get(c, Method.UNAVAILABLE)).value]
                for c, j in sorted(rec.energy_it_j.items()) if j is not None}
+    if rec.rest_of_node_j is not None:  # part of IT energy: device_class rest_of_node, method node_meter:<source>
+        classes["rest_of_node"] = [rec.rest_of_node_j, rec.rest_of_node_method]
     info = {
         "sluid": str(getattr(rec, "sluid", "") or ""), "array_job_id": rec.array_job_id or "",
         "array_task_id": rec.array_task_id or "", "het_job_id": rec.het_job_id or "",

@@ -121,15 +121,36 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     # measure_node (accounting.merge.node_status), whatever made it partial here
     start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min(end_time, first_t or end_time)
     total_cpu = true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
+    req_mem = requested_memory(ctx, slurm_facts, cpus, mem_total, errors)
+    meter_rows, meter_source = _meter_rows(cfg, spool, start, end_time) if running is None else (None, "")
+    from slurm_energy.devices.gpus import node_nvidia_gpu_count
+
     obs = NodeObservation(
         ctx.node, rows, static, start_time=start, end_time=end_time, span_known=span_known, cpus_alloc=cpus,
-        errors=errors, status=st, marks=_read_marks(ctx), job_cpu_total_s=total_cpu)
+        errors=errors, status=st, marks=_read_marks(ctx), job_cpu_total_s=total_cpu,
+        meter_rows=meter_rows, meter_source=meter_source, mem_alloc_bytes=req_mem[0],
+        gpus_node=node_nvidia_gpu_count() if meter_rows else None)
     rec = measure_node(obs, ctx, cfg, expected_nodes=nodes, exit_code=exit_code,
                        job_state=slurm_job_state(slurm_facts, ctx, exit_code), running=running)
     ns = rec.nodes[0]
-    ns.req_mem_bytes, ns.req_mem_source = requested_memory(ctx, slurm_facts, cpus, mem_total, ns.errors)
+    ns.req_mem_bytes, ns.req_mem_source = req_mem
     rec.errors = list(ns.errors)
     return rec
+
+
+def _meter_rows(cfg, spool: JobSpool, start: float, end: float) -> tuple[list | None, str]:
+    """The node meter's rows over the job's span (:mod:`slurm_energy.sampling.meterspool`, written by
+    the node's meter process), one each side within two meter intervals; ``(None, "")`` without."""
+    from slurm_energy.sampling import meterspool
+
+    nm = getattr(cfg, "node_meter", None)
+    if nm is None or nm.source == "none":
+        return None, ""
+    rows = meterspool.read_span(meterspool.meter_path(spool.spool_dir, spool.node), start, end,
+                                margin_s=2 * float(nm.interval_s))
+    if not rows:
+        return None, ""
+    return [(r.t, r.reading) for r in rows], rows[-1].source
 
 
 def _full(spool: JobSpool) -> str:

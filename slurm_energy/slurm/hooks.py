@@ -64,6 +64,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         from slurm_energy.slurm.probe import SlurmJobProbe
 
         readers, _ = readers_for(cfg, ctx, spool, errors)
+        _start_node_meter(cfg, spool)
         for e in errors:
             spool.record_error(e)
         probe = SlurmJobProbe(ctx.job_id, ctx.uid if ctx.uid is not None else -1, ctx.node, sluid=ctx.sluid,
@@ -90,6 +91,17 @@ def sampler_main(job_dir: str, node: str) -> int:
         log.exception("sampler failed")
         spool.record_error(f"sampler: {type(e).__name__}: {e}")
     return 0
+
+
+def _start_node_meter(cfg, spool: JobSpool) -> None:
+    """The node's meter process, where the site has a meter and none runs (docs/NODE_METER.md)."""
+    try:
+        from slurm_energy.slurm.nodemeter import ensure_running
+
+        if ensure_running(cfg, spool.spool_dir, spool.node):
+            log.info("sampler node=%s: node meter process started", spool.node)
+    except (OSError, TimeoutError) as e:
+        log.warning("sampler node=%s: node meter process not started: %s", spool.node, e)
 
 
 def _finish_without_epilog(cfg, spool: JobSpool, ctx: JobContext, gone_at: float) -> None:

@@ -150,6 +150,9 @@ def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
     for cls in sorted(rec.methods):
         m = Method(rec.methods[cls])
         lines.append(f"  {cls}: {_kwh(rec.energy_it_j.get(cls))}  {m.value} ({_MEASURED[m]})")
+    if rec.rest_of_node_method:  # the node beyond its components (docs/NODE_METER.md)
+        lines.append("  rest of node: not metered" if rec.rest_of_node_j is None else
+                     f"  rest of node: {_kwh(rec.rest_of_node_j)}  {rec.rest_of_node_method}")
     from slurm_energy.reporting.gpu_idle import summary_line
 
     idle = summary_line(rec)

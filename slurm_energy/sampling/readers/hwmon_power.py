@@ -230,3 +230,13 @@ class HwmonPowerReader(Reader):
     def close(self) -> None:
         if self._kept is not None:
             self._kept.close()
+
+
+def node_meters(meters: list[PowerMeter]) -> list[MeteredDevice]:
+    """The ACPI power meters that measure the whole node (Documentation/hwmon/acpi_power_meter.rst:
+    ``power1_average`` of an ``ACPI000D`` device, hwmon ``name`` ``power_meter``), one device each.
+    Grace's per-socket meters (``<Kind> Power Socket <N>``) measure parts of a node, never the node:
+    they are left out (:func:`cpu_meters` reads them)."""
+    return [MeteredDevice(m, "node", f"acpi-power-meter-{m.key.split('/')[0]}",
+                          f"whole node (ACPI power meter{' ' + repr(m.label) if m.label else ''})")
+            for m in meters if m.driver == "power_meter" and grace_kind(m.label) is None]

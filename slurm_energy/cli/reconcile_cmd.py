@@ -1,0 +1,119 @@
+"""``slurm-energy reconcile``: a node's meter against its jobs' attributed energy plus its idle energy.
+
+``reconcile --node N [--meter-file F] [--by hour|day|month] [--since T] [--until T]
+[--format table|csv|json|html] [--out F] [--prometheus F]``: per period, the metered kWh (the node
+meter's file, written by the node's meter process), the jobs' kWh on that node (the store), the
+node's kWh with no job, the residual kWh and % (:mod:`slurm_energy.accounting.reconcile`).
+``--prometheus F`` writes the last period's residual as a node_exporter textfile
+(``slurm_energy_node_residual_joules``, ``slurm_energy_node_residual_ratio``).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import sys
+import time
+
+from slurm_energy.store.urls import STORE_HELP
+
+HEAD = ("node", "period", "metered_kwh", "jobs_kwh", "idle_kwh", "residual_kwh", "residual_pct", "jobs", "metered_s")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("reconcile", help="node meter vs the jobs' attributed energy plus idle energy, per period",
+                       description="Per node and hour/day/month: metered kWh (node meter) against the sum of the "
+                       "jobs' attributed kWh on the node plus the node's kWh with no job; the residual in kWh and %%. "
+                       "See docs/NODE_METER.md.")
+    p.add_argument("--node", required=True, help="node name (as Slurm names it)")
+    p.add_argument("--meter-file", help="the node's meter file (default <spool_dir>/node-meter-<node>.jsonl)")
+    p.add_argument("--by", choices=("hour", "day", "month"), default="hour")
+    p.add_argument("--since", help="window start (e.g. 2026-12-01, now-1day; default: the meter file's first row)")
+    p.add_argument("--until", help="window end (default: the meter file's last row)")
+    p.add_argument("--format", choices=("table", "csv", "json", "html"), default="table")
+    p.add_argument("--out", help="write here instead of stdout")
+    p.add_argument("--prometheus", metavar="FILE", help="also write the last period's residual as a textfile (.prom)")
+    p.add_argument("--store", help=STORE_HELP)
+    p.set_defaults(func=cmd_reconcile)
+
+
+def render(periods: list[dict], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps({"periods": periods}, indent=1)
+    rows = [[p["node"], p["period"], *(f"{p[k]:.6g}" for k in HEAD[2:6]),
+             "n/a" if p["residual_pct"] is None else f"{p['residual_pct']:.2f}", str(p["jobs"]),
+             f"{p['metered_s']:.0f}"] for p in periods]
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(HEAD)
+        w.writerows(rows)
+        return buf.getvalue()
+    if fmt == "html":
+        th = "".join(f"<th>{h}</th>" for h in HEAD)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+        return (f"<!doctype html><meta charset=utf-8><title>slurm-energy reconcile</title><table>"
+                f"<tr>{th}</tr>{body}</table>\n")
+    from slurm_energy.cli.table import render as render_table
+
+    return render_table(rows, list(HEAD))
+
+
+def prometheus_text(periods: list[dict], by: str) -> str:
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    rj = Gauge("slurm_energy_node_residual_joules", "Node meter minus the jobs' attributed energy and the idle "
+               "energy, last period, J", ["node", "by", "period"], registry=reg)
+    rr = Gauge("slurm_energy_node_residual_ratio", "Residual / metered energy, last period", ["node", "by", "period"],
+               registry=reg)
+    if periods:
+        p = periods[-1]
+        rj.labels(p["node"], by, p["period"]).set(p["residual_kwh"] * 3.6e6)
+        if p["residual_pct"] is not None:
+            rr.labels(p["node"], by, p["period"]).set(p["residual_pct"] / 100.0)
+    return generate_latest(reg).decode()
+
+
+def cmd_reconcile(args) -> int:
+    from slurm_energy.accounting.reconcile import reconcile_node
+    from slurm_energy.config import load_site_config
+    from slurm_energy.fileio import atomic_write
+    from slurm_energy.sampling import meterspool
+    from slurm_energy.slurm.timespec import parse_time
+    from slurm_energy.store import open_store
+    from slurm_energy.store.urls import resolve_store_url
+
+    try:
+        cfg = load_site_config()
+        now = time.time()
+        t0 = parse_time(args.since, now=now, tz=cfg.timezone, field="--since") if args.since else None
+        t1 = parse_time(args.until, now=now, tz=cfg.timezone, field="--until") if args.until else None
+        path = args.meter_file or meterspool.meter_path(cfg.paths.spool_dir, args.node)
+        rows = meterspool.read_span(path, t0 if t0 is not None else 0.0, t1 if t1 is not None else 4e9, margin_s=0.0)
+        if not rows:
+            print(f"slurm-energy: no node meter rows in {path} for that window; is node_meter set in site.yaml "
+                  "and a job run on the node since?", file=sys.stderr)
+            return 2
+        lo, hi = rows[0].t if t0 is None else t0, rows[-1].t if t1 is None else t1
+        store = open_store(resolve_store_url(args.store, cfg.paths.store_url).url, readonly=True)
+        try:
+            recs = store.query(start=lo, end=hi)
+        finally:
+            store.close()
+        jobs = [(n.start_time, n.end_time, n.hourly_energy_j) for r in recs for n in r.nodes if n.node == args.node]
+        periods = [p.as_dict() for p in reconcile_node(args.node, [(r.t, r.reading) for r in rows], jobs, args.by, lo, hi,
+                                                   max_gap_s=3 * float(cfg.node_meter.interval_s))]
+    except (ValueError, OSError, RuntimeError) as e:
+        print(f"slurm-energy: reconcile: {e}", file=sys.stderr)
+        return 2
+    text = render(periods, args.format)
+    if args.out:
+        atomic_write(args.out, text, mode=0o644)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if args.prometheus:
+        atomic_write(args.prometheus, prometheus_text(periods, args.by), mode=0o644)
+    return 0
