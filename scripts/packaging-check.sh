@@ -1,0 +1,35 @@
+#!/bin/bash
+# How the product is installed and read, checked on the CI machine (.ci/run calls this after the unit
+# tests): the man pages as pip installed them, the docs site (mkdocs --strict) and its runnable
+# examples, the shipped Prometheus rules (promtool check + test), the Debian package (built with
+# Debian's tooling, installed/upgraded/purged with apt in a fresh Debian 12 root) and the RPM spec.
+#   bash scripts/packaging-check.sh [PART...]    PART: man docs rules deb rpm (default: all)
+# Prints each part's time. Exits non-zero if any part failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+VENV=${VENV:-/opt/slurm-energy/venv}
+PY=${PY:-/opt/slurm-energy/venv/bin/python}  # the tools (argparse-manpage, mkdocs) live in the CI venv
+PARTS=${*:-man docs rules deb rpm}
+rc=0
+log() { echo "[packaging] $*"; }
+
+part_man() {
+  # the pages pip installed (pyproject's data-files) are found by man for the venv's bin on PATH
+  local page
+  for page in jobenergy slurm-energy; do
+    [ -f "$VENV/share/man/man1/$page.1" ] || { log "no $VENV/share/man/man1/$page.1 (pip install did not install it)"; return 1; }
+    local found; found=$(PATH="$VENV/bin:$PATH" man -w "$page" 2>&1)
+    [ "$found" = "$VENV/share/man/man1/$page.1" ] || { log "man -w $page: '$found', expected the venv's page"; return 1; }
+    cmp -s "$VENV/share/man/man1/$page.1" "man/$page.1" || { log "$page.1 installed differs from man/$page.1 (venv not from this checkout?)"; return 1; }
+  done
+  "$PY" scripts/man.py check
+}
+
+for p in $PARTS; do
+  t=$(date +%s)
+  if declare -F "part_$p" >/dev/null; then "part_$p"; r=$?; else log "unknown part $p"; r=2; fi
+  log "$p: rc=$r, $(( $(date +%s) - t )) s"
+  [ $r = 0 ] || rc=1
+done
+exit $rc
