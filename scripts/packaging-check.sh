@@ -26,6 +26,19 @@ part_man() {
   "$PY" scripts/man.py check
 }
 
+part_docs() {
+  # the site, strict: a broken link or anchor, or a page the nav names but that is missing, fails
+  local out; out=$(mktemp -d)
+  NO_MKDOCS_2_WARNING=1 "$(dirname "$PY")/mkdocs" build --strict -q -d "$out/site" || { rm -rf "$out"; return 1; }
+  rm -rf "$out"
+  # every ```console block marked <!-- runnable --> runs, and its output matches the page
+  "$PY" scripts/docs-examples.py || return 1
+  # no internal work-item numbers in the product's docs
+  if grep -rnE -i '\bissues? *#?[0-9]+' README.md docs/ --include='*.md'; then
+    log "internal issue numbers in the docs (above): say what the work was instead"; return 1
+  fi
+}
+
 for p in $PARTS; do
   t=$(date +%s)
   if declare -F "part_$p" >/dev/null; then "part_$p"; r=$?; else log "unknown part $p"; r=2; fi
