@@ -33,6 +33,12 @@ part_docs() {
   rm -rf "$out"
   # every ```console block marked <!-- runnable --> runs, and its output matches the page
   "$PY" scripts/docs-examples.py || return 1
+  # the README's links into the repository point at files that exist
+  local link bad=0
+  for link in $(grep -oE '\]\((docs|scripts)/[^)#]+' README.md | cut -c3-); do
+    [ -e "$link" ] || { log "README.md links to $link, which does not exist"; bad=1; }
+  done
+  [ $bad = 0 ] || return 1
   # no internal work-item numbers in the product's docs
   if grep -rnE -i '\bissues? *#?[0-9]+' README.md docs/ --include='*.md'; then
     log "internal issue numbers in the docs (above): say what the work was instead"; return 1
