@@ -45,6 +45,24 @@ part_docs() {
   fi
 }
 
+part_rules() {
+  # Debian's prometheus package ships promtool (scripts/setup.sh installs it)
+  command -v promtool >/dev/null || { log "no promtool (apt-get install prometheus)"; return 1; }
+  promtool check rules prometheus/slurm-energy.rules.yml || return 1
+  (cd prometheus && promtool test rules slurm-energy.rules.test.yml) || return 1
+  # every recording rule the dashboard reads is one the rules file records
+  "$PY" - <<'PY'
+import json, re, sys
+import yaml
+rules = {r["record"] for g in yaml.safe_load(open("prometheus/slurm-energy.rules.yml"))["groups"] for r in g["rules"] if "record" in r}
+dash = json.load(open("dashboards/slurm-energy.json"))
+used = {n for p in dash["panels"] for t in p.get("targets", []) for n in re.findall(r"\b\w+:\w+:\w+\b", t["expr"])}
+missing = sorted(used - rules)
+print(f"[packaging] dashboard reads {len(used)} recording rule(s); missing from the rules file: {missing or 'none'}")
+sys.exit(1 if missing or not used else 0)
+PY
+}
+
 for p in $PARTS; do
   t=$(date +%s)
   if declare -F "part_$p" >/dev/null; then "part_$p"; r=$?; else log "unknown part $p"; r=2; fi
