@@ -63,6 +63,29 @@ sys.exit(1 if missing or not used else 0)
 PY
 }
 
+part_deb() {
+  # build with dpkg-buildpackage + dh-virtualenv, then install/upgrade/purge it with apt in a fresh
+  # Debian 12 root (packaging/test-deb.sh; the base root is debootstrapped once and cached)
+  local out; out=$(mktemp -d /var/tmp/slurm-energy-dist.XXXXXX)
+  OUT=$out bash packaging/build-deb.sh || { rm -rf "$out"; return 1; }
+  DEB=$(ls "$out"/slurm-energy_*.deb)
+  log "$(basename "$DEB"): $(du -h "$DEB" | cut -f1)"
+  bash packaging/test-deb.sh "$DEB"; local r=$?
+  [ $r = 0 ] && cp "$DEB" "$REPO/dist/" 2>/dev/null || true
+  rm -rf "$out"; return $r
+}
+
+part_rpm() {
+  # rpmbuild the spec; its file list against the .deb's (built by part_deb, else built here)
+  local out; out=$(mktemp -d /var/tmp/slurm-energy-dist.XXXXXX)
+  OUT=$out bash packaging/build-rpm.sh || { rm -rf "$out"; return 1; }
+  local deb; deb=$(ls "$REPO"/dist/slurm-energy_*.deb 2>/dev/null | tail -1)
+  [ -n "$deb" ] || { OUT="$REPO/dist" bash packaging/build-deb.sh >/dev/null && deb=$(ls "$REPO"/dist/slurm-energy_*.deb | tail -1); }
+  python3 packaging/compare-filelists.py "$deb" "$(ls "$out"/*.rpm)"; local r=$?
+  rm -rf "$out"; return $r
+}
+
+mkdir -p "$REPO/dist"
 for p in $PARTS; do
   t=$(date +%s)
   if declare -F "part_$p" >/dev/null; then "part_$p"; r=$?; else log "unknown part $p"; r=2; fi
