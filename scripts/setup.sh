@@ -13,7 +13,8 @@ log() { echo "[setup] $*"; }
 
 PKGS=(munge slurm-wlm slurmctld slurmd slurm-client slurmdbd mariadb-server postgresql procps
       python3 python3-venv python3-dev coreutils prometheus prometheus-node-exporter
-      qemu-system-x86 qemu-utils)  # qemu: the cgroup v2 VM cluster (scripts/vmcluster.sh)
+      qemu-system-x86 qemu-utils  # qemu: the cgroup v2 VM cluster (scripts/vmcluster.sh)
+      man-db)  # man -l: the man pages render (tests/test_man_pages.py)
 MISSING=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || MISSING+=("$p")
