@@ -19,13 +19,16 @@ VENV = "/opt/venvs/slurm-energy"
 
 
 def deb_files(path: str) -> set[str]:
+    """Files and symlinks (not directories) of a .deb."""
     out = subprocess.run(["dpkg-deb", "-c", path], check=True, capture_output=True, text=True).stdout
-    return {re.sub(r" -> .*$", "", line.split(None, 5)[5])[1:].rstrip("/") for line in out.splitlines()}
+    return {re.sub(r" -> .*$", "", line.split(None, 5)[5])[1:] for line in out.splitlines() if not line.startswith("d")}
 
 
 def rpm_files(path: str) -> set[str]:
-    out = subprocess.run(["rpm", "-qlp", path], check=True, capture_output=True, text=True).stdout
-    return {line.strip() for line in out.splitlines() if line.strip()}
+    """Files and symlinks (not directories) of an .rpm."""
+    out = subprocess.run(["rpm", "-qp", "--qf", "[%{FILEMODES:perms} %{FILENAMES}\\n]", path],
+                         check=True, capture_output=True, text=True).stdout
+    return {line.split(" ", 1)[1] for line in out.splitlines() if line.strip() and not line.startswith("d")}
 
 
 def normalise(paths: set[str]) -> tuple[set[str], int]:
@@ -41,9 +44,6 @@ def normalise(paths: set[str]) -> tuple[set[str], int]:
                 keep.add(p)
             else:
                 third_party += 1
-            continue
-        if p in ("/etc", "/lib", "/opt", "/opt/venvs", "/usr", "/usr/bin", "/usr/lib", "/usr/lib/systemd", "/usr/share",
-                 "/usr/share/man", "/usr/share/man/man1", "/var", "/var/lib", "/."):
             continue
         keep.add(p)
     return keep, third_party

@@ -80,8 +80,11 @@ check_installed() {
   for f in ProtectSystem=full ProtectHome= NoNewPrivileges=yes CapabilityBoundingSet=CAP_; do
     grep -q "^$f" "$R/lib/systemd/system/slurm-energy-collect.service" || fail "collect unit lacks $f"
   done
-  in_root systemd-analyze security --offline=yes /lib/systemd/system/slurm-energy-collect.service \
-    /lib/systemd/system/slurm-energy-prune.service 2>/dev/null | grep -E 'Overall exposure|→' | tail -2 >&2 || true
+  # systemd's own exposure score (0 = locked down, 10 = unprotected): at most 4.0 ("OK") for both
+  local sec; sec=$(in_root systemd-analyze security --offline=yes /lib/systemd/system/slurm-energy-collect.service \
+    /lib/systemd/system/slurm-energy-prune.service 2>/dev/null | grep 'Overall exposure level') || fail "systemd-analyze security"
+  echo "$sec" >&2
+  awk '{v=$(NF-2)+0; if (v > 4.0) bad=1} END {exit bad}' <<<"$sec" || fail "a unit's exposure level is above 4.0"
 }
 check_installed
 log "1. hooks, install --print, conffile, man pages, systemd-analyze verify: ok"
