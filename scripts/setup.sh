@@ -4,7 +4,7 @@
 # node_exporter (the tests start them by PID on loopback; no service is enabled), QEMU (the cgroup v2
 # VM cluster, scripts/vmcluster.sh), and a virtual
 # environment at $VENV (default /opt/slurm-energy/venv) built from Debian's /usr/bin/python3 with
-# this checkout installed non-editable (pip install .[test,demo,ml,dev]). The venv lives outside /root so
+# this checkout installed non-editable (pip install .[test,demo,ml,dev,docs]). The venv lives outside /root so
 # the hooks (root, no PATH) and the jobs (ordinary users) can run its python.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +14,8 @@ log() { echo "[setup] $*"; }
 PKGS=(munge slurm-wlm slurmctld slurmd slurm-client slurmdbd mariadb-server postgresql procps
       python3 python3-venv python3-dev coreutils prometheus prometheus-node-exporter
       qemu-system-x86 qemu-utils  # qemu: the cgroup v2 VM cluster (scripts/vmcluster.sh)
-      ipmitool freeipmi-tools openipmi)  # DCMI node meter tools; openipmi's ipmi_sim for its tests
+      ipmitool freeipmi-tools openipmi  # DCMI node meter tools; openipmi's ipmi_sim for its tests
+      man-db)  # man -l: the man pages render (tests/test_man_pages.py)
 MISSING=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || MISSING+=("$p")
@@ -50,11 +51,11 @@ if ! "$VENV/bin/python" -c "import torch" >/dev/null 2>&1; then
   "$VENV/bin/pip" install -q "torch==2.13.0" >/tmp/slurm-energy-pip-torch.log 2>&1 \
     || { tail -30 /tmp/slurm-energy-pip-torch.log; exit 1; }
 fi
-log "pip install $REPO[test,demo,ml,dev] into $VENV"
+log "pip install $REPO[test,demo,ml,dev,docs] into $VENV"
 # a copy, so a build/ or egg-info left by an earlier build never leaks stale files into the install
 BUILD=$(mktemp -d)
 git -C "$REPO" ls-files -z --cached --others --exclude-standard | (cd "$REPO" && xargs -0 cp --parents -t "$BUILD" 2>/dev/null || true)
-"$VENV/bin/pip" install -q "$BUILD[test,demo,ml,dev]" >/tmp/slurm-energy-pip.log 2>&1 \
+"$VENV/bin/pip" install -q "$BUILD[test,demo,ml,dev,docs]" >/tmp/slurm-energy-pip.log 2>&1 \
   || { tail -30 /tmp/slurm-energy-pip.log; exit 1; }
 rm -rf "$BUILD"
 "$VENV/bin/python" -c "import slurm_energy, pynvml, sklearn; print('[setup] slurm_energy', slurm_energy.__version__, 'at', slurm_energy.__file__)"

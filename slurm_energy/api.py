@@ -15,7 +15,7 @@
     @track(label="eval")                     # as a decorator: one measurement per call
     def evaluate(): ...
 
-The mode is chosen when the block starts (README "track()"):
+The mode is chosen when the block starts (docs/researchers/track.md):
 
 * ``slurm``: a Slurm job whose Prolog samples (``SLURM_JOB_ID`` and the job's marks directory,
   :mod:`slurm_energy.sampling.marks`): the marks go to that directory, as the job's user, and the

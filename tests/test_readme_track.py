@@ -1,5 +1,5 @@
-"""README's track() example runs as written (it once called an undefined train_one_epoch): the
-snippet is taken from README.md, its epoch count and stand-in training step shortened, and run in
+"""The docs' track() example (docs/researchers/track.md) runs as written (it once called an undefined
+train_one_epoch): the snippet is taken from the page, its epoch count and stand-in training step shortened, and run in
 a fresh interpreter outside Slurm."""
 
 import os
@@ -12,11 +12,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def readme_track_snippet() -> str:
-    """The ```python block under README's "From inside the training script" heading."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("### From inside the training script", 1)[1]
-    m = re.search(r"```python\n(.*?)```", section, flags=re.S)
-    assert m is not None, "README: no python block under 'From inside the training script'"
+    """The first ```python block of docs/researchers/track.md (the page's opening example)."""
+    text = (REPO / "docs" / "researchers" / "track.md").read_text()
+    m = re.search(r"```python\n(.*?)```", text, flags=re.S)
+    assert m is not None, "docs/researchers/track.md: no python block"
     return m.group(1)
 
 

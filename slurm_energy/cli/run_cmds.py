@@ -186,7 +186,7 @@ def _forward_signals(child: subprocess.Popen):
     the child, then takes the final sample and writes the partial record). A terminal's Ctrl-C and
     hang-up already reach the child (our process group) and are not passed on while our group is the
     terminal's foreground group (:func:`_terminal_sends_to_child`); one sent to the whole group from
-    elsewhere reaches it twice (README). Returns a function restoring the previous handlers."""
+    elsewhere reaches it twice (docs/researchers/track.md). Returns a function restoring the previous handlers."""
     from slurm_energy.sampling.local import set_handlers
 
     def forward(signum, _frame):

@@ -1,4 +1,4 @@
-"""One finalizer per node and spool, taking the node's queue of finished jobs (README: "A job's
+"""One finalizer per node and spool, taking the node's queue of finished jobs (docs/design/finalizer.md: "A job's
 end: the node's finalizer").
 
 The Epilog (or a sampler that saw no Epilog) leaves the job attempt in the node's queue

@@ -1,4 +1,4 @@
-"""Help and README say what the commands do (new-user findings)."""
+"""Help and the docs say what the commands do (new-user findings)."""
 
 import subprocess
 import sys
@@ -27,8 +27,8 @@ def test_collect_help_says_what_it_does_and_where_to_run_it():
         assert words in out, words
 
 
-def test_readme_says_install_print_needs_installed_hooks():
-    text = " ".join((ROOT / "README.md").read_text().split())
+def test_install_docs_say_install_print_needs_installed_hooks():
+    text = " ".join((ROOT / "docs" / "admins" / "install.md").read_text().split())
     assert "`--print` writes nothing and prints them only when the hooks" in text
     assert "exits 1" in text
 
@@ -36,21 +36,21 @@ def test_readme_says_install_print_needs_installed_hooks():
 def test_track_examples_tag_flops_as_6_n_d():
     import re
 
-    # README and the track() docstring: flops = 6 x model_params x tokens (Kaplan et al. 2020);
+    # the track() page and docstring: flops = 6 x model_params x tokens (Kaplan et al. 2020);
     # bert-small: 6 x 110e6 x 2e9 = 1.32e18 FLOPs
-    for path in (ROOT / "README.md", ROOT / "slurm_energy" / "api.py"):
+    for path in (ROOT / "docs" / "researchers" / "track.md", ROOT / "slurm_energy" / "api.py"):
         [m] = re.findall(r"t\.tag\(model_params=([\d_.e]+), tokens=([\d_.e]+), flops=([\d_.e]+)\)", path.read_text())
         n, d, flops = (float(x.replace("_", "")) for x in m)
         assert (n, d, flops) == (110e6, 2e9, 1.32e18), path
         assert abs(flops - 6 * n * d) <= 1e-9 * flops, path
 
 
-def test_readme_says_testcluster_start_reinstalls_the_venv_without_setup_done():
-    text = " ".join((ROOT / "README.md").read_text().split())
+def test_docs_say_testcluster_start_reinstalls_the_venv_without_setup_done():
+    text = " ".join((ROOT / "docs" / "design" / "testing.md").read_text().split())
     assert ("`testcluster.sh start` first runs `scripts/setup.sh` unless `SETUP_DONE=1` is set: besides installing "
             "missing Debian packages, that re-installs **this checkout** (non-editable) into `/opt/slurm-energy/venv`"
             ) in text
     assert "`SETUP_DONE=1 bash scripts/testcluster.sh start`" in text
-    # what the README describes is what the script does
+    # what the page describes is what the script does
     script = (ROOT / "scripts" / "testcluster.sh").read_text()
     assert '[ "${SETUP_DONE:-0}" = 1 ] || bash "$REPO/scripts/setup.sh"' in script

@@ -186,6 +186,8 @@ def prom_stack(cluster, tmp_path_factory):
                           stdout=open(d / "node_exporter.log", "w"), stderr=subprocess.STDOUT)
     (d / "prometheus.yml").write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        # the shipped rules, as a site loads them (the dashboard's panels read their series)
+        f"rule_files: ['{Path(__file__).resolve().parents[2] / 'prometheus' / 'slurm-energy.rules.yml'}']\n"
         f"scrape_configs:\n  - job_name: node\n    static_configs: [{{targets: ['127.0.0.1:{ne_port}']}}]\n")
     prom = subprocess.Popen([exe_p, f"--config.file={d}/prometheus.yml", f"--storage.tsdb.path={d}/tsdb",
                              f"--web.listen-address=127.0.0.1:{p_port}"],
