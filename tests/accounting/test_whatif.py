@@ -1,6 +1,8 @@
 """Carbon-aware what-if: the job's own profile shifted by whole hours across an hourly CI series with a
 known minimum. CO2e(s) = sum_h E_facility,h x CI_h (SCI's O = E x I, location-based)."""
 
+import os
+
 import pytest
 from jobrecord_factory import device, job_record, run_jobenergy, site_yaml
 
@@ -107,12 +109,16 @@ def test_predict_suggests_start_windows_over_the_imported_forecast(tmp_path, mon
     assert d["start_windows"][0]["kgco2e"] == pytest.approx(0.7)
 
 
-def test_report_shows_the_what_if(tmp_path):
+def test_report_shows_the_what_if(home):
+    """Written as an ordinary user into their directory (as root, a record of uid 0 gets no report)."""
+    import ordinary_user as ou
+
     from slurm_energy.outputs.report import ReportSink
 
     r = job(D0 + 36 * H)
-    r.work_dir, r.uid, r.gid = str(tmp_path), __import__("os").getuid(), __import__("os").getgid()
+    u = ou.ordinary_user() or ("me", os.getuid(), os.getgid())  # None: the suite runs as that user
+    r.work_dir, r.uid, r.gid = str(home), u[1], u[2]
     sink = ReportSink(hourly_ci=lambda rec: series(low={10: 50.0, 11: 50.0}))
     assert sink.publish(r) == []
-    html = (tmp_path / "energy-9.html").read_text()
+    html = (home / "energy-9.html").read_text()
     assert "When would it have emitted least?" in html and "saving: 0.5 kgCO2e, 83 %" in html
