@@ -17,8 +17,9 @@ own process (CPU seconds by process time, peak RSS by ``getrusage``; the machine
   HTML + CSV report, ``retire_run``;
 * ``jobenergy ID``, ``-l`` and ``--json`` as fresh processes on the SQLite store (CPU and wall
   time, peak RSS, bytes out);
-* progress: one node's interim update put into a SQLite store holding the running record of the
-  other N-1 nodes (what each node's sampler does every ``sampling.interim_s``).
+* progress: one node's interim update put into a SQLite store holding the other N-1 nodes' progress
+  (what each node's sampler does every ``sampling.interim_s``): their node rows where the store has
+  per-node progress rows, else (a baseline before them) the job's one running record.
 
 The baseline runs only up to ``--baseline-max-nodes`` (it holds every node's full trace: 1.3 MB per
 node-day). At N <= 64 the run asserts that the job's energies (per class, per node and device, kWh,
@@ -191,7 +192,7 @@ def w_progress(a) -> dict:
     from slurm_energy.config import SiteConfig
     from slurm_energy.model import Status
     from slurm_energy.pipeline import finalise_job
-    from slurm_energy.store import open_store
+    from slurm_energy.store import open_store, schema
 
     site = SiteConfig()
     recs = list(_node_records(a))
@@ -200,7 +201,10 @@ def w_progress(a) -> dict:
         r.nodes[0].power_trace = []
     st = open_store(a.store)
     try:
-        if len(recs) > 1:
+        if schema.has_table(st.db, "running_nodes"):  # per-node progress rows: the other nodes' own puts
+            for r in recs[:-1]:
+                st.put(finalise_job([r], site, merge=False).model_copy(update={"status": Status.RUNNING}))
+        elif len(recs) > 1:  # before: the job's one running record of the other N-1 nodes
             st.put(finalise_job(recs[:-1], site).model_copy(update={"status": Status.RUNNING}))
         new = finalise_job([recs[-1]], site, merge=False).model_copy(update={"status": Status.RUNNING})
         c = time.process_time()

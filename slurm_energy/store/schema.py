@@ -22,7 +22,9 @@ copies of the fields ``jobenergy`` filters on. Version 2 (:func:`_m2_split`) spl
 
 Version 3 (:func:`_m3_gpu_idle`) adds the GPU-idle columns, version 4 (:func:`_m4_sluid`) the
 run's SLUID as an indexed column, version 5 (:func:`_m5_carbon`) the location-based CO2e beside the
-net one, the offset factor alpha, embodied CO2e and energy cost.
+net one, the offset factor alpha, embodied CO2e and energy cost. Version 6
+(:func:`_m6_running_nodes`) adds ``running_nodes``: a running job's progress, one row per node, so
+a node's update writes its own row, not the job's whole record.
 """
 
 from __future__ import annotations
@@ -211,14 +213,29 @@ def _m5_carbon(db: Db) -> None:
     db.execute("UPDATE job_records SET co2e_gross_kg = co2e_kg / alpha WHERE alpha > 0")
 
 
+#: a running attempt's progress, one row per node: that node's interim view (a one-node JobRecord's
+#: JSON, status running), keyed by attempt and node; ``start_time``: the node's view's (the attempt's
+#: job_records row is matched by :data:`slurm_energy.store.sqlstore.SAME_ATTEMPT_S`)
+_V6_TABLE = f"""CREATE TABLE IF NOT EXISTS running_nodes (cluster VARCHAR(128) NOT NULL, job_id VARCHAR(32) NOT NULL,
+  restart_count INTEGER NOT NULL, node VARCHAR(128) NOT NULL, start_time {_D} NOT NULL, updated_at {_D} NOT NULL,
+  record_json TEXT NOT NULL, PRIMARY KEY (cluster, job_id, restart_count, node))"""
+
+
+def _m6_running_nodes(db: Db) -> None:
+    """v5 -> v6: the ``running_nodes`` table (:data:`_V6_TABLE`). Running rows stored before stay
+    whole records (read as they are until their job's nodes flush again or its final record comes)."""
+    db.execute(_V6_TABLE)
+
+
 INSERT_HOURS = ("INSERT INTO job_hours (job_row_id, hour_start, it_kwh, facility_kwh, co2e_kg) "
                 "VALUES (:job_row_id, :hour_start, :it_kwh, :facility_kwh, :co2e_kg)")
 
 #: Ordered migrations; MIGRATIONS[i] upgrades from version i to i + 1.
-MIGRATIONS: list[Callable[[Db], None]] = [_m1_create, _m2_split, _m3_gpu_idle, _m4_sluid, _m5_carbon]
+MIGRATIONS: list[Callable[[Db], None]] = [_m1_create, _m2_split, _m3_gpu_idle, _m4_sluid, _m5_carbon,
+                                             _m6_running_nodes]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: the store's tables, for a test or benchmark that empties a database
-TABLES = ("job_hours", "job_json", "job_records", "schema_version")
+TABLES = ("running_nodes", "job_hours", "job_json", "job_records", "schema_version")
 
 
 def has_table(db: Db, table: str) -> bool:

@@ -12,9 +12,14 @@ special-cased so a job shows one row while running and one when done:
 * a running record replaces the running row of the same (cluster, job_id, restart_count) whose
   start time is within :data:`SAME_ATTEMPT_S`; if that row came from another node, the two views
   are merged by the caller's ``merge_running`` (inside the write transaction);
+* a one-node running record (each node's sampler flush) writes only that node's row in
+  ``running_nodes`` (and creates the attempt's running row in job_records from it if there is none
+  yet); a running attempt read back (:meth:`Store.rows`, :meth:`Store.query`) is assembled from its
+  node rows with :func:`slurm_energy.accounting.merge.merge_interim`, so a node's update costs the
+  same at 2 nodes or 1,024;
 * a running record is ignored once a final row for that attempt exists (a late flush must not
   overwrite the Epilog's record);
-* a final record deletes the attempt's running rows, then upserts on the key;
+* a final record deletes the attempt's running rows and node rows, then upserts on the key;
 * a ``no_data`` record (the job ran but its spool was unusable: stored from the Epilog's environment
   and slurmctld) is ignored when a measured record of the attempt exists, and is replaced (with any
   running row) by a measured one that ``collect`` finishes later from the node's spool.
@@ -88,6 +93,14 @@ _UPSERT_JSON = ("INSERT INTO job_json (id, record_json) VALUES (:id, :record_jso
 _SAME_ATTEMPT = ("cluster = :cluster AND job_id = :job_id AND restart_count = :restart_count AND "
                  "abs(start_time - :start_time) < :same AND end_time >= :start_time - :slack AND "
                  "start_time <= :end_time + :slack")
+
+#: an attempt's node rows (running_nodes): same job and restart, start within SAME_ATTEMPT_S
+_NODE_ROWS = ("cluster = :cluster AND job_id = :job_id AND restart_count = :restart_count AND "
+              "abs(start_time - :start_time) < :same")
+_UPSERT_NODE = ("INSERT INTO running_nodes (cluster, job_id, restart_count, node, start_time, updated_at, record_json) "
+                "VALUES (:cluster, :job_id, :restart_count, :node, :start_time, :updated_at, :record_json) "
+                "ON CONFLICT (cluster, job_id, restart_count, node) DO UPDATE SET start_time = excluded.start_time, "
+                "updated_at = excluded.updated_at, record_json = excluded.record_json")
 
 
 def _rows(record: JobRecord, hourly_ci: HourlyCI) -> tuple[dict, str, list[dict]]:
@@ -182,6 +195,9 @@ class Store:
                     _log().info("ignoring %s record for %s: a measured record is already stored",
                              record.status.value, record.job_id)
                     return
+            if record.status == Status.RUNNING and len(record.nodes) == 1:
+                self._put_node(db, record, key)
+                return
             if record.status == Status.RUNNING:
                 olds = db.execute("SELECT t.id, j.record_json FROM job_records t JOIN job_json j ON j.id = t.id "
                                   f"WHERE {_SAME_ATTEMPT} AND status = :running", key)
@@ -191,11 +207,31 @@ class Store:
             else:  # a final record replaces the attempt's interim (and, when measured, no_data) rows
                 _delete_ids(db, [r[0] for r in db.execute(
                     f"SELECT id FROM job_records WHERE {_SAME_ATTEMPT} AND status IN (:running, :no_data)", key)])
+                db.execute(f"DELETE FROM running_nodes WHERE {_NODE_ROWS}", key)
             row, text, hours = _rows(record, self.hourly_ci)
             rid = db.execute(_UPSERT, row)[0][0]
             db.execute(_UPSERT_JSON, {"id": rid, "record_json": text})
             db.execute("DELETE FROM job_hours WHERE job_row_id = :id", {"id": rid})
             db.executemany(schema.INSERT_HOURS, [{"job_row_id": rid, **h} for h in hours])
+
+    def _put_node(self, db: D.Db, record: JobRecord, key: dict) -> None:
+        """A one-node running view: its own ``running_nodes`` row (upsert on attempt and node), and
+        the attempt's job_records row made from it if there is none yet, else only that row's end and
+        update times moved on. The cost is one node's, whatever the job's node count: the job's
+        running view is assembled from the node rows when read (:meth:`records_by_id`)."""
+        row, text, hours = _rows(record, self.hourly_ci)
+        db.execute(_UPSERT_NODE, {**key, "node": record.nodes[0].node, "updated_at": row["updated_at"],
+                                  "record_json": text})
+        have = db.execute(f"SELECT id FROM job_records WHERE {_SAME_ATTEMPT} AND status = :running LIMIT 1", key)
+        if have:
+            db.execute("UPDATE job_records SET end_time = :end_time, updated_at = :updated_at, elapsed_s = "
+                       ":end_time - start_time WHERE id = :id AND end_time < :end_time",
+                       {"id": have[0][0], "end_time": record.end_time, "updated_at": row["updated_at"]})
+            return
+        rid = db.execute(_UPSERT, row)[0][0]
+        db.execute(_UPSERT_JSON, {"id": rid, "record_json": text})
+        db.execute("DELETE FROM job_hours WHERE job_row_id = :id", {"id": rid})
+        db.executemany(schema.INSERT_HOURS, [{"job_row_id": rid, **h} for h in hours])
 
     def put_many(self, records: Iterable[JobRecord], batch: int = 5000) -> int:
         """Bulk insert final records (benchmarks, imports); no interim handling, no upsert.
@@ -262,6 +298,10 @@ class Store:
                     states=[str(getattr(s, "value", s)).lower() for s in states] if states else None,
                     start=start, end=end, longest=longest or 0.0)
         rows = [Q.JobRow(r) for r in self.db.execute(Q.rows_sql(w, limit), w.params)]
+        running = [r.id for r in rows if r.status == Status.RUNNING.value]
+        if running and self._has_node_rows():  # a running job's summary: from its nodes' rows
+            views = self._records(running)
+            rows = [r if r.id not in views else _job_row(r.id, views[r.id], self.hourly_ci) for r in rows]
         return rows[::-1] if limit is not None else rows
 
     def records_by_id(self, ids: list[int], *, progress_what: str = "") -> list[JobRecord]:
@@ -269,6 +309,18 @@ class Store:
         a progress bar on a terminal (:mod:`slurm_energy.store.progress`)."""
         if not ids:
             return []  # nothing to parse: pydantic not imported (rollup's table/csv/json)
+        by_id = self._records(ids, progress_what=progress_what)
+        return [by_id[i] for i in ids if i in by_id]
+
+    def _has_node_rows(self) -> bool:
+        """Any running_nodes row (False on a store not yet at schema v6, opened read-only)."""
+        return schema.has_table(self.db, "running_nodes") and bool(
+            self.db.execute("SELECT 1 FROM running_nodes LIMIT 1"))
+
+    def _records(self, ids: list[int], *, progress_what: str = "") -> dict[int, JobRecord]:
+        """{job_records id: full record}; a running attempt's record is assembled from its node rows
+        (:func:`slurm_energy.accounting.merge.merge_interim`: the nodes' views unioned and re-totalled,
+        the newest node view's carbon facts) where it has any."""
         from slurm_energy.model import JobRecord
         from slurm_energy.store.progress import progress
 
@@ -280,7 +332,20 @@ class Store:
                                                w.params):
                     by_id[i] = JobRecord.model_validate_json(text)
                 advance(len(chunk))
-        return [by_id[i] for i in ids if i in by_id]
+        for i, rec in list(by_id.items()):
+            if rec.status == Status.RUNNING and self._has_node_rows():
+                by_id[i] = self._assembled(rec)
+        return by_id
+
+    def _assembled(self, rec: JobRecord) -> JobRecord:
+        from slurm_energy.accounting.merge import merge_interim
+        from slurm_energy.model import JobRecord
+
+        key = {"cluster": rec.cluster, "job_id": rec.job_id, "restart_count": rec.restart_count,
+               "start_time": rec.start_time, "same": SAME_ATTEMPT_S}
+        views = sorted((JobRecord.model_validate_json(r[0]) for r in self.db.execute(
+            f"SELECT record_json FROM running_nodes WHERE {_NODE_ROWS}", key)), key=lambda v: v.end_time)
+        return merge_interim(views[:-1], views[-1]) if views else rec
 
     def tagged(self, limit: int | None = None) -> list[JobRecord]:
         """Finished records (``complete`` or ``partial``) whose job declared tags (non-empty
@@ -308,6 +373,12 @@ class Store:
         self.db.close()
         if self._on_close is not None:
             self._on_close()
+
+
+def _job_row(rid: int, record: JobRecord, hourly_ci: HourlyCI) -> Q.JobRow:
+    """The summary row of an assembled running record (as a put would store it)."""
+    row = {**_rows(record, hourly_ci)[0], "id": rid}
+    return Q.JobRow(row[c] for c in Q.ROW_COLUMNS)
 
 
 def _delete_ids(db: D.Db, ids: list[int]) -> None:

@@ -117,6 +117,47 @@ def test_interim_records_merge_then_final_replaces(store):
     assert row.status == Status.COMPLETE
 
 
+def _node_rows(store, job_id):
+    return store.db.execute("SELECT node, record_json FROM running_nodes WHERE job_id = :j ORDER BY node",
+                            {"j": job_id})
+
+
+def test_progress_update_writes_only_its_node_row(store):
+    """Each node's interim flush writes its own running_nodes row; readers assemble the job's view."""
+    def view(node, start, end, cpu_j):
+        return finished(node_record(job_id="51", node=node, start=start, end=end, cpu_j=cpu_j, ram_j=0.0,
+                                    expected=("n1", "n2"), status=Status.RUNNING))
+
+    store.put(view("n1", 1000.0, 1060.0, 3.6e5), merge_running=merge_interim)
+    store.put(view("n2", 1001.0, 1061.0, 7.2e5), merge_running=merge_interim)
+    assert [r[0] for r in _node_rows(store, "51")] == ["n1", "n2"]
+    # the job's stored JSON is still n1's first view: n2's update did not rewrite it
+    [(text,)] = store.db.execute("SELECT j.record_json FROM job_json j JOIN job_records t ON t.id = j.id "
+                                 "WHERE t.job_id = '51'")
+    assert '"n2"' not in text.replace('"expected_nodes":["n1","n2"]', "")
+    # jobenergy's table (summary rows) and -l (records): 3.6e5 + 7.2e5 J = 1.08e6 J = 0.3 kWh IT,
+    # x PUE 1.5 = 0.45 kWh facility, x 400 gCO2e/kWh = 0.18 kgCO2e; CPU 0.3 kWh
+    [row] = store.rows(jobs=["51"])
+    assert row.status == "running" and row.it_kwh == pytest.approx(0.3) and row.cpu_kwh == pytest.approx(0.3)
+    assert row.facility_kwh == pytest.approx(0.45) and row.co2e_kg == pytest.approx(0.18)
+    assert row.end_time == 1061.0 and row.n_nodes == 2
+    [rec] = store.get_job("51")
+    assert sorted(n.node for n in rec.nodes) == ["n1", "n2"] and rec.it_kwh == pytest.approx(0.3)
+    # n1's next flush replaces its own row only: 5.4e5 + 7.2e5 J = 1.26e6 J = 0.35 kWh
+    store.put(view("n1", 1000.0, 1120.0, 5.4e5), merge_running=merge_interim)
+    assert len(_node_rows(store, "51")) == 2
+    [rec] = store.get_job("51")
+    assert rec.it_kwh == pytest.approx(0.35) and rec.end_time == 1120.0
+    assert store.rows(jobs=["51"])[0].end_time == 1120.0
+    # the final record replaces the running row and clears the node rows
+    store.put(finished(merge_records([
+        node_record(job_id="51", node="n1", start=1000.0, end=4600.0, expected=("n1", "n2")),
+        node_record(job_id="51", node="n2", start=1001.0, end=4601.0, expected=("n1", "n2"))])))
+    assert _node_rows(store, "51") == []
+    [rec] = store.get_job("51")
+    assert rec.status == Status.COMPLETE and store.count() == 1
+
+
 def test_reopen_does_not_remigrate(store_url):
     s = open_store(store_url)
     s.put(finished(node_record(job_id="7")))
