@@ -58,5 +58,9 @@ git -C "$REPO" ls-files -z --cached --others --exclude-standard | (cd "$REPO" &&
 "$VENV/bin/pip" install -q "$BUILD[test,demo,ml,dev,docs]" >/tmp/slurm-energy-pip.log 2>&1 \
   || { tail -30 /tmp/slurm-energy-pip.log; exit 1; }
 rm -rf "$BUILD"
-"$VENV/bin/python" -c "import slurm_energy, pynvml, sklearn; print('[setup] slurm_energy', slurm_energy.__version__, 'at', slurm_energy.__file__)"
+# -I: the installed copy, not the checkout in the current directory
+"$VENV/bin/python" -I -c "import slurm_energy, pynvml, sklearn; print('[setup] slurm_energy', slurm_energy.__version__, 'at', slurm_energy.__file__)"
+# man jobenergy / man slurm-energy without the venv's bin on PATH: links to the pages pip installed
+mkdir -p /usr/local/share/man/man1
+for page in jobenergy slurm-energy; do ln -sfn "$VENV/share/man/man1/$page.1" "/usr/local/share/man/man1/$page.1"; done
 chmod -R a+rX "$(dirname "$VENV")"

@@ -80,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-s", "--state", action="append", default=[], help=S.STATE_HELP)
     p.add_argument("-S", "--starttime", help="jobs running at or after this time (sacct formats)")
     p.add_argument("-E", "--endtime", help="jobs running at or before this time (sacct formats)")
-    p.add_argument("-o", "--format", help=f"comma-separated fields (default: {','.join(F.DEFAULT_FIELDS)}); "
+    p.add_argument("-o", "--format", help=f"comma-separated fields (default: {','.join(F.DEFAULT_FIELDS)}, with "
+                   "Net_kgCO2e, Embodied_kgCO2e and Cost added after kgCO2e when a record shown has them; "
+                   "kgCO2e is the operational, location-based figure); "
                    "Field%%N sets a column's width as in sacct (%%-N left-justified; a longer value is cut, '+' "
                    f"last); Errors and ReportError are cut to {F.TEXT_CAP} characters ('…' last) unless given a "
                    "width; -p/-P/--json show the full text")
@@ -318,7 +320,7 @@ def _print_what_if(records: list[JobRecord], args: argparse.Namespace, tz: str) 
     intensity imported for its zone (:mod:`slurm_energy.accounting.whatif`); 1 when none could be computed."""
     from slurm_energy import config as C
     from slurm_energy.accounting.whatif import what_if
-    from slurm_energy.config.carbon import hourly_intensity_for
+    from slurm_energy.config.carbon import hourly_intensity_for, hourly_zones_for
     from slurm_energy.reporting.footprint import whatif_lines
 
     cfg, _ = C.load_site_config_for_hooks(save=False)
@@ -334,8 +336,10 @@ def _print_what_if(records: list[JobRecord], args: argparse.Namespace, tz: str) 
             continue
         w = what_if(r, ci or {}, window_days=args.window_days) if ci else None
         if w is None:
-            why = ("no hourly intensity imported for its zone: run slurm-energy ci-import FILE --zone Z" if not ci
-                   else "no start in the window has an intensity for every hour the job ran, or no energy measured")
+            zones = " or ".join(hourly_zones_for(cfg, r.carbon)) or "none: set the site's or partition's location"
+            why = (f"no hourly intensity imported for its zone ({zones}): run slurm-energy ci-import FILE --zone "
+                   "ZONE" if not ci else
+                   "no start in the window has an intensity for every hour the job ran, or no energy measured")
             _err(f"{jid}: --what-if: {why}")
             rc = 1
             continue

@@ -25,7 +25,7 @@ HEAD = ("node", "period", "metered_kwh", "jobs_kwh", "idle_kwh", "residual_kwh",
 def register(sub) -> None:
     p = sub.add_parser("reconcile", help="node meter vs the jobs' attributed energy plus idle energy, per period",
                        description="Per node and hour/day/month: metered kWh (node meter) against the sum of the "
-                       "jobs' attributed kWh on the node plus the node's kWh with no job; the residual in kWh and %%. "
+                       "jobs' attributed kWh on the node plus the node's kWh with no job; the residual in kWh and %. "
                        "See docs/NODE_METER.md.")
     p.add_argument("--node", required=True, help="node name (as Slurm names it)")
     p.add_argument("--meter-file", help="the node's meter file (default <spool_dir>/node-meter-<node>.jsonl)")

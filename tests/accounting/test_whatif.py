@@ -90,6 +90,19 @@ def test_jobenergy_what_if(tmp_path, monkeypatch, capsys):
     assert "best start 2026-12-01T10:00:00 UTC: 0.1 kgCO2e" in out and "saving: 0.5 kgCO2e, 83 %" in out
 
 
+def test_jobenergy_what_if_without_data_names_the_zone_to_import(tmp_path, monkeypatch, capsys):
+    """A fresh tester could not tell which Z to import: the error names the job's zone(s)."""
+    site_yaml(tmp_path, "location: {country: FR}\n",
+              paths={"store_url": f"sqlite:///{tmp_path}/jobs.db", "hourly_ci_dir": f"{tmp_path}/ci"},
+              monkeypatch=monkeypatch)
+    st = open_store(f"sqlite:///{tmp_path}/jobs.db")
+    st.put(job(D0 + 36 * H))
+    st.close()
+    rc, out, err = run_jobenergy(capsys, "--what-if", "9")
+    assert rc == 1 and out == ""
+    assert "no hourly intensity imported for its zone (FR): run slurm-energy ci-import FILE --zone ZONE" in err
+
+
 def test_predict_suggests_start_windows_over_the_imported_forecast(tmp_path, monkeypatch, capsys):
     import json
 
