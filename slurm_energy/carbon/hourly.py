@@ -27,6 +27,7 @@ import csv
 import math
 import os
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from slurm_energy.carbon.units import WARN_BELOW_G_PER_KWH, ImplausibleIntensityError, plausibility_warning, to_g_per_kwh
@@ -117,15 +118,15 @@ def _csv_fix(e: ValueError) -> str:
     return f". Fix: {e.fix}"  # the message ends without "?" here
 
 
-def load_hourly_csv(path: str | os.PathLike, *, allow_zero: bool = False) -> dict[str, float]:
-    """Read and validate an hourly-intensity CSV (format in the module docstring).
+def read_hourly_column(path: str | os.PathLike, value_cols: tuple[str, ...], what: str,
+                       parse: Callable[[str | None, str, str], float]) -> dict[str, float]:
+    """``{hour key UTC: value}`` from a CSV of one value per UTC hour: the one reader of the hourly
+    files (intensity here, prices in :mod:`slurm_energy.carbon.prices`). ``value_cols``: accepted
+    names of the value column; ``what``: how the header error names it; ``parse(raw, where,
+    column)``: the value or :class:`HourlyDataError`.
 
-    :param allow_zero: accept 0 gCO2e/kWh hours (``ci-import --allow-zero``; a stored file holds
-        them only when it was imported so).
-    :returns: ``{hour_key UTC: gCO2e/kWh}``.
-    :raises HourlyDataError: missing columns, bad/naive/off-hour timestamp, duplicate hour,
-        non-numeric or implausible (< 1 gCO2e/kWh, 0 without ``allow_zero``, > 2000) intensity, or
-        no rows. Messages name file, line and the fix.
+    :raises HourlyDataError: missing columns, bad timestamp, duplicate hour, a bad value, or no
+        rows; messages name file, line and the fix.
     """
     p = os.fspath(path)
     out: dict[str, float] = {}
@@ -137,24 +138,40 @@ def load_hourly_csv(path: str | os.PathLike, *, allow_zero: bool = False) -> dic
         rd = csv.DictReader(fh)
         cols = {c.strip().lower(): c for c in (rd.fieldnames or [])}
         ts_col = next((cols[c] for c in _TS_COLS if c in cols), None)
-        ci_col = next((cols[c] for c in _CI_COLS if c in cols), None)
-        if ts_col is None or ci_col is None:
+        v_col = next((cols[c] for c in value_cols if c in cols), None)
+        if ts_col is None or v_col is None:
             raise HourlyDataError(f"{p}: header {rd.fieldnames!r} lacks a timestamp column ({'/'.join(_TS_COLS)}) "
-                                  f"or an intensity column ({'/'.join(_CI_COLS)}, gCO2e/kWh)")
+                                  f"or {what}")
         for i, row in enumerate(rd, start=2):
             where = f"{p} line {i}"
             h = parse_hour(row.get(ts_col) or "", where)
-            try:
-                v = to_g_per_kwh(row.get(ci_col), "gCO2e/kWh", field=f"{where} {ci_col}",  # type: ignore[arg-type]
-                                 allow_zero=allow_zero, zero_ok="`slurm-energy ci-import --allow-zero`")
-            except ValueError as e:
-                raise HourlyDataError(f"{e}{_csv_fix(e)}") from None
+            v = parse(row.get(v_col), where, v_col)
             if h in out:
                 raise HourlyDataError(f"{where}: hour {h} appears twice; keep one value per UTC hour")
             out[h] = v
     if not out:
         raise HourlyDataError(f"{p}: no data rows")
     return out
+
+
+def load_hourly_csv(path: str | os.PathLike, *, allow_zero: bool = False) -> dict[str, float]:
+    """Read and validate an hourly-intensity CSV (format in the module docstring).
+
+    :param allow_zero: accept 0 gCO2e/kWh hours (``ci-import --allow-zero``; a stored file holds
+        them only when it was imported so).
+    :returns: ``{hour_key UTC: gCO2e/kWh}``.
+    :raises HourlyDataError: missing columns, bad/naive/off-hour timestamp, duplicate hour,
+        non-numeric or implausible (< 1 gCO2e/kWh, 0 without ``allow_zero``, > 2000) intensity, or
+        no rows. Messages name file, line and the fix.
+    """
+    def intensity(raw: str | None, where: str, col: str) -> float:
+        try:
+            return to_g_per_kwh(raw, "gCO2e/kWh", field=f"{where} {col}",  # type: ignore[arg-type]
+                                allow_zero=allow_zero, zero_ok="`slurm-energy ci-import --allow-zero`")
+        except ValueError as e:
+            raise HourlyDataError(f"{e}{_csv_fix(e)}") from None
+
+    return read_hourly_column(path, _CI_COLS, f"an intensity column ({'/'.join(_CI_COLS)}, gCO2e/kWh)", intensity)
 
 
 def low_hours_warning(data: dict[str, float], where: str) -> str | None:

@@ -15,15 +15,13 @@ explicit offset, on the hour); ``price_per_kwh`` (alias ``price``) in the tariff
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 
-from slurm_energy.carbon.hourly import check_zone, parse_hour
+from slurm_energy.carbon.hourly import check_zone, read_hourly_column
 from slurm_energy.errors import HourlyDataError
 from slurm_energy.fileio import atomic_write
 
-_TS_COLS = ("timestamp", "hour_utc", "datetime", "time")
 _PRICE_COLS = ("price_per_kwh", "price")
 #: above this price per kWh the column is per MWh (the dearest retail electricity is a few per kWh)
 MAX_PER_KWH = 100.0
@@ -35,41 +33,20 @@ def load_price_csv(path: str | os.PathLike) -> dict[str, float]:
     :raises HourlyDataError: missing columns, bad timestamp, duplicate hour, a price that is not a
         number in [0, 100] per kWh, or no rows; the message names file, line and the fix.
     """
-    p = os.fspath(path)
-    out: dict[str, float] = {}
-    try:
-        fh = open(p, newline="", encoding="utf-8")
-    except OSError as e:
-        raise HourlyDataError(f"{p}: cannot read ({e.strerror})") from None
-    with fh:
-        rd = csv.DictReader(fh)
-        cols = {c.strip().lower(): c for c in (rd.fieldnames or [])}
-        ts_col = next((cols[c] for c in _TS_COLS if c in cols), None)
-        pr_col = next((cols[c] for c in _PRICE_COLS if c in cols), None)
-        if ts_col is None or pr_col is None:
-            raise HourlyDataError(f"{p}: header {rd.fieldnames!r} lacks a timestamp column ({'/'.join(_TS_COLS)}) "
-                                  f"or a price column ({'/'.join(_PRICE_COLS)}, currency per kWh)")
-        for i, row in enumerate(rd, start=2):
-            where = f"{p} line {i}"
-            h = parse_hour(row.get(ts_col) or "", where)
-            raw = (row.get(pr_col) or "").strip()
-            try:
-                v = float(raw)
-            except ValueError:
-                raise HourlyDataError(f"{where}: {pr_col} {raw!r} is not a number; write the price per kWh, e.g. 0.182") from None
-            if not math.isfinite(v) or v < 0:
-                raise HourlyDataError(f"{where}: {pr_col} {raw!r}: a price must be a number >= 0 per kWh")
-            if v > MAX_PER_KWH:
-                raise HourlyDataError(f"{where}: {pr_col} {v:g} per kWh is implausible: a price per MWh? Fix: divide "
-                                      f"every value by 1000 (write {v / 1000:g})")
-            if h in out:
-                raise HourlyDataError(f"{where}: hour {h} appears twice; keep one price per UTC hour")
-            out[h] = v
-    if not out:
-        raise HourlyDataError(f"{p}: no data rows")
-    return out
+    def price(raw: str | None, where: str, col: str) -> float:
+        raw = (raw or "").strip()
+        try:
+            v = float(raw)
+        except ValueError:
+            raise HourlyDataError(f"{where}: {col} {raw!r} is not a number; write the price per kWh, e.g. 0.182") from None
+        if not math.isfinite(v) or v < 0:
+            raise HourlyDataError(f"{where}: {col} {raw!r}: a price must be a number >= 0 per kWh")
+        if v > MAX_PER_KWH:
+            raise HourlyDataError(f"{where}: {col} {v:g} per kWh is implausible: a price per MWh? Fix: divide "
+                                  f"every value by 1000 (write {v / 1000:g})")
+        return v
 
-
+    return read_hourly_column(path, _PRICE_COLS, f"a price column ({'/'.join(_PRICE_COLS)}, currency per kWh)", price)
 def zone_path(store_dir: str, zone: str) -> str:
     return os.path.join(store_dir, check_zone(zone).replace(":", "_") + ".csv")
 
