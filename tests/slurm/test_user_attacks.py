@@ -395,13 +395,15 @@ while time.monotonic() < deadline:
 """
 
 
-def test_a_sigstopped_report_writer_is_killed_and_delays_no_other_job(node, monkeypatch):
-    import threading
-
+def test_a_sigstopped_report_writer_is_killed_at_once_and_delays_no_other_job(node, monkeypatch):
+    """alice stops her report's writer (it runs as her uid): the finalizer sees it stopped (state T
+    in /proc/PID/stat) and kills it at once, instead of waiting safe_write's 5 s timeout; the node's
+    queue is held well under a second, her record says why it has no report, bob's job is whole."""
+    from slurm_energy.cli.jobenergy_format import report_code
     from slurm_energy.reporting import safe_write
     from slurm_energy.slurm import hooks
 
-    monkeypatch.setattr(safe_write, "REPORT_TIMEOUT_S", 12.0)  # the site's is 5 s; room for a loaded CI
+    assert safe_write.REPORT_TIMEOUT_S == 5.0  # the site's: a stopped writer must not cost this
     monkeypatch.setattr(hooks, "FINALIZER_SLOTS", 1)  # one finalizer at a time on this spool
     # the writer, forked from a warm finalizer, can finish in a few ms, before the stopper's /proc
     # sweep sees it (about half the runs on a loaded 2-core machine): alice's writer waits 1 s
@@ -418,30 +420,25 @@ def test_a_sigstopped_report_writer_is_killed_and_delays_no_other_job(node, monk
     stopper = subprocess.Popen([sys.executable, "-c", _STOPPER, str(os.getpid())], stdout=subprocess.PIPE, text=True,
                                preexec_fn=_as("alice"))
     argv = lambda sp: ["finalize", sp.dir, NODE, repr(END), "0:0", "terminated"]
-    t0 = time.monotonic()
+    import threading
+
     alice = threading.Thread(target=hooks.main, args=(argv(mine),))
     alice.start()
     writer = int(stopper.stdout.readline())  # alice stopped her report's writer
-
-    def state():
-        return open(f"/proc/{writer}/stat").read().rsplit(")", 1)[1].split()[0]
-    for _ in range(200):  # SIGSTOP takes effect once the kernel delivers it
-        if state() == "T":
-            break
-        time.sleep(0.01)
-    assert state() == "T"
-    (a,) = node.store().get_job("900")  # her record is stored already: before the report
-    assert a.energy_it_j["cpu"] == JOB_J
-    assert hooks.main(argv(theirs)) == 0  # bob's finalizer gets the one slot meanwhile
-    assert alice.is_alive() and time.monotonic() - t0 < 12.0  # ... before her writer's deadline
-    _check_victim(node, node.base / "bob-work")
+    stopped_at = time.monotonic()
     alice.join(20)
-    took = time.monotonic() - t0
-    assert not alice.is_alive() and took < 12.0 + 5.0  # killed at the deadline (a stopped process dies of KILL)
-    assert not os.path.exists(f"/proc/{writer}")  # reaped
+    held = time.monotonic() - stopped_at
+    # killed on the first look after the stop (every 0.02 s), then her record's report error
+    # stored: well under the 5 s timeout a stopped writer cost before (4.0 s and more measured)
+    assert not alice.is_alive() and held < 2.0, held
+    assert not os.path.exists(f"/proc/{writer}")  # killed and reaped
     (a,) = node.store().get_job("900")
-    assert "timed out after 12 s" in a.report_error and a.energy_it_j["cpu"] == JOB_J
-    assert any("report" in e and "timed out" in e for e in a.errors)
+    assert "writer stopped" in a.report_error and a.energy_it_j["cpu"] == JOB_J
+    assert report_code(a.report_error) == "writer_stopped"
+    assert any("report" in e and "writer stopped" in e for e in a.errors)
+    assert not [n for n in os.listdir(node.base / "a") if n.startswith("energy-")]
+    assert hooks.main(argv(theirs)) == 0  # bob's job next: whole
+    _check_victim(node, node.base / "bob-work")
     stopper.wait()
 
 
