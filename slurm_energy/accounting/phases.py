@@ -175,28 +175,88 @@ def complement(windows: list[tuple[float, float]], start: float, end: float) -> 
     return [(a, b) for a, b in out if b > a]
 
 
-def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, float]]
+class _Cumulative:
+    """One device's attributed intervals as two piecewise-linear functions of time: the energy (J)
+    and the measured seconds up to ``x``. An interval ``(t0, t1]`` with energy E adds slope
+    ``E / (t1 - t0)`` between its ends, so ``at(b) - at(a)`` is exactly the sum over intervals of
+    ``E x overlap / (t1 - t0)`` (:func:`windows_energy`'s rule), for overlapping intervals too. Built
+    once per device in O(n log n); each window then costs two bisections, whatever its length or
+    the job's: a job's user, who decides how many windows there are (up to :data:`MAX_PHASES` +
+    :data:`MAX_STAGES`), cannot make the finalizer's work grow as windows x intervals."""
+
+    __slots__ = ("fe", "fm", "se", "sm", "xs")
+
+    def __init__(self, ivs: Iterable[tuple[float, float, float | None]]):
+        ev: dict[float, list[float]] = {}
+        for t0, t1, ej in ivs:
+            d = t1 - t0
+            if ej is None or d <= 0:
+                continue
+            for x, sign in ((t0, 1.0), (t1, -1.0)):
+                e = ev.setdefault(x, [0.0, 0.0, 0.0])
+                e[0] += sign * ej / d
+                e[1] += sign
+                e[2] += sign
+        self.xs = sorted(ev)
+        self.fe: list[float] = []
+        self.fm: list[float] = []
+        self.se: list[float] = []
+        self.sm: list[float] = []
+        f = m = slope_e = slope_m = 0.0
+        n_open, prev = 0.0, None
+        for x in self.xs:
+            if prev is not None:
+                f += slope_e * (x - prev)
+                m += slope_m * (x - prev)
+            self.fe.append(f)
+            self.fm.append(m)
+            de, dm, dn = ev[x]
+            slope_e, slope_m, n_open = slope_e + de, slope_m + dm, n_open + dn
+            if n_open == 0:  # no interval open: no rounding left over between intervals
+                slope_e = slope_m = 0.0
+            self.se.append(slope_e)
+            self.sm.append(slope_m)
+            prev = x
+
+    def at(self, x: float) -> tuple[float, float]:
+        """(energy J, measured s) from the first interval's start up to ``x``."""
+        import bisect
+
+        k = bisect.bisect_right(self.xs, x) - 1
+        if k < 0:
+            return 0.0, 0.0
+        d = x - self.xs[k]
+        return self.fe[k] + self.se[k] * d, self.fm[k] + self.sm[k] * d
+
+
+#: Device series whose intervals were read into :class:`_Cumulative` (:func:`_prepared`).
+_Prepared = list[tuple[str, Method, _Cumulative]]
+
+
+def _prepared(series: Sequence[DeviceSeries] | _Prepared) -> _Prepared:
+    return [(cls, method, ivs if isinstance(ivs, _Cumulative) else _Cumulative(ivs)) for cls, method, ivs in series]
+
+
+def windows_energy(series: Sequence[DeviceSeries] | _Prepared, windows: list[tuple[float, float]]
                    ) -> tuple[dict[str, float | None], dict[str, Method], float]:
     """Energy of the job over the disjoint ``windows``, per device class.
 
     Returns ``(energy_it_j, methods, coverage)``: class -> J (None = no measured second in the
     windows), class -> worst method of the devices measured there, and the lowest per-device
-    fraction of the windows' seconds that was measured (1.0 for zero-length windows).
+    fraction of the windows' seconds that was measured (1.0 for zero-length windows). Each
+    device's intervals are read through :class:`_Cumulative` (built here, or once by the caller).
     """
     span = sum(b - a for a, b in windows)
     per_cls: dict[str, list[float | None]] = {}
     meth: dict[str, list[Method]] = {}
     cov = 1.0
-    for cls, method, ivs in series:
+    for cls, method, cum in _prepared(series):
         e, measured = 0.0, 0.0
-        for t0, t1, ej in ivs:
-            d = t1 - t0
-            if ej is None or d <= 0:
-                continue
-            o = sum(max(0.0, min(t1, b) - max(t0, a)) for a, b in windows)
-            if o > 0:
-                e += ej * o / d
-                measured += o
+        for a, b in windows:
+            if b > a:
+                (ea, ma), (eb, mb) = cum.at(a), cum.at(b)
+                e += eb - ea
+                measured += mb - ma
         ok = span <= 0 or measured > 0
         per_cls.setdefault(cls, []).append(e if ok else None)
         if ok:
@@ -209,7 +269,7 @@ def windows_energy(series: Sequence[DeviceSeries], windows: list[tuple[float, fl
     return energy, methods, (cov if series else 0.0)
 
 
-def _window(kind: str, name: str, a: float, b: float, series: Sequence[DeviceSeries],
+def _window(kind: str, name: str, a: float, b: float, series: Sequence[DeviceSeries] | _Prepared,
             parts: list[tuple[float, float]] | None = None, **kw: Any) -> WindowEnergy:
     energy, methods, cov = windows_energy(series, parts if parts is not None else [(a, b)])
     return WindowEnergy(kind=kind, name=name, start_time=a, end_time=b, energy_it_j=energy, methods=methods,
@@ -249,6 +309,8 @@ def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end
     out: list[WindowEnergy] = []
     spans = []
     rows = sorted({x for _, _, ivs in series for t0, t1, _ in ivs for x in (t0, t1)})
+    ts = [x for _, _, ivs in series for t0, t1, _ in ivs for x in (t0, t1)]
+    prep = _prepared(series)  # once: each window below is then two bisections per device
     for name, t0, t1, depth in marks.phases:
         flags = [] if t1 is not None else ["never_closed"]
         t1 = end if t1 is None else t1
@@ -260,23 +322,22 @@ def node_windows(series: Sequence[DeviceSeries], marks: Marks, start: float, end
             if b - a < interval_s:
                 flags.append("shorter_than_interval")
         spans.append((a, b))
-        out.append(_window("phase", name, a, b, series, depth=depth, flags=flags))
+        out.append(_window("phase", name, a, b, prep, depth=depth, flags=flags))
     for frac, t in marks.stages:
         b = min(max(t, start), end)
         flags = ["clipped_to_job"] if b != t else []
-        out.append(_window("stage", f"{frac * 100:.4g}%", start, b, series, fraction=frac,
+        out.append(_window("stage", f"{frac * 100:.4g}%", start, b, prep, fraction=frac,
                            flags=flags + (["interval_cut"] if _cut((b,), rows) else [])))
     if marks.phases:
         # "outside" spans every measured second, also a last sample taken after the Epilog's time
         # (the sampler's final sample on TERM): union + outside = the node's energy, exactly
-        ts = [x for _, _, ivs in series for t0, t1, _ in ivs for x in (t0, t1)]
         lo, hi = min([start] + ts), max([end] + ts)
         # bounds shown: the union from the first phase's start to the last one's end (not the job);
         # "outside" within the job's [start, end] (its energy still counts that last sample)
         u = union(spans)
         a, b = (u[0][0], u[-1][1]) if u else (start, start)
-        out.append(_window("in_phases", "all phases (nested counted once)", a, b, series, parts=u))
-        out.append(_window("outside", "outside any phase", start, end, series, parts=complement(u, lo, hi)))
+        out.append(_window("in_phases", "all phases (nested counted once)", a, b, prep, parts=u))
+        out.append(_window("outside", "outside any phase", start, end, prep, parts=complement(u, lo, hi)))
     return out
 
 

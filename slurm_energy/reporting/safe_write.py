@@ -39,6 +39,10 @@ __all__ = ["REPORT_TIMEOUT_S", "UNKNOWN_UMASK", "SafeWriteError", "write_files_a
 #: SIGKILLed (a stopped process dies of SIGKILL too) and the files not written are reported. The
 #: finalizer writes reports after its slot is released, so a user's writer delays no other job.
 REPORT_TIMEOUT_S = 5.0
+#: How often (s) the parent looks whether its writer was stopped (state T/t in /proc/PID/stat): a
+#: stopped writer is killed at once, so a user's SIGSTOP holds the finalizer this long, not
+#: :data:`REPORT_TIMEOUT_S`.
+STOP_POLL_S = 0.02
 #: The umask for a user's files when theirs is unknown (the job's SLURM_UMASK not seen): private,
 #: the owner can still read and chmod them. docs/PRIVACY.md.
 UNKNOWN_UMASK = 0o077
@@ -159,7 +163,12 @@ def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: int
                 os.waitpid(pid, 0)
                 raise SafeWriteError(path, f"timed out after {timeout_s:g} s writing as uid={uid} (hung filesystem, "
                                            "or the writer was stopped); killed", b"".join(chunks))
-            ready, _, _ = select.select([r], [], [], left)
+            ready, _, _ = select.select([r], [], [], min(left, STOP_POLL_S))
+            if not ready and _stopped(pid):  # the user stopped it: waiting on it would hold the queue
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise SafeWriteError(path, f"writer stopped (SIGSTOP or a tracer, as uid={uid}); killed at once, "
+                                           "not waited on", b"".join(chunks))
             if ready:
                 chunk = os.read(r, 4096)
                 if not chunk:
@@ -174,6 +183,17 @@ def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: int
     if not msg:
         msg = f"writer process ended with wait status {status}"
     raise SafeWriteError(path, msg)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (``T``) or stopped by a tracer (``t``): proc(5)'s state, the field
+    after the parenthesised command name (read from the last ')': the name is the user's)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            st = f.read(4096).rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return bool(st) and st[0] in (b"T", b"t")
 
 
 def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int | None) -> None:
