@@ -5,7 +5,10 @@
 meter's file, written by the node's meter process), the jobs' kWh on that node (the store), the
 node's kWh with no job, the residual kWh and % (:mod:`slurm_energy.accounting.reconcile`).
 ``--prometheus F`` writes the last period's residual as a node_exporter textfile
-(``slurm_energy_node_residual_joules``, ``slurm_energy_node_residual_ratio``).
+(``slurm_energy_node_residual_joules``, ``slurm_energy_node_residual_ratio``). ``--save`` stores the
+node's whole UTC hours in the window (metered, jobs', idle kWh) in the store's ``node_hours``, charged
+to the partition its jobs ran in (or ``--partition``): the monthly rollup's idle energy per partition
+(:mod:`slurm_energy.store.nodehours`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ def register(sub) -> None:
     p.add_argument("--format", choices=("table", "csv", "json", "html"), default="table")
     p.add_argument("--out", help="write here instead of stdout")
     p.add_argument("--prometheus", metavar="FILE", help="also write the last period's residual as a textfile (.prom)")
+    p.add_argument("--save", action="store_true",
+                   help="store the node's whole UTC hours in the window (metered, jobs' and idle kWh) for the monthly "
+                   "rollup's idle energy per partition (replaces those hours if stored before)")
+    p.add_argument("--partition", help="with --save: the partition the node's idle energy is charged to (default: "
+                   "the one partition its jobs in the window ran in)")
     p.add_argument("--store", help=STORE_HELP)
     p.set_defaults(func=cmd_reconcile)
 
@@ -77,6 +85,45 @@ def prometheus_text(periods: list[dict], by: str) -> str:
     return generate_latest(reg).decode()
 
 
+def node_partition(node: str, given: str | None, records: list) -> tuple[str, str]:
+    """(partition, how): ``given`` (``--partition``), else the one partition the node's jobs in the
+    window ran in. Raises ValueError naming the fix where they ran in none or several (a node in
+    two partitions: which one pays for its idle hours is the site's call, not a guess)."""
+    if given:
+        return given, "given"
+    parts = sorted({r.partition for r in records if r.partition})
+    if len(parts) == 1:
+        return parts[0], "jobs"
+    found = f"ran in partitions {', '.join(parts)}" if parts else "name no partition (or no job ran)"
+    raise ValueError(f"--save: the jobs on {node} in this window {found}; give --partition P to say which "
+                     "partition its idle energy is charged to")
+
+
+def _save(url: str, cluster: str, node: str, given: str | None, records: list, hours: list, lo: float, hi: float,
+          source: str) -> int:
+    """Store the node's whole UTC hours inside [lo, hi] (an hour the window cuts is left out: it
+    would replace a whole stored hour by a part). Opens the store writable (migrating it)."""
+    from datetime import datetime, timezone
+
+    from slurm_energy.store import open_store
+    from slurm_energy.store.nodehours import put_node_hours
+
+    partition, how = node_partition(node, given, records)
+    kwh = 3.6e6
+    out = []
+    for p in hours:
+        h = datetime.strptime(p.period, "%Y-%m-%dT%H").replace(tzinfo=timezone.utc).timestamp()
+        if h >= lo and h + 3600 <= hi:
+            out.append(dict(cluster=cluster, node=node, hour_start=int(h), partition=partition, partition_from=how,
+                            source=source, metered_kwh=p.metered_j / kwh, jobs_kwh=p.jobs_j / kwh,
+                            idle_kwh=p.idle_j / kwh, metered_s=p.metered_s))
+    store = open_store(url)
+    try:
+        return put_node_hours(store.db, out)
+    finally:
+        store.close()
+
+
 def cmd_reconcile(args) -> int:
     from slurm_energy.accounting.reconcile import reconcile_node
     from slurm_energy.config import load_site_config
@@ -98,14 +145,22 @@ def cmd_reconcile(args) -> int:
                   "and a job run on the node since?", file=sys.stderr)
             return 2
         lo, hi = rows[0].t if t0 is None else t0, rows[-1].t if t1 is None else t1
-        store = open_store(resolve_store_url(args.store, cfg.paths.store_url).url, readonly=True)
+        url = resolve_store_url(args.store, cfg.paths.store_url).url
+        store = open_store(url, readonly=True)
         try:
             recs = store.query(start=lo, end=hi)
         finally:
             store.close()
-        jobs = [(n.start_time, n.end_time, n.hourly_energy_j) for r in recs for n in r.nodes if n.node == args.node]
-        periods = [p.as_dict() for p in reconcile_node(args.node, [(r.t, r.reading) for r in rows], jobs, args.by, lo, hi,
-                                                   max_gap_s=3 * float(cfg.node_meter.interval_s))]
+        on_node = [r for r in recs if any(n.node == args.node for n in r.nodes)]
+        jobs = [(n.start_time, n.end_time, n.hourly_energy_j) for r in on_node for n in r.nodes if n.node == args.node]
+        meter = [(r.t, r.reading) for r in rows]
+        gap = 3 * float(cfg.node_meter.interval_s)
+        periods = [p.as_dict() for p in reconcile_node(args.node, meter, jobs, args.by, lo, hi, max_gap_s=gap)]
+        if args.save:
+            hours = reconcile_node(args.node, meter, jobs, "hour", lo, hi, max_gap_s=gap)
+            n = _save(url, cfg.cluster_name, args.node, args.partition, on_node, hours, lo, hi,
+                      ",".join(sorted({r.source for r in rows})))
+            print(f"reconcile: {n} node hour{'' if n == 1 else 's'} of {args.node} stored", file=sys.stderr)
     except (ValueError, OSError, RuntimeError) as e:
         print(f"slurm-energy: reconcile: {e}", file=sys.stderr)
         return 2

@@ -207,9 +207,13 @@ def cmd_prune(args) -> int:
 
 def _month_data(args, cfg, t0: float, t1: float):
     """(rollup rows, the month's full records: only for html, the month's top 10 jobs by GPU-idle energy:
-    [] when unreadable) or None after printing why the store cannot be read
-    (:mod:`slurm_energy.store.rollup`: month_rollup, top_gpu_idle). Read-only: never migrates."""
+    [] when unreadable, the nodes' metered and idle energy per partition: [] where none is stored)
+    or None after printing why the store cannot be read (:mod:`slurm_energy.store.rollup`:
+    month_rollup, top_gpu_idle; :func:`slurm_energy.store.nodehours.idle_by_partition`). Read-only:
+    never migrates."""
+    from slurm_energy.store.nodehours import idle_by_partition
     from slurm_energy.store.rollup import month_ids, month_rollup, top_gpu_idle
+    from slurm_energy.store.schema import has_table
 
     try:
         store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
@@ -222,15 +226,16 @@ def _month_data(args, cfg, t0: float, t1: float):
                 top = top_gpu_idle(store.db, t0, t1, 10)
             except Exception:
                 top = []
+            idle = idle_by_partition(store.db, t0, t1) if has_table(store.db, "node_hours") else []
         finally:
             store.close()
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e).splitlines()[0])
         return None
-    return rows, records, top
+    return rows, records, top, idle
 
 
-def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = None) -> str:
+def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = None, idle: list | None = None) -> str:
     """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_table`: no pandas, no pydantic),
     html by :func:`slurm_energy.reporting.monthly.render_html` (default file rollup-<month>-<by>.html);
     returns the path written ("": stdout)."""
@@ -239,7 +244,7 @@ def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = N
     if args.format == "csv":
         return R.write_text(R.csv_text(rows, args.by), args.out)
     if args.format == "json":
-        return R.write_text(R.json_text(rows, args.by, args.month, tz, top_gpu_idle=top), args.out)
+        return R.write_text(R.json_text(rows, args.by, args.month, tz, top_gpu_idle=top, idle=idle), args.out)
     from slurm_energy.reporting.monthly import render_html
 
     return R.write_text(render_html(rows, records, args.by, args.month, tz), args.out or f"rollup-{args.month}-{args.by}.html")
@@ -267,11 +272,11 @@ def cmd_rollup(args) -> int:
     got = _month_data(args, cfg, t0, t1)
     if got is None:
         return 2
-    rows, records, top = got  # read as root (the store), written as the caller
+    rows, records, top, idle = got  # read as root (the store), written as the caller
     if args.format != "table":
         try:
             with as_caller():  # under sudo: --out (or the html's default file) opened as the caller, never root
-                where = _write_rollup(args, rows, records, cfg.timezone, top)
+                where = _write_rollup(args, rows, records, cfg.timezone, top, idle)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
             return 2
@@ -306,6 +311,12 @@ def cmd_rollup(args) -> int:
         print(render([[_top_id(r), r["user"], r["account"], f(r["gpu_idle_s"]), f(r["gpu_idle_kwh"]),
                        r["gpu_idle_method"] or "", f(r["it_kwh"])] for r in top],
                      ["JobID", "User", "Account", "GPU_idle_s", "GPU_idle_kWh", "Method", "IT_kWh"]))
+    if idle and not args.parsable2:
+        print("\nnodes' meters per partition (reconcile --save): the jobs' kWh + idle (no job) kWh + residual "
+              "(charged to no job while jobs ran) = metered kWh")
+        print(render([[r["partition"], str(r["nodes"]), str(r["node_hours"]), f(r["jobs_kwh"]), f(r["idle_kwh"]),
+                       f(r["residual_kwh"]), f(r["metered_kwh"])] for r in idle],
+                     ["Partition", "Nodes", "Node_hours", "Jobs_kWh", "Idle_kWh", "Residual_kWh", "Metered_kWh"]))
     return 0
 
 

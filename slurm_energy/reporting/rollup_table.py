@@ -70,15 +70,18 @@ def csv_text(rows: list[dict[str, Any]], by: str) -> str:
 
 
 def json_text(rows: list[dict[str, Any]], by: str, month: str, timezone: str,
-              top_gpu_idle: list[dict[str, Any]] | None = None) -> str:
+              top_gpu_idle: list[dict[str, Any]] | None = None, idle: list[dict[str, Any]] | None = None) -> str:
     """JSON of the rollup: month, time zone, ``by``, the rows (counts as integers, energies as
     floats or null), the month's top jobs by GPU-idle energy (``top_gpu_idle``:
-    :func:`slurm_energy.store.rollup.top_gpu_idle`'s rows) and the note on measured / estimated / unmeasured."""
+    :func:`slurm_energy.store.rollup.top_gpu_idle`'s rows), the nodes' metered, jobs' and idle (no job)
+    kWh per partition (``idle_by_partition``: :func:`slurm_energy.store.nodehours.idle_by_partition`'s
+    rows, [] where no node meter hours are stored) and the note on measured / estimated / unmeasured."""
     import json
 
     out = [{by: r[by], **{k: r[k] for k in COLUMNS}} for r in rows]  # month_rollup's ints and floats
     return json.dumps({"month": month, "timezone": timezone, "by": by, "rows": out,
-                       "top_gpu_idle_jobs": list(top_gpu_idle or []), "note": NOTE}, indent=2) + "\n"
+                       "top_gpu_idle_jobs": list(top_gpu_idle or []),
+                       "idle_by_partition": list(idle or []), "note": NOTE}, indent=2) + "\n"
 
 
 def write_text(text: str, out: str | None) -> str:

@@ -24,7 +24,10 @@ Version 3 (:func:`_m3_gpu_idle`) adds the GPU-idle columns, version 4 (:func:`_m
 run's SLUID as an indexed column, version 5 (:func:`_m5_carbon`) the location-based CO2e beside the
 net one, the offset factor alpha, embodied CO2e and energy cost. Version 6
 (:func:`_m6_running_nodes`) adds ``running_nodes``: a running job's progress, one row per node, so
-a node's update writes its own row, not the job's whole record.
+a node's update writes its own row, not the job's whole record. Version 7 (:func:`_m7_node_hours`)
+adds ``node_hours``: a node meter's energy per node and UTC hour, split into the jobs' part and the
+part with no job, so the monthly rollup adds the nodes' idle energy per partition
+(:mod:`slurm_energy.store.nodehours`, docs/NODE_METER.md).
 """
 
 from __future__ import annotations
@@ -227,15 +230,35 @@ def _m6_running_nodes(db: Db) -> None:
     db.execute(_V6_TABLE)
 
 
+#: version 7: per node and UTC hour, what its meter measured (kWh; ``metered_s`` the seconds of the
+#: hour a believed reading covered), the jobs' attributed part and the part with no job, and the
+#: partition the idle part is charged to (``partition_from``: ``jobs`` = the jobs stored on the node
+#: name it, ``given`` = the admin named it)
+NODE_HOURS_DDL = (
+    f"""CREATE TABLE node_hours (cluster VARCHAR(128) NOT NULL, node VARCHAR(128) NOT NULL, hour_start BIGINT NOT NULL,
+  "partition" VARCHAR(128) NOT NULL, partition_from VARCHAR(16) NOT NULL, source VARCHAR(64) NOT NULL,
+  metered_kwh {_D} NOT NULL, jobs_kwh {_D} NOT NULL, idle_kwh {_D} NOT NULL, metered_s {_D} NOT NULL,
+  updated_at {_D} NOT NULL, PRIMARY KEY (cluster, node, hour_start))""",
+    "CREATE INDEX ix_node_hours_hour ON node_hours (hour_start)",
+)
+
+
+def _m7_node_hours(db: Db) -> None:
+    """v6 -> v7: the ``node_hours`` table (:data:`NODE_HOURS_DDL`), empty: ``slurm-energy reconcile
+    --save`` fills it from the node meter files."""
+    for ddl in NODE_HOURS_DDL:
+        db.execute(ddl)
+
+
 INSERT_HOURS = ("INSERT INTO job_hours (job_row_id, hour_start, it_kwh, facility_kwh, co2e_kg) "
                 "VALUES (:job_row_id, :hour_start, :it_kwh, :facility_kwh, :co2e_kg)")
 
 #: Ordered migrations; MIGRATIONS[i] upgrades from version i to i + 1.
 MIGRATIONS: list[Callable[[Db], None]] = [_m1_create, _m2_split, _m3_gpu_idle, _m4_sluid, _m5_carbon,
-                                             _m6_running_nodes]
+                                             _m6_running_nodes, _m7_node_hours]
 SCHEMA_VERSION = len(MIGRATIONS)
 #: the store's tables, for a test or benchmark that empties a database
-TABLES = ("running_nodes", "job_hours", "job_json", "job_records", "schema_version")
+TABLES = ("node_hours", "running_nodes", "job_hours", "job_json", "job_records", "schema_version")
 
 
 def has_table(db: Db, table: str) -> bool:

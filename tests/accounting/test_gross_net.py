@@ -78,13 +78,14 @@ def test_store_v4_to_v5_backfills_alpha_and_gross(store_url):
     st.put(rec(alpha=0.0, job_id="2"))
     st.close()
     db = connect(store_url)
-    with db.transaction():  # back to the v4 layout
+    with db.transaction():  # back to the v4 layout (v6's table gone too)
+        db.execute("DROP TABLE node_hours")
         for col, _ in schema.CARBON_COLUMNS:
             db.execute(f"ALTER TABLE job_records DROP COLUMN {col}")
         db.execute("DELETE FROM schema_version WHERE version >= 5")
     db.close()
     st = open_store(store_url)
-    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 6
+    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 7
     [r1] = st.rows(jobs=["1"])
     [r2] = st.rows(jobs=["2"])
     # job 1: net 0.15 kg, alpha 0.5 (from its JSON) -> location-based 0.15 / 0.5 = 0.3 kg

@@ -41,14 +41,15 @@ def test_v2_store_migrates_to_v3_and_v4_keeping_rows(store_url):
     st.put(finished(job_record(job_id="3", devices=[device("cpu", 3600.0)])))
     st.close()
     db = connect(store_url)
-    with db.transaction():  # back to the v2 layout: the columns v3 and v4 added, gone
+    with db.transaction():  # back to the v2 layout: the columns v3 and v4 added and v6's table, gone
+        db.execute("DROP TABLE node_hours")
         db.execute("DROP INDEX ix_sluid")
         for col in ("gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method", "sluid"):
             db.execute(f"ALTER TABLE job_records DROP COLUMN {col}")
         db.execute("DELETE FROM schema_version WHERE version >= 3")
     db.close()
     st = open_store(store_url)
-    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 6
+    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 7
     assert {"gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method", "sluid"} <= schema.columns(st.db, "job_records")
     [row] = st.rows(jobs=["1"])
     assert row.it_kwh == pytest.approx(0.001) and row.gpu_idle_s is None and row.gpu_idle_kwh is None  # unknown
