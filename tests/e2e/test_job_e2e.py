@@ -74,8 +74,10 @@ def test_cpu_job_as_ordinary_user_gets_report_and_record(cluster):
     out = cluster.jobenergy("-P", job, user="alice")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert lines[0].startswith("JobID|User|Account")
-    assert lines[1].split("|")[:4] == [job, "alice", "research", "debug"]
+    assert lines[0].startswith("JobID|User|Elapsed|CPU_kWh|GPU_kWh|RAM_kWh|kgCO2e|")  # sacct-narrow default
+    assert lines[1].split("|")[:2] == [job, "alice"]
+    out = cluster.jobenergy("-P", "-n", "-o", "JobID,User,Account,Partition", job, user="alice")
+    assert out.stdout.strip() == f"{job}|alice|research|debug", out.stderr
     out = cluster.jobenergy("-P", "-n", "-o", "JobID,ReqMem,SlurmEnergy", job, user="alice")
     assert out.stdout.strip() == f"{job}|300M|n/a", out.stderr
     # an unknown job id: clear message, non-zero

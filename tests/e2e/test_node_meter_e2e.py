@@ -32,11 +32,28 @@ sleep 12
 """
 
 
+def _meter_installed_now(cluster) -> None:
+    """The meter of the test appears after the cluster's earlier jobs ran without one: wait for n1's
+    meter process (if any, with the source it was started with) to leave, and clear the nodes' "no
+    meter found" marks, which otherwise hold a new look off for an hour (docs/NODE_METER.md)."""
+    from slurm_energy.slurm.detach import lock_taken
+    from slurm_energy.slurm.nodemeter import NONE_FOUND, lock_path
+
+    spool = cluster.base / "spool"
+    for _ in range(300):  # it leaves at its next reading once no sampler runs on the node (interval 1 s)
+        if lock_taken(lock_path(str(spool), "n1")) is not True:
+            break
+        time.sleep(0.1)
+    for node in ("n1", "n2"):
+        (spool / NONE_FOUND.format(node=node)).unlink(missing_ok=True)
+
+
 @pytest.fixture
 def acpi_meter(cluster):
     root = cluster.base / "hwmon"  # node_meter.acpi_root of the test cluster's site config
     shutil.rmtree(root, ignore_errors=True)
     fake_hwmon.acpi_power_meter(root, 0, "", int(NODE_W * 1e6), interval_ms=1000)
+    _meter_installed_now(cluster)
     yield root
     shutil.rmtree(root, ignore_errors=True)
 
@@ -93,6 +110,7 @@ def redfish_site(cluster, tmp_path):
     before = site.read_text()
     site.write_text(before.replace("  source: acpi_power_meter\n", f"  source: redfish\n  redfish: {{url: "
                                    f"'http://127.0.0.1:{port}', credentials_file: {cred}}}\n"))
+    _meter_installed_now(cluster)
     time.sleep(0.5)
     yield
     site.write_text(before)

@@ -225,7 +225,18 @@ def test_no_epilog_on_the_node_the_sampler_finishes_it(tmp_path):
     site.write_text(site.read_text().replace("  interval_s: 0.5\n", "  interval_s: 0.5\n  epilog_wait_s: 1\n"))
     nobody = pwd.getpwnam("nobody")
     env = _env("9107", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
-    job = subprocess.Popen(["/bin/sleep", "2"], env={"SLURM_JOB_ID": "9107"}, preexec_fn=_as_nobody)  # the job
+    # the job: a 2 s process of the job's user under a stand-in slurmstepd (a copy of the interpreter
+    # named slurmstepd, run as root with its title), as test_hooks' job: PID mode counts the
+    # descendants of the job's slurmstepd whose real uid is the job's, so the end is seen when it ends
+    import shutil
+    import sys
+
+    stepd = tmp_path / "slurmstepd"
+    shutil.copy(os.path.realpath(sys.executable), stepd)
+    code = (f"import os, time\npid = os.fork()\nif pid == 0:\n    os.setgroups([]); os.setgid({nobody.pw_gid}); "
+            f"os.setuid({nobody.pw_uid})\n    time.sleep(2)\n    os._exit(0)\nos.waitpid(pid, 0)\n")
+    job = subprocess.Popen(["slurmstepd: [9107.batch]", "-c", code], executable=str(stepd),
+                           env={"SLURM_JOB_ID": "9107", "PYTHONHOME": sys.base_prefix})
     assert _run_hook(_hook(tmp_path, "prolog"), env)[0] == 0
     job.wait()
     t_end = time.time()
