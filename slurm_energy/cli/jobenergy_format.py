@@ -108,12 +108,14 @@ _REPORT_CODES = (("ermission denied", "permission_denied"), ("errno 13", "permis
                  ("not writable", "permission_denied"), ("Read-only", "read_only_fs"),
                  ("No space", "disk_full"), ("Disk quota", "quota_exceeded"),
                  ("No such file", "no_work_dir"), ("is empty", "no_work_dir"),
-                 ("rendering failed", "render_failed"), ("writer stopped", "writer_stopped"))
+                 ("rendering failed", "render_failed"), ("writer stopped", "writer_stopped"),
+                 ("the job's user is root", "user_is_root"), ("not to the job's user", "not_users_dir"))
 
 
 def report_code(text: str) -> str:
     """A one-word reason (``permission_denied``, ``read_only_fs``, ``disk_full``, ``quota_exceeded``,
-    ``no_work_dir``, ``render_failed``, ``writer_stopped``, else ``write_failed``) for a record's ``report_error``."""
+    ``no_work_dir``, ``render_failed``, ``writer_stopped``, ``user_is_root``, ``not_users_dir``, else
+    ``write_failed``) for a record's ``report_error``."""
     return next((code for needle, code in _REPORT_CODES if needle in text), "write_failed")
 
 

@@ -60,6 +60,11 @@ def test_report_error_is_shown_beside_the_status():
     ("/w not written as bob: [Errno 2] No such file or directory; ...", "no_work_dir"),
     ("/w not written as bob: rendering failed: KeyError: 'x'; ...", "render_failed"),
     ("/w not written as bob: something else", "write_failed"),
+    # root writes no report for a uid-0 job, nor into a directory its user does not own (ordinary users' attacks)
+    ("/tmp not written: the job's user is root (uid 0); root writes no report as root; the energy is in "
+     "`jobenergy -l 14`", "user_is_root"),
+    ("/srv/x not written as bob: [Errno 1] the directory belongs to uid 0, not to the job's user (uid 1001): "
+     "root writes a report only into a directory of the job's user", "not_users_dir"),
 ])
 def test_report_reason_codes(text, code):
     assert report_code(text) == code
