@@ -267,9 +267,15 @@ def cmd_install(args) -> int:
                 for line in marks_tmpfs(os.path.abspath(args.marks_dir or marks_root()), args.marks_tmpfs,
                                         args.systemd_dir):
                     print(f"# marks: {line}", file=sys.stderr)
-            except (OSError, ValueError) as e:
+            except ValueError as e:
                 print(f"slurm-energy install: the marks tmpfs is not set up: {e}", file=sys.stderr)
                 return 1
+            except OSError as e:  # e.g. installing into an image (a chroot without /proc): the hooks
+                # work without it, and its .mount unit (written first, where the directory exists)
+                # mounts it at boot; the slurm.conf lines still follow
+                print(f"slurm-energy install: warning: the marks tmpfs is not mounted now: {e}; until it is, "
+                      "the marks root has no size or inode limit (mount it, or enable its .mount unit)",
+                      file=sys.stderr)
     print("# slurm-energy: add to slurm.conf on every node and the controller, then `scontrol reconfigure`")
     print(f"Prolog={os.path.join(hooks_dir, 'prolog')}")
     print(f"Epilog={os.path.join(hooks_dir, 'epilog')}")
