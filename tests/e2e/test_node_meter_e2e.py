@@ -73,7 +73,7 @@ def _check_rest(rec, meter_w: float) -> None:
 
 def _reconcile(cluster, rec) -> dict:
     out = subprocess.run([sys.executable, "-m", "slurm_energy.cli.main", "reconcile", "--node", "n1", "--format", "json",
-                          "--since", str(int(rec.start_time) - 5), "--until", str(int(rec.end_time) + 5)],
+                          "--since", f"uts{int(rec.start_time) - 5}", "--until", f"uts{int(rec.end_time) + 5}"],
                          capture_output=True, text=True, env={**os.environ, "SLURM_ENERGY_CONFIG": str(cluster.site)},
                          check=True)
     return json.loads(out.stdout)
