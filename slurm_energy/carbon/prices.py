@@ -47,6 +47,8 @@ def load_price_csv(path: str | os.PathLike) -> dict[str, float]:
         return v
 
     return read_hourly_column(path, _PRICE_COLS, f"a price column ({'/'.join(_PRICE_COLS)}, currency per kWh)", price)
+
+
 def zone_path(store_dir: str, zone: str) -> str:
     return os.path.join(store_dir, check_zone(zone).replace(":", "_") + ".csv")
 
