@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from slurm_energy import units
 
@@ -153,41 +155,46 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def cmd_ci_import(args: argparse.Namespace) -> int:
     """Validate FILE and merge it into ``<paths.hourly_ci_dir>/<zone>.csv``; exit 1 on bad data."""
-    from slurm_energy.carbon.hourly import HourlyDataError, import_hourly_csv
-    from slurm_energy.config import ConfigError, load_site_config
+    from slurm_energy.carbon.hourly import import_hourly_csv
 
-    warnings: list[str] = []
-    try:
-        cfg = load_site_config(args.config)
-        n_new, n_all, path = import_hourly_csv(args.file, args.zone, cfg.paths.hourly_ci_dir,
-                                               allow_zero=args.allow_zero, warnings=warnings, kind=args.kind,
-                                               source=args.source)
-    except (ConfigError, HourlyDataError) as e:
-        print(f"ci-import failed:\n{e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"ci-import failed: cannot write under {cfg.paths.hourly_ci_dir}: {e.strerror}", file=sys.stderr)
-        return 1
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    print(f"imported {n_new} hours of {args.kind} intensity for zone {args.zone}; {n_all} hours stored in {path}")
-    return 0
+    def run(cfg, warnings: list[str]) -> tuple[int, int, str]:
+        return import_hourly_csv(args.file, args.zone, cfg.paths.hourly_ci_dir, allow_zero=args.allow_zero,
+                                 warnings=warnings, kind=args.kind, source=args.source)
+
+    return _import_hours(args, "ci-import", "hourly_ci_dir", run, f"hours of {args.kind} intensity")
 
 
 def cmd_price_import(args: argparse.Namespace) -> int:
     """Validate FILE and merge it into ``<paths.hourly_price_dir>/<zone>.csv``; exit 1 on bad data."""
     from slurm_energy.carbon.prices import import_price_csv
+
+    return _import_hours(args, "price-import", "hourly_price_dir",
+                         lambda cfg, _w: import_price_csv(args.file, args.zone, cfg.paths.hourly_price_dir),
+                         "hourly prices")
+
+
+def _import_hours(args: argparse.Namespace, cmd: str, dir_field: str,
+                  run: Callable[[Any, list[str]], tuple[int, int, str]], what: str) -> int:
+    """The one shape of ``ci-import`` and ``price-import``: load the site config, ``run(cfg,
+    warnings)`` the import, print its warnings and what it stored; exit 1 with the reason on bad
+    data, a bad config or a store directory that cannot be written."""
     from slurm_energy.config import ConfigError, load_site_config
     from slurm_energy.errors import HourlyDataError
 
+    warnings: list[str] = []
+    cfg = None
     try:
         cfg = load_site_config(args.config)
-        n_new, n_all, path = import_price_csv(args.file, args.zone, cfg.paths.hourly_price_dir)
+        n_new, n_all, path = run(cfg, warnings)
     except (ConfigError, HourlyDataError) as e:
-        print(f"price-import failed:\n{e}", file=sys.stderr)
+        print(f"{cmd} failed:\n{e}", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"price-import failed: cannot write under {cfg.paths.hourly_price_dir}: {e.strerror}", file=sys.stderr)
+        where = getattr(cfg.paths, dir_field) if cfg is not None else args.config
+        print(f"{cmd} failed: cannot {'write under' if cfg is not None else 'read'} {where}: {e.strerror}",
+              file=sys.stderr)
         return 1
-    print(f"imported {n_new} hourly prices for zone {args.zone}; {n_all} hours stored in {path}")
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"imported {n_new} {what} for zone {args.zone}; {n_all} hours stored in {path}")
     return 0
