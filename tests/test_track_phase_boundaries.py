@@ -34,10 +34,11 @@ def test_phase_edges_are_read_not_cut_from_a_long_interval(outside_slurm):
     # the sleep's edges are rows and its tree used no CPU in between. The CPU model charges the
     # tree TDP x (busy / total CPU-s) x dt x (tree CPU-s / busy) = TDP / ncpu x tree CPU-s, so a
     # phase's CPU energy is in proportion to its tree's CPU-s: an epoch 0.4 CPU-s, the sleep 0, or
-    # one 10 ms tick of the tracker's own (<= 2.5 % of an epoch; 5 % allows two). A cut from the
-    # 5 s interval around it would give the sleep the epochs' mean power instead.
+    # a few 10 ms ticks of the tracker's own (one is <= 2.5 % of an epoch; a loaded 2-core machine
+    # gave a fresh tester 10 %: 25 % allows ten). A cut from the 5 s interval around it would give
+    # the 1 s sleep the epochs' mean power instead: more than a whole epoch's energy.
     e0 = ph["epoch 0"].energy_it_j["cpu"]
-    assert e0 > 0 and ph["sleep"].energy_it_j["cpu"] <= 0.05 * e0
+    assert e0 > 0 and ph["sleep"].energy_it_j["cpu"] <= 0.25 * e0
     assert "phases" in repr(t.result()) and "cut from sampling intervals" not in repr(t.result())
 
 
