@@ -67,7 +67,9 @@ def _text_keys(line: str) -> tuple[dict, dict]:
         out["tres_mem"] = tres[0]  # the whole job's memory (all nodes), Slurm's units
     elif tres:
         counts["TRES"] = len(tres)
-    m = re.search(r"(?:^|\s)JobName=(.*?) UserId=", line)
+    # a het job's component prints HetJobIdSet= between its name and UserId= (job_info.c; seen on
+    # 22.05: "JobName=het HetJobIdSet=120-121 UserId=..."): not part of the name
+    m = re.search(r"(?:^|\s)JobName=(.*?) (?:HetJobIdSet=\S+ )?UserId=", line)
     if m and m.group(1) not in ("", "(null)"):
         out["job_name"] = m.group(1)
     return out, counts

@@ -26,6 +26,13 @@ def test_het_component_line():
     assert "array_job_id" not in f
 
 
+def test_het_component_name_stops_before_its_het_job_id_set():
+    """Slurm 22.05 prints a het component's HetJobIdSet= between JobName= and UserId= (a fresh tester's
+    het job 120: its second part was named 'het HetJobIdSet=120-121')."""
+    f = parse_show_job(HET.replace("JobName=het UserId=", "JobName=het run HetJobIdSet=141-142 UserId="))
+    assert f["job_name"] == "het run"
+
+
 def test_waits_while_completing_on_slurmctlds_json_but_never_on_text(tmp_path):
     import json
 
