@@ -122,8 +122,12 @@ def _rows(record: JobRecord, hourly_ci: HourlyCI) -> tuple[dict, str, list[dict]
 
 
 def is_locked_error(e: BaseException) -> bool:
-    """True for SQLite's "database is locked" / "database table is locked" (SQLITE_BUSY/LOCKED)."""
-    return "is locked" in str(e)
+    """True for SQLite's transient lock races: "database is locked" / "database table is locked"
+    (SQLITE_BUSY/LOCKED), and "locking protocol" (SQLITE_PROTOCOL: in WAL mode, another connection
+    kept changing the wal-index while this one tried to read it, sqlite.org/rescode.html#protocol).
+    Seen under a burst of finalizers on one node: a record was queued for collect instead of stored."""
+    text = str(e)
+    return "is locked" in text or "locking protocol" in text
 
 
 class Store:

@@ -124,3 +124,26 @@ def test_sqlite_first_open_racing_another_creator_is_retried(tmp_path):
     finally:
         t.join()
     assert schema.current_version(connect(f"sqlite:///{db}")) == schema.SCHEMA_VERSION  # the loser ran v1 -> v3
+
+
+def test_put_retries_sqlite_locking_protocol(db, monkeypatch):
+    # SQLITE_PROTOCOL ("locking protocol", sqlite.org/rescode.html#protocol) is WAL's transient
+    # race on the wal-index: seen in the job-end fault burst, where it sent a record to collect's
+    # queue instead of the store. The put is retried like "database is locked".
+    s = open_store(f"sqlite:///{db}")
+    s.put_attempts, s.retry_wait_s = 3, 0.01
+    real, calls = s._put_once, []
+
+    def racing_once(record, merge_running):
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreDbError("store sqlite:///x: locking protocol")
+        return real(record, merge_running)
+
+    monkeypatch.setattr(s, "_put_once", racing_once)
+    s.put(finished(node_record(job_id="5", cpu_j=3.6e6)))
+    assert len(calls) == 2
+    [r] = s.get_job("5")
+    # 3.6e6 J CPU + 3.6e5 J RAM = 3.96e6 J = 1.1 kWh
+    assert r.it_kwh == pytest.approx(1.1)
+    s.close()
