@@ -158,7 +158,7 @@ def _scontrol(node, json_doc=None) -> str:
 def test_a_comment_holding_jobstate_completed_does_not_make_a_failed_job_completed(node, monkeypatch, json_doc):
     import functools
 
-    from slurm_energy.slurm import scontrol
+    from slurm_energy.slurm.clients import scontrol
 
     monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=_scontrol(node, json_doc)))
     spool = node.job("900", "alice", node.workdir("alice", "a"))
@@ -729,7 +729,7 @@ def _clients_for(node, monkeypatch, jobs):
 
     from slurm_clients import install
 
-    from slurm_energy.slurm import sacct, scontrol
+    from slurm_energy.slurm.clients import sacct, scontrol
 
     clients = install(str(node.base), jobs)
     monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=clients["scontrol"]))
@@ -786,7 +786,7 @@ def test_a_job_slurmctld_still_shows_running_holds_the_nodes_finalizer_a_bounded
     record 77 s. Now the wait is at most ``scontrol.WAIT_S`` (5 s) a job, and text is never waited on."""
     import functools
 
-    from slurm_energy.slurm import scontrol
+    from slurm_energy.slurm.clients import scontrol
 
     doc = json.loads(json.dumps(_JSON))
     doc["jobs"][0]["job_state"] = ["RUNNING"]

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from slurm_energy.slurm.sacct import total_cpu_s
+from slurm_energy.slurm.clients.sacct import total_cpu_s
 
 
 def _sacct(tmp_path, outputs):
@@ -59,7 +59,7 @@ def test_missing_sacct_is_unavailable(tmp_path):
 
 def test_the_energy_plugin_is_read_once_per_ttl_by_a_long_lived_finalizer(tmp_path, monkeypatch):
     # the node's finalizer asks for every job; `scontrol show config` is asked once per PLUGIN_TTL_S
-    from slurm_energy.slurm import sacct
+    from slurm_energy.slurm.clients import sacct
 
     calls = tmp_path / "calls"
     scontrol = tmp_path / "scontrol"
@@ -72,3 +72,15 @@ def test_the_energy_plugin_is_read_once_per_ttl_by_a_long_lived_finalizer(tmp_pa
     monkeypatch.setattr(sacct.time, "monotonic", lambda: now + sacct.PLUGIN_TTL_S + 1)
     assert sacct.energy_plugin(scontrol=str(scontrol)) == "acct_gather_energy/rapl"
     assert calls.read_text().count("x") == 2  # read again once the 300 s are over
+
+
+def test_sacct_line_and_scontrol_times_parse():
+    from slurm_energy.slurm.clients.sacct import parse_sacct_line
+    from slurm_energy.slurm.clients.scontrol import parse_show_job
+
+    f = parse_sacct_line("CANCELLED by 2001|2026-12-01T05:00:00|2026-12-01T05:01:30")
+    assert f["job_state"] == "CANCELLED" and f["end_time"] - f["start_time"] == 90.0
+    assert "start_time" not in parse_sacct_line("PENDING|Unknown|Unknown")
+    g = parse_show_job("JobId=5 JobName=x UserId=a(1) JobState=TIMEOUT StartTime=2026-12-01T05:00:00 "
+                       "EndTime=2026-12-01T05:01:07")
+    assert g["job_state"] == "TIMEOUT" and g["end_time"] - g["start_time"] == 67.0
