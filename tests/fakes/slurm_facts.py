@@ -25,11 +25,12 @@ NO_SLURM = "unavailable: no Slurm here"
 
 @dataclass
 class FakeSlurmFacts:
-    """``jobs``: slurmctld's facts by job id (``every_job``: for any other id); ``rows``: slurmdbd's
-    ``State|Start|End`` facts by job id, once slurmctld forgot the job (``every_row``: for any other id); ``states``: slurmdbd's final
-    state by job id; ``ended_jobs``: what ``ended_since`` finds (None: no accounting); ``text``: the
-    user text by (job id, start); ``cpu_s``/``energy_j``: TotalCPU and ConsumedEnergyRaw by job id.
-    ``asked`` lists every call, as (method, job id or since)."""
+    """Slurm's answers. ``jobs``: slurmctld's facts by job id (``every_job``: for any other id);
+    ``rows``: slurmdbd's ``State|Start|End`` facts by job id, once slurmctld forgot the job
+    (``every_row``: for any other id); ``states``: slurmdbd's final state by job id; ``ended_jobs``:
+    what ``ended_since`` finds (None: no accounting); ``text``: the user text by (job id, start);
+    ``cpu_s``/``energy_j``: TotalCPU and ConsumedEnergyRaw by job id. ``asked`` lists every call,
+    as (method, job id or since)."""
 
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     every_job: dict[str, Any] | None = None

@@ -23,7 +23,7 @@ def _clock(stamp: str):
     return types.SimpleNamespace(strftime=lambda fmt: stamp, time=time.time)
 
 
-def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(tmp_path, monkeypatch, no_slurm):  # no slurmctld or slurmdbd here
+def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(tmp_path, monkeypatch, no_slurm):
     site = tmp_path / "site.yaml"
     site.write_text(f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  results_dir: {tmp_path}/results\n"
                     f"  store_url: sqlite:///{tmp_path}/jobs.db\n  log_dir: {tmp_path}/log\n"

@@ -116,7 +116,7 @@ def test_job_is_no_data_only_when_no_node_measured_anything():
     assert merge_records([n1, n2]).status == Status.PARTIAL
 
 
-def test_full_spool_finalizer_says_the_reading_failed_and_stores_no_data(tmp_path, monkeypatch, no_slurm):  # no slurmctld or slurmdbd here
+def test_full_spool_finalizer_says_the_reading_failed_and_stores_no_data(tmp_path, monkeypatch, no_slurm):
     """The finalizer's own reading after the Epilog fails (ENOSPC): the record says that, not that
     the reading was used, and the job is no_data."""
     site = tmp_path / "site.yaml"
