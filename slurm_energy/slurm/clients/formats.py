@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 
-from slurm_energy.errors import SlurmFormatError  # callers catch it from here too
+from slurm_energy.errors import SlurmFormatError as SlurmFormatError  # callers catch it from here too
 
 UNKNOWN = {"", "INVALID", "N/A", "NONE", "(NULL)", "UNKNOWN"}
 UNLIMITED = {"UNLIMITED", "PARTITION_LIMIT", "INFINITE"}

@@ -14,7 +14,7 @@ first; the text line only where JSON is not available, and there: output of more
 newline in user text) is not used at all, the array/het ids are read only before ``JobName=``, a
 key after it that appears more than once is dropped (``ambiguous``), never guessed, every number
 is bounded, and a state read from text is never waited on. The finalizer then asks slurmdbd for
-the state (:func:`slurm_energy.slurm.jobfacts.slurm_facts`).
+the state (:meth:`slurm_energy.slurm.clients.facts.SlurmFacts.final_state`).
 """
 
 from __future__ import annotations
