@@ -1,5 +1,6 @@
 """sacct TotalCPU -> the job's true CPU time for the stretch its sampler did not see (issue 9 item 3)."""
 
+import os
 import subprocess
 
 import pytest
@@ -84,3 +85,21 @@ def test_sacct_line_and_scontrol_times_parse():
     g = parse_show_job("JobId=5 JobName=x UserId=a(1) JobState=TIMEOUT StartTime=2026-12-01T05:00:00 "
                        "EndTime=2026-12-01T05:01:07")
     assert g["job_state"] == "TIMEOUT" and g["end_time"] - g["start_time"] == 67.0
+
+
+# -- a capture from the test cluster (Slurm 22.05.8): a job name and work dir with newlines --
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def test_sacct_json_of_22_05_gives_the_users_text_whole():
+    """``sacct --json -j 1,2,3`` on the test cluster: job 1 named ``nm<LF>JobState=COMPLETED
+    ReqMem=1M`` (FAILED, exit 3), 2 ``ok``, 3 ``cxl`` (cancelled), all in ``/var/tmp/i39/w<LF>X|y``."""
+    from slurm_energy.slurm.clients.sacct import parse_sacct_json
+
+    with open(os.path.join(DATA, "slurm-22.05-sacct.json"), encoding="utf-8") as f:
+        got = parse_sacct_json(f.read())
+    wd = "/var/tmp/i39/w\nX|y"
+    assert got == {("1", 1796544424): {"job_name": "nm\nJobState=COMPLETED ReqMem=1M", "work_dir": wd},
+                   ("2", 1796544424): {"job_name": "ok", "work_dir": wd},
+                   ("3", 1796544425): {"job_name": "cxl", "work_dir": wd}}
+    assert parse_sacct_json("sacct: error: ...") == {} and parse_sacct_json('{"jobs": [{"job_id": 1e999}]}') == {}

@@ -116,20 +116,6 @@ def test_json_of_slurm_22_05_and_of_newer_versions():
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
-def test_sacct_json_of_22_05_gives_the_users_text_whole():
-    """``sacct --json -j 1,2,3`` on the test cluster: job 1 named ``nm<LF>JobState=COMPLETED
-    ReqMem=1M`` (FAILED, exit 3), 2 ``ok``, 3 ``cxl`` (cancelled), all in ``/var/tmp/i39/w<LF>X|y``."""
-    from slurm_energy.slurm.clients.sacct import parse_sacct_json
-
-    with open(os.path.join(DATA, "slurm-22.05-sacct.json"), encoding="utf-8") as f:
-        got = parse_sacct_json(f.read())
-    wd = "/var/tmp/i39/w\nX|y"
-    assert got == {("1", 1796544424): {"job_name": "nm\nJobState=COMPLETED ReqMem=1M", "work_dir": wd},
-                   ("2", 1796544424): {"job_name": "ok", "work_dir": wd},
-                   ("3", 1796544425): {"job_name": "cxl", "work_dir": wd}}
-    assert parse_sacct_json("sacct: error: ...") == {} and parse_sacct_json('{"jobs": [{"job_id": 1e999}]}') == {}
-
-
 def test_scontrol_text_with_a_newline_gives_nothing_and_a_comment_key_is_not_the_state():
     from slurm_energy.slurm.clients.scontrol import parse_show_job_text
 
