@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from slurm_energy.slurm.clients.sacct import total_cpu_s
+from slurm_energy.slurm.clients import sacct as S
+from slurm_energy.slurm.clients.sacct import consumed_energy, total_cpu_s
 
 
 def _sacct(tmp_path, outputs):
@@ -103,3 +104,64 @@ def test_sacct_json_of_22_05_gives_the_users_text_whole():
                    ("2", 1796544424): {"job_name": "ok", "work_dir": wd},
                    ("3", 1796544425): {"job_name": "cxl", "work_dir": wd}}
     assert parse_sacct_json("sacct: error: ...") == {} and parse_sacct_json('{"jobs": [{"job_id": 1e999}]}') == {}
+
+
+# -- ConsumedEnergyRaw (Slurm's own energy, beside ours), moved from tests/slurm/test_reqmem_slurm_energy.py --
+def _runner(config_out, sacct_out, sacct_rc=0):
+    calls = []
+
+    def run(argv, **kw):
+        calls.append(argv)
+        if argv[1:3] == ["show", "config"]:
+            return subprocess.CompletedProcess(argv, 0, config_out, "")
+        return subprocess.CompletedProcess(argv, sacct_rc, sacct_out, "sacct: error: accounting storage is disabled")
+    return run, calls
+
+
+@pytest.fixture
+def exes(tmp_path):
+    for n in ("sacct", "scontrol"):
+        (tmp_path / n).write_text("")
+    return str(tmp_path / "sacct"), str(tmp_path / "scontrol")
+
+
+def test_consumed_energy_hand_values(exes):
+    sacct, scontrol = exes
+    run, calls = _runner("AcctGatherEnergyType   = acct_gather_energy/rapl\n", "12340\n")
+    assert consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run) == (
+        12340.0, "Slurm's ConsumedEnergyRaw (sacct), plugin acct_gather_energy/rapl")
+    assert calls[-1][1:] == ["-j", "77", "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"]
+
+
+def test_consumed_energy_not_collected_is_unavailable(exes):
+    sacct, scontrol = exes
+    run, _ = _runner("AcctGatherEnergyType    = acct_gather_energy/none\n", "0\n")
+    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)
+    assert j is None and "collects no energy" in why
+    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "0\n")
+    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)
+    assert j is None and "0 J" in why  # 0 = not collected, never a measured 0
+    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "", sacct_rc=1)
+    assert consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)[0] is None
+    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "\n")
+    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run, wait_s=0, sleep=lambda s: None)
+    assert j is None and "no record" in why
+
+
+def test_the_pure_parsers_read_slurms_text_by_hand():
+    # scontrol show config (22.05's "Key = value" with padding)
+    assert S.parse_energy_plugin("AcctGatherNodeFreq      = 0 sec\nAcctGatherEnergyType    = acct_gather_energy/ipmi\n") \
+        == "acct_gather_energy/ipmi"
+    assert S.parse_energy_plugin("AcctGatherEnergyType = (null)\n") == "none" and S.parse_energy_plugin("") == "none"
+    # ConsumedEnergyRaw, J: the newest run's line last; 0 is "not collected"
+    assert S.parse_consumed_energy("500\n12340\n", "acct_gather_energy/rapl") == (
+        12340.0, "Slurm's ConsumedEnergyRaw (sacct), plugin acct_gather_energy/rapl")
+    assert S.parse_consumed_energy("0\n", None) == (None, "unavailable: Slurm recorded 0 J (not collected; plugin unknown)")
+    # JobIDRaw|State: the newest run's final state, "CANCELLED by 2001" -> CANCELLED; RUNNING is not final
+    assert S.parse_final_state("42|COMPLETED\n42|CANCELLED by 2001\n", "42") == "CANCELLED"
+    assert S.parse_final_state("42|RUNNING\n", "42") is None and S.parse_final_state("4|FAILED\n", "42") is None
+    # AllocCPUS|ReqMem|NNodes: 4 CPUs x 500 MiB per CPU (sacct < 21.08's "c" suffix) = 2000 MiB
+    assert S.parse_allocation("4|500Mc|1\n") == {"cpus": 4, "nodes": 1, "req_mem_bytes": 2000 * 2**20}
+    assert S.parse_allocation("") is None
+    with pytest.raises(ValueError):
+        S.parse_allocation("x|1G|1")
