@@ -1,7 +1,7 @@
 """Stand-in Slurm 22.05 clients (``sacct``, ``scontrol``) for the attack tests: executables that print
 what the real ones print on the test cluster for a set of jobs, so an attack through user text can
 run without slurmctld/slurmdbd in the test. Shapes from captures on the test cluster (Slurm 22.05.8,
-``tests/slurm/data/slurm-22.05-*``):
+``tests/slurm/clients/data/slurm-22.05-*``):
 
 * ``sacct -P -o F1,F2`` prints each job's fields joined by ``|`` **as they are**: a newline in a
   work dir or job name ends the line there (seen: ``WorkDir=/var/tmp/i39/w<newline>X|y``);

@@ -2,7 +2,7 @@
 
 Options follow sacct's (``--help``): job ids in any form sacct prints, or a SLUID (:mod:`slurm_energy.jobid`;
 a step shows its job, since energy is per job allocation), ``-u -A -r -s -S -E -o -p -P -n``; and ``-l``
-(one row per node and device), ``--json``, ``--seff`` (:mod:`slurm_energy.slurm.seff`), ``--cite``.
+(one row per node and device), ``--json``, ``--seff`` (:mod:`slurm_energy.reporting.seff`), ``--cite``.
 
 Visibility: root and users named in the site config's ``admins`` see every job; other users see only
 their own (enforced here; for a confidentiality boundary see docs/STORE.md). Run through sudo, the
@@ -183,7 +183,7 @@ def _window(args, specs, tz: str, now: float):
     """(start, end) epoch s from -S/-E (sacct's default -S midnight without -j); ValueError if bad."""
     if args.starttime is None and args.endtime is None and (specs or args.label):
         return None, None  # -j (or --label) alone: no window (sacct's rule), and no time-zone module to import
-    from slurm_energy.slurm.timespec import parse_time
+    from slurm_energy.slurm.clients.timespec import parse_time
 
     start = parse_time(args.starttime, now=now, tz=tz, field="--starttime") if args.starttime else None
     end = parse_time(args.endtime, now=now, tz=tz, field="--endtime") if args.endtime else None
@@ -398,7 +398,8 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
     for _, _, opts in items:
         opts["tz"] = tz
     if args.seff:
-        from slurm_energy.slurm.seff import allocation, seff_block
+        from slurm_energy.reporting.seff import seff_block
+        from slurm_energy.slurm.clients.sacct import allocation
 
         blocks = [seff_block(r, *allocation(r.job_id, warn=_err)) for _, r, o in items if not o.get("is_sum")]
         if blocks:

@@ -18,7 +18,7 @@ from slurm_energy.core import Method, all_estimated, status_text
 from slurm_energy.jobid import display_id
 from slurm_energy.natsort import ordered_record
 from slurm_energy.reporting.scale import format_duration, plain
-from slurm_energy.slurm.formats import format_energy, format_memory
+from slurm_energy.slurm.clients.formats import format_energy, format_memory
 from slurm_energy.units import J_PER_KWH, sum_known
 
 if TYPE_CHECKING:  # records, or the store's summary rows (store.select.JobRow) for SUMMARY_FIELDS

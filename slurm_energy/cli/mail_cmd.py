@@ -1,4 +1,4 @@
-"""``slurm-energy mail``: the MailProg wrapper's arguments; the work is :mod:`slurm_energy.slurm.mail`."""
+"""``slurm-energy mail``: the MailProg wrapper's arguments; the work is :mod:`slurm_energy.slurm.mailprog`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def register(sub) -> None:
 
 
 def cmd_mail(args) -> int:
-    """Entry for ``slurm-energy mail``; always returns 0 (:func:`slurm_energy.slurm.mail.mail`)."""
-    from slurm_energy.slurm.mail import mail
+    """Entry for ``slurm-energy mail``; always returns 0 (:func:`slurm_energy.slurm.mailprog.mail`)."""
+    from slurm_energy.slurm.mailprog import mail
 
     return mail(args.mail_args)

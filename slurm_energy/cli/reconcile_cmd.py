@@ -129,7 +129,7 @@ def cmd_reconcile(args) -> int:
     from slurm_energy.config import load_site_config
     from slurm_energy.fileio import atomic_write
     from slurm_energy.sampling import meterspool
-    from slurm_energy.slurm.timespec import parse_time
+    from slurm_energy.slurm.clients.timespec import parse_time
     from slurm_energy.store import open_store
     from slurm_energy.store.urls import resolve_store_url
 

@@ -6,7 +6,7 @@ controller, from the timer or cron line ``slurm-energy install`` prints:
 1. store the records queued while the store was down or locked (their report and outputs were
    published by the finalizer that queued them: only the store is missing);
 2. finish each node attempt left in a spool (finalizer killed or never started: :class:`Leftover`)
-   once Slurm says the job ended (:func:`slurm_final_facts`: scontrol while slurmctld remembers the
+   once Slurm says the job ended (:meth:`SlurmFacts.ended`: scontrol while slurmctld remembers the
    job, else sacct), stopping a sampler that outlived its job (:func:`finish_leftovers`, the
    finalizer's own :func:`~slurm_energy.slurm.finalize.finalize_spool`), and each spool-less job
    whose finalizer was killed (:func:`finish_no_spool`);
@@ -29,8 +29,6 @@ import contextlib
 import logging
 import os
 import shutil
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,9 +38,9 @@ from slurm_energy.core import one_line
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.outputs.sinks import site_sinks
 from slurm_energy.pipeline import finalise_job, publish
+from slurm_energy.slurm.clients.facts import SlurmFacts
+from slurm_energy.slurm.clients.facts import current as slurm_facts
 from slurm_energy.slurm.env import JobContext
-from slurm_energy.slurm.formats import parse_timestamp
-from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.slurm.spool import (
     _DIR_RE,
     FINALIZE_QUEUE,
@@ -62,14 +60,6 @@ log = logging.getLogger("slurm_energy.collect")
 
 #: a job Slurm no longer knows (no accounting, purged) is taken as ended after this long, s
 UNKNOWN_JOB_S = 86400.0
-#: sacct -P fields, each written by Slurm or an admin, none by a user (no job name, comment or
-#: work dir: a newline in one starts a line the user wrote), so every line of this query is
-#: slurmdbd's. The user's text of a job to record is read from ``sacct --json``
-#: (:func:`slurm_energy.slurm.sacct.parse_sacct_json`).
-FIELDS = ("JobIDRaw", "JobID", "State", "Start", "End", "NodeList", "User", "UID", "GID", "Account",
-          "Partition", "ExitCode", "Cluster")
-REASON = ("no record from the hooks (no usable spool and no finalizer result on any node); "
-          "stored by slurm-energy collect from sacct: nothing was measured")
 
 
 def publish_collected(cfg: SiteConfig, rec: JobRecord) -> None:
@@ -283,7 +273,7 @@ def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> JobRec
 class Leftover:
     """One node's unfinished attempt in a spool: ``<spool>/jobs/<job>-r<k>/`` holding the node's
     context file but no ``finalized-<node>.done`` marker, its newest file at least ``older_than_s``
-    old (a finalizer may still be at work); finished once Slurm says the job has (:func:`slurm_final_facts`)."""
+    old (a finalizer may still be at work); finished once Slurm says the job has (:meth:`SlurmFacts.ended`)."""
 
     spool: JobSpool
     ctx: JobContext
@@ -396,42 +386,6 @@ def scan_spool(spool_dir: str, now: float, older_than_s: float, node: str | None
             yield Leftover(sp, ctx, newest)
 
 
-def parse_sacct_line(line: str) -> dict:
-    """``State|Start|End`` from ``sacct -X -n -P -o State,Start,End`` -> {"job_state", "start_time",
-    "end_time"} (epoch s; "Unknown"/"None" dropped). "CANCELLED by 0" -> "CANCELLED"."""
-    parts = line.strip().split("|")
-    out: dict = {}
-    if parts and parts[0]:
-        out["job_state"] = parts[0].split()[0].split("+")[0]
-    for key, v in zip(("start_time", "end_time"), parts[1:3]):
-        if (t := parse_timestamp(v)) is not None:
-            out[key] = t
-    return out
-
-
-def slurm_final_facts(job_id: str, restart_count: int = 0, *, run: Callable = subprocess.run,
-                      scontrol: str = "/usr/bin/scontrol", sacct: str = SACCT) -> tuple[bool | None, dict | None]:
-    """(finished?, facts) for one job: scontrol first (no waiting), then sacct once slurmctld has
-    forgotten the job (MinJobAge). finished is None when neither knows the job (no accounting)."""
-    from slurm_energy.slurm.scontrol import UNFINISHED, show_job
-
-    facts = show_job(job_id, attempt=restart_count, wait_s=0.0, scontrol=scontrol, run=run)
-    if facts and facts.get("job_state"):
-        later = facts.get("restarts", 0) > restart_count
-        return later or facts["job_state"] not in UNFINISHED, facts
-    if not os.path.exists(sacct):
-        return None, None
-    try:
-        r = slurm_client([sacct, "-X", "-n", "-P", "-j", str(job_id), "-o", "State,Start,End"], run)
-    except (OSError, subprocess.TimeoutExpired):
-        return None, None
-    lines = [x for x in r.stdout.splitlines() if x.strip()] if r.returncode == 0 else []
-    if not lines:
-        return None, None
-    facts = parse_sacct_line(lines[-1])
-    return facts.get("job_state") not in UNFINISHED, facts
-
-
 def _end_time(lo, ep: dict, facts: dict) -> float:
     from slurm_energy.sampling.samplefile import read_sample_table
 
@@ -469,7 +423,7 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
     ``by``: who finishes them, in the record's errors."""
     from slurm_energy.slurm.finalize import finalize_spool
 
-    final_facts = final_facts or slurm_final_facts
+    final_facts = final_facts or slurm_facts().ended
     lines, young = [], set()
     for sd in spools:
         for lo in scan_spool(sd, now, 0.0, node=node, since=since):
@@ -517,7 +471,7 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
 def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
                    final_facts: Callable | None = None) -> list[str]:
     """Step 4: records left ``running`` whose job has ended (Slurm says so) become ``partial``."""
-    final_facts = final_facts or slurm_final_facts
+    final_facts = final_facts or slurm_facts().ended
     lines = []
     for r in store.query(states=[Status.RUNNING.value]):
         if (r.job_id, r.restart_count) in young:
@@ -540,48 +494,9 @@ def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
 
 
 # ---------------------------------------------------------------- step 5: jobs only sacct knows
-_JOBID = __import__("re").compile(r"^[0-9]{1,20}(?:[_+][0-9]{1,20})?$")
-
-
-def record_from_sacct(line: str) -> JobRecord | None:
-    """A ``no_data`` JobRecord from one ``sacct -X -n -P -o FIELDS`` line (:data:`FIELDS`: none a
-    user writes), or None for a job that never started on a node (cancelled while pending), has
-    not ended, or a line that is not sacct's (a field count or id Slurm never prints). Its job name
-    and work dir are the caller's to add (:func:`with_user_text`)."""
-    from hostlist import BadHostlist, expand_hostlist  # python-hostlist
-
-    parts = line.rstrip("\n").split("|")
-    if len(parts) != len(FIELDS):
-        return None
-    f = dict(zip(FIELDS, parts))
-    if not f["JobIDRaw"].isascii() or not f["JobIDRaw"].isdigit() or len(f["JobIDRaw"]) > 20 or \
-            not _JOBID.match(f["JobID"]):
-        return None
-    start, end = parse_timestamp(f["Start"]), parse_timestamp(f["End"])
-    if start is None or end is None or f["NodeList"] in ("", "None assigned"):
-        return None
-    jid = f["JobID"]
-    arr = jid.split("_", 1) if "_" in jid else None
-    het = jid.split("+", 1) if "+" in jid else None
-    try:
-        nodes = expand_hostlist(f["NodeList"])
-    except BadHostlist:
-        nodes = []
-
-    def ident(v: str) -> int | None:
-        return int(v) if v.isascii() and v.isdigit() and len(v) <= 10 else None
-    return JobRecord(
-        cluster=f["Cluster"], job_id=f["JobIDRaw"], job_name="", user=f["User"], uid=ident(f["UID"]),
-        gid=ident(f["GID"]), account=f["Account"], partition=f["Partition"], work_dir="", exit_code=f["ExitCode"],
-        job_state=f["State"].split()[0] if f["State"] else "", expected_nodes=nodes,
-        array_job_id=arr[0] if arr else None, array_task_id=arr[1] if arr else None,
-        het_job_id=het[0] if het else None, het_job_offset=het[1] if het else None,
-        start_time=start, end_time=max(start, end), status=Status.NO_DATA, errors=[REASON])
-
-
 def with_user_text(rec: JobRecord, text: dict[tuple[str, int], dict]) -> JobRecord:
     """``rec`` with its job name and work dir from ``sacct --json`` (``text``:
-    :func:`~slurm_energy.slurm.sacct.parse_sacct_json`, matched by job id and start time). A job
+    :func:`~slurm_energy.slurm.clients.sacct.parse_sacct_json`, matched by job id and start time). A job
     the JSON does not give keeps none (no work dir: no report)."""
     got = text.get((rec.job_id, int(rec.start_time)))
     if got is None:
@@ -592,30 +507,18 @@ def with_user_text(rec: JobRecord, text: dict[tuple[str, int], dict]) -> JobReco
 
 
 def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_than_s: float, dry_run: bool = False,
-                      run: Callable = subprocess.run, sacct: str = SACCT) -> list[str]:
+                      facts: SlurmFacts | None = None) -> list[str]:
     """Step 5: a ``no_data`` record for every job sacct says started and ended in the last
     ``since_s`` seconds (at least ``older_than_s`` ago: its finalizer may still be at work) that has
     no record (any status) of that run in ``store``. Returns one line per job published (or that
     would be). No sacct (no accounting storage) or an sacct error: nothing is done. The jobs are
-    found by a text query holding no user text (:data:`FIELDS`); the job name and work dir of each
-    one recorded come from ``sacct --json -j`` (200 ids a query)."""
-    from slurm_energy.slurm.sacct import parse_sacct_json
-
-    if not os.path.exists(sacct):
+    found by a query holding no user text (:meth:`SlurmFacts.ended_since`); the job name and work
+    dir of each one recorded come from :meth:`SlurmFacts.user_text` (``sacct --json``)."""
+    facts = facts or slurm_facts()
+    got = facts.ended_since(now - since_s)
+    if got is None:
         return []
-    since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now - since_s))
-
-    def query(argv: list[str]) -> str | None:
-        try:
-            r = slurm_client([sacct, *argv], run, 60)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return r.stdout if r.returncode == 0 else None
-
-    out = query(["-X", "-n", "-P", "-a", "-S", since, "-E", "now", "-o", ",".join(FIELDS)])
-    if out is None:
-        return []
-    found = [x for x in map(record_from_sacct, out.splitlines()) if x is not None and now - x.end_time >= older_than_s]
+    found = [x for x in got if now - x.end_time >= older_than_s]
     have: dict[str, list[float]] = {}
     ids = sorted({x.job_id for x in found})
     for chunk in (ids[i:i + 200] for i in range(0, len(ids), 200)):  # summary rows only: no record JSON parsed
@@ -624,10 +527,7 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
     found = [x for x in found if not any(abs(t - x.start_time) < 3600 for t in have.get(x.job_id, []))]
     if not found:
         return []
-    text: dict[tuple[str, int], dict] = {}
-    ids = sorted({x.job_id for x in found})
-    for chunk in (ids[i:i + 200] for i in range(0, len(ids), 200)):
-        text.update(parse_sacct_json(query(["--json", "-a", "-X", "-j", ",".join(chunk)]) or ""))
+    text = facts.user_text(x.job_id for x in found)
     lines = []
     for x in found:
         with_user_text(x, text)

@@ -65,7 +65,7 @@ def cpus_on_node(cpus_per_node: str, node_index: int) -> int | None:
 #: SLURM_MEM_PER_CPU) are never taken from there: they come from slurmd's Prolog/Epilog environment
 #: (slurmd builds it itself; user-set SPANK variables must start with ``SPANK_``: Slurm's
 #: prep_script_slurmd.c ``_build_env``/``valid_spank_job_env``) or from slurmctld (``scontrol show
-#: job`` in the finalizer, :mod:`slurm_energy.slurm.scontrol`). The job name is the user's own text
+#: job`` in the finalizer, :mod:`slurm_energy.slurm.clients.scontrol`). The job name is the user's own text
 #: (``--job-name``), used only where slurmctld gives none; SLURM_UMASK (sbatch's copy of the
 #: submitting shell's umask) is the mode the user's reports are written with.
 JOB_ENV_FACTS = {"SLURM_JOB_NAME": "job_name", "SLURM_UMASK": "umask"}

@@ -331,9 +331,9 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: int | N
 def _slurm_energy(job_id: str) -> tuple[float | None, str]:
     """Slurm's own ConsumedEnergy for the job (off the hook path); (None, why) when it has none."""
     try:
-        from slurm_energy.slurm.sacct import consumed_energy
+        from slurm_energy.slurm.clients.facts import current
 
-        return consumed_energy(job_id)
+        return current().consumed_energy(job_id)
     except Exception as e:  # Slurm's number is a comparison only: never lose the job over it
         return None, f"unavailable: {type(e).__name__}: {e}"
 

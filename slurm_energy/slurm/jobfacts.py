@@ -1,5 +1,5 @@
 """What the finalizer takes from Slurm's facts about a job (``scontrol show job`` parsed by
-:mod:`slurm_energy.slurm.scontrol`, and the job's own environment): its final state, the ids the
+:mod:`slurm_energy.slurm.clients.scontrol`, and the job's own environment): its final state, the ids the
 Prolog could not see, and its memory request on a node.
 """
 
@@ -26,15 +26,15 @@ def with_slurm_facts(ctx: JobContext, facts: dict | None) -> JobContext:
 
 
 def slurm_facts(ctx: JobContext, record_error) -> dict | None:
-    """slurmctld's facts about the job (:func:`slurm_energy.slurm.scontrol.show_job`), for the
+    """slurmctld's facts about the job (:meth:`~slurm_energy.slurm.clients.facts.SlurmFacts.final_facts`), for the
     detached finalizer. Where they came from text that user text made unreadable (a newline, a key
     twice), what was dropped is said through ``record_error`` and the job's state is asked of
     slurmdbd instead (``sacct -o State``: a query with no user text in it), so a cancelled job whose
     comment says ``JobState=COMPLETED`` is still recorded CANCELLED."""
-    from slurm_energy.slurm.sacct import sacct_state
-    from slurm_energy.slurm.scontrol import show_job
+    from slurm_energy.slurm.clients.facts import current
 
-    facts = show_job(ctx.job_id, attempt=ctx.restart_count)
+    slurm = current()
+    facts = slurm.final_facts(ctx.job_id, attempt=ctx.restart_count)
     if not facts or not (facts.get("ambiguous") or facts.get("untrusted")):
         return facts
     if facts.get("untrusted"):
@@ -44,7 +44,7 @@ def slurm_facts(ctx: JobContext, record_error) -> dict | None:
         record_error(f"scontrol show job: {', '.join(k + '=' for k in facts['ambiguous'])} appear more than once "
                      "(a job name or comment holding them); those facts are not used")
     if not facts.get("job_state"):
-        state, why = sacct_state(ctx.job_id)
+        state, why = slurm.final_state(ctx.job_id)
         if state:
             facts["job_state"] = state
         record_error("the job's state: " + (f"slurmdbd (sacct State) says {state}" if state else
@@ -55,7 +55,7 @@ def slurm_facts(ctx: JobContext, record_error) -> dict | None:
 def slurm_job_state(facts: dict | None, ctx: JobContext, exit_code: str) -> str:
     """The attempt's state: slurmctld's (REQUEUED when the job has been restarted since this attempt),
     else derived from the Epilog's exit code (which reads 0:0 for a cancelled or timed-out job)."""
-    from slurm_energy.slurm.scontrol import UNFINISHED
+    from slurm_energy.slurm.clients.scontrol import UNFINISHED
 
     if facts and facts.get("restarts", 0) > ctx.restart_count:
         return "REQUEUED"  # slurmctld already describes a later attempt
@@ -72,7 +72,7 @@ def requested_memory(ctx: JobContext, facts: dict | None, cpus: int | None, node
     MinMemoryNode / MinMemoryCPU, else its TRES mem= / nodes; 0 = the whole node (TRES mem per node,
     else the node's MemTotal). A value Slurm never writes is
     recorded as an error and the request left unknown."""
-    from slurm_energy.slurm.formats import SlurmFormatError, requested_memory_bytes
+    from slurm_energy.slurm.clients.formats import SlurmFormatError, requested_memory_bytes
 
     facts = facts or {}
     per_node: str | None
@@ -97,7 +97,7 @@ def requested_memory(ctx: JobContext, facts: dict | None, cpus: int | None, node
 def _tres_mem_per_node(facts: dict) -> int | None:
     """slurmctld's TRES mem= (the whole job's memory) / its node count, bytes; None if absent.
     Raises SlurmFormatError for a value Slurm never writes."""
-    from slurm_energy.slurm.formats import parse_memory
+    from slurm_energy.slurm.clients.formats import parse_memory
 
     got = parse_memory(facts.get("tres_mem"), "TRES mem") if facts.get("tres_mem") else None
     if not got:
@@ -120,9 +120,9 @@ def true_cpu_time(ctx: JobContext, rows: SampleTable, nodes: list[str], errors: 
     try:
         if len(rows) < 2 or table_columns(rows.sorted(), None).job_cpu[-1] is not None or len(nodes) != 1:
             return None
-        from slurm_energy.slurm.sacct import total_cpu_s
+        from slurm_energy.slurm.clients.facts import current
 
-        got, why = total_cpu_s(ctx.job_id)
+        got, why = current().total_cpu(ctx.job_id)
     except Exception as e:
         got, why = None, f"unavailable: {type(e).__name__}: {e}"
     if got is None:

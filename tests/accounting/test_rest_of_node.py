@@ -227,7 +227,7 @@ def test_power_readings_far_apart_measure_nothing_between():
 
 
 def test_seff_shows_the_rest_of_node():
-    from slurm_energy.slurm.seff import seff_block
+    from slurm_energy.reporting.seff import seff_block
 
     text = seff_block(_record([_m(995.0 + 10 * k, 250.0) for k in range(5)]), {})
     assert "  rest of node: 0.0003125 kWh  node_meter:acpi_power_meter" in text  # 1125 J

@@ -148,18 +148,6 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
     assert all(x.startswith("#") for x in out if "collect" in x)  # slurm.conf ignores them
 
 
-def test_sacct_line_and_scontrol_times_parse():
-    from slurm_energy.slurm.collect import parse_sacct_line
-    from slurm_energy.slurm.scontrol import parse_show_job
-
-    f = parse_sacct_line("CANCELLED by 2001|2026-12-01T05:00:00|2026-12-01T05:01:30")
-    assert f["job_state"] == "CANCELLED" and f["end_time"] - f["start_time"] == 90.0
-    assert "start_time" not in parse_sacct_line("PENDING|Unknown|Unknown")
-    g = parse_show_job("JobId=5 JobName=x UserId=a(1) JobState=TIMEOUT StartTime=2026-12-01T05:00:00 "
-                       "EndTime=2026-12-01T05:01:07")
-    assert g["job_state"] == "TIMEOUT" and g["end_time"] - g["start_time"] == 67.0
-
-
 def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_written(tmp_path):
     from slurm_energy.slurm.collect import finish_leftovers
     from slurm_energy.slurm.env import JobContext
@@ -178,8 +166,9 @@ def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_writte
 
 
 def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tmp_path):
-    import subprocess
+    from fakes.slurm_facts import FakeSlurmFacts
 
+    from slurm_energy.slurm.clients.sacct import parse_ended, parse_sacct_json
     from slurm_energy.slurm.collect import finish_unrecorded
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
@@ -192,21 +181,19 @@ def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tm
         f"851|851|COMPLETED|{t}|{t_end}|n1|alice|2001|2001|research|debug|0:0|lab",  # has a record
         f"852|852|CANCELLED by 0|None|{t_end}|None assigned|bob|2002|2002|research|debug|0:0|lab",
     ]) + "\n"
-    # sacct --json -j 850: 22.05's shape (tests/slurm/data/slurm-22.05-sacct.json), the user's text in it
+    # sacct --json -j 850: 22.05's shape (tests/slurm/clients/data/slurm-22.05-sacct.json), the user's text in it
     doc = {"jobs": [{"job_id": 850, "name": "my|job", "working_directory": "/w/a|b", "time": {"start": int(t0)}}]}
 
-    def fake(argv, **kw):
-        return subprocess.CompletedProcess(argv, 0, json.dumps(doc) if "--json" in argv else out, "")
-
-    sacct = tmp_path / "sacct"
-    sacct.write_text("")
-    lines = finish_unrecorded(_cfg(tmp_path), st, time.time(), 86400, 60, run=fake, sacct=str(sacct))
+    # what sacct said, through the pure parsers (their runners: tests/slurm/clients/test_sacct.py)
+    slurm = FakeSlurmFacts(ended_jobs=parse_ended(out), text=parse_sacct_json(json.dumps(doc)))
+    lines = finish_unrecorded(_cfg(tmp_path), st, time.time(), 86400, 60, facts=slurm)
     assert lines == ["stored lab/850 from sacct: no_data (COMPLETED, no record from the hooks)"]
     (r,) = st.get_job("850")
     assert (r.status, r.array_job_id, r.array_task_id, r.user, r.uid, r.job_name, r.work_dir) == \
         (Status.NO_DATA, "849", "3", "alice", 2001, "my|job", "/w/a|b")
     assert r.elapsed_s == 3.0 and r.it_kwh is None and "stored by slurm-energy collect from sacct" in r.errors[0]
-    assert finish_unrecorded(_cfg(tmp_path), st, time.time(), 86400, 60, run=fake, sacct=str(sacct)) == []  # idempotent
+    assert slurm.asked[-1] == ("user_text", ("850",))  # only the job to record: 851 has one, 852 never ran
+    assert finish_unrecorded(_cfg(tmp_path), st, time.time(), 86400, 60, facts=slurm) == []  # idempotent
 
 
 @pytest.mark.parametrize("text, expect", [

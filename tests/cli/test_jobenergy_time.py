@@ -13,7 +13,7 @@ import datetime as dt
 
 import pytest
 
-from slurm_energy.slurm.timespec import parse_time
+from slurm_energy.slurm.clients.timespec import parse_time
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 3, 10, 30, tzinfo=UTC).timestamp()  # Thursday 3 December 2026, 10:30 UTC

@@ -9,7 +9,7 @@ import sys
 
 from jobrecord_factory import finished, node_record, site_yaml
 
-from slurm_energy.slurm.mail import is_end_mail, job_id_from
+from slurm_energy.slurm.mailprog import is_end_mail, job_id_from
 from slurm_energy.store import open_store
 
 SUBJECT = "Slurm Job_id=55 Name=train Ended, Run time 01:00:00, COMPLETED, ExitCode 0"

@@ -8,7 +8,8 @@ from jobrecord_factory import finished, node_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import Method
-from slurm_energy.slurm.seff import allocation, parse_mem, seff_block
+from slurm_energy.reporting.seff import seff_block
+from slurm_energy.slurm.clients.sacct import allocation, parse_mem
 
 T0 = 1_700_000_000.0
 
@@ -69,7 +70,7 @@ def test_allocation_from_sacct_output_and_missing_sacct(tmp_path):
 def test_jobenergy_seff_prints_the_block(tmp_path, capsys, monkeypatch):
     own_site_config(tmp_path, monkeypatch)
     url = store_with(tmp_path, rec())
-    monkeypatch.setattr("slurm_energy.slurm.seff.SACCT", str(tmp_path / "no-sacct"))
+    monkeypatch.setattr("slurm_energy.slurm.clients.sacct.SACCT", str(tmp_path / "no-sacct"))
     assert main(["--store", url, "--seff", "55"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Job ID: 55\n") and "CPU Utilized: 01:30:00" in out and "Coverage:" in out
@@ -105,7 +106,7 @@ def test_jobenergy_seff_with_failing_sacct_says_so_once_and_shows_the_record(tmp
     sacct = tmp_path / "sacct"
     sacct.write_text(SACCT_DOWN)
     sacct.chmod(0o755)
-    monkeypatch.setattr("slurm_energy.slurm.seff.SACCT", str(sacct))  # a real program that fails as sacct does
+    monkeypatch.setattr("slurm_energy.slurm.clients.sacct.SACCT", str(sacct))  # a real program that fails as sacct does
     assert main(["--store", url, "--seff", "55"]) == 0
     cap = capsys.readouterr()
     err = cap.err.strip().splitlines()

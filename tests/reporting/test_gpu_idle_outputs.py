@@ -17,8 +17,8 @@ from slurm_energy.model import CarbonFacts, JobRecord
 from slurm_energy.outputs.prometheus import PrometheusTextfile
 from slurm_energy.reporting.plot import power_figure
 from slurm_energy.reporting.report import render_html
+from slurm_energy.reporting.seff import seff_block
 from slurm_energy.sampling.readers.base import DeviceStatic
-from slurm_energy.slurm.seff import seff_block
 
 T0 = 1_796_034_000.0
 

@@ -9,12 +9,14 @@ leaves) and read by the finalizer's own :func:`slurm_energy.slurm.finalize.node_
 import signal
 
 import pytest
+from fakes.slurm_facts import FakeSlurmFacts
 from samplefile_rows import spool_with_rows
 
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
-from slurm_energy.slurm import finalize, sacct
+from slurm_energy.slurm import finalize
 from slurm_energy.slurm import sampler_end as early_stop
+from slurm_energy.slurm.clients.facts import use
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.spool import JobSpool
 
@@ -45,9 +47,9 @@ def _record(tmp_path, monkeypatch, rows, outcome="not_running", stop_signal=None
     spool = spool_with_rows(str(tmp_path / "spool"), "134", "n1", {"devices": []}, rows)
     if stop_signal is not None:
         early_stop.record_stop(spool, stop_signal)
-    monkeypatch.setattr(sacct, "total_cpu_s", lambda job_id: (6.0, "sacct TotalCPU"))  # 6 CPU-s in all
     ctx = JobContext(job_id="134", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="1")
-    rec = finalize.node_record(SiteConfig(), spool, ctx, EPILOG_T, "0:0", sampler_outcome=outcome)
+    with use(FakeSlurmFacts(cpu_s={"134": 6.0})):  # sacct TotalCPU: 6 CPU-s in all
+        rec = finalize.node_record(SiteConfig(), spool, ctx, EPILOG_T, "0:0", sampler_outcome=outcome)
     return rec, {d.device_class: d for d in rec.nodes[0].devices}
 
 

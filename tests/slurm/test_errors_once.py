@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import types
 
+from fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from jobrecord_factory import job_record
 from test_no_data import T0, _row, _spool, rapl
 
@@ -22,7 +23,7 @@ def _clock(stamp: str):
     return types.SimpleNamespace(strftime=lambda fmt: stamp, time=time.time)
 
 
-def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(tmp_path, monkeypatch):
+def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(tmp_path, monkeypatch, no_slurm):
     site = tmp_path / "site.yaml"
     site.write_text(f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  results_dir: {tmp_path}/results\n"
                     f"  store_url: sqlite:///{tmp_path}/jobs.db\n  log_dir: {tmp_path}/log\n"
@@ -37,8 +38,6 @@ def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(
     for e in prolog_errors:  # as hookentry.prolog records them
         spool.record_error(e)
     monkeypatch.setattr(spool_mod, "time", _clock("2026-12-02T10:49:35"))  # the finalizer, 2 s later
-    monkeypatch.setattr("slurm_energy.slurm.scontrol.show_job", lambda *a, **kw: None)  # no slurmctld here
-    monkeypatch.setattr(finalize, "_slurm_energy", lambda job_id: (None, "unavailable: no Slurm here"))
     assert finalize.finalize_main(spool.dir, "n1", T0 + 10, "0:0", "terminated") == 0
     assert len(spool.read_errors()) == 4  # both sources did record both problems
 

@@ -10,6 +10,7 @@ import json
 import os
 
 import pytest
+from fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.slurm import finalize
@@ -19,15 +20,13 @@ from slurm_energy.store import open_store
 
 
 @pytest.fixture()
-def site(tmp_path, monkeypatch):
+def site(tmp_path, monkeypatch, no_slurm):  # no slurmctld or slurmdbd here
     site = tmp_path / "site.yaml"
     site.write_text(f"cluster_name: c1\npaths:\n  spool_dir: {tmp_path}/spool\n  spool_fallback_dir: {tmp_path}/spool2\n"
                     f"  results_dir: {tmp_path}/results\n"
                     f"  store_url: sqlite:///{tmp_path}/jobs.db\n  log_dir: {tmp_path}/log\n"
                     "outputs:\n  prometheus:\n    enabled: false\n")
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
-    monkeypatch.setattr("slurm_energy.slurm.scontrol.show_job", lambda *a, **kw: None)  # no slurmctld here
-    monkeypatch.setattr(finalize, "_slurm_energy", lambda job_id: (None, "unavailable: no Slurm here"))
     return tmp_path
 
 
@@ -252,10 +251,9 @@ def _age(spool, s: float = 60.0) -> None:
 
 
 @pytest.fixture()
-def ended(monkeypatch):
-    """Slurm says every job has ended (COMPLETED): no slurmctld or sacct asked."""
-    monkeypatch.setattr("slurm_energy.slurm.collect.slurm_final_facts",
-                        lambda job_id, restart=0, **kw: (True, {"job_state": "COMPLETED"}))
+def ended(no_slurm):
+    """slurmdbd says every job has ended (COMPLETED), slurmctld knows none: no client asked."""
+    no_slurm.every_row = {"job_state": "COMPLETED"}
 
 
 def _fake_hook(*argv: str):

@@ -19,6 +19,7 @@ import errno
 import types
 
 import pytest
+from fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from jobrecord_factory import device, job_record
 from samplefile_rows import spool_with_rows
 
@@ -115,7 +116,7 @@ def test_job_is_no_data_only_when_no_node_measured_anything():
     assert merge_records([n1, n2]).status == Status.PARTIAL
 
 
-def test_full_spool_finalizer_says_the_reading_failed_and_stores_no_data(tmp_path, monkeypatch):
+def test_full_spool_finalizer_says_the_reading_failed_and_stores_no_data(tmp_path, monkeypatch, no_slurm):
     """The finalizer's own reading after the Epilog fails (ENOSPC): the record says that, not that
     the reading was used, and the job is no_data."""
     site = tmp_path / "site.yaml"
@@ -129,8 +130,6 @@ def test_full_spool_finalizer_says_the_reading_failed_and_stores_no_data(tmp_pat
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(finalize, "reading_row", full)
-    monkeypatch.setattr("slurm_energy.slurm.scontrol.show_job", lambda *a, **kw: None)  # no slurmctld here
-    monkeypatch.setattr(finalize, "_slurm_energy", lambda job_id: (None, "unavailable: no Slurm here"))
     assert finalize.finalize_main(spool.dir, "n1", T0 + 60, "0:0", "not_running") == 0
     (rec,) = open_store(f"sqlite:///{tmp_path}/jobs.db", readonly=True).get_job("61")
     assert rec.status == Status.NO_DATA and rec.it_kwh is None

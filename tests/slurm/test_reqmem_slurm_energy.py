@@ -1,16 +1,12 @@
 """Requested vs used memory (item 7) and Slurm's own ConsumedEnergy beside ours (item 8)."""
 
-import subprocess
-
-import pytest
 from jobrecord_factory import finished, node_record, own_site_config, parse_slurm_env, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.reporting.report import render_html
+from slurm_energy.slurm.clients.scontrol import parse_show_job
 from slurm_energy.slurm.env import JobContext, job_env_facts
 from slurm_energy.slurm.jobfacts import requested_memory as _requested_memory
-from slurm_energy.slurm.sacct import consumed_energy
-from slurm_energy.slurm.scontrol import parse_show_job
 
 MB, GB = 1024 ** 2, 1024 ** 3
 T0 = 1_700_000_000.0
@@ -80,47 +76,6 @@ def test_report_shows_requested_vs_used(tmp_path, monkeypatch):
     # 4000 MiB = 3.91 GiB requested, 1.50 GiB used: 1.5 / 3.90625 = 38 %
     assert "requested 3.91 GiB · used (peak) 1.50 GiB · 38 % of the request" in html
     assert "12.3 kJ" not in html and "3.43 Wh" in html  # 12340 J = 3.43 Wh, Slurm's, labelled
-
-
-def _runner(config_out, sacct_out, sacct_rc=0):
-    calls = []
-
-    def run(argv, **kw):
-        calls.append(argv)
-        if argv[1:3] == ["show", "config"]:
-            return subprocess.CompletedProcess(argv, 0, config_out, "")
-        return subprocess.CompletedProcess(argv, sacct_rc, sacct_out, "sacct: error: accounting storage is disabled")
-    return run, calls
-
-
-@pytest.fixture
-def exes(tmp_path):
-    for n in ("sacct", "scontrol"):
-        (tmp_path / n).write_text("")
-    return str(tmp_path / "sacct"), str(tmp_path / "scontrol")
-
-
-def test_consumed_energy_hand_values(exes):
-    sacct, scontrol = exes
-    run, calls = _runner("AcctGatherEnergyType   = acct_gather_energy/rapl\n", "12340\n")
-    assert consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run) == (
-        12340.0, "Slurm's ConsumedEnergyRaw (sacct), plugin acct_gather_energy/rapl")
-    assert calls[-1][1:] == ["-j", "77", "-X", "-n", "-P", "-o", "ConsumedEnergyRaw"]
-
-
-def test_consumed_energy_not_collected_is_unavailable(exes):
-    sacct, scontrol = exes
-    run, _ = _runner("AcctGatherEnergyType    = acct_gather_energy/none\n", "0\n")
-    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)
-    assert j is None and "collects no energy" in why
-    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "0\n")
-    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)
-    assert j is None and "0 J" in why  # 0 = not collected, never a measured 0
-    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "", sacct_rc=1)
-    assert consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run)[0] is None
-    run, _ = _runner("AcctGatherEnergyType = acct_gather_energy/ipmi\n", "\n")
-    j, why = consumed_energy("77", sacct=sacct, scontrol=scontrol, run=run, wait_s=0, sleep=lambda s: None)
-    assert j is None and "no record" in why
 
 
 def test_request_from_tres_when_no_min_memory_and_zero_is_slurms_allocation():

@@ -32,8 +32,14 @@ def node(monkeypatch):
     n.cleanup()
 
 
-def _finalize(node, spool, exit_code="0:0"):
-    assert finalize.finalize_main(spool.dir, NODE, END, exit_code, "terminated") == 0
+def _finalize(node, spool, exit_code="0:0", slurm=None):
+    """The finalizer of ``spool``'s attempt, asking Slurm through ``slurm`` (a SlurmFacts) where given."""
+    from contextlib import nullcontext
+
+    from slurm_energy.slurm.clients.facts import use
+
+    with use(slurm) if slurm is not None else nullcontext():
+        assert finalize.finalize_main(spool.dir, NODE, END, exit_code, "terminated") == 0
 
 
 def _as(name):
@@ -155,14 +161,12 @@ def _scontrol(node, json_doc=None) -> str:
 
 
 @pytest.mark.parametrize("json_doc", [None, _JSON], ids=["text (no JSON plugin)", "scontrol --json"])
-def test_a_comment_holding_jobstate_completed_does_not_make_a_failed_job_completed(node, monkeypatch, json_doc):
-    import functools
+def test_a_comment_holding_jobstate_completed_does_not_make_a_failed_job_completed(node, json_doc):
+    from slurm_energy.slurm.clients.facts import SlurmCommands
 
-    from slurm_energy.slurm import scontrol
-
-    monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=_scontrol(node, json_doc)))
+    slurm = SlurmCommands(scontrol=_scontrol(node, json_doc))
     spool = node.job("900", "alice", node.workdir("alice", "a"))
-    _finalize(node, spool, exit_code="3:0")  # slurmd's SLURM_JOB_EXIT_CODE2 for the failed job
+    _finalize(node, spool, exit_code="3:0", slurm=slurm)  # slurmd's SLURM_JOB_EXIT_CODE2 for the failed job
     (a,) = node.store().get_job("900")
     assert (a.job_state, a.exit_code, a.array_job_id) == ("FAILED", "3:0", None)
     assert a.energy_it_j["cpu"] == JOB_J
@@ -681,6 +685,7 @@ def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writ
 
     from slurm_energy.config import load_site_config
     from slurm_energy.reporting.safe_write import write_files_as_user
+    from slurm_energy.slurm.clients.facts import SlurmCommands
     from slurm_energy.slurm.collect import finish_unrecorded
     from slurm_energy.store import open_store
 
@@ -697,7 +702,7 @@ def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writ
     st = open_store(node.store_url)
     cfg = load_site_config(str(node.base / "site.yaml"))
     try:
-        lines = finish_unrecorded(cfg, st, time.time(), 86400, 60, sacct=clients["sacct"])
+        lines = finish_unrecorded(cfg, st, time.time(), 86400, 60, facts=SlurmCommands(sacct=clients["sacct"]))
         assert lines == ["stored t/910 from sacct: no_data (COMPLETED, no record from the hooks)"]
         # the attacker's record: hers, with her whole work dir and job name as text (from JSON)
         (a,) = node.store().get_job("910")
@@ -708,7 +713,7 @@ def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writ
         # JSON asked for the one job to record only
         asked = open(clients["log"]).read().splitlines()
         assert [x for x in asked if "--json" in x] == ["--json -a -X -j 910"]
-        assert finish_unrecorded(cfg, st, time.time(), 86400, 60, sacct=clients["sacct"]) == []  # idempotent
+        assert finish_unrecorded(cfg, st, time.time(), 86400, 60, facts=SlurmCommands(sacct=clients["sacct"])) == []  # idempotent
     finally:
         st.close()
     # whatever a record says, root writes no report for uid 0, nor into a directory not the user's
@@ -723,23 +728,18 @@ def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writ
     _after_attack(node, victim_wd, victim_files)
 
 
-def _clients_for(node, monkeypatch, jobs):
-    """The finalizer asks the stand-in 22.05 scontrol (no --json: the text form) and sacct."""
-    import functools
-
+def _clients_for(node, jobs):
+    """The SlurmFacts of the stand-in 22.05 scontrol (no --json: the text form) and sacct."""
     from slurm_clients import install
 
-    from slurm_energy.slurm import sacct, scontrol
+    from slurm_energy.slurm.clients.facts import SlurmCommands
 
     clients = install(str(node.base), jobs)
-    monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=clients["scontrol"]))
-    if hasattr(sacct, "sacct_state"):  # (so that the attack itself is what fails on older code)
-        monkeypatch.setattr(sacct, "sacct_state", functools.partial(sacct.sacct_state, sacct=clients["sacct"]))
-    return clients
+    return SlurmCommands(scontrol=clients["scontrol"], sacct=clients["sacct"])
 
 
 @pytest.mark.parametrize("mem", ["1M", "9" * 400 + "T"], ids=["forged ReqMem", "a number of 400 digits"])
-def test_a_newline_in_a_job_name_makes_no_text_slurmctlds(node, monkeypatch, mem):
+def test_a_newline_in_a_job_name_makes_no_text_slurmctlds(node, mem):
     """``scontrol show job -o`` of alice's FAILED job 900 (exit 3) whose name holds `` JobState=
     COMPLETED MinMemoryNode=...`` then a newline: its first line ends in her keys. Before: the job
     was stored COMPLETED with 1 MiB requested (or the finalizer died of OverflowError: no record).
@@ -750,9 +750,8 @@ def test_a_newline_in_a_job_name_makes_no_text_slurmctlds(node, monkeypatch, mem
     victim_wd = _victim(node)
     victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
     name = f"x JobState=COMPLETED MinMemoryNode={mem}\nrest"
-    _clients_for(node, monkeypatch, [job("900", "alice", 2001, wd, T0, END, state="FAILED", exit_code="3:0",
-                                         name=name)])
-    _finalize(node, node.job("900", "alice", wd), exit_code="3:0")
+    slurm = _clients_for(node, [job("900", "alice", 2001, wd, T0, END, state="FAILED", exit_code="3:0", name=name)])
+    _finalize(node, node.job("900", "alice", wd), exit_code="3:0", slurm=slurm)
     (a,) = node.store().get_job("900")
     assert (a.job_state, a.exit_code, a.energy_it_j["cpu"]) == ("FAILED", "3:0", JOB_J)
     assert a.nodes[0].req_mem_bytes is None  # not her 1 MiB
@@ -761,7 +760,7 @@ def test_a_newline_in_a_job_name_makes_no_text_slurmctlds(node, monkeypatch, mem
     _after_attack(node, victim_wd, victim_files)
 
 
-def test_a_cancelled_job_whose_comment_says_jobstate_completed_is_recorded_cancelled(node, monkeypatch):
+def test_a_cancelled_job_whose_comment_says_jobstate_completed_is_recorded_cancelled(node):
     """alice's job 900, cancelled (slurmd's exit code 0:0, as for a job that completed), with
     ``--comment 'done JobState=COMPLETED'``: the text's JobState= twice is not used, and slurmdbd says
     CANCELLED. Before: the state was derived from 0:0, COMPLETED."""
@@ -770,9 +769,9 @@ def test_a_cancelled_job_whose_comment_says_jobstate_completed_is_recorded_cance
     wd = node.workdir("alice", "a")
     victim_wd = _victim(node)
     victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
-    _clients_for(node, monkeypatch, [job("900", "alice", 2001, wd, T0, END, state="CANCELLED by 2001",
-                                         exit_code="0:15", comment="done JobState=COMPLETED")])
-    _finalize(node, node.job("900", "alice", wd), exit_code="0:0")
+    slurm = _clients_for(node, [job("900", "alice", 2001, wd, T0, END, state="CANCELLED by 2001",
+                                    exit_code="0:15", comment="done JobState=COMPLETED")])
+    _finalize(node, node.job("900", "alice", wd), exit_code="0:0", slurm=slurm)
     (a,) = node.store().get_job("900")
     assert (a.job_state, a.energy_it_j["cpu"]) == ("CANCELLED", JOB_J)
     assert any("JobState=" in e and "appear more than once" in e for e in a.errors), a.errors
@@ -780,20 +779,19 @@ def test_a_cancelled_job_whose_comment_says_jobstate_completed_is_recorded_cance
     _after_attack(node, victim_wd, victim_files)
 
 
-def test_a_job_slurmctld_still_shows_running_holds_the_nodes_finalizer_a_bounded_time(node, monkeypatch):
+def test_a_job_slurmctld_still_shows_running_holds_the_nodes_finalizer_a_bounded_time(node):
     """slurmctld's JSON says RUNNING for as long as it is asked (in the attack: a job name saying
     ``JobState=RUNNING``; here any reason). Before: 20 s a job, four such jobs held another user's
     record 77 s. Now the wait is at most ``scontrol.WAIT_S`` (5 s) a job, and text is never waited on."""
-    import functools
-
-    from slurm_energy.slurm import scontrol
+    from slurm_energy.slurm.clients import scontrol
+    from slurm_energy.slurm.clients.facts import SlurmCommands
 
     doc = json.loads(json.dumps(_JSON))
     doc["jobs"][0]["job_state"] = ["RUNNING"]
-    monkeypatch.setattr(scontrol, "show_job", functools.partial(scontrol.show_job, scontrol=_scontrol(node, doc)))
+    slurm = SlurmCommands(scontrol=_scontrol(node, doc))
     wd = node.workdir("alice", "a")
     t0 = time.monotonic()
-    _finalize(node, node.job("900", "alice", wd), exit_code="3:0")
+    _finalize(node, node.job("900", "alice", wd), exit_code="3:0", slurm=slurm)
     took = time.monotonic() - t0
     assert took < 5.0 + 4.0 and scontrol.WAIT_S == 5.0  # 20 s before
     (a,) = node.store().get_job("900")

@@ -14,19 +14,24 @@ first; the text line only where JSON is not available, and there: output of more
 newline in user text) is not used at all, the array/het ids are read only before ``JobName=``, a
 key after it that appears more than once is dropped (``ambiguous``), never guessed, every number
 is bounded, and a state read from text is never waited on. The finalizer then asks slurmdbd for
-the state (:func:`slurm_energy.slurm.jobfacts.slurm_facts`).
+the state (:meth:`slurm_energy.slurm.clients.facts.SlurmFacts.final_state`).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import subprocess
 import time
-from collections.abc import Callable
+from typing import Any
 
-from slurm_energy.slurm.formats import parse_timestamp
-from slurm_energy.slurm.sacct import SCONTROL, slurm_client
+from slurm_energy.slurm.clients.command import SCONTROL, Run, Sleep, slurm_client
+from slurm_energy.slurm.clients.formats import parse_timestamp
+
+#: facts about a job, by the keys of :func:`parse_show_job`
+Facts = dict[str, Any]
 
 _KEYS = {"ArrayJobId": "array_job_id", "ArrayTaskId": "array_task_id", "HetJobId": "het_job_id",
          "HetJobOffset": "het_job_offset", "JobState": "job_state", "Restarts": "restarts",
@@ -41,18 +46,18 @@ UNFINISHED = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "R
               "RESIZING", "SIGNALING", "STAGE_OUT"}
 
 
-def _text_keys(line: str) -> tuple[dict, dict]:
+def _text_keys(line: str) -> tuple[Facts, dict[str, int]]:
     """(facts, how often each key after JobName appeared) of one ``show job -o`` line.
 
     Slurm prints the array/het ids before JobName (``JobId=171 ArrayJobId=170 ArrayTaskId=2
     JobName=...``), where no user text can be: only there are they read. The keys after JobName
     are counted (a job name or comment holding `` JobState=...`` makes one twice; MinMemoryNode
     and MinMemoryCPU, one of which Slurm prints, count as one key, ``MinMemory``)."""
-    out: dict = {}
+    out: Facts = {}
     head, sep, rest = line.partition(" JobName=")
     if not sep:
         head, rest = "", line
-    counts: dict = {}
+    counts: dict[str, int] = {}
     for k, v in re.findall(r"(?:^|\s)(\w+)=(\S*)", rest):
         if k in _KEYS and k not in _HEAD_KEYS:
             key = "MinMemory" if k.startswith("MinMemory") else k
@@ -75,7 +80,7 @@ def _text_keys(line: str) -> tuple[dict, dict]:
     return out, counts
 
 
-def parse_show_job(line: str) -> dict:
+def parse_show_job(line: str) -> Facts:
     """Facts from one ``scontrol show job -o`` line.
 
     Returns {"array_job_id", "array_task_id", "het_job_id", "het_job_offset", "job_state",
@@ -119,12 +124,10 @@ def _bounded_int_text(v: str) -> bool:
     return v.isascii() and v.isdigit() and len(v) <= 20
 
 
-def json_number(v) -> int | None:
+def json_number(v: object) -> int | None:
     """A JSON number as Slurm writes it: a plain int (the older openapi plugins' form) or
     ``{"set": true, "infinite": false, "number": N}`` (data_parser); None when unset/infinite, or
     not a finite number in [0, 2**64) (nothing Slurm writes)."""
-    import math
-
     if isinstance(v, dict):
         if not v.get("set", True) or v.get("infinite"):
             return None
@@ -134,7 +137,7 @@ def json_number(v) -> int | None:
     return int(v) if 0 <= v < MAX_NUMBER else None
 
 
-def _json_exit_code(ec) -> str:
+def _json_exit_code(ec: object) -> str:
     """``"exit:signal"`` from Slurm's JSON exit_code: ``{"return_code": N, "signal": {"id": S}}``
     (data_parser) or the wait status as an int (older plugins); '' when absent."""
     if isinstance(ec, dict):
@@ -144,7 +147,7 @@ def _json_exit_code(ec) -> str:
     return f"{(w >> 8) & 0xFF}:{w & 0x7F}" if w is not None else ""
 
 
-def _json_ids(job: dict, out: dict) -> None:
+def _json_ids(job: dict[str, Any], out: Facts) -> None:
     """Array/het ids (0 / unset: not an array or het job; a task or offset only with its job id)."""
     for key in ("array_job_id", "array_task_id", "het_job_id", "het_job_offset"):
         n = json_number(job.get(key))
@@ -156,7 +159,7 @@ def _json_ids(job: dict, out: dict) -> None:
         del out["het_job_offset"]
 
 
-def _json_requests(job: dict, out: dict) -> None:
+def _json_requests(job: dict[str, Any], out: Facts) -> None:
     """Memory request (MB), TRES mem=, node count, start/end (epoch s)."""
     for key, name in (("memory_per_node", "min_memory_node"), ("memory_per_cpu", "min_memory_cpu")):
         n = json_number(job.get(key))
@@ -173,7 +176,7 @@ def _json_requests(job: dict, out: dict) -> None:
             out[key] = float(n)
 
 
-def parse_show_job_json(text: str, job_id: str) -> dict | None:
+def parse_show_job_json(text: str, job_id: str) -> Facts | None:
     """Facts (the keys of :func:`parse_show_job`) from ``scontrol --json show job JOB``'s output;
     None when it is not JSON or names no such job. Fields by Slurm's data_parser names (both shapes
     read: the older plugins' plain values and data_parser's objects):
@@ -181,8 +184,6 @@ def parse_show_job_json(text: str, job_id: str) -> dict | None:
     ``{"return_code": N, "signal": {"id": S}}``), ``restart_cnt``, ``array_job_id``, ``array_task_id``,
     ``het_job_id``, ``het_job_offset``, ``name``, ``memory_per_node`` / ``memory_per_cpu`` (MB),
     ``tres_alloc_str``, ``node_count``, ``start_time`` / ``end_time`` (epoch s)."""
-    import json
-
     try:
         doc = json.loads(text)
     except ValueError:
@@ -191,7 +192,7 @@ def parse_show_job_json(text: str, job_id: str) -> dict | None:
     job = next((j for j in jobs or [] if isinstance(j, dict) and str(json_number(j.get("job_id"))) == str(job_id)), None)
     if job is None:
         return None
-    out: dict = {}
+    out: Facts = {}
     st = job.get("job_state")
     st = st[0] if isinstance(st, list) and st else st
     if isinstance(st, str) and st:
@@ -217,7 +218,7 @@ WAIT_S = 5.0
 MAX_OUTPUT = 4 << 20
 
 
-def parse_show_job_text(stdout: str, job_id: str) -> dict | None:
+def parse_show_job_text(stdout: str, job_id: str) -> Facts | None:
     """``scontrol show job -o JOB``'s output parsed with :func:`parse_show_job`, or None when it
     names no job. One record is one line; a newline inside user text (job name, comment, work dir)
     starts a line the user wrote, and an array's first task (its raw id is the array's) lists every
@@ -241,7 +242,7 @@ def parse_show_job_text(stdout: str, job_id: str) -> dict | None:
 
 
 def show_job(job_id: str, *, attempt: int | None = None, wait_s: float = WAIT_S, timeout_s: float = 5.0,
-             scontrol: str = SCONTROL, run: Callable = subprocess.run, sleep: Callable = time.sleep) -> dict | None:
+             scontrol: str = SCONTROL, run: Run = subprocess.run, sleep: Sleep = time.sleep) -> Facts | None:
     """slurmctld's facts about ``job_id``, waiting (up to ``wait_s``) until the job has finished
     (or, given the ``attempt``'s restart count, until slurmctld shows a later attempt: requeued).
 
@@ -257,7 +258,7 @@ def show_job(job_id: str, *, attempt: int | None = None, wait_s: float = WAIT_S,
     if not os.path.exists(scontrol):
         return None
     deadline = time.monotonic() + wait_s
-    facts = None
+    facts: Facts | None = None
     sources = [[scontrol, "--json", "show", "job", str(job_id)]]
     while True:
         argv = sources[0] if sources else [scontrol, "show", "job", "-o", str(job_id)]

@@ -48,7 +48,8 @@ def is_end_mail(env: dict, argv: list[str]) -> bool:
 def energy_block(cfg, job_id: str, wait_s: float, sleep=time.sleep) -> tuple[str, object]:
     """(text, final record or None): the seff block once the final record is stored (waits up to
     ``wait_s``), else a line saying where to look later."""
-    from slurm_energy.slurm.seff import allocation, seff_block
+    from slurm_energy.reporting.seff import seff_block
+    from slurm_energy.slurm.clients.sacct import allocation
     from slurm_energy.store import open_store
 
     deadline = time.monotonic() + wait_s

@@ -24,94 +24,20 @@ device class with how each number was obtained, the CO2e and the coverage::
     Method: cpu=tdp_estimate,ram=tdp_estimate
     Coverage: complete
 
-``sacct`` missing or not knowing the job leaves the allocation lines as ``n/a`` with why.
+``sacct`` missing or not knowing the job leaves the allocation lines as ``n/a`` with why. The
+allocation is the caller's to fetch (:func:`slurm_energy.slurm.clients.sacct.allocation`): this
+module only presents a record and what it is given.
 """
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable
-
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.reporting.scale import format_duration
-from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
-from slurm_energy.slurm.sacct import SACCT, slurm_client
 from slurm_energy.units import J_PER_KWH
 
 _MEASURED = {Method.COUNTER: "measured: hardware energy counter", Method.POWER_INTEGRATION:
              "measured: sampled power integrated over time", Method.TDP_ESTIMATE:
              "estimated: rated power x utilisation x time", Method.UNAVAILABLE: "not measured"}
-
-
-def parse_mem(text: str, cpus: int | None, nodes: int | None) -> int | None:
-    """sacct's ReqMem ("200M", "4G", older "2Gn" per node / "500Mc" per CPU) -> bytes for the job
-    (parsed by :func:`slurm_energy.slurm.formats.parse_memory`); None when unknown or unparsable."""
-    try:
-        got = parse_memory(text or None, "ReqMem")
-    except SlurmFormatError:
-        return None
-    if not got or not got[0]:
-        return None
-    b, per = got
-    return b * (cpus or 1) if per == "cpu" else b * (nodes or 1) if per == "node" else b
-
-
-def allocation(job_id: str, sacct: str | None = None, run: Callable = subprocess.run,
-               warn: Callable[[str], None] | None = None) -> tuple[dict, str]:
-    """({"cpus": int, "req_mem_bytes": int|None, "nodes": int}, "") from ``sacct -X``, or ({}, why).
-
-    ``why`` is short, for the block's ``n/a (...)`` lines: ``/usr/bin/sacct not found``, ``sacct failed
-    (exit 1)``, ``sacct timed out``, ``sacct knows no job 55``. ``warn``, when given, also receives one
-    line naming what failed, sacct's own last error line (never its raw multi-line stderr) and the fix.
-    ``sacct``: the program (default :data:`SACCT`).
-    """
-    sacct = sacct or SACCT
-    try:
-        r = slurm_client([sacct, "-X", "-n", "-P", "-j", job_id, "-o", "AllocCPUS,ReqMem,NNodes"], run)
-    except FileNotFoundError:
-        return _failed(warn, job_id, f"{sacct} not found", "run it on a host with Slurm's client commands")
-    except subprocess.TimeoutExpired:
-        return _failed(warn, job_id, "sacct timed out", _SACCT_FIX.format(job_id=job_id))
-    except OSError as e:
-        return _failed(warn, job_id, f"sacct could not run ({e.strerror or e})", "check its permissions")
-    line = (r.stdout.strip().splitlines() or [""])[0]
-    parts = line.split("|")
-    if r.returncode != 0:
-        said = _last_error_line(r.stderr)
-        return _failed(warn, job_id, f"sacct failed (exit {r.returncode})", _SACCT_FIX.format(job_id=job_id),
-                       f": {said}" if said else "")
-    if len(parts) < 3:
-        return _failed(warn, job_id, f"sacct knows no job {job_id}",
-                       "the job may be on another cluster (SLURM_CONF) or purged from Slurm's accounting")
-    try:
-        cpus, nodes = int(parts[0]), int(parts[2])
-    except ValueError:
-        return _failed(warn, job_id, "sacct gave no allocation", "", f": {line[:80]!r}")
-    return {"cpus": cpus, "nodes": nodes, "req_mem_bytes": parse_mem(parts[1], cpus, nodes)}, ""
-
-
-_SACCT_FIX = "check that `sacct -j {job_id}` works here (slurmdbd reachable, SLURM_CONF pointing at the cluster)"
-
-
-def _last_error_line(stderr: str) -> str:
-    """sacct's last non-empty stderr line without its ``sacct: error:`` prefix, cut to 120 characters
-    (sacct prints a chain of lines for one failure; the last says what it means)."""
-    lines = [x.strip() for x in (stderr or "").splitlines() if x.strip()]
-    if not lines:
-        return ""
-    last = lines[-1]
-    for prefix in ("sacct: error:", "sacct:"):
-        if last.startswith(prefix):
-            last = last[len(prefix):].strip()
-            break
-    return last[:120]
-
-
-def _failed(warn, job_id: str, why: str, fix: str, said: str = "") -> tuple[dict, str]:
-    if warn is not None:
-        warn(f"--seff: job {job_id}'s allocation (cores, requested memory) is unknown: {why}{said}; its CPU and "
-             f"memory efficiency show n/a, the energy is shown" + (f". Fix: {fix}" if fix else ""))
-    return {}, why
 
 
 def _mib(b: float) -> str:
@@ -123,7 +49,8 @@ def _kwh(j: float | None) -> str:
 
 
 def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
-    """The seff-like text for ``rec`` (see module doc); ``alloc`` from :func:`allocation` (may be {})."""
+    """The seff-like text for ``rec`` (see module doc); ``alloc`` from
+    :func:`slurm_energy.slurm.clients.sacct.allocation` (may be {})."""
     cpu_s = [n.cpu_time_s for n in rec.nodes]
     cpu = sum(c for c in cpu_s if c is not None) if any(c is not None for c in cpu_s) else None
     mem = [n.max_mem_bytes for n in rec.nodes]

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from slurm_energy.slurm.scontrol import parse_show_job, show_job
+from slurm_energy.slurm.clients.scontrol import parse_show_job, show_job
 
 LINE = ("JobId=171 ArrayJobId=170 ArrayTaskId=2 JobName=my sweep UserId=alice(2001) GroupId=alice(2001) "
         "MCS_label=N/A Priority=4294901634 Nice=0 Account=research QOS=normal JobState=CANCELLED Reason=None "
@@ -91,7 +91,7 @@ def test_user_text_cannot_set_a_key_it_fakes_in_the_text_form():
 
 
 def test_json_of_slurm_22_05_and_of_newer_versions():
-    from slurm_energy.slurm.scontrol import parse_show_job_json
+    from slurm_energy.slurm.clients.scontrol import parse_show_job_json
 
     # the older openapi plugins' shape: plain numbers, job_state a string, exit_code the wait status (3 << 8)
     old = '{"jobs": [{"job_id": 171, "array_job_id": 170, "array_task_id": 2, "job_state": "CANCELLED", ' \
@@ -116,22 +116,8 @@ def test_json_of_slurm_22_05_and_of_newer_versions():
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
-def test_sacct_json_of_22_05_gives_the_users_text_whole():
-    """``sacct --json -j 1,2,3`` on the test cluster: job 1 named ``nm<LF>JobState=COMPLETED
-    ReqMem=1M`` (FAILED, exit 3), 2 ``ok``, 3 ``cxl`` (cancelled), all in ``/var/tmp/i39/w<LF>X|y``."""
-    from slurm_energy.slurm.sacct import parse_sacct_json
-
-    with open(os.path.join(DATA, "slurm-22.05-sacct.json"), encoding="utf-8") as f:
-        got = parse_sacct_json(f.read())
-    wd = "/var/tmp/i39/w\nX|y"
-    assert got == {("1", 1796544424): {"job_name": "nm\nJobState=COMPLETED ReqMem=1M", "work_dir": wd},
-                   ("2", 1796544424): {"job_name": "ok", "work_dir": wd},
-                   ("3", 1796544425): {"job_name": "cxl", "work_dir": wd}}
-    assert parse_sacct_json("sacct: error: ...") == {} and parse_sacct_json('{"jobs": [{"job_id": 1e999}]}') == {}
-
-
 def test_scontrol_text_with_a_newline_gives_nothing_and_a_comment_key_is_not_the_state():
-    from slurm_energy.slurm.scontrol import parse_show_job_text
+    from slurm_energy.slurm.clients.scontrol import parse_show_job_text
 
     with open(os.path.join(DATA, "slurm-22.05-scontrol-newline.txt"), encoding="utf-8") as f:
         assert parse_show_job_text(f.read(), "1") == {
@@ -156,8 +142,8 @@ def test_scontrol_text_with_a_newline_gives_nothing_and_a_comment_key_is_not_the
 
 
 def test_numbers_slurm_never_writes_are_dropped_not_raised():
-    from slurm_energy.slurm.formats import SlurmFormatError, parse_memory
-    from slurm_energy.slurm.scontrol import json_number, parse_show_job
+    from slurm_energy.slurm.clients.formats import SlurmFormatError, parse_memory
+    from slurm_energy.slurm.clients.scontrol import json_number, parse_show_job
 
     with pytest.raises(SlurmFormatError, match="more than 16 EiB"):
         parse_memory("9" * 400 + "T", "MinMemoryNode")

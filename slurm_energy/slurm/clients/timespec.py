@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import Any
 from zoneinfo import ZoneInfo
 
 #: ``_get_delta``'s unit table (parse_time.c ``un[]``), matched case-insensitively as prefixes in this order.
@@ -120,14 +121,14 @@ def _parse(text: str, now_ts: float, zone: ZoneInfo) -> float:
         return float(int(text[3:]))
     local = dt.datetime.fromtimestamp(now_ts, zone)
     # parse_time.c's fields (-1: not given); "exact": the instant of a "now..." nothing after it changed
-    f: dict = {"hour": -1, "minute": -1, "second": 0, "month": -1, "mday": -1, "year": -1, "exact": None}
+    f: dict[str, Any] = {"hour": -1, "minute": -1, "second": 0, "month": -1, "mday": -1, "year": -1, "exact": None}
     pos = 0
     while pos < len(text) and text[pos] != "\n":
         pos = _token(text, text.lower(), pos, f, now_ts, zone)
     if f["hour"] == -1 and f["month"] == -1:
         raise _Bad("no date or time in it")  # Slurm: time 0 (the epoch), silently
     if f["exact"] is not None:
-        return f["exact"]
+        return float(f["exact"])
     if f["hour"] == -1:  # a date without a time: 00:00
         f.update(hour=0, minute=0)
     elif f["month"] == -1:  # a time without a date: with past, today
@@ -141,7 +142,7 @@ def _parse(text: str, now_ts: float, zone: ZoneInfo) -> float:
         raise _Bad(f"{f['year']:04d}-{f['month']:02d} has no day {f['mday']}") from None
 
 
-def _token(text: str, low: str, pos: int, f: dict, now_ts: float, zone: ZoneInfo) -> int:
+def _token(text: str, low: str, pos: int, f: dict[str, Any], now_ts: float, zone: ZoneInfo) -> int:
     """One step of parse_time.c's loop at ``pos``: sets fields of ``f``; returns the next position."""
     # words first: Slurm skips a 'T' before looking for them, so it refuses "Today" (module docstring)
     for word, days in (("today", 0), ("tomorrow", 1)):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 
-from slurm_energy.errors import SlurmFormatError  # callers catch it from here too
+from slurm_energy.errors import SlurmFormatError as SlurmFormatError  # callers catch it from here too
 
 UNKNOWN = {"", "INVALID", "N/A", "NONE", "(NULL)", "UNKNOWN"}
 UNLIMITED = {"UNLIMITED", "PARTITION_LIMIT", "INFINITE"}
@@ -93,14 +93,14 @@ def parse_suffixed(text: str | None, base: int, field: str = "value") -> float |
     m = _NUMBER.match(t)
     if not m:
         raise _err(field, t, "number")
-    return float(m.group(1)) * base ** _SUFFIX_POWER[m.group(2).upper()]
+    return float(m.group(1)) * float(base ** _SUFFIX_POWER[m.group(2).upper()])
 
 
 def parse_energy_j(text: str | None, field: str = "ConsumedEnergy") -> float | None:
     """sacct's ConsumedEnergy (``12.34K`` = 12 340 J) or ConsumedEnergyRaw (``12340``), in J.
 
     ``None`` for empty/unknown. 0 is returned as 0.0: whether 0 means "not collected" depends on
-    the site's AcctGatherEnergyType (see :func:`slurm_energy.slurm.sacct.consumed_energy`), decided by the caller."""
+    the site's AcctGatherEnergyType (see :func:`slurm_energy.slurm.clients.sacct.consumed_energy`), decided by the caller."""
     return parse_suffixed(text, 1000, field)
 
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm_energy.reporting.scale import format_duration  # Slurm's [D-]HH:MM:SS, also the report's
-from slurm_energy.slurm.formats import (
+from slurm_energy.slurm.clients.formats import (
     SlurmFormatError,
     format_energy,
     format_memory,
