@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
 
+#: The module the detached sampler and finalizers run as (``python -I -m DETACHED_MODULE KIND ...``);
+#: :mod:`slurm_energy.slurm.processes` finds them in /proc by it.
+DETACHED_MODULE = "slurm_energy.slurm.detached"
+
 def _inheritable_fds() -> list[int]:
     """Our open descriptors above 2 that an exec would keep (inherited without close-on-exec,
     e.g. from slurmd): the child must not hold them."""

@@ -26,7 +26,7 @@ import json
 import os
 import time
 
-from slurm_energy.slurm.processes import DETACHED_MODULE
+from slurm_energy.slurm.detach import DETACHED_MODULE
 from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, entries
 
 TYPE_CHECKING = False

@@ -20,7 +20,23 @@ if TYPE_CHECKING:
     from slurm_energy.sampling.files import FileSource
     from slurm_energy.sampling.readers.base import Reader
     from slurm_energy.slurm.env import JobContext
+    from typing import Any, Protocol
+
     from slurm_energy.slurm.hooks.config_cache import HookSite
+
+    class JobGpus(Protocol):
+        """What the readers for a job read of its context: its GPUs as the Prolog resolved them.
+        A :class:`~slurm_energy.slurm.env.JobContext`, or the Prolog's
+        :class:`~slurm_energy.slurm.hooks.context.JobFacts` (the same fields, as a dict)."""
+
+        @property
+        def job_gpus(self) -> str: ...
+        @property
+        def gpu_uuids(self) -> list[str]: ...
+        @property
+        def drm_gpus(self) -> list[dict[str, Any]]: ...
+        @property
+        def gpu_resolution_error(self) -> str: ...
 
 __all__ = ["prolog_reading_by_sampler", "readers_for", "reading_row", "spool_from_dir"]
 
@@ -35,7 +51,7 @@ def spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
     return spool, ctx
 
 
-def readers_for(cfg: HookSite, ctx: JobContext, spool: JobSpool, errors: list[str],
+def readers_for(cfg: HookSite, ctx: JobGpus, spool: JobSpool, errors: list[str],
                 light: bool = False, files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
     """This node's readers for the job; the device inventory is written once to the spool.
 
@@ -56,7 +72,7 @@ def readers_for(cfg: HookSite, ctx: JobContext, spool: JobSpool, errors: list[st
     return readers, notes
 
 
-def reading_row(cfg: HookSite, ctx: JobContext, spool: JobSpool, kind: str) -> None:
+def reading_row(cfg: HookSite, ctx: JobGpus, spool: JobSpool, kind: str) -> None:
     """One row of every reader's counters in the job's sample file, written by a hook itself
     (``prolog``, or ``epilog`` by the finalizer when the sampler did not end cleanly): a job
     shorter than one interval is measured between the two. No vendor library in the Prolog."""

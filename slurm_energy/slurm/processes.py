@@ -1,6 +1,6 @@
 """The /proc view: who is at work on a job attempt, and stopping its sampler (checked).
 
-A detached process of ours (:data:`DETACHED_MODULE`: the sampler the Prolog starts, the finalizers
+A detached process of ours (:data:`~slurm_energy.slurm.detach.DETACHED_MODULE`: the sampler the Prolog starts, the finalizers
 the Epilog starts) is told by its argv in /proc, run by our uid (root) and leading its own process
 group: a user's process copying that argv is not root's, and is never signalled. A stopped process
 may linger as a zombie (PID 1 here reaps slowly): a zombie counts as stopped. The node finalizers'
@@ -15,16 +15,16 @@ import os
 import select
 import time
 
+from slurm_energy.slurm.detach import DETACHED_MODULE
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Epilog imports this module)
 if TYPE_CHECKING:
     from slurm_energy.slurm.spool import JobSpool
 
-__all__ = ["DETACHED_MODULE", "SamplerStop", "busy", "catches", "cmdline", "find_sampler", "is_our_sampler",
+__all__ = ["DETACHED_MODULES", "SamplerStop", "busy", "catches", "cmdline", "find_sampler", "is_our_sampler",
            "is_running", "lock_taken", "proc_state", "status_field", "stop_process", "stop_sampler"]
 
-#: The module the detached sampler and finalizers run as (``python -I -m DETACHED_MODULE KIND ...``).
-DETACHED_MODULE = "slurm_energy.slurm.detached"
-#: Every name a detached process of ours may run under: :data:`DETACHED_MODULE`, and the name it had
+#: Every name a detached process of ours may run under: :data:`~slurm_energy.slurm.detach.DETACHED_MODULE`, and the name it had
 #: before (a sampler or finalizer started before an upgrade is still ours to find and stop).
 DETACHED_MODULES = (DETACHED_MODULE, "slurm_energy.slurm.hooks")
 #: Linux's signal numbers (include/uapi/asm-generic/signal.h, the same on x86 and arm64); the

@@ -6,9 +6,9 @@
 use); the Prolog and Epilog hold the same fields as :class:`JobFacts`, a dict (the dataclass
 machinery and ``slurm_energy.core`` cost them milliseconds of CPU at import), built from
 :data:`CONTEXT_DEFAULTS` (every field with its default, from the same declarations) by
-:func:`context_dict`: the JSON object ``JobContext.to_json`` writes. Where a hook hands its job to
-code that takes a JobContext (the Prolog's full-way reading), :meth:`JobFacts.to_context` makes
-one from the same fields.
+:func:`context_dict`: the JSON object ``JobContext.to_json`` writes. Code that both take (the
+readers for a job: :mod:`slurm_energy.slurm.node_reading`) reads them through a Protocol of the
+fields it uses.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from dataclasses import dataclass
     from typing import Any
-
-    from slurm_energy.slurm.env import JobContext
 
     _Dict = dict[str, Any]
 else:
@@ -158,10 +156,3 @@ class JobFacts(_Dict):
         import json
 
         return json.dumps(self, sort_keys=True)
-
-    def to_context(self) -> JobContext:
-        """The same fields as a :class:`~slurm_energy.slurm.env.JobContext` (imports the dataclass
-        machinery: for the paths that import the readers anyway)."""
-        from slurm_energy.slurm.env import JobContext
-
-        return JobContext.from_json(self.to_json())

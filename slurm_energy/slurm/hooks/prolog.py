@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import time
 
-from slurm_energy.slurm.hooks import SAMPLER_NICE, begin, enable_site, log_hook_time, spawn
-from slurm_energy.slurm.hooks.gpus import resolve_gpus
+from slurm_energy.slurm import hooks
+from slurm_energy.slurm.detach import DETACHED_MODULE
+from slurm_energy.slurm.hooks import SAMPLER_NICE, begin, enable_site, log_hook_time
 from slurm_energy.slurm.log import get
-from slurm_energy.slurm.processes import DETACHED_MODULE
 from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -35,6 +35,8 @@ def prolog(env: Mapping[str, str] | None = None) -> int:
         ctx.prolog_time = t0
         if ctx.job_gpus:
             enable_site()  # NVML's binding
+            from slurm_energy.slurm.hooks.gpus import resolve_gpus
+
             resolve_gpus(ctx, cfg, os.environ if env is None else env)
         spool = usable_spool(cfg, ctx, errors)
         for e in errors:
@@ -47,7 +49,7 @@ def prolog(env: Mapping[str, str] | None = None) -> int:
         os.close(os.open(spool.prolog_running, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
         _prepare_marks(ctx, spool, (cfg.paths.spool_dir, getattr(cfg.paths, "spool_fallback_dir", "")))
         _reading(cfg, ctx, spool)
-        pid = spawn(["-m", DETACHED_MODULE, "sampler", spool.dir, spool.node],
+        pid = hooks.spawn(["-m", DETACHED_MODULE, "sampler", spool.dir, spool.node],
                     os.path.join(spool.dir, f"sampler-{spool.node}.log"), cfg.paths.log_dir, nice=SAMPLER_NICE)
         write_private(spool.pidfile, str(pid))
         outcome = "ok" if spool.spool_dir == cfg.paths.spool_dir else "fallback_spool"
@@ -81,7 +83,7 @@ def _reading(cfg: HookSite, ctx: JobFacts, spool: JobSpool) -> None:
                 return
         from slurm_energy.slurm.node_reading import reading_row
 
-        reading_row(cfg, ctx.to_context(), spool, "prolog")  # the readers' modules cost more than the dataclass
+        reading_row(cfg, ctx, spool, "prolog")
     except Exception as e:
         spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
 
