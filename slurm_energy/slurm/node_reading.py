@@ -17,11 +17,11 @@ from slurm_energy.slurm.spool import JobSpool, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog's reading imports this)
 if TYPE_CHECKING:
+    from typing import Any, Protocol
+
     from slurm_energy.sampling.files import FileSource
     from slurm_energy.sampling.readers.base import Reader
     from slurm_energy.slurm.env import JobContext
-    from typing import Any, Protocol
-
     from slurm_energy.slurm.hooks.config_cache import HookSite
 
     class JobGpus(Protocol):

@@ -31,10 +31,10 @@ from __future__ import annotations
 import os
 import sys
 
+from slurm_energy.slurm.detach import DETACHED_MODULE
 from slurm_energy.slurm.hooks.config_cache import cached_hook_config
 from slurm_energy.slurm.hooks.context import JobFacts, context_dict, slurm_env_fields
 from slurm_energy.slurm.log import FALLBACK_LOG_DIR, WriteBackend, get, use
-from slurm_energy.slurm.detach import DETACHED_MODULE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
