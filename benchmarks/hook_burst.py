@@ -179,7 +179,8 @@ def ours_left(d: Path) -> list[int]:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError):
             continue
-        if (b"slurm_energy.slurm.detached" in argv or b"slurm_energy.slurm.hooks" in argv) and any(str(d).encode() in a for a in argv):
+        ours = b"slurm_energy.slurm.detached" in argv or b"slurm_energy.slurm.hooks" in argv  # after the move, before
+        if ours and any(str(d).encode() in a for a in argv):
             out.append(int(name))
     return out
 
