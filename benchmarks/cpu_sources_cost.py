@@ -7,7 +7,7 @@ and of the minima (the least disturbed run, for a shared machine) is printed per
 
 * sampler loop: ``benchmarks/sampler_cost.py --no-fsync`` of each tree (2 RAPL sockets + 8 fake
   GPUs, the real Sampler): CPU ms per sample;
-* hook imports: ``python -I -S`` importing ``slurm_energy.slurm.hookentry`` (what every Prolog and
+* hook imports: ``python -I -S`` importing ``slurm_energy.slurm.hooks.prolog`` and ``.epilog`` (what every Prolog and
   Epilog imports first): CPU ms, in a fresh process each time;
 * Prolog reader set-up (its full-way reading): ``python -I`` importing the reader modules and
   building the node's readers (``sampling.setup.build_readers``) then one read, on a fake 2-socket
@@ -27,10 +27,14 @@ import subprocess
 import sys
 import tempfile
 
-_IMPORTS = """import sys, time
+_IMPORTS = """import os, sys, time
 sys.path.insert(0, sys.argv[1])
+split = os.path.isdir(os.path.join(sys.argv[1], "slurm_energy", "slurm", "hooks"))  # a tree from before the move: hookentry
 t0 = time.process_time()
-from slurm_energy.slurm import hookentry
+if split:
+    import slurm_energy.slurm.hooks.epilog, slurm_energy.slurm.hooks.prolog
+else:
+    from slurm_energy.slurm import hookentry
 print(1000 * (time.process_time() - t0))
 """
 
@@ -96,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             for j in range(a.imports):
                 for name, tree in (order if j % 2 == 0 else order[::-1]):
                     r = res[name]
-                    r.setdefault("hook imports (hookentry), CPU ms", []).append(
+                    r.setdefault("hook imports (prolog + epilog modules), CPU ms", []).append(
                         _ms([sys.executable, "-I", "-S", "-c", _IMPORTS, tree]))
                     r.setdefault("Prolog reader set-up + read, RAPL node, CPU ms", []).append(
                         _ms([sys.executable, "-I", "-c", _SETUP, tree, rapl]))

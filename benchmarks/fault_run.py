@@ -39,6 +39,10 @@ import threading
 import time
 from pathlib import Path
 
+#: what our detached sampler and finalizers run as (slurm_energy.slurm.detach.DETACHED_MODULE), and their
+#: name before the hooks' move (a tree from before it, compared in the same run)
+DETACHED_MODULES = ("slurm_energy.slurm.detached", "slurm_energy.slurm.hooks")
+
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("VENV", "/opt/slurm-energy/venv"))
 L = Path(os.environ.get("L", "/var/tmp/slurm-energy-cluster"))
@@ -195,9 +199,10 @@ def our_procs(kind: str) -> list[int]:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if "slurm_energy.slurm.hooks" not in argv:
+        mod = next((m for m in DETACHED_MODULES if m in argv), None)
+        if mod is None:
             continue
-        i = argv.index("slurm_energy.slurm.hooks")
+        i = argv.index(mod)
         what = argv[i + 1] if len(argv) > i + 1 else ""
         mine = any(str(SPOOL) in a or str(SPOOL2) in a for a in argv) or (
             what == "finalize-env" and f'"cluster": "{cluster_name()}"' in " ".join(argv))

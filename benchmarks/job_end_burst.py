@@ -54,6 +54,10 @@ sys.path.insert(0, str(HERE))
 import fault_run as fr  # noqa: E402
 import hook_burst as hb  # noqa: E402
 
+#: what our detached sampler and finalizers run as (slurm_energy.slurm.detach.DETACHED_MODULE), and their
+#: name before the hooks' move (a tree from before it, compared in the same run)
+DETACHED_MODULES = ("slurm_energy.slurm.detached", "slurm_energy.slurm.hooks")
+
 L, VENV = fr.L, fr.VENV
 KINDS = ("finalize", "finalize-env", "finalize-queue")
 
@@ -67,7 +71,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def our_procs(kinds: tuple[str, ...], spools: tuple[Path, ...]) -> list[int]:
-    """PIDs of this cluster's ``slurm_energy.slurm.hooks <kind>`` processes (argv names a spool, or a
+    """PIDs of this cluster's ``slurm_energy.slurm.detached <kind>`` processes (argv names a spool, or a
     finalize-env of this cluster)."""
     out = []
     for name in os.listdir("/proc"):
@@ -77,9 +81,10 @@ def our_procs(kinds: tuple[str, ...], spools: tuple[Path, ...]) -> list[int]:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if "slurm_energy.slurm.hooks" not in argv:
+        mod = next((m for m in DETACHED_MODULES if m in argv), None)
+        if mod is None:
             continue
-        i = argv.index("slurm_energy.slurm.hooks")
+        i = argv.index(mod)
         what = argv[i + 1] if len(argv) > i + 1 else ""
         mine = any(str(s) in a for s in spools for a in argv) or (
             what == "finalize-env" and f'"cluster": "{fr.cluster_name()}"' in " ".join(argv))

@@ -4,7 +4,7 @@ Contenders, started together in each window (so the machine's noise falls on all
 idle workload (``sleep``), at each interval:
 
 * ``sampler-cgroup``: the per-job Slurm sampler as the Prolog starts it:
-  :func:`slurm_energy.slurm.hooks.sampler_main` on a job spool made here, with a site config of
+  :func:`slurm_energy.slurm.detached.sampler_main` on a job spool made here, with a site config of
   its own (spool, log dir, SQLite store), so everything a real sampler does is counted: its
   readers, probe and fsync'd sample file **and its interim flushes** (every ``sampling.interim_s``,
   60 s, the first after 2 intervals; run by its forked interim worker, whose CPU is counted with
@@ -172,13 +172,13 @@ def peer_python(venv: str) -> str:
 # --- the sampler child (the per-job sampler, as hooks.sampler_main builds it) ---------------------
 
 def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool) -> int:
-    """The Prolog's sampler, :func:`slurm_energy.slurm.hooks.sampler_main`, on a job spool of its
+    """The Prolog's sampler, :func:`slurm_energy.slurm.detached.sampler_main`, on a job spool of its
     own under ``tmp`` (context as a Prolog writes it; site config with that spool, log dir and a
     SQLite store; ``interim`` False: interim flushes off)."""
     import json
     import signal as sg
 
-    from slurm_energy.slurm import hooks
+    from slurm_energy.slurm import detached as hooks
     from slurm_energy.slurm import probe as probe_mod
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.spool import JobSpool

@@ -3,8 +3,8 @@
 Everything that carries a job's identity derives from it: :class:`slurm_energy.core.JobMeta` (its
 dataclass, :func:`dataclass_of`) and so :class:`slurm_energy.slurm.env.JobContext`;
 :class:`slurm_energy.model.JobRecord` (pydantic takes a base class's annotated fields); the hook
-path's light context (:data:`slurm_energy.slurm.envfields.CONTEXT_DEFAULTS`, read through
-``hookentry.JobFacts``); the store's identity columns (:data:`slurm_energy.store.schema.IDENTITY_COLUMNS`)
+path's light context (:data:`slurm_energy.slurm.hooks.context.CONTEXT_DEFAULTS`, read through
+``JobFacts``); the store's identity columns (:data:`slurm_energy.store.schema.IDENTITY_COLUMNS`)
 and so ``store.select.JobRow``. A new job field is one line here (plus a store migration if it
 becomes a column).
 

@@ -98,7 +98,7 @@ def _hook_template(which: str) -> str:
 
 
 #: What the hook scripts run (``python -I -S ENTRY prolog|epilog``): this package's own file.
-HOOK_ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "slurm", "hookrun.py")
+HOOK_ENTRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "slurm", "hooks", "__main__.py")
 
 
 def hook_text(which: str, python: str, config: str) -> str:

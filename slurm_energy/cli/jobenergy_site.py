@@ -23,8 +23,8 @@ def _resolved_site() -> Site | None:
     """:class:`Site` from the hooks' resolved copy of the site config, else the readers' copy beside
     it (``paths.store_url``, ``admins``, ``timezone``, ``source_path``, ``sampling.interim_s``,
     readable by whoever may read site.yaml), when it matches site.yaml's text
-    (:func:`slurm_energy.slurm.hookconfig.reader_config`: no pydantic import). None otherwise."""
-    from slurm_energy.slurm.hookconfig import reader_config
+    (:func:`slurm_energy.slurm.hooks.config_cache.reader_config`: no pydantic import). None otherwise."""
+    from slurm_energy.slurm.hooks.config_cache import reader_config
 
     got = reader_config()
     if got is None:

@@ -33,7 +33,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("hook", help="run the Prolog/Epilog logic by hand (as slurmd would)")
     p.add_argument("which", choices=["prolog", "epilog"])
-    p.set_defaults(func=lambda a: __import__("slurm_energy.slurm.hookentry", fromlist=["x"]).main([a.which]))
+    p.set_defaults(func=lambda a: __import__("slurm_energy.slurm.hooks", fromlist=["x"]).main([a.which]))
 
 
 def _common(p) -> None:

@@ -68,7 +68,7 @@ def _reader_cfg():
     """The site config for a reader (``rollup``): the hooks' resolved copy when it is readable and
     has no problem (then it equals the strict load, without pydantic's import time), else
     :func:`_cfg` (which raises ConfigError for a bad file)."""
-    from slurm_energy.slurm.hookconfig import reader_config
+    from slurm_energy.slurm.hooks.config_cache import reader_config
 
     got = reader_config()
     return got[0] if got is not None and not got[1] else _cfg()

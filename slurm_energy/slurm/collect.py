@@ -41,12 +41,11 @@ from slurm_energy.pipeline import finalise_job, publish
 from slurm_energy.slurm.clients.facts import SlurmFacts
 from slurm_energy.slurm.clients.facts import current as slurm_facts
 from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.processes import busy
 from slurm_energy.slurm.spool import (
     _DIR_RE,
-    FINALIZE_QUEUE,
     NO_SPOOL_JOBS,
     JobSpool,
-    entries,
     remove_stale_tmp,
     spool_dirs,
     write_private,
@@ -294,55 +293,6 @@ def _mtime(path: str) -> float:
         return 0.0
 
 
-def busy(spools: list[str]) -> tuple[set[str], set[str]]:
-    """What is at work on this machine or waits for it: (spool job directories a sampler or a
-    single-job finalizer runs for, or that wait in a node finalizer's queue in ``spools``;
-    ``"<job id>@<node>"`` of each job a spool-less finalizer, ``finalize-env``, runs for). Processes are found by argv in /proc
-    (``python -I -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env} ...``, run by root:
-    a user's process copying that argv is not root's). The node finalizer's sweep
-    (:func:`sweep_node`) leaves these alone."""
-    import json
-
-    from slurm_energy.slurm.detach import cmdline
-
-    dirs: set[str] = set()
-    job_ids: set[str] = set()  # "<job id>@<node>"
-    me = os.geteuid()
-    for name in os.listdir("/proc"):
-        try:
-            if not name.isdigit() or int(name) == os.getpid() or os.stat(f"/proc/{name}").st_uid != me:
-                continue
-        except OSError:
-            continue
-        argv = cmdline(int(name))
-        if "slurm_energy.slurm.hooks" not in argv:
-            continue
-        rest = argv[argv.index("slurm_energy.slurm.hooks") + 1:]
-        if len(rest) >= 2 and rest[0] in ("sampler", "finalize"):
-            dirs.add(rest[1].rstrip("/"))
-        elif len(rest) >= 2 and rest[0] == "finalize-env" and "@" in rest[1] and not rest[1].startswith("{"):
-            job_ids.add(rest[1])  # JOB@NODE (its context is in its environment, not in argv)
-        elif len(rest) >= 2 and rest[0] == "finalize-env":
-            try:
-                ctx = json.loads(rest[1])
-                job_ids.add(f"{ctx['job_id']}@{ctx.get('node', '')}")
-            except (ValueError, KeyError, TypeError):
-                pass
-    for sd in spools:
-        root = os.path.join(sd, FINALIZE_QUEUE)
-        try:
-            qdirs = [os.path.join(root, n) for n in os.listdir(root)]
-        except OSError:
-            continue
-        for path in (p for q in qdirs for p in entries(q)):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    dirs.add(str(json.load(f)["dir"]).rstrip("/"))
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-    return dirs, job_ids
-
-
 def scan_spool(spool_dir: str, now: float, older_than_s: float, node: str | None = None,
                since: float = 0.0) -> Iterator[Leftover]:
     """:class:`Leftover` node attempts in one spool (Slurm's state is not asked here),
@@ -449,10 +399,10 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
             if dry_run:
                 lines.append(f"would finish {what}")
                 continue
-            from slurm_energy.slurm.hookentry import _stop_sampler
+            from slurm_energy.slurm.processes import stop_sampler
 
-            stopped = _stop_sampler(lo.spool, lo.ctx, term_wait_s=5.0, kill_wait_s=1.0)  # type: ignore[arg-type]
-            if stopped not in ("no_pidfile", "not_running"):
+            stopped = stop_sampler(lo.spool, term_wait_s=5.0, kill_wait_s=1.0)
+            if stopped.was_running:
                 log.info("collect: stopped the sampler of ended job %s", lo.ctx.job_id)
             if not ep:
                 lo.spool.record_error("no Epilog ran for this attempt on this node (or it could not write "

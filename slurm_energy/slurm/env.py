@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from slurm_energy.core import JobMeta
 from slurm_energy.jobmeta import dataclass_of
-from slurm_energy.slurm.envfields import NodeContext, opt
+from slurm_energy.slurm.hooks.context import NodeContext, opt
 
 if TYPE_CHECKING:
     class _ContextFields(JobMeta, NodeContext):
@@ -30,7 +30,7 @@ else:
 class JobContext(_ContextFields):
     """The job's facts on one node, as read in the Prolog (and again in the Epilog): the job's
     :class:`~slurm_energy.core.JobMeta` (identity, owner) plus what only this node knows (the
-    fields: :class:`slurm_energy.slurm.envfields.NodeContext`)."""
+    fields: :class:`slurm_energy.slurm.hooks.context.NodeContext`)."""
 
     def to_json(self) -> str:
         """JSON text of every field (the job's start record in the spool)."""

@@ -20,6 +20,7 @@ from slurm_energy.model import JobRecord, NodeStatic
 from slurm_energy.outputs.sinks import forget_running, publish_final, publish_outputs, site_sinks
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.env import JobContext, cpus_on_node
+from slurm_energy.slurm.hooks.config_cache import load_config
 from slurm_energy.slurm.jobfacts import (
     requested_memory,
     slurm_facts,
@@ -27,7 +28,8 @@ from slurm_energy.slurm.jobfacts import (
     true_cpu_time,
     with_slurm_facts,
 )
-from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, reading_row, setup_logging, spool_from_dir
+from slurm_energy.slurm.log import setup_logging
+from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, reading_row, spool_from_dir
 from slurm_energy.slurm.spool import JobSpool, read_json, spool_dirs
 
 if TYPE_CHECKING:
@@ -187,7 +189,7 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
     failures are logged and on the record. ``logging_ready``: the caller has set up the log.
 
     ``deferred``: where the user's report writing is left (callables) for the caller to run once it
-    has released its finalizer slot (:mod:`slurm_energy.slurm.hooks`): the job's user can stop or
+    has released its finalizer slot (:mod:`slurm_energy.slurm.detached`): the job's user can stop or
     hang that writer, which then must not delay other users' jobs; None: written here.
 
     When the Epilog did not see the sampler end cleanly (``sampler_outcome`` killed, not_running,

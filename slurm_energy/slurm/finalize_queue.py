@@ -26,6 +26,7 @@ import json
 import os
 import time
 
+from slurm_energy.slurm.detach import DETACHED_MODULE
 from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, entries
 
 TYPE_CHECKING = False
@@ -129,13 +130,14 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
           ours: Callable[[], bool] = lambda: True) -> int:
     import logging
 
-    from slurm_energy.slurm.runtime import load_config, setup_logging
+    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.log import setup_logging
 
     cfg = load_config([])  # its problems are on each job (finalize_main loads it again, per job)
     setup_logging(cfg.paths.log_dir, "finalize.log")
     log = logging.getLogger("slurm_energy.finalize")
     try:
-        (start or _start_standby)(["-m", "slurm_energy.slurm.hooks", "finalize-queue", qdir, node])
+        (start or _start_standby)(["-m", DETACHED_MODULE, "finalize-queue", qdir, node])
     except Exception as e:
         log.warning("finalize-queue %s: no standby started: %s", qdir, e)
     n, idle_since = 0, time.monotonic()
@@ -170,7 +172,7 @@ def _sweep(qdir: str, node: str, log) -> None:
     its lines logged. Never raises."""
     import fcntl
 
-    from slurm_energy.slurm.runtime import load_config
+    from slurm_energy.slurm.hooks.config_cache import load_config
     from slurm_energy.slurm.spool import finalize_queue_dir, spool_dirs
 
     t0, cpu0 = time.monotonic(), _cpu_s()
@@ -206,17 +208,18 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
     """Start the node's finalizer for ``qdir`` when an entry has waited there :data:`STRANDED_S`
     seconds (epoch ``now``) and no runner holds the queue: its runner and standby were both killed
     after the node's last Epilog, and no Epilog comes to start another. A running job's sampler
-    calls this at its interim flush (:mod:`slurm_energy.slurm.hooks`). Returns True when started."""
-    from slurm_energy.slurm.detach import lock_taken
+    calls this at its interim flush (:mod:`slurm_energy.slurm.detached`). Returns True when started."""
+    from slurm_energy.slurm.processes import lock_taken
 
     if not entries(qdir, older_than=now - STRANDED_S) or lock_taken(os.path.join(qdir, RUNNER_LOCK)) is not False:
         return False
-    (start or _start_standby)(["-m", "slurm_energy.slurm.hooks", "finalize-queue", qdir, node])
+    (start or _start_standby)(["-m", DETACHED_MODULE, "finalize-queue", qdir, node])
     return True
 
 
 def _start_standby(argv: list[str]) -> None:
-    from slurm_energy.slurm.hookentry import FALLBACK_LOG_DIR, FINALIZER_NICE, spawn
+    from slurm_energy.slurm.hooks import FINALIZER_NICE, spawn
+    from slurm_energy.slurm.log import FALLBACK_LOG_DIR
 
     spawn(argv, os.path.join(argv[-2], RUNNER_LOG), FALLBACK_LOG_DIR, nice=FINALIZER_NICE)
 

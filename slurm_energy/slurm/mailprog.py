@@ -118,7 +118,7 @@ def mail(mail_args: list[str]) -> int:
     """Add the energy block to the mail on stdin and send it with ``mail_args`` (what slurmctld
     passes: ``-s SUBJECT USER``); always returns 0 (see module doc)."""
     from slurm_energy.config import load_site_config_for_hooks
-    from slurm_energy.slurm.runtime import setup_logging
+    from slurm_energy.slurm.log import setup_logging
 
     cfg, _problems = load_site_config_for_hooks(save=False)
     if setup_logging(cfg.paths.log_dir, "mail.log") == "<stderr>":

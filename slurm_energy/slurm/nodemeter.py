@@ -43,7 +43,7 @@ def lock_path(spool_dir: str, node: str) -> str:
 def jobs_on_node(spool_dir: str, node: str) -> bool:
     """True while a job's sampler runs on ``node`` (a ``jobs/*/sampler-<node>.pid`` naming a live
     process)."""
-    from slurm_energy.slurm.detach import is_running
+    from slurm_energy.slurm.processes import is_running
 
     for p in glob.glob(os.path.join(spool_dir, "jobs", "*", f"sampler-{node}.pid")):
         try:
@@ -59,7 +59,7 @@ def jobs_on_node(spool_dir: str, node: str) -> bool:
 def ensure_running(cfg: Any, spool_dir: str, node: str, start: Callable[[list[str]], Any] | None = None) -> bool:
     """Start the node's meter process unless one runs or the site has none (``source: none``).
     Returns True when one was started. Called by a job's sampler, never by a Prolog/Epilog."""
-    from slurm_energy.slurm.detach import lock_taken
+    from slurm_energy.slurm.processes import lock_taken
 
     if cfg.node_meter.source == "none" or lock_taken(lock_path(spool_dir, node)) is not False:
         return False
@@ -80,7 +80,8 @@ def ensure_running(cfg: Any, spool_dir: str, node: str, start: Callable[[list[st
     except OSError:
         pass  # a read-only spool: start it anyway, its lock keeps it single
     if start is None:
-        from slurm_energy.slurm.hookentry import FALLBACK_LOG_DIR, spawn
+        from slurm_energy.slurm.hooks import spawn
+        from slurm_energy.slurm.log import FALLBACK_LOG_DIR
 
         def start(argv: list[str]) -> Any:
             return spawn(argv, os.path.join(spool_dir, LOG), FALLBACK_LOG_DIR)
@@ -122,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     process holds the node's lock or the site has no meter."""
     import fcntl
 
-    from slurm_energy.slurm.runtime import load_config, setup_logging
+    from slurm_energy.slurm.hooks.config_cache import load_light_config
+    from slurm_energy.slurm.log import setup_logging
 
     argv = sys.argv[1:] if argv is None else argv
     spool_dir, node = argv[0], argv[1]
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     errors: list[str] = []
-    cfg = load_config(errors, light=True)  # the hooks' resolved copy, as the sampler reads it
+    cfg = load_light_config(errors)  # the hooks' resolved copy, as the sampler reads it
     setup_logging(cfg.paths.log_dir, LOG)
     from slurm_energy.sampling.readers.node_meter import open_node_meter, source_name
 

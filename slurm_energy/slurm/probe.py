@@ -243,7 +243,7 @@ def proc_umask(pid: int) -> dict[str, str]:
     Slurm 22.05's batch script environment carries no SLURM_UMASK (seen on the test cluster: only
     srun's tasks had it), so a single-node job's reports fell back to the private 077; the batch
     script's own umask is the user's word for their files, as SLURM_UMASK would have been."""
-    from slurm_energy.slurm.detach import status_field
+    from slurm_energy.slurm.processes import status_field
 
     v = status_field(pid, b"Umask")
     return {"umask": v.decode("ascii", "replace")} if v else {}

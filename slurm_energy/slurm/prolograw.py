@@ -7,7 +7,7 @@ reads. On a node without job GPUs, whose readers read files only (RAPL counters,
 /proc/meminfo for the CPU and RAM models), the Prolog now reads just those files, at the same
 moment, and writes their contents to ``prolog-raw-<node>.json`` in the job's spool
 (:func:`snapshot`); the detached sampler, which imports the readers anyway, builds the Prolog's
-row from them (:func:`slurm_energy.slurm.runtime.prolog_row_from_raw`): the same row, with the
+row from them (:func:`slurm_energy.slurm.node_reading.prolog_reading_by_sampler`): the same row, with the
 Prolog's timestamp.
 
 Which files: ``prolog-files-<node>.json`` in the spool (the node's *recipe*), written by a sampler

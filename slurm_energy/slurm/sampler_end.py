@@ -96,7 +96,7 @@ def check_vanished(rows: SampleTable, epilog_t: float, sampler_outcome: str, err
 
 
 #: how a node's sampler may end with its last sample written: stopped by the Epilog (TERM), or by
-#: itself once the job was gone and no Epilog came (``epilog_missing``, slurm.hooks)
+#: itself once the job was gone and no Epilog came (``epilog_missing``, slurm.detached)
 CLEAN_SAMPLER_ENDS = ("terminated", "epilog_missing")
 
 

@@ -213,7 +213,7 @@ def needs_runner(qdir: str) -> bool:
     (:mod:`slurm_energy.slurm.finalize_queue`): no runner holds ``qdir``'s lock, or one does but
     no standby waits behind it. Light: two ``flock`` probes (here, not in that module: the Epilog
     imports this one anyway)."""
-    from slurm_energy.slurm.detach import lock_taken
+    from slurm_energy.slurm.processes import lock_taken
 
     if not lock_taken(os.path.join(qdir, RUNNER_LOCK)):  # none, or the lock file cannot be made
         return True

@@ -10,7 +10,7 @@ from jobrecord_factory import finished, node_record
 from slurm_energy.cli.jobenergy import main as jobenergy
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.config import schema
-from slurm_energy.slurm import hookconfig
+from slurm_energy.slurm.hooks import config_cache as hookconfig
 from slurm_energy.store import open_store
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z

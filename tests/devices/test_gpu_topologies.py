@@ -175,14 +175,15 @@ def test_prolog_reads_slurms_own_ze_affinity_mask_as_card_ordinals(sysfs):
     whole, not its tile 0 as the FLAT runtime default would read an in-job mask."""
     from types import SimpleNamespace
 
-    from slurm_energy.slurm.hookentry import JobFacts, _resolve_gpus
+    from slurm_energy.slurm.hooks.context import JobFacts
+    from slurm_energy.slurm.hooks.gpus import resolve_gpus
 
     _two_max1550(sysfs)
     cfg = SimpleNamespace(hardware=SimpleNamespace(drm_root=str(sysfs.drm_root), kfd_root=str(sysfs.kfd_root)))
     ctx = JobFacts(dict(job_gpus="1", cuda_visible_devices=None, gpu_uuids=[], gpu_resolution_error="", drm_gpus=[]))
-    _resolve_gpus(ctx, cfg, {"ZE_AFFINITY_MASK": "0"})
+    resolve_gpus(ctx, cfg, {"ZE_AFFINITY_MASK": "0"})
     assert [(g["device_id"], g.get("fraction")) for g in ctx.drm_gpus] == [("0000:8a:00.0", None)]
     # a mode named in slurmd's environment is honoured: FLAT ordinal 1 = card1's tile 1, half the card
     ctx = JobFacts(dict(job_gpus="1", cuda_visible_devices=None, gpu_uuids=[], gpu_resolution_error="", drm_gpus=[]))
-    _resolve_gpus(ctx, cfg, {"ZE_AFFINITY_MASK": "1", "ZE_FLAT_DEVICE_HIERARCHY": "FLAT"})
+    resolve_gpus(ctx, cfg, {"ZE_AFFINITY_MASK": "1", "ZE_FLAT_DEVICE_HIERARCHY": "FLAT"})
     assert [(g["device_id"], g.get("fraction")) for g in ctx.drm_gpus] == [("0000:8a:00.0/tile1", 0.5)]

@@ -36,8 +36,8 @@ def _meter_installed_now(cluster) -> None:
     """The meter of the test appears after the cluster's earlier jobs ran without one: wait for n1's
     meter process (if any, with the source it was started with) to leave, and clear the nodes' "no
     meter found" marks, which otherwise hold a new look off for an hour (docs/NODE_METER.md)."""
-    from slurm_energy.slurm.detach import lock_taken
     from slurm_energy.slurm.nodemeter import NONE_FOUND, lock_path
+    from slurm_energy.slurm.processes import lock_taken
 
     spool = cluster.base / "spool"
     for _ in range(300):  # it leaves at its next reading once no sampler runs on the node (interval 1 s)

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from slurm_energy.slurm.detach import is_running, spawn_detached, stop_process
+from slurm_energy.slurm.detach import spawn_detached
+from slurm_energy.slurm.processes import is_running, stop_process
 
 
 def test_child_leads_own_session_with_stdio_detached(tmp_path):
@@ -97,7 +98,7 @@ def test_unnice_brings_the_child_back_to_the_callers_priority(tmp_path):
 def test_term_waits_for_a_starting_process_to_handle_it(tmp_path):
     # the child installs its TERM handler 0.3 s after it starts (a sampler still importing); the
     # handler writes its last line: sent at once, TERM's default action would end it with nothing
-    from slurm_energy.slurm.detach import catches
+    from slurm_energy.slurm.processes import catches
 
     marker = tmp_path / "last-sample"
     code = ("import signal, sys, time\ntime.sleep(0.3)\n"

@@ -11,8 +11,9 @@ from jobrecord_factory import job_record
 from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.accounting.merge import combine_errors, merge_records
-from slurm_energy.slurm import finalize, runtime
+from slurm_energy.slurm import finalize
 from slurm_energy.slurm import spool as spool_mod
+from slurm_energy.slurm.hooks.config_cache import load_light_config
 from slurm_energy.store import open_store
 
 
@@ -33,9 +34,9 @@ def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(
     spool, _ctx = _spool(tmp_path, [_row(0, "prolog", 0.0, 0.0, rapl(5_000_000)),
                                    _row(10, "final", 4.0, 4.0, rapl(65_000_000))])
     prolog_errors: list[str] = []
-    runtime.load_config(prolog_errors, light=True)  # the Prolog's loader (resolved copy, no pydantic)
+    load_light_config(prolog_errors)  # the Prolog's loader (resolved copy, no pydantic)
     monkeypatch.setattr(spool_mod, "time", _clock("2026-12-02T10:49:33"))
-    for e in prolog_errors:  # as hookentry.prolog records them
+    for e in prolog_errors:  # as the Prolog records them
         spool.record_error(e)
     monkeypatch.setattr(spool_mod, "time", _clock("2026-12-02T10:49:35"))  # the finalizer, 2 s later
     assert finalize.finalize_main(spool.dir, "n1", T0 + 10, "0:0", "terminated") == 0

@@ -50,7 +50,7 @@ def test_one_runner_finalizes_every_queued_job_in_turn_and_empties_the_queue(sit
     assert [os.path.basename(p) for p in fq.entries(q)] == ["71-r0", "72-r0"]
     started: list[list[str]] = []
     assert fq.run_queue(q, "n1", linger_s=0, start=started.append) == 2
-    assert started == [["-m", "slurm_energy.slurm.hooks", "finalize-queue", q, "n1"]]  # its standby, once
+    assert started == [["-m", "slurm_energy.slurm.detached", "finalize-queue", q, "n1"]]  # its standby, once
     assert fq.entries(q) == []
     assert os.path.exists(a.finalized) and os.path.exists(b.finalized)
     store = open_store(f"sqlite:///{site}/jobs.db", readonly=True)
@@ -258,16 +258,16 @@ def ended(no_slurm):
 
 def _fake_hook(*argv: str):
     """A live process whose argv reads as one of the hooks' (``python -c <sleep> -m
-    slurm_energy.slurm.hooks ARGV...``): what busy() finds in /proc."""
+    slurm_energy.slurm.detached ARGV...``): what busy() finds in /proc."""
     import subprocess
     import sys
     import time
 
-    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "slurm_energy.slurm.hooks",
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "slurm_energy.slurm.detached",
                           *argv])
     for _ in range(200):  # Popen may return before the exec: /proc shows the new argv only after it
         with open(f"/proc/{p.pid}/cmdline", "rb") as f:
-            if b"slurm_energy.slurm.hooks" in f.read():
+            if b"slurm_energy.slurm.detached" in f.read():
                 break
         time.sleep(0.01)
     return p
@@ -290,8 +290,9 @@ def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(si
 
 
 def test_the_sweep_leaves_alone_what_a_process_is_at_work_on(site, ended):
-    from slurm_energy.slurm.collect import busy, sweep_node
-    from slurm_energy.slurm.runtime import load_config
+    from slurm_energy.slurm.collect import sweep_node
+    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.processes import busy
 
     young, working, waiting = (_job(site, j, 5_000_000, 65_000_000) for j in ("85", "86", "87"))
     _age(working)
@@ -322,7 +323,7 @@ def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(
 
     from slurm_energy.slurm.collect import sweep_node
     from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.runtime import load_config
+    from slurm_energy.slurm.hooks.config_cache import load_config
     from slurm_energy.slurm.spool import leave_no_spool_entry
 
     ctx = JobContext(job_id="90", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="4")
@@ -369,7 +370,7 @@ def test_a_spool_less_entry_of_a_node_whose_name_ends_like_this_ones_is_left_to_
 
     from slurm_energy.slurm.collect import sweep_node
     from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.runtime import load_config
+    from slurm_energy.slurm.hooks.config_cache import load_config
     from slurm_energy.slurm.spool import leave_no_spool_entry
 
     ctx = JobContext(job_id="92", uid=0, gid=0, node="gpu-n1", nodelist="gpu-n1", prolog_time=T0)
@@ -390,7 +391,7 @@ def test_a_queue_whose_runner_and_standby_were_both_killed_is_restarted_by_a_run
     now = time.time()
     assert not fq.restart_if_stranded(q, "n1", now, start=started.append)  # just queued: its Epilog's runner is due
     assert fq.restart_if_stranded(q, "n1", now + fq.STRANDED_S, start=started.append)
-    assert started == [["-m", "slurm_energy.slurm.hooks", "finalize-queue", q, "n1"]]
+    assert started == [["-m", "slurm_energy.slurm.detached", "finalize-queue", q, "n1"]]
     runner = _hold(os.path.join(q, fq.RUNNER_LOCK))  # a runner at work on a backlog: left to it
     assert not fq.restart_if_stranded(q, "n1", now + 600, start=started.append) and len(started) == 1
     os.close(runner)

@@ -183,7 +183,8 @@ def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_
 def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     from slurm_energy.config import load_site_config
     from slurm_energy.slurm import collect as M
-    from slurm_energy.slurm import hookentry
+    from slurm_energy.slurm import hooks
+    from slurm_energy.slurm.hooks.epilog import epilog
     from slurm_energy.slurm.spool import spool_dirs
 
     _site(tmp_path)
@@ -197,12 +198,12 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
             break
         time.sleep(0.1)
     time.sleep(1.2)
-    real_spawn = hookentry.spawn
+    real_spawn = hooks.spawn
     # the Epilog as slurmd runs it, whose finalizer is SIGKILLed before it does anything
-    monkeypatch.setattr(hookentry, "spawn", lambda args, *a, **kw: 0 if {"finalize", "finalize-queue"} & set(args)
+    monkeypatch.setattr(hooks, "spawn", lambda args, *a, **kw: 0 if {"finalize", "finalize-queue"} & set(args)
                         else real_spawn(args, *a, **kw))
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
-    hookentry.epilog(dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_JOB_EXIT_CODE2="0:0"))
+    epilog(dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_JOB_EXIT_CODE2="0:0"))
     db = tmp_path / "lib" / "jobs.db"  # at most the sampler's interim (running) record
     assert not db.exists() or all(r.status == Status.RUNNING for r in open_store(f"sqlite:///{db}").get_job("9105"))
     cfg = load_site_config(str(tmp_path / "site.yaml"))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from jobrecord_factory import hook_env, site_yaml
 
-from slurm_energy.slurm.detach import is_running
+from slurm_energy.slurm.processes import is_running
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PY = os.environ.get("SLURM_ENERGY_TEST_VENV_PY", "/opt/slurm-energy/venv/bin/python")  # the installed hooks
@@ -221,7 +221,7 @@ def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_r
 def test_unusable_log_dir_falls_back_to_the_default_log_dir(tmp_path, monkeypatch):
     import logging
 
-    from slurm_energy.slurm import runtime
+    from slurm_energy.slurm import log as runtime
 
     monkeypatch.setattr(runtime, "FALLBACK_LOG_DIR", str(tmp_path / "fallback"))
     (tmp_path / "afile").write_text("x")

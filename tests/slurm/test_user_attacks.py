@@ -337,19 +337,18 @@ def test_pid_mode_counts_a_job_process_that_hides_its_environment_or_drops_its_j
 
 
 def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
-    from slurm_energy.slurm.detach import find_sampler
-    from slurm_energy.slurm.hookentry import JobFacts, _stop_sampler
+    from slurm_energy.slurm.processes import find_sampler, stop_sampler
     from slurm_energy.slurm.spool import JobSpool
 
     spool = JobSpool(str(node.base / "spool"), "900", 0, NODE).ensure()
-    argv = ("-m", "slurm_energy.slurm.hooks", "sampler", spool.dir, NODE)  # a sampler's argv, copied
+    argv = ("-m", "slurm_energy.slurm.detached", "sampler", spool.dir, NODE)  # a sampler's argv, copied
     bob = _spawn("bob", {}, *argv)
     try:
         time.sleep(0.3)
         assert find_sampler("/jobs/900-r0", NODE) is None  # bob's, not root's
         with open(spool.pidfile, "w") as f:  # the pidfile names it (a reused PID)
             f.write(str(bob.pid))
-        assert _stop_sampler(spool, JobFacts({"job_id": "900", "node": NODE, "restart_count": 0})) == "not_running"
+        assert stop_sampler(spool).outcome == "not_running"
         assert bob.poll() is None  # never signalled
         # a setuid-root program carrying the sampler's argv (effective uid 0: /proc/PID is root's),
         # run by bob, leading its own process group: still bob's (real uid)
@@ -405,7 +404,7 @@ def test_a_sigstopped_report_writer_is_killed_at_once_and_delays_no_other_job(no
     queue is held well under a second, her record says why it has no report, bob's job is whole."""
     from slurm_energy.cli.jobenergy_format import report_code
     from slurm_energy.reporting import safe_write
-    from slurm_energy.slurm import hooks
+    from slurm_energy.slurm import detached as hooks
 
     assert safe_write.REPORT_TIMEOUT_S == 5.0  # the site's: a stopped writer must not cost this
     monkeypatch.setattr(hooks, "FINALIZER_SLOTS", 1)  # one finalizer at a time on this spool
@@ -497,7 +496,7 @@ def test_a_users_marks_at_the_caps_cost_the_finalizer_work_independent_of_the_jo
 # -- 5. marks: their own root, removed at the job's end whatever happened, bounded ------------------
 def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_leftovers_swept(node, monkeypatch):
     from slurm_energy.sampling import marks as M
-    from slurm_energy.slurm.hookentry import _prepare_marks
+    from slurm_energy.slurm.hooks.prolog import _prepare_marks
     from slurm_energy.slurm.spool import JobSpool
 
     uid, gid = user("alice")
@@ -555,7 +554,7 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
 
 
 def _facts(job_id, uid, gid):
-    from slurm_energy.slurm.hookentry import JobFacts
+    from slurm_energy.slurm.hooks.context import JobFacts
 
     return JobFacts({"job_id": job_id, "uid": uid, "gid": gid, "node": NODE})
 
@@ -627,7 +626,7 @@ def test_through_sudo_no_caller_named_path_is_opened_as_root(node, monkeypatch, 
     from slurm_energy.cli.jobenergy import main as jobenergy
     from slurm_energy.cli.main import main as se_main
     from slurm_energy.config import schema
-    from slurm_energy.slurm import hookconfig
+    from slurm_energy.slurm.hooks import config_cache as hookconfig
 
     _victim(node)
     system = node.base / "site.yaml"
@@ -821,7 +820,8 @@ def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_w
     from jobrecord_factory import hook_env
 
     from slurm_energy.sampling import marks as M
-    from slurm_energy.slurm import hookentry
+    from slurm_energy.slurm import hooks
+    from slurm_energy.slurm.hooks.prolog import prolog
     from slurm_energy.slurm.spool import JobSpool
 
     a_uid, a_gid = user("alice")
@@ -835,11 +835,11 @@ def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_w
     subprocess.run([sys.executable, "-c", _FILL, str(node.marks / "800"), str(n)], check=True, preexec_fn=_as("alice"))
     future = time.time() + 86400
     os.utime(node.marks / "801", (future, future))  # as she can: "young" for ever
-    monkeypatch.setattr(hookentry, "spawn", lambda args, logf, log_dir=None, nice=0: 4_000_000)  # no sampler here
+    monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None, nice=0: 4_000_000)  # no sampler here
     b_uid, b_gid = user("bob")
     env = hook_env("902", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="prolog_slurmd",
                    SLURM_JOB_WORK_DIR=node.workdir("bob", "w902"))
-    assert hookentry.prolog(env) == 0
+    assert prolog(env) == 0
     assert len(os.listdir(node.marks / "800")) == n + 1  # not one of her entries touched by the Prolog
     assert os.stat(node.marks / "902").st_uid == b_uid
     # the sweep: 800 and 801 moved aside at once (one rename each), their entries removed 5000 a call
@@ -865,19 +865,19 @@ def test_a_prolog_killed_by_its_guard_is_on_the_jobs_record(node, monkeypatch):
 
     from jobrecord_factory import hook_env
 
-    from slurm_energy.slurm import hookentry
+    from slurm_energy.slurm.hooks.prolog import prolog
     from slurm_energy.slurm.spool import JobSpool
 
     b_uid, b_gid = user("bob")
     wd = node.workdir("bob", "w903")
-    monkeypatch.setattr(hookentry, "_prepare_marks", lambda *a: time.sleep(60))  # held past its guard
+    monkeypatch.setattr("slurm_energy.slurm.hooks.prolog._prepare_marks", lambda *a: time.sleep(60))  # held past its guard
     env = hook_env("903", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="prolog_slurmd",
                    SLURM_JOB_WORK_DIR=wd)
     spool = JobSpool(str(node.base / "spool"), "903", 0, NODE)
     pid = os.fork()
     if pid == 0:
         try:
-            hookentry.prolog(env)
+            prolog(env)
         finally:
             os._exit(0)
     for _ in range(500):
@@ -1007,7 +1007,8 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     (root's to read: /proc/PID/environ is 0400)."""
     from jobrecord_factory import hook_env
 
-    from slurm_energy.slurm import detach, hookentry, hooks
+    from slurm_energy.slurm import detach, detached, hooks
+    from slurm_energy.slurm.hooks.epilog import epilog
 
     for p in ("spool", "run-spool"):  # both spools unusable: files where the directories go
         (node.base / p).write_text("")
@@ -1017,13 +1018,13 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     b_uid, b_gid = user("bob")
     env = hook_env("904", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="epilog_slurmd",
                    SLURM_JOB_WORK_DIR=wd, SLURM_JOB_ACCOUNT="research", SLURM_JOB_EXIT_CODE2="0:0")
-    assert hookentry.epilog(env) == 0
+    assert epilog(env) == 0
     ((argv, child_env),) = started
     assert argv[-2:] == ["finalize-env", f"904@{NODE}"] and "secret-project" not in " ".join(argv)
-    assert "secret-project" in child_env[hookentry.FINALIZE_ENV_VAR]
+    assert "secret-project" in child_env[hooks.FINALIZE_ENV_VAR]
     # the finalizer reads them there: bob's record, no_data, with his work dir
-    monkeypatch.setenv(hookentry.FINALIZE_ENV_VAR, child_env[hookentry.FINALIZE_ENV_VAR])
-    assert hooks.main(["finalize-env", f"904@{NODE}"]) == 0
+    monkeypatch.setenv(hooks.FINALIZE_ENV_VAR, child_env[hooks.FINALIZE_ENV_VAR])
+    assert detached.main(["finalize-env", f"904@{NODE}"]) == 0
     (r,) = node.store().get_job("904")
     assert (r.user, r.status, r.work_dir) == ("bob", Status.NO_DATA, wd)
     for p in ("spool", "run-spool"):

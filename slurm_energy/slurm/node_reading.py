@@ -1,94 +1,44 @@
-"""What the Prolog, Epilog, sampler and finalizer processes share: config, logging, spool, readers.
+"""A node's reading for one job: its readers, and a row a process writes itself (not the sampler).
 
-Light at import (os, sys, json and the spool: no logging, typing or dataclasses): the Prolog's reading
-imports this module; the site config, readers and the rest are imported inside the functions that
-need them.
+The Prolog (its first reading the full way), the sampler (at its start, the Prolog's row from the
+files the Prolog read: :func:`prolog_reading_by_sampler`) and the finalizer (the last reading when
+the sampler did not end cleanly) read the node's counters for a job through these functions.
+
+Light at import (os, json and the spool: no logging, typing or dataclasses): the Prolog's reading
+imports this module; the readers are imported inside the functions that need them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 
 from slurm_energy.slurm.spool import JobSpool, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog's reading imports this)
 if TYPE_CHECKING:
-    from slurm_energy.config import SiteConfig
+    from typing import Any, Protocol
+
     from slurm_energy.sampling.files import FileSource
     from slurm_energy.sampling.readers.base import Reader
     from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.hooks.config_cache import HookSite
 
-FALLBACK_LOG_DIR = "/var/log/slurm-energy"
+    class JobGpus(Protocol):
+        """What the readers for a job read of its context: its GPUs as the Prolog resolved them.
+        A :class:`~slurm_energy.slurm.env.JobContext`, or the Prolog's
+        :class:`~slurm_energy.slurm.hooks.context.JobFacts` (the same fields, as a dict)."""
 
+        @property
+        def job_gpus(self) -> str: ...
+        @property
+        def gpu_uuids(self) -> list[str]: ...
+        @property
+        def drm_gpus(self) -> list[dict[str, Any]]: ...
+        @property
+        def gpu_resolution_error(self) -> str: ...
 
-def _one_line_formatter() -> type:
-    """A :class:`logging.Formatter` class (made on first use: the Prolog does not import logging)."""
-    import logging
-
-    from slurm_energy.textsafe import one_line
-
-    class OneLine(logging.Formatter):
-        """A log record as one line: its message with CR/LF and control characters escaped (a
-        user's job name, comment or path cannot forge a line); a traceback follows indented, each
-        of its lines escaped."""
-
-        def format(self, record: logging.LogRecord) -> str:
-            r = logging.makeLogRecord(record.__dict__)
-            r.msg, r.args = one_line(record.getMessage()), None
-            exc, r.exc_info, r.exc_text, r.stack_info = record.exc_info, None, None, None
-            line = super().format(r)
-            extra = self.formatException(exc) if exc else (record.exc_text or "")
-            if record.stack_info:
-                extra = (extra + "\n" if extra else "") + self.formatStack(record.stack_info)
-            return line + "".join(f"\n    {one_line(x)}" for x in extra.splitlines())
-
-    return OneLine
-
-
-def setup_logging(log_dir: str, name: str = "hooks.log") -> str:
-    """Log to ``log_dir/name`` (root-only dir), else to the default log dir (an unusable
-    ``paths.log_dir`` must not hide why jobs go unrecorded), else stderr. Returns the log path."""
-    import logging
-
-    h: logging.Handler = logging.StreamHandler(sys.stderr)
-    path = "<stderr>"
-    for d in dict.fromkeys((log_dir, FALLBACK_LOG_DIR)):
-        try:
-            os.makedirs(d, mode=0o700, exist_ok=True)
-            p = os.path.join(d, name)
-            h = logging.FileHandler(p)
-            os.chmod(p, 0o600)  # job names, users and paths: root-only, like the spool
-            path = p
-            break
-        except OSError:
-            continue
-    h.setFormatter(_one_line_formatter()("%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"))
-    root = logging.getLogger("slurm_energy")
-    root.handlers[:] = [h]
-    root.setLevel(logging.INFO)
-    return path
-
-
-def load_config(errors: list[str], *, light: bool = False) -> SiteConfig:
-    """The site config as the hooks use it (valid parts kept; unparsable file: its last good copy);
-    each problem is appended to ``errors`` saying what is in force. Never raises for a bad file.
-
-    ``light``: for the Prolog/Epilog, the resolved copy (:mod:`slurm_energy.slurm.hookconfig`, no
-    pydantic import) with the attributes the hooks and readers read; the detached sampler and
-    finalizer use the full :class:`~slurm_energy.config.schema.SiteConfig` (carbon resolution)."""
-    if light:
-        from slurm_energy.slurm.hookconfig import load_hook_config
-
-        cfg, problems = load_hook_config()
-    else:
-        from slurm_energy.config.lenient import load_site_config_for_hooks
-
-        cfg, problems = load_site_config_for_hooks()
-    errors += [f"site config problem: {m}" for m in problems]
-    return cfg  # type: ignore[no-any-return]
-
+__all__ = ["prolog_reading_by_sampler", "readers_for", "reading_row", "spool_from_dir"]
 
 def spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
     """The spool and job context of ``job_dir`` on ``node`` (:meth:`JobSpool.from_dir`).
@@ -101,7 +51,7 @@ def spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
     return spool, ctx
 
 
-def readers_for(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, errors: list[str],
+def readers_for(cfg: HookSite, ctx: JobGpus, spool: JobSpool, errors: list[str],
                 light: bool = False, files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
     """This node's readers for the job; the device inventory is written once to the spool.
 
@@ -122,7 +72,7 @@ def readers_for(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, errors: list[
     return readers, notes
 
 
-def reading_row(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, kind: str) -> None:
+def reading_row(cfg: HookSite, ctx: JobGpus, spool: JobSpool, kind: str) -> None:
     """One row of every reader's counters in the job's sample file, written by a hook itself
     (``prolog``, or ``epilog`` by the finalizer when the sampler did not end cleanly): a job
     shorter than one interval is measured between the two. No vendor library in the Prolog."""
@@ -132,7 +82,7 @@ def reading_row(cfg: SiteConfig, ctx: JobContext, spool: JobSpool, kind: str) ->
     take_reading(readers, spool.samples, kind)
 
 
-def prolog_reading_by_sampler(cfg: SiteConfig, ctx: JobContext, spool: JobSpool) -> None:
+def prolog_reading_by_sampler(cfg: HookSite, ctx: JobContext, spool: JobSpool) -> None:
     """The Prolog's row from the files it read (:mod:`slurm_energy.slurm.prolograw`), written first
     in the sample file with the Prolog's time, then that raw reading removed; without one (the
     node's first job, a changed config) the node's file list is made for later Prologs. Called at
@@ -161,13 +111,14 @@ def prolog_reading_by_sampler(cfg: SiteConfig, ctx: JobContext, spool: JobSpool)
             if raw is not None:
                 raise ValueError(f"readers {[type(r).__name__ for r in readers]} cannot be read from files")
             return
-        if isinstance(files, RecordingFiles):
+        if raw is None or isinstance(files, RecordingFiles):  # no raw reading: the node's file list only
             for r in readers:
                 r.read()
                 r.close()
-            prolograw.save_recipe(cfg, spool, files.paths)
+            if isinstance(files, RecordingFiles):
+                prolograw.save_recipe(cfg, spool, files.paths)
             return
-        take_reading(readers, spool.samples + ".prolog", "prolog", t=float(raw["t"]), files=files)  # type: ignore[index]
+        take_reading(readers, spool.samples + ".prolog", "prolog", t=float(raw["t"]), files=files)
         if files.missing:  # the next Prolog reads the full way; its sampler makes the list again
             prolograw.drop_recipe(spool)
             raise ValueError(f"the Prolog did not read {files.missing[0]!r}")

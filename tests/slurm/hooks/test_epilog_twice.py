@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from jobrecord_factory import hook_env, site_yaml
 
-from slurm_energy.slurm import hookentry, hooks
+from slurm_energy.slurm import detached, hooks
+from slurm_energy.slurm.hooks.epilog import epilog
+from slurm_energy.slurm.hooks.prolog import prolog
+from slurm_energy.slurm.processes import SamplerStop
 
 
 def _env(tmp_path, context: str) -> dict:
@@ -17,23 +20,23 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     site_yaml(tmp_path, f"hardware:\n  rapl_root: {tmp_path}/none\n", monkeypatch=monkeypatch)
     spawned: list[list[str]] = []
     nices: list[int] = []
-    monkeypatch.setattr(hookentry, "spawn", lambda args, logf, log_dir=None, nice=0:
+    monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None, nice=0:
                         spawned.append(args) or nices.append(nice) or 4_000_000)  # no such PID
-    monkeypatch.setattr(hookentry, "_stop_sampler", lambda spool, ctx=None: "terminated")
-    assert hookentry.prolog(_env(tmp_path, "prolog_slurmd")) == 0
+    monkeypatch.setattr("slurm_energy.slurm.hooks.epilog.stop_sampler", lambda run, node="": SamplerStop("terminated"))
+    assert prolog(_env(tmp_path, "prolog_slurmd")) == 0
     assert [a[2] for a in spawned] == ["sampler"]
     (job_dir,) = (tmp_path / "spool" / "jobs").iterdir()
     samples = job_dir / "samples-n1.jsonl"
-    assert hookentry.epilog(_env(tmp_path, "epilog_slurmd")) == 0
+    assert epilog(_env(tmp_path, "epilog_slurmd")) == 0
     assert [a[2] for a in spawned] == ["sampler", "finalize-queue"]  # the node's finalizer: none ran
     queue = tmp_path / "spool" / "finalize-queue" / "n1"
     assert [p.name for p in queue.iterdir() if not p.name.startswith(".")] == [job_dir.name]  # queued once
     # the sampler and the finalizer yield the CPU to the hooks and the jobs, the finalizer the most
-    assert nices == [hookentry.SAMPLER_NICE, hookentry.FINALIZER_NICE] == [10, 19]
+    assert nices == [hooks.SAMPLER_NICE, hooks.FINALIZER_NICE] == [10, 19]
     done = (job_dir / "epilog-n1.done").read_text()
     rows = samples.read_text()
     # the same run's Epilog again: exit 0, no second finalizer, nothing appended or rewritten
-    assert hookentry.epilog(_env(tmp_path, "epilog_slurmd")) == 0
+    assert epilog(_env(tmp_path, "epilog_slurmd")) == 0
     assert [a[2] for a in spawned] == ["sampler", "finalize-queue"]
     assert [p.name for p in queue.iterdir() if not p.name.startswith(".")] == [job_dir.name]
     assert (job_dir / "epilog-n1.done").read_text() == done
@@ -52,10 +55,10 @@ def test_a_finalizer_that_waited_for_a_slot_skips_a_run_collect_finished(tmp_pat
 
     calls: list[tuple] = []
     monkeypatch.setattr(fin, "finalize_main", lambda *a, **kw: calls.append(a) or 0)
-    assert hooks.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
+    assert detached.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
     assert calls == []  # not finalized a second time
     (job_dir / "finalized-n1.done").unlink()  # not finished yet: this finalizer does it
-    assert hooks.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
+    assert detached.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
     assert calls == [(str(job_dir), "n1", 1700000000.0, "0:0", "terminated")]
-    slots = [f".finalize-slot-{i}" for i in range(hooks.FINALIZER_SLOTS)]  # 2 on a 2-CPU node
+    slots = [f".finalize-slot-{i}" for i in range(detached.FINALIZER_SLOTS)]  # 2 on a 2-CPU node
     assert sorted(p.name for p in (tmp_path / "spool").iterdir()) == sorted(slots) + ["jobs"]

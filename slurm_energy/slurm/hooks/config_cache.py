@@ -28,7 +28,28 @@ from slurm_energy._version import __version__
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (milliseconds of a hook's CPU)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Protocol
+
+    from slurm_energy.config import SiteConfig
+
+    class HookSite(Protocol):
+        """A site config as the hooks, the readers and the Prolog's reading take it: the full
+        :class:`~slurm_energy.config.schema.SiteConfig` or its resolved copy (:class:`ConfigView`),
+        read by section (``cfg.paths.spool_dir``, ``cfg.hardware``, ``cfg.sampling.interval_s``,
+        ``cfg.node_meter``)."""
+
+        @property
+        def paths(self) -> Any: ...
+        @property
+        def hardware(self) -> Any: ...
+        @property
+        def sampling(self) -> Any: ...
+        @property
+        def node_meter(self) -> Any: ...
+
+    _Dict = dict[str, Any]
+else:
+    _Dict = dict
 
 #: Suffix of the resolved copy next to the site config.
 RESOLVED_SUFFIX = ".resolved.json"
@@ -38,7 +59,7 @@ ENV_VAR = "SLURM_ENERGY_CONFIG"  # as slurm_energy.config.schema.ENV_VAR (that m
 DEFAULT_PATH = "/etc/slurm-energy/site.yaml"
 
 
-class ConfigView(dict):  # type: ignore[type-arg]
+class ConfigView(_Dict):
     """A resolved site config as nested dicts with attribute access (``cfg.paths.spool_dir``),
     frozen as :class:`~slurm_energy.config.schema.SiteConfig` is: what the hooks, readers and
     rated-power look-ups read of one. Setting or removing a key raises TypeError."""
@@ -64,7 +85,7 @@ def _site_path() -> str | None:
     return p or None
 
 
-_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PKG = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # slurm_energy/
 #: The code the copy was validated by: a copy made by another schema or loader (an upgrade, or a
 #: checkout changed under an editable install, both at version 0.1.0) may lack a field the code
 #: reads, or hold a value the loader now drops (a carbon intensity outside carbon/units.py's limits).
@@ -127,7 +148,7 @@ def cached_hook_config() -> tuple[ConfigView, list[str]] | None:
     return _cached(_site_path())[1]
 
 
-def load_hook_config() -> tuple[Any, list[str]]:
+def load_hook_config() -> tuple[HookSite, list[str]]:
     """``(config, problems)`` for a hook: the resolved copy when it matches site.yaml's text, else
     the full lenient load (which then refreshes the copy). ``problems`` are the loader's messages,
     each saying what is in force. Never raises for a bad or missing file."""
@@ -194,3 +215,23 @@ def _save(path: str, data: dict[str, Any], mode: int = 0o600, gid: int = -1) -> 
             os.unlink(tmp)
         except OSError:
             pass
+
+
+def load_config(errors: list[str]) -> SiteConfig:
+    """The full site config for the detached sampler and finalizer (carbon resolution; valid parts
+    kept; unparsable file: its last good copy); each problem is appended to ``errors`` saying what
+    is in force. Never raises for a bad file."""
+    from slurm_energy.config.lenient import load_site_config_for_hooks
+
+    cfg, problems = load_site_config_for_hooks()
+    errors += [f"site config problem: {m}" for m in problems]
+    return cfg
+
+
+def load_light_config(errors: list[str]) -> HookSite:
+    """The site config as the Prolog/Epilog read it (:func:`load_hook_config`: the resolved copy,
+    no pydantic import, when it matches site.yaml), for a detached process that reads only what a
+    hook reads (the sampler's start: a short job's Epilog waits for it); problems as :func:`load_config`."""
+    cfg, problems = load_hook_config()
+    errors += [f"site config problem: {m}" for m in problems]
+    return cfg

@@ -1,5 +1,5 @@
-"""The detached sampler and finalizer entry points (``python -I -m slurm_energy.slurm.hooks ...``);
-the Prolog/Epilog are :mod:`slurm_energy.slurm.hookentry`, which the hook scripts run directly.
+"""The detached sampler and finalizer entry points (``python -I -m slurm_energy.slurm.detached ...``);
+the Prolog/Epilog are :mod:`slurm_energy.slurm.hooks`, which the hook scripts run directly.
 
 Sampler (started by the Prolog, own process group, niced): samples the job until the Epilog's TERM,
 or finishes the node itself when no Epilog came (:func:`_finish_without_epilog`). Finalizer
@@ -28,7 +28,9 @@ import logging  # noqa: E402
 import os  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
-from slurm_energy.slurm.runtime import load_config, prolog_reading_by_sampler, readers_for, setup_logging, spool_from_dir  # noqa: E402
+from slurm_energy.slurm.hooks.config_cache import load_config, load_light_config  # noqa: E402
+from slurm_energy.slurm.log import setup_logging  # noqa: E402
+from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, readers_for, spool_from_dir  # noqa: E402
 from slurm_energy.slurm.spool import JobSpool, write_private  # noqa: E402
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ def sampler_main(job_dir: str, node: str) -> int:
     errors: list[str] = []
     # the resolved copy, as in the Prolog: a short job's Epilog waits for this start-up (its TERM
     # takes effect once the sampler is running); the full config (carbon) only for the interims
-    cfg = load_config(errors, light=True)
+    cfg = load_light_config(errors)
     setup_logging(cfg.paths.log_dir, "sampler.log")
     spool, ctx = spool_from_dir(job_dir, node)
     prolog_reading_by_sampler(cfg, ctx, spool)  # the Prolog's row from the files it read: before any sample
@@ -116,7 +118,7 @@ def _finish_without_epilog(cfg, spool: JobSpool, ctx: JobContext, gone_at: float
         write_private(spool.done, json.dumps({"t": gone_at, "sampler": "epilog_missing", "exit_code": ""}))
     except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
         log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
-    from slurm_energy.slurm.hookentry import hand_over
+    from slurm_energy.slurm.hooks import hand_over
 
     hand_over(spool, gone_at, "", "epilog_missing", cfg.paths.log_dir)
     log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",
@@ -154,7 +156,7 @@ class _Interim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m slurm_energy.slurm.hooks {sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
+    """``python -m slurm_energy.slurm.detached {sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
     finalize DIR NODE T EXIT OUTCOME|finalize-env JOB@NODE}`` (``finalize-env``'s CONTEXT_JSON T EXIT
     OUTCOME ERRORS_JSON in ``$SLURM_ENERGY_FINALIZE_ENV``, as JSON)
     (``finalize``: one job, when it could not be queued for the node's finalizer)."""
@@ -193,11 +195,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if what == "finalize-env":  # finalize-env JOB@NODE, its arguments in FINALIZE_ENV_VAR (older: in argv)
             from slurm_energy.slurm.finalize import finalize_env_main
-            from slurm_energy.slurm.hookentry import FINALIZE_ENV_VAR
+            from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR
 
             args = json.loads(os.environ.pop(FINALIZE_ENV_VAR)) if len(argv) == 2 else argv[1:6]
             return finalize_env_main(args[0], float(args[1]), args[2], args[3], json.loads(args[4]))
-        print("usage: python -m slurm_energy.slurm.hooks {sampler|finalize|finalize-env}", file=sys.stderr)
+        print("usage: python -m slurm_energy.slurm.detached {sampler|finalize|finalize-env}", file=sys.stderr)
     except BaseException:
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])
     return 0

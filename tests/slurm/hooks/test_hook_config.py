@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SITE = """paths:
   spool_dir: {d}/spool
   log_dir: {d}/log
@@ -20,7 +20,7 @@ sampling: {{intervl_s: 2}}
 
 
 def _load_in_fresh_python(site: str) -> dict:
-    code = ("import json, sys; from slurm_energy.slurm.hookconfig import load_hook_config;"
+    code = ("import json, sys; from slurm_energy.slurm.hooks.config_cache import load_hook_config;"
             "cfg, problems = load_hook_config();"
             "print(json.dumps({'pydantic': 'pydantic' in sys.modules, 'spool': cfg.paths.spool_dir,"
             " 'ram': cfg.hardware.ram_w_per_gb, 'tdp': dict(cfg.hardware.cpu_tdp_w), 'problems': problems}))")
@@ -57,9 +57,10 @@ def test_prolog_entry_imports_nothing_heavy(tmp_path):
     site = tmp_path / "site.yaml"
     site.write_text(SITE.format(d=tmp_path))
     _load_in_fresh_python(str(site))  # the copy exists, as after the first job
-    code = ("import sys; import slurm_energy.slurm.hooks as h; from slurm_energy.slurm.runtime import load_config;"
+    code = ("import sys; import slurm_energy.slurm.hooks as h; import slurm_energy.slurm.hooks.prolog;"
+            "from slurm_energy.slurm.hooks.config_cache import load_light_config;"
             "from slurm_energy.pipeline import open_readers, device_inventory; errors = [];"
-            "cfg = load_config(errors, light=True); r, n = open_readers(cfg); device_inventory(r, n);"
+            "cfg = load_light_config(errors); r, n = open_readers(cfg); device_inventory(r, n);"
             "print(sorted(m for m in ('pydantic', 'sqlalchemy', 'matplotlib', 'pandas', 'jinja2', 'yaml')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
@@ -90,12 +91,12 @@ MAX_EPILOG_MODULES = 20
 MAX_PROLOG_RAW_MODULES = 22
 
 #: the repo's code (as every other test here, and as _load_in_fresh_python made the resolved copy),
-#: run as the hook scripts run it (slurm_energy/slurm/hookrun.py: ``-I -S``, the package dir first)
+#: run as the hook scripts run it (slurm_energy/slurm/hooks/__main__.py: ``-I -S``, the package dir first)
 _RUN_HOOK = """import json, os, sys
 sys.path.insert(0, sys.argv[2])
 base = set(sys.modules)
-from slurm_energy.slurm import hookentry
-hookentry.main([sys.argv[1]])
+from slurm_energy.slurm import hooks
+hooks.main([sys.argv[1]])
 print(json.dumps(sorted(set(sys.modules) - base)))
 """
 
@@ -122,7 +123,7 @@ def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
     assert int(bare.stdout) > 10  # the interpreter's own start-up modules are not counted below
     prolog = _hook_modules(tmp_path, "prolog", site)  # starts the job's sampler (a real process)
     epilog = _hook_modules(tmp_path, "epilog", site)  # stops it, starts the finalizer
-    assert "slurm_energy.slurm.hookentry" in prolog and "slurm_energy.slurm.hookentry" in epilog  # the sets are real
+    assert "slurm_energy.slurm.hooks.prolog" in prolog and "slurm_energy.slurm.hooks.epilog" in epilog  # the sets are real
     for name, mods, bound in (("prolog", prolog, MAX_PROLOG_MODULES), ("epilog", epilog, MAX_EPILOG_MODULES)):
         heavy = {m for m in mods if m.split(".")[0] in HEAVY}
         assert heavy == set(), f"the {name} imported {sorted(heavy)}"
@@ -145,7 +146,7 @@ def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
 
 
 def test_a_copy_made_by_another_config_schema_is_not_used(tmp_path, monkeypatch):
-    from slurm_energy.slurm import hookconfig
+    from slurm_energy.slurm.hooks import config_cache as hookconfig
 
     schema = tmp_path / "schema.py"
     schema.write_text("# v1\n")

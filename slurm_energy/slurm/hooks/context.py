@@ -1,11 +1,14 @@
-"""The job's fields from slurmd's Prolog/Epilog environment, as a plain dict (stdlib only).
+"""The job's context on a node, from slurmd's Prolog/Epilog environment (stdlib only).
 
 :class:`NodeContext` declares what a node's job context holds beyond the job's identity
-(:class:`slurm_energy.jobmeta.JobIdentity`); :class:`~slurm_energy.slurm.env.JobContext` is their
-dataclass. The Prolog and Epilog (:mod:`slurm_energy.slurm.hookentry`) use the fields without it
-(the dataclass machinery and ``slurm_energy.core`` cost them milliseconds of CPU at import):
-:data:`CONTEXT_DEFAULTS` (every field with its default, from the same declarations) and
-:func:`context_dict`, the JSON object ``JobContext.to_json`` writes.
+(:class:`slurm_energy.jobmeta.JobIdentity`): the one declaration of the job context's fields.
+:class:`~slurm_energy.slurm.env.JobContext` is their dataclass (what the sampler and finalizer
+use); the Prolog and Epilog hold the same fields as :class:`JobFacts`, a dict (the dataclass
+machinery and ``slurm_energy.core`` cost them milliseconds of CPU at import), built from
+:data:`CONTEXT_DEFAULTS` (every field with its default, from the same declarations) by
+:func:`context_dict`: the JSON object ``JobContext.to_json`` writes. Code that both take (the
+readers for a job: :mod:`slurm_energy.slurm.node_reading`) reads them through a Protocol of the
+fields it uses.
 """
 
 from __future__ import annotations
@@ -20,9 +23,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from dataclasses import dataclass
+    from typing import Any
+
+    _Dict = dict[str, Any]
 else:
     def dataclass(cls):  # the dataclass is slurm_energy.slurm.env.JobContext
         return cls
+
+    _Dict = dict
 
 
 @dataclass
@@ -41,13 +49,13 @@ class NodeContext(JobIdentity):
     mem_per_node: str = ""  # SLURM_MEM_PER_NODE (MB; 0 = whole node): the job's env, not 22.05's Prolog
     mem_per_cpu: str = ""  # SLURM_MEM_PER_CPU (MB), x the job's CPUs on the node
     gpu_uuids: list[str] = []  # noqa: RUF012 - resolved once in the Prolog; a fresh list per context
-    drm_gpus: list = []  # noqa: RUF012 - AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
+    drm_gpus: list[dict[str, Any]] = []  # noqa: RUF012 - AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
     gpu_resolution_error: str = ""
 
 
 #: Every field of a job's context on a node (:class:`NodeContext`, its identity part included)
 #: with its default.
-CONTEXT_DEFAULTS: dict = field_defaults(NodeContext)
+CONTEXT_DEFAULTS: dict[str, Any] = field_defaults(NodeContext)
 
 #: A SLUID is Slurm's run id (e.g. ``sl_01J...``): letters, digits, ``_`` and ``-`` only; anything
 #: else is ignored (it names spool directories).
@@ -79,7 +87,7 @@ def start_time(env: Mapping[str, str]) -> int | None:
     return int(raw) if raw.isdigit() and int(raw) > 0 else None
 
 
-def slurm_env_fields(env: Mapping[str, str] | None = None) -> dict:
+def slurm_env_fields(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The job's fields in slurmd's Prolog/Epilog environment (default ``os.environ``), keyed as
     :class:`~slurm_energy.slurm.env.JobContext`'s: ``node`` = SLURMD_NODENAME (else the short host
     name), ``job_id`` = SLURM_JOB_ID (the raw job id; array/het ids kept apart).
@@ -122,8 +130,29 @@ def slurm_env_fields(env: Mapping[str, str] | None = None) -> dict:
     }
 
 
-def context_dict(fields: dict) -> dict:
+def context_dict(fields: dict[str, Any]) -> dict[str, Any]:
     """Every JobContext field: :data:`CONTEXT_DEFAULTS` updated with ``fields`` (fresh lists)."""
     out = {k: (list(v) if isinstance(v, list) else v) for k, v in CONTEXT_DEFAULTS.items()}
     out.update(fields)
     return out
+
+
+class JobFacts(_Dict):
+    """The job's context in the Prolog/Epilog: every :class:`NodeContext` field (:func:`context_dict`)
+    as a dict with attribute access, read and set (the Prolog adds its time and the job's GPUs):
+    what the spool and marks read of a job's context."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+    def to_json(self) -> str:
+        """JSON text of every field, as ``JobContext.to_json`` writes it."""
+        import json
+
+        return json.dumps(self, sort_keys=True)

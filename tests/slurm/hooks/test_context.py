@@ -80,11 +80,11 @@ def test_a_jobs_own_environment_gives_its_name_and_umask_never_its_identity_or_r
 
 
 def test_the_hooks_context_dict_is_job_contexts_json():
-    # the Prolog writes the context without the dataclass (slurm_energy.slurm.envfields): every
+    # the Prolog writes the context without the dataclass (slurm_energy.slurm.hooks.context): every
     # field, every default and every parsed value as JobContext.to_json writes them
     from dataclasses import fields
 
-    from slurm_energy.slurm.envfields import CONTEXT_DEFAULTS, context_dict, slurm_env_fields
+    from slurm_energy.slurm.hooks.context import CONTEXT_DEFAULTS, context_dict, slurm_env_fields
 
     assert {f.name: getattr(JobContext(), f.name) for f in fields(JobContext)} == CONTEXT_DEFAULTS
     env = dict(PROLOG_ENV, SLURM_JOB_START_TIME="1700000000", SLURM_JOB_SLUID="sl_01J", SLURM_ARRAY_JOB_ID="N/A")

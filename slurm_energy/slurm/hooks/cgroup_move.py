@@ -59,7 +59,8 @@ def leave_job_cgroups(pid: int, cgroup_root: str = "/sys/fs/cgroup", proc_root: 
 
     Returns the ``cgroup.procs`` files written. Raises OSError when ``/proc/<pid>/cgroup`` cannot be
     read or a move is refused; the caller logs it (the helper then stays in the job's cgroup)."""
-    with open(os.path.join(proc_root, str(pid), "cgroup"), encoding="ascii", errors="replace") as f:
+    # UTF-8 (loaded already) rather than ascii: one codec module less on the hooks' path; paths are ASCII
+    with open(os.path.join(proc_root, str(pid), "cgroup"), encoding="utf-8", errors="replace") as f:
         targets = job_cgroup_exits(f.read(), cgroup_root)
     for t in targets:
         with open(t, "w") as f:
