@@ -73,8 +73,9 @@ def method_coverage(records: list[JobRecord]) -> list[dict[str, Any]]:
 
 def carbon_used(records: list[JobRecord]) -> list[dict[str, Any]]:
     """The distinct (PUE, CI, sources) applied to the month's jobs, with how many jobs each."""
-    c: Counter[tuple[float, str, float, str, bool]] = Counter((r.carbon.pue, r.carbon.pue_source, r.carbon.ci_g_per_kwh, r.carbon.ci_source,
-                          r.carbon.hourly) for r in records)
+    c: Counter[tuple[float, str, float, str, bool]] = Counter(
+        (r.carbon.pue, r.carbon.pue_source, r.carbon.ci_g_per_kwh, r.carbon.ci_source,
+         r.carbon.hourly) for r in records)
     return [{"pue": k[0], "pue_source": k[1], "ci_g_per_kwh": k[2], "ci_source": k[3], "hourly": k[4], "jobs": v}
             for k, v in c.most_common()]
 

@@ -214,7 +214,8 @@ def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int 
         raise ValueError(f"umask={umask!r} is not a umask (0 to 0o777)")
 
 
-def _write_each(directory: str, files: list[tuple[str, bytes]], report: Callable[[str, str], object], owner: int | None = None) -> None:
+def _write_each(directory: str, files: list[tuple[str, bytes]], report: Callable[[str, str], object],
+                owner: int | None = None) -> None:
     """Write every file (mode 0666 before the umask) into a directory of ``owner``'s (None: any);
     ``report(name, why)``, why '' when written."""
     for name, data in files:
