@@ -135,7 +135,7 @@ def formula_lines(rec: JobRecord) -> list[str]:
     return out
 
 
-def whatif_lines(w: WhatIf, fmt_time: Callable[[float | None], str]) -> list[str]:
+def whatif_lines(w: WhatIf, fmt_time: Callable[[float], str]) -> list[str]:
     """The what-if (:class:`slurm_energy.accounting.whatif.WhatIf`) as lines: the actual and best
     start with their location-based CO2e, the saving, the window and how the profile was obtained."""
     def kg(v: float | None) -> str:
