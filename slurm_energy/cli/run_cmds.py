@@ -185,7 +185,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def wait() -> JobUsage:
         child = st.proc
-        assert child is not None  # launched before the wait
+        if child is None:  # _measure waits only after launch() started it
+            raise RuntimeError("slurm-energy run: waited for a command that was never started")
         _pid, status, ru = os.wait4(child.pid, 0)  # PEP 475: retried after a forwarded signal
         st.rc = child.returncode = os.waitstatus_to_exitcode(status)
         # the child's own rusage: exact CPU time of it and every descendant it waited for
