@@ -8,7 +8,10 @@ instead, so digits compare as numbers.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slurm_energy.model import JobRecord
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -43,7 +46,7 @@ def sort_devices(devices: list) -> list:
     return sorted(devices, key=lambda d: device_sort_key(d.device_class, d.device_id, getattr(d, "index", None)))
 
 
-def ordered_record(record):
+def ordered_record(record: JobRecord) -> JobRecord:
     """A copy of a ``JobRecord`` with its nodes and each node's devices in numeric order (records
     stored before numeric ordering are shown in it too). The record itself is not changed."""
     nodes = [n.model_copy(update={"devices": sort_devices(n.devices)})
@@ -51,9 +54,9 @@ def ordered_record(record):
     return record.model_copy(update={"nodes": nodes})
 
 
-def sort_static_devices(devices: list) -> list:
+def sort_static_devices(devices: list[Any]) -> list[dict[str, Any]]:
     """Device inventory dicts (``DeviceStatic`` as dicts) in numeric order: class, GPU minor, id."""
-    def key(d):
+    def key(d: dict[str, Any]) -> tuple[Any, ...]:
         idx = (d.get("extra") or {}).get("minor") if isinstance(d, dict) else None
         return device_sort_key(str(d.get("device_class", "")), str(d.get("device_id", "")),
                                idx if isinstance(idx, int) else None)

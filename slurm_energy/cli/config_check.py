@@ -14,8 +14,12 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from typing import TYPE_CHECKING
 
 from slurm_energy.store.urls import shown_url
+
+if TYPE_CHECKING:
+    from slurm_energy.config.schema import SiteConfig
 
 #: Directory fields of :class:`slurm_energy.config.Paths`, in the order they are reported.
 DIR_FIELDS = ("spool_dir", "results_dir", "log_dir", "hourly_ci_dir", "geo_cache_dir")
@@ -43,7 +47,8 @@ def _nearest_existing(path: str) -> str:
 
 
 def _why(e: OSError) -> str:
-    return f"{e.strerror or e} [{errno.errorcode.get(e.errno, e.errno)}]"
+    code = None if e.errno is None else errno.errorcode.get(e.errno, e.errno)
+    return f"{e.strerror or e} [{code}]"
 
 
 def dir_problem(path: str) -> tuple[str, str, bool] | None:
@@ -99,7 +104,7 @@ def store_url_problem(url: str) -> str | None:
     return msg
 
 
-def check_paths(cfg, notes: list[str] | None = None) -> list[str]:
+def check_paths(cfg: SiteConfig, notes: list[str] | None = None) -> list[str]:
     """Check that every path in ``cfg.paths`` can be used by the hooks (run as root).
 
     :param cfg: a :class:`slurm_energy.config.SiteConfig`.
@@ -175,13 +180,13 @@ def _sqlite_store_problem(db: str, url: str) -> tuple[str, str, bool] | None:
     return None
 
 
-def _zones(cfg) -> list[str]:
+def _zones(cfg: SiteConfig) -> list[str]:
     """Zone names whose hourly intensity jobs may use: each datacenter's and the site's location."""
     locs = [dc.location for dc in cfg.datacenters.values()] + [cfg.location]
     return list(dict.fromkeys(z for loc in locs if loc is not None for z in (loc.region, loc.country) if z))
 
 
-def check_carbon(cfg, warnings: list[str] | None = None) -> list[str]:
+def check_carbon(cfg: SiteConfig, warnings: list[str] | None = None) -> list[str]:
     """Check the carbon intensities jobs will use, beyond what loading the config checks.
 
     Loading already rejects a configured intensity below 1 or above 2000 gCO2e/kWh (0 only with
@@ -229,13 +234,13 @@ CPU_TDP_WARN_W = 1000.0
 GPU_RATED_WARN_W = 1500.0
 
 
-def check_hardware(cfg) -> list[str]:
+def check_hardware(cfg: SiteConfig) -> list[str]:
     """Warnings for rated powers that load (1 W up to the schema's limit) but are implausible for
     one CPU package (above :data:`CPU_TDP_WARN_W`) or one GPU (above :data:`GPU_RATED_WARN_W`):
     ``"FILE: hardware.FIELD: ... W ..."``, naming the field and what to check."""
     origin = cfg.source_path or "documented defaults"
     hw = cfg.hardware
-    cpu = [(f"hardware.cpu_tdp_w[{k!r}]", w) for k, w in hw.cpu_tdp_w.items()]
+    cpu: list[tuple[str, float | None]] = [(f"hardware.cpu_tdp_w[{k!r}]", w) for k, w in hw.cpu_tdp_w.items()]
     cpu.append(("hardware.cpu_tdp_default_w", hw.cpu_tdp_default_w))
     gpu = [(f"hardware.gpu[{k!r}].rated_w", g.rated_w) for k, g in hw.gpu.items()]
     gpu.append(("hardware.gpu_fallback_w", hw.gpu_fallback_w))
@@ -248,7 +253,7 @@ def check_hardware(cfg) -> list[str]:
     return out
 
 
-def catch_all_notes(cfg) -> list[str]:
+def catch_all_notes(cfg: SiteConfig) -> list[str]:
     """One note per datacenter with neither ``partitions`` nor ``nodes``: it silently takes every
     job that matches no other datacenter (config/carbon.py), instead of the site's ``location``."""
     origin = cfg.source_path or "documented defaults"

@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy import units
 
+if TYPE_CHECKING:
+    from slurm_energy.cli.main import Subparsers
+    from slurm_energy.config.schema import SiteConfig
 
-def register(subparsers) -> None:
+
+def register(subparsers: Subparsers) -> None:
     """Add ``check-config`` and ``ci-import`` to the ``slurm-energy`` sub-command parsers."""
     p = subparsers.add_parser("check-config", help="validate site.yaml and print the resolved values per partition")
     p.add_argument("file", nargs="?", default=None,
@@ -42,7 +46,7 @@ def register(subparsers) -> None:
     r.set_defaults(func=cmd_price_import)
 
 
-def _resolved_lines(cfg, partitions: list[str], offline: bool) -> list[str]:
+def _resolved_lines(cfg: SiteConfig, partitions: list[str], offline: bool) -> list[str]:
     from slurm_energy.config.carbon import hourly_zones_for, resolve_carbon
 
     out = [f"config: {cfg.source_path or '(none found: documented defaults)'}",
@@ -101,7 +105,7 @@ def defaults_lines() -> list[str]:
     ]
 
 
-def sets_nothing(cfg) -> bool:
+def sets_nothing(cfg: SiteConfig) -> bool:
     """True when a site config file was read but sets no key (empty, or only comments): every
     setting is a documented default, which an admin who wrote the file did not mean."""
     from slurm_energy.config.schema import _TOP_FACTS
@@ -157,7 +161,7 @@ def cmd_ci_import(args: argparse.Namespace) -> int:
     """Validate FILE and merge it into ``<paths.hourly_ci_dir>/<zone>.csv``; exit 1 on bad data."""
     from slurm_energy.carbon.hourly import import_hourly_csv
 
-    def run(cfg, warnings: list[str]) -> tuple[int, int, str]:
+    def run(cfg: SiteConfig, warnings: list[str]) -> tuple[int, int, str]:
         return import_hourly_csv(args.file, args.zone, cfg.paths.hourly_ci_dir, allow_zero=args.allow_zero,
                                  warnings=warnings, kind=args.kind, source=args.source)
 

@@ -6,16 +6,24 @@ they read and which of its settings differ, or the script itself).
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slurm_energy.fileio import atomic_write
 
+if TYPE_CHECKING:
+    import subprocess
 
-def register(sub) -> None:
+    from slurm_energy.cli.main import Subparsers
+
+
+def register(sub: Subparsers) -> None:
     """Add the ``install`` sub-command."""
     p = sub.add_parser("install", help="install the Slurm hooks and print the slurm.conf lines")
     p.add_argument("--hooks-dir", default="/etc/slurm-energy/hooks", help="where to write prolog/epilog")
@@ -50,7 +58,8 @@ def unit_name(path: str) -> str:
     return "".join(out) + ".mount"
 
 
-def marks_tmpfs(root: str, limits: str, systemd_dir: str, run=None) -> list[str]:
+def marks_tmpfs(root: str, limits: str, systemd_dir: str,
+                run: Callable[..., subprocess.CompletedProcess[str]] | None = None) -> list[str]:
     """The marks root as a tmpfs of its own with ``limits`` (``size=..,nr_inodes=..``), mode 0755,
     nosuid, nodev, noexec: users write there while their jobs run, and without limits could fill the
     node's /run. Mounted now (as root) where it is not a mount point yet, remounted with the limits
@@ -140,7 +149,10 @@ def _hook_differences(text: str, ours: str) -> list[str]:
         return out
     a, b = text.splitlines(), ours.splitlines()
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    line = lambda lines: repr(lines[n]) if n < len(lines) else "(end of file)"  # noqa: E731
+
+    def line(lines: list[str]) -> str:
+        return repr(lines[n]) if n < len(lines) else "(end of file)"
+
     return [f"its script differs from this version's from line {n + 1} (another slurm-energy version's, or "
             f"edited): {line(a)}, this version writes {line(b)}"]
 
@@ -229,7 +241,7 @@ def config_differences(theirs: str, ours: str, most: int = 8) -> str:
     return f"{len(keys)} setting(s) differ: " + "; ".join(parts) + more
 
 
-def cmd_install(args) -> int:
+def cmd_install(args: argparse.Namespace) -> int:
     """Write the hooks and the MailProg wrapper (root-owned, 0755) and print the slurm.conf lines.
 
     With ``--print`` nothing is written: the lines are printed only if the hooks in ``--hooks-dir``

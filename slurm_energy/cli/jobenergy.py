@@ -15,7 +15,7 @@ a warning on stderr naming each job's start; ``-S`` selects the first job starte
 (``-E`` alone: the newest started by then).
 
 State filter (``-s``) and row order: :mod:`slurm_energy.cli.jobenergy_select`. Store location:
-:func:`_store_url`; the site config, read leniently: :mod:`slurm_energy.cli.jobenergy_site`. Exit
+:func:`_store_url`; the site config, read leniently: :mod:`slurm_energy.cli.site`. Exit
 status: :func:`main`. Notes on stderr (never on stdout, and never by asking Slurm: one store query)
 explain a job id with no record, a query that found no job, and stale ``running`` records, judged
 only by their own last update (``end_time``, the sampler's last interim flush).
@@ -36,11 +36,11 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_select as S
-from slurm_energy.cli.jobenergy_site import Site, load_site
+from slurm_energy.cli.site import Site, load_site, store_url
 from slurm_energy.cli.sudo_caller import caller_named_store, ignore_callers_config, reader_identity
 from slurm_energy.cli.table import render
 from slurm_energy.core import Status
@@ -48,6 +48,7 @@ from slurm_energy.jobid import display_id, matches, parse_jobids, split_reused
 from slurm_energy.store.urls import STORE_HELP, shown_url
 
 if TYPE_CHECKING:  # records or, for the summary table, the store's rows (store.select.JobRow)
+    from slurm_energy.jobid import JobSpec
     from slurm_energy.model import JobRecord
 
 
@@ -131,14 +132,15 @@ def _err(msg: str) -> None:
     print(f"jobenergy: {one_line(msg)}", file=sys.stderr)
 
 
-def _select_generation(records: list[JobRecord], start=None, end=None) -> list[JobRecord]:
+def _select_generation(records: list[JobRecord], start: float | None = None,
+                       end: float | None = None) -> list[JobRecord]:
     """One job per reused (cluster, job_id): the newest, with a warning naming every run's start;
     with ``-S`` (``start``, epoch s) the first job that started at or after it, with only ``-E``
     the newest that started at or before ``end`` -- so ``-S`` selects an older run."""
-    groups: OrderedDict[tuple, list] = OrderedDict()
+    groups: OrderedDict[tuple[str, str], list[JobRecord]] = OrderedDict()
     for r in records:
         groups.setdefault((r.cluster, r.job_id), []).append(r)
-    out = []
+    out: list[JobRecord] = []
     for (_cluster, jid), recs in groups.items():
         jobs = split_reused(recs)
         if len(jobs) > 1 and start is not None:
@@ -159,7 +161,8 @@ def _select_generation(records: list[JobRecord], start=None, end=None) -> list[J
     return out
 
 
-def _parse_args(argv):
+def _parse_args(argv: list[str] | None,
+                ) -> tuple[argparse.Namespace, list[JobSpec], list[str], list[int | None] | None, S.StateFilter]:
     """(args, specs, fields, their -o widths or None, state filter); raises ValueError naming the option."""
     args = build_parser().parse_args(argv)
     id_texts = list(args.jobids) + list(args.jobs)
@@ -170,7 +173,8 @@ def _parse_args(argv):
         raise ValueError("--seff needs a job id, e.g. jobenergy --seff 715219")
     if args.what_if and not specs:
         raise ValueError("--what-if needs a job id, e.g. jobenergy --what-if 715219")
-    fields, widths = [f.lower() for f in F.DEFAULT_FIELDS], None
+    fields = [f.lower() for f in F.DEFAULT_FIELDS]
+    widths: list[int | None] | None = None
     if args.format is not None:
         fields, widths = F.parse_format(args.format, long=args.long)
         if not fields:
@@ -179,7 +183,7 @@ def _parse_args(argv):
     return args, specs, fields, widths, S.parse_states(_split(args.state))
 
 
-def _window(args, specs, tz: str, now: float):
+def _window(args: argparse.Namespace, specs: list[JobSpec], tz: str, now: float) -> tuple[float | None, float | None]:
     """(start, end) epoch s from -S/-E (sacct's default -S midnight without -j); ValueError if bad."""
     if args.starttime is None and args.endtime is None and (specs or args.label):
         return None, None  # -j (or --label) alone: no window (sacct's rule), and no time-zone module to import
@@ -349,27 +353,28 @@ def _print_what_if(records: list[JobRecord], args: argparse.Namespace, tz: str) 
 
 
 def _store_url(args: argparse.Namespace, site: Site) -> tuple[str, str]:
-    """The store URL (:func:`slurm_energy.store.urls.resolve_store_url`: ``--store`` >
+    """The store URL (:func:`slurm_energy.cli.site.store_url`: ``--store`` >
     ``$SLURM_ENERGY_STORE`` > ``paths.store_url``) and how to name it. Raises ValueError: empty --store."""
-    from slurm_energy.store.urls import resolve_store_url
-
-    url, url_from = resolve_store_url(args.store, site.store_url)
+    url, url_from = store_url(args.store, site.store_url)
     return url, f"{shown_url(url)} (from {url_from}; {site.origin})"
 
 
-def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs: list, users: list[str],
-                start: float | None, end: float | None, full: bool = False) -> list | None:
+def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs: list[JobSpec], users: list[str],
+                start: float | None, end: float | None, full: bool = False) -> list[JobRecord] | None:
     """The matching attempts, or None after printing why the store cannot be read: summary rows
     (:class:`slurm_energy.store.select.JobRow`), or with ``full`` JobRecords (``-l``, ``--json``,
     ``--seff``, fields of the nodes; pydantic only then)."""
-    filters = dict(jobs=specs or None, users=users or None, accounts=_split(args.account) or None,
+    filters: dict[str, Any] = dict(jobs=specs or None, users=users or None, accounts=_split(args.account) or None,
                    partitions=_split(args.partition) or None, start=start, end=end)
     try:
         from slurm_energy.store import open_store
 
         store = open_store(url, readonly=True)  # a reader never creates or migrates the store, even as root
         try:
-            return store.query(**filters) if full else store.rows(**filters)
+            if full:
+                return store.query(**filters)
+            # a summary row (store.select.JobRow) has the JobRecord attribute names the table reads
+            return cast("list[JobRecord]", store.rows(**filters))
         finally:
             store.close()
     except (ValueError, RuntimeError, OSError) as e:
@@ -378,7 +383,7 @@ def _read_store(url: str, where: str, uid: int, args: argparse.Namespace, specs:
         return None
 
 
-def _report_missing(specs: list, records: list[JobRecord], filtered: bool, among: str, where: str,
+def _report_missing(specs: list[JobSpec], records: list[JobRecord], filtered: bool, among: str, where: str,
                     privileged: bool, interim_s: float) -> int:
     """Say which asked-for jobs are not in the store and why that may be (:func:`missing_ids`; 1 if
     any) and that a job step shows its job."""
@@ -422,7 +427,8 @@ def _print_records(records: list[JobRecord], args: argparse.Namespace, fields: l
         print(text)
 
 
-def _long_text(items: list, args: argparse.Namespace, fields: list[str], widths: list[int | None] | None,
+def _long_text(items: list[tuple[str, JobRecord, F.RowOptions]], args: argparse.Namespace, fields: list[str],
+               widths: list[int | None] | None,
                parsable: str) -> str:
     """``-l``: one row per node and device (:func:`jobenergy_format.long_rows`). ``-p``/``-P``: every
     field, full text. Aligned without ``-o``: :data:`jobenergy_format.LONG_TABLE_FIELDS`, the long
@@ -450,10 +456,10 @@ def _long_text(items: list, args: argparse.Namespace, fields: list[str], widths:
                              noheader=args.noheader)
 
 
-def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, dict]]:
+def _rows(records: list[JobRecord]) -> list[tuple[str, JobRecord, F.RowOptions]]:
     """(JobID text, record, field options) per output row, in sacct's order
     (:func:`slurm_energy.cli.jobenergy_select.ordered_jobs`); requeued jobs get a sum row first."""
-    out = []
+    out: list[tuple[str, JobRecord, F.RowOptions]] = []
     for recs in S.ordered_jobs(records):
         if len(recs) == 1:
             out.append((display_id(recs[0]), recs[0], {}))
@@ -475,7 +481,7 @@ STALE_INTERIMS = 10
 MAX_NAMED = 5
 
 
-def missing_ids(specs: list, records: list, filtered: bool, among: str, where: str, privileged: bool,
+def missing_ids(specs: list[JobSpec], records: list[JobRecord], filtered: bool, among: str, where: str, privileged: bool,
                 interim_s: float) -> list[str]:
     """One message per requested job id (``specs``, :func:`slurm_energy.jobid.parse_jobids`) that no
     record matches. Root and admins: ``job ID: not in the store[ in the given -S/-E window or -s
@@ -507,7 +513,10 @@ def _nothing_found(args: argparse.Namespace, users: list[str], start: float | No
     """The stderr line for a query without job ids that selected no job: what was asked (``running
     between A and B``, the users -- when asked for, or an ordinary user's own --, accounts, partitions,
     states), the store, and what to try (``-S`` with the day before the default window)."""
-    fmt = lambda t: F.fmt_time(t, tz)  # noqa: E731
+
+    def fmt(t: float) -> str:
+        return F.fmt_time(t, tz)
+
     parts = [f"that ran between {fmt(start) if start is not None else 'the first job'} and "
              f"{fmt(end) if end is not None else 'now'}"]
     if users and (args.user or not privileged):
@@ -521,7 +530,7 @@ def _nothing_found(args: argparse.Namespace, users: list[str], start: float | No
     return f"no jobs {' '.join(parts)} in the store: {where}{hint}"
 
 
-def stale_running(records: Iterable, now: float, interim_s: float, fmt_time: Callable[[float], str],
+def stale_running(records: Iterable[JobRecord], now: float, interim_s: float, fmt_time: Callable[[float], str],
                   fmt_elapsed: Callable[[float], str]) -> list[str]:
     """A note for records still ``running`` whose last update (``end_time``, epoch s) is more than
     :data:`STALE_INTERIMS` x ``interim_s`` before ``now`` (empty list when none); one line for all."""

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from slurm_energy.cli.jobenergy_select import job_state
 from slurm_energy.core import Method, all_estimated, status_text
@@ -22,7 +22,7 @@ from slurm_energy.slurm.clients.formats import format_energy, format_memory
 from slurm_energy.units import J_PER_KWH, sum_known
 
 if TYPE_CHECKING:  # records, or the store's summary rows (store.select.JobRow) for SUMMARY_FIELDS
-    from slurm_energy.model import JobRecord
+    from slurm_energy.model import DeviceEnergy, JobRecord
 
 
 #: The default table, about 90 characters wide like sacct's default (JobID,JobName,Partition,Account,
@@ -39,6 +39,16 @@ LONG_FIELDS = ["JobID", "Node", "Class", "DeviceID", "Model", "Count", "Method",
 #: not 0) go to a note under each row (:func:`long_note`). ``-l -p/-P`` and ``-l -o`` have every field.
 LONG_TABLE_FIELDS = ["JobID", "Node", "Class", "Count", "Method", "Energy_kWh", "Device_kWh", "Coverage",
                      "ReqMem", "MaxRSS"]  # fmt: skip
+
+
+class RowOptions(TypedDict, total=False):
+    """What an output row's cells take beside its record (:data:`FIELDS`): set per row by
+    ``jobenergy`` (``_rows``: a requeued job's sum row and its attempts; ``tz`` for every row)."""
+
+    jobid_override: str  # an attempt of a requeued job: ``<job id>#<restart count>``
+    elapsed_s: float  # the sum row: the attempts' elapsed times summed, s
+    is_sum: bool  # the sum row of a requeued job (not an attempt: left out of --json, --seff, --cite)
+    tz: str  # the site's IANA time zone for Start/End
 
 
 def fmt_num(v: float | None) -> str:
@@ -66,13 +76,13 @@ def fmt_time(ts: float, tz: str = "UTC") -> str:
     return dt.datetime.fromtimestamp(ts, ZoneInfo(tz)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def _alpha(rec) -> float:
+def _alpha(rec: JobRecord) -> float:
     """The record's offset factor alpha (a summary row's column; 1.0 where a row stored before has none)."""
     a = rec.carbon.alpha if hasattr(rec, "model_copy") else getattr(rec, "alpha", None)
-    return 1.0 if a is None else a
+    return 1.0 if a is None else float(a)
 
 
-def default_fields(recs: list) -> list[str]:
+def default_fields(recs: list[JobRecord]) -> list[str]:
     """The default table's field keys: :data:`DEFAULT_FIELDS`, with ``Net_kgCO2e`` after ``kgCO2e``
     when some record's alpha is not 1 (a site with alpha 1 sees one CO2e number), then
     ``Embodied_kgCO2e`` when some record has embodied CO2e and ``Cost`` when some has a cost."""
@@ -120,7 +130,7 @@ def report_code(text: str) -> str:
 
 
 #: -o fields by header (sacct-like names; -o matches them case-insensitively): the cell of a record or summary row
-_COLUMNS: dict[str, Callable[[JobRecord, dict], str]] = {
+_COLUMNS: dict[str, Callable[[JobRecord, RowOptions], str]] = {
     "JobID": lambda r, o: o.get("jobid_override") or display_id(r),
     "JobIDRaw": lambda r, o: r.job_id,
     "Cluster": lambda r, o: r.cluster,
@@ -326,13 +336,13 @@ def _widen(row: list[str]) -> list[str]:
     return row
 
 
-def _covers_flags(d, short: bool = False) -> str:
+def _covers_flags(d: DeviceEnergy, short: bool = False) -> str:
     """What the number covers, with its flags (counter_inconsistent, util_clamped + raw value...).
     ``short`` (the aligned ``-l`` table): without the parts the row's DeviceID, Model and Method
     columns already show (``accounting.summary`` writes ``"<id> (<model>); <method>; <share>"``)."""
     extra = list(d.flags)
     extra += [f"{k}={v:.3g}" for k, v in sorted(d.unclamped.items())]
-    covers = d.covers
+    covers: str = d.covers
     if short:
         known = {d.device_id, f"{d.device_id} ({d.model})", Method(d.method).value}
         covers = "; ".join(p for p in covers.split("; ") if p not in known)
@@ -361,7 +371,7 @@ def sum_attempts(attempts: list[JobRecord]) -> tuple[JobRecord, float]:
     return total, sum(a.elapsed_s for a in attempts)
 
 
-def _copy(rec, update: dict):
+def _copy(rec: JobRecord, update: dict[str, Any]) -> JobRecord:
     """A copy of a record (pydantic ``model_copy``) or a summary row with ``update`` applied."""
     if hasattr(rec, "model_copy"):
         return rec.model_copy(update=update)

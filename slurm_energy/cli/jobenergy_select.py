@@ -25,7 +25,7 @@ job id's jobs newest first; a requeued job's attempts oldest first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from slurm_energy.core import ESTIMATED, PARTIAL_COVERAGE, Status, status_text
@@ -66,9 +66,9 @@ QUALIFIERS = (ESTIMATED, PARTIAL_COVERAGE)
 class StateFilter(NamedTuple):
     """Parsed ``-s``: measurement statuses (``Status`` values) and Slurm job states (long names)."""
 
-    statuses: frozenset
-    job_states: frozenset
-    qualifiers: frozenset = frozenset()  # "estimated", "partial-coverage" (of a complete status)
+    statuses: frozenset[str]
+    job_states: frozenset[str]
+    qualifiers: frozenset[str] = frozenset()  # "estimated", "partial-coverage" (of a complete status)
 
     def __bool__(self) -> bool:
         return bool(self.statuses or self.job_states or self.qualifiers)
@@ -137,7 +137,8 @@ def state_matches(rec: JobRecord, flt: StateFilter) -> bool:
     return any(q in shown.partition("(")[2].rstrip(")").split(",") for q in flt.qualifiers)
 
 
-def check_window(start, end, start_text: str, end_text: str, fmt) -> None:
+def check_window(start: float | None, end: float | None, start_text: str, end_text: str,
+                 fmt: Callable[[float], str]) -> None:
     """Refuse a ``-S`` after ``-E`` (epoch s; either may be None).
 
     ``start_text``/``end_text``: what the user typed (or ``"midnight (default)"``); ``fmt`` turns
@@ -152,7 +153,7 @@ def check_window(start, end, start_text: str, end_text: str, fmt) -> None:
     )
 
 
-def _num(text) -> tuple:
+def _num(text: object) -> tuple[int, int, str]:
     s = str(text or "")
     return (0, int(s), "") if s.isdigit() else (1, 0, s)
 
@@ -162,11 +163,12 @@ def ordered_jobs(records: list[JobRecord]) -> list[list[JobRecord]]:
 
     Returns a list of jobs, each its attempts oldest first (a reused id gives several jobs).
     """
-    groups: dict[tuple, list] = {}
+    groups: dict[tuple[str, str], list[JobRecord]] = {}
     for r in records:
         groups.setdefault((r.cluster, r.job_id), []).append(r)
-    out = []
-    def sacct_key(k: tuple) -> tuple:
+    out: list[list[JobRecord]] = []
+
+    def sacct_key(k: tuple[str, str]) -> tuple[str, tuple[int, int, str], tuple[int, int, str], tuple[int, int, str]]:
         r = groups[k][0]
         return (k[0], _num(r.array_job_id or k[1]), _num(r.array_task_id or ""), _num(k[1]))
 

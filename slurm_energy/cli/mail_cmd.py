@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
 
-def register(sub) -> None:
+if TYPE_CHECKING:
+    from slurm_energy.cli.main import Subparsers
+def register(sub: Subparsers) -> None:
     """Add ``mail`` to the ``slurm-energy`` sub-parsers."""
     p = sub.add_parser("mail", help="MailProg wrapper: add the job's energy to Slurm's mail, then call the "
                        "real mail program (outputs.mail.program)")
@@ -11,7 +15,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_mail)
 
 
-def cmd_mail(args) -> int:
+def cmd_mail(args: argparse.Namespace) -> int:
     """Entry for ``slurm-energy mail``; always returns 0 (:func:`slurm_energy.slurm.mailprog.mail`)."""
     from slurm_energy.slurm.mailprog import mail
 

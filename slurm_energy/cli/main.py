@@ -17,6 +17,10 @@ import argparse
 import importlib
 import re
 import sys
+from typing import TypeAlias
+
+#: What each command module's ``register(subparsers)`` is given: ``add_subparsers()``'s action.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 _COMMAND_MODULES = [
     "slurm_energy.cli.run_cmds",

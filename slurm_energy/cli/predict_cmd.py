@@ -22,9 +22,11 @@ model, implausible tag). Both read the store (:meth:`slurm_energy.store.Store.ta
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.accounting.prediction import (
     DeviceSpec,
@@ -36,11 +38,17 @@ from slurm_energy.accounting.prediction import (
     time_from_gpu_hours,
     training_flops,
 )
+from slurm_energy.cli.site import LenientSiteConfig, store_url
 from slurm_energy.store.urls import STORE_HELP
 from slurm_energy.units import RAM_W_PER_GB, RAM_W_PER_GB_SOURCE
 
+if TYPE_CHECKING:
+    from slurm_energy.accounting.calibration import Calibration, Spread
+    from slurm_energy.cli.main import Subparsers
+    from slurm_energy.model import JobRecord
 
-def register(subparsers) -> None:
+
+def register(subparsers: Subparsers) -> None:
     """Add ``predict`` and ``calibration`` to the ``slurm-energy`` sub-command parsers."""
     p = subparsers.add_parser(
         "predict",
@@ -107,7 +115,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_calibration)
 
 
-def work_flops(args) -> tuple[float | None, str]:
+def work_flops(args: argparse.Namespace) -> tuple[float | None, str]:
     """FLOPs from ``--flops`` or ``--params``/``--tokens``, with how they were obtained; ``(None, ...)``
     when ``--gpu-hours`` gives the time and no work was given.
 
@@ -140,7 +148,7 @@ def _positive(flag: str, value: float, what: str) -> float:
     return value
 
 
-def gpu_rated(args) -> tuple[float | None, float, str, str]:
+def gpu_rated(args: argparse.Namespace) -> tuple[float | None, float, str, str]:
     """``(rated FLOP/s or None, rated W, model, source)`` from the table and/or ``--gpu-flops``/``--gpu-watts``.
 
     Raises:
@@ -187,24 +195,7 @@ def gpu_rated(args) -> tuple[float | None, float, str, str]:
     return flops, watts, model, "; ".join(sources)
 
 
-def site_config(args):
-    """``(SiteConfig or None, note)``: the site config as the hooks read it (lenient, last good copy,
-    ``$SLURM_ENERGY_CONFIG`` else /etc/slurm-energy/site.yaml), memoised on ``args``. Never raises:
-    a prediction works without one (documented defaults, labelled)."""
-    if not hasattr(args, "_site_config"):
-        try:
-            from slurm_energy import config as C
-
-            cfg, warnings = C.load_site_config_for_hooks(save=False)
-            for w in warnings:  # an invalid key falls back to its default: say so, as jobenergy does
-                print(f"slurm-energy {getattr(args, 'command', 'predict')}: warning: {w}", file=sys.stderr)
-            args._site_config = (cfg, f"site config {cfg.source_path}" if cfg.source_path else "no site config")
-        except Exception as e:
-            args._site_config = (None, f"site config unreadable: {e}")
-    return args._site_config
-
-
-def site_facts(args) -> dict:
+def site_facts(args: argparse.Namespace, site: LenientSiteConfig) -> dict[str, Any]:
     """PUE, CI, alpha with their sources: explicit flags, else ``--country`` (CI), else the site
     config for ``--partition`` (:func:`slurm_energy.config.carbon.resolve_carbon`, offline: no
     geolocation), else the documented defaults (PUE 1.58, 475 gCO2e/kWh, alpha 1), labelled.
@@ -215,14 +206,14 @@ def site_facts(args) -> dict:
     from slurm_energy.config.carbon import resolve_carbon
     from slurm_energy.model import CarbonFacts
 
-    cfg, _ = site_config(args)
+    cfg, _ = site.get()
     d = CarbonFacts()
     if cfg is not None:
         try:
             d = resolve_carbon(cfg, args.partition or "", offline=True)
         except Exception:
             d = CarbonFacts()
-    out = {"pue": d.pue, "pue_source": d.pue_source, "ci": d.ci_g_per_kwh, "ci_source": d.ci_source,
+    out: dict[str, Any] = {"pue": d.pue, "pue_source": d.pue_source, "ci": d.ci_g_per_kwh, "ci_source": d.ci_source,
            "alpha": d.alpha, "alpha_source": d.alpha_source}
     for k in ("alpha", "pue"):
         if getattr(args, k) is not None:
@@ -239,7 +230,8 @@ def site_facts(args) -> dict:
     return out
 
 
-def load_calibration(args, gpu_model: str) -> tuple[object | None, str]:
+def load_calibration(args: argparse.Namespace, gpu_model: str,
+                     site: LenientSiteConfig) -> tuple[Calibration | None, str]:
     """``(Calibration or None, note)`` for ``gpu_model`` from the store's newest
     :data:`CALIBRATION_RECORDS` tagged, finished records; the note
     says why there is none (never an error: a prediction without the store falls back to the
@@ -249,7 +241,7 @@ def load_calibration(args, gpu_model: str) -> tuple[object | None, str]:
     from slurm_energy.accounting.calibration import fit, for_gpu
 
     try:
-        url = store_url(args)
+        url = store_url(args.store, site.store_url).url
     except (LookupError, ValueError) as e:
         return None, f"site calibration: none ({e})"
     try:
@@ -262,11 +254,11 @@ def load_calibration(args, gpu_model: str) -> tuple[object | None, str]:
     return cal, cal.describe()
 
 
-def _spread_text(sp) -> str:
+def _spread_text(sp: Spread) -> str:
     return f"{sp.median:.3g} (p10-p90 {sp.p10:.3g}-{sp.p90:.3g} over {sp.n} jobs)"
 
 
-def fractions(args, cal, cal_note: str) -> dict:
+def fractions(args: argparse.Namespace, cal: Calibration | None, cal_note: str) -> dict[str, Any]:
     """FLOP/s fraction, power fraction and node overhead per GPU with where each came from.
 
     Raises:
@@ -275,7 +267,7 @@ def fractions(args, cal, cal_note: str) -> dict:
     """
     from slurm_energy.accounting.power_defaults import GPU_TRAINING
 
-    out: dict = {"calibration": cal_note}
+    out: dict[str, Any] = {"calibration": cal_note}
     if args.util is not None:
         out["flops_frac"], out["flops_frac_source"] = require_fraction(
             "--util", args.util, "pass achieved / rated FLOP/s, e.g. 0.4 for 40 %"), "--util"
@@ -309,7 +301,7 @@ def fractions(args, cal, cal_note: str) -> dict:
     return out
 
 
-def build(args) -> tuple[Prediction, dict]:
+def build(args: argparse.Namespace, site_config: LenientSiteConfig) -> tuple[Prediction, dict[str, Any]]:
     """Parse ``args`` into a :class:`Prediction` and notes (FLOPs basis, fractions and their sources,
     site facts, the site's range). Reads the bundled tables and, unless ``--no-calibration``, the store."""
     from slurm_energy.accounting.calibration import predict_range
@@ -317,7 +309,7 @@ def build(args) -> tuple[Prediction, dict]:
 
     flops, flops_basis = work_flops(args)
     rate, watts, model, source = gpu_rated(args)
-    cal, cal_note = load_calibration(args, args.gpu or model)
+    cal, cal_note = load_calibration(args, args.gpu or model, site_config)
     fr = fractions(args, cal, cal_note)
     if fr["node_w_per_gpu"] is None and fr["node_source"] == "default":
         from slurm_energy.accounting.prediction import default_node_w_per_gpu
@@ -342,10 +334,10 @@ def build(args) -> tuple[Prediction, dict]:
         devices.append(DeviceSpec("ram", count=args.ram_gb, rated_power_w=args.ram_watts_per_gb, power_frac=1.0,
                                   source="--ram-watts-per-gb" if args.ram_watts_per_gb != RAM_W_PER_GB
                                   else RAM_W_PER_GB_SOURCE, power_frac_source="drawn power").validate())
-    site = site_facts(args)
+    site = site_facts(args, site_config)
     t = time_from_gpu_hours(args.gpu_hours, n) if args.gpu_hours is not None else None
     pred = predict(flops, devices, pue=site["pue"], ci_g_per_kwh=site["ci"], alpha=site["alpha"], time_s=t)
-    notes = {"flops_basis": flops_basis, **fr, **site, "site_range": None}
+    notes: dict[str, Any] = {"flops_basis": flops_basis, **fr, **site, "site_range": None}
     if cal is not None and flops is not None and rate:
         notes["site_range"] = {k: asdict(v) for k, v in predict_range(
             cal, flops, n, rate, watts, site["pue"], site["ci"], site["alpha"], flops_frac=args.util,
@@ -364,7 +356,7 @@ def _h(s: float) -> str:
     return format_duration(s)
 
 
-def format_text(pred: Prediction, notes: dict) -> str:
+def format_text(pred: Prediction, notes: dict[str, Any]) -> str:
     """Human-readable lines: FLOPs, devices, both fractions and their sources, time, kWh per class,
     facility kWh, kgCO2e, the site's range, sources."""
     lines = [f"FLOPs:            {'n/a' if pred.flops is None else f'{pred.flops:.4g}'} ({notes['flops_basis']})"]
@@ -402,7 +394,8 @@ def format_text(pred: Prediction, notes: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_windows(args, pred) -> tuple[list[dict], str]:
+def start_windows(args: argparse.Namespace, pred: Prediction,
+                  site: LenientSiteConfig) -> tuple[list[dict[str, Any]], str]:
     """The 3 hour-aligned starts in the next 7 days (from ``--after``, default now) with the least
     CO2e of the predicted run (its facility kWh evenly over its time), over the hourly intensity (or
     forecast) imported for the site's zone: ``([{start, kgco2e}], how)``; ``([], why none)``."""
@@ -411,7 +404,7 @@ def start_windows(args, pred) -> tuple[list[dict], str]:
 
     from slurm_energy.accounting.whatif import WINDOW_DAYS, best_windows, flat_profile
 
-    cfg, _ = site_config(args)
+    cfg, _ = site.get()
     if cfg is None or pred.time_s <= 0:
         return [], ""
     try:
@@ -439,11 +432,12 @@ def start_windows(args, pred) -> tuple[list[dict], str]:
             "the predicted facility kWh spread evenly over the predicted time, x each hour's imported CI")
 
 
-def cmd_predict(args) -> int:
+def cmd_predict(args: argparse.Namespace) -> int:
     """Run the prediction; print text or JSON. Exit 2 with a message naming the bad input."""
     try:
-        pred, notes = build(args)
-        notes["start_windows"], notes["start_windows_note"] = start_windows(args, pred)
+        site = LenientSiteConfig("predict")
+        pred, notes = build(args, site)
+        notes["start_windows"], notes["start_windows_note"] = start_windows(args, pred, site)
     except PredictionError as e:
         print(f"slurm-energy predict: {e}", file=sys.stderr)
         return 2
@@ -461,7 +455,7 @@ def cmd_predict(args) -> int:
 CALIBRATION_RECORDS = 20000
 
 
-def tagged_records(url: str) -> list:
+def tagged_records(url: str) -> list[JobRecord]:
     """The store's newest :data:`CALIBRATION_RECORDS` tagged, finished records.
 
     Raises:
@@ -477,31 +471,16 @@ def tagged_records(url: str) -> list:
         store.close()
 
 
-def store_url(args) -> str:
-    """``--store``, else ``$SLURM_ENERGY_STORE``, else the site config's ``paths.store_url``
-    (:func:`slurm_energy.store.urls.resolve_store_url`; the site config, :func:`site_config`, is read
-    only when needed). Raises ValueError: ``--store ''``; LookupError: the site config is unreadable."""
-    from slurm_energy.store.urls import resolve_store_url
-
-    def from_config() -> str:
-        cfg, note = site_config(args)
-        if cfg is None:
-            raise LookupError(note)
-        return cfg.paths.store_url
-
-    return resolve_store_url(args.store, from_config).url
-
-
-def _sp(sp) -> str:
+def _sp(sp: Spread | None) -> str:
     return "n/a" if sp is None else f"{sp.median:.3g} ({sp.p10:.3g}-{sp.p90:.3g})"
 
 
-def cmd_calibration(args) -> int:
+def cmd_calibration(args: argparse.Namespace) -> int:
     """Print the calibration; exit 1 if the store cannot be read."""
     from slurm_energy.accounting.calibration import fit, job_fit
 
     try:
-        records = tagged_records(store_url(args))
+        records = tagged_records(store_url(args.store, LenientSiteConfig("calibration").store_url).url)
     except Exception as e:
         print(f"slurm-energy calibration: store not readable: {e}", file=sys.stderr)
         return 1

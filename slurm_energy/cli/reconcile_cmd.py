@@ -13,19 +13,27 @@ to the partition its jobs ran in (or ``--partition``): the monthly rollup's idle
 
 from __future__ import annotations
 
+import argparse
 import csv
 import html
 import io
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
+from slurm_energy.cli.site import site_config, store_url
 from slurm_energy.store.urls import STORE_HELP
+
+if TYPE_CHECKING:
+    from slurm_energy.accounting.reconcile import Period
+    from slurm_energy.cli.main import Subparsers
+    from slurm_energy.model import JobRecord
 
 HEAD = ("node", "period", "metered_kwh", "jobs_kwh", "idle_kwh", "residual_kwh", "residual_pct", "jobs", "metered_s")
 
 
-def register(sub) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("reconcile", help="node meter vs the jobs' attributed energy plus idle energy, per period",
                        description="Per node and hour/day/month: metered kWh (node meter) against the sum of the "
                        "jobs' attributed kWh on the node plus the node's kWh with no job; the residual in kWh and %. "
@@ -47,7 +55,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_reconcile)
 
 
-def render(periods: list[dict], fmt: str) -> str:
+def render(periods: list[dict[str, Any]], fmt: str) -> str:
     if fmt == "json":
         return json.dumps({"periods": periods}, indent=1)
     rows = [[p["node"], p["period"], *(f"{p[k]:.6g}" for k in HEAD[2:6]),
@@ -69,7 +77,7 @@ def render(periods: list[dict], fmt: str) -> str:
     return render_table(rows, list(HEAD))
 
 
-def prometheus_text(periods: list[dict], by: str) -> str:
+def prometheus_text(periods: list[dict[str, Any]], by: str) -> str:
     from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
     reg = CollectorRegistry()
@@ -85,7 +93,7 @@ def prometheus_text(periods: list[dict], by: str) -> str:
     return generate_latest(reg).decode()
 
 
-def node_partition(node: str, given: str | None, records: list) -> tuple[str, str]:
+def node_partition(node: str, given: str | None, records: list[JobRecord]) -> tuple[str, str]:
     """(partition, how): ``given`` (``--partition``), else the one partition the node's jobs in the
     window ran in. Raises ValueError naming the fix where they ran in none or several (a node in
     two partitions: which one pays for its idle hours is the site's call, not a guess)."""
@@ -99,7 +107,8 @@ def node_partition(node: str, given: str | None, records: list) -> tuple[str, st
                      "partition its idle energy is charged to")
 
 
-def _save(url: str, cluster: str, node: str, given: str | None, records: list, hours: list, lo: float, hi: float,
+def _save(url: str, cluster: str, node: str, given: str | None, records: list[JobRecord], hours: list[Period],
+          lo: float, hi: float,
           source: str) -> int:
     """Store the node's whole UTC hours inside [lo, hi] (an hour the window cuts is left out: it
     would replace a whole stored hour by a part). Opens the store writable (migrating it)."""
@@ -110,7 +119,7 @@ def _save(url: str, cluster: str, node: str, given: str | None, records: list, h
 
     partition, how = node_partition(node, given, records)
     kwh = 3.6e6
-    out = []
+    out: list[dict[str, Any]] = []
     for p in hours:
         h = datetime.strptime(p.period, "%Y-%m-%dT%H").replace(tzinfo=timezone.utc).timestamp()
         if h >= lo and h + 3600 <= hi:
@@ -124,17 +133,15 @@ def _save(url: str, cluster: str, node: str, given: str | None, records: list, h
         store.close()
 
 
-def cmd_reconcile(args) -> int:
+def cmd_reconcile(args: argparse.Namespace) -> int:
     from slurm_energy.accounting.reconcile import reconcile_node
-    from slurm_energy.config import load_site_config
     from slurm_energy.fileio import atomic_write
     from slurm_energy.sampling import meterspool
     from slurm_energy.slurm.clients.timespec import parse_time
     from slurm_energy.store import open_store
-    from slurm_energy.store.urls import resolve_store_url
 
     try:
-        cfg = load_site_config()
+        cfg = site_config()
         now = time.time()
         t0 = parse_time(args.since, now=now, tz=cfg.timezone, field="--since") if args.since else None
         t1 = parse_time(args.until, now=now, tz=cfg.timezone, field="--until") if args.until else None
@@ -145,7 +152,7 @@ def cmd_reconcile(args) -> int:
                   "and a job run on the node since?", file=sys.stderr)
             return 2
         lo, hi = rows[0].t if t0 is None else t0, rows[-1].t if t1 is None else t1
-        url = resolve_store_url(args.store, cfg.paths.store_url).url
+        url = store_url(args.store, cfg.paths.store_url).url
         store = open_store(url, readonly=True)
         try:
             recs = store.query(start=lo, end=hi)

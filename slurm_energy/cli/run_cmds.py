@@ -13,11 +13,24 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from slurm_energy.units import J_PER_KWH
 
+if TYPE_CHECKING:
+    from types import FrameType
 
-def register(sub) -> None:
+    from slurm_energy.cli.main import Subparsers
+    from slurm_energy.core import JobUsage
+    from slurm_energy.model import JobRecord
+    from slurm_energy.pipeline import LocalMeasurement
+    from slurm_energy.sampling.local import RunEnd
+    from slurm_energy.sampling.sampler import UsageProbe
+
+
+def register(sub: Subparsers) -> None:
     """Add run, attach and hook sub-commands."""
     p = sub.add_parser("run", help="measure a command (no Slurm needed): slurm-energy run -- CMD ...")
     _common(p)
@@ -36,7 +49,7 @@ def register(sub) -> None:
     p.set_defaults(func=lambda a: __import__("slurm_energy.slurm.hooks", fromlist=["x"]).main([a.which]))
 
 
-def _common(p) -> None:
+def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="site config YAML (default $SLURM_ENERGY_CONFIG or /etc/slurm-energy/site.yaml)")
     p.add_argument("--interval", type=float, help="sampling interval, s (default: site config, 5 s)")
     p.add_argument("--out", default=".", help="directory for energy-<id>.html/.csv (default .)")
@@ -58,7 +71,9 @@ def _common(p) -> None:
     g.add_argument("--alpha", type=float, help="fraction of emissions counted, 0..1 (1: no offset)")
 
 
-def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None):
+def _measure(args: argparse.Namespace, launch: Callable[[LocalMeasurement], tuple[UsageProbe, str, float | None]],
+             wait_for_end: Callable[[], JobUsage | None], gpus: str | None = None,
+             ending: Callable[[], RunEnd] | None = None) -> JobRecord:
     """Open the readers, then ``launch(measurement)`` -> (probe, label, t0 or None) the job (after
     the second of set-up, so ``run`` measures its command from its spawn), sample it until
     ``wait_for_end()`` returns; then summarise and report. ``gpus``: NVML indices (``attach --gpus
@@ -82,7 +97,9 @@ def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None):
             print(f"slurm-energy: {path} exists (an earlier run's report); pass --overwrite to replace it, "
                   "or another --label", file=sys.stderr)
             raise SystemExit(2)
-    uuids, unresolved, note = None, [], ""
+    uuids: list[str] | None = None
+    unresolved: list[str] = []
+    note = ""
     if gpus:
         try:
             uuids, unresolved, note = gpus_by_index(gpus)
@@ -118,7 +135,7 @@ def _measure(args, launch, wait_for_end, gpus: str | None = None, ending=None):
     return final
 
 
-def _print_summary(rec) -> None:
+def _print_summary(rec: JobRecord) -> None:
     """The record on stdout (energy per class and method, IT -> facility -> CO2e, status); a line on
     stderr when a carbon fact is the default."""
     from slurm_energy.config.overrides import default_facts_warning
@@ -140,7 +157,7 @@ def _print_summary(rec) -> None:
         print(warn, file=sys.stderr)
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     """Run ``args.cmd`` as a child and measure it; exit with its exit status."""
     from slurm_energy.core import JobUsage
     from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV, RunEnd
@@ -151,37 +168,51 @@ def cmd_run(args) -> int:
         print("slurm-energy run: no command given; usage: slurm-energy run [options] -- CMD [ARGS...]", file=sys.stderr)
         return 2
     label = getattr(args, "label", None)
-    st: dict = {}
+    st = _Child()
 
-    def launch(m):
+    def launch(m: LocalMeasurement) -> tuple[UsageProbe, str, float | None]:
         # the command's track() calls write their marks into this run's (RUN_MARKS_ENV)
         env = dict(os.environ, **{RUN_MARKS_ENV: m.marks_path, RUN_LABEL_ENV: label or ""})
         t0 = time.time()
         try:
-            st["child"] = child = subprocess.Popen(cmd, env=env)
+            st.proc = child = subprocess.Popen(cmd, env=env)
         except OSError as e:
             print(f"slurm-energy run: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr)
             # as a shell: 126 found but not executable, 127 not found
             raise SystemExit(126 if isinstance(e, PermissionError) else 127) from None
-        st["restore"] = _forward_signals(child)
+        st.restore = _forward_signals(child)
         return ProcessTreeProbe(child.pid, exact_end=True), label or f"run-{child.pid}", t0
 
-    def wait():
-        child = st["child"]
+    def wait() -> JobUsage:
+        child = st.proc
+        if child is None:  # _measure waits only after launch() started it
+            raise RuntimeError("slurm-energy run: waited for a command that was never started")
         _pid, status, ru = os.wait4(child.pid, 0)  # PEP 475: retried after a forwarded signal
-        st["rc"] = child.returncode = os.waitstatus_to_exitcode(status)
+        st.rc = child.returncode = os.waitstatus_to_exitcode(status)
         # the child's own rusage: exact CPU time of it and every descendant it waited for
         return JobUsage(ru.ru_utime + ru.ru_stime, None, ru.ru_maxrss * 1024, [child.pid], "rusage")
 
     try:
-        _measure(args, launch, wait, ending=lambda: RunEnd.from_exit_status(st.get("rc", 1)))
+        _measure(args, launch, wait, ending=lambda: RunEnd.from_exit_status(1 if st.rc is None else st.rc))
     finally:
-        st.get("restore", lambda: None)()
-    rc = st.get("rc", 1)
+        if st.restore is not None:
+            st.restore()
+    rc = 1 if st.rc is None else st.rc
     return rc if rc >= 0 else 128 - rc
 
 
-def _forward_signals(child: subprocess.Popen):
+@dataclass
+class _Child:
+    """``run``'s command while it is measured: the process, the signal handlers to put back, its exit
+    status as :func:`os.waitstatus_to_exitcode` gives it (negative: killed by that signal; None: not
+    waited for: exit 1)."""
+
+    proc: subprocess.Popen[bytes] | None = None
+    restore: Callable[[], None] | None = None
+    rc: int | None = None
+
+
+def _forward_signals(child: subprocess.Popen[bytes]) -> Callable[[], None]:
     """Pass SIGTERM/SIGINT/SIGHUP sent to ``run`` on to ``child`` (``run`` keeps going: it waits for
     the child, then takes the final sample and writes the partial record). A terminal's Ctrl-C and
     hang-up already reach the child (our process group) and are not passed on while our group is the
@@ -189,7 +220,7 @@ def _forward_signals(child: subprocess.Popen):
     elsewhere reaches it twice (docs/researchers/track.md). Returns a function restoring the previous handlers."""
     from slurm_energy.sampling.local import set_handlers
 
-    def forward(signum, _frame):
+    def forward(signum: int, _frame: FrameType | None) -> None:
         if signum in (signal.SIGINT, signal.SIGHUP) and _terminal_sends_to_child():
             return
         if child.returncode is None:
@@ -217,7 +248,7 @@ def _terminal_sends_to_child() -> bool:
         os.close(fd)
 
 
-def cmd_attach(args) -> int:
+def cmd_attach(args: argparse.Namespace) -> int:
     """Measure an existing process tree until it exits (or Ctrl-C)."""
     import psutil
 
@@ -232,9 +263,9 @@ def cmd_attach(args) -> int:
               "so the record measures the whole node, not one job", file=sys.stderr)
     # CPU time from the attach on: the tree's CPU time before it is not this measurement's
     probe = ProcessTreeProbe(args.pid, from_first_poll=True)
-    stopped: list = []
+    stopped: list[str] = []
 
-    def wait():
+    def wait() -> None:
         restore = set_handlers(raise_signal_exit)  # SIGTERM/SIGHUP end the wait, as Ctrl-C does
         try:
             probe.wait_gone()  # a pidfd: no polling while the tree runs
@@ -245,7 +276,7 @@ def cmd_attach(args) -> int:
         finally:
             restore()
 
-    def ending():
+    def ending() -> RunEnd:
         if stopped:
             return RunEnd("interrupted", f"attach was stopped by {stopped[0]} while process {args.pid} still ran: "
                                          "measured from the attach to then")

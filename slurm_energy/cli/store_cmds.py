@@ -12,16 +12,24 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from slurm_energy.cli.site import Site, load_site, site_config, store_url
 from slurm_energy.core import one_line
 from slurm_energy.reporting.rollup_table import month_bounds, month_header
 from slurm_energy.store.urls import STORE_HELP, shown_url
 
+if TYPE_CHECKING:
+    from slurm_energy.cli.main import Subparsers
+    from slurm_energy.model import JobRecord
+    from slurm_energy.store import Store
 
-def register(sub) -> None:
+
+def register(sub: Subparsers) -> None:
     """Add ``collect`` and ``rollup`` to the ``slurm-energy`` sub-parsers."""
     c = sub.add_parser(
         "collect", help="store queued records, finish records left by faults, add no_data records (root, every node)",
@@ -58,37 +66,22 @@ def register(sub) -> None:
     r.set_defaults(func=cmd_rollup)
 
 
-def _cfg():
-    from slurm_energy.config import load_site_config
-
-    return load_site_config()
-
-
-def _reader_cfg():
-    """The site config for a reader (``rollup``): the hooks' resolved copy when it is readable and
-    has no problem (then it equals the strict load, without pydantic's import time), else
-    :func:`_cfg` (which raises ConfigError for a bad file)."""
-    from slurm_energy.slurm.hooks.config_cache import reader_config
-
-    got = reader_config()
-    return got[0] if got is not None and not got[1] else _cfg()
-
-
 def _err(msg: str) -> None:
     print(f"slurm-energy: {msg}", file=sys.stderr)
 
 
-def _open(args, cfg, readonly=False):
-    """Open the store (``--store``, else ``$SLURM_ENERGY_STORE``, else ``paths.store_url``).
+def _open(args: argparse.Namespace, config_url: str, readonly: bool = False) -> Store:
+    """Open the store (:func:`slurm_energy.cli.site.store_url`: ``--store``, else
+    ``$SLURM_ENERGY_STORE``, else ``config_url``, the site's ``paths.store_url``).
 
     Raises ValueError/RuntimeError (StoreError: names the URL, password hidden) from ``open_store``.
     """
     from slurm_energy.store import open_store
 
-    return open_store(_store_url(args, cfg), readonly=readonly)
+    return open_store(store_url(args.store, config_url).url, readonly=readonly)
 
 
-def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
+def not_root_message(results_dir: str, url: str, euid: int) -> str | None:
     """Why ``collect`` cannot run as user id ``euid`` (None for root, 0).
 
     The node records under ``results_dir`` are root's (directories 0700, files 0600: docs/STORE.md)
@@ -102,27 +95,19 @@ def not_root_message(results_dir, store_url: str, euid: int) -> str | None:
     name = user_name(euid)
     who = f"uid {euid}" if name == str(euid) else f"{name} (uid {euid})"
     return (f"collect must run as root: it reads the node records under {results_dir} (root's, mode 0700) "
-            f"and writes the store {shown_url(store_url)}; you are {who}. Run it as root, e.g. from root's "
+            f"and writes the store {shown_url(url)}; you are {who}. Run it as root, e.g. from root's "
             "crontab on the controller")
 
 
-def _store_url(args, cfg) -> str:
-    """The store URL in force (:func:`slurm_energy.store.urls.resolve_store_url`: ``--store``, else
-    $SLURM_ENERGY_STORE, else the site's ``paths.store_url``). Raises ValueError: empty --store."""
-    from slurm_energy.store.urls import resolve_store_url
-
-    return resolve_store_url(args.store, cfg.paths.store_url).url
-
-
-def cmd_collect(args) -> int:
+def cmd_collect(args: argparse.Namespace) -> int:
     """Entry for ``slurm-energy collect``; exit 0 ok, 2 bad config/arguments, not root, or a path or
     store that cannot be read or written (the message names it)."""
     if args.older_than < 0:
         _err(f"--older-than={args.older_than} must be >= 0 minutes")
         return 2
     try:
-        cfg = _cfg()
-        url = _store_url(args, cfg)
+        cfg = site_config()
+        url = store_url(args.store, cfg.paths.store_url).url
     except (ValueError, OSError) as e:
         _err(str(e))
         return 2
@@ -170,14 +155,14 @@ def cmd_collect(args) -> int:
     return 0
 
 
-def cmd_prune(args) -> int:
+def cmd_prune(args: argparse.Namespace) -> int:
     """Entry for ``slurm-energy prune``: spool retention (never a job not yet stored); exit 0 ok,
     2 bad arguments/config, not root, or a store that cannot be read."""
     if args.older_than < 0:
         _err(f"--older-than={args.older_than} must be >= 0 days")
         return 2
     try:
-        cfg = _cfg()
+        cfg = site_config()
     except (ValueError, OSError) as e:
         _err(str(e))
         return 2
@@ -185,7 +170,7 @@ def cmd_prune(args) -> int:
         _err("prune must run as root: the spool and results are root's (mode 0700)")
         return 2
     try:
-        store = _open(args, cfg, readonly=True)
+        store = _open(args, cfg.paths.store_url, readonly=True)
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return 2
@@ -205,7 +190,7 @@ def cmd_prune(args) -> int:
     return 0
 
 
-def _month_data(args, cfg, t0: float, t1: float):
+def _month_data(args: argparse.Namespace, site: Site, t0: float, t1: float) -> MonthData | None:
     """(rollup rows, the month's full records: only for html, the month's top 10 jobs by GPU-idle energy:
     [] when unreadable, the nodes' metered and idle energy per partition: [] where none is stored)
     or None after printing why the store cannot be read (:mod:`slurm_energy.store.rollup`:
@@ -216,7 +201,7 @@ def _month_data(args, cfg, t0: float, t1: float):
     from slurm_energy.store.schema import has_table
 
     try:
-        store = _open(args, cfg, readonly=True)  # a reader: never creates or migrates the store
+        store = _open(args, site.store_url, readonly=True)  # a reader: never creates or migrates the store
         try:
             rows = month_rollup(store.db, args.by, t0, t1)  # a SQL aggregate: no record is parsed
             # the HTML report lists the month's top jobs, methods and carbon facts: full records
@@ -232,10 +217,20 @@ def _month_data(args, cfg, t0: float, t1: float):
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e).splitlines()[0])
         return None
-    return rows, records, top, idle
+    return MonthData(rows, records, top, idle)
 
 
-def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = None, idle: list | None = None) -> str:
+class MonthData(NamedTuple):
+    """What ``rollup`` reads from the store for one month (:func:`_month_data`)."""
+
+    rows: list[dict[str, Any]]  # per group (store.rollup.month_rollup): kWh, kgCO2e, None where unmeasured
+    records: list[JobRecord]  # the month's full records: html only, else []
+    top: list[dict[str, Any]]  # the top 10 jobs by GPU-idle energy (store.rollup.top_gpu_idle); [] when unreadable
+    idle: list[dict[str, Any]]  # nodes' metered and idle energy per partition (store.nodehours); [] where none
+
+
+def _write_rollup(args: argparse.Namespace, rows: list[dict[str, Any]], records: list[JobRecord], tz: str,
+                  top: list[dict[str, Any]] | None = None, idle: list[dict[str, Any]] | None = None) -> str:
     """csv/json from the rows (:mod:`slurm_energy.reporting.rollup_table`: no pandas, no pydantic),
     html by :func:`slurm_energy.reporting.monthly.render_html` (default file rollup-<month>-<by>.html);
     returns the path written ("": stdout)."""
@@ -250,7 +245,7 @@ def _write_rollup(args, rows: list, records: list, tz: str, top: list | None = N
     return R.write_text(render_html(rows, records, args.by, args.month, tz), args.out or f"rollup-{args.month}-{args.by}.html")
 
 
-def cmd_rollup(args) -> int:
+def cmd_rollup(args: argparse.Namespace) -> int:
     """Entry for ``slurm-energy rollup``; exit 0 ok, 1 not an admin, 2 bad arguments/config."""
     from slurm_energy.cli.sudo_caller import as_caller, caller_named_store, ignore_callers_config, reader_identity
 
@@ -260,23 +255,23 @@ def cmd_rollup(args) -> int:
         _err(refused)
         return 2
     try:
-        cfg = _reader_cfg()
-        t0, t1 = month_bounds(args.month, cfg.timezone)
+        site = load_site(strict=True)
+        t0, t1 = month_bounds(args.month, site.timezone)
     except ValueError as e:
         _err(str(e))
         return 2
-    _, me, privileged = reader_identity(list(cfg.admins or []))  # under sudo: the caller, not root
+    _, me, privileged = reader_identity(site.admins)  # under sudo: the caller, not root
     if not privileged:
         _err(f"rollup shows every user's energy: only root and site-config admins may run it (you are {me})")
         return 1
-    got = _month_data(args, cfg, t0, t1)
+    got = _month_data(args, site, t0, t1)
     if got is None:
         return 2
     rows, records, top, idle = got  # read as root (the store), written as the caller
     if args.format != "table":
         try:
             with as_caller():  # under sudo: --out (or the html's default file) opened as the caller, never root
-                where = _write_rollup(args, rows, records, cfg.timezone, top, idle)
+                where = _write_rollup(args, rows, records, site.timezone, top, idle)
         except OSError as e:
             _err(f"rollup not written to {args.out or e.filename}: {e.strerror or e}; give a writable --out")
             return 2
@@ -284,7 +279,7 @@ def cmd_rollup(args) -> int:
             print(f"rollup: {where}", file=sys.stderr)
         return 0
 
-    def f(v):
+    def f(v: object) -> str:
         return "n/a" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
     # location-based kgCO2e always; net (x alpha) only where some group's differs; embodied and cost
@@ -300,11 +295,11 @@ def cmd_rollup(args) -> int:
     drop |= {"cost", "cost_currency"} if all(r["cost_currency"] is None for r in rows) else set()
     cols = [k for k in cols if k not in drop]
     head = [args.by, *(names[k] for k in cols)]
-    rows = [[f(r[k]) for k in (args.by, *cols)] for r in rows]
+    table = [[f(r[k]) for k in (args.by, *cols)] for r in rows]
     from slurm_energy.cli.table import render
 
-    print(month_header(args.month, cfg.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)
-    print(render(rows, head, parsable="P" if args.parsable2 else ""))
+    print(month_header(args.month, site.timezone, t0, t1), file=sys.stderr if args.parsable2 else sys.stdout)
+    print(render(table, head, parsable="P" if args.parsable2 else ""))
     if top and not args.parsable2:
         print("\ntop jobs by GPU energy while allocated but idle (measured in an idle state unless the method says "
               "tdp_estimate):")
@@ -320,5 +315,5 @@ def cmd_rollup(args) -> int:
     return 0
 
 
-def _top_id(r: dict) -> str:
+def _top_id(r: dict[str, Any]) -> str:
     return f"{r['array_job_id']}_{r['array_task_id']}" if r.get("array_job_id") else str(r["job_id"])

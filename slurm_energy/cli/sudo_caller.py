@@ -102,7 +102,7 @@ def as_caller() -> Iterator[None]:
         os.setgroups(saved)
 
 
-def reader_identity(admins: list) -> tuple[int, str, bool]:
+def reader_identity(admins: list[str]) -> tuple[int, str, bool]:
     """``(uid, user name, privileged)`` of the person a reader acts for: the sudo caller when
     there is one (privileged only if named in ``admins``), else the real uid (privileged when root
     or named in ``admins``)."""

@@ -42,15 +42,17 @@ def render(rows: list[list[str]], headers: list[str], *, parsable: str = "", noh
             lines.append("|".join(headers) + tail)
         lines += ["|".join(r) + tail for r in rows]
         return "\n".join(lines)
-    fixed = widths or [None] * len(headers)
-    cap = caps or [None] * len(headers)
+    none: list[int | None] = [None] * len(headers)
+    fixed = widths or none
+    cap = caps or none
     auto = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    cols = []  # (width, left-justified, mark for a cut value)
+    cols: list[tuple[int, bool, str]] = []  # (width, left-justified, mark for a cut value)
     for i, w in enumerate(auto):
-        if fixed[i] is not None:
-            cols.append((abs(fixed[i]), fixed[i] < 0, "+"))
-        elif cap[i] is not None and w > cap[i]:
-            cols.append((max(cap[i], len(headers[i])), False, "…"))
+        fx, cp = fixed[i], cap[i]
+        if fx is not None:
+            cols.append((abs(fx), fx < 0, "+"))
+        elif cp is not None and w > cp:
+            cols.append((max(cp, len(headers[i])), False, "…"))
         else:
             cols.append((w, False, ""))
     if not noheader:

@@ -18,9 +18,10 @@ import datetime as _dt
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from slurm_energy._version import __version__
-from slurm_energy.accounting.sci import functional_units, scores, window_embodied_kg
+from slurm_energy.accounting.sci import SciScore, functional_units, scores, window_embodied_kg
 from slurm_energy.config.overrides import GIVEN_DATACENTER
 from slurm_energy.errors import CiteError
 from slurm_energy.model import JobRecord, Method, WindowEnergy
@@ -69,7 +70,7 @@ class Citation:
     co2e_net_kg: float | None = None  # x alpha; None when every job's alpha is 1 (the same number)
     alphas: list[tuple[float, str]] = field(default_factory=list)  # (alpha, source) where alpha is not 1
     embodied_kg: float | None = None  # SCI's M of the hardware reserved (a phase: its time's share)
-    sci_ai: list = field(default_factory=list)  # accounting.sci.SciScore; [] without FLOPs/tokens/parameters
+    sci_ai: list[SciScore] = field(default_factory=list)  # accounting.sci.SciScore; [] without FLOPs/tokens/parameters
     where: str = "on the Slurm cluster's nodes"  # where the records were measured, for the methods text
     defaults: list[str] = field(default_factory=list)  # "PUE 1.58", "CI 475 gCO2e/kWh": documented defaults used
     noun: str = "job"  # "run" for process trees measured outside Slurm
@@ -136,9 +137,9 @@ def _where(recs: Sequence[JobRecord]) -> str:
 
 def _defaults(recs: Sequence[JobRecord]) -> list[str]:
     """The documented defaults the records' CO2e rests on: ``PUE 1.58``, ``CI 475 gCO2e/kWh``."""
-    out = []
-    for key, text in (("pue", lambda c: f"PUE {c.pue:g}"), ("ci", lambda c: f"CI {c.ci_g_per_kwh:g} gCO2e/kWh")):
-        out += sorted({text(r.carbon) for r in recs if key in r.carbon.defaults_used})
+    out: list[str] = []
+    out += sorted({f"PUE {r.carbon.pue:g}" for r in recs if "pue" in r.carbon.defaults_used})
+    out += sorted({f"CI {r.carbon.ci_g_per_kwh:g} gCO2e/kWh" for r in recs if "ci" in r.carbon.defaults_used})
     return out
 
 
@@ -313,7 +314,7 @@ def _measured_word(c: Citation) -> str:
     return "partly estimated" if any(Method(m) in MEASURED for m in methods) else "estimated"
 
 
-def model_card_data(c: Citation) -> dict:
+def model_card_data(c: Citation) -> dict[str, Any]:
     """The ``co2_eq_emissions`` mapping of a Hugging Face model card (emissions in grams); the
     optional ``training_type`` and ``geographical_location`` only where the records say them."""
     per_class = ", ".join(k + "=" + "/".join(sorted(p.methods)) for k, p in c.classes.items())

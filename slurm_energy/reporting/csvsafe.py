@@ -23,7 +23,7 @@ def safe_cell(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
-def cell(v) -> str:
+def cell(v: object) -> str:
     """A report CSV cell: ``None`` -> empty (unmeasured, never 0), an enum its value, a float in plain
     decimals to 9 significant digits (``0.000136900``, never ``1.369e-04``: spreadsheets read both),
     text through :func:`safe_cell` (a user's text is never a formula)."""

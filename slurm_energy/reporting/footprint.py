@@ -6,11 +6,15 @@ and the SCI-for-AI scores. Formatting only: every number is the record's (or
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.accounting.sci import record_scores
 from slurm_energy.model import JobRecord
 from slurm_energy.units import sum_known
+
+if TYPE_CHECKING:
+    from slurm_energy.accounting.whatif import WhatIf
 
 GROSS_METHOD = "location-based: facility kWh x grid CI, offsets excluded (SCI O = E x I; GHG Protocol Scope 2 location-based)"
 NET_METHOD = "net: location-based x alpha, the datacenter's offset factor"
@@ -131,7 +135,7 @@ def formula_lines(rec: JobRecord) -> list[str]:
     return out
 
 
-def whatif_lines(w, fmt_time) -> list[str]:
+def whatif_lines(w: WhatIf, fmt_time: Callable[[float], str]) -> list[str]:
     """The what-if (:class:`slurm_energy.accounting.whatif.WhatIf`) as lines: the actual and best
     start with their location-based CO2e, the saving, the window and how the profile was obtained."""
     def kg(v: float | None) -> str:

@@ -18,7 +18,7 @@ def gpus(record: JobRecord) -> list[tuple[str, Any]]:
 
 def allocated_gpu_s(record: JobRecord) -> float:
     """GPU-seconds the judged GPUs were allocated (each GPU's span on its node), s."""
-    return sum(d.duration_s for _, d in gpus(record))
+    return sum(float(d.duration_s) for _, d in gpus(record))
 
 
 def summary_line(record: JobRecord) -> str | None:
@@ -33,7 +33,7 @@ def summary_line(record: JobRecord) -> str | None:
             f" -- {describe_method(record.gpu_idle_method)}")
 
 
-def json_block(record: JobRecord) -> dict | None:
+def json_block(record: JobRecord) -> dict[str, Any] | None:
     """``--json``'s ``gpu_idle``: totals and per GPU, with the method and its label; None without a judged GPU."""
     if record.gpu_idle_s is None:
         return None

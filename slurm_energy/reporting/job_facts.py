@@ -29,9 +29,9 @@ def _gib(b: int | None) -> str:
     return f"{b / 2**30:.2f} GiB" if b >= 2**30 else f"{b / 2**20:.0f} MiB"
 
 
-def memory_rows(record: JobRecord) -> list[dict]:
+def memory_rows(record: JobRecord) -> list[dict[str, str]]:
     """Requested vs used (peak) memory per node, for users tuning ``--mem``; nodes alike are one row."""
-    rows: list[dict] = []
+    rows: list[dict[str, str]] = []
     for n in record.nodes:
         if n.req_mem_bytes is None and n.max_mem_bytes is None:
             continue

@@ -13,6 +13,7 @@ estimated stacked; kgCO2e per group) inlined as SVG; written atomically (temp fi
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord, Method
@@ -22,7 +23,7 @@ TOP_JOBS = 10
 MAX_BARS = 30  # groups drawn; the rest are in the table
 
 
-def bar_charts_svg(rows: list[dict], by: str) -> str:
+def bar_charts_svg(rows: list[dict[str, Any]], by: str) -> str:
     """Two horizontal bar charts as one inline SVG: IT kWh per group (measured | estimated stacked) and
     kgCO2e per group. ``rows`` as :func:`render_html`'s; groups without a number get no bar (never 0)."""
     from matplotlib.figure import Figure  # no pyplot: no global state
@@ -49,9 +50,9 @@ def bar_charts_svg(rows: list[dict], by: str) -> str:
     return svg_text(fig)
 
 
-def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict]:
+def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict[str, Any]]:
     """The ``n`` jobs with the most IT energy (unmeasured jobs last, never as 0)."""
-    def key(r: JobRecord):
+    def key(r: JobRecord) -> float:
         return r.it_kwh if r.it_kwh is not None else -1.0
 
     out = []
@@ -64,27 +65,28 @@ def top_jobs(records: list[JobRecord], n: int = TOP_JOBS) -> list[dict]:
     return out
 
 
-def method_coverage(records: list[JobRecord]) -> list[dict]:
+def method_coverage(records: list[JobRecord]) -> list[dict[str, Any]]:
     """Per device class, how many jobs had it measured by each method (rows: class, method, jobs)."""
-    c: Counter = Counter((cls, Method(m).value) for r in records for cls, m in r.methods.items())
+    c: Counter[tuple[str, str]] = Counter((cls, Method(m).value) for r in records for cls, m in r.methods.items())
     return [{"device_class": k[0], "method": k[1], "jobs": v} for k, v in sorted(c.items())]
 
 
-def carbon_used(records: list[JobRecord]) -> list[dict]:
+def carbon_used(records: list[JobRecord]) -> list[dict[str, Any]]:
     """The distinct (PUE, CI, sources) applied to the month's jobs, with how many jobs each."""
-    c: Counter = Counter((r.carbon.pue, r.carbon.pue_source, r.carbon.ci_g_per_kwh, r.carbon.ci_source,
-                          r.carbon.hourly) for r in records)
+    c: Counter[tuple[float, str, float, str, bool]] = Counter(
+        (r.carbon.pue, r.carbon.pue_source, r.carbon.ci_g_per_kwh, r.carbon.ci_source,
+         r.carbon.hourly) for r in records)
     return [{"pue": k[0], "pue_source": k[1], "ci_g_per_kwh": k[2], "ci_source": k[3], "hourly": k[4], "jobs": v}
             for k, v in c.most_common()]
 
 
-def render_html(rows: list[dict], records: list[JobRecord], by: str, month: str, timezone: str = "UTC") -> str:
+def render_html(rows: list[dict[str, Any]], records: list[JobRecord], by: str, month: str, timezone: str = "UTC") -> str:
     """The HTML report (see module doc) as text. ``rows``: :func:`slurm_energy.store.rollup.month_rollup`'s
     (``by``, jobs, unmeasured_jobs as ints; kWh and kgCO2e as floats, None where nothing was measured);
     ``timezone``: the IANA zone the month is in."""
-    from slurm_energy.reporting.report import _template_env
+    from slurm_energy.reporting.report import template_env
 
-    env = _template_env()  # the job report's environment over the shipped templates
+    env = template_env()  # the job report's environment over the shipped templates
     env.filters["n"] = lambda v, fmt="{:.4g}": "n/a" if v is None else fmt.format(v)
     total = {k: sum_known([r[k] for r in rows])
              for k in ("it_kwh", "facility_kwh", "co2e_kg", "measured_it_kwh", "estimated_it_kwh", "gpu_idle_kwh",
@@ -92,6 +94,7 @@ def render_html(rows: list[dict], records: list[JobRecord], by: str, month: str,
     total["jobs"] = sum(r["jobs"] for r in rows)
     total["attempts"] = sum(r["attempts"] for r in rows)
     total["unmeasured_jobs"] = sum(r["unmeasured_jobs"] for r in rows)
-    return env.get_template("monthly.html.j2").render(
+    html: str = env.get_template("monthly.html.j2").render(
         by=by, month=month, timezone=timezone, rows=rows, total=total, chart=bar_charts_svg(rows, by) if rows else "",
         top=top_jobs(records), coverage=method_coverage(records), carbon=carbon_used(records))
+    return html

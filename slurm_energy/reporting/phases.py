@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slurm_energy.accounting.phases import union
@@ -102,7 +103,7 @@ def render_phases_csv(record: JobRecord) -> str:
     return buf.getvalue()
 
 
-def long_rows(record: JobRecord, jobid: str, fmt_num) -> list[list[str]]:
+def long_rows(record: JobRecord, jobid: str, fmt_num: Callable[[float | None], str]) -> list[list[str]]:
     """``jobenergy -l`` rows (its LONG_FIELDS) for each window: Node ``-``, Class ``phase`` /
     ``stage`` / ``in_phases`` / ``outside``, DeviceID the name, Energy_kWh the IT energy, Covers
     the window in s since the job's start."""

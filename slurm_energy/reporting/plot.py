@@ -10,8 +10,23 @@ import io
 import math
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 from slurm_energy.model import JobTrace, NodeSummary
+
+if TYPE_CHECKING:  # matplotlib is imported lazily, when a plot is drawn
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+#: ``(bands, stages)`` of :func:`slurm_energy.reporting.phases.plot_marks`: outermost phases
+#: ``(start_min, end_min, name)`` and stages ``(t_min, label)``, minutes since the job's start.
+Marks: TypeAlias = "tuple[list[tuple[float, float, str]], list[tuple[float, str]]]"
+#: ``(spans, bound_w)`` of :func:`slurm_energy.reporting.gpu_idle.plot_spans`: idle stretches
+#: ``(start_min, end_min)`` and the GPUs' idle-draw bound, W (None: not known).
+Idle: TypeAlias = "tuple[list[tuple[float, float]], float | None]"
+#: One drawn line: (label, colour, line style, xs in the plot's time unit, ys W; NaN = gap).
+Series: TypeAlias = "tuple[str, str, str, list[float], list[float]]"
 
 #: Columns of NodeSummary.power_trace rows after the time column, W.
 TRACE_CLASSES = ("cpu", "gpu", "ram")
@@ -23,7 +38,8 @@ MAX_POINTS = 1500
 MAX_NODES = 4
 
 
-def downsample(ts: Sequence[float], ys: Sequence[float | None], max_points: int = MAX_POINTS):
+def downsample(ts: Sequence[float], ys: Sequence[float | None],
+               max_points: int = MAX_POINTS) -> tuple[list[float], list[float]]:
     """Bin-mean ``(ts, ys)`` down to at most ``max_points`` points; ``None`` stays a gap (NaN).
 
     Args:
@@ -40,7 +56,8 @@ def downsample(ts: Sequence[float], ys: Sequence[float | None], max_points: int 
     vals = [math.nan if y is None else float(y) for y in ys]
     if n <= max_points:
         return [float(t) for t in ts], vals
-    out_t, out_y = [], []
+    out_t: list[float] = []
+    out_y: list[float] = []
     for b in range(max_points):
         lo, hi = b * n // max_points, (b + 1) * n // max_points
         if hi <= lo:
@@ -52,8 +69,8 @@ def downsample(ts: Sequence[float], ys: Sequence[float | None], max_points: int 
 
 
 def power_svg(nodes: Sequence[NodeSummary], job_start: float,
-              marks: tuple[list, list] | None = None,
-              idle: tuple[list, float | None] | None = None, job: JobTrace | None = None) -> str | None:
+              marks: Marks | None = None,
+              idle: Idle | None = None, job: JobTrace | None = None) -> str | None:
     """Draw each node's ``power_trace`` (rows ``[t, cpu_w, gpu_w, ram_w]``) as an SVG string.
 
     Args:
@@ -80,7 +97,7 @@ def power_svg(nodes: Sequence[NodeSummary], job_start: float,
     return None if fig is None else svg_text(fig)
 
 
-def svg_text(fig) -> str:
+def svg_text(fig: Figure) -> str:
     """A matplotlib ``Figure`` as inline SVG: no XML prologue, no date, no width/height (CSS sizes it),
     text kept as ``<text>`` (smaller, selectable) and never rendered by LaTeX (user text in it)."""
     import matplotlib
@@ -95,24 +112,25 @@ def svg_text(fig) -> str:
     return re.sub(r'(<svg[^>]*?)\s(width|height)="[^"]*"', r"\1", svg, count=2)
 
 
-def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: tuple[list, list] | None = None,
-                 idle: tuple[list, float | None] | None = None, job: JobTrace | None = None):
+def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: Marks | None = None,
+                 idle: Idle | None = None, job: JobTrace | None = None) -> Figure | None:
     """The matplotlib ``Figure`` :func:`power_svg` draws (same arguments), or ``None`` when there is
     nothing to draw. Its axes: ``fig.axes[0]`` power (W), ``fig.axes[1]`` the right axis for small
     lines when there is one. With ``job`` (a job of several nodes, :class:`JobTrace`): the whole
     job above (:func:`job_figure`), the nodes below."""
     if job is not None and job.t:
         return job_figure(job, nodes, job_start, marks, idle)
-    traced = [n for n in nodes if n.power_trace]
+    traced = [n for n in nodes if timed_rows(n.power_trace)]
     if not traced:
         return None
-    span_s = max((row[0] - job_start for n in traced for row in n.power_trace), default=0.0)
+    span_s = max((t - job_start for n in traced for t, _ in timed_rows(n.power_trace)), default=0.0)
     unit, unit_s = time_unit(span_s)
-    series = []  # (label, colour, style, xs, ys)
+    series: list[Series] = []
     for k, node in enumerate(traced[:MAX_NODES]):
-        ts = [row[0] for row in node.power_trace]
+        rows = timed_rows(node.power_trace)
+        ts = [t for t, _ in rows]
         for ci, cls in enumerate(TRACE_CLASSES, start=1):
-            ys = [row[ci] if len(row) > ci else None for row in node.power_trace]
+            ys = [row[ci] if len(row) > ci else None for _, row in rows]
             if all(y is None for y in ys):
                 continue
             t2, y2 = downsample(ts, ys)
@@ -132,7 +150,7 @@ def power_figure(nodes: Sequence[NodeSummary], job_start: float, marks: tuple[li
     return fig
 
 
-def _figure(height_in: float):
+def _figure(height_in: float) -> Figure:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -141,14 +159,15 @@ def _figure(height_in: float):
     return Figure(figsize=(9, height_in), dpi=100)
 
 
-def _draw_power(ax, series, marks, idle, unit: str, unit_s: float, what: str):
+def _draw_power(ax: Axes, series: list[Series], marks: Marks | None, idle: Idle | None, unit: str, unit_s: float,
+                what: str) -> tuple[list[Artist], Axes | None]:
     """Draw ``series`` (label, colour, style, xs, ys) on ``ax`` (small ones on a right axis), the
     phase marks and the GPU-idle band and bound; (legend handles, the right axis or None)."""
     small = near_zero_series([ys for *_, ys in series])
     ax2 = ax.twinx() if small else None
-    handles = []
+    handles: list[Artist] = []
     for i, (label, colour, style, xs, ys) in enumerate(series):
-        target = ax2 if i in small else ax
+        target = ax2 if i in small and ax2 is not None else ax
         lab = f"{label} (right axis)" if i in small else label
         handles += target.plot(xs, ys, style, color=colour, label=lab, linewidth=1.4)
     if marks:  # marks come in minutes since the job's start
@@ -172,6 +191,12 @@ def _draw_power(ax, series, marks, idle, unit: str, unit_s: float, what: str):
     return handles, ax2
 
 
+def timed_rows(trace: Sequence[Sequence[float | None]]) -> list[tuple[float, Sequence[float | None]]]:
+    """``(t, row)`` for each power-trace row that has its time (a row ``[None, ...]`` in a stored
+    record is skipped: it cannot be placed on the time axis)."""
+    return [(t, row) for row in trace if row and (t := row[0]) is not None]
+
+
 def node_total(row: Sequence[float | None]) -> float | None:
     """A trace row's total power, W: its classes with a value summed (None when none has one)."""
     vals = [v for v in row[1:] if v is not None]
@@ -179,7 +204,7 @@ def node_total(row: Sequence[float | None]) -> float | None:
 
 
 def job_figure(job: JobTrace, nodes: Sequence[NodeSummary], job_start: float,
-               marks: tuple[list, list] | None = None, idle: tuple[list, float | None] | None = None):
+               marks: Marks | None = None, idle: Idle | None = None) -> Figure | None:
     """A job of several nodes: above, the whole job's power per class summed over its nodes, with
     the GPU-idle band and the idle-draw bound summed over all the job's GPUs (the same scale as the
     summed GPU line); below, each node's total power as a band from the lowest to the highest node
@@ -187,7 +212,7 @@ def job_figure(job: JobTrace, nodes: Sequence[NodeSummary], job_start: float,
     span_s = max((t - job_start for t in job.t), default=0.0)
     unit, unit_s = time_unit(span_s)
     xs = [(t - job_start) / unit_s for t in job.t]
-    series = []
+    series: list[Series] = []
     for ci, cls in enumerate(TRACE_CLASSES):
         ys = [row[ci] if len(row) > ci else None for row in job.sum_w]
         if all(y is None for y in ys):
@@ -203,12 +228,13 @@ def job_figure(job: JobTrace, nodes: Sequence[NodeSummary], job_start: float,
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False,
               ncol=min(4, len(handles)))
     axn = fig.add_subplot(2, 1, 2, sharex=ax)
-    nh = [axn.fill_between(xs, job.node_min_w, job.node_max_w, color="#9ca3af", alpha=0.45, linewidth=0,
+    nh: list[Artist] = [axn.fill_between(xs, job.node_min_w, job.node_max_w, color="#9ca3af", alpha=0.45, linewidth=0,
                            label=f"lowest to highest node ({job.nodes} nodes)")]
-    shown = [n for n in nodes if n.node in set(job.shown_nodes) and n.power_trace]
+    shown = [n for n in nodes if n.node in set(job.shown_nodes) and timed_rows(n.power_trace)]
     for k, node in enumerate(shown):
-        nx = [(row[0] - job_start) / unit_s for row in node.power_trace]
-        ny = [math.nan if (v := node_total(row)) is None else v for row in node.power_trace]
+        rows = timed_rows(node.power_trace)
+        nx = [(t - job_start) / unit_s for t, _ in rows]
+        ny = [math.nan if (v := node_total(row)) is None else v for _, row in rows]
         nh += axn.plot(nx, ny, _STYLES[k % len(_STYLES)], color="#111827", linewidth=1.0, label=f"node {node.node}")
     if marks:
         bands, _ = marks
@@ -228,10 +254,10 @@ def job_figure(job: JobTrace, nodes: Sequence[NodeSummary], job_start: float,
     return fig
 
 
-def _draw_idle(ax, idle: tuple[list, float | None], f: float) -> list:
+def _draw_idle(ax: Axes, idle: Idle, f: float) -> list[Artist]:
     """The GPU-idle band (hatched, red) and the idle-draw bound (dashed); their legend handles."""
     spans, bound = idle
-    out = []
+    out: list[Artist] = []
     for k, (a, b) in enumerate(spans):
         h = ax.axvspan(a * f, b * f, facecolor="#fecaca", edgecolor="#dc2626", hatch="//", alpha=0.35, linewidth=0,
                        zorder=0, label="GPU allocated but idle" if k == 0 else None)
@@ -257,7 +283,7 @@ def time_unit(span_s: float) -> tuple[str, float]:
     return "h", 3600.0
 
 
-def near_zero_series(values: Sequence[Sequence[float]]) -> set[int]:
+def near_zero_series(values: Sequence[Sequence[float | None]]) -> set[int]:
     """Indices of series whose peak (W) is below :data:`NEAR_ZERO_FRACTION` of the tallest peak;
     empty when every series is comparable (or only one is drawn)."""
     peaks = [max((v for v in ys if v is not None and not math.isnan(v)), default=0.0) for ys in values]
@@ -272,7 +298,7 @@ def near_zero_series(values: Sequence[Sequence[float]]) -> set[int]:
 MAX_BAND_LABELS = 12
 
 
-def _draw_marks(ax, bands, stages) -> None:
+def _draw_marks(ax: Axes, bands: list[tuple[float, float, str]], stages: list[tuple[float, str]]) -> None:
     """Shade each outermost phase (alternating greys; its name at the top when there are few and
     the band is wide enough to hold it) and draw each stage as a dotted line labelled with its
     fraction."""

@@ -5,13 +5,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from slurm_energy.model import JobRecord
 
 #: Header of the CSV block and of ``jobenergy -l``'s table.
 HEADER = ["JobID", "Quantity", "Predicted", "Measured", "Unit", "Basis"]
 
 
-def check(record: JobRecord) -> dict | None:
+def check(record: JobRecord) -> dict[str, Any] | None:
     """:func:`~slurm_energy.accounting.calibration.check_job` for ``record``; None if the job
     declared no FLOPs. A failing look-up never breaks a report: it becomes the ``note``."""
     from slurm_energy.accounting.calibration import check_job, declared_flops
@@ -24,11 +26,11 @@ def check(record: JobRecord) -> dict | None:
         return {"flops": declared_flops(record), "note": f"comparison failed: {e}"}
 
 
-def _g(v, digits: int = 4) -> str:
+def _g(v: float | None, digits: int = 4) -> str:
     return "" if v is None else f"{v:.{digits}g}"
 
 
-def rows(c: dict, jobid: str) -> list[list[str]]:
+def rows(c: dict[str, Any], jobid: str) -> list[list[str]]:
     """Rows ``[jobid, quantity, predicted, measured, unit, basis]``; one ``note`` row when the job
     could not be compared (no measured GPU energy, unknown GPU model)."""
     out = [[jobid, "declared work", _g(c.get("flops")), "", "FLOPs", "tags: flops, or 6 x model_params x tokens"]]
@@ -48,11 +50,11 @@ def rows(c: dict, jobid: str) -> list[list[str]]:
     ]
 
 
-def long_rows(c: dict, jobid: str) -> list[list[str]]:
+def long_rows(c: dict[str, Any], jobid: str) -> list[list[str]]:
     """The same comparison as rows of ``jobenergy -l``'s one table (its 14 columns): Node ``-``,
     Class ``prediction``, DeviceID the quantity, Energy_kWh filled on the two ``GPU energy`` rows
     (``predicted``, ``measured``), the values and basis in Covers."""
-    out = []
+    out: list[list[str]] = []
     for _, quantity, pred, meas, unit, basis in rows(c, jobid):
         if quantity == "GPU energy":
             out.append([jobid, "-", "prediction", "GPU energy predicted", "", "", "prediction", pred, "", "", "", "",

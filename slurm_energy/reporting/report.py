@@ -16,7 +16,8 @@ import datetime as _dt
 import functools
 import io
 import os
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import all_estimated
 from slurm_energy.jobid import display_id
@@ -29,6 +30,9 @@ from slurm_energy.reporting.rows import MEAN_POWER_NOTE_BELOW, ClassRow, class_r
 from slurm_energy.reporting.safe_write import SafeWriteError, write_files_as_user
 from slurm_energy.reporting.scale import co2e_text, energy_text, format_duration, kwh_energy_text, plain
 from slurm_energy.units import J_PER_KWH
+
+if TYPE_CHECKING:
+    import jinja2
 
 #: CSV columns, units in the names (a new column goes last: the others keep their places). ``job_id``:
 #: the id Slurm users know (:func:`slurm_energy.jobid.display_id`: ``715219_23`` for an array task,
@@ -98,7 +102,7 @@ def _fmt_time(t: float | None) -> str:
     return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _fmt_static_value(key: str, v) -> str:
+def _fmt_static_value(key: str, v: object) -> str:
     if v is None or v == "":
         return "n/a"
     if key.endswith("_bytes") and isinstance(v, (int, float)):
@@ -124,10 +128,11 @@ _STATIC_ORDER = ("cpu_model", "sockets", "cores_per_socket", "logical_cpus", "ra
 _STATIC_SKIP = {"host", "pid", "devices"}
 
 
-def _static_devices(static: dict) -> list[dict]:
+def _static_devices(static: Mapping[str, object]) -> list[dict[str, Any]]:
     """``static["devices"]`` (``DeviceStatic`` dicts) as display rows, without per-node ids."""
-    out = []
-    for d in sort_static_devices(static.get("devices") or []):
+    out: list[dict[str, Any]] = []
+    devices = static.get("devices")
+    for d in sort_static_devices(devices if isinstance(devices, list) else []):
         if not isinstance(d, dict):
             continue
         rated = d.get("rated_power_w")
@@ -142,14 +147,14 @@ def _static_devices(static: dict) -> list[dict]:
     return out
 
 
-def _static_groups(record: JobRecord) -> list[dict]:
+def _static_groups(record: JobRecord) -> list[dict[str, Any]]:
     """Nodes with identical static facts grouped (node name, pid and device ids ignored).
 
     Returns ``[{"nodes": [...], "items": [(label, text)], "devices": [row dicts]}]``.
     """
-    groups: list[dict] = []
+    groups: list[dict[str, Any]] = []
     for n in record.nodes:
-        st = n.static
+        st: dict[str, object] = dict(n.static)
         keys = [k for k in _STATIC_ORDER if k in st] + sorted(k for k in st if k not in _STATIC_ORDER and k not in _STATIC_SKIP)
         items = [(_static_label(k), _fmt_static_value(k, st[k])) for k in keys]
         devices = _static_devices(st)
@@ -168,7 +173,7 @@ def _job_label(record: JobRecord) -> str:
     return shown if shown == record.job_id else f"{shown} (job id {record.job_id})"
 
 
-def _formula_lines(rows: list[ClassRow], record: JobRecord) -> dict:
+def _formula_lines(rows: list[ClassRow], record: JobRecord) -> dict[str, Any]:
     """The method's formulas with this job's values, as display strings; every line is an identity
     whose printed numbers multiply (or add) out to its printed result (see :mod:`.explain`)."""
     c = record.carbon
@@ -189,7 +194,8 @@ def _formula_lines(rows: list[ClassRow], record: JobRecord) -> dict:
     if total.energy_it_j is None or not measured:
         it_line = f"E_IT = {label} = n/a — not measured"
     else:
-        it_line = explain.sum_line("E_IT", [r.energy_it_j for r in measured], total.energy_it_j, label)
+        it_line = explain.sum_line("E_IT", [e for r in measured if (e := r.energy_it_j) is not None], total.energy_it_j,
+                                   label)
     if unmeasured:
         it_line += f"  (partial: {', '.join(unmeasured)} not measured, not counted as 0)"
     if record.it_kwh is None or record.facility_kwh is None:
@@ -220,7 +226,7 @@ def _default_flags(record: JobRecord) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _template_env():
+def template_env() -> jinja2.Environment:
     """jinja2 environment over the shipped templates (package ``slurm_energy.templates``).
 
     Installed (``pip install .``) the templates are package data of ``slurm_energy.templates``;
@@ -233,7 +239,7 @@ def _template_env():
         from importlib.resources import files
 
         root = files("slurm_energy.templates")
-        loader = jinja2.FunctionLoader(lambda name: root.joinpath(name).read_text(encoding="utf-8"))
+        loader: jinja2.BaseLoader = jinja2.FunctionLoader(lambda name: root.joinpath(name).read_text(encoding="utf-8"))
         root.joinpath("report.html.j2").read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError):
         here = os.path.dirname(os.path.abspath(__file__))
@@ -301,7 +307,8 @@ def render_html(record: JobRecord, whatif: Any = None) -> str:
         "J_PER_KWH": J_PER_KWH,
         "generated": _dt.datetime.now(tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
-    return _template_env().get_template("report.html.j2").render(**ctx)
+    html: str = template_env().get_template("report.html.j2").render(**ctx)
+    return html
 
 
 # ------------------------------------------------------------------------------------- files
@@ -372,7 +379,8 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: i
     html_name, csv_name = report_names(record)
     written: list[str] = []
     failures: list[tuple[str, str]] = []
-    files = [(html_name, functools.partial(render_html, whatif=whatif)), (csv_name, render_csv)]
+    files: list[tuple[str, Callable[[JobRecord], str]]] = [
+        (html_name, functools.partial(render_html, whatif=whatif)), (csv_name, render_csv)]
     if record.phases or record.stages:
         files.append((phases_csv_name(record), render_phases_csv))
     if prediction_check.check(record) is not None:

@@ -4,10 +4,11 @@ and CSV reports (:mod:`slurm_energy.reporting.report`); never turns unmeasured (
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slurm_energy.model import DEVICE_CLASSES, DeviceEnergy, JobRecord, Method, worst_method
-from slurm_energy.units import J_PER_KWH
+from slurm_energy.units import J_PER_KWH, sum_known
 
 #: Below this coverage the report says a mean power is "over the measured X % of the job"
 #: (the same threshold as accounting.formulas.COVERAGE_COMPLETE).
@@ -65,7 +66,7 @@ def _mean_power_measured(devs: list[DeviceEnergy], elapsed_s: float) -> tuple[fl
     return (total, min(covs)) if covs else (None, None)
 
 
-def _mean_or_none(values, weights) -> float | None:
+def _mean_or_none(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
     pairs = [(v, w) for v, w in zip(values, weights) if v is not None]
     tw = sum(w for _, w in pairs)
     return sum(v * w for v, w in pairs) / tw if pairs and tw > 0 else None
@@ -135,7 +136,7 @@ def class_rows(record: JobRecord) -> list[ClassRow]:
         method=worst_method(r.method for r in with_devices if r.energy_it_j is not None),
         coverage=min((r.coverage for r in with_devices if r.coverage is not None), default=None),
         energy_it_j=it_total_j,
-        device_energy_j=sum(dev_parts) if dev_parts and None not in dev_parts else None,
+        device_energy_j=sum_known(dev_parts) if dev_parts and None not in dev_parts else None,
         mean_power_w=sum(powered) if powered else None,
         mean_power_coverage=min(power_covs) if power_covs else None,
         facility_kwh=record.facility_kwh,

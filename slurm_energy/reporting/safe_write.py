@@ -29,6 +29,7 @@ import secrets
 import select
 import signal
 import time
+from collections.abc import Callable
 
 from slurm_energy.errors import SafeWriteError
 
@@ -123,7 +124,7 @@ def _drop_privileges(uid: int, gid: int) -> None:
             raise OSError("privilege drop is reversible: setuid(0) succeeded after dropping")
 
 
-def _run_as_user(fn, uid: int, gid: int, path: str, timeout_s: float, umask: int | None = None) -> bytes:
+def _run_as_user(fn: Callable[[int], None], uid: int, gid: int, path: str, timeout_s: float, umask: int | None = None) -> bytes:
     """Run ``fn(w)`` in a forked child as ``uid``/``gid`` (``w``: a pipe it may report on);
     raise :class:`SafeWriteError` on failure. Returns what the child wrote to the pipe.
 
@@ -213,7 +214,8 @@ def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int 
         raise ValueError(f"umask={umask!r} is not a umask (0 to 0o777)")
 
 
-def _write_each(directory: str, files: list[tuple[str, bytes]], report, owner: int | None = None) -> None:
+def _write_each(directory: str, files: list[tuple[str, bytes]], report: Callable[[str, str], object],
+                owner: int | None = None) -> None:
     """Write every file (mode 0666 before the umask) into a directory of ``owner``'s (None: any);
     ``report(name, why)``, why '' when written."""
     for name, data in files:
@@ -224,7 +226,7 @@ def _write_each(directory: str, files: list[tuple[str, bytes]], report, owner: i
             report(name, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}")
 
 
-def _outcome(directory: str, files: list[tuple[str, bytes]], done: dict,
+def _outcome(directory: str, files: list[tuple[str, bytes]], done: dict[str, str],
              error: str) -> tuple[list[str], list[tuple[str, str]]]:
     """(paths written, [(path, why)] not written) from the child's reports ``done`` {name: why}."""
     written: list[str] = []
@@ -254,7 +256,7 @@ def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int
     import json
 
     _check_files(files, uid, gid, umask)
-    done: dict = {}
+    done: dict[str, str] = {}
     if os.geteuid() != 0:  # as the current user, in-process
         old = os.umask(umask) if umask is not None else None
         try:

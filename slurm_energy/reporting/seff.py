@@ -31,6 +31,8 @@ module only presents a record and what it is given.
 
 from __future__ import annotations
 
+from typing import Any
+
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.reporting.scale import format_duration
 from slurm_energy.units import J_PER_KWH
@@ -48,7 +50,7 @@ def _kwh(j: float | None) -> str:
     return "n/a (not measured)" if j is None else f"{j / J_PER_KWH:.4g} kWh"
 
 
-def seff_block(rec: JobRecord, alloc: dict, alloc_why: str = "") -> str:
+def seff_block(rec: JobRecord, alloc: dict[str, Any], alloc_why: str = "") -> str:
     """The seff-like text for ``rec`` (see module doc); ``alloc`` from
     :func:`slurm_energy.slurm.clients.sacct.allocation` (may be {})."""
     cpu_s = [n.cpu_time_s for n in rec.nodes]

@@ -87,6 +87,20 @@ def test_near_zero_line_gets_the_right_axis_and_legend_is_below_the_data():
     assert "RAM (right axis)" in svg
 
 
+def test_a_trace_row_without_its_time_is_left_out_of_the_plot():
+    # the model allows None in every column of a stored power_trace row, the time too; such a row
+    # cannot be placed on the time axis: it is skipped (before, the plot raised TypeError on
+    # None - float and the whole HTML report was lost)
+    node = _node(43.0, n=4)  # samples at 0, 14.33, 28.67, 43 s, CPU 50 W
+    node.power_trace.insert(2, [None, 999.0, None, None])
+    fig = power_figure([node], T0)
+    line = fig.axes[0].lines[0]
+    assert list(line.get_xdata()) == pytest.approx([0.0, 43.0 / 3, 86.0 / 3, 43.0])  # s since the start
+    assert list(line.get_ydata()) == [50.0] * 4  # W; the 999 W of the timeless row is not drawn
+    assert power_figure([NodeSummary(node="n1", job_id="1", start_time=T0, end_time=T0 + 5,
+                                     power_trace=[[None, 10.0, None, None]])], T0) is None
+
+
 def test_utilisation_column_says_what_each_number_is():
     rec = tdp_cpu_record()
     d = rec.nodes[0].devices[0]

@@ -103,11 +103,14 @@ def test_typos_and_paths_in_a_url_name_the_fix(url, expect):
 def test_one_precedence_function_used_by_every_command():
     import inspect
 
-    from slurm_energy.cli import jobenergy, predict_cmd, store_cmds
+    from slurm_energy.cli import jobenergy, predict_cmd, reconcile_cmd, site, store_cmds
 
-    for mod in (jobenergy, predict_cmd, store_cmds):
+    # the commands' one way to the store URL is cli/site.py's store_url, and it is resolve_store_url
+    assert "resolve_store_url" in inspect.getsource(site.store_url)
+    for mod in (jobenergy, predict_cmd, store_cmds, reconcile_cmd):
         src = inspect.getsource(mod)
-        assert "resolve_store_url" in src and 'environ.get("SLURM_ENERGY_STORE")' not in src, mod.__name__
+        assert mod.store_url is site.store_url and 'environ.get("SLURM_ENERGY_STORE")' not in src, mod.__name__
+        assert "resolve_store_url" not in src, mod.__name__  # no second door around it
 
 
 @pytest.mark.parametrize("url, shown", [
