@@ -174,9 +174,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return 2
+    from slurm_energy.slurm.attempt import spool_dirs
     from slurm_energy.slurm.collect import prune
     from slurm_energy.slurm.finalize import results_dirs
-    from slurm_energy.slurm.spool import spool_dirs
 
     try:
         lines = prune(store, spool_dirs(cfg), results_dirs(cfg), args.older_than * 86400.0, time.time(),

@@ -28,10 +28,10 @@ import logging  # noqa: E402
 import os  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
+from slurm_energy.slurm.attempt import Attempt, SamplerEnd, write_private  # noqa: E402
 from slurm_energy.slurm.hooks.config_cache import load_config, load_light_config  # noqa: E402
 from slurm_energy.slurm.log import setup_logging  # noqa: E402
 from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, readers_for, spool_from_dir  # noqa: E402
-from slurm_energy.slurm.spool import JobSpool, write_private  # noqa: E402
 
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
@@ -95,7 +95,7 @@ def sampler_main(job_dir: str, node: str) -> int:
     return 0
 
 
-def _start_node_meter(cfg, spool: JobSpool) -> None:
+def _start_node_meter(cfg, spool: Attempt) -> None:
     """The node's meter process, where the site has a meter and none runs (docs/NODE_METER.md)."""
     try:
         from slurm_energy.slurm.nodemeter import ensure_running
@@ -106,21 +106,21 @@ def _start_node_meter(cfg, spool: JobSpool) -> None:
         log.warning("sampler node=%s: node meter process not started: %s", spool.node, e)
 
 
-def _finish_without_epilog(cfg, spool: JobSpool, ctx: JobContext, gone_at: float) -> None:
+def _finish_without_epilog(cfg, spool: Attempt, ctx: JobContext, gone_at: float) -> None:
     """The job ended ``sampling.epilog_wait_s`` ago and no Epilog finished on this node (killed by
     its 1.9 s guard under load, slurmd restarted, no Epilog configured): do what it would have
     done, so the node's record (and a multi-node job's merge, which waits for every node) is not
     left to ``collect``. The Epilog's ``done`` marker is written first: a late Epilog then ignores
     the run, as it does a repeated one. The end time is when the sampler saw the job gone."""
-    if os.path.exists(spool.done):
+    if spool.epilog_done():
         return
     try:
-        write_private(spool.done, json.dumps({"t": gone_at, "sampler": "epilog_missing", "exit_code": ""}))
+        spool.mark_epilog(gone_at, SamplerEnd.EPILOG_MISSING, "")
     except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
         log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
     from slurm_energy.slurm.hooks import hand_over
 
-    hand_over(spool, gone_at, "", "epilog_missing", cfg.paths.log_dir)
+    hand_over(spool, gone_at, "", SamplerEnd.EPILOG_MISSING, cfg.paths.log_dir)
     log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",
                 ctx.job_id, spool.node, cfg.sampling.epilog_wait_s)
 
@@ -129,7 +129,7 @@ class _Interim:
     """The sampler's interim summary: the finalizer's module and the full site config (carbon) are
     loaded at the first call, not at the sampler's start (most jobs end before one is due)."""
 
-    def __init__(self, spool: JobSpool, ctx: JobContext):
+    def __init__(self, spool: Attempt, ctx: JobContext):
         self.spool, self.ctx = spool, ctx
         self.cfg: SiteConfig | None = None
 
@@ -143,8 +143,8 @@ class _Interim:
         interim(self.cfg, self.spool, self.ctx)
         import time
 
+        from slurm_energy.slurm.attempt import finalize_queue_dir, spool_dirs
         from slurm_energy.slurm.finalize_queue import restart_if_stranded
-        from slurm_energy.slurm.spool import finalize_queue_dir, spool_dirs
 
         for sd in spool_dirs(self.cfg):  # ended jobs whose node finalizer and standby were both killed
             try:
@@ -169,22 +169,25 @@ def main(argv: list[str] | None = None) -> int:
             from slurm_energy.slurm.detach import slot
 
             # <spool>/jobs/<run>: at most FINALIZER_SLOTS finalizers of the spool past this point
-            deferred: list = []  # the user's report: written once the slot is free (bounded, killable)
-            sp = JobSpool.from_dir(argv[1], argv[2])
+            from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger
+
+            after = AfterSlot()  # the user's report: written once the slot is free (bounded, killable)
+            sp = Attempt.from_dir(argv[1], argv[2])
             with slot(os.path.dirname(os.path.dirname(argv[1].rstrip("/"))), "finalize", FINALIZER_SLOTS):
-                if os.path.exists(sp.finalized):
+                if sp.is_finalized():
                     return 0  # `collect` finished it while this one waited for a slot (files untouched 5 min)
                 from slurm_energy.slurm.finalize import finalize_main
 
                 rest = argv[4:6]
                 rc = finalize_main(argv[1], argv[2], float(argv[3]), rest[0] if rest else "",
-                                   rest[1] if len(rest) > 1 else "terminated", deferred=deferred)
-            from slurm_energy.slurm.finalize import MARKER_RETRY_S, MarkerPending
+                                   SamplerEnd.parse(rest[1] if len(rest) > 1 else "", SamplerEnd.TERMINATED),
+                                   deferred=after, trigger=Trigger.SINGLE)
+            from slurm_energy.slurm.finalize import MARKER_RETRY_S
             from slurm_energy.slurm.finalize_queue import run_reports
 
-            run_reports(sp, deferred, logging.getLogger("slurm_energy"))
-            for job in deferred:  # a full spool (why this job was not queued): its marker, once there is room
-                if isinstance(job, MarkerPending) and not job.retry(MARKER_RETRY_S):
+            run_reports(sp, after.reports, logging.getLogger("slurm_energy"))
+            for job in after.markers:  # a full spool (why this job was not queued): its marker, once there is room
+                if not job.retry(MARKER_RETRY_S):
                     logging.getLogger("slurm_energy").warning("%s still not written after %.0f s: collect finishes "
                                                               "the job again", job.path, MARKER_RETRY_S)
             return rc
@@ -198,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR
 
             args = json.loads(os.environ.pop(FINALIZE_ENV_VAR)) if len(argv) == 2 else argv[1:6]
-            return finalize_env_main(args[0], float(args[1]), args[2], args[3], json.loads(args[4]))
+            return finalize_env_main(args[0], float(args[1]), args[2], SamplerEnd.parse(args[3], SamplerEnd.NO_PIDFILE),
+                                     json.loads(args[4]))
         print("usage: python -m slurm_energy.slurm.detached {sampler|finalize|finalize-env}", file=sys.stderr)
     except BaseException:
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])

@@ -2,8 +2,8 @@
 end: the node's finalizer").
 
 The Epilog (or a sampler that saw no Epilog) leaves the job attempt in the node's queue
-(:func:`slurm_energy.slurm.spool.enqueue_finalize`: ``<spool>/finalize-queue/<node>/<run>``) and
-starts a finalizer only when :func:`~slurm_energy.slurm.spool.needs_runner` says so, so a burst
+(:func:`slurm_energy.slurm.attempt.enqueue_finalize`: ``<spool>/finalize-queue/<node>/<run>``) and
+starts a finalizer only when :func:`~slurm_energy.slurm.attempt.needs_runner` says so, so a burst
 pays the finalizer's start-up (~1 CPU-s of imports) once. No daemon: a runner exits
 :data:`LINGER_S` after its queue emptied. Two flock'ed lock files in the queue directory:
 
@@ -26,8 +26,8 @@ import json
 import os
 import time
 
+from slurm_energy.slurm.attempt import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, entries
 from slurm_energy.slurm.detach import DETACHED_MODULE
-from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, entries
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -172,8 +172,8 @@ def _sweep(qdir: str, node: str, log) -> None:
     its lines logged. Never raises."""
     import fcntl
 
+    from slurm_energy.slurm.attempt import finalize_queue_dir, spool_dirs
     from slurm_energy.slurm.hooks.config_cache import load_config
-    from slurm_energy.slurm.spool import finalize_queue_dir, spool_dirs
 
     t0, cpu0 = time.monotonic(), _cpu_s()
     fd = -1
@@ -230,19 +230,19 @@ def finalize_entry(path: str, log, pending: list | None = None) -> int:
     skipped (already finalized, e.g. by ``collect``; gone; given up after :data:`MAX_ATTEMPTS`).
     ``pending``: where a ``finalized`` marker that could not be written goes, as ``(give up at
     (monotonic s), MarkerPending)``, for the caller to retry (:func:`_work`, between jobs)."""
-    from slurm_energy.slurm.spool import JobSpool, write_private
+    from slurm_energy.slurm.attempt import Attempt, SamplerEnd, write_private
 
     try:
         with open(path, encoding="utf-8") as f:
             e = json.load(f)
-        sp = JobSpool.from_dir(e["dir"], e["node"])
+        sp = Attempt.from_dir(e["dir"], e["node"])
     except FileNotFoundError:
         return 0
     except (OSError, ValueError, KeyError, TypeError) as err:
         log.error("finalize-queue: entry %s unreadable (%s): dropped; collect finishes its job", path, err)
         _remove(path)
         return 0
-    if os.path.exists(sp.finalized) or not os.path.isdir(sp.dir):
+    if sp.is_finalized() or not os.path.isdir(sp.dir):
         _remove(path)
         return 0
     attempts = int(e.get("attempts") or 0) + 1
@@ -257,15 +257,16 @@ def finalize_entry(path: str, log, pending: list | None = None) -> int:
     except OSError:
         pass  # a full spool: counted from the next take on
     from slurm_energy.slurm.finalize import MARKER_RETRY_S, finalize_main
+    from slurm_energy.slurm.jobend.finish import AfterSlot
 
     t0, cpu0, sub0 = time.monotonic(), _cpu_s(), _children_s()
-    deferred: list = []
+    after = AfterSlot()
     try:
         finalize_main(e["dir"], e["node"], float(e["t"]), str(e.get("exit_code") or ""),
-                      str(e.get("sampler") or "terminated"), deferred=deferred, logging_ready=True)
-        run_reports(sp, deferred, log)
+                      SamplerEnd.parse(e.get("sampler"), SamplerEnd.TERMINATED), deferred=after, logging_ready=True)
+        run_reports(sp, after.reports, log)
         if pending is not None:  # a marker not written (the spool filled up): retried while the queue is worked
-            pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in deferred if hasattr(j, "retry")]
+            pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in after.markers]
     except Exception:
         log.exception("finalize-queue: %s failed", sp.dir)
     _remove(path)
@@ -283,7 +284,7 @@ SLOW_WRITER_S = 600.0
 
 
 def _job_uid(sp) -> int | None:
-    from slurm_energy.slurm.spool import read_json
+    from slurm_energy.slurm.attempt import read_json
 
     uid = read_json(sp.context).get("uid")
     return uid if isinstance(uid, int) else None
@@ -294,7 +295,7 @@ def run_reports(sp, deferred: list, log) -> None:
     safe_write's timeout; in a forked child, not waited for, when this user's writer hung lately."""
     from slurm_energy.reporting.safe_write import REPORT_TIMEOUT_S
 
-    jobs = [j for j in deferred if not hasattr(j, "retry")]
+    jobs = list(deferred)
     if not jobs:
         return
     uid, now = _job_uid(sp), time.monotonic()

@@ -15,11 +15,12 @@ import os
 import select
 import time
 
+from slurm_energy.slurm.attempt import SamplerEnd
 from slurm_energy.slurm.detach import DETACHED_MODULE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Epilog imports this module)
 if TYPE_CHECKING:
-    from slurm_energy.slurm.spool import JobSpool
+    from slurm_energy.slurm.attempt import Attempt
 
 __all__ = ["DETACHED_MODULES", "SamplerStop", "busy", "catches", "cmdline", "find_sampler", "is_our_sampler",
            "is_running", "lock_taken", "proc_state", "status_field", "stop_process", "stop_sampler"]
@@ -168,27 +169,28 @@ def _poll_stopped(pid: int, seconds: float) -> bool:
     return not is_running(pid)
 
 
-def stop_process(pid: int, term_wait_s: float = 1.0, kill_wait_s: float = 0.3, handler_wait: bool = False) -> str:
-    """TERM, bounded wait, then KILL. Returns what happened: "not_running", "terminated",
-    "killed" or "unkillable" (still running after KILL, e.g. stuck in D state).
+def stop_process(pid: int, term_wait_s: float = 1.0, kill_wait_s: float = 0.3,
+                 handler_wait: bool = False) -> SamplerEnd:
+    """TERM, bounded wait, then KILL. Returns what happened (a :class:`~slurm_energy.slurm.attempt.SamplerEnd`):
+    NOT_RUNNING, TERMINATED, KILLED or UNKILLABLE (still running after KILL, e.g. stuck in D state).
 
     ``handler_wait``: for a process that acts on TERM (a last sample) but may still be starting up:
     TERM is sent once it has installed its handler (else TERM's default action would end it on
     the spot, nothing written), within the same ``term_wait_s``."""
     if not is_running(pid):
-        return "not_running"
+        return SamplerEnd.NOT_RUNNING
     deadline = time.monotonic() + term_wait_s
     if handler_wait:
         while not catches(pid, SIGTERM) and is_running(pid) and time.monotonic() < deadline:
             time.sleep(0.005)
-    for sig, wait_s, outcome in ((SIGTERM, None, "terminated"), (SIGKILL, kill_wait_s, "killed")):
+    for sig, wait_s, outcome in ((SIGTERM, None, SamplerEnd.TERMINATED), (SIGKILL, kill_wait_s, SamplerEnd.KILLED)):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            return "not_running" if sig == SIGTERM else "terminated"
+            return SamplerEnd.NOT_RUNNING if sig == SIGTERM else SamplerEnd.TERMINATED
         if _wait_stopped(pid, max(0.0, deadline - time.monotonic()) if wait_s is None else wait_s):
             return outcome
-    return "unkillable"
+    return SamplerEnd.UNKILLABLE
 
 
 def busy(spools: list[str]) -> tuple[set[str], set[str]]:
@@ -200,7 +202,7 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
     (:func:`slurm_energy.slurm.collect.sweep_node`) leaves these alone."""
     import json
 
-    from slurm_energy.slurm.spool import FINALIZE_QUEUE, entries
+    from slurm_energy.slurm.attempt import FINALIZE_QUEUE, entries
 
     dirs: set[str] = set()
     job_ids: set[str] = set()  # "<job id>@<node>"
@@ -245,18 +247,18 @@ class SamplerStop:
 
     __slots__ = ("outcome",)
 
-    def __init__(self, outcome: str) -> None:
+    def __init__(self, outcome: SamplerEnd) -> None:
         self.outcome = outcome
 
     @property
     def stopped(self) -> bool:
         """True when no sampler of the attempt runs any more (False: one survived KILL)."""
-        return self.outcome != "unkillable"
+        return self.outcome != SamplerEnd.UNKILLABLE
 
     @property
     def was_running(self) -> bool:
         """True when a sampler of the attempt was found running and signalled."""
-        return self.outcome in ("terminated", "killed", "unkillable")
+        return self.outcome in (SamplerEnd.TERMINATED, SamplerEnd.KILLED, SamplerEnd.UNKILLABLE)
 
     def __repr__(self) -> str:
         return f"SamplerStop({self.outcome!r})"
@@ -270,7 +272,7 @@ def _pidfile_pid(path: str) -> int | None:
         return None
 
 
-def stop_sampler(run: JobSpool | str, node: str = "", term_wait_s: float = 1.0,
+def stop_sampler(run: Attempt | str, node: str = "", term_wait_s: float = 1.0,
                  kill_wait_s: float = 0.2) -> SamplerStop:
     """Stop the sampler of one job attempt on this node: ``run`` is its spool (the PID in its
     pidfile, if that is our sampler of this spool; else found in /proc), or, for an attempt without
@@ -286,12 +288,12 @@ def stop_sampler(run: JobSpool | str, node: str = "", term_wait_s: float = 1.0,
         suffix = "/jobs/" + (os.path.basename(spool.dir) if spool is not None else str(run))
         pid = find_sampler(suffix, spool.node if spool is not None else node)
         if pid is None:
-            return SamplerStop("no_pidfile")
+            return SamplerStop(SamplerEnd.NO_PIDFILE)
     else:
         argv = cmdline(pid)
         if argv and (spool is None or spool.dir not in argv or "sampler" not in argv
                      or not is_our_sampler(pid, os.geteuid())):
-            return SamplerStop("not_running")  # the PID was reused by another process (a user's): never signal it
+            return SamplerStop(SamplerEnd.NOT_RUNNING)  # the PID was reused by another process (a user's): never signal it
     # worst case (a sampler ignoring TERM): ~0.4 s start-up + 1.0 + 0.2 s, inside the 1.9 s guard;
     # a sampler still starting (a short job) gets TERM once it handles it, at the Epilog's priority
     unnice(pid)

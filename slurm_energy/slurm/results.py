@@ -18,9 +18,11 @@ import os
 import re
 from pathlib import Path
 
-from slurm_energy.accounting.merge import run_identity, run_span, same_run, split_runs, unique_union
+from slurm_energy.accounting.merge import run_span, same_run, split_runs, unique_union
 from slurm_energy.errors import MergeError
 from slurm_energy.fileio import atomic_write
+from slurm_energy.jobmeta import RunKey
+from slurm_energy.jobmeta import same_run as same_run_key
 from slurm_energy.model import JobRecord, text_safe
 from slurm_energy.natsort import natural_key
 
@@ -162,7 +164,7 @@ def retire_run(results_dir, merged: JobRecord) -> int:
         dest = job_dir / "stored" / f"{merged.start_time:.3f}"
         moved = 0
         for p, r in read_node_files(job_dir):
-            if same_run(r, merged) or (run_identity(r)[1] is None and _in_run(r, merged)):
+            if _in_run(r, merged):
                 _makedirs_private(dest)
                 os.replace(p, dest / p.name)
                 moved += 1
@@ -172,9 +174,9 @@ def retire_run(results_dir, merged: JobRecord) -> int:
 
 
 def _in_run(r: JobRecord, merged: JobRecord) -> bool:
-    """A node record whose node and start are the merged run's (merge widens expected_nodes)."""
-    return any(ns.node == m.node and abs(ns.start_time - m.start_time) < 1e-6
-               for ns in r.nodes for m in merged.nodes)
+    """A node record of the merged run: the one run rule, the merged record's node list left out
+    (the merge widens ``expected_nodes``)."""
+    return same_run_key(RunKey.of_record(r), RunKey.of_record(merged, nodes=False)) is True
 
 
 def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],

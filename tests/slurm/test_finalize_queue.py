@@ -15,7 +15,7 @@ from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm import finalize_queue as fq
-from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir, needs_runner
+from slurm_energy.slurm.attempt import enqueue_finalize, finalize_queue_dir, needs_runner
 from slurm_energy.store import open_store
 
 
@@ -140,7 +140,7 @@ def test_the_runner_waits_for_jobs_that_end_while_it_lingers(site, monkeypatch):
 def test_a_marker_the_full_spool_refused_is_written_once_there_is_room(site, monkeypatch):
     # the record is stored, but the spool has no room for finalized-n1.done: without the marker
     # collect would finish the job a second time; the runner retries it between jobs
-    from slurm_energy.slurm import spool as spool_mod
+    from slurm_energy.slurm import attempt as spool_mod
 
     sp = _job(site, "79", 5_000_000, 65_000_000)
     q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
@@ -321,10 +321,10 @@ def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(
     # arguments in <log_dir>/no-spool-jobs; that finalizer was SIGKILLed: the sweep runs it again
     import time
 
+    from slurm_energy.slurm.attempt import leave_no_spool_entry
     from slurm_energy.slurm.collect import sweep_node
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.hooks.config_cache import load_config
-    from slurm_energy.slurm.spool import leave_no_spool_entry
 
     ctx = JobContext(job_id="90", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="4")
     args = [ctx.to_json(), repr(T0 + 30), "0:0", "no_pidfile", json.dumps(["spool full: No space left on device"])]
@@ -368,10 +368,10 @@ def test_the_sweeps_hour_counts_a_long_jobs_samples_not_only_its_directory(site)
 def test_a_spool_less_entry_of_a_node_whose_name_ends_like_this_ones_is_left_to_it(site):
     import time
 
+    from slurm_energy.slurm.attempt import leave_no_spool_entry
     from slurm_energy.slurm.collect import sweep_node
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.hooks.config_cache import load_config
-    from slurm_energy.slurm.spool import leave_no_spool_entry
 
     ctx = JobContext(job_id="92", uid=0, gid=0, node="gpu-n1", nodelist="gpu-n1", prolog_time=T0)
     entry = leave_no_spool_entry(str(site / "log"), "92", 0, "gpu-n1",

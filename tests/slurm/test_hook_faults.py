@@ -184,8 +184,8 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     from slurm_energy.config import load_site_config
     from slurm_energy.slurm import collect as M
     from slurm_energy.slurm import hooks
+    from slurm_energy.slurm.attempt import spool_dirs
     from slurm_energy.slurm.hooks.epilog import epilog
-    from slurm_energy.slurm.spool import spool_dirs
 
     _site(tmp_path)
     nobody = pwd.getpwnam("nobody")

@@ -40,8 +40,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from slurm_energy.slurm.attempt import Attempt, SamplerEnd
     from slurm_energy.slurm.hooks.config_cache import HookSite
-    from slurm_energy.slurm.spool import JobSpool
 
 __all__ = ["FINALIZER_NICE", "FINALIZE_ENV_VAR", "SAMPLER_NICE", "begin", "hand_over", "hook_elapsed_s", "log_hook_time",
            "main", "spawn"]
@@ -149,19 +149,19 @@ def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int
     return pid
 
 
-def hand_over(spool: JobSpool, t_end: float, exit_code: str, outcome: str, log_dir: str) -> None:
+def hand_over(spool: Attempt, t_end: float, exit_code: str, outcome: SamplerEnd, log_dir: str) -> None:
     """Give the ended job attempt to its node's finalizer: queue it
-    (:func:`slurm_energy.slurm.spool.enqueue_finalize`) and start the queue's finalizer only when
+    (:func:`slurm_energy.slurm.attempt.enqueue_finalize`) and start the queue's finalizer only when
     none runs or none stands by (:mod:`slurm_energy.slurm.finalize_queue`: two flock probes); when
     the entry cannot be written (a full or read-only spool), a finalizer for this job alone, as
     before. Raises OSError/TimeoutError (not started: ``collect`` finishes the job)."""
-    from slurm_energy.slurm.spool import RUNNER_LOG, enqueue_finalize, needs_runner
+    from slurm_energy.slurm.attempt import RUNNER_LOG, enqueue_finalize, needs_runner
 
     try:
         qdir = enqueue_finalize(spool, t_end, exit_code, outcome)
     except OSError as e:
         log("WARNING", f"job {spool.job_id}: not queued for the node's finalizer ({e}): one started for it alone")
-        spawn(["-m", DETACHED_MODULE, "finalize", spool.dir, spool.node, repr(t_end), exit_code, outcome],
+        spawn(["-m", DETACHED_MODULE, "finalize", spool.dir, spool.node, repr(t_end), exit_code, str(outcome)],
               os.path.join(spool.dir, f"finalize-{spool.node}.log"), log_dir, nice=FINALIZER_NICE)
         return
     if needs_runner(qdir):
