@@ -1,13 +1,9 @@
-"""The detached sampler and finalizer entry points (``python -I -m slurm_energy.slurm.detached ...``);
+"""The detached sampler's entry point (``python -I -m slurm_energy.slurm.detached sampler ...``);
 the Prolog/Epilog are :mod:`slurm_energy.slurm.hooks`, which the hook scripts run directly.
 
 Sampler (started by the Prolog, own process group, niced): samples the job until the Epilog's TERM,
-or finishes the node itself when no Epilog came (:func:`_finish_without_epilog`). Finalizer
-(``finalize-queue``: one per node and spool, niced, started by the Epilog when none runs, working
-the node's queue of ended jobs: :mod:`slurm_energy.slurm.finalize_queue`; ``finalize``: one job,
-when it could not be queued, :data:`FINALIZER_SLOTS` at a time per spool): the slow part outside
-the Epilog's 2 s (:mod:`slurm_energy.slurm.finalize`): the last counter reading when the sampler
-did not end cleanly, summary, merge, carbon, store, report as the job's user.
+or finishes the node itself when no Epilog came (:func:`_finish_without_epilog`). The finalizers
+run as :mod:`slurm_energy.slurm.jobend` (``python -I -m slurm_energy.slurm.jobend ...``).
 
 Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool).
 """
@@ -37,16 +33,11 @@ if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
     from slurm_energy.slurm.env import JobContext
 
-__all__ = ["FINALIZER_SLOTS", "main", "sampler_main"]
+__all__ = ["main", "sampler_main"]
 
 log = logging.getLogger("slurm_energy.hooks")
 
 
-#: Finalizers of one spool that run at once (2, or a quarter of the node's CPUs); the others wait
-#: their turn before their imports (:func:`slurm_energy.slurm.detach.slot`: next to no CPU, ~15 MB
-#: each). Niced, they queue up in a burst: 149 of them held 9.2 GB after a 300-job burst on the
-#: 2-CPU test cluster before this limit.
-FINALIZER_SLOTS = max(2, (os.cpu_count() or 2) // 4)
 
 
 def sampler_main(job_dir: str, node: str) -> int:
@@ -156,54 +147,15 @@ class _Interim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m slurm_energy.slurm.detached {sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
-    finalize DIR NODE T EXIT OUTCOME|finalize-env JOB@NODE}`` (``finalize-env``'s CONTEXT_JSON T EXIT
-    OUTCOME ERRORS_JSON in ``$SLURM_ENERGY_FINALIZE_ENV``, as JSON)
-    (``finalize``: one job, when it could not be queued for the node's finalizer)."""
+    """``python -m slurm_energy.slurm.detached sampler DIR NODE``: the job's sampler (the
+    finalizers run as :mod:`slurm_energy.slurm.jobend`)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         what = argv[0] if argv else ""
         if what == "sampler":
             return sampler_main(argv[1], argv[2])
-        if what == "finalize":
-            from slurm_energy.slurm.detach import slot
-
-            # <spool>/jobs/<run>: at most FINALIZER_SLOTS finalizers of the spool past this point
-            from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger
-
-            after = AfterSlot()  # the user's report: written once the slot is free (bounded, killable)
-            sp = Attempt.from_dir(argv[1], argv[2])
-            with slot(os.path.dirname(os.path.dirname(argv[1].rstrip("/"))), "finalize", FINALIZER_SLOTS):
-                if sp.is_finalized():
-                    return 0  # `collect` finished it while this one waited for a slot (files untouched 5 min)
-                from slurm_energy.slurm.finalize import finalize_main
-
-                rest = argv[4:6]
-                rc = finalize_main(argv[1], argv[2], float(argv[3]), rest[0] if rest else "",
-                                   SamplerEnd.parse(rest[1] if len(rest) > 1 else "", SamplerEnd.TERMINATED),
-                                   deferred=after, trigger=Trigger.SINGLE)
-            from slurm_energy.slurm.finalize import MARKER_RETRY_S
-            from slurm_energy.slurm.finalize_queue import run_reports
-
-            run_reports(sp, after.reports, logging.getLogger("slurm_energy"))
-            for job in after.markers:  # a full spool (why this job was not queued): its marker, once there is room
-                if not job.retry(MARKER_RETRY_S):
-                    logging.getLogger("slurm_energy").warning("%s still not written after %.0f s: collect finishes "
-                                                              "the job again", job.path, MARKER_RETRY_S)
-            return rc
-        if what == "finalize-queue":  # the node's finalizer: every job the Epilogs queued
-            from slurm_energy.slurm.finalize_queue import run_queue
-
-            run_queue(argv[1], argv[2])
-            return 0
-        if what == "finalize-env":  # finalize-env JOB@NODE, its arguments in FINALIZE_ENV_VAR (older: in argv)
-            from slurm_energy.slurm.finalize import finalize_env_main
-            from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR
-
-            args = json.loads(os.environ.pop(FINALIZE_ENV_VAR)) if len(argv) == 2 else argv[1:6]
-            return finalize_env_main(args[0], float(args[1]), args[2], SamplerEnd.parse(args[3], SamplerEnd.NO_PIDFILE),
-                                     json.loads(args[4]))
-        print("usage: python -m slurm_energy.slurm.detached {sampler|finalize|finalize-env}", file=sys.stderr)
+        print("usage: python -m slurm_energy.slurm.detached sampler DIR NODE "
+              "(the finalizers: python -m slurm_energy.slurm.jobend)", file=sys.stderr)
     except BaseException:
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])
     return 0

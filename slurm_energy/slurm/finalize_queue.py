@@ -27,7 +27,7 @@ import os
 import time
 
 from slurm_energy.slurm.attempt import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, entries
-from slurm_energy.slurm.detach import DETACHED_MODULE
+from slurm_energy.slurm.detach import JOBEND_MODULE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
     setup_logging(cfg.paths.log_dir, "finalize.log")
     log = logging.getLogger("slurm_energy.finalize")
     try:
-        (start or _start_standby)(["-m", DETACHED_MODULE, "finalize-queue", qdir, node])
+        (start or _start_standby)(["-m", JOBEND_MODULE, "finalize-queue", qdir, node])
     except Exception as e:
         log.warning("finalize-queue %s: no standby started: %s", qdir, e)
     n, idle_since = 0, time.monotonic()
@@ -213,7 +213,7 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
 
     if not entries(qdir, older_than=now - STRANDED_S) or lock_taken(os.path.join(qdir, RUNNER_LOCK)) is not False:
         return False
-    (start or _start_standby)(["-m", DETACHED_MODULE, "finalize-queue", qdir, node])
+    (start or _start_standby)(["-m", JOBEND_MODULE, "finalize-queue", qdir, node])
     return True
 
 

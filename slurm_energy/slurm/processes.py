@@ -16,7 +16,7 @@ import select
 import time
 
 from slurm_energy.slurm.attempt import SamplerEnd
-from slurm_energy.slurm.detach import DETACHED_MODULE
+from slurm_energy.slurm.detach import DETACHED_MODULE, JOBEND_MODULE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Epilog imports this module)
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ __all__ = ["DETACHED_MODULES", "SamplerStop", "busy", "catches", "cmdline", "fin
 
 #: Every name a detached process of ours may run under: :data:`~slurm_energy.slurm.detach.DETACHED_MODULE`, and the name it had
 #: before (a sampler or finalizer started before an upgrade is still ours to find and stop).
-DETACHED_MODULES = (DETACHED_MODULE, "slurm_energy.slurm.hooks")
+DETACHED_MODULES = (DETACHED_MODULE, JOBEND_MODULE, "slurm_energy.slurm.hooks")
 #: Linux's signal numbers (include/uapi/asm-generic/signal.h, the same on x86 and arm64); the
 #: ``signal`` module is not imported for two constants on the Epilog's path.
 SIGKILL, SIGTERM = 9, 15
@@ -197,7 +197,8 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
     """What is at work on this machine or waits for it: (spool job directories a sampler or a
     single-job finalizer runs for, or that wait in a node finalizer's queue in ``spools``;
     ``"<job id>@<node>"`` of each job a spool-less finalizer, ``finalize-env``, runs for). Processes are found by argv in /proc
-    (``python -I -m slurm_energy.slurm.detached {sampler|finalize|finalize-env} ...``, run by root:
+    (``python -I -m slurm_energy.slurm.detached sampler ...``, ``python -I -m slurm_energy.slurm.jobend
+    {finalize|finalize-env} ...``, or the name both had before, run by root:
     a user's process copying that argv is not root's). The node finalizer's sweep
     (:func:`slurm_energy.slurm.collect.sweep_node`) leaves these alone."""
     import json

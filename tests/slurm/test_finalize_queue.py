@@ -50,7 +50,7 @@ def test_one_runner_finalizes_every_queued_job_in_turn_and_empties_the_queue(sit
     assert [os.path.basename(p) for p in fq.entries(q)] == ["71-r0", "72-r0"]
     started: list[list[str]] = []
     assert fq.run_queue(q, "n1", linger_s=0, start=started.append) == 2
-    assert started == [["-m", "slurm_energy.slurm.detached", "finalize-queue", q, "n1"]]  # its standby, once
+    assert started == [["-m", "slurm_energy.slurm.jobend", "finalize-queue", q, "n1"]]  # its standby, once
     assert fq.entries(q) == []
     assert os.path.exists(a.finalized) and os.path.exists(b.finalized)
     store = open_store(f"sqlite:///{site}/jobs.db", readonly=True)
@@ -391,7 +391,7 @@ def test_a_queue_whose_runner_and_standby_were_both_killed_is_restarted_by_a_run
     now = time.time()
     assert not fq.restart_if_stranded(q, "n1", now, start=started.append)  # just queued: its Epilog's runner is due
     assert fq.restart_if_stranded(q, "n1", now + fq.STRANDED_S, start=started.append)
-    assert started == [["-m", "slurm_energy.slurm.detached", "finalize-queue", q, "n1"]]
+    assert started == [["-m", "slurm_energy.slurm.jobend", "finalize-queue", q, "n1"]]
     runner = _hold(os.path.join(q, fq.RUNNER_LOCK))  # a runner at work on a backlog: left to it
     assert not fq.restart_if_stranded(q, "n1", now + 600, start=started.append) and len(started) == 1
     os.close(runner)

@@ -404,7 +404,7 @@ def test_a_sigstopped_report_writer_is_killed_at_once_and_delays_no_other_job(no
     queue is held well under a second, her record says why it has no report, bob's job is whole."""
     from slurm_energy.cli.jobenergy_format import report_code
     from slurm_energy.reporting import safe_write
-    from slurm_energy.slurm import detached as hooks
+    from slurm_energy.slurm.jobend import __main__ as hooks  # the finalizers' entry
 
     assert safe_write.REPORT_TIMEOUT_S == 5.0  # the site's: a stopped writer must not cost this
     monkeypatch.setattr(hooks, "FINALIZER_SLOTS", 1)  # one finalizer at a time on this spool
@@ -1007,8 +1007,9 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     (root's to read: /proc/PID/environ is 0400)."""
     from jobrecord_factory import hook_env
 
-    from slurm_energy.slurm import detach, detached, hooks
+    from slurm_energy.slurm import detach, hooks
     from slurm_energy.slurm.hooks.epilog import epilog
+    from slurm_energy.slurm.jobend import __main__ as finalizer
 
     for p in ("spool", "run-spool"):  # both spools unusable: files where the directories go
         (node.base / p).write_text("")
@@ -1024,7 +1025,7 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     assert "secret-project" in child_env[hooks.FINALIZE_ENV_VAR]
     # the finalizer reads them there: bob's record, no_data, with his work dir
     monkeypatch.setenv(hooks.FINALIZE_ENV_VAR, child_env[hooks.FINALIZE_ENV_VAR])
-    assert detached.main(["finalize-env", f"904@{NODE}"]) == 0
+    assert finalizer.main(["finalize-env", f"904@{NODE}"]) == 0
     (r,) = node.store().get_job("904")
     assert (r.user, r.status, r.work_dir) == ("bob", Status.NO_DATA, wd)
     for p in ("spool", "run-spool"):

@@ -23,7 +23,7 @@ modules only (no logging, typing, dataclasses or subprocess: the log line is one
 paths that need one: a site config changed since its resolved copy (pydantic), a job with GPUs
 (NVML). This module holds what both hooks do: begin (config, log, job), start a detached process,
 hand an ended job to its finalizer, log the hook's time. :mod:`slurm_energy.slurm.detached` runs
-the sampler and finalizer.
+the sampler, :mod:`slurm_energy.slurm.jobend` the finalizers.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import sys
 
-from slurm_energy.slurm.detach import DETACHED_MODULE
+from slurm_energy.slurm.detach import JOBEND_MODULE
 from slurm_energy.slurm.hooks.config_cache import cached_hook_config
 from slurm_energy.slurm.hooks.context import JobFacts, context_dict, slurm_env_fields
 from slurm_energy.slurm.log import FALLBACK_LOG_DIR, WriteBackend, get, use
@@ -161,11 +161,11 @@ def hand_over(spool: Attempt, t_end: float, exit_code: str, outcome: SamplerEnd,
         qdir = enqueue_finalize(spool, t_end, exit_code, outcome)
     except OSError as e:
         log("WARNING", f"job {spool.job_id}: not queued for the node's finalizer ({e}): one started for it alone")
-        spawn(["-m", DETACHED_MODULE, "finalize", spool.dir, spool.node, repr(t_end), exit_code, str(outcome)],
+        spawn(["-m", JOBEND_MODULE, "finalize", spool.dir, spool.node, repr(t_end), exit_code, str(outcome)],
               os.path.join(spool.dir, f"finalize-{spool.node}.log"), log_dir, nice=FINALIZER_NICE)
         return
     if needs_runner(qdir):
-        spawn(["-m", DETACHED_MODULE, "finalize-queue", qdir, spool.node], os.path.join(qdir, RUNNER_LOG),
+        spawn(["-m", JOBEND_MODULE, "finalize-queue", qdir, spool.node], os.path.join(qdir, RUNNER_LOG),
               log_dir, nice=FINALIZER_NICE)
 
 

@@ -8,7 +8,7 @@ import time
 
 from slurm_energy.slurm import hooks
 from slurm_energy.slurm.attempt import Attempt, leave_no_spool_entry, usable_spool
-from slurm_energy.slurm.detach import DETACHED_MODULE
+from slurm_energy.slurm.detach import JOBEND_MODULE
 from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR, FINALIZER_NICE, begin, hand_over, log_hook_time
 from slurm_energy.slurm.log import get
 from slurm_energy.slurm.processes import stop_sampler
@@ -42,7 +42,7 @@ def epilog(env: Mapping[str, str] | None = None) -> int:
                 leave_no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node, args)
             except OSError as err:
                 log("WARNING", f"job {ctx.job_id}: no entry in {cfg.paths.log_dir} for its finalizer ({err})")
-            hooks.spawn(["-m", DETACHED_MODULE, "finalize-env", f"{ctx.job_id}@{ctx.node}"],  # all ps shows
+            hooks.spawn(["-m", JOBEND_MODULE, "finalize-env", f"{ctx.job_id}@{ctx.node}"],  # all ps shows
                   os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=FINALIZER_NICE,
                   private={FINALIZE_ENV_VAR: json.dumps(args)})  # the job's context: not in argv
             log("ERROR", f"epilog job={ctx.job_id} node={ctx.node}: no usable spool ({'; '.join(errors)}); "
