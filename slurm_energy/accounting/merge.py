@@ -1,13 +1,13 @@
 """Multi-node merge (pure): each node's finalizer writes one JobRecord (one NodeSummary); they are
 unioned here. Where the node records are kept, read under a lock and moved aside is the Slurm
-glue's business (:mod:`slurm_energy.slurm.results`).
+glue's business (:mod:`slurm_energy.slurm.jobend.results`).
 
 ``restart_count`` (SLURM_JOB_RESTART_COUNT) separates the attempts of a requeued job, which share a
 job id but are separate records (key cluster, job_id, start_time). A job id Slurm *reused* (state
 reset, MaxJobId wrap) may find an older run's node records in the same directory: records are
 grouped into runs (:func:`split_runs`: SLUID or Slurm's start time where Slurm gives them, else the
 run's node list and overlapping time spans) and only one run is ever merged; once stored, its files
-are moved to ``stored/<start>/`` (:func:`slurm_energy.slurm.results.retire_run`).
+are moved to ``stored/<start>/`` (:func:`slurm_energy.slurm.jobend.results.retire_run`).
 
 Energy is kept per (node, device): the merged record's ``nodes`` is the union of the node summaries,
 keyed by node name. Nothing is multiplied by a node or task count and no totals are computed here;

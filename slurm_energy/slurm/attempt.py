@@ -438,7 +438,7 @@ def write_private(path: str, text: str) -> None:
     atomic_write(path, text, mode=0o600)
 
 
-#: The node's queue of finished jobs for its finalizer (:mod:`slurm_energy.slurm.finalize_queue`):
+#: The node's queue of finished jobs for its finalizer (:mod:`slurm_energy.slurm.jobend.queue`):
 #: ``<spool>/finalize-queue/<node>/``, one entry per job attempt the Epilog (or a sampler that saw
 #: no Epilog) handed over, removed once the attempt is finalized. Root-only, like the spool.
 FINALIZE_QUEUE = "finalize-queue"
@@ -468,7 +468,7 @@ def enqueue_finalize(sp: Attempt, t_end: float, exit_code: str, sampler: Sampler
 
 def needs_runner(qdir: str) -> bool:
     """True when the caller (the Epilog, after queueing its job) must start the node's finalizer
-    (:mod:`slurm_energy.slurm.finalize_queue`): no runner holds ``qdir``'s lock, or one does but
+    (:mod:`slurm_energy.slurm.jobend.queue`): no runner holds ``qdir``'s lock, or one does but
     no standby waits behind it. Light: two ``flock`` probes (here, not in that module: the Epilog
     imports this one anyway)."""
     from slurm_energy.slurm.processes import lock_taken
@@ -482,7 +482,7 @@ def needs_runner(qdir: str) -> bool:
 #: ``<paths.log_dir>/no-spool-jobs/<job>-r<restart>-<node>.json``, the arguments of that job's
 #: spool-less finalizer (``hooks finalize-env``), which removes it when done. One left behind (that
 #: finalizer killed) is run again by the node finalizer's sweep, or by ``collect``
-#: (:func:`slurm_energy.slurm.collect.finish_no_spool`). Root-only, like the spool.
+#: (:func:`slurm_energy.slurm.jobend.recover.finish_no_spool`). Root-only, like the spool.
 NO_SPOOL_JOBS = "no-spool-jobs"
 
 

@@ -75,7 +75,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         log.info("sampler job=%s node=%s wrote %d samples cpu_s=%.3f", ctx.job_id, node, n,
                  t.user + t.system + t.children_user + t.children_system)
         if s.stop_signal is not None or _EARLY_STOP:  # the Epilog's TERM, or someone else's: the finalizer tells
-            from slurm_energy.slurm.sampler_end import record_stop
+            from slurm_energy.slurm.jobend.sampler_end import record_stop
 
             record_stop(spool, s.stop_signal if s.stop_signal is not None else signal.SIGTERM.value)
         if s.gone_at is not None:
@@ -135,7 +135,7 @@ class _Interim:
         import time
 
         from slurm_energy.slurm.attempt import finalize_queue_dir, spool_dirs
-        from slurm_energy.slurm.finalize_queue import restart_if_stranded
+        from slurm_energy.slurm.jobend.queue import restart_if_stranded
 
         for sd in spool_dirs(self.cfg):  # ended jobs whose node finalizer and standby were both killed
             try:

@@ -23,7 +23,7 @@ from slurm_energy.slurm.attempt import Attempt, SamplerEnd, no_spool_entry, read
 from slurm_energy.slurm.env import JobContext, cpus_on_node
 from slurm_energy.slurm.hooks.config_cache import load_config
 from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger
-from slurm_energy.slurm.jobfacts import (
+from slurm_energy.slurm.jobend.jobfacts import (
     requested_memory,
     slurm_job_state,
     true_cpu_time,
@@ -81,12 +81,12 @@ def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: floa
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
     anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial, unless
     the rows still reach the job's end; so does a final sample written before the Epilog
-    (``end_time``): an early stop. Both: :mod:`slurm_energy.slurm.sampler_end`.
+    (``end_time``): an early stop. Both: :mod:`slurm_energy.slurm.jobend.sampler_end`.
     ``running``: the sampler's :class:`RunningSummary` of the sample file (interim records: only the
     rows added since the previous one are read)."""
     from slurm_energy.sampling.samplefile import read_sample_table
     from slurm_energy.sampling.sampletable import SampleTable
-    from slurm_energy.slurm.sampler_end import classify_end, measured_to_the_end
+    from slurm_energy.slurm.jobend.sampler_end import classify_end, measured_to_the_end
 
     name = read_json(spool.jobenv).get("job_name")  # where ctx has none (JOB_ENV_FACTS; slurmctld's wins later)
     if isinstance(name, str) and name and not ctx.job_name:
@@ -185,7 +185,7 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
                   sampler_outcome: SamplerEnd = SamplerEnd.TERMINATED, deferred: AfterSlot | None = None,
                   logging_ready: bool = False, trigger: Trigger | None = None) -> int:
     """Entry point of the detached finalizer, for one job attempt on one node (the node's queue
-    runner, :mod:`slurm_energy.slurm.finalize_queue`, calls it for each job it takes; a finalizer
+    runner, :mod:`slurm_energy.slurm.jobend.queue`, calls it for each job it takes; a finalizer
     for one job, ``SINGLE``): loads the site config, then :func:`~slurm_energy.slurm.jobend.finish.finish`.
     Returns 0; failures are logged and on the record. ``logging_ready``: the caller has set up the log.
 
@@ -224,7 +224,7 @@ class MarkerPending:
     """An attempt's FINALIZED marker not written (a full or read-only spool) for a job whose
     record was published: :meth:`retry` tries again for a while, so ``collect`` does not finish the
     job a second time once the spool has room again. A deferred item of :func:`finalize_main`, not
-    a report to run: the caller retries it (:func:`slurm_energy.slurm.finalize_queue.run_reports` skips it)."""
+    a report to run: the caller retries it (:func:`slurm_energy.slurm.jobend.queue.run_reports` skips it)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -264,7 +264,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: int | N
     (:func:`store_and_report`). Returns the published record, or None while other nodes are still to
     report. With nowhere to leave the node record, this node's view is published (a later merge
     replaces it)."""
-    from slurm_energy.slurm.results import collect_node_records, retire_run, write_node_record
+    from slurm_energy.slurm.jobend.results import collect_node_records, retire_run, write_node_record
 
     where = None
     for results_dir in results_dirs(cfg):

@@ -200,7 +200,7 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
     (``python -I -m slurm_energy.slurm.detached sampler ...``, ``python -I -m slurm_energy.slurm.jobend
     {finalize|finalize-env} ...``, or the name both had before, run by root:
     a user's process copying that argv is not root's). The node finalizer's sweep
-    (:func:`slurm_energy.slurm.collect.sweep_node`) leaves these alone."""
+    (:func:`slurm_energy.slurm.jobend.recover.sweep_node`) leaves these alone."""
     import json
 
     from slurm_energy.slurm.attempt import FINALIZE_QUEUE, entries

@@ -15,10 +15,10 @@ from samplefile_rows import spool_with_rows
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
 from slurm_energy.slurm import finalize
-from slurm_energy.slurm import sampler_end as early_stop
 from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.clients.facts import use
 from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.jobend import sampler_end as early_stop
 
 GIB = 1024 ** 3
 T0 = 1_796_211_299.0  # the Prolog

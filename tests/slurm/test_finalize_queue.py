@@ -14,8 +14,8 @@ from fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.slurm import finalize
-from slurm_energy.slurm import finalize_queue as fq
 from slurm_energy.slurm.attempt import enqueue_finalize, finalize_queue_dir, needs_runner
+from slurm_energy.slurm.jobend import queue as fq
 from slurm_energy.store import open_store
 
 
@@ -290,8 +290,8 @@ def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(si
 
 
 def test_the_sweep_leaves_alone_what_a_process_is_at_work_on(site, ended):
-    from slurm_energy.slurm.collect import sweep_node
     from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.jobend.recover import sweep_node
     from slurm_energy.slurm.processes import busy
 
     young, working, waiting = (_job(site, j, 5_000_000, 65_000_000) for j in ("85", "86", "87"))
@@ -322,9 +322,9 @@ def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(
     import time
 
     from slurm_energy.slurm.attempt import leave_no_spool_entry
-    from slurm_energy.slurm.collect import sweep_node
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.jobend.recover import sweep_node
 
     ctx = JobContext(job_id="90", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="4")
     args = [ctx.to_json(), repr(T0 + 30), "0:0", "no_pidfile", json.dumps(["spool full: No space left on device"])]
@@ -353,7 +353,7 @@ def test_the_sweeps_hour_counts_a_long_jobs_samples_not_only_its_directory(site)
     # file); its end hit a read-only spool (no Epilog file) and its finalizer was killed 60 s ago
     import time
 
-    from slurm_energy.slurm.collect import scan_spool
+    from slurm_energy.slurm.jobend.recover import scan_spool
 
     sp = _job(site, "91", 5_000_000, 65_000_000)
     _age(sp, 7200.0)
@@ -369,9 +369,9 @@ def test_a_spool_less_entry_of_a_node_whose_name_ends_like_this_ones_is_left_to_
     import time
 
     from slurm_energy.slurm.attempt import leave_no_spool_entry
-    from slurm_energy.slurm.collect import sweep_node
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.jobend.recover import sweep_node
 
     ctx = JobContext(job_id="92", uid=0, gid=0, node="gpu-n1", nodelist="gpu-n1", prolog_time=T0)
     entry = leave_no_spool_entry(str(site / "log"), "92", 0, "gpu-n1",

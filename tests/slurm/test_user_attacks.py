@@ -93,7 +93,7 @@ def test_non_utf8_job_name_work_dir_and_phase_name_give_a_record_a_report_and_co
     victim = _victim(node)
     _check_victim(node, victim)
     # collect over a results dir holding a node record no JSON parser takes: it goes on, reports it
-    from slurm_energy.slurm.collect import collect, with_paths
+    from slurm_energy.slurm.jobend.recover import collect, with_paths
     from slurm_energy.store import open_store
 
     bad = node.base / "results" / "t" / "902.0"
@@ -542,7 +542,7 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
     _prepare_marks(_facts("902", uid, gid), Attempt(str(node.base / "spool"), "902", 0, NODE).ensure(),
                    (str(node.base / "spool"), str(fallback)))
     assert old.exists() and live.exists() and (node.marks / "902").exists()
-    from slurm_energy.slurm.collect import sweep_job_marks
+    from slurm_energy.slurm.jobend.recover import sweep_job_marks
 
     assert sweep_job_marks([str(node.base / "spool"), str(fallback)]) == ["800"]
     assert not old.exists() and live.exists() and (node.marks / "902").exists()
@@ -665,7 +665,7 @@ def _after_attack(node, victim_wd, victim_files):
     the node finalizer's sweep afterwards find nothing to do and leave both so."""
     from slurm_energy.cli.main import main as se_main
     from slurm_energy.config import load_site_config
-    from slurm_energy.slurm.collect import sweep_node
+    from slurm_energy.slurm.jobend.recover import sweep_node
 
     _check_victim(node, victim_wd)
     assert se_main(["collect", "--older-than", "0"]) == 0
@@ -685,7 +685,7 @@ def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writ
     from slurm_energy.config import load_site_config
     from slurm_energy.reporting.safe_write import write_files_as_user
     from slurm_energy.slurm.clients.facts import SlurmCommands
-    from slurm_energy.slurm.collect import finish_unrecorded
+    from slurm_energy.slurm.jobend.recover import finish_unrecorded
     from slurm_energy.store import open_store
 
     victim_wd = _victim(node)

@@ -8,7 +8,7 @@ detached (own process group, stdio to a log) -> exit 0.
 Epilog (:mod:`.epilog`, as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as
 stopped: :func:`slurm_energy.slurm.processes.stop_sampler`); queue the job with the outcome for the
 node's finalizer, started detached only when none runs or stands by (:func:`hand_over`,
-:mod:`slurm_energy.slurm.finalize_queue`) -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
+:mod:`slurm_energy.slurm.jobend.queue`) -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
 does the slow part outside the Epilog's 2 s.
 
 Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool); nothing is
@@ -152,7 +152,7 @@ def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int
 def hand_over(spool: Attempt, t_end: float, exit_code: str, outcome: SamplerEnd, log_dir: str) -> None:
     """Give the ended job attempt to its node's finalizer: queue it
     (:func:`slurm_energy.slurm.attempt.enqueue_finalize`) and start the queue's finalizer only when
-    none runs or none stands by (:mod:`slurm_energy.slurm.finalize_queue`: two flock probes); when
+    none runs or none stands by (:mod:`slurm_energy.slurm.jobend.queue`: two flock probes); when
     the entry cannot be written (a full or read-only spool), a finalizer for this job alone, as
     before. Raises OSError/TimeoutError (not started: ``collect`` finishes the job)."""
     from slurm_energy.slurm.attempt import RUNNER_LOG, enqueue_finalize, needs_runner

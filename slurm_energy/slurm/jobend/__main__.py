@@ -2,7 +2,7 @@
 started by the Epilog (or by the sampler that saw no Epilog, or a finalizer for its standby):
 
 * ``finalize-queue QUEUE_DIR NODE``: the node's finalizer, one per node and spool, working the
-  node's queue of ended jobs (:mod:`slurm_energy.slurm.finalize_queue`) and sweeping the node;
+  node's queue of ended jobs (:mod:`slurm_energy.slurm.jobend.queue`) and sweeping the node;
 * ``finalize DIR NODE T EXIT OUTCOME``: one job, when it could not be queued,
   :data:`FINALIZER_SLOTS` at a time per spool (trigger ``SINGLE``);
 * ``finalize-env JOB@NODE``: a job whose node had no usable spool, its CONTEXT_JSON T EXIT OUTCOME
@@ -34,8 +34,8 @@ def _single(job_dir: str, node: str, end_time: float, exit_code: str, sampler: S
     """``finalize``: one job attempt, when it could not be queued for the node's finalizer."""
     from slurm_energy.slurm.detach import slot
     from slurm_energy.slurm.finalize import MARKER_RETRY_S, finalize_main
-    from slurm_energy.slurm.finalize_queue import run_reports
     from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger
+    from slurm_energy.slurm.jobend.queue import run_reports
 
     log = logging.getLogger("slurm_energy")
     after = AfterSlot()  # the user's report: written once the slot is free (bounded, killable)
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             return _single(argv[1], argv[2], float(argv[3]), rest[0] if rest else "",
                            SamplerEnd.parse(rest[1] if len(rest) > 1 else "", SamplerEnd.TERMINATED))
         if what == "finalize-queue":  # the node's finalizer: every job the Epilogs queued
-            from slurm_energy.slurm.finalize_queue import run_queue
+            from slurm_energy.slurm.jobend.queue import run_queue
 
             run_queue(argv[1], argv[2])
             return 0

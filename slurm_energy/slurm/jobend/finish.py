@@ -67,7 +67,7 @@ class Trigger(str, enum.Enum):
 
 class AfterSlot:
     """What the caller runs once its finalizer slot is free: the user's report writers (bounded,
-    killable: :func:`slurm_energy.slurm.finalize_queue.run_reports`) and the FINALIZED markers the
+    killable: :func:`slurm_energy.slurm.jobend.queue.run_reports`) and the FINALIZED markers the
     spool had no room for (:class:`~slurm_energy.slurm.finalize.MarkerPending`, retried)."""
 
     def __init__(self) -> None:
@@ -131,7 +131,7 @@ def finish(cfg: SiteConfig, attempt: Attempt, ctx: JobContext, trigger: Trigger,
     from slurm_energy.accounting.merge import combine_errors
     from slurm_energy.sampling.marks import remove_marks
     from slurm_energy.slurm.finalize import MarkerPending, finish_node, node_record, report_umask
-    from slurm_energy.slurm.jobfacts import slurm_facts
+    from slurm_energy.slurm.jobend.jobfacts import slurm_facts
 
     note = attempt.record_error if attempt.has_spool else (lambda _m: None)
     problems = list(errors)

@@ -16,7 +16,7 @@ No wake-up is lost: the Epilog writes its entry *before* it looks at the locks, 
 the queue *after* it took the runner's lock; a runner lingering or about to exit while an entry
 arrives either sees it, or is succeeded by the standby, or is seen as gone by that Epilog, which
 then starts one. The spool stays the queue of record: what no entry holds (a job whose own
-finalizer was killed) is finished by the runner's sweep (:func:`slurm_energy.slurm.collect.sweep_node`,
+finalizer was killed) is finished by the runner's sweep (:func:`slurm_energy.slurm.jobend.recover.sweep_node`,
 every :data:`SWEEP_S` and before it exits), the rest by ``slurm-energy collect``.
 """
 
@@ -41,7 +41,7 @@ POLL_S = 0.5
 #: time) is left to ``collect``: one bad job must not stop the node's queue.
 MAX_ATTEMPTS = 3
 #: How often (s) a runner sweeps its node for job attempts whose own finalizer was killed
-#: (:func:`slurm_energy.slurm.collect.sweep_node`; also once before it exits).
+#: (:func:`slurm_energy.slurm.jobend.recover.sweep_node`; also once before it exits).
 SWEEP_S = 30.0
 SWEEP_LOCK = ".sweep.lock"
 #: An entry this old (s) in a queue no runner holds is stranded (:func:`restart_if_stranded`).
@@ -167,7 +167,7 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
 
 
 def _sweep(qdir: str, node: str, log) -> None:
-    """:func:`slurm_energy.slurm.collect.sweep_node` for this node, by one of its runners at a time
+    """:func:`slurm_energy.slurm.jobend.recover.sweep_node` for this node, by one of its runners at a time
     (``.sweep.lock`` in the first spool's queue directory: a runner per spool may work the node),
     its lines logged. Never raises."""
     import fcntl
@@ -190,7 +190,7 @@ def _sweep(qdir: str, node: str, log) -> None:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # another runner of this node sweeps now
-        from slurm_energy.slurm.collect import sweep_node
+        from slurm_energy.slurm.jobend.recover import sweep_node
 
         lines = sweep_node(cfg, node, time.time())
         for line in lines:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +104,7 @@ SWEEP_WINDOW_S = 3600.0
 
 def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WINDOW_S,
                older_than_s: float = SWEEP_AGE_S) -> list[str]:
-    """What the node's finalizer (:mod:`slurm_energy.slurm.finalize_queue`) does every
+    """What the node's finalizer (:mod:`slurm_energy.slurm.jobend.queue`) does every
     ``SWEEP_S`` while it runs and once before it exits, so that ``collect`` finds nothing left:
     collect's steps 1 and 2 for ``node`` and the last ``since_s`` s only -- queued records stored,
     ``node``'s spool attempts whose own finalizer was killed (or never started) finished -- and the
@@ -226,7 +225,7 @@ def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bo
     its records hold) is reported on the log and skipped; the other jobs are collected."""
     from slurm_energy.accounting.merge import merge_records, split_runs
     from slurm_energy.slurm.finalize import results_dirs
-    from slurm_energy.slurm.results import read_node_records, retire_run
+    from slurm_energy.slurm.jobend.results import read_node_records, retire_run
 
     done = []
     roots = [Path(d) for d in results_dirs(cfg)]
@@ -274,13 +273,6 @@ class Leftover:
     spool: Attempt
     ctx: JobContext
     newest_mtime: float
-
-
-def _newest(d: str) -> float:
-    try:
-        return max(os.lstat(os.path.join(d, n)).st_mtime for n in os.listdir(d))
-    except (OSError, ValueError):
-        return 0.0
 
 
 def _mtime(path: str) -> float:
@@ -457,39 +449,3 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
         lines.append(f"{'would store' if dry_run else 'stored'} {x.cluster}/{x.job_id} from sacct: "
                      f"no_data ({x.job_state}, no record from the hooks)")
     return lines
-
-
-# ---------------------------------------------------------------- prune
-def prune(store, spools: list[str], results_dirs: list[str], older_than_s: float, now: float,
-          dry_run: bool = False) -> list[str]:
-    """Remove spool attempts and results attempts older than ``older_than_s`` whose job attempt is
-    stored as a final record (never one not yet stored; queue files are never removed). A spool
-    attempt whose record is ``no_data`` is kept until every node's finalizer marked it finished.
-    Returns one line per directory removed (or that would be)."""
-    def stored(job_id: str, restart: int, cluster: str | None = None) -> JobRecord | None:
-        return store.final_record(RunKey(job_id, cluster=cluster, restart_count=restart))
-
-    out = []
-    for run in Journal(spools).runs():
-        remove_stale_tmp(run.path, now)
-        if now - run.newest_mtime() < older_than_s:
-            continue
-        rec = stored(run.job_id, run.restart_count)
-        all_final = all(a.is_finalized() for a in run.attempts())
-        if rec is None or (rec.status == Status.NO_DATA and not all_final):
-            continue
-        out.append(f"{'would remove' if dry_run else 'removed'} {run.path}")
-        if not dry_run:
-            shutil.rmtree(run.path, ignore_errors=True)
-    for rd in results_dirs:
-        root = Path(rd)
-        for d in sorted(root.glob("*/*.*")) if root.is_dir() else []:
-            job_id, _, restart = d.name.rpartition(".")
-            if not d.is_dir() or not restart.isdigit() or now - _newest(str(d)) < older_than_s:
-                continue
-            if stored(job_id, int(restart), d.parent.name if d.parent.name != "default" else "") is None:
-                continue
-            out.append(f"{'would remove' if dry_run else 'removed'} {d}")
-            if not dry_run:
-                shutil.rmtree(d, ignore_errors=True)
-    return out

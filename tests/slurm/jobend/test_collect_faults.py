@@ -87,7 +87,7 @@ def test_nowhere_to_write_results_stores_the_node_view_directly(tmp_path):
 
 
 def test_collect_marks_running_records_of_ended_jobs_partial(tmp_path):
-    from slurm_energy.slurm.collect import finish_running
+    from slurm_energy.slurm.jobend.recover import finish_running
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     for jid in ("820", "821", "822"):
@@ -119,7 +119,7 @@ def test_stale_temp_files_are_removed_and_fresh_ones_kept(tmp_path):
 
 def test_prune_never_removes_a_job_not_yet_stored(tmp_path):
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.collect import prune
+    from slurm_energy.slurm.jobend.prune import prune
 
     cfg = _cfg(tmp_path)
     st = open_store(cfg.paths.store_url)
@@ -150,8 +150,8 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
 
 def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_written(tmp_path):
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.collect import finish_leftovers
     from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.jobend.recover import finish_leftovers
 
     cfg = _cfg(tmp_path)
     st = open_store(cfg.paths.store_url)
@@ -169,7 +169,7 @@ def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tm
     from fakes.slurm_facts import FakeSlurmFacts
 
     from slurm_energy.slurm.clients.sacct import parse_ended, parse_sacct_json
-    from slurm_energy.slurm.collect import finish_unrecorded
+    from slurm_energy.slurm.jobend.recover import finish_unrecorded
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
