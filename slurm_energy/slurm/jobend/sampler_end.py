@@ -27,7 +27,7 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
-from slurm_energy.slurm.attempt import CLEAN_SAMPLER_ENDS, NOT_STOPPED, SamplerEnd
+from slurm_energy.slurm.attempt import CLEAN_SAMPLER_ENDS, NOT_STOPPED, Attempt, SamplerEnd
 
 if TYPE_CHECKING:
     from slurm_energy.sampling.sampletable import SampleTable
@@ -39,7 +39,7 @@ STOPPED_EARLY = SamplerEnd.STOPPED_EARLY.value
 STOP_FILE = "sampler-stop"
 
 
-def record_stop(spool, signum: int | None) -> None:
+def record_stop(spool: Attempt, signum: int | None) -> None:
     """Leave the signal that stopped the sampler (None: it stopped without one) in the spool.
     Never raises: a spool that cannot take it costs only the signal's name in the record."""
     from slurm_energy.slurm.attempt import write_private
@@ -50,7 +50,7 @@ def record_stop(spool, signum: int | None) -> None:
         pass
 
 
-def signal_name(spool) -> str:
+def signal_name(spool: Attempt) -> str:
     """The name of the signal that stopped the sampler (``SIGTERM``), '' when unknown."""
     from slurm_energy.slurm.attempt import read_json
 
@@ -61,7 +61,7 @@ def signal_name(spool) -> str:
         return ""
 
 
-def check_early_stop(rows: SampleTable, epilog_t: float, spool, errors: list[str]) -> bool:
+def check_early_stop(rows: SampleTable, epilog_t: float, spool: Attempt, errors: list[str]) -> bool:
     """Relabel the sampler's ``final`` row :data:`STOPPED_EARLY` (in place) when it was written
     before the Epilog began (``epilog_t``, epoch s) and no ``cgroup_gone`` row precedes it, and add
     the record's error (with the signal from the spool) to ``errors``. Returns whether it did."""
@@ -123,7 +123,7 @@ def measured_to_the_end(rows: SampleTable, sampler_outcome: SamplerEnd, errors: 
     return False
 
 
-def classify_end(rows: SampleTable, epilog_t: float, sampler_outcome: SamplerEnd, spool,
+def classify_end(rows: SampleTable, epilog_t: float, sampler_outcome: SamplerEnd, spool: Attempt,
                  errors: list[str]) -> tuple[SampleTable, SamplerEnd]:
     """The rows to summarise and the sampler's outcome as the record takes it: after a sampler
     that ended by itself (``epilog_missing``) the rows up to the job's end (:func:`until_job_gone`);
