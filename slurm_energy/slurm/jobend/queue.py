@@ -31,7 +31,11 @@ from slurm_energy.slurm.detach import JOBEND_MODULE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import logging
     from collections.abc import Callable
+
+    from slurm_energy.slurm.attempt import Attempt
+    from slurm_energy.slurm.finalize import MarkerPending
 
 #: Seconds a runner waits for more jobs after its queue emptied (a burst's next job ends within
 #: seconds): a new runner would pay its start-up again. Polled every :data:`POLL_S` (one listdir).
@@ -142,7 +146,7 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
         log.warning("finalize-queue %s: no standby started: %s", qdir, e)
     n, idle_since = 0, time.monotonic()
     next_sweep = idle_since  # the first right after the first batch
-    pending: list = []
+    pending: list[tuple[float, MarkerPending]] = []
     taken: set[str] = set()  # entries this process finalized: one it could not remove (a read-only
     while True:              # spool) is not taken again, or the runner would loop on it
         batch = [p for p in entries(qdir) if p not in taken]
@@ -166,7 +170,7 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
             time.sleep(POLL_S)
 
 
-def _sweep(qdir: str, node: str, log) -> None:
+def _sweep(qdir: str, node: str, log: logging.Logger) -> None:
     """:func:`slurm_energy.slurm.jobend.recover.sweep_node` for this node, by one of its runners at a time
     (``.sweep.lock`` in the first spool's queue directory: a runner per spool may work the node),
     its lines logged. Never raises."""
@@ -224,7 +228,7 @@ def _start_standby(argv: list[str]) -> None:
     spawn(argv, os.path.join(argv[-2], RUNNER_LOG), FALLBACK_LOG_DIR, nice=FINALIZER_NICE)
 
 
-def finalize_entry(path: str, log, pending: list | None = None) -> int:
+def finalize_entry(path: str, log: logging.Logger, pending: list[tuple[float, MarkerPending]] | None = None) -> int:
     """Finalize the job attempt of one queue entry (:func:`slurm_energy.slurm.finalize.finalize_main`,
     then its report as the job's user), then remove the entry. Returns 1 when finalized here, 0 when
     skipped (already finalized, e.g. by ``collect``; gone; given up after :data:`MAX_ATTEMPTS`).
@@ -283,14 +287,14 @@ _SLOW_WRITERS: dict[int, float] = {}
 SLOW_WRITER_S = 600.0
 
 
-def _job_uid(sp) -> int | None:
+def _job_uid(sp: Attempt) -> int | None:
     from slurm_energy.slurm.attempt import read_json
 
     uid = read_json(sp.context).get("uid")
     return uid if isinstance(uid, int) else None
 
 
-def run_reports(sp, deferred: list, log) -> None:
+def run_reports(sp: Attempt, deferred: list[Callable[[], object]], log: logging.Logger) -> None:
     """Run the job's deferred report writing (after its record is stored): here, bounded by
     safe_write's timeout; in a forked child, not waited for, when this user's writer hung lately."""
     from slurm_energy.reporting.safe_write import REPORT_TIMEOUT_S
