@@ -56,7 +56,7 @@ import hook_burst as hb  # noqa: E402
 
 #: what our detached sampler and finalizers run as (slurm_energy.slurm.detach.DETACHED_MODULE), and their
 #: name before the hooks' move (a tree from before it, compared in the same run)
-DETACHED_MODULES = ("slurm_energy.slurm.detached", "slurm_energy.slurm.hooks")
+DETACHED_MODULES = ("slurm_energy.slurm.detached", "slurm_energy.slurm.jobend", "slurm_energy.slurm.hooks")
 
 L, VENV = fr.L, fr.VENV
 KINDS = ("finalize", "finalize-env", "finalize-queue")

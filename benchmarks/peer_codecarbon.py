@@ -180,8 +180,8 @@ def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool)
 
     from slurm_energy.slurm import detached as hooks
     from slurm_energy.slurm import probe as probe_mod
+    from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.spool import JobSpool
 
     real_probe = probe_mod.SlurmJobProbe
     if node != "nonode":  # the cgroup contender: its fake v1 job directory (make_cgroup)
@@ -189,7 +189,7 @@ def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool)
     if not interim:  # the loop alone: no interim callback (as the table before issue 29)
         hooks._Interim = lambda spool, ctx: None  # type: ignore[assignment,misc]
     sg.signal(sg.SIGTERM, lambda *_: hooks._EARLY_STOP.append(1))
-    spool = JobSpool(f"{tmp}/spool", job, 0, node).ensure()
+    spool = Attempt(f"{tmp}/spool", job, 0, node).ensure()
     ctx = JobContext(job_id=job, uid=0, gid=0, node=node, nodelist=node, prolog_time=time.time(), cpus_per_node="1")
     with open(spool.context, "w") as f:
         f.write(ctx.to_json())

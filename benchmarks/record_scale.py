@@ -115,7 +115,7 @@ def _node_records(a):
 
 def w_nodes(a) -> dict:
     """The N node files; the (N-1)-th finalizer's collect (N-1 files present) timed."""
-    from slurm_energy.slurm.results import collect_node_records, write_node_record
+    from slurm_energy.slurm.jobend.results import collect_node_records, write_node_record
 
     recs = _node_records(a)
     expected = [_node(k) for k in range(a.n)]
@@ -141,7 +141,7 @@ def w_final(a) -> dict:
     from slurm_energy.config import SiteConfig
     from slurm_energy.pipeline import finalise_job
     from slurm_energy.reporting.report import render_csv, render_html
-    from slurm_energy.slurm.results import collect_node_records, retire_run
+    from slurm_energy.slurm.jobend.results import collect_node_records, retire_run
     from slurm_energy.store import open_store
 
     out: dict = {}

@@ -21,7 +21,7 @@ def atomic_write(path: str | os.PathLike[str], text: str | bytes, *, mode: int =
 
     Raises OSError (ENOSPC, EROFS, ELOOP for a symlink at the temporary name...), leaving no
     temporary file behind; one left by a killed writer is overwritten by the next writer with that
-    PID (``slurm_energy.slurm.spool.remove_stale_tmp`` removes old ones in spools)."""
+    PID (``slurm_energy.slurm.attempt.remove_stale_tmp`` removes old ones in spools)."""
     if exclusive:
         import secrets
 

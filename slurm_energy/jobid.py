@@ -41,10 +41,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-#: Node records (and stored rows) of one run overlap in time: every node's Prolog runs before the
-#: job ends and every Epilog after it. Clock skew between nodes allowed for, s.
-RUN_OVERLAP_SLACK_S = 2.0
-
 _JOBID = re.compile(
     r"""^(?P<job>[0-9]+)
         (?:_(?P<task>[0-9]+|\[[0-9,:%\-]+\]) | \+(?P<het>[0-9]+))?

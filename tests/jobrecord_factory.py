@@ -160,7 +160,7 @@ def try_merge(results_dir, cluster, job_id, restart_count, expected_nodes, recor
     """What the finalizer does with the results directory: the run's merged record once every
     expected node has reported (collect_node_records), else None."""
     from slurm_energy.accounting.merge import merge_records
-    from slurm_energy.slurm.results import collect_node_records
+    from slurm_energy.slurm.jobend.results import collect_node_records
 
     records = collect_node_records(results_dir, cluster, job_id, restart_count, expected_nodes, record)
     return None if records is None else merge_records(records)

@@ -93,11 +93,11 @@ def legacy_write(path: str, rows: list[dict[str, Any]], mode: str = "w") -> None
 def spool_with_rows(root: str, job_id: str, node: str, static: dict[str, Any], rows: list[dict[str, Any]]):
     """A job's spool attempt 0 under ``root`` holding ``static`` (the device inventory) and
     ``rows`` written through the real SampleWriter, as the Prolog and sampler leave it; returns
-    the :class:`~slurm_energy.slurm.spool.JobSpool`."""
+    the :class:`~slurm_energy.slurm.attempt.Attempt`."""
     from slurm_energy.sampling.samplefile import SampleWriter
-    from slurm_energy.slurm.spool import JobSpool
+    from slurm_energy.slurm.attempt import Attempt
 
-    spool = JobSpool(root, job_id, 0, node).ensure()
+    spool = Attempt(root, job_id, 0, node).ensure()
     with open(spool.static, "w") as f:
         json.dump(static, f)
     w = SampleWriter(spool.samples, fsync=False)

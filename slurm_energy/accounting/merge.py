@@ -1,13 +1,13 @@
 """Multi-node merge (pure): each node's finalizer writes one JobRecord (one NodeSummary); they are
 unioned here. Where the node records are kept, read under a lock and moved aside is the Slurm
-glue's business (:mod:`slurm_energy.slurm.results`).
+glue's business (:mod:`slurm_energy.slurm.jobend.results`).
 
 ``restart_count`` (SLURM_JOB_RESTART_COUNT) separates the attempts of a requeued job, which share a
 job id but are separate records (key cluster, job_id, start_time). A job id Slurm *reused* (state
 reset, MaxJobId wrap) may find an older run's node records in the same directory: records are
 grouped into runs (:func:`split_runs`: SLUID or Slurm's start time where Slurm gives them, else the
 run's node list and overlapping time spans) and only one run is ever merged; once stored, its files
-are moved to ``stored/<start>/`` (:func:`slurm_energy.slurm.results.retire_run`).
+are moved to ``stored/<start>/`` (:func:`slurm_energy.slurm.jobend.results.retire_run`).
 
 Energy is kept per (node, device): the merged record's ``nodes`` is the union of the node summaries,
 keyed by node name. Nothing is multiplied by a node or task count and no totals are computed here;
@@ -23,22 +23,13 @@ from typing import Any
 
 from slurm_energy.accounting.trace import bound_traces
 from slurm_energy.errors import MergeError
-from slurm_energy.jobid import RUN_OVERLAP_SLACK_S
+from slurm_energy.jobmeta import RunKey
+from slurm_energy.jobmeta import same_run as same_run_key
 from slurm_energy.model import JobRecord, NodeSummary, Status
 from slurm_energy.natsort import natural_key, sort_devices
 
 #: Status precedence when the same node reported twice (an interim flush and the Epilog's record).
 _NODE_STATUS_RANK = {Status.RUNNING: 0, Status.NO_DATA: 1, Status.PARTIAL: 1, Status.FAILED: 1, Status.COMPLETE: 2}
-
-
-def run_identity(r: JobRecord) -> tuple[Any, ...]:
-    """What Slurm says about which run a node record belongs to: (restart_count, SLUID or Slurm's
-    start time when given, the run's node list). Records with different identities are different
-    runs; equal identities without SLUID/start time (Slurm 22.05) are split by time overlap."""
-    explicit = ("sluid", r.sluid) if r.sluid else (("start", float(r.slurm_start_time)) if r.slurm_start_time else None)
-    # compared for equality only: plain string order (a natural-key sort of a 1,024-node list cost
-    # 2 ms, twice per node record merged)
-    return (r.restart_count, explicit, tuple(sorted(r.expected_nodes)))
 
 
 def run_span(r: JobRecord) -> tuple[float, float]:
@@ -48,14 +39,11 @@ def run_span(r: JobRecord) -> tuple[float, float]:
 
 
 def same_run(a: JobRecord, b: JobRecord) -> bool:
-    """True if two node records of one (cluster, job id) belong to one run of the job: same
-    :func:`run_identity` and, without a SLUID or Slurm start time, overlapping spans."""
-    if (a.cluster, a.job_id) != (b.cluster, b.job_id) or run_identity(a) != run_identity(b):
-        return False
-    if run_identity(a)[1] is not None:
-        return True
-    (s0, e0), (s1, e1) = run_span(a), run_span(b)
-    return s1 <= e0 + RUN_OVERLAP_SLACK_S and s0 <= e1 + RUN_OVERLAP_SLACK_S
+    """True if two records of one (cluster, job id) belong to one run of the job: the one run rule
+    (:func:`slurm_energy.jobmeta.same_run`) on their :class:`~slurm_energy.jobmeta.RunKey`: same
+    restart count, SLUID or Slurm start time where Slurm gives them, else the same node list and
+    overlapping spans."""
+    return same_run_key(RunKey.of_record(a), RunKey.of_record(b)) is True
 
 
 def split_runs(records: list[JobRecord]) -> list[list[JobRecord]]:
@@ -87,7 +75,7 @@ def unique_union(lists: Iterable[list[str]]) -> list[str]:
     return list(dict.fromkeys(x for lst in lists for x in lst))
 
 
-#: The time stamp :meth:`slurm_energy.slurm.spool.JobSpool.record_error` puts before a message.
+#: The time stamp :meth:`slurm_energy.slurm.attempt.Attempt.record_error` puts before a message.
 _STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d ")
 
 

@@ -1,6 +1,6 @@
 """``slurm-energy collect`` and ``slurm-energy rollup`` (admin commands over the results dir and store).
 
-* ``collect``, ``prune``: the arguments; the work is :mod:`slurm_energy.slurm.collect`.
+* ``collect``, ``prune``: the arguments; the work is :mod:`slurm_energy.slurm.jobend.recover`.
 * ``rollup --month YYYY-MM [--by user|account|partition] [--format table|csv|json|html] [--out F]``:
   per group for jobs that ran in that month (the site config's ``timezone``, default UTC, named in
   the header): jobs, IT kWh (measured and estimated parts), facility kWh, kgCO2e, and how many jobs
@@ -132,7 +132,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         _err(str(e))
         return 2
     from slurm_energy.errors import StoreDbError
-    from slurm_energy.slurm.collect import collect_all, with_paths
+    from slurm_energy.slurm.jobend.recover import collect_all, with_paths
 
     try:
         lines, done = collect_all(with_paths(cfg, url, results_dir), store, time.time(), args.older_than * 60.0,
@@ -174,9 +174,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return 2
-    from slurm_energy.slurm.collect import prune
+    from slurm_energy.slurm.attempt import spool_dirs
     from slurm_energy.slurm.finalize import results_dirs
-    from slurm_energy.slurm.spool import spool_dirs
+    from slurm_energy.slurm.jobend.prune import prune
 
     try:
         lines = prune(store, spool_dirs(cfg), results_dirs(cfg), args.older_than * 86400.0, time.time(),

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 #: The module the detached sampler and finalizers run as (``python -I -m DETACHED_MODULE KIND ...``);
 #: :mod:`slurm_energy.slurm.processes` finds them in /proc by it.
 DETACHED_MODULE = "slurm_energy.slurm.detached"
+#: The module the job end's finalizers run as (``python -I -m JOBEND_MODULE {finalize-queue|finalize|
+#: finalize-env} ...``: :mod:`slurm_energy.slurm.jobend`).
+JOBEND_MODULE = "slurm_energy.slurm.jobend"
 
 def _inheritable_fds() -> list[int]:
     """Our open descriptors above 2 that an exec would keep (inherited without close-on-exec,

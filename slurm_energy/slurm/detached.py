@@ -1,13 +1,9 @@
-"""The detached sampler and finalizer entry points (``python -I -m slurm_energy.slurm.detached ...``);
+"""The detached sampler's entry point (``python -I -m slurm_energy.slurm.detached sampler ...``);
 the Prolog/Epilog are :mod:`slurm_energy.slurm.hooks`, which the hook scripts run directly.
 
 Sampler (started by the Prolog, own process group, niced): samples the job until the Epilog's TERM,
-or finishes the node itself when no Epilog came (:func:`_finish_without_epilog`). Finalizer
-(``finalize-queue``: one per node and spool, niced, started by the Epilog when none runs, working
-the node's queue of ended jobs: :mod:`slurm_energy.slurm.finalize_queue`; ``finalize``: one job,
-when it could not be queued, :data:`FINALIZER_SLOTS` at a time per spool): the slow part outside
-the Epilog's 2 s (:mod:`slurm_energy.slurm.finalize`): the last counter reading when the sampler
-did not end cleanly, summary, merge, carbon, store, report as the job's user.
+or finishes the node itself when no Epilog came (:func:`_finish_without_epilog`). The finalizers
+run as :mod:`slurm_energy.slurm.jobend` (``python -I -m slurm_energy.slurm.jobend ...``).
 
 Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool).
 """
@@ -28,25 +24,20 @@ import logging  # noqa: E402
 import os  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
+from slurm_energy.slurm.attempt import Attempt, SamplerEnd, write_private  # noqa: E402
 from slurm_energy.slurm.hooks.config_cache import load_config, load_light_config  # noqa: E402
 from slurm_energy.slurm.log import setup_logging  # noqa: E402
 from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, readers_for, spool_from_dir  # noqa: E402
-from slurm_energy.slurm.spool import JobSpool, write_private  # noqa: E402
 
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
     from slurm_energy.slurm.env import JobContext
 
-__all__ = ["FINALIZER_SLOTS", "main", "sampler_main"]
+__all__ = ["main", "sampler_main"]
 
 log = logging.getLogger("slurm_energy.hooks")
 
 
-#: Finalizers of one spool that run at once (2, or a quarter of the node's CPUs); the others wait
-#: their turn before their imports (:func:`slurm_energy.slurm.detach.slot`: next to no CPU, ~15 MB
-#: each). Niced, they queue up in a burst: 149 of them held 9.2 GB after a 300-job burst on the
-#: 2-CPU test cluster before this limit.
-FINALIZER_SLOTS = max(2, (os.cpu_count() or 2) // 4)
 
 
 def sampler_main(job_dir: str, node: str) -> int:
@@ -84,7 +75,7 @@ def sampler_main(job_dir: str, node: str) -> int:
         log.info("sampler job=%s node=%s wrote %d samples cpu_s=%.3f", ctx.job_id, node, n,
                  t.user + t.system + t.children_user + t.children_system)
         if s.stop_signal is not None or _EARLY_STOP:  # the Epilog's TERM, or someone else's: the finalizer tells
-            from slurm_energy.slurm.sampler_end import record_stop
+            from slurm_energy.slurm.jobend.sampler_end import record_stop
 
             record_stop(spool, s.stop_signal if s.stop_signal is not None else signal.SIGTERM.value)
         if s.gone_at is not None:
@@ -95,7 +86,7 @@ def sampler_main(job_dir: str, node: str) -> int:
     return 0
 
 
-def _start_node_meter(cfg, spool: JobSpool) -> None:
+def _start_node_meter(cfg, spool: Attempt) -> None:
     """The node's meter process, where the site has a meter and none runs (docs/NODE_METER.md)."""
     try:
         from slurm_energy.slurm.nodemeter import ensure_running
@@ -106,21 +97,21 @@ def _start_node_meter(cfg, spool: JobSpool) -> None:
         log.warning("sampler node=%s: node meter process not started: %s", spool.node, e)
 
 
-def _finish_without_epilog(cfg, spool: JobSpool, ctx: JobContext, gone_at: float) -> None:
+def _finish_without_epilog(cfg, spool: Attempt, ctx: JobContext, gone_at: float) -> None:
     """The job ended ``sampling.epilog_wait_s`` ago and no Epilog finished on this node (killed by
     its 1.9 s guard under load, slurmd restarted, no Epilog configured): do what it would have
     done, so the node's record (and a multi-node job's merge, which waits for every node) is not
     left to ``collect``. The Epilog's ``done`` marker is written first: a late Epilog then ignores
     the run, as it does a repeated one. The end time is when the sampler saw the job gone."""
-    if os.path.exists(spool.done):
+    if spool.epilog_done():
         return
     try:
-        write_private(spool.done, json.dumps({"t": gone_at, "sampler": "epilog_missing", "exit_code": ""}))
+        spool.mark_epilog(gone_at, SamplerEnd.EPILOG_MISSING, "")
     except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
         log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
     from slurm_energy.slurm.hooks import hand_over
 
-    hand_over(spool, gone_at, "", "epilog_missing", cfg.paths.log_dir)
+    hand_over(spool, gone_at, "", SamplerEnd.EPILOG_MISSING, cfg.paths.log_dir)
     log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",
                 ctx.job_id, spool.node, cfg.sampling.epilog_wait_s)
 
@@ -129,7 +120,7 @@ class _Interim:
     """The sampler's interim summary: the finalizer's module and the full site config (carbon) are
     loaded at the first call, not at the sampler's start (most jobs end before one is due)."""
 
-    def __init__(self, spool: JobSpool, ctx: JobContext):
+    def __init__(self, spool: Attempt, ctx: JobContext):
         self.spool, self.ctx = spool, ctx
         self.cfg: SiteConfig | None = None
 
@@ -143,8 +134,8 @@ class _Interim:
         interim(self.cfg, self.spool, self.ctx)
         import time
 
-        from slurm_energy.slurm.finalize_queue import restart_if_stranded
-        from slurm_energy.slurm.spool import finalize_queue_dir, spool_dirs
+        from slurm_energy.slurm.attempt import finalize_queue_dir, spool_dirs
+        from slurm_energy.slurm.jobend.queue import restart_if_stranded
 
         for sd in spool_dirs(self.cfg):  # ended jobs whose node finalizer and standby were both killed
             try:
@@ -156,50 +147,15 @@ class _Interim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m slurm_energy.slurm.detached {sampler DIR NODE|finalize-queue QUEUE_DIR NODE|
-    finalize DIR NODE T EXIT OUTCOME|finalize-env JOB@NODE}`` (``finalize-env``'s CONTEXT_JSON T EXIT
-    OUTCOME ERRORS_JSON in ``$SLURM_ENERGY_FINALIZE_ENV``, as JSON)
-    (``finalize``: one job, when it could not be queued for the node's finalizer)."""
+    """``python -m slurm_energy.slurm.detached sampler DIR NODE``: the job's sampler (the
+    finalizers run as :mod:`slurm_energy.slurm.jobend`)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         what = argv[0] if argv else ""
         if what == "sampler":
             return sampler_main(argv[1], argv[2])
-        if what == "finalize":
-            from slurm_energy.slurm.detach import slot
-
-            # <spool>/jobs/<run>: at most FINALIZER_SLOTS finalizers of the spool past this point
-            deferred: list = []  # the user's report: written once the slot is free (bounded, killable)
-            sp = JobSpool.from_dir(argv[1], argv[2])
-            with slot(os.path.dirname(os.path.dirname(argv[1].rstrip("/"))), "finalize", FINALIZER_SLOTS):
-                if os.path.exists(sp.finalized):
-                    return 0  # `collect` finished it while this one waited for a slot (files untouched 5 min)
-                from slurm_energy.slurm.finalize import finalize_main
-
-                rest = argv[4:6]
-                rc = finalize_main(argv[1], argv[2], float(argv[3]), rest[0] if rest else "",
-                                   rest[1] if len(rest) > 1 else "terminated", deferred=deferred)
-            from slurm_energy.slurm.finalize import MARKER_RETRY_S, MarkerPending
-            from slurm_energy.slurm.finalize_queue import run_reports
-
-            run_reports(sp, deferred, logging.getLogger("slurm_energy"))
-            for job in deferred:  # a full spool (why this job was not queued): its marker, once there is room
-                if isinstance(job, MarkerPending) and not job.retry(MARKER_RETRY_S):
-                    logging.getLogger("slurm_energy").warning("%s still not written after %.0f s: collect finishes "
-                                                              "the job again", job.path, MARKER_RETRY_S)
-            return rc
-        if what == "finalize-queue":  # the node's finalizer: every job the Epilogs queued
-            from slurm_energy.slurm.finalize_queue import run_queue
-
-            run_queue(argv[1], argv[2])
-            return 0
-        if what == "finalize-env":  # finalize-env JOB@NODE, its arguments in FINALIZE_ENV_VAR (older: in argv)
-            from slurm_energy.slurm.finalize import finalize_env_main
-            from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR
-
-            args = json.loads(os.environ.pop(FINALIZE_ENV_VAR)) if len(argv) == 2 else argv[1:6]
-            return finalize_env_main(args[0], float(args[1]), args[2], args[3], json.loads(args[4]))
-        print("usage: python -m slurm_energy.slurm.detached {sampler|finalize|finalize-env}", file=sys.stderr)
+        print("usage: python -m slurm_energy.slurm.detached sampler DIR NODE "
+              "(the finalizers: python -m slurm_energy.slurm.jobend)", file=sys.stderr)
     except BaseException:
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])
     return 0

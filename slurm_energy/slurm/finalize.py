@@ -19,18 +19,18 @@ from slurm_energy.core import DeviceStatic, Status, one_line
 from slurm_energy.model import JobRecord, NodeStatic
 from slurm_energy.outputs.sinks import forget_running, publish_final, publish_outputs, site_sinks
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
+from slurm_energy.slurm.attempt import Attempt, SamplerEnd, no_spool_entry, read_json, spool_dirs
 from slurm_energy.slurm.env import JobContext, cpus_on_node
 from slurm_energy.slurm.hooks.config_cache import load_config
-from slurm_energy.slurm.jobfacts import (
+from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger
+from slurm_energy.slurm.jobend.jobfacts import (
     requested_memory,
-    slurm_facts,
     slurm_job_state,
     true_cpu_time,
     with_slurm_facts,
 )
 from slurm_energy.slurm.log import setup_logging
 from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, reading_row, spool_from_dir
-from slurm_energy.slurm.spool import JobSpool, read_json, spool_dirs
 
 if TYPE_CHECKING:
     from slurm_energy.accounting.running import RunningSummary
@@ -50,7 +50,7 @@ def _expected_nodes(ctx: JobContext) -> list[str]:
     return nodes or [ctx.node]
 
 
-def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> str:
+def last_reading(cfg: SiteConfig, spool: Attempt, ctx: JobContext) -> str:
     """The job's last counter reading on this node, taken now (the sampler did not end cleanly);
     returns '' when it was written, else why not."""
     if not os.path.exists(spool.samples):  # the sampler never started: the Prolog's row first
@@ -62,7 +62,7 @@ def _last_reading(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> str:
         return f"{type(e).__name__}: {e}"
 
 
-def _static(spool: JobSpool, errors: list[str]) -> NodeStatic:
+def _static(spool: Attempt, errors: list[str]) -> NodeStatic:
     try:
         with open(spool.static, encoding="utf-8") as f:
             return NodeStatic(**json.load(f))
@@ -73,20 +73,20 @@ def _static(spool: JobSpool, errors: list[str]) -> NodeStatic:
         return NodeStatic()
 
 
-def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str = "",
+def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: float, exit_code: str = "",
                 status: Status = Status.COMPLETE, slurm_facts: dict | None = None,
-                sampler_outcome: str = "terminated", running: RunningSummary | None = None) -> JobRecord:
+                sampler_outcome: SamplerEnd = SamplerEnd.TERMINATED, running: RunningSummary | None = None) -> JobRecord:
     """This node's JobRecord (one NodeSummary) from the spool's files, by :func:`pipeline.measure_node`.
 
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
     anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial, unless
     the rows still reach the job's end; so does a final sample written before the Epilog
-    (``end_time``): an early stop. Both: :mod:`slurm_energy.slurm.sampler_end`.
+    (``end_time``): an early stop. Both: :mod:`slurm_energy.slurm.jobend.sampler_end`.
     ``running``: the sampler's :class:`RunningSummary` of the sample file (interim records: only the
     rows added since the previous one are read)."""
     from slurm_energy.sampling.samplefile import read_sample_table
     from slurm_energy.sampling.sampletable import SampleTable
-    from slurm_energy.slurm.sampler_end import classify_end, measured_to_the_end
+    from slurm_energy.slurm.jobend.sampler_end import classify_end, measured_to_the_end
 
     name = read_json(spool.jobenv).get("job_name")  # where ctx has none (JOB_ENV_FACTS; slurmctld's wins later)
     if isinstance(name, str) and name and not ctx.job_name:
@@ -140,7 +140,7 @@ def node_record(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: flo
     return rec
 
 
-def _meter_rows(cfg, spool: JobSpool, start: float, end: float) -> tuple[list | None, str]:
+def _meter_rows(cfg, spool: Attempt, start: float, end: float) -> tuple[list | None, str]:
     """The node meter's rows over the job's span (:mod:`slurm_energy.sampling.meterspool`, written by
     the node's meter process), one each side within two meter intervals; ``(None, "")`` without."""
     from slurm_energy.sampling import meterspool
@@ -155,7 +155,7 @@ def _meter_rows(cfg, spool: JobSpool, start: float, end: float) -> tuple[list | 
     return [(r.t, r.reading) for r in rows], rows[-1].source
 
 
-def _full(spool: JobSpool) -> str:
+def _full(spool: Attempt) -> str:
     """``"; spool <dir> is full ..."`` when the job's spool filesystem has no block left (why nothing
     could be written, not even that error), else ''."""
     try:
@@ -182,41 +182,28 @@ def _read_marks(ctx: JobContext):
 
 
 def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
-                  sampler_outcome: str = "terminated", deferred: list | None = None,
-                  logging_ready: bool = False) -> int:
+                  sampler_outcome: SamplerEnd = SamplerEnd.TERMINATED, deferred: AfterSlot | None = None,
+                  logging_ready: bool = False, trigger: Trigger | None = None) -> int:
     """Entry point of the detached finalizer, for one job attempt on one node (the node's queue
-    runner, :mod:`slurm_energy.slurm.finalize_queue`, calls it for each job it takes). Returns 0;
-    failures are logged and on the record. ``logging_ready``: the caller has set up the log.
+    runner, :mod:`slurm_energy.slurm.jobend.queue`, calls it for each job it takes; a finalizer
+    for one job, ``SINGLE``): loads the site config, then :func:`~slurm_energy.slurm.jobend.finish.finish`.
+    Returns 0; failures are logged and on the record. ``logging_ready``: the caller has set up the log.
 
-    ``deferred``: where the user's report writing is left (callables) for the caller to run once it
-    has released its finalizer slot (:mod:`slurm_energy.slurm.detached`): the job's user can stop or
-    hang that writer, which then must not delay other users' jobs; None: written here.
+    ``deferred``: where the user's report writing and a marker the spool had no room for are left
+    for the caller, to run once it has released its finalizer slot (the job's user can stop or hang
+    that writer, which then must not delay other users' jobs); None: written here."""
+    from slurm_energy.slurm.jobend.finish import finish
 
-    When the Epilog did not see the sampler end cleanly (``sampler_outcome`` killed, not_running,
-    no_pidfile...), the counters are read once more here, so the tail after the sampler's last
-    flushed sample counts -- here rather than in the Epilog, whose 2 s it would risk."""
     errors: list[str] = []
     cfg = load_config(errors)  # per job: site.yaml may have changed since the runner's previous one
     if not logging_ready:
         setup_logging(cfg.paths.log_dir, "finalize.log")
     spool, ctx = spool_from_dir(job_dir, node)
-    for e in errors:
-        spool.record_error(e)
+    if trigger is None:
+        trigger = Trigger.NO_EPILOG if sampler_outcome == SamplerEnd.EPILOG_MISSING else Trigger.QUEUE
     try:
-        if sampler_outcome == "epilog_missing":  # the sampler's own last sample closes the job: no late reading
-            spool.record_error(f"epilog: none finished on {node} within sampling.epilog_wait_s of the job's end "
-                               "(killed by its time guard, or slurmd restarted); the sampler saw the job end, "
-                               "took its last sample and started this finalizer")
-        elif sampler_outcome != "terminated":  # first: the reading should be as close to the Epilog as can be
-            failed = _last_reading(cfg, spool, ctx)
-            what = (f"sampler {sampler_outcome}" if sampler_outcome != "killed" else
-                    "the sampler did not stop within 1 s of the Epilog's TERM; killed")
-            spool.record_error(f"epilog: {what}; " + (
-                f"no reading could be taken after the Epilog ({failed}): the rows written before it, if any, "
-                "are used" if failed else "the rows written before the Epilog, if any, and a reading taken after "
-                "it are used"))
-        facts = slurm_facts(ctx, spool.record_error)  # off the Prolog/Epilog path: detached
-        finalize_spool(cfg, spool, ctx, end_time, exit_code, sampler_outcome, facts, deferred=deferred)
+        finish(cfg, spool, ctx, trigger, end_time=end_time, exit_code=exit_code, sampler=sampler_outcome,
+               after=deferred, errors=errors)
     except Exception as e:
         log.exception("finalize job=%s node=%s failed", one_line(ctx.job_id), one_line(node))
         spool.record_error(f"finalize: {type(e).__name__}: {e}")
@@ -227,30 +214,6 @@ def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
     return 0
 
 
-def finalize_spool(cfg: SiteConfig, spool: JobSpool, ctx: JobContext, end_time: float, exit_code: str,
-                   sampler_outcome: str, facts: dict | None, deferred: list | None = None) -> JobRecord | None:
-    """This node's record from its spool -> results/merge/store/report, then the marker
-    ``finalized-<node>.done`` that tells ``collect`` this node is done (a killed finalizer leaves
-    none). Returns what :func:`finish_node` returns. Raises what it raises."""
-    from slurm_energy.slurm.spool import write_private
-
-    rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
-    umask, note = report_umask(read_json(spool.jobenv))
-    if note:
-        rec.errors.append(note)
-    out = finish_node(cfg, rec, ctx, umask=umask, deferred=deferred)
-    from slurm_energy.sampling.marks import remove_marks
-
-    remove_marks(ctx.job_id, ctx.node)  # read into this node's record: no longer needed
-    try:
-        write_private(spool.finalized, repr(time.time()))
-    except OSError as e:  # read-only or full spool: collect would finish it again (idempotent)
-        log.warning("job=%s: %s not written: %s", ctx.job_id, spool.finalized, e)
-        if deferred is not None:  # the caller may retry once its slot is free (hooks: MARKER_RETRY_S)
-            deferred.append(MarkerPending(spool.finalized))
-    return out
-
-
 #: How long (s) a finalizer retries writing a ``finalized`` marker the spool had no room for
 #: (:class:`MarkerPending`): a spool full for minutes, then freed, must not leave its jobs for
 #: ``collect`` to do again.
@@ -258,17 +221,17 @@ MARKER_RETRY_S = 180.0
 
 
 class MarkerPending:
-    """A ``finalized-<node>.done`` marker not written (a full or read-only spool) for a job whose
+    """An attempt's FINALIZED marker not written (a full or read-only spool) for a job whose
     record was published: :meth:`retry` tries again for a while, so ``collect`` does not finish the
     job a second time once the spool has room again. A deferred item of :func:`finalize_main`, not
-    a report to run: the caller retries it (:func:`slurm_energy.slurm.finalize_queue.run_reports` skips it)."""
+    a report to run: the caller retries it (:func:`slurm_energy.slurm.jobend.queue.run_reports` skips it)."""
 
     def __init__(self, path: str):
         self.path = path
 
     def retry(self, for_s: float, every_s: float = 5.0, sleep=time.sleep) -> bool:
         """Try writing the marker every ``every_s`` s for ``for_s`` s; True once written."""
-        from slurm_energy.slurm.spool import write_private
+        from slurm_energy.slurm.attempt import write_private
 
         for k in range(int(for_s // every_s) + 1):  # at 0, every_s, ... up to for_s
             if k:
@@ -301,7 +264,7 @@ def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: int | N
     (:func:`store_and_report`). Returns the published record, or None while other nodes are still to
     report. With nowhere to leave the node record, this node's view is published (a later merge
     replaces it)."""
-    from slurm_energy.slurm.results import collect_node_records, retire_run, write_node_record
+    from slurm_energy.slurm.jobend.results import collect_node_records, retire_run, write_node_record
 
     where = None
     for results_dir in results_dirs(cfg):
@@ -356,7 +319,7 @@ def results_dirs(cfg: SiteConfig) -> list[str]:
 _RUNNING: dict[str, RunningSummary] = {}
 
 
-def interim(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
+def interim(cfg: SiteConfig, spool: Attempt, ctx: JobContext) -> None:
     """The sampler's periodic flush: this node's energy so far, stored with status running, and
     exported to node_exporter. Costs the rows added since the previous flush
     (:class:`~slurm_energy.accounting.running.RunningSummary`); the record has no power trace and
@@ -371,48 +334,39 @@ def interim(cfg: SiteConfig, spool: JobSpool, ctx: JobContext) -> None:
     publish(running, site_sinks(cfg, running=True))
 
 
-#: never created: node_record reads nothing from it (no samples, no inventory, no errors file)
-_NOWHERE = "/nonexistent/slurm-energy-no-spool"
-
-
-def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_outcome: str,
-                      errors: list, logging_ready: bool = False) -> int:
+def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_outcome: SamplerEnd,
+                      errors: list[str], logging_ready: bool = False) -> int:
     """The finalizer of a job whose node had no usable spool (both spools full or read-only):
-    ``hooks finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON``, the job's context parsed from
-    the Epilog's environment, nothing read from disk. Asks slurmctld for the job's state and times
-    and stores a ``no_data`` record saying why nothing was measured (if ``collect`` later finds the
-    node's spool files after all, the measured record replaces it). Returns 0.
+    ``finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON``, the job's context parsed from the
+    Epilog's environment, nothing read from disk (:meth:`Attempt.without_spool
+    <slurm_energy.slurm.attempt.Attempt.without_spool>`): :func:`~slurm_energy.slurm.jobend.finish.finish`
+    with trigger ``NO_SPOOL``. Asks slurmctld for the job's state and times and stores a ``no_data``
+    record saying why nothing was measured (if ``collect`` later finds the node's spool files after
+    all, the measured record replaces it). Returns 0.
 
     ``errors``: why each spool was unusable (the Epilog's messages), put on the record. Removes the
-    job's :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry once done (a killed one leaves it for
+    job's :data:`~slurm_energy.slurm.attempt.NO_SPOOL_JOBS` entry once done (a killed one leaves it for
     the node finalizer's sweep). ``logging_ready``: the caller has set up the log."""
-    from slurm_energy.accounting.merge import combine_errors
-    from slurm_energy.slurm.spool import no_spool_entry
+    from slurm_energy.slurm.jobend.finish import finish
 
     problems: list[str] = []
     cfg = load_config(problems)
     if not logging_ready:
         setup_logging(cfg.paths.log_dir, "finalize.log")
     ctx = JobContext.from_json(ctx_json)
+    reason = ("no usable spool on this node: " + "; ".join(str(e) for e in errors) + "; free space in "
+              f"{cfg.paths.spool_dir} (or make it writable) and check {cfg.paths.spool_fallback_dir}")
     try:
-        facts = slurm_facts(ctx, problems.append)
-        spool = JobSpool(_NOWHERE, ctx.job_id, ctx.restart_count, ctx.node)
-        rec = node_record(cfg, spool, ctx, end_time, exit_code, slurm_facts=facts, sampler_outcome=sampler_outcome)
-        reason = ("no usable spool on this node: " + "; ".join(str(e) for e in errors) + "; free space in "
-                  f"{cfg.paths.spool_dir} (or make it writable) and check {cfg.paths.spool_fallback_dir}")
-        rec.errors = combine_errors([reason], problems, rec.errors)
-        rec.nodes[0].errors = list(rec.errors)
-        if facts and facts.get("end_time"):
-            rec.end_time = rec.nodes[0].end_time = max(rec.start_time, float(facts["end_time"]))
-        if finish_node(cfg, rec, ctx) is None:  # its node record is waiting for the other nodes' in results
-            log.info("job=%s node=%s: node record left without a spool (status %s)", ctx.job_id, ctx.node,
-                     rec.status.value)
+        rec = finish(cfg, Attempt.without_spool(ctx), ctx, Trigger.NO_SPOOL, end_time=end_time, exit_code=exit_code,
+                     sampler=sampler_outcome, errors=[reason, *problems])
+        if rec is None:  # its node record is waiting for the other nodes' in results
+            log.info("job=%s node=%s: node record left without a spool", ctx.job_id, ctx.node)
         else:
             log.info("job=%s node=%s: stored without a spool (status %s)", ctx.job_id, ctx.node, rec.status.value)
     except Exception:
         log.exception("finalize-env job=%s node=%s failed", ctx.job_id, ctx.node)
-    try:  # done, or failed in a way a second run would repeat (logged): not run again
-        os.unlink(no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node))
-    except OSError:
-        pass
+        try:  # failed in a way a second run would repeat (logged): not run again
+            os.unlink(no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node))
+        except OSError:
+            pass
     return 0

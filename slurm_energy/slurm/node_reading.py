@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 
-from slurm_energy.slurm.spool import JobSpool, write_private
+from slurm_energy.slurm.attempt import Attempt, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog's reading imports this)
 if TYPE_CHECKING:
@@ -40,18 +40,18 @@ if TYPE_CHECKING:
 
 __all__ = ["prolog_reading_by_sampler", "readers_for", "reading_row", "spool_from_dir"]
 
-def spool_from_dir(job_dir: str, node: str) -> tuple[JobSpool, JobContext]:
-    """The spool and job context of ``job_dir`` on ``node`` (:meth:`JobSpool.from_dir`).
+def spool_from_dir(job_dir: str, node: str) -> tuple[Attempt, JobContext]:
+    """The spool and job context of ``job_dir`` on ``node`` (:meth:`Attempt.from_dir`).
     Raises OSError/ValueError when the context file is missing or unparsable."""
     from slurm_energy.slurm.env import JobContext
 
-    spool = JobSpool.from_dir(job_dir, node)
+    spool = Attempt.from_dir(job_dir, node)
     with open(spool.context, encoding="utf-8") as f:
         ctx = JobContext.from_json(f.read())
     return spool, ctx
 
 
-def readers_for(cfg: HookSite, ctx: JobGpus, spool: JobSpool, errors: list[str],
+def readers_for(cfg: HookSite, ctx: JobGpus, spool: Attempt, errors: list[str],
                 light: bool = False, files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
     """This node's readers for the job; the device inventory is written once to the spool.
 
@@ -72,7 +72,7 @@ def readers_for(cfg: HookSite, ctx: JobGpus, spool: JobSpool, errors: list[str],
     return readers, notes
 
 
-def reading_row(cfg: HookSite, ctx: JobGpus, spool: JobSpool, kind: str) -> None:
+def reading_row(cfg: HookSite, ctx: JobGpus, spool: Attempt, kind: str) -> None:
     """One row of every reader's counters in the job's sample file, written by a hook itself
     (``prolog``, or ``epilog`` by the finalizer when the sampler did not end cleanly): a job
     shorter than one interval is measured between the two. No vendor library in the Prolog."""
@@ -82,7 +82,7 @@ def reading_row(cfg: HookSite, ctx: JobGpus, spool: JobSpool, kind: str) -> None
     take_reading(readers, spool.samples, kind)
 
 
-def prolog_reading_by_sampler(cfg: HookSite, ctx: JobContext, spool: JobSpool) -> None:
+def prolog_reading_by_sampler(cfg: HookSite, ctx: JobContext, spool: Attempt) -> None:
     """The Prolog's row from the files it read (:mod:`slurm_energy.slurm.prolograw`), written first
     in the sample file with the Prolog's time, then that raw reading removed; without one (the
     node's first job, a changed config) the node's file list is made for later Prologs. Called at

@@ -12,7 +12,6 @@ to seconds); the number of meter requests a minute is the same with 1 or 32 jobs
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import sys
@@ -41,13 +40,13 @@ def lock_path(spool_dir: str, node: str) -> str:
 
 
 def jobs_on_node(spool_dir: str, node: str) -> bool:
-    """True while a job's sampler runs on ``node`` (a ``jobs/*/sampler-<node>.pid`` naming a live
-    process)."""
+    """True while a job's sampler runs on ``node`` (an attempt's pidfile naming a live process)."""
+    from slurm_energy.slurm.attempt import Journal
     from slurm_energy.slurm.processes import is_running
 
-    for p in glob.glob(os.path.join(spool_dir, "jobs", "*", f"sampler-{node}.pid")):
+    for run in Journal([spool_dir]).runs():
         try:
-            with open(p, encoding="ascii") as f:
+            with open(run.attempt(node).pidfile, encoding="ascii") as f:
                 pid = int(f.read(32).strip())
         except (OSError, ValueError):
             continue
@@ -150,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("node=%s %s", node, note)
     if reader is None:
         try:
-            from slurm_energy.slurm.spool import write_private
+            from slurm_energy.slurm.attempt import write_private
 
             write_private(os.path.join(spool_dir, NONE_FOUND.format(node=node)), note + "\n")
         except OSError:

@@ -15,18 +15,19 @@ import os
 import select
 import time
 
-from slurm_energy.slurm.detach import DETACHED_MODULE
+from slurm_energy.slurm.attempt import SamplerEnd
+from slurm_energy.slurm.detach import DETACHED_MODULE, JOBEND_MODULE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Epilog imports this module)
 if TYPE_CHECKING:
-    from slurm_energy.slurm.spool import JobSpool
+    from slurm_energy.slurm.attempt import Attempt
 
 __all__ = ["DETACHED_MODULES", "SamplerStop", "busy", "catches", "cmdline", "find_sampler", "is_our_sampler",
            "is_running", "lock_taken", "proc_state", "status_field", "stop_process", "stop_sampler"]
 
 #: Every name a detached process of ours may run under: :data:`~slurm_energy.slurm.detach.DETACHED_MODULE`, and the name it had
 #: before (a sampler or finalizer started before an upgrade is still ours to find and stop).
-DETACHED_MODULES = (DETACHED_MODULE, "slurm_energy.slurm.hooks")
+DETACHED_MODULES = (DETACHED_MODULE, JOBEND_MODULE, "slurm_energy.slurm.hooks")
 #: Linux's signal numbers (include/uapi/asm-generic/signal.h, the same on x86 and arm64); the
 #: ``signal`` module is not imported for two constants on the Epilog's path.
 SIGKILL, SIGTERM = 9, 15
@@ -168,39 +169,41 @@ def _poll_stopped(pid: int, seconds: float) -> bool:
     return not is_running(pid)
 
 
-def stop_process(pid: int, term_wait_s: float = 1.0, kill_wait_s: float = 0.3, handler_wait: bool = False) -> str:
-    """TERM, bounded wait, then KILL. Returns what happened: "not_running", "terminated",
-    "killed" or "unkillable" (still running after KILL, e.g. stuck in D state).
+def stop_process(pid: int, term_wait_s: float = 1.0, kill_wait_s: float = 0.3,
+                 handler_wait: bool = False) -> SamplerEnd:
+    """TERM, bounded wait, then KILL. Returns what happened (a :class:`~slurm_energy.slurm.attempt.SamplerEnd`):
+    NOT_RUNNING, TERMINATED, KILLED or UNKILLABLE (still running after KILL, e.g. stuck in D state).
 
     ``handler_wait``: for a process that acts on TERM (a last sample) but may still be starting up:
     TERM is sent once it has installed its handler (else TERM's default action would end it on
     the spot, nothing written), within the same ``term_wait_s``."""
     if not is_running(pid):
-        return "not_running"
+        return SamplerEnd.NOT_RUNNING
     deadline = time.monotonic() + term_wait_s
     if handler_wait:
         while not catches(pid, SIGTERM) and is_running(pid) and time.monotonic() < deadline:
             time.sleep(0.005)
-    for sig, wait_s, outcome in ((SIGTERM, None, "terminated"), (SIGKILL, kill_wait_s, "killed")):
+    for sig, wait_s, outcome in ((SIGTERM, None, SamplerEnd.TERMINATED), (SIGKILL, kill_wait_s, SamplerEnd.KILLED)):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            return "not_running" if sig == SIGTERM else "terminated"
+            return SamplerEnd.NOT_RUNNING if sig == SIGTERM else SamplerEnd.TERMINATED
         if _wait_stopped(pid, max(0.0, deadline - time.monotonic()) if wait_s is None else wait_s):
             return outcome
-    return "unkillable"
+    return SamplerEnd.UNKILLABLE
 
 
 def busy(spools: list[str]) -> tuple[set[str], set[str]]:
     """What is at work on this machine or waits for it: (spool job directories a sampler or a
     single-job finalizer runs for, or that wait in a node finalizer's queue in ``spools``;
     ``"<job id>@<node>"`` of each job a spool-less finalizer, ``finalize-env``, runs for). Processes are found by argv in /proc
-    (``python -I -m slurm_energy.slurm.detached {sampler|finalize|finalize-env} ...``, run by root:
+    (``python -I -m slurm_energy.slurm.detached sampler ...``, ``python -I -m slurm_energy.slurm.jobend
+    {finalize|finalize-env} ...``, or the name both had before, run by root:
     a user's process copying that argv is not root's). The node finalizer's sweep
-    (:func:`slurm_energy.slurm.collect.sweep_node`) leaves these alone."""
+    (:func:`slurm_energy.slurm.jobend.recover.sweep_node`) leaves these alone."""
     import json
 
-    from slurm_energy.slurm.spool import FINALIZE_QUEUE, entries
+    from slurm_energy.slurm.attempt import FINALIZE_QUEUE, entries
 
     dirs: set[str] = set()
     job_ids: set[str] = set()  # "<job id>@<node>"
@@ -245,18 +248,18 @@ class SamplerStop:
 
     __slots__ = ("outcome",)
 
-    def __init__(self, outcome: str) -> None:
+    def __init__(self, outcome: SamplerEnd) -> None:
         self.outcome = outcome
 
     @property
     def stopped(self) -> bool:
         """True when no sampler of the attempt runs any more (False: one survived KILL)."""
-        return self.outcome != "unkillable"
+        return self.outcome != SamplerEnd.UNKILLABLE
 
     @property
     def was_running(self) -> bool:
         """True when a sampler of the attempt was found running and signalled."""
-        return self.outcome in ("terminated", "killed", "unkillable")
+        return self.outcome in (SamplerEnd.TERMINATED, SamplerEnd.KILLED, SamplerEnd.UNKILLABLE)
 
     def __repr__(self) -> str:
         return f"SamplerStop({self.outcome!r})"
@@ -270,7 +273,7 @@ def _pidfile_pid(path: str) -> int | None:
         return None
 
 
-def stop_sampler(run: JobSpool | str, node: str = "", term_wait_s: float = 1.0,
+def stop_sampler(run: Attempt | str, node: str = "", term_wait_s: float = 1.0,
                  kill_wait_s: float = 0.2) -> SamplerStop:
     """Stop the sampler of one job attempt on this node: ``run`` is its spool (the PID in its
     pidfile, if that is our sampler of this spool; else found in /proc), or, for an attempt without
@@ -286,12 +289,12 @@ def stop_sampler(run: JobSpool | str, node: str = "", term_wait_s: float = 1.0,
         suffix = "/jobs/" + (os.path.basename(spool.dir) if spool is not None else str(run))
         pid = find_sampler(suffix, spool.node if spool is not None else node)
         if pid is None:
-            return SamplerStop("no_pidfile")
+            return SamplerStop(SamplerEnd.NO_PIDFILE)
     else:
         argv = cmdline(pid)
         if argv and (spool is None or spool.dir not in argv or "sampler" not in argv
                      or not is_our_sampler(pid, os.geteuid())):
-            return SamplerStop("not_running")  # the PID was reused by another process (a user's): never signal it
+            return SamplerStop(SamplerEnd.NOT_RUNNING)  # the PID was reused by another process (a user's): never signal it
     # worst case (a sampler ignoring TERM): ~0.4 s start-up + 1.0 + 0.2 s, inside the 1.9 s guard;
     # a sampler still starting (a short job) gets TERM once it handles it, at the Epilog's priority
     unnice(pid)

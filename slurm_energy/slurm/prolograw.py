@@ -25,7 +25,7 @@ import os
 import time
 
 from slurm_energy._version import __version__
-from slurm_energy.slurm.spool import JobSpool, write_private
+from slurm_energy.slurm.attempt import Attempt, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Prolog imports this module)
 if TYPE_CHECKING:
@@ -34,12 +34,12 @@ if TYPE_CHECKING:
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-def recipe_path(spool: JobSpool) -> str:
+def recipe_path(spool: Attempt) -> str:
     """``<spool_dir>/prolog-files-<node>.json``: the node's recipe (one per spool and node)."""
     return os.path.join(spool.spool_dir, f"prolog-files-{spool.node}.json")
 
 
-def raw_path(spool: JobSpool) -> str:
+def raw_path(spool: Attempt) -> str:
     """``<job dir>/prolog-raw-<node>.json``: one Prolog's raw reading, until its row is written."""
     return spool.path("prolog-raw")
 
@@ -70,7 +70,7 @@ def _zones(cfg: Any) -> list[str] | None:
         return None
 
 
-def snapshot(cfg: Any, spool: JobSpool) -> bool:
+def snapshot(cfg: Any, spool: Attempt) -> bool:
     """The Prolog's side: read the recipe's files now and write ``prolog-raw-<node>.json``
     ({"t": epoch s of the reads, "files": {path: contents (latin-1)}}). False (nothing written)
     when there is no valid recipe or a file cannot be read: the Prolog then reads the full way.
@@ -94,7 +94,7 @@ def snapshot(cfg: Any, spool: JobSpool) -> bool:
     return True
 
 
-def save_recipe(cfg: Any, spool: JobSpool, files: list[str]) -> None:
+def save_recipe(cfg: Any, spool: Attempt, files: list[str]) -> None:
     """The sampler's side: the files its readers read for one row (``files``), for later Prologs on
     this node. Errors ignored (the Prolog then keeps reading the full way)."""
     key = recipe_key(cfg)
@@ -106,7 +106,7 @@ def save_recipe(cfg: Any, spool: JobSpool, files: list[str]) -> None:
         pass
 
 
-def drop_recipe(spool: JobSpool) -> None:
+def drop_recipe(spool: Attempt) -> None:
     """Remove the node's recipe (it missed a file): the next Prolog reads the full way."""
     try:
         os.unlink(recipe_path(spool))
@@ -114,7 +114,7 @@ def drop_recipe(spool: JobSpool) -> None:
         pass
 
 
-def recipe_is_current(cfg: Any, spool: JobSpool) -> bool:
+def recipe_is_current(cfg: Any, spool: Attempt) -> bool:
     """True when the node's recipe exists with this version's, boot's and config's key."""
     try:
         with open(recipe_path(spool), encoding="utf-8") as f:

@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import Status
 from slurm_energy.errors import StoreDbError, StoreError, StoreUrlError
-from slurm_energy.jobid import RUN_OVERLAP_SLACK_S, JobSpec, parse_jobid
+from slurm_energy.jobid import JobSpec, parse_jobid
+from slurm_energy.jobmeta import RUN_OVERLAP_SLACK_S, RunKey, same_run
 from slurm_energy.store import db as D
 from slurm_energy.store import schema
 from slurm_energy.store import select as Q
@@ -307,6 +308,22 @@ class Store:
             views = self._records(running)
             rows = [r if r.id not in views else _job_row(r.id, views[r.id], self.hourly_ci) for r in rows]
         return rows[::-1] if limit is not None else rows
+
+    def final_record(self, key: RunKey, *, measured: bool = False) -> JobRecord | None:
+        """The stored final record (any status but ``running``; ``measured``: nor ``no_data``) of
+        the run ``key`` names, by the one run rule (:func:`slurm_energy.jobmeta.same_run`: what the
+        key does not know is not compared); the newest of several; None when none is stored.
+
+        Raises:
+            ValueError: the key names no job id.
+        """
+        if not key.job_id:
+            raise ValueError(f"{key}: a run key without a job id; give the job's id")
+        final = [s.value for s in Status if s != Status.RUNNING and not (measured and s == Status.NO_DATA)]
+        with self.db.transaction(write=False):
+            rows = self.rows(jobs=[key.job_id], clusters=[key.cluster] if key.cluster else None, states=final)
+            ids = [r.id for r in rows if r.job_id == key.job_id and same_run(RunKey.of_record(r), key) is not False]
+            return self.records_by_id(ids[-1:])[0] if ids else None
 
     def records_by_id(self, ids: list[int], *, progress_what: str = "") -> list[JobRecord]:
         """The full records (job_json) of job_records ids, in the order given. With ``progress_what``,

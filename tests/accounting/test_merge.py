@@ -7,7 +7,7 @@ from jobrecord_factory import node_record, try_merge
 
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.model import Status
-from slurm_energy.slurm.results import node_record_path, write_node_record
+from slurm_energy.slurm.jobend.results import node_record_path, write_node_record
 
 
 def _energy(rec, node, cls):
@@ -151,7 +151,7 @@ def test_waiting_finalizer_reads_no_record(tmp_path):
     path.write_text("{not json")
     (path.parent / "n2.1796034000.json").write_text("{}")  # an older run's n2, kept aside: not n2
     (path.parent / ".n2.json.tmp.json").write_text("{}")  # a temp file: not n2
-    from slurm_energy.slurm.results import reported_names
+    from slurm_energy.slurm.jobend.results import reported_names
 
     assert reported_names(path.parent) == {"n1", "n2.1796034000"}
     assert try_merge(tmp_path, "c1", "100", 0, exp) is None

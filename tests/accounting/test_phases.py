@@ -159,12 +159,12 @@ def test_finalizer_reads_the_jobs_marks_as_data_and_keeps_the_record(tmp_path, m
     """node_record (the finalizer, and the sampler's interim flush) with the job's marks file: good
     marks become windows, garbage becomes flags, the record is there either way."""
     from slurm_energy.config import SiteConfig
+    from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.finalize import node_record
-    from slurm_energy.slurm.spool import JobSpool
 
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(tmp_path / "marks"))
-    spool = JobSpool(str(tmp_path / "spool"), "31", 0, "n1").ensure()
+    spool = Attempt(str(tmp_path / "spool"), "31", 0, "n1").ensure()
     with open(spool.samples, "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in _rows())
     ctx = JobContext(job_id="31", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0)

@@ -15,10 +15,10 @@ from samplefile_rows import spool_with_rows
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
 from slurm_energy.slurm import finalize
-from slurm_energy.slurm import sampler_end as early_stop
+from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.clients.facts import use
 from slurm_energy.slurm.env import JobContext
-from slurm_energy.slurm.spool import JobSpool
+from slurm_energy.slurm.jobend import sampler_end as early_stop
 
 GIB = 1024 ** 3
 T0 = 1_796_211_299.0  # the Prolog
@@ -112,7 +112,7 @@ def test_a_final_row_after_the_job_was_seen_gone_is_the_end(tmp_path, monkeypatc
 
 
 def test_signal_name_unknown_is_empty(tmp_path):
-    spool = JobSpool(str(tmp_path / "spool"), "1", 0, "n1").ensure()
+    spool = Attempt(str(tmp_path / "spool"), "1", 0, "n1").ensure()
     assert early_stop.signal_name(spool) == ""
     early_stop.record_stop(spool, None)
     assert early_stop.signal_name(spool) == ""

@@ -14,8 +14,8 @@ from fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.slurm import finalize
-from slurm_energy.slurm import finalize_queue as fq
-from slurm_energy.slurm.spool import enqueue_finalize, finalize_queue_dir, needs_runner
+from slurm_energy.slurm.attempt import enqueue_finalize, finalize_queue_dir, needs_runner
+from slurm_energy.slurm.jobend import queue as fq
 from slurm_energy.store import open_store
 
 
@@ -50,7 +50,7 @@ def test_one_runner_finalizes_every_queued_job_in_turn_and_empties_the_queue(sit
     assert [os.path.basename(p) for p in fq.entries(q)] == ["71-r0", "72-r0"]
     started: list[list[str]] = []
     assert fq.run_queue(q, "n1", linger_s=0, start=started.append) == 2
-    assert started == [["-m", "slurm_energy.slurm.detached", "finalize-queue", q, "n1"]]  # its standby, once
+    assert started == [["-m", "slurm_energy.slurm.jobend", "finalize-queue", q, "n1"]]  # its standby, once
     assert fq.entries(q) == []
     assert os.path.exists(a.finalized) and os.path.exists(b.finalized)
     store = open_store(f"sqlite:///{site}/jobs.db", readonly=True)
@@ -140,7 +140,7 @@ def test_the_runner_waits_for_jobs_that_end_while_it_lingers(site, monkeypatch):
 def test_a_marker_the_full_spool_refused_is_written_once_there_is_room(site, monkeypatch):
     # the record is stored, but the spool has no room for finalized-n1.done: without the marker
     # collect would finish the job a second time; the runner retries it between jobs
-    from slurm_energy.slurm import spool as spool_mod
+    from slurm_energy.slurm import attempt as spool_mod
 
     sp = _job(site, "79", 5_000_000, 65_000_000)
     q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
@@ -290,8 +290,8 @@ def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(si
 
 
 def test_the_sweep_leaves_alone_what_a_process_is_at_work_on(site, ended):
-    from slurm_energy.slurm.collect import sweep_node
     from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.jobend.recover import sweep_node
     from slurm_energy.slurm.processes import busy
 
     young, working, waiting = (_job(site, j, 5_000_000, 65_000_000) for j in ("85", "86", "87"))
@@ -321,10 +321,10 @@ def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(
     # arguments in <log_dir>/no-spool-jobs; that finalizer was SIGKILLed: the sweep runs it again
     import time
 
-    from slurm_energy.slurm.collect import sweep_node
+    from slurm_energy.slurm.attempt import leave_no_spool_entry
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.hooks.config_cache import load_config
-    from slurm_energy.slurm.spool import leave_no_spool_entry
+    from slurm_energy.slurm.jobend.recover import sweep_node
 
     ctx = JobContext(job_id="90", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="4")
     args = [ctx.to_json(), repr(T0 + 30), "0:0", "no_pidfile", json.dumps(["spool full: No space left on device"])]
@@ -353,7 +353,7 @@ def test_the_sweeps_hour_counts_a_long_jobs_samples_not_only_its_directory(site)
     # file); its end hit a read-only spool (no Epilog file) and its finalizer was killed 60 s ago
     import time
 
-    from slurm_energy.slurm.collect import scan_spool
+    from slurm_energy.slurm.jobend.recover import scan_spool
 
     sp = _job(site, "91", 5_000_000, 65_000_000)
     _age(sp, 7200.0)
@@ -368,10 +368,10 @@ def test_the_sweeps_hour_counts_a_long_jobs_samples_not_only_its_directory(site)
 def test_a_spool_less_entry_of_a_node_whose_name_ends_like_this_ones_is_left_to_it(site):
     import time
 
-    from slurm_energy.slurm.collect import sweep_node
+    from slurm_energy.slurm.attempt import leave_no_spool_entry
     from slurm_energy.slurm.env import JobContext
     from slurm_energy.slurm.hooks.config_cache import load_config
-    from slurm_energy.slurm.spool import leave_no_spool_entry
+    from slurm_energy.slurm.jobend.recover import sweep_node
 
     ctx = JobContext(job_id="92", uid=0, gid=0, node="gpu-n1", nodelist="gpu-n1", prolog_time=T0)
     entry = leave_no_spool_entry(str(site / "log"), "92", 0, "gpu-n1",
@@ -391,7 +391,7 @@ def test_a_queue_whose_runner_and_standby_were_both_killed_is_restarted_by_a_run
     now = time.time()
     assert not fq.restart_if_stranded(q, "n1", now, start=started.append)  # just queued: its Epilog's runner is due
     assert fq.restart_if_stranded(q, "n1", now + fq.STRANDED_S, start=started.append)
-    assert started == [["-m", "slurm_energy.slurm.detached", "finalize-queue", q, "n1"]]
+    assert started == [["-m", "slurm_energy.slurm.jobend", "finalize-queue", q, "n1"]]
     runner = _hold(os.path.join(q, fq.RUNNER_LOCK))  # a runner at work on a backlog: left to it
     assert not fq.restart_if_stranded(q, "n1", now + 600, start=started.append) and len(started) == 1
     os.close(runner)

@@ -169,17 +169,17 @@ def test_epilog_without_prolog_records_no_data_job(tmp_path):
 
 def test_requeued_job_epilog_finds_its_attempt(tmp_path):
     # Slurm may run attempt 0's Epilog with SLURM_JOB_RESTART_COUNT already 1
-    from slurm_energy.slurm.spool import JobSpool, find_attempt
+    from slurm_energy.slurm.attempt import Attempt, find_attempt
 
     sp = str(tmp_path / "spool")
-    a0 = JobSpool(sp, "61", 0, "n1").ensure()
+    a0 = Attempt(sp, "61", 0, "n1").ensure()
     open(a0.context, "w").write("{}")
     assert find_attempt(sp, "61", "n1", 1).dir == a0.dir  # attempt 0 is still waiting for its Epilog
     open(a0.done, "w").write("1")
-    a1 = JobSpool(sp, "61", 1, "n1").ensure()
+    a1 = Attempt(sp, "61", 1, "n1").ensure()
     open(a1.context, "w").write("{}")
     assert find_attempt(sp, "61", "n1", 1).dir == a1.dir
-    assert find_attempt(sp, "61", "n2", 1).dir == JobSpool(sp, "61", 1, "n2").dir  # other node: no Prolog ran
+    assert find_attempt(sp, "61", "n2", 1).dir == Attempt(sp, "61", 1, "n2").dir  # other node: no Prolog ran
 
 
 def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_read(tmp_path):

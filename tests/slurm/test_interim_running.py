@@ -9,8 +9,8 @@ from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import finalize
+from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.env import JobContext
-from slurm_energy.slurm.spool import JobSpool
 from slurm_energy.store import open_store
 
 
@@ -20,7 +20,7 @@ def test_interim_flushes_add_the_new_rows_and_agree_with_the_final_record(tmp_pa
     # only the store (node_exporter's textfile is tested apart)
     cfg = SiteConfig(paths={"store_url": f"sqlite:///{tmp_path}/jobs.db"}, outputs={"prometheus": {"enabled": False}})
     rows, static = node_rows(3 * 12 + 1)
-    spool = JobSpool(str(tmp_path / "spool"), "51", 0, "n1").ensure()
+    spool = Attempt(str(tmp_path / "spool"), "51", 0, "n1").ensure()
     with open(spool.static, "w") as f:
         json.dump(static, f)
     ctx = JobContext(job_id="51", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=rows[0]["t"], cpus_per_node="64")

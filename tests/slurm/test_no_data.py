@@ -28,8 +28,8 @@ from slurm_energy.config import SiteConfig
 from slurm_energy.core import Method, Status
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.slurm import finalize
+from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.env import JobContext
-from slurm_energy.slurm.spool import JobSpool
 from slurm_energy.store import open_store
 
 T0 = 1_796_034_000.0
@@ -56,7 +56,7 @@ def _row(t: float, kind: str, job_cpu: float, busy: float, reading: dict) -> dic
             "readings": readings}
 
 
-def _spool(tmp_path, rows: list[dict], job_id: str = "61", node: str = "n1") -> tuple[JobSpool, JobContext]:
+def _spool(tmp_path, rows: list[dict], job_id: str = "61", node: str = "n1") -> tuple[Attempt, JobContext]:
     spool = spool_with_rows(str(tmp_path / "spool"), job_id, node, STATIC, rows)
     ctx = JobContext(job_id=job_id, uid=0, gid=0, node=node, nodelist=node, prolog_time=T0, cpus_per_node="4")
     with open(spool.context, "w") as f:

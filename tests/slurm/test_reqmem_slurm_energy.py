@@ -6,7 +6,7 @@ from slurm_energy.cli.jobenergy import main
 from slurm_energy.reporting.report import render_html
 from slurm_energy.slurm.clients.scontrol import parse_show_job
 from slurm_energy.slurm.env import JobContext, job_env_facts
-from slurm_energy.slurm.jobfacts import requested_memory as _requested_memory
+from slurm_energy.slurm.jobend.jobfacts import requested_memory as _requested_memory
 
 MB, GB = 1024 ** 2, 1024 ** 3
 T0 = 1_700_000_000.0

@@ -12,7 +12,7 @@ from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.merge import merge_records, split_runs
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import CarbonFacts
-from slurm_energy.slurm.results import (
+from slurm_energy.slurm.jobend.results import (
     job_results_dir,
     retire_run,
     write_node_record,

@@ -93,7 +93,7 @@ def test_non_utf8_job_name_work_dir_and_phase_name_give_a_record_a_report_and_co
     victim = _victim(node)
     _check_victim(node, victim)
     # collect over a results dir holding a node record no JSON parser takes: it goes on, reports it
-    from slurm_energy.slurm.collect import collect, with_paths
+    from slurm_energy.slurm.jobend.recover import collect, with_paths
     from slurm_energy.store import open_store
 
     bad = node.base / "results" / "t" / "902.0"
@@ -337,10 +337,10 @@ def test_pid_mode_counts_a_job_process_that_hides_its_environment_or_drops_its_j
 
 
 def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
+    from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.processes import find_sampler, stop_sampler
-    from slurm_energy.slurm.spool import JobSpool
 
-    spool = JobSpool(str(node.base / "spool"), "900", 0, NODE).ensure()
+    spool = Attempt(str(node.base / "spool"), "900", 0, NODE).ensure()
     argv = ("-m", "slurm_energy.slurm.detached", "sampler", spool.dir, NODE)  # a sampler's argv, copied
     bob = _spawn("bob", {}, *argv)
     try:
@@ -404,7 +404,7 @@ def test_a_sigstopped_report_writer_is_killed_at_once_and_delays_no_other_job(no
     queue is held well under a second, her record says why it has no report, bob's job is whole."""
     from slurm_energy.cli.jobenergy_format import report_code
     from slurm_energy.reporting import safe_write
-    from slurm_energy.slurm import detached as hooks
+    from slurm_energy.slurm.jobend import __main__ as hooks  # the finalizers' entry
 
     assert safe_write.REPORT_TIMEOUT_S == 5.0  # the site's: a stopped writer must not cost this
     monkeypatch.setattr(hooks, "FINALIZER_SLOTS", 1)  # one finalizer at a time on this spool
@@ -496,14 +496,14 @@ def test_a_users_marks_at_the_caps_cost_the_finalizer_work_independent_of_the_jo
 # -- 5. marks: their own root, removed at the job's end whatever happened, bounded ------------------
 def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_leftovers_swept(node, monkeypatch):
     from slurm_energy.sampling import marks as M
+    from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.hooks.prolog import _prepare_marks
-    from slurm_energy.slurm.spool import JobSpool
 
     uid, gid = user("alice")
     fallback = node.base / "run-spool"
     # the fallback spool is root-only (0700); the marks root users reach is another directory
     assert M.marks_root() == str(node.marks) and M.MARKS_ROOT != "/run/slurm-energy"
-    spool = JobSpool(str(fallback), "900", 0, NODE).ensure()
+    spool = Attempt(str(fallback), "900", 0, NODE).ensure()
     assert fallback.stat().st_mode & 0o777 == 0o700
     _prepare_marks(_facts("900", uid, gid), spool,
                    (str(node.base / "spool"), str(fallback)))
@@ -538,17 +538,17 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
     live = node.marks / "901"  # bob's job still running here (its spool is not finalized)
     live.mkdir()
     os.utime(live, (T0 - 7200, T0 - 7200))
-    JobSpool(str(node.base / "spool"), "901", 0, NODE).ensure()
-    _prepare_marks(_facts("902", uid, gid), JobSpool(str(node.base / "spool"), "902", 0, NODE).ensure(),
+    Attempt(str(node.base / "spool"), "901", 0, NODE).ensure()
+    _prepare_marks(_facts("902", uid, gid), Attempt(str(node.base / "spool"), "902", 0, NODE).ensure(),
                    (str(node.base / "spool"), str(fallback)))
     assert old.exists() and live.exists() and (node.marks / "902").exists()
-    from slurm_energy.slurm.collect import sweep_job_marks
+    from slurm_energy.slurm.jobend.recover import sweep_job_marks
 
     assert sweep_job_marks([str(node.base / "spool"), str(fallback)]) == ["800"]
     assert not old.exists() and live.exists() and (node.marks / "902").exists()
     # a site that points the marks root at the spool is told, not silently broken
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(fallback))
-    sp = JobSpool(str(fallback), "903", 0, NODE).ensure()
+    sp = Attempt(str(fallback), "903", 0, NODE).ensure()
     _prepare_marks(_facts("903", uid, gid), sp, (str(node.base / "spool"), str(fallback)))
     assert any("overlap" in e for e in sp.read_errors()) and fallback.stat().st_mode & 0o777 == 0o700
 
@@ -665,7 +665,7 @@ def _after_attack(node, victim_wd, victim_files):
     the node finalizer's sweep afterwards find nothing to do and leave both so."""
     from slurm_energy.cli.main import main as se_main
     from slurm_energy.config import load_site_config
-    from slurm_energy.slurm.collect import sweep_node
+    from slurm_energy.slurm.jobend.recover import sweep_node
 
     _check_victim(node, victim_wd)
     assert se_main(["collect", "--older-than", "0"]) == 0
@@ -685,7 +685,7 @@ def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writ
     from slurm_energy.config import load_site_config
     from slurm_energy.reporting.safe_write import write_files_as_user
     from slurm_energy.slurm.clients.facts import SlurmCommands
-    from slurm_energy.slurm.collect import finish_unrecorded
+    from slurm_energy.slurm.jobend.recover import finish_unrecorded
     from slurm_energy.store import open_store
 
     victim_wd = _victim(node)
@@ -821,13 +821,13 @@ def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_w
 
     from slurm_energy.sampling import marks as M
     from slurm_energy.slurm import hooks
+    from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.hooks.prolog import prolog
-    from slurm_energy.slurm.spool import JobSpool
 
     a_uid, a_gid = user("alice")
     spool_dir = str(node.base / "spool")
     for job_id in ("800", "801"):  # ended here: context and finalized marker in root's spool
-        sp = JobSpool(spool_dir, job_id, 0, NODE).ensure()
+        sp = Attempt(spool_dir, job_id, 0, NODE).ensure()
         for p in (sp.context, sp.finalized):
             open(p, "w").close()
         M.prepare_job_dir(job_id, a_uid, a_gid, root=str(node.marks), node=NODE)
@@ -843,7 +843,7 @@ def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_w
     assert len(os.listdir(node.marks / "800")) == n + 1  # not one of her entries touched by the Prolog
     assert os.stat(node.marks / "902").st_uid == b_uid
     # the sweep: 800 and 801 moved aside at once (one rename each), their entries removed 5000 a call
-    from slurm_energy.slurm.spool import unfinished_jobs
+    from slurm_energy.slurm.attempt import unfinished_jobs
 
     live = lambda: unfinished_jobs([spool_dir])
     assert live() == {"902"}
@@ -865,15 +865,15 @@ def test_a_prolog_killed_by_its_guard_is_on_the_jobs_record(node, monkeypatch):
 
     from jobrecord_factory import hook_env
 
+    from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.hooks.prolog import prolog
-    from slurm_energy.slurm.spool import JobSpool
 
     b_uid, b_gid = user("bob")
     wd = node.workdir("bob", "w903")
     monkeypatch.setattr("slurm_energy.slurm.hooks.prolog._prepare_marks", lambda *a: time.sleep(60))  # held past its guard
     env = hook_env("903", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="prolog_slurmd",
                    SLURM_JOB_WORK_DIR=wd)
-    spool = JobSpool(str(node.base / "spool"), "903", 0, NODE)
+    spool = Attempt(str(node.base / "spool"), "903", 0, NODE)
     pid = os.fork()
     if pid == 0:
         try:
@@ -1007,8 +1007,9 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     (root's to read: /proc/PID/environ is 0400)."""
     from jobrecord_factory import hook_env
 
-    from slurm_energy.slurm import detach, detached, hooks
+    from slurm_energy.slurm import detach, hooks
     from slurm_energy.slurm.hooks.epilog import epilog
+    from slurm_energy.slurm.jobend import __main__ as finalizer
 
     for p in ("spool", "run-spool"):  # both spools unusable: files where the directories go
         (node.base / p).write_text("")
@@ -1024,7 +1025,7 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     assert "secret-project" in child_env[hooks.FINALIZE_ENV_VAR]
     # the finalizer reads them there: bob's record, no_data, with his work dir
     monkeypatch.setenv(hooks.FINALIZE_ENV_VAR, child_env[hooks.FINALIZE_ENV_VAR])
-    assert detached.main(["finalize-env", f"904@{NODE}"]) == 0
+    assert finalizer.main(["finalize-env", f"904@{NODE}"]) == 0
     (r,) = node.store().get_job("904")
     assert (r.user, r.status, r.work_dir) == ("bob", Status.NO_DATA, wd)
     for p in ("spool", "run-spool"):

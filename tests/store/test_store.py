@@ -189,3 +189,28 @@ def test_bad_url():
         open_store("mysql://x/y")
     with pytest.raises(ValueError, match="cannot be parsed"):
         open_store("not a url")
+
+
+def test_final_record_answers_is_this_run_stored_by_the_one_run_rule(store):
+    from slurm_energy.jobmeta import RunKey
+
+    # run 1 of job 500 (t 1000-4600 s), then the same id reused (t 9000-9500 s): two runs, one key each
+    first = finished(node_record(job_id="500", start=1000.0, end=4600.0))
+    store.put(first)
+    store.put(finished(node_record(job_id="500", start=9000.0, end=9500.0, status=Status.NO_DATA)))
+    store.put(finished(node_record(job_id="501", start=1000.0, end=4600.0, status=Status.RUNNING)))
+    # a Prolog at t = 1000.4 s (inside run 1's span): run 1's record, measured
+    got = store.final_record(RunKey("500", restart_count=0, start=1000.4), measured=True)
+    assert got is not None and (got.start_time, got.end_time, got.status) == (1000.0, 4600.0, Status.COMPLETE)
+    # 3.6 s after run 1's end (slack 2 s) and before run 2: no run stored there
+    assert store.final_record(RunKey("500", restart_count=0, start=4603.6)) is None
+    # run 2 is stored, but only as no_data: final, not measured
+    assert store.final_record(RunKey("500", start=9100.0)).status == Status.NO_DATA
+    assert store.final_record(RunKey("500", start=9100.0), measured=True) is None
+    # another restart count, or a running record only: nothing final stored
+    assert store.final_record(RunKey("500", restart_count=1, start=1000.4)) is None
+    assert store.final_record(RunKey("501", start=1000.4)) is None
+    # a key without a span (prune's "is this attempt stored at all?"): the newest final record
+    assert store.final_record(RunKey("500", restart_count=0)).start_time == 9000.0
+    with pytest.raises(ValueError, match="job id"):
+        store.final_record(RunKey(None))

@@ -8,7 +8,7 @@ detached (own process group, stdio to a log) -> exit 0.
 Epilog (:mod:`.epilog`, as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as
 stopped: :func:`slurm_energy.slurm.processes.stop_sampler`); queue the job with the outcome for the
 node's finalizer, started detached only when none runs or stands by (:func:`hand_over`,
-:mod:`slurm_energy.slurm.finalize_queue`) -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
+:mod:`slurm_energy.slurm.jobend.queue`) -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
 does the slow part outside the Epilog's 2 s.
 
 Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool); nothing is
@@ -23,7 +23,7 @@ modules only (no logging, typing, dataclasses or subprocess: the log line is one
 paths that need one: a site config changed since its resolved copy (pydantic), a job with GPUs
 (NVML). This module holds what both hooks do: begin (config, log, job), start a detached process,
 hand an ended job to its finalizer, log the hook's time. :mod:`slurm_energy.slurm.detached` runs
-the sampler and finalizer.
+the sampler, :mod:`slurm_energy.slurm.jobend` the finalizers.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import sys
 
-from slurm_energy.slurm.detach import DETACHED_MODULE
+from slurm_energy.slurm.detach import JOBEND_MODULE
 from slurm_energy.slurm.hooks.config_cache import cached_hook_config
 from slurm_energy.slurm.hooks.context import JobFacts, context_dict, slurm_env_fields
 from slurm_energy.slurm.log import FALLBACK_LOG_DIR, WriteBackend, get, use
@@ -40,8 +40,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from slurm_energy.slurm.attempt import Attempt, SamplerEnd
     from slurm_energy.slurm.hooks.config_cache import HookSite
-    from slurm_energy.slurm.spool import JobSpool
 
 __all__ = ["FINALIZER_NICE", "FINALIZE_ENV_VAR", "SAMPLER_NICE", "begin", "hand_over", "hook_elapsed_s", "log_hook_time",
            "main", "spawn"]
@@ -149,23 +149,23 @@ def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int
     return pid
 
 
-def hand_over(spool: JobSpool, t_end: float, exit_code: str, outcome: str, log_dir: str) -> None:
+def hand_over(spool: Attempt, t_end: float, exit_code: str, outcome: SamplerEnd, log_dir: str) -> None:
     """Give the ended job attempt to its node's finalizer: queue it
-    (:func:`slurm_energy.slurm.spool.enqueue_finalize`) and start the queue's finalizer only when
-    none runs or none stands by (:mod:`slurm_energy.slurm.finalize_queue`: two flock probes); when
+    (:func:`slurm_energy.slurm.attempt.enqueue_finalize`) and start the queue's finalizer only when
+    none runs or none stands by (:mod:`slurm_energy.slurm.jobend.queue`: two flock probes); when
     the entry cannot be written (a full or read-only spool), a finalizer for this job alone, as
     before. Raises OSError/TimeoutError (not started: ``collect`` finishes the job)."""
-    from slurm_energy.slurm.spool import RUNNER_LOG, enqueue_finalize, needs_runner
+    from slurm_energy.slurm.attempt import RUNNER_LOG, enqueue_finalize, needs_runner
 
     try:
         qdir = enqueue_finalize(spool, t_end, exit_code, outcome)
     except OSError as e:
         log("WARNING", f"job {spool.job_id}: not queued for the node's finalizer ({e}): one started for it alone")
-        spawn(["-m", DETACHED_MODULE, "finalize", spool.dir, spool.node, repr(t_end), exit_code, outcome],
+        spawn(["-m", JOBEND_MODULE, "finalize", spool.dir, spool.node, repr(t_end), exit_code, str(outcome)],
               os.path.join(spool.dir, f"finalize-{spool.node}.log"), log_dir, nice=FINALIZER_NICE)
         return
     if needs_runner(qdir):
-        spawn(["-m", DETACHED_MODULE, "finalize-queue", qdir, spool.node], os.path.join(qdir, RUNNER_LOG),
+        spawn(["-m", JOBEND_MODULE, "finalize-queue", qdir, spool.node], os.path.join(qdir, RUNNER_LOG),
               log_dir, nice=FINALIZER_NICE)
 
 

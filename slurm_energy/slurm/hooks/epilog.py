@@ -7,11 +7,11 @@ import os
 import time
 
 from slurm_energy.slurm import hooks
-from slurm_energy.slurm.detach import DETACHED_MODULE
+from slurm_energy.slurm.attempt import Attempt, leave_no_spool_entry, usable_spool
+from slurm_energy.slurm.detach import JOBEND_MODULE
 from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR, FINALIZER_NICE, begin, hand_over, log_hook_time
 from slurm_energy.slurm.log import get
 from slurm_energy.slurm.processes import stop_sampler
-from slurm_energy.slurm.spool import JobSpool, leave_no_spool_entry, usable_spool, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def epilog(env: Mapping[str, str] | None = None) -> int:
     """The Epilog. Always returns 0."""
     t_end = time.time()
     errors: list[str] = []
-    spool: JobSpool | None = None
+    spool: Attempt | None = None
     ctx: JobFacts | None = None
     outcome = "failed"
     try:
@@ -37,12 +37,12 @@ def epilog(env: Mapping[str, str] | None = None) -> int:
         if spool is None:  # no spool at all: the finalizer gets the job from argv, needs no disk
             outcome = "no_spool"
             sampler = stop_sampler(f"{ctx.job_id}-r{ctx.restart_count}", ctx.node).outcome
-            args = [ctx.to_json(), repr(t_end), ctx.exit_code or "", sampler, json.dumps(errors)]
+            args = [ctx.to_json(), repr(t_end), ctx.exit_code or "", str(sampler), json.dumps(errors)]
             try:  # its finalizer may be killed: the node finalizer's sweep runs it again from this
                 leave_no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node, args)
             except OSError as err:
                 log("WARNING", f"job {ctx.job_id}: no entry in {cfg.paths.log_dir} for its finalizer ({err})")
-            hooks.spawn(["-m", DETACHED_MODULE, "finalize-env", f"{ctx.job_id}@{ctx.node}"],  # all ps shows
+            hooks.spawn(["-m", JOBEND_MODULE, "finalize-env", f"{ctx.job_id}@{ctx.node}"],  # all ps shows
                   os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=FINALIZER_NICE,
                   private={FINALIZE_ENV_VAR: json.dumps(args)})  # the job's context: not in argv
             log("ERROR", f"epilog job={ctx.job_id} node={ctx.node}: no usable spool ({'; '.join(errors)}); "
@@ -50,16 +50,16 @@ def epilog(env: Mapping[str, str] | None = None) -> int:
             return 0
         for e in errors:
             spool.record_error(e)
-        if os.path.exists(spool.done):  # Slurm < 26.05 can run the Epilog twice for one run
+        if spool.epilog_done():  # Slurm < 26.05 can run the Epilog twice for one run
             log("INFO", f"epilog job={ctx.job_id} node={ctx.node}: this run's Epilog already ran; repeated Epilog ignored")
             return 0
-        if not _has_prolog(spool):  # the Prolog failed or never ran: record from our env
+        if not spool.has_prolog():  # the Prolog failed or never ran: record from our env
             spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
                                "nothing was sampled on this node")
         outcome = stop_sampler(spool).outcome
         hand_over(spool, t_end, ctx.exit_code or "", outcome, cfg.paths.log_dir)
         try:
-            write_private(spool.done, json.dumps({"t": t_end, "sampler": outcome, "exit_code": ctx.exit_code or ""}))
+            spool.mark_epilog(t_end, outcome, ctx.exit_code or "")
         except OSError as e:  # a read-only spool: the finalizer is already on its way
             log("WARNING", f"job {ctx.job_id}: {spool.done} not written: {e}")
         log("INFO", f"epilog job={ctx.job_id} node={ctx.node} sampler={outcome} ({time.time() - t_end:.3f} s)")
@@ -70,13 +70,3 @@ def epilog(env: Mapping[str, str] | None = None) -> int:
     finally:
         log_hook_time("epilog", ctx, outcome)
     return 0
-
-
-def _has_prolog(spool: JobSpool) -> bool:
-    """True if the context in the spool was written by the Prolog (it sets prolog_time)."""
-    try:
-        with open(spool.context, encoding="utf-8") as f:
-            d = json.load(f)
-        return isinstance(d, dict) and bool(d.get("prolog_time"))
-    except (OSError, ValueError):
-        return False

@@ -6,10 +6,10 @@ import os
 import time
 
 from slurm_energy.slurm import hooks
+from slurm_energy.slurm.attempt import Attempt, usable_spool, write_private
 from slurm_energy.slurm.detach import DETACHED_MODULE
 from slurm_energy.slurm.hooks import SAMPLER_NICE, begin, enable_site, log_hook_time
 from slurm_energy.slurm.log import get
-from slurm_energy.slurm.spool import JobSpool, usable_spool, write_private
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def prolog(env: Mapping[str, str] | None = None) -> int:
     """The Prolog. Always returns 0."""
     t0 = time.time()
     errors: list[str] = []
-    spool: JobSpool | None = None
+    spool: Attempt | None = None
     ctx: JobFacts | None = None
     outcome = "failed"
     try:
@@ -70,7 +70,7 @@ def prolog(env: Mapping[str, str] | None = None) -> int:
     return 0
 
 
-def _reading(cfg: HookSite, ctx: JobFacts, spool: JobSpool) -> None:
+def _reading(cfg: HookSite, ctx: JobFacts, spool: Attempt) -> None:
     """The job's first counter reading, now: the raw files (:mod:`slurm_energy.slurm.prolograw`;
     the sampler writes the row) when the node has a file list for them and the job no GPU, else
     the row itself through the readers. A failure is recorded; the sampler still starts (its own
@@ -88,7 +88,7 @@ def _reading(cfg: HookSite, ctx: JobFacts, spool: JobSpool) -> None:
         spool.record_error(f"prolog reading: {type(e).__name__}: {e}")
 
 
-def _prepare_marks(ctx: JobFacts, spool: JobSpool, spool_roots: tuple[str, ...] = ()) -> None:
+def _prepare_marks(ctx: JobFacts, spool: Attempt, spool_roots: tuple[str, ...] = ()) -> None:
     """The job's marks directory, owned by the job's user (``slurm_energy.track`` finds it and
     leaves its phase marks there instead of starting a second sampler), in a root apart from the
     spools (``spool_roots``: the configured spool and fallback spool). A few syscalls: what jobs

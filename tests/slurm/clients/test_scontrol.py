@@ -71,7 +71,7 @@ def test_unknown_job_or_missing_scontrol_is_none(tmp_path):
 
 def test_attempt_state_prefers_slurmctld_then_exit_code():
     from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.jobfacts import slurm_job_state
+    from slurm_energy.slurm.jobend.jobfacts import slurm_job_state
 
     ctx = JobContext(job_id="61", uid=1, gid=1, restart_count=0)
     assert slurm_job_state({"job_state": "TIMEOUT"}, ctx, "0:0") == "TIMEOUT"  # Epilog saw 0:0

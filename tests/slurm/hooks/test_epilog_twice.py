@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from jobrecord_factory import hook_env, site_yaml
 
-from slurm_energy.slurm import detached, hooks
+from slurm_energy.slurm import hooks
 from slurm_energy.slurm.hooks.epilog import epilog
 from slurm_energy.slurm.hooks.prolog import prolog
 from slurm_energy.slurm.processes import SamplerStop
@@ -52,13 +52,14 @@ def test_a_finalizer_that_waited_for_a_slot_skips_a_run_collect_finished(tmp_pat
     job_dir.mkdir(parents=True)
     (job_dir / "finalized-n1.done").write_text("")
     import slurm_energy.slurm.finalize as fin
+    from slurm_energy.slurm.jobend import __main__ as finalizer
 
     calls: list[tuple] = []
     monkeypatch.setattr(fin, "finalize_main", lambda *a, **kw: calls.append(a) or 0)
-    assert detached.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
+    assert finalizer.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
     assert calls == []  # not finalized a second time
     (job_dir / "finalized-n1.done").unlink()  # not finished yet: this finalizer does it
-    assert detached.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
+    assert finalizer.main(["finalize", str(job_dir), "n1", "1700000000.0", "0:0", "terminated"]) == 0
     assert calls == [(str(job_dir), "n1", 1700000000.0, "0:0", "terminated")]
-    slots = [f".finalize-slot-{i}" for i in range(detached.FINALIZER_SLOTS)]  # 2 on a 2-CPU node
+    slots = [f".finalize-slot-{i}" for i in range(finalizer.FINALIZER_SLOTS)]  # 2 on a 2-CPU node
     assert sorted(p.name for p in (tmp_path / "spool").iterdir()) == sorted(slots) + ["jobs"]

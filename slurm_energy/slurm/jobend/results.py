@@ -18,9 +18,11 @@ import os
 import re
 from pathlib import Path
 
-from slurm_energy.accounting.merge import run_identity, run_span, same_run, split_runs, unique_union
+from slurm_energy.accounting.merge import run_span, same_run, split_runs, unique_union
 from slurm_energy.errors import MergeError
 from slurm_energy.fileio import atomic_write
+from slurm_energy.jobmeta import RunKey
+from slurm_energy.jobmeta import same_run as same_run_key
 from slurm_energy.model import JobRecord, text_safe
 from slurm_energy.natsort import natural_key
 
@@ -38,7 +40,7 @@ def _component(name: str, value: str) -> str:
     return value
 
 
-def job_results_dir(results_dir, cluster: str, job_id: str, restart_count: int) -> Path:
+def job_results_dir(results_dir: str | Path, cluster: str, job_id: str, restart_count: int) -> Path:
     """Directory holding one attempt's node records: ``<results_dir>/<cluster>/<job_id>.<restart_count>``.
 
     Raises ValueError if a component contains a path separator or other unsafe character, or if
@@ -53,7 +55,7 @@ def job_results_dir(results_dir, cluster: str, job_id: str, restart_count: int) 
     )
 
 
-def node_record_path(results_dir, cluster: str, job_id: str, restart_count: int, node: str) -> Path:
+def node_record_path(results_dir: str | Path, cluster: str, job_id: str, restart_count: int, node: str) -> Path:
     """Path of one node's record: ``<results_dir>/<cluster>/<job_id>.<restart_count>/<node>.json``.
 
     An empty cluster name maps to ``default``. Raises ValueError for unsafe components (see
@@ -77,7 +79,7 @@ def _makedirs_private(path: Path) -> None:
         os.chmod(d, 0o700)  # mkdir honours umask; make the mode exact
 
 
-def write_node_record(results_dir, record: JobRecord) -> Path:
+def write_node_record(results_dir: str | Path, record: JobRecord) -> Path:
     """Write one node's record atomically (temp file in the same directory, fsync, rename).
 
     Args:
@@ -115,7 +117,7 @@ def _keep_other_runs_file(path: Path, record: JobRecord) -> None:
         os.replace(path, path.with_name(f"{path.stem}.{int(run_span(old)[0])}.json"))
 
 
-def read_node_files(job_dir) -> list[tuple[Path, JobRecord]]:
+def read_node_files(job_dir: str | Path) -> list[tuple[Path, JobRecord]]:
     """(path, record) of every node record (``*.json``, not temp files) in one attempt's directory,
     in numeric name order. Records already stored (moved to ``stored/``) are not read.
 
@@ -132,7 +134,7 @@ def read_node_files(job_dir) -> list[tuple[Path, JobRecord]]:
     return out
 
 
-def reported_names(job_dir) -> set[str]:
+def reported_names(job_dir: str | Path) -> set[str]:
     """The nodes whose record file ``<node>.json`` is in an attempt's directory, from the names alone
     (a directory listing: 0.7 ms for 1,024 nodes, where reading the records costs 22 ms each). An
     older run's file kept aside is ``<node>.<start>.json`` and a temp file starts with ``.``: neither
@@ -144,12 +146,12 @@ def reported_names(job_dir) -> set[str]:
     return {n[:-5] for n in names if n.endswith(".json") and not n.startswith(".")}
 
 
-def read_node_records(job_dir) -> list[JobRecord]:
+def read_node_records(job_dir: str | Path) -> list[JobRecord]:
     """The records of :func:`read_node_files` (all runs: see :func:`split_runs`)."""
     return [r for _, r in read_node_files(job_dir)]
 
 
-def retire_run(results_dir, merged: JobRecord) -> int:
+def retire_run(results_dir: str | Path, merged: JobRecord) -> int:
     """Move the stored run's node files out of the results directory's way, into
     ``<job dir>/stored/<start_time>/``, so a later run of the same job id (Slurm reused it) never
     sees them. Under the directory's lock; files of other runs stay. Returns the number moved."""
@@ -162,7 +164,7 @@ def retire_run(results_dir, merged: JobRecord) -> int:
         dest = job_dir / "stored" / f"{merged.start_time:.3f}"
         moved = 0
         for p, r in read_node_files(job_dir):
-            if same_run(r, merged) or (run_identity(r)[1] is None and _in_run(r, merged)):
+            if _in_run(r, merged):
                 _makedirs_private(dest)
                 os.replace(p, dest / p.name)
                 moved += 1
@@ -172,12 +174,12 @@ def retire_run(results_dir, merged: JobRecord) -> int:
 
 
 def _in_run(r: JobRecord, merged: JobRecord) -> bool:
-    """A node record whose node and start are the merged run's (merge widens expected_nodes)."""
-    return any(ns.node == m.node and abs(ns.start_time - m.start_time) < 1e-6
-               for ns in r.nodes for m in merged.nodes)
+    """A node record of the merged run: the one run rule, the merged record's node list left out
+    (the merge widens ``expected_nodes``)."""
+    return same_run_key(RunKey.of_record(r), RunKey.of_record(merged, nodes=False)) is True
 
 
-def collect_node_records(results_dir, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
+def collect_node_records(results_dir: str | Path, cluster: str, job_id: str, restart_count: int, expected_nodes: list[str],
                          record: JobRecord | None = None) -> list[JobRecord] | None:
     """The node records of one run of the attempt once every expected node has reported, else ``None``.
 

@@ -28,32 +28,35 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_energy.core import one_line
+from slurm_energy.jobmeta import RunKey, same_run
 from slurm_energy.model import JobRecord, Status
 from slurm_energy.outputs.sinks import site_sinks
 from slurm_energy.pipeline import finalise_job, publish
+from slurm_energy.slurm.attempt import (
+    Attempt,
+    EpilogFacts,
+    Journal,
+    SamplerEnd,
+    no_spool_entries,
+    remove_stale_tmp,
+    spool_dirs,
+)
 from slurm_energy.slurm.clients.facts import SlurmFacts
 from slurm_energy.slurm.clients.facts import current as slurm_facts
 from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.jobend.finish import Trigger, finish
 from slurm_energy.slurm.processes import busy
-from slurm_energy.slurm.spool import (
-    _DIR_RE,
-    NO_SPOOL_JOBS,
-    JobSpool,
-    remove_stale_tmp,
-    spool_dirs,
-    write_private,
-)
 from slurm_energy.store.queue import drain
 
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
+    from slurm_energy.store import Store
 
 log = logging.getLogger("slurm_energy.collect")
 
@@ -97,12 +100,11 @@ def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s
 SWEEP_AGE_S = 20.0
 #: How far back (s) the sweep looks: older leftovers are the ``collect`` timer's.
 SWEEP_WINDOW_S = 3600.0
-_BY_SWEEP = "the node finalizer's sweep"
 
 
 def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WINDOW_S,
                older_than_s: float = SWEEP_AGE_S) -> list[str]:
-    """What the node's finalizer (:mod:`slurm_energy.slurm.finalize_queue`) does every
+    """What the node's finalizer (:mod:`slurm_energy.slurm.jobend.queue`) does every
     ``SWEEP_S`` while it runs and once before it exits, so that ``collect`` finds nothing left:
     collect's steps 1 and 2 for ``node`` and the last ``since_s`` s only -- queued records stored,
     ``node``'s spool attempts whose own finalizer was killed (or never started) finished -- and the
@@ -126,7 +128,7 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
         store = open_store(cfg.paths.store_url)
         try:
             lines += finish_leftovers(cfg, spools, now, older_than_s, store=store, node=node, since=now - since_s,
-                                      busy=dirs, by=_BY_SWEEP)[0]
+                                      busy=dirs, trigger=Trigger.SWEEP)[0]
         finally:
             store.close()
     return lines + finish_no_spool(cfg, node, now, older_than_s, env_jobs)
@@ -134,28 +136,24 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
 
 def sweep_job_marks(spools: list[str]) -> list[str]:
     """The marks directories of jobs that ended on this host (no unfinished attempt in ``spools``:
-    :func:`~slurm_energy.slurm.spool.unfinished_jobs`), moved to the marks root's trash and the
+    :func:`~slurm_energy.slurm.attempt.unfinished_jobs`), moved to the marks root's trash and the
     trash emptied, bounded (:func:`slurm_energy.sampling.marks.sweep_marks`: what a finalizer killed
     before its clean-up left). Off the hook path: the node finalizer's sweep and ``collect``."""
     from slurm_energy.sampling.marks import sweep_marks
-    from slurm_energy.slurm.spool import unfinished_jobs
 
-    return sweep_marks(lambda: unfinished_jobs(spools))
+    return sweep_marks(Journal(spools).unfinished_jobs)
 
 
 def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_s: float) -> list[str]:
-    """``node``'s (None: every node's) :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entries at
+    """``node``'s (None: every node's) :data:`~slurm_energy.slurm.attempt.NO_SPOOL_JOBS` entries at
     least ``older_than_s`` old."""
-    import glob
-
-    pattern = os.path.join(glob.escape(cfg.paths.log_dir), NO_SPOOL_JOBS, f"*-{glob.escape(node)}.json" if node else "*.json")
-    return [p for p in sorted(glob.glob(pattern)) if now - _mtime(p) >= older_than_s]
+    return [p for p in no_spool_entries(cfg.paths.log_dir, node) if now - _mtime(p) >= older_than_s]
 
 
 def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s: float,
                     busy_jobs: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize.finalize_env_main`)
-    of each job whose :data:`~slurm_energy.slurm.spool.NO_SPOOL_JOBS` entry (``node``'s, or every
+    of each job whose :data:`~slurm_energy.slurm.attempt.NO_SPOOL_JOBS` entry (``node``'s, or every
     node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its
     ``"<job id>@<node>"`` not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
     upsert, never a second record). Returns one line per job. An unreadable entry is removed
@@ -181,8 +179,8 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
             continue
         if f"{job_id}@{at}" in busy_jobs:
             continue
-        finalize_env_main(ctx_json, end_time, exit_code, sampler, list(errors) + [
-            f"finalizer did not finish (killed); finished by {_BY_SWEEP if node else 'slurm-energy collect'}"],
+        finalize_env_main(ctx_json, end_time, exit_code, SamplerEnd.parse(sampler, SamplerEnd.NO_PIDFILE), list(errors) + [
+            f"finalizer did not finish (killed); finished by {(Trigger.SWEEP if node else Trigger.COLLECT).by}"],
             logging_ready=True)
         with contextlib.suppress(OSError):
             os.unlink(p)  # finalize_env_main removed it, unless the config's log_dir changed since
@@ -227,7 +225,7 @@ def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bo
     its records hold) is reported on the log and skipped; the other jobs are collected."""
     from slurm_energy.accounting.merge import merge_records, split_runs
     from slurm_energy.slurm.finalize import results_dirs
-    from slurm_energy.slurm.results import read_node_records, retire_run
+    from slurm_energy.slurm.jobend.results import read_node_records, retire_run
 
     done = []
     roots = [Path(d) for d in results_dirs(cfg)]
@@ -255,9 +253,7 @@ def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bo
 def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> JobRecord | None:
     """Finalise and publish one run's node records; None if it is already stored (final)."""
     final = finalise_job(records, cfg)
-    stored = store.query(jobs=[final.job_id], clusters=[final.cluster] if final.cluster else None)
-    if any(r.job_id == final.job_id and r.start_time == final.start_time
-           and r.status not in (Status.RUNNING, Status.NO_DATA) for r in stored):  # fmt: skip
+    if store.final_record(RunKey.of_record(final, nodes=False), measured=True) is not None:
         return None
     if final.status == Status.RUNNING:  # only interim summaries were left: the job never ended cleanly
         final.status = Status.PARTIAL
@@ -271,19 +267,12 @@ def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> JobRec
 @dataclass
 class Leftover:
     """One node's unfinished attempt in a spool: ``<spool>/jobs/<job>-r<k>/`` holding the node's
-    context file but no ``finalized-<node>.done`` marker, its newest file at least ``older_than_s``
+    context file, not FINALIZED (:class:`~slurm_energy.slurm.attempt.AttemptState`), its newest file at least ``older_than_s``
     old (a finalizer may still be at work); finished once Slurm says the job has (:meth:`SlurmFacts.ended`)."""
 
-    spool: JobSpool
+    spool: Attempt
     ctx: JobContext
     newest_mtime: float
-
-
-def _newest(d: str) -> float:
-    try:
-        return max(os.lstat(os.path.join(d, n)).st_mtime for n in os.listdir(d))
-    except (OSError, ValueError):
-        return 0.0
 
 
 def _mtime(path: str) -> float:
@@ -295,84 +284,59 @@ def _mtime(path: str) -> float:
 
 def scan_spool(spool_dir: str, now: float, older_than_s: float, node: str | None = None,
                since: float = 0.0) -> Iterator[Leftover]:
-    """:class:`Leftover` node attempts in one spool (Slurm's state is not asked here),
-    of ``node`` only when given; ``since`` (epoch s): attempt directories last changed (a file
-    created or renamed in them) before it are not looked into (the node finalizer's sweep looks at
-    the last hour, not at the spool's 14 days). Stale temp files (``*.tmp<pid>`` older than 10 min)
-    are removed on the way."""
-    jobs = os.path.join(spool_dir, "jobs")
-    try:
-        names = sorted(os.listdir(jobs))
-    except OSError:
-        return
-    for name in names:
-        d = os.path.join(jobs, name)
-        m = _DIR_RE.match(name)  # <job_id>-r<restart>[-<tag> of a reused job id's later run]
-        if not m or not os.path.isdir(d):
+    """:class:`Leftover` node attempts in one spool (Slurm's state is not asked here): the
+    :class:`~slurm_energy.slurm.attempt.Journal`'s attempts not finalized, of ``node`` only when
+    given, changed since ``since`` (epoch s; 0: all). Stale temp files (``*.tmp<pid>`` older than
+    10 min) are removed on the way."""
+    cleaned: set[str] = set()
+    for sp in Journal([spool_dir]).attempts(node=node, since=since):
+        if sp.dir not in cleaned:
+            cleaned.add(sp.dir)
+            remove_stale_tmp(sp.dir, now)
+        newest = sp.newest_mtime()
+        if now - newest < older_than_s or sp.is_finalized():
             continue
-        if since and _mtime(d) < since and (node is None or _mtime(os.path.join(d, f"samples-{node}.jsonl")) < since):
-            continue  # (a long job's sampler appends to its samples file: that leaves the directory's mtime)
-        if node is not None and not os.path.exists(os.path.join(d, f"context-{node}.json")):
+        try:
+            ctx = JobContext.from_json(sp.context_json())
+        except (OSError, ValueError) as e:
+            log.warning("collect: %s unreadable: %s", sp.context, e)
             continue
-        remove_stale_tmp(d, now)
-        newest = _newest(d)
-        if now - newest < older_than_s:
-            continue
-        for f in sorted(os.listdir(d)):
-            if not (f.startswith("context-") and f.endswith(".json")):
-                continue
-            at = f[len("context-"):-len(".json")]
-            if node is not None and at != node:
-                continue
-            sp = JobSpool(spool_dir, m.group(1), int(m.group(2)), at, m.group(3) or "")
-            if os.path.exists(sp.finalized):
-                continue
-            try:
-                with open(sp.context, encoding="utf-8") as fh:
-                    ctx = JobContext.from_json(fh.read())
-            except (OSError, ValueError) as e:
-                log.warning("collect: %s unreadable: %s", sp.context, e)
-                continue
-            yield Leftover(sp, ctx, newest)
+        yield Leftover(sp, ctx, newest)
 
 
-def _end_time(lo, ep: dict, facts: dict) -> float:
+def _end_time(lo: Leftover, ep: EpilogFacts, facts: dict) -> float:
     from slurm_energy.sampling.samplefile import read_sample_table
 
-    if ep.get("t"):
-        return float(ep["t"])
+    if ep.t:
+        return float(ep.t)
     if facts.get("end_time"):
         return float(facts["end_time"])
     ts = read_sample_table(lo.spool.samples).t
     return max(ts) if ts else lo.newest_mtime
 
 
-def _already_stored(store, lo) -> bool:
+def _already_stored(store: Store | None, lo: Leftover) -> bool:
     """True if a measured final record of this run already covers this node (its finalizer did
     its work but could not write the ``finalized`` marker: a full or read-only spool)."""
     if store is None:
         return False
-    for r in store.query(jobs=[lo.ctx.job_id]):
-        if (r.job_id == lo.ctx.job_id and r.restart_count == lo.ctx.restart_count
-                and r.status not in (Status.RUNNING, Status.NO_DATA)
-                and (not lo.ctx.prolog_time or abs(r.start_time - lo.ctx.prolog_time) < 3600)
-                and any(n.node == lo.spool.node for n in r.nodes)):
-            return True
-    return False
+    key = RunKey(lo.ctx.job_id, restart_count=lo.ctx.restart_count, sluid=lo.ctx.sluid,
+                 start=lo.ctx.prolog_time or None)
+    r = store.final_record(key, measured=True)
+    return r is not None and any(n.node == lo.spool.node for n in r.nodes)
 
 
 def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_s: float, dry_run: bool = False,
                      final_facts: Callable | None = None, store=None, node: str | None = None, since: float = 0.0,
-                     busy: set[str] | frozenset[str] = frozenset(), by: str = "slurm-energy collect",
+                     busy: set[str] | frozenset[str] = frozenset(), trigger: Trigger = Trigger.COLLECT,
                      ) -> tuple[list[str], set]:
     """Step 2. Returns (one line per node attempt finished or that would be, (job_id, restart) of
     attempts not yet old enough: step 4 leaves those alone). With ``store``, a node already in a
     measured stored record is only marked finished (never replaced by a poorer view). ``node``,
     ``since``: that node's attempts changed since then only (:func:`scan_spool`);
     ``busy``: spool job directories some process is at work on (left alone, as young ones are);
-    ``by``: who finishes them, in the record's errors."""
-    from slurm_energy.slurm.finalize import finalize_spool
-
+    ``trigger``: who finishes them (SWEEP or COLLECT: :func:`~slurm_energy.slurm.jobend.finish.finish`
+    says so in the record's errors)."""
     final_facts = final_facts or slurm_facts().ended
     lines, young = [], set()
     for sd in spools:
@@ -389,28 +353,20 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
             if _already_stored(store, lo):
                 if not dry_run:
                     try:
-                        write_private(lo.spool.finalized, repr(now))
+                        lo.spool.mark_finalized(now)
                     except OSError:
                         pass
                 continue
-            ep = lo.spool.epilog_facts()
-            outcome = ep.get("sampler") or "no_epilog"
+            ep = lo.spool.epilog()
+            outcome = ep.sampler or SamplerEnd.NO_EPILOG
             what = f"{lo.ctx.job_id} attempt {lo.ctx.restart_count} on {lo.spool.node} ({lo.spool.dir}, sampler {outcome})"
             if dry_run:
                 lines.append(f"would finish {what}")
                 continue
-            from slurm_energy.slurm.processes import stop_sampler
-
-            stopped = stop_sampler(lo.spool, term_wait_s=5.0, kill_wait_s=1.0)
-            if stopped.was_running:
-                log.info("collect: stopped the sampler of ended job %s", lo.ctx.job_id)
-            if not ep:
-                lo.spool.record_error("no Epilog ran for this attempt on this node (or it could not write "
-                                      f"its spool); finished by {by}")
-            lo.spool.record_error(f"finalizer did not finish (killed or never started); finished by {by}")
             try:
-                finalize_spool(cfg, lo.spool, lo.ctx, _end_time(lo, ep, facts),
-                               ep.get("exit_code") or facts.get("exit_code", ""), outcome, facts or None)
+                finish(cfg, lo.spool, lo.ctx, trigger, end_time=_end_time(lo, ep, facts),
+                       exit_code=ep.exit_code or str(facts.get("exit_code", "")), sampler=outcome,
+                       facts=facts or None, ask_slurm=False)
                 lines.append(f"finished {what}")
             except Exception as e:
                 lines.append(f"could not finish {what}: {type(e).__name__}: {e}")
@@ -469,12 +425,15 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
     if got is None:
         return []
     found = [x for x in got if now - x.end_time >= older_than_s]
-    have: dict[str, list[float]] = {}
+    have: dict[str, list[RunKey]] = {}
     ids = sorted({x.job_id for x in found})
     for chunk in (ids[i:i + 200] for i in range(0, len(ids), 200)):  # summary rows only: no record JSON parsed
         for row in store.rows(jobs=chunk):
-            have.setdefault(row.job_id, []).append(row.start_time)
-    found = [x for x in found if not any(abs(t - x.start_time) < 3600 for t in have.get(x.job_id, []))]
+            have.setdefault(row.job_id, []).append(RunKey.of_record(row))
+    def lost(x: JobRecord) -> bool:  # sacct's line knows no restart count; its cluster name is not compared
+        key = RunKey(x.job_id, start=x.start_time, end=x.end_time)
+        return not any(same_run(k, key) is not False for k in have.get(x.job_id, []))
+    found = [x for x in found if lost(x)]
     if not found:
         return []
     text = facts.user_text(x.job_id for x in found)
@@ -490,45 +449,3 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
         lines.append(f"{'would store' if dry_run else 'stored'} {x.cluster}/{x.job_id} from sacct: "
                      f"no_data ({x.job_state}, no record from the hooks)")
     return lines
-
-
-# ---------------------------------------------------------------- prune
-def prune(store, spools: list[str], results_dirs: list[str], older_than_s: float, now: float,
-          dry_run: bool = False) -> list[str]:
-    """Remove spool attempts and results attempts older than ``older_than_s`` whose job attempt is
-    stored as a final record (never one not yet stored; queue files are never removed). A spool
-    attempt whose record is ``no_data`` is kept until every node's finalizer marked it finished.
-    Returns one line per directory removed (or that would be)."""
-    def stored(job_id: str, restart: int, cluster: str | None = None):
-        return [r for r in store.query(jobs=[job_id]) if r.job_id == job_id and r.restart_count == restart
-                and (cluster is None or r.cluster == cluster) and r.status != Status.RUNNING]
-
-    out = []
-    for sd in spools:
-        jobs = Path(sd) / "jobs"
-        for d in sorted(jobs.glob("*-r*")) if jobs.is_dir() else []:
-            remove_stale_tmp(str(d), now)
-            m = _DIR_RE.match(d.name)
-            if not m or now - _newest(str(d)) < older_than_s:
-                continue
-            job_id, r = m.group(1), int(m.group(2))
-            recs = stored(job_id, r)
-            nodes = [p.name[len("context-"):-5] for p in d.glob("context-*.json")]
-            all_final = all(os.path.exists(JobSpool(sd, job_id, r, n, m.group(3) or "").finalized) for n in nodes)
-            if not recs or (all(x.status == Status.NO_DATA for x in recs) and not all_final):
-                continue
-            out.append(f"{'would remove' if dry_run else 'removed'} {d}")
-            if not dry_run:
-                shutil.rmtree(d, ignore_errors=True)
-    for rd in results_dirs:
-        root = Path(rd)
-        for d in sorted(root.glob("*/*.*")) if root.is_dir() else []:
-            job_id, _, restart = d.name.rpartition(".")
-            if not d.is_dir() or not restart.isdigit() or now - _newest(str(d)) < older_than_s:
-                continue
-            if not stored(job_id, int(restart), d.parent.name if d.parent.name != "default" else ""):
-                continue
-            out.append(f"{'would remove' if dry_run else 'removed'} {d}")
-            if not dry_run:
-                shutil.rmtree(d, ignore_errors=True)
-    return out

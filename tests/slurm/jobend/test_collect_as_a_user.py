@@ -11,7 +11,7 @@ import pytest
 from jobrecord_factory import finished, node_record
 
 from slurm_energy.cli.store_cmds import not_root_message
-from slurm_energy.slurm.results import write_node_record
+from slurm_energy.slurm.jobend.results import write_node_record
 from slurm_energy.store import open_store
 
 

@@ -5,7 +5,8 @@ Prolog could not see, and its memory request on a node.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.model import job_state_from_exit_code
 from slurm_energy.slurm.env import JobContext
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from slurm_energy.sampling.sampletable import SampleTable
 
 
-def with_slurm_facts(ctx: JobContext, facts: dict | None) -> JobContext:
+def with_slurm_facts(ctx: JobContext, facts: dict[str, Any] | None) -> JobContext:
     """ctx with slurmctld's facts: its array/het ids win over anything else (a job's environment
     is its user's to set: never its identity); its job name wins over the job's environment's."""
     import dataclasses
@@ -25,7 +26,7 @@ def with_slurm_facts(ctx: JobContext, facts: dict | None) -> JobContext:
     return dataclasses.replace(ctx, **{k: facts[k] for k in keys if facts.get(k)})
 
 
-def slurm_facts(ctx: JobContext, record_error) -> dict | None:
+def slurm_facts(ctx: JobContext, record_error: Callable[[str], None]) -> dict[str, Any] | None:
     """slurmctld's facts about the job (:meth:`~slurm_energy.slurm.clients.facts.SlurmFacts.final_facts`), for the
     detached finalizer. Where they came from text that user text made unreadable (a newline, a key
     twice), what was dropped is said through ``record_error`` and the job's state is asked of
@@ -52,7 +53,7 @@ def slurm_facts(ctx: JobContext, record_error) -> dict | None:
     return facts
 
 
-def slurm_job_state(facts: dict | None, ctx: JobContext, exit_code: str) -> str:
+def slurm_job_state(facts: dict[str, Any] | None, ctx: JobContext, exit_code: str) -> str:
     """The attempt's state: slurmctld's (REQUEUED when the job has been restarted since this attempt),
     else derived from the Epilog's exit code (which reads 0:0 for a cancelled or timed-out job)."""
     from slurm_energy.slurm.clients.scontrol import UNFINISHED
@@ -60,12 +61,12 @@ def slurm_job_state(facts: dict | None, ctx: JobContext, exit_code: str) -> str:
     if facts and facts.get("restarts", 0) > ctx.restart_count:
         return "REQUEUED"  # slurmctld already describes a later attempt
     if facts and facts.get("job_state") and facts["job_state"] not in UNFINISHED:
-        return facts["job_state"]
+        return str(facts["job_state"])
     return job_state_from_exit_code(exit_code)
 
 
-def requested_memory(ctx: JobContext, facts: dict | None, cpus: int | None, node_total: int | None,
-                      errors: list) -> tuple[int | None, str]:
+def requested_memory(ctx: JobContext, facts: dict[str, Any] | None, cpus: int | None, node_total: int | None,
+                      errors: list[str]) -> tuple[int | None, str]:
     """The job's memory request on this node (bytes, how): slurmd's SLURM_MEM_PER_NODE /
     SLURM_MEM_PER_CPU where the Prolog/Epilog environment has them (never the job's own
     environment: its user can export anything there), else slurmctld's
@@ -94,7 +95,7 @@ def requested_memory(ctx: JobContext, facts: dict | None, cpus: int | None, node
     return b, (f"{how} ({src})" if b is not None else how)
 
 
-def _tres_mem_per_node(facts: dict) -> int | None:
+def _tres_mem_per_node(facts: dict[str, Any]) -> int | None:
     """slurmctld's TRES mem= (the whole job's memory) / its node count, bytes; None if absent.
     Raises SlurmFormatError for a value Slurm never writes."""
     from slurm_energy.slurm.clients.formats import parse_memory

@@ -41,7 +41,7 @@ def test_locked_store_queues_after_its_retries(tmp_path, monkeypatch):
     import sqlite3
 
     from slurm_energy.outputs.sinks import QueueingStoreSink
-    from slurm_energy.slurm.spool import spool_dirs
+    from slurm_energy.slurm.attempt import spool_dirs
     from slurm_energy.store import sqlstore
 
     cfg = _cfg(tmp_path)
@@ -87,7 +87,7 @@ def test_nowhere_to_write_results_stores_the_node_view_directly(tmp_path):
 
 
 def test_collect_marks_running_records_of_ended_jobs_partial(tmp_path):
-    from slurm_energy.slurm.collect import finish_running
+    from slurm_energy.slurm.jobend.recover import finish_running
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     for jid in ("820", "821", "822"):
@@ -104,7 +104,7 @@ def test_collect_marks_running_records_of_ended_jobs_partial(tmp_path):
 
 
 def test_stale_temp_files_are_removed_and_fresh_ones_kept(tmp_path):
-    from slurm_energy.slurm.spool import remove_stale_tmp
+    from slurm_energy.slurm.attempt import remove_stale_tmp
 
     d = tmp_path / "jobs" / "5-r0"
     d.mkdir(parents=True)
@@ -118,14 +118,14 @@ def test_stale_temp_files_are_removed_and_fresh_ones_kept(tmp_path):
 
 
 def test_prune_never_removes_a_job_not_yet_stored(tmp_path):
-    from slurm_energy.slurm.collect import prune
-    from slurm_energy.slurm.spool import JobSpool
+    from slurm_energy.slurm.attempt import Attempt
+    from slurm_energy.slurm.jobend.prune import prune
 
     cfg = _cfg(tmp_path)
     st = open_store(cfg.paths.store_url)
     st.put(finished(node_record(job_id="830")))
     for jid in ("830", "831"):  # 830 is stored, 831 is not
-        sp = JobSpool(cfg.paths.spool_dir, jid, 0, "n1").ensure()
+        sp = Attempt(cfg.paths.spool_dir, jid, 0, "n1").ensure()
         Path(sp.context).write_text("{}")
         Path(sp.finalized).write_text("1")
         for f in Path(sp.dir).iterdir():
@@ -149,14 +149,14 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
 
 
 def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_written(tmp_path):
-    from slurm_energy.slurm.collect import finish_leftovers
+    from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.spool import JobSpool
+    from slurm_energy.slurm.jobend.recover import finish_leftovers
 
     cfg = _cfg(tmp_path)
     st = open_store(cfg.paths.store_url)
     st.put(finished(node_record(job_id="840", start=1000.0)))  # the finalizer stored it ...
-    sp = JobSpool(cfg.paths.spool_dir, "840", 0, "n1").ensure()  # ... but its spool was full: no marker
+    sp = Attempt(cfg.paths.spool_dir, "840", 0, "n1").ensure()  # ... but its spool was full: no marker
     Path(sp.context).write_text(JobContext(job_id="840", uid=1001, gid=1001, node="n1", prolog_time=1000.0).to_json())
     lines, _ = finish_leftovers(cfg, [cfg.paths.spool_dir], time.time() + 600, 60.0, store=st,
                                 final_facts=lambda j, r: (True, {"job_state": "COMPLETED"}))
@@ -169,7 +169,7 @@ def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tm
     from fakes.slurm_facts import FakeSlurmFacts
 
     from slurm_energy.slurm.clients.sacct import parse_ended, parse_sacct_json
-    from slurm_energy.slurm.collect import finish_unrecorded
+    from slurm_energy.slurm.jobend.recover import finish_unrecorded
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))

@@ -9,7 +9,7 @@ from store_backends import store, store_url  # noqa: F401  (fixtures)
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.model import Status
 from slurm_energy.reporting.rollup_table import month_bounds
-from slurm_energy.slurm.results import write_node_record
+from slurm_energy.slurm.jobend.results import write_node_record
 from slurm_energy.store import open_store
 
 

@@ -2,8 +2,8 @@
 end: the node's finalizer").
 
 The Epilog (or a sampler that saw no Epilog) leaves the job attempt in the node's queue
-(:func:`slurm_energy.slurm.spool.enqueue_finalize`: ``<spool>/finalize-queue/<node>/<run>``) and
-starts a finalizer only when :func:`~slurm_energy.slurm.spool.needs_runner` says so, so a burst
+(:func:`slurm_energy.slurm.attempt.enqueue_finalize`: ``<spool>/finalize-queue/<node>/<run>``) and
+starts a finalizer only when :func:`~slurm_energy.slurm.attempt.needs_runner` says so, so a burst
 pays the finalizer's start-up (~1 CPU-s of imports) once. No daemon: a runner exits
 :data:`LINGER_S` after its queue emptied. Two flock'ed lock files in the queue directory:
 
@@ -16,7 +16,7 @@ No wake-up is lost: the Epilog writes its entry *before* it looks at the locks, 
 the queue *after* it took the runner's lock; a runner lingering or about to exit while an entry
 arrives either sees it, or is succeeded by the standby, or is seen as gone by that Epilog, which
 then starts one. The spool stays the queue of record: what no entry holds (a job whose own
-finalizer was killed) is finished by the runner's sweep (:func:`slurm_energy.slurm.collect.sweep_node`,
+finalizer was killed) is finished by the runner's sweep (:func:`slurm_energy.slurm.jobend.recover.sweep_node`,
 every :data:`SWEEP_S` and before it exits), the rest by ``slurm-energy collect``.
 """
 
@@ -26,12 +26,16 @@ import json
 import os
 import time
 
-from slurm_energy.slurm.detach import DETACHED_MODULE
-from slurm_energy.slurm.spool import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, entries
+from slurm_energy.slurm.attempt import RUNNER_LOCK, RUNNER_LOG, STANDBY_LOCK, entries
+from slurm_energy.slurm.detach import JOBEND_MODULE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import logging
     from collections.abc import Callable
+
+    from slurm_energy.slurm.attempt import Attempt
+    from slurm_energy.slurm.finalize import MarkerPending
 
 #: Seconds a runner waits for more jobs after its queue emptied (a burst's next job ends within
 #: seconds): a new runner would pay its start-up again. Polled every :data:`POLL_S` (one listdir).
@@ -41,7 +45,7 @@ POLL_S = 0.5
 #: time) is left to ``collect``: one bad job must not stop the node's queue.
 MAX_ATTEMPTS = 3
 #: How often (s) a runner sweeps its node for job attempts whose own finalizer was killed
-#: (:func:`slurm_energy.slurm.collect.sweep_node`; also once before it exits).
+#: (:func:`slurm_energy.slurm.jobend.recover.sweep_node`; also once before it exits).
 SWEEP_S = 30.0
 SWEEP_LOCK = ".sweep.lock"
 #: An entry this old (s) in a queue no runner holds is stranded (:func:`restart_if_stranded`).
@@ -137,12 +141,12 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
     setup_logging(cfg.paths.log_dir, "finalize.log")
     log = logging.getLogger("slurm_energy.finalize")
     try:
-        (start or _start_standby)(["-m", DETACHED_MODULE, "finalize-queue", qdir, node])
+        (start or _start_standby)(["-m", JOBEND_MODULE, "finalize-queue", qdir, node])
     except Exception as e:
         log.warning("finalize-queue %s: no standby started: %s", qdir, e)
     n, idle_since = 0, time.monotonic()
     next_sweep = idle_since  # the first right after the first batch
-    pending: list = []
+    pending: list[tuple[float, MarkerPending]] = []
     taken: set[str] = set()  # entries this process finalized: one it could not remove (a read-only
     while True:              # spool) is not taken again, or the runner would loop on it
         batch = [p for p in entries(qdir) if p not in taken]
@@ -166,14 +170,14 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
             time.sleep(POLL_S)
 
 
-def _sweep(qdir: str, node: str, log) -> None:
-    """:func:`slurm_energy.slurm.collect.sweep_node` for this node, by one of its runners at a time
+def _sweep(qdir: str, node: str, log: logging.Logger) -> None:
+    """:func:`slurm_energy.slurm.jobend.recover.sweep_node` for this node, by one of its runners at a time
     (``.sweep.lock`` in the first spool's queue directory: a runner per spool may work the node),
     its lines logged. Never raises."""
     import fcntl
 
+    from slurm_energy.slurm.attempt import finalize_queue_dir, spool_dirs
     from slurm_energy.slurm.hooks.config_cache import load_config
-    from slurm_energy.slurm.spool import finalize_queue_dir, spool_dirs
 
     t0, cpu0 = time.monotonic(), _cpu_s()
     fd = -1
@@ -190,7 +194,7 @@ def _sweep(qdir: str, node: str, log) -> None:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return  # another runner of this node sweeps now
-        from slurm_energy.slurm.collect import sweep_node
+        from slurm_energy.slurm.jobend.recover import sweep_node
 
         lines = sweep_node(cfg, node, time.time())
         for line in lines:
@@ -213,7 +217,7 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
 
     if not entries(qdir, older_than=now - STRANDED_S) or lock_taken(os.path.join(qdir, RUNNER_LOCK)) is not False:
         return False
-    (start or _start_standby)(["-m", DETACHED_MODULE, "finalize-queue", qdir, node])
+    (start or _start_standby)(["-m", JOBEND_MODULE, "finalize-queue", qdir, node])
     return True
 
 
@@ -224,25 +228,25 @@ def _start_standby(argv: list[str]) -> None:
     spawn(argv, os.path.join(argv[-2], RUNNER_LOG), FALLBACK_LOG_DIR, nice=FINALIZER_NICE)
 
 
-def finalize_entry(path: str, log, pending: list | None = None) -> int:
+def finalize_entry(path: str, log: logging.Logger, pending: list[tuple[float, MarkerPending]] | None = None) -> int:
     """Finalize the job attempt of one queue entry (:func:`slurm_energy.slurm.finalize.finalize_main`,
     then its report as the job's user), then remove the entry. Returns 1 when finalized here, 0 when
     skipped (already finalized, e.g. by ``collect``; gone; given up after :data:`MAX_ATTEMPTS`).
     ``pending``: where a ``finalized`` marker that could not be written goes, as ``(give up at
     (monotonic s), MarkerPending)``, for the caller to retry (:func:`_work`, between jobs)."""
-    from slurm_energy.slurm.spool import JobSpool, write_private
+    from slurm_energy.slurm.attempt import Attempt, SamplerEnd, write_private
 
     try:
         with open(path, encoding="utf-8") as f:
             e = json.load(f)
-        sp = JobSpool.from_dir(e["dir"], e["node"])
+        sp = Attempt.from_dir(e["dir"], e["node"])
     except FileNotFoundError:
         return 0
     except (OSError, ValueError, KeyError, TypeError) as err:
         log.error("finalize-queue: entry %s unreadable (%s): dropped; collect finishes its job", path, err)
         _remove(path)
         return 0
-    if os.path.exists(sp.finalized) or not os.path.isdir(sp.dir):
+    if sp.is_finalized() or not os.path.isdir(sp.dir):
         _remove(path)
         return 0
     attempts = int(e.get("attempts") or 0) + 1
@@ -257,15 +261,16 @@ def finalize_entry(path: str, log, pending: list | None = None) -> int:
     except OSError:
         pass  # a full spool: counted from the next take on
     from slurm_energy.slurm.finalize import MARKER_RETRY_S, finalize_main
+    from slurm_energy.slurm.jobend.finish import AfterSlot
 
     t0, cpu0, sub0 = time.monotonic(), _cpu_s(), _children_s()
-    deferred: list = []
+    after = AfterSlot()
     try:
         finalize_main(e["dir"], e["node"], float(e["t"]), str(e.get("exit_code") or ""),
-                      str(e.get("sampler") or "terminated"), deferred=deferred, logging_ready=True)
-        run_reports(sp, deferred, log)
+                      SamplerEnd.parse(e.get("sampler"), SamplerEnd.TERMINATED), deferred=after, logging_ready=True)
+        run_reports(sp, after.reports, log)
         if pending is not None:  # a marker not written (the spool filled up): retried while the queue is worked
-            pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in deferred if hasattr(j, "retry")]
+            pending += [(time.monotonic() + MARKER_RETRY_S, j) for j in after.markers]
     except Exception:
         log.exception("finalize-queue: %s failed", sp.dir)
     _remove(path)
@@ -282,19 +287,19 @@ _SLOW_WRITERS: dict[int, float] = {}
 SLOW_WRITER_S = 600.0
 
 
-def _job_uid(sp) -> int | None:
-    from slurm_energy.slurm.spool import read_json
+def _job_uid(sp: Attempt) -> int | None:
+    from slurm_energy.slurm.attempt import read_json
 
     uid = read_json(sp.context).get("uid")
     return uid if isinstance(uid, int) else None
 
 
-def run_reports(sp, deferred: list, log) -> None:
+def run_reports(sp: Attempt, deferred: list[Callable[[], object]], log: logging.Logger) -> None:
     """Run the job's deferred report writing (after its record is stored): here, bounded by
     safe_write's timeout; in a forked child, not waited for, when this user's writer hung lately."""
     from slurm_energy.reporting.safe_write import REPORT_TIMEOUT_S
 
-    jobs = [j for j in deferred if not hasattr(j, "retry")]
+    jobs = list(deferred)
     if not jobs:
         return
     uid, now = _job_uid(sp), time.monotonic()

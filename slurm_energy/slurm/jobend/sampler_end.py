@@ -27,19 +27,22 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
+from slurm_energy.slurm.attempt import CLEAN_SAMPLER_ENDS, NOT_STOPPED, Attempt, SamplerEnd
+
 if TYPE_CHECKING:
     from slurm_energy.sampling.sampletable import SampleTable
 
 #: the kind a ``final`` row written before the Epilog gets: the sampler stopped, the job did not
-STOPPED_EARLY = "stopped_early"
+#: (also the sampler's end the record takes then)
+STOPPED_EARLY = SamplerEnd.STOPPED_EARLY.value
 #: the spool file (``<kind>-<node>.json``) with the signal that stopped the sampler
 STOP_FILE = "sampler-stop"
 
 
-def record_stop(spool, signum: int | None) -> None:
+def record_stop(spool: Attempt, signum: int | None) -> None:
     """Leave the signal that stopped the sampler (None: it stopped without one) in the spool.
     Never raises: a spool that cannot take it costs only the signal's name in the record."""
-    from slurm_energy.slurm.spool import write_private
+    from slurm_energy.slurm.attempt import write_private
 
     try:
         write_private(spool.path(STOP_FILE), json.dumps({"t": time.time(), "signal": signum}))
@@ -47,9 +50,9 @@ def record_stop(spool, signum: int | None) -> None:
         pass
 
 
-def signal_name(spool) -> str:
+def signal_name(spool: Attempt) -> str:
     """The name of the signal that stopped the sampler (``SIGTERM``), '' when unknown."""
-    from slurm_energy.slurm.spool import read_json
+    from slurm_energy.slurm.attempt import read_json
 
     n = read_json(spool.path(STOP_FILE)).get("signal")
     try:
@@ -58,7 +61,7 @@ def signal_name(spool) -> str:
         return ""
 
 
-def check_early_stop(rows: SampleTable, epilog_t: float, spool, errors: list[str]) -> bool:
+def check_early_stop(rows: SampleTable, epilog_t: float, spool: Attempt, errors: list[str]) -> bool:
     """Relabel the sampler's ``final`` row :data:`STOPPED_EARLY` (in place) when it was written
     before the Epilog began (``epilog_t``, epoch s) and no ``cgroup_gone`` row precedes it, and add
     the record's error (with the signal from the spool) to ``errors``. Returns whether it did."""
@@ -78,12 +81,12 @@ def check_early_stop(rows: SampleTable, epilog_t: float, spool, errors: list[str
     return False
 
 
-def check_vanished(rows: SampleTable, epilog_t: float, sampler_outcome: str, errors: list[str]) -> bool:
+def check_vanished(rows: SampleTable, epilog_t: float, sampler_outcome: SamplerEnd, errors: list[str]) -> bool:
     """A sampler the Epilog found already gone (``not_running``/``no_pidfile``) without a ``final``
     or ``cgroup_gone`` row was killed (SIGKILL, the OOM killer) or crashed: adds an error saying so
     and how long before the Epilog (``epilog_t``, epoch s) its last row was. Returns whether it did.
     The rows keep their kinds: the stretch after the last row is already the job's unobserved tail."""
-    if sampler_outcome not in ("not_running", "no_pidfile"):
+    if sampler_outcome not in NOT_STOPPED:
         return False
     own = [t for t, k in zip(rows.t, rows.kind) if k not in ("prolog", "epilog")]
     if not own or any(k in ("final", "cgroup_gone", STOPPED_EARLY) for k in rows.kind):
@@ -93,11 +96,6 @@ def check_vanished(rows: SampleTable, epilog_t: float, sampler_outcome: str, err
                   f"sampler log), its last row {gap:.1f} s before the Epilog; the job's CPU time after it is "
                   "charged from Slurm's TotalCPU where known, else estimated (flag tail_*), its memory there is unknown")
     return True
-
-
-#: how a node's sampler may end with its last sample written: stopped by the Epilog (TERM), or by
-#: itself once the job was gone and no Epilog came (``epilog_missing``, slurm.detached)
-CLEAN_SAMPLER_ENDS = ("terminated", "epilog_missing")
 
 
 def until_job_gone(rows: SampleTable) -> SampleTable:
@@ -110,7 +108,7 @@ def until_job_gone(rows: SampleTable) -> SampleTable:
     return rows
 
 
-def measured_to_the_end(rows: SampleTable, sampler_outcome: str, errors: list[str]) -> bool:
+def measured_to_the_end(rows: SampleTable, sampler_outcome: SamplerEnd, errors: list[str]) -> bool:
     """True when the rows cover the job to its end. A sampler the Epilog killed (TERM unanswered for
     1 s) after its ``cgroup_gone`` row lost nothing: that row has the job's last usage and the
     counters at its end, the job's CPU time is carried forward after it (no tail to estimate),
@@ -118,23 +116,23 @@ def measured_to_the_end(rows: SampleTable, sampler_outcome: str, errors: list[st
     end, the job's last stretch is estimated (TotalCPU or ``tail_estimated``): partial."""
     if sampler_outcome in CLEAN_SAMPLER_ENDS:
         return True
-    if sampler_outcome == "killed" and "cgroup_gone" in rows.kind:
+    if sampler_outcome == SamplerEnd.KILLED and "cgroup_gone" in rows.kind:
         errors.append("the killed sampler had seen the job end (its cgroup_gone row: the job's last usage and the "
                       "node's counters at its end): nothing of the job was lost, the node's record is complete")
         return True
     return False
 
 
-def classify_end(rows: SampleTable, epilog_t: float, sampler_outcome: str, spool,
-                 errors: list[str]) -> tuple[SampleTable, str]:
+def classify_end(rows: SampleTable, epilog_t: float, sampler_outcome: SamplerEnd, spool: Attempt,
+                 errors: list[str]) -> tuple[SampleTable, SamplerEnd]:
     """The rows to summarise and the sampler's outcome as the record takes it: after a sampler
     that ended by itself (``epilog_missing``) the rows up to the job's end (:func:`until_job_gone`);
     a ``final`` row written before the Epilog is an early stop (:func:`check_early_stop`, outcome
     ``stopped_early``); a sampler gone without a final row is said so (:func:`check_vanished`).
     ``epilog_t``: the Epilog's start, epoch s. Appends the record's errors to ``errors``."""
-    if sampler_outcome == "epilog_missing":
+    if sampler_outcome == SamplerEnd.EPILOG_MISSING:
         return until_job_gone(rows), sampler_outcome
     if check_early_stop(rows, epilog_t, spool, errors):  # its `final` row is not the job's end
-        return rows, STOPPED_EARLY
+        return rows, SamplerEnd.STOPPED_EARLY
     check_vanished(rows, epilog_t, sampler_outcome, errors)  # killed or crashed: say when
     return rows, sampler_outcome
