@@ -1,12 +1,9 @@
-"""Tests mirror the package (tests/accounting/ for slurm_energy/accounting/, ...); the shared
-helpers (jobrecord_factory, report_records, store_backends, published_runs, fakes/) live here and
-are importable from every sub-directory."""
+"""Tests mirror the package (tests/accounting/ for slurm_energy/accounting/, ...). The shared
+helpers are the packages ``tests.helpers`` (jobrecord_factory, report_records, store_backends,
+published_runs, ...) and ``tests.fakes``; pytest puts the repository root on ``sys.path``
+(``pythonpath`` in pyproject.toml), so every test imports them as ``from tests.helpers... import``."""
 
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 
 import pytest
 
@@ -56,7 +53,7 @@ def outside_slurm(monkeypatch, tmp_path):
 @pytest.fixture
 def home():
     """A directory an ordinary user owns (:func:`ordinary_user.user_dir`), removed afterwards."""
-    import ordinary_user as ou
+    from tests.helpers import ordinary_user as ou
 
     d = ou.user_dir("se-home-")
     yield d

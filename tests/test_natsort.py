@@ -2,8 +2,6 @@
 10, n2 before n10 (Slurm's hostlist order) -- in records, the HTML report and jobenergy -l."""
 
 import pytest
-from fakes.nvml import FakeGpu, install
-from jobrecord_factory import finished, node_record, own_site_config, store_with
 
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.accounting.summary import summarise_node
@@ -12,6 +10,8 @@ from slurm_energy.model import DeviceEnergy
 from slurm_energy.natsort import natural_key
 from slurm_energy.reporting.report import render_html
 from slurm_energy.sampling.readers.nvml import NvmlReader
+from tests.fakes.nvml import FakeGpu, install
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, store_with
 
 T0 = 1_700_000_000.0
 

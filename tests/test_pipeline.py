@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from jobrecord_factory import node_record
 
 from slurm_energy.config import site_config_from_dict
 from slurm_energy.core import JobMeta, Sample, Status
 from slurm_energy.jobmeta import IDENTITY
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
+from tests.helpers.jobrecord_factory import node_record
 
 
 class _Recorder:

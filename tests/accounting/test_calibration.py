@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from jobrecord_factory import device, job_record, own_site_config, store_with
 
 from slurm_energy.accounting.calibration import Spread, check_job, fit, for_gpu, job_fit, predict_range
 from slurm_energy.cli.main import main
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import device, job_record, own_site_config, store_with
 
 A100 = "NVIDIA A100-SXM4-80GB"
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from series_points import counter_series, intervals, mean_power_series, power_series, series_from_readings
 
 from slurm_energy.accounting.integrate import unavailable_series
 from slurm_energy.sampling.readers.base import Reading
+from tests.helpers.series_points import counter_series, intervals, mean_power_series, power_series, series_from_readings
 
 
 def test_counter_plain_deltas():

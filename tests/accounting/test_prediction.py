@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from jobrecord_factory import own_site_config
 
 from slurm_energy.accounting.prediction import (
     DeviceSpec,
@@ -14,6 +13,7 @@ from slurm_energy.accounting.prediction import (
     predict_time_s,
     training_flops,
 )
+from tests.helpers.jobrecord_factory import own_site_config
 
 GPU = DeviceSpec("gpu", count=8, rated_power_w=700.0, power_frac=0.5, flops_per_s=1e15, flops_frac=0.5)
 CPU = DeviceSpec("cpu", count=32, rated_power_w=10.0, power_frac=0.5)

@@ -1,6 +1,6 @@
 """The prediction against published training runs (issue 17): within 15 % of each reported energy.
 
-Inputs and reported energies with their sources: tests/published_runs.py. Hand values:
+Inputs and reported energies with their sources: tests/helpers/published_runs.py. Hand values:
 * FLOPs rows: accelerator-seconds = F / achieved FLOP/s per accelerator (n cancels);
   E = accel-s x W x p x PUE / 3.6e6 kWh.
 * GPU-hours rows: E = GPU-h x W x p x PUE / 1000 kWh.
@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from jobrecord_factory import own_site_config
-from published_runs import RUNS
 
 from slurm_energy.accounting.prediction import DeviceSpec, predict, time_from_gpu_hours
 from slurm_energy.cli.main import main
+from tests.helpers.jobrecord_factory import own_site_config
+from tests.helpers.published_runs import RUNS
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,8 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from series_points import counter_series, intervals, power_series
+
+from tests.helpers.series_points import counter_series, intervals, power_series
 
 
 def oracle_counter(points, max_range_uj, max_power_w=None, range_unreadable=False):

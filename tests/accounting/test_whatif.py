@@ -4,13 +4,13 @@ known minimum. CO2e(s) = sum_h E_facility,h x CI_h (SCI's O = E x I, location-ba
 import os
 
 import pytest
-from jobrecord_factory import device, job_record, run_jobenergy, site_yaml
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.whatif import best_windows, flat_profile, profile, what_if
 from slurm_energy.carbon.hourly import hour_key, write_zone
 from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import device, job_record, run_jobenergy, site_yaml
 
 D0 = 1_796_083_200.0  # 2026-12-01T00:00:00Z
 H = 3600.0
@@ -124,9 +124,8 @@ def test_predict_suggests_start_windows_over_the_imported_forecast(tmp_path, mon
 
 def test_report_shows_the_what_if(home):
     """Written as an ordinary user into their directory (as root, a record of uid 0 gets no report)."""
-    import ordinary_user as ou
-
     from slurm_energy.outputs.report import ReportSink
+    from tests.helpers import ordinary_user as ou
 
     r = job(D0 + 36 * H)
     u = ou.ordinary_user() or ("me", os.getuid(), os.getgid())  # None: the suite runs as that user

@@ -1,4 +1,4 @@
-"""Issue 28, with the real libraries, as an ordinary user (tests/ordinary_user.py): training runs
+"""Issue 28, with the real libraries, as an ordinary user (tests/helpers/ordinary_user.py): training runs
 that end badly (an exception, Ctrl-C, SIGTERM) under the transformers and Lightning callbacks get a
 partial report saying how they ended and leave no samples behind; default labels never collide;
 under ``torch.distributed.run`` with 2 CPU processes (gloo) rank 0 measures both ranks once, and
@@ -15,12 +15,10 @@ import io
 import json
 import os
 import signal
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import ordinary_user as ou
+from tests.helpers import ordinary_user as ou
 
 HAVE_ML = all(importlib.util.find_spec(m) is not None for m in ("torch", "lightning", "transformers"))
 IN_CI = bool(os.environ.get("SLURM_ENERGY_TEST_CLUSTER"))

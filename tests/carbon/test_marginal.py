@@ -5,13 +5,13 @@ uses the average unless attribution.intensity says marginal."""
 import json
 
 import pytest
-from jobrecord_factory import device, job_record
 
 from slurm_energy.carbon.hourly import hour_key, import_hourly_csv
 from slurm_energy.config.schema import SiteConfig
 from slurm_energy.model import Method
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.reporting.footprint import json_block, text_lines
+from tests.helpers.jobrecord_factory import device, job_record
 
 T = 1_796_036_400.0  # 2026-11-30T11:00:00Z
 H = 3600.0

@@ -4,10 +4,10 @@ not exist, a silent catch-all datacenter, a bare carbon_intensity number."""
 import os
 
 import pytest
-from jobrecord_factory import site_yaml
 
 from slurm_energy.cli.main import main
 from slurm_energy.config import ConfigError, load_site_config
+from tests.helpers.jobrecord_factory import site_yaml
 
 
 def _site(tmp_path, text: str) -> str:

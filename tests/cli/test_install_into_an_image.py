@@ -5,9 +5,9 @@ come (the VM's slurm.conf had no Prolog line when install stopped at the mount).
 import os
 
 import pytest
-from jobrecord_factory import site_yaml
 
 from slurm_energy.cli.main import main as se_main
+from tests.helpers.jobrecord_factory import site_yaml
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="install writes the hooks as root")

@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 

@@ -2,13 +2,13 @@
 row order, the State column and sacct's states for -s, what complete(partial-coverage) means."""
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 
 from slurm_energy.cli import jobenergy as je
 from slurm_energy.cli.jobenergy import build_parser
 from slurm_energy.cli.jobenergy_select import job_state, parse_states, state_matches
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 

@@ -3,11 +3,10 @@ wrapped to the terminal; -p/-P and --json keep the full text."""
 
 import json
 
-from jobrecord_factory import device, finished, job_record, own_site_config, store_with
-
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.cli.table import render
 from slurm_energy.model import Method
+from tests.helpers.jobrecord_factory import device, finished, job_record, own_site_config, store_with
 
 T0 = 1_700_000_000.0
 CPU_COVERS = ("rapl:intel-rapl:0 (Xeon 6248); counter; job share by cgroup CPU time / node busy CPU time")

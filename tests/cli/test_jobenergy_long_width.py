@@ -9,10 +9,10 @@ rapl.py), model names as /proc/cpuinfo ``model name`` and NVML ``nvmlDeviceGetNa
 (Intel Xeon Platinum 8480+, NVIDIA H100 80GB HBM3), covers text as accounting/summary.py writes it."""
 
 import pytest
-from jobrecord_factory import device, finished, job_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import Method
+from tests.helpers.jobrecord_factory import device, finished, job_record, own_site_config, store_with
 
 T0 = 1_700_000_000.0
 GPU_UUIDS = ["GPU-3f6c1e2a-7b4d-11ee-9c2a-0242ac120002", "GPU-8d0b5a41-2c9e-4f7a-b1d3-6e2f90c4a715"]

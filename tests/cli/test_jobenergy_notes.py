@@ -2,12 +2,12 @@
 or filter) and flags records left running long after their last update; stdout keeps its shape."""
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy, store_with
 
 from slurm_energy.cli import jobenergy as N
 from slurm_energy.cli import jobenergy as je
 from slurm_energy.jobid import parse_jobids
 from slurm_energy.model import Status
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, run_jobenergy, store_with
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 

@@ -5,10 +5,10 @@ Forms: tests/test_jobid.py (sources: SchedMD/slurm slurmdb_defs.c slurmdb_get_jo
 log_build_step_id_str, sluid.c print_sluid; commit 284c3b95f0)."""
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.jobid import format_sluid
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, store_with
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 

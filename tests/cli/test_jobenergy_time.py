@@ -147,9 +147,8 @@ def test_refused_forms_name_the_field_and_what_to_type(bad, fix):
 
 def test_sacct_man_page_example_selects_the_window(tmp_path, monkeypatch, capsys):
     # sacct.1: "sacct -S2014-07-03-11:40 -E2014-07-03-12:00 -X": jobs running between 11:40 and 12:00
-    from jobrecord_factory import finished, node_record, own_site_config, store_with
-
     from slurm_energy.cli.jobenergy import main
+    from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, store_with
 
     own_site_config(tmp_path, monkeypatch, "cluster_name: c1\ntimezone: UTC\n")
     t = utc(2014, 7, 3, 11, 0)

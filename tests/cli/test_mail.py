@@ -7,10 +7,9 @@ import stat
 import subprocess
 import sys
 
-from jobrecord_factory import finished, node_record, site_yaml
-
 from slurm_energy.slurm.mailprog import is_end_mail, job_id_from
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record, site_yaml
 
 SUBJECT = "Slurm Job_id=55 Name=train Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
 

@@ -8,7 +8,6 @@ import getpass
 from datetime import datetime, timezone
 
 import pytest
-from jobrecord_factory import own_site_config
 
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.carbon.hourly import write_zone
@@ -18,6 +17,7 @@ from slurm_energy.model import JobRecord
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import own_site_config
 
 HEAD = "user|Jobs|Attempts|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh|GPU_idle_kWh"
 

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-import ordinary_user as ou
+from tests.helpers import ordinary_user as ou
 
 RUN = [ou.PY, "-m", "slurm_energy.cli.main", "run", "--interval", "0.1"]
 

@@ -2,11 +2,11 @@
 durations as sacct prints them, rollup jobs apart from attempts, predict naming what to give."""
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.reporting.scale import format_duration
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 
 T0 = 1_706_745_600.0  # 2024-02-01T00:00:00Z
 

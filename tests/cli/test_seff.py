@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import subprocess
 
-from jobrecord_factory import finished, node_record, own_site_config, store_with
-
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import Method
 from slurm_energy.reporting.seff import seff_block
 from slurm_energy.slurm.clients.sacct import allocation, parse_mem
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, store_with
 
 T0 = 1_700_000_000.0
 

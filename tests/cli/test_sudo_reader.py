@@ -5,13 +5,13 @@ SLURM_ENERGY_CONFIG (where she could name herself admin) is ignored, and said so
 import os
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.cli.jobenergy import main as jobenergy
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.config import schema
 from slurm_energy.slurm.hooks import config_cache as hookconfig
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 

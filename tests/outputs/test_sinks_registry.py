@@ -3,12 +3,11 @@ Sink class plus one entry, and every entry point that publishes through ``site_s
 
 from __future__ import annotations
 
-from jobrecord_factory import finished, node_record
-
 from slurm_energy.config import SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.outputs import sinks
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 
 class Seen:

@@ -9,7 +9,6 @@ job 8 (label 'bert'): the same job again: the two together 2.2 kWh IT, 1320 g; f
 """
 
 import pytest
-from jobrecord_factory import device, job_record, own_site_config
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.api import Result
@@ -17,6 +16,7 @@ from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import CarbonFacts, Method, WindowEnergy
 from slurm_energy.reporting.cite import CiteError, citation, methods_latex, model_card_yaml, render
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import device, job_record, own_site_config
 
 T0 = 1_796_034_000.0  # 2026-11-30
 

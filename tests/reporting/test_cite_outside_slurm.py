@@ -6,12 +6,12 @@ The laptop run by hand: CPU 7.2e4 J = 0.02 kWh and RAM 3.6e3 J = 0.001 kWh, both
 IT 0.021 kWh x default PUE 1.58 = 0.03318 kWh facility x default CI 475 g/kWh = 15.76 gCO2e."""
 
 import pytest
-from jobrecord_factory import device, job_record
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.config.overrides import GIVEN_DATACENTER
 from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.reporting.cite import citation, model_card_data, render
+from tests.helpers.jobrecord_factory import device, job_record
 
 T0 = 1_796_034_000.0  # 2026-11-30
 

@@ -11,12 +11,12 @@ import stat
 import tempfile
 
 import pytest
-from report_records import ELAPSED, T0, sample_record
 
 from slurm_energy.model import NodeSummary
 from slurm_energy.reporting import report
 from slurm_energy.reporting.plot import downsample, power_svg
 from slurm_energy.reporting.report import class_rows, render_csv, render_html, write_reports
+from tests.helpers.report_records import ELAPSED, T0, sample_record
 
 
 def _csv_rows(text: str) -> dict[str, dict[str, str]]:

@@ -12,7 +12,6 @@ import os
 import re
 
 import pytest
-from report_records import sample_record, tdp_cpu_record
 
 from slurm_energy.devices.info import collect_static
 from slurm_energy.model import DeviceEnergy, Method
@@ -20,6 +19,7 @@ from slurm_energy.reporting import explain
 from slurm_energy.reporting.report import ReportWriteError, class_rows, render_csv, render_html, write_reports
 from slurm_energy.reporting.safe_write import SafeWriteError
 from slurm_energy.sampling.readers.tdp import CpuTdpReader, RamModelReader
+from tests.helpers.report_records import sample_record, tdp_cpu_record
 
 J_PER_KWH = 3.6e6
 

@@ -7,12 +7,12 @@ import json
 import re
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, store_with
-from rollup_oracle import rollup
 
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.model import Method
 from slurm_energy.reporting.rollup_table import month_bounds
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, store_with
+from tests.helpers.rollup_oracle import rollup
 
 T0, T1 = month_bounds("2024-02")
 

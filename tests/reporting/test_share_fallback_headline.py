@@ -4,9 +4,8 @@ is said in the report's headline, beside the totals, not only in the per-device 
 import html
 import re
 
-from jobrecord_factory import device, finished, job_record
-
 from slurm_energy.reporting.report import render_html
+from tests.helpers.jobrecord_factory import device, finished, job_record
 
 
 def _headline(page):

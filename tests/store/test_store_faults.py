@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, store_with
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 from slurm_energy.cli.jobenergy_format import FIELDS, long_rows, report_code
 from slurm_energy.errors import StoreDbError
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, store_with
+from tests.helpers.store_backends import store, store_url  # noqa: F401  (fixtures)
 
 
 def _no_data(job_id: str, start: float = 1000.0):

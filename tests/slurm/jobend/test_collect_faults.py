@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.config import Paths, SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from slurm_energy.store.queue import drain
+from tests.helpers.jobrecord_factory import finished, node_record
 
 
 def _cfg(tmp: Path, store_url: str = "", results_dir: str = "") -> SiteConfig:
