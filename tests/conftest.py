@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from tests.helpers.site_files import SiteConfigFiles
+
 
 @pytest.fixture(autouse=True)
 def _not_through_sudo(monkeypatch):
@@ -34,6 +36,14 @@ def _marks_root_of_the_suite(monkeypatch, tmp_path_factory):
     /run/slurm-energy-marks (slurm_energy.sampling.marks.MARKS_ROOT): what one test leaves there
     changes what the next one's Prolog does (its sweep), and the host's dir is not the suite's."""
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(tmp_path_factory.getbasetemp() / "marks-root"))
+
+
+@pytest.fixture
+def site_config(tmp_path, monkeypatch) -> SiteConfigFiles:
+    """The one way a test writes a site config: ``site_config(pue=1.5, location={"country": "FR"})``
+    writes ``tmp_path/site.yaml``, loads it through the real loader and returns the SiteConfig;
+    ``site_config.write(...)`` returns the file's path only (tests/helpers/site_files.py)."""
+    return SiteConfigFiles(tmp_path, monkeypatch)
 
 
 @pytest.fixture

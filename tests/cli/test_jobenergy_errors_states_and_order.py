@@ -8,7 +8,7 @@ from slurm_energy.cli.jobenergy import build_parser
 from slurm_energy.cli.jobenergy_select import job_state, parse_states, state_matches
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
-from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
+from tests.helpers.jobrecord_factory import finished, node_record, run_jobenergy
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -17,8 +17,9 @@ run = run_jobenergy
 
 
 @pytest.fixture
-def site(tmp_path, monkeypatch):
-    return own_site_config(tmp_path, monkeypatch)
+def site(site_config):
+    """$SLURM_ENERGY_CONFIG at a site.yaml of ``cluster_name: c1`` alone (no store: each test names its own)."""
+    return site_config.write(bare=True, cluster_name="c1")
 
 
 @pytest.fixture

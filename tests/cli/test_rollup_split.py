@@ -12,12 +12,10 @@ import pytest
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.carbon.hourly import write_zone
 from slurm_energy.cli.main import main as se_main
-from slurm_energy.config import load_site_config
 from slurm_energy.model import JobRecord
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import open_store
-from tests.helpers.jobrecord_factory import own_site_config
 
 HEAD = "user|Jobs|Attempts|Unmeasured|IT_kWh|Facility_kWh|kgCO2e|Measured_IT_kWh|Estimated_IT_kWh|GPU_idle_kWh"
 
@@ -26,10 +24,9 @@ def _t(s: str) -> float:
     return datetime.fromisoformat(s).replace(tzinfo=timezone.utc).timestamp()
 
 
-def _site(tmp_path, monkeypatch, tz: str, extra: str = ""):
-    own_site_config(tmp_path, monkeypatch, f"cluster_name: c1\npue: 1.2\noffline: true\ntimezone: {tz}\n"
-                    f"admins: [{getpass.getuser()}]\n{extra}")
-    return load_site_config()
+def _site(site_config, tz: str, **more):
+    """Cluster c1, PUE 1.2, offline, months in time zone ``tz``, this user an admin (rollups are theirs)."""
+    return site_config(cluster_name="c1", pue=1.2, offline=True, timezone=tz, admins=[getpass.getuser()], **more)
 
 
 def _stored_job(tmp_path, site, start: float, end: float, watts: float = 100.0, job_id: str = "1") -> str:
@@ -63,8 +60,8 @@ def _rollup(url: str, month: str, capsys) -> list[list[str]]:
     return [r[:2] + r[3:] for r in rows]  # without Attempts: the columns below as before
 
 
-def test_job_across_month_end_utc_is_charged_half_to_each_month(tmp_path, monkeypatch, capsys):
-    site = _site(tmp_path, monkeypatch, "UTC")
+def test_job_across_month_end_utc_is_charged_half_to_each_month(tmp_path, site_config, capsys):
+    site = _site(site_config, "UTC")
     # 2026-10-31 23:00Z .. 2026-11-01 01:00Z at 100 W: 100 W x 7200 s = 720000 J = 0.2 kWh IT;
     # 1 h in October (0.1 kWh), 1 h in November (0.1 kWh)
     url = _stored_job(tmp_path, site, _t("2026-10-31T23:00:00"), _t("2026-11-01T01:00:00"))
@@ -83,8 +80,8 @@ def test_job_across_month_end_utc_is_charged_half_to_each_month(tmp_path, monkey
     assert _rollup(url, "2026-09", capsys) == []  # not counted in a month it never ran in
 
 
-def test_site_time_zone_moves_the_month_boundary(tmp_path, monkeypatch, capsys):
-    site = _site(tmp_path, monkeypatch, "Europe/Berlin")
+def test_site_time_zone_moves_the_month_boundary(tmp_path, site_config, capsys):
+    site = _site(site_config, "Europe/Berlin")
     # Berlin (CET, UTC+1) starts November at 2026-10-31 23:00Z: the whole job is November's
     assert month_bounds("2026-11", "Europe/Berlin")[0] == _t("2026-10-31T23:00:00")
     url = _stored_job(tmp_path, site, _t("2026-10-31T23:00:00"), _t("2026-11-01T01:00:00"))
@@ -98,8 +95,8 @@ def test_site_time_zone_moves_the_month_boundary(tmp_path, monkeypatch, capsys):
         "# rollup 2026-11, time zone Europe/Berlin (2026-10-31T23:00Z .. 2026-11-30T23:00Z)")
 
 
-def test_job_across_dst_change_counts_its_real_hours(tmp_path, monkeypatch, capsys):
-    site = _site(tmp_path, monkeypatch, "Europe/Berlin")
+def test_job_across_dst_change_counts_its_real_hours(tmp_path, site_config, capsys):
+    site = _site(site_config, "Europe/Berlin")
     # Berlin October 2026: 2026-09-30 22:00Z (CEST) .. 2026-10-31 23:00Z (CET): 31 days + 1 h
     t0, t1 = month_bounds("2026-10", "Europe/Berlin")
     assert (t0, t1 - t0) == (_t("2026-09-30T22:00:00"), 31 * 86400 + 3600)
@@ -111,11 +108,11 @@ def test_job_across_dst_change_counts_its_real_hours(tmp_path, monkeypatch, caps
     assert _rollup(url, "2026-11", capsys) == []
 
 
-def test_hourly_intensity_splits_co2e_by_each_months_hours(tmp_path, monkeypatch, capsys):
+def test_hourly_intensity_splits_co2e_by_each_months_hours(tmp_path, site_config, capsys):
     ci_dir = tmp_path / "ci"
     # October's last hour 100 g/kWh, November's first hour 300 g/kWh (imported for zone FR)
     write_zone(str(ci_dir), "FR", {"2026-10-31T23:00:00Z": 100.0, "2026-11-01T00:00:00Z": 300.0})
-    site = _site(tmp_path, monkeypatch, "UTC", f"location: {{country: FR}}\npaths: {{hourly_ci_dir: {ci_dir}}}\n")
+    site = _site(site_config, "UTC", location={"country": "FR"}, paths={"hourly_ci_dir": str(ci_dir)})
     url = _stored_job(tmp_path, site, _t("2026-10-31T23:00:00"), _t("2026-11-01T01:00:00"))
     [rec] = open_store(url).get_job("1")
     assert rec.carbon.hourly is True
