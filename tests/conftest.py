@@ -47,15 +47,13 @@ def site_config(tmp_path, monkeypatch) -> SiteConfigFiles:
 
 
 @pytest.fixture
-def outside_slurm(monkeypatch, tmp_path):
+def outside_slurm(monkeypatch, tmp_path, site_config):
     """A process outside any Slurm job, torchrun or ``slurm-energy run``, offline, with a site.yaml
     of its own in ``tmp_path`` (no RAPL: the TDP estimate); returns ``tmp_path``."""
     for var in ("SLURM_JOB_ID", "LOCAL_RANK", "SLURM_LOCALID", "SLURM_ENERGY_MARKS_DIR", "TORCHELASTIC_RUN_ID",
                 "SLURM_ENERGY_RUN_MARKS"):
         monkeypatch.delenv(var, raising=False)
-    site = tmp_path / "site.yaml"
-    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    site_config.write(bare=True, cluster_name="t", hardware={"rapl_root": f"{tmp_path}/no-powercap"})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
     return tmp_path
 

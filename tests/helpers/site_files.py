@@ -12,6 +12,8 @@ Every file carries ``cluster_name: t`` and a ``paths:`` section keeping the node
 this machine's /run/slurm-energy, which a node finalizer's sweep drains) unless the overrides say
 otherwise: ``paths=`` entries are merged into those, and a value of None leaves a key out
 (``cluster_name=None``; ``paths={"log_dir": None}``); ``bare=True`` writes the overrides alone.
+``text=`` writes that YAML text as it is, for a test of the text itself (duplicate keys, an empty
+file, a YAML syntax error).
 $SLURM_ENERGY_CONFIG points at the file (never this machine's /etc/slurm-energy/site.yaml) and
 $SLURM_ENERGY_STORE is unset.
 """
@@ -43,7 +45,9 @@ class SiteConfigFiles:
         return {"cluster_name": "t",
                 "paths": {"spool_dir": f"{t}/spool", "spool_fallback_dir": f"{t}/spool2", "log_dir": f"{t}/log"}}
 
-    def write(self, *, bare: bool = False, name: str = "site.yaml", **overrides: Any) -> Path:
+    def write(self, *, bare: bool = False, name: str = "site.yaml", text: str | None = None, **overrides: Any) -> Path:
+        if text is not None and (bare or overrides):
+            raise TypeError("site_config.write: text= is the whole file; give no overrides with it")
         data = {} if bare else self.defaults()
         for key, value in overrides.items():
             if isinstance(value, dict) and isinstance(data.get(key), dict):
@@ -52,12 +56,13 @@ class SiteConfigFiles:
                 data[key] = value
         path = self.tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(_without_none(data), sort_keys=False))
+        path.write_text(text if text is not None else yaml.safe_dump(_without_none(data), sort_keys=False))
         self._monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(path))
         self._monkeypatch.delenv("SLURM_ENERGY_STORE", raising=False)
         return path
 
-    def __call__(self, *, bare: bool = False, name: str = "site.yaml", **overrides: Any) -> SiteConfig:
+    def __call__(self, *, bare: bool = False, name: str = "site.yaml", text: str | None = None,
+                 **overrides: Any) -> SiteConfig:
         from slurm_energy.config import load_site_config  # the package on first use, not at collection
 
-        return load_site_config(self.write(bare=bare, name=name, **overrides))
+        return load_site_config(self.write(bare=bare, name=name, text=text, **overrides))
