@@ -1,4 +1,4 @@
-"""Readers run through sudo (docs/STORE.md: a root-only store offered with a sudoers line) act for
+"""cli/sudo_caller.py: readers run through sudo (docs/STORE.md: a root-only store offered with a sudoers line) act for
 the caller named by SUDO_UID/SUDO_USER, with the system site config's admins; the caller's own
 SLURM_ENERGY_CONFIG (where she could name herself admin) is ignored, and said so."""
 

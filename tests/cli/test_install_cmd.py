@@ -1,4 +1,4 @@
-"""``slurm-energy install`` into an image (a chroot without /proc, as the cgroup v2 VM's image is
+"""cli/install_cmd.py: ``slurm-energy install`` into an image (a chroot without /proc, as the cgroup v2 VM's image is
 built): the marks tmpfs cannot be mounted there, and the hooks and slurm.conf's lines must still
 come (the VM's slurm.conf had no Prolog line when install stopped at the mount)."""
 
