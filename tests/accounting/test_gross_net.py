@@ -95,10 +95,9 @@ def test_store_v4_to_v5_backfills_alpha_and_gross(store_url):
     st.close()
 
 
-def test_jobenergy_table_shows_net_only_where_alpha_is_not_1(tmp_path, monkeypatch, capsys):
-    from tests.helpers.jobrecord_factory import own_site_config
+def test_jobenergy_table_shows_net_only_where_alpha_is_not_1(tmp_path, site_config, monkeypatch, capsys):
 
-    own_site_config(tmp_path, monkeypatch)
+    site_config.write(bare=True, cluster_name="c1")
     url = f"sqlite:///{tmp_path}/spool/jobs.db"
     st = open_store(url)
     st.put(rec(alpha=1.0, job_id="1"))

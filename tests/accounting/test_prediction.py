@@ -17,7 +17,6 @@ from slurm_energy.accounting.prediction import (
     training_flops,
 )
 from slurm_energy.cli.main import main
-from tests.helpers.jobrecord_factory import own_site_config
 from tests.helpers.published_runs import RUNS
 
 GPU = DeviceSpec("gpu", count=8, rated_power_w=700.0, power_frac=0.5, flops_per_s=1e15, flops_frac=0.5)
@@ -26,9 +25,9 @@ RAM = DeviceSpec("ram", count=100, rated_power_w=0.3725, power_frac=1.0)
 
 
 @pytest.fixture(autouse=True)
-def _own_site_config(tmp_path, monkeypatch):
+def _own_site_config(site_config):
     """Never read this machine's /etc/slurm-energy/site.yaml: a minimal one of our own."""
-    own_site_config(tmp_path, monkeypatch)
+    site_config.write(bare=True, cluster_name="c1")
 
 
 def test_training_flops_kaplan():

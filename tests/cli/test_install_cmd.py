@@ -7,12 +7,11 @@ import os
 import pytest
 
 from slurm_energy.cli.main import main as se_main
-from tests.helpers.jobrecord_factory import site_yaml
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="install writes the hooks as root")
-def test_a_marks_tmpfs_that_cannot_be_mounted_warns_and_the_hooks_and_lines_still_come(tmp_path, capsys):
-    site = site_yaml(tmp_path)
+def test_a_marks_tmpfs_that_cannot_be_mounted_warns_and_the_hooks_and_lines_still_come(tmp_path, site_config, capsys):
+    site = site_config.write()
     units = tmp_path / "units"
     units.mkdir()
     rc = se_main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(site),

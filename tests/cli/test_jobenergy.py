@@ -12,14 +12,14 @@ from slurm_energy.cli.jobenergy import build_parser, main
 from slurm_energy.cli.jobenergy_select import job_state, parse_states, state_matches
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
-from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
+from tests.helpers.jobrecord_factory import finished, node_record, run_jobenergy
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")
     u = f"sqlite:///{tmp_path}/spool/jobs.db"
     s = open_store(u)
     # job 100: 1 node, cpu 3.6e6 J (1 kWh), ram 3.6e5 J (0.1 kWh), 1 h

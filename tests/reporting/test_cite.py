@@ -17,7 +17,7 @@ from slurm_energy.config.overrides import GIVEN_DATACENTER
 from slurm_energy.model import CarbonFacts, Method, WindowEnergy
 from slurm_energy.reporting.cite import CiteError, citation, methods_latex, model_card_data, model_card_yaml, render
 from slurm_energy.store import open_store
-from tests.helpers.jobrecord_factory import device, job_record, own_site_config
+from tests.helpers.jobrecord_factory import device, job_record
 
 T0 = 1_796_034_000.0  # 2026-11-30
 
@@ -82,8 +82,8 @@ def test_result_cite():
         Result(final=False, source="unavailable", note="see jobenergy 9").cite()
 
 
-def test_jobenergy_cite_jobs_label_and_phase(tmp_path, monkeypatch, capsys):
-    own_site_config(tmp_path, monkeypatch)
+def test_jobenergy_cite_jobs_label_and_phase(tmp_path, site_config, monkeypatch, capsys):
+    site_config.write(bare=True, cluster_name="c1")
     url = f"sqlite:///{tmp_path}/jobs.db"
     s = open_store(url)
     for k in ("7", "8"):

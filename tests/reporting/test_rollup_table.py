@@ -18,7 +18,7 @@ from slurm_energy.model import JobRecord, Method
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import open_store
-from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, store_with
+from tests.helpers.jobrecord_factory import finished, node_record, store_with
 from tests.helpers.rollup_oracle import rollup
 
 T0, T1 = month_bounds("2024-02")
@@ -44,8 +44,8 @@ def test_rollup_splits_measured_and_estimated():
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch, "cluster_name: c1\noffline: true\n")
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1", offline=True)
     return store_with(tmp_path, *_recs())
 
 
