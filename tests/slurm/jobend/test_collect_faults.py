@@ -166,10 +166,9 @@ def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_writte
 
 
 def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tmp_path):
-    from fakes.slurm_facts import FakeSlurmFacts
-
     from slurm_energy.slurm.clients.sacct import parse_ended, parse_sacct_json
     from slurm_energy.slurm.jobend.recover import finish_unrecorded
+    from tests.fakes.slurm_facts import FakeSlurmFacts
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
