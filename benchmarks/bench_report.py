@@ -12,11 +12,11 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-
-from report_records import sample_record
+# the checkout's test helpers (tests.helpers), after PYTHONPATH and the installed package
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from slurm_energy.reporting.report import render_csv, render_html
+from tests.helpers.report_records import sample_record
 
 
 def _long(days: float, interval_s: float = 5.0):

@@ -52,8 +52,8 @@ print(1000 * (time.process_time() - t0))
 
 
 def _fake_rapl(tmp: str, tree: str) -> str:
-    sys.path.insert(0, os.path.join(tree, "tests"))
-    from fakes.powercap import Zone, build_tree
+    sys.path.insert(0, tree)  # its tests.fakes
+    from tests.fakes.powercap import Zone, build_tree
 
     return build_tree(tmp, [Zone("intel-rapl:0", "package-0", energy_uj=1_000, max_power_uw={0: 205_000_000}),
                             Zone("intel-rapl:0:0", "dram", energy_uj=10),

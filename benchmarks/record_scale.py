@@ -3,7 +3,7 @@ a baseline commit's code side by side in the same run.
 
 Synthetic node files as large as real ones, made by the product's own pipeline: the sample file of a
 ``--hours`` job sampled every 5 s on a node with 2 RAPL packages, their 2 DRAM zones and 8 NVIDIA
-GPUs (``tests/samplefile_rows.node_rows``: the rows the real readers write, written by the real
+GPUs (``tests/helpers/samplefile_rows.node_rows``: the rows the real readers write, written by the real
 SampleWriter), summarised by ``pipeline.measure_node`` into a node record (4 such nodes, different
 seeds; a job of N nodes cycles through them under N node names). Then, for each N and each tree
 (this checkout and ``--baseline``, a git worktree of that commit made for the run), each step in its
@@ -56,10 +56,9 @@ def _node(k: int) -> str:
 
 def w_samples(a) -> dict:
     """Sample files (new format, real SampleWriter) and the static inventory of TEMPLATES nodes."""
-    sys.path.insert(0, os.path.join(REPO, "tests"))
-    from samplefile_rows import node_rows
-
+    sys.path.append(REPO)  # this checkout's tests.helpers; the tree under test stays first for slurm_energy
     from slurm_energy.sampling.samplefile import SampleWriter
+    from tests.helpers.samplefile_rows import node_rows
 
     n = int(a.hours * 3600 / INTERVAL_S) + 1
     for s in range(TEMPLATES):

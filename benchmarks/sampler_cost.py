@@ -20,16 +20,16 @@ import time
 import psutil
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-
-from fakes.nvml import FakeGpu, install
-from fakes.powercap import Zone, build_tree, set_energy
+# the checkout's test fakes (tests.fakes), after PYTHONPATH and the installed package
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from slurm_energy.core import JobUsage
 from slurm_energy.sampling.readers.nvml import NvmlReader
 from slurm_energy.sampling.readers.rapl import RaplReader
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.sampling.sampler import Sampler
+from tests.fakes.nvml import FakeGpu, install
+from tests.fakes.powercap import Zone, build_tree, set_energy
 
 
 class _Probe:

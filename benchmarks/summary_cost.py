@@ -32,15 +32,15 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-
-from samplefile_rows import legacy_write, node_rows
+# the checkout's test helpers (tests.helpers), after PYTHONPATH and the installed package
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from slurm_energy.accounting.running import RunningSummary
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import DeviceStatic, JobMeta
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node
 from slurm_energy.sampling.samplefile import SampleWriter, read_sample_table
+from tests.helpers.samplefile_rows import legacy_write, node_rows
 
 INTERVAL_S = 5.0
 

@@ -20,12 +20,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from jobrecord_factory import device, job_record  # noqa: E402
+sys.path.insert(0, str(ROOT))  # the checkout: slurm_energy and tests.helpers
 
 from slurm_energy.model import CarbonFacts, Method, WindowEnergy  # noqa: E402
 from slurm_energy.reporting.report import render_html  # noqa: E402
+from tests.helpers.jobrecord_factory import device, job_record  # noqa: E402
 
 T0 = 1_764_000_000.0  # 2025-11-24 16:00 UTC
 SPAN = 7200.0

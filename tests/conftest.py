@@ -1,14 +1,13 @@
-"""Tests mirror the package (tests/accounting/ for slurm_energy/accounting/, ...); the shared
-helpers (jobrecord_factory, report_records, store_backends, published_runs, fakes/) live here and
-are importable from every sub-directory."""
+"""Tests mirror the package (tests/accounting/ for slurm_energy/accounting/, ...). The shared
+helpers are the packages ``tests.helpers`` (jobrecord_factory, report_records, store_backends,
+published_runs, ...) and ``tests.fakes``; pytest puts the repository root on ``sys.path``
+(``pythonpath`` in pyproject.toml), so every test imports them as ``from tests.helpers... import``."""
 
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 
 import pytest
+
+from tests.helpers.site_files import SiteConfigFiles
 
 
 @pytest.fixture(autouse=True)
@@ -40,15 +39,21 @@ def _marks_root_of_the_suite(monkeypatch, tmp_path_factory):
 
 
 @pytest.fixture
-def outside_slurm(monkeypatch, tmp_path):
+def site_config(tmp_path, monkeypatch) -> SiteConfigFiles:
+    """The one way a test writes a site config: ``site_config(pue=1.5, location={"country": "FR"})``
+    writes ``tmp_path/site.yaml``, loads it through the real loader and returns the SiteConfig;
+    ``site_config.write(...)`` returns the file's path only (tests/helpers/site_files.py)."""
+    return SiteConfigFiles(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def outside_slurm(monkeypatch, tmp_path, site_config):
     """A process outside any Slurm job, torchrun or ``slurm-energy run``, offline, with a site.yaml
     of its own in ``tmp_path`` (no RAPL: the TDP estimate); returns ``tmp_path``."""
     for var in ("SLURM_JOB_ID", "LOCAL_RANK", "SLURM_LOCALID", "SLURM_ENERGY_MARKS_DIR", "TORCHELASTIC_RUN_ID",
                 "SLURM_ENERGY_RUN_MARKS"):
         monkeypatch.delenv(var, raising=False)
-    site = tmp_path / "site.yaml"
-    site.write_text(f"cluster_name: t\nhardware:\n  rapl_root: {tmp_path}/no-powercap\n")
-    monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(site))
+    site_config.write(bare=True, cluster_name="t", hardware={"rapl_root": f"{tmp_path}/no-powercap"})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
     return tmp_path
 
@@ -56,7 +61,7 @@ def outside_slurm(monkeypatch, tmp_path):
 @pytest.fixture
 def home():
     """A directory an ordinary user owns (:func:`ordinary_user.user_dir`), removed afterwards."""
-    import ordinary_user as ou
+    from tests.helpers import ordinary_user as ou
 
     d = ou.user_dir("se-home-")
     yield d

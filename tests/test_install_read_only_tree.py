@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 
-import ordinary_user as ou
+from tests.helpers import ordinary_user as ou
 
 SKIP = shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".cluster", "*.pyc", ".mypy_cache",
                               ".ruff_cache", ".pytest_cache")

@@ -1,7 +1,7 @@
 import pytest
-from jobrecord_factory import node_record
 
 from slurm_energy.jobid import JobSpec, display_id, matches, parse_jobid, parse_jobids, split_reused
+from tests.helpers.jobrecord_factory import node_record
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 10, n2 before n10 (Slurm's hostlist order) -- in records, the HTML report and jobenergy -l."""
 
 import pytest
-from fakes.nvml import FakeGpu, install
-from jobrecord_factory import finished, node_record, own_site_config, store_with
 
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.accounting.summary import summarise_node
@@ -12,6 +10,8 @@ from slurm_energy.model import DeviceEnergy
 from slurm_energy.natsort import natural_key
 from slurm_energy.reporting.report import render_html
 from slurm_energy.sampling.readers.nvml import NvmlReader
+from tests.fakes.nvml import FakeGpu, install
+from tests.helpers.jobrecord_factory import finished, node_record, store_with
 
 T0 = 1_700_000_000.0
 
@@ -69,7 +69,7 @@ def test_merge_orders_nodes_and_devices_numerically():
     assert [d.device_id for d in m.nodes[0].devices] == ["intel-rapl:2", "intel-rapl:10"]
 
 
-def test_report_and_jobenergy_long_in_numeric_order(tmp_path, monkeypatch, capsys):
+def test_report_and_jobenergy_long_in_numeric_order(tmp_path, site_config, monkeypatch, capsys):
     recs = _two_node_record()
     rec = recs[0].model_copy(update={"nodes": recs[0].nodes + recs[1].nodes})  # stored in string order
     html = render_html(finished(rec))
@@ -77,7 +77,7 @@ def test_report_and_jobenergy_long_in_numeric_order(tmp_path, monkeypatch, capsy
     assert i[0] < i[1]
     j = [html.index(z) for z in ("intel-rapl:2<", "intel-rapl:10<")]
     assert j[0] < j[1]
-    own_site_config(tmp_path, monkeypatch)
+    site_config.write(bare=True, cluster_name="c1")
     u = store_with(tmp_path, finished(rec))
     assert main(["--store", u, "-l", "-P", "-n", "7"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from jobrecord_factory import node_record
 
-from slurm_energy.config import site_config_from_dict
 from slurm_energy.core import JobMeta, Sample, Status
 from slurm_energy.jobmeta import IDENTITY
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
+from tests.helpers.jobrecord_factory import node_record
 
 
 class _Recorder:
@@ -23,14 +22,15 @@ class _Recorder:
         return [] if self.ok else [f"{self.name} not written: disk full"]
 
 
-def _site(**extra):
-    return site_config_from_dict({"pue": 1.5, "location": {"country": "FR"}, **extra})
+@pytest.fixture
+def site(site_config):
+    """PUE 1.5 in France (the carbon intensity from the country's table)."""
+    return site_config(pue=1.5, location={"country": "FR"})
 
 
-def test_finalise_job_merges_two_nodes_and_applies_pue_once():
+def test_finalise_job_merges_two_nodes_and_applies_pue_once(site):
     a = node_record(job_id="7", node="n1", expected=("n1", "n2"), cpu_j=3.6e6, ram_j=None)
     b = node_record(job_id="7", node="n2", expected=("n1", "n2"), cpu_j=7.2e6, ram_j=None)
-    site = _site()
     job = finalise_job([a, b], site)
     # IT = 3.6e6 J + 7.2e6 J = 1.08e7 J = 3 kWh; facility = 3 kWh x PUE 1.5 = 4.5 kWh
     assert [n.node for n in job.nodes] == ["n1", "n2"]
@@ -38,19 +38,19 @@ def test_finalise_job_merges_two_nodes_and_applies_pue_once():
     assert job.carbon.pue == 1.5 and job.status == Status.COMPLETE
 
 
-def test_a_node_that_never_reported_makes_the_job_partial_but_an_interim_view_does_not():
+def test_a_node_that_never_reported_makes_the_job_partial_but_an_interim_view_does_not(site):
     rec = node_record(job_id="8", node="n1", expected=("n1", "n2"), status=Status.RUNNING)
-    job = finalise_job([rec], _site())
+    job = finalise_job([rec], site)
     # 3.6e6 J cpu + 3.6e5 J ram = 3.96e6 J = 1.1 kWh measured on n1; n2 missing
     assert job.it_kwh == pytest.approx(1.1) and job.status == Status.PARTIAL
     assert "node n2 never reported" in job.errors and not job.coverage_complete
-    interim = finalise_job([rec], _site(), merge=False)
+    interim = finalise_job([rec], site, merge=False)
     assert interim.status == Status.RUNNING and interim.errors == [] and interim.it_kwh == pytest.approx(1.1)
 
 
-def test_finalise_job_needs_a_record():
+def test_finalise_job_needs_a_record(site):
     with pytest.raises(ValueError, match="no node records"):
-        finalise_job([], _site())
+        finalise_job([], site)
 
 
 def test_publish_records_a_failed_sink_and_republishes_to_the_store():
@@ -70,7 +70,7 @@ def test_publish_does_not_republish_to_sinks_that_do_not_keep_errors():
     assert len(a.seen) == 1
 
 
-def test_measure_node_from_rows_gives_one_node_record_with_the_jobs_meta():
+def test_measure_node_from_rows_gives_one_node_record_with_the_jobs_meta(site):
     # two rows 10 s apart: RAPL package counter 1_000_000 uJ -> 51_000_000 uJ = 50 J over 10 s;
     # the job used 4 of the node's 8 busy CPU-seconds -> share 0.5 -> 25 J
     rows = [
@@ -84,7 +84,7 @@ def test_measure_node_from_rows_gives_one_node_record_with_the_jobs_meta():
     meta = JobMeta(job_id="11", cluster="c", user="alice", uid=1000, gid=1000, partition="p", restart_count=2)
     obs = NodeObservation("n1", [Sample.from_dict(r) for r in rows], {"devices": [], "host": "n1"}, 100.0, 110.0,
                           cpus_alloc=4)
-    rec = measure_node(obs, meta, _site(), exit_code="0:0", job_state="COMPLETED")
+    rec = measure_node(obs, meta, site, exit_code="0:0", job_state="COMPLETED")
     (ns,) = rec.nodes
     (cpu,) = ns.devices
     assert cpu.device_energy_j == pytest.approx(50.0) and cpu.energy_j == pytest.approx(25.0)
@@ -93,7 +93,7 @@ def test_measure_node_from_rows_gives_one_node_record_with_the_jobs_meta():
     assert ns.static == {"host": "n1", "devices": []}
 
 
-def test_grace_cpu_meter_rows_give_a_measured_cpu_labelled_with_what_it_covers():
+def test_grace_cpu_meter_rows_give_a_measured_cpu_labelled_with_what_it_covers(site):
     # a Grace socket meter (hwmon power_integration) 150 W -> 170 W over 10 s: (150 + 170) / 2 x 10 =
     # 1600 J for the socket; the job used 4 of the node's 8 busy CPU-seconds -> share 0.5 -> 800 J
     def row(t, kind, w, cpu_s, busy):
@@ -108,7 +108,7 @@ def test_grace_cpu_meter_rows_give_a_measured_cpu_labelled_with_what_it_covers()
                                               "covers": "Grace socket: CPU and SoC rails, LPDDR5X memory, regulator loss"}}]}
     meta = JobMeta(job_id="12", cluster="c", user="alice", uid=1000, gid=1000, partition="p")
     obs = NodeObservation("gh1", [Sample.from_dict(r) for r in rows], static, 100.0, 110.0, cpus_alloc=4)
-    (ns,) = measure_node(obs, meta, _site()).nodes
+    (ns,) = measure_node(obs, meta, site).nodes
     (cpu,) = ns.devices
     assert cpu.method == "power_integration"
     assert cpu.device_energy_j == pytest.approx(1600.0) and cpu.energy_j == pytest.approx(800.0)

@@ -1,10 +1,9 @@
 """The one run rule (slurm_energy.jobmeta.same_run): which run of a job a record, a stored row, a
 spool's context or an sacct line belongs to."""
 
-from jobrecord_factory import node_record
-
 from slurm_energy.accounting.merge import same_run as same_run_records
 from slurm_energy.jobmeta import RunKey, same_run
+from tests.helpers.jobrecord_factory import node_record
 
 
 def test_slurms_identity_decides_where_both_sides_know_it():

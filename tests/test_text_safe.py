@@ -1,10 +1,9 @@
 """Non-UTF-8 text a user controls is stored shown as \\xNN, its bytes kept (issue 22)."""
 
-from jobrecord_factory import node_record
-
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.core import one_line, shown_text
 from slurm_energy.model import JobRecord, text_safe
+from tests.helpers.jobrecord_factory import node_record
 
 
 def test_a_record_with_undecodable_bytes_is_storable_and_its_bytes_come_back():

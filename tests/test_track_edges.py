@@ -2,7 +2,7 @@
 SIGTERM, an uncaught exception with no ``stop()``); ``result()`` from the first second, a short
 repr and an HTML one; no report overwritten unasked; a read-only working directory; carbon facts
 as arguments. Scripts that a researcher would run are run as an ordinary user
-(tests/ordinary_user.py)."""
+(tests/helpers/ordinary_user.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import signal
 import time
 import warnings
 
-import ordinary_user as ou
 import pytest
 
 from slurm_energy import track
 from slurm_energy.carbon.tables import lookup_country
+from tests.helpers import ordinary_user as ou
 
 
 def _busy(s):

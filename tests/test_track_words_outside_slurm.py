@@ -8,11 +8,10 @@ import html
 import re
 import time
 
-from jobrecord_factory import device, finished, job_record
-
 from slurm_energy import track
 from slurm_energy.api import Result
 from slurm_energy.model import Method
+from tests.helpers.jobrecord_factory import device, finished, job_record
 
 
 def _text(page):

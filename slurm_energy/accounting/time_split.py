@@ -13,7 +13,7 @@ job) it is the energy share. Either way the shares of consecutive windows coveri
 the record's own totals, so months add up to the stored job.
 
 The store applies this rule in SQL to its summary rows (:mod:`slurm_energy.store.rollup`);
-``tests/rollup_oracle.py`` applies it to whole records, the reference the SQL is checked against.
+``tests/helpers/rollup_oracle.py`` applies it to whole records, the reference the SQL is checked against.
 Here: the job's hourly IT energy (:func:`hourly_it_j`), which the record's hourly CO2e and the
 store's ``job_hours`` rows are made of.
 """

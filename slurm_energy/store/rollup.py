@@ -1,6 +1,6 @@
 """A month's rollup computed by the database: one SQL aggregate over job_records and job_hours.
 
-The rule of :mod:`slurm_energy.accounting.time_split` (``tests/rollup_oracle.py`` applies it to
+The rule of :mod:`slurm_energy.accounting.time_split` (``tests/helpers/rollup_oracle.py`` applies it to
 whole records and checks the results): the final attempts that ran in [t0, t1) (``start < t1
 AND end > t0``, a zero-length one where it started), each charged ``f`` x its totals, where ``f`` is
 the share of its hourly IT energy used inside the window (an hour the window cuts is split by the

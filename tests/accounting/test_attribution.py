@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from series_points import counter_series, intervals
 
 from slurm_energy.accounting.attribution import (
     POLICIES,
@@ -14,6 +13,7 @@ from slurm_energy.accounting.attribution import (
 )
 from slurm_energy.accounting.formulas import class_energy_j
 from slurm_energy.accounting.integrate import floats
+from tests.helpers.series_points import counter_series, intervals
 
 
 def cpu_share(job, node):

@@ -16,20 +16,20 @@ from __future__ import annotations
 import json
 
 import pytest
-from jobrecord_factory import device, job_record, own_site_config, store_with
 
 from slurm_energy.accounting.calibration import Spread, check_job, fit, for_gpu, job_fit, predict_range
 from slurm_energy.cli.main import main
 from slurm_energy.model import JobRecord, Method
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import device, job_record, store_with
 
 A100 = "NVIDIA A100-SXM4-80GB"
 
 
 @pytest.fixture(autouse=True)
-def _own_site_config(tmp_path, monkeypatch):
+def _own_site_config(site_config):
     """Never read this machine's /etc/slurm-energy/site.yaml: a minimal one of our own."""
-    own_site_config(tmp_path, monkeypatch)
+    site_config.write(bare=True, cluster_name="c1")
 
 
 def rec(job_id, n_gpus, elapsed, gpu_j, cpu_j=None, ram_j=None, tags=None, model=A100, method=Method.COUNTER):

@@ -2,7 +2,6 @@
 tariff's currency; per job and per account in the rollup."""
 
 import pytest
-from jobrecord_factory import device, job_record
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.carbon.hourly import hour_key
@@ -12,6 +11,7 @@ from slurm_energy.errors import HourlyDataError
 from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.store import open_store
 from slurm_energy.store.rollup import month_rollup
+from tests.helpers.jobrecord_factory import device, job_record
 
 T = 1_796_036_400.0  # 2026-11-30T11:00:00Z
 H = 3600.0

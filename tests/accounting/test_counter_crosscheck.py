@@ -10,14 +10,14 @@ runaway one (above the 400 W limit x 1.1 + 5 W) is charged by power integration 
 """
 
 import pytest
-from fakes.nvml import FakeGpu, install
-from series_points import counter_series, cross_check_counter
 
 from slurm_energy.accounting.integrate import cross_check_tolerance_j
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.core import Flag
 from slurm_energy.model import Method
 from slurm_energy.sampling.readers.nvml import NvmlReader
+from tests.fakes.nvml import FakeGpu, install
+from tests.helpers.series_points import counter_series, cross_check_counter
 
 UUID = "GPU-aaaaaaaa-0000-0000-0000-0000000000c1"
 T0 = 1_796_034_000.0
@@ -153,13 +153,12 @@ def test_missing_power_keeps_counter(monkeypatch):
 def test_amdsmi_counter_stuck_while_socket_power_reads_300_w(tmp_path):
     # the same rule on AMD SMI (amdgpu's hwmon has no energy file: tests/fakes/drm.py): the MI300X's
     # accumulator sticks while current_socket_power reads 300 W: 300 W x 10 s = 3000 J by power
-    from fakes.amdsmi import FakeAmdSmi
-    from fakes.amdsmi import FakeGpu as SmiGpu
-    from fakes.drm import MI300X_HWMON, FakeSysfs
-
     from slurm_energy.devices.gpus_drm import resolve_drm_gpus
     from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader
     from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
+    from tests.fakes.amdsmi import FakeAmdSmi
+    from tests.fakes.amdsmi import FakeGpu as SmiGpu
+    from tests.fakes.drm import MI300X_HWMON, FakeSysfs
 
     fs = FakeSysfs(tmp_path / "sys")
     fs.gpu("0000:c1:00.0", "1002:74a1", "amdgpu", card=1, render=128, hwmon=dict(MI300X_HWMON))

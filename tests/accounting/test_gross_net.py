@@ -7,14 +7,14 @@ not lower the score) and the GHG Protocol Scope 2 (location-based beside market-
 import json
 
 import pytest
-from jobrecord_factory import device, job_record, run_jobenergy
-from store_backends import store_url  # noqa: F401  (fixture)
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.model import CarbonFacts, JobRecord, Method
 from slurm_energy.outputs.prometheus import entry_from_record, render
 from slurm_energy.store import open_store, schema
 from slurm_energy.store.db import connect
+from tests.helpers.jobrecord_factory import device, job_record, run_jobenergy
+from tests.helpers.store_backends import store_url  # noqa: F401  (fixture)
 
 T = 1_796_036_400.0  # 2026-11-30T11:00:00Z, on the hour
 H = 3600.0
@@ -95,10 +95,9 @@ def test_store_v4_to_v5_backfills_alpha_and_gross(store_url):
     st.close()
 
 
-def test_jobenergy_table_shows_net_only_where_alpha_is_not_1(tmp_path, monkeypatch, capsys):
-    from jobrecord_factory import own_site_config
+def test_jobenergy_table_shows_net_only_where_alpha_is_not_1(tmp_path, site_config, monkeypatch, capsys):
 
-    own_site_config(tmp_path, monkeypatch)
+    site_config.write(bare=True, cluster_name="c1")
     url = f"sqlite:///{tmp_path}/spool/jobs.db"
     st = open_store(url)
     st.put(rec(alpha=1.0, job_id="1"))

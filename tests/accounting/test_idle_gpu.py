@@ -141,9 +141,8 @@ def test_through_the_nvml_reader_on_fake_nvml_counter_gpu(monkeypatch):
     """The real NvmlReader on a fake NVML A100 (enforced limit 400 W -> bound 100 W): 30 s at 60 W and
     0 %, then 30 s at 300 W and 90 %, read every 5 s; its energy counter advances at the power drawn.
     Idle: the 6 intervals 0-30 s, 60 W x 5 s = 300 J each = 1800 J (5.0e-4 kWh), method counter."""
-    from fakes.nvml import FakeGpu, install
-
     from slurm_energy.sampling.readers.nvml import NvmlReader
+    from tests.fakes.nvml import FakeGpu, install
 
     uuid = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
     g = FakeGpu(uuid, 0, energy_mj=0, power_mw=60_000, limit_mw=400_000, util_gpu=0)

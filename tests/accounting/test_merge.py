@@ -3,11 +3,11 @@ import stat
 import threading
 
 import pytest
-from jobrecord_factory import node_record, try_merge
 
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.model import Status
 from slurm_energy.slurm.jobend.results import node_record_path, write_node_record
+from tests.helpers.jobrecord_factory import node_record, try_merge
 
 
 def _energy(rec, node, cls):

@@ -4,13 +4,13 @@ one, they give the whole file's summary (to float rounding), labels included."""
 import os
 
 import pytest
-from samplefile_rows import legacy_write, node_rows, static_inventory
 
 from slurm_energy.accounting.running import RunningSummary
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.core import DeviceStatic, Status
 from slurm_energy.model import Method
 from slurm_energy.sampling.samplefile import SampleWriter, read_sample_table
+from tests.helpers.samplefile_rows import legacy_write, node_rows, static_inventory
 
 STATICS = [DeviceStatic(**d) for d in static_inventory()["devices"]]
 

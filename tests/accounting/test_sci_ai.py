@@ -2,7 +2,6 @@
 (offsets excluded), R = 10^18 FLOP, a training token, a model parameter, from the job's tags."""
 
 import pytest
-from jobrecord_factory import device, job_record
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.sci import record_scores
@@ -11,6 +10,7 @@ from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.reporting.cite import citation, methods_text
 from slurm_energy.reporting.footprint import json_block
 from slurm_energy.reporting.report import render_html
+from tests.helpers.jobrecord_factory import device, job_record
 
 T = 1_796_036_400.0
 H = 3600.0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from jobrecord_factory import device, job_record
 
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.accounting.trace import (
@@ -16,6 +15,7 @@ from slurm_energy.accounting.trace import (
     job_trace,
 )
 from slurm_energy.model import JobRecord, NodeSummary
+from tests.helpers.jobrecord_factory import device, job_record
 
 NAN = np.nan
 

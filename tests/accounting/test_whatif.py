@@ -4,13 +4,13 @@ known minimum. CO2e(s) = sum_h E_facility,h x CI_h (SCI's O = E x I, location-ba
 import os
 
 import pytest
-from jobrecord_factory import device, job_record, run_jobenergy, site_yaml
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.whatif import best_windows, flat_profile, profile, what_if
 from slurm_energy.carbon.hourly import hour_key, write_zone
 from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import device, job_record, run_jobenergy
 
 D0 = 1_796_083_200.0  # 2026-12-01T00:00:00Z
 H = 3600.0
@@ -76,10 +76,9 @@ def test_predict_windows_for_a_job_not_yet_run():
     assert top[1] == (D0 + 9 * H, pytest.approx(0.35))
 
 
-def test_jobenergy_what_if(tmp_path, monkeypatch, capsys):
-    site_yaml(tmp_path, "location: {country: FR}\n",
-              paths={"store_url": f"sqlite:///{tmp_path}/jobs.db", "hourly_ci_dir": f"{tmp_path}/ci"},
-              monkeypatch=monkeypatch)
+def test_jobenergy_what_if(tmp_path, site_config, monkeypatch, capsys):
+    site_config.write(location={"country": "FR"},
+                      paths={"store_url": f"sqlite:///{tmp_path}/jobs.db", "hourly_ci_dir": f"{tmp_path}/ci"})
     write_zone(str(tmp_path / "ci"), "FR", series(low={10: 50.0, 11: 50.0}))
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     st.put(job(D0 + 36 * H))
@@ -90,11 +89,10 @@ def test_jobenergy_what_if(tmp_path, monkeypatch, capsys):
     assert "best start 2026-12-01T10:00:00 UTC: 0.1 kgCO2e" in out and "saving: 0.5 kgCO2e, 83 %" in out
 
 
-def test_jobenergy_what_if_without_data_names_the_zone_to_import(tmp_path, monkeypatch, capsys):
+def test_jobenergy_what_if_without_data_names_the_zone_to_import(tmp_path, site_config, monkeypatch, capsys):
     """A fresh tester could not tell which Z to import: the error names the job's zone(s)."""
-    site_yaml(tmp_path, "location: {country: FR}\n",
-              paths={"store_url": f"sqlite:///{tmp_path}/jobs.db", "hourly_ci_dir": f"{tmp_path}/ci"},
-              monkeypatch=monkeypatch)
+    site_config.write(location={"country": "FR"},
+                      paths={"store_url": f"sqlite:///{tmp_path}/jobs.db", "hourly_ci_dir": f"{tmp_path}/ci"})
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     st.put(job(D0 + 36 * H))
     st.close()
@@ -103,12 +101,12 @@ def test_jobenergy_what_if_without_data_names_the_zone_to_import(tmp_path, monke
     assert "no hourly intensity imported for its zone (FR): run slurm-energy ci-import FILE --zone ZONE" in err
 
 
-def test_predict_suggests_start_windows_over_the_imported_forecast(tmp_path, monkeypatch, capsys):
+def test_predict_suggests_start_windows_over_the_imported_forecast(tmp_path, site_config, monkeypatch, capsys):
     import json
 
     from slurm_energy.cli.main import main
 
-    site_yaml(tmp_path, "location: {country: FR}\n", paths={"hourly_ci_dir": f"{tmp_path}/ci"}, monkeypatch=monkeypatch)
+    site_config.write(location={"country": "FR"}, paths={"hourly_ci_dir": f"{tmp_path}/ci"})
     write_zone(str(tmp_path / "ci"), "FR", series(low={10: 50.0, 11: 50.0}))
     # 1 GPU at 1000 W x power fraction 1 for 1e15 FLOP/s x 0.5: 7.2e18 FLOP -> 14400 s = 4 h, 4 kWh IT, PUE 1
     rc = main(["predict", "--flops", "7.2e18", "--gpu-flops", "1e15", "--gpu-watts", "1000", "--n-gpus", "1",
@@ -124,9 +122,8 @@ def test_predict_suggests_start_windows_over_the_imported_forecast(tmp_path, mon
 
 def test_report_shows_the_what_if(home):
     """Written as an ordinary user into their directory (as root, a record of uid 0 gets no report)."""
-    import ordinary_user as ou
-
     from slurm_energy.outputs.report import ReportSink
+    from tests.helpers import ordinary_user as ou
 
     r = job(D0 + 36 * H)
     u = ou.ordinary_user() or ("me", os.getuid(), os.getgid())  # None: the suite runs as that user

@@ -2,12 +2,12 @@
 BoaviztAPI factors (slurm_energy/carbon/data/embodied.csv) and a site's overrides."""
 
 import pytest
-from jobrecord_factory import device, job_record
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.carbon.embodied import bundled_factors, embodied_kg, find_factor
 from slurm_energy.config.schema import SiteConfig
 from slurm_energy.model import CarbonFacts, Method
+from tests.helpers.jobrecord_factory import device, job_record
 
 T = 1_796_036_400.0
 H = 3600.0

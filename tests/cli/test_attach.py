@@ -8,9 +8,9 @@ import time
 
 import pynvml
 import pytest
-from fakes.nvml import FakeGpu, install
 
 from slurm_energy.cli.run_cmds import cmd_attach
+from tests.fakes.nvml import FakeGpu, install
 
 T_START = time.time()
 

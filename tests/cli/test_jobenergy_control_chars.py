@@ -3,11 +3,11 @@ an ANSI escape sequence or a carriage return is shown escaped, never passed to t
 terminal or let forge a row (issue 22, kind 1: text shown safely)."""
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.cli.table import render, render_with_notes
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 HOSTILE = "ok\n4242|alice|COMPLETED\x1b[2J\x1b]0;pwned\x07\rx"
 SHOWN = r"ok\n4242|alice|COMPLETED\x1b[2J\x1b]0;pwned\x07\rx"  # repr-style escapes, one line

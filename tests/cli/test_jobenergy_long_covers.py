@@ -3,11 +3,10 @@ wrapped to the terminal; -p/-P and --json keep the full text."""
 
 import json
 
-from jobrecord_factory import device, finished, job_record, own_site_config, store_with
-
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.cli.table import render
 from slurm_energy.model import Method
+from tests.helpers.jobrecord_factory import device, finished, job_record, store_with
 
 T0 = 1_700_000_000.0
 CPU_COVERS = ("rapl:intel-rapl:0 (Xeon 6248); counter; job share by cgroup CPU time / node busy CPU time")
@@ -33,15 +32,15 @@ def test_render_parsable_ignores_wrap():
     assert render([["1", "a b c"]], ["ID", "Covers"], parsable="P", wrap_to=5) == "ID|Covers\n1|a b c"
 
 
-def _url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def _url(tmp_path, site_config):
+    site_config.write(bare=True, cluster_name="c1")
     cpu = device("cpu", 3.6e6, method=Method.COUNTER, device_id="rapl:intel-rapl:0", model="Xeon 6248",
                  covers=CPU_COVERS, flags=["wrap"])
     return store_with(tmp_path, finished(job_record("5", [cpu], start=T0, end=T0 + 3600)))
 
 
-def test_long_aligned_note_is_short_and_wrapped(tmp_path, monkeypatch, capsys):
-    url = _url(tmp_path, monkeypatch)
+def test_long_aligned_note_is_short_and_wrapped(tmp_path, site_config, monkeypatch, capsys):
+    url = _url(tmp_path, site_config)
     monkeypatch.setenv("COLUMNS", "60")
     assert main(["--store", url, "-l", "5"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -56,8 +55,8 @@ def test_long_aligned_note_is_short_and_wrapped(tmp_path, monkeypatch, capsys):
                                                    "node busy CPU time [wrap]")
 
 
-def test_long_with_format_picks_long_fields(tmp_path, monkeypatch, capsys):
-    url = _url(tmp_path, monkeypatch)
+def test_long_with_format_picks_long_fields(tmp_path, site_config, monkeypatch, capsys):
+    url = _url(tmp_path, site_config)
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["--store", url, "-l", "-P", "-o", "jobid,DeviceID,covers", "5"]) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -73,8 +72,8 @@ def test_long_with_format_picks_long_fields(tmp_path, monkeypatch, capsys):
     assert "--format with --long: unknown field 'CPU_kWh'; valid fields: JobID, Node, Class" in capsys.readouterr().err
 
 
-def test_long_parsable_and_json_keep_the_full_covers(tmp_path, monkeypatch, capsys):
-    url = _url(tmp_path, monkeypatch)
+def test_long_parsable_and_json_keep_the_full_covers(tmp_path, site_config, monkeypatch, capsys):
+    url = _url(tmp_path, site_config)
     monkeypatch.setenv("COLUMNS", "60")
     assert main(["--store", url, "-l", "-P", "-n", "5"]) == 0
     assert capsys.readouterr().out.strip().split("|")[-1] == CPU_COVERS + " [wrap]"

@@ -9,10 +9,10 @@ rapl.py), model names as /proc/cpuinfo ``model name`` and NVML ``nvmlDeviceGetNa
 (Intel Xeon Platinum 8480+, NVIDIA H100 80GB HBM3), covers text as accounting/summary.py writes it."""
 
 import pytest
-from jobrecord_factory import device, finished, job_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import Method
+from tests.helpers.jobrecord_factory import device, finished, job_record, store_with
 
 T0 = 1_700_000_000.0
 GPU_UUIDS = ["GPU-3f6c1e2a-7b4d-11ee-9c2a-0242ac120002", "GPU-8d0b5a41-2c9e-4f7a-b1d3-6e2f90c4a715"]
@@ -44,8 +44,8 @@ def _node(node: str, attempt: int, start: float, end: float):
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)  # no pue, no location: the default PUE and CI rows show
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")  # no pue, no location: the default PUE and CI rows show
     recs = []
     for attempt, (s, e) in enumerate([(T0, T0 + 3600), (T0 + 4000, T0 + 90_000)]):
         a = _node("gpu-n0123", attempt, s, e)

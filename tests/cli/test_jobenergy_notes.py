@@ -2,12 +2,12 @@
 or filter) and flags records left running long after their last update; stdout keeps its shape."""
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy, store_with
 
 from slurm_energy.cli import jobenergy as N
 from slurm_energy.cli import jobenergy as je
 from slurm_energy.jobid import parse_jobids
 from slurm_energy.model import Status
+from tests.helpers.jobrecord_factory import finished, node_record, run_jobenergy, store_with
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -16,8 +16,8 @@ run = run_jobenergy
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch, "cluster_name: c1\nsampling:\n  interim_s: 30\n")
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1", sampling={"interim_s": 30})
     return store_with(tmp_path,
                       finished(node_record(job_id="100", start=T0, end=T0 + 3600, user="alice", exit_code="0:0")),
                       finished(node_record(job_id="7", start=T0, end=T0 + 600, status=Status.RUNNING)))

@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.cli.jobenergy import EXIT_BROKEN_PIPE
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 N_JOBS = 1600
 

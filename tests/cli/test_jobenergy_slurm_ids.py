@@ -5,10 +5,10 @@ Forms: tests/test_jobid.py (sources: SchedMD/slurm slurmdb_defs.c slurmdb_get_jo
 log_build_step_id_str, sluid.c print_sluid; commit 284c3b95f0)."""
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.jobid import format_sluid
+from tests.helpers.jobrecord_factory import finished, node_record, store_with
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -22,8 +22,8 @@ A0, A1 = _sluid_at(T0 - 30, 0), _sluid_at(T0 + 570, 0)  # made at submission and
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")
     return store_with(
         tmp_path,
         finished(node_record(job_id="300", start=T0, end=T0 + 500, restart_count=0, sluid=A0)),

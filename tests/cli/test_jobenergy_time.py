@@ -145,13 +145,12 @@ def test_refused_forms_name_the_field_and_what_to_type(bad, fix):
     assert "YYYY-MM-DD[THH:MM[:SS]]" in msg and "now[{+|-}count[seconds|minutes|hours|days|weeks]]" in msg
 
 
-def test_sacct_man_page_example_selects_the_window(tmp_path, monkeypatch, capsys):
+def test_sacct_man_page_example_selects_the_window(tmp_path, site_config, monkeypatch, capsys):
     # sacct.1: "sacct -S2014-07-03-11:40 -E2014-07-03-12:00 -X": jobs running between 11:40 and 12:00
-    from jobrecord_factory import finished, node_record, own_site_config, store_with
-
     from slurm_energy.cli.jobenergy import main
+    from tests.helpers.jobrecord_factory import finished, node_record, store_with
 
-    own_site_config(tmp_path, monkeypatch, "cluster_name: c1\ntimezone: UTC\n")
+    site_config.write(bare=True, cluster_name="c1", timezone="UTC")
     t = utc(2014, 7, 3, 11, 0)
     url = store_with(tmp_path,
                      finished(node_record(job_id="2", start=t, end=t + 3541)),  # 11:00-11:59:01

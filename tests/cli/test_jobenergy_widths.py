@@ -5,11 +5,11 @@ value, %-N left-justifies); -p/-P/--json keep the full text."""
 import json
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, store_with
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.cli.table import render
+from tests.helpers.jobrecord_factory import finished, node_record, store_with
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 LONG = ("/home/alice/run not written as alice: [Errno 13] Permission denied: '/home/alice/run/energy-1.html'; "
@@ -17,8 +17,8 @@ LONG = ("/home/alice/run not written as alice: [Errno 13] Permission denied: '/h
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")
     return store_with(tmp_path,
                       finished(node_record(job_id="1", start=T0, end=T0 + 60, report_error=LONG)),
                       finished(node_record(job_id="2", start=T0, end=T0 + 60)))

@@ -7,21 +7,20 @@ import stat
 import subprocess
 import sys
 
-from jobrecord_factory import finished, node_record, site_yaml
-
 from slurm_energy.slurm.mailprog import is_end_mail, job_id_from
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 SUBJECT = "Slurm Job_id=55 Name=train Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
 
 
-def _site(tmp_path, program: str) -> dict:
-    site_yaml(tmp_path, f"outputs:\n  mail:\n    program: {program}\n    wait_s: 0\n", cluster="c1",
-              paths={"store_url": f"sqlite:///{tmp_path}/j.db"})
+def _mail_env(site_config, tmp_path, program: str) -> dict:
+    site = site_config.write(cluster_name="c1", paths={"store_url": f"sqlite:///{tmp_path}/j.db"},
+                             outputs={"mail": {"program": program, "wait_s": 0}})
     st = open_store(f"sqlite:///{tmp_path}/j.db")
     st.put(finished(node_record(job_id="55", exit_code="0:0", job_state="COMPLETED")))
     st.close()
-    return dict(os.environ, SLURM_ENERGY_CONFIG=str(tmp_path / "site.yaml"), SLURM_JOB_ID="55",
+    return dict(os.environ, SLURM_ENERGY_CONFIG=str(site), SLURM_JOB_ID="55",
                 SLURM_JOB_MAIL_TYPE="Ended", PATH="/usr/bin:/bin")
 
 
@@ -31,12 +30,12 @@ def _wrapper(env, tmp_path, *argv):
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-def test_block_added_and_real_program_called_with_slurms_arguments(tmp_path):
+def test_block_added_and_real_program_called_with_slurms_arguments(tmp_path, site_config):
     # a recording stand-in for /usr/bin/mail (no MTA here): argv to args.txt, stdin to body.txt
     prog = tmp_path / "mail"
     prog.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path}/args.txt\ncat > {tmp_path}/body.txt\n")
     prog.chmod(0o755)
-    r = _wrapper(_site(tmp_path, str(prog)), tmp_path, "-s", SUBJECT, "alice")
+    r = _wrapper(_mail_env(site_config, tmp_path, str(prog)), tmp_path, "-s", SUBJECT, "alice")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "args.txt").read_text().splitlines() == ["-s", SUBJECT, "alice"]
     body = (tmp_path / "body.txt").read_text()
@@ -45,8 +44,8 @@ def test_block_added_and_real_program_called_with_slurms_arguments(tmp_path):
     assert "Energy (IT, job's share): 1.1 kWh" in body and "CO2e: 660 g" in body
 
 
-def test_missing_mail_program_is_logged_and_noted_never_an_error(tmp_path):
-    env = _site(tmp_path, str(tmp_path / "no-such-mail"))
+def test_missing_mail_program_is_logged_and_noted_never_an_error(tmp_path, site_config):
+    env = _mail_env(site_config, tmp_path, str(tmp_path / "no-such-mail"))
     r = _wrapper(env, tmp_path, "-s", SUBJECT, "alice")
     assert r.returncode == 0
     log = (tmp_path / "log" / "mail.log").read_text()

@@ -13,10 +13,10 @@ import sys
 import tempfile
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.slurm.hooks import config_cache as H
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 
 def _load(site: str) -> None:

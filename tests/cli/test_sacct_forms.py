@@ -2,18 +2,18 @@
 durations as sacct prints them, rollup jobs apart from attempts, predict naming what to give."""
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, run_jobenergy
 
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.reporting.scale import format_duration
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record, run_jobenergy
 
 T0 = 1_706_745_600.0  # 2024-02-01T00:00:00Z
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")
     u = f"sqlite:///{tmp_path}/jobs.db"
     s = open_store(u)
     # array 400 (--array=1,2,10): tasks 1 and 2 split off as raw ids 401 and 402; task 10 started last

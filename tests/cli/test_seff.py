@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import subprocess
 
-from jobrecord_factory import finished, node_record, own_site_config, store_with
-
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import Method
 from slurm_energy.reporting.seff import seff_block
 from slurm_energy.slurm.clients.sacct import allocation, parse_mem
+from tests.helpers.jobrecord_factory import finished, node_record, store_with
 
 T0 = 1_700_000_000.0
 
@@ -67,8 +66,8 @@ def test_allocation_from_sacct_output_and_missing_sacct(tmp_path):
     assert allocation("7", sacct=str(tmp_path / "none")) == ({}, f"{tmp_path / 'none'} not found")
 
 
-def test_jobenergy_seff_prints_the_block(tmp_path, capsys, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def test_jobenergy_seff_prints_the_block(tmp_path, site_config, capsys, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")
     url = store_with(tmp_path, rec())
     monkeypatch.setattr("slurm_energy.slurm.clients.sacct.SACCT", str(tmp_path / "no-sacct"))
     assert main(["--store", url, "--seff", "55"]) == 0
@@ -100,8 +99,8 @@ def test_allocation_failure_is_one_line_with_the_fix():
     assert allocation("7", run=empty) == ({}, "sacct knows no job 7")
 
 
-def test_jobenergy_seff_with_failing_sacct_says_so_once_and_shows_the_record(tmp_path, capsys, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def test_jobenergy_seff_with_failing_sacct_says_so_once_and_shows_the_record(tmp_path, site_config, capsys, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")
     url = store_with(tmp_path, rec())
     sacct = tmp_path / "sacct"
     sacct.write_text(SACCT_DOWN)

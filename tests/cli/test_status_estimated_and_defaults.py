@@ -6,7 +6,6 @@ import csv
 import io
 
 import pytest
-from jobrecord_factory import device, finished, job_record, node_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.cli.jobenergy_format import caveat_rows
@@ -14,6 +13,7 @@ from slurm_energy.core import status_text
 from slurm_energy.model import Method, Status
 from slurm_energy.reporting.monthly import top_jobs
 from slurm_energy.reporting.report import render_csv, render_html
+from tests.helpers.jobrecord_factory import device, finished, job_record, node_record, store_with
 
 T0 = 1_700_000_000.0
 C, T, U, P = Method.COUNTER, Method.TDP_ESTIMATE, Method.UNAVAILABLE, Method.POWER_INTEGRATION
@@ -49,8 +49,8 @@ def _defaults(rec):
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")
     return store_with(tmp_path,
                       finished(node_record(job_id="1", start=T0, end=T0 + 3600)),  # cpu + ram: TDP model only
                       _measured_cpu("2"),

@@ -12,10 +12,9 @@ from slurm_energy.devices.rated import cpu_tdp, gpu_rated
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _write(tmp_path, text):
-    p = tmp_path / "site.yaml"
-    p.write_text(textwrap.dedent(text))
-    return p
+def _write(site_config, text):
+    """tmp_path/site.yaml of ``text`` (dedented) as it is: the loader's input under test."""
+    return site_config.write(text=textwrap.dedent(text))
 
 
 def test_documented_example_loads_and_resolves_partitions():
@@ -52,8 +51,8 @@ def test_no_file_gives_documented_defaults_and_says_so(monkeypatch, tmp_path):
     assert sorted(f.defaults_used) == ["alpha", "ci", "pue"]
 
 
-def test_env_var_is_used(monkeypatch, tmp_path):
-    p = _write(tmp_path, "cluster_name: envcl\n")
+def test_env_var_is_used(monkeypatch, tmp_path, site_config):
+    p = _write(site_config, "cluster_name: envcl\n")
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(p))
     assert load_site_config().cluster_name == "envcl"
 
@@ -86,13 +85,13 @@ def test_errors_name_field_value_and_fix(data, path, value, fix):
     assert path in msg and value in msg and fix in msg
 
 
-def test_bad_yaml_and_missing_file(tmp_path):
-    p = _write(tmp_path, "datacenters: [unclosed\n")
+def test_bad_yaml_and_missing_file(tmp_path, site_config):
+    p = _write(site_config, "datacenters: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_site_config(p)
     with pytest.raises(ConfigError, match="cannot read"):
         load_site_config(tmp_path / "nope.yaml")
-    p2 = _write(tmp_path, "- a\n- b\n")
+    p2 = _write(site_config, "- a\n- b\n")
     with pytest.raises(ConfigError, match="top level must be a mapping"):
         load_site_config(p2)
 
@@ -177,14 +176,14 @@ def test_gpu_rated_override_table_fallback():
     assert gpu_rated(cfg2.hardware, "NVIDIA Mystery 9000")[0] == 250.0
 
 
-def test_check_config_cli(tmp_path, capsys):
+def test_check_config_cli(tmp_path, site_config, capsys):
     from slurm_energy.cli.main import main
 
     good = os.path.join(REPO, "site_config", "site.yaml")
     assert main(["check-config", good, "--offline"]) == 0
     out = capsys.readouterr().out
     assert "partition gpu: datacenter=gpu-container" in out and "PUE 1.2" in out and out.rstrip().endswith("OK")
-    bad = _write(tmp_path, "datacenters:\n  a: {pue: 0.9}\n")
+    bad = _write(site_config, "datacenters:\n  a: {pue: 0.9}\n")
     assert main(["check-config", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "datacenters.a.pue: bad value 0.9" in err

@@ -15,10 +15,9 @@ from slurm_energy.config import (
 from slurm_energy.config.carbon import resolve_carbon
 
 
-def _write(tmp_path, text):
-    p = tmp_path / "site.yaml"
-    p.write_text(textwrap.dedent(text))
-    return p
+def _write(site_config, text):
+    """tmp_path/site.yaml of ``text`` (dedented) as it is: the loader's input under test."""
+    return site_config.write(text=textwrap.dedent(text))
 
 
 GOOD_PATHS = textwrap.dedent("""\
@@ -32,8 +31,8 @@ GOOD_PATHS = textwrap.dedent("""\
     """)
 
 
-def test_top_level_bad_pue_keeps_paths_and_datacenters(tmp_path):
-    p = _write(tmp_path, "pue: 0.5\n" + GOOD_PATHS)
+def test_top_level_bad_pue_keeps_paths_and_datacenters(tmp_path, site_config):
+    p = _write(site_config, "pue: 0.5\n" + GOOD_PATHS)
     cfg, msgs = load_site_config_lenient(p)
     # the configured store and logs, not /var/lib/slurm-energy/jobs.db and /var/log/slurm-energy
     assert cfg.paths.store_url == "sqlite:////srv/se/lib/jobs.db"
@@ -109,16 +108,16 @@ def test_valid_file_gives_no_messages():
     assert msgs == [] and resolve_carbon(cfg, partition="cpu").pue == 1.35  # site.yaml main-room
 
 
-def test_unreadable_missing_and_non_yaml_give_defaults_and_a_message(tmp_path, monkeypatch):
+def test_unreadable_missing_and_non_yaml_give_defaults_and_a_message(tmp_path, site_config, monkeypatch):
     cfg, msgs = load_site_config_lenient(tmp_path / "nope.yaml")
     assert cfg.paths.spool_dir == "/var/spool/slurm-energy" and len(msgs) == 1
     assert "cannot read the site config" in msgs[0]
     assert ("documented defaults are in force for every setting (store "
             "sqlite:////var/lib/slurm-energy/jobs.db, logs /var/log/slurm-energy") in msgs[0]
     assert cfg.defaults_used[0] == "config_file"
-    cfg, msgs = load_site_config_lenient(_write(tmp_path, "datacenters: [unclosed\n"))
+    cfg, msgs = load_site_config_lenient(_write(site_config, "datacenters: [unclosed\n"))
     assert len(msgs) == 1 and "not valid YAML" in msgs[0]
-    cfg, msgs = load_site_config_lenient(_write(tmp_path, "- a\n- b\n"))
+    cfg, msgs = load_site_config_lenient(_write(site_config, "- a\n- b\n"))
     assert len(msgs) == 1 and "top level must be a mapping" in msgs[0] and cfg.sampling.interval_s == 5.0
     monkeypatch.delenv("SLURM_ENERGY_CONFIG", raising=False)
     monkeypatch.setattr("slurm_energy.config.schema.DEFAULT_PATH", str(tmp_path / "absent.yaml"))
@@ -126,10 +125,10 @@ def test_unreadable_missing_and_non_yaml_give_defaults_and_a_message(tmp_path, m
     assert msgs == [] and cfg.defaults_used[0] == "config_file"  # no file at all is not an error
 
 
-def test_hooks_load_config_keeps_configured_paths(tmp_path, monkeypatch):
+def test_hooks_load_config_keeps_configured_paths(tmp_path, site_config, monkeypatch):
     from slurm_energy.slurm.hooks.config_cache import load_config as _load_config
 
-    p = _write(tmp_path, "sampling: {intervl_s: 2}\n" + GOOD_PATHS)
+    p = _write(site_config, "sampling: {intervl_s: 2}\n" + GOOD_PATHS)
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(p))
     errors: list[str] = []
     cfg = _load_config(errors)

@@ -2,9 +2,9 @@
 
 import pynvml
 import pytest
-from fakes.nvml import FakeGpu, FakeMig, install
 
 from slurm_energy.devices.gpus import GpuResolveError, resolve_job_gpus
+from tests.fakes.nvml import FakeGpu, FakeMig, install
 
 U0 = "GPU-11111111-aaaa-bbbb-cccc-000000000000"
 U1 = "GPU-22222222-aaaa-bbbb-cccc-000000000001"

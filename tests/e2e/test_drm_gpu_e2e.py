@@ -13,10 +13,10 @@ import sys
 import time
 
 import pytest
-from samplefile_rows import read_samples
 
 from slurm_energy.model import Method
 from tests.fakes.drm import FakeSysfs
+from tests.helpers.samplefile_rows import read_samples
 
 pytestmark = pytest.mark.slurm
 

@@ -22,9 +22,9 @@ import sys
 import time
 
 import pytest
-from samplefile_rows import read_samples
 
 from tests.fakes.drm import FakeSysfs
+from tests.helpers.samplefile_rows import read_samples
 
 pytestmark = pytest.mark.slurm
 

@@ -173,10 +173,9 @@ def test_month_html_report_has_the_job(cluster, finished_job):
     html = out.read_text()
     assert "<svg" in html
     # the account's row is the rollup of the store's jobs that ended this month (other tests' too)
-    from rollup_oracle import rollup
-
     from slurm_energy.reporting.rollup_table import month_bounds
     from slurm_energy.store import open_store
+    from tests.helpers.rollup_oracle import rollup
 
     t0, t1 = month_bounds(month)
     st = open_store(cluster.store_url, readonly=True)

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from samplefile_rows import read_samples
 
 from slurm_energy.model import Method
+from tests.helpers.samplefile_rows import read_samples
 
 pytestmark = pytest.mark.slurm
 

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from slurm_energy.model import Status
 from slurm_energy.outputs.prometheus import FILE_NAME, PrometheusTextfile
-from tests.jobrecord_factory import finished, node_record
+from tests.helpers.jobrecord_factory import finished, node_record
 
 
 def _samples(path) -> dict:

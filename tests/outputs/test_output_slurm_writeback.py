@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from slurm_energy.model import Method, Status
 from slurm_energy.outputs.slurm_writeback import PREFIX, SlurmWriteback, merge_comment, summary_text
-from tests.jobrecord_factory import finished, node_record
+from tests.helpers.jobrecord_factory import finished, node_record
 
 
 def rec(**kw):

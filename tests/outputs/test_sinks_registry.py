@@ -3,12 +3,12 @@ Sink class plus one entry, and every entry point that publishes through ``site_s
 
 from __future__ import annotations
 
-from jobrecord_factory import finished, node_record
+import pytest
 
-from slurm_energy.config import SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.outputs import sinks
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 
 class Seen:
@@ -24,16 +24,17 @@ class Seen:
         return ["seen: not forwarded (test)"] if rec.job_id == "92" else []
 
 
-def _cfg(tmp_path) -> SiteConfig:
-    return SiteConfig(paths={"spool_dir": str(tmp_path / "spool"), "store_url": f"sqlite:///{tmp_path}/j.db",
-                             "log_dir": str(tmp_path / "log")},
-                      outputs={"prometheus": {"enabled": False}, "slurm": {"admin_comment": False}})
+@pytest.fixture
+def cfg(site_config, tmp_path):
+    """The node's files and a SQLite store under tmp_path; Prometheus off, no admin comment in Slurm."""
+    return site_config(bare=True, paths={"spool_dir": str(tmp_path / "spool"), "store_url": f"sqlite:///{tmp_path}/j.db",
+                                         "log_dir": str(tmp_path / "log")},
+                       outputs={"prometheus": {"enabled": False}, "slurm": {"admin_comment": False}})
 
 
-def test_one_registry_entry_adds_an_output_to_final_and_running_publishing(tmp_path, monkeypatch):
+def test_one_registry_entry_adds_an_output_to_final_and_running_publishing(tmp_path, monkeypatch, cfg):
     seen = Seen()
     monkeypatch.setitem(sinks.OUTPUTS, "seen", lambda cfg, running, umask, queue_in: seen)
-    cfg = _cfg(tmp_path)
     # prometheus is off in this config: no sink; the report and the write-back take final records only
     assert [s.name for s in sinks.site_sinks(cfg)] == ["store", "report", "slurm", "seen"]
     assert [s.name for s in sinks.site_sinks(cfg, running=True)] == ["store", "seen"]
@@ -50,9 +51,9 @@ def test_one_registry_entry_adds_an_output_to_final_and_running_publishing(tmp_p
     assert a.errors == [] and b.errors == ["seen: not forwarded (test)"] and b.status == Status.COMPLETE
 
 
-def test_an_output_that_cannot_be_built_is_left_out_and_the_record_kept(tmp_path, monkeypatch):
+def test_an_output_that_cannot_be_built_is_left_out_and_the_record_kept(tmp_path, monkeypatch, cfg):
     def broken(cfg, running, umask, queue_in):
         raise ValueError("outputs.seen.url: not a URL")
 
     monkeypatch.setitem(sinks.OUTPUTS, "seen", broken)
-    assert [s.name for s in sinks.site_sinks(_cfg(tmp_path))] == ["store", "report", "slurm"]
+    assert [s.name for s in sinks.site_sinks(cfg)] == ["store", "report", "slurm"]

@@ -1,11 +1,11 @@
 """The running StoreSink (interim flushes) keeps one store open per URL; a failed put drops it."""
 
 import pytest
-from jobrecord_factory import node_record
 
 from slurm_energy.model import Status
 from slurm_energy.outputs import store as store_sink
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import node_record
 
 
 def test_running_flushes_reuse_one_open_store_and_a_failed_put_drops_it(tmp_path, monkeypatch):

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from jobrecord_factory import device, finished, job_record, run_jobenergy, store_with
-
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.model import Method
 from slurm_energy.reporting.device_groups import class_summary, shown_devices
 from slurm_energy.reporting.report import render_html
+from tests.helpers.jobrecord_factory import device, finished, job_record, run_jobenergy, store_with
 
 KWH = 3.6e6  # J
 

@@ -6,12 +6,12 @@ import io
 import json
 
 import pytest
-from jobrecord_factory import job_record, own_site_config, store_with
 
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.model import JobRecord, Method, WindowEnergy
 from slurm_energy.reporting.phases import PHASE_CSV_COLUMNS, render_phases_csv
 from slurm_energy.reporting.report import render_csv, render_html, write_reports
+from tests.helpers.jobrecord_factory import job_record, store_with
 
 T0 = 1_700_000_000.0
 KWH = 3.6e6
@@ -103,8 +103,8 @@ def test_report_files_include_phases_csv(tmp_path):
 
 
 @pytest.fixture
-def url(tmp_path, monkeypatch):
-    own_site_config(tmp_path, monkeypatch)
+def url(tmp_path, site_config, monkeypatch):
+    site_config.write(bare=True, cluster_name="c1")
     return store_with(tmp_path, record())
 
 

@@ -9,9 +9,6 @@ import io
 import json
 import os
 
-from report_records import sample_record
-from samplefile_rows import node_rows, spool_with_rows
-
 from slurm_energy.config import SiteConfig
 from slurm_energy.outputs.report import ReportSink
 from slurm_energy.pipeline import finalise_job
@@ -19,6 +16,8 @@ from slurm_energy.reporting import report
 from slurm_energy.reporting.report import render_csv, render_prediction_csv
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.env import JobContext
+from tests.helpers.report_records import sample_record
+from tests.helpers.samplefile_rows import node_rows, spool_with_rows
 
 
 def _ids(text: str) -> list[tuple[str, str, str]]:

@@ -4,7 +4,6 @@ fits the job, small lines get their own axis, the legend stays off the data; uti
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from report_records import tdp_cpu_record
 
 from slurm_energy.cli.jobenergy_format import fmt_num
 from slurm_energy.model import NodeSummary
@@ -12,6 +11,7 @@ from slurm_energy.reporting.job_facts import util_label
 from slurm_energy.reporting.plot import near_zero_series, power_figure, power_svg, time_unit
 from slurm_energy.reporting.report import render_csv, render_html
 from slurm_energy.reporting.scale import co2e_text, energy_text, kwh_energy_text
+from tests.helpers.report_records import tdp_cpu_record
 
 T0 = 1_700_000_000.0
 

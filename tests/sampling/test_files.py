@@ -4,11 +4,11 @@ import errno
 import os
 
 import pytest
-from fakes.powercap import Zone, build_tree, set_energy
 
 from slurm_energy.sampling.files import KeptFiles, RecordingFiles, ReplayFiles
 from slurm_energy.sampling.nodestats import read_node_stats
 from slurm_energy.sampling.readers.rapl import RaplReader
+from tests.fakes.powercap import Zone, build_tree, set_energy
 
 
 def test_kept_file_is_opened_once_and_read_afresh(tmp_path):

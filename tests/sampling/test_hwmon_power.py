@@ -4,8 +4,6 @@ built by tests/fakes/hwmon.py from the captures it cites; arm64 sockets from sys
 import errno
 
 import pytest
-from fakes.hwmon import FIRMWARE_ERROR_UW, acpi_power_meter, arm64_node, grace_socket, set_average, smpro, xgene
-from series_points import series_from_readings
 
 from slurm_energy.devices.hardware import HardwareConfig
 from slurm_energy.devices.info import cpu_topology
@@ -18,6 +16,8 @@ from slurm_energy.sampling.readers.hwmon_power import (
     memory_meters,
 )
 from slurm_energy.sampling.readers.tdp import CpuTdpReader, RamModelReader
+from tests.fakes.hwmon import FIRMWARE_ERROR_UW, acpi_power_meter, arm64_node, grace_socket, set_average, smpro, xgene
+from tests.helpers.series_points import series_from_readings
 
 GH200 = {"Module": 450_000_000, "Grace": 150_000_000, "CPU": 100_000_000, "SysIO": 20_000_000}  # uW
 

@@ -2,13 +2,13 @@
 
 import pynvml
 import pytest
-from fakes.nvml import FakeGpu, FakeMig, install
-from series_points import series_from_readings
 
 from slurm_energy.accounting.attribution import gpu_process_share
 from slurm_energy.core import Reading
 from slurm_energy.devices.gpus import resolve_job_gpus
 from slurm_energy.sampling.readers.nvml import NvmlReader
+from tests.fakes.nvml import FakeGpu, FakeMig, install
+from tests.helpers.series_points import series_from_readings
 
 VOLTA = "GPU-aaaaaaaa-0000-0000-0000-000000000001"
 KEPLER = "GPU-bbbbbbbb-0000-0000-0000-000000000002"  # power only, no energy counter
@@ -183,7 +183,7 @@ def test_counter_failing_mid_job_hands_over_to_power_never_unavailable(monkeypat
     # counter reads 0 -> 2500 J over 10 s (250 W), then every nvmlDeviceGetTotalEnergyConsumption
     # raises (NotSupported): the GPU is read by power from then on, 250 W for 20 s = 5000 J; the
     # interval across the switch (10 -> 20 s) is dropped, not guessed. Total 2500 + 2500 = 5000 J.
-    from series_points import series_from_readings as series
+    from tests.helpers.series_points import series_from_readings as series
 
     gpu = FakeGpu(VOLTA, 0, energy_mj=0, power_mw=250_000, limit_mw=400_000)
     install(monkeypatch, [gpu])

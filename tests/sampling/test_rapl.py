@@ -4,11 +4,11 @@ import errno
 import os
 
 import pytest
-from fakes.powercap import Zone, build_tree, set_energy
-from series_points import intervals, series_from_readings
 
 from slurm_energy.sampling.files import KeptFiles
 from slurm_energy.sampling.readers.rapl import RaplReader, discover_zones
+from tests.fakes.powercap import Zone, build_tree, set_energy
+from tests.helpers.series_points import intervals, series_from_readings
 
 PKG_RANGE = 262_143_328_850  # uJ, a real Xeon package max_energy_range_uj
 DRAM_RANGE = 65_712_999_613  # uJ, a real dram max_energy_range_uj (differs from the package's)

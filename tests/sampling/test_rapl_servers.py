@@ -3,12 +3,12 @@ Xeons with psys between the packages, Sapphire Rapids' DRAM unit. Each layout is
 tests/fakes/powercap.py from the capture it cites."""
 
 import pytest
-from fakes.powercap import AMD_RANGE_UJ, Zone, amd_zen4_per_ccd, build_tree, set_energy, tpmi_two_sockets
-from series_points import series_from_readings
 
 from slurm_energy.devices.hardware import HardwareConfig
 from slurm_energy.sampling import setup
 from slurm_energy.sampling.readers.rapl import SPR_DRAM_FLAG, RaplReader, discover_zones
+from tests.fakes.powercap import AMD_RANGE_UJ, Zone, amd_zen4_per_ccd, build_tree, set_energy, tpmi_two_sockets
+from tests.helpers.series_points import series_from_readings
 
 S0, S1 = 64_930_873_566, 12_345_678_901  # uJ, the two sockets' package counters (S0 from an AMD fixture)
 

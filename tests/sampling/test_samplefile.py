@@ -5,10 +5,10 @@ import json
 import os
 
 import pytest
-from samplefile_rows import legacy_write, node_rows, read_samples
 
 from slurm_energy.core import Sample
 from slurm_energy.sampling.samplefile import SampleReader, SampleWriter, read_sample_file
+from tests.helpers.samplefile_rows import legacy_write, node_rows, read_samples
 
 
 def _norm(rows):

@@ -3,12 +3,11 @@
 import threading
 import time
 
-from samplefile_rows import read_samples
-
 from slurm_energy.core import JobUsage as Usage
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.sampling.sampler import Sampler
+from tests.helpers.samplefile_rows import read_samples
 
 
 class CountingReader(Reader):

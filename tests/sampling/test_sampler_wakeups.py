@@ -6,11 +6,10 @@ import os
 import threading
 import time
 
-from samplefile_rows import read_samples
-
 from slurm_energy.core import JobUsage as Usage
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.sampling.sampler import LOOK_S, Sampler
+from tests.helpers.samplefile_rows import read_samples
 
 
 class Probe:

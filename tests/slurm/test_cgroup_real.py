@@ -10,12 +10,12 @@ import threading
 import time
 
 import pytest
-from samplefile_rows import read_samples
 
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.sampling.sampler import Sampler
 from slurm_energy.slurm.cgroup import JobCgroup
 from slurm_energy.slurm.probe import SlurmJobProbe
+from tests.helpers.samplefile_rows import read_samples
 
 V1 = "/sys/fs/cgroup/cpuacct"
 V2 = "/sys/fs/cgroup/unified"

@@ -9,8 +9,6 @@ leaves) and read by the finalizer's own :func:`slurm_energy.slurm.finalize.node_
 import signal
 
 import pytest
-from fakes.slurm_facts import FakeSlurmFacts
-from samplefile_rows import spool_with_rows
 
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
@@ -19,6 +17,8 @@ from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.clients.facts import use
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.jobend import sampler_end as early_stop
+from tests.fakes.slurm_facts import FakeSlurmFacts
+from tests.helpers.samplefile_rows import spool_with_rows
 
 GIB = 1024 ** 3
 T0 = 1_796_211_299.0  # the Prolog

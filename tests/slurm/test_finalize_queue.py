@@ -10,13 +10,13 @@ import json
 import os
 
 import pytest
-from fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.attempt import enqueue_finalize, finalize_queue_dir, needs_runner
 from slurm_energy.slurm.jobend import queue as fq
 from slurm_energy.store import open_store
+from tests.fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 
 
 @pytest.fixture()

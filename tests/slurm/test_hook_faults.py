@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from jobrecord_factory import site_yaml
 from test_hooks import VENV_PY, _env, _hook, _run_hook
 
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import site_yaml
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY),
                                 reason="hooks run as root with the installed venv (scripts/setup.sh)")
@@ -151,7 +151,7 @@ def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_
     such a tail: tests/slurm/test_early_stop.py.)"""
     import signal
 
-    from samplefile_rows import read_samples
+    from tests.helpers.samplefile_rows import read_samples
 
     _site(tmp_path)
     nobody = pwd.getpwnam("nobody")

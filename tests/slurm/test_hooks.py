@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from jobrecord_factory import hook_env, site_yaml
 
 from slurm_energy.slurm.processes import is_running
+from tests.helpers.jobrecord_factory import hook_env, site_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PY = os.environ.get("SLURM_ENERGY_TEST_VENV_PY", "/opt/slurm-energy/venv/bin/python")  # the installed hooks
@@ -212,7 +212,7 @@ def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_r
     (rec,) = recs
     assert rec.status.value == "partial"
     assert any("the sampler did not stop within 1 s of the Epilog's TERM; killed" in e for e in rec.errors)
-    from samplefile_rows import read_samples
+    from tests.helpers.samplefile_rows import read_samples
 
     kinds = [r["kind"] for r in read_samples(str(spool / "samples-h1.jsonl"))]
     assert kinds[0] == "prolog" and kinds[-1] == "epilog"  # the finalizer's reading closes the series

@@ -3,7 +3,6 @@ far, stored every time, each flush summing only the rows added since the previou
 Epilog's record of the same file has the same energy."""
 
 import pytest
-from samplefile_rows import node_rows, static_inventory
 
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
@@ -12,6 +11,7 @@ from slurm_energy.slurm import finalize
 from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.store import open_store
+from tests.helpers.samplefile_rows import node_rows, static_inventory
 
 
 def test_interim_flushes_add_the_new_rows_and_agree_with_the_final_record(tmp_path, monkeypatch):

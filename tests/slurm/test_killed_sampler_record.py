@@ -4,12 +4,12 @@ is complete with the job's whole energy; killed before it saw the end, the node 
 
 
 import pytest
-from samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
 
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Reading, Status
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.env import JobContext
+from tests.helpers.samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
 
 T0 = 1_796_210_633.0
 STATIC = {"host": "n2", "logical_cpus": 4, "devices": [

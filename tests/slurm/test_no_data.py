@@ -19,9 +19,6 @@ import errno
 import types
 
 import pytest
-from fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
-from jobrecord_factory import device, job_record
-from samplefile_rows import spool_with_rows
 
 from slurm_energy.accounting.merge import merge_records
 from slurm_energy.config import SiteConfig
@@ -31,6 +28,9 @@ from slurm_energy.slurm import finalize
 from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.store import open_store
+from tests.fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
+from tests.helpers.jobrecord_factory import device, job_record
+from tests.helpers.samplefile_rows import spool_with_rows
 
 T0 = 1_796_034_000.0
 GIB = 1024 ** 3

@@ -1,12 +1,11 @@
 """Requested vs used memory (item 7) and Slurm's own ConsumedEnergy beside ours (item 8)."""
 
-from jobrecord_factory import finished, node_record, own_site_config, parse_slurm_env, store_with
-
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.reporting.report import render_html
 from slurm_energy.slurm.clients.scontrol import parse_show_job
 from slurm_energy.slurm.env import JobContext, job_env_facts
 from slurm_energy.slurm.jobend.jobfacts import requested_memory as _requested_memory
+from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, parse_slurm_env, store_with
 
 MB, GB = 1024 ** 2, 1024 ** 3
 T0 = 1_700_000_000.0

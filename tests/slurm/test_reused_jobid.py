@@ -6,7 +6,6 @@ SLURM_JOB_START_TIME where Slurm gives them, else by the run's node list and ove
 """
 
 import pytest
-from jobrecord_factory import node_record, own_site_config, parse_slurm_env, try_merge
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.accounting.merge import merge_records, split_runs
@@ -18,6 +17,7 @@ from slurm_energy.slurm.jobend.results import (
     write_node_record,
 )
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import node_record, own_site_config, parse_slurm_env, try_merge
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 MONTH = 30 * 86400

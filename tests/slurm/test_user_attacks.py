@@ -13,10 +13,10 @@ import sys
 import time
 
 import pytest
-from attack_env import END, JOB_J, NODE, T0, Node, user
 
 from slurm_energy.core import Status
 from slurm_energy.slurm import finalize
+from tests.helpers.attack_env import END, JOB_J, NODE, T0, Node, user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the finalizer runs as root and drops to the job's user")
 
@@ -680,13 +680,12 @@ def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writ
     job 901 (another run, his work dir) and a job of uid 0 whose work dir is a root-only one. Before:
     collect stored both as records and wrote their reports (bob's overwritten as bob, one as root
     into the root-only dir). Now the query holds no user field; the work dir comes from JSON."""
-    from slurm_clients import install, job
-
     from slurm_energy.config import load_site_config
     from slurm_energy.reporting.safe_write import write_files_as_user
     from slurm_energy.slurm.clients.facts import SlurmCommands
     from slurm_energy.slurm.jobend.recover import finish_unrecorded
     from slurm_energy.store import open_store
+    from tests.helpers.slurm_clients import install, job
 
     victim_wd = _victim(node)
     victim_files = {n: open(os.path.join(victim_wd, n), "rb").read() for n in os.listdir(victim_wd)}
@@ -729,9 +728,8 @@ def test_a_work_dir_with_newlines_forges_no_sacct_line_for_collect_and_root_writ
 
 def _clients_for(node, jobs):
     """The SlurmFacts of the stand-in 22.05 scontrol (no --json: the text form) and sacct."""
-    from slurm_clients import install
-
     from slurm_energy.slurm.clients.facts import SlurmCommands
+    from tests.helpers.slurm_clients import install
 
     clients = install(str(node.base), jobs)
     return SlurmCommands(scontrol=clients["scontrol"], sacct=clients["sacct"])
@@ -743,7 +741,7 @@ def test_a_newline_in_a_job_name_makes_no_text_slurmctlds(node, mem):
     COMPLETED MinMemoryNode=...`` then a newline: its first line ends in her keys. Before: the job
     was stored COMPLETED with 1 MiB requested (or the finalizer died of OverflowError: no record).
     Now nothing of a text record of more than one line is used; the state is slurmdbd's."""
-    from slurm_clients import job
+    from tests.helpers.slurm_clients import job
 
     wd = node.workdir("alice", "a")
     victim_wd = _victim(node)
@@ -763,7 +761,7 @@ def test_a_cancelled_job_whose_comment_says_jobstate_completed_is_recorded_cance
     """alice's job 900, cancelled (slurmd's exit code 0:0, as for a job that completed), with
     ``--comment 'done JobState=COMPLETED'``: the text's JobState= twice is not used, and slurmdbd says
     CANCELLED. Before: the state was derived from 0:0, COMPLETED."""
-    from slurm_clients import job
+    from tests.helpers.slurm_clients import job
 
     wd = node.workdir("alice", "a")
     victim_wd = _victim(node)
@@ -817,12 +815,11 @@ def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_w
     the next Prolog on the node (bob's job 902) removed them all itself (600,000: past its 1.9 s
     guard). Now the Prolog touches none; the node finalizer's sweep removes them, at most
     ``max_entries`` a call, by which jobs root's spool says ended -- not by any time she can set."""
-    from jobrecord_factory import hook_env
-
     from slurm_energy.sampling import marks as M
     from slurm_energy.slurm import hooks
     from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.hooks.prolog import prolog
+    from tests.helpers.jobrecord_factory import hook_env
 
     a_uid, a_gid = user("alice")
     spool_dir = str(node.base / "spool")
@@ -863,10 +860,9 @@ def test_a_prolog_killed_by_its_guard_is_on_the_jobs_record(node, monkeypatch):
     marks directory): the record of the job says so, not just ``no samples``."""
     import signal
 
-    from jobrecord_factory import hook_env
-
     from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.hooks.prolog import prolog
+    from tests.helpers.jobrecord_factory import hook_env
 
     b_uid, b_gid = user("bob")
     wd = node.workdir("bob", "w903")
@@ -942,7 +938,7 @@ def test_no_user_can_lock_the_store_or_grow_its_wal_and_jobenergy_still_reads(no
         st = open_store(node.store_url, busy_timeout_s=1.0)
         try:
             st.put_attempts = 1
-            from jobrecord_factory import finished, node_record
+            from tests.helpers.jobrecord_factory import finished, node_record
 
             for i in range(200):  # 200 records while she holds on: the WAL is reset behind each commit
                 st.put(finished(node_record(job_id=str(5000 + i))))
@@ -1005,11 +1001,10 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     Epilog's environment. Before: the job's context (name, work dir, user, account) was in its argv,
     which ``ps`` shows alice. Now argv names the job and node only; the rest is in its environment
     (root's to read: /proc/PID/environ is 0400)."""
-    from jobrecord_factory import hook_env
-
     from slurm_energy.slurm import detach, hooks
     from slurm_energy.slurm.hooks.epilog import epilog
     from slurm_energy.slurm.jobend import __main__ as finalizer
+    from tests.helpers.jobrecord_factory import hook_env
 
     for p in ("spool", "run-spool"):  # both spools unusable: files where the directories go
         (node.base / p).write_text("")

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from jobrecord_factory import device, finished, job_record
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 from slurm_energy.core import Reading
 from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import schema
 from slurm_energy.store.nodehours import idle_by_partition, put_node_hours
 from slurm_energy.store.rollup import month_rollup
+from tests.helpers.jobrecord_factory import device, finished, job_record
+from tests.helpers.store_backends import store, store_url  # noqa: F401  (fixtures)
 
 H = 3600.0
 T_OCT = 1_790_812_800.0  # 2026-10-01T00:00Z

@@ -2,13 +2,13 @@ import os
 import stat
 
 import pytest
-from jobrecord_factory import finished, node_record
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 from slurm_energy.accounting.merge import merge_interim, merge_records
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from slurm_energy.store.schema import SCHEMA_VERSION
+from tests.helpers.jobrecord_factory import finished, node_record
+from tests.helpers.store_backends import store, store_url  # noqa: F401  (fixtures)
 
 
 def test_roundtrip_full_record(store):

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
-from jobrecord_factory import finished, node_record, own_site_config, store_with
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 from slurm_energy.cli.jobenergy_format import FIELDS, long_rows, report_code
 from slurm_energy.errors import StoreDbError
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record, store_with
+from tests.helpers.store_backends import store, store_url  # noqa: F401  (fixtures)
 
 
 def _no_data(job_id: str, start: float = 1000.0):
@@ -70,10 +70,10 @@ def test_report_reason_codes(text, code):
     assert report_code(text) == code
 
 
-def test_jobenergy_table_stays_narrow_with_a_long_report_reason(tmp_path, monkeypatch, capsys):
+def test_jobenergy_table_stays_narrow_with_a_long_report_reason(tmp_path, site_config, monkeypatch, capsys):
     from slurm_energy.cli.jobenergy import main
 
-    own_site_config(tmp_path, monkeypatch)
+    site_config.write(bare=True, cluster_name="c1")
     rec = finished(node_record(job_id="706"))
     rec.report_error = ("/home/alice/a/very/long/work/dir not written as alice: [Errno 13] Permission denied: "
                         "'/home/alice/a/very/long/work/dir/energy-706.html'; make it writable by alice or submit "

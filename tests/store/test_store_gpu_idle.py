@@ -2,13 +2,13 @@
 the migration with its rows."""
 
 import pytest
-from jobrecord_factory import device, finished, job_record
-from store_backends import store_url  # noqa: F401  (fixture)
 
 from slurm_energy.accounting.formulas import finalise_record
 from slurm_energy.model import CarbonFacts, Method
 from slurm_energy.store import open_store, schema
 from slurm_energy.store.db import connect
+from tests.helpers.jobrecord_factory import device, finished, job_record
+from tests.helpers.store_backends import store_url  # noqa: F401  (fixture)
 
 T = 1_796_034_000.0
 

@@ -10,10 +10,10 @@ import sys
 import time
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.errors import StoreDbError
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 HOLD_S = 2.0
 

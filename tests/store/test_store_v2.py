@@ -5,15 +5,15 @@ import os
 import random
 
 import pytest
-from jobrecord_factory import finished, node_record
-from rollup_oracle import rollup
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 from slurm_energy.model import Method
 from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.store import open_store, schema
 from slurm_energy.store.db import connect
 from slurm_energy.store.rollup import month_rollup
+from tests.helpers.jobrecord_factory import finished, node_record
+from tests.helpers.rollup_oracle import rollup
+from tests.helpers.store_backends import store, store_url  # noqa: F401  (fixtures)
 
 H = 3600.0
 T_OCT = 1_790_812_800.0  # 2026-10-01T00:00Z

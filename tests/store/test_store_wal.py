@@ -18,9 +18,9 @@ import tempfile
 import time
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the reader as nobody")

@@ -7,11 +7,10 @@ import json
 import subprocess
 import time
 
-from fakes.slurm_facts import FakeSlurmFacts
-
 from slurm_energy.model import Status
 from slurm_energy.slurm.clients import facts as F
 from slurm_energy.slurm.clients.sacct import FIELDS, IDS_PER_QUERY
+from tests.fakes.slurm_facts import FakeSlurmFacts
 
 
 def _clients(tmp_path, answer):

@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from jobrecord_factory import parse_slurm_env
 
 from slurm_energy.errors import SlurmEnvError
 from slurm_energy.slurm.env import JobContext, cpus_on_node
+from tests.helpers.jobrecord_factory import parse_slurm_env
 
 PROLOG_ENV = {  # what slurmd 22.05 gave a Prolog on this machine (no PATH, HOME, USER)
     "SLURM_JOB_ID": "42", "SLURM_JOBID": "42", "SLURM_JOB_UID": "2001", "SLURM_JOB_GID": "2001",

@@ -4,12 +4,11 @@ nor fail (a failing Epilog drains the node). In-process: the detached processes 
 
 from __future__ import annotations
 
-from jobrecord_factory import hook_env, site_yaml
-
 from slurm_energy.slurm import hooks
 from slurm_energy.slurm.hooks.epilog import epilog
 from slurm_energy.slurm.hooks.prolog import prolog
 from slurm_energy.slurm.processes import SamplerStop
+from tests.helpers.jobrecord_factory import hook_env, site_yaml
 
 
 def _env(tmp_path, context: str) -> dict:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 
-from fakes.powercap import Zone, build_tree, zone_dir
-from jobrecord_factory import hook_env, site_yaml
-
 from slurm_energy.sampling.samplefile import read_sample_file
 from slurm_energy.slurm import hooks, prolograw
 from slurm_energy.slurm.hooks.config_cache import load_light_config
 from slurm_energy.slurm.hooks.prolog import prolog
 from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, spool_from_dir
+from tests.fakes.powercap import Zone, build_tree, zone_dir
+from tests.helpers.jobrecord_factory import hook_env, site_yaml
 
 
 def _env(job: str) -> dict:

@@ -2,15 +2,15 @@ import os
 import time
 
 import pytest
-from jobrecord_factory import finished, node_record
-from rollup_oracle import rollup
-from store_backends import store, store_url  # noqa: F401  (fixtures)
 
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.model import Status
 from slurm_energy.reporting.rollup_table import month_bounds
 from slurm_energy.slurm.jobend.results import write_node_record
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
+from tests.helpers.rollup_oracle import rollup
+from tests.helpers.store_backends import store, store_url  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

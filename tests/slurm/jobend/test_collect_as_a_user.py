@@ -8,11 +8,11 @@ import tempfile
 import time
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.cli.store_cmds import not_root_message
 from slurm_energy.slurm.jobend.results import write_node_record
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 
 def test_not_root_message_names_paths_user_and_fix():

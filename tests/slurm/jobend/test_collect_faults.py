@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.config import Paths, SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from slurm_energy.store.queue import drain
+from tests.helpers.jobrecord_factory import finished, node_record
 
 
 def _cfg(tmp: Path, store_url: str = "", results_dir: str = "") -> SiteConfig:
@@ -166,10 +166,9 @@ def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_writte
 
 
 def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tmp_path):
-    from fakes.slurm_facts import FakeSlurmFacts
-
     from slurm_energy.slurm.clients.sacct import parse_ended, parse_sacct_json
     from slurm_energy.slurm.jobend.recover import finish_unrecorded
+    from tests.fakes.slurm_facts import FakeSlurmFacts
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))

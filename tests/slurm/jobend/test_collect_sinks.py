@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from jobrecord_factory import node_record
 
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.outputs import slurm_writeback
 from slurm_energy.slurm.jobend.results import write_node_record
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import node_record
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="collect and the report's drop to the job's user need root")
 

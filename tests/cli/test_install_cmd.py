@@ -1,18 +1,17 @@
-"""``slurm-energy install`` into an image (a chroot without /proc, as the cgroup v2 VM's image is
+"""cli/install_cmd.py: ``slurm-energy install`` into an image (a chroot without /proc, as the cgroup v2 VM's image is
 built): the marks tmpfs cannot be mounted there, and the hooks and slurm.conf's lines must still
 come (the VM's slurm.conf had no Prolog line when install stopped at the mount)."""
 
 import os
 
 import pytest
-from jobrecord_factory import site_yaml
 
 from slurm_energy.cli.main import main as se_main
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="install writes the hooks as root")
-def test_a_marks_tmpfs_that_cannot_be_mounted_warns_and_the_hooks_and_lines_still_come(tmp_path, capsys):
-    site = site_yaml(tmp_path)
+def test_a_marks_tmpfs_that_cannot_be_mounted_warns_and_the_hooks_and_lines_still_come(tmp_path, site_config, capsys):
+    site = site_config.write()
     units = tmp_path / "units"
     units.mkdir()
     rc = se_main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(site),

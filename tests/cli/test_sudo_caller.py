@@ -1,17 +1,17 @@
-"""Readers run through sudo (docs/STORE.md: a root-only store offered with a sudoers line) act for
+"""cli/sudo_caller.py: readers run through sudo (docs/STORE.md: a root-only store offered with a sudoers line) act for
 the caller named by SUDO_UID/SUDO_USER, with the system site config's admins; the caller's own
 SLURM_ENERGY_CONFIG (where she could name herself admin) is ignored, and said so."""
 
 import os
 
 import pytest
-from jobrecord_factory import finished, node_record
 
 from slurm_energy.cli.jobenergy import main as jobenergy
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.config import schema
 from slurm_energy.slurm.hooks import config_cache as hookconfig
 from slurm_energy.store import open_store
+from tests.helpers.jobrecord_factory import finished, node_record
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 

@@ -11,10 +11,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
-
 from slurm_energy.core import Reading
 from slurm_energy.slurm.env import JobContext
+from tests.helpers.samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
 
 T0 = 1_796_210_633.0  # 2026-12-01T10:03:53Z
 NODE = "n2"

@@ -64,7 +64,8 @@ def node_record(
 
 def site_yaml(tmp, text: str = "", *, cluster: str = "t", paths: dict | None = None, spool: bool = True,
               monkeypatch=None):
-    """The one site-config writer of the tests: ``tmp/site.yaml`` with ``cluster_name: <cluster>``
+    """The older, text form of the ``site_config`` fixture (tests/helpers/site_files.py), kept for
+    tests/slurm/ until its files move to that fixture: ``tmp/site.yaml`` with ``cluster_name: <cluster>``
     (none for ""), a ``paths:`` section keeping the node's files under ``tmp`` (``spool_dir``
     tmp/spool, ``spool_fallback_dir`` tmp/spool2 -- not this machine's /run/slurm-energy, which a
     node finalizer's sweep drains -- and ``log_dir`` tmp/log unless ``spool`` is False, then ``paths``' entries, e.g.
