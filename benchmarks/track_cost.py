@@ -2,8 +2,9 @@
 
 Three numbers, same run:
 
-* a mark: wall time of one ``with t.phase(...)`` (two marks written) and one ``t.stage(...)``,
-  inside a sampled Slurm job (marks only: a temporary marks directory stands in for the Prolog's);
+* a mark: this thread's CPU time (user + system: wall time moves with a shared machine's load) of
+  one ``with t.phase(...)`` (two marks written) and one ``t.stage(...)``, inside a sampled Slurm job
+  (marks only: a temporary marks directory stands in for the Prolog's);
 * the local sampler (outside Slurm): CPU time of the child sampler process over ``--seconds`` of a
   busy training loop, as a share of one core, and its start-up (``track().start()`` until the first
   sample is written);
@@ -46,21 +47,21 @@ def _loop(seconds: float) -> int:
 
 
 def bench_marks(n: int) -> tuple[float, float]:
-    """(us per phase enter+exit, us per stage) with marks written to a file (Slurm mode)."""
+    """(CPU us per phase enter+exit, CPU us per stage) with marks written to a file (Slurm mode)."""
     with tempfile.TemporaryDirectory() as root:
         os.mkdir(os.path.join(root, "1"))
         os.environ.update(SLURM_ENERGY_MARKS_DIR=root, SLURM_JOB_ID="1", SLURMD_NODENAME="b")
         try:
             with track() as t:
                 assert t.mode == "slurm"
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 for _ in range(n // 2):
                     with t.phase("p"):
                         pass
-                t1 = time.perf_counter()
+                t1 = time.thread_time()
                 for _ in range(n // 2):
                     t.stage(0.5)
-                t2 = time.perf_counter()
+                t2 = time.thread_time()
         finally:
             for k in ("SLURM_ENERGY_MARKS_DIR", "SLURM_JOB_ID", "SLURMD_NODENAME"):
                 os.environ.pop(k, None)
