@@ -28,6 +28,8 @@ The mode is chosen when the block starts (docs/researchers/track.md):
   in ``out``; a block left by an exception, Ctrl-C or SIGTERM writes a ``partial`` record saying how;
 * ``phase``: a ``track`` started inside an active one is a phase of it.
 
+Each mode is one object of :mod:`slurm_energy.tracking`; :class:`Tracker` is a facade over it.
+
 Importing :mod:`slurm_energy` stays light: nothing heavy is imported before a block starts.
 """
 
@@ -36,149 +38,46 @@ from __future__ import annotations
 import atexit
 import functools
 import itertools
-import json
 import math
 import os
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV
+from slurm_energy.reporting.result import ClassResult, Result
+from slurm_energy.sampling.local import RUN_LABEL_ENV, RUN_MARKS_ENV, RunEnd
+from slurm_energy.tracking import (
+    LocalMode,
+    MarksChannel,
+    Mode,
+    NoopMode,
+    PhaseMode,
+    RunMarks,
+    SlurmJobMarks,
+    TrackSettings,
+    writable_dir,
+)
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from slurm_energy.model import JobRecord
+    from slurm_energy.sampling.local import LocalSampler
 
 __all__ = ["ClassResult", "Phase", "Result", "Tracker", "current", "local_rank", "track"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _ids = itertools.count(1)
 _active: list[Tracker] = []
 _lock = threading.Lock()
 
 
-@dataclass
-class ClassResult:
-    """One device class: job-share energy (kWh, None = not measured), its share of kgCO2e, the
-    method (counter / power_integration / tdp_estimate / unavailable) and coverage in [0, 1]."""
-
-    device_class: str
-    energy_kwh: float | None
-    co2e_kg: float | None
-    method: str
-    coverage: float | None
-
-
-@dataclass
-class Result:
-    """Energy so far (``final`` False) or final: IT kWh, facility kWh (x PUE), kgCO2e, per class,
-    the phases and stages so far (``WindowEnergy`` objects) and the record itself (None when the
-    numbers are not available here: ``note`` says why and where to look)."""
-
-    final: bool
-    source: str  # "local sampler" | "slurm store" | "unavailable" | "other rank"
-    elapsed_s: float = 0.0
-    it_kwh: float | None = None
-    facility_kwh: float | None = None
-    co2e_kg: float | None = None
-    classes: dict[str, ClassResult] = field(default_factory=dict)
-    phases: list = field(default_factory=list)
-    stages: list = field(default_factory=list)
-    record: Any = field(default=None, repr=False)
-    note: str = ""
-    covers: str = ""  # what was measured: "process 123 and its children", "torchrun launcher ..."
-
-    def _summary_parts(self) -> tuple[str, list[str]]:
-        """(the headline, per-class parts) of :meth:`__repr__` and :meth:`_repr_html_`."""
-        when = "final" if self.final else "so far"
-        if self.it_kwh is None and self.record is None:  # the numbers are elsewhere: the note says where
-            return f"{when}, {self.source}: no energy ({self.note or 'not measured'})", []
-        if self.it_kwh is None:  # a record, nothing in it measured (yet)
-            why = "no device could be measured" if self.final else \
-                "no sampling interval measured yet (each device needs two readings)"
-            return f"{when}, {self.elapsed_s:.3g} s: no energy: {why}", []
-        rec = self.record
-        head = f"{when}, {self.elapsed_s:.3g} s: IT {self.it_kwh:.3g} kWh"
-        if rec is not None and rec.carbon is not None:
-            c = rec.carbon
-            pue = f"PUE {c.pue:g}{' DEFAULT' if 'pue' in c.defaults_used else ''}"
-            ci = f"CI {c.ci_g_per_kwh:g} g/kWh{' DEFAULT' if 'ci' in c.defaults_used else ''}"
-            head += f" -> facility {self.facility_kwh:.3g} kWh ({pue}) -> {self.co2e_kg:.3g} kgCO2e ({ci})"
-            head += f"; status {rec.status_text}"
-        parts = [f"{c.device_class} {'n/a' if c.energy_kwh is None else f'{c.energy_kwh:.3g} kWh'} {c.method}"
-                 + ("" if c.coverage is None else f" cov {c.coverage:.2f}") for c in self.classes.values()]
-        return head, parts
-
-    def __repr__(self) -> str:
-        """One line (a notebook's or a print's view): IT, facility and CO2e with PUE/CI (DEFAULT
-        marked), the status, then per class energy, method and coverage; the record is ``.record``."""
-        head, parts = self._summary_parts()
-        cut = sum("interval_cut" in w.flags for w in self.phases)
-        extra = [f"{len(self.phases)} phases" + (f" ({cut} cut from sampling intervals: flag interval_cut)" if cut else "")
-                 ] if self.phases else []
-        extra += [f"{len(self.stages)} stages"] if self.stages else []
-        tail = f" [{', '.join(parts + extra)}]" if parts or extra else ""
-        return f"<slurm_energy.Result {head}{tail}>"
-
-    def _repr_html_(self) -> str:
-        """A small table for Jupyter: the headline, then one row per device class."""
-        from html import escape
-
-        head, _ = self._summary_parts()
-        rows = "".join(
-            f"<tr><td>{escape(c.device_class)}</td><td>{'n/a' if c.energy_kwh is None else f'{c.energy_kwh:.4g}'}</td>"
-            f"<td>{escape(c.method)}</td><td>{'' if c.coverage is None else f'{c.coverage:.2f}'}</td></tr>"
-            for c in self.classes.values())
-        table = ("<table><tr><th>class</th><th>kWh (IT)</th><th>method</th><th>coverage</th></tr>"
-                 f"{rows}</table>") if rows else ""
-        note = f"<br><small>{escape(self.note)}</small>" if self.note else ""
-        covers = f"<br><small>measures: {escape(self.covers)}</small>" if self.covers else ""
-        return f"<div><b>slurm-energy</b> {escape(head)}{table}{covers}{note}</div>"
-
-    def cite(self, phase: str = "", fmt: str = "all", training_type: str = "") -> str:
-        """A methods paragraph (text and LaTeX), a citation line and a Hugging Face model-card
-        ``co2_eq_emissions`` block for this measurement (``phase``: one phase or stage only, e.g.
-        ``"fine-tuning"``; ``fmt``: ``all``, ``text``, ``latex``, ``line`` or ``modelcard``)
-        (:mod:`slurm_energy.reporting.cite`). Raises CiteError (a ValueError) when there is no
-        record here (``note`` says where the numbers are) or no such phase."""
-        from slurm_energy.reporting.cite import CiteError, citation, render
-
-        if self.record is None:
-            raise CiteError(f"nothing to cite here: {self.note or self.source}")
-        return render(citation([self.record], phase=phase, training_type=training_type), fmt)
-
-    @classmethod
-    def from_record(cls, rec, final: bool, source: str, note: str = "", covers: str = "") -> Result:
-        from slurm_energy.reporting.report import class_rows
-
-        classes = {r.device_class: ClassResult(r.device_class, r.energy_it_kwh, r.co2e_kg, r.method.value, r.coverage)
-                   for r in class_rows(rec)[:-1]}
-        return cls(final=final, source=source, elapsed_s=rec.elapsed_s, it_kwh=rec.it_kwh,
-                   facility_kwh=rec.facility_kwh, co2e_kg=rec.co2e_kg, classes=classes, phases=list(rec.phases),
-                   stages=list(rec.stages), record=rec, note=note, covers=covers)
-
-
-def from_store(job_id: str) -> Result:
-    """The job's latest record in the site's store (interim while it runs), as a Result; ``source``
-    ``unavailable`` with a note when this user cannot read it (never raises)."""
-    note = (f"measured by the node's sampler; the numbers appear in the store about a minute into the job "
-            f"and finally after it: jobenergy {job_id}")
-    try:
-        from contextlib import closing
-
-        from slurm_energy.config import load_site_config_for_hooks
-        from slurm_energy.store import open_store
-
-        with closing(open_store(load_site_config_for_hooks(save=False)[0].paths.store_url, readonly=True)) as st:
-            recs = st.get_job(job_id)
-    except Exception as e:  # the store may be unreadable to users: numbers come after the job
-        return Result(final=False, source="unavailable", note=f"{note} (store: {type(e).__name__}: {e})")
-    if not recs:
-        return Result(final=False, source="unavailable", note=note)
-    rec = max(recs, key=lambda r: (r.restart_count, r.end_time))
-    return Result.from_record(rec, rec.status.value != "running", "slurm store", note)
-
-
-def local_rank(env=None) -> int:
+def local_rank(env: Mapping[str, str] | None = None) -> int:
     """This process's rank on its node: ``LOCAL_RANK`` (torchrun), else ``SLURM_LOCALID`` (srun),
     else 0. An unparsable value counts as 0 (measure rather than silently not)."""
     env = os.environ if env is None else env
@@ -192,7 +91,7 @@ def local_rank(env=None) -> int:
     return 0
 
 
-def slurm_marks_path(env=None) -> str | None:
+def slurm_marks_path(env: Mapping[str, str] | None = None) -> str | None:
     """The marks file this job's Prolog prepared for this node, or None (not in a sampled job):
     ``<marks root>/<SLURM_JOB_ID>/marks-<SLURMD_NODENAME>.jsonl`` when that directory exists and
     this user may write it."""
@@ -206,7 +105,7 @@ def slurm_marks_path(env=None) -> str | None:
         d = job_marks_dir(job, env.get("SLURM_ENERGY_MARKS_DIR") or marks_root())
     except ValueError:
         return None
-    if not _writable_dir(d):
+    if not writable_dir(d):
         return None
     import socket
 
@@ -214,15 +113,11 @@ def slurm_marks_path(env=None) -> str | None:
     return os.path.join(d, marks_file_name(node))
 
 
-def run_marks_path(env=None) -> str | None:
+def run_marks_path(env: Mapping[str, str] | None = None) -> str | None:
     """The marks file of the ``slurm-energy run`` this process runs under (:data:`RUN_MARKS_ENV`),
     when its directory exists and is writable; else None."""
     path = (os.environ if env is None else env).get(RUN_MARKS_ENV, "")
-    return path if path and os.path.isabs(path) and _writable_dir(os.path.dirname(path)) else None
-
-
-def _writable_dir(d: str) -> bool:
-    return os.path.isdir(d) and os.access(d, os.W_OK | os.X_OK)
+    return path if path and os.path.isabs(path) and writable_dir(os.path.dirname(path)) else None
 
 
 class Phase:
@@ -246,7 +141,7 @@ class Phase:
     def __enter__(self) -> Phase:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.end()
 
 
@@ -259,42 +154,74 @@ class Tracker:
 
     Outside Slurm, SIGTERM/SIGHUP raise :class:`~slurm_energy.sampling.local.SignalExit` in the main
     thread while measuring (where the process had no handler); a script that ends without
-    :meth:`stop` is stopped at interpreter exit, its record saying how it ended."""
+    :meth:`stop` is stopped at interpreter exit, its record saying how it ended.
+
+    A facade: the mode chosen at :meth:`start` (:mod:`slurm_energy.tracking`) writes the marks,
+    answers :meth:`result` and ends the measurement."""
 
     def __init__(self, label: str | None = None, *, out: str = ".", interval_s: float | None = None,
                  config: str | None = None, report: bool = True, partition: str = "", overwrite: bool = False,
                  country: str | None = None, zone: str | None = None, pue: float | None = None,
                  ci: float | None = None, alpha: float | None = None):
-        self.label = label or _default_label()
-        self._label_given = bool(label)
-        self.out, self.interval_s, self.config, self.report, self.partition = out, interval_s, config, report, partition
-        self.overwrite = overwrite
-        self.carbon_args = {k: v for k, v in dict(country=country, zone=zone, pue=pue, ci=ci, alpha=alpha).items()
-                            if v is not None}
-        #: the arguments (a decorator's fresh tracker per call, the child sampler's at-exit finish)
-        self.settings = dict(label=self.label, out=out, interval_s=interval_s, config=config, report=report,
-                             partition=partition, overwrite=overwrite, **self.carbon_args)
-        self.mode = ""  # "local" | "slurm" | "run" | "noop" | "phase" once started
-        self.record = None  # the final JobRecord (local mode), after the block
-        self.report_paths: tuple[str, ...] = ()
-        self.covers = ""  # what the local sampler measures (process tree), once started
-        self.ended = None  # how the run ended (RunEnd), once stopped
-        self.samples_kept = ""  # the sample directory, when it was kept (report not written)
-        self._writer = None
-        self._measure = None
-        self._parent: Tracker | None = None
-        self._outer_phase: Phase | None = None
-        self._open_phases: dict[int, str] = {}
-        self._tags: dict = {}
-        self._stopped = False
-        self._out_ok = True
-        self._restore_signals = lambda: None
+        #: the arguments, label resolved (a decorator's fresh tracker per call, the child sampler's at-exit finish)
+        self.settings = TrackSettings(label or _default_label(), out, interval_s, config, report, partition, overwrite,
+                                      country, zone, pue, ci, alpha)
         #: set by a callback whose framework gives no exception hook: what it means when the
         #: interpreter exits with this tracker still running (atexit)
         self.abandoned_means = ""
+        self._label_given = bool(label)
+        self._mode: Mode | None = None  # once started
+        self._local: LocalMode | None = None  # the same object, when it is the local sampler
+        self._outer_phase: Phase | None = None  # the block as a phase named by its label
+        self._tags: dict[str, Any] = {}
+        self._stopped = False
+
+    @property
+    def label(self) -> str:
+        return self.settings.label
+
+    @property
+    def mode(self) -> str:
+        """``local`` | ``slurm`` | ``run`` | ``noop`` | ``phase`` once started, else empty."""
+        return self._mode.name if self._mode is not None else ""
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
+    def record(self) -> JobRecord | None:
+        """The final JobRecord (local mode), after the block; else None."""
+        return self._local.record if self._local is not None else None
+
+    @property
+    def report_paths(self) -> tuple[str, ...]:
+        """The report's HTML and CSV (local mode), once written."""
+        return self._local.measurement.report_paths if self._local is not None else ()
+
+    @property
+    def covers(self) -> str:
+        """What the local sampler measures (the process tree), once started; else empty."""
+        return self._local.covers if self._local is not None else ""
+
+    @property
+    def ended(self) -> RunEnd | None:
+        """How the run ended (local mode), once stopped."""
+        return self._local.ended if self._local is not None else None
+
+    @property
+    def samples_kept(self) -> str:
+        """The sample directory, when it was kept (the report not written); else empty."""
+        return self._local.samples_kept if self._local is not None else ""
+
+    @property
+    def sampler(self) -> LocalSampler | None:
+        """The local sampler (local mode: its ``dir`` of samples, removed once the report is written,
+        its child's ``pid``, ``overhead_s``); None in the other modes."""
+        return self._local.sampler if self._local is not None else None
 
     def __repr__(self) -> str:
-        state = "stopped" if self._stopped else ("running" if self.mode else "not started")
+        state = "stopped" if self._stopped else ("running" if self._mode is not None else "not started")
         return f"<slurm_energy.Tracker {self.label!r} {self.mode or '-'} {state}>"
 
     # -------------------------------------------------------------- life cycle
@@ -311,95 +238,44 @@ class Tracker:
             parent = _active[-1] if _active else None
             _active.append(self)
         try:
-            return self._start(parent)
+            self._mode = self._choose_mode(parent)
         except BaseException:
             with _lock:
                 if self in _active:
                     _active.remove(self)
             raise
+        if self._mode.label_is_phase:  # `jobenergy --label`/`--cite` find the block by its label
+            self._outer_phase = Phase(self, self.label)
+        return self
 
-    def _start(self, parent: Tracker | None) -> Tracker:
-        if parent is not None and parent.mode != "noop":
-            self.mode, self._parent = "phase", parent
-            self._outer_phase = parent.phase(self.label)
-            return self
-        if local_rank() != 0:
-            self.mode = "noop"
-            return self
+    def _choose_mode(self, parent: Tracker | None) -> Mode:
+        if parent is not None and parent._mode is not None and not isinstance(parent._mode, NoopMode):
+            return PhaseMode(parent._mode, parent.result)
+        rank = local_rank()
+        if rank != 0:
+            return NoopMode(rank)
         from slurm_energy.sampling.marks import MarksWriter
 
-        for path, mode in ((slurm_marks_path(), "slurm"), (run_marks_path(), "run")):
+        for path, make in ((slurm_marks_path(), SlurmJobMarks), (run_marks_path(), RunMarks)):
             if path is None:
                 continue
             try:
-                self._writer, self.mode = MarksWriter(path), mode
+                marks = MarksChannel(MarksWriter(path))
             except OSError as e:
                 warnings.warn(f"slurm_energy.track: cannot write marks to {path} ({e}); measuring here " + (
-                    "instead" if mode == "slurm" else "too: run's report and this one then measure the same "
+                    "instead" if make is SlurmJobMarks else "too: run's report and this one then measure the same "
                     "processes"), stacklevel=4)
                 continue
-            if mode == "run":
+            if make is RunMarks:
                 print(f"slurm-energy: track({self.label!r}) runs inside `slurm-energy run` "
                       f"({os.environ.get(RUN_LABEL_ENV, '')}): its phases, stages and tags go into run's one "
                       "measurement and report, which cover the whole command; no second report", file=sys.stderr)
-            if self._label_given:  # the block is a phase of that name: `jobenergy --label`/`--cite` find it
-                self._outer_phase = Phase(self, self.label)
-            return self
-        self._start_local()
-        return self
-
-    def _start_local(self) -> None:
-        from slurm_energy.outputs.report import report_path
-        from slurm_energy.pipeline import LocalMeasurement
-        from slurm_energy.sampling.local import measured_root, raise_signal_exit, set_handlers
-        from slurm_energy.sampling.marks import MarksWriter
-
-        cfg = self._site_config()
-        out = os.path.abspath(self.out)
-        if self.report:
-            self._out_ok = _writable_dir(out)
-            existing = report_path(out, self.label)
-            if self._out_ok and os.path.lexists(existing) and not self.overwrite:
-                raise FileExistsError(f"slurm_energy.track: {existing} exists (an earlier run's report); pass "
-                                      "overwrite=True to replace it, or another label= (the default label is unique)")
-        root, self.covers, job = measured_root()
-        self._measure = LocalMeasurement(cfg, None, self.label, interval_s=self.interval_s,
-                                         partition=self.partition, work_dir=self.out, child_of=os.getpid(),
-                                         tree_root=root, job_marker=job).start()
-        self._writer = MarksWriter(self._measure.marks_path)
-        self.mode = "local"
-        try:  # so the child sampler can finish this measurement if this process is killed (_finish_orphan)
-            self._measure.save_state(settings=dict(self.settings, out=out), covers=self.covers, out_ok=self._out_ok)
-        except OSError:
-            pass
-        if root != os.getpid() or job is not None:
-            print(f"slurm-energy: local rank 0 measures {self.covers} (each process once; the other ranks' "
-                  "track() calls are no-ops)", file=sys.stderr)
-        if self.report and not self._out_ok:
-            import tempfile
-
-            home = os.path.expanduser("~")
-            example = os.path.join(home, "energy") if os.access(home, os.W_OK) else tempfile.gettempdir()
-            warnings.warn(f"slurm_energy.track: {out} is not a writable directory, so the report cannot be written "
-                          f"there: pass out='<a writable directory>' (e.g. out='{example}'). Measuring "
-                          f"anyway; the samples are kept in {self._measure.dir} and the record is t.record",
-                          stacklevel=4)
-        # SIGTERM/SIGHUP -> SignalExit in the main thread while measuring, where the process has no
-        # handler of its own (a framework's or the user's is left alone)
-        self._restore_signals = set_handlers(raise_signal_exit, only_default=True)
+            return make(marks, self._label_given)
+        self._local = LocalMode.begin(self.settings)
         _register_at_exit()
+        return self._local
 
-    def _site_config(self):
-        """The site config with this tracker's carbon arguments applied; ValueError naming the field."""
-        from slurm_energy.config import ConfigError
-        from slurm_energy.pipeline import local_site_config
-
-        try:
-            return local_site_config(self.config, "track()", self.partition, **self.carbon_args)
-        except ConfigError as e:
-            raise ValueError(f"slurm_energy.track: site config: {e}") from None
-
-    def stop(self, ended=None):
+    def stop(self, ended: RunEnd | None = None) -> JobRecord | None:
         """End the measurement; in local mode summarise and write the report. Returns the final
         JobRecord in local mode, else None. A phase never closed is warned about and counted to
         the end (flag ``never_closed``). ``ended``: how the run ended (:class:`~slurm_energy.sampling.local.RunEnd`;
@@ -412,91 +288,35 @@ class Tracker:
         with _lock:
             if self in _active:
                 _active.remove(self)
-        if self.mode == "phase":
-            return None
-        if self._open_phases:
-            warnings.warn("slurm_energy.track: phases never closed, counted to the end: "
-                          + ", ".join(repr(n) for n in self._open_phases.values()), stacklevel=3)
-        if self._writer is not None:
-            self._writer.close()
-        if self.mode == "local":
-            from slurm_energy.sampling.local import RunEnd
-
-            self._restore_signals()
-            self.ended = ended if ended is not None else RunEnd.completed()
-            self._measure.stop()
-            self.record = self._measure.record(self._measure.marks(), self._tags, ended=self.ended)
-            self._write_report()
-        return self.record
-
-    def _write_report(self) -> None:
-        """Publish the record to the report (as ``run`` does); the samples are removed once the
-        report is written (or none was asked for), else kept and their place printed."""
-        from slurm_energy.config.overrides import default_facts_warning
-
-        rec = self.record
-        problems: list[str] = []
-        if self.report and self._out_ok:
-            problems = self._measure.report(rec, self.out, self.overwrite, "overwrite=True")
-            self.report_paths = self._measure.report_paths
-            if self.report_paths:
-                print(f"slurm-energy: report {self.report_paths[0]}", file=sys.stderr)
-        elif self.report:
-            problems = [f"{os.path.abspath(self.out)} is not writable: report not written (pass out=)"]
-            print(f"slurm-energy: {problems[0]}", file=sys.stderr)
-        if self.ended is not None and not self.ended.clean:
-            print(f"slurm-energy: measurement {rec.job_id!r} is partial: {self.ended.detail}", file=sys.stderr)
-        warn = default_facts_warning(rec.carbon, pue_arg="track(pue=1.0)", ci_arg="track(country='FR')")
-        if warn:
-            print(warn, file=sys.stderr)
-        if problems:
-            self.samples_kept = self._measure.dir
-        self._measure.close(bool(problems), " (the record is also t.record)")
+        return self._mode.stop(ended, self._tags) if self._mode is not None else None
 
     def __enter__(self) -> Tracker:
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        from slurm_energy.sampling.local import RunEnd
-
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.stop(RunEnd.from_exception(exc))
 
-    def __call__(self, fn: Callable) -> Callable:
+    def __call__(self, fn: Callable[_P, _R]) -> Callable[_P, _R]:
         """Decorator: each call of ``fn`` is measured by a fresh tracker with these settings."""
         @functools.wraps(fn)
-        def wrapper(*a, **kw):
-            with Tracker(**self.settings):
+        def wrapper(*a: _P.args, **kw: _P.kwargs) -> _R:
+            with Tracker(**self.settings.kwargs()):
                 return fn(*a, **kw)
 
         return wrapper
 
     # -------------------------------------------------------------- marks
-    def _write(self, ev: str, **fields) -> bool:
-        if self.mode == "phase":
-            return self._parent._write(ev, **fields)
-        if self._writer is None or self._stopped:
-            return False
-        try:
-            self._writer.write(ev, **fields)
-        except OSError as e:  # a full disk must not stop the training
-            warnings.warn(f"slurm_energy.track: mark not written ({e})", stacklevel=3)
-            return False
-        if ev == "begin":
-            self._open_phases[fields["id"]] = fields["name"]
-        elif ev == "end":
-            self._open_phases.pop(fields["id"], None)
-        return True
+    def _write(self, ev: str, **fields: Any) -> bool:
+        return self._mode is not None and self._mode.write(ev, **fields)
 
     def _boundary_reading(self) -> None:
         """A sample row right after a phase or stage mark, where the sampler runs in this process
-        tree (local mode): the window's edge is then read, not cut from a sampling interval (its
-        energy would otherwise be that interval's mean power times its seconds inside). Costs one
-        sample (a few ms) per mark. Under Slurm or ``run`` the node's sampler is another process
-        tree: the edge stays cut there, flagged ``interval_cut``."""
-        if self.mode == "phase":
-            self._parent._boundary_reading()
-        elif self.mode == "local" and self._measure is not None and not self._stopped:
-            self._measure.sample_now()
+        tree (local mode; :meth:`slurm_energy.tracking.LocalMode.boundary_reading`). Under Slurm or
+        ``run`` the node's sampler is another process tree: the edge stays cut there, flagged
+        ``interval_cut``."""
+        if self._mode is not None:
+            self._mode.boundary_reading()
 
     def phase(self, name: str) -> Phase:
         """Begin a named phase now; use as ``with t.phase("epoch 3"):`` or call ``.end()``.
@@ -521,7 +341,7 @@ class Tracker:
         if self._write("stage", frac=f):
             self._boundary_reading()
 
-    def tag(self, **tags) -> None:
+    def tag(self, **tags: Any) -> None:
         """Record facts about the training for prediction, e.g. ``flops`` (total FLOPs),
         ``model_params``, ``tokens`` (the prediction uses these), ``precision="bf16"``; they end up in the
         record's ``tags``. Values are finite numbers or short words (letters, digits, ``_.+-``, at
@@ -546,32 +366,9 @@ class Tracker:
         Local mode: computed from this process's sample file. Slurm mode: the job's latest record
         in the site's store (interim records are stored every ``sampling.interim_s``), when this
         user can read it; else ``source="unavailable"`` with a note."""
-        if self.mode == "phase":
-            return self._parent.result()
-        if self.mode == "local":
-            if self.record is not None:
-                return Result.from_record(self.record, True, "local sampler", covers=self.covers)
-            # asking and summarising run in this (measured) process: not the run's CPU time. The whole
-            # process's (numpy's BLAS threads spin after a call): other threads' work meanwhile is left out too
-            mark = self._measure.overhead_begin()
-            try:
-                fresh = self._measure.sample_now()  # a row now: the result covers the run up to this call
-                note = "energy from the start up to this call" if fresh else \
-                    "energy up to the sampler's last row (no row could be taken now)"
-                return Result.from_record(self._measure.record(self._measure.marks(), self._tags), False,
-                                          "local sampler", note, covers=self.covers)
-            finally:
-                self._measure.overhead_end(mark)
-        if self.mode == "slurm":
-            return from_store(os.environ.get("SLURM_JOB_ID", ""))
-        if self.mode == "run":
-            return Result(final=False, source="slurm-energy run",
-                          note=f"measured by `slurm-energy run` ({os.environ.get(RUN_LABEL_ENV, '')}), which covers the "
-                               "whole command; its report is written when the command ends")
-        if self.mode == "noop":
-            return Result(final=False, source="other rank",
-                          note=f"local rank {local_rank()}: local rank 0 of this node measures it")
-        return Result(final=False, source="unavailable", note="the tracker has not started")
+        if self._mode is None:
+            return Result(final=False, source="unavailable", note="the tracker has not started")
+        return self._mode.result(self._tags)
 
 
 def _default_label(prefix: str = "") -> str:
@@ -595,11 +392,12 @@ def _stop_all_at_exit() -> None:
     """At interpreter exit: stop every local measurement still running (no ``stop()``: a script
     ended, or a callback's training raised), saying how the run ended: the signal that stopped it,
     the uncaught exception (``sys.last_value``), or what a callback said an open tracker means."""
-    from slurm_energy.sampling.local import SIGNALS_SEEN, RunEnd
+    from slurm_energy.sampling.local import SIGNALS_SEEN
 
     with _lock:
-        open_ = [t for t in reversed(_active) if t.mode == "local" and not t._stopped]
+        open_ = [t for t in reversed(_active) if t._local is not None and not t._stopped]
     for t in open_:
+        ended: RunEnd | None
         if SIGNALS_SEEN:
             ended = RunEnd.from_signal(SIGNALS_SEEN[-1])
         elif getattr(sys, "last_value", None) is not None:
@@ -615,7 +413,7 @@ def _stop_all_at_exit() -> None:
                   file=sys.stderr)
 
 
-def track(label: Any = None, **kwargs) -> Any:
+def track(label: Any = None, **kwargs: Any) -> Any:
     """Measure a block, a function or a whole script (see the module doc).
 
     ``with track(label="x") as t:``, ``@track(label="x")`` or plain ``@track``.
@@ -657,18 +455,11 @@ def current() -> Tracker | None:
 
 def _finish_orphan(d: str) -> int:
     """``python -m slurm_energy.api DIR``, exec'd by a ``track()`` child sampler whose measured
-    process ended without stopping it (SIGKILL, the OOM killer, ``os._exit``): :meth:`Tracker.stop`
+    process ended without stopping it (SIGKILL, the OOM killer, ``os._exit``): the local mode's stop
     as that process would have called it, the partial record saying it was killed."""
-    from slurm_energy.pipeline import LocalMeasurement
-    from slurm_energy.sampling.local import RunEnd
-
-    with open(os.path.join(d, LocalMeasurement.STATE_FILE)) as f:
-        x = json.load(f)["extra"]
-    t = Tracker(**x["settings"])
-    m, _ = LocalMeasurement.from_state(t._site_config(), d)
-    t._measure, t.mode, t.covers, t._out_ok = m, "local", x["covers"], x["out_ok"]
-    t.stop(RunEnd("interrupted", "the measured process ended without stopping the measurement (killed by "
-                                 "SIGKILL or the OOM killer, or os._exit); measured to its last sample"))
+    LocalMode.resume(d).stop(RunEnd("interrupted", "the measured process ended without stopping the measurement "
+                                                   "(killed by SIGKILL or the OOM killer, or os._exit); measured to "
+                                                   "its last sample"), {})
     return 0
 
 

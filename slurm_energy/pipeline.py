@@ -177,17 +177,21 @@ def local_site_config(path: str | None, given_by: str, partition: str = "", **ca
                                  **{k: v for k, v in carbon.items() if v is not None})
 
 
-class LocalMeasurement(LocalSampler):
-    """Measure a process tree on this node (``run``, ``attach``, ``track()``): the sampler of
-    :class:`slurm_energy.sampling.local.LocalSampler` (same arguments) plus :meth:`record` and
-    :meth:`report`."""
+class LocalMeasurement:
+    """Measure a process tree on this node (``run``, ``attach``, ``track()``): a
+    :class:`slurm_energy.sampling.local.LocalSampler` (started, stopped and cleaned up through
+    :attr:`sampler`) and what the flow makes of its sample file: :meth:`record`, :meth:`report`,
+    :meth:`marks`, :meth:`close`."""
 
-    report_paths: tuple[str, ...] = ()  # the HTML and CSV written by report()
+    def __init__(self, sampler: LocalSampler):
+        self.sampler = sampler
+        self.report_paths: tuple[str, ...] = ()  # the HTML and CSV written by report()
 
     def record(self, marks: Marks | None = None, tags: dict[str, Any] | None = None,
                ended: RunEnd | None = None) -> JobRecord:
-        """The finalised JobRecord: energy so far while sampling, final after :meth:`stop`, by
-        :func:`measure_node` and :func:`finalise_job` (one node, not merged).
+        """The finalised JobRecord: energy so far while sampling, final after the sampler's
+        :meth:`~slurm_energy.sampling.local.LocalSampler.stop`, by :func:`measure_node` and
+        :func:`finalise_job` (one node, not merged).
 
         ``marks``: :class:`slurm_energy.accounting.phases.Marks` of the job (phases, stages).
         ``ended``: how the run ended (:class:`slurm_energy.sampling.local.RunEnd`); one that did not
@@ -198,21 +202,22 @@ class LocalMeasurement(LocalSampler):
 
         from slurm_energy.sampling.samplefile import read_sample_table
 
-        running = self.running
-        end = time.time() if running else self.t1
+        s = self.sampler
+        running = s.running
+        end = time.time() if running else s.t1
         node = socket.gethostname().split(".")[0]
         status = Status.RUNNING if running else Status.COMPLETE
         errors: list[str] = []
         if ended is not None and not ended.clean and not running:
             status, errors = Status.PARTIAL, [ended.error_text()]
-        obs = NodeObservation(node, read_sample_table(self.samples), self.static, self.t0, end, cpus_alloc=os.cpu_count(),
+        obs = NodeObservation(node, read_sample_table(s.samples), s.static, s.t0, end, cpus_alloc=os.cpu_count(),
                               status=status, marks=marks, errors=errors)
-        meta = JobMeta(job_id=self.label, cluster=self.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
-                       gid=os.getgid(), partition=self.partition, work_dir=self.work_dir)
-        rec = measure_node(obs, meta, self.cfg, interval_s=self.interval_s, tags=dict(tags) if tags else None,
+        meta = JobMeta(job_id=s.label, cluster=s.cfg.cluster_name, user=getpass.getuser(), uid=os.getuid(),
+                       gid=os.getgid(), partition=s.partition, work_dir=s.work_dir)
+        rec = measure_node(obs, meta, s.cfg, interval_s=s.interval_s, tags=dict(tags) if tags else None,
                            exit_code=ended.exit_code if ended is not None else "",
                            job_state=ended.job_state if ended is not None else "")
-        return finalise_job([rec], self.cfg, merge=False)
+        return finalise_job([rec], s.cfg, merge=False)
 
     def report(self, rec: JobRecord, out: str, overwrite: bool, how_to_replace: str) -> list[str]:
         """Publish ``rec`` to ``energy-<job id>.html/.csv`` in ``out`` (the report sink, as this user);
@@ -238,9 +243,9 @@ class LocalMeasurement(LocalSampler):
         """Remove the private sample directory, or (``keep``: the samples are the measurement's only
         copy) leave it and say where it is on stderr, with ``note``."""
         if keep:
-            print(f"slurm-energy: samples kept in {self.samples}{note}", file=sys.stderr)
+            print(f"slurm-energy: samples kept in {self.sampler.samples}{note}", file=sys.stderr)
         else:
-            self.cleanup()
+            self.sampler.cleanup()
 
     def marks(self) -> Marks:
         """The phase/stage/tag marks written beside the sample file (``marks.jsonl``: ``track()``'s
@@ -248,7 +253,7 @@ class LocalMeasurement(LocalSampler):
         from slurm_energy.accounting.phases import parse_marks
         from slurm_energy.sampling.marks import read_marks_file
 
-        lines, flags = read_marks_file(self.dir, "marks.jsonl")
+        lines, flags = read_marks_file(self.sampler.dir, "marks.jsonl")
         m = parse_marks(lines)
         m.flags = flags + m.flags
         return m
@@ -256,4 +261,4 @@ class LocalMeasurement(LocalSampler):
     @property
     def marks_path(self) -> str:
         """Where the marks of this measurement are appended."""
-        return os.path.join(self.dir, "marks.jsonl")
+        return os.path.join(self.sampler.dir, "marks.jsonl")

@@ -186,7 +186,7 @@ def test_child_sampler_ends_when_the_training_process_dies(outside_slurm):
     import psutil
 
     code = ("import os, sys\nfrom slurm_energy import track\nt = track(label='k', interval_s=0.1).start()\n"
-            "print(t._measure._proc.pid, flush=True)\nos._exit(3)\n")
+            "print(t.sampler.pid, flush=True)\nos._exit(3)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=outside_slurm, capture_output=True, text=True, timeout=60,
                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert out.returncode == 3, out.stderr

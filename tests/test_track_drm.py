@@ -63,9 +63,9 @@ def test_track_measures_amd_and_intel_gpus_in_its_child_sampler(gpus_outside_slu
 
 def test_child_and_parent_open_readers_from_one_spec(gpus_outside_slurm, monkeypatch):
     from slurm_energy.config import load_site_config
-    from slurm_energy.pipeline import LocalMeasurement
+    from slurm_energy.sampling.local import LocalSampler
 
-    m = LocalMeasurement(load_site_config(), None, "spec", [], child_of=os.getpid())
+    m = LocalSampler(load_site_config(), None, "spec", [], child_of=os.getpid())
     try:
         spec = m._child_spec["readers"]
         assert spec is m.reader_spec and spec["gpu_uuids"] == [] and spec["unresolved_gpus"] == []

@@ -43,7 +43,7 @@ def test_an_exception_in_the_block_makes_a_partial_record_and_report(outside_slu
     assert any("run ended early: the run raised ValueError: loss diverged" in e for e in rec.errors)
     assert _status(outside_slurm, "boom") == {"partial"}
     assert rec.it_kwh > 0  # measured up to the exception
-    assert not os.path.exists(t._measure.dir)  # report written: the samples' temp dir removed
+    assert not os.path.exists(t.sampler.dir)  # report written: the samples' temp dir removed
 
 
 def test_a_decorated_function_that_raises_keyboardinterrupt_is_recorded_as_interrupted(outside_slurm):

@@ -56,7 +56,7 @@ def test_result_calls_inside_the_block_are_not_charged_to_the_run(outside_slurm)
         for _ in range(40):
             t.result()
         time.sleep(0.3)
-        overhead = t._measure.overhead_s
+        overhead = t.sampler.overhead_s
     rec = t.record
     assert overhead > 0.1  # what the 40 summaries cost, CPU-s
     # without the subtraction the run's CPU time is >= the overhead; with it what remains is the

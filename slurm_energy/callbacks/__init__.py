@@ -35,7 +35,7 @@ class TrainingMarks:
         from slurm_energy.api import _default_label, current, track
         from slurm_energy.sampling.local import RunEnd
 
-        if self.own and self.tracker is not None and not self.tracker._stopped:
+        if self.own and self.tracker is not None and not self.tracker.stopped:
             # the previous training never reached its end hook (it raised and was caught)
             self.end(RunEnd("interrupted", abandoned_means or "the previous training did not reach its end"))
         self.pending, self.done, self.phase = list(self._stages), 0.0, None

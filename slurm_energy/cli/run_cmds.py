@@ -81,7 +81,7 @@ def _measure(args: argparse.Namespace, launch: Callable[[LocalMeasurement], tupl
     from slurm_energy.config import ConfigError
     from slurm_energy.outputs.report import report_path
     from slurm_energy.pipeline import LocalMeasurement, local_site_config
-    from slurm_energy.sampling.local import gpus_by_index
+    from slurm_energy.sampling.local import LocalSampler, gpus_by_index
     from slurm_energy.sampling.sampler import freeze_gc
 
     try:
@@ -108,18 +108,18 @@ def _measure(args: argparse.Namespace, launch: Callable[[LocalMeasurement], tupl
             raise SystemExit(2) from None
         if unresolved:
             print(f"slurm-energy: GPUs {gpus} not readable ({note}); reported as not measured", file=sys.stderr)
-    m = LocalMeasurement(cfg, None, "", uuids, unresolved, note, interval_s=args.interval,
-                         partition=args.partition, work_dir=args.out)
+    m = LocalMeasurement(LocalSampler(cfg, None, "", uuids, unresolved, note, interval_s=args.interval,
+                                      partition=args.partition, work_dir=args.out))
     try:
         probe, label, t0 = launch(m)
     except BaseException:
-        m.cleanup()
+        m.sampler.cleanup()
         raise
-    m.bind(probe, getattr(args, "label", None) or label).start(t0=t0)
+    m.sampler.bind(probe, getattr(args, "label", None) or label).start(t0=t0)
     freeze_gc()  # this process only waits now: its start-up objects stay out of the sampler's collections
     keep = bool(getattr(args, "keep_samples", False))
     try:
-        m.stop(wait_for_end())
+        m.sampler.stop(wait_for_end())
         final = m.record(m.marks(), ended=ending() if ending is not None else None)
         # the report first: it relabels the record when its label's report exists (never overwritten)
         if not args.no_report and m.report(final, args.out, getattr(args, "overwrite", False), "--overwrite"):

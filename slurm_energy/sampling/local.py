@@ -3,7 +3,7 @@
 One path for ``slurm-energy run``/``attach`` and ``track()`` outside a sampled Slurm job: the same
 readers (one spec, :attr:`LocalSampler.reader_spec`, for this process and the child sampler),
 :class:`~slurm_energy.sampling.sampler.Sampler` and sample file as the Prolog/Epilog;
-:class:`slurm_energy.pipeline.LocalMeasurement` adds the record. ``run``/``attach`` sample in a
+:class:`slurm_energy.pipeline.LocalMeasurement` holds one and makes its record. ``run``/``attach`` sample in a
 thread; ``track`` in a child process (``python -m slurm_energy.sampling.local SPEC``), because a
 thread in a CPU-bound training loop was starved of the GIL (one sample in 1.3 s instead of six).
 The child leaves the measured tree, runs in its own session (Ctrl-C stops the training, not the
@@ -343,7 +343,7 @@ class LocalSampler:
         os.replace(tmp, os.path.join(self.dir, self.STATE_FILE))
 
     @classmethod
-    def from_state(cls, cfg: SiteConfig, d: str) -> tuple[Any, dict[str, Any]]:
+    def from_state(cls, cfg: SiteConfig, d: str) -> tuple[LocalSampler, dict[str, Any]]:
         """(the stopped sampler of directory ``d``, its saved ``extra``): :meth:`save_state`'s
         facts, ended at its sample file's last row. Raises OSError/ValueError for a bad state."""
         from slurm_energy.sampling.samplefile import read_sample_table
@@ -462,6 +462,11 @@ class LocalSampler:
             self.sampler.stop()
             self._thread.join(10)
         self.t1 = time.time()
+
+    @property
+    def pid(self) -> int | None:
+        """The child sampler's PID (child mode, once started); None for a thread-mode sampler."""
+        return self._proc.pid if self._proc is not None else None
 
     @property
     def running(self) -> bool:

@@ -60,7 +60,7 @@ def test_attach_measures_the_named_gpus_until_the_process_exits(tmp_path, monkey
 def test_attach_record_gpu_energy_is_power_times_measured_time(tmp_path, monkeypatch):
     from slurm_energy.config import load_site_config
     from slurm_energy.pipeline import LocalMeasurement
-    from slurm_energy.sampling.local import gpus_by_index
+    from slurm_energy.sampling.local import LocalSampler, gpus_by_index
     from slurm_energy.sampling.probes import ProcessTreeProbe
 
     install(monkeypatch, [ClockGpu("GPU-aaaa", 0, power_mw=200_000), ClockGpu("GPU-bbbb", 1, power_mw=200_000)])
@@ -68,12 +68,12 @@ def test_attach_record_gpu_energy_is_power_times_measured_time(tmp_path, monkeyp
     assert (uuids, unresolved, note) == (["GPU-bbbb"], [], "")
     child = _child(1.0)
     cfg = load_site_config(_args(tmp_path, 0, "").config)
-    m = LocalMeasurement(cfg, ProcessTreeProbe(child.pid), "a", uuids, interval_s=0.2).start()
+    s = LocalSampler(cfg, ProcessTreeProbe(child.pid), "a", uuids, interval_s=0.2).start()
     while child.poll() is None:
         time.sleep(0.05)
-    m.stop()
-    rec = m.record()
-    m.cleanup()
+    s.stop()
+    rec = LocalMeasurement(s).record()
+    s.cleanup()
     (d,) = [d for n in rec.nodes for d in n.devices if d.device_class == "gpu"]
     assert d.device_id == "GPU-bbbb" and d.method.value in ("counter", "power_integration")
     assert d.energy_j == pytest.approx(200.0 * d.duration_s * d.coverage, rel=0.01)  # 200 W x measured s
