@@ -125,7 +125,7 @@ def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: floa
     total_cpu = true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
     req_mem = requested_memory(ctx, slurm_facts, cpus, mem_total, errors)
     meter_rows, meter_source = _meter_rows(cfg, spool, start, end_time) if running is None else (None, "")
-    from slurm_energy.devices.gpus import node_nvidia_gpu_count
+    from slurm_energy.devices.gpu.nvidia import node_nvidia_gpu_count
 
     obs = NodeObservation(
         ctx.node, rows, static, start_time=start, end_time=end_time, span_known=span_known, cpus_alloc=cpus,
