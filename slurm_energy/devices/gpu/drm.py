@@ -112,7 +112,7 @@ def _tile(base: Gpu, g: DrmGpu, tile: int, src: str) -> Gpu:
 _DEVFILE_RE = re.compile(r"^(?:/dev/dri/)?(renderD|card)(\d+)$")
 
 
-def _physical(tok: str, slots, gpus: list[DrmGpu], var: str) -> Gpu:
+def _physical(tok: str, slots: list[tuple[int, DrmGpu, int]], gpus: list[DrmGpu], var: str) -> Gpu:
     src = f"{var}={tok}"
     m = _DEVFILE_RE.match(tok)
     if m and m.group(1) == "card":
@@ -261,7 +261,7 @@ def resolve_drm_gpus(slurm_job_gpus: str | None = None, rocr_visible_devices: st
     return ResolvedGpus(_no_double_count(chosen))
 
 
-def _gres_key(tok: str):
+def _gres_key(tok: str) -> tuple[int, int, str]:
     """GRES indices sort numerically (in-job ordinals follow the allocation's index order)."""
     return (0, int(tok), "") if tok.isdigit() else (1, 0, tok)
 

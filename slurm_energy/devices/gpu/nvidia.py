@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from slurm_energy.devices.gpu import Gpu, GpuResolveError, ResolvedGpus, split_tokens
 
@@ -128,6 +128,7 @@ def _inventory(pynvml: Any) -> list[_Dev]:
     return devs
 
 
+_T = TypeVar("_T")
 _DEV_RE = re.compile(r"^(?:/dev/)?nvidia(\d+)$")
 _LEGACY_MIG_RE = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")
 
@@ -136,7 +137,7 @@ def _whole(d: _Dev, src: str) -> Gpu:
     return Gpu("nvml", "nvidia", d.uuid, d.model, physical_index=d.index, minor=d.minor, source=src)
 
 
-def _by_prefix(token: str, cands: Sequence[tuple[str, Any]], what: str, src: str) -> Any:
+def _by_prefix(token: str, cands: Sequence[tuple[str, _T]], what: str, src: str) -> _T:
     hits = [c for u, c in cands if u.lower().startswith(token.lower())]
     if len(hits) == 1:
         return hits[0]
@@ -169,7 +170,7 @@ def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool)
         return _whole(hits[0], src)
     m = _LEGACY_MIG_RE.match(tok)
     if m:
-        parent: _Dev = _by_prefix(m.group(1), [(d.uuid, d) for d in devs], "GPU", src)
+        parent = _by_prefix(m.group(1), [(d.uuid, d) for d in devs], "GPU", src)
         gi, ci = int(m.group(2)), int(m.group(3))
         for mi in parent.migs:
             if mi.gi == gi and mi.ci == ci:
@@ -179,8 +180,7 @@ def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool)
         return replace(_by_prefix(tok, [(mi.device_id, mi) for d in devs for mi in d.migs], "MIG instance", src),
                        source=src)
     t = tok if tok.upper().startswith("GPU-") else f"GPU-{tok}"
-    whole: _Dev = _by_prefix(t, [(d.uuid, d) for d in devs], "GPU", src)
-    return _whole(whole, src)
+    return _whole(_by_prefix(t, [(d.uuid, d) for d in devs], "GPU", src), src)
 
 
 def resolve_job_gpus(
@@ -206,8 +206,9 @@ def resolve_job_gpus(
             for ``slurm-energy run`` outside Slurm) instead of returning [].
 
     Returns:
-        :class:`~slurm_energy.devices.gpu.ResolvedGpus` of :class:`~slurm_energy.devices.gpu.Gpu` in input order, duplicates removed; empty with ``reason`` when no GPU
-        was allocated or NVML cannot initialise (no driver).
+        :class:`~slurm_energy.devices.gpu.ResolvedGpus` of :class:`~slurm_energy.devices.gpu.Gpu` in
+        input order, duplicates removed; empty with ``reason`` when no GPU was allocated or NVML
+        cannot initialise (no driver).
 
     Raises:
         GpuResolveError: a token names no device, an ambiguous UUID prefix, a missing MIG instance,

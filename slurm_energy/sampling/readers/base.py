@@ -20,7 +20,6 @@ A :class:`Reading` carries exactly one of three kinds of energy information, nam
 from __future__ import annotations
 
 import abc
-
 from collections.abc import Sequence
 
 from slurm_energy.core import DeviceStatic, Method, Reading

@@ -156,10 +156,8 @@ class NvmlReader(Reader):
             except nv.NVMLError as e:
                 return _Target(uuid, None, own, "unavailable", is_mig=True,
                                error=f"nvml_error:{type(e).__name__}")
-            if isinstance(g, Gpu) and g.fraction is not None:
-                frac = g.fraction
-            else:
-                frac = mig_instance_fraction(nv, own, handle)
+            given = g.fraction if isinstance(g, Gpu) else None
+            frac = given if given is not None else mig_instance_fraction(nv, own, handle)
         t = _Target(uuid, handle, own, "unavailable", mig_fraction=frac, is_mig=is_mig)
         try:
             t.model = _s(nv.nvmlDeviceGetName(handle))
