@@ -137,6 +137,8 @@ def gpu_readers(hw: HardwareConfig, gpus: Sequence[Gpu | Mapping[str, Any]], not
     """The readers of the job's GPUs: each backend's reader factory (``GpuBackend.reader``, from
     :data:`slurm_energy.devices.gpu.GPU_BACKENDS`) for the GPUs it resolved. A backend that is not
     registered or whose factory fails leaves its GPUs ``unavailable`` (``reader_error:<class>``)."""
+    if not gpus:  # a job without GPUs imports nothing of the registry (the Prolog's import count)
+        return []
     from slurm_energy.devices.gpu import backend, by_backend, load
 
     out: list[Reader] = []
