@@ -9,7 +9,7 @@ Prolog always did).
 Importing this module imports no vendor code: a backend is named here by ``"module:attribute"``
 and loaded when a job's GPUs are first resolved (the Prolog imports nothing it does not use), and
 its reader factory is loaded by :mod:`slurm_energy.sampling.setup` (the reader is in the sampling
-layer, above this one). Adding a vendor (docs/GPUS.md, "Adding a GPU vendor"):
+layer, above this one). Adding a vendor (docs/CONTRACTS.md, "Adding a GPU vendor"):
 
 1. one module with a ``BACKEND`` object (``name``, ``reader``, ``resolve``) whose reader factory
    is ``(hardware, gpus, notes, light) -> list[Reader]``;
