@@ -68,7 +68,7 @@ def main(argv=None) -> int:
                     mem_used=30 * 2**30, proc_samples=[(1000 + i, 90)]) for i in range(8)]
     install(mp, gpus)
     nv_res = _per_call(lambda: resolve_job_gpus(",".join(map(str, range(8)))), a.n)
-    nv = NvmlReader([g.device_id for g in gpus])
+    nv = NvmlReader([g.uuid for g in gpus])
     nv_read = _per_call(nv.read, a.n)
     print(f"{'(per call, ms)':28s} {'resolve CPU':>11s} {'resolve wall':>12s} {'read CPU':>9s} {'read wall':>9s} "
           f"{'read CPU / NVML':>15s}")
