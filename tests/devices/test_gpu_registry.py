@@ -14,7 +14,15 @@ import pytest
 
 import slurm_energy.devices.gpu as gpu_pkg
 from slurm_energy.accounting.summary import summarise_node
-from slurm_energy.devices.gpu import Gpu, GpuResolveError, ResolvedGpus, register, resolve_job_gpus, split_tokens
+from slurm_energy.devices.gpu import (
+    Gpu,
+    GpuResolveError,
+    ResolvedGpus,
+    node_gpu_count,
+    register,
+    resolve_job_gpus,
+    split_tokens,
+)
 from slurm_energy.model import Method
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
 from slurm_energy.sampling.reading import open_readers
@@ -60,6 +68,9 @@ class ToyBackend:
             raise GpuResolveError(f"SLURM_JOB_GPUS={bad[0]}: the toy node has GPUs 0-3")
         return ResolvedGpus(Gpu("toy", "toyvendor", f"toy{t}", "Toy Accelerator T1", physical_index=int(t),
                                 source=f"SLURM_JOB_GPUS={t}") for t in toks)
+
+    def node_count(self, hw) -> int | None:
+        return 4  # toy0..toy3
 
 
 @pytest.fixture
@@ -145,3 +156,17 @@ def test_importing_the_registry_imports_no_backend_and_no_vendor_library():
     assert "slurm_energy.devices.gpu" in mods
     assert not mods & {"pynvml", "amdsmi", "typing", "slurm_energy.devices.gpu.nvidia", "slurm_energy.devices.gpu.drm",
                        "slurm_energy.devices.drm"}, sorted(mods)
+
+
+def test_the_nodes_gpu_count_sums_the_backends_that_answer(toy, tmp_path, monkeypatch):
+    from slurm_energy.devices.gpu import nvidia
+    from tests.fakes.drm import FakeSysfs
+
+    fs = FakeSysfs(tmp_path / "sys")
+    fs.gpu("0000:c1:00.0", "1002:74a1", "amdgpu", card=0, render=128, hwmon={"power1_average": 1})
+    fs.gpu("0000:c2:00.0", "1002:74a1", "amdgpu", card=1, render=129, hwmon={"power1_average": 1})
+    hw = SimpleNamespace(drm_root=str(fs.drm_root), kfd_root=str(fs.kfd_root))
+    monkeypatch.setattr(nvidia, "node_nvidia_gpu_count", lambda dev_dir="/dev": None)  # no /dev/nvidiaN: unknown
+    assert node_gpu_count(hw) == 4 + 2  # the toy's 4, the two MI300X render nodes; NVIDIA unknown, not 0
+    monkeypatch.setattr(gpu_pkg, "GPU_BACKENDS", {"nvml": gpu_pkg.GPU_BACKENDS["nvml"]})
+    assert node_gpu_count(hw) is None  # no backend answers: unknown, never 0

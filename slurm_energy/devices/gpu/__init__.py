@@ -11,7 +11,7 @@ and loaded when a job's GPUs are first resolved (the Prolog imports nothing it d
 its reader factory is loaded by :mod:`slurm_energy.sampling.setup` (the reader is in the sampling
 layer, above this one). Adding a vendor (docs/CONTRACTS.md, "Adding a GPU vendor"):
 
-1. one module with a ``BACKEND`` object (``name``, ``reader``, ``resolve``) whose reader factory
+1. one module with a ``BACKEND`` object (``name``, ``reader``, ``resolve``, ``node_count``) whose reader factory
    is ``(hardware, gpus, notes, light) -> list[Reader]``;
 2. one line in :data:`GPU_BACKENDS` (or :func:`register`, e.g. from a test or a site plug-in).
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from slurm_energy.devices.hardware import HardwareConfig
 
 __all__ = ["GPU_BACKENDS", "Gpu", "GpuBackend", "GpuResolveError", "ResolvedGpus", "backend", "by_backend",
-           "register", "resolve_job_gpus", "split_tokens"]
+           "node_gpu_count", "register", "resolve_job_gpus", "split_tokens"]
 
 
 @dataclass
@@ -119,6 +119,11 @@ if TYPE_CHECKING:
             """
             ...
 
+        def node_count(self, hw: HardwareConfig) -> int | None:
+            """The node's GPUs of this vendor as Slurm allocates them (one per GRES device), or
+            None when unknown or none (the rest-of-node rule compares a job's GPUs with it)."""
+            ...
+
 
 #: name -> the backend, as ``"module:attribute"`` (loaded on first use) or the object itself
 #: (:func:`register`). The order is the order they are tried in.
@@ -188,6 +193,20 @@ def resolve_job_gpus(env: Mapping[str, str], hw: HardwareConfig, *, in_prolog: b
             return res
         reasons.append(f"{name}: {res.reason or 'no GPU'}")
     return ResolvedGpus([], "; ".join(reasons))
+
+
+def node_gpu_count(hw: HardwareConfig) -> int | None:
+    """The node's GPUs, every vendor: the sum of the backends' :meth:`GpuBackend.node_count` that
+    answer; None when none does (unknown is never 0)."""
+    counts = []
+    for name in list(GPU_BACKENDS):
+        try:
+            n = backend(name).node_count(hw)
+        except Exception:  # a backend that cannot count leaves its GPUs unknown, not 0
+            continue
+        if n is not None:
+            counts.append(n)
+    return sum(counts) if counts else None
 
 
 def by_backend(gpus: Iterable[Gpu | Mapping[str, Any]]) -> dict[str, list[Gpu]]:

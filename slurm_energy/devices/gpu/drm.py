@@ -288,6 +288,11 @@ class DrmBackend:
                                 hw.drm_root, hw.kfd_root, all_if_unset=not in_prolog,
                                 ze_flat_device_hierarchy=ze_mode)
 
+    def node_count(self, hw: HardwareConfig) -> int | None:
+        """The AMD/Intel render nodes Slurm's GRES order counts (a partitioned card: one per
+        partition; integrated graphics left out); None where there is none."""
+        return len(_slots(discover_drm_gpus(hw.drm_root, hw.kfd_root))) or None
+
 
 #: the registry's entry (:data:`slurm_energy.devices.gpu.GPU_BACKENDS`)
 BACKEND = DrmBackend()

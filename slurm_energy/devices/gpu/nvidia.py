@@ -283,6 +283,10 @@ class NvmlBackend:
             return resolve_job_gpus(env.get("SLURM_JOB_GPUS"), env.get("CUDA_VISIBLE_DEVICES"))
         return resolve_job_gpus("", env.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True)
 
+    def node_count(self, hw: HardwareConfig) -> int | None:
+        """The ``/dev/nvidiaN`` device files (:func:`node_nvidia_gpu_count`; no NVML call)."""
+        return node_nvidia_gpu_count()
+
 
 #: the registry's entry (:data:`slurm_energy.devices.gpu.GPU_BACKENDS`)
 BACKEND = NvmlBackend()
