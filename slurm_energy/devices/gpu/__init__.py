@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from slurm_energy.devices.hardware import HardwareConfig
 
-__all__ = ["GPU_BACKENDS", "Gpu", "GpuBackend", "GpuResolveError", "ResolvedGpus", "backend", "by_backend",
+__all__ = ["GPU_BACKENDS", "Gpu", "GpuResolveError", "ResolvedGpus", "backend", "by_backend", "load",
            "node_gpu_count", "register", "resolve_job_gpus", "split_tokens"]
 
 
