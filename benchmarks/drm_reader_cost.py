@@ -23,8 +23,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from slurm_energy.devices.gpus import resolve_job_gpus
-from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+from slurm_energy.devices.gpu.drm import resolve_drm_gpus
+from slurm_energy.devices.gpu.nvidia import resolve_job_gpus
 from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
 from slurm_energy.sampling.readers.nvml import NvmlReader
 from tests.fakes.drm import FakeSysfs

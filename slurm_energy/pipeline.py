@@ -3,7 +3,7 @@
 Used by the Slurm hooks and their finalizer (:mod:`slurm_energy.slurm`), ``run``/``attach``,
 ``track()`` and anything embedding slurm-energy::
 
-    readers, notes = open_readers(site, gpu_uuids)          # device information collector
+    readers, notes = open_readers(site, gpus)               # device information collector
     static = device_inventory(readers, notes)
     ... a Sampler (slurm_energy.sampling) writes the sample file ...
     rec = measure_node(NodeObservation(node, rows, static, t0, t1), meta, site)   # one node

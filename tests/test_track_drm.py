@@ -68,8 +68,8 @@ def test_child_and_parent_open_readers_from_one_spec(gpus_outside_slurm, monkeyp
     m = LocalSampler(load_site_config(), None, "spec", [], child_of=os.getpid())
     try:
         spec = m._child_spec["readers"]
-        assert spec is m.reader_spec and spec["gpu_uuids"] == [] and spec["unresolved_gpus"] == []
-        assert sorted(g["device_id"] for g in spec["drm_gpus"]) == ["0000:8a:00.0", "0000:c1:00.0", "0000:c2:00.0"]
+        assert spec is m.reader_spec and spec["unresolved_gpus"] == [] and {g["backend"] for g in spec["gpus"]} == {"drm"}
+        assert sorted(g["device_id"] for g in spec["gpus"]) == ["0000:8a:00.0", "0000:c1:00.0", "0000:c2:00.0"]
         # the parent's inventory (what the record lists) has the cards the child will read
         assert sorted(d["device_id"] for d in m.static["devices"] if d["device_class"] == "gpu") == \
             ["0000:8a:00.0", "0000:c1:00.0", "0000:c2:00.0"]

@@ -31,7 +31,7 @@ import numpy as np
 
 from slurm_energy.accounting.integrate import Arr, SeriesEnergy, floats
 from slurm_energy.core import Flag
-from slurm_energy.devices.gpus import mig_fraction  # noqa: F401 - part of the attribution rules
+from slurm_energy.devices.gpu.nvidia import mig_fraction  # noqa: F401 - part of the attribution rules
 
 #: Attribution policies a site may choose (site config ``attribution.policy``):
 #:

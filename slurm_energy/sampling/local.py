@@ -181,24 +181,21 @@ def measured_root(pid: int | None = None, environ: Mapping[str, str] | None = No
     return pid, f"process {pid} and its children", None
 
 
-def visible_drm_gpus(cfg: SiteConfig, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The AMD/Intel GPUs this process may use, as ResolvedDrmGpu dicts; [] when there are none.
+def visible_gpus(cfg: SiteConfig, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The GPUs this process may use, any vendor, as :class:`~slurm_energy.devices.gpu.Gpu` dicts;
+    [] when there are none.
 
-    Inside a Slurm job ``SLURM_JOB_GPUS`` is the allocation (physical); outside Slurm every GPU of
-    the node is visible and ``ROCR_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` / ``ZE_AFFINITY_MASK``
-    ordinals count the node's own GPUs (see :func:`slurm_energy.devices.gpus_drm.resolve_drm_gpus`).
-    Never raises (an unresolvable variable leaves AMD/Intel GPUs unmeasured; the CLI says so)."""
+    Each backend of :data:`~slurm_energy.devices.gpu.GPU_BACKENDS` in turn reads the process's
+    environment as a job's own (``in_prolog=False``): inside a Slurm job ``SLURM_JOB_GPUS`` is the
+    allocation (physical); outside Slurm every GPU of the node is visible and the runtimes'
+    variables (``CUDA_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES``, ``ZE_AFFINITY_MASK``...) count
+    the node's own GPUs. Never raises (an unresolvable variable leaves the GPUs unmeasured; the
+    CLI says so)."""
+    from slurm_energy.devices.gpu import resolve_job_gpus
+    from slurm_energy.devices.hardware import HardwareConfig
+
     env = os.environ if environ is None else environ
-    try:
-        from slurm_energy.devices.gpus_drm import resolve_drm_gpus
-
-        res = resolve_drm_gpus(env.get("SLURM_JOB_GPUS"), env.get("ROCR_VISIBLE_DEVICES"),
-                               env.get("HIP_VISIBLE_DEVICES"), env.get("ZE_AFFINITY_MASK"),
-                               cfg.hardware.drm_root, cfg.hardware.kfd_root, all_if_unset=True,
-                               ze_flat_device_hierarchy=env.get("ZE_FLAT_DEVICE_HIERARCHY"))
-        return [g.to_dict() for g in res]
-    except Exception:
-        return []
+    return [g.to_dict() for g in resolve_job_gpus(env, HardwareConfig.of(cfg.hardware), in_prolog=False)]
 
 
 def gpus_by_index(indices: str | None = None) -> tuple[list[str], list[str], str]:
@@ -211,11 +208,11 @@ def gpus_by_index(indices: str | None = None) -> tuple[list[str], list[str], str
     if indices is not None and (not toks or not all(t.isdigit() for t in toks)):
         raise ValueError(f"--gpus {indices!r}: give GPU indices as nvidia-smi numbers them, e.g. --gpus 0,1")
     try:
-        from slurm_energy.devices.gpus import resolve_job_gpus
+        from slurm_energy.devices.gpu.nvidia import resolve_job_gpus
 
         res = (resolve_job_gpus(",".join(toks), "") if indices is not None else
                resolve_job_gpus("", os.environ.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True))
-        uuids = [g.uuid for g in res]
+        uuids = [g.device_id for g in res]
         if uuids:
             return uuids, [], ""
         reason = getattr(res, "reason", "") or "no NVML device"
@@ -230,9 +227,9 @@ class LocalSampler:
         probe: the job (a :class:`~slurm_energy.sampling.probes.ProcessTreeProbe`), or None to
             :meth:`bind` it later (after the readers are open).
         label: the record's job id (and report name ``energy-<label>.html``).
-        gpu_uuids: NVML UUIDs to read (default: the visible ones, :func:`gpus_by_index`); unresolved: GPUs reported
-            ``unavailable`` with ``gpu_note``. With neither, the visible AMD/Intel GPUs are read
-            (:func:`visible_drm_gpus`).
+        gpu_uuids: NVML UUIDs to read (``--gpus``, :func:`gpus_by_index`); unresolved: GPUs reported
+            ``unavailable`` with ``gpu_note``. With neither, the visible GPUs of any vendor are read
+            (:func:`visible_gpus`).
         interval_s: sampling interval, s (default: the site's ``sampling.interval_s``).
         child_of: sample in a child process measuring the tree of this PID (``track``: our own
             PID) until it ends; ``probe`` is then unused (None).
@@ -255,10 +252,13 @@ class LocalSampler:
         self.cfg, self.label, self.partition = cfg, label, partition
         self.work_dir = os.path.abspath(work_dir)
         self.interval_s = float(interval_s or cfg.sampling.interval_s)
-        uuids = gpus_by_index()[0] if gpu_uuids is None else list(gpu_uuids)
+        from slurm_energy.devices.gpu import Gpu
+
+        named = [Gpu("nvml", "nvidia", u, source="--gpus").to_dict() for u in gpu_uuids or []]
         #: what the readers are opened from, here and in the child sampler (:func:`open_readers`' arguments)
-        self.reader_spec: dict[str, Any] = {"gpu_uuids": uuids, "unresolved_gpus": list(unresolved or []),
-                                            "drm_gpus": [] if uuids or unresolved else visible_drm_gpus(cfg)}
+        self.reader_spec: dict[str, Any] = {
+            "gpus": named if named or unresolved else visible_gpus(cfg),
+            "unresolved_gpus": list(unresolved or [])}
         readers, self.notes = open_readers(cfg, **self.reader_spec)
         if gpu_note:
             self.notes.append(f"gpu: {gpu_note}")

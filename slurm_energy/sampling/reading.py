@@ -9,20 +9,20 @@ import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (on the Prolog's path)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
     from slurm_energy.core import DeviceStatic
+    from slurm_energy.devices.gpu import Gpu
     from slurm_energy.model import NodeStatic
     from slurm_energy.sampling.files import FileSource
     from slurm_energy.sampling.readers.base import Reader
 
 
-def open_readers(site: Any, gpu_uuids: Sequence[str] = (), unresolved_gpus: Sequence[str] = (), *,
-                 drm_gpus: Sequence[Any] = (), light: bool = False,
-                 files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
-    """This node's readers (RAPL or TDP model for CPU/RAM, NVML for ``gpu_uuids``, the AMD/Intel
-    ``drm_gpus``) and notes on the choices made; ``site``: the site config, in any of its forms
+def open_readers(site: Any, gpus: Sequence[Gpu | Mapping[str, Any]] = (), unresolved_gpus: Sequence[str] = (), *,
+                 light: bool = False, files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
+    """This node's readers (RAPL or TDP model for CPU/RAM, each GPU backend's reader for ``gpus``,
+    :mod:`slurm_energy.devices.gpu`) and notes on the choices made; ``site``: the site config, in any of its forms
     (its ``hardware`` section is read through :meth:`~slurm_energy.devices.hardware.HardwareConfig.of`);
     ``light``: no vendor library that is slow to load (the Prolog); ``files``: where the readers
     read their per-sample files (:mod:`slurm_energy.sampling.files`). See
@@ -31,8 +31,7 @@ def open_readers(site: Any, gpu_uuids: Sequence[str] = (), unresolved_gpus: Sequ
     from slurm_energy.devices.hardware import HardwareConfig
     from slurm_energy.sampling.setup import build_readers
 
-    return build_readers(HardwareConfig.of(site.hardware), gpu_uuids, unresolved_gpus, drm_gpus=drm_gpus,
-                         light=light, files=files)
+    return build_readers(HardwareConfig.of(site.hardware), gpus, unresolved_gpus, light=light, files=files)
 
 
 def device_inventory(readers: Sequence[Reader], notes: Sequence[str]) -> NodeStatic:

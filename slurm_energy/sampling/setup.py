@@ -8,42 +8,41 @@
 * RAM: RAPL dram zones when present and readable; none where the CPU meter holds the memory (Grace
   socket meters include LPDDR5X) or memory rails are metered (SMpro DIMM rails); otherwise W/GB x
   memory (``tdp_estimate``).
-* GPU: NVML for the job's NVIDIA GPUs (resolved once in the Prolog, by UUID); AMD/Intel GPUs
-  (resolved in the Prolog to PCI bus ids) from the drivers' hwmon files.
+* GPU: the job's GPUs (resolved once in the Prolog, :mod:`slurm_energy.devices.gpu`), each read by
+  its backend's reader: NVML for NVIDIA (by UUID), the drivers' hwmon files (and amdsmi) for
+  AMD/Intel (by PCI bus id).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slurm_energy.devices.hardware import HardwareConfig
 from slurm_energy.devices.info import cpu_model, cpu_topology
-from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+from slurm_energy.sampling.readers.base import Reader, UnavailableReader
 from slurm_energy.sampling.readers.tdp import CpuTdpReader, RamModelReader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from slurm_energy.devices.gpu import Gpu
     from slurm_energy.sampling.files import FileSource
 
 
-def build_readers(hw: HardwareConfig, gpu_uuids: Sequence[str] | None = None,
-                  unresolved_gpus: Sequence[str] | None = None,
-                  drm_gpus: Sequence[Any] | None = None, light: bool = False,
+def build_readers(hw: HardwareConfig, gpus: Sequence[Gpu | Mapping[str, Any]] = (),
+                  unresolved_gpus: Sequence[str] | None = None, light: bool = False,
                   files: FileSource | None = None) -> tuple[list[Reader], list[str]]:
     """Readers for this node and notes on the choices made.
 
     Args:
         hw: the site config's ``hardware`` (:meth:`HardwareConfig.of` makes it from any form).
-        gpu_uuids: the job's GPUs (NVML UUIDs, MIG UUIDs allowed); None/[] = no GPU reader.
-        unresolved_gpus: GPUs Slurm allocated that could not be resolved to NVML devices (e.g.
+        gpus: the job's GPUs, any vendor (:class:`~slurm_energy.devices.gpu.Gpu` s or their dicts
+            from the Prolog context): each backend's reader factory opens the readers for its own
+            (``GpuBackend.reader``: NVML; hwmon, and amdsmi for AMD GPUs where it is installed).
+        unresolved_gpus: GPUs Slurm allocated that could not be resolved to devices (e.g.
             "gpu-index-0" when NVML is absent): reported as ``unavailable``, never as 0 J.
-        drm_gpus: the job's AMD/Intel GPUs (:class:`~slurm_energy.devices.gpus_drm.ResolvedDrmGpu`
-            or their dicts from the Prolog context): read from hwmon under ``hardware.drm_root``, and
-            through ``amdsmi`` for AMD GPUs where that binding is installed.
-        light: the Prolog's own reading row: no vendor library is imported (amdsmi). Where amdsmi
-            is installed the AMD GPUs are left out of that row, so a device's series comes from
-            one source (the sampler's first sample starts it).
+        light: the Prolog's own reading row: no vendor library slow to import (amdsmi); a backend
+            may then leave its GPUs to the sampler's first sample (one source per series).
         files: where the RAPL counters and /proc/stat and /proc/meminfo are read at each read
             (:mod:`slurm_energy.sampling.files`; default: descriptors kept open).
     Returns:
@@ -96,16 +95,7 @@ def build_readers(hw: HardwareConfig, gpu_uuids: Sequence[str] | None = None,
         ram_src = (units.RAM_W_PER_GB_SOURCE if hw.ram_w_per_gb == units.RAM_W_PER_GB
                    else "site config hardware.ram_w_per_gb")  # the default is no site's setting
         readers.append(RamModelReader(hw.ram_w_per_gb, f"{hw.ram_w_per_gb:g} W/GB ({ram_src})", files))
-    if gpu_uuids:
-        try:
-            from slurm_energy.sampling.readers.nvml import NvmlReader
-
-            readers.append(NvmlReader(list(gpu_uuids), fallback_w=hw.gpu_fallback_w))
-        except Exception as e:
-            notes.append(f"nvml: {type(e).__name__}: {e}")
-            readers.append(UnavailableReader("gpu", gpu_uuids, f"nvml_error:{type(e).__name__}"))
-    if drm_gpus:
-        readers.extend(_drm_readers(hw, drm_gpus, notes, light))
+    readers.extend(gpu_readers(hw, gpus, notes, light))
     if unresolved_gpus:
         readers.append(UnavailableReader("gpu", unresolved_gpus, "gpu_not_resolved"))
     return readers, notes
@@ -142,46 +132,21 @@ def _hwmon_cpu(hw: HardwareConfig, readers: list[Reader], notes: list[str],
         return False, False
 
 
-def _drm_readers(hw: HardwareConfig, drm_gpus: Sequence[Any], notes: list[str], light: bool = False) -> list[Reader]:
-    """The hwmon reader for the job's AMD/Intel GPUs, wrapped by the amdsmi reader for AMD GPUs
-    where ``amdsmi`` is installed; ``unavailable`` stand-ins if it fails."""
-    import importlib.util
-
-    ids = [g["device_id"] if isinstance(g, dict) else g.device_id for g in drm_gpus]
-    vendors = {g["vendor"] if isinstance(g, dict) else g.vendor for g in drm_gpus}
-    smi = "amd" in vendors and importlib.util.find_spec("amdsmi") is not None  # no import: cheap
-    if light and smi:
-        notes.append("amdsmi: AMD GPU readings start with the sampler (not imported in the Prolog)")
+def gpu_readers(hw: HardwareConfig, gpus: Sequence[Gpu | Mapping[str, Any]], notes: list[str],
+                light: bool = False) -> list[Reader]:
+    """The readers of the job's GPUs: each backend's reader factory (``GpuBackend.reader``, from
+    :data:`slurm_energy.devices.gpu.GPU_BACKENDS`) for the GPUs it resolved. A backend that is not
+    registered or whose factory fails leaves its GPUs ``unavailable`` (``reader_error:<class>``)."""
+    if not gpus:  # a job without GPUs imports nothing of the registry (the Prolog's import count)
         return []
-    try:
-        from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
+    from slurm_energy.devices.gpu import backend, by_backend, load
 
-        hwmon = DrmHwmonReader(list(drm_gpus), hw.drm_root, hw.kfd_root, fallback_w=hw.gpu_fallback_w)
-        if not smi:
-            return [hwmon]
-        from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader
-
-        r = AmdSmiReader(hwmon)
-        if r.reason:
-            notes.append(f"amdsmi: {r.reason}; hwmon files read instead")
-        return [r]
-    except Exception as e:
-        notes.append(f"drm-hwmon: {type(e).__name__}: {e}")
-        return [UnavailableReader("gpu", ids, f"reader_error:{type(e).__name__}")]
-
-
-class UnavailableReader(Reader):
-    """Stands in for devices the job has but nothing can read (e.g. NVML missing): every reading is
-    ``unavailable`` with the reason, so the report says "not measured" instead of "no device"."""
-
-    def __init__(self, device_class: str, device_ids: Sequence[str], reason: str):
-        self.device_class = device_class
-        self.name = f"unavailable-{device_class}"
-        self.ids = list(device_ids)
-        self.reason = reason
-
-    def devices(self) -> list[DeviceStatic]:
-        return [DeviceStatic(self.device_class, i, extra={"unavailable": self.reason}) for i in self.ids]
-
-    def read(self) -> list[Reading]:
-        return [Reading(self.device_class, i, "unavailable", flags=[self.reason]) for i in self.ids]
+    out: list[Reader] = []
+    for name, mine in by_backend(gpus).items():
+        try:
+            factory = load(backend(name).reader)
+            out.extend(factory(hw, mine, notes, light))
+        except Exception as e:  # never let a reader break the sampler
+            notes.append(f"gpu backend {name}: {type(e).__name__}: {e}")
+            out.append(UnavailableReader("gpu", [g.device_id for g in mine], f"reader_error:{type(e).__name__}"))
+    return out

@@ -125,13 +125,14 @@ def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: floa
     total_cpu = true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
     req_mem = requested_memory(ctx, slurm_facts, cpus, mem_total, errors)
     meter_rows, meter_source = _meter_rows(cfg, spool, start, end_time) if running is None else (None, "")
-    from slurm_energy.devices.gpus import node_nvidia_gpu_count
+    from slurm_energy.devices.gpu import node_gpu_count
+    from slurm_energy.devices.hardware import HardwareConfig
 
     obs = NodeObservation(
         ctx.node, rows, static, start_time=start, end_time=end_time, span_known=span_known, cpus_alloc=cpus,
         errors=errors, status=st, marks=_read_marks(ctx), job_cpu_total_s=total_cpu,
         meter_rows=meter_rows, meter_source=meter_source, mem_alloc_bytes=req_mem[0],
-        gpus_node=node_nvidia_gpu_count() if meter_rows else None)
+        gpus_node=node_gpu_count(HardwareConfig.of(cfg.hardware)) if meter_rows else None)
     rec = measure_node(obs, ctx, cfg, expected_nodes=nodes, exit_code=exit_code,
                        job_state=slurm_job_state(slurm_facts, ctx, exit_code), running=running)
     ns = rec.nodes[0]

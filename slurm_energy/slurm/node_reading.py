@@ -32,9 +32,7 @@ if TYPE_CHECKING:
         @property
         def job_gpus(self) -> str: ...
         @property
-        def gpu_uuids(self) -> list[str]: ...
-        @property
-        def drm_gpus(self) -> list[dict[str, Any]]: ...
+        def gpus(self) -> list[dict[str, Any]]: ...
         @property
         def gpu_resolution_error(self) -> str: ...
 
@@ -61,10 +59,10 @@ def readers_for(cfg: HookSite, ctx: JobGpus, spool: Attempt, errors: list[str],
     from slurm_energy.sampling.reading import device_inventory, open_readers
 
     unresolved = []
-    if ctx.job_gpus and not ctx.gpu_uuids and not ctx.drm_gpus:
+    if ctx.job_gpus and not ctx.gpus:
         unresolved = [f"gpu-index-{i}" for i in ctx.job_gpus.split(",") if i]
-        errors.append(f"GPUs {ctx.job_gpus} not resolved to NVML or AMD/Intel devices: {ctx.gpu_resolution_error}")
-    readers, notes = open_readers(cfg, ctx.gpu_uuids, unresolved, drm_gpus=ctx.drm_gpus, light=light, files=files)
+        errors.append(f"GPUs {ctx.job_gpus} not resolved to devices by any GPU backend: {ctx.gpu_resolution_error}")
+    readers, notes = open_readers(cfg, ctx.gpus, unresolved, light=light, files=files)
     partial = any("start with the sampler" in n for n in notes)  # the Prolog left amdsmi GPUs out
     partial = partial or bool(getattr(files, "missing", None))  # a replay short of a file: readers may differ
     if not partial and not os.path.exists(spool.static):

@@ -153,7 +153,7 @@ def test_missing_power_keeps_counter(monkeypatch):
 def test_amdsmi_counter_stuck_while_socket_power_reads_300_w(tmp_path):
     # the same rule on AMD SMI (amdgpu's hwmon has no energy file: tests/fakes/drm.py): the MI300X's
     # accumulator sticks while current_socket_power reads 300 W: 300 W x 10 s = 3000 J by power
-    from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+    from slurm_energy.devices.gpu.drm import resolve_drm_gpus
     from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader
     from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
     from tests.fakes.amdsmi import FakeAmdSmi

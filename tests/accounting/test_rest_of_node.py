@@ -206,7 +206,7 @@ def test_other_jobs_gpus_in_the_meter_make_the_rest_not_metered():
 
 
 def test_node_nvidia_gpu_count(tmp_path):
-    from slurm_energy.devices.gpus import node_nvidia_gpu_count
+    from slurm_energy.devices.gpu.nvidia import node_nvidia_gpu_count
 
     for f in ("nvidia0", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia-modeset"):
         (tmp_path / f).write_text("")

@@ -6,8 +6,8 @@ import pytest
 
 from slurm_energy.accounting.summary import summarise_node
 from slurm_energy.devices.drm import discover_drm_gpus
-from slurm_energy.devices.gpus import GpuResolveError
-from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+from slurm_energy.devices.gpu import GpuResolveError
+from slurm_energy.devices.gpu.drm import resolve_drm_gpus
 from slurm_energy.model import Method
 from slurm_energy.sampling.readers import drm_hwmon
 from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
@@ -211,12 +211,12 @@ def test_rocm_names_and_ordinals(sysfs):
     sysfs.gpu("0000:c1:00.0", MI300X, "amdgpu", card=0, render=128, hwmon={}, extra={"unique_id": "aa11"})
     sysfs.gpu("0000:c2:00.0", MI300X, "amdgpu", card=1, render=129, hwmon={}, extra={"unique_id": "bb22"})
     (g,) = _resolve(sysfs, rocr_visible_devices="GPU-bb22")
-    assert g.pci_bus_id == "0000:c2:00.0"
+    assert g.bus_id == "0000:c2:00.0"
     (g,) = _resolve(sysfs, slurm_job_gpus="/dev/dri/renderD129")
-    assert g.pci_bus_id == "0000:c2:00.0"
+    assert g.bus_id == "0000:c2:00.0"
     # a numeric ROCR_VISIBLE_DEVICES is an in-job ordinal: mapped through the allocation ...
     (g,) = _resolve(sysfs, slurm_job_gpus="0,1", rocr_visible_devices="1")
-    assert g.pci_bus_id == "0000:c2:00.0"
+    assert g.bus_id == "0000:c2:00.0"
     # ... and an error without one (never read as a physical index)
     with pytest.raises(GpuResolveError, match="ROCR_VISIBLE_DEVICES=0: .*job-relative ordinal"):
         _resolve(sysfs, rocr_visible_devices="0")
@@ -224,9 +224,12 @@ def test_rocm_names_and_ordinals(sysfs):
         _resolve(sysfs, slurm_job_gpus="5")
 
 
-def test_integrated_graphics_is_neither_visible_nor_counted_in_the_gres_order(sysfs):
+def test_integrated_graphics_is_neither_visible_nor_counted_in_the_gres_order(sysfs, monkeypatch):
     from slurm_energy.config import SiteConfig
-    from slurm_energy.sampling.local import visible_drm_gpus
+    from slurm_energy.devices.gpu import GPU_BACKENDS
+    from slurm_energy.sampling.local import visible_gpus as visible_drm_gpus
+
+    monkeypatch.delitem(GPU_BACKENDS, "nvml")  # the AMD/Intel backend alone, also on a node with NVIDIA GPUs
 
     sysfs.gpu("0000:00:02.0", "8086:46a6", "i915", card=0, render=128, hwmon={})  # iGPU: hwmon without energy...
     import shutil

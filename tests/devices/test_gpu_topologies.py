@@ -5,7 +5,7 @@ KFD encodes them, and Intel Level Zero hierarchy modes -- on the capture-built f
 import pytest
 
 from slurm_energy.devices.drm import discover_drm_gpus, kfd_location
-from slurm_energy.devices.gpus import GpuResolveError
+from slurm_energy.devices.gpu import GpuResolveError
 from slurm_energy.model import Method
 from tests.devices.test_drm_gpus import MAX1550, MI250X, MI300X, _reader, _resolve, _rows, _summary
 from tests.fakes.drm import MI250X_PRIMARY_HWMON, MI250X_SECONDARY_HWMON, MI300X_HWMON, XE_HWMON, FakeSysfs, put
@@ -45,7 +45,7 @@ def test_job_on_the_secondary_die_gets_half_the_package_never_its_own_zero(sysfs
     # share 1/2 -> 2000 J, method power_integration, labelled a package share
     _mi250x_node(sysfs, 400.0)
     (g,) = _resolve(sysfs, slurm_job_gpus="1")
-    assert (g.pci_bus_id, g.share, g.fraction) == ("0000:c6:00.0", "package", 0.5)
+    assert (g.bus_id, g.share, g.fraction) == ("0000:c6:00.0", "package", 0.5)
     assert g.share_detail == "die 1/2 of package 0000:c1:00.0"
     (d,) = _energy(sysfs, [g])
     assert d.device_energy_j == pytest.approx(4000.0) and d.energy_j == pytest.approx(2000.0)
@@ -180,10 +180,10 @@ def test_prolog_reads_slurms_own_ze_affinity_mask_as_card_ordinals(sysfs):
 
     _two_max1550(sysfs)
     cfg = SimpleNamespace(hardware=SimpleNamespace(drm_root=str(sysfs.drm_root), kfd_root=str(sysfs.kfd_root)))
-    ctx = JobFacts(dict(job_gpus="1", cuda_visible_devices=None, gpu_uuids=[], gpu_resolution_error="", drm_gpus=[]))
+    ctx = JobFacts(dict(job_gpus="1", cuda_visible_devices=None, gpus=[], gpu_resolution_error=""))
     resolve_gpus(ctx, cfg, {"ZE_AFFINITY_MASK": "0"})
-    assert [(g["device_id"], g.get("fraction")) for g in ctx.drm_gpus] == [("0000:8a:00.0", None)]
+    assert [(g["device_id"], g.get("fraction")) for g in ctx.gpus] == [("0000:8a:00.0", None)]
     # a mode named in slurmd's environment is honoured: FLAT ordinal 1 = card1's tile 1, half the card
-    ctx = JobFacts(dict(job_gpus="1", cuda_visible_devices=None, gpu_uuids=[], gpu_resolution_error="", drm_gpus=[]))
+    ctx = JobFacts(dict(job_gpus="1", cuda_visible_devices=None, gpus=[], gpu_resolution_error=""))
     resolve_gpus(ctx, cfg, {"ZE_AFFINITY_MASK": "1", "ZE_FLAT_DEVICE_HIERARCHY": "FLAT"})
-    assert [(g["device_id"], g.get("fraction")) for g in ctx.drm_gpus] == [("0000:8a:00.0/tile1", 0.5)]
+    assert [(g["device_id"], g.get("fraction")) for g in ctx.gpus] == [("0000:8a:00.0/tile1", 0.5)]

@@ -3,7 +3,7 @@
 import pynvml
 import pytest
 
-from slurm_energy.devices.gpus import GpuResolveError, resolve_job_gpus
+from slurm_energy.devices.gpu.nvidia import GpuResolveError, resolve_job_gpus
 from tests.fakes.nvml import FakeGpu, FakeMig, install
 
 U0 = "GPU-11111111-aaaa-bbbb-cccc-000000000000"
@@ -25,7 +25,7 @@ def node():
 def test_slurm_job_gpus_physical_indices(monkeypatch):
     install(monkeypatch, node())
     got = resolve_job_gpus(slurm_job_gpus="0,2")
-    assert [(g.uuid, g.nvml_index, g.minor) for g in got] == [(U0, 0, 3), (U2, 2, 1)]
+    assert [(g.device_id, g.physical_index, g.minor) for g in got] == [(U0, 0, 3), (U2, 2, 1)]
     assert got[0].model == "NVIDIA H100 80GB HBM3"
     assert got.reason == ""
 
@@ -34,18 +34,19 @@ def test_dev_nvidia_is_minor_number_not_index(monkeypatch):
     install(monkeypatch, node())
     # /dev/nvidia0 is minor 0 -> NVML index 1 (U1), not index 0
     (g,) = resolve_job_gpus(slurm_job_gpus="/dev/nvidia0")
-    assert (g.uuid, g.nvml_index, g.minor) == (U1, 1, 0)
+    assert (g.device_id, g.physical_index, g.minor) == (U1, 1, 0)
     (g,) = resolve_job_gpus(slurm_job_gpus="nvidia3")
-    assert g.uuid == U0
+    assert g.device_id == U0
     with pytest.raises(GpuResolveError, match="minor number 7"):
         resolve_job_gpus(slurm_job_gpus="/dev/nvidia7")
 
 
 def test_uuid_full_and_unique_prefix_and_ambiguous(monkeypatch):
     install(monkeypatch, node())
-    assert [g.uuid for g in resolve_job_gpus(cuda_visible_devices=U1)] == [U1]
-    assert [g.uuid for g in resolve_job_gpus(cuda_visible_devices="GPU-1111")] == [U0]
-    assert [g.uuid for g in resolve_job_gpus(cuda_visible_devices="22223333-a")] == [U2]  # "GPU-" optional; all digits = ordinal
+    assert [g.device_id for g in resolve_job_gpus(cuda_visible_devices=U1)] == [U1]
+    assert [g.device_id for g in resolve_job_gpus(cuda_visible_devices="GPU-1111")] == [U0]
+    # "GPU-" optional; all digits = ordinal
+    assert [g.device_id for g in resolve_job_gpus(cuda_visible_devices="22223333-a")] == [U2]
     with pytest.raises(GpuResolveError, match=r"CUDA_VISIBLE_DEVICES=GPU-2222.*ambiguous.*2 GPUs"):
         resolve_job_gpus(cuda_visible_devices="GPU-2222")
     with pytest.raises(GpuResolveError, match="no GPU UUID starts with"):
@@ -56,10 +57,10 @@ def test_mig_uuid_and_legacy_mig_name(monkeypatch):
     install(monkeypatch, node())
     (a,) = resolve_job_gpus(cuda_visible_devices=M1)
     # 3 GPU-instance slices of 7 -> 3/7
-    assert (a.uuid, a.mig_parent_uuid, a.nvml_index, a.mig_gi, a.mig_ci) == (M1, U2, 2, 1, 0)
-    assert a.mig_fraction == pytest.approx(3 / 7)
+    assert (a.device_id, a.parent_id, a.physical_index, a.gi, a.ci) == (M1, U2, 2, 1, 0)
+    assert a.fraction == pytest.approx(3 / 7)
     (b,) = resolve_job_gpus(cuda_visible_devices=f"MIG-{U2}/2/0")
-    assert b.uuid == M2 and b.mig_fraction == pytest.approx(4 / 7)
+    assert b.device_id == M2 and b.fraction == pytest.approx(4 / 7)
     with pytest.raises(GpuResolveError, match="no MIG instance gi=5 ci=0"):
         resolve_job_gpus(cuda_visible_devices=f"MIG-{U2}/5/0")
 
@@ -67,23 +68,23 @@ def test_mig_uuid_and_legacy_mig_name(monkeypatch):
 def test_uuid_cvd_wins_over_slurm_indices(monkeypatch):
     install(monkeypatch, node())
     got = resolve_job_gpus(slurm_job_gpus="2", cuda_visible_devices=f"{M1},{M2}")
-    assert [g.uuid for g in got] == [M1, M2]
+    assert [g.device_id for g in got] == [M1, M2]
 
 
 def test_numeric_cvd_is_renumbered_ordinal_not_nvml_index(monkeypatch):
     install(monkeypatch, node())
     # in-job CUDA_VISIBLE_DEVICES=0 with SLURM_JOB_GPUS=2: the GPU is NVML index 2, not 0
-    assert [g.uuid for g in resolve_job_gpus(slurm_job_gpus="2", cuda_visible_devices="0")] == [U2]
+    assert [g.device_id for g in resolve_job_gpus(slurm_job_gpus="2", cuda_visible_devices="0")] == [U2]
     with pytest.raises(GpuResolveError, match="renumbered ordinal"):
         resolve_job_gpus(cuda_visible_devices="0")
-    assert [g.uuid for g in resolve_job_gpus(cuda_visible_devices="1", cuda_ordinals_are_nvml=True)] == [U1]
+    assert [g.device_id for g in resolve_job_gpus(cuda_visible_devices="1", cuda_ordinals_are_nvml=True)] == [U1]
 
 
 def test_index_out_of_range_and_duplicates(monkeypatch):
     install(monkeypatch, node())
     with pytest.raises(GpuResolveError, match="SLURM_JOB_GPUS=9: NVML index 9 does not exist"):
         resolve_job_gpus(slurm_job_gpus="9")
-    assert [g.uuid for g in resolve_job_gpus(slurm_job_gpus="1,/dev/nvidia0")] == [U1]  # same GPU once
+    assert [g.device_id for g in resolve_job_gpus(slurm_job_gpus="1,/dev/nvidia0")] == [U1]  # same GPU once
 
 
 def test_no_gpus_and_no_driver(monkeypatch):
@@ -108,5 +109,5 @@ def test_this_machine_has_no_nvidia_driver():
 
 def test_all_if_unset_outside_slurm(monkeypatch):
     install(monkeypatch, node())
-    assert [g.uuid for g in resolve_job_gpus("", "", all_if_unset=True)] == [U0, U1, U2]  # NVML order
+    assert [g.device_id for g in resolve_job_gpus("", "", all_if_unset=True)] == [U0, U1, U2]  # NVML order
     assert resolve_job_gpus("", "") == []  # default: nothing allocated, nothing resolved

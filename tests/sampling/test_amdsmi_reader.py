@@ -5,7 +5,7 @@ gaps. Energies computed by hand."""
 import pytest
 
 from slurm_energy.accounting.summary import summarise_node
-from slurm_energy.devices.gpus_drm import resolve_drm_gpus
+from slurm_energy.devices.gpu.drm import resolve_drm_gpus
 from slurm_energy.model import Method
 from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader, import_amdsmi
 from slurm_energy.sampling.readers.drm_hwmon import DrmHwmonReader
@@ -144,12 +144,12 @@ def test_prolog_reading_row_never_imports_amdsmi(sysfs, monkeypatch):
     gpus = [g.to_dict() for g in resolve_drm_gpus("0", drm_root=str(sysfs.drm_root), kfd_root=str(sysfs.kfd_root))]
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: object() if n == "amdsmi" else real(n, *a))
-    readers, notes = build_readers(HardwareConfig.of(cfg.hardware), drm_gpus=gpus, light=True)
+    readers, notes = build_readers(HardwareConfig.of(cfg.hardware), gpus=gpus, light=True)
     assert not [r for r in readers if r.device_class == "gpu"] and "amdsmi" not in sys.modules
     assert any("start with the sampler" in n for n in notes)
     # without amdsmi installed the Prolog reads the same hwmon file the sampler will
     monkeypatch.setattr(importlib.util, "find_spec", real)
-    readers, _ = build_readers(HardwareConfig.of(cfg.hardware), drm_gpus=gpus, light=True)
+    readers, _ = build_readers(HardwareConfig.of(cfg.hardware), gpus=gpus, light=True)
     assert [r.name for r in readers if r.device_class == "gpu"] == ["drm-hwmon"]
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from slurm_energy.accounting.attribution import gpu_process_share
 from slurm_energy.core import Reading
-from slurm_energy.devices.gpus import resolve_job_gpus
+from slurm_energy.devices.gpu.nvidia import resolve_job_gpus
 from slurm_energy.sampling.readers.nvml import NvmlReader
 from tests.fakes.nvml import FakeGpu, FakeMig, install
 from tests.helpers.series_points import series_from_readings

@@ -120,7 +120,7 @@ class AmdSmiReader(Reader):
         smi, ht = self.smi, self.hwmon.targets[t.index]
         if ht.gpu.vendor != "amd" or ht.gpu.fraction_unknown:
             return
-        bdf = ht.src.pci_bus_id if ht.src is not None else ht.gpu.pci_bus_id  # a package's primary die
+        bdf = ht.src.pci_bus_id if ht.src is not None else ht.gpu.bus_id  # a package's primary die
         try:
             t.handle = smi.amdsmi_get_processor_handle_from_bdf(bdf)
         except smi.AmdSmiException:

@@ -20,10 +20,11 @@ A :class:`Reading` carries exactly one of three kinds of energy information, nam
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
 from slurm_energy.core import DeviceStatic, Method, Reading
 
-__all__ = ["DeviceStatic", "Method", "Reader", "Reading"]
+__all__ = ["DeviceStatic", "Method", "Reader", "Reading", "UnavailableReader"]
 
 
 class Reader(abc.ABC):
@@ -47,3 +48,20 @@ class Reader(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default  # pragma: no cover
         """Release handles (NVML shutdown, open files)."""
+
+
+class UnavailableReader(Reader):
+    """Stands in for devices the job has but nothing can read (e.g. NVML missing): every reading is
+    ``unavailable`` with the reason, so the report says "not measured" instead of "no device"."""
+
+    def __init__(self, device_class: str, device_ids: Sequence[str], reason: str):
+        self.device_class = device_class
+        self.name = f"unavailable-{device_class}"
+        self.ids = list(device_ids)
+        self.reason = reason
+
+    def devices(self) -> list[DeviceStatic]:
+        return [DeviceStatic(self.device_class, i, extra={"unavailable": self.reason}) for i in self.ids]
+
+    def read(self) -> list[Reading]:
+        return [Reading(self.device_class, i, "unavailable", flags=[self.reason]) for i in self.ids]

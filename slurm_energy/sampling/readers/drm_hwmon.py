@@ -39,11 +39,14 @@ import errno
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.devices.drm import DEFAULT_DRM_ROOT, DEFAULT_KFD_ROOT, DrmGpu, discover_drm_gpus, read_text
-from slurm_energy.devices.gpus_drm import ResolvedDrmGpu
-from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+from slurm_energy.devices.gpu import Gpu
+from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading, UnavailableReader
+
+if TYPE_CHECKING:
+    from slurm_energy.devices.hardware import HardwareConfig
 
 
 def _read_int(path: str) -> int:
@@ -90,7 +93,7 @@ def power_file(hwmon: str) -> str | None:
 
 @dataclass
 class _Target:
-    gpu: ResolvedDrmGpu
+    gpu: Gpu
     card: DrmGpu | None
     mode: str  # counter | power_integration | tdp_estimate | unavailable
     path: str | None = None  # the energy or power file read
@@ -105,7 +108,7 @@ class DrmHwmonReader(Reader):
     """Reads the job's AMD/Intel GPUs from hwmon sysfs files.
 
     Args:
-        gpus: the job's GPUs, :class:`ResolvedDrmGpu` or their dicts (from the Prolog context).
+        gpus: the job's GPUs, :class:`~slurm_energy.devices.gpu.Gpu` s or their dicts (from the Prolog context).
         drm_root, kfd_root: sysfs roots (site config ``hardware.drm_root`` / ``hardware.kfd_root``).
         fallback_w: site's rated W per GPU for cards with no energy or power file (labelled
             ``tdp_estimate``); None = leave them unmeasured.
@@ -117,17 +120,17 @@ class DrmHwmonReader(Reader):
     name = "drm-hwmon"
     device_class = "gpu"
 
-    def __init__(self, gpus: list[ResolvedDrmGpu | dict[str, Any]], drm_root: str = DEFAULT_DRM_ROOT,
+    def __init__(self, gpus: list[Gpu | dict[str, Any]], drm_root: str = DEFAULT_DRM_ROOT,
                  kfd_root: str = DEFAULT_KFD_ROOT, fallback_w: float | None = None):
         if fallback_w is not None and fallback_w < 0:
             raise ValueError(f"fallback_w: GPU fallback wattage must be >= 0 W, got {fallback_w!r}")
         self.fallback_w = fallback_w
         cards = {g.pci_bus_id: g for g in discover_drm_gpus(drm_root, kfd_root)}
-        self.targets = [self._target(g if isinstance(g, ResolvedDrmGpu) else ResolvedDrmGpu.from_dict(g), cards)
+        self.targets = [self._target(Gpu.of(g), cards)
                         for g in gpus]
 
-    def _target(self, g: ResolvedDrmGpu, cards: dict[str, DrmGpu]) -> _Target:
-        card = cards.get(g.pci_bus_id)
+    def _target(self, g: Gpu, cards: dict[str, DrmGpu]) -> _Target:
+        card = cards.get(g.bus_id)
         if card is None:
             return _Target(g, None, "unavailable", error="gpu_not_found")
         t = _Target(g, card, "unavailable")
@@ -168,7 +171,7 @@ class DrmHwmonReader(Reader):
                 rated, src = self.fallback_w, "site config gpu_fallback_w"
             if rated is not None and g.fraction is not None:
                 rated, src = rated * g.fraction, f"{src} x {g.share} fraction"
-            extra: dict[str, Any] = {"energy_source": t.mode, "pci_bus_id": g.pci_bus_id, "vendor": g.vendor,
+            extra: dict[str, Any] = {"energy_source": t.mode, "pci_bus_id": g.bus_id, "vendor": g.vendor,
                      "driver": t.card.driver if t.card else "", "energy_file": t.path or ""}
             if g.share:
                 extra.update(share=g.share, share_detail=g.share_detail, share_fraction=g.fraction)
@@ -248,3 +251,33 @@ class DrmHwmonReader(Reader):
             return Reading("gpu", g.device_id, "unavailable", util=r.util, mem_bytes=r.mem_bytes,
                            flags=flags + ["read_error"])
         return r
+
+
+def open_gpu_readers(hw: HardwareConfig, gpus: list[Gpu], notes: list[str], light: bool = False) -> list[Reader]:
+    """The ``drm`` backend's reader factory (:class:`~slurm_energy.devices.gpu.GpuBackend`): the
+    hwmon reader for the job's AMD/Intel GPUs, wrapped by the amdsmi reader for AMD GPUs where
+    ``amdsmi`` is installed; ``unavailable`` stand-ins if it fails.
+
+    ``light`` (the Prolog's own reading): where amdsmi is installed the AMD GPUs are left out of
+    that row (not imported in the Prolog), so a device's series comes from one source (the
+    sampler's first sample starts it)."""
+    import importlib.util
+
+    smi = any(g.vendor == "amd" for g in gpus) and importlib.util.find_spec("amdsmi") is not None  # no import
+    if light and smi:
+        notes.append("amdsmi: AMD GPU readings start with the sampler (not imported in the Prolog)")
+        return []
+    try:
+        hwmon = DrmHwmonReader(list[Gpu | dict[str, Any]](gpus), hw.drm_root, hw.kfd_root,
+                               fallback_w=hw.gpu_fallback_w)
+        if not smi:
+            return [hwmon]
+        from slurm_energy.sampling.readers.amdsmi_reader import AmdSmiReader
+
+        r = AmdSmiReader(hwmon)
+        if r.reason:
+            notes.append(f"amdsmi: {r.reason}; hwmon files read instead")
+        return [r]
+    except Exception as e:
+        notes.append(f"drm-hwmon: {type(e).__name__}: {e}")
+        return [UnavailableReader("gpu", [g.device_id for g in gpus], f"reader_error:{type(e).__name__}")]

@@ -40,7 +40,7 @@ without the GPU-scope field keeps the counter, flagged ``superchip_scope_unverif
 
 MIG: NVML measures the parent GPU only. A MIG instance reads its parent's counter/power and is
 flagged ``mig_estimated``, with ``Reading.mig_fraction`` = f (f = instance slices / parent slices, see
-:mod:`slurm_energy.devices.gpus`); accounting multiplies by f, so the jobs on one GPU never sum to
+:mod:`slurm_energy.devices.gpu.nvidia`); accounting multiplies by f, so the jobs on one GPU never sum to
 more than the parent. If f is unknown the instance is ``unavailable`` (flag
 ``mig_fraction_unknown``) rather than charged the whole parent.
 """
@@ -49,11 +49,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import Method
-from slurm_energy.devices.gpus import ResolvedGpu, mig_instance_fraction
-from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+from slurm_energy.devices.gpu import Gpu
+from slurm_energy.devices.gpu.nvidia import mig_instance_fraction
+from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading, UnavailableReader
+
+if TYPE_CHECKING:
+    from slurm_energy.devices.hardware import HardwareConfig
 
 #: nvmlDeviceGetTotalEnergyConsumption counts whole millijoules (NVML API reference): 1 mJ = 1000 uJ.
 NVML_ENERGY_RESOLUTION_UJ = 1000
@@ -93,8 +97,8 @@ class NvmlReader(Reader):
     """Reads the job's GPUs through NVML.
 
     Args:
-        gpus: the job's GPUs: UUIDs (``GPU-...``, ``MIG-...``) or :class:`ResolvedGpu` from
-            :func:`slurm_energy.devices.gpus.resolve_job_gpus`.
+        gpus: the job's GPUs: UUIDs (``GPU-...``, ``MIG-...``) or :class:`~slurm_energy.devices.gpu.Gpu`
+            from :func:`slurm_energy.devices.gpu.nvidia.resolve_job_gpus`.
         fallback_w: site's rated wattage per GPU for GPUs with neither energy counter nor power
             reading (labelled ``tdp_estimate``); ``None`` = leave such GPUs unmeasured.
         pynvml_module: the ``pynvml`` module (default ``import pynvml``).
@@ -109,7 +113,7 @@ class NvmlReader(Reader):
     name = "nvml"
     device_class = "gpu"
 
-    def __init__(self, gpus: list[str | ResolvedGpu], fallback_w: float | None = None,
+    def __init__(self, gpus: list[str | Gpu], fallback_w: float | None = None,
                  pynvml_module: Any = None):
         if fallback_w is not None and fallback_w < 0:
             raise ValueError(f"fallback_w: GPU fallback wattage must be >= 0 W, got {fallback_w!r}")
@@ -120,7 +124,7 @@ class NvmlReader(Reader):
         self.nv: Any = pynvml_module
         self.fallback_w = fallback_w
         self.reason = ""
-        self._ids = [g.uuid if isinstance(g, ResolvedGpu) else str(g) for g in gpus]
+        self._ids = [g.device_id if isinstance(g, Gpu) else str(g) for g in gpus]
         self.targets: list[_Target] = []
         self._init = False
         try:
@@ -134,9 +138,9 @@ class NvmlReader(Reader):
 
     # -- setup -------------------------------------------------------------------------------
 
-    def _target(self, g: str | ResolvedGpu) -> _Target:
+    def _target(self, g: str | Gpu) -> _Target:
         nv = self.nv
-        uuid = g.uuid if isinstance(g, ResolvedGpu) else str(g)
+        uuid = g.device_id if isinstance(g, Gpu) else str(g)
         try:
             own = nv.nvmlDeviceGetHandleByUUID(uuid)
         except nv.NVMLError as e:
@@ -152,10 +156,8 @@ class NvmlReader(Reader):
             except nv.NVMLError as e:
                 return _Target(uuid, None, own, "unavailable", is_mig=True,
                                error=f"nvml_error:{type(e).__name__}")
-            if isinstance(g, ResolvedGpu) and g.mig_fraction is not None:
-                frac = g.mig_fraction
-            else:
-                frac = mig_instance_fraction(nv, own, handle)
+            given = g.fraction if isinstance(g, Gpu) else None
+            frac = given if given is not None else mig_instance_fraction(nv, own, handle)
         t = _Target(uuid, handle, own, "unavailable", mig_fraction=frac, is_mig=is_mig)
         try:
             t.model = _s(nv.nvmlDeviceGetName(handle))
@@ -356,3 +358,15 @@ class NvmlReader(Reader):
             except self.nv.NVMLError:
                 pass
             self._init = False
+
+
+def open_gpu_readers(hw: HardwareConfig, gpus: list[Gpu], notes: list[str], light: bool = False) -> list[Reader]:
+    """The ``nvml`` backend's reader factory (:class:`~slurm_energy.devices.gpu.GpuBackend`): one
+    :class:`NvmlReader` for the job's NVIDIA GPUs, or an ``unavailable`` stand-in (flag
+    ``nvml_error:<exception>``) when NVML cannot be loaded. ``light`` changes nothing (pynvml is
+    cheap to import)."""
+    try:
+        return [NvmlReader(list[str | Gpu](gpus), fallback_w=hw.gpu_fallback_w)]
+    except Exception as e:
+        notes.append(f"nvml: {type(e).__name__}: {e}")
+        return [UnavailableReader("gpu", [g.device_id for g in gpus], f"nvml_error:{type(e).__name__}")]

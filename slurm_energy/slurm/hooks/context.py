@@ -48,8 +48,7 @@ class NodeContext(JobIdentity):
     prolog_time: float = 0.0  # epoch s, set by the Prolog
     mem_per_node: str = ""  # SLURM_MEM_PER_NODE (MB; 0 = whole node): the job's env, not 22.05's Prolog
     mem_per_cpu: str = ""  # SLURM_MEM_PER_CPU (MB), x the job's CPUs on the node
-    gpu_uuids: list[str] = []  # noqa: RUF012 - resolved once in the Prolog; a fresh list per context
-    drm_gpus: list[dict[str, Any]] = []  # noqa: RUF012 - AMD/Intel GPUs resolved in the Prolog (ResolvedDrmGpu dicts)
+    gpus: list[dict[str, Any]] = []  # noqa: RUF012 - resolved once in the Prolog (devices.gpu.Gpu dicts); a fresh list per context
     gpu_resolution_error: str = ""
 
 

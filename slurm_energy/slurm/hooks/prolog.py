@@ -53,7 +53,7 @@ def prolog(env: Mapping[str, str] | None = None) -> int:
                     os.path.join(spool.dir, f"sampler-{spool.node}.log"), cfg.paths.log_dir, nice=SAMPLER_NICE)
         write_private(spool.pidfile, str(pid))
         outcome = "ok" if spool.spool_dir == cfg.paths.spool_dir else "fallback_spool"
-        gpus = ctx.gpu_uuids or [g["device_id"] for g in ctx.drm_gpus] or ctx.job_gpus or "-"
+        gpus = [g["device_id"] for g in ctx.gpus] or ctx.job_gpus or "-"
         log("INFO", f"prolog job={ctx.job_id} node={ctx.node} sampler={pid} gpus={gpus} spool={spool.dir} "
                     f"({time.time() - t0:.3f} s)")
     except BaseException as e:

@@ -36,7 +36,7 @@ def test_array_and_het_ids_kept_apart_from_raw_job_id():
 
 def test_round_trip_json():
     c = parse_slurm_env(PROLOG_ENV)
-    c.gpu_uuids = ["GPU-abc"]
+    c.gpus = [{"backend": "nvml", "vendor": "nvidia", "device_id": "GPU-abc"}]
     assert JobContext.from_json(c.to_json()) == c
 
 
@@ -90,5 +90,5 @@ def test_the_hooks_context_dict_is_job_contexts_json():
     env = dict(PROLOG_ENV, SLURM_JOB_START_TIME="1700000000", SLURM_JOB_SLUID="sl_01J", SLURM_ARRAY_JOB_ID="N/A")
     assert context_dict(slurm_env_fields(env)) == json.loads(parse_slurm_env(env).to_json())
     a, b = context_dict({}), context_dict({})
-    a["gpu_uuids"].append("GPU-1")
-    assert b["gpu_uuids"] == [] and CONTEXT_DEFAULTS["gpu_uuids"] == []  # no list shared between jobs
+    a["gpus"].append("GPU-1")
+    assert b["gpus"] == [] and CONTEXT_DEFAULTS["gpus"] == []  # no list shared between jobs

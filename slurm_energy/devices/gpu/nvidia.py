@@ -1,4 +1,4 @@
-"""Resolve a job's GPUs to NVML devices, once, in the Prolog.
+"""The ``nvml`` GPU backend: resolve a job's NVIDIA GPUs to NVML devices, once, in the Prolog.
 
 Slurm and CUDA name GPUs in several ways; only some of them are NVML indices:
 
@@ -21,11 +21,14 @@ the parent's largest profile's slices): NVML measures power/energy for the paren
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from slurm_energy.errors import GpuResolveError
+from slurm_energy.devices.gpu import Gpu, GpuResolveError, ResolvedGpus, split_tokens
+
+if TYPE_CHECKING:
+    from slurm_energy.devices.hardware import HardwareConfig
 
 
 def mig_fraction(slice_units: int, total_units: int) -> float:
@@ -46,30 +49,7 @@ def mig_fraction(slice_units: int, total_units: int) -> float:
     return slice_units / total_units
 
 
-@dataclass
-class ResolvedGpu:
-    """One of the job's GPUs (or MIG instances) as NVML knows it."""
-
-    uuid: str  # "GPU-..." or "MIG-..." (what the reader reads by)
-    nvml_index: int  # NVML index of the physical GPU (the parent for a MIG instance)
-    minor: int | None  # /dev/nvidiaN minor number of the physical GPU
-    model: str  # nvmlDeviceGetName of the physical GPU
-    mig_parent_uuid: str | None = None  # parent GPU UUID for a MIG instance
-    mig_fraction: float | None = None  # instance slices / parent slices, (0, 1]
-    mig_gi: int | None = None  # GPU instance id
-    mig_ci: int | None = None  # compute instance id
-    source: str = ""  # the token it was resolved from, e.g. "SLURM_JOB_GPUS=2"
-
-
-class ResolvedGpus(list):
-    """A ``list[ResolvedGpu]`` with ``reason``: why it is empty ("" when GPUs were resolved)."""
-
-    def __init__(self, items=(), reason: str = ""):
-        super().__init__(items)
-        self.reason = reason
-
-
-def _s(v) -> str:
+def _s(v: Any) -> str:
     return v.decode() if isinstance(v, (bytes, bytearray)) else str(v)
 
 
@@ -80,10 +60,10 @@ class _Dev:
     minor: int | None
     model: str
     handle: object
-    migs: list[ResolvedGpu] = field(default_factory=list)  # its MIG instances
+    migs: list[Gpu] = field(default_factory=list)  # its MIG instances
 
 
-def parent_slices(pynvml, handle) -> int | None:
+def parent_slices(pynvml: Any, handle: object) -> int | None:
     """Compute slices of a whole GPU: the largest ``sliceCount`` over its GPU-instance profiles.
 
     (7 on A100/H100/H200, 4 on A30.) ``None`` if NVML reports no profile.
@@ -100,7 +80,7 @@ def parent_slices(pynvml, handle) -> int | None:
     return best
 
 
-def mig_instance_fraction(pynvml, mig_handle, parent_handle) -> float | None:
+def mig_instance_fraction(pynvml: Any, mig_handle: object, parent_handle: object) -> float | None:
     """Fraction of the parent GPU held by a MIG instance, or ``None`` if NVML cannot say."""
     try:
         attrs = pynvml.nvmlDeviceGetAttributes(mig_handle)
@@ -113,7 +93,7 @@ def mig_instance_fraction(pynvml, mig_handle, parent_handle) -> float | None:
     return mig_fraction(mine, total)
 
 
-def _opt(pynvml, fn, *a):
+def _opt(pynvml: Any, fn: Any, *a: Any) -> Any:
     """``fn(*a)``, or ``None`` when NVML says the fact is not available (NotSupported, NotFound...)."""
     try:
         return fn(*a)
@@ -121,7 +101,7 @@ def _opt(pynvml, fn, *a):
         return None
 
 
-def _inventory(pynvml) -> list[_Dev]:
+def _inventory(pynvml: Any) -> list[_Dev]:
     devs = []
     for i in range(pynvml.nvmlDeviceGetCount()):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
@@ -138,24 +118,26 @@ def _inventory(pynvml) -> list[_Dev]:
                 mh = _opt(pynvml, pynvml.nvmlDeviceGetMigDeviceHandleByIndex, h, k)
                 if mh is None:  # NVML_ERROR_NOT_FOUND: no instance at this index
                     continue
-                d.migs.append(ResolvedGpu(
-                    _s(pynvml.nvmlDeviceGetUUID(mh)), i, d.minor, d.model, d.uuid,
-                    mig_fraction=mig_instance_fraction(pynvml, mh, h),
-                    mig_gi=_opt(pynvml, pynvml.nvmlDeviceGetGpuInstanceId, mh),
-                    mig_ci=_opt(pynvml, pynvml.nvmlDeviceGetComputeInstanceId, mh)))
+                gi = _opt(pynvml, pynvml.nvmlDeviceGetGpuInstanceId, mh)
+                ci = _opt(pynvml, pynvml.nvmlDeviceGetComputeInstanceId, mh)
+                d.migs.append(Gpu(
+                    "nvml", "nvidia", _s(pynvml.nvmlDeviceGetUUID(mh)), d.model, physical_index=i,
+                    minor=d.minor, parent_id=d.uuid, fraction=mig_instance_fraction(pynvml, mh, h),
+                    share="mig", share_detail=f"MIG gi={gi} ci={ci} of {d.uuid}", gi=gi, ci=ci))
         devs.append(d)
     return devs
 
 
+_T = TypeVar("_T")
 _DEV_RE = re.compile(r"^(?:/dev/)?nvidia(\d+)$")
 _LEGACY_MIG_RE = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]+)/(\d+)/(\d+)$")
 
 
-def _whole(d: _Dev, src: str) -> ResolvedGpu:
-    return ResolvedGpu(d.uuid, d.index, d.minor, d.model, source=src)
+def _whole(d: _Dev, src: str) -> Gpu:
+    return Gpu("nvml", "nvidia", d.uuid, d.model, physical_index=d.index, minor=d.minor, source=src)
 
 
-def _by_prefix(token: str, cands: Sequence[tuple[str, Any]], what: str, src: str) -> Any:
+def _by_prefix(token: str, cands: Sequence[tuple[str, _T]], what: str, src: str) -> _T:
     hits = [c for u, c in cands if u.lower().startswith(token.lower())]
     if len(hits) == 1:
         return hits[0]
@@ -166,7 +148,7 @@ def _by_prefix(token: str, cands: Sequence[tuple[str, Any]], what: str, src: str
     )
 
 
-def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool) -> ResolvedGpu:
+def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool) -> Gpu:
     src = f"{var}={tok}"
     m = _DEV_RE.match(tok)
     if m:
@@ -191,26 +173,21 @@ def _resolve_token(tok: str, devs: list[_Dev], var: str, numeric_is_index: bool)
         parent = _by_prefix(m.group(1), [(d.uuid, d) for d in devs], "GPU", src)
         gi, ci = int(m.group(2)), int(m.group(3))
         for mi in parent.migs:
-            if mi.mig_gi == gi and mi.mig_ci == ci:
+            if mi.gi == gi and mi.ci == ci:
                 return replace(mi, source=src)
         raise GpuResolveError(f"{src}: GPU {parent.uuid} has no MIG instance gi={gi} ci={ci}")
     if tok.upper().startswith("MIG-"):
-        return replace(_by_prefix(tok, [(mi.uuid, mi) for d in devs for mi in d.migs], "MIG instance", src),
+        return replace(_by_prefix(tok, [(mi.device_id, mi) for d in devs for mi in d.migs], "MIG instance", src),
                        source=src)
     t = tok if tok.upper().startswith("GPU-") else f"GPU-{tok}"
     return _whole(_by_prefix(t, [(d.uuid, d) for d in devs], "GPU", src), src)
-
-
-def split_tokens(v: str | None) -> list[str]:
-    """A GPU list variable's tokens (``"0, 2"`` -> ``["0", "2"]``), without Slurm's ``NoDevFiles``."""
-    return [t.strip() for t in (v or "").split(",") if t.strip() and t.strip() != "NoDevFiles"]
 
 
 def resolve_job_gpus(
     slurm_job_gpus: str | None = None,
     cuda_visible_devices: str | None = None,
     cuda_ordinals_are_nvml: bool = False,
-    pynvml_module=None,
+    pynvml_module: Any = None,
     all_if_unset: bool = False,
 ) -> ResolvedGpus:
     """Resolve the job's GPUs to NVML devices (call once, in the Prolog).
@@ -229,8 +206,9 @@ def resolve_job_gpus(
             for ``slurm-energy run`` outside Slurm) instead of returning [].
 
     Returns:
-        :class:`ResolvedGpus` in input order, duplicates removed; empty with ``reason`` when no GPU
-        was allocated or NVML cannot initialise (no driver).
+        :class:`~slurm_energy.devices.gpu.ResolvedGpus` of :class:`~slurm_energy.devices.gpu.Gpu` in
+        input order, duplicates removed; empty with ``reason`` when no GPU was allocated or NVML
+        cannot initialise (no driver).
 
     Raises:
         GpuResolveError: a token names no device, an ambiguous UUID prefix, a missing MIG instance,
@@ -249,7 +227,9 @@ def resolve_job_gpus(
         return ResolvedGpus([], "no GPUs allocated (SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES empty)")
     if pynvml_module is None:
         try:
-            import pynvml as pynvml_module  # type: ignore[no-redef]
+            import importlib
+
+            pynvml_module = importlib.import_module("pynvml")
         except ImportError as e:
             return ResolvedGpus([], f"pynvml not importable: {e}")
     pynvml = pynvml_module
@@ -262,10 +242,10 @@ def resolve_job_gpus(
         if tokens is None:
             return ResolvedGpus([_whole(d, "all GPUs") for d in devs],
                                 "" if devs else "NVML reports no GPU on this node")
-        by_uuid: dict[str, ResolvedGpu] = {}
+        by_uuid: dict[str, Gpu] = {}
         for tok in tokens:  # each token resolved (an error names it), a GPU named twice kept once
             g = _resolve_token(tok, devs, var, numeric_ok)
-            by_uuid.setdefault(g.uuid, g)
+            by_uuid.setdefault(g.device_id, g)
         return ResolvedGpus(by_uuid.values())
     finally:
         try:
@@ -279,10 +259,34 @@ def node_nvidia_gpu_count(dev_dir: str = "/dev") -> int | None:
     number; ``nvidiactl``, ``nvidia-uvm`` are not GPUs). None where there is none (unknown, or no
     NVIDIA GPU)."""
     import os
-    import re
 
     try:
         n = sum(1 for f in os.listdir(dev_dir) if re.fullmatch(r"nvidia\d+", f))
     except OSError:
         return None
     return n or None
+
+
+class NvmlBackend:
+    """NVIDIA GPUs through NVML (``pynvml``, imported only when a job's GPUs are resolved).
+
+    In the Prolog: ``SLURM_JOB_GPUS`` and ``CUDA_VISIBLE_DEVICES`` (:func:`resolve_job_gpus`'s
+    precedence). In a job or outside Slurm: ``CUDA_VISIBLE_DEVICES``, every GPU when it is unset.
+    """
+
+    name = "nvml"
+    reader = "slurm_energy.sampling.readers.nvml:open_gpu_readers"
+
+    def resolve(self, env: Mapping[str, str], hw: HardwareConfig, *, in_prolog: bool) -> ResolvedGpus:
+        """See :class:`slurm_energy.devices.gpu.GpuBackend`."""
+        if in_prolog:
+            return resolve_job_gpus(env.get("SLURM_JOB_GPUS"), env.get("CUDA_VISIBLE_DEVICES"))
+        return resolve_job_gpus("", env.get("CUDA_VISIBLE_DEVICES", ""), all_if_unset=True)
+
+    def node_count(self, hw: HardwareConfig) -> int | None:
+        """The ``/dev/nvidiaN`` device files (:func:`node_nvidia_gpu_count`; no NVML call)."""
+        return node_nvidia_gpu_count()
+
+
+#: the registry's entry (:data:`slurm_energy.devices.gpu.GPU_BACKENDS`)
+BACKEND = NvmlBackend()

@@ -1,4 +1,4 @@
-"""Resolve a job's AMD/Intel GPUs to physical cards (PCI bus ids), once, in the Prolog.
+"""The ``drm`` GPU backend: resolve a job's AMD/Intel GPUs to physical cards (PCI bus ids), once, in the Prolog.
 
 Names Slurm and the runtimes use, and what each one is:
 
@@ -53,35 +53,14 @@ through one of its tiles or partitions.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from slurm_energy.devices.drm import DEFAULT_DRM_ROOT, DEFAULT_KFD_ROOT, DrmGpu, discover_drm_gpus
-from slurm_energy.devices.gpus import GpuResolveError, ResolvedGpus, split_tokens
+from slurm_energy.devices.gpu import Gpu, GpuResolveError, ResolvedGpus, split_tokens
 
-
-@dataclass
-class ResolvedDrmGpu:
-    """One of the job's AMD/Intel GPUs (or a partition / tile of one), by physical card."""
-
-    device_id: str  # "0000:c1:00.0", "0000:c1:00.0/xcp3" (partition), "0000:8a:00.0/tile1"
-    pci_bus_id: str
-    vendor: str  # "amd" | "intel"
-    model: str
-    fraction: float | None = None  # share of the card; None = the whole card
-    share: str = ""  # "" | "partition" | "tile"
-    share_detail: str = ""  # "CPX 3/8", "tile 1/2"
-    fraction_unknown: bool = False  # partitioned but the count is unknown: unmeasured, never whole
-    index: int | None = None  # partition or tile index within the card
-    source: str = ""  # the token it came from, e.g. "SLURM_JOB_GPUS=2"
-
-    def to_dict(self) -> dict:
-        """JSON-able dict (stored in the job's Prolog context)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ResolvedDrmGpu:
-        """Inverse of :meth:`to_dict`; unknown keys ignored."""
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+if TYPE_CHECKING:
+    from slurm_energy.devices.hardware import HardwareConfig
 
 
 def _slots(gpus: list[DrmGpu]) -> list[tuple[int, DrmGpu, int]]:
@@ -98,8 +77,8 @@ def _slots(gpus: list[DrmGpu]) -> list[tuple[int, DrmGpu, int]]:
     return sorted(out, key=lambda s: s[0])
 
 
-def _whole_or_partition(g: DrmGpu, part: int, src: str) -> ResolvedDrmGpu:
-    r = ResolvedDrmGpu(g.pci_bus_id, g.pci_bus_id, g.vendor, g.model, source=src)
+def _whole_or_partition(g: DrmGpu, part: int, src: str) -> Gpu:
+    r = Gpu("drm", g.vendor, g.pci_bus_id, g.model, bus_id=g.pci_bus_id, source=src)
     if g.partition_mode and g.n_partitions != 1:
         r.device_id, r.share, r.index = f"{g.pci_bus_id}/xcp{part}", "partition", part
         nps = f", {g.memory_partition}" if g.memory_partition else ""
@@ -120,19 +99,20 @@ def _whole_or_partition(g: DrmGpu, part: int, src: str) -> ResolvedDrmGpu:
     return r
 
 
-def _tile(base: ResolvedDrmGpu, g: DrmGpu, tile: int, src: str) -> ResolvedDrmGpu:
+def _tile(base: Gpu, g: DrmGpu, tile: int, src: str) -> Gpu:
     if tile >= g.n_tiles:
         raise GpuResolveError(f"{src}: {g.model} at {g.pci_bus_id} has {g.n_tiles} tile(s), no tile {tile}")
     if g.n_tiles == 1:
         return base
-    return ResolvedDrmGpu(f"{g.pci_bus_id}/tile{tile}", g.pci_bus_id, g.vendor, g.model,
-                          1.0 / g.n_tiles, "tile", f"tile {tile}/{g.n_tiles}", index=tile, source=src)
+    return Gpu("drm", g.vendor, f"{g.pci_bus_id}/tile{tile}", g.model, bus_id=g.pci_bus_id,
+               fraction=1.0 / g.n_tiles, share="tile", share_detail=f"tile {tile}/{g.n_tiles}", index=tile,
+               source=src)
 
 
 _DEVFILE_RE = re.compile(r"^(?:/dev/dri/)?(renderD|card)(\d+)$")
 
 
-def _physical(tok: str, slots, gpus: list[DrmGpu], var: str) -> ResolvedDrmGpu:
+def _physical(tok: str, slots: list[tuple[int, DrmGpu, int]], gpus: list[DrmGpu], var: str) -> Gpu:
     src = f"{var}={tok}"
     m = _DEVFILE_RE.match(tok)
     if m and m.group(1) == "card":
@@ -154,7 +134,7 @@ def _physical(tok: str, slots, gpus: list[DrmGpu], var: str) -> ResolvedDrmGpu:
     return _by_uuid(tok, gpus, src)
 
 
-def _by_uuid(tok: str, gpus: list[DrmGpu], src: str) -> ResolvedDrmGpu:
+def _by_uuid(tok: str, gpus: list[DrmGpu], src: str) -> Gpu:
     want = tok.lower().removeprefix("gpu-").removeprefix("0x")
     hits = [g for g in gpus if g.unique_id and g.unique_id.lower().removeprefix("0x") == want]
     if not hits:
@@ -165,7 +145,7 @@ def _by_uuid(tok: str, gpus: list[DrmGpu], src: str) -> ResolvedDrmGpu:
     return _whole_or_partition(hits[0], 0, src)
 
 
-def _ordinal(tok: str, base: list[ResolvedDrmGpu], var: str) -> ResolvedDrmGpu:
+def _ordinal(tok: str, base: list[Gpu], var: str) -> Gpu:
     k = int(tok)
     if not base:
         raise GpuResolveError(f"{var}={tok}: a numeric {var} is a job-relative ordinal, not a physical index; "
@@ -180,11 +160,11 @@ ZE_HIERARCHIES = ("COMPOSITE", "FLAT", "COMBINED")
 ZE_DEFAULT_HIERARCHY = "FLAT"
 
 
-def _ze_roots(chosen: list[ResolvedDrmGpu], gpus: list[DrmGpu], mode: str) -> list[tuple[ResolvedDrmGpu, DrmGpu, int | None]]:
+def _ze_roots(chosen: list[Gpu], gpus: list[DrmGpu], mode: str) -> list[tuple[Gpu, DrmGpu, int | None]]:
     """The root devices Level Zero shows the job, in order: (base, card, tile or None for the card)."""
-    out: list[tuple[ResolvedDrmGpu, DrmGpu, int | None]] = []
+    out: list[tuple[Gpu, DrmGpu, int | None]] = []
     for base in chosen:
-        g = next(x for x in gpus if x.pci_bus_id == base.pci_bus_id)
+        g = next(x for x in gpus if x.pci_bus_id == base.bus_id)
         if mode == "COMPOSITE" or g.n_tiles == 1 or base.share:
             out.append((base, g, None))
         else:  # FLAT / COMBINED: every tile of the card is a root device
@@ -192,7 +172,7 @@ def _ze_roots(chosen: list[ResolvedDrmGpu], gpus: list[DrmGpu], mode: str) -> li
     return out
 
 
-def _ze_select(ze: list[str], chosen: list[ResolvedDrmGpu], gpus: list[DrmGpu], mode: str) -> list[ResolvedDrmGpu]:
+def _ze_select(ze: list[str], chosen: list[Gpu], gpus: list[DrmGpu], mode: str) -> list[Gpu]:
     roots = _ze_roots(chosen, gpus, mode)
     out = []
     for t in ze:
@@ -216,13 +196,13 @@ def _ze_select(ze: list[str], chosen: list[ResolvedDrmGpu], gpus: list[DrmGpu], 
     return out
 
 
-def _no_double_count(res: list[ResolvedDrmGpu]) -> list[ResolvedDrmGpu]:
+def _no_double_count(res: list[Gpu]) -> list[Gpu]:
     """Duplicates removed; a card chosen whole drops its tiles/partitions chosen beside it."""
-    whole = {r.pci_bus_id for r in res if not r.share}
+    whole = {r.bus_id for r in res if not r.share}
     seen: set[str] = set()
     out = []
     for r in res:
-        if r.device_id in seen or (r.share in ("tile", "partition") and r.pci_bus_id in whole):
+        if r.device_id in seen or (r.share in ("tile", "partition") and r.bus_id in whole):
             continue
         seen.add(r.device_id)
         out.append(r)
@@ -246,7 +226,7 @@ def resolve_drm_gpus(slurm_job_gpus: str | None = None, rocr_visible_devices: st
             (``slurm-energy run`` outside Slurm, where ordinals are the node's own).
 
     Returns:
-        :class:`ResolvedGpus` of :class:`ResolvedDrmGpu`, duplicates removed; empty with ``reason``
+        :class:`ResolvedGpus` of :class:`Gpu`, duplicates removed; empty with ``reason``
         when nothing was allocated or the node has no AMD/Intel GPU.
 
     Raises:
@@ -281,6 +261,38 @@ def resolve_drm_gpus(slurm_job_gpus: str | None = None, rocr_visible_devices: st
     return ResolvedGpus(_no_double_count(chosen))
 
 
-def _gres_key(tok: str):
+def _gres_key(tok: str) -> tuple[int, int, str]:
     """GRES indices sort numerically (in-job ordinals follow the allocation's index order)."""
     return (0, int(tok), "") if tok.isdigit() else (1, 0, tok)
+
+
+class DrmBackend:
+    """AMD (amdgpu) and Intel (i915, xe) GPUs from the kernel's DRM and hwmon sysfs (no vendor library).
+
+    In the Prolog: ``SLURM_JOB_GPUS``, then ``ROCR/HIP_VISIBLE_DEVICES`` and ``ZE_AFFINITY_MASK``;
+    slurmd writes the Prolog's ``ZE_AFFINITY_MASK`` from the GRES allocation itself
+    (``gres_common.c``: one local index per GRES device, i.e. per card named by gres.conf's
+    ``File=/dev/dri/renderD*``), so its ordinals count cards (COMPOSITE), whatever the runtime's
+    FLAT default, unless slurmd's environment names a mode. In a job or outside Slurm: every GPU of
+    the node when nothing is allocated, the runtime's own default hierarchy.
+    """
+
+    name = "drm"
+    reader = "slurm_energy.sampling.readers.drm_hwmon:open_gpu_readers"
+
+    def resolve(self, env: Mapping[str, str], hw: HardwareConfig, *, in_prolog: bool) -> ResolvedGpus:
+        """See :class:`slurm_energy.devices.gpu.GpuBackend`."""
+        ze_mode = env.get("ZE_FLAT_DEVICE_HIERARCHY") or ("COMPOSITE" if in_prolog else None)
+        return resolve_drm_gpus(env.get("SLURM_JOB_GPUS"), env.get("ROCR_VISIBLE_DEVICES"),
+                                env.get("HIP_VISIBLE_DEVICES"), env.get("ZE_AFFINITY_MASK"),
+                                hw.drm_root, hw.kfd_root, all_if_unset=not in_prolog,
+                                ze_flat_device_hierarchy=ze_mode)
+
+    def node_count(self, hw: HardwareConfig) -> int | None:
+        """The AMD/Intel render nodes Slurm's GRES order counts (a partitioned card: one per
+        partition; integrated graphics left out); None where there is none."""
+        return len(_slots(discover_drm_gpus(hw.drm_root, hw.kfd_root))) or None
+
+
+#: the registry's entry (:data:`slurm_energy.devices.gpu.GPU_BACKENDS`)
+BACKEND = DrmBackend()
