@@ -4,7 +4,7 @@ Contenders, started together in each window (so the machine's noise falls on all
 idle workload (``sleep``), at each interval:
 
 * ``sampler-cgroup``: the per-job Slurm sampler as the Prolog starts it:
-  :func:`slurm_energy.slurm.detached.sampler_main` on a job spool made here, with a site config of
+  :func:`slurm_energy.slurm.sampler.main.sampler_main` on a job spool made here, with a site config of
   its own (spool, log dir, SQLite store), so everything a real sampler does is counted: its
   readers, probe and fsync'd sample file **and its interim flushes** (every ``sampling.interim_s``,
   60 s, the first after 2 intervals; run by its forked interim worker, whose CPU is counted with
@@ -169,39 +169,40 @@ def peer_python(venv: str) -> str:
     return py
 
 
-# --- the sampler child (the per-job sampler, as hooks.sampler_main builds it) ---------------------
+# --- the sampler child (the per-job sampler, as sampler.main.sampler_main builds it) ---------------------
 
 def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool) -> int:
-    """The Prolog's sampler, :func:`slurm_energy.slurm.detached.sampler_main`, on a job spool of its
+    """The Prolog's sampler, :func:`slurm_energy.slurm.sampler.main.sampler_main`, on a job spool of its
     own under ``tmp`` (context as a Prolog writes it; site config with that spool, log dir and a
     SQLite store; ``interim`` False: interim flushes off)."""
     import json
     import signal as sg
 
-    from slurm_energy.slurm import detached as hooks
-    from slurm_energy.slurm import probe as probe_mod
     from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.sampler import main as sampler_main_mod
+    from slurm_energy.slurm.sampler import probe as probe_mod
 
     real_probe = probe_mod.SlurmJobProbe
     if node != "nonode":  # the cgroup contender: its fake v1 job directory (make_cgroup)
         probe_mod.SlurmJobProbe = functools.partial(real_probe, cgroup_root=f"{tmp}/cgroup")  # type: ignore[misc]
     if not interim:  # the loop alone: no interim callback (as the table before issue 29)
-        hooks._Interim = lambda spool, ctx: None  # type: ignore[assignment,misc]
-    sg.signal(sg.SIGTERM, lambda *_: hooks._EARLY_STOP.append(1))
+        sampler_main_mod.Interim = lambda spool, ctx: None  # type: ignore[assignment,misc]
+    early_stop: list[int] = []
+    sg.signal(sg.SIGTERM, lambda *_: early_stop.append(1))
     spool = Attempt(f"{tmp}/spool", job, 0, node).ensure()
     ctx = JobContext(job_id=job, uid=0, gid=0, node=node, nodelist=node, prolog_time=time.time(), cpus_per_node="1")
     with open(spool.context, "w") as f:
         f.write(ctx.to_json())
     print(json.dumps({"samples": spool.samples}), flush=True)
-    return hooks.sampler_main(spool.dir, node)
+    return sampler_main_mod.sampler_main(spool.dir, node, early_stop)
 
 
 def make_cgroup(root: str, node: str, pid: int) -> None:
     """A fake Slurm cgroup v1 job directory of plain files under ``root`` (never the host's
     /sys/fs/cgroup): ``cpuacct/slurm_<node>/uid_0/job_1`` and ``memory/...``, the layout of Slurm
     22.05's task/cgroup v1 with ``--enable-multiple-slurmd`` (Debian's build), as
-    :func:`slurm_energy.slurm.cgroup.find_job_cgroup` reads it and tests/slurm/test_cgroup.py's
+    :func:`slurm_energy.slurm.sampler.cgroup.find_job_cgroup` reads it and tests/slurm/test_cgroup.py's
     ``test_v1_multiple_slurmd_layout`` builds it (file names and value formats: one integer and a
     newline, ns for ``cpuacct.usage``, bytes for ``memory.*``; the values are that test's). The
     sampler keeps one descriptor per file and ``pread``s it, as on cgroupfs, so a read costs a

@@ -185,6 +185,15 @@ cmd_stop() {
       log "not stopping sampler ($p): no longer the sampler of $(dirname "$f") (a reused PID)"
     fi
   done
+  # the node samplers (sampling.sampler: node): one per node and spool, its PID beside its lock
+  for f in "$L"/spool/node-sampler-*.pid "$L"/spool2/node-sampler-*.pid; do
+    [ -f "$f" ] || continue
+    p=$(cat "$f"); rm -f "$f"
+    [[ $p =~ ^[0-9]+$ ]] && alive "$p" || continue
+    if [[ "$( (tr '\0' ' ' </proc/"$p"/cmdline) 2>/dev/null)" == *"slurm_energy.slurm.sampler.node $(dirname "$f") "* ]]; then
+      stop_pid "$p" node-sampler
+    fi
+  done
   for p in $(cgroup_pids) $(root_pids); do stop_pid "$p" "leftover $( (tr '\0' ' ' </proc/"$p"/cmdline) 2>/dev/null | cut -c1-60)"; done
   # the nodes' cgroup dirs are left empty by slurmd: remove them (deepest first)
   for ((k = 1; k <= NODES; k++)); do

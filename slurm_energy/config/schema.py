@@ -163,6 +163,9 @@ class Sampling(_Strict):
     # a node whose Epilog never finished (killed by its time guard, slurmd restarted): the sampler
     # waits this long after the job's end for it, then finishes the node itself (finalizer started)
     epilog_wait_s: float = Field(default=60.0, ge=1, le=3600)
+    # who samples a job: its own process (``job``, the default), or one process for every job of
+    # the node (``node``: dense nodes, docs/NODE_SAMPLER.md)
+    sampler: Literal["job", "node"] = "job"
 
 
 class GpuIdle(_Strict):

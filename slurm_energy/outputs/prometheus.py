@@ -13,6 +13,10 @@ state directory ``<spool_dir>/prometheus/`` with one JSON entry per job attempt:
 
 So ``sum by (cluster, job_id) (slurm_energy_job_joules_total)`` is a job's IT energy at any time.
 
+The node sampler publishes the running records of all the node's changed jobs in one flush inside
+:func:`one_rewrite`: each job's entry is written, the textfile once at the end (a flush of N jobs
+costs N entries and one rewrite, not N rewrites of every entry).
+
 Series (counters follow Prometheus' naming: base unit, ``_total`` suffix)::
 
     slurm_energy_job_joules_total{cluster,job_id,restart_count,user,account,partition,device_class,method}
@@ -54,7 +58,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from slurm_energy.fileio import atomic_write
 from slurm_energy.model import JobRecord, Method, Status
@@ -170,6 +175,25 @@ def render(entries: list[dict]) -> bytes:
     return generate_latest(reg)
 
 
+#: inside :func:`one_rewrite`: one {(textfile dir, state dir): sink} whose rewrite waits for its end
+_DEFERRED: list[dict[tuple[str, str], PrometheusTextfile]] = []
+
+
+@contextmanager
+def one_rewrite() -> Iterator[None]:
+    """Publishes inside write their entries only; each textfile they touched is rewritten once,
+    at the end (a failed rewrite is logged: the entries are kept for the next one)."""
+    if _DEFERRED:  # nested: the outer one rewrites
+        yield
+        return
+    _DEFERRED.append({})
+    try:
+        yield
+    finally:
+        for sink in _DEFERRED.pop().values():
+            sink.rewrite()
+
+
 class PrometheusTextfile:
     """Sink: ``publish(record) -> notes`` keeps this node's textfile current. Never raises.
 
@@ -216,12 +240,25 @@ class PrometheusTextfile:
                         os.unlink(key)
                 else:
                     atomic_write(key, json.dumps(entry), mode=0o600, exclusive=True)
+                if _DEFERRED:  # one_rewrite(): the textfile once, at its end
+                    _DEFERRED[0][(self.textfile_dir, self.state_dir)] = self
+                    return []
                 entries = self._load_and_prune()
                 return self._write_textfile(entries)
         except OSError as e:
             log.warning("prometheus state %s: %s", self.state_dir, e)
             return [f"prometheus: state dir {self.state_dir} not usable ({e.strerror or e}); "
                     "the job's energy is not exported to node_exporter (the record is kept)"]
+
+    def rewrite(self) -> list[str]:
+        """The textfile from the entries now (:func:`one_rewrite`'s end). Never raises."""
+        try:
+            with open(os.path.join(self.state_dir, ".lock"), "a") as lk:
+                fcntl.flock(lk, fcntl.LOCK_EX)
+                return self._write_textfile(self._load_and_prune())
+        except OSError as e:
+            log.warning("prometheus state %s: %s", self.state_dir, e)
+            return [f"prometheus: state dir {self.state_dir} not usable ({e.strerror or e})"]
 
     def _load_and_prune(self) -> list[dict]:
         now, keep = self.clock(), []

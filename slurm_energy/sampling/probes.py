@@ -1,6 +1,6 @@
 """Usage probe for the sampler without Slurm: a process tree (``run``, ``attach``, ``track()``).
 
-The Slurm job probe (cgroup, else PIDs by SLURM_JOB_ID) is :class:`slurm_energy.slurm.probe.SlurmJobProbe`.
+The Slurm job probe (cgroup, else PIDs by SLURM_JOB_ID) is :class:`slurm_energy.slurm.sampler.probe.SlurmJobProbe`.
 """
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ class SamplerEnd(str, enum.Enum):
     KILLED = "killed"  #: ignored SIGTERM, stopped by SIGKILL
     UNKILLABLE = "unkillable"  #: still running after SIGKILL (stuck in D state)
     NOT_RUNNING = "not_running"  #: its PID was gone, or reused by another process (never signalled)
+    TIMED_OUT = "timed_out"  #: the node sampler did not write the job's last row within the Epilog's wait
     NO_PIDFILE = "no_pidfile"  #: no pidfile and no sampler of this attempt in /proc
     EPILOG_MISSING = "epilog_missing"  #: the sampler saw the job end and no Epilog came
     NO_EPILOG = "no_epilog"  #: recovery found no Epilog's facts for the attempt

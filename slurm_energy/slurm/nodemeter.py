@@ -40,9 +40,14 @@ def lock_path(spool_dir: str, node: str) -> str:
 
 
 def jobs_on_node(spool_dir: str, node: str) -> bool:
-    """True while a job's sampler runs on ``node`` (an attempt's pidfile naming a live process)."""
+    """True while a job's sampler runs on ``node`` (an attempt's pidfile naming a live process, or
+    the node sampler: :mod:`slurm_energy.slurm.sampler_join`)."""
     from slurm_energy.slurm.attempt import Journal
     from slurm_energy.slurm.processes import is_running
+    from slurm_energy.slurm.sampler_join import running_pid
+
+    if running_pid(spool_dir, node) is not None:
+        return True
 
     for run in Journal([spool_dir]).runs():
         try:

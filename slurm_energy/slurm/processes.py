@@ -244,7 +244,9 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
 
 class SamplerStop:
     """What :func:`stop_sampler` did: ``outcome`` is :func:`stop_process`'s (``terminated``,
-    ``killed``, ``unkillable``, ``not_running``) or ``no_pidfile`` (no sampler found)."""
+    ``killed``, ``unkillable``, ``not_running``) or ``no_pidfile`` (no sampler found); for a job of
+    the node sampler, :func:`slurm_energy.slurm.sampler_join.leave`'s (``terminated``,
+    ``not_running``, ``timed_out``)."""
 
     __slots__ = ("outcome",)
 
@@ -284,6 +286,10 @@ def stop_sampler(run: Attempt | str, node: str = "", term_wait_s: float = 1.0,
     from slurm_energy.slurm.detach import unnice
 
     spool = None if isinstance(run, str) else run
+    if spool is not None and os.path.exists(spool.path("nodesampler", "join")):  # the node sampler's job
+        from slurm_energy.slurm import sampler_join
+
+        return SamplerStop(SamplerEnd(sampler_join.leave(spool.dir, spool.spool_dir, spool.node, time.time(), term_wait_s)))
     pid = None if spool is None else _pidfile_pid(spool.pidfile)
     if pid is None:  # pidfile gone or unreadable (a spool full or remounted): look in /proc
         suffix = "/jobs/" + (os.path.basename(spool.dir) if spool is not None else str(run))

@@ -33,7 +33,7 @@ CG = "/sys/fs/cgroup"
 # run in the VM: wait on the job's cgroup.events for POLLPRI until populated 0; print the job's CPU
 # time (cpu.stat) read right then and how often the poll returned
 WATCH = """import select, sys, time
-from slurm_energy.slurm.cgroup import find_job_cgroup
+from slurm_energy.slurm.sampler.cgroup import find_job_cgroup
 for _ in range(100):
     c = find_job_cgroup(sys.argv[1], 2001, sys.argv[2], sluid=sys.argv[3])
     if c:
@@ -210,7 +210,7 @@ def test_plain_job_cpu_time_memory_end_and_report_against_sacct(vm):
     assert {"./system", f"./{sluid}", f"./{sluid}/step_batch", f"./{sluid}/step_batch/slurm",
             f"./{sluid}/step_batch/user", f"./{sluid}/step_extern"} <= set(listing), listing
     # the project's finder, run in the VM, names that directory (no guessing, no glob)
-    found = vm.run([PY, "-I", "-c", "import sys; from slurm_energy.slurm.cgroup import find_job_cgroup as f; "
+    found = vm.run([PY, "-I", "-c", "import sys; from slurm_energy.slurm.sampler.cgroup import find_job_cgroup as f; "
                     "c = f(sys.argv[1], 2001, sys.argv[2], sluid=sys.argv[3]); print(c.version, c.cpu_dir)",
                     job, node, sluid], check=True).stdout.split()
     assert found == ["2", f"{scope}/{sluid}"]

@@ -136,3 +136,29 @@ def test_finalizer_records_an_output_failure_on_the_stored_record(tmp_path):
         st.close()
     assert got.energy_it_j == {"cpu": 3.6e6, "ram": 3.6e5}  # data kept
     assert any(e.startswith("prometheus: textfile dir") and str(tmp_path / "nope") in e for e in got.errors)
+
+
+def test_one_rewrite_writes_each_entry_and_the_textfile_once(tmp_path, monkeypatch):
+    """The node sampler's interim flush of N jobs: N entries, one textfile rewrite (not N)."""
+    from slurm_energy.outputs import prometheus
+
+    recs = [finished(node_record(job_id=str(80 + k), gpu_j=None)) for k in range(5)]
+    clock = Clock(max(r.end_time for r in recs) + 10)
+    (tmp_path / "tf").mkdir()
+    writes: list[int] = []
+    real = prometheus.PrometheusTextfile._write_textfile
+
+    def counted(self, entries):
+        writes.append(len(entries))
+        return real(self, entries)
+
+    monkeypatch.setattr(prometheus.PrometheusTextfile, "_write_textfile", counted)
+    with prometheus.one_rewrite():
+        for r in recs:  # a sink per publish, as site_sinks() makes them
+            assert PrometheusTextfile(str(tmp_path / "tf"), str(tmp_path / "state"), clock=clock).publish(r) == []
+        assert writes == [] and not (tmp_path / "tf" / FILE_NAME).exists()  # entries only, so far
+    assert writes == [5]  # one rewrite with the 5 jobs' entries
+    jobs = {d["job_id"] for d, _ in _by_name(_samples(tmp_path / "tf" / FILE_NAME), "slurm_energy_job_info")}
+    assert jobs == {"80", "81", "82", "83", "84"}
+    PrometheusTextfile(str(tmp_path / "tf"), str(tmp_path / "state"), clock=clock).publish(recs[0])
+    assert writes == [5, 5]  # outside it: a rewrite per publish, as before

@@ -2,7 +2,7 @@
 
 import os
 
-from slurm_energy.slurm.cgroup import find_job_cgroup
+from slurm_energy.slurm.sampler.cgroup import find_job_cgroup
 
 
 def _w(path, text):
@@ -67,7 +67,7 @@ def test_absent(tmp_path):
 
 
 def test_pid_mode_probe_looks_for_a_late_cgroup_only_at_full_polls_every_rescan_period(tmp_path, monkeypatch):
-    from slurm_energy.slurm import probe as probe_mod
+    from slurm_energy.slurm.sampler import probe as probe_mod
 
     looks = []
     real = probe_mod.find_job_cgroup

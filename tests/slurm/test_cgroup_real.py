@@ -13,8 +13,8 @@ import pytest
 
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.sampling.sampler import Sampler
-from slurm_energy.slurm.cgroup import JobCgroup
-from slurm_energy.slurm.probe import SlurmJobProbe
+from slurm_energy.slurm.sampler.cgroup import JobCgroup
+from slurm_energy.slurm.sampler.probe import SlurmJobProbe
 from tests.helpers.samplefile_rows import read_samples
 
 V1 = "/sys/fs/cgroup/cpuacct"

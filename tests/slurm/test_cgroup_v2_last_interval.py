@@ -14,7 +14,7 @@ import shutil
 
 from test_cgroup_v2_sluid import SLUID, fake_tree
 
-from slurm_energy.slurm.probe import SlurmJobProbe
+from slurm_energy.slurm.sampler.probe import SlurmJobProbe
 
 MIB = 2 ** 20
 
@@ -25,7 +25,7 @@ def _w(path, text):
 
 
 def test_the_end_of_the_job_reads_memory_peak_and_cpu_before_removal(tmp_path, monkeypatch):
-    monkeypatch.setattr("slurm_energy.slurm.cgroup.init_cgroup_dir", lambda *a, **k: "")
+    monkeypatch.setattr("slurm_energy.slurm.sampler.cgroup.init_cgroup_dir", lambda *a, **k: "")
     job = fake_tree(str(tmp_path))
     p = SlurmJobProbe("1", 2001, "vm1", str(tmp_path), sluid=SLUID)
     u = p.poll(full=True)  # a full sample while it runs: the capture's values
@@ -46,7 +46,7 @@ def test_the_end_of_the_job_reads_memory_peak_and_cpu_before_removal(tmp_path, m
 
 
 def test_an_in_between_poll_while_running_still_reads_the_cpu_only(tmp_path, monkeypatch):
-    monkeypatch.setattr("slurm_energy.slurm.cgroup.init_cgroup_dir", lambda *a, **k: "")
+    monkeypatch.setattr("slurm_energy.slurm.sampler.cgroup.init_cgroup_dir", lambda *a, **k: "")
     job = fake_tree(str(tmp_path))
     p = SlurmJobProbe("1", 2001, "vm1", str(tmp_path), sluid=SLUID)
     p.poll(full=True)

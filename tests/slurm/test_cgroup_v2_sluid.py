@@ -16,7 +16,7 @@ VM of scripts/vmcluster.sh: Slurm 26.05.5, CgroupPlugin=cgroup/v2, systemd, two 
 import os
 from pathlib import Path
 
-from slurm_energy.slurm.cgroup import find_job_cgroup, init_cgroup_dir
+from slurm_energy.slurm.sampler.cgroup import find_job_cgroup, init_cgroup_dir
 
 CAPTURE = Path(__file__).parent / "data" / "cgroup-v2-vm.txt"
 

@@ -196,7 +196,7 @@ def _probe(job_id, tmp_path):
     """A PID-mode probe of ``job_id`` (alice's) polled once 0.3 s after the job's processes started
     (no cgroup):
     (its usage, the job-env facts it handed on)."""
-    from slurm_energy.slurm.probe import SlurmJobProbe
+    from slurm_energy.slurm.sampler.probe import SlurmJobProbe
 
     time.sleep(0.3)
     seen = []

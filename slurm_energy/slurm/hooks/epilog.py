@@ -57,6 +57,12 @@ def epilog(env: Mapping[str, str] | None = None) -> int:
             spool.record_error("epilog: no Prolog context (Prolog failed or was not configured); "
                                "nothing was sampled on this node")
         outcome = stop_sampler(spool).outcome
+        if outcome == "not_running" and getattr(cfg.sampling, "sampler", "job") == "node":
+            from slurm_energy.slurm import sampler_join  # the node sampler died: again, for the other jobs
+
+            log_dir = cfg.paths.log_dir
+            sampler_join.restart_for_others(spool.dir, spool.spool_dir, spool.node, lambda argv, logf: hooks.spawn(
+                argv, logf, log_dir, nice=hooks.SAMPLER_NICE))
         hand_over(spool, t_end, ctx.exit_code or "", outcome, cfg.paths.log_dir)
         try:
             spool.mark_epilog(t_end, outcome, ctx.exit_code or "")

@@ -49,9 +49,17 @@ def prolog(env: Mapping[str, str] | None = None) -> int:
         os.close(os.open(spool.prolog_running, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
         _prepare_marks(ctx, spool, (cfg.paths.spool_dir, getattr(cfg.paths, "spool_fallback_dir", "")))
         _reading(cfg, ctx, spool)
-        pid = hooks.spawn(["-m", DETACHED_MODULE, "sampler", spool.dir, spool.node],
-                    os.path.join(spool.dir, f"sampler-{spool.node}.log"), cfg.paths.log_dir, nice=SAMPLER_NICE)
-        write_private(spool.pidfile, str(pid))
+        if getattr(cfg.sampling, "sampler", "job") == "node":  # one sampler for all the node's jobs
+            from slurm_energy.slurm import sampler_join
+
+            log_dir = cfg.paths.log_dir
+            pid = sampler_join.join_or_start(spool.dir, spool.spool_dir, spool.node, lambda argv, logf: hooks.spawn(
+                argv, logf, log_dir, nice=SAMPLER_NICE))
+        else:
+            pid = hooks.spawn(["-m", DETACHED_MODULE, "sampler", spool.dir, spool.node],
+                              os.path.join(spool.dir, f"sampler-{spool.node}.log"), cfg.paths.log_dir,
+                              nice=SAMPLER_NICE)
+            write_private(spool.pidfile, str(pid))
         outcome = "ok" if spool.spool_dir == cfg.paths.spool_dir else "fallback_spool"
         gpus = [g["device_id"] for g in ctx.gpus] or ctx.job_gpus or "-"
         log("INFO", f"prolog job={ctx.job_id} node={ctx.node} sampler={pid} gpus={gpus} spool={spool.dir} "
