@@ -113,10 +113,8 @@ def collect_all(cfg: SiteConfig, store: RecoverStore, now: float, older_than_s: 
     leftover_lines, young = finish_leftovers(cfg, spool_dirs(cfg), now, older_than_s, dry_run, store=store,
                                              trigger=trigger)
     lines += leftover_lines
-    if dry_run:
-        lines += [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, None, now, older_than_s)]
-    else:
-        lines += finish_no_spool(cfg, None, now, older_than_s, busy(spool_dirs(cfg))[1], trigger=trigger)
+    lines += finish_no_spool(cfg, None, now, older_than_s, frozenset() if dry_run else busy(spool_dirs(cfg))[1],
+                             trigger=trigger, dry_run=dry_run)
     done = collect(cfg, store, older_than_s, now, dry_run)
     if not dry_run:
         lines += [f"removed the marks directory {one_line(n)} (its job ended here)" for n in sweep_job_marks(spool_dirs(cfg))]
@@ -184,17 +182,20 @@ def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_
 
 
 def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s: float,
-                    busy_jobs: set[str] | frozenset[str] = frozenset(), trigger: Trigger = Trigger.COLLECT) -> list[str]:
+                    busy_jobs: set[str] | frozenset[str] = frozenset(), trigger: Trigger = Trigger.COLLECT,
+                    dry_run: bool = False) -> list[str]:
     """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize.finalize_env_main`)
     of each job whose :data:`~slurm_energy.slurm.attempt.NO_SPOOL_JOBS` entry (``node``'s, or every
     node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its
     ``"<job id>@<node>"`` not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
-    upsert, never a second record). Returns one line per job. An unreadable entry is removed
-    (``collect``'s sacct step covers its job)."""
+    upsert, never a second record). Returns one line per job (``dry_run``: per entry, nothing run).
+    An unreadable entry is removed (``collect``'s sacct step covers its job)."""
     import json
 
     from slurm_energy.slurm.finalize import finalize_env_main
 
+    if dry_run:
+        return [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, node, now, older_than_s)]
     lines: list[str] = []
     for p in _no_spool_entries(cfg, node, now, older_than_s):
         try:
