@@ -348,6 +348,27 @@ def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(
     assert sweep_node(load_config([]), "n1", time.time() + 60) == []  # done once
 
 
+def test_collect_dry_run_names_a_spool_less_job_and_runs_nothing(site):
+    # collect --dry-run reads the spool-less entries through the same loop as the run, which then
+    # only says what it would do: the entry stays, no record is stored
+    import time
+
+    from slurm_energy.slurm.attempt import leave_no_spool_entry
+    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.jobend.finish import Trigger
+    from slurm_energy.slurm.jobend.recover import finish_no_spool
+
+    ctx = JobContext(job_id="91", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="4")
+    args = [ctx.to_json(), repr(T0 + 30), "0:0", "no_pidfile", json.dumps([])]
+    entry = leave_no_spool_entry(str(site / "log"), "91", 0, "n1", args)
+    cfg = load_config([])
+    assert finish_no_spool(cfg, None, time.time() + 60, 20.0, trigger=Trigger.COLLECT, dry_run=True) == [
+        "would finish 91-r0-n1 (no spool)"]
+    assert finish_no_spool(cfg, None, time.time(), 20.0, dry_run=True) == []  # 0 s old: its finalizer may be at work
+    assert os.path.exists(entry) and not os.path.exists(site / "jobs.db")
+
+
 def test_the_sweeps_hour_counts_a_long_jobs_samples_not_only_its_directory(site):
     # a 2-hour job: its directory last changed at the Prolog (the sampler appends to its samples
     # file); its end hit a read-only spool (no Epilog file) and its finalizer was killed 60 s ago

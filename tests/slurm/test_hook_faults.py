@@ -19,6 +19,7 @@ from test_hooks import VENV_PY, _env, _hook, _run_hook
 
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
+from tests.fakes.slurm_facts import FakeSlurmFacts
 from tests.helpers.jobrecord_factory import site_yaml
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY),
@@ -207,14 +208,14 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     db = tmp_path / "lib" / "jobs.db"  # at most the sampler's interim (running) record
     assert not db.exists() or all(r.status == Status.RUNNING for r in open_store(f"sqlite:///{db}").get_job("9105"))
     cfg = load_site_config(str(tmp_path / "site.yaml"))
-    ended = lambda job_id, r: (True, {"job_state": "COMPLETED"})
-    lines, _young = M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)
+    ended = FakeSlurmFacts(every_job={"job_state": "COMPLETED"})  # slurmctld: the job has ended
+    lines, _young = M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, facts=ended)
     assert lines == [f"finished 9105 attempt 0 on h1 ({tmp_path}/spool/jobs/9105-r0, sampler terminated)"]
     (rec,) = open_store(cfg.paths.store_url, readonly=True).get_job("9105")
     assert rec.status == Status.COMPLETE and rec.job_state == "COMPLETED" and rec.nodes[0].n_samples >= 2
     assert any("finished by slurm-energy collect" in e for e in rec.errors)
     # a second collect finds nothing (the finalized marker): idempotent
-    assert M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, final_facts=ended)[0] == []
+    assert M.finish_leftovers(cfg, spool_dirs(cfg), time.time() + 120, 60.0, facts=ended)[0] == []
 
 
 def test_no_epilog_on_the_node_the_sampler_finishes_it(tmp_path):

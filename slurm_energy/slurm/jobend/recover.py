@@ -1,26 +1,31 @@
-"""``slurm-energy collect`` and ``prune``: finish what faults left behind, and spool retention.
+"""Recovery in one place: what faults left behind, one loop per source of leftovers.
 
-collect, in order (:func:`collect_all`), run as root on every node (the spool is node-local) and the
-controller, from the timer or cron line ``slurm-energy install`` prints:
+Every job Slurm ran gets a record. The finisher (:func:`~slurm_energy.slurm.jobend.finish.finish`)
+finishes an attempt when the Epilog's finalizer runs; what it missed (a finalizer killed or never
+started, a store that was down, a node that never reported) is found here, by one loop per place a
+leftover can be, each the only reader of its source:
 
-1. store the records queued while the store was down or locked (their report and outputs were
-   published by the finalizer that queued them: only the store is missing);
-2. finish each node attempt left in a spool (finalizer killed or never started: :class:`Leftover`)
-   once Slurm says the job ended (:meth:`SlurmFacts.ended`: scontrol while slurmctld remembers the
-   job, else sacct), stopping a sampler that outlived its job (:func:`finish_leftovers`, the
-   finalizer's own :func:`~slurm_energy.slurm.finalize.finalize_spool`), and each spool-less job
-   whose finalizer was killed (:func:`finish_no_spool`);
-3. merge attempts in the results directory whose nodes never all reported (:func:`collect`:
-   status ``partial``, an error per missing node);
-4. every record still ``running`` whose job Slurm says has ended becomes ``partial`` from its
-   interim data, with Slurm's state (:func:`finish_running`);
-5. every job sacct says ran that has no record gets a ``no_data`` one (:func:`finish_unrecorded`).
+=====================  =========================================  ======================================
+source                 loop                                       each item goes to
+=====================  =========================================  ======================================
+the spool queue        :func:`store_queued`                       the store (the rest was published)
+the journal            :func:`finish_leftovers` (spool attempts),  ``finish(attempt, trigger)``, or the
+                       :func:`finish_no_spool` (spool-less ones)  spool-less finalizer
+the results directory  :func:`collect` (node records never         merge, :func:`publish_final`
+                       merged: stale)
+the store's running    :func:`finish_running`                     :func:`publish_final` (``partial``)
+rows
+Slurm's ended jobs     :func:`finish_unrecorded`                  a ``no_data`` record, :func:`publish_final`
+=====================  =========================================  ======================================
 
-Every record it finishes is published to the site's sinks
-(:func:`slurm_energy.outputs.sinks.site_sinks`: the store, the report as the job's user, the
-Prometheus textfile, Slurm's write-back), as the finalizer publishes it. Idempotent: a second run
-finds nothing to do. The node's finalizer does steps 1 and 2 for its node itself, every 30 s while
-it runs (:func:`sweep_node`), so after a burst, faults included, collect finds nothing left.
+Two callers run the same loops and differ only in their :class:`Trigger` (written on the record)
+and their reach: the node finalizer's sweep (:func:`sweep_node`, every 30 s while the queue runner
+runs: its own node's queue and journal, the last hour) and ``slurm-energy collect``
+(:func:`collect_all`, from the timer or cron line ``slurm-energy install`` prints, as root on every
+node and the controller: every loop, in the table's order). A journal attempt is finished only once
+Slurm says its job ended (:meth:`SlurmFacts.ended`); an attempt, results directory or running row
+a process may still be at work on is left alone. Idempotent: a second run finds nothing to do, and
+after a burst, faults included, ``collect`` finds nothing left.
 """
 
 from __future__ import annotations
@@ -28,15 +33,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from slurm_energy.core import one_line
 from slurm_energy.jobmeta import RunKey, same_run
 from slurm_energy.model import JobRecord, Status
-from slurm_energy.outputs.sinks import site_sinks
+from slurm_energy.outputs.sinks import publish_final, site_sinks
 from slurm_energy.pipeline import finalise_job, publish
 from slurm_energy.slurm.attempt import (
     Attempt,
@@ -47,8 +52,9 @@ from slurm_energy.slurm.attempt import (
     remove_stale_tmp,
     spool_dirs,
 )
-from slurm_energy.slurm.clients.facts import SlurmFacts
+from slurm_energy.slurm.clients.facts import SlurmFacts, UserText
 from slurm_energy.slurm.clients.facts import current as slurm_facts
+from slurm_energy.slurm.clients.scontrol import Facts
 from slurm_energy.slurm.env import JobContext
 from slurm_energy.slurm.jobend.finish import Trigger, finish
 from slurm_energy.slurm.processes import busy
@@ -56,35 +62,59 @@ from slurm_energy.store.queue import drain
 
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
-    from slurm_energy.store import Store
 
 log = logging.getLogger("slurm_energy.collect")
+
+
+class StoredRow(Protocol):
+    """A store's summary row (:class:`slurm_energy.store.select.JobRow`): its job id, and what
+    :meth:`RunKey.of_record` reads."""
+
+    @property
+    def job_id(self) -> str: ...
+
+
+class RecoverStore(Protocol):
+    """The store queries recovery asks (:class:`slurm_energy.store.Store` has them): the one run
+    rule's "final record of this run", the records in a state, and the summary rows of some jobs."""
+
+    def final_record(self, key: RunKey, *, measured: bool = False) -> JobRecord | None: ...
+
+    def query(self, *, states: list[str]) -> list[JobRecord]: ...
+
+    def rows(self, *, jobs: list[str]) -> Sequence[StoredRow]: ...
+
+
+#: a job attempt: (job id, restart count)
+JobAttempt = tuple[str, int]
 
 #: a job Slurm no longer knows (no accounting, purged) is taken as ended after this long, s
 UNKNOWN_JOB_S = 86400.0
 
 
 def publish_collected(cfg: SiteConfig, rec: JobRecord) -> None:
-    """A record ``collect`` finished, to every site sink (a store that is down queues it in the
-    spools for the next run). Raises what the store raises when it cannot even be queued."""
-    publish(rec, site_sinks(cfg, queue_in=spool_dirs(cfg)))
+    """A record recovery finished, through the finisher's door (:func:`publish_final`: the store
+    first, a store that is down queueing it in the spools for the next run; the report; the other
+    outputs). Raises what the store raises when it cannot even be queued."""
+    publish_final(cfg, rec, queue_in=spool_dirs(cfg))
 
 
-def collect_all(cfg: SiteConfig, store, now: float, older_than_s: float, since_s: float,
+def collect_all(cfg: SiteConfig, store: RecoverStore, now: float, older_than_s: float, since_s: float,
                 dry_run: bool = False) -> tuple[list[str], list[JobRecord]]:
-    """Steps 1-5 of the module doc with ``cfg`` (its ``paths.store_url`` and ``results_dir`` those
-    in force: :func:`with_paths`) and ``store`` open on that URL (for the queries). Returns (one line
-    per thing done or that would be, the records step 3 finalised). Raises PermissionError (not
+    """``slurm-energy collect``: every loop of the module doc, in its order (trigger ``COLLECT``),
+    with ``cfg`` (its ``paths.store_url`` and ``results_dir`` those in force: :func:`with_paths`)
+    and ``store`` open on that URL (for the queries). Returns (one line per thing done or that
+    would be, the records the results directory's loop finalised). Raises PermissionError (not
     root) and what the store raises for a store that cannot be read."""
+    trigger = Trigger.COLLECT
     lines: list[str] = []
     if not dry_run:
         lines += store_queued(cfg, spool_dirs(cfg))
-    leftover_lines, young = finish_leftovers(cfg, spool_dirs(cfg), now, older_than_s, dry_run, store=store)
+    leftover_lines, young = finish_leftovers(cfg, spool_dirs(cfg), now, older_than_s, dry_run, store=store,
+                                             trigger=trigger)
     lines += leftover_lines
-    if dry_run:
-        lines += [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, None, now, older_than_s)]
-    else:
-        lines += finish_no_spool(cfg, None, now, older_than_s, busy(spool_dirs(cfg))[1])
+    lines += finish_no_spool(cfg, None, now, older_than_s, frozenset() if dry_run else busy(spool_dirs(cfg))[1],
+                             trigger=trigger, dry_run=dry_run)
     done = collect(cfg, store, older_than_s, now, dry_run)
     if not dry_run:
         lines += [f"removed the marks directory {one_line(n)} (its job ended here)" for n in sweep_job_marks(spool_dirs(cfg))]
@@ -106,11 +136,12 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
                older_than_s: float = SWEEP_AGE_S) -> list[str]:
     """What the node's finalizer (:mod:`slurm_energy.slurm.jobend.queue`) does every
     ``SWEEP_S`` while it runs and once before it exits, so that ``collect`` finds nothing left:
-    collect's steps 1 and 2 for ``node`` and the last ``since_s`` s only -- queued records stored,
+    the queue's and the journal's loops, trigger ``SWEEP``, for ``node`` and the last ``since_s`` s
+    only -- queued records stored,
     ``node``'s spool attempts whose own finalizer was killed (or never started) finished -- and the
     spool-less jobs whose finalizer was killed finished (:func:`finish_no_spool`). What a process
     is at work on (a sampler, a finalizer, a queue entry: :func:`busy`)
-    is left alone. Steps 3 to 5 (the results directory's 14 days, every ``running`` record, sacct)
+    is left alone. The other loops (the results directory's 14 days, every ``running`` record, sacct)
     stay the timer's. The store is opened only when there is something to finish. Returns one line
     per thing done. Raises what the store raises."""
     spools = spool_dirs(cfg)
@@ -131,7 +162,7 @@ def sweep_node(cfg: SiteConfig, node: str, now: float, since_s: float = SWEEP_WI
                                       busy=dirs, trigger=Trigger.SWEEP)[0]
         finally:
             store.close()
-    return lines + finish_no_spool(cfg, node, now, older_than_s, env_jobs)
+    return lines + finish_no_spool(cfg, node, now, older_than_s, env_jobs, trigger=Trigger.SWEEP)
 
 
 def sweep_job_marks(spools: list[str]) -> list[str]:
@@ -151,18 +182,21 @@ def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_
 
 
 def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s: float,
-                    busy_jobs: set[str] | frozenset[str] = frozenset()) -> list[str]:
+                    busy_jobs: set[str] | frozenset[str] = frozenset(), trigger: Trigger = Trigger.COLLECT,
+                    dry_run: bool = False) -> list[str]:
     """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize.finalize_env_main`)
     of each job whose :data:`~slurm_energy.slurm.attempt.NO_SPOOL_JOBS` entry (``node``'s, or every
     node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its
     ``"<job id>@<node>"`` not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
-    upsert, never a second record). Returns one line per job. An unreadable entry is removed
-    (``collect``'s sacct step covers its job)."""
+    upsert, never a second record). Returns one line per job (``dry_run``: per entry, nothing run).
+    An unreadable entry is removed (``collect``'s sacct step covers its job)."""
     import json
 
     from slurm_energy.slurm.finalize import finalize_env_main
 
-    lines = []
+    if dry_run:
+        return [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, node, now, older_than_s)]
+    lines: list[str] = []
     for p in _no_spool_entries(cfg, node, now, older_than_s):
         try:
             with open(p, encoding="utf-8") as f:
@@ -180,7 +214,7 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
         if f"{job_id}@{at}" in busy_jobs:
             continue
         finalize_env_main(ctx_json, end_time, exit_code, SamplerEnd.parse(sampler, SamplerEnd.NO_PIDFILE), list(errors) + [
-            f"finalizer did not finish (killed); finished by {(Trigger.SWEEP if node else Trigger.COLLECT).by}"],
+            f"finalizer did not finish (killed); finished by {trigger.by}"],
             logging_ready=True)
         with contextlib.suppress(OSError):
             os.unlink(p)  # finalize_env_main removed it, unless the config's log_dir changed since
@@ -189,7 +223,7 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
 
 
 def store_queued(cfg: SiteConfig, spools: list[str]) -> list[str]:
-    """Step 1: the records queued in ``spools`` while the store was down, to the store only (the
+    """The spool's queue: the records queued in ``spools`` while the store was down, to the store only (the
     finalizer that queued one published it to the rest). One line per thing done or wrong."""
     def to_store(rec: JobRecord) -> None:
         publish(rec, site_sinks(cfg, only=("store",)))
@@ -204,8 +238,8 @@ def with_paths(cfg: SiteConfig, store_url: str, results_dir: str) -> SiteConfig:
                                                                          "results_dir": results_dir})})
 
 
-# ---------------------------------------------------------------- step 3: the results directory
-def find_stale_attempts(results_dir, older_than_s: float, now: float) -> list[Path]:
+# ---------------------------------------------------------------- the results directory: stale node records
+def find_stale_attempts(results_dir: str | Path, older_than_s: float, now: float) -> list[Path]:
     """Attempt directories (``<cluster>/<job>.<restart>``) whose newest ``*.json`` node record is at
     least ``older_than_s`` seconds older than ``now`` (epoch s). Sorted by path."""
     root = Path(results_dir)
@@ -217,7 +251,8 @@ def find_stale_attempts(results_dir, older_than_s: float, now: float) -> list[Pa
     return out
 
 
-def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bool = False) -> list[JobRecord]:
+def collect(cfg: SiteConfig, store: RecoverStore, older_than_s: float, now: float,
+            dry_run: bool = False) -> list[JobRecord]:
     """Finalise the stale attempts of ``cfg.paths.results_dir`` and the fallback spool's results
     (:func:`~slurm_energy.slurm.finalize.results_dirs`); returns the JobRecords published (or that would be). Attempts already in
     ``store`` with a final record of the same start time are skipped. Merge and carbon facts by
@@ -227,9 +262,9 @@ def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bo
     from slurm_energy.slurm.finalize import results_dirs
     from slurm_energy.slurm.jobend.results import read_node_records, retire_run
 
-    done = []
+    done: list[JobRecord] = []
     roots = [Path(d) for d in results_dirs(cfg)]
-    seen = set()
+    seen: set[Path] = set()
     for d in [d for root in roots for d in find_stale_attempts(root, older_than_s, now)]:
         rel = d.relative_to(next(r for r in roots if d.is_relative_to(r)))
         if rel in seen:
@@ -250,7 +285,7 @@ def collect(cfg: SiteConfig, store, older_than_s: float, now: float, dry_run: bo
     return done
 
 
-def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> JobRecord | None:
+def _collect_run(cfg: SiteConfig, records: list[JobRecord], store: RecoverStore, dry_run: bool) -> JobRecord | None:
     """Finalise and publish one run's node records; None if it is already stored (final)."""
     final = finalise_job(records, cfg)
     if store.final_record(RunKey.of_record(final, nodes=False), measured=True) is not None:
@@ -263,7 +298,7 @@ def _collect_run(cfg: SiteConfig, records: list, store, dry_run: bool) -> JobRec
     return final
 
 
-# ---------------------------------------------------------------- step 2: attempts left in a spool
+# ---------------------------------------------------------------- the journal: attempts left in a spool
 @dataclass
 class Leftover:
     """One node's unfinished attempt in a spool: ``<spool>/jobs/<job>-r<k>/`` holding the node's
@@ -304,7 +339,7 @@ def scan_spool(spool_dir: str, now: float, older_than_s: float, node: str | None
         yield Leftover(sp, ctx, newest)
 
 
-def _end_time(lo: Leftover, ep: EpilogFacts, facts: dict) -> float:
+def _end_time(lo: Leftover, ep: EpilogFacts, facts: Facts) -> float:
     from slurm_energy.sampling.samplefile import read_sample_table
 
     if ep.t:
@@ -315,7 +350,7 @@ def _end_time(lo: Leftover, ep: EpilogFacts, facts: dict) -> float:
     return max(ts) if ts else lo.newest_mtime
 
 
-def _already_stored(store: Store | None, lo: Leftover) -> bool:
+def _already_stored(store: RecoverStore | None, lo: Leftover) -> bool:
     """True if a measured final record of this run already covers this node (its finalizer did
     its work but could not write the ``finalized`` marker: a full or read-only spool)."""
     if store is None:
@@ -327,26 +362,30 @@ def _already_stored(store: Store | None, lo: Leftover) -> bool:
 
 
 def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_s: float, dry_run: bool = False,
-                     final_facts: Callable | None = None, store=None, node: str | None = None, since: float = 0.0,
-                     busy: set[str] | frozenset[str] = frozenset(), trigger: Trigger = Trigger.COLLECT,
-                     ) -> tuple[list[str], set]:
-    """Step 2. Returns (one line per node attempt finished or that would be, (job_id, restart) of
-    attempts not yet old enough: step 4 leaves those alone). With ``store``, a node already in a
-    measured stored record is only marked finished (never replaced by a poorer view). ``node``,
+                     facts: SlurmFacts | None = None, store: RecoverStore | None = None, node: str | None = None,
+                     since: float = 0.0, busy: set[str] | frozenset[str] = frozenset(),
+                     trigger: Trigger = Trigger.COLLECT) -> tuple[list[str], set[JobAttempt]]:
+    """The journal's attempts left in ``spools``, each finished by ``finish(attempt, trigger)`` once
+    Slurm says its job ended. Returns (one line per node attempt finished or that would be,
+    (job_id, restart) of attempts not yet old enough: :func:`finish_running` leaves those alone).
+    With ``store``, a node already in a measured stored record is only marked finished (never
+    replaced by a poorer view). ``node``,
     ``since``: that node's attempts changed since then only (:func:`scan_spool`);
     ``busy``: spool job directories some process is at work on (left alone, as young ones are);
     ``trigger``: who finishes them (SWEEP or COLLECT: :func:`~slurm_energy.slurm.jobend.finish.finish`
-    says so in the record's errors)."""
-    final_facts = final_facts or slurm_facts().ended
-    lines, young = [], set()
+    says so in the record's errors); ``facts``: Slurm (:func:`~slurm_energy.slurm.clients.facts.current`
+    unless given)."""
+    slurm = facts or slurm_facts()
+    lines: list[str] = []
+    young: set[JobAttempt] = set()
     for sd in spools:
         for lo in scan_spool(sd, now, 0.0, node=node, since=since):
             key = (lo.ctx.job_id, lo.ctx.restart_count)
             if now - lo.newest_mtime < older_than_s or lo.spool.dir.rstrip("/") in busy:
                 young.add(key)
                 continue
-            fin, facts = final_facts(lo.ctx.job_id, lo.ctx.restart_count)
-            facts = facts or {}
+            fin, got = slurm.ended(lo.ctx.job_id, lo.ctx.restart_count)
+            said: Facts = got or {}
             if fin is False or (fin is None and now - lo.newest_mtime < UNKNOWN_JOB_S):
                 young.add(key)
                 continue
@@ -364,33 +403,35 @@ def finish_leftovers(cfg: SiteConfig, spools: list[str], now: float, older_than_
                 lines.append(f"would finish {what}")
                 continue
             try:
-                finish(cfg, lo.spool, lo.ctx, trigger, end_time=_end_time(lo, ep, facts),
-                       exit_code=ep.exit_code or str(facts.get("exit_code", "")), sampler=outcome,
-                       facts=facts or None, ask_slurm=False)
+                finish(cfg, lo.spool, lo.ctx, trigger, end_time=_end_time(lo, ep, said),
+                       exit_code=ep.exit_code or str(said.get("exit_code", "")), sampler=outcome,
+                       facts=said or None, ask_slurm=False)
                 lines.append(f"finished {what}")
             except Exception as e:
                 lines.append(f"could not finish {what}: {type(e).__name__}: {e}")
     return lines, young
 
 
-# ---------------------------------------------------------------- step 4: records left running
-def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
-                   final_facts: Callable | None = None) -> list[str]:
-    """Step 4: records left ``running`` whose job has ended (Slurm says so) become ``partial``."""
-    final_facts = final_facts or slurm_facts().ended
-    lines = []
+# ---------------------------------------------------------------- the store: records left running
+def finish_running(cfg: SiteConfig, store: RecoverStore, young: set[JobAttempt], dry_run: bool = False,
+                   facts: SlurmFacts | None = None) -> list[str]:
+    """The store's ``running`` rows: each whose job has ended (Slurm says so: ``facts``, else
+    :func:`~slurm_energy.slurm.clients.facts.current`) and whose attempt is not ``young`` (a journal
+    attempt still to finish) becomes ``partial`` from its interim data, with Slurm's state."""
+    slurm = facts or slurm_facts()
+    lines: list[str] = []
     for r in store.query(states=[Status.RUNNING.value]):
         if (r.job_id, r.restart_count) in young:
             continue
-        fin, facts = final_facts(r.job_id, r.restart_count)
+        fin, got = slurm.ended(r.job_id, r.restart_count)
         if not fin:
             continue
-        facts = facts or {}
-        state = facts.get("job_state", "")
-        if facts.get("restarts", 0) > r.restart_count:
+        said: Facts = got or {}
+        state = str(said.get("job_state", ""))
+        if int(said.get("restarts", 0)) > r.restart_count:
             state = "REQUEUED"
         done = r.model_copy(deep=True, update={"status": Status.PARTIAL, "job_state": state or r.job_state})
-        done.end_time = max(done.start_time, float(facts.get("end_time") or r.end_time))
+        done.end_time = max(done.start_time, float(said.get("end_time") or r.end_time))
         done.errors.append(f"no Epilog record: finalised by collect from interim data (Slurm: {state or 'ended'})")
         if not dry_run:
             publish_collected(cfg, done)
@@ -399,8 +440,8 @@ def finish_running(cfg: SiteConfig, store, young: set, dry_run: bool = False,
     return lines
 
 
-# ---------------------------------------------------------------- step 5: jobs only sacct knows
-def with_user_text(rec: JobRecord, text: dict[tuple[str, int], dict]) -> JobRecord:
+# ---------------------------------------------------------------- Slurm: jobs ended without a record
+def with_user_text(rec: JobRecord, text: UserText) -> JobRecord:
     """``rec`` with its job name and work dir from ``sacct --json`` (``text``:
     :func:`~slurm_energy.slurm.clients.sacct.parse_sacct_json`, matched by job id and start time). A job
     the JSON does not give keeps none (no work dir: no report)."""
@@ -412,9 +453,9 @@ def with_user_text(rec: JobRecord, text: dict[tuple[str, int], dict]) -> JobReco
     return rec
 
 
-def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_than_s: float, dry_run: bool = False,
-                      facts: SlurmFacts | None = None) -> list[str]:
-    """Step 5: a ``no_data`` record for every job sacct says started and ended in the last
+def finish_unrecorded(cfg: SiteConfig, store: RecoverStore, now: float, since_s: float, older_than_s: float,
+                      dry_run: bool = False, facts: SlurmFacts | None = None) -> list[str]:
+    """Slurm's ended jobs: a ``no_data`` record for every job sacct says started and ended in the last
     ``since_s`` seconds (at least ``older_than_s`` ago: its finalizer may still be at work) that has
     no record (any status) of that run in ``store``. Returns one line per job published (or that
     would be). No sacct (no accounting storage) or an sacct error: nothing is done. The jobs are
@@ -437,7 +478,7 @@ def finish_unrecorded(cfg: SiteConfig, store, now: float, since_s: float, older_
     if not found:
         return []
     text = facts.user_text(x.job_id for x in found)
-    lines = []
+    lines: list[str] = []
     for x in found:
         with_user_text(x, text)
         if not dry_run:

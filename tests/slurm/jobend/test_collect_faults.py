@@ -14,6 +14,7 @@ from slurm_energy.config import Paths, SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.store import open_store
 from slurm_energy.store.queue import drain
+from tests.fakes.slurm_facts import FakeSlurmFacts
 from tests.helpers.jobrecord_factory import finished, node_record
 
 
@@ -94,9 +95,10 @@ def test_collect_marks_running_records_of_ended_jobs_partial(tmp_path):
         r = finished(node_record(job_id=jid))
         r.status = Status.RUNNING
         st.put(r)
-    facts = {"820": (True, {"job_state": "TIMEOUT", "end_time": 5000.0}), "821": (False, {"job_state": "RUNNING"}),
-             "822": (True, {"job_state": "COMPLETED"})}
-    lines = finish_running(_cfg(tmp_path), st, young={("822", 0)}, final_facts=lambda j, r: facts[j])
+    # slurmctld: 820 ended (TIMEOUT), 821 runs, 822 ended (but its attempt is young: left to the journal's loop)
+    slurm = FakeSlurmFacts(jobs={"820": {"job_state": "TIMEOUT", "end_time": 5000.0}, "821": {"job_state": "RUNNING"},
+                                 "822": {"job_state": "COMPLETED"}})
+    lines = finish_running(_cfg(tmp_path), st, young={("822", 0)}, facts=slurm)
     assert lines == ["marked c1/820 attempt 0: running -> partial (Slurm TIMEOUT)"]
     (a,) = st.get_job("820")
     assert a.status == Status.PARTIAL and a.job_state == "TIMEOUT" and a.end_time == 5000.0
@@ -159,7 +161,7 @@ def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_writte
     sp = Attempt(cfg.paths.spool_dir, "840", 0, "n1").ensure()  # ... but its spool was full: no marker
     Path(sp.context).write_text(JobContext(job_id="840", uid=1001, gid=1001, node="n1", prolog_time=1000.0).to_json())
     lines, _ = finish_leftovers(cfg, [cfg.paths.spool_dir], time.time() + 600, 60.0, store=st,
-                                final_facts=lambda j, r: (True, {"job_state": "COMPLETED"}))
+                                facts=FakeSlurmFacts(every_job={"job_state": "COMPLETED"}))
     assert lines == [] and os.path.exists(sp.finalized)
     (got,) = st.get_job("840")
     assert got.status == Status.COMPLETE and got.it_kwh == pytest.approx(1.1)  # untouched
@@ -168,7 +170,6 @@ def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_writte
 def test_a_job_with_nothing_left_on_any_node_gets_a_no_data_record_from_sacct(tmp_path):
     from slurm_energy.slurm.clients.sacct import parse_ended, parse_sacct_json
     from slurm_energy.slurm.jobend.recover import finish_unrecorded
-    from tests.fakes.slurm_facts import FakeSlurmFacts
 
     st = open_store(f"sqlite:///{tmp_path}/jobs.db")
     t = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
