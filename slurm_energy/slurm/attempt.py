@@ -340,6 +340,18 @@ class Attempt:
 #: the spool's directory of attempts
 JOBS = "jobs"
 
+# The node sampler's files (slurm/sampler_join.py is their protocol, slurm/sampler/node.py the
+# sampler): in the spool, one set per node; in an attempt's directory, one set per node it runs on.
+NODE_SAMPLER_LOCK = "node-sampler-{node}.lock"
+NODE_SAMPLER_PIDFILE = "node-sampler-{node}.pid"
+NODE_SAMPLER_STARTING = "node-sampler-{node}.starting"
+NODE_SAMPLER_BEAT = "node-sampler-{node}.beat"
+NODE_SAMPLER_LOG = "node-sampler.log"
+NODE_SAMPLER_JOIN = "nodesampler-{node}.join"
+NODE_SAMPLER_STOP = "nodesampler-{node}.stop"
+NODE_SAMPLER_CLAIM = "nodesampler-{node}.claim"
+NODE_SAMPLER_ENDED = "nodesampler-{node}.ended"
+
 
 class RunDir:
     """One attempt directory in a spool, ``jobs/<job_id>-r<restart>[-<tag>]`` (every node's files)."""
@@ -413,6 +425,12 @@ class Journal:
                     yield a
                 continue
             yield from run.attempts()
+
+    def joined(self, node: str) -> list[str]:
+        """The attempt directories (paths) that ``node``'s node sampler is asked to sample: those
+        holding its join file (:data:`NODE_SAMPLER_JOIN`), by name."""
+        name = NODE_SAMPLER_JOIN.format(node=node)
+        return [run.path for run in self.runs() if os.path.exists(os.path.join(run.path, name))]
 
     def unfinished_jobs(self) -> set[str]:
         """Job ids with an attempt that a node has not finalized (a context without its finalized

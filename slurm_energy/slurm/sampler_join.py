@@ -27,6 +27,9 @@ import os
 import signal
 import time
 
+from slurm_energy.slurm import attempt
+from slurm_energy.slurm.attempt import Journal
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a hook's milliseconds)
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,15 +37,16 @@ if TYPE_CHECKING:
     #: how a hook starts a detached process: (argv after the interpreter, its log file) -> PID
     Start = Callable[[list[str], str], int]
 
-LOCK = "node-sampler-{node}.lock"
-PIDFILE = "node-sampler-{node}.pid"
-STARTING = "node-sampler-{node}.starting"
-BEAT = "node-sampler-{node}.beat"
-LOG = "node-sampler.log"
-JOIN = "nodesampler-{node}.join"
-STOP = "nodesampler-{node}.stop"
-CLAIM = "nodesampler-{node}.claim"
-ENDED = "nodesampler-{node}.ended"
+# the file names are the journal's (slurm/attempt.py), the one owner of the spool's layout
+LOCK = attempt.NODE_SAMPLER_LOCK
+PIDFILE = attempt.NODE_SAMPLER_PIDFILE
+STARTING = attempt.NODE_SAMPLER_STARTING
+BEAT = attempt.NODE_SAMPLER_BEAT
+LOG = attempt.NODE_SAMPLER_LOG
+JOIN = attempt.NODE_SAMPLER_JOIN
+STOP = attempt.NODE_SAMPLER_STOP
+CLAIM = attempt.NODE_SAMPLER_CLAIM
+ENDED = attempt.NODE_SAMPLER_ENDED
 #: a start claim older than this is a starter that died: the next hook starts the sampler again
 STARTING_STALE_S = 30.0
 #: the signal a hook wakes the node sampler with
@@ -197,10 +201,5 @@ def leave(job_dir: str, spool_dir: str, node: str, t_end: float, wait_s: float =
 def others_joined(spool_dir: str, node: str, but: str = "") -> bool:
     """True when a job other than ``but`` (a job directory) is joined and not stopped: the Epilog
     then restarts a node sampler that died."""
-    import glob
-
-    for p in glob.glob(os.path.join(spool_dir, "jobs", "*", JOIN.format(node=node))):
-        d = os.path.dirname(p)
-        if d != but.rstrip("/") and not os.path.exists(job_path(d, STOP, node)):
-            return True
-    return False
+    gone = but.rstrip("/")
+    return any(d != gone and not os.path.exists(job_path(d, STOP, node)) for d in Journal([spool_dir]).joined(node))

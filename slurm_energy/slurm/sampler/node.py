@@ -28,7 +28,6 @@ rows before their Epilogs, which the finalizer reads as stopped early.
 from __future__ import annotations
 
 import fcntl
-import glob
 import json
 import logging
 import math
@@ -46,6 +45,7 @@ from slurm_energy.sampling.nodestats import hold_snapshot, read_node_stats
 from slurm_energy.sampling.readers.base import Reader
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import sampler_join as sj
+from slurm_energy.slurm.attempt import Journal
 
 log = logging.getLogger("slurm_energy.nodesampler")
 
@@ -273,7 +273,7 @@ class _Process:
             pass
 
     def joined_dirs(self) -> list[str]:
-        return [os.path.dirname(p) for p in glob.glob(os.path.join(self.spool_dir, "jobs", "*", sj.JOIN.format(node=self.node)))]
+        return Journal([self.spool_dir]).joined(self.node)
 
     def scan(self) -> None:
         """New joins get their start rows (a job whose Epilog already asked too: start, then final,
@@ -511,7 +511,7 @@ class NodeInterim:
 
         if self.cfg is None:
             self.cfg = load_config([])
-        dirs = [os.path.dirname(p) for p in glob.glob(os.path.join(self.spool_dir, "jobs", "*", sj.JOIN.format(node=self.node)))]
+        dirs = Journal([self.spool_dir]).joined(self.node)
         for gone in set(self.per_job) - set(dirs):
             del self.per_job[gone]
             self.sizes.pop(gone, None)

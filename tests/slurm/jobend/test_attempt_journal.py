@@ -80,3 +80,18 @@ def test_sampler_end_is_its_value_in_text():
     assert f"sampler={SamplerEnd.EPILOG_MISSING}" == "sampler=epilog_missing"
     assert json.dumps([SamplerEnd.NO_PIDFILE]) == '["no_pidfile"]'
     assert SamplerEnd.parse("weird", SamplerEnd.TERMINATED) is SamplerEnd.TERMINATED
+
+
+def test_the_node_samplers_joined_attempts_come_from_the_journal(tmp_path):
+    # the node sampler and the Epilog ask the journal which attempts are joined (a join file of
+    # their node in the attempt's directory): no second lister of jobs/ with its own rules
+    spool = tmp_path / "spool"
+    for name in ("7-r0", "8-r1", "9-r0", "not-an-attempt"):
+        (spool / "jobs" / name).mkdir(parents=True)
+    for name in ("7-r0", "8-r1", "not-an-attempt"):
+        (spool / "jobs" / name / "nodesampler-n1.join").write_text("{}")
+    (spool / "jobs" / "9-r0" / "nodesampler-n2.join").write_text("{}")  # another node's
+    (spool / "jobs" / "10-r0").symlink_to(spool / "jobs" / "7-r0")  # a link is never an attempt
+    assert Journal([str(spool)]).joined("n1") == [str(spool / "jobs" / "7-r0"), str(spool / "jobs" / "8-r1")]
+    assert Journal([str(spool)]).joined("n2") == [str(spool / "jobs" / "9-r0")]
+    assert Journal([str(tmp_path / "absent")]).joined("n1") == []
