@@ -30,7 +30,7 @@ from typing import Any
 from slurm_energy.accounting.device_agg import DeviceAgg, UsageAgg
 from slurm_energy.accounting.idle_gpu import DEFAULT_RULE, IdleRule
 from slurm_energy.accounting.node_series import CpuState, table_columns
-from slurm_energy.accounting.summary import Traces, _device_key_of, _effective_policy, device_aggs
+from slurm_energy.accounting.summary import Traces, device_aggs, device_key_of, effective_policy
 from slurm_energy.core import DeviceStatic, Status
 from slurm_energy.model import NodeSummary
 from slurm_energy.sampling.samplefile import SampleReader
@@ -79,7 +79,7 @@ class RunningSummary:
         start = len(chunk)
         chunk.extend(new)
         self._node_facts(new)
-        pol, _ = _effective_policy(policy, [self.ncpu], cpus_alloc)
+        pol, _ = effective_policy(policy, [self.ncpu], cpus_alloc)
         if self._pending:  # the chunk holds every row since the first: from the start again
             self._cpu, carried = CpuState(), []
         else:
@@ -119,12 +119,12 @@ class RunningSummary:
         caller runs first: the sampler's interim flush reads the new rows once); ``start_time`` /
         ``end_time``: the job's span on the node so far, epoch s. Other keywords of
         :func:`~slurm_energy.accounting.summary.summarise_node` (marks, the CPU tail) do not apply."""
-        pol, node_flags = _effective_policy(policy, [self.ncpu], cpus_alloc)
+        pol, node_flags = effective_policy(policy, [self.ncpu], cpus_alloc)
         by_id = {s.device_id: s for s in statics}
         elapsed = max(0.0, end_time - start_time)
         devices = [a.energy(by_id.get(a.device_id), policy=pol, elapsed=elapsed, span_known=span_known,
                             node=node, node_flags=node_flags, usage_source=self.usage.source)
-                   for a in sorted(self.aggs.values(), key=lambda a: _device_key_of(a.device_class, a.device_id, by_id))]
+                   for a in sorted(self.aggs.values(), key=lambda a: device_key_of(a.device_class, a.device_id, by_id))]
         return NodeSummary(
             node=node, job_id=job_id, start_time=start_time, end_time=end_time, **self.usage.fields(),
             n_samples=self.n_rows, interval_s=interval_s, devices=devices, hourly_energy_j=dict(self.hourly),

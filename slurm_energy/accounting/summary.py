@@ -125,7 +125,7 @@ def weighted_stats(v: Arr, w: Arr) -> Stats:
     return mean, var, wsum
 
 
-def _effective_policy(policy: str, ncpus: Sequence[int | None], cpus_alloc: int | None) -> tuple[str, list[str]]:
+def effective_policy(policy: str, ncpus: Sequence[int | None], cpus_alloc: int | None) -> tuple[str, list[str]]:
     """``exclusive_whole_node`` only for a job holding every CPU of the node (``ncpus``: the rows'
     logical CPU counts); else ``shared``, flagged."""
     if policy != "exclusive_whole_node":
@@ -176,7 +176,7 @@ def summarise_node(rows: SampleTable | Sequence[Sample | dict[str, Any]], *, job
     # coverage's denominator: the span the rows' intervals are drawn from, the job's span widened to
     # the rows (the sampler's last row follows the Epilog's start by its reaction time)
     span = max(end_time, table.t[-1]) - min(start_time, table.t[0]) if len(table) else elapsed
-    policy, node_flags = _effective_policy(policy, table.node["ncpu"], cpus_alloc)
+    policy, node_flags = effective_policy(policy, table.node["ncpu"], cpus_alloc)
     cols = table_columns(table, cpus_alloc)
     tail_flag = fill_cpu_tail(cols, job_cpu_total_s) if policy == "shared" else None
     static_by_id = {s.device_id: s for s in statics}
@@ -290,10 +290,10 @@ def device_agg(dc: DeviceColumns, t: Arr, cols: Columns, st: DeviceStatic | None
 
 def _device_key(dc: DeviceColumns, static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
     """Numeric device order (:func:`slurm_energy.natsort.device_sort_key`) by the device's last reading's class."""
-    return _device_key_of(str(dc.static[-1].get("device_class")), dc.device_id, static_by_id)
+    return device_key_of(str(dc.static[-1].get("device_class")), dc.device_id, static_by_id)
 
 
-def _device_key_of(cls: str, dev_id: str, static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
+def device_key_of(cls: str, dev_id: str, static_by_id: dict[str, DeviceStatic]) -> tuple[Any, ...]:
     return device_sort_key(cls, dev_id, device_index(static_by_id.get(dev_id)))
 
 

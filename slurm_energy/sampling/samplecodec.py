@@ -180,7 +180,7 @@ def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, str, int | No
         key = str(d.get("device_id"))
         for c in d["c"]:
             if c == "energy_uj":
-                plan.append((i, c, 0, _energy_key(key, d), d.get("q")))
+                plan.append((i, c, 0, energy_key(key, d), d.get("q")))
             elif c in INT_DELTA:
                 plan.append((i, c, 1, key + "." + c, None))
             else:
@@ -188,7 +188,7 @@ def _plan(devs: list[dict[str, Any]]) -> list[tuple[int, str, int, str, int | No
     return plan
 
 
-def _energy_key(key: str, d: dict[str, Any]) -> str:
+def energy_key(key: str, d: dict[str, Any]) -> str:
     """The energy column's state key: per quantum, so a change of unit starts afresh."""
     return f"{key}.energy_uj/{d.get('q', 1)}"
 

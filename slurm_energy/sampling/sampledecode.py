@@ -8,7 +8,7 @@ import itertools
 import json
 from typing import Any
 
-from slurm_energy.sampling.samplecodec import INT_DELTA, PREFIX, SCALED, _energy_key
+from slurm_energy.sampling.samplecodec import INT_DELTA, PREFIX, SCALED, energy_key
 from slurm_energy.sampling.sampletable import SampleTable
 
 
@@ -98,7 +98,7 @@ class Decoder:
             for c in d["c"]:
                 if c == "energy_uj":
                     q = d.get("q", 1)
-                    v = _ints(prev, _energy_key(key, d), cols[i])
+                    v = _ints(prev, energy_key(key, d), cols[i])
                     vals[c] = v if q == 1 else [x * q if isinstance(x, int) else x for x in v]
                 else:
                     vals[c] = _ints(prev, key + "." + c, cols[i]) if c in INT_DELTA else _plain_col(c, cols[i])
