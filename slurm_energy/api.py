@@ -164,7 +164,7 @@ class Tracker:
                  country: str | None = None, zone: str | None = None, pue: float | None = None,
                  ci: float | None = None, alpha: float | None = None):
         #: the arguments, label resolved (a decorator's fresh tracker per call, the child sampler's at-exit finish)
-        self.settings = TrackSettings(label or _default_label(), out, interval_s, config, report, partition, overwrite,
+        self.settings = TrackSettings(label or default_label(), out, interval_s, config, report, partition, overwrite,
                                       country, zone, pue, ci, alpha)
         #: set by a callback whose framework gives no exception hook: what it means when the
         #: interpreter exits with this tracker still running (atexit)
@@ -371,7 +371,7 @@ class Tracker:
         return self._mode.result(self._tags)
 
 
-def _default_label(prefix: str = "") -> str:
+def default_label(prefix: str = "") -> str:
     """``<prefix or script>-<local time YYYYmmddTHHMMSS>-<pid>``: unique per run, so a re-run never
     meets an earlier report's name."""
     script = os.path.splitext(os.path.basename(sys.argv[0] or ""))[0] if sys.argv else ""

@@ -154,9 +154,9 @@ def test_an_existing_report_is_never_overwritten_unasked(outside_slurm):
 
 
 def test_default_labels_differ_between_runs():
-    from slurm_energy.api import _default_label
+    from slurm_energy.api import default_label
 
-    a = _default_label("hf-train")
+    a = default_label("hf-train")
     assert a.startswith("hf-train-") and a.endswith(f"-{os.getpid()}") and len(a.split("-")) == 4
 
 

@@ -32,7 +32,7 @@ class TrainingMarks:
         """Use the active ``track()`` or start one (labelled ``label``, else ``<default_prefix>-<time>-<pid>``).
         ``abandoned_means``: what our tracker still running at interpreter exit means (the
         framework has no exception hook), recorded as how the run ended."""
-        from slurm_energy.api import _default_label, current, track
+        from slurm_energy.api import current, default_label, track
         from slurm_energy.sampling.local import RunEnd
 
         if self.own and self.tracker is not None and not self.tracker.stopped:
@@ -42,7 +42,7 @@ class TrainingMarks:
         self.own = False
         self.tracker = current()
         if self.tracker is None:
-            self.tracker = track(self.label or _default_label(default_prefix), **self.track_kwargs).start()
+            self.tracker = track(self.label or default_label(default_prefix), **self.track_kwargs).start()
             self.tracker.abandoned_means = abandoned_means
             self.own = True
 

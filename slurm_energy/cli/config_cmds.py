@@ -108,9 +108,9 @@ def defaults_lines() -> list[str]:
 def sets_nothing(cfg: SiteConfig) -> bool:
     """True when a site config file was read but sets no key (empty, or only comments): every
     setting is a documented default, which an admin who wrote the file did not mean."""
-    from slurm_energy.config.schema import _TOP_FACTS
+    from slurm_energy.config.schema import TOP_FACTS
 
-    return bool(cfg.source_path) and all(k in cfg.defaults_used for k in _TOP_FACTS)
+    return bool(cfg.source_path) and all(k in cfg.defaults_used for k in TOP_FACTS)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

@@ -20,12 +20,12 @@ from pydantic import BaseModel, ValidationError
 
 from slurm_energy.carbon import tables as _tables
 from slurm_energy.config.load import (
-    _config_path,
-    _defaults_without_file,
-    _format_error,
-    _read_text,
+    config_path,
+    defaults_without_file,
+    format_error,
     not_a_mapping,
     parse_yaml_text,
+    read_text,
 )
 from slurm_energy.config.schema import DEFAULT_PUE, SiteConfig
 from slurm_energy.errors import ConfigError
@@ -110,7 +110,7 @@ def site_config_from_dict_lenient(data: Any, origin: str = "site config") -> tup
             cfg = SiteConfig.model_validate(data)
             break
         except ValidationError as e:
-            messages += [m for m in _format_error(e, origin, data).splitlines() if m not in messages]
+            messages += [m for m in format_error(e, origin, data).splitlines() if m not in messages]
             progress = False
             for err in e.errors():
                 loc = tuple(x for x in err.get("loc", ()) if not str(x).startswith("function-"))
@@ -185,16 +185,16 @@ def _load_lenient(p: str) -> tuple[SiteConfig, list[str], str | None, str | None
     cannot be read, is not YAML or its top level is no mapping (config = documented defaults),
     else None; ``text`` is the file's text when it was read."""
     try:
-        text = _read_text(p)
+        text = read_text(p)
     except ConfigError as e:
-        return _defaults_without_file(), [], None, str(e)
+        return defaults_without_file(), [], None, str(e)
     try:
         data = parse_yaml_text(text, p)
     except ConfigError as e:
-        return _defaults_without_file(), [], text, str(e)
+        return defaults_without_file(), [], text, str(e)
     bad = not_a_mapping(data, p)
     if bad:
-        return _defaults_without_file(), [], text, bad
+        return defaults_without_file(), [], text, bad
     cfg, messages = site_config_from_dict_lenient(data, origin=p)
     return cfg.model_copy(update={"source_path": p}), messages, text, None
 
@@ -269,9 +269,9 @@ def load_site_config_for_hooks(path: str | os.PathLike | None = None, save: bool
     """
     from datetime import datetime
 
-    p = _config_path(path)
+    p = config_path(path)
     if p is None:
-        return _defaults_without_file(), []
+        return defaults_without_file(), []
     cfg, messages, text, fatal = _load_lenient(p)
     if fatal is None:
         if save and not messages and text is not None:

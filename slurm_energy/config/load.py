@@ -96,7 +96,7 @@ def _ci_fix(err: Any, loc: list[str], data: Any) -> str:
     return _ci_hint(loc, data) + (f"; {exc.note}" if exc.note else "")
 
 
-def _format_error(e: ValidationError, origin: str, data: Any = None) -> str:
+def format_error(e: ValidationError, origin: str, data: Any = None) -> str:
     lines = []
     for err in e.errors():
         loc = [str(x) for x in err.get("loc", ()) if not str(x).startswith("function-")]
@@ -135,10 +135,10 @@ def site_config_from_dict(data: Any, origin: str = "site config") -> SiteConfig:
     try:
         return SiteConfig.model_validate(data or {})
     except ValidationError as e:
-        raise ConfigError(_format_error(e, origin, data)) from None
+        raise ConfigError(format_error(e, origin, data)) from None
 
 
-def _config_path(path: str | os.PathLike | None) -> str | None:
+def config_path(path: str | os.PathLike | None) -> str | None:
     """The file to load: ``path``, else ``$SLURM_ENERGY_CONFIG``, else :data:`DEFAULT_PATH` if it
     exists, else None (documented defaults)."""
     if path is None:
@@ -147,7 +147,7 @@ def _config_path(path: str | os.PathLike | None) -> str | None:
     return None if path is None else os.fspath(path)
 
 
-def _defaults_without_file() -> SiteConfig:
+def defaults_without_file() -> SiteConfig:
     cfg = SiteConfig()
     return cfg.model_copy(update={"defaults_used": ["config_file"] + cfg.defaults_used})
 
@@ -206,7 +206,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _read_text(p: str) -> str:
+def read_text(p: str) -> str:
     """Text of file ``p``. :raises ConfigError: unreadable (message names path, reason and fix)."""
     try:
         with open(p, encoding="utf-8") as fh:
@@ -244,7 +244,7 @@ def parse_yaml_text(text: str, origin: str = "site config") -> Any:
 
 def _read_yaml(p: str) -> Any:
     """Parsed YAML of file ``p``. :raises ConfigError: unreadable, not YAML, or a duplicate key."""
-    return parse_yaml_text(_read_text(p), p)
+    return parse_yaml_text(read_text(p), p)
 
 
 def load_site_config(path: str | os.PathLike | None = None) -> SiteConfig:
@@ -255,8 +255,8 @@ def load_site_config(path: str | os.PathLike | None = None) -> SiteConfig:
     :raises ConfigError: file given but missing/unreadable, not YAML, or invalid (message names
         field, value and fix).
     """
-    p = _config_path(path)
+    p = config_path(path)
     if p is None:
-        return _defaults_without_file()
+        return defaults_without_file()
     return site_config_from_dict(_read_yaml(p), origin=p).model_copy(update={"source_path": p})
 

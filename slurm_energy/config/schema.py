@@ -318,7 +318,7 @@ class Outputs(_Strict):
     mail: MailOutput = Field(default_factory=MailOutput)
 
 
-_TOP_FACTS = ("cluster_name", "timezone", "location", "pue", "datacenters", "hardware", "sampling",
+TOP_FACTS = ("cluster_name", "timezone", "location", "pue", "datacenters", "hardware", "sampling",
               "attribution", "paths", "geolocation", "offline", "admins", "outputs")
 
 
@@ -395,7 +395,7 @@ class SiteConfig(_Strict):
     def _record_defaults(cls, data: Any) -> Any:
         if isinstance(data, dict) and "defaults_used" not in data:
             data = dict(data)
-            data["defaults_used"] = [k for k in _TOP_FACTS if k not in data]
+            data["defaults_used"] = [k for k in TOP_FACTS if k not in data]
         return data
 
     @field_validator("timezone")

@@ -91,14 +91,14 @@ SPR_DRAM_FIXED_IN = (6, 1)
 SPR_DRAM_FLAG = "dram_unit_suspect:linux-4c081324df56"
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     """Read one sysfs attribute (module-level so tests can simulate EACCES on a root-run box)."""
     with open(path, encoding="ascii") as f:
         return f.read().strip()
 
 
 def _read_int(path: str) -> int:
-    return int(_read_text(path))
+    return int(read_text(path))
 
 
 @dataclass
@@ -172,7 +172,7 @@ def _zone(key: str, path: str) -> RaplZone:
     assert m is not None  # keys come from _zone_dirs, which matched them
     ctype, idx = m.group(1), tuple(int(x, 16) for x in m.group(2).split(":"))
     try:
-        name = _read_text(os.path.join(path, "name"))
+        name = read_text(os.path.join(path, "name"))
     except (OSError, UnicodeDecodeError):
         name = ""
     z = RaplZone(key, path, ctype, idx, name, _kind(name, len(idx)))
