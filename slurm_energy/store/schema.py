@@ -292,8 +292,10 @@ def migrate(db: Db) -> int:
         RuntimeError: the database is newer than this code (downgrade refused; upgrade slurm-energy).
         StoreDbError: any other database error, or SQLite still racing after every retry.
     """
+    # also SQLite's "locking protocol" (SQLITE_PROTOCOL, WAL's transient wal-index race): seen under
+    # the job-end fault burst, where it sent a finalizer's record to collect's queue from here
     return retried(lambda: _migrate_once(db), SQLITE_CREATE_RETRIES + 1, 0.2,
-                   lambda e: db.dialect == "sqlite" and "already exists" in str(e))
+                   lambda e: db.dialect == "sqlite" and ("already exists" in str(e) or "locking protocol" in str(e)))
 
 
 def _migrate_once(db: Db) -> int:

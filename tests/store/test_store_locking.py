@@ -147,3 +147,27 @@ def test_put_retries_sqlite_locking_protocol(db, monkeypatch):
     # 3.6e6 J CPU + 3.6e5 J RAM = 3.96e6 J = 1.1 kWh
     assert r.it_kwh == pytest.approx(1.1)
     s.close()
+
+
+def test_open_retries_sqlite_locking_protocol_in_the_schema_check(db, monkeypatch):
+    # every writer's open checks the schema in a write transaction; SQLITE_PROTOCOL there (the
+    # same WAL race as in a put) is retried too, not turned into "store failed"
+    from slurm_energy.store import schema
+
+    open_store(f"sqlite:///{db}").close()  # the schema exists
+    real, calls = schema._migrate_once, []
+
+    def racing_once(d):
+        calls.append(1)
+        if len(calls) == 1:
+            raise StoreDbError("store sqlite:///x: locking protocol")
+        return real(d)
+
+    monkeypatch.setattr(schema, "_migrate_once", racing_once)
+    s = open_store(f"sqlite:///{db}")
+    s.put(finished(node_record(job_id="6", cpu_j=7.2e6)))
+    assert len(calls) == 2
+    [r] = s.get_job("6")
+    # 7.2e6 J CPU + 3.6e5 J RAM = 7.56e6 J = 2.1 kWh
+    assert r.it_kwh == pytest.approx(2.1)
+    s.close()
