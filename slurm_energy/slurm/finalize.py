@@ -20,8 +20,8 @@ from slurm_energy.model import JobRecord, NodeStatic
 from slurm_energy.outputs.sinks import forget_running, publish_final, publish_outputs, site_sinks
 from slurm_energy.pipeline import NodeObservation, finalise_job, measure_node, publish
 from slurm_energy.slurm.attempt import Attempt, SamplerEnd, no_spool_entry, read_json, spool_dirs
-from slurm_energy.slurm.env import JobContext, cpus_on_node
-from slurm_energy.slurm.hooks.config_cache import load_config
+from slurm_energy.slurm.config_cache import load_config
+from slurm_energy.slurm.context import JobContext, cpus_on_node
 from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger
 from slurm_energy.slurm.jobend.jobfacts import (
     requested_memory,

@@ -15,7 +15,7 @@ from slurm_energy.pipeline import finalise_job
 from slurm_energy.reporting import report
 from slurm_energy.reporting.report import render_csv, render_prediction_csv
 from slurm_energy.slurm import finalize
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from tests.helpers.report_records import sample_record
 from tests.helpers.samplefile_rows import node_rows, spool_with_rows
 

@@ -15,7 +15,7 @@ from slurm_energy.core import Status
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.clients.facts import use
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from slurm_energy.slurm.jobend import sampler_end as early_stop
 from tests.fakes.slurm_facts import FakeSlurmFacts
 from tests.helpers.samplefile_rows import spool_with_rows

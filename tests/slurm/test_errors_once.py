@@ -11,7 +11,7 @@ from test_no_data import T0, _row, _spool, rapl
 from slurm_energy.accounting.merge import combine_errors, merge_records
 from slurm_energy.slurm import attempt as spool_mod
 from slurm_energy.slurm import finalize
-from slurm_energy.slurm.hooks.config_cache import load_light_config
+from slurm_energy.slurm.config_cache import load_light_config
 from slurm_energy.store import open_store
 from tests.fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from tests.helpers.jobrecord_factory import job_record

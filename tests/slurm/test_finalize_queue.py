@@ -290,7 +290,7 @@ def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(si
 
 
 def test_the_sweep_leaves_alone_what_a_process_is_at_work_on(site, ended):
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
     from slurm_energy.slurm.jobend.recover import sweep_node
     from slurm_energy.slurm.processes import busy
 
@@ -322,8 +322,8 @@ def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(
     import time
 
     from slurm_energy.slurm.attempt import leave_no_spool_entry
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.recover import sweep_node
 
     ctx = JobContext(job_id="90", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="4")
@@ -390,8 +390,8 @@ def test_a_spool_less_entry_of_a_node_whose_name_ends_like_this_ones_is_left_to_
     import time
 
     from slurm_energy.slurm.attempt import leave_no_spool_entry
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.recover import sweep_node
 
     ctx = JobContext(job_id="92", uid=0, gid=0, node="gpu-n1", nodelist="gpu-n1", prolog_time=T0)

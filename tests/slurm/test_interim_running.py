@@ -9,7 +9,7 @@ from slurm_energy.core import Status
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.attempt import Attempt
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from slurm_energy.store import open_store
 from tests.helpers.samplefile_rows import node_rows, static_inventory
 

@@ -8,7 +8,7 @@ import pytest
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Reading, Status
 from slurm_energy.slurm import finalize
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from tests.helpers.samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
 
 T0 = 1_796_210_633.0

@@ -26,7 +26,7 @@ from slurm_energy.core import Method, Status
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.slurm import finalize
 from slurm_energy.slurm.attempt import Attempt
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from slurm_energy.store import open_store
 from tests.fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from tests.helpers.jobrecord_factory import device, job_record

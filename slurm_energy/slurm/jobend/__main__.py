@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             run_queue(argv[1], argv[2])
             return 0
         if what == "finalize-env":  # finalize-env JOB@NODE, its arguments in FINALIZE_ENV_VAR (older: in argv)
+            from slurm_energy.slurm.detach import FINALIZE_ENV_VAR
             from slurm_energy.slurm.finalize import finalize_env_main
-            from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR
 
             args = json.loads(os.environ.pop(FINALIZE_ENV_VAR)) if len(argv) == 2 else argv[1:6]
             return finalize_env_main(args[0], float(args[1]), args[2], SamplerEnd.parse(args[3], SamplerEnd.NO_PIDFILE),

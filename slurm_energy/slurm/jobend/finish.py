@@ -33,7 +33,7 @@ from slurm_energy.slurm.attempt import Attempt, SamplerEnd, no_spool_entry, read
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
     from slurm_energy.model import JobRecord
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.finalize import MarkerPending
     from slurm_energy.slurm.processes import SamplerStop
 

@@ -134,7 +134,7 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
           ours: Callable[[], bool] = lambda: True) -> int:
     import logging
 
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
     from slurm_energy.slurm.log import setup_logging
 
     cfg = load_config([])  # its problems are on each job (finalize_main loads it again, per job)
@@ -177,7 +177,7 @@ def _sweep(qdir: str, node: str, log: logging.Logger) -> None:
     import fcntl
 
     from slurm_energy.slurm.attempt import finalize_queue_dir, spool_dirs
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
 
     t0, cpu0 = time.monotonic(), _cpu_s()
     fd = -1
@@ -222,7 +222,7 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
 
 
 def _start_standby(argv: list[str]) -> None:
-    from slurm_energy.slurm.hooks import FINALIZER_NICE, spawn
+    from slurm_energy.slurm.detach import FINALIZER_NICE, spawn
     from slurm_energy.slurm.log import FALLBACK_LOG_DIR
 
     spawn(argv, os.path.join(argv[-2], RUNNER_LOG), FALLBACK_LOG_DIR, nice=FINALIZER_NICE)

@@ -55,7 +55,7 @@ from slurm_energy.slurm.attempt import (
 from slurm_energy.slurm.clients.facts import SlurmFacts, UserText
 from slurm_energy.slurm.clients.facts import current as slurm_facts
 from slurm_energy.slurm.clients.scontrol import Facts
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from slurm_energy.slurm.jobend.finish import Trigger, finish
 from slurm_energy.slurm.processes import busy
 from slurm_energy.store.queue import drain

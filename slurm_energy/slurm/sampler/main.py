@@ -16,13 +16,13 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from slurm_energy.slurm.attempt import Attempt, SamplerEnd, write_private
-from slurm_energy.slurm.hooks.config_cache import load_config, load_light_config
+from slurm_energy.slurm.config_cache import load_config, load_light_config
 from slurm_energy.slurm.log import setup_logging
 from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, readers_for, spool_from_dir
 
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
 
 __all__ = ["Interim", "check_stranded", "finish_without_epilog", "sampler_main", "start_node_meter"]
 
@@ -100,7 +100,7 @@ def finish_without_epilog(cfg: Any, spool: Attempt, ctx: JobContext, gone_at: fl
         spool.mark_epilog(gone_at, SamplerEnd.EPILOG_MISSING, "")
     except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
         log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
-    from slurm_energy.slurm.hooks import hand_over
+    from slurm_energy.slurm.detach import hand_over
 
     hand_over(spool, gone_at, "", SamplerEnd.EPILOG_MISSING, cfg.paths.log_dir)
     log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",

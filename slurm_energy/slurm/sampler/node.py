@@ -506,7 +506,7 @@ class NodeInterim:
         self.cfg: Any = None
 
     def __call__(self) -> None:
-        from slurm_energy.slurm.hooks.config_cache import load_config
+        from slurm_energy.slurm.config_cache import load_config
         from slurm_energy.slurm.sampler.main import check_stranded
 
         if self.cfg is None:
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
             os.unlink(sj.node_path(spool_dir, sj.STARTING, node))
         except OSError:
             pass
-        from slurm_energy.slurm.hooks.config_cache import load_light_config
+        from slurm_energy.slurm.config_cache import load_light_config
         from slurm_energy.slurm.log import setup_logging
 
         errors: list[str] = []

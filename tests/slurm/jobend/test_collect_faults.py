@@ -61,7 +61,7 @@ def test_locked_store_queues_after_its_retries(tmp_path, monkeypatch):
 
 
 def test_unwritable_results_dir_falls_back_and_the_record_is_stored(tmp_path):
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.finalize import finish_node
 
     (tmp_path / "afile").write_text("x")  # results_dir under a regular file: ENOTDIR, as root too
@@ -76,7 +76,7 @@ def test_unwritable_results_dir_falls_back_and_the_record_is_stored(tmp_path):
 
 
 def test_nowhere_to_write_results_stores_the_node_view_directly(tmp_path):
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.finalize import finish_node
 
     (tmp_path / "afile").write_text("x")
@@ -152,7 +152,7 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
 
 def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_written(tmp_path):
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.recover import finish_leftovers
 
     cfg = _cfg(tmp_path)
