@@ -15,7 +15,8 @@ import time
 import pytest
 
 from slurm_energy.core import Status
-from slurm_energy.slurm import finalize
+from slurm_energy.slurm.jobend import finish
+from slurm_energy.slurm.jobend import node_record as jobend_node
 from tests.helpers.attack_env import END, JOB_J, NODE, T0, Node, user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the finalizer runs as root and drops to the job's user")
@@ -39,7 +40,7 @@ def _finalize(node, spool, exit_code="0:0", slurm=None):
     from slurm_energy.slurm.clients.facts import use
 
     with use(slurm) if slurm is not None else nullcontext():
-        assert finalize.finalize_main(spool.dir, NODE, END, exit_code, "terminated") == 0
+        assert finish.finalize_main(spool.dir, NODE, END, exit_code, "terminated") == 0
 
 
 def _as(name):
@@ -525,7 +526,7 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
     assert (d / f"marks-{NODE}.jsonl").stat().st_size == M.MAX_BYTES and victim_file.read_text() == "bob's"
     # then her job's finalizer fails half-way (here: the node record raises)
     job = node.job("900", "alice", node.workdir("alice", "a"))
-    monkeypatch.setattr(finalize, "node_record", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    monkeypatch.setattr(jobend_node, "node_record", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     _finalize(node, job)
     assert not d.exists()  # removed anyway
     assert any("finalize: RuntimeError: boom" in e for e in job.read_errors())

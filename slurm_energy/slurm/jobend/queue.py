@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.finalize import MarkerPending
+    from slurm_energy.slurm.jobend.publish import MarkerPending
 
 #: Seconds a runner waits for more jobs after its queue emptied (a burst's next job ends within
 #: seconds): a new runner would pay its start-up again. Polled every :data:`POLL_S` (one listdir).
@@ -260,8 +260,8 @@ def finalize_entry(path: str, log: logging.Logger, pending: list[tuple[float, Ma
         write_private(path, json.dumps(dict(e, attempts=attempts)))
     except OSError:
         pass  # a full spool: counted from the next take on
-    from slurm_energy.slurm.finalize import MARKER_RETRY_S, finalize_main
-    from slurm_energy.slurm.jobend.finish import AfterSlot
+    from slurm_energy.slurm.jobend.finish import AfterSlot, finalize_main
+    from slurm_energy.slurm.jobend.publish import MARKER_RETRY_S
 
     t0, cpu0, sub0 = time.monotonic(), _cpu_s(), _children_s()
     after = AfterSlot()

@@ -192,7 +192,7 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
     An unreadable entry is removed (``collect``'s sacct step covers its job)."""
     import json
 
-    from slurm_energy.slurm.finalize import finalize_env_main
+    from slurm_energy.slurm.jobend.finish import finalize_env_main
 
     if dry_run:
         return [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, node, now, older_than_s)]
@@ -259,7 +259,7 @@ def collect(cfg: SiteConfig, store: RecoverStore, older_than_s: float, now: floa
     :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does. One bad directory (whatever
     its records hold) is reported on the log and skipped; the other jobs are collected."""
     from slurm_energy.accounting.merge import merge_records, split_runs
-    from slurm_energy.slurm.finalize import results_dirs
+    from slurm_energy.slurm.jobend.publish import results_dirs
     from slurm_energy.slurm.jobend.results import read_node_records, retire_run
 
     done: list[JobRecord] = []

@@ -122,12 +122,12 @@ class Interim:
     def flush(self) -> None:
         """The job's energy so far, stored (running) and exported."""
         from slurm_energy.sampling.marks import bound_job_dir
-        from slurm_energy.slurm.finalize import interim
+        from slurm_energy.slurm.jobend.publish import publish_running
 
         bound_job_dir(self.ctx.job_id)  # what the job's user keeps in its marks dir: its marks, bounded
         if self.cfg is None:
             self.cfg = load_config([])  # its problems are already on the job (the Prolog's and the sampler's)
-        interim(self.cfg, self.spool, self.ctx)
+        publish_running(self.cfg, self.spool, self.ctx)
 
 
 def check_stranded(cfg: Any, node: str, who: str) -> None:

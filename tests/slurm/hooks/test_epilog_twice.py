@@ -50,8 +50,8 @@ def test_a_finalizer_that_waited_for_a_slot_skips_a_run_collect_finished(tmp_pat
     job_dir = tmp_path / "spool" / "jobs" / "778-r0"
     job_dir.mkdir(parents=True)
     (job_dir / "finalized-n1.done").write_text("")
-    import slurm_energy.slurm.finalize as fin
     from slurm_energy.slurm.jobend import __main__ as finalizer
+    from slurm_energy.slurm.jobend import finish as fin
 
     calls: list[tuple] = []
     monkeypatch.setattr(fin, "finalize_main", lambda *a, **kw: calls.append(a) or 0)
