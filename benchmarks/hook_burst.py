@@ -179,7 +179,9 @@ def ours_left(d: Path) -> list[int]:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError):
             continue
-        ours = b"slurm_energy.slurm.detached" in argv or b"slurm_energy.slurm.hooks" in argv  # after the move, before
+        # the sampler's entry now, and its names before the moves
+        ours = any(m in argv for m in (b"slurm_energy.slurm.sampler", b"slurm_energy.slurm.detached",
+                                       b"slurm_energy.slurm.hooks"))
         if ours and any(str(d).encode() in a for a in argv):
             out.append(int(name))
     return out

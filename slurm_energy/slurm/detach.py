@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 #: The module the detached sampler and finalizers run as (``python -I -m DETACHED_MODULE KIND ...``);
 #: :mod:`slurm_energy.slurm.processes` finds them in /proc by it.
-DETACHED_MODULE = "slurm_energy.slurm.detached"
+DETACHED_MODULE = "slurm_energy.slurm.sampler"
 #: The module the job end's finalizers run as (``python -I -m JOBEND_MODULE {finalize-queue|finalize|
 #: finalize-env} ...``: :mod:`slurm_energy.slurm.jobend`).
 JOBEND_MODULE = "slurm_energy.slurm.jobend"

@@ -75,12 +75,12 @@ def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: floa
     ``sampler_outcome`` is what the Epilog saw (:func:`slurm_energy.slurm.detach.stop_process`):
     anything but ``terminated`` (it flushed its final sample on TERM) makes the node partial, unless
     the rows still reach the job's end; so does a final sample written before the Epilog
-    (``end_time``): an early stop. Both: :mod:`slurm_energy.slurm.jobend.sampler_end`.
+    (``end_time``): an early stop. Both: :mod:`slurm_energy.slurm.sampler_end`.
     ``running``: the sampler's :class:`RunningSummary` of the sample file (interim records: only the
     rows added since the previous one are read)."""
     from slurm_energy.sampling.samplefile import read_sample_table
     from slurm_energy.sampling.sampletable import SampleTable
-    from slurm_energy.slurm.jobend.sampler_end import classify_end, measured_to_the_end
+    from slurm_energy.slurm.sampler_end import classify_end, measured_to_the_end
 
     name = read_json(spool.jobenv).get("job_name")  # where ctx has none (JOB_ENV_FACTS; slurmctld's wins later)
     if isinstance(name, str) and name and not ctx.job_name:

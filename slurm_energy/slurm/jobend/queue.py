@@ -212,7 +212,7 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
     """Start the node's finalizer for ``qdir`` when an entry has waited there :data:`STRANDED_S`
     seconds (epoch ``now``) and no runner holds the queue: its runner and standby were both killed
     after the node's last Epilog, and no Epilog comes to start another. A running job's sampler
-    calls this at its interim flush (:mod:`slurm_energy.slurm.detached`). Returns True when started."""
+    calls this at its interim flush (:mod:`slurm_energy.slurm.sampler.main`). Returns True when started."""
     from slurm_energy.slurm.processes import lock_taken
 
     if not entries(qdir, older_than=now - STRANDED_S) or lock_taken(os.path.join(qdir, RUNNER_LOCK)) is not False:

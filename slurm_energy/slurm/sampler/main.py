@@ -1,4 +1,4 @@
-"""The per-job detached sampler (``python -I -m slurm_energy.slurm.detached sampler DIR NODE``,
+"""The per-job detached sampler (``python -I -m slurm_energy.slurm.sampler sampler DIR NODE``,
 started by the Prolog when ``sampling.sampler`` is ``job``, the default): samples the job until the
 Epilog's TERM, or finishes the node itself when no Epilog came (:func:`finish_without_epilog`). The
 node sampler (:mod:`slurm_energy.slurm.sampler.node`) shares :class:`Interim`,
@@ -66,7 +66,7 @@ def sampler_main(job_dir: str, node: str, early_stop: list[int] | None = None) -
         log.info("sampler job=%s node=%s wrote %d samples cpu_s=%.3f", ctx.job_id, node, n,
                  t.user + t.system + t.children_user + t.children_system)
         if s.stop_signal is not None or _EARLY_STOP:  # the Epilog's TERM, or someone else's: the finalizer tells
-            from slurm_energy.slurm.jobend.sampler_end import record_stop
+            from slurm_energy.slurm.sampler_end import record_stop
 
             record_stop(spool, s.stop_signal if s.stop_signal is not None else signal.SIGTERM.value)
         if s.gone_at is not None:

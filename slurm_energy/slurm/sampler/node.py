@@ -340,7 +340,7 @@ class _Process:
             except OSError as e:
                 log.warning("job %s: %s not written: %s", ctx.job_id, sj.ENDED, e)
             if self.stop_signal is not None:  # stopped by a signal, not by the Epilog: the finalizer tells
-                from slurm_energy.slurm.jobend.sampler_end import record_stop
+                from slurm_energy.slurm.sampler_end import record_stop
 
                 record_stop(spool, self.stop_signal)
                 return  # still joined: a restarted node sampler takes the job up again

@@ -48,7 +48,7 @@ def test_detached_sampler_and_finalizer_run_isolated(monkeypatch):
 
     seen = []
     monkeypatch.setattr(detach, "spawn_detached", lambda argv, logf, env=None, nice=0: seen.append(argv) or 4242)
-    assert detach.spawn(["-m", "slurm_energy.slurm.detached", "sampler", "/x", "n1"], "/dev/null") == 4242
+    assert detach.spawn(["-m", "slurm_energy.slurm.sampler", "sampler", "/x", "n1"], "/dev/null") == 4242
     assert seen[0][:3] == [detach._python(), "-I", "-m"]
 
 
