@@ -244,7 +244,7 @@ def cpus_on_node(cpus_per_node: str, node_index: int) -> int | None:
 JOB_ENV_FACTS = {"SLURM_JOB_NAME": "job_name", "SLURM_UMASK": "umask"}
 
 
-def job_env_facts(environ: Mapping[str, str], job_id: str) -> dict | None:
+def job_env_facts(environ: Mapping[str, str], job_id: str) -> dict[str, str] | None:
     """The job name and umask from one of the job's processes' environment (see :data:`JOB_ENV_FACTS`).
 
     Args:
