@@ -342,7 +342,7 @@ def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
     from slurm_energy.slurm.processes import find_sampler, stop_sampler
 
     spool = Attempt(str(node.base / "spool"), "900", 0, NODE).ensure()
-    argv = ("-m", "slurm_energy.slurm.detached", "sampler", spool.dir, NODE)  # a sampler's argv, copied
+    argv = ("-m", "slurm_energy.slurm.sampler", "sampler", spool.dir, NODE)  # a sampler's argv, copied
     bob = _spawn("bob", {}, *argv)
     try:
         time.sleep(0.3)

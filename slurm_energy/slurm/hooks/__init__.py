@@ -8,7 +8,7 @@ detached (own process group, stdio to a log) -> exit 0.
 Epilog (:mod:`.epilog`, as root): stop the sampler (TERM, bounded wait, KILL; a zombie counts as
 stopped: :func:`slurm_energy.slurm.processes.stop_sampler`); queue the job with the outcome for the
 node's finalizer, started detached only when none runs or stands by (:func:`slurm_energy.slurm.detach.hand_over`,
-:mod:`slurm_energy.slurm.jobend.queue`) -> exit 0. The finalizer (:mod:`slurm_energy.slurm.finalize`)
+:mod:`slurm_energy.slurm.jobend.queue`) -> exit 0. The finalizer (:mod:`slurm_energy.slurm.jobend`)
 does the slow part outside the Epilog's 2 s.
 
 Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool); nothing is

@@ -229,7 +229,7 @@ def _start_standby(argv: list[str]) -> None:
 
 
 def finalize_entry(path: str, log: logging.Logger, pending: list[tuple[float, MarkerPending]] | None = None) -> int:
-    """Finalize the job attempt of one queue entry (:func:`slurm_energy.slurm.finalize.finalize_main`,
+    """Finalize the job attempt of one queue entry (:func:`slurm_energy.slurm.jobend.finish.finalize_main`,
     then its report as the job's user), then remove the entry. Returns 1 when finalized here, 0 when
     skipped (already finalized, e.g. by ``collect``; gone; given up after :data:`MAX_ATTEMPTS`).
     ``pending``: where a ``finalized`` marker that could not be written goes, as ``(give up at
