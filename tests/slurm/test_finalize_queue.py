@@ -354,8 +354,8 @@ def test_collect_dry_run_names_a_spool_less_job_and_runs_nothing(site):
     import time
 
     from slurm_energy.slurm.attempt import leave_no_spool_entry
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.finish import Trigger
     from slurm_energy.slurm.jobend.recover import finish_no_spool
 

@@ -184,7 +184,7 @@ def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_
 def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s: float,
                     busy_jobs: set[str] | frozenset[str] = frozenset(), trigger: Trigger = Trigger.COLLECT,
                     dry_run: bool = False) -> list[str]:
-    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize.finalize_env_main`)
+    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.jobend.finish.finalize_env_main`)
     of each job whose :data:`~slurm_energy.slurm.attempt.NO_SPOOL_JOBS` entry (``node``'s, or every
     node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its
     ``"<job id>@<node>"`` not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
@@ -254,8 +254,8 @@ def find_stale_attempts(results_dir: str | Path, older_than_s: float, now: float
 def collect(cfg: SiteConfig, store: RecoverStore, older_than_s: float, now: float,
             dry_run: bool = False) -> list[JobRecord]:
     """Finalise the stale attempts of ``cfg.paths.results_dir`` and the fallback spool's results
-    (:func:`~slurm_energy.slurm.finalize.results_dirs`); returns the JobRecords published (or that would be). Attempts already in
-    ``store`` with a final record of the same start time are skipped. Merge and carbon facts by
+    (:func:`~slurm_energy.slurm.jobend.publish.results_dirs`); returns the JobRecords published (or
+    that would be). Attempts already in ``store`` with a final record of the same start time are skipped. Merge and carbon facts by
     :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does. One bad directory (whatever
     its records hold) is reported on the log and skipped; the other jobs are collected."""
     from slurm_energy.accounting.merge import merge_records, split_runs
