@@ -12,11 +12,11 @@ import pytest
 
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
+from slurm_energy.slurm import sampler_end as early_stop
 from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.clients.facts import use
 from slurm_energy.slurm.context import JobContext
 from slurm_energy.slurm.jobend import node_record as jobend_node
-from slurm_energy.slurm.jobend import sampler_end as early_stop
 from tests.fakes.slurm_facts import FakeSlurmFacts
 from tests.helpers.samplefile_rows import spool_with_rows
 

@@ -255,8 +255,9 @@ def collect(cfg: SiteConfig, store: RecoverStore, older_than_s: float, now: floa
             dry_run: bool = False) -> list[JobRecord]:
     """Finalise the stale attempts of ``cfg.paths.results_dir`` and the fallback spool's results
     (:func:`~slurm_energy.slurm.jobend.publish.results_dirs`); returns the JobRecords published (or
-    that would be). Attempts already in ``store`` with a final record of the same start time are skipped. Merge and carbon facts by
-    :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does. One bad directory (whatever
+    that would be). Attempts already in ``store`` with a final record of the same start time are
+    skipped. Merge and carbon facts by :func:`slurm_energy.pipeline.finalise_job`, as the finalizer
+    does. One bad directory (whatever
     its records hold) is reported on the log and skipped; the other jobs are collected."""
     from slurm_energy.accounting.merge import merge_records, split_runs
     from slurm_energy.slurm.jobend.publish import results_dirs
