@@ -40,8 +40,9 @@ import time
 from pathlib import Path
 
 #: what our detached sampler and finalizers run as (slurm_energy.slurm.detach.DETACHED_MODULE), and their
-#: name before the hooks' move (a tree from before it, compared in the same run)
-DETACHED_MODULES = ("slurm_energy.slurm.detached", "slurm_energy.slurm.jobend", "slurm_energy.slurm.hooks")
+#: names before the moves (a tree from before them, compared in the same run)
+DETACHED_MODULES = ("slurm_energy.slurm.sampler", "slurm_energy.slurm.jobend", "slurm_energy.slurm.detached",
+                    "slurm_energy.slurm.hooks")
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("VENV", "/opt/slurm-energy/venv"))

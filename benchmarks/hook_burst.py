@@ -105,7 +105,7 @@ def write_hooks(d: Path, ours_from: Path, python: str | None, site: Path) -> Non
     # as on a cluster that has run a job since its last site.yaml edit: the resolved config copy exists
     py = re.search(r"^PY=(.*)$", (d / "ours" / "prolog").read_text(), flags=re.M)
     if py and os.path.exists(py.group(1)):  # (a Debian root's venv is not runnable from here: its first job does it)
-        subprocess.run([py.group(1), "-I", "-c", "from slurm_energy.slurm.hooks.config_cache import load_hook_config as f; f()"],
+        subprocess.run([py.group(1), "-I", "-c", "from slurm_energy.slurm.config_cache import load_hook_config as f; f()"],
                        env={"SLURM_ENERGY_CONFIG": str(site), "LANG": "C.UTF-8"}, cwd="/", capture_output=True)
     shutil.rmtree(d / "cpu", ignore_errors=True)
     (d / "cpu").mkdir()
@@ -179,7 +179,9 @@ def ours_left(d: Path) -> list[int]:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError):
             continue
-        ours = b"slurm_energy.slurm.detached" in argv or b"slurm_energy.slurm.hooks" in argv  # after the move, before
+        # the sampler's entry now, and its names before the moves
+        ours = any(m in argv for m in (b"slurm_energy.slurm.sampler", b"slurm_energy.slurm.detached",
+                                       b"slurm_energy.slurm.hooks"))
         if ours and any(str(d).encode() in a for a in argv):
             out.append(int(name))
     return out

@@ -55,8 +55,9 @@ import fault_run as fr  # noqa: E402
 import hook_burst as hb  # noqa: E402
 
 #: what our detached sampler and finalizers run as (slurm_energy.slurm.detach.DETACHED_MODULE), and their
-#: name before the hooks' move (a tree from before it, compared in the same run)
-DETACHED_MODULES = ("slurm_energy.slurm.detached", "slurm_energy.slurm.jobend", "slurm_energy.slurm.hooks")
+#: names before the moves (a tree from before them, compared in the same run)
+DETACHED_MODULES = ("slurm_energy.slurm.sampler", "slurm_energy.slurm.jobend", "slurm_energy.slurm.detached",
+                    "slurm_energy.slurm.hooks")
 
 L, VENV = fr.L, fr.VENV
 KINDS = ("finalize", "finalize-env", "finalize-queue")
@@ -71,7 +72,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def our_procs(kinds: tuple[str, ...], spools: tuple[Path, ...]) -> list[int]:
-    """PIDs of this cluster's ``slurm_energy.slurm.detached <kind>`` processes (argv names a spool, or a
+    """PIDs of this cluster's ``slurm_energy.slurm.sampler <kind>`` (or jobend) processes (argv names a spool, or a
     finalize-env of this cluster)."""
     out = []
     for name in os.listdir("/proc"):

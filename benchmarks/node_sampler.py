@@ -223,7 +223,7 @@ def node_instants(spool: str, t0: float, t1: float) -> tuple[float, float]:
 
 def one_n(n: int, a: argparse.Namespace, run_job: bool) -> dict:
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
     from tests.fakes.powercap import Zone, build_tree
 
     out: dict = {"n": n}

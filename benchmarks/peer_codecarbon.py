@@ -179,7 +179,7 @@ def child_sampler(interval: float, job: str, node: str, tmp: str, interim: bool)
     import signal as sg
 
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.sampler import main as sampler_main_mod
     from slurm_energy.slurm.sampler import probe as probe_mod
 

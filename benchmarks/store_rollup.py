@@ -344,7 +344,7 @@ def main() -> int:
                    stdout=subprocess.DEVNULL)
     os.environ["SLURM_ENERGY_CONFIG"] = cfg
     # the hooks' resolved copy of site.yaml, as a Prolog leaves it on a node
-    subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hooks.config_cache import load_hook_config as f; f()"],
+    subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.config_cache import load_hook_config as f; f()"],
                    env=env, check=True)
     before_env = None
     if a.before:  # its own site.yaml and resolved copy (a copy is keyed on the config code that made it)
@@ -352,7 +352,7 @@ def main() -> int:
         with open(bcfg, "w") as f:
             f.write("{}\n")
         before_env = dict(env, PYTHONPATH=a.before, SLURM_ENERGY_CONFIG=bcfg)
-        subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hooks.config_cache import load_hook_config as f; f()"],
+        subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.config_cache import load_hook_config as f; f()"],
                        env=before_env, check=True, cwd="/")
     ours: dict[str, list[str]] = {}
     for n in a.n:

@@ -179,7 +179,7 @@ cmd_stop() {
     [ -f "$f" ] || continue
     p=$(cat "$f"); rm -f "$f"
     [[ $p =~ ^[0-9]+$ ]] && alive "$p" || continue
-    if [[ "$( (tr '\0' ' ' </proc/"$p"/cmdline) 2>/dev/null)" == *"slurm_energy.slurm."@(detached|hooks)" sampler $(dirname "$f") "* ]]; then
+    if [[ "$( (tr '\0' ' ' </proc/"$p"/cmdline) 2>/dev/null)" == *"slurm_energy.slurm."@(sampler|detached|hooks)" sampler $(dirname "$f") "* ]]; then
       stop_pid "$p" sampler
     else
       log "not stopping sampler ($p): no longer the sampler of $(dirname "$f") (a reused PID)"

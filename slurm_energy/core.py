@@ -5,7 +5,7 @@
 * :class:`Flag` -- the named anomalies and labels carried in ``flags`` lists (str-valued; a
   detailed flag is ``"<flag>:<detail>"``, see :meth:`Flag.detail`).
 * :class:`JobMeta` -- the job's identity and owner, one type shared by the spool's job context
-  (:class:`slurm_energy.slurm.env.JobContext` extends it) and the stored
+  (:class:`slurm_energy.slurm.context.JobContext` extends it) and the stored
   :class:`slurm_energy.model.JobRecord` (same field names; ``JobRecord.from_meta``).
 * :class:`Reading` -- one device at one instant, as a reader returns it.
 * :class:`DeviceStatic` -- static facts about one device (device information collector).

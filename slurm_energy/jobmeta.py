@@ -1,9 +1,9 @@
 """The job's identity fields, defined once: :class:`JobIdentity` (names, types, defaults).
 
 Everything that carries a job's identity derives from it: :class:`slurm_energy.core.JobMeta` (its
-dataclass, :func:`dataclass_of`) and so :class:`slurm_energy.slurm.env.JobContext`;
+dataclass, :func:`dataclass_of`) and so :class:`slurm_energy.slurm.context.JobContext`;
 :class:`slurm_energy.model.JobRecord` (pydantic takes a base class's annotated fields); the hook
-path's light context (:data:`slurm_energy.slurm.hooks.context.CONTEXT_DEFAULTS`, read through
+path's light context (:data:`slurm_energy.slurm.context.CONTEXT_DEFAULTS`, read through
 ``JobFacts``); the store's identity columns (:data:`slurm_energy.store.schema.IDENTITY_COLUMNS`)
 and so ``store.select.JobRow``. A new job field is one line here (plus a store migration if it
 becomes a column).

@@ -9,7 +9,7 @@ import pytest
 from slurm_energy import errors
 from slurm_energy.core import Flag, JobMeta, Method, Reading, Sample, Status, worst_method
 from slurm_energy.model import JobRecord
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 
 
 def test_method_is_read_from_its_old_string_value_and_unknown_is_unavailable():

@@ -43,9 +43,9 @@ def _resolved_site(strict: bool) -> Site | None:
     """:class:`Site` from the hooks' resolved copy of the site config, else the readers' copy beside
     it (``paths.store_url``, ``admins``, ``timezone``, ``source_path``, ``sampling.interim_s``,
     readable by whoever may read site.yaml), when it matches site.yaml's text
-    (:func:`slurm_energy.slurm.hooks.config_cache.reader_config`: no pydantic import). None otherwise, and
+    (:func:`slurm_energy.slurm.config_cache.reader_config`: no pydantic import). None otherwise, and
     with ``strict`` also when the copy records a problem (the strict load then names it)."""
-    from slurm_energy.slurm.hooks.config_cache import reader_config
+    from slurm_energy.slurm.config_cache import reader_config
 
     got = reader_config()
     if got is None or (strict and got[1]):

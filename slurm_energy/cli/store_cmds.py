@@ -175,8 +175,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         _err(str(e))
         return 2
     from slurm_energy.slurm.attempt import spool_dirs
-    from slurm_energy.slurm.finalize import results_dirs
     from slurm_energy.slurm.jobend.prune import prune
+    from slurm_energy.slurm.jobend.publish import results_dirs
 
     try:
         lines = prune(store, spool_dirs(cfg), results_dirs(cfg), args.older_than * 86400.0, time.time(),

@@ -17,7 +17,7 @@ import pwd
 import sys
 from collections.abc import Iterator
 
-from slurm_energy.slurm.hooks import config_cache as H
+from slurm_energy.slurm import config_cache as H
 
 
 def sudo_caller() -> tuple[int, str] | None:

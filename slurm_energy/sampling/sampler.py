@@ -27,7 +27,7 @@ for ``slurm-energy run -- CMD`` / attach by PID). Timing:
   once (kind ``cgroup_gone``) with the job's last usage;
 * on SIGTERM/SIGINT/SIGHUP (the Epilog's TERM, or anyone's): a last full sample (kind ``final``),
   then exit 0; the signal is kept in :attr:`Sampler.stop_signal` (the Slurm glue tells the
-  Epilog's TERM from an early stop by the time of that row: :mod:`slurm_energy.slurm.jobend.sampler_end`);
+  Epilog's TERM from an early stop by the time of that row: :mod:`slurm_energy.slurm.sampler_end`);
 * by itself once the job is gone (no cgroup and no job PIDs) for ``gone_after_s`` (60 s), so a
   lost Epilog leaves no process behind;
 * every ``interim_every_s`` (60 s; longer when one call costs more than 2 % of that in CPU)

@@ -21,20 +21,41 @@ whose import alone was ~5 % of a hook's CPU; ``contextlib`` only where a finaliz
 from __future__ import annotations
 
 import os
+import sys
 import time
+
+from slurm_energy.slurm.log import FALLBACK_LOG_DIR, get
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the Epilog imports this module)
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from contextlib import AbstractContextManager
 
+    from slurm_energy.slurm.attempt import Attempt, SamplerEnd
+
 
 #: The module the detached sampler and finalizers run as (``python -I -m DETACHED_MODULE KIND ...``);
 #: :mod:`slurm_energy.slurm.processes` finds them in /proc by it.
-DETACHED_MODULE = "slurm_energy.slurm.detached"
+DETACHED_MODULE = "slurm_energy.slurm.sampler"
 #: The module the job end's finalizers run as (``python -I -m JOBEND_MODULE {finalize-queue|finalize|
 #: finalize-env} ...``: :mod:`slurm_energy.slurm.jobend`).
 JOBEND_MODULE = "slurm_energy.slurm.jobend"
+
+log = get(__name__)
+#: Niceness of the detached finalizers: their CPU (imports, summary, store, report: a second or more
+#: each) must not slow the Prolog/Epilog of the jobs starting and ending meanwhile (a burst), nor the
+#: jobs themselves. 19 (CFS weight 15 against a hook's 1024): a burst's dozens of finalizers queued
+#: at once still leave a hook most of the CPU it can get.
+FINALIZER_NICE = 19
+#: Niceness of the detached sampler: its start-up (imports, readers) and interims yield to the hooks
+#: and the jobs; samples are timestamped when read, so a late wake-up costs no accuracy. The Epilog
+#: lowers it again (:func:`slurm_energy.slurm.detach.unnice`) before its TERM: the last sample and
+#: the exit it waits for run at the Epilog's priority.
+SAMPLER_NICE = 10
+#: The spool-less finalizer's arguments (the job's context as JSON, its end, exit code, sampler
+#: outcome, errors) travel in this environment variable of the root process, not in its argv,
+#: which ``ps`` shows every user (a job's name, work dir, user, account).
+FINALIZE_ENV_VAR = "SLURM_ENERGY_FINALIZE_ENV"
 
 def _inheritable_fds() -> list[int]:
     """Our open descriptors above 2 that an exec would keep (inherited without close-on-exec,
@@ -152,3 +173,55 @@ def unnice(pid: int) -> None:
         pass
 
 
+def _python() -> str:
+    return sys.executable or "/usr/bin/python3"
+
+
+def spawn(args: list[str], logf: str, log_dir: str = FALLBACK_LOG_DIR, nice: int = 0,
+          private: dict[str, str] | None = None) -> int:
+    """Start ``python -I args...`` detached (see :func:`spawn_detached`); isolated, so only
+    the installed package is imported (never one from a working directory or PYTHONPATH). Its
+    stdout/stderr go to ``logf``, else (full or read-only spool) ``log_dir``, else /dev/null.
+    ``nice``: added to its niceness (0: as the hook's). ``private``: more environment variables, for
+    what ``ps`` must not show other users (a root process's environment is root's to read only).
+    Raises OSError/TimeoutError (not started)."""
+    env = {"LANG": "C.UTF-8", **(private or {})}
+    for var in ("SLURM_ENERGY_CONFIG", "SLURM_CONF", "SLURM_ENERGY_MARKS_DIR"):  # the finalizer asks scontrol for the job's state
+        if os.environ.get(var):
+            env[var] = os.environ[var]
+    for lf in (logf, os.path.join(log_dir, os.path.basename(logf)), os.devnull):
+        try:
+            os.close(os.open(lf, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            break
+        except OSError:
+            continue
+    pid = spawn_detached([_python(), "-I", *args], lf, env=env, nice=nice)
+    try:  # PrologFlags=RunInJob: the hook runs in the job's extern step; the child must not
+        from slurm_energy.slurm.cgroup_move import leave_job_cgroups
+
+        moved = leave_job_cgroups(pid)
+        if moved:
+            log("INFO", f"moved pid {pid} out of the job's cgroups ({len(moved)} hierarchies: RunInJob)")
+    except OSError as e:
+        log("WARNING", f"pid {pid} stays in the job's cgroups: {e}")
+    return pid
+
+
+def hand_over(spool: Attempt, t_end: float, exit_code: str, outcome: SamplerEnd, log_dir: str) -> None:
+    """Give the ended job attempt to its node's finalizer: queue it
+    (:func:`slurm_energy.slurm.attempt.enqueue_finalize`) and start the queue's finalizer only when
+    none runs or none stands by (:mod:`slurm_energy.slurm.jobend.queue`: two flock probes); when
+    the entry cannot be written (a full or read-only spool), a finalizer for this job alone, as
+    before. Raises OSError/TimeoutError (not started: ``collect`` finishes the job)."""
+    from slurm_energy.slurm.attempt import RUNNER_LOG, enqueue_finalize, needs_runner
+
+    try:
+        qdir = enqueue_finalize(spool, t_end, exit_code, outcome)
+    except OSError as e:
+        log("WARNING", f"job {spool.job_id}: not queued for the node's finalizer ({e}): one started for it alone")
+        spawn(["-m", JOBEND_MODULE, "finalize", spool.dir, spool.node, repr(t_end), exit_code, str(outcome)],
+              os.path.join(spool.dir, f"finalize-{spool.node}.log"), log_dir, nice=FINALIZER_NICE)
+        return
+    if needs_runner(qdir):
+        spawn(["-m", JOBEND_MODULE, "finalize-queue", qdir, spool.node], os.path.join(qdir, RUNNER_LOG),
+              log_dir, nice=FINALIZER_NICE)

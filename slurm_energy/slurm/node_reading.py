@@ -21,13 +21,13 @@ if TYPE_CHECKING:
 
     from slurm_energy.sampling.files import FileSource
     from slurm_energy.sampling.readers.base import Reader
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.hooks.config_cache import HookSite
+    from slurm_energy.slurm.config_cache import HookSite
+    from slurm_energy.slurm.context import JobContext
 
     class JobGpus(Protocol):
         """What the readers for a job read of its context: its GPUs as the Prolog resolved them.
-        A :class:`~slurm_energy.slurm.env.JobContext`, or the Prolog's
-        :class:`~slurm_energy.slurm.hooks.context.JobFacts` (the same fields, as a dict)."""
+        A :class:`~slurm_energy.slurm.context.JobContext`, or the Prolog's
+        :class:`~slurm_energy.slurm.context.JobFacts` (the same fields, as a dict)."""
 
         @property
         def job_gpus(self) -> str: ...
@@ -41,7 +41,7 @@ __all__ = ["prolog_reading_by_sampler", "readers_for", "reading_row", "spool_fro
 def spool_from_dir(job_dir: str, node: str) -> tuple[Attempt, JobContext]:
     """The spool and job context of ``job_dir`` on ``node`` (:meth:`Attempt.from_dir`).
     Raises OSError/ValueError when the context file is missing or unparsable."""
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
 
     spool = Attempt.from_dir(job_dir, node)
     with open(spool.context, encoding="utf-8") as f:

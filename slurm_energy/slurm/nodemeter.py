@@ -84,7 +84,7 @@ def ensure_running(cfg: Any, spool_dir: str, node: str, start: Callable[[list[st
     except OSError:
         pass  # a read-only spool: start it anyway, its lock keeps it single
     if start is None:
-        from slurm_energy.slurm.hooks import spawn
+        from slurm_energy.slurm.detach import spawn
         from slurm_energy.slurm.log import FALLBACK_LOG_DIR
 
         def start(argv: list[str]) -> Any:
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     process holds the node's lock or the site has no meter."""
     import fcntl
 
-    from slurm_energy.slurm.hooks.config_cache import load_light_config
+    from slurm_energy.slurm.config_cache import load_light_config
     from slurm_energy.slurm.log import setup_logging
 
     argv = sys.argv[1:] if argv is None else argv

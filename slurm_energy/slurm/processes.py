@@ -27,7 +27,7 @@ __all__ = ["DETACHED_MODULES", "SamplerStop", "busy", "catches", "cmdline", "fin
 
 #: Every name a detached process of ours may run under: :data:`~slurm_energy.slurm.detach.DETACHED_MODULE`, and the name it had
 #: before (a sampler or finalizer started before an upgrade is still ours to find and stop).
-DETACHED_MODULES = (DETACHED_MODULE, JOBEND_MODULE, "slurm_energy.slurm.hooks")
+DETACHED_MODULES = (DETACHED_MODULE, JOBEND_MODULE, "slurm_energy.slurm.detached", "slurm_energy.slurm.hooks")
 #: Linux's signal numbers (include/uapi/asm-generic/signal.h, the same on x86 and arm64); the
 #: ``signal`` module is not imported for two constants on the Epilog's path.
 SIGKILL, SIGTERM = 9, 15
@@ -124,7 +124,7 @@ def is_our_sampler(pid: int, uid: int = 0) -> bool:
 
 
 def find_sampler(job_dir_suffix: str, node: str) -> int | None:
-    """PID of a detached sampler (``... slurm_energy.slurm.detached sampler DIR NODE``) whose DIR ends
+    """PID of a detached sampler (``... slurm_energy.slurm.sampler sampler DIR NODE``) whose DIR ends
     with ``job_dir_suffix`` (e.g. ``/jobs/42-r0``, also matching a reused id's ``/jobs/42-r0-<tag>``)
     on ``node``, found by argv in /proc, run by our uid (root) and leading its own process group
     (:func:`is_our_sampler`); or None."""
@@ -197,7 +197,7 @@ def busy(spools: list[str]) -> tuple[set[str], set[str]]:
     """What is at work on this machine or waits for it: (spool job directories a sampler or a
     single-job finalizer runs for, or that wait in a node finalizer's queue in ``spools``;
     ``"<job id>@<node>"`` of each job a spool-less finalizer, ``finalize-env``, runs for). Processes are found by argv in /proc
-    (``python -I -m slurm_energy.slurm.detached sampler ...``, ``python -I -m slurm_energy.slurm.jobend
+    (``python -I -m slurm_energy.slurm.sampler sampler ...``, ``python -I -m slurm_energy.slurm.jobend
     {finalize|finalize-env} ...``, or the name both had before, run by root:
     a user's process copying that argv is not root's). The node finalizer's sweep
     (:func:`slurm_energy.slurm.jobend.recover.sweep_node`) leaves these alone."""

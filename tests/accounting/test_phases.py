@@ -160,8 +160,8 @@ def test_finalizer_reads_the_jobs_marks_as_data_and_keeps_the_record(tmp_path, m
     marks become windows, garbage becomes flags, the record is there either way."""
     from slurm_energy.config import SiteConfig
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.finalize import node_record
+    from slurm_energy.slurm.context import JobContext
+    from slurm_energy.slurm.jobend.node_record import node_record
 
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(tmp_path / "marks"))
     spool = Attempt(str(tmp_path / "spool"), "31", 0, "n1").ensure()

@@ -14,13 +14,13 @@ import tempfile
 
 import pytest
 
-from slurm_energy.slurm.hooks import config_cache as H
+from slurm_energy.slurm import config_cache as H
 from slurm_energy.store import open_store
 from tests.helpers.jobrecord_factory import finished, node_record
 
 
 def _load(site: str) -> None:
-    subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hooks.config_cache import load_hook_config as f; f()"],
+    subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.config_cache import load_hook_config as f; f()"],
                    env=dict(os.environ, SLURM_ENERGY_CONFIG=site), check=True)
 
 
@@ -57,7 +57,7 @@ def test_reader_copy_has_site_yamls_read_bits_and_only_what_readers_use(tmp_path
 
 
 def test_resolved_config_prefers_the_full_copy_and_ignores_a_stale_reader_copy(tmp_path, monkeypatch):
-    from slurm_energy.slurm.hooks.config_cache import reader_config as resolved_config
+    from slurm_energy.slurm.config_cache import reader_config as resolved_config
 
     site = tmp_path / "site.yaml"
     site.write_text("timezone: Asia/Tokyo\n")

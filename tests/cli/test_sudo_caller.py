@@ -9,7 +9,7 @@ import pytest
 from slurm_energy.cli.jobenergy import main as jobenergy
 from slurm_energy.cli.main import main as se_main
 from slurm_energy.config import schema
-from slurm_energy.slurm.hooks import config_cache as hookconfig
+from slurm_energy.slurm import config_cache as hookconfig
 from slurm_energy.store import open_store
 from tests.helpers.jobrecord_factory import finished, node_record
 

@@ -72,7 +72,7 @@ def test_check_config_exits_1_on_a_kg_value_written_as_g(tmp_path, capsys):
 
 
 def test_hooks_keep_the_job_record_settings_when_the_intensity_is_a_unit_slip(tmp_path, monkeypatch):
-    from slurm_energy.slurm.hooks import config_cache as hookconfig
+    from slurm_energy.slurm import config_cache as hookconfig
 
     site = tmp_path / "site.yaml"
     site.write_text(f"paths: {{spool_dir: {tmp_path}/spool, store_url: 'sqlite:///{tmp_path}/jobs.db'}}\n"

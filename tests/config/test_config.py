@@ -194,7 +194,7 @@ def test_the_resolved_config_is_frozen_in_both_its_forms(tmp_path):
     import pydantic
 
     from slurm_energy.config import site_config_from_dict
-    from slurm_energy.slurm.hooks.config_cache import ConfigView
+    from slurm_energy.slurm.config_cache import ConfigView
 
     cfg = site_config_from_dict({"pue": 1.3, "paths": {"spool_dir": str(tmp_path / "spool")}})
     with pytest.raises(pydantic.ValidationError, match="frozen"):

@@ -149,7 +149,7 @@ def test_last_good_write_failure_never_raises(tmp_path):
 
 
 def test_hooks_load_config_falls_back_to_last_good(tmp_path, monkeypatch):
-    from slurm_energy.slurm.hooks.config_cache import load_config as _load_config
+    from slurm_energy.slurm.config_cache import load_config as _load_config
 
     p = _write(tmp_path, GOOD)
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(p))

@@ -126,7 +126,7 @@ def test_unreadable_missing_and_non_yaml_give_defaults_and_a_message(tmp_path, s
 
 
 def test_hooks_load_config_keeps_configured_paths(tmp_path, site_config, monkeypatch):
-    from slurm_energy.slurm.hooks.config_cache import load_config as _load_config
+    from slurm_energy.slurm.config_cache import load_config as _load_config
 
     p = _write(site_config, "sampling: {intervl_s: 2}\n" + GOOD_PATHS)
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(p))

@@ -90,7 +90,7 @@ def _site(tmp_path):
 
 
 def test_a_backend_registered_from_one_file_flows_from_the_prolog_to_the_jobs_energy(toy, tmp_path):
-    from slurm_energy.slurm.hooks.context import JobFacts
+    from slurm_energy.slurm.context import JobFacts
     from slurm_energy.slurm.hooks.gpus import resolve_gpus as _resolve_gpus
 
     assert list(toy)[:1] == ["toy"]

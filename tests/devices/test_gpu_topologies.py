@@ -175,7 +175,7 @@ def test_prolog_reads_slurms_own_ze_affinity_mask_as_card_ordinals(sysfs):
     whole, not its tile 0 as the FLAT runtime default would read an in-job mask."""
     from types import SimpleNamespace
 
-    from slurm_energy.slurm.hooks.context import JobFacts
+    from slurm_energy.slurm.context import JobFacts
     from slurm_energy.slurm.hooks.gpus import resolve_gpus
 
     _two_max1550(sysfs)

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from slurm_energy.core import Reading
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from tests.helpers.samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
 
 T0 = 1_796_210_633.0  # 2026-12-01T10:03:53Z

@@ -169,7 +169,6 @@ def try_merge(results_dir, cluster, job_id, restart_count, expected_nodes, recor
 
 def parse_slurm_env(env):
     """The JobContext the hooks read from slurmd's environment ``env``."""
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.hooks.context import slurm_env_fields
+    from slurm_energy.slurm.context import JobContext, slurm_env_fields
 
     return JobContext(**slurm_env_fields(env))

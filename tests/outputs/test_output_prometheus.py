@@ -120,7 +120,7 @@ def test_textfile_dir_is_a_file_is_a_note(tmp_path):
 def test_finalizer_records_an_output_failure_on_the_stored_record(tmp_path):
     # node_exporter's directory missing on this node: the record is still stored, with the note
     from slurm_energy.config import SiteConfig
-    from slurm_energy.slurm.finalize import store_and_report
+    from slurm_energy.slurm.jobend.publish import store_and_report
     from slurm_energy.store import open_store
 
     cfg = SiteConfig(paths={"spool_dir": str(tmp_path / "spool"), "store_url": f"sqlite:///{tmp_path}/j.db",

@@ -14,8 +14,8 @@ from slurm_energy.outputs.report import ReportSink
 from slurm_energy.pipeline import finalise_job
 from slurm_energy.reporting import report
 from slurm_energy.reporting.report import render_csv, render_prediction_csv
-from slurm_energy.slurm import finalize
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
+from slurm_energy.slurm.jobend import node_record as jobend_node
 from tests.helpers.report_records import sample_record
 from tests.helpers.samplefile_rows import node_rows, spool_with_rows
 
@@ -69,9 +69,9 @@ def test_finalizer_names_an_array_tasks_report_from_slurmctld_never_from_the_job
                      prolog_time=rows[0]["t"], cpus_per_node="64", work_dir=str(tmp_path / "work"))
     os.mkdir(tmp_path / "work")
     cfg = SiteConfig()
-    rec = finalise_job([finalize.node_record(cfg, spool, ctx, rows[-1]["t"])], cfg)
+    rec = finalise_job([jobend_node.node_record(cfg, spool, ctx, rows[-1]["t"])], cfg)
     assert (rec.array_job_id, rec.array_task_id) == (None, None)
-    rec = finalise_job([finalize.node_record(cfg, spool, ctx, rows[-1]["t"],
+    rec = finalise_job([jobend_node.node_record(cfg, spool, ctx, rows[-1]["t"],
                                              slurm_facts={"array_job_id": "20", "array_task_id": "3"})], cfg)
     assert ReportSink(uid=os.getuid(), gid=os.getgid()).publish(rec) == []  # (a record of uid 0: root writes none)
     assert sorted(os.listdir(tmp_path / "work")) == ["energy-20_3.csv", "energy-20_3.html"]

@@ -3,7 +3,7 @@
 coverage 1 and no flag, against 234 J, flagged, for the same job with its sampler SIGKILLed).
 
 The spool is written by hand (the Prolog's context, the sample file, the signal file the sampler
-leaves) and read by the finalizer's own :func:`slurm_energy.slurm.finalize.node_record`.
+leaves) and read by the finalizer's own :func:`slurm_energy.slurm.jobend.node_record.node_record`.
 """
 
 import signal
@@ -12,11 +12,11 @@ import pytest
 
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Status
-from slurm_energy.slurm import finalize
+from slurm_energy.slurm import sampler_end as early_stop
 from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.clients.facts import use
-from slurm_energy.slurm.env import JobContext
-from slurm_energy.slurm.jobend import sampler_end as early_stop
+from slurm_energy.slurm.context import JobContext
+from slurm_energy.slurm.jobend import node_record as jobend_node
 from tests.fakes.slurm_facts import FakeSlurmFacts
 from tests.helpers.samplefile_rows import spool_with_rows
 
@@ -49,7 +49,7 @@ def _record(tmp_path, monkeypatch, rows, outcome="not_running", stop_signal=None
         early_stop.record_stop(spool, stop_signal)
     ctx = JobContext(job_id="134", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="1")
     with use(FakeSlurmFacts(cpu_s={"134": 6.0})):  # sacct TotalCPU: 6 CPU-s in all
-        rec = finalize.node_record(SiteConfig(), spool, ctx, EPILOG_T, "0:0", sampler_outcome=outcome)
+        rec = jobend_node.node_record(SiteConfig(), spool, ctx, EPILOG_T, "0:0", sampler_outcome=outcome)
     return rec, {d.device_class: d for d in rec.nodes[0].devices}
 
 

@@ -10,8 +10,8 @@ from test_no_data import T0, _row, _spool, rapl
 
 from slurm_energy.accounting.merge import combine_errors, merge_records
 from slurm_energy.slurm import attempt as spool_mod
-from slurm_energy.slurm import finalize
-from slurm_energy.slurm.hooks.config_cache import load_light_config
+from slurm_energy.slurm.config_cache import load_light_config
+from slurm_energy.slurm.jobend import finish
 from slurm_energy.store import open_store
 from tests.fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from tests.helpers.jobrecord_factory import job_record
@@ -39,7 +39,7 @@ def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(
     for e in prolog_errors:  # as the Prolog records them
         spool.record_error(e)
     monkeypatch.setattr(spool_mod, "time", _clock("2026-12-02T10:49:35"))  # the finalizer, 2 s later
-    assert finalize.finalize_main(spool.dir, "n1", T0 + 10, "0:0", "terminated") == 0
+    assert finish.finalize_main(spool.dir, "n1", T0 + 10, "0:0", "terminated") == 0
     assert len(spool.read_errors()) == 4  # both sources did record both problems
 
     (rec,) = open_store(f"sqlite:///{tmp_path}/jobs.db", readonly=True).get_job("61")

@@ -12,8 +12,8 @@ import os
 import pytest
 from test_no_data import T0, _row, _spool, rapl
 
-from slurm_energy.slurm import finalize
 from slurm_energy.slurm.attempt import enqueue_finalize, finalize_queue_dir, needs_runner
+from slurm_energy.slurm.jobend import finish, publish
 from slurm_energy.slurm.jobend import queue as fq
 from slurm_energy.store import open_store
 from tests.fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
@@ -162,10 +162,10 @@ def test_a_marker_the_full_spool_refused_is_written_once_there_is_room(site, mon
 def test_a_single_job_finalizer_retries_its_marker_for_a_while_then_gives_up(tmp_path):
     path = tmp_path / "full" / "finalized-n1.done"  # its directory is missing: every write fails
     naps: list[float] = []
-    assert not finalize.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append)
+    assert not publish.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append)
     assert naps == [5.0, 5.0]  # tries at 0, 5 and 10 s; a fourth would pass the 12 s
     (tmp_path / "full").mkdir()
-    assert finalize.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append) and path.exists()
+    assert publish.MarkerPending(str(path)).retry(12.0, every_s=5.0, sleep=naps.append) and path.exists()
 
 
 def test_a_user_whose_report_writer_hung_has_their_next_reports_written_apart(tmp_path, monkeypatch):
@@ -220,8 +220,8 @@ def test_an_entry_the_read_only_spool_keeps_is_finalized_once_not_in_a_loop(site
     q = enqueue_finalize(sp, T0 + 10, "0:0", "terminated")
     monkeypatch.setattr(fq, "_remove", lambda path: None)  # unlink refused (EROFS)
     calls: list[str] = []
-    real = finalize.finalize_main
-    monkeypatch.setattr(finalize, "finalize_main", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    real = finish.finalize_main
+    monkeypatch.setattr(finish, "finalize_main", lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
 
     class Clock:  # 3 s of linger in 0.5 s polls, no real sleeping
         now = 0.0
@@ -290,7 +290,7 @@ def test_the_runner_finishes_an_attempt_whose_single_job_finalizer_was_killed(si
 
 
 def test_the_sweep_leaves_alone_what_a_process_is_at_work_on(site, ended):
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
     from slurm_energy.slurm.jobend.recover import sweep_node
     from slurm_energy.slurm.processes import busy
 
@@ -322,8 +322,8 @@ def test_a_spool_less_job_whose_finalizer_was_killed_is_finished_from_its_entry(
     import time
 
     from slurm_energy.slurm.attempt import leave_no_spool_entry
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.recover import sweep_node
 
     ctx = JobContext(job_id="90", uid=0, gid=0, node="n1", nodelist="n1", prolog_time=T0, cpus_per_node="4")
@@ -354,8 +354,8 @@ def test_collect_dry_run_names_a_spool_less_job_and_runs_nothing(site):
     import time
 
     from slurm_energy.slurm.attempt import leave_no_spool_entry
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.finish import Trigger
     from slurm_energy.slurm.jobend.recover import finish_no_spool
 
@@ -390,8 +390,8 @@ def test_a_spool_less_entry_of_a_node_whose_name_ends_like_this_ones_is_left_to_
     import time
 
     from slurm_energy.slurm.attempt import leave_no_spool_entry
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.recover import sweep_node
 
     ctx = JobContext(job_id="92", uid=0, gid=0, node="gpu-n1", nodelist="gpu-n1", prolog_time=T0)

@@ -18,6 +18,7 @@ import pytest
 from test_hooks import VENV_PY, _env, _hook, _run_hook
 
 from slurm_energy.model import Status
+from slurm_energy.slurm import detach
 from slurm_energy.store import open_store
 from tests.fakes.slurm_facts import FakeSlurmFacts
 from tests.helpers.jobrecord_factory import site_yaml
@@ -183,7 +184,6 @@ def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_
 
 def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
     from slurm_energy.config import load_site_config
-    from slurm_energy.slurm import hooks
     from slurm_energy.slurm.attempt import spool_dirs
     from slurm_energy.slurm.hooks.epilog import epilog
     from slurm_energy.slurm.jobend import recover as M
@@ -199,9 +199,9 @@ def test_killed_finalizer_is_finished_by_collect(tmp_path, monkeypatch):
             break
         time.sleep(0.1)
     time.sleep(1.2)
-    real_spawn = hooks.spawn
+    real_spawn = detach.spawn
     # the Epilog as slurmd runs it, whose finalizer is SIGKILLed before it does anything
-    monkeypatch.setattr(hooks, "spawn", lambda args, *a, **kw: 0 if {"finalize", "finalize-queue"} & set(args)
+    monkeypatch.setattr(detach, "spawn", lambda args, *a, **kw: 0 if {"finalize", "finalize-queue"} & set(args)
                         else real_spawn(args, *a, **kw))
     monkeypatch.setenv("SLURM_ENERGY_CONFIG", str(tmp_path / "site.yaml"))
     epilog(dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_JOB_EXIT_CODE2="0:0"))

@@ -35,7 +35,7 @@ def _installed_is_this_checkout() -> bool:
     inst = Path(out.stdout.strip())
     return all((inst / f).exists() and hashlib.sha256((inst / f).read_bytes()).digest()
                == hashlib.sha256((repo / f).read_bytes()).digest()
-               for f in ("accounting/merge.py", "slurm/attempt.py", "slurm/detached.py"))
+               for f in ("accounting/merge.py", "slurm/attempt.py", "slurm/sampler/__main__.py"))
 
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(VENV_PY) or not _installed_is_this_checkout(),

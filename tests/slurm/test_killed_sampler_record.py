@@ -7,8 +7,8 @@ import pytest
 
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Reading, Status
-from slurm_energy.slurm import finalize
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
+from slurm_energy.slurm.jobend import node_record as jobend_node
 from tests.helpers.samplefile_rows import RAPL_RANGE_UJ, spool_with_rows
 
 T0 = 1_796_210_633.0
@@ -31,7 +31,7 @@ def _record(tmp_path, rows):
     cfg = SiteConfig()
     spool = spool_with_rows(str(tmp_path / "spool"), "50", "n2", STATIC, rows)
     ctx = JobContext(job_id="50", uid=0, gid=0, node="n2", nodelist="n2", prolog_time=T0, cpus_per_node="4")
-    return finalize.node_record(cfg, spool, ctx, T0 + 6.0, "0:0", sampler_outcome="killed")
+    return jobend_node.node_record(cfg, spool, ctx, T0 + 6.0, "0:0", sampler_outcome="killed")
 
 
 def test_killed_after_the_job_end_was_seen_is_complete_with_the_whole_energy(tmp_path):

@@ -24,9 +24,10 @@ from slurm_energy.accounting.merge import merge_records
 from slurm_energy.config import SiteConfig
 from slurm_energy.core import Method, Status
 from slurm_energy.pipeline import finalise_job
-from slurm_energy.slurm import finalize
 from slurm_energy.slurm.attempt import Attempt
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
+from slurm_energy.slurm.jobend import finish
+from slurm_energy.slurm.jobend import node_record as jobend_node
 from slurm_energy.store import open_store
 from tests.fakes.slurm_facts import no_slurm  # noqa: F401  (a fixture)
 from tests.helpers.jobrecord_factory import device, job_record
@@ -73,7 +74,7 @@ def test_a_node_with_only_the_prologs_row_measured_nothing_and_is_no_data(tmp_pa
     # "not_running" gave partial, "terminated" even complete(partial-coverage)
     spool, ctx = _spool(tmp_path, PROLOG_ROW_ONLY)
     cfg = SiteConfig()
-    node = finalize.node_record(cfg, spool, ctx, T0 + 60, sampler_outcome=outcome)
+    node = jobend_node.node_record(cfg, spool, ctx, T0 + 60, sampler_outcome=outcome)
     assert [(d.device_id, d.method, d.energy_j) for d in node.nodes[0].devices] == [
         ("intel-rapl:0", Method.UNAVAILABLE, None)]
     assert node.status == node.nodes[0].status == Status.NO_DATA
@@ -90,7 +91,7 @@ def test_a_node_estimated_by_the_tdp_model_is_an_estimate_not_no_data(tmp_path):
     rows = [_row(0, "prolog", 0.0, 0.0, tdp(None)), _row(10, "sample", 4.0, 4.0, tdp(40.0))]
     spool, ctx = _spool(tmp_path, rows)
     cfg = SiteConfig()
-    node = finalize.node_record(cfg, spool, ctx, T0 + 10, sampler_outcome="not_running")
+    node = jobend_node.node_record(cfg, spool, ctx, T0 + 10, sampler_outcome="not_running")
     (cpu,) = node.nodes[0].devices
     assert cpu.method == Method.TDP_ESTIMATE and cpu.energy_j == pytest.approx(400.0)
     assert node.status == Status.PARTIAL
@@ -129,8 +130,8 @@ def test_full_spool_finalizer_says_the_reading_failed_and_stores_no_data(tmp_pat
     def full(*_a):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(finalize, "reading_row", full)
-    assert finalize.finalize_main(spool.dir, "n1", T0 + 60, "0:0", "not_running") == 0
+    monkeypatch.setattr(jobend_node, "reading_row", full)
+    assert finish.finalize_main(spool.dir, "n1", T0 + 60, "0:0", "not_running") == 0
     (rec,) = open_store(f"sqlite:///{tmp_path}/jobs.db", readonly=True).get_job("61")
     assert rec.status == Status.NO_DATA and rec.it_kwh is None
     epilog = [e for e in rec.errors if "epilog: sampler not_running" in e]
@@ -146,9 +147,9 @@ def test_a_node_without_rows_on_a_full_spool_says_the_spool_is_full(tmp_path, mo
     """Nothing could be written, not even the sampler's error: the finalizer says why from the
     spool's filesystem (no block free)."""
     spool, ctx = _spool(tmp_path, [])
-    real = finalize.os.statvfs
-    monkeypatch.setattr(finalize.os, "statvfs", lambda p: types.SimpleNamespace(f_bfree=0) if p == spool.dir else real(p))
-    rec = finalise_job([finalize.node_record(SiteConfig(), spool, ctx, T0 + 60, sampler_outcome="not_running")],
+    real = jobend_node.os.statvfs
+    monkeypatch.setattr(jobend_node.os, "statvfs", lambda p: types.SimpleNamespace(f_bfree=0) if p == spool.dir else real(p))
+    rec = finalise_job([jobend_node.node_record(SiteConfig(), spool, ctx, T0 + 60, sampler_outcome="not_running")],
                        SiteConfig())
     assert rec.status == Status.NO_DATA and rec.it_kwh is None
     assert rec.errors == [

@@ -3,7 +3,7 @@
 from slurm_energy.cli.jobenergy import main
 from slurm_energy.reporting.report import render_html
 from slurm_energy.slurm.clients.scontrol import parse_show_job
-from slurm_energy.slurm.env import JobContext, job_env_facts
+from slurm_energy.slurm.context import JobContext, job_env_facts
 from slurm_energy.slurm.jobend.jobfacts import requested_memory as _requested_memory
 from tests.helpers.jobrecord_factory import finished, node_record, own_site_config, parse_slurm_env, store_with
 

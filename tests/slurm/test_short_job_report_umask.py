@@ -2,7 +2,7 @@
 sampler's first look leaves none, and its record then says why its report is private (0600)."""
 
 from slurm_energy.reporting.safe_write import PRIVATE_REPORT_NOTE, UNKNOWN_UMASK
-from slurm_energy.slurm.finalize import report_umask
+from slurm_energy.slurm.jobend.publish import report_umask
 
 
 def test_the_jobs_umask_when_the_sampler_read_it():

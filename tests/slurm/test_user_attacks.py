@@ -15,7 +15,8 @@ import time
 import pytest
 
 from slurm_energy.core import Status
-from slurm_energy.slurm import finalize
+from slurm_energy.slurm.jobend import finish
+from slurm_energy.slurm.jobend import node_record as jobend_node
 from tests.helpers.attack_env import END, JOB_J, NODE, T0, Node, user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the finalizer runs as root and drops to the job's user")
@@ -39,7 +40,7 @@ def _finalize(node, spool, exit_code="0:0", slurm=None):
     from slurm_energy.slurm.clients.facts import use
 
     with use(slurm) if slurm is not None else nullcontext():
-        assert finalize.finalize_main(spool.dir, NODE, END, exit_code, "terminated") == 0
+        assert finish.finalize_main(spool.dir, NODE, END, exit_code, "terminated") == 0
 
 
 def _as(name):
@@ -341,7 +342,7 @@ def test_the_epilog_never_takes_a_users_process_for_the_jobs_sampler(node):
     from slurm_energy.slurm.processes import find_sampler, stop_sampler
 
     spool = Attempt(str(node.base / "spool"), "900", 0, NODE).ensure()
-    argv = ("-m", "slurm_energy.slurm.detached", "sampler", spool.dir, NODE)  # a sampler's argv, copied
+    argv = ("-m", "slurm_energy.slurm.sampler", "sampler", spool.dir, NODE)  # a sampler's argv, copied
     bob = _spawn("bob", {}, *argv)
     try:
         time.sleep(0.3)
@@ -525,7 +526,7 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
     assert (d / f"marks-{NODE}.jsonl").stat().st_size == M.MAX_BYTES and victim_file.read_text() == "bob's"
     # then her job's finalizer fails half-way (here: the node record raises)
     job = node.job("900", "alice", node.workdir("alice", "a"))
-    monkeypatch.setattr(finalize, "node_record", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    monkeypatch.setattr(jobend_node, "node_record", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
     _finalize(node, job)
     assert not d.exists()  # removed anyway
     assert any("finalize: RuntimeError: boom" in e for e in job.read_errors())
@@ -554,7 +555,7 @@ def test_marks_apart_from_the_root_only_spool_removed_whatever_happened_and_left
 
 
 def _facts(job_id, uid, gid):
-    from slurm_energy.slurm.hooks.context import JobFacts
+    from slurm_energy.slurm.context import JobFacts
 
     return JobFacts({"job_id": job_id, "uid": uid, "gid": gid, "node": NODE})
 
@@ -626,7 +627,7 @@ def test_through_sudo_no_caller_named_path_is_opened_as_root(node, monkeypatch, 
     from slurm_energy.cli.jobenergy import main as jobenergy
     from slurm_energy.cli.main import main as se_main
     from slurm_energy.config import schema
-    from slurm_energy.slurm.hooks import config_cache as hookconfig
+    from slurm_energy.slurm import config_cache as hookconfig
 
     _victim(node)
     system = node.base / "site.yaml"
@@ -816,7 +817,7 @@ def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_w
     guard). Now the Prolog touches none; the node finalizer's sweep removes them, at most
     ``max_entries`` a call, by which jobs root's spool says ended -- not by any time she can set."""
     from slurm_energy.sampling import marks as M
-    from slurm_energy.slurm import hooks
+    from slurm_energy.slurm import detach
     from slurm_energy.slurm.attempt import Attempt
     from slurm_energy.slurm.hooks.prolog import prolog
     from tests.helpers.jobrecord_factory import hook_env
@@ -832,7 +833,7 @@ def test_a_users_full_marks_dir_costs_the_prolog_nothing_and_the_sweep_bounded_w
     subprocess.run([sys.executable, "-c", _FILL, str(node.marks / "800"), str(n)], check=True, preexec_fn=_as("alice"))
     future = time.time() + 86400
     os.utime(node.marks / "801", (future, future))  # as she can: "young" for ever
-    monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None, nice=0: 4_000_000)  # no sampler here
+    monkeypatch.setattr(detach, "spawn", lambda args, logf, log_dir=None, nice=0: 4_000_000)  # no sampler here
     b_uid, b_gid = user("bob")
     env = hook_env("902", node=NODE, uid=b_uid, gid=b_gid, user="bob", context="prolog_slurmd",
                    SLURM_JOB_WORK_DIR=node.workdir("bob", "w902"))
@@ -1001,7 +1002,7 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     Epilog's environment. Before: the job's context (name, work dir, user, account) was in its argv,
     which ``ps`` shows alice. Now argv names the job and node only; the rest is in its environment
     (root's to read: /proc/PID/environ is 0400)."""
-    from slurm_energy.slurm import detach, hooks
+    from slurm_energy.slurm import detach
     from slurm_energy.slurm.hooks.epilog import epilog
     from slurm_energy.slurm.jobend import __main__ as finalizer
     from tests.helpers.jobrecord_factory import hook_env
@@ -1017,9 +1018,9 @@ def test_the_spool_less_finalizers_argv_shows_no_jobs_context(node, monkeypatch)
     assert epilog(env) == 0
     ((argv, child_env),) = started
     assert argv[-2:] == ["finalize-env", f"904@{NODE}"] and "secret-project" not in " ".join(argv)
-    assert "secret-project" in child_env[hooks.FINALIZE_ENV_VAR]
+    assert "secret-project" in child_env[detach.FINALIZE_ENV_VAR]
     # the finalizer reads them there: bob's record, no_data, with his work dir
-    monkeypatch.setenv(hooks.FINALIZE_ENV_VAR, child_env[hooks.FINALIZE_ENV_VAR])
+    monkeypatch.setenv(detach.FINALIZE_ENV_VAR, child_env[detach.FINALIZE_ENV_VAR])
     assert finalizer.main(["finalize-env", f"904@{NODE}"]) == 0
     (r,) = node.store().get_job("904")
     assert (r.user, r.status, r.work_dir) == ("bob", Status.NO_DATA, wd)

@@ -142,7 +142,7 @@ def test_readonly_store_session_refuses_writes(store_url):
 @pytest.mark.skipif(os.geteuid() != 0, reason="writing a report as another user needs root")
 def test_unwritable_work_dir_makes_the_status_say_no_report(tmp_path):
     from slurm_energy.config import Paths, SiteConfig
-    from slurm_energy.slurm.finalize import store_and_report
+    from slurm_energy.slurm.jobend.publish import store_and_report
 
     wd = tmp_path / "work"  # root's 0755 directory: user nobody cannot create files in it
     wd.mkdir(mode=0o755)

@@ -186,7 +186,7 @@ def test_jobenergy_reads_summary_rows_without_pydantic(tmp_path):
     cfg.write_text("{}\n")
     env = dict(os.environ, SLURM_ENERGY_CONFIG=str(cfg))
     # the hooks' resolved copy of site.yaml (what a Prolog writes on a cluster)
-    subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.hooks.config_cache import load_hook_config as f; f()"],
+    subprocess.run([sys.executable, "-c", "from slurm_energy.slurm.config_cache import load_hook_config as f; f()"],
                    env=env, check=True)
     code = ("import sys; from slurm_energy.cli.jobenergy import main; rc = main(sys.argv[1:]); "
             "print('MODS', ' '.join(m for m in ('sqlalchemy', 'pydantic') if m in sys.modules)); sys.exit(rc)")

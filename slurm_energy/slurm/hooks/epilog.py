@@ -6,10 +6,10 @@ import json
 import os
 import time
 
-from slurm_energy.slurm import hooks
+from slurm_energy.slurm import detach
 from slurm_energy.slurm.attempt import Attempt, leave_no_spool_entry, usable_spool
 from slurm_energy.slurm.detach import JOBEND_MODULE
-from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR, FINALIZER_NICE, begin, hand_over, log_hook_time
+from slurm_energy.slurm.hooks import begin, log_hook_time
 from slurm_energy.slurm.log import get
 from slurm_energy.slurm.processes import stop_sampler
 
@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from slurm_energy.slurm.hooks.context import JobFacts
+    from slurm_energy.slurm.context import JobFacts
 
 __all__ = ["epilog"]
 
@@ -42,9 +42,9 @@ def epilog(env: Mapping[str, str] | None = None) -> int:
                 leave_no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node, args)
             except OSError as err:
                 log("WARNING", f"job {ctx.job_id}: no entry in {cfg.paths.log_dir} for its finalizer ({err})")
-            hooks.spawn(["-m", JOBEND_MODULE, "finalize-env", f"{ctx.job_id}@{ctx.node}"],  # all ps shows
-                  os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=FINALIZER_NICE,
-                  private={FINALIZE_ENV_VAR: json.dumps(args)})  # the job's context: not in argv
+            detach.spawn(["-m", JOBEND_MODULE, "finalize-env", f"{ctx.job_id}@{ctx.node}"],  # all ps shows
+                  os.path.join(cfg.paths.log_dir, "finalize.log"), cfg.paths.log_dir, nice=detach.FINALIZER_NICE,
+                  private={detach.FINALIZE_ENV_VAR: json.dumps(args)})  # the job's context: not in argv
             log("ERROR", f"epilog job={ctx.job_id} node={ctx.node}: no usable spool ({'; '.join(errors)}); "
                          "finalizer started from the environment")
             return 0
@@ -61,9 +61,9 @@ def epilog(env: Mapping[str, str] | None = None) -> int:
             from slurm_energy.slurm import sampler_join  # the node sampler died: again, for the other jobs
 
             log_dir = cfg.paths.log_dir
-            sampler_join.restart_for_others(spool.dir, spool.spool_dir, spool.node, lambda argv, logf: hooks.spawn(
-                argv, logf, log_dir, nice=hooks.SAMPLER_NICE))
-        hand_over(spool, t_end, ctx.exit_code or "", outcome, cfg.paths.log_dir)
+            sampler_join.restart_for_others(spool.dir, spool.spool_dir, spool.node, lambda argv, logf: detach.spawn(
+                argv, logf, log_dir, nice=detach.SAMPLER_NICE))
+        detach.hand_over(spool, t_end, ctx.exit_code or "", outcome, cfg.paths.log_dir)
         try:
             spool.mark_epilog(t_end, outcome, ctx.exit_code or "")
         except OSError as e:  # a read-only spool: the finalizer is already on its way

@@ -6,8 +6,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from slurm_energy.slurm.hooks.config_cache import HookSite
-    from slurm_energy.slurm.hooks.context import JobFacts
+    from slurm_energy.slurm.config_cache import HookSite
+    from slurm_energy.slurm.context import JobFacts
 
 __all__ = ["resolve_gpus"]
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 import os
 import time
 
-from slurm_energy.slurm import hooks
+from slurm_energy.slurm import detach
 from slurm_energy.slurm.attempt import Attempt, usable_spool, write_private
 from slurm_energy.slurm.detach import DETACHED_MODULE
-from slurm_energy.slurm.hooks import SAMPLER_NICE, begin, enable_site, log_hook_time
+from slurm_energy.slurm.hooks import begin, enable_site, log_hook_time
 from slurm_energy.slurm.log import get
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from slurm_energy.slurm.hooks.config_cache import HookSite
-    from slurm_energy.slurm.hooks.context import JobFacts
+    from slurm_energy.slurm.config_cache import HookSite
+    from slurm_energy.slurm.context import JobFacts
 
 __all__ = ["prolog"]
 
@@ -53,12 +53,12 @@ def prolog(env: Mapping[str, str] | None = None) -> int:
             from slurm_energy.slurm import sampler_join
 
             log_dir = cfg.paths.log_dir
-            pid = sampler_join.join_or_start(spool.dir, spool.spool_dir, spool.node, lambda argv, logf: hooks.spawn(
-                argv, logf, log_dir, nice=SAMPLER_NICE))
+            pid = sampler_join.join_or_start(spool.dir, spool.spool_dir, spool.node, lambda argv, logf: detach.spawn(
+                argv, logf, log_dir, nice=detach.SAMPLER_NICE))
         else:
-            pid = hooks.spawn(["-m", DETACHED_MODULE, "sampler", spool.dir, spool.node],
+            pid = detach.spawn(["-m", DETACHED_MODULE, "sampler", spool.dir, spool.node],
                               os.path.join(spool.dir, f"sampler-{spool.node}.log"), cfg.paths.log_dir,
-                              nice=SAMPLER_NICE)
+                              nice=detach.SAMPLER_NICE)
             write_private(spool.pidfile, str(pid))
         outcome = "ok" if spool.spool_dir == cfg.paths.spool_dir else "fallback_spool"
         gpus = [g["device_id"] for g in ctx.gpus] or ctx.job_gpus or "-"

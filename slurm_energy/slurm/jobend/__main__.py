@@ -33,8 +33,8 @@ FINALIZER_SLOTS = max(2, (os.cpu_count() or 2) // 4)
 def _single(job_dir: str, node: str, end_time: float, exit_code: str, sampler: SamplerEnd) -> int:
     """``finalize``: one job attempt, when it could not be queued for the node's finalizer."""
     from slurm_energy.slurm.detach import slot
-    from slurm_energy.slurm.finalize import MARKER_RETRY_S, finalize_main
-    from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger
+    from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger, finalize_main
+    from slurm_energy.slurm.jobend.publish import MARKER_RETRY_S
     from slurm_energy.slurm.jobend.queue import run_reports
 
     log = logging.getLogger("slurm_energy")
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             run_queue(argv[1], argv[2])
             return 0
         if what == "finalize-env":  # finalize-env JOB@NODE, its arguments in FINALIZE_ENV_VAR (older: in argv)
-            from slurm_energy.slurm.finalize import finalize_env_main
-            from slurm_energy.slurm.hooks import FINALIZE_ENV_VAR
+            from slurm_energy.slurm.detach import FINALIZE_ENV_VAR
+            from slurm_energy.slurm.jobend.finish import finalize_env_main
 
             args = json.loads(os.environ.pop(FINALIZE_ENV_VAR)) if len(argv) == 2 else argv[1:6]
             return finalize_env_main(args[0], float(args[1]), args[2], SamplerEnd.parse(args[3], SamplerEnd.NO_PIDFILE),

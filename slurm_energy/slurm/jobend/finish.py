@@ -9,9 +9,9 @@ record when it is a recovery, and how long a stray sampler is waited for):
 2. record why the attempt is finished this way (no Epilog, a killed finalizer, a sampler that did
    not end on the Epilog's TERM);
 3. take the last counter reading when the sampler did not write its own;
-4. build this node's record (:func:`slurm_energy.slurm.finalize.node_record`);
+4. build this node's record (:func:`slurm_energy.slurm.jobend.node_record.node_record`);
 5. write it to the results directory and, when every node has reported, merge and publish the
-   job's record (:func:`slurm_energy.slurm.finalize.finish_node`: ``publish_final``);
+   job's record (:func:`slurm_energy.slurm.jobend.publish.finish_node`: ``publish_final``);
 6. mark the attempt FINALIZED (:meth:`~slurm_energy.slurm.attempt.Attempt.mark_finalized`), or,
    without a spool, remove its entry.
 
@@ -33,8 +33,8 @@ from slurm_energy.slurm.attempt import Attempt, SamplerEnd, no_spool_entry, read
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
     from slurm_energy.model import JobRecord
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.finalize import MarkerPending
+    from slurm_energy.slurm.context import JobContext
+    from slurm_energy.slurm.jobend.publish import MarkerPending
     from slurm_energy.slurm.processes import SamplerStop
 
 log = logging.getLogger("slurm_energy.finalize")
@@ -68,7 +68,7 @@ class Trigger(str, enum.Enum):
 class AfterSlot:
     """What the caller runs once its finalizer slot is free: the user's report writers (bounded,
     killable: :func:`slurm_energy.slurm.jobend.queue.run_reports`) and the FINALIZED markers the
-    spool had no room for (:class:`~slurm_energy.slurm.finalize.MarkerPending`, retried)."""
+    spool had no room for (:class:`~slurm_energy.slurm.jobend.publish.MarkerPending`, retried)."""
 
     def __init__(self) -> None:
         self.reports: list[Callable[[], object]] = []
@@ -93,7 +93,7 @@ def _record_why(cfg: SiteConfig, attempt: Attempt, ctx: JobContext, trigger: Tri
                 note: Callable[[str], None]) -> None:
     """Steps 1-3: a recovery stops a sampler that outlived its job and says why the attempt is
     finished so; the sampler's own end is noted, with the last reading where it wrote none."""
-    from slurm_energy.slurm.finalize import last_reading
+    from slurm_energy.slurm.jobend.node_record import last_reading
 
     # 1-2. a recovery: the sampler may have outlived its job; say why the attempt is finished so
     if trigger.recovery:
@@ -130,8 +130,9 @@ def finish(cfg: SiteConfig, attempt: Attempt, ctx: JobContext, trigger: Trigger,
     problem, why no spool was usable)."""
     from slurm_energy.accounting.merge import combine_errors
     from slurm_energy.sampling.marks import remove_marks
-    from slurm_energy.slurm.finalize import MarkerPending, finish_node, node_record, report_umask
     from slurm_energy.slurm.jobend.jobfacts import slurm_facts
+    from slurm_energy.slurm.jobend.node_record import node_record
+    from slurm_energy.slurm.jobend.publish import MarkerPending, finish_node, report_umask
 
     note = attempt.record_error if attempt.has_spool else (lambda _m: None)
     problems = list(errors)
@@ -171,3 +172,80 @@ def finish(cfg: SiteConfig, attempt: Attempt, ctx: JobContext, trigger: Trigger,
         if after is not None:  # the caller retries once its slot is free (MARKER_RETRY_S)
             after.markers.append(MarkerPending(attempt.finalized))
     return out
+
+
+def finalize_main(job_dir: str, node: str, end_time: float, exit_code: str = "",
+                  sampler_outcome: SamplerEnd = SamplerEnd.TERMINATED, deferred: AfterSlot | None = None,
+                  logging_ready: bool = False, trigger: Trigger | None = None) -> int:
+    """Entry point of the detached finalizer, for one job attempt on one node (the node's queue
+    runner, :mod:`slurm_energy.slurm.jobend.queue`, calls it for each job it takes; a finalizer
+    for one job, ``SINGLE``): loads the site config, then :func:`~slurm_energy.slurm.jobend.finish.finish`.
+    Returns 0; failures are logged and on the record. ``logging_ready``: the caller has set up the log.
+
+    ``deferred``: where the user's report writing and a marker the spool had no room for are left
+    for the caller, to run once it has released its finalizer slot (the job's user can stop or hang
+    that writer, which then must not delay other users' jobs); None: written here."""
+    from slurm_energy.slurm.config_cache import load_config
+    from slurm_energy.slurm.log import setup_logging
+    from slurm_energy.slurm.node_reading import spool_from_dir
+
+    errors: list[str] = []
+    cfg = load_config(errors)  # per job: site.yaml may have changed since the runner's previous one
+    if not logging_ready:
+        setup_logging(cfg.paths.log_dir, "finalize.log")
+    spool, ctx = spool_from_dir(job_dir, node)
+    if trigger is None:
+        trigger = Trigger.NO_EPILOG if sampler_outcome == SamplerEnd.EPILOG_MISSING else Trigger.QUEUE
+    try:
+        finish(cfg, spool, ctx, trigger, end_time=end_time, exit_code=exit_code, sampler=sampler_outcome,
+               after=deferred, errors=errors)
+    except Exception as e:
+        from slurm_energy.textsafe import one_line
+
+        log.exception("finalize job=%s node=%s failed", one_line(ctx.job_id), one_line(node))
+        spool.record_error(f"finalize: {type(e).__name__}: {e}")
+    finally:
+        from slurm_energy.sampling.marks import remove_marks
+
+        remove_marks(ctx.job_id, ctx.node)  # whatever happened: a user's marks never outlive the job
+    return 0
+
+
+def finalize_env_main(ctx_json: str, end_time: float, exit_code: str, sampler_outcome: SamplerEnd,
+                      errors: list[str], logging_ready: bool = False) -> int:
+    """The finalizer of a job whose node had no usable spool (both spools full or read-only):
+    ``finalize-env CONTEXT_JSON T EXIT OUTCOME ERRORS_JSON``, the job's context parsed from the
+    Epilog's environment, nothing read from disk (:meth:`Attempt.without_spool
+    <slurm_energy.slurm.attempt.Attempt.without_spool>`): :func:`~slurm_energy.slurm.jobend.finish.finish`
+    with trigger ``NO_SPOOL``. Asks slurmctld for the job's state and times and stores a ``no_data``
+    record saying why nothing was measured (if ``collect`` later finds the node's spool files after
+    all, the measured record replaces it). Returns 0.
+
+    ``errors``: why each spool was unusable (the Epilog's messages), put on the record. Removes the
+    job's :data:`~slurm_energy.slurm.attempt.NO_SPOOL_JOBS` entry once done (a killed one leaves it for
+    the node finalizer's sweep). ``logging_ready``: the caller has set up the log."""
+    from slurm_energy.slurm.config_cache import load_config
+    from slurm_energy.slurm.context import JobContext
+    from slurm_energy.slurm.log import setup_logging
+
+    problems: list[str] = []
+    cfg = load_config(problems)
+    if not logging_ready:
+        setup_logging(cfg.paths.log_dir, "finalize.log")
+    ctx = JobContext.from_json(ctx_json)
+    reason = ("no usable spool on this node: " + "; ".join(str(e) for e in errors) + "; free space in "
+              f"{cfg.paths.spool_dir} (or make it writable) and check {cfg.paths.spool_fallback_dir}")
+    try:
+        rec = finish(cfg, Attempt.without_spool(ctx), ctx, Trigger.NO_SPOOL, end_time=end_time, exit_code=exit_code,
+                     sampler=sampler_outcome, errors=[reason, *problems])
+        if rec is None:  # its node record is waiting for the other nodes' in results
+            log.info("job=%s node=%s: node record left without a spool", ctx.job_id, ctx.node)
+        else:
+            log.info("job=%s node=%s: stored without a spool (status %s)", ctx.job_id, ctx.node, rec.status.value)
+    except Exception:
+        log.exception("finalize-env job=%s node=%s failed", ctx.job_id, ctx.node)
+        try:  # failed in a way a second run would repeat (logged): not run again
+            os.unlink(no_spool_entry(cfg.paths.log_dir, ctx.job_id, ctx.restart_count, ctx.node))
+        except OSError:
+            pass
+    return 0

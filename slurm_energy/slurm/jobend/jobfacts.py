@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from slurm_energy.model import job_state_from_exit_code
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 
 if TYPE_CHECKING:
     from slurm_energy.sampling.sampletable import SampleTable

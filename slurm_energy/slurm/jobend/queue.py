@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.finalize import MarkerPending
+    from slurm_energy.slurm.jobend.publish import MarkerPending
 
 #: Seconds a runner waits for more jobs after its queue emptied (a burst's next job ends within
 #: seconds): a new runner would pay its start-up again. Polled every :data:`POLL_S` (one listdir).
@@ -134,7 +134,7 @@ def _work(qdir: str, node: str, linger_s: float, start: Callable[[list[str]], No
           ours: Callable[[], bool] = lambda: True) -> int:
     import logging
 
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
     from slurm_energy.slurm.log import setup_logging
 
     cfg = load_config([])  # its problems are on each job (finalize_main loads it again, per job)
@@ -177,7 +177,7 @@ def _sweep(qdir: str, node: str, log: logging.Logger) -> None:
     import fcntl
 
     from slurm_energy.slurm.attempt import finalize_queue_dir, spool_dirs
-    from slurm_energy.slurm.hooks.config_cache import load_config
+    from slurm_energy.slurm.config_cache import load_config
 
     t0, cpu0 = time.monotonic(), _cpu_s()
     fd = -1
@@ -212,7 +212,7 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
     """Start the node's finalizer for ``qdir`` when an entry has waited there :data:`STRANDED_S`
     seconds (epoch ``now``) and no runner holds the queue: its runner and standby were both killed
     after the node's last Epilog, and no Epilog comes to start another. A running job's sampler
-    calls this at its interim flush (:mod:`slurm_energy.slurm.detached`). Returns True when started."""
+    calls this at its interim flush (:mod:`slurm_energy.slurm.sampler.main`). Returns True when started."""
     from slurm_energy.slurm.processes import lock_taken
 
     if not entries(qdir, older_than=now - STRANDED_S) or lock_taken(os.path.join(qdir, RUNNER_LOCK)) is not False:
@@ -222,14 +222,14 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
 
 
 def _start_standby(argv: list[str]) -> None:
-    from slurm_energy.slurm.hooks import FINALIZER_NICE, spawn
+    from slurm_energy.slurm.detach import FINALIZER_NICE, spawn
     from slurm_energy.slurm.log import FALLBACK_LOG_DIR
 
     spawn(argv, os.path.join(argv[-2], RUNNER_LOG), FALLBACK_LOG_DIR, nice=FINALIZER_NICE)
 
 
 def finalize_entry(path: str, log: logging.Logger, pending: list[tuple[float, MarkerPending]] | None = None) -> int:
-    """Finalize the job attempt of one queue entry (:func:`slurm_energy.slurm.finalize.finalize_main`,
+    """Finalize the job attempt of one queue entry (:func:`slurm_energy.slurm.jobend.finish.finalize_main`,
     then its report as the job's user), then remove the entry. Returns 1 when finalized here, 0 when
     skipped (already finalized, e.g. by ``collect``; gone; given up after :data:`MAX_ATTEMPTS`).
     ``pending``: where a ``finalized`` marker that could not be written goes, as ``(give up at
@@ -260,8 +260,8 @@ def finalize_entry(path: str, log: logging.Logger, pending: list[tuple[float, Ma
         write_private(path, json.dumps(dict(e, attempts=attempts)))
     except OSError:
         pass  # a full spool: counted from the next take on
-    from slurm_energy.slurm.finalize import MARKER_RETRY_S, finalize_main
-    from slurm_energy.slurm.jobend.finish import AfterSlot
+    from slurm_energy.slurm.jobend.finish import AfterSlot, finalize_main
+    from slurm_energy.slurm.jobend.publish import MARKER_RETRY_S
 
     t0, cpu0, sub0 = time.monotonic(), _cpu_s(), _children_s()
     after = AfterSlot()

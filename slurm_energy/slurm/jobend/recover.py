@@ -55,7 +55,7 @@ from slurm_energy.slurm.attempt import (
 from slurm_energy.slurm.clients.facts import SlurmFacts, UserText
 from slurm_energy.slurm.clients.facts import current as slurm_facts
 from slurm_energy.slurm.clients.scontrol import Facts
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from slurm_energy.slurm.jobend.finish import Trigger, finish
 from slurm_energy.slurm.processes import busy
 from slurm_energy.store.queue import drain
@@ -184,7 +184,7 @@ def _no_spool_entries(cfg: SiteConfig, node: str | None, now: float, older_than_
 def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s: float,
                     busy_jobs: set[str] | frozenset[str] = frozenset(), trigger: Trigger = Trigger.COLLECT,
                     dry_run: bool = False) -> list[str]:
-    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.finalize.finalize_env_main`)
+    """Run again the spool-less finalizer (:func:`~slurm_energy.slurm.jobend.finish.finalize_env_main`)
     of each job whose :data:`~slurm_energy.slurm.attempt.NO_SPOOL_JOBS` entry (``node``'s, or every
     node's for None) is at least ``older_than_s`` old and whose finalizer no longer runs (its
     ``"<job id>@<node>"`` not in ``busy_jobs``): it was killed. Same record as that finalizer's (same start time: an
@@ -192,7 +192,7 @@ def finish_no_spool(cfg: SiteConfig, node: str | None, now: float, older_than_s:
     An unreadable entry is removed (``collect``'s sacct step covers its job)."""
     import json
 
-    from slurm_energy.slurm.finalize import finalize_env_main
+    from slurm_energy.slurm.jobend.finish import finalize_env_main
 
     if dry_run:
         return [f"would finish {os.path.basename(p)[:-5]} (no spool)" for p in _no_spool_entries(cfg, node, now, older_than_s)]
@@ -254,12 +254,13 @@ def find_stale_attempts(results_dir: str | Path, older_than_s: float, now: float
 def collect(cfg: SiteConfig, store: RecoverStore, older_than_s: float, now: float,
             dry_run: bool = False) -> list[JobRecord]:
     """Finalise the stale attempts of ``cfg.paths.results_dir`` and the fallback spool's results
-    (:func:`~slurm_energy.slurm.finalize.results_dirs`); returns the JobRecords published (or that would be). Attempts already in
-    ``store`` with a final record of the same start time are skipped. Merge and carbon facts by
-    :func:`slurm_energy.pipeline.finalise_job`, as the finalizer does. One bad directory (whatever
+    (:func:`~slurm_energy.slurm.jobend.publish.results_dirs`); returns the JobRecords published (or
+    that would be). Attempts already in ``store`` with a final record of the same start time are
+    skipped. Merge and carbon facts by :func:`slurm_energy.pipeline.finalise_job`, as the finalizer
+    does. One bad directory (whatever
     its records hold) is reported on the log and skipped; the other jobs are collected."""
     from slurm_energy.accounting.merge import merge_records, split_runs
-    from slurm_energy.slurm.finalize import results_dirs
+    from slurm_energy.slurm.jobend.publish import results_dirs
     from slurm_energy.slurm.jobend.results import read_node_records, retire_run
 
     done: list[JobRecord] = []

@@ -1,4 +1,4 @@
-"""The per-job detached sampler (``python -I -m slurm_energy.slurm.detached sampler DIR NODE``,
+"""The per-job detached sampler (``python -I -m slurm_energy.slurm.sampler sampler DIR NODE``,
 started by the Prolog when ``sampling.sampler`` is ``job``, the default): samples the job until the
 Epilog's TERM, or finishes the node itself when no Epilog came (:func:`finish_without_epilog`). The
 node sampler (:mod:`slurm_energy.slurm.sampler.node`) shares :class:`Interim`,
@@ -16,13 +16,13 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from slurm_energy.slurm.attempt import Attempt, SamplerEnd, write_private
-from slurm_energy.slurm.hooks.config_cache import load_config, load_light_config
+from slurm_energy.slurm.config_cache import load_config, load_light_config
 from slurm_energy.slurm.log import setup_logging
 from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, readers_for, spool_from_dir
 
 if TYPE_CHECKING:
     from slurm_energy.config import SiteConfig
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
 
 __all__ = ["Interim", "check_stranded", "finish_without_epilog", "sampler_main", "start_node_meter"]
 
@@ -66,7 +66,7 @@ def sampler_main(job_dir: str, node: str, early_stop: list[int] | None = None) -
         log.info("sampler job=%s node=%s wrote %d samples cpu_s=%.3f", ctx.job_id, node, n,
                  t.user + t.system + t.children_user + t.children_system)
         if s.stop_signal is not None or _EARLY_STOP:  # the Epilog's TERM, or someone else's: the finalizer tells
-            from slurm_energy.slurm.jobend.sampler_end import record_stop
+            from slurm_energy.slurm.sampler_end import record_stop
 
             record_stop(spool, s.stop_signal if s.stop_signal is not None else signal.SIGTERM.value)
         if s.gone_at is not None:
@@ -100,7 +100,7 @@ def finish_without_epilog(cfg: Any, spool: Attempt, ctx: JobContext, gone_at: fl
         spool.mark_epilog(gone_at, SamplerEnd.EPILOG_MISSING, "")
     except OSError as e:  # a read-only spool: the finalizer still runs; collect would too
         log.warning("job %s: %s not written: %s", ctx.job_id, spool.done, e)
-    from slurm_energy.slurm.hooks import hand_over
+    from slurm_energy.slurm.detach import hand_over
 
     hand_over(spool, gone_at, "", SamplerEnd.EPILOG_MISSING, cfg.paths.log_dir)
     log.warning("sampler job=%s node=%s: no Epilog within %.0f s of the job's end; finalizer started by the sampler",
@@ -122,12 +122,12 @@ class Interim:
     def flush(self) -> None:
         """The job's energy so far, stored (running) and exported."""
         from slurm_energy.sampling.marks import bound_job_dir
-        from slurm_energy.slurm.finalize import interim
+        from slurm_energy.slurm.jobend.publish import publish_running
 
         bound_job_dir(self.ctx.job_id)  # what the job's user keeps in its marks dir: its marks, bounded
         if self.cfg is None:
             self.cfg = load_config([])  # its problems are already on the job (the Prolog's and the sampler's)
-        interim(self.cfg, self.spool, self.ctx)
+        publish_running(self.cfg, self.spool, self.ctx)
 
 
 def check_stranded(cfg: Any, node: str, who: str) -> None:

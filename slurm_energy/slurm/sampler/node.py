@@ -340,7 +340,7 @@ class _Process:
             except OSError as e:
                 log.warning("job %s: %s not written: %s", ctx.job_id, sj.ENDED, e)
             if self.stop_signal is not None:  # stopped by a signal, not by the Epilog: the finalizer tells
-                from slurm_energy.slurm.jobend.sampler_end import record_stop
+                from slurm_energy.slurm.sampler_end import record_stop
 
                 record_stop(spool, self.stop_signal)
                 return  # still joined: a restarted node sampler takes the job up again
@@ -506,7 +506,7 @@ class NodeInterim:
         self.cfg: Any = None
 
     def __call__(self) -> None:
-        from slurm_energy.slurm.hooks.config_cache import load_config
+        from slurm_energy.slurm.config_cache import load_config
         from slurm_energy.slurm.sampler.main import check_stranded
 
         if self.cfg is None:
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
             os.unlink(sj.node_path(spool_dir, sj.STARTING, node))
         except OSError:
             pass
-        from slurm_energy.slurm.hooks.config_cache import load_light_config
+        from slurm_energy.slurm.config_cache import load_light_config
         from slurm_energy.slurm.log import setup_logging
 
         errors: list[str] = []

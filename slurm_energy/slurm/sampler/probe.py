@@ -10,7 +10,7 @@ from typing import Any
 from slurm_energy.core import JobUsage
 from slurm_energy.sampling.files import KeptFiles
 from slurm_energy.sampling.proctree import ProcTree, pids_usage, stat_paths
-from slurm_energy.slurm.env import job_env_facts
+from slurm_energy.slurm.context import job_env_facts
 from slurm_energy.slurm.sampler.cgroup import JobCgroup, find_job_cgroup
 
 

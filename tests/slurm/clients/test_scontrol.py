@@ -70,7 +70,7 @@ def test_unknown_job_or_missing_scontrol_is_none(tmp_path):
 
 
 def test_attempt_state_prefers_slurmctld_then_exit_code():
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.jobfacts import slurm_job_state
 
     ctx = JobContext(job_id="61", uid=1, gid=1, restart_count=0)

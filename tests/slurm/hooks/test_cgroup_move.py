@@ -3,7 +3,7 @@ cgroup trees; the real v1 move is exercised on the test cluster with RUN_IN_JOB=
 
 import os
 
-from slurm_energy.slurm.hooks.cgroup_move import job_cgroup_exits, leave_job_cgroups
+from slurm_energy.slurm.cgroup_move import job_cgroup_exits, leave_job_cgroups
 
 V1_IN_JOB = """12:freezer:/slurm_n1/uid_2001/job_5/step_extern
 11:memory:/slurm_n1/uid_2001/job_5/step_extern

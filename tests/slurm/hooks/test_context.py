@@ -5,7 +5,7 @@ import json
 import pytest
 
 from slurm_energy.errors import SlurmEnvError
-from slurm_energy.slurm.env import JobContext, cpus_on_node
+from slurm_energy.slurm.context import JobContext, cpus_on_node
 from tests.helpers.jobrecord_factory import parse_slurm_env
 
 PROLOG_ENV = {  # what slurmd 22.05 gave a Prolog on this machine (no PATH, HOME, USER)
@@ -68,7 +68,7 @@ def test_job_state_from_epilog_exit_code(ec, state):
 
 def test_a_jobs_own_environment_gives_its_name_and_umask_never_its_identity_or_request():
     # a user can export SLURM_ARRAY_* / SLURM_MEM_PER_NODE before any child: never taken (issue 22)
-    from slurm_energy.slurm.env import job_env_facts
+    from slurm_energy.slurm.context import job_env_facts
 
     env = {"SLURM_JOB_ID": "31", "SLURM_ARRAY_JOB_ID": "29", "SLURM_ARRAY_TASK_ID": "1", "SLURM_JOB_NAME": "sweep",
            "SLURM_MEM_PER_NODE": "999999", "SLURM_UMASK": "0077"}
@@ -80,11 +80,11 @@ def test_a_jobs_own_environment_gives_its_name_and_umask_never_its_identity_or_r
 
 
 def test_the_hooks_context_dict_is_job_contexts_json():
-    # the Prolog writes the context without the dataclass (slurm_energy.slurm.hooks.context): every
+    # the Prolog writes the context without the dataclass (slurm_energy.slurm.context): every
     # field, every default and every parsed value as JobContext.to_json writes them
     from dataclasses import fields
 
-    from slurm_energy.slurm.hooks.context import CONTEXT_DEFAULTS, context_dict, slurm_env_fields
+    from slurm_energy.slurm.context import CONTEXT_DEFAULTS, context_dict, slurm_env_fields
 
     assert {f.name: getattr(JobContext(), f.name) for f in fields(JobContext)} == CONTEXT_DEFAULTS
     env = dict(PROLOG_ENV, SLURM_JOB_START_TIME="1700000000", SLURM_JOB_SLUID="sl_01J", SLURM_ARRAY_JOB_ID="N/A")

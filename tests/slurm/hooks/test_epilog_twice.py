@@ -4,7 +4,7 @@ nor fail (a failing Epilog drains the node). In-process: the detached processes 
 
 from __future__ import annotations
 
-from slurm_energy.slurm import hooks
+from slurm_energy.slurm import detach
 from slurm_energy.slurm.hooks.epilog import epilog
 from slurm_energy.slurm.hooks.prolog import prolog
 from slurm_energy.slurm.processes import SamplerStop
@@ -19,7 +19,7 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     site_yaml(tmp_path, f"hardware:\n  rapl_root: {tmp_path}/none\n", monkeypatch=monkeypatch)
     spawned: list[list[str]] = []
     nices: list[int] = []
-    monkeypatch.setattr(hooks, "spawn", lambda args, logf, log_dir=None, nice=0:
+    monkeypatch.setattr(detach, "spawn", lambda args, logf, log_dir=None, nice=0:
                         spawned.append(args) or nices.append(nice) or 4_000_000)  # no such PID
     monkeypatch.setattr("slurm_energy.slurm.hooks.epilog.stop_sampler", lambda run, node="": SamplerStop("terminated"))
     assert prolog(_env(tmp_path, "prolog_slurmd")) == 0
@@ -31,7 +31,7 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     queue = tmp_path / "spool" / "finalize-queue" / "n1"
     assert [p.name for p in queue.iterdir() if not p.name.startswith(".")] == [job_dir.name]  # queued once
     # the sampler and the finalizer yield the CPU to the hooks and the jobs, the finalizer the most
-    assert nices == [hooks.SAMPLER_NICE, hooks.FINALIZER_NICE] == [10, 19]
+    assert nices == [detach.SAMPLER_NICE, detach.FINALIZER_NICE] == [10, 19]
     done = (job_dir / "epilog-n1.done").read_text()
     rows = samples.read_text()
     # the same run's Epilog again: exit 0, no second finalizer, nothing appended or rewritten
@@ -50,8 +50,8 @@ def test_a_finalizer_that_waited_for_a_slot_skips_a_run_collect_finished(tmp_pat
     job_dir = tmp_path / "spool" / "jobs" / "778-r0"
     job_dir.mkdir(parents=True)
     (job_dir / "finalized-n1.done").write_text("")
-    import slurm_energy.slurm.finalize as fin
     from slurm_energy.slurm.jobend import __main__ as finalizer
+    from slurm_energy.slurm.jobend import finish as fin
 
     calls: list[tuple] = []
     monkeypatch.setattr(fin, "finalize_main", lambda *a, **kw: calls.append(a) or 0)

@@ -20,7 +20,7 @@ sampling: {{intervl_s: 2}}
 
 
 def _load_in_fresh_python(site: str) -> dict:
-    code = ("import json, sys; from slurm_energy.slurm.hooks.config_cache import load_hook_config;"
+    code = ("import json, sys; from slurm_energy.slurm.config_cache import load_hook_config;"
             "cfg, problems = load_hook_config();"
             "print(json.dumps({'pydantic': 'pydantic' in sys.modules, 'spool': cfg.paths.spool_dir,"
             " 'ram': cfg.hardware.ram_w_per_gb, 'tdp': dict(cfg.hardware.cpu_tdp_w), 'problems': problems}))")
@@ -58,7 +58,7 @@ def test_prolog_entry_imports_nothing_heavy(tmp_path):
     site.write_text(SITE.format(d=tmp_path))
     _load_in_fresh_python(str(site))  # the copy exists, as after the first job
     code = ("import sys; import slurm_energy.slurm.hooks as h; import slurm_energy.slurm.hooks.prolog;"
-            "from slurm_energy.slurm.hooks.config_cache import load_light_config;"
+            "from slurm_energy.slurm.config_cache import load_light_config;"
             "from slurm_energy.pipeline import open_readers, device_inventory; errors = [];"
             "cfg = load_light_config(errors); r, n = open_readers(cfg); device_inventory(r, n);"
             "print(sorted(m for m in ('pydantic', 'sqlalchemy', 'matplotlib', 'pandas', 'jinja2', 'yaml')"
@@ -146,7 +146,7 @@ def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
 
 
 def test_a_copy_made_by_another_config_schema_is_not_used(tmp_path, monkeypatch):
-    from slurm_energy.slurm.hooks import config_cache as hookconfig
+    from slurm_energy.slurm import config_cache as hookconfig
 
     schema = tmp_path / "schema.py"
     schema.write_text("# v1\n")

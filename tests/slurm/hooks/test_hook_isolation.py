@@ -44,12 +44,12 @@ def test_hook_never_imports_a_package_from_its_cwd_or_pythonpath(tmp_path, which
 
 
 def test_detached_sampler_and_finalizer_run_isolated(monkeypatch):
-    from slurm_energy.slurm import detach, hooks
+    from slurm_energy.slurm import detach
 
     seen = []
     monkeypatch.setattr(detach, "spawn_detached", lambda argv, logf, env=None, nice=0: seen.append(argv) or 4242)
-    assert hooks.spawn(["-m", "slurm_energy.slurm.detached", "sampler", "/x", "n1"], "/dev/null") == 4242
-    assert seen[0][:3] == [hooks._python(), "-I", "-m"]
+    assert detach.spawn(["-m", "slurm_energy.slurm.sampler", "sampler", "/x", "n1"], "/dev/null") == 4242
+    assert seen[0][:3] == [detach._python(), "-I", "-m"]
 
 
 def _install(tmp_path, *extra: str) -> int:

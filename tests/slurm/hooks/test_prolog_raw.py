@@ -8,8 +8,8 @@ import json
 import os
 
 from slurm_energy.sampling.samplefile import read_sample_file
-from slurm_energy.slurm import hooks, prolograw
-from slurm_energy.slurm.hooks.config_cache import load_light_config
+from slurm_energy.slurm import detach, prolograw
+from slurm_energy.slurm.config_cache import load_light_config
 from slurm_energy.slurm.hooks.prolog import prolog
 from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, spool_from_dir
 from tests.fakes.powercap import Zone, build_tree, zone_dir
@@ -24,7 +24,7 @@ def _setup(tmp_path, monkeypatch) -> str:
     rapl = build_tree(tmp_path / "sys", [Zone("intel-rapl:0", "package-0", energy_uj=1_000_000)])
     site_yaml(tmp_path, f"hardware:\n  rapl_root: {rapl}\n", monkeypatch=monkeypatch)
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(tmp_path / "marks"))
-    monkeypatch.setattr(hooks, "spawn", lambda *a, **kw: 4_000_000)  # no sampler process: called below
+    monkeypatch.setattr(detach, "spawn", lambda *a, **kw: 4_000_000)  # no sampler process: called below
     assert os.path.isfile(os.path.join(zone_dir(rapl, "intel-rapl:0"), "energy_uj"))
     return os.path.join(rapl, "intel-rapl:0", "energy_uj")  # the path the reader reads (a symlink in sysfs)
 

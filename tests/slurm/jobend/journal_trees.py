@@ -4,7 +4,7 @@ methods (as the Prolog, the Epilog and the finalizer write them), never by hand.
 from __future__ import annotations
 
 from slurm_energy.slurm.attempt import Attempt, AttemptState, SamplerEnd, enqueue_finalize
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 
 #: the node all trees are on; each state's attempt is job 700 + its index, restart 0
 NODE = "n1"

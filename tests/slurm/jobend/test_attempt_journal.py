@@ -17,7 +17,7 @@ from slurm_energy.slurm.attempt import (
     leave_no_spool_entry,
     no_spool_entries,
 )
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 
 
 def test_each_tree_reads_back_as_its_state(journal_trees):

@@ -24,7 +24,7 @@ def _cfg(tmp: Path, store_url: str = "", results_dir: str = "") -> SiteConfig:
 
 
 def test_store_down_queues_the_record_and_collect_drains_it(tmp_path):
-    from slurm_energy.slurm.finalize import store_and_report
+    from slurm_energy.slurm.jobend.publish import store_and_report
 
     down = _cfg(tmp_path, store_url="postgresql+psycopg://se@127.0.0.1:9/none")  # nothing listens on port 9
     rec = finished(node_record(job_id="810"))
@@ -61,8 +61,8 @@ def test_locked_store_queues_after_its_retries(tmp_path, monkeypatch):
 
 
 def test_unwritable_results_dir_falls_back_and_the_record_is_stored(tmp_path):
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.finalize import finish_node
+    from slurm_energy.slurm.context import JobContext
+    from slurm_energy.slurm.jobend.publish import finish_node
 
     (tmp_path / "afile").write_text("x")  # results_dir under a regular file: ENOTDIR, as root too
     cfg = _cfg(tmp_path, results_dir=str(tmp_path / "afile" / "results"))
@@ -76,8 +76,8 @@ def test_unwritable_results_dir_falls_back_and_the_record_is_stored(tmp_path):
 
 
 def test_nowhere_to_write_results_stores_the_node_view_directly(tmp_path):
-    from slurm_energy.slurm.env import JobContext
-    from slurm_energy.slurm.finalize import finish_node
+    from slurm_energy.slurm.context import JobContext
+    from slurm_energy.slurm.jobend.publish import finish_node
 
     (tmp_path / "afile").write_text("x")
     cfg = SiteConfig(paths=Paths(spool_dir=str(tmp_path / "afile" / "s"), spool_fallback_dir=str(tmp_path / "afile" / "t"),
@@ -152,7 +152,7 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
 
 def test_collect_never_replaces_a_stored_record_whose_marker_could_not_be_written(tmp_path):
     from slurm_energy.slurm.attempt import Attempt
-    from slurm_energy.slurm.env import JobContext
+    from slurm_energy.slurm.context import JobContext
     from slurm_energy.slurm.jobend.recover import finish_leftovers
 
     cfg = _cfg(tmp_path)

@@ -8,7 +8,7 @@ from pathlib import Path
 from slurm_energy.config import Paths, SiteConfig
 from slurm_energy.model import Status
 from slurm_energy.slurm.attempt import AttemptState, SamplerEnd
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 from slurm_energy.slurm.jobend.finish import AfterSlot, Trigger, finish
 from slurm_energy.store import open_store
 

@@ -19,7 +19,7 @@ import pytest
 from slurm_energy.sampling.samplefile import read_sample_table
 from slurm_energy.slurm import sampler_join as sj
 from slurm_energy.slurm.attempt import Attempt
-from slurm_energy.slurm.env import JobContext
+from slurm_energy.slurm.context import JobContext
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 NODE = "n1"

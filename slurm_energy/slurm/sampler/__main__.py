@@ -1,9 +1,9 @@
-"""The detached sampler's entry point (``python -I -m slurm_energy.slurm.detached sampler ...``);
-the Prolog/Epilog are :mod:`slurm_energy.slurm.hooks`, which the hook scripts run directly.
-
-Sampler (started by the Prolog, own process group, niced): :mod:`slurm_energy.slurm.sampler.main`
-(one per job; the node sampler, :mod:`slurm_energy.slurm.sampler.node`, is its own entry). The finalizers
-run as :mod:`slurm_energy.slurm.jobend` (``python -I -m slurm_energy.slurm.jobend ...``).
+"""The per-job sampler's entry point (``python -I -m slurm_energy.slurm.sampler sampler DIR NODE``,
+:data:`slurm_energy.slurm.detach.DETACHED_MODULE`), started by the Prolog by module name (own
+process group, niced): :mod:`.main`. The node sampler, :mod:`.node`, is its own entry; the
+finalizers run as :mod:`slurm_energy.slurm.jobend`. Before this package, the entry was
+``slurm_energy.slurm.detached`` (:data:`slurm_energy.slurm.processes.DETACHED_MODULES` still finds
+a sampler started under that name before an upgrade).
 
 Every failure is logged and recorded on the job (``errors-<node>.jsonl`` in its spool).
 """
@@ -20,20 +20,12 @@ if __name__ == "__main__" and sys.argv[1:2] == ["sampler"]:
     signal.signal(signal.SIGTERM, lambda *_: _EARLY_STOP.append(1))
 
 import logging  # noqa: E402
-from typing import TYPE_CHECKING  # noqa: E402
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["main"]
 
-log = logging.getLogger("slurm_energy.hooks")
-
-
-
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m slurm_energy.slurm.detached sampler DIR NODE``: the job's sampler (the
+    """``python -m slurm_energy.slurm.sampler sampler DIR NODE``: the job's sampler (the
     finalizers run as :mod:`slurm_energy.slurm.jobend`)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -42,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             from slurm_energy.slurm.sampler.main import sampler_main
 
             return sampler_main(argv[1], argv[2], _EARLY_STOP)
-        print("usage: python -m slurm_energy.slurm.detached sampler DIR NODE "
+        print("usage: python -m slurm_energy.slurm.sampler sampler DIR NODE "
               "(the finalizers: python -m slurm_energy.slurm.jobend)", file=sys.stderr)
     except BaseException:
         logging.getLogger("slurm_energy").exception("hook %s failed", argv[:1])

@@ -85,7 +85,7 @@ def _site_path() -> str | None:
     return p or None
 
 
-_PKG = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # slurm_energy/
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # slurm_energy/
 #: The code the copy was validated by: a copy made by another schema or loader (an upgrade, or a
 #: checkout changed under an editable install, both at version 0.1.0) may lack a field the code
 #: reads, or hold a value the loader now drops (a carbon intensity outside carbon/units.py's limits).
