@@ -417,3 +417,20 @@ def test_a_queue_whose_runner_and_standby_were_both_killed_is_restarted_by_a_run
     assert not fq.restart_if_stranded(q, "n1", now + 600, start=started.append) and len(started) == 1
     os.close(runner)
     assert not fq.restart_if_stranded(str(site / "nowhere"), "n1", now + 600, start=started.append)
+
+
+def test_a_runners_sweep_restarts_the_stranded_queue_of_the_other_spool(site):
+    # the job-end fault burst: the fallback spool's queue filled while the spool was full, its runner
+    # was SIGKILLed after the last Epilog there, and the spool's own runner swept past it
+    import time
+
+    q = enqueue_finalize(_job(site, "94", 5_000_000, 65_000_000), T0 + 10, "0:0", "terminated")
+    spools = [str(site / "other-spool"), os.path.dirname(os.path.dirname(q))]  # <spool>/finalize-queue/n1
+    started: list[list[str]] = []
+    now = time.time()
+    assert fq.restart_stranded_queues(spools, "n1", now, start=started.append) == []  # not yet stranded
+    assert fq.restart_stranded_queues(spools, "n1", now + fq.STRANDED_S, start=started.append) == [q]
+    assert started == [["-m", "slurm_energy.slurm.jobend", "finalize-queue", q, "n1"]]
+    runner = _hold(os.path.join(q, fq.RUNNER_LOCK))  # its runner is back: left to it
+    assert fq.restart_stranded_queues(spools, "n1", now + 600, start=started.append) == [] and len(started) == 1
+    os.close(runner)

@@ -197,6 +197,7 @@ def _sweep(qdir: str, node: str, log: logging.Logger) -> None:
         from slurm_energy.slurm.jobend.recover import sweep_node
 
         lines = sweep_node(cfg, node, time.time())
+        lines += [f"restarted the stranded finalizer of {q}" for q in restart_stranded_queues(spool_dirs(cfg), node, time.time())]
         for line in lines:
             log.warning("finalize-queue %s: sweep: %s", node, line)
         log.info("finalize-queue %s: sweep: %d thing(s) done, cpu_s=%.3f wall_s=%.3f", node, len(lines),
@@ -219,6 +220,18 @@ def restart_if_stranded(qdir: str, node: str, now: float, start: Callable[[list[
         return False
     (start or _start_standby)(["-m", JOBEND_MODULE, "finalize-queue", qdir, node])
     return True
+
+
+def restart_stranded_queues(spools: list[str], node: str, now: float,
+                            start: Callable[[list[str]], None] | None = None) -> list[str]:
+    """:func:`restart_if_stranded` for ``node``'s queue in each of ``spools``: a runner's sweep
+    restarts the finalizer of the other spool's queue (the fallback spool's, filled while the spool
+    was full) when that one's runner and standby were both killed and no Epilog there comes to start
+    another (seen in the job-end fault burst: five entries waited for collect). Returns the queue
+    directories whose finalizer was started."""
+    from slurm_energy.slurm.attempt import finalize_queue_dir
+
+    return [q for q in (finalize_queue_dir(sd, node) for sd in spools) if restart_if_stranded(q, node, now, start)]
 
 
 def _start_standby(argv: list[str]) -> None:
