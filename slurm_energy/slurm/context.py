@@ -184,7 +184,23 @@ class ContextJson:
         import json
 
         d = json.loads(text)
+        if "gpus" not in d:
+            d["gpus"] = legacy_gpus(d)
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def legacy_gpus(d: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The job's GPUs from a context written before the GPU backend registry (``gpu_uuids``:
+    NVML UUIDs; ``drm_gpus``: AMD/Intel cards as ``ResolvedDrmGpu`` dicts), as
+    :class:`~slurm_energy.devices.gpu.Gpu` dicts: a job running across a package upgrade keeps its
+    GPUs measured by the new finalizer instead of reporting them unavailable."""
+    out: list[dict[str, Any]] = [{"backend": "nvml", "vendor": "nvidia", "device_id": str(u)}
+                                 for u in d.get("gpu_uuids") or [] if u]
+    for g in d.get("drm_gpus") or []:
+        if isinstance(g, dict) and g.get("device_id"):
+            new = {k: v for k, v in g.items() if k != "pci_bus_id"}
+            out.append({**new, "backend": "drm", "bus_id": g.get("pci_bus_id", "")})
+    return out
 
 
 if TYPE_CHECKING:

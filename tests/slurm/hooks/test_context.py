@@ -92,3 +92,25 @@ def test_the_hooks_context_dict_is_job_contexts_json():
     a, b = context_dict({}), context_dict({})
     a["gpus"].append("GPU-1")
     assert b["gpus"] == [] and CONTEXT_DEFAULTS["gpus"] == []  # no list shared between jobs
+
+
+def test_a_context_written_before_the_gpu_registry_keeps_its_gpus():
+    # a job started under the previous version (its Prolog wrote gpu_uuids / drm_gpus) and finished
+    # by the upgraded finalizer: its GPUs are still read, as the one Gpu type of every vendor
+
+    from slurm_energy.devices.gpu import Gpu
+
+    old = {"job_id": "77", "uid": 0, "gid": 0, "node": "n1", "nodelist": "n1", "job_gpus": "0,1",
+           "gpu_uuids": ["GPU-4d1f0c5e-0000-0000-0000-000000000001"],
+           "drm_gpus": [{"device_id": "0000:c1:00.0/xcp3", "pci_bus_id": "0000:c1:00.0", "vendor": "amd",
+                         "model": "MI300X", "fraction": 0.125, "share": "partition", "share_detail": "CPX 3/8",
+                         "fraction_unknown": False, "index": 3, "source": "SLURM_JOB_GPUS=1"}]}
+    ctx = JobContext.from_json(json.dumps(old))
+    gpus = [Gpu.from_dict(g) for g in ctx.gpus]
+    assert [(g.backend, g.vendor, g.device_id, g.bus_id, g.fraction) for g in gpus] == [
+        ("nvml", "nvidia", "GPU-4d1f0c5e-0000-0000-0000-000000000001", "", None),
+        ("drm", "amd", "0000:c1:00.0/xcp3", "0000:c1:00.0", 0.125)]
+    assert gpus[1].share_detail == "CPX 3/8" and gpus[1].index == 3
+    # a context of this version is read as written
+    assert JobContext.from_json(ctx.to_json()).gpus == ctx.gpus
+    assert JobContext.from_json(json.dumps({**old, "gpus": []})).gpus == []
