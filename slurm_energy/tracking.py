@@ -132,53 +132,47 @@ class MarksChannel:
         self._writer.close()
 
 
-class SlurmJobMarks:
+class _MarksMode:
+    """A mode whose measurement is another process's (the job's sampler, run's): it only writes
+    marks, through one :class:`MarksChannel`; the edge of a phase is cut, flagged ``interval_cut``."""
+
+    name = ""
+
+    def __init__(self, marks: MarksChannel, label_is_phase: bool):
+        self.marks, self.label_is_phase = marks, label_is_phase
+
+    def write(self, ev: str, **fields: Any) -> bool:
+        return self.marks.write(ev, **fields)
+
+    def boundary_reading(self) -> None:
+        """Nothing: the sampler is another process (tree); the edge is cut, flagged ``interval_cut``."""
+
+    def stop(self, ended: RunEnd | None, tags: dict[str, Any]) -> JobRecord | None:
+        self.marks.close()
+        return None
+
+
+class SlurmJobMarks(_MarksMode):
     """Inside a Slurm job whose Prolog samples: the marks go to the job's marks directory (as the
     job's user); the job's one record, in the site's store, gets per-phase and per-stage energy."""
 
     name = "slurm"
 
-    def __init__(self, marks: MarksChannel, label_is_phase: bool):
-        self.marks, self.label_is_phase = marks, label_is_phase
-
-    def write(self, ev: str, **fields: Any) -> bool:
-        return self.marks.write(ev, **fields)
-
-    def boundary_reading(self) -> None:
-        """Nothing: the node's sampler is another process tree; the edge is cut, flagged ``interval_cut``."""
-
     def result(self, tags: dict[str, Any]) -> Result:
         """The job's latest record in the site's store (interim records every ``sampling.interim_s``)."""
         return from_store(os.environ.get("SLURM_JOB_ID", ""))
 
-    def stop(self, ended: RunEnd | None, tags: dict[str, Any]) -> JobRecord | None:
-        self.marks.close()
-        return None
 
-
-class RunMarks:
+class RunMarks(_MarksMode):
     """Inside ``slurm-energy run``: the marks go into run's one measurement, whose report covers
     the whole command."""
 
     name = "run"
 
-    def __init__(self, marks: MarksChannel, label_is_phase: bool):
-        self.marks, self.label_is_phase = marks, label_is_phase
-
-    def write(self, ev: str, **fields: Any) -> bool:
-        return self.marks.write(ev, **fields)
-
-    def boundary_reading(self) -> None:
-        """Nothing: run's sampler is in run's process; the edge is cut, flagged ``interval_cut``."""
-
     def result(self, tags: dict[str, Any]) -> Result:
         return Result(final=False, source="slurm-energy run",
                       note=f"measured by `slurm-energy run` ({os.environ.get(RUN_LABEL_ENV, '')}), which covers the "
                            "whole command; its report is written when the command ends")
-
-    def stop(self, ended: RunEnd | None, tags: dict[str, Any]) -> JobRecord | None:
-        self.marks.close()
-        return None
 
 
 class NoopMode:
