@@ -31,7 +31,6 @@ entry after (:mod:`slurm_energy.outputs.prometheus`).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import OrderedDict
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from slurm_energy.cli import jobenergy_format as F
 from slurm_energy.cli import jobenergy_select as S
+from slurm_energy.cli.pipe import quiet_on_broken_pipe
 from slurm_energy.cli.site import Site, load_site, store_url
 from slurm_energy.cli.sudo_caller import caller_named_store, ignore_callers_config, reader_identity
 from slurm_energy.cli.table import render
@@ -215,26 +215,11 @@ def _allowed_users(requested: list[str], me: str) -> list[str]:
     return [me]
 
 
-#: Exit status when the reader of our output went away (``jobenergy --json | head -1``): 128 + SIGPIPE
-#: (13), what a shell reports for sacct or cat killed by SIGPIPE.
-EXIT_BROKEN_PIPE = 141
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run ``jobenergy``; returns the exit status (0 ok; 1 a requested job is not in the store, or
     -u names only other users; 2 bad usage, or the store cannot be read; 141 stdout was closed by its
     reader, e.g. ``| head -1``: stopped quietly, no traceback, like other Unix tools)."""
-    try:
-        rc = _main(argv)
-        sys.stdout.flush()  # a broken pipe surfaces here for output still in the buffer
-        return rc
-    except BrokenPipeError:
-        # Python's documented recipe (library/signal.html, "Note on SIGPIPE"): point stdout at
-        # /dev/null so the interpreter's final flush does not raise again at exit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return EXIT_BROKEN_PIPE
+    return quiet_on_broken_pipe(lambda: _main(argv))
 
 
 def _main(argv: list[str] | None) -> int:

@@ -19,6 +19,8 @@ import re
 import sys
 from typing import TypeAlias
 
+from slurm_energy.cli.pipe import quiet_on_broken_pipe
+
 #: What each command module's ``register(subparsers)`` is given: ``add_subparsers()``'s action.
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(attach_negative_values(argv, _value_options(parser)))
-    return int(args.func(args) or 0)
+    return quiet_on_broken_pipe(lambda: int(args.func(args) or 0))
 
 
 if __name__ == "__main__":  # pragma: no cover

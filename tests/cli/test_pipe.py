@@ -1,4 +1,5 @@
-"""``jobenergy --json | head -1``: the reader closes the pipe early; jobenergy stops quietly."""
+"""`jobenergy --json | head -1` and `slurm-energy check-config | head`: the reader closes the pipe
+early; both commands stop quietly (slurm_energy/cli/pipe.py)."""
 
 import os
 import shutil
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from slurm_energy.cli.jobenergy import EXIT_BROKEN_PIPE
+from slurm_energy.cli.pipe import EXIT_BROKEN_PIPE
 from slurm_energy.store import open_store
 from tests.helpers.jobrecord_factory import finished, node_record
 
@@ -41,3 +42,21 @@ def test_head_closing_the_pipe_is_not_a_traceback(tmp_path, fmt):
     err = (tmp_path / "err").read_text()
     assert status == f"rc={EXIT_BROKEN_PIPE}"  # 128 + SIGPIPE (13) = 141, as sacct | head
     assert err == "", err  # no traceback, no 'Exception ignored' at exit
+
+
+def test_slurm_energy_stops_quietly_when_its_reader_has_gone(tmp_path):
+    # `slurm-energy check-config site.yaml | head -5`: the same exit as jobenergy's, through the one
+    # helper both commands' main() use (a fresh tester's traceback); here the reader is gone before
+    # the command writes at all, so the broken pipe is certain
+    (tmp_path / "site.yaml").write_text("cluster_name: c1\n")
+    code = "import sys; from slurm_energy.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    try:
+        p = subprocess.run([sys.executable, "-c", code, "check-config", str(tmp_path / "site.yaml")], stdout=w_fd,
+                           stderr=subprocess.PIPE, text=True, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                                                   "PYTHONPATH": os.getcwd()})
+    finally:
+        os.close(w_fd)
+    assert p.returncode == EXIT_BROKEN_PIPE
+    assert p.stderr == ""  # no traceback, no 'Exception ignored' at exit
