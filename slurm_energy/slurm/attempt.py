@@ -154,7 +154,9 @@ class EpilogFacts:
         return f"EpilogFacts(t={self.t!r}, sampler={self.sampler!r}, exit_code={self.exit_code!r}, present={self.present})"
 
 
-def _mkdir_private(path: str) -> None:
+def mkdir_private(path: str) -> None:
+    """Make ``path`` (and its parents) a root-only spool directory, 0700; refuse a symlink or a
+    directory another user owns (OSError, naming the fix)."""
     os.makedirs(path, mode=0o700, exist_ok=True)
     st = os.lstat(path)
     if not os.path.isdir(path) or os.path.islink(path):
@@ -214,9 +216,9 @@ class Attempt:
         """Create the spool and job directories (0700). Raises OSError."""
         if not self.dir:
             raise OSError(f"job {self.job_id} on {self.node}: no spool")
-        _mkdir_private(self.spool_dir)
-        _mkdir_private(os.path.join(self.spool_dir, JOBS))
-        _mkdir_private(self.dir)
+        mkdir_private(self.spool_dir)
+        mkdir_private(os.path.join(self.spool_dir, JOBS))
+        mkdir_private(self.dir)
         return self
 
     def path(self, kind: str, ext: str = "json") -> str:
@@ -478,8 +480,8 @@ def enqueue_finalize(sp: Attempt, t_end: float, exit_code: str, sampler: Sampler
     queue directory. Raises OSError (a full or read-only spool: the caller starts a finalizer for
     this job alone, as before the queue)."""
     q = finalize_queue_dir(sp.spool_dir, sp.node)
-    _mkdir_private(os.path.dirname(q))
-    _mkdir_private(q)
+    mkdir_private(os.path.dirname(q))
+    mkdir_private(q)
     write_private(os.path.join(q, os.path.basename(sp.dir)), json.dumps(
         {"dir": sp.dir, "node": sp.node, "t": t_end, "exit_code": exit_code, "sampler": str(sampler), "attempts": 0}))
     return q
@@ -515,7 +517,7 @@ def leave_no_spool_entry(log_dir: str, job_id: str, restart_count: int, node: st
     Returns its path. Raises OSError (the log directory full or read-only too: ``collect``'s sacct
     step is left)."""
     path = no_spool_entry(log_dir, job_id, restart_count, node)
-    _mkdir_private(os.path.dirname(path))
+    mkdir_private(os.path.dirname(path))
     write_private(path, json.dumps({"argv": argv}))
     return path
 

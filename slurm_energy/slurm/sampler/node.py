@@ -556,12 +556,26 @@ def _lock(fd: int, tries: int = 50) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """``python -m slurm_energy.slurm.sampler.node SPOOL_DIR NODE [--stay]``: exits 0 at once when
     another node sampler holds the node's lock. ``--stay`` (a systemd unit): it does not leave when
-    the node has no job. Always 0."""
+    the node has no job. Always 0 once it runs; 2 for a wrong command line, 1 when the spool
+    cannot be made or locked (both said on stderr: a systemd unit's journal)."""
     argv = sys.argv[1:] if argv is None else argv
     stay = "--stay" in argv
     argv = [a for a in argv if a != "--stay"]
-    spool_dir, node = argv[0], argv[1]
-    fd = os.open(sj.node_path(spool_dir, sj.LOCK, node), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    if len(argv) != 2 or not all(argv):
+        sys.stderr.write("usage: python -I -m slurm_energy.slurm.sampler.node SPOOL_DIR NODE [--stay]\n"
+                         "  SPOOL_DIR: the site's paths.spool_dir (default /var/spool/slurm-energy); "
+                         "NODE: the node's Slurm name (slurmd -N)\n")
+        return 2
+    spool_dir, node = argv
+    try:
+        from slurm_energy.slurm.attempt import mkdir_private
+
+        mkdir_private(spool_dir)  # a systemd unit may start before the node's first Prolog made it
+        fd = os.open(sj.node_path(spool_dir, sj.LOCK, node), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        sys.stderr.write(f"node sampler: spool {spool_dir} cannot be used ({e}); it must be a root-owned local "
+                         "directory (0700), the site's paths.spool_dir\n")
+        return 1
     if not _lock(fd):
         os.close(fd)
         return 0  # one runs already
