@@ -596,8 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         errors: list[str] = []
         cfg = load_light_config(errors)
         setup_logging(cfg.paths.log_dir, sj.LOG)
-        for e in errors:
-            log.warning("node sampler node=%s: %s", node, e)
+        for problem in errors:
+            log.warning("node sampler node=%s: %s", node, problem)
         return _Process(cfg, spool_dir, node, fd, stay).run()
     except BaseException:
         log.exception("node sampler node=%s failed", node)
