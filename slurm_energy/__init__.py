@@ -14,14 +14,19 @@ One data model (:mod:`slurm_energy.model`) flows through all of them.
 
 from slurm_energy._version import __version__
 
-__all__ = ["__version__", "track"]
+__all__ = ["Result", "__version__", "track"]
 
 
 def __getattr__(name: str):
-    """``from slurm_energy import track`` imports :mod:`slurm_energy.api` only then (keeps
-    ``import slurm_energy`` light for the hooks)."""
+    """``from slurm_energy import track`` (and ``Result``, what ``track().result()`` returns and
+    its repr names) imports :mod:`slurm_energy.api` only then (keeps ``import slurm_energy`` light
+    for the hooks)."""
     if name == "track":
         from slurm_energy.api import track
 
         return track
+    if name == "Result":
+        from slurm_energy.api import Result
+
+        return Result
     raise AttributeError(f"module 'slurm_energy' has no attribute {name!r}")

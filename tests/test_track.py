@@ -44,6 +44,15 @@ def test_light_import():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_result_its_repr_names_is_importable_from_the_package():
+    # `t.result()` prints <slurm_energy.Result ...>; a fresh tester's `from slurm_energy import Result` failed
+    from slurm_energy import Result
+    from slurm_energy.reporting.result import Result as TheResult
+
+    assert Result is TheResult
+    assert repr(Result(final=False, source="x", note="not measured here")).startswith("<slurm_energy.Result ")
+
+
 def test_local_rank_precedence():
     assert local_rank({}) == 0
     assert local_rank({"SLURM_LOCALID": "2"}) == 2
