@@ -40,13 +40,14 @@ import subprocess
 from collections.abc import Callable
 
 from slurm_energy.model import JobRecord, Method
+from slurm_energy.slurmpaths import client_path
 from slurm_energy.units import J_PER_KWH
 
 log = logging.getLogger("slurm_energy.outputs.slurm_writeback")
 
 PREFIX = "slurm-energy:"
 SEP = " | "
-SCONTROL, SACCT, SACCTMGR = "/usr/bin/scontrol", "/usr/bin/sacct", "/usr/bin/sacctmgr"
+SCONTROL, SACCT, SACCTMGR = client_path("scontrol"), client_path("sacct"), client_path("sacctmgr")
 TRES_MIN_VERSION = (25, 11)  # Slurm 25.11: sacctmgr modify job ... set TRES=
 _ABBR = {Method.COUNTER.value: "counter", Method.POWER_INTEGRATION.value: "power_int",
          Method.TDP_ESTIMATE.value: "tdp_estimate", Method.UNAVAILABLE.value: "unmeasured"}

@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from slurm_energy.sampling.readers.base import DeviceStatic, Reader, Reading
+from slurm_energy.slurmpaths import client_path
 
 #: DCMI and most BMC power sensors are 16-bit: all ones is "no reading", never 65.5 kW.
 IMPLAUSIBLE_W = 65535.0
@@ -52,6 +53,9 @@ def parse_scontrol_node_energy(text: str) -> tuple[float | None, float | None]:
     return num(e.get("consumed_energy")), num(e.get("current_watts"))
 
 
+SCONTROL = client_path("scontrol")
+
+
 class SlurmNodeEnergyReader(Reader):
     """Slurm's node energy (acct_gather_energy) as a counter (J -> uJ). Run only by the per-node
     meter process or after the job, never by a Prolog/Epilog (they never call scontrol)."""
@@ -59,7 +63,7 @@ class SlurmNodeEnergyReader(Reader):
     name = "slurm-node-energy"
     device_class = "node"
 
-    def __init__(self, node: str, scontrol: str = "/usr/bin/scontrol",
+    def __init__(self, node: str, scontrol: str = SCONTROL,
                  runner: Callable[[Sequence[str], float], str] | None = None, timeout_s: float = 10.0):
         self.node, self.scontrol, self.timeout_s = node, scontrol, timeout_s
         self._run = runner or (lambda argv, t: subprocess.run(list(argv), capture_output=True, text=True,

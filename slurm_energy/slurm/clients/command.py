@@ -12,8 +12,10 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-SACCT = "/usr/bin/sacct"
-SCONTROL = "/usr/bin/scontrol"
+from slurm_energy.slurmpaths import client_path
+
+SACCT = client_path("sacct")
+SCONTROL = client_path("scontrol")
 
 #: ``subprocess.run`` or a test's stand-in with its signature
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
