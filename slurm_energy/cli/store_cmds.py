@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subparsers) -> None:
-    """Add ``collect`` and ``rollup`` to the ``slurm-energy`` sub-parsers."""
+    """Add ``collect``, ``prune`` and ``rollup`` to the ``slurm-energy`` sub-parsers."""
     c = sub.add_parser(
         "collect", help="store queued records, finish records left by faults, add no_data records (root, every node)",
         description="Run as root on every node (and the controller), e.g. every 5 min from a systemd timer or "
@@ -47,7 +47,12 @@ def register(sub: Subparsers) -> None:
     c.add_argument("--dry-run", action="store_true", help="list what would be stored, store nothing")
     c.set_defaults(func=cmd_collect)
 
-    p = sub.add_parser("prune", help="remove spool and results files of jobs already stored (retention)")
+    p = sub.add_parser(
+        "prune", help="remove spool and results files of jobs already stored (retention)",
+        description="Run as root on every node, e.g. weekly from a systemd timer (the package's "
+        "slurm-energy-prune.timer) or cron (`slurm-energy install --print` prints the line). It removes the "
+        "spool's job attempts and the results directory's node records older than --older-than days whose job "
+        "attempt is in the store as a final record; never one not yet stored, never a queued record.")
     p.add_argument("--older-than", type=float, default=14.0, metavar="DAYS",
                    help="only attempts whose newest file is at least DAYS days old (default 14)")
     p.add_argument("--store", help=STORE_HELP)
