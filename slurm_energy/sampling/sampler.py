@@ -50,7 +50,7 @@ from typing import Any, Protocol
 from slurm_energy.core import JobUsage, NodeUsage
 from slurm_energy.sampling.interimworker import InterimWorker
 from slurm_energy.sampling.nodestats import hold_snapshot, read_node_stats
-from slurm_energy.sampling.readers.base import Reader, Reading
+from slurm_energy.sampling.readers.base import Reader, Reading, close_readers
 from slurm_energy.sampling.samplefile import SampleWriter
 
 log = logging.getLogger("slurm_energy.sampler")
@@ -315,11 +315,7 @@ class Sampler:
         return False
 
     def _close(self) -> None:
-        for r in self.readers:
-            try:
-                r.close()
-            except Exception:
-                log.exception("closing reader %s", r.name)
+        close_readers(self.readers)
 
     def __del__(self) -> None:
         # the self-pipe is closed only here: stop() may still be called after run() returned, and

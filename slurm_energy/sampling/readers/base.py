@@ -65,3 +65,14 @@ class UnavailableReader(Reader):
 
     def read(self) -> list[Reading]:
         return [Reading(self.device_class, i, "unavailable", flags=[self.reason]) for i in self.ids]
+
+
+def close_readers(readers: Sequence[Reader]) -> None:
+    """Close each reader; one that fails to close is logged and the others are still closed."""
+    import logging
+
+    for r in readers:
+        try:
+            r.close()
+        except Exception:
+            logging.getLogger("slurm_energy.sampling.readers").exception("closing reader %s", r.name)

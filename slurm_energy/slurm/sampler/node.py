@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from slurm_energy.core import JobUsage, NodeUsage, Reading
 from slurm_energy.sampling.nodestats import hold_snapshot, read_node_stats
-from slurm_energy.sampling.readers.base import Reader
+from slurm_energy.sampling.readers.base import Reader, close_readers
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import sampler_join as sj
 from slurm_energy.slurm.attempt import Journal
@@ -230,11 +230,7 @@ class NodeSampler:
         return out
 
     def close(self) -> None:
-        for r in self.node_readers:
-            try:
-                r.close()
-            except Exception:
-                log.exception("closing reader %s", r.name)
+        close_readers(self.node_readers)
 
 
 # --- the Slurm glue: the process ----------------------------------------------------------------
