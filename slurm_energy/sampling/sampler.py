@@ -50,7 +50,7 @@ from typing import Any, Protocol
 from slurm_energy.core import JobUsage, NodeUsage
 from slurm_energy.sampling.interimworker import InterimWorker
 from slurm_energy.sampling.nodestats import hold_snapshot, read_node_stats
-from slurm_energy.sampling.readers.base import Reader, Reading, close_readers
+from slurm_energy.sampling.readers.base import Reader, close_readers, read_all
 from slurm_energy.sampling.samplefile import SampleWriter
 
 log = logging.getLogger("slurm_energy.sampler")
@@ -151,16 +151,6 @@ class Sampler:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, self.stop)
 
-    def _read_all(self) -> list[Reading]:
-        out: list[Reading] = []
-        for r in self.readers:
-            try:
-                out += r.read()
-            except Exception as e:  # a reader must not raise; if one does, record it, keep going
-                log.exception("reader %s failed", r.name)
-                out.append(Reading(r.device_class, r.name, "unavailable", flags=[f"reader_error:{type(e).__name__}"]))
-        return out
-
     def sample(self, kind: str = "sample") -> None:
         """Take one full sample and append it to the sample file.
 
@@ -183,7 +173,7 @@ class Sampler:
         sync = kind != "sample" or now - self._last_fsync >= self.fsync_every_s
         hold_snapshot(ns)
         try:
-            readings = self._read_all()
+            readings = read_all(self.readers)
         finally:
             hold_snapshot(None)
         self.writer.write_sample(self.clock(), kind, self.last_usage, ns, readings, sync=sync)

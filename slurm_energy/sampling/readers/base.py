@@ -76,3 +76,18 @@ def close_readers(readers: Sequence[Reader]) -> None:
             r.close()
         except Exception:
             logging.getLogger("slurm_energy.sampling.readers").exception("closing reader %s", r.name)
+
+
+def read_all(readers: Sequence[Reader]) -> list[Reading]:
+    """Every reader's readings, in order. A reader must not raise; one that does is logged and
+    stands as one ``unavailable`` reading flagged ``reader_error:<exception>``, never as 0."""
+    import logging
+
+    out: list[Reading] = []
+    for r in readers:
+        try:
+            out += r.read()
+        except Exception as e:
+            logging.getLogger("slurm_energy.sampling.readers").exception("reader %s failed", r.name)
+            out.append(Reading(r.device_class, r.name, "unavailable", flags=[f"reader_error:{type(e).__name__}"]))
+    return out

@@ -40,9 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from slurm_energy.core import JobUsage, NodeUsage, Reading
+from slurm_energy.core import JobUsage, NodeUsage
 from slurm_energy.sampling.nodestats import hold_snapshot, read_node_stats
-from slurm_energy.sampling.readers.base import Reader, close_readers
+from slurm_energy.sampling.readers.base import Reader, close_readers, read_all
 from slurm_energy.sampling.samplefile import SampleWriter
 from slurm_energy.slurm import sampler_join as sj
 from slurm_energy.slurm.attempt import Journal
@@ -91,17 +91,6 @@ class JobSampling:
             self.seen = True
 
 
-def _read(readers: list[Reader]) -> list[Reading]:
-    out: list[Reading] = []
-    for r in readers:
-        try:
-            out += r.read()
-        except Exception as e:  # a reader must not raise; if one does, record it, keep going
-            log.exception("reader %s failed", r.name)
-            out.append(Reading(r.device_class, r.name, "unavailable", flags=[f"reader_error:{type(e).__name__}"]))
-    return out
-
-
 class NodeSampler:
     """Every joined job's rows from one node reading per tick (the loop is :meth:`run`)."""
 
@@ -130,14 +119,14 @@ class NodeSampler:
             ns = None
         hold_snapshot(ns)
         try:
-            node = _read(self.node_readers)
+            node = read_all(self.node_readers)
             t = self.clock()
             now = time.monotonic()
             for j in jobs:
                 k = kind if isinstance(kind, str) else kind(j)
                 sync = k != "sample" or now - j.last_sync >= self.fsync_every_s
                 try:
-                    j.writer.write_sample(t, k, j.usage, ns, node + _read(j.readers) if j.readers else node, sync=sync)
+                    j.writer.write_sample(t, k, j.usage, ns, node + read_all(j.readers) if j.readers else node, sync=sync)
                 except OSError as e:  # one job's full or removed spool must not stop the others' rows
                     log.warning("job %s: row not written: %s", j.key, e)
                 if sync:
