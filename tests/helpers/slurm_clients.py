@@ -51,7 +51,8 @@ if "--json" in args:
     sys.exit(1)
 for j in pick() if "-j" in args else [x for x in JOBS if x["JobIDRaw"] == args[-1]]:
     print(f"JobId={j['JobIDRaw']} JobName={j['JobName']} UserId={j['User']}({j['UID']}) GroupId={j['User']}({j['GID']}) "
-          f"MCS_label=N/A Priority=4294901759 Nice=0 Account={j['Account']} QOS=normal JobState={j['State'].split()[0]} "
+          f"MCS_label=N/A Priority=4294901759 Nice=0 Account={j['Account']} QOS=normal "
+          f"JobState={j.get('CtldState') or j['State'].split()[0]} "
           f"Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode={j['ExitCode']} "
           f"StartTime={ts(j['start'])} EndTime={ts(j['end'])} Partition={j['Partition']} NodeList={j['NodeList']} "
           f"NumNodes=1 NumCPUs=1 TRES=cpu=1,mem=8436M,node=1,billing=1 MinMemoryNode=0 WorkDir={j['WorkDir']} "
@@ -60,9 +61,12 @@ for j in pick() if "-j" in args else [x for x in JOBS if x["JobIDRaw"] == args[-
 
 
 def job(job_id: str, user: str, uid: int, work_dir: str, start: float, end: float, state: str = "COMPLETED",
-        exit_code: str = "0:0", name: str = "train", comment: str = "", node: str = "n2", cluster: str = "t") -> dict:
-    """One job as slurmdbd/slurmctld know it (sacct's field names)."""
-    return {"JobIDRaw": job_id, "JobID": job_id, "State": state, "start": start, "end": end, "NodeList": node,
+        exit_code: str = "0:0", name: str = "train", comment: str = "", node: str = "n2", cluster: str = "t",
+        ctld_state: str = "") -> dict:
+    """One job as slurmdbd/slurmctld know it (sacct's field names); ``ctld_state``: what scontrol's
+    JobState= says where it differs from slurmdbd's (``COMPLETING`` while the Epilogs run)."""
+    return {"CtldState": ctld_state,
+            "JobIDRaw": job_id, "JobID": job_id, "State": state, "start": start, "end": end, "NodeList": node,
             "User": user, "UID": uid, "GID": uid, "Account": "research", "Partition": "debug", "ExitCode": exit_code,
             "Cluster": cluster, "WorkDir": work_dir, "JobName": name, "Comment": comment}
 

@@ -777,6 +777,29 @@ def test_a_cancelled_job_whose_comment_says_jobstate_completed_is_recorded_cance
     _after_attack(node, victim_wd, victim_files)
 
 
+@pytest.mark.parametrize(("dbd_state", "want"), [("CANCELLED by 2001", "CANCELLED"), ("RUNNING", "COMPLETED")],
+                         ids=["slurmdbd has the state", "slurmdbd has none yet"])
+def test_a_cancelled_job_slurmctlds_text_still_shows_completing_takes_slurmdbds_state(node, dbd_state, want):
+    """Slurm 22.05's ``scontrol show job -o`` prints ``JobState=COMPLETING`` (job_state_string()
+    names the flag, not the state) while the job's Epilogs run; the finalizer can ask before
+    slurmctld hears the Epilog end (seen in CI: a cancelled job recorded COMPLETED from slurmd's 0:0).
+    Now the state is slurmdbd's; where slurmdbd has none, it is derived from 0:0 and the record says so."""
+    from tests.helpers.slurm_clients import job
+
+    wd = node.workdir("alice", "a")
+    slurm = _clients_for(node, [job("900", "alice", 2001, wd, T0, END, state=dbd_state, exit_code="0:15",
+                                    ctld_state="COMPLETING")])
+    t0 = time.monotonic()
+    _finalize(node, node.job("900", "alice", wd), exit_code="0:0", slurm=slurm)
+    (a,) = node.store().get_job("900")
+    assert (a.job_state, a.energy_it_j["cpu"]) == (want, JOB_J)
+    said = [e for e in a.errors if "slurmctld said COMPLETING" in e]
+    if want == "CANCELLED":
+        assert said == [] and time.monotonic() - t0 < 3.0
+    else:  # sacct's wait for a final state is bounded (3 s), then the exit code's, labelled
+        assert len(said) == 1 and "derived from slurmd's exit code" in said[0], a.errors
+
+
 def test_a_job_slurmctld_still_shows_running_holds_the_nodes_finalizer_a_bounded_time(node):
     """slurmctld's JSON says RUNNING for as long as it is asked (in the attack: a job name saying
     ``JobState=RUNNING``; here any reason). Before: 20 s a job, four such jobs held another user's

@@ -212,7 +212,8 @@ def parse_show_job_json(text: str, job_id: str) -> Facts | None:
 #: the longest (s) a job's finalizer waits for slurmctld to say the job has finished. The node's
 #: finalizer works its queue of ended jobs one at a time, so this bounds what one job can hold up
 #: every other job on the node (slurmctld's state is read from its JSON, which user text cannot
-#: change; a job still COMPLETING after it gets the state derived from slurmd's exit code).
+#: change; a job still COMPLETING after it, or in the text form, gets slurmdbd's state, else the
+#: state derived from slurmd's exit code: :func:`slurm_energy.slurm.jobend.jobfacts.slurm_facts`).
 WAIT_S = 5.0
 #: at most this many bytes of a client's output are parsed (a job's JSON is a few KiB)
 MAX_OUTPUT = 4 << 20

@@ -26,6 +26,11 @@ def with_slurm_facts(ctx: JobContext, facts: dict[str, Any] | None) -> JobContex
     return dataclasses.replace(ctx, **{k: facts[k] for k in keys if facts.get(k)})
 
 
+#: states ``scontrol show job -o`` prints for a job that has ended while its Epilogs (or burst
+#: buffer stage-out) still run: Slurm's job_state_string() names the flag, not the job's state
+ENDED_FLAGS = ("COMPLETING", "STAGE_OUT")
+
+
 def slurm_facts(ctx: JobContext, record_error: Callable[[str], None]) -> dict[str, Any] | None:
     """slurmctld's facts about the job (:meth:`~slurm_energy.slurm.clients.facts.SlurmFacts.final_facts`), for the
     detached finalizer. Where they came from text that user text made unreadable (a newline, a key
@@ -36,6 +41,18 @@ def slurm_facts(ctx: JobContext, record_error: Callable[[str], None]) -> dict[st
 
     slurm = current()
     facts = slurm.final_facts(ctx.job_id, attempt=ctx.restart_count)
+    hidden = facts.get("job_state") if facts else None
+    if facts and hidden in ENDED_FLAGS and not (facts.get("ambiguous") or facts.get("untrusted")):
+        # ``scontrol show job -o`` (22.05's text) prints the COMPLETING (or STAGE_OUT) flag in place
+        # of the state while the job's Epilogs run (job_state_string()): the job has ended, and
+        # slurmdbd has its state (a query with no user text in it)
+        state, why = slurm.final_state(ctx.job_id)
+        if state:
+            facts["job_state"] = state
+        else:
+            record_error(f"the job's state: slurmctld said {hidden} and slurmdbd (sacct State) is {why}; "
+                         "derived from slurmd's exit code")
+        return facts
     if not facts or not (facts.get("ambiguous") or facts.get("untrusted")):
         return facts
     if facts.get("untrusted"):
