@@ -153,6 +153,25 @@ def test_an_existing_report_is_never_overwritten_unasked(outside_slurm):
     assert "the first run's report" not in (out / "energy-same.html").read_text()
 
 
+def test_overwrite_removes_the_earlier_runs_phases_and_prediction_csv(outside_slurm):
+    """A label's files describe one run: the first run marked a phase and declared 1e18 FLOPs (its
+    ``.phases.csv`` and ``.prediction.csv``); the overwriting run did neither, so neither file stays
+    (a fresh tester found the first run's phase and FLOPs under the new report)."""
+    out = outside_slurm / "out"
+    out.mkdir()
+    with track(label="ow", out=str(out), interval_s=0.1) as t:
+        t.tag(flops=1e18)
+        with t.phase("old-phase"):
+            _busy(0.2)
+    first = sorted(p.name for p in out.iterdir())
+    assert first == ["energy-ow.csv", "energy-ow.html", "energy-ow.phases.csv", "energy-ow.prediction.csv"]
+    assert "old-phase" in (out / "energy-ow.phases.csv").read_text()
+    with track(label="ow", out=str(out), interval_s=0.1, overwrite=True):
+        _busy(0.2)
+    assert sorted(p.name for p in out.iterdir()) == ["energy-ow.csv", "energy-ow.html"]
+    assert "old-phase" not in (out / "energy-ow.html").read_text()
+
+
 def test_default_labels_differ_between_runs():
     from slurm_energy.api import default_label
 

@@ -362,7 +362,9 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: i
     child for all of them, killed after :data:`~slurm_energy.reporting.safe_write.REPORT_TIMEOUT_S`;
     atomic, planted symlinks replaced not followed; mode ``0666 & ~umask``, ``umask`` the user's:
     their SLURM_UMASK, unknown: 077). A file that cannot be rendered or written (e.g. a directory
-    named ``energy-<jobid>.html``) does not stop the others from being written.
+    named ``energy-<jobid>.html``) does not stop the others from being written. The same child
+    removes a ``.phases.csv`` / ``.prediction.csv`` of the same name that this record does not have
+    (an earlier run's, replaced by ``overwrite=True`` / ``--overwrite``): a label's files describe one run.
 
     Returns:
         ``(html_path, csv_path)``.
@@ -381,10 +383,15 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: i
     failures: list[tuple[str, str]] = []
     files: list[tuple[str, Callable[[JobRecord], str]]] = [
         (html_name, functools.partial(render_html, whatif=whatif)), (csv_name, render_csv)]
+    stale: list[str] = []  # a label's files describe one run: an earlier run's companions go
     if record.phases or record.stages:
         files.append((phases_csv_name(record), render_phases_csv))
+    else:
+        stale.append(phases_csv_name(record))
     if prediction_check.check(record) is not None:
         files.append((prediction_csv_name(record), render_prediction_csv))
+    else:
+        stale.append(prediction_csv_name(record))
     rendered: list[tuple[str, bytes]] = []
     for name, render in files:
         path = os.path.join(work_dir, name)
@@ -392,7 +399,7 @@ def write_reports(record: JobRecord, work_dir: str, uid: int, gid: int, umask: i
             rendered.append((name, render(record).encode("utf-8", "backslashreplace")))
         except Exception as e:  # a rendering bug must not cost the other file
             failures.append((path, f"rendering failed: {type(e).__name__}: {e}"))
-    ok, bad = write_files_as_user(work_dir, rendered, uid, gid, umask=umask)
+    ok, bad = write_files_as_user(work_dir, rendered, uid, gid, umask=umask, remove=stale)
     written += ok
     failures += bad
     if failures:

@@ -29,7 +29,7 @@ import secrets
 import select
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from slurm_energy.errors import SafeWriteError
 
@@ -90,6 +90,22 @@ def _write_in_dir(directory: str, name: str, data: bytes, mode: int, owner: int 
         try:
             os.fsync(dfd)
         except OSError:  # some filesystems refuse fsync on a directory; the data is already synced
+            pass
+    finally:
+        os.close(dfd)
+
+
+def _remove_in_dir(directory: str, name: str, owner: int | None = None) -> None:
+    """Remove ``name`` (an earlier run's file of the same label) from ``directory``, as the current
+    user, relative to the directory's fd (unlink(2) removes a symlink itself, never its target);
+    absent is fine. ``owner``: as in :func:`_write_in_dir`. Raises ``OSError``."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if owner is not None and (got := os.fstat(dfd).st_uid) != owner:
+            raise OSError(errno.EPERM, f"the directory belongs to uid {got}, not to the job's user (uid {owner})")
+        try:
+            os.unlink(name, dir_fd=dfd)
+        except FileNotFoundError:
             pass
     finally:
         os.close(dfd)
@@ -197,9 +213,10 @@ def _stopped(pid: int) -> bool:
     return bool(st) and st[0] in (b"T", b"t")
 
 
-def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int | None) -> None:
+def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int | None,
+                 remove: Sequence[str] = ()) -> None:
     """Raise ValueError for a bad name (not a plain file name), data, id or umask (nothing written then)."""
-    for name, data in files:
+    for name, data in [*files, *((n, b"") for n in remove)]:
         if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\0" in name:
             raise ValueError(f"name={name!r} is not a plain file name; pass a name without '/' (e.g. "
                              "'energy-123.html') and the directory separately")
@@ -215,20 +232,27 @@ def _check_files(files: list[tuple[str, bytes]], uid: int, gid: int, umask: int 
 
 
 def _write_each(directory: str, files: list[tuple[str, bytes]], report: Callable[[str, str], object],
-                owner: int | None = None) -> None:
-    """Write every file (mode 0666 before the umask) into a directory of ``owner``'s (None: any);
-    ``report(name, why)``, why '' when written."""
+                owner: int | None = None, remove: Sequence[str] = ()) -> None:
+    """Write every file (mode 0666 before the umask) into a directory of ``owner``'s (None: any),
+    then remove each of ``remove``; ``report(name, why)``, why '' when written (removed)."""
     for name, data in files:
         try:
             _write_in_dir(directory, name, bytes(data), 0o666, owner)
             report(name, "")
         except OSError as e:
             report(name, f"{e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}")
+    for name in remove:
+        try:
+            _remove_in_dir(directory, name, owner)
+            report(name, "")
+        except OSError as e:
+            report(name, f"an earlier run's file, not removed: {e.strerror or e} (errno {e.errno}) as uid={os.geteuid()}")
 
 
 def _outcome(directory: str, files: list[tuple[str, bytes]], done: dict[str, str],
-             error: str) -> tuple[list[str], list[tuple[str, str]]]:
-    """(paths written, [(path, why)] not written) from the child's reports ``done`` {name: why}."""
+             error: str, remove: Sequence[str] = ()) -> tuple[list[str], list[tuple[str, str]]]:
+    """(paths written, [(path, why)] not written or not removed) from the child's reports ``done``
+    {name: why}."""
     written: list[str] = []
     failed: list[tuple[str, str]] = []
     for name, _ in files:
@@ -237,11 +261,15 @@ def _outcome(directory: str, files: list[tuple[str, bytes]], done: dict[str, str
             written.append(path)
         else:
             failed.append((path, done.get(name) or error or "not written"))
+    for name in remove:
+        if done.get(name, "-"):
+            failed.append((os.path.join(directory, name), done.get(name) or
+                           f"an earlier run's file, not removed: {error or 'the writer stopped first'}"))
     return written, failed
 
 
 def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int, gid: int, *,
-                        umask: int | None = None, timeout_s: float | None = None,
+                        umask: int | None = None, timeout_s: float | None = None, remove: Sequence[str] = (),
                         ) -> tuple[list[str], list[tuple[str, str]]]:
     """Write several files into ``directory`` as ``uid``/``gid`` (each atomic, planted symlinks
     replaced, never followed: the module's steps 1-4), in **one** privilege-dropped child
@@ -249,25 +277,27 @@ def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int
     killed then, and what it had not written is reported). Files are created ``0666 & ~umask``:
     ``umask`` the user's (None: :data:`UNKNOWN_UMASK` as root; the process's own otherwise).
     ``timeout_s``: None = :data:`REPORT_TIMEOUT_S`. As root, only into a directory ``uid`` owns
-    (else nothing is written: the reason names the owner).
+    (else nothing is written: the reason names the owner). ``remove``: names removed after the
+    writes, by the same user (an earlier run's files of the same label that this one has not).
 
-    Returns ``(paths written, [(path, reason)] not written)``. Raises ValueError for a bad name,
-    ids or data (nothing written)."""
+    Returns ``(paths written, [(path, reason)] not written or not removed)``. Raises ValueError for
+    a bad name, ids or data (nothing written)."""
     import json
 
-    _check_files(files, uid, gid, umask)
+    _check_files(files, uid, gid, umask, remove)
     done: dict[str, str] = {}
     if os.geteuid() != 0:  # as the current user, in-process
         old = os.umask(umask) if umask is not None else None
         try:
-            _write_each(directory, files, done.__setitem__)
+            _write_each(directory, files, done.__setitem__, remove=remove)
         finally:
             if old is not None:
                 os.umask(old)
-        return _outcome(directory, files, done, "")
+        return _outcome(directory, files, done, "", remove)
 
     def child(w: int) -> None:
-        _write_each(directory, files, lambda name, why: os.write(w, (json.dumps([name, why]) + "\n").encode()), uid)
+        _write_each(directory, files, lambda name, why: os.write(w, (json.dumps([name, why]) + "\n").encode()), uid,
+                    remove)
 
     out, error = b"", ""
     try:
@@ -281,4 +311,4 @@ def write_files_as_user(directory: str, files: list[tuple[str, bytes]], uid: int
         except ValueError:
             continue
         done[name] = why
-    return _outcome(directory, files, done, error)
+    return _outcome(directory, files, done, error, remove)

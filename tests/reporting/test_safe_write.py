@@ -66,6 +66,26 @@ def test_planted_symlink_is_replaced_not_followed(base, user_dir):
 
 
 @needs_root
+def test_remove_takes_the_earlier_runs_file_and_a_planted_symlink_never_its_target(base, user_dir):
+    """``remove``: an earlier run's ``energy-42.phases.csv`` goes, as the user; a symlink the user
+    planted at ``energy-42.prediction.csv`` is removed itself, its root-owned target untouched; a
+    name that is absent is no failure."""
+    victim = os.path.join(base, "rootfile")
+    with open(victim, "wb") as f:
+        f.write(b"root data\n")
+    with open(os.path.join(user_dir, "energy-42.phases.csv"), "wb") as f:
+        f.write(b"old phases\n")
+    os.chown(os.path.join(user_dir, "energy-42.phases.csv"), NOBODY, NOBODY)
+    os.symlink(victim, os.path.join(user_dir, "energy-42.prediction.csv"))
+    [path], failed = write_files_as_user(user_dir, [("energy-42.csv", b"a,b\n")], NOBODY, NOBODY,
+                                         remove=["energy-42.phases.csv", "energy-42.prediction.csv", "energy-42.none"])
+    assert failed == [] and path.endswith("energy-42.csv")
+    assert sorted(os.listdir(user_dir)) == ["energy-42.csv"]
+    with open(victim, "rb") as f:
+        assert f.read() == b"root data\n"
+
+
+@needs_root
 def test_unwritable_directory_gives_clear_error_and_no_root_file(base):
     root_dir = os.path.join(base, "not-yours")
     os.mkdir(root_dir, 0o777)  # root-owned: as root, nothing is written for another user here at all
