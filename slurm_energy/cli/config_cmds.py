@@ -90,6 +90,7 @@ def defaults_lines() -> list[str]:
     each with its source, and how to set the site's own."""
     from slurm_energy import config as c
     from slurm_energy.carbon.tables import WORLD_AVERAGE_G_PER_KWH, WORLD_AVERAGE_SOURCE
+    from slurm_energy.config.load import documented_example
 
     d = c.SiteConfig()
     return [
@@ -100,7 +101,7 @@ def defaults_lines() -> list[str]:
         f"  CPU {c.schema.DEFAULT_CPU_W_PER_CORE:g} W/core for unknown models; RAM {c.schema.DEFAULT_RAM_W_PER_GB:g} W/GB "
         f"(Green Algorithms); sampling every {d.sampling.interval_s:g} s",
         f"  paths: spool {d.paths.spool_dir}, store {d.paths.store_url}, logs {d.paths.log_dir}",
-        f"To set your site's PUE, country and paths: copy site_config/site.yaml to {c.schema.DEFAULT_PATH} "
+        f"To set your site's PUE, country and paths: copy {documented_example()} to {c.schema.DEFAULT_PATH} "
         f"(or set ${c.schema.ENV_VAR}) and edit it.",
     ]
 

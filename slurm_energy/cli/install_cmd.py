@@ -327,12 +327,13 @@ def config_problem(path: str) -> str | None:
     instead of the site's settings). None when it loads strictly
     (:func:`slurm_energy.config.load_site_config`). The message names each bad field and its fix."""
     from slurm_energy.config import ConfigError, load_site_config
+    from slurm_energy.config.load import documented_example
 
     try:
         load_site_config(path)
     except ConfigError as e:
         return (f"slurm-energy install: --config {path} cannot be used; nothing was written:\n{e}\n"
-                f"Fix: create or correct {path} (site_config/site.yaml documents every key; `slurm-energy "
+                f"Fix: create or correct {path} ({documented_example()} documents every key; `slurm-energy "
                 f"check-config {path}` checks it), then run install again")
     return None
 

@@ -96,6 +96,49 @@ def _ci_fix(err: Any, loc: list[str], data: Any) -> str:
     return _ci_hint(loc, data) + (f"; {exc.note}" if exc.note else "")
 
 
+def documented_example() -> str:
+    """Where this installation's documented example of every key is: the ``site.yaml`` installed
+    with the package (``slurm_energy/site_config/site.yaml``: a pip or .deb install has it; a
+    checkout's is its ``site_config/site.yaml``)."""
+    from importlib.resources import files
+
+    try:
+        return str(files("slurm_energy.site_config") / "site.yaml")
+    except (ModuleNotFoundError, TypeError):  # run from a checkout: its top-level site_config/
+        here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "site_config", "site.yaml")
+        return os.path.normpath(here) if os.path.exists(here) else "site_config/site.yaml (in the source tree)"
+
+
+def _keys_at(loc: list[str]) -> list[str]:
+    """The keys the schema allows beside ``loc``'s last (its siblings): the fields of the model
+    that ``loc[:-1]`` leads to (a name under a mapping of models, e.g. a datacenter's, skipped)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    model: Any = SiteConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            continue  # a mapping's key (a datacenter's or GPU's name): the model stays its values'
+        inner = [a for a in [field.annotation, *typing.get_args(field.annotation)]
+                 for a in [a, *typing.get_args(a)] if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not inner:
+            return []
+        model = inner[0]
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+
+
+def did_you_mean(loc: list[str]) -> str | None:
+    """The allowed key closest to the unknown key ``loc[-1]`` (``samplng`` -> ``sampling``), or None."""
+    import difflib
+
+    if not loc:
+        return None
+    near = difflib.get_close_matches(loc[-1], _keys_at(loc), n=1, cutoff=0.7)
+    return near[0] if near else None
+
+
 def format_error(e: ValidationError, origin: str, data: Any = None) -> str:
     lines = []
     for err in e.errors():
@@ -104,12 +147,14 @@ def format_error(e: ValidationError, origin: str, data: Any = None) -> str:
         bad = err.get("input")
         msg = err.get("msg", "")
         if err.get("type") == "extra_forbidden":
-            fix = "unknown key: fix its spelling or remove it (documented keys: site_config/site.yaml)"
+            near = did_you_mean(loc)
+            fix = (f"unknown key: {'did you mean ' + repr(near) + '? ' if near else ''}fix its spelling or remove it "
+                   f"(documented keys: {documented_example()})")
         elif "carbon_intensity" in loc and loc[-1] != "unit":
             fix = _ci_fix(err, loc, data)
         else:
             leaf = loc[-1] if loc else ""
-            fix = _HINTS.get(leaf, "see site_config/site.yaml for the documented form")
+            fix = _HINTS.get(leaf, f"see {documented_example()} for the documented form")
         shown = "{" + ", ".join(map(str, bad)) + "}" if isinstance(bad, dict) and len(bad) > 3 else repr(bad)
         end = "" if msg.endswith(("?", ".")) else "."
         lines.append(f"{origin}: {path}: bad value {shown}: {msg}{end} Fix: {fix}")

@@ -102,11 +102,13 @@ def _arg_name(loc: str) -> str:
 
 
 def _fix(loc: str) -> str:
+    from slurm_energy.config.load import documented_example
+
     arg = _arg_name(loc)
     return {"pue": "a PUE is facility / IT energy, 1.0 (a workstation) to 4.0",
             "alpha": "alpha is the fraction of emissions counted, 0 to 1",
             "ci": "give the intensity in gCO2e/kWh, e.g. ci=56 (France 2023)",
-            "country": "give an ISO 3166 code, e.g. country='FR'"}.get(arg, "see site_config/site.yaml")
+            "country": "give an ISO 3166 code, e.g. country='FR'"}.get(arg, f"see {documented_example()}")
 
 
 def default_facts_warning(carbon: CarbonFacts, *, pue_arg: str = "pue=1.0", ci_arg: str = "country='FR'") -> str:

@@ -17,7 +17,7 @@ from typing import Any
 _KINDS: tuple[tuple[str, str, str], ...] = (
     ("found character '\\t' that cannot start any token",
      "a tab character: YAML indents with spaces only",
-     "replace the tab(s) at the start of line {l} with spaces (2 per level, as in site_config/site.yaml)"),
+     "replace the tab(s) at the start of line {l} with spaces (2 per level, as in the documented example site.yaml)"),
     ("mapping values are not allowed here",
      "a ':' where no key can start (two 'key: value' on one line, or a value containing ': ')",
      "put each key on its own line, indented under its parent, or quote a value that contains ': ' "
@@ -46,7 +46,7 @@ _KINDS: tuple[tuple[str, str, str], ...] = (
      "use single quotes for text with backslashes, or double the backslash"),
 )
 
-_GENERIC_FIX = ("correct the YAML at that position (compare with the documented site_config/site.yaml; quote "
+_GENERIC_FIX = ("correct the YAML at that position (compare with the documented example site.yaml; quote "
                 "values that contain ': ', ' #' or start with a special character)")
 
 

@@ -210,3 +210,24 @@ def test_the_resolved_config_is_frozen_in_both_its_forms(tmp_path):
         with pytest.raises(TypeError, match="read-only"):
             change()
     assert view.pue == 1.3 and view.paths.spool_dir == str(tmp_path / "spool")
+
+
+@pytest.mark.parametrize(("yaml_text", "path", "near"), [
+    ("cluster_name: x\nsamplng:\n  interval_s: 5\n", "samplng", "sampling"),
+    ("datacenters:\n  main:\n    pue: 1.2\n    locaton: {country: FR}\n", "datacenters.main.locaton", "location"),
+    ("sampling:\n  intervall_s: 5\n", "sampling.intervall_s", "interval_s"),
+    ("cluster_name: x\nzzz_unrelated: 1\n", "zzz_unrelated", None),
+], ids=["top level", "under a datacenter's name", "nested", "nothing near"])
+def test_an_unknown_key_names_the_nearest_allowed_one_and_the_installed_example(tmp_path, yaml_text, path, near):
+    """A misspelt key gets its sibling that it is closest to (not any key of the schema), and the
+    example it points at is a file that exists in this installation (a .deb or pip user has no
+    checkout's site_config/)."""
+    from slurm_energy.config.load import documented_example
+
+    p = tmp_path / "site.yaml"
+    p.write_text(yaml_text)
+    with pytest.raises(ConfigError) as e:
+        load_site_config(str(p))
+    (line,) = [x for x in str(e.value).splitlines() if f": {path}: " in x]
+    assert ("did you mean" not in line) if near is None else (f"did you mean {near!r}?" in line)
+    assert f"documented keys: {documented_example()})" in line and os.path.isfile(documented_example())

@@ -21,7 +21,7 @@ def _last_line(tmp_path, text: str) -> tuple[str, str]:
      "the keys beside it (its siblings), or further under its parent key; use spaces only"),
     ("cluster_name: c1\nsampling:\n\tinterval_s: 5\n",
      "line 3, column 1: a tab character: YAML indents with spaces only. Fix: replace the tab(s) at the start "
-     "of line 3 with spaces (2 per level, as in site_config/site.yaml)"),
+     "of line 3 with spaces (2 per level, as in the documented example site.yaml)"),
     ("cluster_name: a: b\n",
      "line 1, column 16: a ':' where no key can start (two 'key: value' on one line, or a value containing "
      "': '). Fix: put each key on its own line, indented under its parent, or quote a value that contains "

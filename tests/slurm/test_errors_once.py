@@ -43,8 +43,10 @@ def test_a_config_error_from_the_prolog_and_the_finalizer_is_on_the_record_once(
     assert len(spool.read_errors()) == 4  # both sources did record both problems
 
     (rec,) = open_store(f"sqlite:///{tmp_path}/jobs.db", readonly=True).get_job("61")
+    from slurm_energy.config.load import documented_example
+
     once = [f"2026-12-02T10:49:33 site config problem: {site}: bogus_key: bad value 1: Extra inputs are not "
-            "permitted. Fix: unknown key: fix its spelling or remove it (documented keys: site_config/site.yaml)",
+            f"permitted. Fix: unknown key: fix its spelling or remove it (documented keys: {documented_example()})",
             f"2026-12-02T10:49:33 site config problem: {site}: every other key of this file is in force; in place "
             "of the bad keys: bogus_key not defined"]
     assert [e for e in rec.errors if "site config problem" in e] == once
