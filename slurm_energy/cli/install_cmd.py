@@ -36,6 +36,9 @@ def register(sub: Subparsers) -> None:
                                                     "/run/slurm-energy-marks)")
     p.add_argument("--systemd-dir", default="/etc/systemd/system",
                    help="where the marks tmpfs's .mount unit is written (skipped where the directory does not exist)")
+    p.add_argument("--units", default="", metavar="DIR",
+                   help="also write the collect and prune services and timers (the .deb's hardened units, run by "
+                        "this Python) into DIR, e.g. /etc/systemd/system (a pip install; the .deb ships them)")
     p.set_defaults(func=cmd_install)
 
 
@@ -96,6 +99,44 @@ def marks_tmpfs(root: str, limits: str, systemd_dir: str,
         raise OSError(f"{' '.join(argv)}: {(r.stderr or '').strip() or f'exit {r.returncode}'}")
     done.append(f"{'remounted' if fstype else 'mounted'} {root}: tmpfs {opts}")
     return done
+
+
+#: the collect (every 5 min) and prune (weekly) units: packaging/systemd/, installed as package data
+UNITS = ("slurm-energy-collect.service", "slurm-energy-collect.timer", "slurm-energy-prune.service",
+         "slurm-energy-prune.timer")
+
+
+def _unit_template(name: str) -> str:
+    """A shipped unit file: package data when installed, ``packaging/systemd/`` of the checkout otherwise."""
+    try:
+        return resources.files("slurm_energy.systemd").joinpath(name).read_text()
+    except ModuleNotFoundError:
+        return (Path(__file__).resolve().parents[2] / "packaging" / "systemd" / name).read_text()
+
+
+def unit_text(name: str, python: str, config: str) -> str:
+    """The shipped unit ``name`` for this installation: its ``ExecStart=/usr/bin/slurm-energy ...``
+    (the .deb's command) run by ``python`` (isolated, as the hooks), and ``config`` in its
+    environment where one is given. Raises ValueError if the shipped service has no such line."""
+    text = _unit_template(name)
+    if not name.endswith(".service"):
+        return text
+    exec_line = re.compile(r"^ExecStart=/usr/bin/slurm-energy (.*)$", re.M)
+    if not exec_line.search(text):
+        raise ValueError(f"{name}: no ExecStart=/usr/bin/slurm-energy line to adapt")
+    env = f"Environment=SLURM_ENERGY_CONFIG={config}\n" if config else ""
+    return exec_line.sub(lambda m: f"{env}ExecStart={python} -I -m slurm_energy.cli.main {m.group(1)}", text, count=1)
+
+
+def write_units(directory: str, python: str, config: str) -> list[str]:
+    """Write :data:`UNITS` (0644) into ``directory``; returns their paths. Raises OSError/ValueError."""
+    out = []
+    for name in UNITS:
+        path = os.path.join(directory, name)
+        atomic_write(path, "# written by slurm-energy install --units (from packaging/systemd)\n"
+                     + unit_text(name, python, config), mode=0o644)
+        out.append(path)
+    return out
 
 
 def _hook_template(which: str) -> str:
@@ -288,6 +329,14 @@ def cmd_install(args: argparse.Namespace) -> int:
                 print(f"slurm-energy install: warning: the marks tmpfs is not mounted now: {e}; until it is, "
                       "the marks root has no size or inode limit (mount it, or enable its .mount unit)",
                       file=sys.stderr)
+    if args.units and not args.print_only:
+        try:
+            written = write_units(os.path.abspath(args.units), sys.executable, config)
+        except (OSError, ValueError) as e:
+            print(f"slurm-energy install: --units {args.units}: the timers are not written: {e}", file=sys.stderr)
+            return 1
+        print(f"# units: wrote {', '.join(written)}; enable them: systemctl daemon-reload && "
+              "systemctl enable --now slurm-energy-collect.timer slurm-energy-prune.timer", file=sys.stderr)
     print("# slurm-energy: add to slurm.conf on every node and the controller, then `scontrol reconfigure`")
     print(f"Prolog={os.path.join(hooks_dir, 'prolog')}")
     print(f"Epilog={os.path.join(hooks_dir, 'epilog')}")
@@ -339,42 +388,29 @@ def config_problem(path: str) -> str | None:
 
 
 def collect_timer_lines(python: str, config: str, log_dir: str = "/var/log/slurm-energy") -> list[str]:
-    """Comment lines (slurm.conf ignores them) with the systemd timer and the cron line that run
-    ``slurm-energy collect`` every 5 minutes as root on each node (its spool is node-local): it
-    finishes jobs a fault left unfinished and drains the queued records (docs/STORE.md); and the
-    weekly ``prune`` cron line. The cron lines append their output to ``<log_dir>/collect.log`` and
-    ``<log_dir>/prune.log`` (``log_dir``: the site's ``paths.log_dir``, :func:`hooks_log_dir`),
-    creating ``log_dir`` (0700, as the hooks do) on a host where no hook ran yet (the controller);
-    the systemd service logs to the journal."""
+    """Comment lines (slurm.conf ignores them) saying how ``slurm-energy collect`` (every 5 minutes:
+    it finishes jobs a fault left unfinished and drains the queued records, docs/STORE.md) and
+    ``prune`` (weekly retention) run as root on each node (the spool is node-local): the .deb's
+    timers, or ``install --units`` writing the same hardened units for this Python, or root's cron
+    lines. The cron lines append their output to ``<log_dir>/collect.log`` and ``<log_dir>/prune.log``
+    (``log_dir``: the site's ``paths.log_dir``, :func:`hooks_log_dir`), creating ``log_dir`` (0700,
+    as the hooks do) on a host where no hook ran yet (the controller)."""
     import shlex
 
     env = f"SLURM_ENERGY_CONFIG={shlex.quote(config)} " if config else ""
-    cmd = f"{python} -I -m slurm_energy.cli.main collect --older-than 5"
     d = shlex.quote(log_dir)
+    cfg = f" --config {shlex.quote(config)}" if config else ""
 
     def cron(when: str, command: str, log: str) -> str:
-        return f"# {when} mkdir -p -m 0700 {d} && {env}{command} >>{shlex.quote(os.path.join(log_dir, log))} 2>&1"
+        return (f"# {when} mkdir -p -m 0700 {d} && {env}{python} -I -m slurm_energy.cli.main {command} "
+                f">>{shlex.quote(os.path.join(log_dir, log))} 2>&1")
 
     return [
-        "# slurm-energy collect: run every 5 min as root on every node and the controller, e.g. systemd:",
-        "# --- /etc/systemd/system/slurm-energy-collect.service",
-        "# [Unit]",
-        "# Description=slurm-energy: finish job records left by faults, store queued records",
-        "# [Service]",
-        "# Type=oneshot",
-        *([f"# Environment=SLURM_ENERGY_CONFIG={config}"] if config else []),
-        f"# ExecStart={cmd}",
-        "# --- /etc/systemd/system/slurm-energy-collect.timer",
-        "# [Unit]",
-        "# Description=Run slurm-energy collect every 5 minutes",
-        "# [Timer]",
-        "# OnBootSec=2min",
-        "# OnUnitActiveSec=5min",
-        "# [Install]",
-        "# WantedBy=timers.target",
-        "# --- then: systemctl daemon-reload && systemctl enable --now slurm-energy-collect.timer",
+        "# slurm-energy collect (every 5 min) and prune (weekly) run as root on every node and the controller:",
+        "# the .deb ships their timers; with pip, write the same hardened units for this Python:",
+        f"#   {python} -m slurm_energy.cli.main install{cfg} --units /etc/systemd/system",
+        "#   systemctl daemon-reload && systemctl enable --now slurm-energy-collect.timer slurm-energy-prune.timer",
         "# or root's crontab (crontab -e):",
-        cron("*/5 * * * *", cmd, "collect.log"),
-        "# and weekly spool retention (removes only jobs already stored):",
-        cron("17 3 * * 0", f"{python} -I -m slurm_energy.cli.main prune --older-than 14", "prune.log"),
+        cron("*/5 * * * *", "collect --older-than 5", "collect.log"),
+        cron("17 3 * * 0", "prune --older-than 14", "prune.log"),
     ]

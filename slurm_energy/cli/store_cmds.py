@@ -50,7 +50,8 @@ def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "prune", help="remove spool and results files of jobs already stored (retention)",
         description="Run as root on every node, e.g. weekly from a systemd timer (the package's "
-        "slurm-energy-prune.timer) or cron (`slurm-energy install --print` prints the line). It removes the "
+        "slurm-energy-prune.timer; `slurm-energy install --units /etc/systemd/system` writes it on a pip install) or cron "
+        "(`slurm-energy install --print` prints the line). It removes the "
         "spool's job attempts and the results directory's node records older than --older-than days whose job "
         "attempt is in the store as a final record; never one not yet stored, never a queued record.")
     p.add_argument("--older-than", type=float, default=14.0, metavar="DAYS",
