@@ -278,8 +278,8 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
     def ending() -> RunEnd:
         if stopped:
-            return RunEnd("interrupted", f"attach was stopped by {stopped[0]} while process {args.pid} still ran: "
-                                         "measured from the attach to then")
+            return RunEnd("interrupted", f"attach was stopped by {stopped[0]} while process {args.pid} still ran",
+                          began="the attach")
         return RunEnd("completed", f"process {args.pid} ended")
 
     _measure(args, lambda _m: (probe, f"pid-{args.pid}", None), wait, gpus=args.gpus or None, ending=ending)

@@ -97,7 +97,11 @@ def _ci_for(site: SiteConfig, dc_name: str, dc: Datacenter | None, node: str, of
         return {"ci_g_per_kwh": c.g_per_kwh, "ci_basis": dc.basis, "ci_year": dc.year,
                 "ci_source": f"datacenter {dc_name}: {src}{unit}"}
     if dc is not None and dc.location is not None:
-        return _from_location(dc.location, f"datacenter {dc_name} location", dc.basis)
+        from slurm_energy.config.overrides import GIVEN_DATACENTER
+
+        # a place given as an argument (track(country=), run --country) where the site has no datacenter
+        what = "given location" if dc_name == GIVEN_DATACENTER else f"datacenter {dc_name} location"
+        return _from_location(dc.location, what, dc.basis)
     if site.location is not None:
         return _from_location(site.location, "site location", "")
     if site.geolocation.enabled:

@@ -49,6 +49,8 @@ class RunEnd:
     detail: str
     exit_code: str = ""
     job_state: str = ""
+    #: where the measurement began, in the record's error line ("its start"; attach: "the attach")
+    began: str = "its start"
 
     @property
     def clean(self) -> bool:
@@ -101,8 +103,8 @@ class RunEnd:
     def error_text(self) -> str:
         """The record's error line for a run that did not end cleanly."""
         if self.how == "exit_status":  # it ran to its own end: no "early", its exit code
-            return f"run ended with exit code {self.exit_code}: {self.detail}; measured from its start to its end"
-        return (f"run ended early: {self.detail}; measured from its start to that moment (the "
+            return f"run ended with exit code {self.exit_code}: {self.detail}; measured from {self.began} to its end"
+        return (f"run ended early: {self.detail}; measured from {self.began} to that moment (the "
                 "totals cover only what ran)")
 
 

@@ -231,3 +231,19 @@ def test_an_unknown_key_names_the_nearest_allowed_one_and_the_installed_example(
     (line,) = [x for x in str(e.value).splitlines() if f": {path}: " in x]
     assert ("did you mean" not in line) if near is None else (f"did you mean {near!r}?" in line)
     assert f"documented keys: {documented_example()})" in line and os.path.isfile(documented_example())
+
+
+def test_a_country_given_as_an_argument_is_labelled_given_not_a_datacenter():
+    """``run --country FR`` / ``track(country="FR")`` with no site datacenter: the intensity's label
+    says the place was given (a tester found "datacenter given location" for a datacenter that
+    does not exist); a site's own datacenter keeps its name."""
+    from slurm_energy.carbon.tables import lookup_country
+    from slurm_energy.config.overrides import with_carbon_overrides
+
+    site = with_carbon_overrides(site_config_from_dict({"cluster_name": "c"}), country="FR", given_by="slurm-energy run")
+    f = resolve_carbon(site, partition="", node="n1", offline=True)
+    assert f.ci_source.startswith("given location country FR: ") and "datacenter" not in f.ci_source
+    assert f.ci_g_per_kwh == lookup_country("FR").g_per_kwh  # gCO2e/kWh, the bundled table's
+    own = site_config_from_dict({"datacenters": {"main": {"location": {"country": "FR"}}}})
+    assert resolve_carbon(own, partition="", node="n1", offline=True).ci_source.startswith(
+        "datacenter main location country FR: ")
