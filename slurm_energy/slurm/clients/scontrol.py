@@ -231,8 +231,13 @@ def parse_show_job_text(stdout: str, job_id: str) -> Facts | None:
         return None
     if len(lines) == 1:
         return parse_show_job(lines[0])
-    why = (f"its one-line output (-o) came as {len(lines)} lines (an array's tasks, or user text -- job name, "
-           "comment or work dir -- holding a newline)")
+    ids = [x.split(" ", 1)[0] for x in lines]
+    if all(i.startswith("JobId=") for i in ids) and len(set(ids)) == len(ids):  # one record per line
+        why = (f"it lists {len(lines)} jobs, one line each (a heterogeneous job's components or an array's tasks: "
+               "Slurm lists them all for the first)")
+    else:
+        why = (f"its one-line output (-o) came as {len(lines)} lines (user text -- job name, comment or work dir "
+               "-- holding a newline)")
     mine = [x for x in lines if x.startswith(f"JobId={job_id} ")]
     if len(mine) != 1:
         return {"untrusted": why}

@@ -121,7 +121,7 @@ def test_scontrol_text_with_a_newline_gives_nothing_and_a_comment_key_is_not_the
 
     with open(os.path.join(DATA, "slurm-22.05-scontrol-newline.txt"), encoding="utf-8") as f:
         assert parse_show_job_text(f.read(), "1") == {
-            "untrusted": "its one-line output (-o) came as 6 lines (an array's tasks, or user text -- job name, "
+            "untrusted": "its one-line output (-o) came as 6 lines (user text -- job name, "
                          "comment or work dir -- holding a newline); only the array/het ids before its JobName= "
                          "are used"}
     with open(os.path.join(DATA, "slurm-22.05-scontrol-cancelled.txt"), encoding="utf-8") as f:
@@ -130,12 +130,20 @@ def test_scontrol_text_with_a_newline_gives_nothing_and_a_comment_key_is_not_the
     assert set(parse_show_job_text(text, "3")) == {"untrusted"}
     # a forged line starting as the job's own record: not even the ids
     assert parse_show_job_text(text.replace("\nX|y Comment", "\nJobId=3 ArrayJobId=9 Comment", 1), "3") == {
-        "untrusted": "its one-line output (-o) came as 4 lines (an array's tasks, or user text -- job name, "
+        "untrusted": "its one-line output (-o) came as 4 lines (user text -- job name, "
                      "comment or work dir -- holding a newline)"}
     # an array's first task (its raw id the array's): every task listed, the ids of its own line taken
     tasks = "".join(f"JobId={11 + k} ArrayJobId=11 ArrayTaskId={k + 1} JobName=a UserId=x(1) JobState=COMPLETED\n"
                     for k in range(3))
     assert parse_show_job_text(tasks, "11")["array_task_id"] == "1" and "job_state" not in parse_show_job_text(tasks, "11")
+    # and the record says what it is: Slurm's listing of the jobs, not user text (a het leader's too)
+    assert parse_show_job_text(tasks, "11")["untrusted"].startswith(
+        "it lists 3 jobs, one line each (a heterogeneous job's components or an array's tasks")
+    het = "".join(f"JobId={20 + k} HetJobId=20 HetJobOffset={k} JobName=h UserId=x(1) JobState=COMPLETED\n"
+                  for k in range(2))
+    assert parse_show_job_text(het, "20") == {"het_job_id": "20", "het_job_offset": "0", "untrusted": (
+        "it lists 2 jobs, one line each (a heterogeneous job's components or an array's tasks: Slurm lists them all "
+        "for the first); only the array/het ids before its JobName= are used")}
     # on one line, "Comment=JobState=COMPLETED" is the comment's text, not a key: CANCELLED, 0:15
     f = parse_show_job_text(text.replace("\n", "", 3).replace("\n", " ", 1).strip() + "\n", "3")
     assert (f["job_state"], f["exit_code"]) == ("CANCELLED", "0:15")
