@@ -137,7 +137,11 @@ def test_array_tasks_recorded_with_their_array_ids(cluster):
         time.sleep(1)
     assert sorted(all_tasks.stdout.split()) == [f"{first}_0", f"{first}_1"]
     # in sacct's order (src/sacct/sacct.c: submit time, array job id, task id), as sacct lists them
-    listed = cluster.run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-j", first]).stdout.split()
+    for _ in range(60):  # slurmdbd hears of the tasks after slurmctld: wait for it to list both
+        listed = cluster.run(["sacct", "-n", "-X", "-P", "-o", "JobID", "-j", first]).stdout.split()
+        if {f"{first}_0", f"{first}_1"} <= set(listed):
+            break
+        time.sleep(1)
     assert all_tasks.stdout.split() == [j for j in listed if j in (f"{first}_0", f"{first}_1")] == [f"{first}_0", f"{first}_1"]
     # each task's report is named as sbatch's %A_%a names its output (not by the task's own job id),
     # its CSV keyed the same, the task's own job id beside it (job_id_raw)
