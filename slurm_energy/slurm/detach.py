@@ -76,7 +76,7 @@ def _inheritable_fds() -> list[int]:
     return out
 
 
-def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: dict | None = None,
+def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: dict[str, str] | None = None,
                    nice: int = 0) -> int:
     """Start ``argv`` (``argv[0]`` an absolute path: no PATH search) in a process group of its own
     with stdio detached; return its PID.
@@ -90,7 +90,7 @@ def spawn_detached(argv: list[str], log_path: str, wait_s: float = 1.0, env: dic
     """
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        actions: list = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
+        actions: list[tuple[int | str, ...]] = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0)]
         actions += [(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)] if fd > 2 else [
             (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW, 0),
             (os.POSIX_SPAWN_DUP2, 1, 2)]  # our stdio was closed, so the log got fd 0-2: reopen it

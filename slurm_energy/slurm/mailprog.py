@@ -24,28 +24,35 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slurm_energy.config import SiteConfig
+    from slurm_energy.model import JobRecord
 
 log = logging.getLogger("slurm_energy.mail")
 
 MAX_BODY = 64 * 1024  # bytes of Slurm's own body kept (it sends none; a site wrapper may)
 
 
-def job_id_from(env: dict, argv: list[str]) -> str:
+def job_id_from(env: Mapping[str, str], argv: list[str]) -> str:
     """The job id from SLURM_JOB_ID, else from the subject's ``Job_id=N`` (older Slurm); "" if none."""
     if env.get("SLURM_JOB_ID", "").isdigit():
-        return env["SLURM_JOB_ID"]
+        return str(env["SLURM_JOB_ID"])
     m = re.search(r"Job_id=(\d+)", " ".join(argv))
     return m.group(1) if m else ""
 
 
-def is_end_mail(env: dict, argv: list[str]) -> bool:
+def is_end_mail(env: Mapping[str, str], argv: list[str]) -> bool:
     """True for mail sent when the job ended (Ended, Failed, Time_limit, ...), not Began/Requeued."""
     mt = env.get("SLURM_JOB_MAIL_TYPE", "")
     text = mt or " ".join(argv)
     return not re.search(r"\b(Began|Requeued|Invalid dependency|Stage_out|Reached \d+%)", text)
 
 
-def energy_block(cfg, job_id: str, wait_s: float, sleep=time.sleep) -> tuple[str, object]:
+def energy_block(cfg: SiteConfig, job_id: str, wait_s: float,
+                 sleep: Callable[[float], None] = time.sleep) -> tuple[str, JobRecord | None]:
     """(text, final record or None): the seff block once the final record is stored (waits up to
     ``wait_s``), else a line saying where to look later."""
     from slurm_energy.reporting.seff import seff_block
@@ -73,7 +80,7 @@ def energy_block(cfg, job_id: str, wait_s: float, sleep=time.sleep) -> tuple[str
         sleep(1.0)
 
 
-def _note(cfg, rec, text: str) -> None:
+def _note(cfg: SiteConfig, rec: JobRecord | None, text: str) -> None:
     """Add ``text`` to the stored record's notes where this user may write the store; else log only."""
     if rec is None:
         return

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slurm_energy.core import DeviceStatic, Status
 from slurm_energy.model import JobRecord, NodeStatic
@@ -27,6 +27,7 @@ from slurm_energy.slurm.jobend.jobfacts import (
 from slurm_energy.slurm.node_reading import prolog_reading_by_sampler, reading_row
 
 if TYPE_CHECKING:
+    from slurm_energy.accounting.phases import Marks
     from slurm_energy.accounting.running import RunningSummary
     from slurm_energy.config import SiteConfig
     from slurm_energy.sampling.sampletable import SampleTable
@@ -68,7 +69,7 @@ def _static(spool: Attempt, errors: list[str]) -> NodeStatic:
 
 
 def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: float, exit_code: str = "",
-                status: Status = Status.COMPLETE, slurm_facts: dict | None = None,
+                status: Status = Status.COMPLETE, slurm_facts: dict[str, Any] | None = None,
                 sampler_outcome: SamplerEnd = SamplerEnd.TERMINATED, running: RunningSummary | None = None) -> JobRecord:
     """This node's JobRecord (one NodeSummary) from the spool's files, by :func:`pipeline.measure_node`.
 
@@ -135,7 +136,7 @@ def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: floa
     return rec
 
 
-def _meter_rows(cfg, spool: Attempt, start: float, end: float) -> tuple[list | None, str]:
+def _meter_rows(cfg: SiteConfig, spool: Attempt, start: float, end: float) -> tuple[list[tuple[float, Any]] | None, str]:
     """The node meter's rows over the job's span (:mod:`slurm_energy.sampling.meterspool`, written by
     the node's meter process), one each side within two meter intervals; ``(None, "")`` without."""
     from slurm_energy.sampling import meterspool
@@ -161,7 +162,7 @@ def _full(spool: Attempt) -> str:
             "paths.spool_fallback_dir on another filesystem") if full else ""
 
 
-def _read_marks(ctx: JobContext):
+def _read_marks(ctx: JobContext) -> Marks:
     """The job's phase/stage/tag marks on this node (:mod:`slurm_energy.sampling.marks`), parsed
     as data; unreadable or bad marks are flags on the node, never a lost record."""
     from slurm_energy.accounting.phases import Marks, parse_marks

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from slurm_energy.core import Status
@@ -43,7 +44,7 @@ class MarkerPending:
     def __init__(self, path: str):
         self.path = path
 
-    def retry(self, for_s: float, every_s: float = 5.0, sleep=time.sleep) -> bool:
+    def retry(self, for_s: float, every_s: float = 5.0, sleep: Callable[[float], None] = time.sleep) -> bool:
         """Try writing the marker every ``every_s`` s for ``for_s`` s; True once written."""
         from slurm_energy.slurm.attempt import write_private
 
@@ -58,7 +59,7 @@ class MarkerPending:
         return False
 
 
-def report_umask(jobenv: dict) -> tuple[int | None, str]:
+def report_umask(jobenv: Mapping[str, str]) -> tuple[int | None, str]:
     """(the umask the job's report is written with, the record's note when it is unknown): the
     sampler's ``umask`` from the job's processes (``jobenv``: the spool's job facts, ``"0022"``),
     else None (the report is then private, :data:`~slurm_energy.reporting.safe_write.UNKNOWN_UMASK`)
@@ -72,7 +73,7 @@ def report_umask(jobenv: dict) -> tuple[int | None, str]:
 
 
 def finish_node(cfg: SiteConfig, rec: JobRecord, ctx: JobContext, umask: int | None = None,
-                deferred: list | None = None) -> JobRecord | None:
+                deferred: list[Callable[[], object]] | None = None) -> JobRecord | None:
     """Write this node's record (``paths.results_dir``, else the fallback spool's results); if every
     node has reported, finalise the job (:func:`slurm_energy.pipeline.finalise_job`) and publish it
     (:func:`store_and_report`). Returns the published record, or None while other nodes are still to
@@ -118,7 +119,7 @@ def _slurm_energy(job_id: str) -> tuple[float | None, str]:
 
 
 def store_and_report(cfg: SiteConfig, final: JobRecord, outputs: bool = True, umask: int | None = None,
-                     deferred: list | None = None) -> JobRecord:
+                     deferred: list[Callable[[], object]] | None = None) -> JobRecord:
     """:func:`slurm_energy.outputs.sinks.publish_final`, a store that is down queueing in the spools."""
     return publish_final(cfg, final, umask=umask, queue_in=spool_dirs(cfg), deferred=deferred, outputs=outputs)
 

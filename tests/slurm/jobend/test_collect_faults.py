@@ -144,9 +144,13 @@ def test_install_prints_the_collect_timer_and_cron_line(tmp_path, capsys):
     assert main(["install", "--hooks-dir", str(tmp_path / "hooks"), "--config", str(tmp_path / "site.yaml"),
                  "--marks-tmpfs", "none"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "# OnUnitActiveSec=5min" in out and "# [Timer]" in out
+    # the .deb's units, written for this Python by --units (tests/cli/test_install_cmd.py), or cron
+    assert any(x.endswith(f"install --config {tmp_path}/site.yaml --units /etc/systemd/system") for x in out)
+    assert any("systemctl enable --now slurm-energy-collect.timer slurm-energy-prune.timer" in x for x in out)
     cron = [x for x in out if x.startswith("# */5 * * * * ")]
     assert len(cron) == 1 and "collect --older-than 5" in cron[0] and f"SLURM_ENERGY_CONFIG={tmp_path}/site.yaml" in cron[0]
+    weekly = [x for x in out if x.startswith("# 17 3 * * 0 ")]
+    assert len(weekly) == 1 and "prune --older-than 14" in weekly[0]
     assert all(x.startswith("#") for x in out if "collect" in x)  # slurm.conf ignores them
 
 
