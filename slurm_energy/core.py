@@ -217,7 +217,7 @@ class Reading:
     def to_dict(self) -> dict[str, Any]:
         """Compact dict for the sample file (None fields and empty flags dropped; enums as values)."""
         # the fields by hand, not dataclasses.asdict (its recursive deep copy was half of a
-        # sample's CPU time, issue 12); containers are still copied
+        # sample's CPU time); containers are still copied
         d: dict[str, Any] = {}
         for k in _READING_FIELDS:
             v = getattr(self, k)

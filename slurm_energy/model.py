@@ -369,7 +369,7 @@ class JobRecord(BaseModel, JobIdentity):
     coverage_complete: bool = True
     status: Status = Status.COMPLETE
     errors: list[str] = Field(default_factory=list)
-    # What the training script declared about its work (issue 13's ``t.tag(...)``): keys ``flops``
+    # What the training script declared about its work (``t.tag(...)``): keys ``flops``
     # (total FLOPs of the job), ``model_params``, ``tokens``; values float or str. Empty = none
     # declared; records stored before this field existed read back with {}.
     tags: dict[str, float | str] = Field(default_factory=dict)

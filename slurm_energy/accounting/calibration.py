@@ -1,4 +1,4 @@
-"""Prediction calibrated on the site's own measured jobs (issue 13, item 5; issue 17).
+"""Prediction calibrated on the site's own measured jobs.
 
 From stored :class:`~slurm_energy.model.JobRecord` s whose training script declared its work
 (``tags["flops"]``, or ``tags["model_params"]`` and ``tags["tokens"]`` -> ``6 N D``), each job

@@ -203,14 +203,14 @@ def merge_records(records: list[JobRecord]) -> JobRecord:
     status = _merged_status(nodes, missing)
 
     tags: dict[str, Any] = {}
-    for r in ordered:  # what the script declared (issue 13): first node's value wins per key
+    for r in ordered:  # what the script declared: first node's value wins per key
         for k, v in (r.tags or {}).items():
             tags.setdefault(k, v)
 
     starts = [r.start_time for r in records] + [ns.start_time for ns in nodes]
     ends = [r.end_time for r in records] + [ns.end_time for ns in nodes]
     raw_text: dict[str, str] = {}
-    for r in ordered:  # the original bytes of non-UTF-8 text (issue 22), from every node's record
+    for r in ordered:  # the original bytes of non-UTF-8 text, from every node's record
         for k, v in r.raw_text.items():
             raw_text.setdefault(k, v)
     start, end = min(starts), max(ends)

@@ -236,7 +236,7 @@ def utilisation_weighted(cls: str, rows: Any, utils: Arr, dt: Arr, st: DeviceSta
 
 
 def fill_cpu_tail(cols: Columns, job_cpu_total_s: float | None = None) -> str | None:
-    """Charge the job's CPU share of the stretch after its last observation (issue 9 item 3).
+    """Charge the job's CPU share of the stretch after its last observation.
 
     The stretch runs from the last row with a known job CPU time (row 0 at 0 CPU-s when the job was
     never seen: it started at the Prolog) to the last row; it is unobserved when the job's CPU time

@@ -34,7 +34,7 @@ from slurm_energy.units import J_PER_KWH, sum_known
 MAX_MARKS = 10_000
 MAX_NAME = 200
 MAX_TAGS = 32
-#: Phases and stages kept per node (issue 22): each becomes a window the finalizer integrates, a
+#: Phases and stages kept per node: each becomes a window the finalizer integrates, a
 #: row of the record, the report and the plot, so a job's user must not be able to make the
 #: finalizer's work (and the stored record) grow with their marks file. More are ignored, flagged
 #: ``marks_truncated_phases:<n>`` / ``marks_truncated_stages:<n>``.

@@ -60,7 +60,7 @@ def ignore_callers_config(prog: str) -> None:
 def caller_named_store(store_arg: str | None) -> str | None:
     """Under sudo, why a store the caller names (``--store``, ``$SLURM_ENERGY_STORE``) is refused:
     root would open a path of the caller's choosing (a FIFO, a device, another store) with root's
-    rights (issue 22). None when not under sudo or when none is named. The system site config's
+    rights. None when not under sudo or when none is named. The system site config's
     ``paths.store_url`` is the store sudo offers; a store of their own they read without sudo."""
     if sudo_caller() is None:
         return None

@@ -1,7 +1,7 @@
 """A process tree's PIDs, CPU time and memory from /proc, at a cost that grows with the tree only.
 
 ``psutil.Process.children(recursive=True)`` reads the parent of every process on the machine at
-each call (measured in issue 12: 740 ms per sample with 1,073 processes). Here:
+each call (measured: 740 ms per sample with 1,073 processes). Here:
 
 * where the kernel has ``/proc/PID/task/TID/children`` (CONFIG_PROC_CHILDREN, as Debian's and
   RHEL's kernels), the tree is followed from its root through those files: nothing outside the

@@ -30,7 +30,7 @@ user's own jobs is a convenience there, not a confidentiality boundary. Use Post
 row-level security) where job energy per user must be private.
 
 Locking (SQLite): any user may hold a read transaction on the world-readable file (``BEGIN;
-SELECT ...`` in ``sqlite3``). The store is in WAL mode (issue 22), where readers never block the
+SELECT ...`` in ``sqlite3``). The store is in WAL mode, where readers never block the
 writer: a writer's first ``open_store`` switches it. A read-only user connection needs the -wal and
 -shm files to exist (SQLite's last connection removes them on close, and users cannot create them
 in the root-owned directory), so the writer leaves them in place, empty, on open and close

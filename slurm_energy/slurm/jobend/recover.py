@@ -126,7 +126,7 @@ def collect_all(cfg: SiteConfig, store: RecoverStore, now: float, older_than_s: 
 #: The node finalizer's sweep (:func:`sweep_node`): an attempt (or a job sacct knows) untouched this
 #: long (s), with no process at work on it, is left over. Above the Epilog's 2 s and a sampler's
 #: interval (its samples keep a live job's attempt young); short, so a record is final within a
-#: minute of its job's end (issue 24).
+#: minute of its job's end.
 SWEEP_AGE_S = 20.0
 #: How far back (s) the sweep looks: older leftovers are the ``collect`` timer's.
 SWEEP_WINDOW_S = 3600.0
