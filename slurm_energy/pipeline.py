@@ -58,6 +58,7 @@ class NodeObservation:
     # the node meter's rows over the span ((t, Reading), sampling.meterspool) and their source; None = none read
     meter_rows: list[Any] | None = None
     meter_source: str = ""
+    meter_note: str = ""  # why there are no meter rows where the site configured a meter (the meter process's note)
     mem_alloc_bytes: float | None = None  # memory allocated to the job on the node (its share of the rest)
     gpus_node: int | None = None  # the node's GPUs (None = unknown): the rest is not metered where the job has fewer
 
@@ -92,7 +93,8 @@ def measure_node(obs: NodeObservation, meta: JobMeta, site: SiteConfig, *, expec
 
         summary.rest_of_node = rest_for_node(summary, table_from(obs.samples).sorted(), obs.meter_rows,
                                              obs.meter_source, node_meter, cpus_alloc=obs.cpus_alloc,
-                                             mem_alloc_bytes=obs.mem_alloc_bytes, gpus_node=obs.gpus_node)
+                                             mem_alloc_bytes=obs.mem_alloc_bytes, gpus_node=obs.gpus_node,
+                                             note=obs.meter_note)
     summary.static = NodeStatic(**{k: v for k, v in obs.static.items() if k != "devices"})  # type: ignore[typeddict-item]
     summary.static["devices"] = obs.static.get("devices", [])
     # a finished node that measured nothing is no_data, never partial/complete, saying why when its

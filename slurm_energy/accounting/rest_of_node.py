@@ -163,10 +163,11 @@ def _spread_hourly(hourly: dict[str, float], t0: float, t1: float, energy_j: flo
 
 def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Reading]] | None, source: str,
                   cfg: Any, *, cpus_alloc: int | None, mem_alloc_bytes: float | None = None,
-                  gpus_node: int | None = None) -> Any:
+                  gpus_node: int | None = None, note: str = "") -> Any:
     """The node's :class:`~slurm_energy.model.RestOfNode` for the job, its energy added to the
     summary's hourly energy. ``meter_rows``: the node meter's rows over the job's span (None or
-    empty: no meter); ``source``: its ``node_meter.source``; ``cfg``: site.yaml's ``node_meter``."""
+    empty: no meter); ``source``: its ``node_meter.source``; ``cfg``: site.yaml's ``node_meter``;
+    ``note``: why there are no rows (said in ``covers`` where the rest is not metered)."""
     from slurm_energy.model import RestOfNode
 
     t0, t1 = summary.start_time, summary.end_time
@@ -184,7 +185,7 @@ def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Re
                               rule="allocation", share_basis=basis, metered_s=0.0,
                               covers=f"rest of node: ESTIMATE, node_meter.estimate_w = {cfg.estimate_w:g} W per node "
                                      "(site.yaml), not measured")
-        return RestOfNode(covers="rest of node: not metered")
+        return RestOfNode(covers="rest of node: not metered" + (f" ({note})" if note else ""))
     meter, how = meter_series(list(meter_rows), max_gap_s=3 * float(cfg.interval_s))
     rest = node_rest(meter, component_series(table), t0, t1)
     flags = list(rest.flags)

@@ -32,7 +32,25 @@ STARTING_STALE_S = 30.0
 #: start none for this long (a Python start and config load per job saved on most nodes)
 NONE_FOUND = "node-meter-{node}.none"
 NONE_RECHECK_S = 3600.0
+#: written by a meter process whose node_meter settings cannot be used (the reason; unlike
+#: NONE_FOUND it does not stop the next job's sampler from starting one: the site may fix them)
+CONFIG_ERROR = "node-meter-{node}.error"
 LOG = "node-meter.log"
+
+
+def meter_note(spool_dir: str, node: str) -> str:
+    """Why ``node`` has no meter reading, as its meter process left it (root's spool: its own
+    words, at most 300 characters): its configuration error, else what ``auto`` found, else that
+    no reading was taken (the process's log names why)."""
+    for name, what in ((CONFIG_ERROR, "node_meter settings"), (NONE_FOUND, "node meter")):
+        try:
+            with open(os.path.join(spool_dir, name.format(node=node)), encoding="utf-8", errors="replace") as f:
+                text = " ".join(f.read(300).split())
+        except OSError:
+            continue
+        if text:
+            return f"{what}: {text}"
+    return f"the node meter process took no reading in the job's span (see {os.path.join(spool_dir, LOG)})"
 
 
 def lock_path(spool_dir: str, node: str) -> str:
@@ -127,16 +145,36 @@ def main(argv: list[str] | None = None) -> int:
     process holds the node's lock or the site has no meter."""
     import fcntl
 
-    from slurm_energy.slurm.config_cache import load_light_config
-    from slurm_energy.slurm.log import setup_logging
-
     argv = sys.argv[1:] if argv is None else argv
     spool_dir, node = argv[0], argv[1]
     fd = os.open(lock_path(spool_dir, node), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        os.close(fd)
         return 0  # one runs already
+    try:
+        _meter_process(spool_dir, node)
+    finally:
+        os.close(fd)  # the lock goes with it
+    return 0
+
+
+def _note(spool_dir: str, name: str, node: str, text: str) -> None:
+    """Leave ``text`` in the spool (root-only) for the records and the samplers; a full spool loses it."""
+    from slurm_energy.slurm.attempt import write_private
+
+    try:
+        write_private(os.path.join(spool_dir, name.format(node=node)), text + "\n")
+    except OSError:
+        pass
+
+
+def _meter_process(spool_dir: str, node: str) -> None:
+    """The meter process's life once it holds the node's lock: its settings, its meter, its loop."""
+    from slurm_energy.slurm.config_cache import load_light_config
+    from slurm_energy.slurm.log import setup_logging
+
     try:
         os.unlink(os.path.join(spool_dir, STARTING.format(node=node)))
     except OSError:
@@ -150,24 +188,22 @@ def main(argv: list[str] | None = None) -> int:
         reader, note = open_node_meter(cfg.node_meter, node)
     except ValueError as e:
         log.error("node meter node=%s: %s", node, e)
-        return 0
+        _note(spool_dir, CONFIG_ERROR, node, str(e))
+        return
+    try:
+        os.unlink(os.path.join(spool_dir, CONFIG_ERROR.format(node=node)))  # settings usable again
+    except OSError:
+        pass
     log.info("node=%s %s", node, note)
     if reader is None:
-        try:
-            from slurm_energy.slurm.attempt import write_private
-
-            write_private(os.path.join(spool_dir, NONE_FOUND.format(node=node)), note + "\n")
-        except OSError:
-            pass
-        return 0
+        _note(spool_dir, NONE_FOUND, node, note)
+        return
     try:
         n = run_meter(reader, source_name(reader), meterspool.meter_path(spool_dir, node), cfg.node_meter.interval_s,
                       lambda: jobs_on_node(spool_dir, node), cfg.node_meter.frozen_after_s)
         log.info("node=%s meter process leaves: no job on the node; %d readings", node, n)
     finally:
         reader.close()
-        os.close(fd)
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

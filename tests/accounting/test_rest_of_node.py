@@ -118,6 +118,9 @@ def test_not_metered_is_never_zero_and_the_estimate_is_labelled():
     r = rec.nodes[0].rest_of_node
     assert r.method == "not_metered" and r.energy_j is None and r.covers == "rest of node: not metered"
     assert rec.rest_of_node_j is None and rec.it_kwh == pytest.approx(rec.energy_it_j["cpu"] / 3.6e6)
+    said = _record(None, meter_note="node meter: auto: no hwmon power meter, no DCMI").nodes[0].rest_of_node
+    assert said.energy_j is None  # a reason, never a number
+    assert said.covers == "rest of node: not metered (node meter: auto: no hwmon power meter, no DCMI)"
     est = _record(None, node_meter={"estimate_w": 120.0})
     e = est.nodes[0].rest_of_node
     # 120 W x 30 s = 3600 J for the node; share 0.25 -> 900 J, labelled an estimate

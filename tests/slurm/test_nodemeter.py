@@ -110,3 +110,27 @@ def test_read_span_parses_only_the_rows_it_needs(tmp_path, monkeypatch):
     rows = meterspool.read_span(path, 5000.0, 5100.0, margin_s=20.0)
     assert [r.t for r in rows] == [4990.0 + 10 * k for k in range(13)]  # 4990 .. 5110 s
     assert len(parsed) == 15  # 4980 .. 5120 s inside the margins: not the file's 10 000 rows
+
+
+def test_the_record_says_why_the_node_has_no_meter_reading(tmp_path, monkeypatch):
+    """A site that configured a meter, a job with no meter row: the record's rest of the node says
+    why, in the meter process's words: its settings error (the next job still starts one), else
+    what ``auto`` found, else that it took no reading (a tester found only "not metered")."""
+    from slurm_energy.sampling.readers import node_meter as nm_reader
+
+    spool, started = str(tmp_path), []
+    assert nodemeter.meter_note(spool, "n1") == (
+        f"the node meter process took no reading in the job's span (see {spool}/node-meter.log)")
+    (tmp_path / "node-meter-n1.none").write_text("auto: no hwmon power meter, no DCMI\n")
+    assert nodemeter.meter_note(spool, "n1") == "node meter: auto: no hwmon power meter, no DCMI"
+
+    def bad(cfg, node):
+        raise ValueError("node_meter.redfish.url: 'bmc' is no http(s) URL; give https://<bmc>/")
+
+    monkeypatch.setattr(nm_reader, "open_node_meter", bad)
+    monkeypatch.setattr("slurm_energy.slurm.log.setup_logging", lambda *a, **k: None)
+    assert nodemeter.main([spool, "n1"]) == 0
+    assert nodemeter.meter_note(spool, "n1") == (
+        "node_meter settings: node_meter.redfish.url: 'bmc' is no http(s) URL; give https://<bmc>/")
+    os.unlink(tmp_path / "node-meter-n1.none")
+    assert nodemeter.ensure_running(SiteConfig(), spool, "n1", start=started.append) and len(started) == 1

@@ -119,14 +119,14 @@ def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: floa
     start = ctx.prolog_time or (slurm_facts or {}).get("start_time") or min(end_time, first_t or end_time)
     total_cpu = true_cpu_time(ctx, rows, nodes, errors) if status != Status.RUNNING else None
     req_mem = requested_memory(ctx, slurm_facts, cpus, mem_total, errors)
-    meter_rows, meter_source = _meter_rows(cfg, spool, start, end_time) if running is None else (None, "")
+    meter_rows, meter_source, meter_note = _meter_rows(cfg, spool, start, end_time) if running is None else (None, "", "")
     from slurm_energy.devices.gpu import node_gpu_count
     from slurm_energy.devices.hardware import HardwareConfig
 
     obs = NodeObservation(
         ctx.node, rows, static, start_time=start, end_time=end_time, span_known=span_known, cpus_alloc=cpus,
         errors=errors, status=st, marks=_read_marks(ctx), job_cpu_total_s=total_cpu,
-        meter_rows=meter_rows, meter_source=meter_source, mem_alloc_bytes=req_mem[0],
+        meter_rows=meter_rows, meter_source=meter_source, meter_note=meter_note, mem_alloc_bytes=req_mem[0],
         gpus_node=node_gpu_count(HardwareConfig.of(cfg.hardware)) if meter_rows else None)
     rec = measure_node(obs, ctx, cfg, expected_nodes=nodes, exit_code=exit_code,
                        job_state=slurm_job_state(slurm_facts, ctx, exit_code), running=running)
@@ -136,19 +136,23 @@ def node_record(cfg: SiteConfig, spool: Attempt, ctx: JobContext, end_time: floa
     return rec
 
 
-def _meter_rows(cfg: SiteConfig, spool: Attempt, start: float, end: float) -> tuple[list[tuple[float, Any]] | None, str]:
+def _meter_rows(cfg: SiteConfig, spool: Attempt, start: float,
+                end: float) -> tuple[list[tuple[float, Any]] | None, str, str]:
     """The node meter's rows over the job's span (:mod:`slurm_energy.sampling.meterspool`, written by
-    the node's meter process), one each side within two meter intervals; ``(None, "")`` without."""
+    the node's meter process), one each side within two meter intervals, and their source;
+    ``(None, "", why)`` without (why: the meter process's own note, e.g. ``auto`` found no meter, or
+    its configuration error; '' where the site has no meter)."""
     from slurm_energy.sampling import meterspool
+    from slurm_energy.slurm.nodemeter import meter_note
 
     nm = getattr(cfg, "node_meter", None)
     if nm is None or nm.source == "none":
-        return None, ""
+        return None, "", ""
     rows = meterspool.read_span(meterspool.meter_path(spool.spool_dir, spool.node), start, end,
                                 margin_s=2 * float(nm.interval_s))
     if not rows:
-        return None, ""
-    return [(r.t, r.reading) for r in rows], rows[-1].source
+        return None, "", meter_note(spool.spool_dir, spool.node)
+    return [(r.t, r.reading) for r in rows], rows[-1].source, ""
 
 
 def _full(spool: Attempt) -> str:

@@ -61,3 +61,20 @@ def test_no_spool_stores_a_no_data_record_and_writes_nothing(tmp_path):
     assert rec.end_time == 1_796_034_100.0  # Slurm's end, 10 s after the Epilog's
     assert rec.errors[0] == "no usable spool on this node: spool full"
     assert not (tmp_path / "spool" / "jobs").exists()  # no attempt's file (the Prometheus sink keeps its own)
+
+
+def test_a_configured_meter_without_readings_puts_its_reason_on_the_record(journal_trees, tmp_path):
+    """node_meter.source auto, no meter row in the job's span, and the meter process's note in the
+    spool: the stored record's rest of the node says why, in its words (not only "not metered")."""
+    from slurm_energy.config.schema import NodeMeter
+
+    cfg = _cfg(tmp_path).model_copy(update={"node_meter": NodeMeter(source="auto")})
+    a = journal_trees[AttemptState.EPILOG_DONE]
+    Path(a.spool_dir, f"node-meter-{a.node}.none").write_text("auto: no hwmon power meter, no ipmitool dcmi\n")
+    ep = a.epilog()
+    finish(cfg, a, _ctx(a), Trigger.COLLECT, end_time=ep.t, exit_code=ep.exit_code, sampler=ep.sampler,
+           facts={"job_state": "COMPLETED"}, ask_slurm=False)
+    (got,) = open_store(cfg.paths.store_url).get_job("701")
+    r = got.nodes[0].rest_of_node
+    assert r is not None and r.energy_j is None and got.rest_of_node_j is None
+    assert r.covers == "rest of node: not metered (node meter: auto: no hwmon power meter, no ipmitool dcmi)"
