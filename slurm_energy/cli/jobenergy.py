@@ -475,7 +475,8 @@ def missing_ids(specs: list[JobSpec], records: list[JobRecord], filtered: bool, 
     "not in the store", which would tell them that another user's job does not exist (the store query
     only returns their own jobs). ``filtered``: -S/-E/-s were given (then the advice is to drop them)."""
     pending = (f"pending, started under {interim_s:g} s ago, or ended and was not collected (admins: "
-               "slurm-energy collect)")
+               "slurm-energy collect); a job cancelled before it started never ran on a node and has none "
+               "(sacct -X -j {id} -o State,Start shows which)")
     out = []
     for spec in specs:
         if any(matches(spec, r) for r in records):
@@ -485,9 +486,9 @@ def missing_ids(specs: list[JobSpec], records: list[JobRecord], filtered: bool, 
             why = "Try it without -S/-E/-s" + ("" if privileged else "; it may also be another user's job, "
                                                                      "which you cannot see")
         elif privileged:
-            why = f"No record yet if it is {pending}"
+            why = f"No record yet if it is {pending.format(id=spec.raw)}"
         else:
-            why = f"It may be another user's job, which you cannot see, or one not recorded yet: {pending}"
+            why = f"It may be another user's job, which you cannot see, or one not recorded yet: {pending.format(id=spec.raw)}"
         head = "not in the store" if privileged or not among else f"no record{among}"
         out.append(f"job {spec.raw}: {head}{cond}: {where}. {why}")
     return out

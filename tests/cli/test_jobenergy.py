@@ -99,7 +99,9 @@ def test_unknown_job_exits_nonzero(url, capsys):
     cfg = os.environ["SLURM_ENERGY_CONFIG"]
     assert err.strip() == (f"jobenergy: job 999: not in the store: {url} (from --store; site config {cfg}). "
                            "No record yet if it is pending, started under 60 s ago, or ended and was not "
-                           "collected (admins: slurm-energy collect)")
+                           "collected (admins: slurm-energy collect)"
+                           "; a job cancelled before it started never ran on a node and has none"
+                           " (sacct -X -j 999 -o State,Start shows which)")
 
 
 def test_bad_inputs_exit_2(url, capsys):
@@ -340,6 +342,7 @@ def test_not_found_names_store_and_missing_config(tmp_path, monkeypatch, capsys,
         f"jobenergy: job 26: not in the store: {states_url} (from $SLURM_ENERGY_STORE; site config: none found, "
         f"defaults used; set SLURM_ENERGY_CONFIG or create {tmp_path}/etc/site.yaml). No record yet if it is "
         "pending, started under 60 s ago, or ended and was not collected (admins: slurm-energy collect)"
+        "; a job cancelled before it started never ran on a node and has none (sacct -X -j 26 -o State,Start shows which)"
     )
 
 

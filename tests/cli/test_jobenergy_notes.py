@@ -73,7 +73,9 @@ def test_missing_id_for_an_ordinary_user_may_be_another_users_job():
     [line] = N.missing_ids(parse_jobids(["200"]), [], False, " among alice's jobs", "STORE", False, 60.0)
     assert line == ("job 200: no record among alice's jobs: STORE. It may be another user's job, which you cannot "
                     "see, or one not recorded yet: pending, started under 60 s ago, or ended and was not collected "
-                    "(admins: slurm-energy collect)")
+                    "(admins: slurm-energy collect)"
+                    "; a job cancelled before it started never ran on a node and has none"
+                    " (sacct -X -j 200 -o State,Start shows which)")
     assert "not in the store" not in line
     [line] = N.missing_ids(parse_jobids(["200"]), [], True, " among alice's jobs", "STORE", False, 60.0)
     assert line == ("job 200: no record among alice's jobs in the given -S/-E window or -s states: STORE. Try it "
@@ -81,7 +83,9 @@ def test_missing_id_for_an_ordinary_user_may_be_another_users_job():
     # root and admins see every job: there "not in the store" is the plain truth
     [line] = N.missing_ids(parse_jobids(["200"]), [], False, "", "STORE", True, 60.0)
     assert line == ("job 200: not in the store: STORE. No record yet if it is pending, started under 60 s ago, or "
-                    "ended and was not collected (admins: slurm-energy collect)")
+                    "ended and was not collected (admins: slurm-energy collect)"
+                    "; a job cancelled before it started never ran on a node and has none"
+                    " (sacct -X -j 200 -o State,Start shows which)")
 
 
 def test_missing_id_with_a_window_says_to_drop_it(url, tmp_path, capsys):
