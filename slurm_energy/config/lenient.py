@@ -172,8 +172,9 @@ def _in_force_message(cfg: SiteConfig, dropped: list[str], origin: str) -> str:
             parts.append(f"{d} not defined")
         elif v is None:
             parts.append(f"{d} unset (its documented fallback applies)")
-        elif isinstance(v, BaseModel):
-            parts.append(f"{d} = documented defaults {v.model_dump()}")
+        elif isinstance(v, BaseModel):  # a section: its own settings, not its nested ones (long)
+            own = [f"{k} {x!r}" for k, x in v.model_dump().items() if not isinstance(x, (dict, list))]
+            parts.append(f"{d} = its documented defaults ({', '.join(own[:4])}{', ...' if len(own) > 4 else ''})")
         else:
             parts.append(f"{d} = {v!r} (documented default)")
     return (f"{origin}: every other key of this file is in force; in place of the bad keys: "

@@ -217,6 +217,17 @@ def _save(path: str, data: dict[str, Any], mode: int = 0o600, gid: int = -1) -> 
             pass
 
 
+def problem_lines(problems: list[str]) -> list[str]:
+    """The config problems as a job record's errors, one line each (``site config problem: ...``):
+    a message's lines joined with ``; `` (PyYAML's quoted snippet and its ``^`` dropped: the message
+    names the line and column), so a record never carries a newline (shown escaped as ``\\n``)."""
+    out = []
+    for m in problems:
+        lines = [x.strip() for x in m.splitlines() if x.strip() and not x.startswith("    ")]
+        out.append("site config problem: " + "; ".join(lines))
+    return out
+
+
 def load_config(errors: list[str]) -> SiteConfig:
     """The full site config for the detached sampler and finalizer (carbon resolution; valid parts
     kept; unparsable file: its last good copy); each problem is appended to ``errors`` saying what
@@ -224,7 +235,7 @@ def load_config(errors: list[str]) -> SiteConfig:
     from slurm_energy.config.lenient import load_site_config_for_hooks
 
     cfg, problems = load_site_config_for_hooks()
-    errors += [f"site config problem: {m}" for m in problems]
+    errors += problem_lines(problems)
     return cfg
 
 
@@ -233,5 +244,5 @@ def load_light_config(errors: list[str]) -> HookSite:
     no pydantic import, when it matches site.yaml), for a detached process that reads only what a
     hook reads (the sampler's start: a short job's Epilog waits for it); problems as :func:`load_config`."""
     cfg, problems = load_hook_config()
-    errors += [f"site config problem: {m}" for m in problems]
+    errors += problem_lines(problems)
     return cfg

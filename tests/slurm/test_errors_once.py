@@ -63,3 +63,21 @@ def test_merge_keeps_each_error_once_in_order_first_occurrence():
                                             "prolog reading: OSError: gone", "sampler: killed"]
     # a message that only contains a time stamp further in is not shortened into another one
     assert combine_errors(["x 2026-12-02T10:49:33 y"], ["x y"]) == ["x 2026-12-02T10:49:33 y", "x y"]
+
+
+def test_a_yaml_problem_is_one_line_on_the_record_without_pyyamls_snippet(tmp_path):
+    """site.yaml indented with a tab: the check-config message has PyYAML's lines (its snippet and
+    ``^``); a record's error is one line (a tester saw ``\\n`` escapes on the record), and still
+    names the file, the line and column, and the fix."""
+    from slurm_energy.config.lenient import load_site_config_lenient
+    from slurm_energy.slurm.config_cache import problem_lines
+
+    p = tmp_path / "site.yaml"
+    p.write_text("cluster_name: c1\nsampling:\n\tinterval_s: 5\n")
+    _cfg, problems = load_site_config_lenient(str(p))
+    assert "\n" in problems[0] and "    ^" in problems[0]
+    (line,) = problem_lines(problems[:1])
+    assert "\n" not in line and "^" not in line and "\tinterval_s" not in line
+    assert line.startswith(f"site config problem: {p}: not valid YAML: while scanning for the next token; ")
+    assert f'in "{p}", line 3, column 1:' in line
+    assert f"{p}: line 3, column 1: a tab character: YAML indents with spaces only. Fix: replace the tab(s)" in line

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import sys
 
-from slurm_energy.slurm.config_cache import cached_hook_config
+from slurm_energy.slurm.config_cache import cached_hook_config, problem_lines
 from slurm_energy.slurm.context import JobFacts, context_dict, slurm_env_fields
 from slurm_energy.slurm.log import WriteBackend, get, use
 
@@ -66,7 +66,7 @@ def begin(env: Mapping[str, str] | None, errors: list[str]) -> tuple[HookSite, J
 
         got = load_hook_config()
     cfg, problems = got
-    errors += [f"site config problem: {m}" for m in problems]
+    errors += problem_lines(problems)
     use(WRITER)
     WRITER.open(cfg.paths.log_dir)
     for e in errors:
