@@ -148,5 +148,5 @@ def test_install_print_without_config_prints_the_lines_for_the_config_the_hooks_
     assert cron == [f"# */5 * * * * mkdir -p -m 0700 {tmp_path}/mylog && SLURM_ENERGY_CONFIG={site} "
                     f"{sys.executable} -I -m slurm_energy.cli.main collect --older-than 5 "
                     f">>{tmp_path}/mylog/collect.log 2>&1"]
-    assert f"# Environment=SLURM_ENERGY_CONFIG={site}" in out.splitlines()
+    assert any(x.endswith(f"install --config {site} --units /etc/systemd/system") for x in out.splitlines())
     assert "/var/log/slurm-energy" not in out
