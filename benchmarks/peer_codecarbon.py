@@ -1,4 +1,4 @@
-"""Our sampler and ``slurm-energy run`` side by side with CodeCarbon: CPU per sample, RSS (issue 12).
+"""Our sampler and ``slurm-energy run`` side by side with CodeCarbon: CPU per sample, RSS.
 
 Contenders, started together in each window (so the machine's noise falls on all of them), on an
 idle workload (``sleep``), at each interval:
@@ -12,8 +12,8 @@ idle workload (``sleep``), at each interval:
   plain files in the window's temp dir (:func:`make_cgroup`; the host's cgroups are never touched)
   listing the workload's PID. ``--no-interim``: the sampler loop alone (the README's table before
   issue 29, which left the interim worker out);
-* ``sampler-pid``: the same without a cgroup (proctrack/linuxproc: the job's PIDs by
-  SLURM_JOB_ID);
+* ``sampler-pid``: the same without a cgroup (proctrack/linuxproc: the job's PIDs as the
+  descendants of its step daemon, here a process titled ``slurmstepd: [<job>.batch]``);
 * ``run``: ``slurm-energy run --no-report -- sleep N`` (the CLI process, its child not counted);
 * ``codecarbon``: CodeCarbon's ``OfflineEmissionsTracker(country_iso_code="USA",
   measure_power_secs=interval, save_to_file=False)`` in its own venv (``--peer-venv``, created
@@ -243,6 +243,10 @@ def start_contenders(a, intervals: list[float], tmp: str, peer_py: str) -> tuple
                 f.write(f"cluster_name: bench\npaths:\n  spool_dir: {d}/spool\n  log_dir: {d}/log\n"
                         f"  store_url: sqlite:///{d}/jobs.db\nsampling:\n  interval_s: {iv:g}\n"
                         f"outputs:\n  prometheus:\n    textfile_dir: {d}/prom\n")
+            # a marks root of its own: the finalizers these samplers start sweep theirs, never the
+            # host's (a test cluster's running jobs keep their phase marks there)
+            os.makedirs(f"{d}/marks")
+            env = dict(env, SLURM_ENERGY_MARKS_DIR=f"{d}/marks")
             cenv = dict(env, SLURM_ENERGY_CONFIG=site)
             interim = "interim" if a.interim else "none"
             if "cgroup" in a.contenders:
@@ -255,8 +259,14 @@ def start_contenders(a, intervals: list[float], tmp: str, peer_py: str) -> tuple
                 procs.append(p)
                 pids[(pre + "sampler-cgroup", iv)] = (p.pid, p)
             if "pid" in a.contenders:
+                # the job as proctrack/linuxproc leaves it: a process titled as Slurm's step daemon
+                # (comm "slurmstepd", cmdline "slurmstepd: [<job>.batch]", real uid 0) and the
+                # workload its child: the sampler's StepdScanner finds a job's PIDs only so
                 job = str(999000 + k + 100 * len(pids))
-                procs.append(subprocess.Popen(["sleep", span], env=dict(os.environ, SLURM_JOB_ID=job)))
+                stepd = os.path.join(d, "slurmstepd")
+                os.symlink("/bin/bash", stepd)
+                procs.append(subprocess.Popen([f"slurmstepd: [{job}.batch]", "-c", f"sleep {span}; :"],
+                                              executable=stepd, env=dict(os.environ, SLURM_JOB_ID=job)))
                 p = subprocess.Popen(me + ["--child", str(iv), job, "nonode", d, interim], env=cenv,
                                      stdout=subprocess.PIPE, cwd=tree)
                 procs.append(p)
