@@ -41,7 +41,8 @@ QUERIES: dict[str, tuple[str, ...]] = {
               "Partition", "ExitCode", "Cluster"),
     "final": ("State", "Start", "End"),  # one job's allocation, once slurmctld forgot it
     "state": ("JobIDRaw", "State"),  # one job's final state
-    "total_cpu": ("JobID", "State", "TotalCPU"),  # one job's steps
+    # one job's steps, by the raw id asked for (JobID prints an array task as 2103_8, a het component as 2164+1)
+    "total_cpu": ("JobIDRaw", "State", "TotalCPU"),
     "energy": ("ConsumedEnergyRaw",),  # one job's allocation
     "allocation": ("AllocCPUS", "ReqMem", "NNodes"),  # one job's allocation, for --seff
 }
@@ -145,7 +146,7 @@ def total_cpu_s(job_id: str, *, sacct: str = SACCT, run: Run = subprocess.run, w
                 sleep: Sleep = time.sleep, timeout_s: float = 10.0) -> tuple[float | None, str]:
     """The job's true CPU time (user + system, all its steps), CPU-s, from slurmdbd, and its label.
 
-    Runs ``sacct -j ID -n -P -o JobID,State,TotalCPU`` (all steps) until the newest run's allocation
+    Runs ``sacct -j ID -n -P -o JobIDRaw,State,TotalCPU`` (all steps) until the newest run's allocation
     line has a final state (up to ``wait_s`` s: slurmdbd hears of the job's end after the Epilog),
     then :func:`parse_total_cpu`. The whole job's: use it for a job on one node only.
 
@@ -177,7 +178,7 @@ def _sacct_until(argv: list[str], ready: Callable[[str], bool], run: Run, wait_s
 
 
 def parse_total_cpu(text: str, job_id: str) -> tuple[float | None, str]:
-    """sacct ``JobID|State|TotalCPU`` lines -> (CPU-s of the newest run, label), None while
+    """sacct ``JobIDRaw|State|TotalCPU`` lines -> (CPU-s of the newest run, label), None while
     unfinished. The steps' TotalCPU (batch, extern, numbered steps: disjoint cgroups) summed; the
     allocation's own value when it lists no step. Slurm's duration forms
     (:func:`slurm_energy.slurm.clients.formats.parse_duration`). Pure."""

@@ -88,7 +88,7 @@ def test_total_cpu_and_consumed_energy_run_their_queries(tmp_path):
     def answer(argv):
         if argv[1:3] == ["show", "config"]:
             return 0, "AcctGatherEnergyType    = acct_gather_energy/rapl\n"
-        if "JobID,State,TotalCPU" in argv:  # batch 00:07.500 + step 0 01:00 -> 67.5 CPU-s
+        if "JobIDRaw,State,TotalCPU" in argv:  # batch 00:07.500 + step 0 01:00 -> 67.5 CPU-s
             return 0, "42|COMPLETED|00:00:00\n42.batch|COMPLETED|00:07.500\n42.0|COMPLETED|01:00.000\n"
         return 0, "3600000\n"  # ConsumedEnergyRaw, J
 

@@ -1,4 +1,4 @@
-"""sacct TotalCPU -> the job's true CPU time for the stretch its sampler did not see (issue 9 item 3)."""
+"""sacct TotalCPU -> the job's true CPU time for the stretch its sampler did not see."""
 
 import os
 import subprocess
@@ -30,7 +30,21 @@ def test_sums_the_newest_runs_steps_in_slurm_duration_forms(tmp_path):
     sacct, run, calls = _sacct(tmp_path, [out])
     got, why = total_cpu_s("42", sacct=sacct, run=run, wait_s=0)
     assert got == pytest.approx(3730.51) and why == "sacct TotalCPU"
-    assert calls[0][1:] == ["-j", "42", "-n", "-P", "-o", "JobID,State,TotalCPU"]
+    assert calls[0][1:] == ["-j", "42", "-n", "-P", "-o", "JobIDRaw,State,TotalCPU"]
+
+
+@pytest.mark.parametrize(("raw", "text", "cpu_s"), [
+    # captured on the test cluster (Slurm 22.05.8): `sacct -j 2113,2165 -n -P -o JobIDRaw,JobID,State,TotalCPU`
+    ("2113", "2113|COMPLETED|00:00.003\n2113.batch|COMPLETED|00:00.001\n2113.extern|COMPLETED|00:00.001\n", 0.002),
+    ("2165", "2165|COMPLETED|00:00.001\n2165.extern|COMPLETED|00:00.001\n", 0.001),
+], ids=["array task 2103_8", "het component 2164+1"])
+def test_an_array_task_and_a_het_component_are_found_by_their_raw_id_at_once(tmp_path, raw, text, cpu_s):
+    """The finalizer asks by the raw id (2113); sacct's JobID prints 2103_8 (2164+1), which never
+    matched it: every short array task or het component waited out the 15 s deadline and had its
+    tail estimated (170x the CPU energy a tester measured). JobIDRaw matches on the first answer."""
+    sacct, run, calls = _sacct(tmp_path, [text])
+    got, why = total_cpu_s(raw, sacct=sacct, run=run, wait_s=15, sleep=lambda s: pytest.fail("waited"))
+    assert got == pytest.approx(cpu_s) and why == "sacct TotalCPU" and len(calls) == 1  # CPU-s: the steps' sum
 
 
 def test_waits_until_slurmdbd_has_the_job_finished(tmp_path):
