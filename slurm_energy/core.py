@@ -93,16 +93,24 @@ PARTIAL_COVERAGE = "partial-coverage"
 ESTIMATED = "estimated"
 
 
-def all_estimated(methods: dict[str, Any], energy_it_j: dict[str, float | None]) -> bool:
+def metered_rest(rec: Any) -> bool:
+    """The record (a JobRecord, or a store's summary row) holds energy of its nodes' rest that a node
+    meter measured (``rest_of_node_j`` not None, a ``node_meter:`` method on some node)."""
+    return getattr(rec, "rest_of_node_j", None) is not None and "node_meter:" in (getattr(rec, "rest_of_node_method", "") or "")
+
+
+def all_estimated(methods: dict[str, Any], energy_it_j: dict[str, float | None], metered_rest: bool = False) -> bool:
     """True when every device class with energy (``energy_it_j`` value not None, J) has method
-    ``tdp_estimate`` in ``methods`` (class -> Method or its value); False when no class has energy
-    (nothing was estimated: that is unmeasured, shown as ``n/a``)."""
+    ``tdp_estimate`` in ``methods`` (class -> Method or its value) and no node meter measured the
+    rest of the node (``metered_rest``, :func:`metered_rest`: a measured part of the IT energy);
+    False when no class has energy (nothing was estimated: that is unmeasured, shown as ``n/a``)."""
     with_energy = [c for c, j in energy_it_j.items() if j is not None]
-    return bool(with_energy) and all(Method.parse(methods.get(c)) == Method.TDP_ESTIMATE for c in with_energy)
+    return (bool(with_energy) and not metered_rest
+            and all(Method.parse(methods.get(c)) == Method.TDP_ESTIMATE for c in with_energy))
 
 
 def status_text(status: Any, coverage_complete: bool, methods: dict[str, Any],
-                energy_it_j: dict[str, float | None]) -> str:
+                energy_it_j: dict[str, float | None], metered_rest: bool = False) -> str:
     """The measurement status as jobenergy, ``-l``, the report and the rollup show it: the
     :class:`Status` value, and for ``complete`` its qualifiers in parentheses --
     ``complete(partial-coverage)``, ``complete(estimated)``, ``complete(partial-coverage,estimated)``
@@ -111,7 +119,8 @@ def status_text(status: Any, coverage_complete: bool, methods: dict[str, Any],
     s = Status(status).value
     if s != Status.COMPLETE.value:
         return s
-    quals = ([] if coverage_complete else [PARTIAL_COVERAGE]) + ([ESTIMATED] if all_estimated(methods, energy_it_j) else [])
+    quals = ([] if coverage_complete else [PARTIAL_COVERAGE]) + (
+        [ESTIMATED] if all_estimated(methods, energy_it_j, metered_rest) else [])
     return f"{s}({','.join(quals)})" if quals else s
 
 

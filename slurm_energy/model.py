@@ -455,7 +455,9 @@ class JobRecord(BaseModel, JobIdentity):
     def status_text(self) -> str:
         """The status as shown: ``complete``, ``complete(partial-coverage)``, ``complete(estimated)``,
         ``partial``... (:func:`slurm_energy.core.status_text`)."""
-        return status_text(self.status, self.coverage_complete, dict(self.methods), self.energy_it_j)
+        from slurm_energy.core import metered_rest
+
+        return status_text(self.status, self.coverage_complete, dict(self.methods), self.energy_it_j, metered_rest(self))
 
     @property
     def method_summary(self) -> str:

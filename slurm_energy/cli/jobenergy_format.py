@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from slurm_energy.cli.jobenergy_select import job_state
-from slurm_energy.core import Method, all_estimated, status_text
+from slurm_energy.core import Method, all_estimated, metered_rest, status_text
 from slurm_energy.jobid import display_id
 from slurm_energy.natsort import ordered_record
 from slurm_energy.reporting.scale import format_duration, plain
@@ -94,6 +94,16 @@ def default_fields(recs: list[JobRecord]) -> list[str]:
     return out[:at] + extra + out[at:]
 
 
+def _methods(rec: JobRecord) -> str:
+    """``cpu=tdp_estimate,ram=tdp_estimate`` and, where some node's rest was metered or estimated,
+    ``rest_of_node=node_meter:acpi_power_meter`` (its share is in IT_kWh: the method says how)."""
+    text = rec.method_summary if rec.methods else Method.UNAVAILABLE.value
+    rest = getattr(rec, "rest_of_node_method", "") or ""
+    if getattr(rec, "rest_of_node_j", None) is not None and ("node_meter:" in rest or "estimate:" in rest):
+        text += f",rest_of_node={rest}"
+    return text
+
+
 def _class_kwh(rec: JobRecord, cls: str) -> str:
     if cls not in rec.energy_it_j:
         return "-"
@@ -106,7 +116,7 @@ def _status(rec: JobRecord) -> str:
     row): ``complete(partial-coverage)``: every node reported but some device is unmeasured or covered
     under 95 % of the job (formulas.COVERAGE_COMPLETE): totals are a lower bound; ``complete(estimated)``:
     every class with energy was estimated by the TDP model."""
-    s = status_text(rec.status, rec.coverage_complete, rec.methods, rec.energy_it_j)
+    s = status_text(rec.status, rec.coverage_complete, rec.methods, rec.energy_it_j, metered_rest(rec))
     if rec.report_error:  # the user looks for energy-<id>.html: say why, in short (-l has the text)
         s += f" (no report: {report_code(rec.report_error)})"
     return s
@@ -164,7 +174,7 @@ _COLUMNS: dict[str, Callable[[JobRecord, RowOptions], str]] = {
     "Cost": lambda r, o: "n/a" if r.cost is None else f"{plain(r.cost, 4)} {r.cost_currency}",
     "PUE": lambda r, o: f"{r.carbon.pue:g}",
     "CI_g_per_kWh": lambda r, o: f"{r.carbon.ci_g_per_kwh:g}",
-    "Method": lambda r, o: r.method_summary if r.methods else Method.UNAVAILABLE.value,
+    "Method": lambda r, o: _methods(r),
     "Coverage": lambda r, o: "complete" if r.coverage_complete else "partial",
     "State": lambda r, o: job_state(r),
     "Status": lambda r, o: _status(r),
@@ -305,7 +315,7 @@ def caveat_rows(rec: JobRecord, jobid: str) -> list[list[str]]:
     default (``CarbonFacts.defaults_used``: the site config sets none), with the value used, the
     facility kWh or kgCO2e it gave, its source and where to set it."""
     rows = []
-    if all_estimated(rec.methods, rec.energy_it_j):
+    if all_estimated(rec.methods, rec.energy_it_j, metered_rest(rec)):
         rows.append(_note(jobid, "status", rec.status_text, "every class with energy estimated: rated power x "
                           "utilisation x time, no counter or power reading", method=Method.TDP_ESTIMATE.value,
                           kwh=fmt_num(rec.it_kwh)))

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from slurm_energy.core import ESTIMATED, PARTIAL_COVERAGE, Status, status_text
+from slurm_energy.core import ESTIMATED, PARTIAL_COVERAGE, Status, metered_rest, status_text
 from slurm_energy.jobid import split_reused
 
 if TYPE_CHECKING:  # records or the store's summary rows (store.select.JobRow): same attribute names
@@ -133,7 +133,7 @@ def state_matches(rec: JobRecord, flt: StateFilter) -> bool:
         return True
     if not flt.qualifiers:
         return False
-    shown = status_text(rec.status, rec.coverage_complete, rec.methods, rec.energy_it_j)
+    shown = status_text(rec.status, rec.coverage_complete, rec.methods, rec.energy_it_j, metered_rest(rec))
     return any(q in shown.partition("(")[2].rstrip(")").split(",") for q in flt.qualifiers)
 
 

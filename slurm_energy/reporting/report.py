@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from slurm_energy.core import all_estimated
+from slurm_energy.core import all_estimated, metered_rest
 from slurm_energy.jobid import display_id
 from slurm_energy.model import JobRecord
 from slurm_energy.natsort import ordered_record, sort_static_devices
@@ -290,7 +290,7 @@ def render_html(record: JobRecord, whatif: Any = None) -> str:
         "formula": _formula_lines(rows, record),
         "full_captions": _full_device_captions(rows),
         "default_flag": _default_flags(record),
-        "estimated": all_estimated(record.methods, record.energy_it_j),
+        "estimated": all_estimated(record.methods, record.energy_it_j, metered_rest(record)),
         "power_note_below": MEAN_POWER_NOTE_BELOW,
         "check": prediction_check.check(record),
         "gpu_idle": gpu_idle.summary_line(record),

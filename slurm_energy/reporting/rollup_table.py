@@ -16,7 +16,8 @@ COLUMNS = ("jobs", "attempts", "unmeasured_jobs", "it_kwh", "facility_kwh", "co2
            "gpu_idle_kwh", "co2e_gross_kg", "embodied_kg", "cost", "cost_currency")
 NOTE = ("jobs: distinct Slurm jobs; attempts: their runs (a requeued job has several); unmeasured_jobs: "
         "attempts with no energy; "
-        "measured_it_kwh: energy counters or sampled power; estimated_it_kwh: TDP model; unmeasured jobs are "
+        "measured_it_kwh: energy counters or sampled power, and the rest of the node a node meter measured; "
+        "estimated_it_kwh: TDP model, and the site's per-node estimate of the rest; unmeasured jobs are "
         "counted in unmeasured_jobs, never summed as 0; gpu_idle_kwh: GPU energy while allocated but idle "
         "(utilisation 0, power at idle draw), measured in an idle state (part of it_kwh); co2e_gross_kg: "
         "location-based operational CO2e (facility kWh x CI, offsets excluded); co2e_kg: net of the "

@@ -35,7 +35,7 @@ class JobRow:
     parsing the record JSON. Energies: J in ``energy_it_j`` (as JobRecord), kWh in ``it_kwh`` /
     ``facility_kwh``; None = unmeasured."""
 
-    __slots__ = (*ROW_COLUMNS, "energy_it_j", "carbon", "method_summary")
+    __slots__ = (*ROW_COLUMNS, "energy_it_j", "carbon", "method_summary", "rest_of_node_j")
     if TYPE_CHECKING:
         def __getattr__(self, name: str) -> Any: ...
 
@@ -53,6 +53,9 @@ class JobRow:
         self.energy_it_j = {c: None if v.get(f"{c}_kwh") is None else v[f"{c}_kwh"] * J_PER_KWH
                             for c in (v["classes"] or "").split(",") if c}
         self.method_summary = ",".join(f"{k}={m}" for k, m in sorted(methods.items()))
+        rest = v.get("rest_of_node_kwh")
+        self.rest_of_node_j = None if rest is None else rest * J_PER_KWH  # as JobRecord's
+        self.rest_of_node_method = v.get("rest_of_node_method") or ""
 
     def __repr__(self) -> str:
         return f"JobRow({self.cluster}/{self.job_id} #{self.restart_count} {self.status})"

@@ -27,6 +27,22 @@ def _state(rec: JobRecord) -> str:
     return rec.job_state or job_state_from_exit_code(rec.exit_code) or ""
 
 
+def rest_of_node_split(rec: JobRecord) -> tuple[list[float], list[float]]:
+    """The job's share of its nodes' rest (J), node by node: (metered by the node meter: measured,
+    the site's ``estimate_w``: estimated); a node not metered adds to neither (unmeasured, never 0)."""
+    meas: list[float] = []
+    est: list[float] = []
+    for n in rec.nodes:
+        r = n.rest_of_node
+        if r is None or r.energy_j is None:
+            continue
+        if r.method.startswith("node_meter:"):
+            meas.append(r.energy_j)
+        elif r.method.startswith("estimate:"):
+            est.append(r.energy_j)
+    return meas, est
+
+
 def _kwh(parts: list[float]) -> float | None:
     return sum(parts) / J_PER_KWH if parts else None
 
@@ -60,6 +76,9 @@ def summary_columns(rec: JobRecord, hours: list[dict[str, Any]]) -> dict[str, An
     e = rec.energy_it_j
     meas = [j for c, j in e.items() if j is not None and rec.methods.get(c) in _MEASURED]
     est = [j for c, j in e.items() if j is not None and rec.methods.get(c) == Method.TDP_ESTIMATE]
+    rest_meas, rest_est = rest_of_node_split(rec)
+    meas += rest_meas
+    est += rest_est
     cpu_times = [n.cpu_time_s for n in rec.nodes if n.cpu_time_s is not None]
     gpus = sum(d.count for n in rec.nodes for d in n.devices if d.device_class == "gpu")
     s, t = rec.start_time, rec.end_time
@@ -78,6 +97,8 @@ def summary_columns(rec: JobRecord, hours: list[dict[str, Any]]) -> dict[str, An
         "gpu_idle_s": rec.gpu_idle_s,
         "gpu_idle_kwh": None if rec.gpu_idle_energy_j is None else rec.gpu_idle_energy_j / J_PER_KWH,
         "gpu_idle_method": rec.gpu_idle_method or None,
+        "rest_of_node_kwh": None if rec.rest_of_node_j is None else rec.rest_of_node_j / J_PER_KWH,
+        "rest_of_node_method": rec.rest_of_node_method or None,
         "hours_outside": any(min(h["hour_start"] + _H, t) < max(h["hour_start"], s) for h in hours),
     }  # fmt: skip
     for c in DEVICE_CLASSES:

@@ -85,7 +85,7 @@ def test_store_v4_to_v5_backfills_alpha_and_gross(store_url):
         db.execute("DELETE FROM schema_version WHERE version >= 5")
     db.close()
     st = open_store(store_url)
-    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 7
+    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 8
     [r1] = st.rows(jobs=["1"])
     [r2] = st.rows(jobs=["2"])
     # job 1: net 0.15 kg, alpha 0.5 (from its JSON) -> location-based 0.15 / 0.5 = 0.3 kg

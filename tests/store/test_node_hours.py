@@ -59,7 +59,7 @@ def test_jobs_plus_idle_equal_the_meter_per_partition(store):
 
 
 def test_no_node_hours_stored_is_no_idle_line(store):
-    assert schema.has_table(store.db, "node_hours") and schema.current_version(store.db) == 7
+    assert schema.has_table(store.db, "node_hours") and schema.current_version(store.db) == 8
     assert idle_by_partition(store.db, *month_bounds("2026-10")) == []  # not metered: no line, never 0
 
 

@@ -49,7 +49,7 @@ def test_v2_store_migrates_to_v3_and_v4_keeping_rows(store_url):
         db.execute("DELETE FROM schema_version WHERE version >= 3")
     db.close()
     st = open_store(store_url)
-    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 7
+    assert schema.current_version(st.db) == schema.SCHEMA_VERSION == 8
     assert {"gpu_idle_s", "gpu_idle_kwh", "gpu_idle_method", "sluid"} <= schema.columns(st.db, "job_records")
     [row] = st.rows(jobs=["1"])
     assert row.it_kwh == pytest.approx(0.001) and row.gpu_idle_s is None and row.gpu_idle_kwh is None  # unknown
