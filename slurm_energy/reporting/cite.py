@@ -85,19 +85,23 @@ def _window(rec: JobRecord, name: str) -> WindowEnergy | None:
 
 
 def _hardware(records: Sequence[JobRecord]) -> list[str]:
-    """``"8 x NVIDIA A100-SXM4-80GB"``, ``"2 x Intel Xeon ..."`` (GPUs by model; CPUs by node model)."""
-    gpus: dict[str, int] = {}
-    cpus: dict[str, int] = {}
+    """``"8 x NVIDIA A100-SXM4-80GB"``, ``"2 nodes with Intel Xeon ..."``: the distinct hardware the
+    jobs ran on (GPUs by model, each (node, device) once; CPUs by node model, each node once), so two
+    jobs on one node are one node, not two."""
+    gpus: dict[str, dict[tuple[str, str], int]] = {}
+    cpus: dict[str, set[str]] = {}
     for r in records:
         for n in r.nodes:
             for d in n.devices:
                 if d.device_class == "gpu":
-                    gpus[d.model or "GPU"] = gpus.get(d.model or "GPU", 0) + d.count
+                    seen = gpus.setdefault(d.model or "GPU", {})
+                    key = (n.node, d.device_id)
+                    seen[key] = max(seen.get(key, 0), d.count)
             cm = n.static.get("cpu_model") if n.static else None
             if cm:
-                cpus[str(cm)] = cpus.get(str(cm), 0) + 1
-    out = [f"{k} x {m}" for m, k in sorted(gpus.items())]
-    out += [f"{k} node{'s' if k > 1 else ''} with {m}" for m, k in sorted(cpus.items())]
+                cpus.setdefault(str(cm), set()).add(n.node)
+    out = [f"{sum(k.values())} x {m}" for m, k in sorted(gpus.items())]
+    out += [f"{len(k)} node{'s' if len(k) > 1 else ''} with {m}" for m, k in sorted(cpus.items())]
     return out
 
 

@@ -62,7 +62,7 @@ def test_model_card_block_parses_back_with_huggingface_hub(tmp_path):
     assert co2["emissions"] == pytest.approx(600.0)  # 2 x 300 g
     assert co2["training_type"] == "fine-tuning"
     assert co2["geographical_location"] == "dc-paris"
-    assert co2["hardware_used"] == "2 x NVIDIA A100-SXM4-80GB"
+    assert co2["hardware_used"] == "1 x NVIDIA A100-SXM4-80GB"  # both jobs ran on n1's GPU-0: one GPU used
     assert co2["source"].startswith("slurm-energy 0.1.0 (measured: gpu=power_integration; jobs 7, 8)")
     assert ModelCard.load(card).data.co2_eq_emissions["emissions"] == pytest.approx(600.0)
 
@@ -165,3 +165,16 @@ def test_a_slurm_job_still_says_the_cluster():
     assert "on the Slurm cluster's nodes" in render(citation([rec]), "text")
     assert citation([rec]).defaults == ["PUE 1.58", "CI 475 gCO2e/kWh"]
     assert Method.TDP_ESTIMATE in rec.methods.values()
+
+
+def test_hardware_used_counts_each_node_and_gpu_once():
+    """Two jobs on one node used one node's hardware (a tester's card said "2 nodes" for two jobs on
+    n1); a third on another node adds that node and its GPU."""
+    from slurm_energy.reporting.cite import _hardware
+
+    a, b, c = job("7"), job("8"), job("9")
+    c.nodes[0].node = "n2"
+    for r in (a, b, c):
+        r.nodes[0].static = {**(r.nodes[0].static or {}), "cpu_model": "AMD EPYC 7742"}
+    assert _hardware([a, b]) == ["1 x NVIDIA A100-SXM4-80GB", "1 node with AMD EPYC 7742"]
+    assert _hardware([a, b, c]) == ["2 x NVIDIA A100-SXM4-80GB", "2 nodes with AMD EPYC 7742"]
