@@ -266,6 +266,13 @@ class Tracker:
                     "instead" if make is SlurmJobMarks else "too: run's report and this one then measure the same "
                     "processes"), stacklevel=4)
                 continue
+            given = self.settings.carbon()
+            if given:  # the job's record is another process's: the site's facts (or run's) apply
+                where = "the site config's (the job's record is the site's accounting)" if make is SlurmJobMarks \
+                    else "those `slurm-energy run` was given"
+                print(f"slurm-energy: track({', '.join(f'{k}={v!r}' for k, v in given.items())}) inside "
+                      f"{'a Slurm job' if make is SlurmJobMarks else '`slurm-energy run`'}: not used; the carbon "
+                      f"facts are {where}", file=sys.stderr)
             if make is RunMarks:
                 print(f"slurm-energy: track({self.label!r}) runs inside `slurm-energy run` "
                       f"({os.environ.get(RUN_LABEL_ENV, '')}): its phases, stages and tags go into run's one "

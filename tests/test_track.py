@@ -163,6 +163,25 @@ def test_inside_a_sampled_slurm_job_only_marks_are_written(outside_slurm, monkey
     assert [e["ev"] for e in ev] == ["stage"]
 
 
+def test_carbon_facts_given_to_track_inside_a_sampled_slurm_job_are_said_not_to_be_used(outside_slurm, monkeypatch,
+                                                                                         capsys):
+    """Inside a Slurm job the record is the site's accounting: track(pue=1.0, country="SE") cannot
+    change it, and the script's stderr says so (a tester's researcher believed PUE 1.0 applied)."""
+    root = outside_slurm / "marks"
+    (root / "558").mkdir(parents=True)
+    for k, v in {"SLURM_ENERGY_MARKS_DIR": str(root), "SLURM_JOB_ID": "558", "SLURMD_NODENAME": "n7",
+                 "SLURM_LOCALID": "0"}.items():
+        monkeypatch.setenv(k, v)
+    with track(label="pue-override", out=str(outside_slurm), pue=1.0, country="SE") as t:
+        assert t.mode == "slurm"
+    err = capsys.readouterr().err
+    assert ("slurm-energy: track(country='SE', pue=1.0) inside a Slurm job: not used; the carbon facts are the "
+            "site config's (the job's record is the site's accounting)") in err
+    with track(label="plain", out=str(outside_slurm)):
+        pass
+    assert "not used" not in capsys.readouterr().err  # nothing given, nothing said
+
+
 def test_slurm_job_without_the_hooks_measures_locally(outside_slurm, monkeypatch):
     monkeypatch.setenv("SLURM_ENERGY_MARKS_DIR", str(outside_slurm / "none"))
     monkeypatch.setenv("SLURM_JOB_ID", "556")
