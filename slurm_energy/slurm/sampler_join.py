@@ -1,7 +1,7 @@
 """How a job joins and leaves its node's sampler (``sampling.sampler: node``): the files and signals
 the Prolog, the Epilog and the node sampler (:mod:`slurm_energy.slurm.sampler.node`) share.
 
-Stdlib only and light (the Prolog and Epilog import it). In the node's spool (``spool_dir``):
+Stdlib only and light (the Prolog and Epilog import it: os, json, time; fcntl where the lock is probed). In the node's spool (``spool_dir``):
 
 * ``node-sampler-<node>.lock``: flocked by the one node sampler of that spool and node (the
   kernel drops it when the process dies, even by SIGKILL); ``node-sampler-<node>.pid`` its PID,
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 
 from slurm_energy.slurm import attempt
@@ -49,8 +48,11 @@ CLAIM = attempt.NODE_SAMPLER_CLAIM
 ENDED = attempt.NODE_SAMPLER_ENDED
 #: a start claim older than this is a starter that died: the next hook starts the sampler again
 STARTING_STALE_S = 30.0
-#: the signal a hook wakes the node sampler with
-WAKE = signal.SIGUSR1
+#: the signal a hook wakes the node sampler with: SIGUSR1 (10 in Linux's
+#: include/uapi/asm-generic/signal.h and on x86; :mod:`slurm_energy.slurm.processes` takes TERM and
+#: KILL the same way), a number so that the hooks do not import ``signal`` for one constant; the
+#: node sampler handles this same number
+WAKE = 10
 MODULE = "slurm_energy.slurm.sampler.node"
 
 
@@ -88,7 +90,7 @@ def running_pid(spool_dir: str, node: str) -> int | None:
     finally:
         os.close(fd)
     try:
-        with open(node_path(spool_dir, PIDFILE, node), encoding="ascii") as f:
+        with open(node_path(spool_dir, PIDFILE, node), "rb") as f:  # bytes: no codec module to load
             return int(f.read(32).strip())
     except (OSError, ValueError):
         return None  # it holds the lock but has not written its PID yet: it scans at its start
