@@ -163,9 +163,10 @@ class Sampling(_Strict):
     # a node whose Epilog never finished (killed by its time guard, slurmd restarted): the sampler
     # waits this long after the job's end for it, then finishes the node itself (finalizer started)
     epilog_wait_s: float = Field(default=60.0, ge=1, le=3600)
-    # who samples a job: its own process (``job``, the default), or one process for every job of
-    # the node (``node``: dense nodes, docs/NODE_SAMPLER.md)
-    sampler: Literal["job", "node"] = "job"
+    # who samples a job: one process for every job of the node (``node``, the default: one reading
+    # of the node's counters per interval for all its jobs, docs/admins/node-sampler.md), or a
+    # process of its own per job (``job``: what slurm-energy did before)
+    sampler: Literal["job", "node"] = "node"
 
 
 class GpuIdle(_Strict):

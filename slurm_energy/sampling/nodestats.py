@@ -9,7 +9,10 @@ it more than the reading itself.
 from __future__ import annotations
 
 import os
-import threading
+
+# threading.get_ident is _thread's (the documented low-level API, loaded at interpreter start): the
+# Prolog's reading imports this module, and threading cost it one more module to load
+from _thread import get_ident
 
 from slurm_energy.core import NodeUsage
 from slurm_energy.sampling.files import KeptFiles
@@ -40,7 +43,7 @@ def read_node_stats(proc: str = "/proc", files: FileSource | None = None) -> Nod
     through descriptors kept open, :data:`PROC_FILES`; another ``proc``: plain reads).
     Raises OSError if they are missing or unreadable."""
     snap = _SNAPSHOT
-    if snap[1] is not None and snap[0] == threading.get_ident():
+    if snap[1] is not None and snap[0] == get_ident():
         return snap[1]  # type: ignore[return-value]  # hold_snapshot's NodeUsage
     if files is None:
         files = PROC_FILES if proc == "/proc" else KeptFiles(limit=0)
@@ -65,4 +68,4 @@ def read_node_stats(proc: str = "/proc", files: FileSource | None = None) -> Nod
 def hold_snapshot(ns: NodeUsage | None) -> None:
     """:func:`read_node_stats` returns ``ns`` in this thread from now on; ``None`` ends that (a
     sample's row and its CPU/RAM models then see one instant, /proc read once per sample)."""
-    _SNAPSHOT[:] = [None if ns is None else threading.get_ident(), ns]
+    _SNAPSHOT[:] = [None if ns is None else get_ident(), ns]

@@ -12,7 +12,6 @@ one list per dynamic field (``energy_uj``, ``power_w``, ``mean_power_w``, ``util
 
 from __future__ import annotations
 
-import bisect
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,8 +101,10 @@ class SampleTable:
             getattr(self, name).extend(getattr(other, name)[start:stop])
         for k, col in self.node.items():
             col.extend(other.node[k][start:stop])
+        from bisect import bisect_left  # here: the Prolog writes a row with this module, never extends one
+
         for dev_id, od in other.devices.items():
-            j, e = bisect.bisect_left(od.rows, start), bisect.bisect_left(od.rows, stop)  # rows are ascending
+            j, e = bisect_left(od.rows, start), bisect_left(od.rows, stop)  # rows are ascending
             if j == e:
                 continue
             d = self.device(dev_id)

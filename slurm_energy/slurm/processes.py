@@ -6,13 +6,12 @@ group: a user's process copying that argv is not root's, and is never signalled.
 may linger as a zombie (PID 1 here reaps slowly): a zombie counts as stopped. The node finalizers'
 runner locks (:func:`lock_taken`) are flocks, freed by the kernel when their holder dies.
 
-Stdlib modules that are light to import only (os, time, select): the Epilog imports this module.
+Stdlib modules that are light to import only (os, time; select and fcntl where used): the Epilog imports this module.
 """
 
 from __future__ import annotations
 
 import os
-import select
 import time
 
 from slurm_energy.slurm.attempt import SamplerEnd
@@ -151,6 +150,8 @@ def _wait_stopped(pid: int, seconds: float) -> bool:
         return True
     except (AttributeError, OSError):  # no pidfd_open (old kernel or Python): poll /proc
         return _poll_stopped(pid, seconds)
+    import select  # here: an Epilog that stops no process (its job's node sampler's) never loads it
+
     try:
         p = select.poll()
         p.register(fd, select.POLLIN)

@@ -54,8 +54,8 @@ def recipe_key(cfg: Any) -> str | None:
     import zlib
 
     try:
-        with open(BOOT_ID, encoding="ascii") as f:
-            boot = f.read().strip()
+        with open(BOOT_ID, "rb") as f:  # bytes: an "ascii" text file loads encodings.ascii
+            boot = f.read().strip().decode()
     except OSError:
         boot = "?"
     return f"{__version__} {boot} {zlib.crc32(json.dumps(hw, sort_keys=True).encode()):08x}"

@@ -1,12 +1,15 @@
 """How a job joins and leaves its node's sampler (``sampling.sampler: node``): the files and signals
 the Prolog, the Epilog and the node sampler (:mod:`slurm_energy.slurm.sampler.node`) share.
 
-Stdlib only and light (the Prolog and Epilog import it). In the node's spool (``spool_dir``):
+Stdlib only and light (the Prolog and Epilog import it: os, json, time; fcntl where the lock is
+probed). In the node's spool (``spool_dir``):
 
 * ``node-sampler-<node>.lock``: flocked by the one node sampler of that spool and node (the
   kernel drops it when the process dies, even by SIGKILL); ``node-sampler-<node>.pid`` its PID,
   written once it holds the lock; ``node-sampler-<node>.starting``: the claim (O_EXCL) of the one
-  hook that starts it, so a burst of Prologs starts one process, not one each;
+  hook that starts it, so a burst of Prologs starts one process, not one each (removed by the node
+  sampler once its PID is written, or by that hook when the start failed; an Epilog that finds it
+  fresh waits for the sampler);
   ``node-sampler-<node>.beat``: touched at each of its ticks and removed when it leaves cleanly, so
   a sampler started after one that died knows since when nothing was sampled;
 * in each job's directory: ``nodesampler-<node>.join`` (the Prolog: sample this job),
@@ -14,7 +17,8 @@ Stdlib only and light (the Prolog and Epilog import it). In the node's spool (``
   ``nodesampler-<node>.claim`` (O_EXCL: made by whichever of the node sampler and the waiting
   Epilog is first; the node sampler writes the job's ``final`` row only when it made it, so an
   Epilog that gave up and a finalizer's own reading never race a late ``final`` row) and
-  ``nodesampler-<node>.ended`` (the node sampler: the ``final`` row is written and synced).
+  ``nodesampler-<node>.ended`` (the node sampler: the ``final`` row the Epilog asked for is written
+  and synced; a sampler stopped by a signal writes none, so the Epilog finds it gone).
 
 After writing its file the hook sends SIGUSR1 to the node sampler (its PID from the pidfile, only
 while the lock is held: then the PID is the sampler's), which wakes it to look at once.
@@ -24,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 
 from slurm_energy.slurm import attempt
@@ -49,8 +52,11 @@ CLAIM = attempt.NODE_SAMPLER_CLAIM
 ENDED = attempt.NODE_SAMPLER_ENDED
 #: a start claim older than this is a starter that died: the next hook starts the sampler again
 STARTING_STALE_S = 30.0
-#: the signal a hook wakes the node sampler with
-WAKE = signal.SIGUSR1
+#: the signal a hook wakes the node sampler with: SIGUSR1 (10 in Linux's
+#: include/uapi/asm-generic/signal.h and on x86; :mod:`slurm_energy.slurm.processes` takes TERM and
+#: KILL the same way), a number so that the hooks do not import ``signal`` for one constant; the
+#: node sampler handles this same number
+WAKE = 10
 MODULE = "slurm_energy.slurm.sampler.node"
 
 
@@ -88,7 +94,7 @@ def running_pid(spool_dir: str, node: str) -> int | None:
     finally:
         os.close(fd)
     try:
-        with open(node_path(spool_dir, PIDFILE, node), encoding="ascii") as f:
+        with open(node_path(spool_dir, PIDFILE, node), "rb") as f:  # bytes: no codec module to load
             return int(f.read(32).strip())
     except (OSError, ValueError):
         return None  # it holds the lock but has not written its PID yet: it scans at its start
@@ -125,6 +131,15 @@ def claim_start(spool_dir: str, node: str) -> bool:
         return True
 
 
+def starting(spool_dir: str, node: str) -> bool:
+    """True while a hook's claim to start the node sampler is fresh: one is being started (its
+    process removes the claim once its PID is written)."""
+    try:
+        return time.time() - os.stat(node_path(spool_dir, STARTING, node)).st_mtime < STARTING_STALE_S
+    except OSError:
+        return False
+
+
 def join(job_dir: str, spool_dir: str, node: str) -> int | None:
     """The Prolog's half: ask the node sampler to sample the job of ``job_dir``. Returns the
     running sampler's PID (woken), or None when the caller must start one (:func:`claim_start`
@@ -144,8 +159,19 @@ def join_or_start(job_dir: str, spool_dir: str, node: str, start: Start) -> int 
     OSError (the join file: nothing samples the job) and what ``start`` raises."""
     pid = join(job_dir, spool_dir, node)
     if pid is None and claim_start(spool_dir, node):
-        pid = start(*start_args(spool_dir, node))
+        try:
+            pid = start(*start_args(spool_dir, node))
+        except BaseException:  # not started: the next hook tries again, not after STARTING_STALE_S
+            _drop_claim(spool_dir, node)
+            raise
     return pid
+
+
+def _drop_claim(spool_dir: str, node: str) -> None:
+    try:
+        os.unlink(node_path(spool_dir, STARTING, node))
+    except OSError:
+        pass
 
 
 def restart_for_others(job_dir: str, spool_dir: str, node: str, start: Start) -> int | None:
@@ -154,7 +180,11 @@ def restart_for_others(job_dir: str, spool_dir: str, node: str, start: Start) ->
     Returns its PID, or None when none was needed or another hook starts it."""
     if running_pid(spool_dir, node) is None and others_joined(spool_dir, node, but=job_dir) \
             and claim_start(spool_dir, node):
-        return start(*start_args(spool_dir, node))
+        try:
+            return start(*start_args(spool_dir, node))
+        except BaseException:
+            _drop_claim(spool_dir, node)
+            raise
     return None
 
 
@@ -167,19 +197,29 @@ def leave(job_dir: str, spool_dir: str, node: str, t_end: float, wait_s: float =
     outcome the finalizer reads as a per-job sampler's: ``terminated`` (the ``final`` row is
     written), ``not_running`` (no node sampler runs: the finalizer takes its own reading; the
     record says since when nothing was sampled), ``timed_out`` (it did not answer in time; the
-    finalizer takes its own reading, and the node sampler writes no late row)."""
+    finalizer takes its own reading, and the node sampler writes no late row). A node sampler
+    that a hook is still starting (a job shorter than its start-up) is waited for within ``wait_s``:
+    its first look at the joins finds the stop and writes the job's ``start`` and ``final`` rows."""
     ended = job_path(job_dir, ENDED, node)
+    deadline = time.monotonic() + wait_s
     try:
         _write(job_path(job_dir, STOP, node), json.dumps({"t": t_end}))
     except OSError:
         pass  # a full spool: the node sampler still sees the job end by its cgroup
-    if wake(spool_dir, node) is None and not os.path.exists(ended):
+    pid = wake(spool_dir, node)
+    while pid is None and not os.path.exists(ended) and starting(spool_dir, node) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        pid = wake(spool_dir, node)
+    if pid is None and not os.path.exists(ended):
         try:  # a node sampler started later must not write into the file the finalizer now closes
             os.unlink(job_path(job_dir, JOIN, node))
         except OSError:
             pass
+        try:  # nor one that took the job up just now write its final row
+            os.close(os.open(job_path(job_dir, CLAIM, node), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        except OSError:
+            pass
         return "not_running"
-    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if os.path.exists(ended):
             return "terminated"

@@ -210,6 +210,6 @@ def test_in_force_message_names_each_value():
         {"paths": {"spool_dir": "/srv/se", "log_dir": 7}, "sampling": 5, "cluster_name": "c"}, "f.yaml")
     assert msgs[-1] == (
         "f.yaml: every other key of this file is in force; in place of the bad keys: "
-        "sampling = its documented defaults (interval_s 5.0, interim_s 60.0, epilog_wait_s 60.0, sampler 'job'); "
+        "sampling = its documented defaults (interval_s 5.0, interim_s 60.0, epilog_wait_s 60.0, sampler 'node'); "
         "paths.log_dir = '/var/log/slurm-energy' (documented default)")
     assert cfg.cluster_name == "c" and cfg.paths.spool_dir == "/srv/se"

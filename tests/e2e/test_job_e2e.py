@@ -170,16 +170,35 @@ def test_failed_job_state_and_very_short_job(cluster):
     assert cpu.device_energy_j is not None  # the node's own energy over the job is known either way
 
 
-def test_sampler_killed_mid_job_is_partial_not_zero(cluster):
+@pytest.fixture(params=["node", "job"])
+def sampler_kind(cluster, request):
+    """``sampling.sampler`` for one test: the default (``node``: one sampler for the node's jobs), or
+    ``job`` (a sampler process per job) written into the site config and restored after it, as
+    test_node_sampler_e2e.py's node_sampling fixture does."""
+    before = cluster.site.read_text()
+    if request.param == "job":
+        assert "sampling:\n" in before and "sampler:" not in before
+        cluster.site.write_text(before.replace("sampling:\n", "sampling:\n  sampler: job\n", 1))
+    try:
+        yield request.param
+    finally:
+        cluster.site.write_text(before)
+
+
+def test_sampler_killed_mid_job_is_partial_not_zero(cluster, sampler_kind):
     wd = cluster.workdir("alice", f"e2e-kill-{os.getpid()}")
     job = cluster.sbatch("alice", wd, CPU_JOB.format(seconds=12))
-    pidfile = cluster.base / "spool" / "jobs" / f"{job}-r0" / "samples-n1.jsonl"
+    samples = cluster.base / "spool" / "jobs" / f"{job}-r0" / "samples-n1.jsonl"
     spool = cluster.base / "spool" / "jobs" / f"{job}-r0"
+    # the job's own sampler's PID, or the node sampler's (beside its lock in the spool)
+    pidfiles = (lambda: list(spool.glob("sampler-*.pid"))) if sampler_kind == "job" else (
+        lambda: [p for p in (cluster.base / "spool" / "node-sampler-n1.pid",) if p.exists()])
     for _ in range(100):
-        pids = list(spool.glob("sampler-*.pid"))
-        if pids and pidfile.exists() and len(pidfile.read_text().splitlines()) >= 3:
+        pids = pidfiles()
+        if pids and samples.exists() and len(samples.read_text().splitlines()) >= 3:
             break
         time.sleep(0.2)
+    assert pids, f"no {sampler_kind} sampler PID file"
     os.kill(int(pids[0].read_text()), 9)  # the sampler dies a few seconds into the job
     (rec,) = cluster.wait_record(job)
     cpu = next(d for d in rec.nodes[0].devices if d.device_class == "cpu")

@@ -33,8 +33,10 @@ def _as_nobody():  # the job's processes are its user's: in PID mode only they c
     os.setgid(65534)
     os.setuid(65534)
 
-def _site(tmp: Path) -> None:
-    site_yaml(tmp, f"sampling:\n  interval_s: 0.5\nhardware:\n  rapl_root: {tmp}/no-powercap\n",
+def _site(tmp: Path, sampler: str = "") -> None:
+    """``sampler``: ``sampling.sampler`` (``job``: a sampler process per job), else the default (the node sampler)."""
+    site_yaml(tmp, "sampling:\n  interval_s: 0.5\n" + (f"  sampler: {sampler}\n" if sampler else "")
+              + f"hardware:\n  rapl_root: {tmp}/no-powercap\n",
               paths={"spool_fallback_dir": f"{tmp}/spool2", "store_url": f"sqlite:///{tmp}/lib/jobs.db"})
 
 
@@ -131,9 +133,10 @@ def test_both_spools_unusable_still_stores_a_no_data_record_from_the_environment
 
 
 def test_killed_sampler_gives_a_partial_record(tmp_path):
+    # the per-job sampler's (its own pidfile); the node sampler's twins follow
     import signal
 
-    _site(tmp_path)
+    _site(tmp_path, sampler="job")
     nobody = pwd.getpwnam("nobody")
     env = _env("9104", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
     assert _run_hook(_hook(tmp_path, "prolog"), env)[0] == 0
@@ -150,12 +153,13 @@ def test_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_
     but the Epilog makes the sampler write a final row and exit mid-job. That row is not the job's
     end: the stretch after it is charged as a killed sampler's tail (flag tail_*), its memory there
     is unknown, the node is partial and the record names the signal. (The hand-computed energy of
-    such a tail: tests/slurm/test_early_stop.py.)"""
+    such a tail: tests/slurm/test_early_stop.py.) The per-job sampler's; the node sampler's twin:
+    test_node_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed."""
     import signal
 
     from tests.helpers.samplefile_rows import read_samples
 
-    _site(tmp_path)
+    _site(tmp_path, sampler="job")
     nobody = pwd.getpwnam("nobody")
     env = _env("9108", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
     prolog, epilog = _hook(tmp_path, "prolog"), _hook(tmp_path, "epilog")
@@ -252,3 +256,173 @@ def test_no_epilog_on_the_node_the_sampler_finishes_it(tmp_path):
     assert rc == 0 and dt < 2.0  # a late Epilog: ignored, as a repeated one is
     time.sleep(1.0)
     assert len(open_store(f"sqlite:///{tmp_path}/lib/jobs.db", readonly=True).get_job("9107")) == 1
+
+
+# --- the node sampler (the default): the same faults, one process for the node's jobs ---------------
+
+def _rows(spool: Path) -> list[dict]:
+    from tests.helpers.samplefile_rows import read_samples
+
+    f = spool / "samples-h1.jsonl"
+    return list(read_samples(str(f))) if f.exists() else []
+
+
+def _node_sampler_took_up(tmp: Path, *spools: Path, timeout_s: float = 40.0) -> int:
+    """The node sampler's PID once it has written the ``start`` row of every job in ``spools``
+    (a loaded machine's start-up can outlast a short wait: the fault, not the speed, is tested)."""
+    pidfile = tmp / "spool" / "node-sampler-h1.pid"
+    for _ in range(int(timeout_s * 10)):
+        if pidfile.exists() and all(any(r["kind"] == "start" for r in _rows(sp)) for sp in spools):
+            return int(pidfile.read_text())
+        time.sleep(0.1)
+    raise AssertionError(f"the node sampler took {spools} up not within {timeout_s} s")
+
+
+def _epilog(tmp: Path, env: dict) -> float:
+    """The Epilog as slurmd runs it; returns its start (epoch s)."""
+    t = time.time()
+    rc, dt = _run_hook(_hook(tmp, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_JOB_EXIT_CODE2="0:0"))
+    assert rc == 0 and dt < 2.0, (rc, dt)
+    return t
+
+
+def test_killed_node_sampler_gives_a_partial_record_that_says_since_when(tmp_path):
+    """SIGKILL (the OOM killer) of the node sampler mid-job, no other job on the node: the Epilog
+    finds none running (outcome not_running, nothing to restart), the finalizer takes its own
+    reading, and the record is partial and says how long before the Epilog the last row was."""
+    import re
+    import signal
+
+    _site(tmp_path, sampler="node")
+    nobody = pwd.getpwnam("nobody")
+    env = _env("9111", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
+    assert _run_hook(_hook(tmp_path, "prolog"), env)[0] == 0
+    spool = tmp_path / "spool" / "jobs" / "9111-r0"
+    pid = _node_sampler_took_up(tmp_path, spool)
+    time.sleep(1.2)  # two 0.5 s intervals sampled
+    os.kill(pid, signal.SIGKILL)
+    t_kill = time.time()
+    last_row = max(r["t"] for r in _rows(spool))
+    time.sleep(1.0)  # the job runs on, unsampled
+    t_epilog = _epilog(tmp_path, env)
+    (rec,) = _wait_final(tmp_path, "9111")
+    assert rec.status == Status.PARTIAL
+    assert any("epilog: sampler not_running" in e for e in rec.errors), rec.errors
+    gone = next(e for e in rec.errors if e.startswith("sampler gone without a final sample"))
+    gap_s = float(re.search(r"its last row ([0-9.]+) s before the Epilog", gone).group(1))
+    # by hand: the Epilog's time (taken inside it, just after t_epilog) less the last row's, the
+    # node sampler's last row before its kill (read back here); >= the 1.0 s slept after the kill
+    assert gap_s >= 1.0 and t_epilog - last_row - 0.05 <= gap_s <= t_epilog - last_row + 0.5, (gap_s, t_epilog - last_row)
+    assert last_row <= t_kill
+    rows = _rows(spool)
+    assert rows[0]["kind"] == "prolog" and rows[-1]["kind"] == "epilog"  # the finalizer's reading closes the series
+    assert not any(r["kind"] == "final" for r in rows)
+
+
+def test_node_sampler_killed_under_two_jobs_is_restarted_by_an_epilog_and_the_gap_is_on_the_record(tmp_path):
+    """The node sampler killed while two jobs run: the first job's Epilog finds none running and
+    starts another for the second job, which records on that job the span nothing was sampled
+    (its intervals missed); the second job ends normally. Both jobs get records."""
+    import re
+    import signal
+
+    _site(tmp_path, sampler="node")
+    nobody = pwd.getpwnam("nobody")
+    env_a = _env("9112", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
+    env_b = _env("9113", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
+    a, b = tmp_path / "spool" / "jobs" / "9112-r0", tmp_path / "spool" / "jobs" / "9113-r0"
+    assert _run_hook(_hook(tmp_path, "prolog"), env_a)[0] == 0
+    assert _run_hook(_hook(tmp_path, "prolog"), env_b)[0] == 0
+    pid = _node_sampler_took_up(tmp_path, a, b)
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGKILL)
+    t_kill = time.time()
+    time.sleep(2.0)  # four 0.5 s intervals with no node sampler
+    _epilog(tmp_path, env_a)
+    for _ in range(400):  # b taken up again by the node sampler a's Epilog started: a second start row
+        if [r["kind"] for r in _rows(b)].count("start") == 2:
+            break
+        time.sleep(0.1)
+    t_restart = max(r["t"] for r in _rows(b) if r["kind"] == "start")
+    new_pid = int((tmp_path / "spool" / "node-sampler-h1.pid").read_text())
+    assert new_pid != pid
+    _epilog(tmp_path, env_b)
+    (ra,) = _wait_final(tmp_path, "9112")
+    (rb,) = _wait_final(tmp_path, "9113")
+    assert ra.status == Status.PARTIAL and any("epilog: sampler not_running" in e for e in ra.errors), ra.errors
+    missed = next(e for e in rb.errors if "node sampler not running from" in e)
+    span_s, intervals = (int(x) for x in re.search(r"\((\d+) s, about (\d+) intervals missed", missed).groups())
+    # by hand: from the dead sampler's last beat (at most one 0.5 s interval before the kill) to the
+    # new one's start (just before b's second start row): >= 2.0 s; "about" = whole intervals less
+    # the one the rows around the span already cover: >= 2.0 / 0.5 - 1 = 3
+    assert t_restart - t_kill >= 2.0 and abs(span_s - (t_restart - t_kill)) <= 1.0, (span_s, t_restart - t_kill)
+    assert intervals >= 3
+    kinds = [r["kind"] for r in _rows(b)]
+    assert kinds[0] == "prolog" and kinds[-1] == "final" and kinds.count("start") == 2  # b's Epilog: its last row
+    assert not any(r["kind"] == "start" and r["t"] > t_kill for r in _rows(a))  # a's file left alone after its Epilog
+
+
+def test_node_sampler_stopped_by_someone_elses_term_mid_job_is_treated_as_killed(tmp_path):
+    """The node sampler's twin of the TERM test above: a TERM from anyone but an Epilog makes it write
+    every job's ``final`` row and leave mid-job. That row is not the job's end: the job's Epilog
+    finds no node sampler running, the finalizer takes its own reading, the node is partial and
+    the record names the signal."""
+    import signal
+
+    _site(tmp_path, sampler="node")
+    nobody = pwd.getpwnam("nobody")
+    env = _env("9114", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
+    job = subprocess.Popen(["/bin/sh", "-c", "timeout 4 sh -c 'while :; do :; done'; true"],
+                           env={"SLURM_JOB_ID": "9114"}, preexec_fn=_as_nobody)  # the job: 4 s of busy loop
+    assert _run_hook(_hook(tmp_path, "prolog"), env)[0] == 0
+    spool = tmp_path / "spool" / "jobs" / "9114-r0"
+    pid = _node_sampler_took_up(tmp_path, spool)
+    time.sleep(1.2)
+    os.kill(pid, signal.SIGTERM)  # not the Epilog
+    job.wait()
+    t_epilog = _epilog(tmp_path, env)
+    (rec,) = _wait_final(tmp_path, "9114")
+    rows = _rows(spool)
+    final = [r["t"] for r in rows if r["kind"] == "final"]
+    assert len(final) == 1 and final[0] < t_epilog - 1.0  # written mid-job, > 1 s before the Epilog
+    assert rows[-1]["kind"] == "epilog"  # the finalizer's late reading closes the series
+    assert rec.status == Status.PARTIAL
+    assert any("sampler stopped early by SIGTERM" in e for e in rec.errors), rec.errors
+    cpu = next(d for d in rec.nodes[0].devices if d.device_class == "cpu")
+    assert {"tail_from_slurm_totalcpu", "tail_estimated"} & set(cpu.flags), cpu.flags
+
+
+def test_node_sampler_that_does_not_answer_the_epilog_costs_it_one_wait_and_writes_no_late_row(tmp_path):
+    """A node sampler that does not answer (stopped: SIGSTOP, a stuck disk): the Epilog waits 1 s for
+    the job's last row, then claims the job (outcome timed_out) and exits 0 within 2 s; the
+    finalizer's own reading closes the series. Once the node sampler runs again it sees the claim:
+    no late ``final`` row after the finalizer's reading, and it leaves with its last job."""
+    import signal
+
+    _site(tmp_path, sampler="node")
+    nobody = pwd.getpwnam("nobody")
+    env = _env("9115", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
+    assert _run_hook(_hook(tmp_path, "prolog"), env)[0] == 0
+    spool = tmp_path / "spool" / "jobs" / "9115-r0"
+    pid = _node_sampler_took_up(tmp_path, spool)
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        _epilog(tmp_path, env)
+        (rec,) = _wait_final(tmp_path, "9115")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert json.loads((spool / "epilog-h1.done").read_text())["sampler"] == "timed_out"
+    assert any("epilog: sampler timed_out" in e for e in rec.errors), rec.errors
+    for _ in range(100):  # it sees the Epilog's claim, closes the job without a row and leaves
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if (Path("/proc") / str(pid) / "stat").read_text().split(")")[-1].split()[0] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the node sampler did not leave after its last job")
+    rows = _rows(spool)
+    assert rows[-1]["kind"] == "epilog" and not any(r["kind"] == "final" for r in rows)

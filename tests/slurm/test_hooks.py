@@ -34,8 +34,10 @@ def _hook(tmp: Path, which: str) -> str:
     return str(tmp / "hooks" / which)
 
 
-def _site(tmp: Path, extra: str = "") -> None:
-    site_yaml(tmp, f"sampling:\n  interval_s: 0.5\nhardware:\n  rapl_root: {tmp}/no-powercap\n"
+def _site(tmp: Path, extra: str = "", sampler: str = "") -> None:
+    """``sampler``: ``sampling.sampler`` (``job``: a process per job), else the default (the node sampler)."""
+    site_yaml(tmp, "sampling:\n  interval_s: 0.5\n" + (f"  sampler: {sampler}\n" if sampler else "")
+              + f"hardware:\n  rapl_root: {tmp}/no-powercap\n"
               f"outputs:\n  prometheus:\n    textfile_dir: {tmp}/textfile\n{extra}",
               paths={"store_url": f"sqlite:///{tmp}/lib/jobs.db"})
 
@@ -61,8 +63,9 @@ def _run_hook(script: str, env: dict) -> tuple[int, float]:
     return p.returncode, dt
 
 
-def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
-    _site(tmp_path)
+@pytest.mark.parametrize("sampler", ["node", "job"])  # the default, and a sampler process per job
+def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path, sampler):
+    _site(tmp_path, sampler=sampler)
     nobody = pwd.getpwnam("nobody")
     import tempfile
 
@@ -75,7 +78,12 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
     rc, dt = _run_hook(_hook(tmp_path, "prolog"), env)
     assert rc == 0 and dt < 2.0, (rc, dt)
     spool = tmp_path / "spool" / "jobs" / "4242-r0"
-    pid = int((spool / "sampler-h1.pid").read_text())
+    pidfile = spool / "sampler-h1.pid" if sampler == "job" else tmp_path / "spool" / "node-sampler-h1.pid"
+    for _ in range(100):  # the node sampler writes its PID once it holds the node's lock
+        if pidfile.exists():
+            break
+        time.sleep(0.1)
+    pid = int(pidfile.read_text())
     assert is_running(pid) and os.getpgid(pid) == pid  # survived the process-group kill
     assert oct(os.stat(tmp_path / "spool").st_mode & 0o777) == "0o700"  # the spool is root-only
     # "the job": a CPU-bound process of the job's user under a stand-in slurmstepd (a copy of the
@@ -95,6 +103,10 @@ def test_prolog_epilog_measure_a_job_and_report_as_the_user(tmp_path):
     rc, dt = _run_hook(_hook(tmp_path, "epilog"), dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd",
                                                          SLURM_JOB_EXIT_CODE2="0:0"))
     assert rc == 0 and dt < 2.0, (rc, dt)
+    for _ in range(100):  # the per-job sampler is stopped by the Epilog; the node sampler leaves with its last job
+        if not is_running(pid):
+            break
+        time.sleep(0.1)
     assert not is_running(pid)
     html = wd / "energy-4242.html"
     for _ in range(300):  # up to 30 s: the finalizer is a separate process
@@ -184,8 +196,10 @@ def test_requeued_job_epilog_finds_its_attempt(tmp_path):
 
 def test_epilog_within_2_s_when_the_sampler_ignores_term_and_the_tail_is_still_read(tmp_path):
     # a stuck sampler (ignores TERM) costs the Epilog its whole wait: it must still exit 0 in < 2 s,
-    # and the finalizer (not the Epilog) takes the last reading and marks the node partial
-    _site(tmp_path)
+    # and the finalizer (not the Epilog) takes the last reading and marks the node partial. A
+    # per-job sampler's fault (the Epilog TERMs and KILLs it): the node sampler's twin, one that does
+    # not answer, is tests/slurm/test_hook_faults.py::test_node_sampler_that_does_not_answer_*
+    _site(tmp_path, sampler="job")
     nobody = pwd.getpwnam("nobody")
     env = _env("5151", tmp_path / "nowhere", nobody.pw_uid, nobody.pw_gid)
     rc, _ = _run_hook(_hook(tmp_path, "prolog"), env)

@@ -1,5 +1,5 @@
 """The per-job detached sampler (``python -I -m slurm_energy.slurm.sampler sampler DIR NODE``,
-started by the Prolog when ``sampling.sampler`` is ``job``, the default): samples the job until the
+started by the Prolog when ``sampling.sampler`` is ``job``; the default is the node sampler): samples the job until the
 Epilog's TERM, or finishes the node itself when no Epilog came (:func:`finish_without_epilog`). The
 node sampler (:mod:`slurm_energy.slurm.sampler.node`) shares :class:`Interim`,
 :func:`finish_without_epilog` and :func:`start_node_meter` with it.

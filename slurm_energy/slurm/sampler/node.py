@@ -319,16 +319,18 @@ class _Process:
 
         spool, ctx = spool_from_dir(j.key, self.node)
         if how == "final":
+            if self.stop_signal is not None:  # stopped by a signal, not by the Epilog: the finalizer tells
+                from slurm_energy.slurm.sampler_end import record_stop
+
+                # no ended file: the job's Epilog then finds no node sampler (not_running) and its
+                # finalizer takes the reading after the Epilog, as after a per-job sampler stopped so
+                record_stop(spool, self.stop_signal)
+                return  # still joined: a restarted node sampler takes the job up again
             try:
                 with open(sj.job_path(j.key, sj.ENDED, self.node), "w", encoding="ascii") as f:
                     f.write(f"{t}\n")
             except OSError as e:
                 log.warning("job %s: %s not written: %s", ctx.job_id, sj.ENDED, e)
-            if self.stop_signal is not None:  # stopped by a signal, not by the Epilog: the finalizer tells
-                from slurm_energy.slurm.sampler_end import record_stop
-
-                record_stop(spool, self.stop_signal)
-                return  # still joined: a restarted node sampler takes the job up again
         elif how == "epilog_missing":
             from slurm_energy.slurm.sampler.main import finish_without_epilog
 

@@ -16,7 +16,8 @@ def _env(tmp_path, context: str) -> dict:
 
 
 def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
-    site_yaml(tmp_path, f"hardware:\n  rapl_root: {tmp_path}/none\n", monkeypatch=monkeypatch)
+    # a sampler process per job (its spawn args are asserted); the node sampler's: the test below
+    site_yaml(tmp_path, f"sampling:\n  sampler: job\nhardware:\n  rapl_root: {tmp_path}/none\n", monkeypatch=monkeypatch)
     spawned: list[list[str]] = []
     nices: list[int] = []
     monkeypatch.setattr(detach, "spawn", lambda args, logf, log_dir=None, nice=0:
@@ -41,6 +42,33 @@ def test_second_epilog_of_a_run_is_a_no_op(tmp_path, monkeypatch):
     assert (job_dir / "epilog-n1.done").read_text() == done
     assert samples.read_text() == rows
     assert list((tmp_path / "spool" / "jobs").iterdir()) == [job_dir]  # no spool for a phantom run
+    assert "repeated Epilog ignored" in (tmp_path / "log" / "hooks.log").read_text()
+
+
+def test_second_epilog_of_a_run_is_a_no_op_with_the_node_sampler(tmp_path, monkeypatch):
+    # the node sampler (the default): the Prolog starts the node's one sampler (none runs: the lock is free), the
+    # Epilog asks it for the job's last row; a repeated Epilog neither asks again nor queues twice
+    site_yaml(tmp_path, f"sampling:\n  sampler: node\nhardware:\n  rapl_root: {tmp_path}/none\n", monkeypatch=monkeypatch)
+    spawned: list[list[str]] = []
+    nices: list[int] = []
+    monkeypatch.setattr(detach, "spawn", lambda args, logf, log_dir=None, nice=0:
+                        spawned.append(args) or nices.append(nice) or 4_000_000)  # no such PID
+    monkeypatch.setattr("slurm_energy.slurm.hooks.epilog.stop_sampler", lambda run, node="": SamplerStop("terminated"))
+    assert prolog(_env(tmp_path, "prolog_slurmd")) == 0
+    spool_dir = str(tmp_path / "spool")
+    assert spawned == [["-m", "slurm_energy.slurm.sampler.node", spool_dir, "n1"]]
+    (job_dir,) = (tmp_path / "spool" / "jobs").iterdir()
+    assert (job_dir / "nodesampler-n1.join").exists() and not (job_dir / "sampler-n1.pid").exists()
+    assert epilog(_env(tmp_path, "epilog_slurmd")) == 0
+    assert [a[2] for a in spawned[1:]] == ["finalize-queue"]
+    queue = tmp_path / "spool" / "finalize-queue" / "n1"
+    assert [p.name for p in queue.iterdir() if not p.name.startswith(".")] == [job_dir.name]
+    assert nices == [detach.SAMPLER_NICE, detach.FINALIZER_NICE] == [10, 19]
+    done = (job_dir / "epilog-n1.done").read_text()
+    assert epilog(_env(tmp_path, "epilog_slurmd")) == 0
+    assert [a[2] for a in spawned[1:]] == ["finalize-queue"]  # no second finalizer, no second node sampler
+    assert [p.name for p in queue.iterdir() if not p.name.startswith(".")] == [job_dir.name]
+    assert (job_dir / "epilog-n1.done").read_text() == done
     assert "repeated Epilog ignored" in (tmp_path / "log" / "hooks.log").read_text()
 
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SITE = """paths:
   spool_dir: {d}/spool
@@ -83,6 +85,12 @@ HEAVY = {"pydantic", "pydantic_core", "sqlalchemy", "jsonschema", "matplotlib", 
 #: job's identity fields the hooks' context uses. +1 on the Prolog's full-way reading where RAPL
 #: measures no CPU: slurm_energy.sampling.readers.hwmon_power (the hwmon power meters that measure
 #: ARM server CPUs, looked for before the TDP model; its stdlib imports are loaded already).
+#: The node sampler (``sampling.sampler: node``, the default) adds slurm_energy.slurm.sampler_join and
+#: fcntl (the node's lock probed) to each hook's path; the wake-up signal is a number, not the signal
+#: module, and threading (nodestats: _thread's get_ident), bisect (sampletable: where rows are
+#: sliced), select (processes: where a pidfd is waited on) and encodings.ascii (prolograw: the boot
+#: id read as bytes) left the hooks' path, so it fits the same bounds: measured, the Prolog 69 (the
+#: per-job sampler's 67), the Epilog 20 (20), the raw Prolog 22 starting the node sampler (20).
 MAX_PROLOG_MODULES = 71
 MAX_EPILOG_MODULES = 20
 #: The Prolog once a sampler has listed the node's counter files (every job but a node's first, on
@@ -114,16 +122,23 @@ def _hook_modules(tmp_path, which: str, site, job: str = "4343") -> set[str]:
     return set(json.loads(out.stdout))
 
 
-def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
+@pytest.mark.parametrize("sampler", ["node", "job"])  # the default, and a process per job
+def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path, sampler):
     site = tmp_path / "site.yaml"
-    site.write_text(SITE.format(d=tmp_path))
+    site.write_text(SITE.format(d=tmp_path).replace("{intervl_s: 2}", f"{{intervl_s: 2, sampler: {sampler}}}"))
     _load_in_fresh_python(str(site))  # the copy exists, as after the first job
     bare = subprocess.run([sys.executable, "-I", "-S", "-c", "import sys; print(len(sys.modules))"],
                           capture_output=True, text=True, check=True)
     assert int(bare.stdout) > 10  # the interpreter's own start-up modules are not counted below
-    prolog = _hook_modules(tmp_path, "prolog", site)  # starts the job's sampler (a real process)
-    epilog = _hook_modules(tmp_path, "epilog", site)  # stops it, starts the finalizer
+    prolog = _hook_modules(tmp_path, "prolog", site)  # starts the job's (or the node's) sampler, a real process
+    recipe = tmp_path / "spool" / "prolog-files-n1.json"
+    for _ in range(200):  # the sampler lists the node's counter files once it has taken the job up
+        if recipe.exists():
+            break
+        time.sleep(0.05)
+    epilog = _hook_modules(tmp_path, "epilog", site)  # stops it (the node sampler: the job's last row), starts the finalizer
     assert "slurm_energy.slurm.hooks.prolog" in prolog and "slurm_energy.slurm.hooks.epilog" in epilog  # the sets are real
+    assert ("slurm_energy.slurm.sampler_join" in prolog) == (sampler == "node")  # the path this case measures
     for name, mods, bound in (("prolog", prolog, MAX_PROLOG_MODULES), ("epilog", epilog, MAX_EPILOG_MODULES)):
         heavy = {m for m in mods if m.split(".")[0] in HEAVY}
         assert heavy == set(), f"the {name} imported {sorted(heavy)}"
@@ -133,11 +148,6 @@ def test_prolog_and_epilog_import_no_heavy_module_and_few_modules(tmp_path):
     assert {"dataclasses", "typing", "slurm_energy.core"} & epilog == set()
     log = (tmp_path / "log" / "hooks.log").read_text()
     assert "hook=prolog job=4343 node=n1 outcome=ok" in log and "hook=epilog job=4343 node=n1 outcome=terminated" in log
-    recipe = tmp_path / "spool" / "prolog-files-n1.json"
-    for _ in range(200):  # the first job's sampler lists the node's counter files at its start
-        if recipe.exists():
-            break
-        time.sleep(0.05)
     raw = _hook_modules(tmp_path, "prolog", site, job="4344")
     _hook_modules(tmp_path, "epilog", site, job="4344")
     assert (tmp_path / "spool" / "jobs" / "4344-r0" / "samples-n1.jsonl").exists()  # its sampler wrote the row

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from slurm_energy.slurm import sampler_join as sj
 from slurm_energy.slurm.attempt import Attempt
 from slurm_energy.slurm.processes import stop_sampler
@@ -51,3 +53,61 @@ def test_epilog_of_a_dead_node_sampler_restarts_it_for_the_others(tmp_path):
     os.unlink(sj.node_path(spool_dir, sj.STARTING, "n1"))
     assert stop_sampler(b, term_wait_s=0.2).outcome == "not_running"
     assert sj.restart_for_others(b.dir, spool_dir, "n1", start) is None and len(calls) == 1
+
+
+def test_the_wake_up_is_sigusr1():
+    import signal
+
+    assert sj.WAKE == signal.SIGUSR1 == 10  # a number in the hooks (no signal module): this machine's SIGUSR1
+
+
+def test_a_node_sampler_that_cannot_be_started_is_tried_again_by_the_next_hook(tmp_path):
+    spool_dir = str(tmp_path / "spool")
+    a = Attempt(spool_dir, "1", 0, "n1").ensure()
+    b = Attempt(spool_dir, "2", 0, "n1").ensure()
+
+    def broken(argv: list[str], logf: str) -> int:
+        raise OSError(24, "Too many open files")
+
+    with pytest.raises(OSError):
+        sj.join_or_start(a.dir, spool_dir, "n1", broken)
+    assert sj.joined(a.dir, "n1") and not sj.starting(spool_dir, "n1")  # the claim is dropped with the failure
+    calls, start = _starter()
+    assert sj.join_or_start(b.dir, spool_dir, "n1", start) == 4321  # the next Prolog starts it, not 30 s later
+    assert len(calls) == 1
+
+
+def test_a_prolog_that_cannot_start_the_node_sampler_still_hands_the_job_to_its_finalizer(tmp_path, monkeypatch):
+    """The Prolog's start of the node sampler fails (fork refused): the Prolog exits 0 and records
+    it on the job; the job's Epilog finds no node sampler at once (the start claim was dropped, so
+    it does not wait for one), says not_running and queues the job: its finalizer takes its own
+    reading after the Epilog, between the Prolog's row and it."""
+    from slurm_energy.slurm import detach
+    from slurm_energy.slurm.hooks.epilog import epilog
+    from slurm_energy.slurm.hooks.prolog import prolog
+    from tests.helpers.jobrecord_factory import hook_env, site_yaml
+
+    site_yaml(tmp_path, f"sampling:\n  sampler: node\nhardware:\n  rapl_root: {tmp_path}/none\n", monkeypatch=monkeypatch)
+    spawned: list[list[str]] = []
+
+    def spawn(args, logf, log_dir=None, nice=0):
+        if "slurm_energy.slurm.sampler.node" in args:
+            raise OSError(12, "Cannot allocate memory")  # fork refused (ENOMEM)
+        spawned.append(args)
+        return 4_000_000
+
+    monkeypatch.setattr(detach, "spawn", spawn)
+    env = hook_env("778", SLURM_JOB_WORK_DIR=str(tmp_path), SLURM_JOB_START_TIME="1700000000")
+    assert prolog(dict(env, SLURM_SCRIPT_CONTEXT="prolog_slurmd")) == 0
+    (job_dir,) = (tmp_path / "spool" / "jobs").iterdir()
+    errors = (job_dir / "errors-n1.jsonl").read_text()
+    assert "prolog: OSError: [Errno 12] Cannot allocate memory" in errors
+    assert not sj.starting(str(tmp_path / "spool"), "n1")
+    import time
+
+    t = time.monotonic()
+    assert epilog(dict(env, SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_JOB_EXIT_CODE2="0:0")) == 0
+    assert time.monotonic() - t < 0.5  # no wait for a node sampler nobody is starting
+    assert '"sampler": "not_running"' in (job_dir / "epilog-n1.done").read_text()
+    assert [a[2] for a in spawned] == ["finalize-queue"]  # the job is handed to its finalizer
+    assert not sj.joined(str(job_dir), "n1")  # a node sampler started later leaves its file alone

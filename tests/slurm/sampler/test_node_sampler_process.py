@@ -128,3 +128,25 @@ def test_an_epilog_before_the_first_scan_gets_start_and_final(node):
     assert p.wait(60) == 0
     assert _kinds(a) == ["start", "final"]  # as a per-job sampler stopped while starting
     assert os.path.exists(sj.job_path(a.dir, sj.ENDED, NODE))
+
+
+def test_an_epilog_while_its_node_sampler_is_still_starting_waits_for_it(node):
+    """A job shorter than the node sampler's start-up (the node's first job): its Epilog finds the
+    lock free but a fresh start claim, so it waits (within its wait) for the sampler, whose first
+    look at the joins writes the job's start and final rows: terminated, as a per-job sampler
+    TERMed while starting; not a not_running record for a sampler that was merely slow to start."""
+    import threading
+
+    spool_dir, job, start = node
+    a = job("41")
+    assert sj.join(a.dir, spool_dir, NODE) is None and sj.claim_start(spool_dir, NODE)  # the Prolog's claim
+    out: list[str] = []
+    epilog = threading.Thread(target=lambda: out.append(sj.leave(a.dir, spool_dir, NODE, time.time(), WAIT_S)))
+    epilog.start()
+    time.sleep(0.5)  # the Epilog is waiting: nothing runs yet
+    assert epilog.is_alive() and sj.running_pid(spool_dir, NODE) is None
+    p = start()  # the Prolog's detached start, slower than the job
+    epilog.join(WAIT_S + 5)
+    assert out == ["terminated"]
+    assert _kinds(a) == ["start", "final"]
+    assert p.wait(60) == 0  # no job left: it leaves
