@@ -43,6 +43,8 @@ from pathlib import Path
 #: names before the moves (a tree from before them, compared in the same run)
 DETACHED_MODULES = ("slurm_energy.slurm.sampler", "slurm_energy.slurm.jobend", "slurm_energy.slurm.detached",
                     "slurm_energy.slurm.hooks")
+#: the node sampler (sampling.sampler: node, the default): ``-m MODULE SPOOL NODE``, one per node
+NODE_SAMPLER_MODULE = "slurm_energy.slurm.sampler.node"
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("VENV", "/opt/slurm-energy/venv"))
@@ -200,11 +202,11 @@ def our_procs(kind: str) -> list[int]:
             argv = Path(f"/proc/{name}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        mod = next((m for m in DETACHED_MODULES if m in argv), None)
+        mod = next((m for m in (NODE_SAMPLER_MODULE, *DETACHED_MODULES) if m in argv), None)
         if mod is None:
             continue
         i = argv.index(mod)
-        what = argv[i + 1] if len(argv) > i + 1 else ""
+        what = "sampler" if mod == NODE_SAMPLER_MODULE else argv[i + 1] if len(argv) > i + 1 else ""
         mine = any(str(SPOOL) in a or str(SPOOL2) in a for a in argv) or (
             what == "finalize-env" and f'"cluster": "{cluster_name()}"' in " ".join(argv))
         if mine and (what == kind or (kind == "finalize" and what == "finalize-env")):
