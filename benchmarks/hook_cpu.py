@@ -10,6 +10,7 @@ Run as root (the hooks make root-only spools and chown the marks directory):
 
     python3 benchmarks/hook_cpu.py --python /opt/old/bin/python,/opt/new/bin/python [--jobs 15]
     python3 benchmarks/hook_cpu.py --tree /work/main,. [--jobs 15]   # source trees, one interpreter
+    python3 benchmarks/hook_cpu.py --samplers job,node                # the two samplers, this installation
 
 ``--tree``: each installation's package comes from that source tree (its install is run with
 ``PYTHONPATH=<tree>``, so the hook scripts' entry points into the tree), all with ``--python``'s
@@ -44,18 +45,22 @@ def main() -> None:
     ap.add_argument("--python", default=sys.executable, help="comma-separated interpreters of the installations")
     ap.add_argument("--tree", default="", help="comma-separated source trees (one interpreter: --python's first)")
     ap.add_argument("--jobs", type=int, default=15)
+    ap.add_argument("--samplers", default="", help="comma-separated sampling.sampler values (job,node): one "
+                    "installation each, --python's first interpreter")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="se-hookcpu-")
     trees = [os.path.abspath(t) for t in args.tree.split(",") if t]
-    pys = args.python.split(",") if not trees else [args.python.split(",")[0]] * len(trees)
-    names = trees or pys
+    kinds = [k for k in args.samplers.split(",") if k]
+    pys = [args.python.split(",")[0]] * len(trees or kinds) if trees or kinds else args.python.split(",")
+    names = trees or [f"sampling.sampler: {k}" for k in kinds] or pys
     for i, py in enumerate(pys):
         # a site config, spool, log and store per installation: the resolved config copy is keyed on
         # the code's config schema, so two installations sharing one would each load it in full
         site = os.path.join(tmp, f"site{i}.yaml")
         with open(site, "w") as f:
             f.write(f"paths:\n  spool_dir: {tmp}/spool{i}\n  log_dir: {tmp}/log{i}\n"
-                    f"  store_url: sqlite:///{tmp}/jobs{i}.db\n")
+                    f"  store_url: sqlite:///{tmp}/jobs{i}.db\n"
+                    + (f"sampling:\n  sampler: {kinds[i]}\n" if kinds else ""))
         env = dict(os.environ, PYTHONPATH=trees[i]) if trees else None
         subprocess.run([py, "-m", "slurm_energy.cli.main", "install", "--hooks-dir", f"{tmp}/hooks{i}",
                         "--config", site], check=True, capture_output=True, cwd="/", env=env)
