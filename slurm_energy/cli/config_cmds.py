@@ -120,7 +120,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     Exit 1 with the error text (field, value, fix) on an invalid config or an unusable path;
     exit 0 otherwise. Without any config file it says so and lists the documented defaults.
     """
-    from slurm_energy.cli.config_check import catch_all_notes, check_carbon, check_hardware, check_paths
+    from slurm_energy.cli.config_check import catch_all_notes, check_carbon, check_hardware, check_paths, check_sampling
     from slurm_energy.config import ConfigError, load_site_config
 
     try:
@@ -137,7 +137,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     errors = check_paths(cfg, notes)
     for n in notes:
         print(f"note: {n}")
-    warnings: list[str] = check_hardware(cfg)
+    warnings: list[str] = check_hardware(cfg) + check_sampling(cfg)
     ci_errors = check_carbon(cfg, warnings)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)

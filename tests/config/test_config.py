@@ -189,6 +189,19 @@ def test_check_config_cli(tmp_path, site_config, capsys):
     assert "datacenters.a.pue: bad value 0.9" in err
 
 
+@pytest.mark.parametrize(("interval", "warned"), [(0.001, True), (0.5, True), (1.0, False), (5.0, False)])
+def test_check_config_warns_of_a_sampling_interval_under_a_second(site_config, capsys, interval, warned):
+    """0.001 s loads (> 0) but wakes every node's sampler 1,000 times a second (a tester measured
+    0.17 of a core): check-config passes it with a warning naming the field, the rate and the usual range."""
+    from slurm_energy.cli.main import main
+
+    p = _write(site_config, f"cluster_name: c\nsampling:\n  interval_s: {interval}\n")
+    assert main(["check-config", str(p), "--offline"]) == 0
+    err = capsys.readouterr().err
+    line = f"warning: {p}: sampling.interval_s: {interval:g} s wakes the node's sampler {1 / interval:,.0f} times a second"
+    assert (line in err) is warned and ("1-10 s is usual" in err) is warned
+
+
 def test_the_resolved_config_is_frozen_in_both_its_forms(tmp_path):
     # issue 29: one resolved config per process, which no part changes under another
     import pydantic
