@@ -192,8 +192,10 @@ class Jobs:
 
 
 # ---------------------------------------------------------------- faults by PID
-def our_procs(kind: str) -> list[int]:
-    """PIDs of this cluster's samplers / finalizers (argv names its spools or is finalize-env)."""
+def procs_of(kinds: tuple[str, ...], spools: tuple[Path, ...] = (SPOOL, SPOOL2)) -> list[int]:
+    """PIDs of this cluster's detached processes of ``kinds`` (``sampler``: a per-job sampler or the
+    node sampler; ``finalize``, ``finalize-env``, ``finalize-queue``): argv names one of ``spools``,
+    or is a finalize-env of this cluster."""
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -207,11 +209,16 @@ def our_procs(kind: str) -> list[int]:
             continue
         i = argv.index(mod)
         what = "sampler" if mod == NODE_SAMPLER_MODULE else argv[i + 1] if len(argv) > i + 1 else ""
-        mine = any(str(SPOOL) in a or str(SPOOL2) in a for a in argv) or (
+        mine = any(str(s) in a for s in spools for a in argv) or (
             what == "finalize-env" and f'"cluster": "{cluster_name()}"' in " ".join(argv))
-        if mine and (what == kind or (kind == "finalize" and what == "finalize-env")):
+        if mine and what in kinds:
             out.append(int(name))
     return out
+
+
+def our_procs(kind: str) -> list[int]:
+    """PIDs of this cluster's samplers / finalizers (``finalize`` includes ``finalize-env``)."""
+    return procs_of((kind, "finalize-env") if kind == "finalize" else (kind,))
 
 
 _CLUSTER: list[str] = []

@@ -56,8 +56,6 @@ import hook_burst as hb  # noqa: E402
 
 #: what our detached sampler and finalizers run as (slurm_energy.slurm.detach.DETACHED_MODULE), and their
 #: names before the moves (a tree from before them, compared in the same run)
-DETACHED_MODULES = ("slurm_energy.slurm.sampler", "slurm_energy.slurm.jobend", "slurm_energy.slurm.detached",
-                    "slurm_energy.slurm.hooks")
 
 L, VENV = fr.L, fr.VENV
 KINDS = ("finalize", "finalize-env", "finalize-queue")
@@ -72,26 +70,8 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def our_procs(kinds: tuple[str, ...], spools: tuple[Path, ...]) -> list[int]:
-    """PIDs of this cluster's ``slurm_energy.slurm.sampler <kind>`` (or jobend) processes (argv names a spool, or a
-    finalize-env of this cluster)."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{name}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        mod = next((m for m in DETACHED_MODULES if m in argv), None)
-        if mod is None:
-            continue
-        i = argv.index(mod)
-        what = argv[i + 1] if len(argv) > i + 1 else ""
-        mine = any(str(s) in a for s in spools for a in argv) or (
-            what == "finalize-env" and f'"cluster": "{fr.cluster_name()}"' in " ".join(argv))
-        if mine and what in kinds:
-            out.append(int(name))
-    return out
+    """PIDs of this cluster's samplers (per job or per node) and finalizers of ``kinds``: fault_run's one rule."""
+    return fr.procs_of(kinds, spools)
 
 
 def kill_one(kinds: tuple[str, ...], label: str, counts: collections.Counter) -> None:
