@@ -13,7 +13,6 @@ from slurm_energy.sampling.proctree import ProcTree, pids_usage, stat_paths
 from slurm_energy.slurm.context import job_env_facts
 from slurm_energy.slurm.sampler.cgroup import JobCgroup, find_job_cgroup
 
-
 #: how many full polls look at one PID's environment for the job's facts: a child of slurmstepd is
 #: looked at before its exec of the job's program (root's, or slurmd's environment) and is the
 #: job's a moment later; a process that never shows them (its environment emptied) costs no more
