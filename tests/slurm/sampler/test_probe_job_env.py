@@ -34,10 +34,14 @@ def test_a_process_looked_at_before_its_exec_is_looked_at_again(tmp_path):
     try:
         seen: list[dict] = []
         probe = _probe(tmp_path, seen)
-        time.sleep(0.2)
+        time.sleep(0.1)
         probe._look_for_job_env([child.pid])  # before the exec: slurmd's environment, not the job's
         assert seen == []
-        time.sleep(1.3)  # the next full poll (one an interval), after the exec: the same PID holds the job's
+        for _ in range(200):  # the next full poll (one an interval), after the exec: the same PID holds the job's
+            with open(f"/proc/{child.pid}/environ", "rb") as f:
+                if b"SLURM_JOB_ID=901" in f.read():
+                    break
+            time.sleep(0.05)
         probe._look_for_job_env([child.pid])
         assert seen == [{"job_name": "train", "umask": "0022"}]
     finally:
