@@ -13,6 +13,11 @@ from slurm_energy.sampling.proctree import ProcTree, pids_usage, stat_paths
 from slurm_energy.slurm.context import job_env_facts
 from slurm_energy.slurm.sampler.cgroup import JobCgroup, find_job_cgroup
 
+#: how many full polls look at one PID's environment for the job's facts: a child of slurmstepd is
+#: looked at before its exec of the job's program (root's, or slurmd's environment) and is the
+#: job's a moment later; a process that never shows them (its environment emptied) costs no more
+ENV_LOOKS = 3
+
 
 class SlurmJobProbe:
     """A Slurm job on this node: its cgroup (v1/v2) once it exists, else its PIDs by environment.
@@ -52,7 +57,7 @@ class SlurmJobProbe:
         self._best_cpu = 0.0
         self._max_mem = 0
         self._on_job_env = on_job_env  # called once with the job's env facts (job name, umask)
-        self._env_seen: set[int] = set()
+        self._env_seen: dict[int, int] = {}  # PID -> looks at its environment without the job's facts
         self._scanner = StepdScanner(job_id, uid=uid if uid is not None and uid >= 0 else None)
         self._stat = KeptFiles(limit=64)  # the job's /proc/PID/stat, kept open (PID mode)
         self.usage = JobUsage()  # what poll() updates in place
@@ -77,17 +82,20 @@ class SlurmJobProbe:
         import os
 
         for pid in pids:
-            if pid in self._env_seen:
+            if self._env_seen.get(pid, 0) >= ENV_LOOKS:
                 continue
-            self._env_seen.add(pid)
+            self._env_seen[pid] = self._env_seen.get(pid, 0) + 1
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
                     if self.uid is not None and self.uid >= 0 and os.fstat(f.fileno()).st_uid != self.uid:
-                        continue  # slurmstepd (root) or not the job's user's
+                        continue  # slurmstepd (root), or its child before it drops to the job's user: looked at again
                     env = dict(kv.split("=", 1) for kv in f.read().decode("utf-8", "surrogateescape").split("\0")
                                if "=" in kv)
                 facts = job_env_facts(env, self.job_id)
-                if facts is not None and "umask" not in facts:
+                if facts is None:
+                    continue  # no SLURM_JOB_ID yet: a child of slurmstepd between its fork and its exec of
+                    # the job's program holds slurmd's environment; the same PID is the job's after the exec
+                if "umask" not in facts:
                     facts.update(proc_umask(pid))
             except OSError:
                 continue
