@@ -93,10 +93,15 @@ PARTIAL_COVERAGE = "partial-coverage"
 ESTIMATED = "estimated"
 
 
+#: a node's rest-of-node method: ``node_meter:<source>`` (measured by the node meter) or
+#: ``estimate:site_w`` (the site's per-node estimate); anything else (``not_metered``) is neither
+REST_METERED, REST_ESTIMATED = "node_meter:", "estimate:"
+
+
 def metered_rest(rec: Any) -> bool:
     """The record (a JobRecord, or a store's summary row) holds energy of its nodes' rest that a node
-    meter measured (``rest_of_node_j`` not None, a ``node_meter:`` method on some node)."""
-    return getattr(rec, "rest_of_node_j", None) is not None and "node_meter:" in (getattr(rec, "rest_of_node_method", "") or "")
+    meter measured (``rest_of_node_j`` not None, a :data:`REST_METERED` method on some node)."""
+    return getattr(rec, "rest_of_node_j", None) is not None and REST_METERED in (getattr(rec, "rest_of_node_method", "") or "")
 
 
 def all_estimated(methods: dict[str, Any], energy_it_j: dict[str, float | None], metered_rest: bool = False) -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from slurm_energy.accounting.integrate import SeriesEnergy, counter_series, device_series, power_series
-from slurm_energy.core import Method, Reading
+from slurm_energy.core import REST_ESTIMATED, REST_METERED, Method, Reading
 
 #: components above the meter by more than this fraction of the meter (its accuracy, a few %; DCMI
 #: readings are whole watts) make the interval's meter reading not believed
@@ -181,7 +181,7 @@ def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Re
             if share is None:
                 return RestOfNode(covers="rest of node: not metered (" + basis + ")", flags=["share_unknown"])
             _spread_hourly(summary.hourly_energy_j, t0, t1, e * share)
-            return RestOfNode(method="estimate:site_w", energy_j=e * share, node_rest_j=e, share=share,
+            return RestOfNode(method=f"{REST_ESTIMATED}site_w", energy_j=e * share, node_rest_j=e, share=share,
                               rule="allocation", share_basis=basis, metered_s=0.0,
                               covers=f"rest of node: ESTIMATE, node_meter.estimate_w = {cfg.estimate_w:g} W per node "
                                      "(site.yaml), not measured")
@@ -195,7 +195,7 @@ def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Re
     if gpus_node is not None and gpus_job < gpus_node:
         # GPUs of other jobs draw inside the meter but are not in this job's samples: the rest
         # would hold them; not metered rather than charged (the node meter process reads no GPU)
-        return RestOfNode(method=f"node_meter:{source}", meter_method=how, rule=cfg.rest_of_node,
+        return RestOfNode(method=f"{REST_METERED}{source}", meter_method=how, rule=cfg.rest_of_node,
                           flags=sorted({*flags, "other_gpus_unmeasured"}),
                           covers=f"rest of node: not metered (the node has {gpus_node} GPUs, the job's samples "
                                  f"measure {gpus_job}: the others' energy is inside the meter)")
@@ -206,7 +206,7 @@ def rest_for_node(summary: Any, table: Any, meter_rows: Sequence[tuple[float, Re
     else:
         cpus_node = max((n for n in table.node.get("ncpu", []) if n), default=None)
         share, basis = allocation_share(cpus_alloc, cpus_node, gpus_job, gpus_node, mem_alloc_bytes, _mem_node(table))
-    method = f"node_meter:{source}"
+    method = f"{REST_METERED}{source}"
     covers = (f"rest of node: node meter ({source}) minus the measured components (CPU packages, DRAM, GPUs), "
               f"{rest.metered_s:.0f} of {rest.span_s:.0f} s metered; job share by {cfg.rest_of_node} ({basis})")
     if rest.metered_s <= 0 or share is None:

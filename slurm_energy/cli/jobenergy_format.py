@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from slurm_energy.cli.jobenergy_select import job_state
-from slurm_energy.core import Method, all_estimated, metered_rest, status_text
+from slurm_energy.core import REST_ESTIMATED, REST_METERED, Method, all_estimated, metered_rest, status_text
 from slurm_energy.jobid import display_id
 from slurm_energy.natsort import ordered_record
 from slurm_energy.reporting.scale import format_duration, plain
@@ -99,7 +99,7 @@ def _methods(rec: JobRecord) -> str:
     ``rest_of_node=node_meter:acpi_power_meter`` (its share is in IT_kWh: the method says how)."""
     text = rec.method_summary if rec.methods else Method.UNAVAILABLE.value
     rest = getattr(rec, "rest_of_node_method", "") or ""
-    if getattr(rec, "rest_of_node_j", None) is not None and ("node_meter:" in rest or "estimate:" in rest):
+    if getattr(rec, "rest_of_node_j", None) is not None and (REST_METERED in rest or REST_ESTIMATED in rest):
         text += f",rest_of_node={rest}"
     return text
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from slurm_energy.core import DEVICE_CLASSES, Method
+from slurm_energy.core import DEVICE_CLASSES, REST_ESTIMATED, REST_METERED, Method
 from slurm_energy.units import J_PER_KWH, co2e_kg
 
 if TYPE_CHECKING:
@@ -36,9 +36,9 @@ def rest_of_node_split(rec: JobRecord) -> tuple[list[float], list[float]]:
         r = n.rest_of_node
         if r is None or r.energy_j is None:
             continue
-        if r.method.startswith("node_meter:"):
+        if r.method.startswith(REST_METERED):
             meas.append(r.energy_j)
-        elif r.method.startswith("estimate:"):
+        elif r.method.startswith(REST_ESTIMATED):
             est.append(r.energy_j)
     return meas, est
 
