@@ -159,19 +159,21 @@ def join_or_start(job_dir: str, spool_dir: str, node: str, start: Start) -> int 
     OSError (the join file: nothing samples the job) and what ``start`` raises."""
     pid = join(job_dir, spool_dir, node)
     if pid is None and claim_start(spool_dir, node):
-        try:
-            pid = start(*start_args(spool_dir, node))
-        except BaseException:  # not started: the next hook tries again, not after STARTING_STALE_S
-            _drop_claim(spool_dir, node)
-            raise
+        pid = _start_claimed(spool_dir, node, start)
     return pid
 
 
-def _drop_claim(spool_dir: str, node: str) -> None:
+def _start_claimed(spool_dir: str, node: str, start: Start) -> int:
+    """Start the node sampler under this hook's claim; a start that fails drops the claim (the next
+    hook tries again, not after STARTING_STALE_S) and raises."""
     try:
-        os.unlink(node_path(spool_dir, STARTING, node))
-    except OSError:
-        pass
+        return start(*start_args(spool_dir, node))
+    except BaseException:
+        try:
+            os.unlink(node_path(spool_dir, STARTING, node))
+        except OSError:
+            pass
+        raise
 
 
 def restart_for_others(job_dir: str, spool_dir: str, node: str, start: Start) -> int | None:
@@ -180,11 +182,7 @@ def restart_for_others(job_dir: str, spool_dir: str, node: str, start: Start) ->
     Returns its PID, or None when none was needed or another hook starts it."""
     if running_pid(spool_dir, node) is None and others_joined(spool_dir, node, but=job_dir) \
             and claim_start(spool_dir, node):
-        try:
-            return start(*start_args(spool_dir, node))
-        except BaseException:
-            _drop_claim(spool_dir, node)
-            raise
+        return _start_claimed(spool_dir, node, start)
     return None
 
 
