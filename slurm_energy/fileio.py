@@ -43,3 +43,16 @@ def atomic_write(path: str | os.PathLike[str], text: str | bytes, *, mode: int =
         except OSError:
             pass
         raise
+
+
+def shipped_file(package: str, checkout_dir: str, name: str) -> str:
+    """The path of ``name`` shipped as package data of ``package`` (``slurm_energy.hooks``,
+    ``slurm_energy.site_config``, ``slurm_energy.systemd``: pyproject's package-dir maps top-level
+    folders there), or, run from a source checkout where that mapping does not apply, of
+    ``checkout_dir/name`` at the checkout's top (``hooks``, ``site_config``, ``packaging/systemd``)."""
+    from importlib import resources
+
+    try:
+        return str(resources.files(package).joinpath(name))
+    except ModuleNotFoundError:
+        return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), checkout_dir, name)

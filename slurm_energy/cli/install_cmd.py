@@ -11,11 +11,10 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slurm_energy.fileio import atomic_write
+from slurm_energy.fileio import atomic_write, shipped_file
 
 if TYPE_CHECKING:
     import subprocess
@@ -108,10 +107,7 @@ UNITS = ("slurm-energy-collect.service", "slurm-energy-collect.timer", "slurm-en
 
 def _unit_template(name: str) -> str:
     """A shipped unit file: package data when installed, ``packaging/systemd/`` of the checkout otherwise."""
-    try:
-        return resources.files("slurm_energy.systemd").joinpath(name).read_text()
-    except ModuleNotFoundError:
-        return (Path(__file__).resolve().parents[2] / "packaging" / "systemd" / name).read_text()
+    return Path(shipped_file("slurm_energy.systemd", "packaging/systemd", name)).read_text()
 
 
 def unit_text(name: str, python: str, config: str) -> str:
@@ -141,10 +137,7 @@ def write_units(directory: str, python: str, config: str) -> list[str]:
 
 def _hook_template(which: str) -> str:
     """The shipped hook script: package data when installed, ``hooks/`` of the checkout otherwise."""
-    try:
-        return resources.files("slurm_energy.hooks").joinpath(which).read_text()
-    except ModuleNotFoundError:  # run from a source checkout: hooks/ sits beside slurm_energy/
-        return (Path(__file__).resolve().parents[2] / "hooks" / which).read_text()
+    return Path(shipped_file("slurm_energy.hooks", "hooks", which)).read_text()
 
 
 #: What the hook scripts run (``python -I -S ENTRY prolog|epilog``): this package's own file.

@@ -100,13 +100,10 @@ def documented_example() -> str:
     """Where this installation's documented example of every key is: the ``site.yaml`` installed
     with the package (``slurm_energy/site_config/site.yaml``: a pip or .deb install has it; a
     checkout's is its ``site_config/site.yaml``)."""
-    from importlib.resources import files
+    from slurm_energy.fileio import shipped_file
 
-    try:
-        return str(files("slurm_energy.site_config") / "site.yaml")
-    except (ModuleNotFoundError, TypeError):  # run from a checkout: its top-level site_config/
-        here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "site_config", "site.yaml")
-        return os.path.normpath(here) if os.path.exists(here) else "site_config/site.yaml (in the source tree)"
+    path = shipped_file("slurm_energy.site_config", "site_config", "site.yaml")
+    return path if os.path.exists(path) else "site_config/site.yaml (in the source tree)"
 
 
 def _keys_at(loc: list[str]) -> list[str]:
