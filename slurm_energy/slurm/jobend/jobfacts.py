@@ -41,32 +41,29 @@ def slurm_facts(ctx: JobContext, record_error: Callable[[str], None]) -> dict[st
 
     slurm = current()
     facts = slurm.final_facts(ctx.job_id, attempt=ctx.restart_count)
-    hidden = facts.get("job_state") if facts else None
-    if facts and hidden in ENDED_FLAGS and not (facts.get("ambiguous") or facts.get("untrusted")):
-        # ``scontrol show job -o`` (22.05's text) prints the COMPLETING (or STAGE_OUT) flag in place
-        # of the state while the job's Epilogs run (job_state_string()): the job has ended, and
-        # slurmdbd has its state (a query with no user text in it)
-        state, why = slurm.final_state(ctx.job_id)
-        if state:
-            facts["job_state"] = state
-        else:
-            record_error(f"the job's state: slurmctld said {hidden} and slurmdbd (sacct State) is {why}; "
-                         "derived from slurmd's exit code")
+    if not facts:
         return facts
-    if not facts or not (facts.get("ambiguous") or facts.get("untrusted")):
-        return facts
+    distrusted = bool(facts.get("ambiguous") or facts.get("untrusted"))
     if facts.get("untrusted"):
         why = facts.pop("untrusted")
         record_error(f"scontrol show job: {why}" + ("" if facts else "; nothing in it is used"))
-    else:
+    elif distrusted:
         record_error(f"scontrol show job: {', '.join(k + '=' for k in facts['ambiguous'])} appear more than once "
                      "(a job name or comment holding them); those facts are not used")
-    if not facts.get("job_state"):
+    # ``scontrol show job -o`` (22.05's text) prints the COMPLETING (or STAGE_OUT) flag in place of
+    # the state while the job's Epilogs run (job_state_string()): the job has ended, and slurmdbd
+    # has its state, as it has where the text's state was not used
+    hidden = facts.get("job_state") if facts.get("job_state") in ENDED_FLAGS else None
+    if hidden or (distrusted and not facts.get("job_state")):
         state, why = slurm.final_state(ctx.job_id)
         if state:
             facts["job_state"] = state
-        record_error("the job's state: " + (f"slurmdbd (sacct State) says {state}" if state else
-                                             f"{why}; derived from slurmd's exit code"))
+        if distrusted:
+            record_error("the job's state: " + (f"slurmdbd (sacct State) says {state}" if state else
+                                                 f"{why}; derived from slurmd's exit code"))
+        elif not state:
+            record_error(f"the job's state: slurmctld said {hidden} and slurmdbd (sacct State) is {why}; "
+                         "derived from slurmd's exit code")
     return facts
 
 
