@@ -356,12 +356,18 @@ class _Process:
 
         for d in self.joined_dirs():
             try:
-                Attempt.from_dir(d, self.node).record_error(
-                    f"node sampler not running from {time.strftime('%H:%M:%S', time.localtime(last))} to "
-                    f"{time.strftime('%H:%M:%S', time.localtime(now))} ({now - last:.0f} s, about "
-                    f"{max(0, int((now - last) // self.ns.interval_s) - 1)} intervals missed: it died, "
+                a = Attempt.from_dir(d, self.node)
+                # the job's own span only: a job whose Prolog started this sampler missed nothing before it
+                began = max(last, float(json.loads(a.context_json()).get("prolog_time") or 0.0))
+                missed = int((now - began) // self.ns.interval_s) - 1
+                if missed < 1:
+                    continue
+                a.record_error(
+                    f"node sampler not running from {time.strftime('%H:%M:%S', time.localtime(began))} to "
+                    f"{time.strftime('%H:%M:%S', time.localtime(now))} ({now - began:.0f} s, about "
+                    f"{missed} intervals missed: it died, "
                     "a later hook started it again); the energy of that span is shared from the rows around it")
-            except ValueError:
+            except (ValueError, OSError):
                 pass
         log.warning("node sampler node=%s: the previous one died; nothing sampled for %.0f s", self.node, now - last)
 
