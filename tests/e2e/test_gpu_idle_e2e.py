@@ -152,4 +152,7 @@ def test_idle_gpu_energy_through_slurm_store_and_every_output(cluster, switching
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert (next(x for x in got["rows"] if x["user"] == "alice")["gpu_idle_kwh"] or 0) >= kwh * (1 - 1e-6)
-    assert job in [t["job_id"] for t in got["top_gpu_idle_jobs"]]
+    # among the month's top jobs, unless the store already holds 10 jobs with more idle-GPU energy
+    # (a long-lived test cluster's store accumulates them; CI's is fresh)
+    top = got["top_gpu_idle_jobs"]
+    assert job in [t["job_id"] for t in top] or (len(top) == 10 and min(t["gpu_idle_kwh"] for t in top) >= kwh)
